@@ -1,0 +1,41 @@
+"""tenure: distributed locks, leases and synchronization primitives for Redis and Valkey.
+
+Every primitive comes as a synchronous class and an ``Async*`` twin with the
+same arguments and semantics. See the README for the safety model.
+"""
+
+from ._api._async import DEFAULT_TTL as DEFAULT_TTL
+from ._api._async import AsyncLease as AsyncLease
+from ._api._async import AsyncLock as AsyncLock
+from ._api._sync import Lease as Lease
+from ._api._sync import Lock as Lock
+from ._errors import AcquireTimeout as AcquireTimeout
+from ._errors import AlreadyHeldError as AlreadyHeldError
+from ._errors import InvalidArgument as InvalidArgument
+from ._errors import LockLostError as LockLostError
+from ._errors import NotOwnedError as NotOwnedError
+from ._errors import ProtocolError as ProtocolError
+from ._errors import TenureError as TenureError
+from ._errors import UnsupportedServer as UnsupportedServer
+from ._errors import WrongTypeError as WrongTypeError
+from ._models import LeaseBase as LeaseBase
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_TTL",
+    "AcquireTimeout",
+    "AlreadyHeldError",
+    "AsyncLease",
+    "AsyncLock",
+    "InvalidArgument",
+    "Lease",
+    "LeaseBase",
+    "Lock",
+    "LockLostError",
+    "NotOwnedError",
+    "ProtocolError",
+    "TenureError",
+    "UnsupportedServer",
+    "WrongTypeError",
+]

@@ -1,0 +1,5 @@
+"""``python -m tenure``: the command line."""
+
+from ._cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,259 @@
+"""The asyncio driver: ``redis.asyncio.Redis`` clients, tasks, ``asyncio`` waits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias, TypeVar
+
+import redis.asyncio
+from redis.asyncio.client import PubSub
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import NoScriptError
+
+from .._keys import LockKeys
+from .._plans import lock as lock_plans
+from .._plans import server as server_plans
+from .._protocol import Command, Contend, Eval, Plan, Step, WaitWake, parse_reply
+from . import _identity
+
+Client: TypeAlias = "redis.asyncio.Redis"
+T = TypeVar("T")
+
+#: Longest wait for the server to confirm a wake subscription, seconds.
+SUBSCRIBE_CONFIRM_WAIT = 5.0
+
+_task_numbers: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
+
+
+def current_owner() -> str:
+    """The calling task's owner id (stable for the task's life, new after fork).
+
+    Raises:
+        RuntimeError: called outside an asyncio task.
+    """
+    task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("tenure's async API must be used from inside an asyncio task")
+    number = _task_numbers.get(task)
+    if number is None:
+        number = _task_numbers[task] = _identity.next_number()
+    return _identity.owner_of(number)
+
+
+@dataclass(eq=False)
+class _Channel:
+    keys: LockKeys
+    refs: int = 0
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    gate: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class _HubPubSub(PubSub):
+    hub: _Hub
+
+    async def on_connect(self, connection: Any) -> None:
+        await super().on_connect(connection)
+        self.hub.reconnected()
+
+
+class _Hub:
+    """One pub/sub connection per client, process and event loop; wakes waiting tasks."""
+
+    def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
+        self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
+        self._pool = pool
+        self._channels: dict[str, _Channel] = {}
+        self._closing: dict[str, LockKeys] = {}
+        self._pubsub: _HubPubSub | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
+
+    async def enter(self, keys: LockKeys, channel: str) -> _Channel:
+        ch = self._channels.get(channel)
+        if ch is None:
+            ch = self._channels[channel] = _Channel(keys)
+        ch.refs += 1
+        if ch.refs == 1:
+            self._closing.pop(channel, None)
+            pubsub = self._listen()
+            await pubsub.subscribe(channel)
+            if self._reader is None:
+                self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
+        return ch
+
+    async def leave(self, channel: str, ch: _Channel) -> None:
+        ch.refs -= 1
+        if ch.refs == 0 and self._channels.get(channel) is ch:
+            del self._channels[channel]
+            self._closing[channel] = ch.keys
+            assert self._pubsub is not None
+            await self._pubsub.unsubscribe(channel)
+
+    def reconnected(self) -> None:
+        """Messages may have been lost while disconnected: let every waiter retry."""
+        for ch in list(self._channels.values()):
+            ch.wake.set()
+
+    def _listen(self) -> _HubPubSub:
+        if self._pubsub is None:
+            pubsub = _HubPubSub(connection_pool=self._pool)
+            pubsub.hub = self
+            self._pubsub = pubsub
+        return self._pubsub
+
+    async def _read(self) -> None:
+        assert self._pubsub is not None
+        failures = 0
+        while True:
+            try:
+                message = await self._pubsub.get_message(timeout=None)
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.reconnected()
+                failures += 1
+                await asyncio.sleep(self._backoff.compute(failures))
+                continue
+            if message is not None:
+                await self._dispatch(message)
+
+    async def _dispatch(self, message: dict[str, Any]) -> None:
+        kind, channel = message["type"], message["channel"]
+        if isinstance(channel, bytes):
+            channel = channel.decode()
+        ch = self._channels.get(channel)
+        if kind == "unsubscribe":
+            self._closing.pop(channel, None)
+        closing = self._closing.get(channel)
+        if ch is not None:
+            if kind == "subscribe":
+                ch.ready.set()
+            elif kind == "message":
+                ch.wake.set()
+        elif kind == "message" and closing is not None:
+            try:
+                client = redis.asyncio.Redis(connection_pool=self._pool)
+                await _drive(client, lock_plans.pass_on(closing))
+            except Exception:
+                pass  # the other waiters' lease-length timers still fire
+
+
+@dataclass(eq=False)
+class _State:
+    generation: int
+    loop: asyncio.AbstractEventLoop
+    hub: _Hub
+    server: server_plans.ServerInfo | None = None
+
+
+_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+
+
+def _state(client: Client) -> _State:
+    loop = asyncio.get_running_loop()
+    state = _states.get(client)
+    if state is None or state.generation != _identity.generation() or state.loop is not loop:
+        state = _State(_identity.generation(), loop, _Hub(client.connection_pool))
+        _states[client] = state
+    return state
+
+
+def waiter_id(client: Client) -> str:
+    """This process's waiter id for ``client`` (names its wake channels)."""
+    return _state(client).hub.waiter
+
+
+async def run(client: Client, plan: Plan[T]) -> T:
+    """Drive ``plan`` to its result with ``client``; the first call probes the server.
+
+    Raises whatever the plan raises, and redis-py's connection errors.
+    """
+    state = _state(client)
+    if state.server is None:
+        state.server = await _drive(client, server_plans.probe())
+    return await _drive(client, plan)
+
+
+@dataclass(eq=False)
+class _Contention:
+    hub: _Hub
+    channel: str
+    ch: _Channel
+    entered: bool = False
+
+
+async def _drive(client: Client, plan: Plan[T]) -> T:
+    held: list[_Contention] = []
+    reply: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                step = plan.send(reply) if error is None else plan.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            error = None
+            try:
+                reply = await _perform(client, step, held)
+            except BaseException as exc:
+                reply, error = None, exc
+    finally:
+        for c in reversed(held):
+            if c.entered:
+                c.ch.gate.release()
+            # Unsubscribing must happen even when the waiter was cancelled.
+            await asyncio.shield(c.hub.leave(c.channel, c.ch))
+        plan.close()
+
+
+async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
+    if isinstance(step, Eval):
+        return parse_reply(step.script, await _evalsha(client, step))
+    if isinstance(step, WaitWake):
+        ch = held[-1].ch
+        try:
+            async with asyncio.timeout(step.timeout):
+                await ch.wake.wait()
+            woken = True
+        except TimeoutError:
+            woken = False
+        ch.wake.clear()
+        return woken
+    if isinstance(step, Contend):
+        hub = _state(client).hub
+        started = time.monotonic()
+        ch = await hub.enter(step.keys, step.channel)
+        c = _Contention(hub, step.channel, ch)
+        held.append(c)
+        limit = SUBSCRIBE_CONFIRM_WAIT if step.timeout is None else step.timeout
+        try:
+            async with asyncio.timeout(min(limit, SUBSCRIBE_CONFIRM_WAIT)):
+                await ch.ready.wait()
+        except TimeoutError:
+            pass
+        try:
+            left = None if step.timeout is None else step.timeout - (time.monotonic() - started)
+            async with asyncio.timeout(None if left is None else max(0.0, left)):
+                await ch.gate.acquire()
+            c.entered = True
+        except TimeoutError:
+            c.entered = False
+        return c.entered
+    if isinstance(step, Command):
+        return await client.execute_command(*step.args)
+    raise TypeError(f"unknown step {step!r}")
+
+
+async def _evalsha(client: Client, step: Eval) -> Any:
+    spec = step.script
+    try:
+        return await client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
+    except NoScriptError:
+        await client.script_load(spec.source)
+        return await client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)

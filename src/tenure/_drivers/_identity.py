@@ -1,0 +1,56 @@
+"""Owner identity: unguessable ids for this process, its threads and its tasks.
+
+An owner id is ``<process id>.<n>``: the process id is 128 random bits from
+:mod:`secrets`, drawn again in a forked child (so the child owns none of the
+parent's leases), and ``n`` numbers the threads and tasks of the process (a
+thread's ident can be reused after it ends; ``n`` never is). A lease token is
+its owner id, a colon and another 128 random bits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+
+_process = [secrets.token_hex(16)]
+_numbers = itertools.count(1)
+_generation = [0]
+
+
+def _after_fork() -> None:
+    _process[0] = secrets.token_hex(16)
+    _generation[0] += 1
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def process_id() -> str:
+    """This process's random id (128 bits, hex); new in a forked child."""
+    return _process[0]
+
+
+def generation() -> int:
+    """A number that changes in a forked child (drivers drop inherited state on a change)."""
+    return _generation[0]
+
+
+def new_owner() -> str:
+    """A fresh owner id for a thread or task of this process."""
+    return f"{_process[0]}.{next(_numbers)}"
+
+
+def owner_of(number: int) -> str:
+    """The owner id for the ``number``-th owner of the current process."""
+    return f"{_process[0]}.{number}"
+
+
+def next_number() -> int:
+    """Number a new thread or task."""
+    return next(_numbers)
+
+
+def new_token(owner: str) -> str:
+    """A lease token: ``owner``, a colon, and 128 random bits (hex)."""
+    return f"{owner}:{secrets.token_hex(16)}"

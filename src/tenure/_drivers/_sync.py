@@ -1,0 +1,241 @@
+"""The synchronous driver: ``redis.Redis`` clients, threads, ``threading`` waits."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias, TypeVar
+
+import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.client import PubSub
+from redis.exceptions import NoScriptError
+
+from .._keys import LockKeys
+from .._plans import lock as lock_plans
+from .._plans import server as server_plans
+from .._protocol import Command, Contend, Eval, Plan, Step, WaitWake, parse_reply
+from . import _identity
+
+Client: TypeAlias = "redis.Redis"
+T = TypeVar("T")
+
+#: Longest wait for the server to confirm a wake subscription, seconds. Past it
+#: the waiter goes on anyway and relies on its lease-length timer.
+SUBSCRIBE_CONFIRM_WAIT = 5.0
+
+_local = threading.local()
+
+
+def current_owner() -> str:
+    """The calling thread's owner id (stable for the thread's life, new after fork)."""
+    number = getattr(_local, "number", None)
+    if number is None:
+        number = _local.number = _identity.next_number()
+    return _identity.owner_of(number)
+
+
+@dataclass(eq=False)
+class _Channel:
+    keys: LockKeys
+    refs: int = 0
+    ready: threading.Event = field(default_factory=threading.Event)
+    wake: threading.Event = field(default_factory=threading.Event)
+    gate: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _HubPubSub(PubSub):
+    hub: _Hub
+
+    def on_connect(self, connection: Any) -> None:
+        super().on_connect(connection)
+        self.hub.reconnected()
+
+
+class _Hub:
+    """One pub/sub connection per client and process; wakes waiting threads."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
+        self._pool = pool
+        self._mutex = threading.Lock()
+        self._channels: dict[str, _Channel] = {}
+        self._closing: dict[str, LockKeys] = {}
+        self._pubsub: _HubPubSub | None = None
+        self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
+
+    def enter(self, keys: LockKeys, channel: str) -> _Channel:
+        with self._mutex:
+            ch = self._channels.get(channel)
+            if ch is None:
+                ch = self._channels[channel] = _Channel(keys)
+            ch.refs += 1
+            if ch.refs == 1:
+                self._closing.pop(channel, None)
+                self._listen().subscribe(channel)
+        return ch
+
+    def leave(self, channel: str, ch: _Channel) -> None:
+        with self._mutex:
+            ch.refs -= 1
+            if ch.refs == 0 and self._channels.get(channel) is ch:
+                del self._channels[channel]
+                self._closing[channel] = ch.keys
+                assert self._pubsub is not None
+                self._pubsub.unsubscribe(channel)
+
+    def reconnected(self) -> None:
+        """Messages may have been lost while disconnected: let every waiter retry."""
+        for ch in list(self._channels.values()):
+            ch.wake.set()
+
+    def _listen(self) -> _HubPubSub:
+        if self._pubsub is None:
+            pubsub = _HubPubSub(connection_pool=self._pool)
+            pubsub.hub = self
+            self._pubsub = pubsub
+            threading.Thread(target=self._read, name="tenure-wake-hub", daemon=True).start()
+        return self._pubsub
+
+    def _read(self) -> None:
+        assert self._pubsub is not None
+        failures = 0
+        while True:
+            try:
+                message = self._pubsub.get_message(timeout=None)
+                failures = 0
+            except Exception:
+                self.reconnected()
+                failures += 1
+                threading.Event().wait(self._backoff.compute(failures))
+                continue
+            if message is not None:
+                self._dispatch(message)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        kind, channel = message["type"], message["channel"]
+        if isinstance(channel, bytes):
+            channel = channel.decode()
+        with self._mutex:
+            ch = self._channels.get(channel)
+            if kind == "unsubscribe":
+                self._closing.pop(channel, None)
+            closing = self._closing.get(channel)
+        if ch is not None:
+            if kind == "subscribe":
+                ch.ready.set()
+            elif kind == "message":
+                ch.wake.set()
+        elif kind == "message" and closing is not None:
+            try:
+                _drive(redis.Redis(connection_pool=self._pool), lock_plans.pass_on(closing))
+            except Exception:
+                pass  # the other waiters' lease-length timers still fire
+
+
+@dataclass(eq=False)
+class _State:
+    generation: int
+    hub: _Hub
+    server: server_plans.ServerInfo | None = None
+
+
+_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+_states_mutex = threading.Lock()
+
+
+def _state(client: Client) -> _State:
+    state = _states.get(client)
+    if state is None or state.generation != _identity.generation():
+        with _states_mutex:
+            state = _states.get(client)
+            if state is None or state.generation != _identity.generation():
+                state = _State(_identity.generation(), _Hub(client.connection_pool))
+                _states[client] = state
+    return state
+
+
+def waiter_id(client: Client) -> str:
+    """This process's waiter id for ``client`` (names its wake channels)."""
+    return _state(client).hub.waiter
+
+
+def run(client: Client, plan: Plan[T]) -> T:
+    """Drive ``plan`` to its result with ``client``; the first call probes the server.
+
+    Raises whatever the plan raises, and redis-py's connection errors.
+    """
+    state = _state(client)
+    if state.server is None:
+        state.server = _drive(client, server_plans.probe())
+    return _drive(client, plan)
+
+
+@dataclass(eq=False)
+class _Contention:
+    hub: _Hub
+    channel: str
+    ch: _Channel
+    entered: bool = False
+
+
+def _drive(client: Client, plan: Plan[T]) -> T:
+    held: list[_Contention] = []
+    reply: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                step = plan.send(reply) if error is None else plan.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            error = None
+            try:
+                reply = _perform(client, step, held)
+            except BaseException as exc:
+                reply, error = None, exc
+    finally:
+        for c in reversed(held):
+            if c.entered:
+                c.ch.gate.release()
+            c.hub.leave(c.channel, c.ch)
+        plan.close()
+
+
+def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
+    if isinstance(step, Eval):
+        return parse_reply(step.script, _evalsha(client, step))
+    if isinstance(step, WaitWake):
+        ch = held[-1].ch
+        woken = ch.wake.wait(step.timeout)
+        ch.wake.clear()
+        return woken
+    if isinstance(step, Contend):
+        hub = _state(client).hub
+        ch = hub.enter(step.keys, step.channel)
+        c = _Contention(hub, step.channel, ch)
+        held.append(c)
+        started = time.monotonic()
+        limit = SUBSCRIBE_CONFIRM_WAIT if step.timeout is None else step.timeout
+        ch.ready.wait(min(limit, SUBSCRIBE_CONFIRM_WAIT))
+        if step.timeout is None:
+            c.entered = ch.gate.acquire()
+        else:
+            left = max(0.0, step.timeout - (time.monotonic() - started))
+            c.entered = ch.gate.acquire(timeout=left)
+        return c.entered
+    if isinstance(step, Command):
+        return client.execute_command(*step.args)
+    raise TypeError(f"unknown step {step!r}")
+
+
+def _evalsha(client: Client, step: Eval) -> Any:
+    spec = step.script
+    try:
+        return client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
+    except NoScriptError:
+        client.script_load(spec.source)
+        return client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)

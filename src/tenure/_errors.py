@@ -1,0 +1,99 @@
+"""Errors raised by tenure.
+
+Every error derives from :class:`TenureError` and from the nearest builtin, so
+``except TimeoutError`` or ``except ValueError`` keep working::
+
+    TenureError
+    ├── AcquireTimeout (TimeoutError)     a `with` / `async with` wait ran out
+    ├── NotOwnedError (RuntimeError)      release/extend of a lease you do not hold
+    │   └── LockLostError                 the lease was seen gone while held
+    ├── AlreadyHeldError (RuntimeError)   a non-reentrant lock taken twice by one owner
+    ├── InvalidArgument (ValueError)      a bad argument; nothing was sent to Redis
+    │   └── WrongTypeError                a key holds a value of another type
+    ├── UnsupportedServer (RuntimeError)  the server is older than Redis 6.2 / Valkey 7.2
+    └── ProtocolError (RuntimeError)      a script reply tenure does not understand (a bug)
+
+Connection problems are not wrapped: redis-py's ``redis.exceptions.ConnectionError``
+and ``redis.exceptions.TimeoutError`` propagate unchanged, after redis-py's own
+retry policy for the client has run.
+"""
+
+from __future__ import annotations
+
+
+class TenureError(Exception):
+    """Base class of every error tenure raises."""
+
+
+class AcquireTimeout(TenureError, TimeoutError):
+    """A blocking acquire used by a context manager did not succeed in time.
+
+    Attributes:
+        name: the lock's name (or exact key).
+        timeout: the wait that ran out, in seconds.
+    """
+
+    def __init__(self, name: str, timeout: float | None) -> None:
+        self.name = name
+        self.timeout = timeout
+        super().__init__(f"could not acquire {name!r} within {timeout:g}s" if timeout is not None
+                         else f"could not acquire {name!r}")
+
+
+class NotOwnedError(TenureError, RuntimeError):
+    """Release or extend of a lease the caller does not hold (never held, or expired).
+
+    Attributes:
+        name: the lock's name (or exact key).
+        fence: the fence of the lease concerned, or ``None`` when the caller held none.
+    """
+
+    def __init__(self, name: str, fence: int | None, reason: str) -> None:
+        self.name = name
+        self.fence = fence
+        where = f" (fence {fence})" if fence is not None else ""
+        super().__init__(f"lock {name!r}{where}: {reason}")
+
+
+class LockLostError(NotOwnedError):
+    """The lease disappeared while it was believed held (seen by renewal or a check)."""
+
+
+class AlreadyHeldError(TenureError, RuntimeError):
+    """A non-reentrant lock was acquired again by the owner that already holds it.
+
+    Raised at once instead of waiting for the caller's own lease to expire.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"lock {name!r} is already held by this thread or task, and Lock is not reentrant"
+        )
+
+
+class InvalidArgument(TenureError, ValueError):
+    """A bad argument. Raised before any I/O, so nothing was written to Redis."""
+
+
+class WrongTypeError(InvalidArgument):
+    """A key tenure uses holds a Redis value of another type (another program's key).
+
+    Attributes:
+        key: the offending Redis key.
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"Redis key {key!r} holds a value of another type; "
+            "it is not a tenure key (choose another name or prefix)"
+        )
+
+
+class UnsupportedServer(TenureError, RuntimeError):
+    """The server is older than tenure supports (Redis 6.2, Valkey 7.2)."""
+
+
+class ProtocolError(TenureError, RuntimeError):
+    """A script replied in a shape tenure does not understand. This is a bug in tenure."""

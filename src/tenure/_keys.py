@@ -1,0 +1,68 @@
+"""The key schema. All keys of one lock share a Redis Cluster hash tag.
+
+A named lock ``orders:42`` with prefix ``tenure:`` uses::
+
+    tenure:{orders:42}           the lock; value = holder's owner token
+    tenure:{orders:42}:fence     the last fencing token minted
+    tenure:{orders:42}:waiters   waiting processes (sorted set)
+    tenure:{orders:42}:wake:<w>  pub/sub channel that wakes waiter <w>
+
+An exact-key lock on ``orders:42`` uses the key itself as the lock (the common
+``SET key token NX PX`` protocol, shared with redis-py's ``Lock``) and
+``{orders:42}:fence`` etc. beside it (or ``<key>:fence`` when the key already
+carries a hash tag), so every key still hashes to the lock key's slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._errors import InvalidArgument
+
+
+@dataclass(frozen=True, slots=True)
+class LockKeys:
+    """Redis keys and the wake-channel prefix of one lock."""
+
+    name: str
+    lock: str
+    fence: str
+    waiters: str
+    wake_prefix: str
+
+
+def _has_hash_tag(key: str) -> bool:
+    start = key.find("{")
+    if start < 0:
+        return False
+    end = key.find("}", start + 1)
+    return end > start + 1
+
+
+def check_name(value: object, what: str) -> str:
+    """Return ``value`` if it is a non-empty ``str``; raise ``InvalidArgument`` otherwise."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a str, not {type(value).__name__} {value!r}")
+    if not value:
+        raise InvalidArgument(f"{what} must not be empty")
+    return value
+
+
+def lock_keys(name: str | None, *, key: str | None, prefix: str) -> LockKeys:
+    """Build the keys of a lock given by ``name`` (under ``prefix``) or by exact ``key``.
+
+    Raises:
+        InvalidArgument: both or neither of ``name`` and ``key`` given, or either is
+            not a non-empty ``str``, or ``prefix`` is not a ``str``.
+    """
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
+    if (name is None) == (key is None):
+        raise InvalidArgument("give exactly one of name or key=")
+    if key is not None:
+        key = check_name(key, "key")
+        base = key if _has_hash_tag(key) else "{" + key + "}"
+        return LockKeys(key, key, base + ":fence", base + ":waiters", base + ":wake:")
+    name = check_name(name, "name")
+    base = f"{prefix}{{{name}}}"
+    return LockKeys(name, base, base + ":fence", base + ":waiters", base + ":wake:")

@@ -1,0 +1,193 @@
+"""Plans for :class:`tenure.Lock`: acquire, release, extend and inspect.
+
+The protocol is the common one (``SET key token NX PX``, compare-and-delete
+release), with a fencing token minted in the acquire script and a wake-up
+list so that a release hands the lock to one waiting process.
+
+Waiting (DESIGN.md §4): the first attempt is made without listening. If the
+lock is busy the plan becomes its process's one contender for the lock
+(subscribing to its wake channel *before* trying again), joins the lock's
+waiters, and then waits for a wake or for the holder's remaining lease
+(``pttl``), whichever is first. A lost wake therefore costs latency, never
+liveness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
+from .._keys import LockKeys
+from .._protocol import Contend, Eval, Plan, Status, WaitWake
+from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
+from .._units import check_seconds, to_ms
+
+Clock = Callable[[], float]
+
+#: How long a fence key outlives its last acquire (ms). When it is gone the next
+#: fence is seeded from the server's clock, so fences still increase.
+FENCE_TTL_MS = 7 * 24 * 3600 * 1000
+
+#: How often a waiter re-checks a lock whose holder set no expiry (a foreign
+#: holder such as redis-py's Lock with ``timeout=None``), seconds.
+NO_EXPIRY_RECHECK = 1.0
+
+
+def validity(ttl: float) -> float:
+    """Seconds a lease of ``ttl`` seconds may be trusted after its acquire was sent.
+
+    Subtracts an allowance for clock drift between client and server: 1 % of the
+    ttl plus 2 ms (the drift factor of the Redlock algorithm, redis.io
+    "Distributed Locks with Redis").
+    """
+    return ttl - (ttl * 0.01 + 0.002)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A successful acquire: the token now holding the lock and its fence.
+
+    ``expires_at`` is on the caller's clock (``time.monotonic()``): the moment
+    the acquire was sent plus :func:`validity` of the ttl.
+    """
+
+    token: str
+    fence: int
+    ttl: float
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LockState:
+    """A snapshot of a lock in Redis."""
+
+    holder: str
+    pttl_ms: int
+    fence: int
+    waiters: int
+
+
+def check_acquire(blocking: object, timeout: object) -> float | None:
+    """Validate ``acquire(blocking, timeout)``; return the timeout in seconds or ``None``.
+
+    Raises:
+        InvalidArgument: ``blocking`` is not a bool, ``timeout`` is negative or not
+            a number, or a timeout was given with ``blocking=False``.
+    """
+    if not isinstance(blocking, bool):
+        raise InvalidArgument(f"blocking must be True or False, not {blocking!r}")
+    if timeout is None:
+        return None
+    seconds = check_seconds(timeout, "timeout", allow_zero=True)
+    if not blocking:
+        raise InvalidArgument(f"can't give a timeout ({timeout!r}) with blocking=False")
+    return seconds
+
+
+def acquire(
+    keys: LockKeys,
+    owner: str,
+    token: str,
+    ttl: float,
+    *,
+    blocking: bool,
+    timeout: float | None,
+    waiter: str,
+    now: Clock,
+) -> Plan[Grant | None]:
+    """Take the lock for ``token`` (whose owner is ``owner``), waiting as the module says.
+
+    Returns ``None`` when ``blocking`` is false and the lock is busy, or when
+    ``timeout`` seconds pass first.
+
+    Raises:
+        AlreadyHeldError: ``owner`` already holds the lock.
+        WrongTypeError: one of the lock's keys holds another type.
+    """
+    ttl_ms = to_ms(ttl, "ttl")
+    deadline = None if timeout is None else now() + timeout
+    channel = keys.wake_prefix + waiter
+    listening = False
+    while True:
+        sent_at = now()
+        step = Eval(
+            LOCK_ACQUIRE,
+            (keys.lock, keys.fence, keys.waiters),
+            (token, owner + ":", ttl_ms, waiter if listening else "", FENCE_TTL_MS),
+        )
+        try:
+            status, value = yield step
+        except GeneratorExit:
+            raise
+        except BaseException:
+            # The script may have run although its reply never arrived
+            # (cancelled, interrupted, connection lost): give the lock back.
+            yield from _abandon(keys, token)
+            raise
+        if status is Status.OK:
+            return Grant(token, int(value), ttl, sent_at + validity(ttl))
+        if status is Status.OWNED_BY_CALLER:
+            raise AlreadyHeldError(keys.name)
+        pttl = int(value)
+        remaining = None if deadline is None else deadline - now()
+        if not blocking or (remaining is not None and remaining <= 0):
+            return None
+        if not listening:
+            if not (yield Contend(keys, channel, remaining)):
+                return None
+            listening = True
+            continue
+        wait = pttl / 1000 if pttl > 0 else NO_EXPIRY_RECHECK
+        if remaining is not None:
+            wait = min(wait, remaining)
+        yield WaitWake(wait)
+
+
+def _abandon(keys: LockKeys, token: str) -> Plan[None]:
+    try:
+        yield Eval(LOCK_RELEASE, (keys.lock, keys.waiters), (token, keys.wake_prefix))
+    except Exception:
+        pass  # best effort: the lease expires by itself
+
+
+def release(keys: LockKeys, token: str, fence: int) -> Plan[None]:
+    """Release the lock held by ``token`` and wake the first live waiter.
+
+    Raises:
+        NotOwnedError: the lock is not held with ``token`` (the lease expired,
+            and perhaps another owner holds it now); nothing was changed.
+    """
+    status, _ = yield Eval(LOCK_RELEASE, (keys.lock, keys.waiters), (token, keys.wake_prefix))
+    if status is Status.NOT_OWNED:
+        raise NotOwnedError(keys.name, fence, "can't release: the lease expired before release")
+
+
+def pass_on(keys: LockKeys) -> Plan[None]:
+    """Wake the next waiter of a free lock (a wake reached a process that stopped waiting)."""
+    yield Eval(LOCK_RELEASE, (keys.lock, keys.waiters), ("", keys.wake_prefix))
+
+
+def extend(keys: LockKeys, token: str, fence: int, seconds: float, now: Clock) -> Plan[float]:
+    """Reset the lease held by ``token`` to end ``seconds`` from now.
+
+    Returns the new ``expires_at`` on the caller's monotonic clock.
+
+    Raises:
+        InvalidArgument: ``seconds`` is not a positive number.
+        NotOwnedError: the lock is not held with ``token``; nothing was changed.
+    """
+    ms = to_ms(seconds, "seconds")
+    sent_at = now()
+    status, _ = yield Eval(LOCK_EXTEND, (keys.lock,), (token, ms))
+    if status is Status.NOT_OWNED:
+        raise NotOwnedError(keys.name, fence, "can't extend: the lease expired before extend")
+    return sent_at + validity(seconds)
+
+
+def inspect(keys: LockKeys) -> Plan[LockState]:
+    """Read the lock's holder, remaining lease, last fence and waiter count."""
+    _, (holder, pttl, fence, waiters) = yield Eval(
+        LOCK_INSPECT, (keys.lock, keys.fence, keys.waiters), ()
+    )
+    return LockState(str(holder), int(pttl), int(fence), int(waiters))

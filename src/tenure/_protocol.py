@@ -1,0 +1,101 @@
+"""Steps that plans yield to drivers, script reply statuses, and the one reply parser.
+
+A plan is a generator: it yields a step, the driver performs it and sends the
+reply back (or throws the step's exception into the plan). The reply for each
+step type is given in the step's docstring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, TypeVar
+
+from ._errors import ProtocolError, WrongTypeError
+from ._keys import LockKeys
+from ._scripts import ScriptSpec
+
+T = TypeVar("T")
+
+
+class Status(IntEnum):
+    """The first element of every script reply (mirrored in each ``.lua`` header)."""
+
+    OK = 1
+    BUSY = 2
+    OWNED_BY_CALLER = 3
+    NOT_OWNED = 4
+    WRONG_TYPE = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Eval:
+    """Run ``script`` atomically. Reply: ``(Status, value)`` from :func:`parse_reply`."""
+
+    script: ScriptSpec
+    keys: tuple[str, ...]
+    args: tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """Run one plain Redis command. Reply: redis-py's parsed reply."""
+
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Contend:
+    """Become this process's one contender for a lock, listening on ``channel``.
+
+    The driver subscribes the client's wake hub to ``channel`` (and waits for the
+    subscription to be confirmed), then takes the process-local gate for the
+    lock, waiting at most ``timeout`` seconds (``None``: no limit). Both are held
+    until the plan ends. Reply: ``True`` if the gate was taken, ``False`` if the
+    wait ran out.
+    """
+
+    keys: LockKeys
+    channel: str
+    timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitWake:
+    """Wait until the contended channel is woken or ``timeout`` seconds pass.
+
+    Reply: ``True`` if woken (the wake is consumed), ``False`` on timeout.
+    """
+
+    timeout: float
+
+
+Step = Eval | Command | Contend | WaitWake
+Plan = Generator[Step, Any, T]
+
+
+def _text(value: object) -> object:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
+    """Map a raw ``{status, value}`` script reply to ``(Status, value)``.
+
+    Bytes values are decoded to ``str``; nested lists are decoded one level deep.
+
+    Raises:
+        WrongTypeError: the script reported a key holding another type.
+        ProtocolError: the reply has another shape or an unknown status.
+    """
+    if not isinstance(raw, list | tuple) or len(raw) != 2:
+        raise ProtocolError(f"{script.name}: unexpected reply {raw!r}")
+    try:
+        status = Status(raw[0])
+    except ValueError:
+        raise ProtocolError(f"{script.name}: unknown status in reply {raw!r}") from None
+    value = raw[1]
+    value = [_text(v) for v in value] if isinstance(value, list) else _text(value)
+    if status is Status.WRONG_TYPE:
+        raise WrongTypeError(str(value))
+    return status, value

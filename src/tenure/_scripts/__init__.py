@@ -1,0 +1,33 @@
+"""Lua scripts, one ``.lua`` file per operation, loaded once as package data.
+
+Each file starts with its contract (KEYS, ARGV with units, reply shapes). Every
+script replies ``{status, value}`` with ``status`` a :class:`tenure._protocol.Status`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib.resources import files
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptSpec:
+    """One Lua script: its file name (without ``.lua``), source and SHA-1."""
+
+    name: str
+    source: bytes
+    sha1: str
+
+
+def _load(name: str) -> ScriptSpec:
+    source = files(__package__).joinpath(f"{name}.lua").read_bytes()
+    return ScriptSpec(name, source, hashlib.sha1(source).hexdigest())
+
+
+LOCK_ACQUIRE = _load("lock_acquire")
+LOCK_RELEASE = _load("lock_release")
+LOCK_EXTEND = _load("lock_extend")
+LOCK_INSPECT = _load("lock_inspect")
+
+ALL = (LOCK_ACQUIRE, LOCK_RELEASE, LOCK_EXTEND, LOCK_INSPECT)

@@ -1,0 +1,21 @@
+-- lock_inspect.lua: read-only snapshot of a lock.
+--
+-- KEYS[1]  lock key      string; value = the holder's owner token
+-- KEYS[2]  fence key     string holding an integer
+-- KEYS[3]  waiters key   sorted set of waiter ids
+--
+-- Returns  {1, {holder, pttl_ms, fence, waiters}}
+--            holder   string, "" when free
+--            pttl_ms  integer; -2 when free, -1 when held with no expiry
+--            fence    integer, the last fence minted (0 if none is known)
+--            waiters  integer, the number of registered waiting processes
+--          {5, key}   WRONG_TYPE: key holds a value of another type.
+
+local holder = redis.pcall('GET', KEYS[1])
+if type(holder) == 'table' and holder.err then return {5, KEYS[1]} end
+local fence = redis.pcall('GET', KEYS[2])
+if type(fence) == 'table' and fence.err then return {5, KEYS[2]} end
+local t = redis.call('TYPE', KEYS[3]).ok
+if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
+return {1, {holder or '', redis.call('PTTL', KEYS[1]), tonumber(fence) or 0,
+            redis.call('ZCARD', KEYS[3])}}
