@@ -36,8 +36,11 @@ class AcquireTimeout(TenureError, TimeoutError):
     def __init__(self, name: str, timeout: float | None) -> None:
         self.name = name
         self.timeout = timeout
-        super().__init__(f"could not acquire {name!r} within {timeout:g}s" if timeout is not None
-                         else f"could not acquire {name!r}")
+        super().__init__(
+            f"could not acquire {name!r} within {timeout:g}s"
+            if timeout is not None
+            else f"could not acquire {name!r}"
+        )
 
 
 class NotOwnedError(TenureError, RuntimeError):

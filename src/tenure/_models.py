@@ -45,7 +45,9 @@ class LeaseBase:
         return 0.0 if self._released else max(0.0, self.expires_at - time.monotonic())
 
     def __repr__(self) -> str:
-        state = "released" if self._released else (
-            f"valid {self.remaining:.3f}s" if self.valid else "expired"
+        state = (
+            "released"
+            if self._released
+            else (f"valid {self.remaining:.3f}s" if self.valid else "expired")
         )
         return f"<{type(self).__name__} {self.name!r} fence={self.fence} {state}>"

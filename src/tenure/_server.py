@@ -87,9 +87,23 @@ class ServerProcess:
 
     def command(self) -> list[str]:
         """The command line that starts the server."""
-        cmd = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--dir", self._dir.name,
-               "--daemonize", "no", "--loglevel", "warning"]
+        cmd = [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self._dir.name,
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+        ]
         if self.unix_socket:
             cmd += ["--unixsocket", self.unix_socket, "--unixsocketperm", "700"]
         return cmd + list(self._args)

@@ -30,7 +30,7 @@ class AsyncLease(LeaseBase):
     attributes (``name``, ``owner``, ``fence``, ``ttl``, ``expires_at``).
     """
 
-    __slots__ = ("_lock", "_holder")
+    __slots__ = ("_holder", "_lock")
 
     def __init__(self, lock: AsyncLock, grant: lock_plans.Grant, holder: str) -> None:
         super().__init__(lock.name, grant)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import weakref
@@ -25,6 +26,10 @@ T = TypeVar("T")
 
 #: Longest wait for the server to confirm a wake subscription, seconds.
 SUBSCRIBE_CONFIRM_WAIT = 5.0
+
+#: How long one read of the wake hub's connection blocks, seconds. Sends nothing;
+#: the reader just loops.
+IDLE_READ = 30.0
 
 _task_numbers: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
 
@@ -70,6 +75,7 @@ class _Hub:
         self._channels: dict[str, _Channel] = {}
         self._closing: dict[str, LockKeys] = {}
         self._pubsub: _HubPubSub | None = None
+        self._connected_before = False
         self._reader: asyncio.Task[None] | None = None
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
 
@@ -96,6 +102,13 @@ class _Hub:
 
     def reconnected(self) -> None:
         """Messages may have been lost while disconnected: let every waiter retry."""
+        if not self._connected_before:
+            self._connected_before = True
+            return
+        self.wake_all()
+
+    def wake_all(self) -> None:
+        """Let every waiter of this hub retry at once."""
         for ch in list(self._channels.values()):
             ch.wake.set()
 
@@ -111,12 +124,12 @@ class _Hub:
         failures = 0
         while True:
             try:
-                message = await self._pubsub.get_message(timeout=None)
+                message = await self._pubsub.get_message(timeout=IDLE_READ)
                 failures = 0
             except asyncio.CancelledError:
                 raise
             except Exception:
-                self.reconnected()
+                self.wake_all()
                 failures += 1
                 await asyncio.sleep(self._backoff.compute(failures))
                 continue
@@ -137,11 +150,10 @@ class _Hub:
             elif kind == "message":
                 ch.wake.set()
         elif kind == "message" and closing is not None:
-            try:
+            # On failure the other waiters' lease-length timers still fire.
+            with contextlib.suppress(Exception):
                 client = redis.asyncio.Redis(connection_pool=self._pool)
                 await _drive(client, lock_plans.pass_on(closing))
-            except Exception:
-                pass  # the other waiters' lease-length timers still fire
 
 
 @dataclass(eq=False)
@@ -246,7 +258,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
             c.entered = False
         return c.entered
     if isinstance(step, Command):
-        return await client.execute_command(*step.args)
+        return await client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     raise TypeError(f"unknown step {step!r}")
 
 

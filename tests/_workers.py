@@ -1,0 +1,86 @@
+"""Functions run in worker processes (spawned, so they live in an importable module)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from multiprocessing.synchronize import Event
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from tenure import AsyncLock, Lock, NotOwnedError
+
+Hold = tuple[float, float, int]  # (acquired_at, released_at, fence) on time.monotonic()
+
+
+def check_history(holds: list[Hold]) -> None:
+    """Assert no two holds overlap and fences strictly increase in hold order."""
+    ordered = sorted(holds)
+    for before, after in itertools.pairwise(ordered):
+        assert after[0] >= before[1], f"overlapping holds: {before} and {after}"
+        assert after[2] > before[2], f"fence went backwards: {before} then {after}"
+
+
+def mutex_worker(
+    url: str, name: str, sections: int, start: threading.Barrier, hold: float = 0.0
+) -> list[Hold]:
+    """Do ``sections`` read-modify-writes of ``<name>:counter`` under a Lock.
+
+    ``hold`` seconds are slept inside each section (so that waiters pile up).
+    """
+    client = redis.Redis.from_url(url)
+    lock = Lock(client, name, ttl=10)
+    holds: list[Hold] = []
+    start.wait()
+    for _ in range(sections):
+        with lock as lease:
+            acquired = time.monotonic()
+            value = int(client.get(f"{name}:counter") or 0)
+            if hold:
+                time.sleep(hold)
+            client.set(f"{name}:counter", value + 1)
+            released = time.monotonic()
+        holds.append((acquired, released, lease.fence))
+    return holds
+
+
+def async_mutex_worker(url: str, name: str, tasks: int, sections: int) -> list[Hold]:
+    """``tasks`` asyncio tasks, each doing ``sections`` read-modify-writes under an AsyncLock."""
+
+    async def main() -> list[Hold]:
+        client = redis.asyncio.Redis.from_url(url, max_connections=tasks + 8)
+        lock = AsyncLock(client, name, ttl=10)
+        holds: list[Hold] = []
+
+        async def task() -> None:
+            for _ in range(sections):
+                async with lock as lease:
+                    acquired = time.monotonic()
+                    value = int(await client.get(f"{name}:counter") or 0)
+                    await client.set(f"{name}:counter", value + 1)
+                    released = time.monotonic()
+                holds.append((acquired, released, lease.fence))
+
+        await asyncio.gather(*(task() for _ in range(tasks)))
+        await client.aclose()
+        return holds
+
+    return asyncio.run(main())
+
+
+def paused_holder(url: str, name: str, ttl: float, acquired: Any, go: Event) -> str:
+    """Acquire, report the fence, wait for ``go`` (the test pauses us), then release."""
+    lease = Lock(redis.Redis.from_url(url), name, ttl=ttl).acquire()
+    assert lease is not None
+    acquired.put(lease.fence)
+    go.wait()
+    valid_before = lease.valid
+    try:
+        lease.release()
+    except NotOwnedError as exc:
+        return f"NotOwnedError valid={valid_before}: {exc}"
+    return "released"

@@ -1,0 +1,415 @@
+"""Lock and AsyncLock against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from tenure import (
+    AcquireTimeout,
+    AlreadyHeldError,
+    AsyncLock,
+    InvalidArgument,
+    Lock,
+    NotOwnedError,
+    WrongTypeError,
+)
+from tenure._server import ServerProcess, free_port
+
+
+def test_acquire_release_and_fence_increase(r: redis.Redis) -> None:
+    lock = Lock(r, "orders:42", ttl=5)
+    fences = []
+    for _ in range(5):
+        lease = lock.acquire()
+        assert lease and lease.valid and lease.name == "orders:42" and lease.ttl == 5
+        assert 4.9 < lease.remaining <= 5
+        assert r.get("tenure:{orders:42}") == lease.owner.encode()
+        assert lock.locked() and lock.owned()
+        fences.append(lease.fence)
+        lease.release()
+        assert not lease.valid and not lock.locked() and not lock.owned()
+        assert len(lease.owner.split(":")[-1]) >= 32  # 128 random bits
+    assert fences == sorted(set(fences))
+
+
+def test_non_blocking_and_timeout(r: redis.Redis) -> None:
+    holder = Lock(r, "x", ttl=5)
+    lease = holder.acquire()
+    assert lease is not None
+    other = Lock(redis.Redis(connection_pool=r.connection_pool), "x")
+    result: list[Any] = []
+    t = threading.Thread(target=lambda: result.append(other.acquire(blocking=False)))
+    t.start()
+    t.join()
+    assert result == [None]
+    started = time.monotonic()
+    t = threading.Thread(target=lambda: result.append(other.acquire(timeout=0.3)))
+    t.start()
+    t.join()
+    assert result[-1] is None and time.monotonic() - started >= 0.3
+    lease.release()
+
+
+def test_context_manager_and_timeout_error(r: redis.Redis) -> None:
+    lock = Lock(r, "ctx", ttl=5)
+    with lock as lease:
+        assert lock.owned() and lease.valid
+        errors: list[BaseException] = []
+
+        def contender() -> None:
+            try:
+                with lock(timeout=0.2):
+                    pass
+            except AcquireTimeout as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=contender)
+        t.start()
+        t.join()
+        assert len(errors) == 1 and isinstance(errors[0], TimeoutError)
+        assert "'ctx'" in str(errors[0])
+    assert not lock.locked()
+    with lock(timeout=1) as lease2:
+        assert lease2.fence > lease.fence
+
+
+def test_second_acquire_by_same_owner_raises_at_once(r: redis.Redis) -> None:
+    lock = Lock(r, "re", ttl=30)
+    lease = lock.acquire()
+    started = time.monotonic()
+    with pytest.raises(AlreadyHeldError, match="'re'"):
+        lock.acquire()
+    with pytest.raises(AlreadyHeldError):
+        Lock(r, "re").acquire(timeout=5)  # another Lock object, same thread
+    assert time.monotonic() - started < 1
+    assert lease is not None and lease.valid
+    lease.release()
+
+
+def test_release_and_extend_errors(r: redis.Redis) -> None:
+    lock = Lock(r, "rel", ttl=0.2)
+    with pytest.raises(NotOwnedError, match="not held by this thread"):
+        lock.release()
+    lease = lock.acquire()
+    assert lease is not None
+    time.sleep(0.3)
+    with pytest.raises(NotOwnedError, match=rf"'rel' \(fence {lease.fence}\).*expired"):
+        lease.extend()
+    lease2 = lock.acquire()
+    assert lease2 is not None
+    time.sleep(0.3)
+    with pytest.raises(NotOwnedError, match="expired"):
+        lock.release()
+    with pytest.raises(NotOwnedError, match="already released"):
+        lease2.release()
+
+
+def test_extend_resets_the_lease(r: redis.Redis) -> None:
+    lock = Lock(r, "ext", ttl=0.5)
+    lease = lock.acquire()
+    assert lease is not None
+    lease.extend(5)
+    assert 4000 < r.pttl("tenure:{ext}") <= 5000 and lease.remaining > 4.5
+    lock.extend()
+    assert r.pttl("tenure:{ext}") <= 5000
+    time.sleep(0.6)
+    assert lock.owned()
+    lease.release()
+
+
+def test_expired_lease_cannot_release_the_next_holder(r: redis.Redis) -> None:
+    a = Lock(r, "aba", ttl=0.2)
+    lease_a = a.acquire()
+    assert lease_a is not None
+    time.sleep(0.3)
+    b_result: list[Any] = []
+    t = threading.Thread(target=lambda: b_result.append(Lock(r, "aba", ttl=5).acquire()))
+    t.start()
+    t.join()
+    lease_b = b_result[0]
+    assert lease_b.fence > lease_a.fence
+    with pytest.raises(NotOwnedError):
+        lease_a.release()
+    assert r.get("tenure:{aba}") == lease_b.owner.encode()
+    lease_b.release()
+
+
+def test_threads_sharing_one_lock_each_own_their_acquisition(r: redis.Redis) -> None:
+    lock = Lock(r, "shared", ttl=5)
+    lease = lock.acquire()
+    assert lease is not None
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            lock.release()
+        except NotOwnedError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and lock.owned()
+    lease.release()
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        ((), {}, "exactly one of name or key"),
+        (("",), {}, "name must not be empty"),
+        ((b"x",), {}, "name must be a str"),
+        (("x",), {"key": "y"}, "exactly one"),
+        ((), {"key": ""}, "key must not be empty"),
+        (("x",), {"ttl": 0}, "ttl must be > 0"),
+        (("x",), {"ttl": -1.5}, "ttl must be > 0"),
+        (("x",), {"ttl": "30"}, "ttl must be a number"),
+        (("x",), {"prefix": None}, "prefix must be a str"),
+    ],
+)
+def test_bad_constructor_arguments(
+    args: tuple[Any, ...], kwargs: dict[str, Any], match: str
+) -> None:
+    dead = redis.Redis(port=free_port())  # any I/O would raise ConnectionError instead
+    with pytest.raises(InvalidArgument, match=match):
+        Lock(dead, *args, **kwargs)
+    with pytest.raises(InvalidArgument, match=match):
+        AsyncLock(redis.asyncio.Redis(port=free_port()), *args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"timeout": -1}, "timeout must be >= 0"),
+        ({"blocking": False, "timeout": 1}, "blocking=False"),
+        ({"timeout": "soon"}, "timeout must be a number"),
+        ({"blocking": None}, "blocking must be True or False"),
+    ],
+)
+def test_bad_acquire_arguments_do_no_io(kwargs: dict[str, Any], match: str) -> None:
+    dead = redis.Redis(port=free_port())
+    with pytest.raises(InvalidArgument, match=match):
+        Lock(dead, "x").acquire(**kwargs)
+
+    async def main() -> None:
+        with pytest.raises(InvalidArgument, match=match):
+            await AsyncLock(redis.asyncio.Redis(port=free_port()), "x").acquire(**kwargs)
+
+    asyncio.run(main())
+
+
+def test_extend_bad_seconds(r: redis.Redis) -> None:
+    lease = Lock(r, "x").acquire()
+    assert lease is not None
+    with pytest.raises(InvalidArgument, match="seconds must be > 0"):
+        lease.extend(0)
+    assert lease.valid
+    lease.release()
+
+
+def test_wrong_type_key_names_the_key(r: redis.Redis) -> None:
+    r.hset("tenure:{h}", "a", "1")
+    with pytest.raises(WrongTypeError, match=r"'tenure:\{h\}'"):
+        Lock(r, "h").acquire(timeout=1)
+    r.lpush("{ek}:fence", "x")
+    with pytest.raises(WrongTypeError, match=r"'\{ek\}:fence'"):
+        Lock(r, key="ek").acquire()
+    assert not r.exists("ek")  # nothing half-written
+    r.set("tenure:{w}", "someone")
+    r.set("tenure:{w}:waiters", "not a zset")
+    with pytest.raises(WrongTypeError, match="waiters"):
+        Lock(r, "w").acquire(timeout=1)
+    assert r.hgetall("tenure:{h}") == {b"a": b"1"}
+
+
+def test_connection_errors_propagate() -> None:
+    lock = Lock(redis.Redis(port=free_port(), retry=Retry(NoBackoff(), 0)), "x")
+    with pytest.raises(redis.exceptions.ConnectionError):
+        lock.acquire()
+
+
+def test_release_after_script_flush(r: redis.Redis) -> None:
+    lock = Lock(r, "flush", ttl=5)
+    lease = lock.acquire()
+    assert lease is not None
+    r.script_flush()
+    lease.release()
+    assert not r.exists("tenure:{flush}")
+    r.script_flush()
+    assert lock.acquire() is not None
+
+
+def test_exact_key_excludes_redis_py_lock(r: redis.Redis) -> None:
+    theirs = r.lock("orders:7", timeout=5)
+    assert theirs.acquire(blocking=False)
+    ours = Lock(r, key="orders:7", ttl=5)
+    assert ours.acquire(blocking=False) is None
+    theirs.release()
+    lease = ours.acquire(blocking=False)
+    assert lease is not None
+    assert r.get("orders:7") == lease.owner.encode()  # the common protocol: value = token
+    other = r.lock("orders:7", timeout=5)
+    assert not other.acquire(blocking=False)
+    lease.release()
+    assert other.acquire(blocking=False)
+    other.release()
+
+
+def test_waiter_takes_over_when_redis_py_holder_releases(r: redis.Redis) -> None:
+    theirs = r.lock("interop", timeout=5)
+    assert theirs.acquire()
+    got: list[Any] = []
+    lock = Lock(redis.Redis(connection_pool=r.connection_pool), key="interop", ttl=5)
+    t = threading.Thread(target=lambda: got.append(lock.acquire(timeout=4)))
+    t.start()
+    time.sleep(0.2)
+    theirs.release()  # publishes nothing: the waiter relies on its timer
+    t.join()
+    assert got[0] is not None
+
+
+def test_redis_py_lock_without_ttl_is_rechecked(r: redis.Redis) -> None:
+    theirs = r.lock("forever")  # no expiry at all
+    assert theirs.acquire()
+    got: list[Any] = []
+    lock = Lock(redis.Redis(connection_pool=r.connection_pool), key="forever", ttl=5)
+    t = threading.Thread(target=lambda: got.append(lock.acquire(timeout=3)))
+    t.start()
+    time.sleep(0.3)
+    theirs.release()
+    t.join()
+    assert got[0] is not None
+
+
+def test_fork_child_does_not_own_parent_leases(r: redis.Redis, server: ServerProcess) -> None:
+    lock = Lock(r, "forked", ttl=5)
+    lease = lock.acquire()
+    assert lease is not None
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 0
+        try:
+            child = redis.Redis.from_url(server.url)
+            try:
+                lock.release()
+                code = 1
+            except NotOwnedError:
+                pass
+            if Lock(child, "forked").acquire(blocking=False) is not None:
+                code = 2
+        except BaseException:
+            code = 3
+        os.write(write, bytes([code]))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 1) == b"\x00"
+    assert lock.owned()
+    lease.release()
+
+
+def test_real_server_is_detected(server: ServerProcess, r: redis.Redis) -> None:
+    from tenure._plans.server import parse_info
+    from tenure._server import server_version
+
+    parsed = parse_info(r.info("server"))  # refusal of old versions: test_plans.py
+    assert parsed.name in server_version(server.binary).lower()
+    assert ".".join(map(str, parsed.version)) in server_version(server.binary)
+
+
+# --- asyncio ---------------------------------------------------------------
+
+
+def test_async_basics(server: ServerProcess, r: redis.Redis) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(server.url)
+        lock = AsyncLock(client, "a", ttl=5)
+        async with lock as lease:
+            assert await lock.owned() and await lock.locked()
+            with pytest.raises(AlreadyHeldError):
+                await lock.acquire()
+            await lease.extend(3)
+            assert 2.9 < lease.remaining <= 3
+        assert not await lock.locked()
+        with pytest.raises(NotOwnedError):
+            await lock.release()
+        other = AsyncLock(client, "a")
+        lease1 = await lock.acquire()
+        assert lease1 is not None
+
+        async def contender() -> None:
+            with pytest.raises(AcquireTimeout):
+                async with other(timeout=0.2):
+                    pass
+
+        await asyncio.create_task(contender())
+        await lease1.release()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_async_task_cannot_release_another_tasks_lease(server: ServerProcess) -> None:
+    """redis-py's asyncio Lock lets task A release task B's lock; ours must not."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(server.url)
+        lock = AsyncLock(client, "tasks", ttl=0.3)
+        a_has_it = asyncio.Event()
+        b_has_it = asyncio.Event()
+
+        async def task_a() -> None:
+            await lock.acquire()
+            a_has_it.set()
+            await b_has_it.wait()  # A's lease expired meanwhile
+            with pytest.raises(NotOwnedError):
+                await lock.release()
+
+        async def task_b() -> None:
+            await a_has_it.wait()
+            lease = await lock.acquire(timeout=2)
+            assert lease is not None
+            b_has_it.set()
+            await asyncio.sleep(0.05)
+            assert await lock.owned()
+            await lease.release()
+
+        await asyncio.gather(task_a(), task_b())
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_async_cancelled_waiter_leaves_no_trace(server: ServerProcess, r: redis.Redis) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(server.url)
+        lock = AsyncLock(client, "cancel", ttl=5)
+        lease = await lock.acquire()
+        assert lease is not None
+        waiter = asyncio.create_task(AsyncLock(client, "cancel").acquire())
+        await asyncio.sleep(0.2)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        for _ in range(50):  # the hub unsubscribes the cancelled waiter's channel
+            if not await client.pubsub_channels("tenure:{cancel}:wake:*"):
+                break
+            await asyncio.sleep(0.01)
+        assert await client.pubsub_channels("tenure:{cancel}:wake:*") == []
+        await lease.release()
+        again = await AsyncLock(client, "cancel").acquire(timeout=1)
+        assert again is not None
+        await again.release()
+        await client.aclose()
+
+    asyncio.run(main())

@@ -1,0 +1,95 @@
+"""Mutual exclusion across real processes and many tasks, checked on recorded histories."""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import redis
+from _workers import Hold, async_mutex_worker, check_history, mutex_worker
+
+from tenure._server import ServerProcess
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def test_processes_never_overlap_and_fences_increase(r: redis.Redis, url: str) -> None:
+    processes, sections = 4, 125
+    manager = SPAWN.Manager()
+    start = manager.Barrier(processes)
+    with ProcessPoolExecutor(processes, mp_context=SPAWN) as pool:
+        futures = [pool.submit(mutex_worker, url, "mp", sections, start) for _ in range(processes)]
+        holds: list[Hold] = [h for f in futures for h in f.result(timeout=120)]
+    manager.shutdown()
+    assert len(holds) == processes * sections == 500
+    check_history(holds)
+    assert int(r.get("mp:counter") or 0) == 500  # no lost update
+    assert not r.exists("tenure:{mp}") and r.zcard("tenure:{mp}:waiters") == 0
+
+
+def test_hundred_tasks_never_overlap(r: redis.Redis, url: str) -> None:
+    holds = async_mutex_worker(url, "tasks", tasks=100, sections=5)
+    assert len(holds) == 500
+    check_history(holds)
+    assert int(r.get("tasks:counter") or 0) == 500
+
+
+def test_sync_processes_and_async_tasks_together(r: redis.Redis, url: str) -> None:
+    manager = SPAWN.Manager()
+    start = manager.Barrier(2)
+    with ProcessPoolExecutor(3, mp_context=SPAWN) as pool:
+        sync = [pool.submit(mutex_worker, url, "mixed", 60, start) for _ in range(2)]
+        tasks = pool.submit(async_mutex_worker, url, "mixed", 20, 6)
+        holds = [h for f in [*sync, tasks] for h in f.result(timeout=120)]
+    manager.shutdown()
+    assert len(holds) == 240
+    check_history(holds)
+    assert int(r.get("mixed:counter") or 0) == 240
+
+
+def test_checker_catches_overlap_and_fence_regression() -> None:
+    import pytest
+
+    with pytest.raises(AssertionError, match="overlapping"):
+        check_history([(0.0, 2.0, 1), (1.0, 3.0, 2)])
+    with pytest.raises(AssertionError, match="fence went backwards"):
+        check_history([(0.0, 1.0, 5), (1.0, 2.0, 4)])
+    check_history([(0.0, 1.0, 1), (1.0, 2.0, 2)])
+
+
+def _calls(client: redis.Redis) -> dict[str, int]:
+    stats = client.info("commandstats")
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+
+
+def test_commands_per_hand_off_do_not_grow_with_waiters(make_server: object) -> None:
+    """Each of N processes takes the lock once while the others wait: a release
+    wakes one waiter, so script calls per section stay at most 4 (a failed
+    attempt, the attempt that joins the waiters, the winning attempt, the
+    release) whatever N is, where waking every waiter would add about N/2."""
+    per_section: dict[int, dict[str, float]] = {}
+    for processes in (2, 6):
+        s: ServerProcess = make_server()  # type: ignore[operator]
+        client = redis.Redis.from_url(s.url)
+        manager = SPAWN.Manager()
+        start = manager.Barrier(processes)
+        client.config_resetstat()
+        with ProcessPoolExecutor(processes, mp_context=SPAWN) as pool:
+            futures = [
+                pool.submit(mutex_worker, s.url, "flat", 1, start, 0.05) for _ in range(processes)
+            ]
+            holds = [h for f in futures for h in f.result(timeout=120)]
+        manager.shutdown()
+        check_history(holds)
+        calls = _calls(client)
+        # Besides locking, each section does a GET and a SET of the counter, and
+        # each worker connects (HELLO, CLIENT SETINFO) and probes the server (INFO).
+        overhead = 2 * len(holds) + sum(
+            calls.get(k, 0) for k in ("hello", "client|setinfo", "info", "config|resetstat")
+        )
+        per_section[processes] = {
+            "scripts": calls["evalsha"] / len(holds),
+            "all": (sum(calls.values()) - overhead) / len(holds),
+        }
+    assert per_section[2]["scripts"] <= 4 and per_section[6]["scripts"] <= 4, per_section
+    assert per_section[6]["all"] <= per_section[2]["all"] * 1.35, per_section

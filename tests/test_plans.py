@@ -1,0 +1,229 @@
+"""Pure tests: plans driven with canned replies and a fake clock, no Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from tenure import AlreadyHeldError, InvalidArgument, NotOwnedError, UnsupportedServer
+from tenure._errors import ProtocolError, WrongTypeError
+from tenure._keys import lock_keys
+from tenure._plans import lock as plans
+from tenure._plans.server import parse_info
+from tenure._protocol import Contend, Eval, Status, WaitWake, parse_reply
+from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE
+from tenure._units import check_seconds, to_ms
+
+KEYS = lock_keys("orders", key=None, prefix="tenure:")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def start(plan: Generator[Any, Any, Any]) -> Any:
+    return plan.send(None)
+
+
+def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
+    with pytest.raises(StopIteration) as stop:
+        plan.send(reply)
+    return stop.value.value
+
+
+def acquire_plan(clock: Clock, *, blocking: bool = True, timeout: float | None = None) -> Any:
+    return plans.acquire(
+        KEYS, "own", "own:tok", 10.0, blocking=blocking, timeout=timeout, waiter="w1", now=clock
+    )
+
+
+def test_uncontended_acquire_is_one_script_call() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock)
+    step = start(plan)
+    assert isinstance(step, Eval) and step.script is LOCK_ACQUIRE
+    assert step.keys == ("tenure:{orders}", "tenure:{orders}:fence", "tenure:{orders}:waiters")
+    assert step.args[:4] == ("own:tok", "own:", 10000, "")
+    grant = finish(plan, (Status.OK, 42))
+    assert grant.fence == 42 and grant.token == "own:tok"
+    assert grant.expires_at == pytest.approx(100.0 + 10.0 - (0.1 + 0.002))
+
+
+def test_busy_then_listen_then_wait_for_pttl_then_acquire() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock, timeout=5.0)
+    start(plan)
+    contend = plan.send((Status.BUSY, 2500))
+    assert isinstance(contend, Contend)
+    assert contend.channel == "tenure:{orders}:wake:w1" and contend.timeout == 5.0
+    retry = plan.send(True)
+    assert isinstance(retry, Eval) and retry.args[3] == "w1"  # now joins the waiters
+    wait = plan.send((Status.BUSY, 2500))
+    assert isinstance(wait, WaitWake) and wait.timeout == 2.5  # the holder's pttl
+    clock.t += 1.0
+    again = plan.send(True)
+    assert isinstance(again, Eval) and again.args[3] == "w1"
+    assert finish(plan, (Status.OK, 43)).fence == 43
+
+
+def test_wait_is_capped_by_the_deadline() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock, timeout=1.0)
+    start(plan)
+    plan.send((Status.BUSY, 30000))
+    plan.send(True)
+    clock.t += 0.25
+    wait = plan.send((Status.BUSY, 30000))
+    assert isinstance(wait, WaitWake) and wait.timeout == pytest.approx(0.75)
+    clock.t += 0.75
+    last = plan.send(False)  # one more attempt at the deadline
+    assert isinstance(last, Eval)
+    assert finish(plan, (Status.BUSY, 29000)) is None
+
+
+def test_timeout_returns_none_after_last_attempt() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock, timeout=1.0)
+    start(plan)
+    plan.send((Status.BUSY, 30000))
+    plan.send(True)
+    plan.send((Status.BUSY, 30000))
+    clock.t += 1.0
+    retry = plan.send(False)
+    assert isinstance(retry, Eval)
+    assert finish(plan, (Status.BUSY, 29000)) is None
+
+
+def test_holder_without_expiry_is_rechecked() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock)
+    start(plan)
+    plan.send((Status.BUSY, -1))
+    wait = plan.send((Status.BUSY, -1))  # after Contend
+    assert isinstance(wait, Eval)
+    wait = plan.send((Status.BUSY, -1))
+    assert isinstance(wait, WaitWake) and wait.timeout == plans.NO_EXPIRY_RECHECK
+
+
+def test_non_blocking_busy_returns_none_without_listening() -> None:
+    plan = acquire_plan(Clock(), blocking=False)
+    start(plan)
+    assert finish(plan, (Status.BUSY, 100)) is None
+
+
+def test_contend_timeout_returns_none() -> None:
+    plan = acquire_plan(Clock(), timeout=2.0)
+    start(plan)
+    plan.send((Status.BUSY, 100))
+    assert finish(plan, False) is None
+
+
+def test_owned_by_caller_raises() -> None:
+    plan = acquire_plan(Clock())
+    start(plan)
+    with pytest.raises(AlreadyHeldError, match="orders"):
+        plan.send((Status.OWNED_BY_CALLER, 5000))
+
+
+def test_lost_reply_gives_the_lock_back_then_reraises() -> None:
+    plan = acquire_plan(Clock())
+    start(plan)
+    cleanup = plan.throw(ConnectionError("reply lost"))
+    assert isinstance(cleanup, Eval) and cleanup.script is LOCK_RELEASE
+    assert cleanup.args[0] == "own:tok"
+    with pytest.raises(ConnectionError, match="reply lost"):
+        plan.send((Status.OK, 1))
+
+
+def test_cleanup_failure_does_not_hide_the_original_error() -> None:
+    plan = acquire_plan(Clock())
+    start(plan)
+    plan.throw(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        plan.throw(ConnectionError("still down"))
+
+
+def test_release_not_owned_names_lock_and_fence() -> None:
+    plan = plans.release(KEYS, "own:tok", 77)
+    step = start(plan)
+    assert step.args == ("own:tok", "tenure:{orders}:wake:")
+    with pytest.raises(NotOwnedError, match=r"'orders' \(fence 77\)"):
+        plan.send((Status.NOT_OWNED, 0))
+
+
+def test_extend_returns_new_deadline() -> None:
+    clock = Clock()
+    plan = plans.extend(KEYS, "own:tok", 5, 2.0, clock)
+    step = start(plan)
+    assert step.args == ("own:tok", 2000)
+    assert finish(plan, (Status.OK, 0)) == pytest.approx(100.0 + 2.0 - 0.022)
+
+
+@pytest.mark.parametrize(
+    ("blocking", "timeout"),
+    [(True, -1), (True, "3"), (False, 1.0), ("yes", None), (True, float("nan"))],
+)
+def test_bad_acquire_arguments(blocking: object, timeout: object) -> None:
+    with pytest.raises(InvalidArgument):
+        plans.check_acquire(blocking, timeout)
+
+
+def test_units() -> None:
+    assert to_ms(0.0001, "ttl") == 1
+    assert to_ms(1.5, "ttl") == 1500
+    assert to_ms(0.0015, "ttl") == 2  # rounds up
+    for bad in (0, -1, float("inf"), True, None, "1"):
+        with pytest.raises(InvalidArgument, match="ttl"):
+            to_ms(bad, "ttl")
+    assert check_seconds(0, "timeout", allow_zero=True) == 0.0
+
+
+def test_keys_share_a_hash_tag() -> None:
+    from redis.crc import key_slot
+
+    named = lock_keys("orders:42", key=None, prefix="app:")
+    exact = lock_keys(None, key="orders:42", prefix="tenure:")
+    tagged = lock_keys(None, key="{user1}:lock", prefix="tenure:")
+    for k in (named, exact, tagged):
+        slots = {key_slot(x.encode()) for x in (k.lock, k.fence, k.waiters, k.wake_prefix + "w")}
+        assert len(slots) == 1, k
+    assert exact.lock == "orders:42" and tagged.fence == "{user1}:lock:fence"
+    for bad_name, bad_key in ((None, None), ("a", "b"), ("", None), (None, ""), (3, None)):
+        with pytest.raises(InvalidArgument):
+            lock_keys(bad_name, key=bad_key, prefix="p:")  # type: ignore[arg-type]
+
+
+def test_parse_reply() -> None:
+    assert parse_reply(LOCK_ACQUIRE, [1, 5]) == (Status.OK, 5)
+    assert parse_reply(LOCK_ACQUIRE, [1, [b"a", 2]]) == (Status.OK, ["a", 2])
+    with pytest.raises(WrongTypeError, match="'k'"):
+        parse_reply(LOCK_ACQUIRE, [5, b"k"])
+    with pytest.raises(ProtocolError, match="unknown status"):
+        parse_reply(LOCK_ACQUIRE, [99, 0])
+    with pytest.raises(ProtocolError, match="unexpected reply"):
+        parse_reply(LOCK_ACQUIRE, b"OK")
+
+
+def test_server_versions() -> None:
+    assert parse_info({"redis_version": "6.2.14", "redis_mode": "standalone"}).version == (6, 2, 14)
+    valkey = parse_info(
+        {"redis_version": "7.2.4", "server_name": "valkey", "valkey_version": "9.1.2"}
+    )
+    assert valkey.name == "valkey" and valkey.version == (9, 1, 2)
+    with pytest.raises(UnsupportedServer, match=r"redis 6\.0\.9"):
+        parse_info({"redis_version": "6.0.9"})
+    with pytest.raises(UnsupportedServer, match=r"valkey 7\.0"):
+        parse_info({"redis_version": "7.0.0", "server_name": "valkey", "valkey_version": "7.0"})
+
+
+def test_every_script_has_a_header_contract() -> None:
+    for spec in ALL:
+        head = spec.source.decode().splitlines()[0]
+        assert head.startswith(f"-- {spec.name}.lua:"), spec.name
+        assert b"-- Returns" in spec.source and b"KEYS[1]" in spec.source
