@@ -72,8 +72,13 @@ def async_mutex_worker(url: str, name: str, tasks: int, sections: int) -> list[H
     return asyncio.run(main())
 
 
-def paused_holder(url: str, name: str, ttl: float, acquired: Any, go: Event) -> str:
-    """Acquire, report the fence, wait for ``go`` (the test pauses us), then release."""
+def paused_holder(url: str, name: str, ttl: float, acquired: Any, go: Event) -> None:
+    """Acquire, put the fence on ``acquired``, wait for ``go`` (the test pauses
+    us meanwhile), release, and put the outcome on ``acquired``."""
+    acquired.put(_pause_and_release(url, name, ttl, acquired, go))
+
+
+def _pause_and_release(url: str, name: str, ttl: float, acquired: Any, go: Event) -> str:
     lease = Lock(redis.Redis.from_url(url), name, ttl=ttl).acquire()
     assert lease is not None
     acquired.put(lease.fence)

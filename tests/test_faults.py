@@ -1,0 +1,107 @@
+"""Faults on real processes: server restart, a paused holder, killed pub/sub connections."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from _workers import paused_holder
+
+from tenure import Lock, NotOwnedError
+from tenure._server import ServerProcess
+
+SPAWN = multiprocessing.get_context("spawn")
+MakeServer = Callable[..., ServerProcess]
+
+
+def test_fence_increases_across_restart_without_persistence(make_server: MakeServer) -> None:
+    s = make_server()
+    client = redis.Redis.from_url(s.url)
+    lock = Lock(client, "restart", ttl=30)
+    before = []
+    for _ in range(3):
+        lease = lock.acquire()
+        assert lease is not None
+        before.append(lease.fence)
+        lease.release()
+    held = lock.acquire()
+    assert held is not None
+    s.restart()  # every key, the fence counter included, is gone
+    assert client.keys("*") == []
+    with_lock_gone = Lock(client, "restart", ttl=30).acquire(blocking=False)
+    assert with_lock_gone is not None, "the restart lost the lock: another owner gets it"
+    assert with_lock_gone.fence > max(*before, held.fence)
+    try:
+        held.release()
+        raise AssertionError("the lease lost in the restart was released")
+    except NotOwnedError as exc:
+        assert str(held.fence) in str(exc)
+    with_lock_gone.release()
+
+
+def test_paused_holder_past_its_ttl(url: str) -> None:
+    """Kleppmann's pause: the holder stops past its lease, another owner takes the
+    lock with a larger fence, and the paused holder's release is refused."""
+    acquired, go = SPAWN.Queue(), SPAWN.Event()
+    holder = SPAWN.Process(target=paused_holder, args=(url, "paused", 0.5, acquired, go))
+    holder.start()
+    try:
+        first_fence = acquired.get(timeout=30)
+        assert holder.pid is not None
+        os.kill(holder.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            lease = Lock(redis.Redis.from_url(url), "paused", ttl=10).acquire(timeout=5)
+            waited = time.monotonic() - started
+        finally:
+            os.kill(holder.pid, signal.SIGCONT)
+        assert lease is not None and lease.fence > first_fence
+        assert waited < 2.0  # the holder's 0.5 s lease, not our 5 s timeout
+        go.set()
+        outcome = acquired.get(timeout=30)
+    finally:
+        holder.join(timeout=30)
+        holder.kill()
+    assert outcome.startswith("NotOwnedError valid=False"), outcome
+    assert f"fence {first_fence}" in outcome
+    assert redis.Redis.from_url(url).get("tenure:{paused}") == lease.owner.encode()
+    lease.release()
+
+
+def _kill_pubsub(client: redis.Redis) -> int:
+    return int(client.client_kill_filter(_type="pubsub"))
+
+
+def test_wake_hub_survives_killed_pubsub_connection(r: redis.Redis, url: str) -> None:
+    holder = Lock(r, "killed", ttl=3)
+    waiter_client = redis.Redis.from_url(url)
+    for round_ in range(2):
+        lease = holder.acquire()
+        assert lease is not None
+        got: list[Any] = []
+
+        def wait(out: list[Any] = got) -> None:
+            started = time.monotonic()
+            out.append(Lock(waiter_client, "killed", ttl=3).acquire(timeout=10))
+            out.append(time.monotonic() - started)
+
+        t = threading.Thread(target=wait)
+        t.start()
+        deadline = time.monotonic() + 5
+        while not r.pubsub_channels("tenure:{killed}:wake:*") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _kill_pubsub(r) >= 1, f"round {round_}: no pub/sub connection to kill"
+        time.sleep(0.3)
+        lease.release()
+        t.join(timeout=15)
+        new_lease, waited = got
+        assert new_lease is not None and new_lease.fence > lease.fence
+        # Without the hub's reconnect the waiter would sleep out the 3 s PTTL.
+        assert waited < 2.5, f"round {round_}: waiter took {waited:.2f}s"
+        new_lease.release()
