@@ -105,3 +105,26 @@ def test_wake_hub_survives_killed_pubsub_connection(r: redis.Redis, url: str) ->
         # Without the hub's reconnect the waiter would sleep out the 3 s PTTL.
         assert waited < 2.5, f"round {round_}: waiter took {waited:.2f}s"
         new_lease.release()
+
+
+def test_failed_release_keeps_the_lease_for_a_retry(make_server: MakeServer) -> None:
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    s = make_server()
+    client = redis.Redis.from_url(s.url, socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
+    lock = Lock(client, "retry", ttl=30)
+    lease = lock.acquire()
+    assert lease is not None
+    s.pause()
+    try:
+        try:
+            lease.release()
+            raise AssertionError("release reached a paused server")
+        except redis.exceptions.TimeoutError:
+            pass
+    finally:
+        s.resume()
+    assert lease.valid and lock.owned()  # still held, and still ours to release
+    lease.release()
+    assert not lock.locked()

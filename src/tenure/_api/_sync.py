@@ -49,9 +49,12 @@ class Lease(LeaseBase):
         lock = self._lock
         if self._released:
             raise NotOwnedError(self.name, self.fence, "can't release: already released")
-        self._released = True
-        lock._forget(self)
-        _driver.run(lock._client, lock_plans.release(lock._keys, self.owner, self.fence))
+        try:
+            _driver.run(lock._client, lock_plans.release(lock._keys, self.owner, self.fence))
+        except NotOwnedError:
+            self._end()
+            raise
+        self._end()
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).
@@ -74,10 +77,13 @@ class Lease(LeaseBase):
                 lock_plans.extend(lock._keys, self.owner, self.fence, seconds, time.monotonic),
             )
         except NotOwnedError:
-            self._released = True
-            lock._forget(self)
+            self._end()
             raise
         self.ttl = seconds
+
+    def _end(self) -> None:
+        self._released = True
+        self._lock._forget(self)
 
     def __enter__(self) -> Lease:
         return self
