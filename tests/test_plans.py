@@ -227,3 +227,23 @@ def test_every_script_has_a_header_contract() -> None:
         head = spec.source.decode().splitlines()[0]
         assert head.startswith(f"-- {spec.name}.lua:"), spec.name
         assert b"-- Returns" in spec.source and b"KEYS[1]" in spec.source
+
+
+def test_plans_do_no_io() -> None:
+    """The plans package imports nothing that does I/O, sleeps or reads the clock."""
+    import ast
+    from pathlib import Path
+
+    import tenure._plans
+
+    forbidden = {"redis", "asyncio", "threading", "time", "socket", "os", "subprocess"}
+    for path in Path(tenure._plans.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] not in forbidden, f"{path.name} imports {name}"
