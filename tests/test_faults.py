@@ -128,3 +128,34 @@ def test_failed_release_keeps_the_lease_for_a_retry(make_server: MakeServer) -> 
     assert lease.valid and lock.owned()  # still held, and still ours to release
     lease.release()
     assert not lock.locked()
+
+
+def test_waiter_sees_the_server_die(make_server: MakeServer) -> None:
+    """A waiter whose server goes away gets redis-py's ConnectionError promptly,
+    instead of sleeping out the holder's lease."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    s = make_server()
+    holder = Lock(redis.Redis.from_url(s.url), "dies", ttl=20)
+    assert holder.acquire() is not None
+    waiter_client = redis.Redis.from_url(s.url, retry=Retry(NoBackoff(), 1))
+    outcome: list[Any] = []
+
+    def wait() -> None:
+        started = time.monotonic()
+        try:
+            Lock(waiter_client, "dies").acquire(timeout=15)
+            outcome.append("acquired")
+        except redis.exceptions.ConnectionError as exc:
+            outcome.append(exc)
+        outcome.append(time.monotonic() - started)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.3)
+    s.stop()
+    t.join(timeout=20)
+    error, waited = outcome
+    assert isinstance(error, redis.exceptions.ConnectionError), error
+    assert waited < 5, f"the waiter noticed only after {waited:.1f}s"

@@ -13,7 +13,7 @@ from typing import Any, TypeAlias, TypeVar
 import redis.asyncio
 from redis.asyncio.client import PubSub
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisError
 
 from .._keys import LockKeys
 from .._plans import lock as lock_plans
@@ -87,7 +87,11 @@ class _Hub:
         if ch.refs == 1:
             self._closing.pop(channel, None)
             pubsub = self._listen()
-            await pubsub.subscribe(channel)
+            try:
+                await pubsub.subscribe(channel)
+            except BaseException:
+                del self._channels[channel]
+                raise
             if self._reader is None:
                 self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
         return ch
@@ -98,7 +102,10 @@ class _Hub:
             del self._channels[channel]
             self._closing[channel] = ch.keys
             assert self._pubsub is not None
-            await self._pubsub.unsubscribe(channel)
+            # If Redis is unreachable the subscription dies with the
+            # connection; a stale one only forwards a wake (pass-on).
+            with contextlib.suppress(RedisError):
+                await self._pubsub.unsubscribe(channel)
 
     def reconnected(self) -> None:
         """Messages may have been lost while disconnected: let every waiter retry."""
@@ -216,12 +223,14 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
             except BaseException as exc:
                 reply, error = None, exc
     finally:
-        for c in reversed(held):
-            if c.entered:
-                c.ch.gate.release()
-            # Unsubscribing must happen even when the waiter was cancelled.
-            await asyncio.shield(c.hub.leave(c.channel, c.ch))
-        plan.close()
+        try:
+            for c in reversed(held):
+                if c.entered:
+                    c.ch.gate.release()
+                # Unsubscribing must happen even when the waiter was cancelled.
+                await asyncio.shield(c.hub.leave(c.channel, c.ch))
+        finally:
+            plan.close()
 
 
 async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:

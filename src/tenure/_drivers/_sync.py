@@ -13,7 +13,7 @@ from typing import Any, TypeAlias, TypeVar
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.client import PubSub
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisError
 
 from .._keys import LockKeys
 from .._plans import lock as lock_plans
@@ -81,7 +81,11 @@ class _Hub:
             ch.refs += 1
             if ch.refs == 1:
                 self._closing.pop(channel, None)
-                self._listen().subscribe(channel)
+                try:
+                    self._listen().subscribe(channel)
+                except BaseException:
+                    del self._channels[channel]
+                    raise
         return ch
 
     def leave(self, channel: str, ch: _Channel) -> None:
@@ -91,7 +95,10 @@ class _Hub:
                 del self._channels[channel]
                 self._closing[channel] = ch.keys
                 assert self._pubsub is not None
-                self._pubsub.unsubscribe(channel)  # type: ignore[no-untyped-call]
+                # If Redis is unreachable the subscription dies with the
+                # connection; a stale one only forwards a wake (pass-on).
+                with contextlib.suppress(RedisError):
+                    self._pubsub.unsubscribe(channel)  # type: ignore[no-untyped-call]
 
     def reconnected(self) -> None:
         """Messages may have been lost while disconnected: let every waiter retry."""
@@ -210,11 +217,13 @@ def _drive(client: Client, plan: Plan[T]) -> T:
             except BaseException as exc:
                 reply, error = None, exc
     finally:
-        for c in reversed(held):
-            if c.entered:
-                c.ch.gate.release()
-            c.hub.leave(c.channel, c.ch)
-        plan.close()
+        try:
+            for c in reversed(held):
+                if c.entered:
+                    c.ch.gate.release()
+                c.hub.leave(c.channel, c.ch)
+        finally:
+            plan.close()
 
 
 def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
