@@ -401,12 +401,14 @@ def test_async_cancelled_waiter_leaves_no_trace(server: ServerProcess, r: redis.
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
-        for _ in range(50):  # the hub unsubscribes the cancelled waiter's channel
+        assert await client.zcard("tenure:{cancel}:waiters") == 0  # it left the queue
+        for _ in range(300):  # the hub unsubscribes the idle channel after LINGER
             if not await client.pubsub_channels("tenure:{cancel}:wake:*"):
                 break
             await asyncio.sleep(0.01)
         assert await client.pubsub_channels("tenure:{cancel}:wake:*") == []
         await lease.release()
+        assert not await lock.locked()  # nobody to hand it to
         again = await AsyncLock(client, "cancel").acquire(timeout=1)
         assert again is not None
         await again.release()

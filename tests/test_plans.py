@@ -12,7 +12,7 @@ from tenure._errors import ProtocolError, WrongTypeError
 from tenure._keys import lock_keys
 from tenure._plans import lock as plans
 from tenure._plans.server import parse_info
-from tenure._protocol import Contend, Eval, Status, WaitWake, parse_reply
+from tenure._protocol import Command, Contend, Eval, Status, WaitWake, parse_reply
 from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE
 from tenure._units import check_seconds, to_ms
 
@@ -39,7 +39,7 @@ def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
 
 def acquire_plan(clock: Clock, *, blocking: bool = True, timeout: float | None = None) -> Any:
     return plans.acquire(
-        KEYS, "own", "own:tok", 10.0, blocking=blocking, timeout=timeout, waiter="w1", now=clock
+        KEYS, "own", "own:tok", 10.0, blocking=blocking, timeout=timeout, now=clock
     )
 
 
@@ -61,13 +61,13 @@ def test_busy_then_listen_then_wait_for_pttl_then_acquire() -> None:
     start(plan)
     contend = plan.send((Status.BUSY, 2500))
     assert isinstance(contend, Contend)
-    assert contend.channel == "tenure:{orders}:wake:w1" and contend.timeout == 5.0
-    retry = plan.send(True)
+    assert contend.keys == KEYS and contend.timeout == 5.0
+    retry = plan.send("w1")  # the driver's waiter id
     assert isinstance(retry, Eval) and retry.args[3] == "w1"  # now joins the waiters
     wait = plan.send((Status.BUSY, 2500))
     assert isinstance(wait, WaitWake) and wait.timeout == 2.5  # the holder's pttl
     clock.t += 1.0
-    again = plan.send(True)
+    again = plan.send(True)  # woken
     assert isinstance(again, Eval) and again.args[3] == "w1"
     assert finish(plan, (Status.OK, 43)).fence == 43
 
@@ -77,14 +77,15 @@ def test_wait_is_capped_by_the_deadline() -> None:
     plan = acquire_plan(clock, timeout=1.0)
     start(plan)
     plan.send((Status.BUSY, 30000))
-    plan.send(True)
+    plan.send("w1")
     clock.t += 0.25
     wait = plan.send((Status.BUSY, 30000))
     assert isinstance(wait, WaitWake) and wait.timeout == pytest.approx(0.75)
     clock.t += 0.75
     last = plan.send(False)  # one more attempt at the deadline
     assert isinstance(last, Eval)
-    assert finish(plan, (Status.BUSY, 29000)) is None
+    assert isinstance(plan.send((Status.BUSY, 29000)), Command)
+    assert finish(plan, 0) is None
 
 
 def test_timeout_returns_none_after_last_attempt() -> None:
@@ -92,12 +93,14 @@ def test_timeout_returns_none_after_last_attempt() -> None:
     plan = acquire_plan(clock, timeout=1.0)
     start(plan)
     plan.send((Status.BUSY, 30000))
-    plan.send(True)
+    plan.send("w1")
     plan.send((Status.BUSY, 30000))
     clock.t += 1.0
     retry = plan.send(False)
     assert isinstance(retry, Eval)
-    assert finish(plan, (Status.BUSY, 29000)) is None
+    leave = plan.send((Status.BUSY, 29000))  # leaves the waiters before giving up
+    assert isinstance(leave, Command) and leave.args == ("ZREM", "tenure:{orders}:waiters", "w1")
+    assert finish(plan, 1) is None
 
 
 def test_holder_without_expiry_is_rechecked() -> None:
@@ -121,7 +124,7 @@ def test_contend_timeout_returns_none() -> None:
     plan = acquire_plan(Clock(), timeout=2.0)
     start(plan)
     plan.send((Status.BUSY, 100))
-    assert finish(plan, False) is None
+    assert finish(plan, None) is None
 
 
 def test_owned_by_caller_raises() -> None:
@@ -134,7 +137,11 @@ def test_owned_by_caller_raises() -> None:
 def test_lost_reply_gives_the_lock_back_then_reraises() -> None:
     plan = acquire_plan(Clock())
     start(plan)
-    cleanup = plan.throw(ConnectionError("reply lost"))
+    plan.send((Status.BUSY, 100))
+    plan.send("w1")  # listening now
+    leave = plan.throw(ConnectionError("reply lost"))
+    assert isinstance(leave, Command) and leave.args[0] == "ZREM"
+    cleanup = plan.send(1)
     assert isinstance(cleanup, Eval) and cleanup.script is LOCK_RELEASE
     assert cleanup.args[0] == "own:tok"
     with pytest.raises(ConnectionError, match="reply lost"):
@@ -152,7 +159,7 @@ def test_cleanup_failure_does_not_hide_the_original_error() -> None:
 def test_release_not_owned_names_lock_and_fence() -> None:
     plan = plans.release(KEYS, "own:tok", 77)
     step = start(plan)
-    assert step.args == ("own:tok", "tenure:{orders}:wake:")
+    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.HANDOFF_MS, "")
     with pytest.raises(NotOwnedError, match=r"'orders' \(fence 77\)"):
         plan.send((Status.NOT_OWNED, 0))
 

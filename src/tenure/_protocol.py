@@ -47,17 +47,17 @@ class Command:
 
 @dataclass(frozen=True, slots=True)
 class Contend:
-    """Become this process's one contender for a lock, listening on ``channel``.
+    """Become this process's one contender for a lock.
 
-    The driver subscribes the client's wake hub to ``channel`` (and waits for the
-    subscription to be confirmed), then takes the process-local gate for the
+    The driver subscribes the client's wake hub to the lock's wake channel for
+    this process (``keys.wake_prefix`` + the hub's waiter id) and waits for the
+    subscription to be confirmed, then takes the process-local gate for the
     lock, waiting at most ``timeout`` seconds (``None``: no limit). Both are held
-    until the plan ends. Reply: ``True`` if the gate was taken, ``False`` if the
-    wait ran out.
+    until the plan ends. Reply: the waiter id (``str``) once the gate is taken,
+    or ``None`` if the wait ran out.
     """
 
     keys: LockKeys
-    channel: str
     timeout: float | None
 
 
@@ -79,6 +79,9 @@ def _text(value: object) -> object:
     return value.decode() if isinstance(value, bytes) else value
 
 
+_STATUSES = {int(s): s for s in Status}
+
+
 def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
     """Map a raw ``{status, value}`` script reply to ``(Status, value)``.
 
@@ -90,10 +93,9 @@ def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
     """
     if not isinstance(raw, list | tuple) or len(raw) != 2:
         raise ProtocolError(f"{script.name}: unexpected reply {raw!r}")
-    try:
-        status = Status(raw[0])
-    except ValueError:
-        raise ProtocolError(f"{script.name}: unknown status in reply {raw!r}") from None
+    status = _STATUSES.get(raw[0])
+    if status is None:
+        raise ProtocolError(f"{script.name}: unknown status in reply {raw!r}")
     value = raw[1]
     value = [_text(v) for v in value] if isinstance(value, list) else _text(value)
     if status is Status.WRONG_TYPE:

@@ -189,7 +189,6 @@ class AsyncLock:
             self._ttl,
             blocking=blocking,
             timeout=wait,
-            waiter=_driver.waiter_id(self._client),
             now=time.monotonic,
         )
         grant = await _driver.run(self._client, plan)

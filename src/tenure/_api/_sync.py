@@ -189,7 +189,6 @@ class Lock:
             self._ttl,
             blocking=blocking,
             timeout=wait,
-            waiter=_driver.waiter_id(self._client),
             now=time.monotonic,
         )
         grant = _driver.run(self._client, plan)

@@ -6,7 +6,6 @@ expose the same names:
 - ``Client``: the client type the facade accepts.
 - ``run(client, plan)``: drive a plan from :mod:`tenure._plans` to its result.
 - ``current_owner()``: this thread's / task's owner id (see :mod:`._identity`).
-- ``waiter_id(client)``: this process's waiter id for the client's wake hub.
 
 Each client gets, per process, one state: the server's capabilities (probed on
 first use) and one wake hub (one pub/sub connection, channels subscribed on

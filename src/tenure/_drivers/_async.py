@@ -13,13 +13,14 @@ from typing import Any, TypeAlias, TypeVar
 import redis.asyncio
 from redis.asyncio.client import PubSub
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError
 
 from .._keys import LockKeys
 from .._plans import lock as lock_plans
 from .._plans import server as server_plans
 from .._protocol import Command, Contend, Eval, Plan, Step, WaitWake, parse_reply
 from . import _identity
+from ._hubbook import LINGER, HubBook
 
 Client: TypeAlias = "redis.asyncio.Redis"
 T = TypeVar("T")
@@ -27,9 +28,6 @@ T = TypeVar("T")
 #: Longest wait for the server to confirm a wake subscription, seconds.
 SUBSCRIBE_CONFIRM_WAIT = 5.0
 
-#: How long one read of the wake hub's connection blocks, seconds. Sends nothing;
-#: the reader just loops.
-IDLE_READ = 30.0
 
 _task_numbers: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
 
@@ -53,6 +51,7 @@ def current_owner() -> str:
 class _Channel:
     keys: LockKeys
     refs: int = 0
+    idle_since: float | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -67,57 +66,42 @@ class _HubPubSub(PubSub):
 
 
 class _Hub:
-    """One pub/sub connection per client, process and event loop; wakes waiting tasks."""
+    """One pub/sub connection per client, process and event loop; wakes waiting tasks.
+
+    The bookkeeping is :class:`._hubbook.HubBook`'s; this class does the I/O:
+    SUBSCRIBE / UNSUBSCRIBE, and a reader task that routes messages.
+    """
 
     def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
         self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
         self._pool = pool
-        self._channels: dict[str, _Channel] = {}
-        self._closing: dict[str, LockKeys] = {}
+        self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
-        self._connected_before = False
         self._reader: asyncio.Task[None] | None = None
+        self._connected_before = False
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
 
     async def enter(self, keys: LockKeys, channel: str) -> _Channel:
-        ch = self._channels.get(channel)
-        if ch is None:
-            ch = self._channels[channel] = _Channel(keys)
-        ch.refs += 1
-        if ch.refs == 1:
-            self._closing.pop(channel, None)
-            pubsub = self._listen()
+        ch, subscribe = self._book.enter(channel, keys)
+        if subscribe:
             try:
-                await pubsub.subscribe(channel)
+                await self._listen().subscribe(channel)
             except BaseException:
-                del self._channels[channel]
+                self._book.abort(channel)
                 raise
             if self._reader is None:
                 self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
         return ch
 
-    async def leave(self, channel: str, ch: _Channel) -> None:
-        ch.refs -= 1
-        if ch.refs == 0 and self._channels.get(channel) is ch:
-            del self._channels[channel]
-            self._closing[channel] = ch.keys
-            assert self._pubsub is not None
-            # If Redis is unreachable the subscription dies with the
-            # connection; a stale one only forwards a wake (pass-on).
-            with contextlib.suppress(RedisError):
-                await self._pubsub.unsubscribe(channel)
+    def leave(self, ch: _Channel) -> None:
+        self._book.leave(ch, time.monotonic())
 
     def reconnected(self) -> None:
         """Messages may have been lost while disconnected: let every waiter retry."""
         if not self._connected_before:
             self._connected_before = True
             return
-        self.wake_all()
-
-    def wake_all(self) -> None:
-        """Let every waiter of this hub retry at once."""
-        for ch in list(self._channels.values()):
-            ch.wake.set()
+        self._book.wake_all()
 
     def _listen(self) -> _HubPubSub:
         if self._pubsub is None:
@@ -127,16 +111,19 @@ class _Hub:
         return self._pubsub
 
     async def _read(self) -> None:
-        assert self._pubsub is not None
+        pubsub = self._pubsub
+        assert pubsub is not None
         failures = 0
         while True:
             try:
-                message = await self._pubsub.get_message(timeout=IDLE_READ)
+                message = await pubsub.get_message(timeout=LINGER)
                 failures = 0
+                for name in self._book.stale(time.monotonic()):
+                    await pubsub.unsubscribe(name)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                self.wake_all()
+                self._book.wake_all()
                 failures += 1
                 await asyncio.sleep(self._backoff.compute(failures))
                 continue
@@ -144,23 +131,17 @@ class _Hub:
                 await self._dispatch(message)
 
     async def _dispatch(self, message: dict[str, Any]) -> None:
-        kind, channel = message["type"], message["channel"]
+        channel = message["channel"]
         if isinstance(channel, bytes):
             channel = channel.decode()
-        ch = self._channels.get(channel)
-        if kind == "unsubscribe":
-            self._closing.pop(channel, None)
-        closing = self._closing.get(channel)
-        if ch is not None:
-            if kind == "subscribe":
-                ch.ready.set()
-            elif kind == "message":
-                ch.wake.set()
-        elif kind == "message" and closing is not None:
-            # On failure the other waiters' lease-length timers still fire.
+        route = self._book.route(message["type"], channel)
+        if isinstance(route, LockKeys):
+            # On failure the hand-off lapses and the other waiters' timers fire.
             with contextlib.suppress(Exception):
                 client = redis.asyncio.Redis(connection_pool=self._pool)
-                await _drive(client, lock_plans.pass_on(closing))
+                await _drive(client, lock_plans.pass_on(route, self.waiter))
+        elif route is not None:
+            route.set()
 
 
 @dataclass(eq=False)
@@ -183,11 +164,6 @@ def _state(client: Client) -> _State:
     return state
 
 
-def waiter_id(client: Client) -> str:
-    """This process's waiter id for ``client`` (names its wake channels)."""
-    return _state(client).hub.waiter
-
-
 async def run(client: Client, plan: Plan[T]) -> T:
     """Drive ``plan`` to its result with ``client``; the first call probes the server.
 
@@ -202,7 +178,6 @@ async def run(client: Client, plan: Plan[T]) -> T:
 @dataclass(eq=False)
 class _Contention:
     hub: _Hub
-    channel: str
     ch: _Channel
     entered: bool = False
 
@@ -227,8 +202,7 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
             for c in reversed(held):
                 if c.entered:
                     c.ch.gate.release()
-                # Unsubscribing must happen even when the waiter was cancelled.
-                await asyncio.shield(c.hub.leave(c.channel, c.ch))
+                c.hub.leave(c.ch)
         finally:
             plan.close()
 
@@ -249,8 +223,8 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Contend):
         hub = _state(client).hub
         started = time.monotonic()
-        ch = await hub.enter(step.keys, step.channel)
-        c = _Contention(hub, step.channel, ch)
+        ch = await hub.enter(step.keys, step.keys.wake_prefix + hub.waiter)
+        c = _Contention(hub, ch)
         held.append(c)
         limit = SUBSCRIBE_CONFIRM_WAIT if step.timeout is None else step.timeout
         try:
@@ -265,7 +239,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
             c.entered = True
         except TimeoutError:
             c.entered = False
-        return c.entered
+        return hub.waiter if c.entered else None
     if isinstance(step, Command):
         return await client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     raise TypeError(f"unknown step {step!r}")

@@ -13,13 +13,14 @@ from typing import Any, TypeAlias, TypeVar
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.client import PubSub
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError
 
 from .._keys import LockKeys
 from .._plans import lock as lock_plans
 from .._plans import server as server_plans
 from .._protocol import Command, Contend, Eval, Plan, Step, WaitWake, parse_reply
 from . import _identity
+from ._hubbook import LINGER, HubBook
 
 Client: TypeAlias = "redis.Redis"
 T = TypeVar("T")
@@ -28,9 +29,6 @@ T = TypeVar("T")
 #: the waiter goes on anyway and relies on its lease-length timer.
 SUBSCRIBE_CONFIRM_WAIT = 5.0
 
-#: How long one read of the wake hub's connection blocks, seconds. Sends nothing;
-#: the reader just loops.
-IDLE_READ = 30.0
 
 _local = threading.local()
 
@@ -47,6 +45,7 @@ def current_owner() -> str:
 class _Channel:
     keys: LockKeys
     refs: int = 0
+    idle_since: float | None = None
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     gate: threading.Lock = field(default_factory=threading.Lock)
@@ -61,56 +60,42 @@ class _HubPubSub(PubSub):
 
 
 class _Hub:
-    """One pub/sub connection per client and process; wakes waiting threads."""
+    """One pub/sub connection per client and process; wakes waiting threads.
+
+    The bookkeeping is :class:`._hubbook.HubBook`'s; this class does the I/O:
+    SUBSCRIBE / UNSUBSCRIBE, and a daemon reader thread that routes messages.
+    """
 
     def __init__(self, pool: redis.ConnectionPool) -> None:
         self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
         self._pool = pool
         self._mutex = threading.Lock()
-        self._channels: dict[str, _Channel] = {}
-        self._closing: dict[str, LockKeys] = {}
+        self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
         self._connected_before = False
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
 
     def enter(self, keys: LockKeys, channel: str) -> _Channel:
         with self._mutex:
-            ch = self._channels.get(channel)
-            if ch is None:
-                ch = self._channels[channel] = _Channel(keys)
-            ch.refs += 1
-            if ch.refs == 1:
-                self._closing.pop(channel, None)
+            ch, subscribe = self._book.enter(channel, keys)
+            if subscribe:
                 try:
                     self._listen().subscribe(channel)
                 except BaseException:
-                    del self._channels[channel]
+                    self._book.abort(channel)
                     raise
         return ch
 
-    def leave(self, channel: str, ch: _Channel) -> None:
+    def leave(self, ch: _Channel) -> None:
         with self._mutex:
-            ch.refs -= 1
-            if ch.refs == 0 and self._channels.get(channel) is ch:
-                del self._channels[channel]
-                self._closing[channel] = ch.keys
-                assert self._pubsub is not None
-                # If Redis is unreachable the subscription dies with the
-                # connection; a stale one only forwards a wake (pass-on).
-                with contextlib.suppress(RedisError):
-                    self._pubsub.unsubscribe(channel)  # type: ignore[no-untyped-call]
+            self._book.leave(ch, time.monotonic())
 
     def reconnected(self) -> None:
         """Messages may have been lost while disconnected: let every waiter retry."""
         if not self._connected_before:
             self._connected_before = True
             return
-        self.wake_all()
-
-    def wake_all(self) -> None:
-        """Let every waiter of this hub retry at once."""
-        for ch in list(self._channels.values()):
-            ch.wake.set()
+        self._book.wake_all()
 
     def _listen(self) -> _HubPubSub:
         if self._pubsub is None:
@@ -121,14 +106,18 @@ class _Hub:
         return self._pubsub
 
     def _read(self) -> None:
-        assert self._pubsub is not None
+        pubsub = self._pubsub
+        assert pubsub is not None
         failures = 0
         while True:
             try:
-                message = self._pubsub.get_message(timeout=IDLE_READ)
+                message = pubsub.get_message(timeout=LINGER)
                 failures = 0
+                with self._mutex:
+                    for name in self._book.stale(time.monotonic()):
+                        pubsub.unsubscribe(name)  # type: ignore[no-untyped-call]
             except Exception:
-                self.wake_all()
+                self._book.wake_all()
                 failures += 1
                 threading.Event().wait(self._backoff.compute(failures))
                 continue
@@ -136,23 +125,18 @@ class _Hub:
                 self._dispatch(message)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
-        kind, channel = message["type"], message["channel"]
+        channel = message["channel"]
         if isinstance(channel, bytes):
             channel = channel.decode()
         with self._mutex:
-            ch = self._channels.get(channel)
-            if kind == "unsubscribe":
-                self._closing.pop(channel, None)
-            closing = self._closing.get(channel)
-        if ch is not None:
-            if kind == "subscribe":
-                ch.ready.set()
-            elif kind == "message":
-                ch.wake.set()
-        elif kind == "message" and closing is not None:
-            # On failure the other waiters' lease-length timers still fire.
+            route = self._book.route(message["type"], channel)
+        if isinstance(route, LockKeys):
+            # On failure the hand-off lapses and the other waiters' timers fire.
             with contextlib.suppress(Exception):
-                _drive(redis.Redis(connection_pool=self._pool), lock_plans.pass_on(closing))
+                client = redis.Redis(connection_pool=self._pool)
+                _drive(client, lock_plans.pass_on(route, self.waiter))
+        elif route is not None:
+            route.set()
 
 
 @dataclass(eq=False)
@@ -177,11 +161,6 @@ def _state(client: Client) -> _State:
     return state
 
 
-def waiter_id(client: Client) -> str:
-    """This process's waiter id for ``client`` (names its wake channels)."""
-    return _state(client).hub.waiter
-
-
 def run(client: Client, plan: Plan[T]) -> T:
     """Drive ``plan`` to its result with ``client``; the first call probes the server.
 
@@ -196,7 +175,6 @@ def run(client: Client, plan: Plan[T]) -> T:
 @dataclass(eq=False)
 class _Contention:
     hub: _Hub
-    channel: str
     ch: _Channel
     entered: bool = False
 
@@ -221,7 +199,7 @@ def _drive(client: Client, plan: Plan[T]) -> T:
             for c in reversed(held):
                 if c.entered:
                     c.ch.gate.release()
-                c.hub.leave(c.channel, c.ch)
+                c.hub.leave(c.ch)
         finally:
             plan.close()
 
@@ -236,8 +214,8 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         return woken
     if isinstance(step, Contend):
         hub = _state(client).hub
-        ch = hub.enter(step.keys, step.channel)
-        c = _Contention(hub, step.channel, ch)
+        ch = hub.enter(step.keys, step.keys.wake_prefix + hub.waiter)
+        c = _Contention(hub, ch)
         held.append(c)
         started = time.monotonic()
         limit = SUBSCRIBE_CONFIRM_WAIT if step.timeout is None else step.timeout
@@ -247,7 +225,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         else:
             left = max(0.0, step.timeout - (time.monotonic() - started))
             c.entered = ch.gate.acquire(timeout=left)
-        return c.entered
+        return hub.waiter if c.entered else None
     if isinstance(step, Command):
         return client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     raise TypeError(f"unknown step {step!r}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
 from .._keys import LockKeys
-from .._protocol import Contend, Eval, Plan, Status, WaitWake
+from .._protocol import Command, Contend, Eval, Plan, Status, WaitWake
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, to_ms
 
@@ -29,6 +29,12 @@ Clock = Callable[[], float]
 #: How long a fence key outlives its last acquire (ms). When it is gone the next
 #: fence is seeded from the server's clock, so fences still increase.
 FENCE_TTL_MS = 7 * 24 * 3600 * 1000
+
+#: How long a release reserves the lock for the waiter it wakes (ms): the
+#: hand-off window. Nobody else can take the lock meanwhile, so a releaser that
+#: asks again at once cannot starve the waiters; if the woken waiter does not
+#: come (stalled), the reservation lapses.
+HANDOFF_MS = 250
 
 #: How often a waiter re-checks a lock whose holder set no expiry (a foreign
 #: holder such as redis-py's Lock with ``timeout=None``), seconds.
@@ -94,7 +100,6 @@ def acquire(
     *,
     blocking: bool,
     timeout: float | None,
-    waiter: str,
     now: Clock,
 ) -> Plan[Grant | None]:
     """Take the lock for ``token`` (whose owner is ``owner``), waiting as the module says.
@@ -108,63 +113,79 @@ def acquire(
     """
     ttl_ms = to_ms(ttl, "ttl")
     deadline = None if timeout is None else now() + timeout
-    channel = keys.wake_prefix + waiter
-    listening = False
-    while True:
-        sent_at = now()
-        step = Eval(
-            LOCK_ACQUIRE,
-            (keys.lock, keys.fence, keys.waiters),
-            (token, owner + ":", ttl_ms, waiter if listening else "", FENCE_TTL_MS),
-        )
-        try:
-            status, value = yield step
-        except GeneratorExit:
-            raise
-        except BaseException:
-            # The script may have run although its reply never arrived
-            # (cancelled, interrupted, connection lost): give the lock back.
-            yield from _abandon(keys, token)
-            raise
-        if status is Status.OK:
-            return Grant(token, int(value), ttl, sent_at + validity(ttl))
-        if status is Status.OWNED_BY_CALLER:
-            raise AlreadyHeldError(keys.name)
-        pttl = int(value)
-        remaining = None if deadline is None else deadline - now()
-        if not blocking or (remaining is not None and remaining <= 0):
-            return None
-        if not listening:
-            if not (yield Contend(keys, channel, remaining)):
+    waiter = ""  # this process's waiter id, once it listens
+    listening = in_flight = False
+    try:
+        while True:
+            sent_at = now()
+            in_flight = True
+            status, value = yield Eval(
+                LOCK_ACQUIRE,
+                (keys.lock, keys.fence, keys.waiters),
+                (token, owner + ":", ttl_ms, waiter if listening else "", FENCE_TTL_MS),
+            )
+            in_flight = False
+            if status is Status.OK:
+                return Grant(token, int(value), ttl, sent_at + validity(ttl))
+            if status is Status.OWNED_BY_CALLER:
+                raise AlreadyHeldError(keys.name)
+            pttl = int(value)
+            remaining = None if deadline is None else deadline - now()
+            if not blocking or (remaining is not None and remaining <= 0):
+                if listening:  # so that no release hands the lock to a waiter gone
+                    yield from _abandon(keys, "", waiter)
                 return None
-            listening = True
-            continue
-        wait = pttl / 1000 if pttl > 0 else NO_EXPIRY_RECHECK
-        if remaining is not None:
-            wait = min(wait, remaining)
-        yield WaitWake(wait)
+            if not listening:
+                waiter = yield Contend(keys, remaining)
+                if waiter is None:
+                    return None
+                listening = True
+                continue
+            wait = pttl / 1000 if pttl > 0 else NO_EXPIRY_RECHECK
+            if remaining is not None:
+                wait = min(wait, remaining)
+            yield WaitWake(wait)
+    except GeneratorExit:
+        raise
+    except BaseException:
+        # Cancelled, interrupted or cut off: leave the waiters, and if an
+        # acquire was sent but its reply never came, give the lock back.
+        yield from _abandon(keys, token if in_flight else "", waiter if listening else "")
+        raise
 
 
-def _abandon(keys: LockKeys, token: str) -> Plan[None]:
-    with contextlib.suppress(Exception):  # best effort: the lease expires by itself
-        yield Eval(LOCK_RELEASE, (keys.lock, keys.waiters), (token, keys.wake_prefix))
+def _abandon(keys: LockKeys, token: str, waiter: str) -> Plan[None]:
+    """Best effort: give back what a failed or cancelled acquire may hold (the
+    lease expires by itself, and a release skips waiters that are gone)."""
+    with contextlib.suppress(Exception):
+        if waiter:
+            yield Command(("ZREM", keys.waiters, waiter))
+        if token:
+            yield _release_step(keys, token, "")
+
+
+def _release_step(keys: LockKeys, token: str, passer: str) -> Eval:
+    return Eval(
+        LOCK_RELEASE, (keys.lock, keys.waiters), (token, keys.wake_prefix, HANDOFF_MS, passer)
+    )
 
 
 def release(keys: LockKeys, token: str, fence: int) -> Plan[None]:
-    """Release the lock held by ``token`` and wake the first live waiter.
+    """Release the lock held by ``token`` and hand it to the first live waiter.
 
     Raises:
         NotOwnedError: the lock is not held with ``token`` (the lease expired,
             and perhaps another owner holds it now); nothing was changed.
     """
-    status, _ = yield Eval(LOCK_RELEASE, (keys.lock, keys.waiters), (token, keys.wake_prefix))
+    status, _ = yield _release_step(keys, token, "")
     if status is Status.NOT_OWNED:
         raise NotOwnedError(keys.name, fence, "can't release: the lease expired before release")
 
 
-def pass_on(keys: LockKeys) -> Plan[None]:
-    """Wake the next waiter of a free lock (a wake reached a process that stopped waiting)."""
-    yield Eval(LOCK_RELEASE, (keys.lock, keys.waiters), ("", keys.wake_prefix))
+def pass_on(keys: LockKeys, waiter: str) -> Plan[None]:
+    """Hand the lock on to its next waiter: a wake (and hand-off) reached ``waiter``,
+    whose process no longer waits for this lock."""
+    yield _release_step(keys, "", waiter)
 
 
 def extend(keys: LockKeys, token: str, fence: int, seconds: float, now: Clock) -> Plan[float]:

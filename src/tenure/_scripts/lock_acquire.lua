@@ -1,7 +1,9 @@
 -- lock_acquire.lua: take a lock (the SET NX PX protocol), mint a fencing token,
 -- or, when the lock is held, join its waiters so that a release wakes us.
 --
--- KEYS[1]  lock key      string; value = the holder's owner token
+-- KEYS[1]  lock key      string; value = the holder's owner token, or
+--                        "tenure-handoff:<waiter id>" while a release hands the
+--                        lock to that waiter (see lock_release.lua)
 -- KEYS[2]  fence key     string holding an integer: the last fence minted for the name
 -- KEYS[3]  waiters key   sorted set; member = waiter id, score = arrival (server µs)
 -- ARGV[1]  token         string; the acquiring lease's owner token
@@ -10,12 +12,14 @@
 -- ARGV[4]  waiter id     string, or "" to not join the waiters
 -- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 --
--- Returns  {1, fence}     OK: acquired. fence = max(last fence + 1, server TIME in µs),
---                         so it increases even after the fence key is lost (restart).
+-- Returns  {1, fence}     OK: acquired. fence = last fence + 1, or the server's
+--                         TIME in µs when no fence is stored (first use, expiry,
+--                         restart), so it increases even across a restart.
 --                         A retried call whose token already holds the lock gets
 --                         its own fence again (the first reply was lost).
---          {2, pttl_ms}   BUSY: another owner holds it; pttl_ms = its remaining
---                         lease, -1 when the holder set no expiry.
+--          {2, pttl_ms}   BUSY: another owner holds it, or it is being handed to
+--                         another waiter; pttl_ms = the time left, -1 when the
+--                         holder set no expiry.
 --          {3, pttl_ms}   OWNED_BY_CALLER: the caller's owner already holds it.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
 
@@ -28,15 +32,21 @@ if wrong(holder) then return {5, KEYS[1]} end
 if ARGV[4] ~= '' then
   local t = redis.call('TYPE', KEYS[3]).ok
   if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
+  if holder == 'tenure-handoff:' .. ARGV[4] then holder = false end
 end
 
 if not holder then
   local last = redis.pcall('GET', KEYS[2])
   if wrong(last) then return {5, KEYS[2]} end
-  last = last and tonumber(last) or 0
-  if not last then return {5, KEYS[2]} end
-  local now = redis.call('TIME')
-  local fence = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+  local fence
+  if last then
+    fence = tonumber(last)
+    if not fence then return {5, KEYS[2]} end
+    fence = fence + 1
+  else
+    local now = redis.call('TIME')
+    fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  end
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end

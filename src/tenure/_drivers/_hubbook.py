@@ -1,0 +1,108 @@
+"""The bookkeeping of a wake hub, shared by both drivers: no I/O, no waiting.
+
+A hub holds one pub/sub connection for a client in a process. Each lock that
+the process waits on has a wake channel; the channel is subscribed when its
+first waiter enters, stays subscribed for ``LINGER`` seconds after its last
+waiter left (so a process that waits again soon pays no SUBSCRIBE round trip),
+and is then unsubscribed by the hub's reader. A wake that arrives for a
+channel nobody waits on any more is passed on to the lock's next waiter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from .._keys import LockKeys
+
+#: Seconds a wake channel stays subscribed after its last waiter left.
+LINGER = 1.0
+
+
+class Settable(Protocol):
+    """An event: ``threading.Event`` or ``asyncio.Event``."""
+
+    def set(self) -> None: ...
+
+
+class ChannelBase(Protocol):
+    """What the book needs of a driver's channel record."""
+
+    keys: LockKeys
+    refs: int
+    idle_since: float | None
+
+    @property
+    def ready(self) -> Settable: ...
+
+    @property
+    def wake(self) -> Settable: ...
+
+
+C = TypeVar("C", bound=ChannelBase)
+
+
+@dataclass
+class HubBook(Generic[C]):
+    """Channels by name, their waiter counts, and channels being unsubscribed."""
+
+    make: Callable[[LockKeys], C]
+    channels: dict[str, C] = field(default_factory=dict)
+    closing: dict[str, LockKeys] = field(default_factory=dict)
+
+    def enter(self, channel: str, keys: LockKeys) -> tuple[C, bool]:
+        """Count a waiter in; return its channel and whether to SUBSCRIBE now."""
+        ch = self.channels.get(channel)
+        new = ch is None
+        if ch is None:
+            ch = self.channels[channel] = self.make(keys)
+            self.closing.pop(channel, None)
+        ch.refs += 1
+        ch.idle_since = None
+        return ch, new
+
+    def abort(self, channel: str) -> None:
+        """The SUBSCRIBE for a new channel failed: forget the channel."""
+        self.channels.pop(channel, None)
+
+    def leave(self, ch: C, now: float) -> None:
+        """Count a waiter out; the channel lingers from ``now``."""
+        ch.refs -= 1
+        if ch.refs == 0:
+            ch.idle_since = now
+
+    def stale(self, now: float) -> list[str]:
+        """Channels idle for ``LINGER`` seconds: moved to closing, to UNSUBSCRIBE."""
+        names = [
+            name
+            for name, ch in self.channels.items()
+            if ch.idle_since is not None and now - ch.idle_since >= LINGER
+        ]
+        for name in names:
+            self.closing[name] = self.channels.pop(name).keys
+        return names
+
+    def route(self, kind: str, channel: str) -> Settable | LockKeys | None:
+        """What a pub/sub message of ``kind`` on ``channel`` asks for.
+
+        Returns the event to set (a subscription confirmed, or a waiter woken),
+        the keys of a lock whose hand-off must be passed on (a wake for a
+        channel nobody waits on), or ``None`` (nothing to do).
+        """
+        if kind == "unsubscribe":
+            self.closing.pop(channel, None)
+            return None
+        ch = self.channels.get(channel)
+        if kind == "subscribe":
+            return ch.ready if ch is not None else None
+        if kind != "message":
+            return None
+        if ch is not None and ch.refs > 0:
+            return ch.wake
+        return ch.keys if ch is not None else self.closing.get(channel)
+
+    def wake_all(self) -> None:
+        """Let every waiter retry (messages may have been lost)."""
+        for ch in list(self.channels.values()):
+            ch.wake.set()
