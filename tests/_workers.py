@@ -89,3 +89,20 @@ def _pause_and_release(url: str, name: str, ttl: float, acquired: Any, go: Event
     except NotOwnedError as exc:
         return f"NotOwnedError valid={valid_before}: {exc}"
     return "released"
+
+
+def looping_worker(url: str, name: str, seconds: float, start: threading.Barrier) -> list[Hold]:
+    """Acquire, hold 1 ms, release, and ask again at once, for ``seconds``."""
+    lock = Lock(redis.Redis.from_url(url), name, ttl=10)
+    holds: list[Hold] = []
+    start.wait()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        lease = lock.acquire()
+        assert lease is not None
+        acquired = time.monotonic()
+        time.sleep(0.001)
+        released = time.monotonic()
+        lease.release()
+        holds.append((acquired, released, lease.fence))
+    return holds

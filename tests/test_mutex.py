@@ -96,3 +96,48 @@ def test_commands_per_hand_off_do_not_grow_with_waiters(make_server: object) -> 
         }
     assert per_section[2]["scripts"] <= 4 and per_section[6]["scripts"] <= 4, per_section
     assert per_section[6]["all"] <= per_section[2]["all"] * 1.35, per_section
+
+
+def test_a_releaser_asking_again_does_not_starve_waiters(url: str) -> None:
+    """Every process that asks again right after releasing still lets the
+    waiting processes in: the release hands the lock to the first waiter."""
+    from _workers import looping_worker
+
+    processes = 4
+    manager = SPAWN.Manager()
+    start = manager.Barrier(processes)
+    with ProcessPoolExecutor(processes, mp_context=SPAWN) as pool:
+        futures = [pool.submit(looping_worker, url, "starve", 1.5, start) for _ in range(processes)]
+        per_process = [f.result(timeout=60) for f in futures]
+    manager.shutdown()
+    check_history([h for holds in per_process for h in holds])
+    counts = [len(holds) for holds in per_process]
+    assert min(counts) >= 0.15 * sum(counts), counts  # a fair share is 25 %
+
+
+def test_tasks_asking_again_share_the_lock(server: ServerProcess, r: redis.Redis) -> None:
+    import asyncio
+    import time
+
+    import redis.asyncio
+
+    from tenure import AsyncLock
+
+    async def main() -> list[int]:
+        client = redis.asyncio.Redis.from_url(server.url)
+        lock = AsyncLock(client, "astarve", ttl=10)
+        counts = [0] * 10
+        end = time.monotonic() + 1.0
+
+        async def task(i: int) -> None:
+            while time.monotonic() < end:
+                async with lock:
+                    await asyncio.sleep(0.001)
+                counts[i] += 1
+
+        await asyncio.gather(*(task(i) for i in range(10)))
+        await client.aclose()
+        return counts
+
+    counts = asyncio.run(main())
+    assert min(counts) >= 0.05 * sum(counts), counts  # a fair share is 10 %
