@@ -159,3 +159,60 @@ def test_waiter_sees_the_server_die(make_server: MakeServer) -> None:
     error, waited = outcome
     assert isinstance(error, redis.exceptions.ConnectionError), error
     assert waited < 5, f"the waiter noticed only after {waited:.1f}s"
+
+
+def test_hub_stops_when_nobody_waits(r: redis.Redis, url: str) -> None:
+    """After the last wait the hub unsubscribes, closes its pub/sub connection and
+    its reader thread ends; the next wait starts a new one."""
+    for _ in range(2):
+        lock = Lock(r, "idle", ttl=5)
+        lease = lock.acquire()
+        assert lease is not None
+        waiter = threading.Thread(
+            target=lambda: Lock(redis.Redis.from_url(url), "idle").acquire(timeout=5).release()  # type: ignore[union-attr]
+        )
+        waiter.start()
+        time.sleep(0.2)
+        assert any(t.name == "tenure-wake-hub" for t in threading.enumerate())
+        lease.release()
+        waiter.join()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and (
+            any(t.name == "tenure-wake-hub" for t in threading.enumerate())
+            or any(int(c.get("sub", 0)) for c in r.client_list())
+        ):
+            time.sleep(0.05)
+        assert not any(t.name == "tenure-wake-hub" for t in threading.enumerate())
+        assert not any(int(c.get("sub", 0)) for c in r.client_list())
+
+
+ASYNC_THEN_EXIT = """
+import asyncio, sys, redis.asyncio
+from tenure import AsyncLock
+
+async def main():
+    client = redis.asyncio.Redis.from_url(sys.argv[1])
+    lock = AsyncLock(client, "exit", ttl=30)
+    async def task():
+        for _ in range(5):
+            async with lock:
+                await asyncio.sleep(0.001)
+    await asyncio.gather(task(), task(), task())
+    await client.aclose()
+
+for _ in range(5):
+    asyncio.run(main())
+print("exited")
+"""
+
+
+def test_asyncio_run_returns_after_waits_on_a_unix_socket(make_server: MakeServer) -> None:
+    """The hub's reader task must not keep asyncio.run() from returning."""
+    import subprocess
+    import sys
+
+    s = make_server(unix_socket=True)
+    done = subprocess.run(
+        [sys.executable, "-c", ASYNC_THEN_EXIT, s.url], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "exited", done.stderr

@@ -113,22 +113,43 @@ class _Hub:
     async def _read(self) -> None:
         pubsub = self._pubsub
         assert pubsub is not None
+        task = asyncio.current_task()
         failures = 0
-        while True:
-            try:
-                message = await pubsub.get_message(timeout=LINGER)
-                failures = 0
-                for name in self._book.stale(time.monotonic()):
-                    await pubsub.unsubscribe(name)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
+        try:
+            while True:
+                message = await self._next(pubsub, failures)
+                failures = 0 if message is not False else failures + 1
+                # redis-py can swallow a cancellation while it reconnects; a
+                # pending one (the loop shutting down) still ends the reader.
+                if task is not None and task.cancelling():
+                    break
+                if isinstance(message, dict):
+                    await self._dispatch(message)
+                elif message is None and self._book.empty():
+                    break
+                elif message is False and self._book.empty():
+                    break  # nobody waits: don't reconnect
+        finally:
+            if self._pubsub is pubsub:
+                self._pubsub = None  # the next wait starts a new reader
+                self._reader = None
+            with contextlib.suppress(Exception):
+                await asyncio.shield(pubsub.aclose())  # type: ignore[no-untyped-call]
+
+    async def _next(self, pubsub: _HubPubSub, failures: int) -> dict[str, Any] | bool | None:
+        """The next message (``None`` when idle), or ``False`` after an error."""
+        try:
+            message: dict[str, Any] | None = await pubsub.get_message(timeout=LINGER)
+            for name in self._book.stale(time.monotonic()):
+                await pubsub.unsubscribe(name)
+            return message
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            if not self._book.drop_idle():
                 self._book.wake_all()
-                failures += 1
-                await asyncio.sleep(self._backoff.compute(failures))
-                continue
-            if message is not None:
-                await self._dispatch(message)
+                await asyncio.sleep(self._backoff.compute(failures + 1))
+            return False
 
     async def _dispatch(self, message: dict[str, Any]) -> None:
         channel = message["channel"]

@@ -5,7 +5,9 @@ the process waits on has a wake channel; the channel is subscribed when its
 first waiter enters, stays subscribed for ``LINGER`` seconds after its last
 waiter left (so a process that waits again soon pays no SUBSCRIBE round trip),
 and is then unsubscribed by the hub's reader. A wake that arrives for a
-channel nobody waits on any more is passed on to the lock's next waiter.
+channel nobody waits on any more is passed on to the lock's next waiter. When
+no channel is left, the reader closes the pub/sub connection and stops; the
+next wait starts a new one.
 """
 
 from __future__ import annotations
@@ -101,6 +103,19 @@ class HubBook(Generic[C]):
         if ch is not None and ch.refs > 0:
             return ch.wake
         return ch.keys if ch is not None else self.closing.get(channel)
+
+    def empty(self) -> bool:
+        """Nothing subscribed and nothing being unsubscribed: the reader may stop."""
+        return not self.channels and not self.closing
+
+    def drop_idle(self) -> bool:
+        """The connection failed: forget channels nobody waits on (their
+        subscriptions die with the connection). Return whether nothing is left,
+        so that the reader can stop instead of reconnecting for nobody."""
+        for name in [name for name, ch in self.channels.items() if ch.refs == 0]:
+            del self.channels[name]
+        self.closing.clear()
+        return not self.channels
 
     def wake_all(self) -> None:
         """Let every waiter retry (messages may have been lost)."""

@@ -116,13 +116,22 @@ class _Hub:
                 with self._mutex:
                     for name in self._book.stale(time.monotonic()):
                         pubsub.unsubscribe(name)  # type: ignore[no-untyped-call]
+                    if message is None and self._book.empty():
+                        self._pubsub = None  # the next wait starts a new reader
+                        break
             except Exception:
+                with self._mutex:
+                    if self._book.drop_idle():
+                        self._pubsub = None  # nobody waits: don't reconnect
+                        break
                 self._book.wake_all()
                 failures += 1
                 threading.Event().wait(self._backoff.compute(failures))
                 continue
             if message is not None:
                 self._dispatch(message)
+        with contextlib.suppress(Exception):
+            pubsub.close()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         channel = message["channel"]
