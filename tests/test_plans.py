@@ -12,7 +12,7 @@ from tenure._errors import ProtocolError, WrongTypeError
 from tenure._keys import lock_keys
 from tenure._plans import lock as plans
 from tenure._plans.server import parse_info
-from tenure._protocol import Command, Contend, Eval, Status, WaitWake, parse_reply
+from tenure._protocol import Contend, Eval, HandedOff, Status, WaitWake, parse_reply
 from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE
 from tenure._units import check_seconds, to_ms
 
@@ -61,15 +61,44 @@ def test_busy_then_listen_then_wait_for_pttl_then_acquire() -> None:
     start(plan)
     contend = plan.send((Status.BUSY, 2500))
     assert isinstance(contend, Contend)
-    assert contend.keys == KEYS and contend.timeout == 5.0
+    assert contend.keys == KEYS and contend.token == "own:tok" and contend.timeout == 5.0
     retry = plan.send("w1")  # the driver's waiter id
-    assert isinstance(retry, Eval) and retry.args[3] == "w1"  # now joins the waiters
+    assert isinstance(retry, Eval) and retry.args[3] == "w1|10000|own:tok"  # queues itself
     wait = plan.send((Status.BUSY, 2500))
     assert isinstance(wait, WaitWake) and wait.timeout == 2.5  # the holder's pttl
     clock.t += 1.0
-    again = plan.send(True)  # woken
-    assert isinstance(again, Eval) and again.args[3] == "w1"
+    again = plan.send(True)  # woken without a hand-off: try again
+    assert isinstance(again, Eval) and again.args[3] == "w1|10000|own:tok"
     assert finish(plan, (Status.OK, 43)).fence == 43
+
+
+def test_handed_off_lock_needs_no_more_round_trips() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock)
+    start(plan)
+    plan.send((Status.BUSY, 2500))
+    clock.t += 0.5
+    plan.send("w1")  # the queueing call is sent at t = 100.5
+    plan.send((Status.BUSY, 2500))
+    clock.t += 0.5
+    grant = finish(plan, HandedOff(77))
+    # Timed from the queueing call, which came before the release: conservative.
+    assert grant.fence == 77 and grant.expires_at == pytest.approx(100.5 + plans.validity(10.0))
+
+
+def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock)
+    start(plan)
+    plan.send((Status.BUSY, 9000))
+    plan.send("w1")
+    plan.send((Status.BUSY, 9000))
+    clock.t += 5.0  # more than HANDOFF_RESYNC of the 10 s ttl
+    extend = plan.send(HandedOff(78))
+    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000)
+    clock.t += 0.1
+    grant = finish(plan, (Status.OK, 0))
+    assert grant.fence == 78 and grant.expires_at == pytest.approx(105.0 + plans.validity(10.0))
 
 
 def test_wait_is_capped_by_the_deadline() -> None:
@@ -84,8 +113,8 @@ def test_wait_is_capped_by_the_deadline() -> None:
     clock.t += 0.75
     last = plan.send(False)  # one more attempt at the deadline
     assert isinstance(last, Eval)
-    assert isinstance(plan.send((Status.BUSY, 29000)), Command)
-    assert finish(plan, 0) is None
+    assert isinstance(plan.send((Status.BUSY, 29000)), Eval)  # leaves the queue
+    assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 
 def test_timeout_returns_none_after_last_attempt() -> None:
@@ -98,9 +127,10 @@ def test_timeout_returns_none_after_last_attempt() -> None:
     clock.t += 1.0
     retry = plan.send(False)
     assert isinstance(retry, Eval)
-    leave = plan.send((Status.BUSY, 29000))  # leaves the waiters before giving up
-    assert isinstance(leave, Command) and leave.args == ("ZREM", "tenure:{orders}:waiters", "w1")
-    assert finish(plan, 1) is None
+    leave = plan.send((Status.BUSY, 29000))  # leaves the queue (and releases a hand-off)
+    assert isinstance(leave, Eval) and leave.script is LOCK_RELEASE
+    assert leave.args[0] == "own:tok" and leave.args[3] == "w1|10000|own:tok"
+    assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 
 def test_holder_without_expiry_is_rechecked() -> None:
@@ -139,11 +169,9 @@ def test_lost_reply_gives_the_lock_back_then_reraises() -> None:
     start(plan)
     plan.send((Status.BUSY, 100))
     plan.send("w1")  # listening now
-    leave = plan.throw(ConnectionError("reply lost"))
-    assert isinstance(leave, Command) and leave.args[0] == "ZREM"
-    cleanup = plan.send(1)
+    cleanup = plan.throw(ConnectionError("reply lost"))
     assert isinstance(cleanup, Eval) and cleanup.script is LOCK_RELEASE
-    assert cleanup.args[0] == "own:tok"
+    assert cleanup.args[0] == "own:tok" and cleanup.args[3] == "w1|10000|own:tok"
     with pytest.raises(ConnectionError, match="reply lost"):
         plan.send((Status.OK, 1))
 
@@ -159,7 +187,8 @@ def test_cleanup_failure_does_not_hide_the_original_error() -> None:
 def test_release_not_owned_names_lock_and_fence() -> None:
     plan = plans.release(KEYS, "own:tok", 77)
     step = start(plan)
-    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.HANDOFF_MS, "")
+    assert step.keys == ("tenure:{orders}", "tenure:{orders}:waiters", "tenure:{orders}:fence")
+    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.FENCE_TTL_MS, "")
     with pytest.raises(NotOwnedError, match=r"'orders' \(fence 77\)"):
         plan.send((Status.NOT_OWNED, 0))
 

@@ -47,25 +47,35 @@ class Command:
 
 @dataclass(frozen=True, slots=True)
 class Contend:
-    """Become this process's one contender for a lock.
+    """Become this process's one contender for a lock, for the lease ``token``.
 
     The driver subscribes the client's wake hub to the lock's wake channel for
-    this process (``keys.wake_prefix`` + the hub's waiter id) and waits for the
-    subscription to be confirmed, then takes the process-local gate for the
-    lock, waiting at most ``timeout`` seconds (``None``: no limit). Both are held
-    until the plan ends. Reply: the waiter id (``str``) once the gate is taken,
-    or ``None`` if the wait ran out.
+    this process (``keys.wake_prefix`` + the hub's waiter id), noting that
+    hand-offs to ``token`` are for this plan, and waits for the subscription to
+    be confirmed; then it takes the process-local gate for the lock, waiting at
+    most ``timeout`` seconds (``None``: no limit). Both are held until the plan
+    ends. Reply: the waiter id (``str``) once the gate is taken, or ``None`` if
+    the wait ran out.
     """
 
     keys: LockKeys
+    token: str
     timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class HandedOff:
+    """A :class:`WaitWake` reply: a release handed the lock to our token with ``fence``."""
+
+    fence: int
 
 
 @dataclass(frozen=True, slots=True)
 class WaitWake:
     """Wait until the contended channel is woken or ``timeout`` seconds pass.
 
-    Reply: ``True`` if woken (the wake is consumed), ``False`` on timeout.
+    Reply: :class:`HandedOff` if a release handed the lock to the plan's token,
+    ``True`` if woken otherwise (retry now), ``False`` on timeout.
     """
 
     timeout: float

@@ -18,9 +18,9 @@ from redis.exceptions import NoScriptError
 from .._keys import LockKeys
 from .._plans import lock as lock_plans
 from .._plans import server as server_plans
-from .._protocol import Command, Contend, Eval, Plan, Step, WaitWake, parse_reply
+from .._protocol import Command, Contend, Eval, HandedOff, Plan, Step, WaitWake, parse_reply
 from . import _identity
-from ._hubbook import LINGER, HubBook
+from ._hubbook import LINGER, HubBook, PassOn
 
 Client: TypeAlias = "redis.asyncio.Redis"
 T = TypeVar("T")
@@ -52,6 +52,8 @@ class _Channel:
     keys: LockKeys
     refs: int = 0
     idle_since: float | None = None
+    tokens: set[str] = field(default_factory=set)
+    handoffs: dict[str, int] = field(default_factory=dict)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -81,8 +83,8 @@ class _Hub:
         self._connected_before = False
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
 
-    async def enter(self, keys: LockKeys, channel: str) -> _Channel:
-        ch, subscribe = self._book.enter(channel, keys)
+    async def enter(self, keys: LockKeys, channel: str, token: str) -> _Channel:
+        ch, subscribe = self._book.enter(channel, keys, token)
         if subscribe:
             try:
                 await self._listen().subscribe(channel)
@@ -93,8 +95,8 @@ class _Hub:
                 self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
         return ch
 
-    def leave(self, ch: _Channel) -> None:
-        self._book.leave(ch, time.monotonic())
+    def leave(self, ch: _Channel, token: str) -> None:
+        self._book.leave(ch, token, time.monotonic())
 
     def reconnected(self) -> None:
         """Messages may have been lost while disconnected: let every waiter retry."""
@@ -152,15 +154,16 @@ class _Hub:
             return False
 
     async def _dispatch(self, message: dict[str, Any]) -> None:
-        channel = message["channel"]
-        if isinstance(channel, bytes):
-            channel = channel.decode()
-        route = self._book.route(message["type"], channel)
-        if isinstance(route, LockKeys):
-            # On failure the hand-off lapses and the other waiters' timers fire.
+        channel, data = (
+            v.decode() if isinstance(v, bytes) else str(v)
+            for v in (message["channel"], message["data"])
+        )
+        route = self._book.route(message["type"], channel, data)
+        if isinstance(route, PassOn):
+            # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
                 client = redis.asyncio.Redis(connection_pool=self._pool)
-                await _drive(client, lock_plans.pass_on(route, self.waiter))
+                await _drive(client, lock_plans.pass_on(route.keys, route.token))
         elif route is not None:
             route.set()
 
@@ -200,6 +203,7 @@ async def run(client: Client, plan: Plan[T]) -> T:
 class _Contention:
     hub: _Hub
     ch: _Channel
+    token: str
     entered: bool = False
 
 
@@ -223,7 +227,7 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
             for c in reversed(held):
                 if c.entered:
                     c.ch.gate.release()
-                c.hub.leave(c.ch)
+                c.hub.leave(c.ch, c.token)
         finally:
             plan.close()
 
@@ -232,20 +236,21 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Eval):
         return parse_reply(step.script, await _evalsha(client, step))
     if isinstance(step, WaitWake):
-        ch = held[-1].ch
+        c = held[-1]
         try:
             async with asyncio.timeout(step.timeout):
-                await ch.wake.wait()
+                await c.ch.wake.wait()
             woken = True
         except TimeoutError:
             woken = False
-        ch.wake.clear()
-        return woken
+        c.ch.wake.clear()
+        fence = c.ch.handoffs.pop(c.token, None)
+        return woken if fence is None else HandedOff(fence)
     if isinstance(step, Contend):
         hub = _state(client).hub
         started = time.monotonic()
-        ch = await hub.enter(step.keys, step.keys.wake_prefix + hub.waiter)
-        c = _Contention(hub, ch)
+        ch = await hub.enter(step.keys, step.keys.wake_prefix + hub.waiter, step.token)
+        c = _Contention(hub, ch, step.token)
         held.append(c)
         limit = SUBSCRIBE_CONFIRM_WAIT if step.timeout is None else step.timeout
         try:

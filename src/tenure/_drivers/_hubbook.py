@@ -4,8 +4,10 @@ A hub holds one pub/sub connection for a client in a process. Each lock that
 the process waits on has a wake channel; the channel is subscribed when its
 first waiter enters, stays subscribed for ``LINGER`` seconds after its last
 waiter left (so a process that waits again soon pays no SUBSCRIBE round trip),
-and is then unsubscribed by the hub's reader. A wake that arrives for a
-channel nobody waits on any more is passed on to the lock's next waiter. When
+and is then unsubscribed by the hub's reader. A release hands the lock to a
+waiting token and says so on the channel ("<fence> <token>"); the hub gives the
+fence to the plan waiting with that token, or, if none does any more (it gave
+up meanwhile), releases the lock again so that it goes on to the next waiter. When
 no channel is left, the reader closes the pub/sub connection and stops; the
 next wait starts a new one.
 """
@@ -34,6 +36,8 @@ class ChannelBase(Protocol):
     keys: LockKeys
     refs: int
     idle_since: float | None
+    tokens: set[str]  # the lease tokens of this process's plans waiting on the lock
+    handoffs: dict[str, int]  # token -> fence, for locks handed to a waiting token
 
     @property
     def ready(self) -> Settable: ...
@@ -45,6 +49,14 @@ class ChannelBase(Protocol):
 C = TypeVar("C", bound=ChannelBase)
 
 
+@dataclass(frozen=True)
+class PassOn:
+    """A lock was handed to ``token``, which no plan here waits with: release it."""
+
+    keys: LockKeys
+    token: str
+
+
 @dataclass
 class HubBook(Generic[C]):
     """Channels by name, their waiter counts, and channels being unsubscribed."""
@@ -53,8 +65,9 @@ class HubBook(Generic[C]):
     channels: dict[str, C] = field(default_factory=dict)
     closing: dict[str, LockKeys] = field(default_factory=dict)
 
-    def enter(self, channel: str, keys: LockKeys) -> tuple[C, bool]:
-        """Count a waiter in; return its channel and whether to SUBSCRIBE now."""
+    def enter(self, channel: str, keys: LockKeys, token: str) -> tuple[C, bool]:
+        """Count a waiter (waiting with ``token``) in; return its channel and
+        whether to SUBSCRIBE now."""
         ch = self.channels.get(channel)
         new = ch is None
         if ch is None:
@@ -62,14 +75,17 @@ class HubBook(Generic[C]):
             self.closing.pop(channel, None)
         ch.refs += 1
         ch.idle_since = None
+        ch.tokens.add(token)
         return ch, new
 
     def abort(self, channel: str) -> None:
         """The SUBSCRIBE for a new channel failed: forget the channel."""
         self.channels.pop(channel, None)
 
-    def leave(self, ch: C, now: float) -> None:
+    def leave(self, ch: C, token: str, now: float) -> None:
         """Count a waiter out; the channel lingers from ``now``."""
+        ch.tokens.discard(token)
+        ch.handoffs.pop(token, None)
         ch.refs -= 1
         if ch.refs == 0:
             ch.idle_since = now
@@ -85,12 +101,12 @@ class HubBook(Generic[C]):
             self.closing[name] = self.channels.pop(name).keys
         return names
 
-    def route(self, kind: str, channel: str) -> Settable | LockKeys | None:
-        """What a pub/sub message of ``kind`` on ``channel`` asks for.
+    def route(self, kind: str, channel: str, data: str = "") -> Settable | PassOn | None:
+        """What a pub/sub message of ``kind`` on ``channel`` with ``data`` asks for.
 
-        Returns the event to set (a subscription confirmed, or a waiter woken),
-        the keys of a lock whose hand-off must be passed on (a wake for a
-        channel nobody waits on), or ``None`` (nothing to do).
+        Returns the event to set (a subscription confirmed, or a hand-off
+        recorded for the waiting token), a :class:`PassOn` (a lock handed to a
+        token nobody here waits with), or ``None`` (nothing to do).
         """
         if kind == "unsubscribe":
             self.closing.pop(channel, None)
@@ -98,11 +114,14 @@ class HubBook(Generic[C]):
         ch = self.channels.get(channel)
         if kind == "subscribe":
             return ch.ready if ch is not None else None
-        if kind != "message":
+        fence, _, token = data.partition(" ")
+        if kind != "message" or not fence.isdigit() or not token:
             return None
-        if ch is not None and ch.refs > 0:
+        if ch is not None and token in ch.tokens:
+            ch.handoffs[token] = int(fence)
             return ch.wake
-        return ch.keys if ch is not None else self.closing.get(channel)
+        keys = ch.keys if ch is not None else self.closing.get(channel)
+        return PassOn(keys, token) if keys is not None else None
 
     def empty(self) -> bool:
         """Nothing subscribed and nothing being unsubscribed: the reader may stop."""

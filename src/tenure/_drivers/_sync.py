@@ -18,9 +18,9 @@ from redis.exceptions import NoScriptError
 from .._keys import LockKeys
 from .._plans import lock as lock_plans
 from .._plans import server as server_plans
-from .._protocol import Command, Contend, Eval, Plan, Step, WaitWake, parse_reply
+from .._protocol import Command, Contend, Eval, HandedOff, Plan, Step, WaitWake, parse_reply
 from . import _identity
-from ._hubbook import LINGER, HubBook
+from ._hubbook import LINGER, HubBook, PassOn
 
 Client: TypeAlias = "redis.Redis"
 T = TypeVar("T")
@@ -46,6 +46,8 @@ class _Channel:
     keys: LockKeys
     refs: int = 0
     idle_since: float | None = None
+    tokens: set[str] = field(default_factory=set)
+    handoffs: dict[str, int] = field(default_factory=dict)
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     gate: threading.Lock = field(default_factory=threading.Lock)
@@ -75,9 +77,9 @@ class _Hub:
         self._connected_before = False
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
 
-    def enter(self, keys: LockKeys, channel: str) -> _Channel:
+    def enter(self, keys: LockKeys, channel: str, token: str) -> _Channel:
         with self._mutex:
-            ch, subscribe = self._book.enter(channel, keys)
+            ch, subscribe = self._book.enter(channel, keys, token)
             if subscribe:
                 try:
                     self._listen().subscribe(channel)
@@ -86,9 +88,9 @@ class _Hub:
                     raise
         return ch
 
-    def leave(self, ch: _Channel) -> None:
+    def leave(self, ch: _Channel, token: str) -> None:
         with self._mutex:
-            self._book.leave(ch, time.monotonic())
+            self._book.leave(ch, token, time.monotonic())
 
     def reconnected(self) -> None:
         """Messages may have been lost while disconnected: let every waiter retry."""
@@ -134,16 +136,17 @@ class _Hub:
             pubsub.close()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
-        channel = message["channel"]
-        if isinstance(channel, bytes):
-            channel = channel.decode()
+        channel, data = (
+            v.decode() if isinstance(v, bytes) else str(v)
+            for v in (message["channel"], message["data"])
+        )
         with self._mutex:
-            route = self._book.route(message["type"], channel)
-        if isinstance(route, LockKeys):
-            # On failure the hand-off lapses and the other waiters' timers fire.
+            route = self._book.route(message["type"], channel, data)
+        if isinstance(route, PassOn):
+            # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
                 client = redis.Redis(connection_pool=self._pool)
-                _drive(client, lock_plans.pass_on(route, self.waiter))
+                _drive(client, lock_plans.pass_on(route.keys, route.token))
         elif route is not None:
             route.set()
 
@@ -185,6 +188,7 @@ def run(client: Client, plan: Plan[T]) -> T:
 class _Contention:
     hub: _Hub
     ch: _Channel
+    token: str
     entered: bool = False
 
 
@@ -208,7 +212,7 @@ def _drive(client: Client, plan: Plan[T]) -> T:
             for c in reversed(held):
                 if c.entered:
                     c.ch.gate.release()
-                c.hub.leave(c.ch)
+                c.hub.leave(c.ch, c.token)
         finally:
             plan.close()
 
@@ -217,14 +221,15 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Eval):
         return parse_reply(step.script, _evalsha(client, step))
     if isinstance(step, WaitWake):
-        ch = held[-1].ch
-        woken = ch.wake.wait(step.timeout)
-        ch.wake.clear()
-        return woken
+        c = held[-1]
+        woken = c.ch.wake.wait(step.timeout)
+        c.ch.wake.clear()
+        fence = c.ch.handoffs.pop(c.token, None)
+        return woken if fence is None else HandedOff(fence)
     if isinstance(step, Contend):
         hub = _state(client).hub
-        ch = hub.enter(step.keys, step.keys.wake_prefix + hub.waiter)
-        c = _Contention(hub, ch)
+        ch = hub.enter(step.keys, step.keys.wake_prefix + hub.waiter, step.token)
+        c = _Contention(hub, ch, step.token)
         held.append(c)
         started = time.monotonic()
         limit = SUBSCRIBE_CONFIRM_WAIT if step.timeout is None else step.timeout

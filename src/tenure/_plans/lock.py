@@ -1,15 +1,18 @@
 """Plans for :class:`tenure.Lock`: acquire, release, extend and inspect.
 
 The protocol is the common one (``SET key token NX PX``, compare-and-delete
-release), with a fencing token minted in the acquire script and a wake-up
-list so that a release hands the lock to one waiting process.
+release), with a fencing token minted in the acquire script and a queue of
+waiters to which a release hands the lock directly.
 
 Waiting (DESIGN.md §4): the first attempt is made without listening. If the
 lock is busy the plan becomes its process's one contender for the lock
-(subscribing to its wake channel *before* trying again), joins the lock's
-waiters, and then waits for a wake or for the holder's remaining lease
-(``pttl``), whichever is first. A lost wake therefore costs latency, never
-liveness.
+(subscribing to its wake channel *before* trying again), queues its token,
+and waits for a hand-off or for the holder's remaining lease (``pttl``),
+whichever is first. A release sets the lock to the first live waiter's token,
+mints its fence and publishes both, so the waiter holds the lock when the
+message arrives: one round trip (the release) per hand-off, and no releaser
+can barge ahead of the queue. A lost message costs latency, never liveness:
+the waiter's next attempt finds its own token holding the lock.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
 from .._keys import LockKeys
-from .._protocol import Command, Contend, Eval, Plan, Status, WaitWake
+from .._protocol import Contend, Eval, HandedOff, Plan, Status, WaitWake
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, to_ms
 
@@ -30,11 +33,10 @@ Clock = Callable[[], float]
 #: fence is seeded from the server's clock, so fences still increase.
 FENCE_TTL_MS = 7 * 24 * 3600 * 1000
 
-#: How long a release reserves the lock for the waiter it wakes (ms): the
-#: hand-off window. Nobody else can take the lock meanwhile, so a releaser that
-#: asks again at once cannot starve the waiters; if the woken waiter does not
-#: come (stalled), the reservation lapses.
-HANDOFF_MS = 250
+#: A lease handed over by a release is timed from the waiter's last queueing
+#: call (the release came after it). If that was longer ago than this part of
+#: the ttl, the new holder restarts its lease clock with one extend.
+HANDOFF_RESYNC = 0.1
 
 #: How often a waiter re-checks a lock whose holder set no expiry (a foreign
 #: holder such as redis-py's Lock with ``timeout=None``), seconds.
@@ -113,8 +115,9 @@ def acquire(
     """
     ttl_ms = to_ms(ttl, "ttl")
     deadline = None if timeout is None else now() + timeout
-    waiter = ""  # this process's waiter id, once it listens
-    listening = in_flight = False
+    member = ""  # our entry in the lock's queue, once this process listens
+    queued_at = 0.0  # when our last queueing call was sent
+    in_flight = False
     try:
         while True:
             sent_at = now()
@@ -122,56 +125,65 @@ def acquire(
             status, value = yield Eval(
                 LOCK_ACQUIRE,
                 (keys.lock, keys.fence, keys.waiters),
-                (token, owner + ":", ttl_ms, waiter if listening else "", FENCE_TTL_MS),
+                (token, owner + ":", ttl_ms, member, FENCE_TTL_MS),
             )
             in_flight = False
             if status is Status.OK:
                 return Grant(token, int(value), ttl, sent_at + validity(ttl))
             if status is Status.OWNED_BY_CALLER:
                 raise AlreadyHeldError(keys.name)
+            queued_at = sent_at
             pttl = int(value)
             remaining = None if deadline is None else deadline - now()
             if not blocking or (remaining is not None and remaining <= 0):
-                if listening:  # so that no release hands the lock to a waiter gone
-                    yield from _abandon(keys, "", waiter)
+                if member:  # leave the queue; a hand-off may just have made us holder
+                    yield from _abandon(keys, token, member)
                 return None
-            if not listening:
-                waiter = yield Contend(keys, remaining)
+            if not member:
+                waiter = yield Contend(keys, token, remaining)
                 if waiter is None:
                     return None
-                listening = True
+                member = f"{waiter}|{ttl_ms}|{token}"
                 continue
             wait = pttl / 1000 if pttl > 0 else NO_EXPIRY_RECHECK
             if remaining is not None:
                 wait = min(wait, remaining)
-            yield WaitWake(wait)
+            woken = yield WaitWake(wait)
+            if isinstance(woken, HandedOff):
+                if now() - queued_at <= ttl * HANDOFF_RESYNC:
+                    return Grant(token, woken.fence, ttl, queued_at + validity(ttl))
+                with contextlib.suppress(NotOwnedError):  # else: gone already; try again
+                    expires_at = yield from extend(keys, token, woken.fence, ttl, now)
+                    return Grant(token, woken.fence, ttl, expires_at)
     except GeneratorExit:
         raise
     except BaseException:
-        # Cancelled, interrupted or cut off: leave the waiters, and if an
-        # acquire was sent but its reply never came, give the lock back.
-        yield from _abandon(keys, token if in_flight else "", waiter if listening else "")
+        # Cancelled, interrupted or cut off: leave the queue, and give the lock
+        # back if an acquire was sent without its reply, or a hand-off came.
+        if in_flight or member:
+            yield from _abandon(keys, token, member)
         raise
 
 
-def _abandon(keys: LockKeys, token: str, waiter: str) -> Plan[None]:
-    """Best effort: give back what a failed or cancelled acquire may hold (the
+def _abandon(keys: LockKeys, token: str, member: str) -> Plan[None]:
+    """Best effort: leave the queue and release ``token`` if it holds the lock (the
     lease expires by itself, and a release skips waiters that are gone)."""
     with contextlib.suppress(Exception):
-        if waiter:
-            yield Command(("ZREM", keys.waiters, waiter))
-        if token:
-            yield _release_step(keys, token, "")
+        yield _release_step(keys, token, member)
 
 
-def _release_step(keys: LockKeys, token: str, passer: str) -> Eval:
+def _release_step(keys: LockKeys, token: str, member: str) -> Eval:
     return Eval(
-        LOCK_RELEASE, (keys.lock, keys.waiters), (token, keys.wake_prefix, HANDOFF_MS, passer)
+        LOCK_RELEASE,
+        (keys.lock, keys.waiters, keys.fence),
+        (token, keys.wake_prefix, FENCE_TTL_MS, member),
     )
 
 
 def release(keys: LockKeys, token: str, fence: int) -> Plan[None]:
     """Release the lock held by ``token`` and hand it to the first live waiter.
+
+    ``fence`` is only used in the error message.
 
     Raises:
         NotOwnedError: the lock is not held with ``token`` (the lease expired,
@@ -182,10 +194,11 @@ def release(keys: LockKeys, token: str, fence: int) -> Plan[None]:
         raise NotOwnedError(keys.name, fence, "can't release: the lease expired before release")
 
 
-def pass_on(keys: LockKeys, waiter: str) -> Plan[None]:
-    """Hand the lock on to its next waiter: a wake (and hand-off) reached ``waiter``,
-    whose process no longer waits for this lock."""
-    yield _release_step(keys, "", waiter)
+def pass_on(keys: LockKeys, token: str) -> Plan[None]:
+    """Release a lock that a release handed to ``token`` after its waiter had left,
+    so that it goes on to the next waiter."""
+    with contextlib.suppress(NotOwnedError):
+        yield from release(keys, token, 0)
 
 
 def extend(keys: LockKeys, token: str, fence: int, seconds: float, now: Clock) -> Plan[float]:

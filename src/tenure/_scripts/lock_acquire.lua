@@ -1,25 +1,25 @@
--- lock_acquire.lua: take a lock (the SET NX PX protocol), mint a fencing token,
--- or, when the lock is held, join its waiters so that a release wakes us.
+-- lock_acquire.lua: take a lock (the SET NX PX protocol) and mint a fencing
+-- token, or, when the lock is held, queue the caller so that a release hands
+-- the lock straight to it (see lock_release.lua).
 --
--- KEYS[1]  lock key      string; value = the holder's owner token, or
---                        "tenure-handoff:<waiter id>" while a release hands the
---                        lock to that waiter (see lock_release.lua)
+-- KEYS[1]  lock key      string; value = the holder's owner token
 -- KEYS[2]  fence key     string holding an integer: the last fence minted for the name
--- KEYS[3]  waiters key   sorted set; member = waiter id, score = arrival (server µs)
+-- KEYS[3]  waiters key   sorted set, score = arrival (server µs), member =
+--                        "<waiter id>|<lease ms>|<token>"
 -- ARGV[1]  token         string; the acquiring lease's owner token
 -- ARGV[2]  owner prefix  string; a holder token that starts with it belongs to the caller
 -- ARGV[3]  lease         integer MILLISECONDS, > 0
--- ARGV[4]  waiter id     string, or "" to not join the waiters
+-- ARGV[4]  member        the caller's waiters member (as KEYS[3]), or "" to not queue
 -- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 --
 -- Returns  {1, fence}     OK: acquired. fence = last fence + 1, or the server's
 --                         TIME in µs when no fence is stored (first use, expiry,
 --                         restart), so it increases even across a restart.
---                         A retried call whose token already holds the lock gets
---                         its own fence again (the first reply was lost).
---          {2, pttl_ms}   BUSY: another owner holds it, or it is being handed to
---                         another waiter; pttl_ms = the time left, -1 when the
---                         holder set no expiry.
+--                         A call whose token already holds the lock (a retry
+--                         after a lost reply, or a hand-off whose message was
+--                         lost) gets its own fence again.
+--          {2, pttl_ms}   BUSY: another owner holds it; pttl_ms = its remaining
+--                         lease, -1 when the holder set no expiry.
 --          {3, pttl_ms}   OWNED_BY_CALLER: the caller's owner already holds it.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
 
@@ -32,7 +32,6 @@ if wrong(holder) then return {5, KEYS[1]} end
 if ARGV[4] ~= '' then
   local t = redis.call('TYPE', KEYS[3]).ok
   if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
-  if holder == 'tenure-handoff:' .. ARGV[4] then holder = false end
 end
 
 if not holder then
@@ -54,6 +53,7 @@ if not holder then
 end
 
 if holder == ARGV[1] then
+  if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   return {1, tonumber(redis.call('GET', KEYS[2]))}
 end
 

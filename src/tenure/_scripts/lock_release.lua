@@ -1,46 +1,62 @@
--- lock_release.lua: compare-and-delete release, then hand the lock to the first
--- live waiter: wake it, and reserve the lock for it for a short hand-off window
--- so that nobody else takes the lock first (a release never starves waiters).
--- Also used with an empty token to pass on a wake (or a hand-off) that reached
--- a process which no longer waits.
+-- lock_release.lua: compare-and-delete release, then hand the lock straight to
+-- the first live waiter: the lock is set to that waiter's token with its lease,
+-- a fence is minted for it, and "<fence> <token>" is published on its wake
+-- channel. The waiter holds the lock when the message arrives: no further
+-- round trip, and nobody can take the lock in between (no starvation).
+-- Also used by a waiter that gives up, to leave the queue in the same call.
 --
 -- KEYS[1]  lock key      string; value = the holder's owner token
--- KEYS[2]  waiters key   sorted set; member = waiter id, score = arrival
--- ARGV[1]  token         string; the releasing lease's owner token, or "" to pass
---                        a wake on (done only while the lock is free or handed
---                        to ARGV[4])
--- ARGV[2]  wake prefix   string; waiter w is woken by PUBLISH on ARGV[2] .. w
--- ARGV[3]  hand-off      integer MILLISECONDS the lock stays reserved for the
---                        woken waiter: "tenure-handoff:<w>" with this PX
--- ARGV[4]  passer        string; with an empty token, the waiter id passing on
+-- KEYS[2]  waiters key   sorted set, score = arrival, member =
+--                        "<waiter id>|<lease ms>|<token>" (see lock_acquire.lua)
+-- KEYS[3]  fence key     string holding an integer: the last fence minted
+-- ARGV[1]  token         string; the releasing lease's owner token
+-- ARGV[2]  wake prefix   string; waiter w is told by PUBLISH on ARGV[2] .. w
+-- ARGV[3]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+-- ARGV[4]  member        a waiters member to remove first (a waiter leaving), or ""
 --
--- Returns  {1, woken}    OK: released (or passed on); woken = 1 if a live waiter
---                        was handed the lock, 0 if none waits (the lock is free).
---                        A waiter whose PUBLISH reaches no subscriber is dead
---                        and dropped.
---          {2, 0}         BUSY: pass-on mode only; another owner holds the lock.
+-- Returns  {1, handed}   OK: released; handed = 1 if a live waiter now holds the
+--                        lock, 0 if nobody waits (the lock is free). A waiter
+--                        whose PUBLISH reaches no subscriber is gone: dropped.
 --          {4, 0}         NOT_OWNED: the lock is not held with this token
---                         (expired, or another owner's); nothing changed.
+--                         (expired, or another owner's); only ARGV[4] was removed.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
 
-local holder = redis.pcall('GET', KEYS[1])
-if type(holder) == 'table' and holder.err then return {5, KEYS[1]} end
-local waiting = redis.pcall('ZCARD', KEYS[2])
-if type(waiting) == 'table' and waiting.err then return {5, KEYS[2]} end
-
-if ARGV[1] == '' then
-  if holder and holder ~= 'tenure-handoff:' .. ARGV[4] then return {2, 0} end
-elseif holder ~= ARGV[1] then
-  return {4, 0}
+local function wrong(reply)
+  return type(reply) == 'table' and reply.err ~= nil
 end
 
-if holder then redis.call('DEL', KEYS[1]) end
+local holder = redis.pcall('GET', KEYS[1])
+if wrong(holder) then return {5, KEYS[1]} end
+local waiting = redis.pcall('ZCARD', KEYS[2])
+if wrong(waiting) then return {5, KEYS[2]} end
+local last = false
+if waiting > 0 then
+  last = redis.pcall('GET', KEYS[3])
+  if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[3]} end
+end
+
+if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
+if holder ~= ARGV[1] then return {4, 0} end
+redis.call('DEL', KEYS[1])
+
 while waiting > 0 do
-  local head = redis.call('ZPOPMIN', KEYS[2])
+  local head = redis.call('ZPOPMIN', KEYS[2])[1]
   waiting = waiting - 1
-  if redis.call('PUBLISH', ARGV[2] .. head[1], '1') > 0 then
-    redis.call('SET', KEYS[1], 'tenure-handoff:' .. head[1], 'PX', ARGV[3])
-    return {1, 1}
+  local w, lease, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
+  if w then
+    local fence
+    if last then
+      fence = tonumber(last) + 1
+    else
+      local now = redis.call('TIME')
+      fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    end
+    fence = string.format('%.0f', fence)
+    if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
+      redis.call('SET', KEYS[1], token, 'PX', lease)
+      redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
+      return {1, 1}
+    end
   end
 end
 return {1, 0}
