@@ -12,7 +12,7 @@ from tenure._errors import ProtocolError, WrongTypeError
 from tenure._keys import lock_keys
 from tenure._plans import lock as plans
 from tenure._plans.server import parse_info
-from tenure._protocol import Contend, Eval, HandedOff, Status, WaitWake, parse_reply
+from tenure._protocol import Contend, Eval, HandedOff, Listening, Status, WaitWake, parse_reply
 from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE
 from tenure._units import check_seconds, to_ms
 
@@ -28,7 +28,10 @@ class Clock:
 
 
 def start(plan: Generator[Any, Any, Any]) -> Any:
-    return plan.send(None)
+    """The plan's first step; for an acquire that waits, after saying that this
+    process does not listen for the lock yet."""
+    step = plan.send(None)
+    return plan.send(False) if isinstance(step, Listening) else step
 
 
 def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
@@ -70,6 +73,16 @@ def test_busy_then_listen_then_wait_for_pttl_then_acquire() -> None:
     again = plan.send(True)  # woken without a hand-off: try again
     assert isinstance(again, Eval) and again.args[3] == "w1|10000|own:tok"
     assert finish(plan, (Status.OK, 43)).fence == 43
+
+
+def test_a_process_that_listens_queues_at_once() -> None:
+    plan = acquire_plan(Clock())
+    assert isinstance(plan.send(None), Listening)
+    contend = plan.send(True)  # waited on this lock a moment ago: skip the lone try
+    assert isinstance(contend, Contend)
+    queued = plan.send("w1")
+    assert isinstance(queued, Eval) and queued.args[3] == "w1|10000|own:tok"
+    assert finish(plan, (Status.OK, 5)).fence == 5  # free: the queueing call takes it
 
 
 def test_handed_off_lock_needs_no_more_round_trips() -> None:

@@ -64,6 +64,16 @@ class Contend:
 
 
 @dataclass(frozen=True, slots=True)
+class Listening:
+    """Ask whether this process already listens for the lock (it waited on it
+    within the last second). Reply: ``bool``. A plan that gets ``True`` queues
+    at once instead of first trying without queueing, a round trip that would
+    almost surely fail."""
+
+    keys: LockKeys
+
+
+@dataclass(frozen=True, slots=True)
 class HandedOff:
     """A :class:`WaitWake` reply: a release handed the lock to our token with ``fence``."""
 
@@ -81,7 +91,7 @@ class WaitWake:
     timeout: float
 
 
-Step = Eval | Command | Contend | WaitWake
+Step = Eval | Command | Listening | Contend | WaitWake
 Plan = Generator[Step, Any, T]
 
 

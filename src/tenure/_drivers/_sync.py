@@ -18,7 +18,17 @@ from redis.exceptions import NoScriptError
 from .._keys import LockKeys
 from .._plans import lock as lock_plans
 from .._plans import server as server_plans
-from .._protocol import Command, Contend, Eval, HandedOff, Plan, Step, WaitWake, parse_reply
+from .._protocol import (
+    Command,
+    Contend,
+    Eval,
+    HandedOff,
+    Listening,
+    Plan,
+    Step,
+    WaitWake,
+    parse_reply,
+)
 from . import _identity
 from ._hubbook import LINGER, HubBook, PassOn
 
@@ -91,6 +101,10 @@ class _Hub:
     def leave(self, ch: _Channel, token: str) -> None:
         with self._mutex:
             self._book.leave(ch, token, time.monotonic())
+
+    def listening(self, wake_prefix: str) -> bool:
+        """Whether this hub listens (or lingers) on the lock with this wake prefix."""
+        return (wake_prefix + self.waiter) in self._book.channels
 
     def reconnected(self) -> None:
         """Messages may have been lost while disconnected: let every waiter retry."""
@@ -226,6 +240,8 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         c.ch.wake.clear()
         fence = c.ch.handoffs.pop(c.token, None)
         return woken if fence is None else HandedOff(fence)
+    if isinstance(step, Listening):
+        return _state(client).hub.listening(step.keys.wake_prefix)
     if isinstance(step, Contend):
         hub = _state(client).hub
         ch = hub.enter(step.keys, step.keys.wake_prefix + hub.waiter, step.token)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
 from .._keys import LockKeys
-from .._protocol import Contend, Eval, HandedOff, Plan, Status, WaitWake
+from .._protocol import Contend, Eval, HandedOff, Listening, Plan, Status, WaitWake
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, to_ms
 
@@ -119,6 +119,11 @@ def acquire(
     queued_at = 0.0  # when our last queueing call was sent
     in_flight = False
     try:
+        if blocking and (yield Listening(keys)):
+            waiter = yield Contend(keys, token, timeout)
+            if waiter is None:
+                return None
+            member = f"{waiter}|{ttl_ms}|{token}"
         while True:
             sent_at = now()
             in_flight = True
