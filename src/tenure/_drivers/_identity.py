@@ -36,11 +36,6 @@ def generation() -> int:
     return _generation[0]
 
 
-def new_owner() -> str:
-    """A fresh owner id for a thread or task of this process."""
-    return f"{_process[0]}.{next(_numbers)}"
-
-
 def owner_of(number: int) -> str:
     """The owner id for the ``number``-th owner of the current process."""
     return f"{_process[0]}.{number}"
