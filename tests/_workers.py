@@ -12,7 +12,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from tenure import AsyncLock, Lock, NotOwnedError
+from tenure import AsyncLock, AsyncRLock, Lock, NotOwnedError, RLock
 
 Hold = tuple[float, float, int]  # (acquired_at, released_at, fence) on time.monotonic()
 
@@ -106,3 +106,59 @@ def looping_worker(url: str, name: str, seconds: float, start: threading.Barrier
         lease.release()
         holds.append((acquired, released, lease.fence))
     return holds
+
+
+def rlock_worker(url: str, name: str, sections: int, start: threading.Barrier) -> list[Hold]:
+    """Do ``sections`` read-modify-writes of ``<name>:counter`` under an RLock taken
+    three levels deep (``with``, ``with lock(timeout=...)``, ``acquire``/``release``).
+
+    Checks inside each section that the inner levels share the outer fence, and
+    at the end that this owner's hold count is back to zero.
+    """
+    client = redis.Redis.from_url(url)
+    lock = RLock(client, name, ttl=10)
+    holds: list[Hold] = []
+    start.wait()
+    for i in range(sections):
+        with lock as outer:
+            acquired = time.monotonic()
+            with lock(timeout=1) as middle:
+                inner = lock.acquire(blocking=False)
+                assert inner is not None and inner.fence == middle.fence == outer.fence
+                if i % 10 == 0:
+                    assert lock.hold_count() == 3
+                value = int(client.get(f"{name}:counter") or 0)
+                client.set(f"{name}:counter", value + 1)
+                inner.release()
+            released = time.monotonic()
+        holds.append((acquired, released, outer.fence))
+    assert lock.hold_count() == 0
+    return holds
+
+
+def async_rlock_worker(url: str, name: str, tasks: int, sections: int) -> list[Hold]:
+    """``tasks`` asyncio tasks sharing one AsyncRLock, each doing ``sections``
+    read-modify-writes under it, taken two levels deep."""
+
+    async def main() -> list[Hold]:
+        client = redis.asyncio.Redis.from_url(url, max_connections=tasks + 8)
+        lock = AsyncRLock(client, name, ttl=10)
+        holds: list[Hold] = []
+
+        async def task() -> None:
+            for _ in range(sections):
+                async with lock as outer:
+                    acquired = time.monotonic()
+                    async with lock as inner:
+                        assert inner.fence == outer.fence
+                        value = int(await client.get(f"{name}:counter") or 0)
+                        await client.set(f"{name}:counter", value + 1)
+                    released = time.monotonic()
+                holds.append((acquired, released, outer.fence))
+            assert await lock.hold_count() == 0
+
+        await asyncio.gather(*(task() for _ in range(tasks)))
+        await client.aclose()
+        return holds
+
+    return asyncio.run(main())

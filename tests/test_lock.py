@@ -415,3 +415,18 @@ def test_async_cancelled_waiter_leaves_no_trace(server: ServerProcess, r: redis.
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_second_acquire_raises_even_while_a_local_thread_waits(r: redis.Redis) -> None:
+    """The owner's second acquire must not queue behind this process's waiter."""
+    lease = Lock(r, "gate", ttl=30).acquire()
+    assert lease is not None
+    waiter = threading.Thread(target=lambda: Lock(r, "gate").acquire(timeout=3))
+    waiter.start()
+    time.sleep(0.2)  # the waiter now holds this process's gate for "gate"
+    started = time.monotonic()
+    with pytest.raises(AlreadyHeldError):
+        Lock(r, "gate").acquire(timeout=1.5)
+    assert time.monotonic() - started < 0.5
+    lease.release()
+    waiter.join()

@@ -7,8 +7,12 @@ same arguments and semantics. See the README for the safety model.
 from ._api._async import DEFAULT_TTL as DEFAULT_TTL
 from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
+from ._api._async import AsyncRLock as AsyncRLock
+from ._api._async import AsyncRLockLease as AsyncRLockLease
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
+from ._api._sync import RLock as RLock
+from ._api._sync import RLockLease as RLockLease
 from ._errors import AcquireTimeout as AcquireTimeout
 from ._errors import AlreadyHeldError as AlreadyHeldError
 from ._errors import InvalidArgument as InvalidArgument
@@ -28,6 +32,8 @@ __all__ = [
     "AlreadyHeldError",
     "AsyncLease",
     "AsyncLock",
+    "AsyncRLock",
+    "AsyncRLockLease",
     "InvalidArgument",
     "Lease",
     "LeaseBase",
@@ -35,6 +41,8 @@ __all__ = [
     "LockLostError",
     "NotOwnedError",
     "ProtocolError",
+    "RLock",
+    "RLockLease",
     "TenureError",
     "UnsupportedServer",
     "WrongTypeError",

@@ -11,6 +11,18 @@ An exact-key lock on ``orders:42`` uses the key itself as the lock (the common
 ``SET key token NX PX`` protocol, shared with redis-py's ``Lock``) and
 ``{orders:42}:fence`` etc. beside it (or ``<key>:fence`` when the key already
 carries a hash tag), so every key still hashes to the lock key's slot.
+
+A reentrant lock (``RLock``) named ``orders:42`` with prefix ``tenure:`` puts
+its keys under ``<prefix>rlock:`` (:func:`rlock_keys`), so that it never shares
+keys with a ``Lock`` of the same name and prefix::
+
+    tenure:rlock:{orders:42}           the lock: a hash {<owner id>: <hold count>}
+                                       (one field while held); the key's PX is the lease
+    tenure:rlock:{orders:42}:fence     the last fencing token minted
+    tenure:rlock:{orders:42}:waiters   waiting owners (sorted set)
+    tenure:rlock:{orders:42}:wake:<w>  pub/sub channel that wakes waiter <w>
+
+An ``RLock`` has no exact-key mode: its hash is tenure's own protocol.
 """
 
 from __future__ import annotations
@@ -66,3 +78,19 @@ def lock_keys(name: str | None, *, key: str | None, prefix: str) -> LockKeys:
     name = check_name(name, "name")
     base = f"{prefix}{{{name}}}"
     return LockKeys(name, base, base + ":fence", base + ":waiters", base + ":wake:")
+
+
+#: The part added to a primitive's prefix for a reentrant lock's keys.
+RLOCK_NAMESPACE = "rlock:"
+
+
+def rlock_keys(name: str, *, prefix: str) -> LockKeys:
+    """Build the keys of a reentrant lock ``name``: :func:`lock_keys` under
+    ``prefix + "rlock:"``, apart from every ``Lock``'s keys.
+
+    Raises:
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+    """
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
+    return lock_keys(check_name(name, "name"), key=None, prefix=prefix + RLOCK_NAMESPACE)

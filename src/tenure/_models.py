@@ -1,4 +1,5 @@
-"""What successful acquires return: the part of a lease shared by the sync and async APIs."""
+"""What successful acquires return: the part of a lease shared by the sync and async APIs
+(and by ``Lock`` and ``RLock``)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,22 @@ class LeaseBase:
 
     Attributes:
         name: the lock's name (or exact key).
-        owner: the lease's owner token: the value stored in Redis while it is
-            held, unguessable (two 128-bit random parts).
+        owner: what Redis stores for the holder while the lease is held. For a
+            ``Lock``, the lease's owner token, unguessable (two 128-bit random
+            parts); for an ``RLock``, the holding thread's or task's owner id
+            (128 random bits and a number), the field of the lock's hash.
         fence: the fencing token, an ``int`` that strictly increases across every
             successful acquire of this name (Kleppmann, "How to do distributed
-            locking", 2016). Pass it to the resource you protect and have it
-            reject a write carrying a smaller fence than one it has seen.
+            locking", 2016); an ``RLock`` re-entry shares its hold's fence. Pass
+            it to the resource you protect and have it reject a write carrying a
+            smaller fence than one it has seen.
         ttl: the lease length in seconds.
         expires_at: when the lease must be presumed expired, on the
             ``time.monotonic()`` clock: the moment the acquire was sent plus the
             ttl, less an allowance for clock drift (1 % of the ttl + 2 ms).
     """
 
-    __slots__ = ("_released", "expires_at", "fence", "name", "owner", "ttl")
+    __slots__ = ("__weakref__", "_released", "expires_at", "fence", "name", "owner", "ttl")
 
     def __init__(self, name: str, grant: Grant) -> None:
         self.name = name

@@ -7,18 +7,27 @@ Edit this file, then run ``python scripts/unasync.py`` to regenerate ``_sync.py`
 from __future__ import annotations
 
 import time
+import weakref
 from types import TracebackType
 
 from .._drivers import _sync as _driver
 from .._drivers._identity import new_token
-from .._errors import AcquireTimeout, NotOwnedError
-from .._keys import lock_keys
+from .._errors import AcquireTimeout, AlreadyHeldError, NotOwnedError
+from .._keys import lock_keys, rlock_keys
 from .._models import LeaseBase
 from .._plans import lock as lock_plans
+from .._plans import rlock as rlock_plans
 from .._units import check_seconds
 
 #: The lease length, in seconds, of a lock created without ``ttl``.
 DEFAULT_TTL = 30.0
+
+#: The leases held in this process, by (client, lock key, owner), whichever
+#: ``Lock`` object took them: a second acquire by the same owner fails at
+#: once, without I/O.
+_HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = (
+    weakref.WeakValueDictionary()
+)
 
 
 class Lease(LeaseBase):
@@ -182,6 +191,9 @@ class Lock:
         """
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
+        held = _HELD.get((id(self._client), self._keys.lock, owner))
+        if held is not None and held.valid:  # no I/O, and no wait behind our own gate
+            raise AlreadyHeldError(self.name)
         plan = lock_plans.acquire(
             self._keys,
             owner,
@@ -196,6 +208,7 @@ class Lock:
             return None
         lease = Lease(self, grant, owner)
         self._leases[owner] = lease
+        _HELD[id(self._client), self._keys.lock, owner] = lease
         return lease
 
     def release(self) -> None:
@@ -283,6 +296,328 @@ class _Holding:
         self._lease: Lease | None = None
 
     def __enter__(self) -> Lease:
+        lease = self._lock.acquire(timeout=self._timeout)
+        if lease is None:
+            raise AcquireTimeout(self._lock.name, self._timeout)
+        self._lease = lease
+        return lease
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._lease is not None
+        self._lease.release()
+
+
+# --- reentrant lock --------------------------------------------------------
+
+
+class RLockLease(LeaseBase):
+    """One level of a held :class:`RLock`: returned by each successful acquire.
+
+    A lease is truthy. Every acquire by the owner that holds the lock returns a
+    new lease of the same hold: the same ``owner`` and ``fence``, and the hold
+    count one higher. Releasing a lease counts the hold down by one; the lock is
+    free (or handed to the next waiter) when the count reaches zero. The lease
+    ends with its ttl in Redis unless extended: ``extend`` and every re-entry
+    reset the whole hold's lease, and ``expires_at`` of every lease of the hold
+    held through this lock object follows. See :class:`tenure.LeaseBase` for the
+    attributes (``name``, ``owner``, ``fence``, ``ttl``, ``expires_at``);
+    ``owner`` is the holding thread's or task's owner id, the field stored in Redis.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: RLock, grant: lock_plans.Grant) -> None:
+        super().__init__(lock.name, grant)
+        self._lock = lock
+
+    def release(self) -> None:
+        """Count the hold down by one; at zero, release the lock and hand it to the
+        next waiter.
+
+        Raises:
+            NotOwnedError: this lease was already released, or the hold expired in
+                Redis (the message gives the name and fence). Nothing was changed.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        lock = self._lock
+        if self._released:
+            raise NotOwnedError(self.name, self.fence, "can't release: already released")
+        try:
+            left = _driver.run(
+                lock._client, rlock_plans.release(lock._keys, self.owner, self.fence)
+            )
+        except NotOwnedError:
+            lock._end_hold(self)
+            raise
+        self._released = True
+        lock._forget(self)
+        if left == 0:
+            lock._end_hold(self)
+
+    def extend(self, seconds: float | None = None) -> None:
+        """Reset the whole hold's lease to end ``seconds`` from now (default: its ttl).
+
+        Args:
+            seconds: the new remaining lease, in seconds, > 0.
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a positive number.
+            NotOwnedError: this lease was released, or the hold expired in Redis.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
+        if self._released:
+            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
+        lock = self._lock
+        try:
+            expires_at = _driver.run(
+                lock._client,
+                rlock_plans.extend(lock._keys, self.owner, self.fence, seconds, time.monotonic),
+            )
+        except NotOwnedError:
+            lock._end_hold(self)
+            raise
+        lock._renewed(self, seconds, expires_at)
+
+    def __enter__(self) -> RLockLease:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+class RLock:
+    """A distributed reentrant lock: one owner at a time, which may take it again.
+
+    Like :class:`Lock` (a lease, a fencing token, waiting without
+    polling), but the thread or task that holds the lock can acquire it again
+    without waiting: each acquire returns a new lease of the same hold, with the
+    same ``fence``, and counts the hold up by one; each release counts it down,
+    and the lock is free (or handed to the first waiter) when the count is back
+    to zero, as with ``threading.RLock``. The count lives in Redis (a hash
+    ``{<owner id>: <count>}`` whose expiry is the lease), so it is shared by every
+    ``RLock`` object of the same name and client process, and each thread
+    or task is its own owner: an ``RLock`` object may be shared. Every
+    re-entry and every ``extend`` resets the whole hold's lease to its length.
+
+    Args:
+        client: your ``redis.Redis`` client (its pool, TLS and ACL settings
+            are used as they are; tenure adds one pub/sub connection per client
+            while something waits).
+        name: the lock's name; its keys are ``<prefix>rlock:{<name>}`` and
+            siblings, apart from any ``Lock``'s. There is no exact-key mode.
+        ttl: the lease length in seconds, > 0 (default 30).
+        prefix: the key prefix (default ``"tenure:"``).
+
+    Raises:
+        InvalidArgument: an empty or non-``str`` name or prefix; a ttl that is not
+            a positive number.
+
+    Example::
+
+        lock = RLock(client, "orders:42", ttl=10)
+        with lock as lease:
+            with lock as inner:  # the same owner: no wait
+                assert inner.fence == lease.fence
+                assert lock.hold_count() == 2
+    """
+
+    def __init__(
+        self,
+        client: _driver.Client,
+        name: str,
+        *,
+        ttl: float | None = None,
+        prefix: str = "tenure:",
+    ) -> None:
+        self._keys = rlock_keys(name, prefix=prefix)
+        self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
+        self._client = client
+        # owner id -> the live leases of its current hold taken through this object,
+        # oldest first (all with the hold's fence)
+        self._holds: dict[str, list[RLockLease]] = {}
+
+    @property
+    def name(self) -> str:
+        """The lock's name."""
+        return self._keys.name
+
+    @property
+    def ttl(self) -> float:
+        """The lease length in seconds."""
+        return self._ttl
+
+    def acquire(
+        self, blocking: bool = True, timeout: float | None = None
+    ) -> RLockLease | None:
+        """Take the lock for the calling thread or task, or enter it again.
+
+        If the caller already holds the lock this returns at once (one round
+        trip), with the hold count one higher and the hold's lease reset to the ttl.
+
+        Args:
+            blocking: wait for the lock if another owner holds it (default). With
+                ``False``, make one attempt.
+            timeout: the longest wait in seconds, >= 0; ``None`` waits without
+                limit. Not allowed with ``blocking=False``.
+
+        Returns:
+            An :class:`RLockLease` (truthy) whose ``fence`` is larger than any
+            earlier holder's (a re-entry's is its hold's), or ``None`` if the lock
+            was not taken in time.
+
+        Raises:
+            InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
+            WrongTypeError: a key of the lock holds a value of another type.
+            UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        wait = lock_plans.check_acquire(blocking, timeout)
+        owner = _driver.current_owner()
+        plan = rlock_plans.acquire(
+            self._keys, owner, self._ttl, blocking=blocking, timeout=wait, now=time.monotonic
+        )
+        grant = _driver.run(self._client, plan)
+        if grant is None:
+            return None
+        lease = RLockLease(self, grant)
+        hold = [held for held in self._holds.get(owner, ()) if held.fence == grant.fence]
+        hold.append(lease)
+        self._holds[owner] = hold
+        self._renewed(lease, grant.ttl, grant.expires_at)
+        return lease
+
+    def release(self) -> None:
+        """Release the calling thread's or task's latest lease of this lock object
+        (see :meth:`RLockLease.release`): the hold count goes down by one.
+
+        Raises:
+            NotOwnedError: the caller holds no lease of this lock object (released
+                as many times as acquired), or the hold expired.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        self._latest().release()
+
+    def extend(self, seconds: float | None = None) -> None:
+        """Extend the calling thread's or task's hold (see :meth:`RLockLease.extend`).
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a positive number.
+            NotOwnedError: the caller holds no lease of this lock object, or it expired.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        self._latest().extend(seconds)
+
+    def locked(self) -> bool:
+        """Whether any owner holds the lock now (a snapshot; it may change at once).
+
+        Raises:
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        state = _driver.run(self._client, rlock_plans.inspect(self._keys))
+        return state.holder != ""
+
+    def owned(self) -> bool:
+        """Whether the calling thread or task holds the lock, as Redis says now.
+
+        Raises:
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return self.hold_count() > 0
+
+    def hold_count(self) -> int:
+        """The calling thread's or task's hold count, as Redis says now: how many
+        acquires it has not yet released (0 when it does not hold the lock).
+
+        Raises:
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        owner = _driver.current_owner()
+        state = _driver.run(self._client, rlock_plans.inspect(self._keys, owner))
+        return state.mine
+
+    def __call__(self, *, timeout: float | None = None) -> _RHolding:
+        """A context manager that acquires with ``timeout`` seconds and releases on exit.
+
+        Raises:
+            AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
+        """
+        return _RHolding(self, timeout)
+
+    def __enter__(self) -> RLockLease:
+        return _RHolding(self, None).__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        holds = [leases for leases in self._holds.values() if leases]
+        if not holds:
+            state = "not held here"
+        else:
+            leases = holds[-1]
+            lease = leases[-1]
+            validity = f"valid {lease.remaining:.3f}s" if lease.valid else "expired"
+            state = f"held here by {lease.owner} count={len(leases)} fence={lease.fence} {validity}"
+        return f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s {state}>"
+
+    def _latest(self) -> RLockLease:
+        leases = self._holds.get(_driver.current_owner())
+        if not leases:
+            raise NotOwnedError(self.name, None, "not held by this thread or task")
+        return leases[-1]
+
+    def _forget(self, lease: RLockLease) -> None:
+        leases = self._holds.get(lease.owner)
+        if leases is not None and lease in leases:
+            leases.remove(lease)
+            if not leases:
+                del self._holds[lease.owner]
+
+    def _end_hold(self, lease: RLockLease) -> None:
+        """The hold of ``lease`` is over in Redis: every lease of it is released."""
+        lease._released = True
+        self._forget(lease)
+        for other in list(self._holds.get(lease.owner, ())):
+            if other.fence == lease.fence:
+                other._released = True
+                self._forget(other)
+
+    def _renewed(self, lease: RLockLease, ttl: float, expires_at: float) -> None:
+        """The hold of ``lease`` was given a new lease: every lease of it follows."""
+        lease.ttl, lease.expires_at = ttl, expires_at
+        for other in self._holds.get(lease.owner, ()):
+            if other.fence == lease.fence:
+                other.ttl, other.expires_at = ttl, expires_at
+
+
+class _RHolding:
+    """``with rlock(timeout=...)``: acquire on entry, release that lease on exit."""
+
+    def __init__(self, lock: RLock, timeout: float | None) -> None:
+        self._lock = lock
+        self._timeout = timeout
+        self._lease: RLockLease | None = None
+
+    def __enter__(self) -> RLockLease:
         lease = self._lock.acquire(timeout=self._timeout)
         if lease is None:
             raise AcquireTimeout(self._lock.name, self._timeout)

@@ -4,30 +4,29 @@ The protocol is the common one (``SET key token NX PX``, compare-and-delete
 release), with a fencing token minted in the acquire script and a queue of
 waiters to which a release hands the lock directly.
 
-Waiting (DESIGN.md §4): the first attempt is made without listening. If the
-lock is busy the plan becomes its process's one contender for the lock
-(subscribing to its wake channel *before* trying again), queues its token,
-and waits for a hand-off or for the holder's remaining lease (``pttl``),
-whichever is first. A release sets the lock to the first live waiter's token,
-mints its fence and publishes both, so the waiter holds the lock when the
-message arrives: one round trip (the release) per hand-off, and no releaser
-can barge ahead of the queue. A lost message costs latency, never liveness:
-the waiter's next attempt finds its own token holding the lock.
+Waiting is :mod:`.waiting`'s loop (DESIGN.md §4). A release sets the lock to
+the first live waiter's token, mints its fence and publishes both, so the
+waiter holds the lock when the message arrives: one round trip (the release)
+per hand-off, and no releaser can barge ahead of the queue. The token is
+unique per acquire, so the message is trusted as it is.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
 from .._keys import LockKeys
-from .._protocol import Contend, Eval, HandedOff, Listening, Plan, Status, WaitWake
+from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, to_ms
-
-Clock = Callable[[], float]
+from .waiting import NO_EXPIRY_RECHECK as NO_EXPIRY_RECHECK
+from .waiting import Clock as Clock
+from .waiting import Contender, wait_turn
+from .waiting import Grant as Grant
+from .waiting import validity as validity
 
 #: How long a fence key outlives its last acquire (ms). When it is gone the next
 #: fence is seeded from the server's clock, so fences still increase.
@@ -37,34 +36,6 @@ FENCE_TTL_MS = 7 * 24 * 3600 * 1000
 #: call (the release came after it). If that was longer ago than this part of
 #: the ttl, the new holder restarts its lease clock with one extend.
 HANDOFF_RESYNC = 0.1
-
-#: How often a waiter re-checks a lock whose holder set no expiry (a foreign
-#: holder such as redis-py's Lock with ``timeout=None``), seconds.
-NO_EXPIRY_RECHECK = 1.0
-
-
-def validity(ttl: float) -> float:
-    """Seconds a lease of ``ttl`` seconds may be trusted after its acquire was sent.
-
-    Subtracts an allowance for clock drift between client and server: 1 % of the
-    ttl plus 2 ms (the drift factor of the Redlock algorithm, redis.io
-    "Distributed Locks with Redis").
-    """
-    return ttl - (ttl * 0.01 + 0.002)
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """A successful acquire: the token now holding the lock and its fence.
-
-    ``expires_at`` is on the caller's clock (``time.monotonic()``): the moment
-    the acquire was sent plus :func:`validity` of the ttl.
-    """
-
-    token: str
-    fence: int
-    ttl: float
-    expires_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,61 +84,45 @@ def acquire(
         AlreadyHeldError: ``owner`` already holds the lock.
         WrongTypeError: one of the lock's keys holds another type.
     """
-    ttl_ms = to_ms(ttl, "ttl")
-    deadline = None if timeout is None else now() + timeout
-    member = ""  # our entry in the lock's queue, once this process listens
-    queued_at = 0.0  # when our last queueing call was sent
-    in_flight = False
-    try:
-        if blocking and (yield Listening(keys)):
-            waiter = yield Contend(keys, token, timeout)
-            if waiter is None:
-                return None
-            member = f"{waiter}|{ttl_ms}|{token}"
-        while True:
-            sent_at = now()
-            in_flight = True
-            status, value = yield Eval(
-                LOCK_ACQUIRE,
-                (keys.lock, keys.fence, keys.waiters),
-                (token, owner + ":", ttl_ms, member, FENCE_TTL_MS),
-            )
-            in_flight = False
-            if status is Status.OK:
-                return Grant(token, int(value), ttl, sent_at + validity(ttl))
-            if status is Status.OWNED_BY_CALLER:
-                raise AlreadyHeldError(keys.name)
-            queued_at = sent_at
-            pttl = int(value)
-            remaining = None if deadline is None else deadline - now()
-            if not blocking or (remaining is not None and remaining <= 0):
-                if member:  # leave the queue; a hand-off may just have made us holder
-                    yield from _abandon(keys, token, member)
-                return None
-            if not member:
-                waiter = yield Contend(keys, token, remaining)
-                if waiter is None:
-                    return None
-                member = f"{waiter}|{ttl_ms}|{token}"
-                continue
-            wait = pttl / 1000 if pttl > 0 else NO_EXPIRY_RECHECK
-            if remaining is not None:
-                wait = min(wait, remaining)
-            woken = yield WaitWake(wait)
-            if isinstance(woken, HandedOff):
-                if now() - queued_at <= ttl * HANDOFF_RESYNC:
-                    return Grant(token, woken.fence, ttl, queued_at + validity(ttl))
-                with contextlib.suppress(NotOwnedError):  # else: gone already; try again
-                    expires_at = yield from extend(keys, token, woken.fence, ttl, now)
-                    return Grant(token, woken.fence, ttl, expires_at)
-    except GeneratorExit:
-        raise
-    except BaseException:
-        # Cancelled, interrupted or cut off: leave the queue, and give the lock
-        # back if an acquire was sent without its reply, or a hand-off came.
-        if in_flight or member:
-            yield from _abandon(keys, token, member)
-        raise
+    contender = _LockContender(keys, owner, token, ttl, to_ms(ttl, "ttl"), now)
+    return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
+
+
+class _LockContender(Contender):
+    listen_first = True
+
+    def __init__(
+        self, keys: LockKeys, owner: str, token: str, ttl: float, ttl_ms: int, now: Clock
+    ) -> None:
+        self.keys, self.owner, self.token = keys, owner, token
+        self.ttl, self.ttl_ms, self.now = ttl, ttl_ms, now
+
+    def attempt(self, member: str) -> Eval:
+        keys = self.keys
+        return Eval(
+            LOCK_ACQUIRE,
+            (keys.lock, keys.fence, keys.waiters),
+            (self.token, self.owner + ":", self.ttl_ms, member, FENCE_TTL_MS),
+        )
+
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+        if status is Status.OK:
+            return Grant(self.token, int(value), self.ttl, sent_at + validity(self.ttl))
+        if status is Status.OWNED_BY_CALLER:
+            raise AlreadyHeldError(self.keys.name)
+        return int(value)
+
+    def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
+        ttl, token = self.ttl, self.token
+        if self.now() - queued_at <= ttl * HANDOFF_RESYNC:
+            return Grant(token, fence, ttl, queued_at + validity(ttl))
+        with contextlib.suppress(NotOwnedError):  # else: gone already; try again
+            expires_at = yield from extend(self.keys, token, fence, ttl, self.now)
+            return Grant(token, fence, ttl, expires_at)
+        return None
+
+    def leave(self, member: str, in_flight: bool) -> Plan[None]:
+        yield from _abandon(self.keys, self.token, member)
 
 
 def _abandon(keys: LockKeys, token: str, member: str) -> Plan[None]:

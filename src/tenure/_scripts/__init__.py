@@ -29,5 +29,18 @@ LOCK_ACQUIRE = _load("lock_acquire")
 LOCK_RELEASE = _load("lock_release")
 LOCK_EXTEND = _load("lock_extend")
 LOCK_INSPECT = _load("lock_inspect")
+RLOCK_ACQUIRE = _load("rlock_acquire")
+RLOCK_RELEASE = _load("rlock_release")
+RLOCK_EXTEND = _load("rlock_extend")
+RLOCK_INSPECT = _load("rlock_inspect")
 
-ALL = (LOCK_ACQUIRE, LOCK_RELEASE, LOCK_EXTEND, LOCK_INSPECT)
+ALL = (
+    LOCK_ACQUIRE,
+    LOCK_RELEASE,
+    LOCK_EXTEND,
+    LOCK_INSPECT,
+    RLOCK_ACQUIRE,
+    RLOCK_RELEASE,
+    RLOCK_EXTEND,
+    RLOCK_INSPECT,
+)

@@ -1,0 +1,168 @@
+"""Plans for :class:`tenure.RLock`: acquire, release, extend and inspect.
+
+The lock is a hash at the lock key, ``{<owner id>: <hold count>}``, whose PX is
+the lease (Redisson's RLock layout). The owner id is the driver's
+``current_owner()`` (client process id + thread or task), so the owner itself
+is what Redis stores: a thread or task that holds the lock takes it again at
+once, counting up, and keeps the fence minted by its first acquire. Release
+counts down; at zero the lock is deleted and handed to the first live waiter,
+whose owner id the waiters member carries (``rlock_release.lua``).
+
+Waiting is :mod:`.waiting`'s loop, with two differences from :class:`tenure.Lock`:
+
+- The first attempt is always made alone, never queued at once, even when the
+  process already listens for the lock: an owner that already holds the lock
+  must re-enter without waiting on the process-local gate, which another
+  waiter of the same process may hold until this owner releases.
+- A hand-off message ("<fence> <owner id>") only wakes the waiter, which then
+  claims the hold with one more attempt (``rlock_acquire.lua`` sees the hold
+  handed to the queued owner and does not count it twice). The owner id is
+  stable for a thread's or task's life, so a message delayed past the wait it
+  was meant for could reach a later wait of the same owner: it is never
+  trusted on its own.
+
+A waiter that gives up (timeout, cancellation, a lost reply) leaves the queue
+and gives back a hold handed to it, in one call. A first attempt whose reply is
+lost is not undone: the owner might already have held the lock, and counting
+down a hold it did not take could free the lock under an older level of the
+same owner. At worst the lock then stays held until its lease runs out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import NotOwnedError, ProtocolError
+from .._keys import LockKeys
+from .._protocol import Eval, Plan, Status
+from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
+from .._units import to_ms
+from .lock import FENCE_TTL_MS
+from .waiting import Clock, Contender, Grant, validity, wait_turn
+
+
+@dataclass(frozen=True, slots=True)
+class RLockState:
+    """A snapshot of a reentrant lock in Redis.
+
+    Attributes:
+        holder: the holding owner id, ``""`` when free.
+        count: the holder's hold count (0 when free).
+        pttl_ms: the remaining lease in ms; -2 when free, -1 with no expiry.
+        fence: the last fence minted for the name (0 if none is known).
+        waiters: the number of queued waiters.
+        mine: the asking owner's hold count (0 when it holds none).
+    """
+
+    holder: str
+    count: int
+    pttl_ms: int
+    fence: int
+    waiters: int
+    mine: int
+
+
+def acquire(
+    keys: LockKeys,
+    owner: str,
+    ttl: float,
+    *,
+    blocking: bool,
+    timeout: float | None,
+    now: Clock,
+) -> Plan[Grant | None]:
+    """Take the lock for ``owner``, or enter it again if ``owner`` holds it.
+
+    Returns a :class:`Grant` whose ``token`` is ``owner``; a re-entry's fence
+    is the hold's fence. Returns ``None`` when ``blocking`` is false and another
+    owner holds the lock, or when ``timeout`` seconds pass first.
+
+    Raises:
+        InvalidArgument: ``ttl`` is not a positive number.
+        WrongTypeError: one of the lock's keys holds another type.
+    """
+    contender = _RLockContender(keys, owner, ttl, to_ms(ttl, "ttl"))
+    return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
+
+
+class _RLockContender(Contender):
+    listen_first = False  # see the module docstring
+
+    def __init__(self, keys: LockKeys, owner: str, ttl: float, ttl_ms: int) -> None:
+        self.keys, self.token, self.ttl, self.ttl_ms = keys, owner, ttl, ttl_ms
+
+    def attempt(self, member: str) -> Eval:
+        keys = self.keys
+        return Eval(
+            RLOCK_ACQUIRE,
+            (keys.lock, keys.fence, keys.waiters),
+            (self.token, self.ttl_ms, member, FENCE_TTL_MS),
+        )
+
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+        if status is Status.OK:
+            return Grant(self.token, int(value), self.ttl, sent_at + validity(self.ttl))
+        if status is Status.BUSY:
+            return int(value)
+        raise ProtocolError(f"{RLOCK_ACQUIRE.name}: unexpected status {status.name}")
+
+    def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
+        return None  # claim it with the next attempt (see the module docstring)
+        yield  # a generator
+
+    def leave(self, member: str, in_flight: bool) -> Plan[None]:
+        if member:  # an unqueued attempt is not undone (see the module docstring)
+            with contextlib.suppress(Exception):
+                yield _release_step(self.keys, self.token, "", member)
+
+
+def _release_step(keys: LockKeys, owner: str, fence: str, member: str) -> Eval:
+    return Eval(
+        RLOCK_RELEASE,
+        (keys.lock, keys.waiters, keys.fence),
+        (owner, fence, keys.wake_prefix, FENCE_TTL_MS, member),
+    )
+
+
+def release(keys: LockKeys, owner: str, fence: int) -> Plan[int]:
+    """Count down ``owner``'s hold (the one with ``fence``); at zero, hand the lock
+    to the first live waiter. Returns the count left (0: no longer held).
+
+    Raises:
+        NotOwnedError: ``owner`` holds no count, or its hold has another fence (the
+            lease expired, and perhaps a new hold began); nothing was changed.
+    """
+    status, value = yield _release_step(keys, owner, str(fence), "")
+    if status is Status.NOT_OWNED:
+        raise NotOwnedError(
+            keys.name, fence, "can't release: not held (the lease expired, or it was released)"
+        )
+    return int(value)
+
+
+def extend(keys: LockKeys, owner: str, fence: int, seconds: float, now: Clock) -> Plan[float]:
+    """Reset the lease of ``owner``'s hold (the one with ``fence``) to end ``seconds``
+    from now. Returns the new ``expires_at`` on the caller's monotonic clock.
+
+    Raises:
+        InvalidArgument: ``seconds`` is not a positive number.
+        NotOwnedError: ``owner`` holds no count, or its hold has another fence;
+            nothing was changed.
+    """
+    ms = to_ms(seconds, "seconds")
+    sent_at = now()
+    status, _ = yield Eval(RLOCK_EXTEND, (keys.lock, keys.fence), (owner, fence, ms, FENCE_TTL_MS))
+    if status is Status.NOT_OWNED:
+        raise NotOwnedError(keys.name, fence, "can't extend: the lease expired before extend")
+    return sent_at + validity(seconds)
+
+
+def inspect(keys: LockKeys, owner: str = "") -> Plan[RLockState]:
+    """Read the holder, its count, the lease left, the last fence, the waiter count,
+    and ``owner``'s hold count."""
+    _, (holder, count, pttl, fence, waiters, mine) = yield Eval(
+        RLOCK_INSPECT, (keys.lock, keys.fence, keys.waiters), (owner,)
+    )
+    return RLockState(str(holder), int(count), int(pttl), int(fence), int(waiters), int(mine))

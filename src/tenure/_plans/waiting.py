@@ -1,0 +1,159 @@
+"""The waiting loop shared by the exclusive locks (:class:`tenure.Lock`, :class:`tenure.RLock`).
+
+Waiting (DESIGN.md §4): an attempt is made without listening. If the lock is
+busy the plan becomes its process's one contender for the lock (subscribing to
+its wake channel *before* trying again), queues itself with a member
+``"<waiter id>|<lease ms>|<token>"``, and waits for a hand-off or for the
+holder's remaining lease (``pttl``), whichever is first. A release hands the
+lock to the first live waiter and publishes ``"<fence> <token>"`` on its wake
+channel; what the waiter does with that message is the primitive's choice
+(:meth:`Contender.handed_off`). A lost message costs latency, never liveness:
+the waiter's next attempt finds the lock held for it.
+
+The loop is written once; each primitive supplies a :class:`Contender`: its
+attempt script call, how it reads the attempt's reply, what a hand-off gives it,
+and how it leaves the queue.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._keys import LockKeys
+from .._protocol import Contend, Eval, HandedOff, Listening, Plan, Status, WaitWake
+
+Clock = Callable[[], float]
+
+#: How often a waiter re-checks a lock whose holder set no expiry (a foreign
+#: holder such as redis-py's Lock with ``timeout=None``), seconds.
+NO_EXPIRY_RECHECK = 1.0
+
+
+def validity(ttl: float) -> float:
+    """Seconds a lease of ``ttl`` seconds may be trusted after its acquire was sent.
+
+    Subtracts an allowance for clock drift between client and server: 1 % of the
+    ttl plus 2 ms (the drift factor of the Redlock algorithm, redis.io
+    "Distributed Locks with Redis").
+    """
+    return ttl - (ttl * 0.01 + 0.002)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A successful acquire: the token now holding the lock and its fence.
+
+    ``expires_at`` is on the caller's clock (``time.monotonic()``): the moment
+    the acquire was sent plus :func:`validity` of the ttl.
+    """
+
+    token: str
+    fence: int
+    ttl: float
+    expires_at: float
+
+
+class Contender(ABC):
+    """One primitive's part in :func:`wait_turn`.
+
+    Attributes:
+        keys: the lock's keys.
+        token: the string a release publishes after the fence when it hands the
+            lock to this plan (the hub routes hand-offs by it); also the last
+            part of the waiters member.
+        ttl_ms: the lease asked for, in milliseconds (the waiters member's middle part).
+        listen_first: whether a process that already listens for the lock skips
+            the lone first attempt and queues at once (saves a round trip). A
+            primitive whose owner may already hold the lock (reentrancy) must not
+            skip it: queueing first would wait on the process-local gate, which
+            another waiter of the same process may hold until this owner releases.
+    """
+
+    keys: LockKeys
+    token: str
+    ttl_ms: int
+    listen_first: bool
+
+    @abstractmethod
+    def attempt(self, member: str) -> Eval:
+        """The script call that tries to take the lock, queueing ``member`` ("" = don't)."""
+
+    @abstractmethod
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+        """Read an attempt's reply: a :class:`Grant`, or the holder's pttl (ms) when busy.
+
+        May raise (for instance when the caller already holds a non-reentrant lock).
+        """
+
+    @abstractmethod
+    def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
+        """A release handed the lock to :attr:`token` with ``fence``; ``queued_at`` is
+        when the last queueing attempt was sent. Return the grant, or ``None`` to
+        attempt again."""
+
+    @abstractmethod
+    def leave(self, member: str, in_flight: bool) -> Plan[None]:
+        """Best effort, errors suppressed: leave the queue (``member``, "" if not
+        queued) and give back a lock handed to us or taken by an attempt whose
+        reply was lost (``in_flight``)."""
+
+
+def wait_turn(
+    c: Contender, *, blocking: bool, timeout: float | None, now: Clock
+) -> Plan[Grant | None]:
+    """Take the lock as the module says; ``None`` when ``blocking`` is false and the
+    lock is busy, or when ``timeout`` seconds pass first.
+
+    Raises whatever :meth:`Contender.outcome` raises, after leaving the queue.
+    """
+    keys, token = c.keys, c.token
+    deadline = None if timeout is None else now() + timeout
+    member = ""  # our entry in the lock's queue, once this process listens
+    queued_at = 0.0  # when our last queueing call was sent
+    in_flight = False
+    try:
+        if blocking and c.listen_first and (yield Listening(keys)):
+            waiter = yield Contend(keys, token, timeout)
+            if waiter is None:
+                return None
+            member = f"{waiter}|{c.ttl_ms}|{token}"
+        while True:
+            sent_at = now()
+            in_flight = True
+            status, value = yield c.attempt(member)
+            in_flight = False
+            result = c.outcome(status, value, sent_at)
+            if isinstance(result, Grant):
+                return result
+            queued_at = sent_at
+            pttl = result
+            remaining = None if deadline is None else deadline - now()
+            if not blocking or (remaining is not None and remaining <= 0):
+                if member:  # leave the queue; a hand-off may just have made us holder
+                    yield from c.leave(member, False)
+                return None
+            if not member:
+                waiter = yield Contend(keys, token, remaining)
+                if waiter is None:
+                    return None
+                member = f"{waiter}|{c.ttl_ms}|{token}"
+                continue
+            wait = pttl / 1000 if pttl > 0 else NO_EXPIRY_RECHECK
+            if remaining is not None:
+                wait = min(wait, remaining)
+            woken = yield WaitWake(wait)
+            if isinstance(woken, HandedOff):
+                grant = yield from c.handed_off(woken.fence, queued_at)
+                if grant is not None:
+                    return grant
+    except GeneratorExit:
+        raise
+    except BaseException:
+        # Cancelled, interrupted or cut off: leave the queue, and give the lock
+        # back if an acquire was sent without its reply, or a hand-off came.
+        if in_flight or member:
+            yield from c.leave(member, in_flight)
+        raise

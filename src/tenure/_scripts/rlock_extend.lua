@@ -1,0 +1,27 @@
+-- rlock_extend.lua: reset a reentrant hold's lease to end ARGV[3] ms from now
+-- (the whole hold: every level of it).
+--
+-- KEYS[1]  lock key      hash {<owner id>: <hold count>} (see rlock_acquire.lua)
+-- KEYS[2]  fence key     string holding an integer: the last fence minted
+-- ARGV[1]  owner         string; the holding owner id
+-- ARGV[2]  fence         the hold's fence (decimal)
+-- ARGV[3]  lease         integer MILLISECONDS, > 0
+-- ARGV[4]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+--
+-- Returns  {1, count}    OK: the lease now ends ARGV[3] ms from now; count = the
+--                        owner's hold count.
+--          {4, 0}        NOT_OWNED: the owner holds no count, or its hold has
+--                        another fence (expired, and a new hold began).
+--          {5, key}      WRONG_TYPE: key holds a value of another type.
+
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end
+local last = redis.pcall('GET', KEYS[2])
+if type(last) == 'table' and last.err then return {5, KEYS[2]} end
+if last and not tonumber(last) then return {5, KEYS[2]} end
+local count = redis.call('HGET', KEYS[1], ARGV[1])
+if not count then return {4, 0} end
+if last and tonumber(last) ~= tonumber(ARGV[2]) then return {4, 0} end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if last then redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[4]), tonumber(ARGV[3]))) end
+return {1, tonumber(count)}

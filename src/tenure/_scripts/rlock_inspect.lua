@@ -1,0 +1,29 @@
+-- rlock_inspect.lua: read-only snapshot of a reentrant lock.
+--
+-- KEYS[1]  lock key      hash {<owner id>: <hold count>} (see rlock_acquire.lua)
+-- KEYS[2]  fence key     string holding an integer
+-- KEYS[3]  waiters key   sorted set of waiters
+-- ARGV[1]  owner         string; the owner id asking (its count is returned), or ""
+--
+-- Returns  {1, {holder, count, pttl_ms, fence, waiters, mine}}
+--            holder   string, the holding owner id; "" when free
+--            count    integer, the holder's hold count (0 when free)
+--            pttl_ms  integer; -2 when free, -1 when held with no expiry
+--            fence    integer, the last fence minted (0 if none is known)
+--            waiters  integer, the number of queued waiters
+--            mine     integer, ARGV[1]'s hold count (0 when it holds none)
+--          {5, key}   WRONG_TYPE: key holds a value of another type.
+
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end
+local fence = redis.pcall('GET', KEYS[2])
+if type(fence) == 'table' and fence.err then return {5, KEYS[2]} end
+local t = redis.call('TYPE', KEYS[3]).ok
+if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
+local holder, count = '', 0
+local fields = redis.call('HGETALL', KEYS[1])
+if #fields > 0 then holder, count = fields[1], tonumber(fields[2]) or 0 end
+local mine = 0
+if ARGV[1] ~= '' then mine = tonumber(redis.call('HGET', KEYS[1], ARGV[1])) or 0 end
+return {1, {holder, count, redis.call('PTTL', KEYS[1]), tonumber(fence) or 0,
+            redis.call('ZCARD', KEYS[3]), mine}}

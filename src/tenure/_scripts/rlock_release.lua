@@ -1,0 +1,70 @@
+-- rlock_release.lua: leave one level of a reentrant hold. When the count reaches
+-- 0 the lock is deleted and handed straight to the first live waiter, as
+-- lock_release.lua does: the lock becomes {<the waiter's owner id>: 1} with the
+-- waiter's lease, a fence is minted for it, and "<fence> <owner id>" is
+-- published on the waiter's wake channel. Also used by a waiter that gives up,
+-- to leave the queue and give back a hold handed to it, in the same call.
+--
+-- KEYS[1]  lock key      hash {<owner id>: <hold count>} (see rlock_acquire.lua)
+-- KEYS[2]  waiters key   sorted set, score = arrival, member =
+--                        "<waiter id>|<lease ms>|<owner id>" (see rlock_acquire.lua)
+-- KEYS[3]  fence key     string holding an integer: the last fence minted
+-- ARGV[1]  owner         string; the releasing owner id
+-- ARGV[2]  fence         the hold's fence (decimal), or "" for whatever hold the
+--                        owner has (a waiter leaving, which never saw its fence)
+-- ARGV[3]  wake prefix   string; waiter w is told by PUBLISH on ARGV[3] .. w
+-- ARGV[4]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+-- ARGV[5]  member        a waiters member to remove first (a waiter leaving), or ""
+--
+-- Returns  {1, count}    OK: the owner's hold count is now count. At 0 the lock
+--                        was handed to the first live waiter, or is free when
+--                        nobody waits. A waiter whose PUBLISH reaches no
+--                        subscriber is gone: dropped.
+--          {4, 0}        NOT_OWNED: the owner holds no count, or its hold has
+--                        another fence than ARGV[2] (the lease expired and a new
+--                        hold began); only ARGV[5] was removed.
+--          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+
+local function wrong(reply)
+  return type(reply) == 'table' and reply.err ~= nil
+end
+
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end
+local waiting = redis.pcall('ZCARD', KEYS[2])
+if wrong(waiting) then return {5, KEYS[2]} end
+local last = redis.pcall('GET', KEYS[3])
+if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[3]} end
+
+if ARGV[5] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[5]) end
+if not redis.call('HGET', KEYS[1], ARGV[1]) then return {4, 0} end
+-- A missing fence key means none was minted since this hold began (a fence is
+-- minted for every new hold), so the hold is still the same.
+if ARGV[2] ~= '' and last and tonumber(last) ~= tonumber(ARGV[2]) then return {4, 0} end
+
+local count = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+if count > 0 then return {1, count} end
+redis.call('DEL', KEYS[1])
+
+while waiting > 0 do
+  local head = redis.call('ZPOPMIN', KEYS[2])[1]
+  waiting = waiting - 1
+  local w, lease, owner = string.match(head, '^([^|]*)|(%d+)|(.+)$')
+  if w then
+    local fence
+    if last then
+      fence = tonumber(last) + 1
+    else
+      local now = redis.call('TIME')
+      fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    end
+    fence = string.format('%.0f', fence)
+    if redis.call('PUBLISH', ARGV[3] .. w, fence .. ' ' .. owner) > 0 then
+      redis.call('HSET', KEYS[1], owner, 1)
+      redis.call('PEXPIRE', KEYS[1], lease)
+      redis.call('SET', KEYS[3], fence, 'PX', math.max(tonumber(ARGV[4]), tonumber(lease)))
+      return {1, 0}
+    end
+  end
+end
+return {1, 0}
