@@ -27,30 +27,32 @@ local function wrong(reply)
   return type(reply) == 'table' and reply.err ~= nil
 end
 
-local holder = redis.pcall('GET', KEYS[1])
-if wrong(holder) then return {5, KEYS[1]} end
 if ARGV[4] ~= '' then
   local t = redis.call('TYPE', KEYS[3]).ok
   if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
 end
 
-if not holder then
+-- SET NX also answers "is it free?" (a key of another type just makes it fail).
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   local last = redis.pcall('GET', KEYS[2])
-  if wrong(last) then return {5, KEYS[2]} end
+  if wrong(last) or (last and not tonumber(last)) then
+    redis.call('DEL', KEYS[1])  -- undo: nothing written
+    return {5, KEYS[2]}
+  end
   local fence
   if last then
-    fence = tonumber(last)
-    if not fence then return {5, KEYS[2]} end
-    fence = fence + 1
+    fence = tonumber(last) + 1
   else
     local now = redis.call('TIME')
     fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
   end
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   return {1, fence}
 end
+
+local holder = redis.pcall('GET', KEYS[1])
+if wrong(holder) then return {5, KEYS[1]} end
 
 if holder == ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
