@@ -25,9 +25,7 @@ DEFAULT_TTL = 30.0
 #: The leases held in this process, by (client, lock key, owner), whichever
 #: ``Lock`` object took them: a second acquire by the same owner fails at
 #: once, without I/O.
-_HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = (
-    weakref.WeakValueDictionary()
-)
+_HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = weakref.WeakValueDictionary()
 
 
 class Lease(LeaseBase):
