@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import weakref
 from types import TracebackType
+from typing import Generic, Protocol, TypeVar
 
 from .._drivers import _async as _driver
 from .._drivers._identity import new_token
@@ -251,7 +252,7 @@ class AsyncLock:
         state = await _driver.run(self._client, lock_plans.inspect(self._keys))
         return state.holder == lease.owner
 
-    def __call__(self, *, timeout: float | None = None) -> _AsyncHolding:
+    def __call__(self, *, timeout: float | None = None) -> _AsyncHolding[AsyncLease]:
         """A context manager that acquires with ``timeout`` seconds and releases on exit.
 
         Raises:
@@ -285,15 +286,30 @@ class AsyncLock:
             del self._leases[lease._holder]
 
 
-class _AsyncHolding:
-    """``async with lock(timeout=...)``: acquire on entry, release on exit."""
+class _AsyncReleasable(Protocol):
+    async def release(self) -> None: ...
 
-    def __init__(self, lock: AsyncLock, timeout: float | None) -> None:
+
+L = TypeVar("L", bound=_AsyncReleasable)
+L_co = TypeVar("L_co", bound=_AsyncReleasable, covariant=True)
+
+
+class _AsyncAcquirer(Protocol[L_co]):
+    @property
+    def name(self) -> str: ...
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> L_co | None: ...
+
+
+class _AsyncHolding(Generic[L]):
+    """``async with lock(timeout=...)``: acquire on entry, release that lease on exit."""
+
+    def __init__(self, lock: _AsyncAcquirer[L], timeout: float | None) -> None:
         self._lock = lock
         self._timeout = timeout
-        self._lease: AsyncLease | None = None
+        self._lease: L | None = None
 
-    async def __aenter__(self) -> AsyncLease:
+    async def __aenter__(self) -> L:
         lease = await self._lock.acquire(timeout=self._timeout)
         if lease is None:
             raise AcquireTimeout(self._lock.name, self._timeout)
@@ -547,16 +563,16 @@ class AsyncRLock:
         state = await _driver.run(self._client, rlock_plans.inspect(self._keys, owner))
         return state.mine
 
-    def __call__(self, *, timeout: float | None = None) -> _AsyncRHolding:
+    def __call__(self, *, timeout: float | None = None) -> _AsyncHolding[AsyncRLockLease]:
         """A context manager that acquires with ``timeout`` seconds and releases on exit.
 
         Raises:
             AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
         """
-        return _AsyncRHolding(self, timeout)
+        return _AsyncHolding(self, timeout)
 
     async def __aenter__(self) -> AsyncRLockLease:
-        return await _AsyncRHolding(self, None).__aenter__()
+        return await _AsyncHolding(self, None).__aenter__()
 
     async def __aexit__(
         self,
@@ -605,28 +621,3 @@ class AsyncRLock:
         for other in self._holds.get(lease.owner, ()):
             if other.fence == lease.fence:
                 other.ttl, other.expires_at = ttl, expires_at
-
-
-class _AsyncRHolding:
-    """``async with rlock(timeout=...)``: acquire on entry, release that lease on exit."""
-
-    def __init__(self, lock: AsyncRLock, timeout: float | None) -> None:
-        self._lock = lock
-        self._timeout = timeout
-        self._lease: AsyncRLockLease | None = None
-
-    async def __aenter__(self) -> AsyncRLockLease:
-        lease = await self._lock.acquire(timeout=self._timeout)
-        if lease is None:
-            raise AcquireTimeout(self._lock.name, self._timeout)
-        self._lease = lease
-        return lease
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        assert self._lease is not None
-        await self._lease.release()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import weakref
 from types import TracebackType
+from typing import Generic, Protocol, TypeVar
 
 from .._drivers import _sync as _driver
 from .._drivers._identity import new_token
@@ -251,7 +252,7 @@ class Lock:
         state = _driver.run(self._client, lock_plans.inspect(self._keys))
         return state.holder == lease.owner
 
-    def __call__(self, *, timeout: float | None = None) -> _Holding:
+    def __call__(self, *, timeout: float | None = None) -> _Holding[Lease]:
         """A context manager that acquires with ``timeout`` seconds and releases on exit.
 
         Raises:
@@ -285,15 +286,30 @@ class Lock:
             del self._leases[lease._holder]
 
 
-class _Holding:
-    """``with lock(timeout=...)``: acquire on entry, release on exit."""
+class _Releasable(Protocol):
+    def release(self) -> None: ...
 
-    def __init__(self, lock: Lock, timeout: float | None) -> None:
+
+L = TypeVar("L", bound=_Releasable)
+L_co = TypeVar("L_co", bound=_Releasable, covariant=True)
+
+
+class _Acquirer(Protocol[L_co]):
+    @property
+    def name(self) -> str: ...
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> L_co | None: ...
+
+
+class _Holding(Generic[L]):
+    """``with lock(timeout=...)``: acquire on entry, release that lease on exit."""
+
+    def __init__(self, lock: _Acquirer[L], timeout: float | None) -> None:
         self._lock = lock
         self._timeout = timeout
-        self._lease: Lease | None = None
+        self._lease: L | None = None
 
-    def __enter__(self) -> Lease:
+    def __enter__(self) -> L:
         lease = self._lock.acquire(timeout=self._timeout)
         if lease is None:
             raise AcquireTimeout(self._lock.name, self._timeout)
@@ -547,16 +563,16 @@ class RLock:
         state = _driver.run(self._client, rlock_plans.inspect(self._keys, owner))
         return state.mine
 
-    def __call__(self, *, timeout: float | None = None) -> _RHolding:
+    def __call__(self, *, timeout: float | None = None) -> _Holding[RLockLease]:
         """A context manager that acquires with ``timeout`` seconds and releases on exit.
 
         Raises:
             AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
         """
-        return _RHolding(self, timeout)
+        return _Holding(self, timeout)
 
     def __enter__(self) -> RLockLease:
-        return _RHolding(self, None).__enter__()
+        return _Holding(self, None).__enter__()
 
     def __exit__(
         self,
@@ -605,28 +621,3 @@ class RLock:
         for other in self._holds.get(lease.owner, ()):
             if other.fence == lease.fence:
                 other.ttl, other.expires_at = ttl, expires_at
-
-
-class _RHolding:
-    """``with rlock(timeout=...)``: acquire on entry, release that lease on exit."""
-
-    def __init__(self, lock: RLock, timeout: float | None) -> None:
-        self._lock = lock
-        self._timeout = timeout
-        self._lease: RLockLease | None = None
-
-    def __enter__(self) -> RLockLease:
-        lease = self._lock.acquire(timeout=self._timeout)
-        if lease is None:
-            raise AcquireTimeout(self._lock.name, self._timeout)
-        self._lease = lease
-        return lease
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        assert self._lease is not None
-        self._lease.release()
