@@ -2,6 +2,10 @@
 
 Each file starts with its contract (KEYS, ARGV with units, reply shapes). Every
 script replies ``{status, value}`` with ``status`` a :class:`tenure._protocol.Status`.
+
+Helpers several scripts need (the fence rule, the server clock) live once in
+``_common.lua``: a script's line ``--@include _common.lua`` is replaced by that
+file when the script is loaded, and the SHA-1 is that of the result.
 """
 
 from __future__ import annotations
@@ -20,8 +24,15 @@ class ScriptSpec:
     sha1: str
 
 
+INCLUDE = b"--@include _common.lua\n"
+
+
+def _read(name: str) -> bytes:
+    return files(__package__).joinpath(name).read_bytes()
+
+
 def _load(name: str) -> ScriptSpec:
-    source = files(__package__).joinpath(f"{name}.lua").read_bytes()
+    source = _read(f"{name}.lua").replace(INCLUDE, _read("_common.lua"))
     return ScriptSpec(name, source, hashlib.sha1(source).hexdigest())
 
 

@@ -23,9 +23,7 @@
 --          {3, pttl_ms}   OWNED_BY_CALLER: the caller's owner already holds it.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
 
-local function wrong(reply)
-  return type(reply) == 'table' and reply.err ~= nil
-end
+--@include _common.lua
 
 if ARGV[4] ~= '' then
   local t = redis.call('TYPE', KEYS[3]).ok
@@ -39,13 +37,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
     redis.call('DEL', KEYS[1])  -- undo: nothing written
     return {5, KEYS[2]}
   end
-  local fence
-  if last then
-    fence = tonumber(last) + 1
-  else
-    local now = redis.call('TIME')
-    fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  end
+  local fence = next_fence(last)
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   return {1, fence}
@@ -63,8 +55,7 @@ local pttl = redis.call('PTTL', KEYS[1])
 if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {3, pttl} end
 
 if ARGV[4] ~= '' then
-  local now = redis.call('TIME')
-  redis.call('ZADD', KEYS[3], 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), ARGV[4])
+  redis.call('ZADD', KEYS[3], 'NX', now_us(), ARGV[4])
   redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
 end
 return {2, pttl}

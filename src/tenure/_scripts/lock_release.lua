@@ -21,9 +21,7 @@
 --                         (expired, or another owner's); only ARGV[4] was removed.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
 
-local function wrong(reply)
-  return type(reply) == 'table' and reply.err ~= nil
-end
+--@include _common.lua
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {5, KEYS[1]} end
@@ -44,14 +42,7 @@ while waiting > 0 do
   waiting = waiting - 1
   local w, lease, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
   if w then
-    local fence
-    if last then
-      fence = tonumber(last) + 1
-    else
-      local now = redis.call('TIME')
-      fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-    end
-    fence = string.format('%.0f', fence)
+    local fence = string.format('%.0f', next_fence(last))
     if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
       redis.call('SET', KEYS[1], token, 'PX', lease)
       redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])

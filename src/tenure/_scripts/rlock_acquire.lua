@@ -27,14 +27,7 @@
 --                         lease, -1 when it has no expiry. ARGV[3], if given, is queued.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
 
-local function wrong(reply)
-  return type(reply) == 'table' and reply.err ~= nil
-end
-
-local function now_us()
-  local now = redis.call('TIME')
-  return tonumber(now[1]) * 1000000 + tonumber(now[2])
-end
+--@include _common.lua
 
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end
@@ -47,8 +40,7 @@ end
 local fence_ttl = math.max(tonumber(ARGV[4]), tonumber(ARGV[2]))
 
 local function mint()
-  local fence
-  if last then fence = tonumber(last) + 1 else fence = now_us() end
+  local fence = next_fence(last)
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', fence_ttl)
   return fence
 end

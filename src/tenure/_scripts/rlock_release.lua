@@ -25,9 +25,7 @@
 --                        hold began); only ARGV[5] was removed.
 --          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
 
-local function wrong(reply)
-  return type(reply) == 'table' and reply.err ~= nil
-end
+--@include _common.lua
 
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end
@@ -51,14 +49,7 @@ while waiting > 0 do
   waiting = waiting - 1
   local w, lease, owner = string.match(head, '^([^|]*)|(%d+)|(.+)$')
   if w then
-    local fence
-    if last then
-      fence = tonumber(last) + 1
-    else
-      local now = redis.call('TIME')
-      fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-    end
-    fence = string.format('%.0f', fence)
+    local fence = string.format('%.0f', next_fence(last))
     if redis.call('PUBLISH', ARGV[3] .. w, fence .. ' ' .. owner) > 0 then
       redis.call('HSET', KEYS[1], owner, 1)
       redis.call('PEXPIRE', KEYS[1], lease)
