@@ -124,6 +124,7 @@ class _Hub:
             pubsub = _HubPubSub(connection_pool=self._pool)
             pubsub.hub = self
             self._pubsub = pubsub
+            self._connected_before = False  # a new connection: its first connect loses nothing
         return self._pubsub
 
     async def _read(self) -> None:

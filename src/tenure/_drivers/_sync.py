@@ -118,6 +118,7 @@ class _Hub:
             pubsub = _HubPubSub(connection_pool=self._pool)
             pubsub.hub = self
             self._pubsub = pubsub
+            self._connected_before = False  # a new connection: its first connect loses nothing
             threading.Thread(target=self._read, name="tenure-wake-hub", daemon=True).start()
         return self._pubsub
 
