@@ -13,7 +13,7 @@ from typing import Generic, Protocol, TypeVar
 
 from .._drivers import _sync as _driver
 from .._drivers._identity import new_token
-from .._errors import AcquireTimeout, AlreadyHeldError, NotOwnedError
+from .._errors import AcquireTimeout, NotOwnedError
 from .._keys import lock_keys, rlock_keys
 from .._models import LeaseBase
 from .._plans import lock as lock_plans
@@ -24,8 +24,8 @@ from .._units import check_seconds
 DEFAULT_TTL = 30.0
 
 #: The leases held in this process, by (client, lock key, owner), whichever
-#: ``Lock`` object took them: a second acquire by the same owner fails at
-#: once, without I/O.
+#: ``Lock`` object took them: a second acquire by the same owner asks Redis
+#: first instead of queueing behind this process's other waiters.
 _HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = weakref.WeakValueDictionary()
 
 
@@ -191,8 +191,6 @@ class Lock:
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         held = _HELD.get((id(self._client), self._keys.lock, owner))
-        if held is not None and held.valid:  # no I/O, and no wait behind our own gate
-            raise AlreadyHeldError(self.name)
         plan = lock_plans.acquire(
             self._keys,
             owner,
@@ -201,6 +199,8 @@ class Lock:
             blocking=blocking,
             timeout=wait,
             now=time.monotonic,
+            # Then the first attempt settles it, never queued behind our own gate.
+            maybe_held=held is not None and held.valid,
         )
         grant = _driver.run(self._client, plan)
         if grant is None:

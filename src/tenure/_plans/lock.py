@@ -74,8 +74,14 @@ def acquire(
     blocking: bool,
     timeout: float | None,
     now: Clock,
+    maybe_held: bool = False,
 ) -> Plan[Grant | None]:
     """Take the lock for ``token`` (whose owner is ``owner``), waiting as the module says.
+
+    ``maybe_held``: this process believes ``owner`` holds the lock already. The
+    first attempt is then always made alone (never queued behind this process's
+    other waiters), so that its reply settles it: :class:`AlreadyHeldError` if
+    Redis agrees, else the lock was lost meanwhile and the acquire goes on.
 
     Returns ``None`` when ``blocking`` is false and the lock is busy, or when
     ``timeout`` seconds pass first.
@@ -85,6 +91,7 @@ def acquire(
         WrongTypeError: one of the lock's keys holds another type.
     """
     contender = _LockContender(keys, owner, token, ttl, to_ms(ttl, "ttl"), now)
+    contender.listen_first = not maybe_held
     return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
 
 
