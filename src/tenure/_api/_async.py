@@ -116,9 +116,12 @@ class AsyncLock:
     forever, and a holder that stalls past its lease loses the lock without
     being told. Protect what the lock guards with the lease's ``fence``.
 
-    Waiting does not poll. A waiting process listens on a wake channel and its
-    one contender per name retries when a release wakes it, or when the
-    holder's lease runs out, whichever comes first.
+    Waiting does not poll. Waiters queue in Redis, one thread or task per
+    process and name (the others queue behind it in the process), and a release
+    hands the lock straight to the first of them: the waiter holds the lock
+    when the release's message reaches it. A releaser that asks again queues
+    behind the waiters. If the message is lost, the waiter retries when the
+    holder's lease would have run out.
 
     Args:
         client: your ``redis.asyncio.Redis`` client (its pool, TLS and ACL settings
