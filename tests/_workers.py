@@ -12,7 +12,15 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from tenure import AsyncLock, AsyncRLock, Lock, NotOwnedError, RLock
+from tenure import (
+    AsyncLock,
+    AsyncRLock,
+    FencedKey,
+    Lock,
+    NotOwnedError,
+    RLock,
+    StaleFenceError,
+)
 
 Hold = tuple[float, float, int]  # (acquired_at, released_at, fence) on time.monotonic()
 
@@ -79,16 +87,22 @@ def paused_holder(url: str, name: str, ttl: float, acquired: Any, go: Event) -> 
 
 
 def _pause_and_release(url: str, name: str, ttl: float, acquired: Any, go: Event) -> str:
-    lease = Lock(redis.Redis.from_url(url), name, ttl=ttl).acquire()
+    client = redis.Redis.from_url(url)
+    lease = Lock(client, name, ttl=ttl).acquire()
     assert lease is not None
     acquired.put(lease.fence)
     go.wait()
     valid_before = lease.valid
+    try:  # the write it was about to make when it was paused
+        FencedKey(client, f"{name}:resource").set("stale holder", fence=lease.fence)
+        wrote = "written"
+    except StaleFenceError:
+        wrote = "refused"
     try:
         lease.release()
     except NotOwnedError as exc:
-        return f"NotOwnedError valid={valid_before}: {exc}"
-    return "released"
+        return f"NotOwnedError valid={valid_before} write={wrote}: {exc}"
+    return f"released write={wrote}"
 
 
 def looping_worker(url: str, name: str, seconds: float, start: threading.Barrier) -> list[Hold]:

@@ -13,7 +13,7 @@ from typing import Any
 import redis
 from _workers import paused_holder
 
-from tenure import Lock, NotOwnedError
+from tenure import FencedKey, Lock, NotOwnedError
 from tenure._server import ServerProcess
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -53,7 +53,8 @@ def test_fence_increases_across_restart_without_persistence(make_server: MakeSer
 
 def test_paused_holder_past_its_ttl(url: str) -> None:
     """Kleppmann's pause: the holder stops past its lease, another owner takes the
-    lock with a larger fence, and the paused holder's release is refused."""
+    lock with a larger fence and writes; the paused holder, resumed, has its
+    fenced write refused and its release refused."""
     acquired, go = SPAWN.Queue(), SPAWN.Event()
     holder = SPAWN.Process(target=paused_holder, args=(url, "paused", 0.5, acquired, go))
     holder.start()
@@ -69,13 +70,15 @@ def test_paused_holder_past_its_ttl(url: str) -> None:
             os.kill(holder.pid, signal.SIGCONT)
         assert lease is not None and lease.fence > first_fence
         assert waited < 2.0  # the holder's 0.5 s lease, not our 5 s timeout
+        FencedKey(redis.Redis.from_url(url), "paused:resource").set("new", fence=lease.fence)
         go.set()
         outcome = acquired.get(timeout=30)
     finally:
         holder.join(timeout=30)
         holder.kill()
-    assert outcome.startswith("NotOwnedError valid=False"), outcome
+    assert outcome.startswith("NotOwnedError valid=False write=refused"), outcome
     assert f"fence {first_fence}" in outcome
+    assert redis.Redis.from_url(url).get("paused:resource") == b"new"
     assert redis.Redis.from_url(url).get("tenure:{paused}") == lease.owner.encode()
     lease.release()
 

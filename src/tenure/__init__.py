@@ -5,10 +5,12 @@ same arguments and semantics. See the README for the safety model.
 """
 
 from ._api._async import DEFAULT_TTL as DEFAULT_TTL
+from ._api._async import AsyncFencedKey as AsyncFencedKey
 from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
 from ._api._async import AsyncRLock as AsyncRLock
 from ._api._async import AsyncRLockLease as AsyncRLockLease
+from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
 from ._api._sync import RLock as RLock
@@ -19,6 +21,7 @@ from ._errors import InvalidArgument as InvalidArgument
 from ._errors import LockLostError as LockLostError
 from ._errors import NotOwnedError as NotOwnedError
 from ._errors import ProtocolError as ProtocolError
+from ._errors import StaleFenceError as StaleFenceError
 from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
@@ -30,10 +33,12 @@ __all__ = [
     "DEFAULT_TTL",
     "AcquireTimeout",
     "AlreadyHeldError",
+    "AsyncFencedKey",
     "AsyncLease",
     "AsyncLock",
     "AsyncRLock",
     "AsyncRLockLease",
+    "FencedKey",
     "InvalidArgument",
     "Lease",
     "LeaseBase",
@@ -43,6 +48,7 @@ __all__ = [
     "ProtocolError",
     "RLock",
     "RLockLease",
+    "StaleFenceError",
     "TenureError",
     "UnsupportedServer",
     "WrongTypeError",

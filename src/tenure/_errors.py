@@ -8,6 +8,7 @@ Every error derives from :class:`TenureError` and from the nearest builtin, so
     ├── NotOwnedError (RuntimeError)      release/extend of a lease you do not hold
     │   └── LockLostError                 the lease was seen gone while held
     ├── AlreadyHeldError (RuntimeError)   a non-reentrant lock taken twice by one owner
+    ├── StaleFenceError (RuntimeError)    a fenced write refused: a newer holder wrote
     ├── InvalidArgument (ValueError)      a bad argument; nothing was sent to Redis
     │   └── WrongTypeError                a key holds a value of another type
     ├── UnsupportedServer (RuntimeError)  the server is older than Redis 6.2 / Valkey 7.2
@@ -72,6 +73,28 @@ class AlreadyHeldError(TenureError, RuntimeError):
         self.name = name
         super().__init__(
             f"lock {name!r} is already held by this thread or task, and Lock is not reentrant"
+        )
+
+
+class StaleFenceError(TenureError, RuntimeError):
+    """A fenced write was refused: the resource already accepted a larger fence.
+
+    The writer's lease ended and a newer holder has written; the writer must
+    stop. Nothing was written.
+
+    Attributes:
+        key: the resource key.
+        fence: the refused writer's fence.
+        seen: the largest fence the resource has accepted.
+    """
+
+    def __init__(self, key: str, fence: int, seen: int) -> None:
+        self.key = key
+        self.fence = fence
+        self.seen = seen
+        super().__init__(
+            f"fenced write to {key!r} refused: fence {fence} is older than fence {seen}, "
+            "which a newer lock holder has written with"
         )
 
 

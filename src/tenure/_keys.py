@@ -51,6 +51,19 @@ def _has_hash_tag(key: str) -> bool:
     return end > start + 1
 
 
+def fenced_keys(key: str) -> tuple[str, str]:
+    """The keys of a fenced resource: the value's key and, in its hash slot, the
+    key holding the largest fence accepted (``{<key>}:fence-seen``, or
+    ``<key>:fence-seen`` when ``key`` already carries a hash tag).
+
+    Raises:
+        InvalidArgument: ``key`` is not a non-empty ``str``.
+    """
+    key = check_name(key, "key")
+    base = key if _has_hash_tag(key) else "{" + key + "}"
+    return key, base + ":fence-seen"
+
+
 def check_name(value: object, what: str) -> str:
     """Return ``value`` if it is a non-empty ``str``; raise ``InvalidArgument`` otherwise."""
     if not isinstance(value, str):

@@ -27,6 +27,7 @@ class Status(IntEnum):
     OWNED_BY_CALLER = 3
     NOT_OWNED = 4
     WRONG_TYPE = 5
+    STALE = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,7 @@ class Eval:
 
     script: ScriptSpec
     keys: tuple[str, ...]
-    args: tuple[str | int, ...]
+    args: tuple[str | bytes | int, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ RLOCK_ACQUIRE = _load("rlock_acquire")
 RLOCK_RELEASE = _load("rlock_release")
 RLOCK_EXTEND = _load("rlock_extend")
 RLOCK_INSPECT = _load("rlock_inspect")
+FENCED_SET = _load("fenced_set")
 
 ALL = (
     LOCK_ACQUIRE,
@@ -54,4 +55,5 @@ ALL = (
     RLOCK_RELEASE,
     RLOCK_EXTEND,
     RLOCK_INSPECT,
+    FENCED_SET,
 )
