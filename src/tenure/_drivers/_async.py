@@ -30,13 +30,10 @@ from .._protocol import (
     parse_reply,
 )
 from . import _identity
-from ._hubbook import LINGER, HubBook, PassOn
+from ._hubbook import LINGER, HubBook, PassOn, confirm_wait
 
 Client: TypeAlias = "redis.asyncio.Redis"
 T = TypeVar("T")
-
-#: Longest wait for the server to confirm a wake subscription, seconds.
-SUBSCRIBE_CONFIRM_WAIT = 5.0
 
 
 _task_numbers: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
@@ -269,9 +266,8 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         ch = await hub.enter(step.keys, step.keys.wake_prefix + hub.waiter, step.token)
         c = _Contention(hub, ch, step.token)
         held.append(c)
-        limit = SUBSCRIBE_CONFIRM_WAIT if step.timeout is None else step.timeout
         try:
-            async with asyncio.timeout(min(limit, SUBSCRIBE_CONFIRM_WAIT)):
+            async with asyncio.timeout(confirm_wait(step.timeout)):
                 await ch.ready.wait()
         except TimeoutError:
             pass

@@ -23,6 +23,15 @@ from .._keys import LockKeys
 #: Seconds a wake channel stays subscribed after its last waiter left.
 LINGER = 1.0
 
+#: Longest wait for the server to confirm a wake subscription, seconds. Past it
+#: the waiter goes on anyway and relies on its lease-length timer.
+SUBSCRIBE_CONFIRM_WAIT = 5.0
+
+
+def confirm_wait(timeout: float | None) -> float:
+    """How long a waiter with ``timeout`` seconds left waits for its subscription."""
+    return SUBSCRIBE_CONFIRM_WAIT if timeout is None else min(timeout, SUBSCRIBE_CONFIRM_WAIT)
+
 
 class Settable(Protocol):
     """An event: ``threading.Event`` or ``asyncio.Event``."""

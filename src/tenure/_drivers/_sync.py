@@ -30,14 +30,10 @@ from .._protocol import (
     parse_reply,
 )
 from . import _identity
-from ._hubbook import LINGER, HubBook, PassOn
+from ._hubbook import LINGER, HubBook, PassOn, confirm_wait
 
 Client: TypeAlias = "redis.Redis"
 T = TypeVar("T")
-
-#: Longest wait for the server to confirm a wake subscription, seconds. Past it
-#: the waiter goes on anyway and relies on its lease-length timer.
-SUBSCRIBE_CONFIRM_WAIT = 5.0
 
 
 _local = threading.local()
@@ -249,8 +245,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         c = _Contention(hub, ch, step.token)
         held.append(c)
         started = time.monotonic()
-        limit = SUBSCRIBE_CONFIRM_WAIT if step.timeout is None else step.timeout
-        ch.ready.wait(min(limit, SUBSCRIBE_CONFIRM_WAIT))
+        ch.ready.wait(confirm_wait(step.timeout))
         if step.timeout is None:
             c.entered = ch.gate.acquire()
         else:
