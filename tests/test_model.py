@@ -45,21 +45,60 @@ class _Owners:
 _url: str = ""
 
 
-class LockMachine(RuleBasedStateMachine):
-    """Model: who holds the lock (an owner index or None), and the last fence."""
+class _Machine(RuleBasedStateMachine):
+    """What both models share: the owners, the holder, release and expiry.
+
+    Subclasses set ``lock`` and ``lock_key``, and count holds in ``count``
+    (always 1 for a non-reentrant lock).
+    """
+
+    lock_key: str
 
     def __init__(self) -> None:
         super().__init__()
         self.client = redis.Redis.from_url(_url)
         self.client.flushall()
-        self.lock = Lock(self.client, "model", ttl=30)
         self.owners = _Owners()
         self.holder: int | None = None
+        self.count = 0
         self.fence = 0
 
     def teardown(self) -> None:
         self.owners.close()
         self.client.close()
+
+    def release_as(self, owner: int, release: Callable[[], None]) -> None:
+        def call() -> bool:
+            try:
+                release()
+                return True
+            except NotOwnedError:
+                return False
+
+        assert self.owners.run(owner, call) == (self.holder == owner)
+        if self.holder == owner:
+            self.count -= 1
+            if self.count == 0:
+                self.holder = None
+
+    @precondition(lambda self: self.holder is not None)
+    @rule()
+    def expire(self) -> None:
+        """The holder's lease runs out in Redis (as after a long pause)."""
+        assert self.client.pexpire(self.lock_key, 1)
+        while self.client.exists(self.lock_key):
+            pass
+        self.holder, self.count = None, 0
+
+
+class LockMachine(_Machine):
+    """Model: who holds the lock (an owner index or None), and the last fence."""
+
+    lock_key = "tenure:{model}"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = Lock(self.client, "model", ttl=30)
 
     @rule(owner=st.integers(0, OWNERS - 1))
     def acquire(self, owner: int) -> None:
@@ -73,7 +112,7 @@ class LockMachine(RuleBasedStateMachine):
         if self.holder is None:
             assert lease is not None and lease != "again"
             assert lease.fence > self.fence
-            self.holder, self.fence = owner, lease.fence
+            self.holder, self.count, self.fence = owner, 1, lease.fence
         elif self.holder == owner:
             assert lease == "again"
         else:
@@ -81,25 +120,7 @@ class LockMachine(RuleBasedStateMachine):
 
     @rule(owner=st.integers(0, OWNERS - 1))
     def release(self, owner: int) -> None:
-        def call() -> bool:
-            try:
-                self.lock.release()
-                return True
-            except NotOwnedError:
-                return False
-
-        assert self.owners.run(owner, call) == (self.holder == owner)
-        if self.holder == owner:
-            self.holder = None
-
-    @precondition(lambda self: self.holder is not None)
-    @rule()
-    def expire(self) -> None:
-        """The holder's lease runs out in Redis (as after a long pause)."""
-        assert self.client.pexpire("tenure:{model}", 1)
-        while self.client.exists("tenure:{model}"):
-            pass
-        self.holder = None
+        self.release_as(owner, self.lock.release)
 
     @precondition(lambda self: self.holder is not None)
     @rule()
@@ -114,22 +135,14 @@ class LockMachine(RuleBasedStateMachine):
             assert self.owners.run(owner, self.lock.owned) == (owner == self.holder)
 
 
-class RLockMachine(RuleBasedStateMachine):
+class RLockMachine(_Machine):
     """Model: the holding owner, its hold count, and the fence of its hold."""
+
+    lock_key = "tenure:rlock:{model}"
 
     def __init__(self) -> None:
         super().__init__()
-        self.client = redis.Redis.from_url(_url)
-        self.client.flushall()
         self.lock = RLock(self.client, "model", ttl=30)
-        self.owners = _Owners()
-        self.holder: int | None = None
-        self.count = 0
-        self.fence = 0
-
-    def teardown(self) -> None:
-        self.owners.close()
-        self.client.close()
 
     @rule(owner=st.integers(0, OWNERS - 1))
     def acquire(self, owner: int) -> None:
@@ -145,27 +158,7 @@ class RLockMachine(RuleBasedStateMachine):
 
     @rule(owner=st.integers(0, OWNERS - 1))
     def release(self, owner: int) -> None:
-        def call() -> bool:
-            try:
-                self.lock.release()
-                return True
-            except NotOwnedError:
-                return False
-
-        assert self.owners.run(owner, call) == (self.holder == owner)
-        if self.holder == owner:
-            self.count -= 1
-            if self.count == 0:
-                self.holder = None
-
-    @precondition(lambda self: self.holder is not None)
-    @rule()
-    def expire(self) -> None:
-        """The hold's lease runs out in Redis (as after a long pause)."""
-        assert self.client.pexpire("tenure:rlock:{model}", 1)
-        while self.client.exists("tenure:rlock:{model}"):
-            pass
-        self.holder, self.count = None, 0
+        self.release_as(owner, self.lock.release)
 
     @invariant()
     def agrees(self) -> None:
