@@ -30,6 +30,79 @@ DEFAULT_TTL = 30.0
 _HELD: weakref.WeakValueDictionary[tuple[int, str, str], AsyncLease] = weakref.WeakValueDictionary()
 
 
+class _AsyncReleasable(Protocol):
+    async def release(self) -> None: ...
+
+
+L = TypeVar("L", bound=_AsyncReleasable)
+L_co = TypeVar("L_co", bound=_AsyncReleasable, covariant=True)
+
+
+class _AsyncAcquirer(Protocol[L_co]):
+    @property
+    def name(self) -> str: ...
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> L_co | None: ...
+
+
+class _AsyncHolding(Generic[L]):
+    """``async with lock(timeout=...)``: acquire on entry, release that lease on exit."""
+
+    def __init__(self, lock: _AsyncAcquirer[L], timeout: float | None) -> None:
+        self._lock = lock
+        self._timeout = timeout
+        self._lease: L | None = None
+
+    async def __aenter__(self) -> L:
+        lease = await self._lock.acquire(timeout=self._timeout)
+        if lease is None:
+            raise AcquireTimeout(self._lock.name, self._timeout)
+        self._lease = lease
+        return lease
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._lease is not None
+        await self._lease.release()
+
+
+class _AsyncBlocks(Generic[L]):
+    """``async with lock`` and ``async with lock(timeout=...)``, for every lock class."""
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> L | None:
+        raise NotImplementedError
+
+    async def release(self) -> None:
+        raise NotImplementedError
+
+    def __call__(self, *, timeout: float | None = None) -> _AsyncHolding[L]:
+        """A context manager that acquires with ``timeout`` seconds and releases on exit.
+
+        Raises:
+            AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
+        """
+        return _AsyncHolding(self, timeout)
+
+    async def __aenter__(self) -> L:
+        return await _AsyncHolding(self, None).__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()
+
+
 class AsyncLease(LeaseBase):
     """A held lock: returned by a successful :meth:`AsyncLock.acquire`.
 
@@ -106,7 +179,7 @@ class AsyncLease(LeaseBase):
         await self.release()
 
 
-class AsyncLock:
+class AsyncLock(_AsyncBlocks[AsyncLease]):
     """A distributed mutual-exclusion lock with a lease and a fencing token.
 
     One owner at a time holds the lock, across every process that uses the same
@@ -256,25 +329,6 @@ class AsyncLock:
         state = await _driver.run(self._client, lock_plans.inspect(self._keys))
         return state.holder == lease.owner
 
-    def __call__(self, *, timeout: float | None = None) -> _AsyncHolding[AsyncLease]:
-        """A context manager that acquires with ``timeout`` seconds and releases on exit.
-
-        Raises:
-            AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
-        """
-        return _AsyncHolding(self, timeout)
-
-    async def __aenter__(self) -> AsyncLease:
-        return await _AsyncHolding(self, None).__aenter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
-
     def __repr__(self) -> str:
         held = len(self._leases)
         return f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s held_here={held}>"
@@ -288,46 +342,6 @@ class AsyncLock:
     def _forget(self, lease: AsyncLease) -> None:
         if self._leases.get(lease._holder) is lease:
             del self._leases[lease._holder]
-
-
-class _AsyncReleasable(Protocol):
-    async def release(self) -> None: ...
-
-
-L = TypeVar("L", bound=_AsyncReleasable)
-L_co = TypeVar("L_co", bound=_AsyncReleasable, covariant=True)
-
-
-class _AsyncAcquirer(Protocol[L_co]):
-    @property
-    def name(self) -> str: ...
-
-    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> L_co | None: ...
-
-
-class _AsyncHolding(Generic[L]):
-    """``async with lock(timeout=...)``: acquire on entry, release that lease on exit."""
-
-    def __init__(self, lock: _AsyncAcquirer[L], timeout: float | None) -> None:
-        self._lock = lock
-        self._timeout = timeout
-        self._lease: L | None = None
-
-    async def __aenter__(self) -> L:
-        lease = await self._lock.acquire(timeout=self._timeout)
-        if lease is None:
-            raise AcquireTimeout(self._lock.name, self._timeout)
-        self._lease = lease
-        return lease
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        assert self._lease is not None
-        await self._lease.release()
 
 
 # --- reentrant lock --------------------------------------------------------
@@ -414,7 +428,7 @@ class AsyncRLockLease(LeaseBase):
         await self.release()
 
 
-class AsyncRLock:
+class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
     """A distributed reentrant lock: one owner at a time, which may take it again.
 
     Like :class:`AsyncLock` (a lease, a fencing token, waiting without
@@ -566,25 +580,6 @@ class AsyncRLock:
         owner = _driver.current_owner()
         state = await _driver.run(self._client, rlock_plans.inspect(self._keys, owner))
         return state.mine
-
-    def __call__(self, *, timeout: float | None = None) -> _AsyncHolding[AsyncRLockLease]:
-        """A context manager that acquires with ``timeout`` seconds and releases on exit.
-
-        Raises:
-            AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
-        """
-        return _AsyncHolding(self, timeout)
-
-    async def __aenter__(self) -> AsyncRLockLease:
-        return await _AsyncHolding(self, None).__aenter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
 
     def __repr__(self) -> str:
         holds = [leases for leases in self._holds.values() if leases]

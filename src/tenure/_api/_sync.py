@@ -30,6 +30,79 @@ DEFAULT_TTL = 30.0
 _HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = weakref.WeakValueDictionary()
 
 
+class _Releasable(Protocol):
+    def release(self) -> None: ...
+
+
+L = TypeVar("L", bound=_Releasable)
+L_co = TypeVar("L_co", bound=_Releasable, covariant=True)
+
+
+class _Acquirer(Protocol[L_co]):
+    @property
+    def name(self) -> str: ...
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> L_co | None: ...
+
+
+class _Holding(Generic[L]):
+    """``with lock(timeout=...)``: acquire on entry, release that lease on exit."""
+
+    def __init__(self, lock: _Acquirer[L], timeout: float | None) -> None:
+        self._lock = lock
+        self._timeout = timeout
+        self._lease: L | None = None
+
+    def __enter__(self) -> L:
+        lease = self._lock.acquire(timeout=self._timeout)
+        if lease is None:
+            raise AcquireTimeout(self._lock.name, self._timeout)
+        self._lease = lease
+        return lease
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._lease is not None
+        self._lease.release()
+
+
+class _Blocks(Generic[L]):
+    """``with lock`` and ``with lock(timeout=...)``, for every lock class."""
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> L | None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def __call__(self, *, timeout: float | None = None) -> _Holding[L]:
+        """A context manager that acquires with ``timeout`` seconds and releases on exit.
+
+        Raises:
+            AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
+        """
+        return _Holding(self, timeout)
+
+    def __enter__(self) -> L:
+        return _Holding(self, None).__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
 class Lease(LeaseBase):
     """A held lock: returned by a successful :meth:`Lock.acquire`.
 
@@ -106,7 +179,7 @@ class Lease(LeaseBase):
         self.release()
 
 
-class Lock:
+class Lock(_Blocks[Lease]):
     """A distributed mutual-exclusion lock with a lease and a fencing token.
 
     One owner at a time holds the lock, across every process that uses the same
@@ -256,25 +329,6 @@ class Lock:
         state = _driver.run(self._client, lock_plans.inspect(self._keys))
         return state.holder == lease.owner
 
-    def __call__(self, *, timeout: float | None = None) -> _Holding[Lease]:
-        """A context manager that acquires with ``timeout`` seconds and releases on exit.
-
-        Raises:
-            AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
-        """
-        return _Holding(self, timeout)
-
-    def __enter__(self) -> Lease:
-        return _Holding(self, None).__enter__()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
-
     def __repr__(self) -> str:
         held = len(self._leases)
         return f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s held_here={held}>"
@@ -288,46 +342,6 @@ class Lock:
     def _forget(self, lease: Lease) -> None:
         if self._leases.get(lease._holder) is lease:
             del self._leases[lease._holder]
-
-
-class _Releasable(Protocol):
-    def release(self) -> None: ...
-
-
-L = TypeVar("L", bound=_Releasable)
-L_co = TypeVar("L_co", bound=_Releasable, covariant=True)
-
-
-class _Acquirer(Protocol[L_co]):
-    @property
-    def name(self) -> str: ...
-
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> L_co | None: ...
-
-
-class _Holding(Generic[L]):
-    """``with lock(timeout=...)``: acquire on entry, release that lease on exit."""
-
-    def __init__(self, lock: _Acquirer[L], timeout: float | None) -> None:
-        self._lock = lock
-        self._timeout = timeout
-        self._lease: L | None = None
-
-    def __enter__(self) -> L:
-        lease = self._lock.acquire(timeout=self._timeout)
-        if lease is None:
-            raise AcquireTimeout(self._lock.name, self._timeout)
-        self._lease = lease
-        return lease
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        assert self._lease is not None
-        self._lease.release()
 
 
 # --- reentrant lock --------------------------------------------------------
@@ -414,7 +428,7 @@ class RLockLease(LeaseBase):
         self.release()
 
 
-class RLock:
+class RLock(_Blocks[RLockLease]):
     """A distributed reentrant lock: one owner at a time, which may take it again.
 
     Like :class:`Lock` (a lease, a fencing token, waiting without
@@ -566,25 +580,6 @@ class RLock:
         owner = _driver.current_owner()
         state = _driver.run(self._client, rlock_plans.inspect(self._keys, owner))
         return state.mine
-
-    def __call__(self, *, timeout: float | None = None) -> _Holding[RLockLease]:
-        """A context manager that acquires with ``timeout`` seconds and releases on exit.
-
-        Raises:
-            AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
-        """
-        return _Holding(self, timeout)
-
-    def __enter__(self) -> RLockLease:
-        return _Holding(self, None).__enter__()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         holds = [leases for leases in self._holds.values() if leases]
