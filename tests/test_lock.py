@@ -18,9 +18,11 @@ from tenure import (
     AcquireTimeout,
     AlreadyHeldError,
     AsyncLock,
+    AsyncRLock,
     InvalidArgument,
     Lock,
     NotOwnedError,
+    RLock,
     WrongTypeError,
 )
 from tenure._server import ServerProcess, free_port
@@ -196,14 +198,17 @@ def test_bad_constructor_arguments(
         ({"blocking": None}, "blocking must be True or False"),
     ],
 )
-def test_bad_acquire_arguments_do_no_io(kwargs: dict[str, Any], match: str) -> None:
-    dead = redis.Redis(port=free_port())
+@pytest.mark.parametrize(("sync", "asynchronous"), [(Lock, AsyncLock), (RLock, AsyncRLock)])
+def test_bad_acquire_arguments_do_no_io(
+    kwargs: dict[str, Any], match: str, sync: Any, asynchronous: Any
+) -> None:
+    dead = redis.Redis(port=free_port())  # any I/O would raise ConnectionError instead
     with pytest.raises(InvalidArgument, match=match):
-        Lock(dead, "x").acquire(**kwargs)
+        sync(dead, "x").acquire(**kwargs)
 
     async def main() -> None:
         with pytest.raises(InvalidArgument, match=match):
-            await AsyncLock(redis.asyncio.Redis(port=free_port()), "x").acquire(**kwargs)
+            await asynchronous(redis.asyncio.Redis(port=free_port()), "x").acquire(**kwargs)
 
     asyncio.run(main())
 

@@ -265,25 +265,7 @@ def test_bad_constructor_arguments(
         AsyncRLock(redis.asyncio.Redis(port=free_port()), *args, **kwargs)
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"timeout": -1}, "timeout must be >= 0"),
-        ({"blocking": False, "timeout": 1}, "blocking=False"),
-        ({"timeout": "soon"}, "timeout must be a number"),
-        ({"blocking": None}, "blocking must be True or False"),
-    ],
-)
-def test_bad_acquire_arguments_do_no_io(kwargs: dict[str, Any], match: str) -> None:
-    dead = redis.Redis(port=free_port())
-    with pytest.raises(InvalidArgument, match=match):
-        RLock(dead, "x").acquire(**kwargs)
-
-    async def main() -> None:
-        with pytest.raises(InvalidArgument, match=match):
-            await AsyncRLock(redis.asyncio.Redis(port=free_port()), "x").acquire(**kwargs)
-
-    asyncio.run(main())
+# Bad acquire arguments: test_lock.py's test covers RLock and AsyncRLock too.
 
 
 def test_wrong_type_key_names_the_key(r: redis.Redis) -> None:
