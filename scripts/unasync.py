@@ -31,6 +31,8 @@ RULES: list[tuple[str, str]] = [
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"\bredis\.asyncio\.Redis\b", "redis.Redis"),
     (r"\basyncio\.Lock\b", "threading.Lock"),
+    (r"\basyncio\.Event\b", "threading.Event"),
+    (r"(?m)^import asyncio$", "import threading"),
     (
         r"The asyncio facade\. The synchronous facade is generated from this file\.",
         "The synchronous facade. GENERATED from ``_async.py``: do not edit.",

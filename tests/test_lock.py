@@ -21,6 +21,7 @@ from tenure import (
     AsyncRLock,
     InvalidArgument,
     Lock,
+    LockLostError,
     NotOwnedError,
     RLock,
     WrongTypeError,
@@ -105,15 +106,25 @@ def test_release_and_extend_errors(r: redis.Redis) -> None:
     lease = lock.acquire()
     assert lease is not None
     time.sleep(0.3)
-    with pytest.raises(NotOwnedError, match=rf"'rel' \(fence {lease.fence}\).*expired"):
+    # the watchdog saw the deadline pass: lost, and extend says so
+    assert lease.lost.is_set() and not lease.valid
+    with pytest.raises(LockLostError, match=rf"'rel' \(fence {lease.fence}\).*deadline passed"):
         lease.extend()
     lease2 = lock.acquire()
     assert lease2 is not None
     time.sleep(0.3)
-    with pytest.raises(NotOwnedError, match="expired"):
+    with pytest.raises(LockLostError, match="deadline passed"):
         lock.release()
-    with pytest.raises(NotOwnedError, match="already released"):
+    with pytest.raises(NotOwnedError, match="already released") as info:
         lease2.release()
+    assert not isinstance(info.value, LockLostError)
+    # gone from Redis while still valid here: the release finds it out
+    lease3 = Lock(r, "rel", ttl=30).acquire()
+    assert lease3 is not None
+    r.delete("tenure:{rel}")
+    with pytest.raises(LockLostError, match="expired before release"):
+        lease3.release()
+    assert lease3.lost.is_set() and lease3.lost_reason is not None
 
 
 def test_extend_resets_the_lease(r: redis.Redis) -> None:

@@ -51,8 +51,13 @@ def test_uncontended_acquire_is_one_script_call() -> None:
     plan = acquire_plan(clock)
     step = start(plan)
     assert isinstance(step, Eval) and step.script is LOCK_ACQUIRE
-    assert step.keys == ("tenure:{orders}", "tenure:{orders}:fence", "tenure:{orders}:waiters")
-    assert step.args[:4] == ("own:tok", "own:", 10000, "")
+    assert step.keys == (
+        "tenure:{orders}",
+        "tenure:{orders}:fence",
+        "tenure:{orders}:waiters",
+        "tenure:{orders}:delay",
+    )
+    assert step.args == ("own:tok", "own:", 10000, "", plans.FENCE_TTL_MS, 0)
     grant = finish(plan, (Status.OK, 42))
     assert grant.fence == 42 and grant.token == "own:tok"
     assert grant.expires_at == pytest.approx(100.0 + 10.0 - (0.1 + 0.002))
@@ -108,7 +113,7 @@ def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
     plan.send((Status.BUSY, 9000))
     clock.t += 5.0  # more than HANDOFF_RESYNC of the 10 s ttl
     extend = plan.send(HandedOff(78))
-    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000)
+    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 102, 0)
     clock.t += 0.1
     grant = finish(plan, (Status.OK, 0))
     assert grant.fence == 78 and grant.expires_at == pytest.approx(105.0 + plans.validity(10.0))
@@ -200,17 +205,25 @@ def test_cleanup_failure_does_not_hide_the_original_error() -> None:
 def test_release_not_owned_names_lock_and_fence() -> None:
     plan = plans.release(KEYS, "own:tok", 77)
     step = start(plan)
-    assert step.keys == ("tenure:{orders}", "tenure:{orders}:waiters", "tenure:{orders}:fence")
-    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.FENCE_TTL_MS, "")
+    assert step.keys == (
+        "tenure:{orders}",
+        "tenure:{orders}:waiters",
+        "tenure:{orders}:fence",
+        "tenure:{orders}:delay",
+        "tenure:{orders}:released",
+    )
+    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.FENCE_TTL_MS, "", 0)
     with pytest.raises(NotOwnedError, match=r"'orders' \(fence 77\)"):
         plan.send((Status.NOT_OWNED, 0))
 
 
 def test_extend_returns_new_deadline() -> None:
     clock = Clock()
-    plan = plans.extend(KEYS, "own:tok", 5, 2.0, clock)
+    plan = plans.extend(KEYS, "own:tok", 5, 2.0, clock, ttl=2.0, delay_ms=500)
     step = start(plan)
-    assert step.args == ("own:tok", 2000)
+    assert step.keys == ("tenure:{orders}", "tenure:{orders}:delay")
+    # refused with less than the drift allowance (22 ms of 2 s) left; lock-delay 500 ms
+    assert step.args == ("own:tok", 2000, 22, 500)
     assert finish(plan, (Status.OK, 0)) == pytest.approx(100.0 + 2.0 - 0.022)
 
 

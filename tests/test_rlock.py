@@ -69,7 +69,7 @@ def test_fence_strictly_increases_across_holds(r: redis.Redis) -> None:
         with lock as outer, lock as inner:
             assert inner.fence == outer.fence and lock.hold_count() == 2
         fences.append(outer.fence)
-    assert fences == sorted(set(fences)) and fences[-1] - fences[0] == 4
+    assert fences == sorted(set(fences))
 
 
 def test_over_release_raises(r: redis.Redis) -> None:
@@ -121,7 +121,7 @@ def test_another_thread_waits_until_the_count_is_zero(r: redis.Redis) -> None:
     assert lock.acquire(blocking=False) is None  # handed to the waiter: no barging in
     waiter.join()
     lease = got[0][0]
-    assert lease is not None and lease.fence == outer.fence + 1  # handed off
+    assert lease is not None and lease.fence > outer.fence  # handed off
     assert time.monotonic() - handed_at < 1.0  # by the release, not by the lease running out
     assert r.hgetall(KEY % "excl") == {lease.owner.encode(): b"1"}  # the claim counted once
     assert in_thread(lambda: lock.hold_count()) == 0  # (a new thread: another owner)
@@ -145,7 +145,7 @@ def test_hand_off_to_a_waiter_in_another_process(r: redis.Redis, url: str) -> No
         released_at = time.time()
         outer.release()
         fence, count, waited_from = future.result(timeout=30)
-    assert fence == outer.fence + 1 and count == 1
+    assert fence > outer.fence and count == 1
     assert waited_from - released_at < 2.0  # long before the 10 s lease could run out
     assert not r.exists(KEY % "handoff")
 
@@ -392,7 +392,7 @@ def test_async_two_tasks_sharing_one_rlock_are_two_owners(
             return lease.fence
 
         fence_a, fence_b = await asyncio.gather(task_a(), task_b())
-        assert fence_b == fence_a + 1  # handed from A to B
+        assert fence_b > fence_a  # handed from A to B
         assert not await lock.locked()
         await client.aclose()
 

@@ -213,17 +213,22 @@ def test_release_not_owned_names_lock_and_fence() -> None:
 
 def test_extend_returns_new_deadline_or_raises() -> None:
     clock = Clock()
-    plan = plans.extend(KEYS, OWNER, 77, 2.0, clock)
+    plan = plans.extend(KEYS, OWNER, 77, 2.0, clock, ttl=10.0)
     step = first(plan)
     assert step.script is RLOCK_EXTEND and step.keys == (KEYS.lock, KEYS.fence)
-    assert step.args == (OWNER, 77, 2000, FENCE_TTL_MS)
+    # a renewal refuses a lease with less than the drift allowance (102 ms of 10 s) left
+    assert step.args == (OWNER, 77, 2000, FENCE_TTL_MS, 102)
     assert finish(plan, (Status.OK, 3)) == pytest.approx(100.0 + validity(2.0))
-    plan = plans.extend(KEYS, OWNER, 77, 2.0, clock)
+    plan = plans.extend(KEYS, OWNER, 77, 2.0, clock, ttl=10.0)
     plan.send(None)
     with pytest.raises(NotOwnedError, match="fence 77"):
         plan.send((Status.NOT_OWNED, 0))
+    plan = plans.extend(KEYS, OWNER, 77, 2.0, clock, ttl=10.0)
+    plan.send(None)
+    with pytest.raises(NotOwnedError, match="about to expire"):
+        plan.send((Status.NOT_OWNED, 1))
     with pytest.raises(InvalidArgument, match="seconds"):
-        plans.extend(KEYS, OWNER, 77, -1, clock).send(None)
+        plans.extend(KEYS, OWNER, 77, -1, clock, ttl=10.0).send(None)
 
 
 def test_inspect() -> None:

@@ -50,11 +50,13 @@ class NotOwnedError(TenureError, RuntimeError):
     Attributes:
         name: the lock's name (or exact key).
         fence: the fence of the lease concerned, or ``None`` when the caller held none.
+        reason: what was found, in words.
     """
 
     def __init__(self, name: str, fence: int | None, reason: str) -> None:
         self.name = name
         self.fence = fence
+        self.reason = reason
         where = f" (fence {fence})" if fence is not None else ""
         super().__init__(f"lock {name!r}{where}: {reason}")
 

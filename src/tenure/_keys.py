@@ -5,6 +5,9 @@ A named lock ``orders:42`` with prefix ``tenure:`` uses::
     tenure:{orders:42}           the lock; value = holder's owner token
     tenure:{orders:42}:fence     the last fencing token minted
     tenure:{orders:42}:waiters   waiting processes (sorted set)
+    tenure:{orders:42}:delay     the lock-delay guard: outlives an unreleased lease
+    tenure:{orders:42}:released  the token of the last clean release (120 s), so a
+                                 release retried after a lost reply is recognised
     tenure:{orders:42}:wake:<w>  pub/sub channel that wakes waiter <w>
 
 An exact-key lock on ``orders:42`` uses the key itself as the lock (the common
@@ -41,6 +44,8 @@ class LockKeys:
     fence: str
     waiters: str
     wake_prefix: str
+    delay: str
+    released: str
 
 
 def _has_hash_tag(key: str) -> bool:
@@ -87,10 +92,22 @@ def lock_keys(name: str | None, *, key: str | None, prefix: str) -> LockKeys:
     if key is not None:
         key = check_name(key, "key")
         base = key if _has_hash_tag(key) else "{" + key + "}"
-        return LockKeys(key, key, base + ":fence", base + ":waiters", base + ":wake:")
+        return _siblings(key, key, base)
     name = check_name(name, "name")
     base = f"{prefix}{{{name}}}"
-    return LockKeys(name, base, base + ":fence", base + ":waiters", base + ":wake:")
+    return _siblings(name, base, base)
+
+
+def _siblings(name: str, lock: str, base: str) -> LockKeys:
+    return LockKeys(
+        name,
+        lock,
+        base + ":fence",
+        base + ":waiters",
+        base + ":wake:",
+        base + ":delay",
+        base + ":released",
+    )
 
 
 #: The part added to a primitive's prefix for a reentrant lock's keys.

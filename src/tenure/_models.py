@@ -3,9 +3,24 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from ._plans.lock import Grant
+
+_log = logging.getLogger("tenure")
+_callbacks_mutex = threading.Lock()
+
+
+class LostSignal(Protocol):
+    """What ``lease.lost`` is: a ``threading.Event`` (sync) or an ``asyncio.Event``."""
+
+    def set(self) -> None: ...
+
+    def is_set(self) -> bool: ...
 
 
 class LeaseBase:
@@ -24,34 +39,101 @@ class LeaseBase:
             smaller fence than one it has seen.
         ttl: the lease length in seconds.
         expires_at: when the lease must be presumed expired, on the
-            ``time.monotonic()`` clock: the moment the acquire was sent plus the
-            ttl, less an allowance for clock drift (1 % of the ttl + 2 ms).
+            ``time.monotonic()`` clock: the moment the last acquire or renewal
+            was sent plus the ttl, less an allowance for clock drift (1 % of the
+            ttl + 2 ms). The watchdog moves it on at every renewal.
+        lost: set when the lease is lost while held: the watchdog found it gone
+            from Redis, or its deadline (``expires_at``) passed before a renewal
+            reached Redis, or a ``release``/``extend`` found it gone. A
+            ``threading.Event`` for the sync API (``lease.lost.wait(timeout)``),
+            an ``asyncio.Event`` for the async one (``await lease.lost.wait()``).
+            Never set for a lease released cleanly.
     """
 
-    __slots__ = ("__weakref__", "_released", "expires_at", "fence", "name", "owner", "ttl")
+    __slots__ = (
+        "__weakref__",
+        "_callbacks",
+        "_lost_reason",
+        "_released",
+        "_watch",
+        "expires_at",
+        "fence",
+        "lost",
+        "name",
+        "owner",
+        "ttl",
+    )
 
-    def __init__(self, name: str, grant: Grant) -> None:
+    def __init__(self, name: str, grant: Grant, lost: LostSignal) -> None:
         self.name = name
         self.owner = grant.token
         self.fence = grant.fence
         self.ttl = grant.ttl
         self.expires_at = grant.expires_at
+        self.lost = lost
         self._released = False
+        self._lost_reason: str | None = None
+        self._callbacks: list[Callable[[Any], object]] = []
+        self._watch: Any = None  # the driver's watchdog entry
 
     @property
     def valid(self) -> bool:
-        """``True`` while the lease is neither released nor past ``expires_at``."""
-        return not self._released and time.monotonic() < self.expires_at
+        """``True`` while the lease is neither released, nor lost, nor past ``expires_at``."""
+        return (
+            not self._released and self._lost_reason is None and time.monotonic() < self.expires_at
+        )
+
+    @property
+    def lost_reason(self) -> str | None:
+        """Why the lease was lost (``None`` while it is not)."""
+        return self._lost_reason
+
+    def on_lost(self, callback: Callable[[Any], object]) -> None:
+        """Call ``callback(lease)`` once when the lease is lost (at once if it is).
+
+        Callbacks run on the watchdog's thread (sync API) or in the event loop
+        (async API); keep them short. An exception in one is logged to the
+        ``tenure`` logger and does not stop the others.
+        """
+        with _callbacks_mutex:
+            if self._lost_reason is None:
+                self._callbacks.append(callback)
+                return
+        self._run_callback(callback)
+
+    def _signal_lost(self, reason: str) -> None:
+        """Mark the lease lost (once; never after a clean release): set ``lost``,
+        run the callbacks."""
+        with _callbacks_mutex:
+            if self._released or self._lost_reason is not None:
+                return
+            self._lost_reason = reason
+            callbacks, self._callbacks = self._callbacks, []
+        self.lost.set()
+        for callback in callbacks:
+            self._run_callback(callback)
+
+    def _lose(self, reason: str) -> None:
+        self._signal_lost(reason)
+
+    def _run_callback(self, callback: Callable[[Any], object]) -> None:
+        try:
+            callback(self)
+        except Exception:
+            _log.exception("tenure: on_lost callback %r failed for %r", callback, self)
 
     @property
     def remaining(self) -> float:
-        """Seconds until ``expires_at`` (0.0 once past it or released)."""
-        return 0.0 if self._released else max(0.0, self.expires_at - time.monotonic())
+        """Seconds until ``expires_at`` (0.0 once past it, released or lost)."""
+        if self._released or self._lost_reason is not None:
+            return 0.0
+        return max(0.0, self.expires_at - time.monotonic())
 
     def __repr__(self) -> str:
-        state = (
-            "released"
-            if self._released
-            else (f"valid {self.remaining:.3f}s" if self.valid else "expired")
-        )
+        if self._released:
+            state = "released"
+        elif self._lost_reason is not None:
+            state = "lost"
+        else:
+            state = f"valid {self.remaining:.3f}s" if self.valid else "expired"
         return f"<{type(self).__name__} {self.name!r} fence={self.fence} {state}>"

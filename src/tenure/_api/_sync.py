@@ -6,20 +6,24 @@ Edit this file, then run ``python scripts/unasync.py`` to regenerate ``_sync.py`
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
+from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
 from .._drivers import _sync as _driver
 from .._drivers._identity import new_token
-from .._errors import AcquireTimeout, InvalidArgument, NotOwnedError
+from .._drivers._watchbook import Watch
+from .._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from .._keys import fenced_keys, lock_keys, rlock_keys
 from .._models import LeaseBase
 from .._plans import fenced as fenced_plans
 from .._plans import lock as lock_plans
 from .._plans import rlock as rlock_plans
-from .._units import check_seconds
+from .._protocol import Eval
+from .._units import check_seconds, to_ms
 
 #: The lease length, in seconds, of a lock created without ``ttl``.
 DEFAULT_TTL = 30.0
@@ -28,6 +32,28 @@ DEFAULT_TTL = 30.0
 #: ``Lock`` object took them: a second acquire by the same owner asks Redis
 #: first instead of queueing behind this process's other waiters.
 _HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = weakref.WeakValueDictionary()
+
+
+def _check_renew(auto_renew: object, ttl: float | None) -> bool:
+    if auto_renew is None:
+        return ttl is None
+    if not isinstance(auto_renew, bool):
+        raise InvalidArgument(f"auto_renew must be True, False or None, not {auto_renew!r}")
+    return auto_renew
+
+
+def _check_callback(on_lost: C | None) -> C | None:
+    if on_lost is not None and not callable(on_lost):
+        raise InvalidArgument(f"on_lost must be callable, not {on_lost!r}")
+    return on_lost
+
+
+def _delay_ms(lock_delay: object) -> int:
+    seconds = check_seconds(lock_delay, "lock_delay", allow_zero=True)
+    return 0 if seconds == 0 else to_ms(seconds, "lock_delay")
+
+
+C = TypeVar("C", bound=Callable[..., object])
 
 
 class _Releasable(Protocol):
@@ -107,36 +133,49 @@ class Lease(LeaseBase):
     """A held lock: returned by a successful :meth:`Lock.acquire`.
 
     A lease is truthy. It holds until :meth:`release`, or until its ttl runs out
-    in Redis; ``valid`` and ``remaining`` tell, on this process's monotonic
-    clock, whether it can still be trusted. See :class:`tenure.LeaseBase` for the
-    attributes (``name``, ``owner``, ``fence``, ``ttl``, ``expires_at``).
+    in Redis; the client's watchdog renews it while held if the lock renews
+    (``auto_renew``). ``valid`` and ``remaining`` tell, on this process's
+    monotonic clock, whether it can still be trusted, and ``lost`` is set (and
+    the ``on_lost`` callbacks run) as soon as it is known lost. See
+    :class:`tenure.LeaseBase` for the attributes (``name``, ``owner``,
+    ``fence``, ``ttl``, ``expires_at``, ``lost``).
     """
 
+    lost: threading.Event
     __slots__ = ("_holder", "_lock")
 
     def __init__(self, lock: Lock, grant: lock_plans.Grant, holder: str) -> None:
-        super().__init__(lock.name, grant)
+        super().__init__(lock.name, grant, threading.Event())
         self._lock = lock
         self._holder = holder
 
     def release(self) -> None:
         """Release the lock and hand it to the next waiter.
 
+        A release retried after its reply was lost (redis-py retries on
+        connection errors) is recognised and succeeds.
+
         Raises:
-            NotOwnedError: the lease was already released, or it expired and the
-                lock is no longer held with this lease's token (the message
-                gives the name and fence). Nothing was changed in Redis.
-            redis.exceptions.ConnectionError: Redis could not be reached.
+            LockLostError: the lease was lost (``lost`` is set): its deadline
+                passed, or Redis no longer holds the lock with this lease's
+                token (the message gives the name, fence and why).
+            NotOwnedError: the lease was already released. Nothing was changed.
+            redis.exceptions.ConnectionError: Redis could not be reached (the
+                lease is kept: the release may be tried again).
         """
         lock = self._lock
         if self._released:
             raise NotOwnedError(self.name, self.fence, "can't release: already released")
-        try:
-            _driver.run(lock._client, lock_plans.release(lock._keys, self.owner, self.fence))
-        except NotOwnedError:
-            self._end()
-            raise
+        if self._lost_reason is None:
+            plan = lock_plans.release(lock._keys, self.owner, self.fence, lock._delay_ms)
+            try:
+                _driver.run(lock._client, plan)
+            except NotOwnedError as exc:
+                self._signal_lost(exc.reason)
+        reason = self._lost_reason
         self._end()
+        if reason is not None:
+            raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).
@@ -146,22 +185,43 @@ class Lease(LeaseBase):
 
         Raises:
             InvalidArgument: ``seconds`` is not a positive number.
-            NotOwnedError: the lease was released, or it expired in Redis.
+            LockLostError: the lease was lost (its deadline passed, or it is gone
+                from Redis); the lease ends.
+            NotOwnedError: the lease was released.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
         if self._released:
             raise NotOwnedError(self.name, self.fence, "can't extend: already released")
         lock = self._lock
-        try:
-            self.expires_at = _driver.run(
-                lock._client,
-                lock_plans.extend(lock._keys, self.owner, self.fence, seconds, time.monotonic),
+        if self._lost_reason is None:
+            plan = lock_plans.extend(
+                lock._keys,
+                self.owner,
+                self.fence,
+                seconds,
+                time.monotonic,
+                ttl=self.ttl,
+                delay_ms=lock._delay_ms,
             )
-        except NotOwnedError:
-            self._end()
-            raise
-        self.ttl = seconds
+            try:
+                self.expires_at = _driver.run(lock._client, plan)
+                self.ttl = seconds
+                return
+            except NotOwnedError as exc:
+                self._signal_lost(exc.reason)
+        reason = self._lost_reason
+        self._end()
+        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+
+    def _renewal(self) -> Eval:
+        lock = self._lock
+        return lock_plans.renewal(
+            lock._keys, self.owner, self.ttl, ttl=self.ttl, delay_ms=lock._delay_ms
+        )
+
+    def _renewed(self, expires_at: float) -> None:
+        self.expires_at = expires_at
 
     def _end(self) -> None:
         self._released = True
@@ -206,11 +266,25 @@ class Lock(_Blocks[Lease]):
             common ``SET key token NX PX`` protocol, so it and redis-py's ``Lock``
             (or node-redlock, redsync) holding the same key exclude each other.
         ttl: the lease length in seconds, > 0 (default 30).
+        auto_renew: whether the client's watchdog renews every lease of this lock
+            while it is held (every third of the ttl; see :class:`Lease`).
+            Default: ``True`` when no ``ttl`` is given, else ``False``. Without
+            renewal a lease lasts its ttl unless extended, and its ``lost``
+            signal is set when its deadline passes.
+        on_lost: called with the lease when a lease of this lock is lost (see
+            ``Lease.on_lost``).
+        lock_delay: seconds, >= 0 (default 0): after a lease of this lock ends
+            without a release (its holder died or stalled), the name stays
+            unavailable for this much longer, so that the dead holder's
+            in-flight writes drain before the next holder starts (Chubby's
+            lock-delay). A release frees the name at once. Every user of a
+            name should give the same value.
         prefix: the key prefix for ``name`` (default ``"tenure:"``).
 
     Raises:
         InvalidArgument: both or neither of ``name`` and ``key``; an empty or
-            non-``str`` name, key or prefix; a ttl that is not a positive number.
+            non-``str`` name, key or prefix; a ttl that is not a positive number;
+            a bad ``auto_renew``, ``on_lost`` or ``lock_delay``.
 
     Example::
 
@@ -226,10 +300,16 @@ class Lock(_Blocks[Lease]):
         *,
         key: str | None = None,
         ttl: float | None = None,
+        auto_renew: bool | None = None,
+        on_lost: Callable[[Lease], object] | None = None,
+        lock_delay: float = 0.0,
         prefix: str = "tenure:",
     ) -> None:
         self._keys = lock_keys(name, key=key, prefix=prefix)
         self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
+        self._renew = _check_renew(auto_renew, ttl)
+        self._on_lost = _check_callback(on_lost)
+        self._delay_ms = _delay_ms(lock_delay)
         self._client = client
         self._leases: dict[str, Lease] = {}
 
@@ -278,6 +358,7 @@ class Lock(_Blocks[Lease]):
             now=time.monotonic,
             # Then the first attempt settles it, never queued behind our own gate.
             maybe_held=held is not None and held.valid,
+            delay_ms=self._delay_ms,
         )
         grant = _driver.run(self._client, plan)
         if grant is None:
@@ -285,6 +366,9 @@ class Lock(_Blocks[Lease]):
         lease = Lease(self, grant, owner)
         self._leases[owner] = lease
         _HELD[id(self._client), self._keys.lock, owner] = lease
+        if self._on_lost is not None:
+            lease.on_lost(self._on_lost)
+        lease._watch = _driver.watch(self._client, lease, self._renew)
         return lease
 
     def release(self) -> None:
@@ -342,6 +426,7 @@ class Lock(_Blocks[Lease]):
     def _forget(self, lease: Lease) -> None:
         if self._leases.get(lease._holder) is lease:
             del self._leases[lease._holder]
+        _driver.unwatch(self._client, lease._watch)
 
 
 # --- reentrant lock --------------------------------------------------------
@@ -361,10 +446,11 @@ class RLockLease(LeaseBase):
     ``owner`` is the holding thread's or task's owner id, the field stored in Redis.
     """
 
+    lost: threading.Event
     __slots__ = ("_lock",)
 
     def __init__(self, lock: RLock, grant: lock_plans.Grant) -> None:
-        super().__init__(lock.name, grant)
+        super().__init__(lock.name, grant, threading.Event())
         self._lock = lock
 
     def release(self) -> None:
@@ -372,20 +458,26 @@ class RLockLease(LeaseBase):
         next waiter.
 
         Raises:
-            NotOwnedError: this lease was already released, or the hold expired in
-                Redis (the message gives the name and fence). Nothing was changed.
+            LockLostError: the hold was lost (``lost`` is set): its deadline
+                passed, or Redis no longer has it (the message gives the name,
+                fence and why). Every lease of the hold ends.
+            NotOwnedError: this lease was already released. Nothing was changed.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         lock = self._lock
         if self._released:
             raise NotOwnedError(self.name, self.fence, "can't release: already released")
+        if self._lost_reason is not None:
+            lock._end_hold(self)
+            raise LockLostError(self.name, self.fence, f"lease lost: {self._lost_reason}")
         try:
             left = _driver.run(
                 lock._client, rlock_plans.release(lock._keys, self.owner, self.fence)
             )
-        except NotOwnedError:
+        except NotOwnedError as exc:
+            lock._lose_hold(self, exc.reason)
             lock._end_hold(self)
-            raise
+            raise LockLostError(self.name, self.fence, f"lease lost: {exc.reason}") from None
         self._released = True
         lock._forget(self)
         if left == 0:
@@ -399,22 +491,38 @@ class RLockLease(LeaseBase):
 
         Raises:
             InvalidArgument: ``seconds`` is not a positive number.
-            NotOwnedError: this lease was released, or the hold expired in Redis.
+            LockLostError: the hold was lost (its deadline passed, or it is gone
+                from Redis); every lease of it ends.
+            NotOwnedError: this lease was released.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
         if self._released:
             raise NotOwnedError(self.name, self.fence, "can't extend: already released")
         lock = self._lock
-        try:
-            expires_at = _driver.run(
-                lock._client,
-                rlock_plans.extend(lock._keys, self.owner, self.fence, seconds, time.monotonic),
+        if self._lost_reason is None:
+            plan = rlock_plans.extend(
+                lock._keys, self.owner, self.fence, seconds, time.monotonic, ttl=self.ttl
             )
-        except NotOwnedError:
-            lock._end_hold(self)
-            raise
-        lock._renewed(self, seconds, expires_at)
+            try:
+                expires_at = _driver.run(lock._client, plan)
+                lock._renewed(self, seconds, expires_at)
+                return
+            except NotOwnedError as exc:
+                lock._lose_hold(self, exc.reason)
+        reason = self._lost_reason
+        lock._end_hold(self)
+        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+
+    def _renewal(self) -> Eval:
+        keys = self._lock._keys
+        return rlock_plans.renewal(keys, self.owner, self.fence, self.ttl, ttl=self.ttl)
+
+    def _renewed(self, expires_at: float) -> None:
+        self._lock._renewed(self, self.ttl, expires_at)
+
+    def _lose(self, reason: str) -> None:
+        self._lock._lose_hold(self, reason)
 
     def __enter__(self) -> RLockLease:
         return self
@@ -449,11 +557,16 @@ class RLock(_Blocks[RLockLease]):
         name: the lock's name; its keys are ``<prefix>rlock:{<name>}`` and
             siblings, apart from any ``Lock``'s. There is no exact-key mode.
         ttl: the lease length in seconds, > 0 (default 30).
+        auto_renew: whether the client's watchdog renews the hold while it is
+            held (every third of the ttl). Default: ``True`` when no ``ttl`` is
+            given, else ``False``.
+        on_lost: called with a lease when the hold it belongs to is lost (every
+            lease of the hold is lost together).
         prefix: the key prefix (default ``"tenure:"``).
 
     Raises:
         InvalidArgument: an empty or non-``str`` name or prefix; a ttl that is not
-            a positive number.
+            a positive number; a bad ``auto_renew`` or ``on_lost``.
 
     Example::
 
@@ -470,11 +583,17 @@ class RLock(_Blocks[RLockLease]):
         name: str,
         *,
         ttl: float | None = None,
+        auto_renew: bool | None = None,
+        on_lost: Callable[[RLockLease], object] | None = None,
         prefix: str = "tenure:",
     ) -> None:
         self._keys = rlock_keys(name, prefix=prefix)
         self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
+        self._renew = _check_renew(auto_renew, ttl)
+        self._on_lost = _check_callback(on_lost)
         self._client = client
+        # owner id -> the watchdog's entry for its current hold
+        self._watches: dict[str, Watch] = {}
         # owner id -> the live leases of its current hold taken through this object,
         # oldest first (all with the hold's fence)
         self._holds: dict[str, list[RLockLease]] = {}
@@ -524,9 +643,15 @@ class RLock(_Blocks[RLockLease]):
             return None
         lease = RLockLease(self, grant)
         hold = [held for held in self._holds.get(owner, ()) if held.fence == grant.fence]
+        if not hold:
+            self._unwatch(owner)  # a hold of another fence is over
         hold.append(lease)
         self._holds[owner] = hold
         self._renewed(lease, grant.ttl, grant.expires_at)
+        if self._on_lost is not None:
+            lease.on_lost(self._on_lost)
+        if owner not in self._watches:
+            self._watches[owner] = _driver.watch(self._client, lease, self._renew)
         return lease
 
     def release(self) -> None:
@@ -613,6 +738,21 @@ class RLock(_Blocks[RLockLease]):
             if other.fence == lease.fence:
                 other._released = True
                 self._forget(other)
+        if not self._holds.get(lease.owner):
+            self._unwatch(lease.owner)
+
+    def _lose_hold(self, lease: RLockLease, reason: str) -> None:
+        """The hold of ``lease`` is lost: every lease of it is, and it is not watched."""
+        self._unwatch(lease.owner)
+        lease._signal_lost(reason)
+        for other in list(self._holds.get(lease.owner, ())):
+            if other.fence == lease.fence:
+                other._signal_lost(reason)
+
+    def _unwatch(self, owner: str) -> None:
+        watch = self._watches.pop(owner, None)
+        if watch is not None:
+            _driver.unwatch(self._client, watch)
 
     def _renewed(self, lease: RLockLease, ttl: float, expires_at: float) -> None:
         """The hold of ``lease`` was given a new lease: every lease of it follows."""

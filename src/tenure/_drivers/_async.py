@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
 import weakref
@@ -25,12 +26,16 @@ from .._protocol import (
     HandedOff,
     Listening,
     Plan,
+    Status,
     Step,
     WaitWake,
     parse_reply,
 )
 from . import _identity
 from ._hubbook import LINGER, HubBook, PassOn, confirm_wait
+from ._watchbook import Watch, Watchable, WatchBook
+
+_log = logging.getLogger("tenure")
 
 Client: TypeAlias = "redis.asyncio.Redis"
 T = TypeVar("T")
@@ -180,11 +185,97 @@ class _Hub:
             route.set()
 
 
+class _Watchdog:
+    """One task per client, process and event loop that renews the client's
+    leases and fires the lost signal (the decisions are
+    :class:`._watchbook.WatchBook`'s).
+
+    Renewals run in a second task, one batch at a time, so that a call that
+    hangs (a paused server) never delays a deadline: a lease whose deadline
+    passes is lost then, whatever its renewal is doing.
+    """
+
+    def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
+        self._pool = pool
+        self._book = WatchBook()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._renewal: asyncio.Task[None] | None = None
+
+    def watch(self, lease: Watchable, renew: bool) -> Watch:
+        watch = self._book.add(lease, renew, time.monotonic())
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="tenure-watchdog")
+        self._wake.set()
+        return watch
+
+    def unwatch(self, watch: Watch) -> None:
+        self._book.discard(watch, time.monotonic())
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                now = time.monotonic()
+                for watch in self._book.expired(now):
+                    _lose(watch.lease, "its deadline passed before a renewal reached Redis")
+                batch = [] if self._renewal is not None else self._book.take_due(now)
+                if batch:
+                    self._renewal = asyncio.create_task(self._renew(batch), name="tenure-renewal")
+                    continue
+                if self._book.finished(now):
+                    return
+                wake = self._book.next_wake(now)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(LINGER if wake is None else max(0.0, wake - now)):
+                        await self._wake.wait()
+                self._wake.clear()
+        finally:
+            self._task = None
+
+    async def _renew(self, batch: list[Watch]) -> None:
+        sent_at = time.monotonic()
+        replies: list[tuple[Status, Any] | None]
+        try:
+            client = redis.asyncio.Redis(connection_pool=self._pool)
+            raws = await _evalsha_many(client, [w.lease._renewal() for w in batch])
+            replies = [
+                None if isinstance(raw, Exception) else _parsed(w, raw)
+                for w, raw in zip(batch, raws, strict=True)
+            ]
+        except Exception:
+            _log.warning("tenure watchdog: renewal failed; retrying", exc_info=True)
+            replies = [None] * len(batch)
+        finally:
+            self._renewal = None
+            self._wake.set()
+        now = time.monotonic()
+        for watch, reply in zip(batch, replies, strict=True):
+            reason = self._book.settle(watch, reply, sent_at, now)
+            if reason is not None:
+                _lose(watch.lease, reason)
+
+
+def _parsed(watch: Watch, raw: Any) -> tuple[Status, Any] | None:
+    try:
+        return parse_reply(watch.lease._renewal().script, raw)
+    except Exception:
+        _log.warning("tenure watchdog: unexpected renewal reply %r", raw, exc_info=True)
+        return None
+
+
+def _lose(lease: Watchable, reason: str) -> None:
+    try:
+        lease._lose(reason)
+    except Exception:
+        _log.exception("tenure watchdog: a lost-lease callback failed")
+
+
 @dataclass(eq=False)
 class _State:
     generation: int
     loop: asyncio.AbstractEventLoop
     hub: _Hub
+    watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
 
 
@@ -195,9 +286,21 @@ def _state(client: Client) -> _State:
     loop = asyncio.get_running_loop()
     state = _states.get(client)
     if state is None or state.generation != _identity.generation() or state.loop is not loop:
-        state = _State(_identity.generation(), loop, _Hub(client.connection_pool))
+        pool = client.connection_pool
+        state = _State(_identity.generation(), loop, _Hub(pool), _Watchdog(pool))
         _states[client] = state
     return state
+
+
+def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
+    """Watch ``lease`` with the client's watchdog (renewing it if ``renew``) until
+    :func:`unwatch`; its ``_lose`` is called when it is lost. Call from a task."""
+    return _state(client).watchdog.watch(lease, renew)
+
+
+def unwatch(client: Client, watch: Watch) -> None:
+    """Stop watching a lease (released or lost)."""
+    _state(client).watchdog.unwatch(watch)
 
 
 async def run(client: Client, plan: Plan[T]) -> T:
@@ -282,6 +385,25 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Command):
         return await client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     raise TypeError(f"unknown step {step!r}")
+
+
+async def _evalsha_many(client: Client, steps: list[Eval]) -> list[Any]:
+    """Run script calls in one round trip; each reply or its exception, in order."""
+
+    async def send(todo: list[Eval]) -> list[Any]:
+        async with client.pipeline(transaction=False) as pipe:
+            for step in todo:
+                pipe.evalsha(step.script.sha1, len(step.keys), *step.keys, *step.args)
+            return await pipe.execute(raise_on_error=False)
+
+    replies = await send(steps)
+    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if missing:
+        for spec in {steps[i].script for i in missing}:
+            await client.script_load(spec.source)
+        for i, reply in zip(missing, await send([steps[i] for i in missing]), strict=True):
+            replies[i] = reply
+    return replies
 
 
 async def _evalsha(client: Client, step: Eval) -> Any:

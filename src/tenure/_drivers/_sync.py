@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -25,12 +26,16 @@ from .._protocol import (
     HandedOff,
     Listening,
     Plan,
+    Status,
     Step,
     WaitWake,
     parse_reply,
 )
 from . import _identity
 from ._hubbook import LINGER, HubBook, PassOn, confirm_wait
+from ._watchbook import Watch, Watchable, WatchBook
+
+_log = logging.getLogger("tenure")
 
 Client: TypeAlias = "redis.Redis"
 T = TypeVar("T")
@@ -162,10 +167,105 @@ class _Hub:
             route.set()
 
 
+class _Watchdog:
+    """One thread per client and process that renews the client's leases and
+    fires the lost signal (the decisions are :class:`._watchbook.WatchBook`'s).
+
+    Renewals run on a second, short-lived thread, one batch at a time, so that a
+    call that hangs (a paused server) never delays a deadline: a lease whose
+    deadline passes is lost then, whatever its renewal is doing.
+    """
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self._pool = pool
+        self._book = WatchBook()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._renewing = False
+
+    def watch(self, lease: Watchable, renew: bool) -> Watch:
+        with self._cond:
+            watch = self._book.add(lease, renew, time.monotonic())
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="tenure-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+        return watch
+
+    def unwatch(self, watch: Watch) -> None:
+        with self._cond:
+            self._book.discard(watch, time.monotonic())
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                lost = self._book.expired(now)
+                batch = [] if self._renewing else self._book.take_due(now)
+                if batch:
+                    self._renewing = True
+                elif not lost:
+                    if self._book.finished(now):
+                        self._thread = None
+                        return
+                    wake = self._book.next_wake(now)
+                    self._cond.wait(LINGER if wake is None else max(0.0, wake - now))
+                    continue
+            for watch in lost:
+                _lose(watch.lease, "its deadline passed before a renewal reached Redis")
+            if batch:
+                threading.Thread(
+                    target=self._renew, args=(batch,), name="tenure-renewal", daemon=True
+                ).start()
+
+    def _renew(self, batch: list[Watch]) -> None:
+        sent_at = time.monotonic()
+        replies: list[tuple[Status, Any] | None]
+        try:
+            client = redis.Redis(connection_pool=self._pool)
+            raws = _evalsha_many(client, [w.lease._renewal() for w in batch])
+            replies = [
+                None if isinstance(raw, Exception) else _parsed(w, raw)
+                for w, raw in zip(batch, raws, strict=True)
+            ]
+        except Exception:
+            _log.warning("tenure watchdog: renewal failed; retrying", exc_info=True)
+            replies = [None] * len(batch)
+        lost: list[tuple[Watch, str]] = []
+        with self._cond:
+            now = time.monotonic()
+            for watch, reply in zip(batch, replies, strict=True):
+                reason = self._book.settle(watch, reply, sent_at, now)
+                if reason is not None:
+                    lost.append((watch, reason))
+            self._renewing = False
+            self._cond.notify()
+        for watch, reason in lost:
+            _lose(watch.lease, reason)
+
+
+def _parsed(watch: Watch, raw: Any) -> tuple[Status, Any] | None:
+    try:
+        return parse_reply(watch.lease._renewal().script, raw)
+    except Exception:
+        _log.warning("tenure watchdog: unexpected renewal reply %r", raw, exc_info=True)
+        return None
+
+
+def _lose(lease: Watchable, reason: str) -> None:
+    try:
+        lease._lose(reason)
+    except Exception:
+        _log.exception("tenure watchdog: a lost-lease callback failed")
+
+
 @dataclass(eq=False)
 class _State:
     generation: int
     hub: _Hub
+    watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
 
 
@@ -179,9 +279,21 @@ def _state(client: Client) -> _State:
         with _states_mutex:
             state = _states.get(client)
             if state is None or state.generation != _identity.generation():
-                state = _State(_identity.generation(), _Hub(client.connection_pool))
+                pool = client.connection_pool
+                state = _State(_identity.generation(), _Hub(pool), _Watchdog(pool))
                 _states[client] = state
     return state
+
+
+def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
+    """Watch ``lease`` with the client's watchdog (renewing it if ``renew``) until
+    :func:`unwatch`; its ``_lose`` is called when it is lost."""
+    return _state(client).watchdog.watch(lease, renew)
+
+
+def unwatch(client: Client, watch: Watch) -> None:
+    """Stop watching a lease (released or lost)."""
+    _state(client).watchdog.unwatch(watch)
 
 
 def run(client: Client, plan: Plan[T]) -> T:
@@ -255,6 +367,25 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Command):
         return client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     raise TypeError(f"unknown step {step!r}")
+
+
+def _evalsha_many(client: Client, steps: list[Eval]) -> list[Any]:
+    """Run script calls in one round trip; each reply or its exception, in order."""
+
+    def send(todo: list[Eval]) -> list[Any]:
+        with client.pipeline(transaction=False) as pipe:
+            for step in todo:
+                pipe.evalsha(step.script.sha1, len(step.keys), *step.keys, *step.args)
+            return pipe.execute(raise_on_error=False)
+
+    replies = send(steps)
+    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if missing:
+        for spec in {steps[i].script for i in missing}:
+            client.script_load(spec.source)
+        for i, reply in zip(missing, send([steps[i] for i in missing]), strict=True):
+            replies[i] = reply
+    return replies
 
 
 def _evalsha(client: Client, step: Eval) -> Any:

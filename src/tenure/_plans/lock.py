@@ -14,6 +14,7 @@ unique per acquire, so the message is trusted as it is.
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,8 +76,12 @@ def acquire(
     timeout: float | None,
     now: Clock,
     maybe_held: bool = False,
+    delay_ms: int = 0,
 ) -> Plan[Grant | None]:
     """Take the lock for ``token`` (whose owner is ``owner``), waiting as the module says.
+
+    ``delay_ms``: the lock-delay, in ms (0 for none): if this hold's lease ends
+    without a release, the name stays unavailable for that much longer.
 
     ``maybe_held``: this process believes ``owner`` holds the lock already. The
     first attempt is then always made alone (never queued behind this process's
@@ -91,12 +96,14 @@ def acquire(
         WrongTypeError: one of the lock's keys holds another type.
     """
     contender = _LockContender(keys, owner, token, ttl, to_ms(ttl, "ttl"), now)
+    contender.delay_ms = delay_ms
     contender.listen_first = not maybe_held
     return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
 
 
 class _LockContender(Contender):
     listen_first = True
+    delay_ms = 0
 
     def __init__(
         self, keys: LockKeys, owner: str, token: str, ttl: float, ttl_ms: int, now: Clock
@@ -108,8 +115,8 @@ class _LockContender(Contender):
         keys = self.keys
         return Eval(
             LOCK_ACQUIRE,
-            (keys.lock, keys.fence, keys.waiters),
-            (self.token, self.owner + ":", self.ttl_ms, member, FENCE_TTL_MS),
+            (keys.lock, keys.fence, keys.waiters, keys.delay),
+            (self.token, self.owner + ":", self.ttl_ms, member, FENCE_TTL_MS, self.delay_ms),
         )
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
@@ -124,7 +131,9 @@ class _LockContender(Contender):
         if self.now() - queued_at <= ttl * HANDOFF_RESYNC:
             return Grant(token, fence, ttl, queued_at + validity(ttl))
         with contextlib.suppress(NotOwnedError):  # else: gone already; try again
-            expires_at = yield from extend(self.keys, token, fence, ttl, self.now)
+            expires_at = yield from extend(
+                self.keys, token, fence, ttl, self.now, ttl=ttl, delay_ms=self.delay_ms
+            )
             return Grant(token, fence, ttl, expires_at)
         return None
 
@@ -139,24 +148,26 @@ def _abandon(keys: LockKeys, token: str, member: str) -> Plan[None]:
         yield _release_step(keys, token, member)
 
 
-def _release_step(keys: LockKeys, token: str, member: str) -> Eval:
+def _release_step(keys: LockKeys, token: str, member: str, delay_ms: int = 0) -> Eval:
     return Eval(
         LOCK_RELEASE,
-        (keys.lock, keys.waiters, keys.fence),
-        (token, keys.wake_prefix, FENCE_TTL_MS, member),
+        (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
+        (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms),
     )
 
 
-def release(keys: LockKeys, token: str, fence: int) -> Plan[None]:
-    """Release the lock held by ``token`` and hand it to the first live waiter.
+def release(keys: LockKeys, token: str, fence: int, delay_ms: int = 0) -> Plan[None]:
+    """Release the lock held by ``token`` and hand it to the first live waiter
+    (with a lock-delay of ``delay_ms`` for its hold).
 
-    ``fence`` is only used in the error message.
+    Idempotent: a release of ``token`` retried after its reply was lost (within
+    120 s) succeeds again. ``fence`` is only used in the error message.
 
     Raises:
         NotOwnedError: the lock is not held with ``token`` (the lease expired,
             and perhaps another owner holds it now); nothing was changed.
     """
-    status, _ = yield _release_step(keys, token, "")
+    status, _ = yield _release_step(keys, token, "", delay_ms)
     if status is Status.NOT_OWNED:
         raise NotOwnedError(keys.name, fence, "can't release: the lease expired before release")
 
@@ -168,21 +179,60 @@ def pass_on(keys: LockKeys, token: str) -> Plan[None]:
         yield from release(keys, token, 0)
 
 
-def extend(keys: LockKeys, token: str, fence: int, seconds: float, now: Clock) -> Plan[float]:
-    """Reset the lease held by ``token`` to end ``seconds`` from now.
+def renewal(keys: LockKeys, token: str, seconds: float, *, ttl: float, delay_ms: int = 0) -> Eval:
+    """The script call that resets the lease of ``token`` (now ``ttl`` seconds
+    long) to end ``seconds`` from now, unless it has less left than the holder's
+    clock allows for drift (then it is lost to the holder: never revived).
+
+    Reply: ``(OK, 0)``, or ``(NOT_OWNED, late)`` with ``late`` 1 when refused
+    for having too little left.
+
+    Raises:
+        InvalidArgument: ``seconds`` is not a positive number.
+    """
+    ms = to_ms(seconds, "seconds")
+    return Eval(LOCK_EXTEND, (keys.lock, keys.delay), (token, ms, least_left_ms(ttl), delay_ms))
+
+
+def least_left_ms(ttl: float) -> int:
+    """The least lease, in ms, a renewal of a ``ttl``-second lease may find left:
+    the drift allowance of :func:`validity` (the holder's clock has given up the
+    lease when less is left)."""
+    return math.ceil(round((ttl - validity(ttl)) * 1000, 6))
+
+
+def extend(
+    keys: LockKeys,
+    token: str,
+    fence: int,
+    seconds: float,
+    now: Clock,
+    *,
+    ttl: float,
+    delay_ms: int = 0,
+) -> Plan[float]:
+    """Reset the lease held by ``token`` (now ``ttl`` seconds long) to end
+    ``seconds`` from now (see :func:`renewal`).
 
     Returns the new ``expires_at`` on the caller's monotonic clock.
 
     Raises:
         InvalidArgument: ``seconds`` is not a positive number.
-        NotOwnedError: the lock is not held with ``token``; nothing was changed.
+        NotOwnedError: the lock is not held with ``token``, or its lease had too
+            little left to be trusted; nothing was changed.
     """
-    ms = to_ms(seconds, "seconds")
+    step = renewal(keys, token, seconds, ttl=ttl, delay_ms=delay_ms)
     sent_at = now()
-    status, _ = yield Eval(LOCK_EXTEND, (keys.lock,), (token, ms))
+    status, late = yield step
     if status is Status.NOT_OWNED:
-        raise NotOwnedError(keys.name, fence, "can't extend: the lease expired before extend")
+        raise NotOwnedError(keys.name, fence, extend_refused(late))
     return sent_at + validity(seconds)
+
+
+def extend_refused(late: object) -> str:
+    if late == 1:
+        return "can't extend: the lease was about to expire (less than its drift allowance left)"
+    return "can't extend: the lease expired before extend"
 
 
 def inspect(keys: LockKeys) -> Plan[LockState]:

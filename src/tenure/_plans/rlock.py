@@ -39,7 +39,7 @@ from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
 from .._units import to_ms
-from .lock import FENCE_TTL_MS
+from .lock import FENCE_TTL_MS, extend_refused, least_left_ms
 from .waiting import Clock, Contender, Grant, validity, wait_turn
 
 
@@ -142,20 +142,42 @@ def release(keys: LockKeys, owner: str, fence: int) -> Plan[int]:
     return int(value)
 
 
-def extend(keys: LockKeys, owner: str, fence: int, seconds: float, now: Clock) -> Plan[float]:
-    """Reset the lease of ``owner``'s hold (the one with ``fence``) to end ``seconds``
-    from now. Returns the new ``expires_at`` on the caller's monotonic clock.
+def renewal(keys: LockKeys, owner: str, fence: int, seconds: float, *, ttl: float) -> Eval:
+    """The script call that resets the lease of ``owner``'s hold (the one with
+    ``fence``, whose lease is now ``ttl`` seconds long) to end ``seconds`` from
+    now, unless it has less left than the holder's clock allows for drift.
+
+    Reply: ``(OK, count)``, or ``(NOT_OWNED, late)`` with ``late`` 1 when refused
+    for having too little left.
 
     Raises:
         InvalidArgument: ``seconds`` is not a positive number.
-        NotOwnedError: ``owner`` holds no count, or its hold has another fence;
-            nothing was changed.
     """
     ms = to_ms(seconds, "seconds")
+    return Eval(
+        RLOCK_EXTEND,
+        (keys.lock, keys.fence),
+        (owner, fence, ms, FENCE_TTL_MS, least_left_ms(ttl)),
+    )
+
+
+def extend(
+    keys: LockKeys, owner: str, fence: int, seconds: float, now: Clock, *, ttl: float
+) -> Plan[float]:
+    """Reset the lease of ``owner``'s hold (the one with ``fence``, now ``ttl``
+    seconds long) to end ``seconds`` from now (see :func:`renewal`). Returns the
+    new ``expires_at`` on the caller's monotonic clock.
+
+    Raises:
+        InvalidArgument: ``seconds`` is not a positive number.
+        NotOwnedError: ``owner`` holds no count, or its hold has another fence, or
+            its lease had too little left to be trusted; nothing was changed.
+    """
+    step = renewal(keys, owner, fence, seconds, ttl=ttl)
     sent_at = now()
-    status, _ = yield Eval(RLOCK_EXTEND, (keys.lock, keys.fence), (owner, fence, ms, FENCE_TTL_MS))
+    status, late = yield step
     if status is Status.NOT_OWNED:
-        raise NotOwnedError(keys.name, fence, "can't extend: the lease expired before extend")
+        raise NotOwnedError(keys.name, fence, extend_refused(late))
     return sent_at + validity(seconds)
 
 

@@ -14,9 +14,13 @@ local function now_us()
 end
 
 -- The fence after `last` (the fence key's value, or false when none is
--- stored): last + 1, or else the server's clock in µs, so that fences keep
--- increasing after the fence key is lost (expiry, restart).
+-- stored): the larger of last + 1 and the server's clock in µs. It increases
+-- when the fence key is lost (expiry, a restart without persistence), and
+-- across a failover to a replica that missed the last fences, as long as the
+-- new master's clock is not behind the old one's by more than the time between
+-- (DESIGN.md §4; Kleppmann, "How to do distributed locking", 2016).
 local function next_fence(last)
-  if last then return tonumber(last) + 1 end
-  return now_us()
+  local now = now_us()
+  if last and tonumber(last) >= now then return tonumber(last) + 1 end
+  return now
 end

@@ -1,15 +1,26 @@
 -- lock_extend.lua: reset a held lease to expire ARGV[2] ms from now.
 --
 -- KEYS[1]  lock key      string; value = the holder's owner token
+-- KEYS[2]  delay key     string: the lock-delay guard (see lock_acquire.lua)
 -- ARGV[1]  token         string; the lease's owner token
 -- ARGV[2]  lease         integer MILLISECONDS, > 0
+-- ARGV[3]  least left    integer MILLISECONDS, >= 0: refuse when the lease has
+--                        less than this left (the holder's clock has given it
+--                        up by then; a late renewal must not revive it)
+-- ARGV[4]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay
 --
 -- Returns  {1, 0}        OK: the lease now ends ARGV[2] ms from now.
---          {4, 0}        NOT_OWNED: not held with this token (expired or another's).
+--          {4, late}     NOT_OWNED: not held with this token (expired or
+--                        another's; late = 0), or less than ARGV[3] ms were
+--                        left (late = 1): nothing was changed.
 --          {5, key}      WRONG_TYPE: key holds a value of another type.
 
 local holder = redis.pcall('GET', KEYS[1])
 if type(holder) == 'table' and holder.err then return {5, KEYS[1]} end
 if holder ~= ARGV[1] then return {4, 0} end
+local left = redis.call('PTTL', KEYS[1])
+if left >= 0 and left < tonumber(ARGV[3]) then return {4, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local delay = tonumber(ARGV[4])
+if delay > 0 then redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[2]) + delay) end
 return {1, 0}

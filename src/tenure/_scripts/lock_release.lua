@@ -9,14 +9,21 @@
 -- KEYS[2]  waiters key   sorted set, score = arrival, member =
 --                        "<waiter id>|<lease ms>|<token>" (see lock_acquire.lua)
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
+-- KEYS[4]  delay key     string: the lock-delay guard (see lock_acquire.lua);
+--                        a clean release deletes it
+-- KEYS[5]  released key  string: the token of the last clean release, kept
+--                        120 s so that a release retried after a lost reply
+--                        is recognised
 -- ARGV[1]  token         string; the releasing lease's owner token
 -- ARGV[2]  wake prefix   string; waiter w is told by PUBLISH on ARGV[2] .. w
 -- ARGV[3]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 -- ARGV[4]  member        a waiters member to remove first (a waiter leaving), or ""
+-- ARGV[5]  lock-delay    integer MILLISECONDS, >= 0, for the waiter handed the lock
 --
 -- Returns  {1, handed}   OK: released; handed = 1 if a live waiter now holds the
---                        lock, 0 if nobody waits (the lock is free). A waiter
---                        whose PUBLISH reaches no subscriber is gone: dropped.
+--                        lock, 0 if nobody waits (the lock is free), or if this
+--                        token's release had already been done (a retry). A
+--                        waiter whose PUBLISH reaches no subscriber is gone: dropped.
 --          {4, 0}         NOT_OWNED: the lock is not held with this token
 --                         (expired, or another owner's); only ARGV[4] was removed.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
@@ -34,9 +41,15 @@ if waiting > 0 then
 end
 
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
-if holder ~= ARGV[1] then return {4, 0} end
-redis.call('DEL', KEYS[1])
+if holder ~= ARGV[1] then
+  local released = redis.pcall('GET', KEYS[5])
+  if released == ARGV[1] then return {1, 0} end
+  return {4, 0}
+end
+redis.call('DEL', KEYS[1], KEYS[4])
+redis.call('SET', KEYS[5], ARGV[1], 'PX', 120000)
 
+local delay = tonumber(ARGV[5])
 while waiting > 0 do
   local head = redis.call('ZPOPMIN', KEYS[2])[1]
   waiting = waiting - 1
@@ -46,6 +59,7 @@ while waiting > 0 do
     if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
       redis.call('SET', KEYS[1], token, 'PX', lease)
       redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
+      if delay > 0 then redis.call('SET', KEYS[4], token, 'PX', tonumber(lease) + delay) end
       return {1, 1}
     end
   end

@@ -17,8 +17,8 @@
 -- Returns  {1, fence}     OK: the caller holds the lock, and its lease now ends
 --                         ARGV[2] ms from now.
 --                         - The lock was free: a new hold with count 1 and a new
---                           fence = last fence + 1, or the server's TIME in µs when
---                           no fence is stored (first use, expiry, restart).
+--                           fence = the larger of the last fence + 1 and the
+--                           server's TIME in µs (it increases across a restart).
 --                         - The caller already holds it and is not queued: count + 1;
 --                           fence = the hold's fence (the same as its first acquire).
 --                         - The caller already holds it and is queued (ARGV[3] ~= ""):

@@ -7,11 +7,15 @@
 -- ARGV[2]  fence         the hold's fence (decimal)
 -- ARGV[3]  lease         integer MILLISECONDS, > 0
 -- ARGV[4]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+-- ARGV[5]  least left    integer MILLISECONDS, >= 0: refuse when the lease has
+--                        less than this left (the holder's clock has given it
+--                        up by then; a late renewal must not revive it)
 --
 -- Returns  {1, count}    OK: the lease now ends ARGV[3] ms from now; count = the
 --                        owner's hold count.
---          {4, 0}        NOT_OWNED: the owner holds no count, or its hold has
---                        another fence (expired, and a new hold began).
+--          {4, late}     NOT_OWNED: the owner holds no count, or its hold has
+--                        another fence (expired, and a new hold began; late =
+--                        0), or less than ARGV[5] ms were left (late = 1).
 --          {5, key}      WRONG_TYPE: key holds a value of another type.
 
 local kind = redis.call('TYPE', KEYS[1]).ok
@@ -22,6 +26,8 @@ if last and not tonumber(last) then return {5, KEYS[2]} end
 local count = redis.call('HGET', KEYS[1], ARGV[1])
 if not count then return {4, 0} end
 if last and tonumber(last) ~= tonumber(ARGV[2]) then return {4, 0} end
+local left = redis.call('PTTL', KEYS[1])
+if left >= 0 and left < tonumber(ARGV[5]) then return {4, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if last then redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[4]), tonumber(ARGV[3]))) end
 return {1, tonumber(count)}

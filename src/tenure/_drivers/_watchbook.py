@@ -1,0 +1,147 @@
+"""The watchdog's bookkeeping, shared by the sync and async drivers.
+
+Pure: no I/O, no clock reads (times are passed in). The drivers do the waiting
+and the script calls; this module decides what is due and what is lost.
+
+Every lease handed to :meth:`WatchBook.add` is watched until it is discarded:
+
+- a lease whose ``expires_at`` (on the monotonic clock) has passed is lost, at
+  once, whether or not a renewal is in flight (a renewal that cannot reach Redis
+  in time must not leave the holder believing);
+- a renewed lease (``auto_renew``) is renewed every :data:`RENEW_EVERY` of its
+  ttl, and the renewals that fall due close together go in one batch (one
+  round trip);
+- a renewal that fails on the network is tried again after :func:`retry_after`,
+  while the lease's deadline allows; a renewal that finds the lease gone makes
+  it lost; a lost lease is never renewed again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from .._plans.waiting import validity
+from .._protocol import Eval, Status
+
+#: Renew a lease when this part of its ttl has passed since the last renewal.
+RENEW_EVERY = 1 / 3
+
+#: A renewal due within this part of the ttl joins the batch being sent now.
+BATCH_SLACK = 0.1
+
+#: How long a watchdog with nothing to watch stays (seconds) before it ends.
+LINGER = 1.0
+
+
+class Watchable(Protocol):
+    """What the watchdog needs of a lease."""
+
+    @property
+    def ttl(self) -> float: ...
+
+    @property
+    def expires_at(self) -> float: ...
+
+    def _renewal(self) -> Eval:
+        """The script call that renews the lease for its ttl."""
+
+    def _renewed(self, expires_at: float) -> None:
+        """A renewal succeeded: the lease may be trusted until ``expires_at``."""
+
+    def _lose(self, reason: str) -> None:
+        """The lease is lost: fire its signal (idempotent)."""
+
+
+@dataclass(eq=False)
+class Watch:
+    """One watched lease."""
+
+    lease: Watchable
+    renew: bool
+    due: float
+    busy: bool = False
+    failures: int = 0
+
+
+def retry_after(ttl: float, failures: int) -> float:
+    """Seconds before renewal number ``failures`` + 1 after network failures: short
+    next to the ttl, doubling from 1/20 of it, at most 1/6 of it."""
+    return float(min(ttl / 20 * 2.0 ** max(0, failures - 1), ttl / 6))
+
+
+class WatchBook:
+    """The leases one client's watchdog watches."""
+
+    def __init__(self) -> None:
+        self.watches: dict[int, Watch] = {}
+        self.idle_since: float | None = None
+
+    def add(self, lease: Watchable, renew: bool, now: float) -> Watch:
+        """Watch ``lease`` (renewed if ``renew``) from ``now``, when it was granted."""
+        watch = Watch(lease, renew, now + lease.ttl * RENEW_EVERY)
+        self.watches[id(watch)] = watch
+        self.idle_since = None
+        return watch
+
+    def discard(self, watch: Watch, now: float) -> None:
+        """Stop watching (the lease was released, or is lost)."""
+        if self.watches.pop(id(watch), None) is not None and not self.watches:
+            self.idle_since = now
+
+    def expired(self, now: float) -> list[Watch]:
+        """Stop watching, and return, the leases whose deadline has passed: lost."""
+        gone = [w for w in self.watches.values() if now >= w.lease.expires_at]
+        for w in gone:
+            self.discard(w, now)
+        return gone
+
+    def take_due(self, now: float) -> list[Watch]:
+        """The renewals to send now (marked busy until :meth:`settle`)."""
+        batch = [
+            w
+            for w in self.watches.values()
+            if w.renew and not w.busy and w.due - w.lease.ttl * BATCH_SLACK <= now
+        ]
+        for w in batch:
+            w.busy = True
+        return batch
+
+    def settle(
+        self, watch: Watch, reply: tuple[Status, object] | None, sent_at: float, now: float
+    ) -> str | None:
+        """Record a renewal's outcome: ``reply`` is the parsed script reply, or
+        ``None`` when it failed on the network. Returns why the lease is lost, or
+        ``None``."""
+        watch.busy = False
+        if id(watch) not in self.watches:
+            return None  # released or lost meanwhile: never revive it
+        if reply is None:
+            watch.failures += 1
+            watch.due = now + retry_after(watch.lease.ttl, watch.failures)
+            return None
+        status, value = reply
+        if status is Status.OK:
+            watch.failures = 0
+            watch.lease._renewed(sent_at + validity(watch.lease.ttl))
+            watch.due = sent_at + watch.lease.ttl * RENEW_EVERY
+            return None
+        self.discard(watch, now)
+        if value == 1:
+            return "the renewal reached Redis after the lease's deadline"
+        return "the renewal found the lease gone from Redis"
+
+    def next_wake(self, now: float) -> float | None:
+        """When something is next due (a deadline or a renewal), or ``None`` when
+        nothing is watched."""
+        times = [w.lease.expires_at for w in self.watches.values()]
+        times += [
+            w.due - w.lease.ttl * BATCH_SLACK
+            for w in self.watches.values()
+            if w.renew and not w.busy
+        ]
+        return min(times) if times else None
+
+    def finished(self, now: float) -> bool:
+        """Whether the watchdog may end: nothing watched for :data:`LINGER` seconds."""
+        return not self.watches and self.idle_since is not None and now - self.idle_since >= LINGER
