@@ -17,6 +17,7 @@ from tenure import (
     AsyncRLock,
     FencedKey,
     Lock,
+    LockLostError,
     NotOwnedError,
     RLock,
     StaleFenceError,
@@ -81,17 +82,20 @@ def async_mutex_worker(url: str, name: str, tasks: int, sections: int) -> list[H
 
 
 def paused_holder(url: str, name: str, ttl: float, acquired: Any, go: Event) -> None:
-    """Acquire, put the fence on ``acquired``, wait for ``go`` (the test pauses
-    us meanwhile), release, and put the outcome on ``acquired``."""
+    """Acquire with the watchdog renewing, put the fence on ``acquired``, wait for
+    ``go`` (the test pauses us meanwhile), make the write it was about to make,
+    release, and put the outcome on ``acquired``."""
     acquired.put(_pause_and_release(url, name, ttl, acquired, go))
 
 
 def _pause_and_release(url: str, name: str, ttl: float, acquired: Any, go: Event) -> str:
     client = redis.Redis.from_url(url)
-    lease = Lock(client, name, ttl=ttl).acquire()
+    lease = Lock(client, name, ttl=ttl, auto_renew=True).acquire()
     assert lease is not None
     acquired.put(lease.fence)
     go.wait()
+    # resumed: the watchdog must see the deadline passed within a renewal interval
+    lost_in_time = lease.lost.wait(ttl / 3)
     valid_before = lease.valid
     try:  # the write it was about to make when it was paused
         FencedKey(client, f"{name}:resource").set("stale holder", fence=lease.fence)
@@ -100,9 +104,20 @@ def _pause_and_release(url: str, name: str, ttl: float, acquired: Any, go: Event
         wrote = "refused"
     try:
         lease.release()
+    except LockLostError as exc:
+        return f"LockLostError lost={lost_in_time} valid={valid_before} write={wrote}: {exc}"
     except NotOwnedError as exc:
         return f"NotOwnedError valid={valid_before} write={wrote}: {exc}"
     return f"released write={wrote}"
+
+
+def renewing_holder(url: str, name: str, ttl: float, acquired: Any) -> None:
+    """Acquire with the watchdog renewing, put the fence on ``acquired``, and hold
+    until killed."""
+    lease = Lock(redis.Redis.from_url(url), name, ttl=ttl, auto_renew=True).acquire()
+    assert lease is not None
+    acquired.put(lease.fence)
+    time.sleep(3600)
 
 
 def looping_worker(url: str, name: str, seconds: float, start: threading.Barrier) -> list[Hold]:

@@ -52,9 +52,10 @@ def test_fence_increases_across_restart_without_persistence(make_server: MakeSer
 
 
 def test_paused_holder_past_its_ttl(url: str) -> None:
-    """Kleppmann's pause: the holder stops past its lease, another owner takes the
-    lock with a larger fence and writes; the paused holder, resumed, has its
-    fenced write refused and its release refused."""
+    """Kleppmann's pause: the holder (its watchdog renewing) stops past its lease,
+    another owner takes the lock with a larger fence and writes; the paused
+    holder, resumed, sees its lost signal within a renewal interval, has its
+    fenced write refused and its release refused with LockLostError."""
     acquired, go = SPAWN.Queue(), SPAWN.Event()
     holder = SPAWN.Process(target=paused_holder, args=(url, "paused", 0.5, acquired, go))
     holder.start()
@@ -76,7 +77,7 @@ def test_paused_holder_past_its_ttl(url: str) -> None:
     finally:
         holder.join(timeout=30)
         holder.kill()
-    assert outcome.startswith("NotOwnedError valid=False write=refused"), outcome
+    assert outcome.startswith("LockLostError lost=True valid=False write=refused"), outcome
     assert f"fence {first_fence}" in outcome
     assert redis.Redis.from_url(url).get("paused:resource") == b"new"
     assert redis.Redis.from_url(url).get("tenure:{paused}") == lease.owner.encode()

@@ -80,6 +80,17 @@ def test_busy_then_listen_then_wait_for_pttl_then_acquire() -> None:
     assert finish(plan, (Status.OK, 43)).fence == 43
 
 
+@pytest.mark.parametrize(("pttl", "wait"), [(0, 0.001), (1, 0.001), (-1, 1.0)])
+def test_wait_for_a_lease_about_to_end_or_without_expiry(pttl: int, wait: float) -> None:
+    """pttl 0 (ends within the ms) retries at once, not after the no-expiry recheck."""
+    plan = acquire_plan(Clock())
+    start(plan)
+    plan.send((Status.BUSY, pttl))
+    plan.send("w1")
+    step = plan.send((Status.BUSY, pttl))
+    assert isinstance(step, WaitWake) and step.timeout == wait
+
+
 def test_a_process_that_listens_queues_at_once() -> None:
     plan = acquire_plan(Clock())
     assert isinstance(plan.send(None), Listening)

@@ -164,7 +164,7 @@ class Lease(LeaseBase):
                 lease is kept: the release may be tried again).
         """
         lock = self._lock
-        if self._released:
+        if self._released and self._lost_reason is None:
             raise NotOwnedError(self.name, self.fence, "can't release: already released")
         if self._lost_reason is None:
             plan = lock_plans.release(lock._keys, self.owner, self.fence, lock._delay_ms)
@@ -191,7 +191,7 @@ class Lease(LeaseBase):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._released:
+        if self._released and self._lost_reason is None:
             raise NotOwnedError(self.name, self.fence, "can't extend: already released")
         lock = self._lock
         if self._lost_reason is None:
@@ -465,11 +465,11 @@ class RLockLease(LeaseBase):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         lock = self._lock
-        if self._released:
-            raise NotOwnedError(self.name, self.fence, "can't release: already released")
         if self._lost_reason is not None:
             lock._end_hold(self)
             raise LockLostError(self.name, self.fence, f"lease lost: {self._lost_reason}")
+        if self._released and self._lost_reason is None:
+            raise NotOwnedError(self.name, self.fence, "can't release: already released")
         try:
             left = _driver.run(
                 lock._client, rlock_plans.release(lock._keys, self.owner, self.fence)
@@ -497,7 +497,7 @@ class RLockLease(LeaseBase):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._released:
+        if self._released and self._lost_reason is None:
             raise NotOwnedError(self.name, self.fence, "can't extend: already released")
         lock = self._lock
         if self._lost_reason is None:

@@ -211,6 +211,8 @@ class _Watchdog:
 
     def unwatch(self, watch: Watch) -> None:
         self._book.discard(watch, time.monotonic())
+        if not self._book.watches:
+            self._wake.set()  # to linger, then end, rather than sleep on
 
     async def _run(self) -> None:
         try:

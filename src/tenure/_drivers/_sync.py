@@ -197,6 +197,8 @@ class _Watchdog:
     def unwatch(self, watch: Watch) -> None:
         with self._cond:
             self._book.discard(watch, time.monotonic())
+            if not self._book.watches:
+                self._cond.notify()  # to linger, then end, rather than sleep on
 
     def _run(self) -> None:
         while True:

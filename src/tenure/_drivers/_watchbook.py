@@ -97,7 +97,9 @@ class WatchBook:
         return gone
 
     def take_due(self, now: float) -> list[Watch]:
-        """The renewals to send now (marked busy until :meth:`settle`)."""
+        """The renewals to send now (marked busy until :meth:`settle`): those due,
+        and those due within :data:`BATCH_SLACK` of their ttl, so that leases
+        taken close together are renewed together from then on."""
         batch = [
             w
             for w in self.watches.values()
@@ -135,11 +137,7 @@ class WatchBook:
         """When something is next due (a deadline or a renewal), or ``None`` when
         nothing is watched."""
         times = [w.lease.expires_at for w in self.watches.values()]
-        times += [
-            w.due - w.lease.ttl * BATCH_SLACK
-            for w in self.watches.values()
-            if w.renew and not w.busy
-        ]
+        times += [w.due for w in self.watches.values() if w.renew and not w.busy]
         return min(times) if times else None
 
     def finished(self, now: float) -> bool:

@@ -141,7 +141,8 @@ def wait_turn(
                     return None
                 member = f"{waiter}|{c.ttl_ms}|{token}"
                 continue
-            wait = pttl / 1000 if pttl > 0 else NO_EXPIRY_RECHECK
+            # pttl 0: the lease ends within the millisecond; -1: no expiry at all
+            wait = max(pttl, 1) / 1000 if pttl >= 0 else NO_EXPIRY_RECHECK
             if remaining is not None:
                 wait = min(wait, remaining)
             woken = yield WaitWake(wait)

@@ -1,0 +1,289 @@
+"""The watchdog and the lost signal, on real servers: renewal, loss, faults."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from _workers import renewing_holder
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from tenure import DEFAULT_TTL, AsyncLock, AsyncRLock, Lock, LockLostError, RLock
+from tenure._server import ServerProcess
+
+SPAWN = multiprocessing.get_context("spawn")
+MakeServer = Callable[..., ServerProcess]
+
+
+def _watchdogs() -> int:
+    return sum(t.name == "tenure-watchdog" for t in threading.enumerate())
+
+
+def test_auto_renewed_lease_outlives_its_ttl(r: redis.Redis) -> None:
+    lock = Lock(r, "wd", ttl=0.5, auto_renew=True)
+    lease = lock.acquire()
+    assert lease is not None
+    time.sleep(1.6)  # more than three ttls
+    assert lease.valid and not lease.lost.is_set()
+    assert 0 < r.pttl("tenure:{wd}") <= 500
+    other: list[Any] = []  # another owner (thread) must not get it
+    t = threading.Thread(target=lambda: other.append(Lock(r, "wd").acquire(blocking=False)))
+    t.start()
+    t.join()
+    assert other == [None]
+    lease.release()
+    assert not lease.lost.is_set() and not lock.locked()
+
+
+def test_default_lease_is_renewed_and_an_explicit_ttl_is_not(r: redis.Redis) -> None:
+    default = Lock(r, "default").acquire()
+    assert default is not None and default.ttl == DEFAULT_TTL == 30.0
+    short = Lock(r, "short", ttl=0.3).acquire()
+    assert short is not None
+    time.sleep(0.5)
+    # not renewed: gone from Redis, and lost at its deadline
+    assert r.exists("tenure:{short}") == 0 and short.lost.is_set()
+    assert "deadline passed" in (short.lost_reason or "")
+    assert default.valid and default.remaining > 29
+    default.release()
+
+
+def test_lease_taken_away_is_lost_and_callbacks_run(r: redis.Redis) -> None:
+    seen: list[tuple[str, Any]] = []
+    lock = Lock(r, "taken", ttl=0.6, auto_renew=True, on_lost=lambda ls: seen.append(("lock", ls)))
+    lease = lock.acquire()
+    assert lease is not None
+    lease.on_lost(lambda ls: seen.append(("lease", ls)))
+    lease.on_lost(lambda ls: 1 / 0)  # a failing callback must not stop the others
+    r.set("tenure:{taken}", "someone else", px=10_000)
+    started = time.monotonic()
+    assert lease.lost.wait(2)
+    # found at the next renewal: every third of the ttl
+    assert time.monotonic() - started < 0.6 / 3 + 0.15
+    assert not lease.valid and lease.remaining == 0.0
+    assert "gone" in (lease.lost_reason or "")
+    assert [(who, ls is lease) for who, ls in seen] == [("lock", True), ("lease", True)]
+    late: list[Any] = []
+    lease.on_lost(late.append)  # registered after the loss: runs at once
+    assert late == [lease]
+    with pytest.raises(LockLostError, match="gone"):
+        lease.release()
+    assert r.get("tenure:{taken}") == b"someone else"  # the lost lease changed nothing
+
+
+def test_renewals_are_batched_into_one_round_trip(url: str) -> None:
+    """Ten leases renewed together cost one round trip per renewal round."""
+    sends = [0]
+
+    class Counting(redis.Connection):
+        def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            sends[0] += 1
+            super().send_packed_command(command, check_health)
+
+    client = redis.Redis.from_url(url)
+    client.connection_pool.connection_class = Counting
+    leases = [Lock(client, f"batch{i}", ttl=0.6, auto_renew=True).acquire() for i in range(10)]
+    sends[0] = 0
+    time.sleep(1.25)  # about six renewal rounds (every 0.2 s)
+    assert all(lease is not None and lease.valid for lease in leases)
+    rounds = sends[0]
+    assert 3 <= rounds <= 12, f"{rounds} round trips to renew 10 leases ~6 times"
+    for lease in leases:
+        assert lease is not None
+        lease.release()
+
+
+def test_renewal_survives_killed_connections(r: redis.Redis, url: str) -> None:
+    lock = Lock(redis.Redis.from_url(url), "killed", ttl=0.6, auto_renew=True)
+    lease = lock.acquire()
+    assert lease is not None
+    killed = 0
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        killed += int(r.client_kill_filter(_type="normal", skipme=True))
+        killed += int(r.client_kill_filter(_type="pubsub"))
+        time.sleep(0.07)
+    assert killed >= 3, "nothing was killed"
+    assert lease.valid and not lease.lost.is_set(), lease.lost_reason
+    lease.release()
+
+
+def test_paused_server_loses_the_lease_at_its_deadline(make_server: MakeServer) -> None:
+    """A renewal that hangs (the server is paused) must not delay the lost signal."""
+    s = make_server()
+    client = redis.Redis.from_url(s.url, retry=Retry(NoBackoff(), 0))
+    lease = Lock(client, "paused", ttl=0.6, auto_renew=True).acquire()
+    assert lease is not None
+    deadline = lease.expires_at
+    s.pause()
+    try:
+        assert lease.lost.wait(3)
+        late = time.monotonic() - deadline
+    finally:
+        s.resume()
+    assert -0.01 < late < 0.1, f"lost {late:.3f}s after the deadline"
+    assert "deadline" in (lease.lost_reason or "")
+    with pytest.raises(LockLostError):
+        lease.release()
+
+
+def test_server_restart_reports_the_lease_lost(make_server: MakeServer) -> None:
+    s = make_server()
+    client = redis.Redis.from_url(s.url)
+    lock = Lock(client, "restart", ttl=0.9, auto_renew=True)
+    lease = lock.acquire()
+    assert lease is not None
+    s.restart()  # no persistence: the lock is forgotten
+    assert lease.lost.wait(2), "the watchdog did not notice"
+    assert not lease.valid
+    with pytest.raises(LockLostError):
+        lease.release()
+    again = lock.acquire(timeout=2)
+    assert again is not None and again.fence > lease.fence
+    again.release()
+
+
+def test_killed_renewing_holder_frees_the_lock_after_its_ttl(url: str) -> None:
+    acquired = SPAWN.Queue()
+    holder = SPAWN.Process(target=renewing_holder, args=(url, "kill9", 0.8, acquired))
+    holder.start()
+    try:
+        fence = acquired.get(timeout=30)
+        time.sleep(1.0)  # renewed past its first ttl
+        client = redis.Redis.from_url(url)
+        assert Lock(client, "kill9").acquire(blocking=False) is None
+        assert holder.pid is not None
+        os.kill(holder.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        lease = Lock(client, "kill9").acquire(timeout=5)
+        waited = time.monotonic() - killed_at
+    finally:
+        holder.join(timeout=10)
+    assert lease is not None and lease.fence > fence
+    assert waited < 0.8 + 0.3, f"free only {waited:.2f}s after the kill"
+    lease.release()
+
+
+def _child_after_fork(url: str, out: Any) -> None:
+    names = [t.name for t in threading.enumerate()]
+    lease = Lock(redis.Redis.from_url(url), "child", ttl=0.5, auto_renew=True).acquire()
+    assert lease is not None
+    time.sleep(0.8)
+    out.put((names.count("tenure-watchdog"), lease.valid))
+    lease.release()
+
+
+def test_watchdog_does_not_survive_fork_and_restarts_in_the_child(url: str) -> None:
+    import warnings
+
+    client = redis.Redis.from_url(url)
+    lease = Lock(client, "parent", ttl=0.5, auto_renew=True).acquire()
+    assert lease is not None and _watchdogs() >= 1
+    fork = multiprocessing.get_context("fork")
+    out = fork.Queue()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads
+        child = fork.Process(target=_child_after_fork, args=(url, out))
+        child.start()
+    inherited_watchdogs, child_lease_valid = out.get(timeout=20)
+    child.join(timeout=10)
+    assert inherited_watchdogs == 0 and child_lease_valid
+    assert lease.valid  # the parent's watchdog went on renewing
+    lease.release()
+
+
+def test_watchdog_ends_when_nothing_is_watched(r: redis.Redis) -> None:
+    lease = Lock(r, "idle", ttl=0.5, auto_renew=True).acquire()
+    assert lease is not None and _watchdogs() >= 1
+    lease.release()
+    deadline = time.monotonic() + 3
+    while _watchdogs() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _watchdogs() == 0, [(t.name, t.ident) for t in threading.enumerate()]
+
+
+def test_rlock_hold_is_renewed_and_lost_together(r: redis.Redis) -> None:
+    lock = RLock(r, "rw", ttl=0.5, auto_renew=True)
+    outer = lock.acquire()
+    inner = lock.acquire()
+    assert outer is not None and inner is not None
+    time.sleep(1.2)
+    assert outer.valid and inner.valid and lock.hold_count() == 2
+    r.delete("tenure:rlock:{rw}")
+    assert outer.lost.wait(1) and inner.lost.wait(0.1)
+    with pytest.raises(LockLostError):
+        inner.release()
+    with pytest.raises(LockLostError):
+        outer.release()
+
+
+def test_release_retried_after_a_lost_reply_succeeds(url: str) -> None:
+    """redis-py retries a command whose reply was lost; tenure's release and
+    acquire are idempotent, so the retry reports what the first call did."""
+    drop = {"armed": ""}
+
+    class LosesReply(redis.Connection):
+        def send_command(self, *args: Any, **kwargs: Any) -> None:
+            self._last = args
+            super().send_command(*args, **kwargs)
+
+        def read_response(self, *args: Any, **kwargs: Any) -> Any:
+            reply = super().read_response(*args, **kwargs)
+            script = drop["armed"]
+            if script and getattr(self, "_last", ())[:1] == ("EVALSHA",):
+                if self._last[1] == script:
+                    drop["armed"] = ""
+                    self.disconnect()
+                    raise redis.exceptions.ConnectionError("reply lost (test)")
+            return reply
+
+    from tenure._scripts import LOCK_ACQUIRE, LOCK_RELEASE
+
+    client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 2))
+    client.connection_pool.connection_class = LosesReply
+    lock = Lock(client, "retried", ttl=30)
+    drop["armed"] = LOCK_ACQUIRE.sha1
+    lease = lock.acquire()
+    assert drop["armed"] == "", "the reply was not dropped"
+    assert lease is not None
+    assert client.get("tenure:{retried}") == lease.owner.encode()
+    assert int(client.get("tenure:{retried}:fence") or 0) == lease.fence
+    drop["armed"] = LOCK_RELEASE.sha1
+    lease.release()  # executed, reply lost, retried: not an error
+    assert drop["armed"] == ""
+    assert not lock.locked() and not lease.lost.is_set()
+
+
+def test_async_auto_renewal_and_lost_signal(url: str) -> None:
+    asyncio.run(_async_auto_renewal_and_lost_signal(url))
+
+
+async def _async_auto_renewal_and_lost_signal(url: str) -> None:
+    client = redis.asyncio.Redis.from_url(url)
+    lock = AsyncLock(client, "awd", ttl=0.5, auto_renew=True)
+    lease = await lock.acquire()
+    assert lease is not None
+    await asyncio.sleep(1.3)
+    assert lease.valid and not lease.lost.is_set()
+    await client.delete("tenure:{awd}")
+    async with asyncio.timeout(1):
+        await lease.lost.wait()
+    assert "gone" in (lease.lost_reason or "")
+    with pytest.raises(LockLostError):
+        await lease.release()
+    rlock = AsyncRLock(client, "awd-r", ttl=0.4)
+    held = await rlock.acquire()
+    assert held is not None
+    async with asyncio.timeout(1):
+        await held.lost.wait()  # not renewed: lost at its deadline
+    await client.aclose()
