@@ -235,16 +235,16 @@ def test_release_retried_after_a_lost_reply_succeeds(url: str) -> None:
     class LosesReply(redis.Connection):
         def send_command(self, *args: Any, **kwargs: Any) -> None:
             self._last = args
-            super().send_command(*args, **kwargs)
+            super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]
 
         def read_response(self, *args: Any, **kwargs: Any) -> Any:
             reply = super().read_response(*args, **kwargs)
             script = drop["armed"]
-            if script and getattr(self, "_last", ())[:1] == ("EVALSHA",):
-                if self._last[1] == script:
-                    drop["armed"] = ""
-                    self.disconnect()
-                    raise redis.exceptions.ConnectionError("reply lost (test)")
+            last = getattr(self, "_last", ())
+            if script and last[:2] == ("EVALSHA", script):
+                drop["armed"] = ""
+                self.disconnect()  # type: ignore[no-untyped-call]
+                raise redis.exceptions.ConnectionError("reply lost (test)")
             return reply
 
     from tenure._scripts import LOCK_ACQUIRE, LOCK_RELEASE
