@@ -88,7 +88,7 @@ def test_renewals_are_batched_into_one_round_trip(url: str) -> None:
     class Counting(redis.Connection):
         def send_packed_command(self, command: Any, check_health: bool = True) -> None:
             sends[0] += 1
-            super().send_packed_command(command, check_health)
+            super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
 
     client = redis.Redis.from_url(url)
     client.connection_pool.connection_class = Counting
