@@ -1,12 +1,14 @@
-"""The operator commands on real servers: ``inspect``, ``ls``, ``release --force``.
+"""The operator commands on real servers: ``inspect``, ``ls``, ``release --force``, ``doctor``.
 
 Each command is called in-process through :func:`tenure._cli.main`; its output is
-read with ``capsys``.
+read with ``capsys``. The doctor's hazards each get a server started with the
+setting that causes it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -19,6 +21,12 @@ import redis
 
 from tenure import Lease, Lock, NotOwnedError, RLock
 from tenure._cli import main
+from tenure._server import ServerProcess, server_version
+
+MakeServer = Callable[..., ServerProcess]
+
+#: Server settings under which the doctor finds no hazard.
+SAFE = ("--appendonly", "yes", "--appendfsync", "always")
 
 
 def tenure(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> tuple[int, str, str]:
@@ -337,3 +345,164 @@ def test_release_force_of_an_exact_key(
     assert r.exists("legacy:job") == 0
     status, _, err = tenure(capsys, url, "release", "--force", "--rlock", "--key", "legacy:job")
     assert status == 2 and "--rlock and --key" in err
+
+
+# --- doctor --------------------------------------------------------------------------------
+
+
+def doctor(capsys: pytest.CaptureFixture[str], url: str) -> tuple[int, str, dict[str, Any]]:
+    """Run the doctor twice, as text and as JSON: (status, text, {check: finding})."""
+    status, out, _ = tenure(capsys, url, "doctor")
+    status_json, data = tenure_json(capsys, url, "doctor")
+    assert status_json == status
+    assert (data["hazards"] > 0) == (status == 1)
+    return status, out, {f["check"]: f for f in data["findings"]}
+
+
+def hazards(findings: dict[str, Any]) -> set[str]:
+    return {check for check, f in findings.items() if f["level"] == "hazard"}
+
+
+def redis_62() -> bool:
+    binary = os.environ.get("TENURE_SERVER")
+    return bool(binary) and "v=6." in server_version(binary or "")
+
+
+def test_doctor_on_a_safe_server(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_server(args=SAFE)
+    status, out, findings = doctor(capsys, server.url)
+    assert status == 0, out
+    assert hazards(findings) == set()
+    assert out.startswith("server: ")
+    assert "(standalone)" in out.splitlines()[0]
+    assert "no hazards found" in out
+    assert findings["appendonly"]["level"] == "ok"
+
+
+def test_doctor_no_aof(make_server: MakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    server = make_server(args=("--appendonly", "no"))
+    status, out, findings = doctor(capsys, server.url)
+    assert status == 1
+    assert hazards(findings) == {"appendonly"}
+    assert "HAZARD  appendonly" in out and "what to do: set appendonly yes" in out
+
+
+def test_doctor_appendfsync_everysec(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_server(args=("--appendonly", "yes", "--appendfsync", "everysec"))
+    status, out, findings = doctor(capsys, server.url)
+    assert status == 1
+    assert hazards(findings) == {"appendfsync"}
+    assert "HAZARD  appendfsync" in out and "everysec" in out
+
+
+def test_doctor_eviction_of_keys_with_a_ttl(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_server(args=(*SAFE, "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru"))
+    status, out, findings = doctor(capsys, server.url)
+    assert status == 1
+    assert hazards(findings) == {"maxmemory-policy"}
+    assert "volatile-lru" in findings["maxmemory-policy"]["message"]
+    assert "HAZARD  maxmemory-policy" in out
+
+
+def test_doctor_a_user_who_may_not_run_evalsha(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if redis_62():
+        pytest.skip("Redis 6.2 has no ACL DRYRUN: the doctor skips the ACL check there")
+    server = make_server(args=SAFE)
+    admin = redis.Redis.from_url(server.url)
+    admin.acl_setuser(
+        "app", enabled=True, passwords=["+secret"], keys=["*"], channels=["*"],
+        categories=["+@all"], commands=["-evalsha"],
+    )  # fmt: skip
+    status, out, findings = doctor(capsys, server.url.replace("//", "//app:secret@"))
+    assert status == 1
+    assert hazards(findings) == {"acl"}
+    assert "EVALSHA" in findings["acl"]["message"] and "'app'" in findings["acl"]["message"]
+    assert "HAZARD  acl" in out
+    admin.close()
+
+
+def test_doctor_checks_it_cant_make_are_notes(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_server(args=SAFE)
+    admin = redis.Redis.from_url(server.url)
+    admin.acl_setuser(
+        "ops", enabled=True, passwords=["+secret"], keys=["*"], channels=["*"],
+        categories=["+@all"], commands=["-config", "-acl"],
+    )  # fmt: skip
+    status, out, findings = doctor(capsys, server.url.replace("//", "//ops:secret@"))
+    assert status == 0, out
+    assert findings["appendfsync"]["level"] == "note"
+    assert "can't check appendfsync" in out
+    assert findings["acl"]["level"] == "note" and "skipped" in findings["acl"]["message"]
+    admin.close()
+
+
+def test_doctor_skips_the_acl_check_on_redis_62(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not redis_62():
+        pytest.skip("only Redis 6.2 lacks ACL DRYRUN")
+    status, _, findings = doctor(capsys, make_server(args=SAFE).url)
+    assert status == 0
+    assert "no ACL DRYRUN" in findings["acl"]["message"]
+
+
+def test_doctor_on_a_master_and_its_replica(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    master = make_server(args=(*SAFE, "--repl-diskless-sync-delay", "0"))
+    replica = make_server(args=(*SAFE, "--replicaof", "127.0.0.1", str(master.port)))
+    client = redis.Redis.from_url(master.url)
+
+    def online() -> bool:
+        first = client.info("replication").get("slave0")
+        return isinstance(first, dict) and first.get("state") == "online"
+
+    wait_until(online, timeout=20)
+
+    status, out, findings = doctor(capsys, master.url)
+    assert status == 0, out
+    assert findings["replicas"]["level"] == "note"
+    assert f"127.0.0.1:{replica.port} (online" in findings["replicas"]["message"]
+
+    status, out, findings = doctor(capsys, replica.url)
+    assert status == 1
+    assert hazards(findings) == {"replica"}
+    assert f"replica of 127.0.0.1:{master.port}" in findings["replica"]["message"]
+    assert "(replica)" in out.splitlines()[0]
+
+    replica.pause()  # no acks: the master sees the replica's lag grow
+    try:
+        time.sleep(3.5)
+        status, out, findings = doctor(capsys, master.url)
+    finally:
+        replica.resume()
+    assert status == 1
+    assert hazards(findings) == {"replication-lag"}
+    assert f"127.0.0.1:{replica.port}" in findings["replication-lag"]["message"]
+    client.close()
+
+
+def test_doctor_a_cluster_node_without_slots(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_server(args=(*SAFE, "--cluster-enabled", "yes"))
+    status, out, findings = doctor(capsys, server.url)
+    assert status == 1
+    assert hazards(findings) == {"cluster"}
+    assert "cluster_state is fail" in findings["cluster"]["message"]
+    assert "(cluster)" in out.splitlines()[0]
+
+
+def test_doctor_unreachable_server_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--url", "redis://127.0.0.1:1/0", "doctor"]) == 2
+    assert "tenure:" in capsys.readouterr().err

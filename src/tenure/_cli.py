@@ -9,9 +9,9 @@ To add a command, write an ``add_<name>(commands)`` function that adds its
 subparser and sets ``handler`` to a function taking the parsed arguments and
 the :class:`Server`, then call it from :func:`build_parser`.
 
-The operator commands (``inspect``, ``ls``, ``release``) keep their logic in
-:mod:`tenure._ops`; their handlers here only read arguments, print and choose
-the exit status.
+The operator commands (``inspect``, ``ls``, ``release``, ``doctor``) keep their
+logic in :mod:`tenure._ops` and :mod:`tenure._doctor`; their handlers here only
+read arguments, print and choose the exit status.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import redis
 import redis.exceptions
 
-from . import __version__, _ops
+from . import __version__, _doctor, _ops
 from ._errors import TenureError
 from ._server import ServerProcess, ServerUnavailable
 
@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_inspect(commands, parents=[url_after])
     add_ls(commands, parents=[url_after])
     add_release(commands, parents=[url_after])
+    add_doctor(commands, parents=[url_after])
     return parser
 
 
@@ -319,6 +320,37 @@ def _run_release(args: argparse.Namespace, server: Server) -> int:
         return 1
     print("\n".join(_ops.describe_release(done)), file=sys.stdout if done.released else sys.stderr)
     return 0 if done.released else 1
+
+
+def add_doctor(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    """Add ``tenure doctor``."""
+    doctor = commands.add_parser(
+        "doctor",
+        parents=parents,
+        help="check the server's settings that break locks",
+        description=(
+            "Check the server's settings that can lose a lock or grant it twice "
+            "(persistence, eviction, replication, cluster state, ACL permissions), "
+            "each with what to do. Exits with status 1 when a hazard is found, 0 "
+            "otherwise, 2 when the server can't be reached."
+        ),
+    )
+    _add_prefix(doctor)
+    _add_json(doctor)
+    doctor.set_defaults(handler=_run_doctor)
+
+
+def _run_doctor(args: argparse.Namespace, server: Server) -> int:
+    with _client(server) as client:
+        report = _doctor.diagnose(_doctor.gather_facts(client, prefix=args.prefix))
+    if args.json:
+        print(_ops.dumps(report.to_json()))
+    else:
+        _doctor.print_report(report)
+    return 1 if report.hazards else 0
 
 
 @contextmanager
