@@ -8,6 +8,10 @@ command ends, also on Ctrl-C or an error.
 To add a command, write an ``add_<name>(commands)`` function that adds its
 subparser and sets ``handler`` to a function taking the parsed arguments and
 the :class:`Server`, then call it from :func:`build_parser`.
+
+The operator commands (``inspect``, ``ls``, ``release``, ``doctor``) keep their
+logic in :mod:`tenure._ops` and :mod:`tenure._doctor`; their handlers here only
+read arguments, print and choose the exit status.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
+import redis
 import redis.exceptions
 
-from . import __version__
+from . import __version__, _doctor, _ops
+from ._errors import TenureError
 from ._server import ServerProcess, ServerUnavailable
 
 #: Exit status for a bad command line or an unusable server (argparse uses 2 too).
@@ -69,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
     add_demo(commands, parents=[url_after])
+    add_inspect(commands, parents=[url_after])
+    add_ls(commands, parents=[url_after])
+    add_release(commands, parents=[url_after])
+    add_doctor(commands, parents=[url_after])
     return parser
 
 
@@ -127,6 +137,222 @@ def _run_demo(args: argparse.Namespace, server: Server) -> int:
         return 1
 
 
+#: The key prefix of named locks unless ``--prefix`` says otherwise (the API's default).
+DEFAULT_PREFIX = "tenure:"
+
+
+def _client(server: Server) -> closing[redis.Redis]:
+    return closing(redis.Redis.from_url(server.url))
+
+
+def _add_prefix(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--prefix",
+        default=DEFAULT_PREFIX,
+        help=f"the key prefix the locks were made with (default {DEFAULT_PREFIX!r})",
+    )
+
+
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _one_lock(args: argparse.Namespace, command: str) -> str | None:
+    """An error message unless exactly one of NAME and --key was given."""
+    if (args.name is None) == (args.key is None):
+        return f"tenure {command}: give a lock NAME or --key KEY (exactly one)"
+    return None
+
+
+def add_inspect(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    """Add ``tenure inspect``."""
+    inspect = commands.add_parser(
+        "inspect",
+        parents=parents,
+        help="show who holds a lock, its ttl, fence and waiters",
+        description=(
+            "Show every lock named NAME (a Lock and an RLock may share a name): holder "
+            "(an RLock's owner and hold count), ttl left, last fence, and the queued "
+            "waiters. Exits with status 1 when no lock of that name exists."
+        ),
+    )
+    inspect.add_argument("name", nargs="?", metavar="NAME", help="the lock's name")
+    inspect.add_argument("--key", metavar="KEY", help="an exact-key Lock instead of a name")
+    _add_prefix(inspect)
+    _add_json(inspect)
+    inspect.set_defaults(handler=_run_inspect)
+
+
+def _run_inspect(args: argparse.Namespace, server: Server) -> int:
+    problem = _one_lock(args, "inspect")
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    found = _ops.targets(args.name, key=args.key, prefix=args.prefix)
+    with _client(server) as client:
+        views = _ops.inspect(client, found)
+    if args.json:
+        out = {
+            "name": args.name,
+            "key": args.key,
+            "prefix": args.prefix,
+            "locks": [v.to_json() for v in views],
+        }
+        print(_ops.dumps(out))
+    elif views:
+        print("\n\n".join("\n".join(_ops.describe(v)) for v in views))
+    if not views:
+        what = f"key {args.key!r}" if args.key is not None else f"{args.name!r}"
+        where = "" if args.key is not None else f" under prefix {args.prefix!r}"
+        print(f"tenure inspect: no lock {what}{where}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_ls(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    """Add ``tenure ls``."""
+    ls = commands.add_parser(
+        "ls",
+        parents=parents,
+        help="list the locks under a prefix",
+        description=(
+            "List the named locks (Lock and RLock) under the prefix, found with SCAN: "
+            "kind, name, holder or 'free', ttl, last fence, waiters. A lock whose only "
+            "key left is its fence is free. Exact-key locks have no prefix and are not "
+            "listed: use 'tenure inspect --key'."
+        ),
+    )
+    ls.add_argument(
+        "pattern", nargs="?", default="*", metavar="PATTERN", help="a glob on the lock names"
+    )
+    _add_prefix(ls)
+    _add_json(ls)
+    ls.add_argument(
+        "--scan-count",
+        type=_positive_int,
+        default=_ops.SCAN_COUNT,
+        metavar="N",
+        help=f"keys asked for per SCAN call (default {_ops.SCAN_COUNT})",
+    )
+    ls.set_defaults(handler=_run_ls)
+
+
+def _run_ls(args: argparse.Namespace, server: Server) -> int:
+    with _client(server) as client:
+        views, skipped = _ops.list_locks(
+            client, prefix=args.prefix, pattern=args.pattern, count=args.scan_count
+        )
+    for message in skipped:
+        print(f"tenure ls: skipped {message}", file=sys.stderr)
+    if args.json:
+        out = {
+            "prefix": args.prefix,
+            "pattern": args.pattern,
+            "locks": [v.to_json(waiting=False) for v in views],
+        }
+        print(_ops.dumps(out))
+    elif views:
+        print("\n".join(_ops.ls_table(views)))
+    else:
+        print(f"no locks under prefix {args.prefix!r} match {args.pattern!r}")
+    return 0
+
+
+def add_release(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    """Add ``tenure release``."""
+    release = commands.add_parser(
+        "release",
+        parents=parents,
+        help="break a stuck lock (needs --force)",
+        description=(
+            "Remove a lock's holder, whoever it is, and hand the lock to the first "
+            "waiter as a normal release does. The holder is read first and the "
+            "token-checked release script is run with its token, so a race with the "
+            "holder's own release removes nothing else. The holder may still be "
+            "running: use fences. Exits with status 1 if the lock was not held, 2 "
+            "without --force."
+        ),
+    )
+    release.add_argument("name", nargs="?", metavar="NAME", help="the lock's name")
+    release.add_argument("--key", metavar="KEY", help="an exact-key Lock instead of a name")
+    release.add_argument("--rlock", action="store_true", help="the RLock named NAME")
+    release.add_argument("--force", action="store_true", help="really remove the holder (required)")
+    _add_prefix(release)
+    release.set_defaults(handler=_run_release)
+
+
+def _run_release(args: argparse.Namespace, server: Server) -> int:
+    problem = _one_lock(args, "release")
+    if args.rlock and args.key is not None:
+        problem = "tenure release: --rlock and --key don't mix (an RLock has no exact key)"
+    if not problem and not args.force:
+        problem = (
+            "tenure release: refusing to remove a lock's holder without --force "
+            "(it may still be working); add --force to break the lock"
+        )
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    kind: _ops.Kind = "RLock" if args.rlock else "Lock"
+    target = _ops.target(kind, args.name, key=args.key, prefix=args.prefix)
+    with _client(server) as client:
+        done = _ops.force_release(client, target)
+        other = None
+        if done is None and args.key is None:  # say so if the other kind is held
+            other_kind: _ops.Kind = "Lock" if args.rlock else "RLock"
+            other = _ops.inspect(client, [_ops.target(other_kind, args.name, prefix=args.prefix)])
+    label = f"{kind} {target.keys.name!r}"
+    if done is None:
+        hint = ""
+        if other and other[0].held:
+            flag = "leave out --rlock" if args.rlock else "add --rlock"
+            hint = f" (the {other[0].kind} {args.name!r} is held: {flag})"
+        print(f"tenure release: {label} is not held{hint}", file=sys.stderr)
+        return 1
+    print("\n".join(_ops.describe_release(done)), file=sys.stdout if done.released else sys.stderr)
+    return 0 if done.released else 1
+
+
+def add_doctor(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    """Add ``tenure doctor``."""
+    doctor = commands.add_parser(
+        "doctor",
+        parents=parents,
+        help="check the server's settings that break locks",
+        description=(
+            "Check the server's settings that can lose a lock or grant it twice "
+            "(persistence, eviction, replication, cluster state, ACL permissions), "
+            "each with what to do. Exits with status 1 when a hazard is found, 0 "
+            "otherwise, 2 when the server can't be reached."
+        ),
+    )
+    _add_prefix(doctor)
+    _add_json(doctor)
+    doctor.set_defaults(handler=_run_doctor)
+
+
+def _run_doctor(args: argparse.Namespace, server: Server) -> int:
+    with _client(server) as client:
+        report = _doctor.diagnose(_doctor.gather_facts(client, prefix=args.prefix))
+    if args.json:
+        print(_ops.dumps(report.to_json()))
+    else:
+        _doctor.print_report(report)
+    return 1 if report.hazards else 0
+
+
 @contextmanager
 def open_server(url: str | None) -> Iterator[Server]:
     """The server at ``url``; without one, an embedded Valkey that is stopped on exit.
@@ -165,5 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("tenure: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (ServerUnavailable, redis.exceptions.ConnectionError) as exc:
+        print(f"tenure: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except TenureError as exc:  # a bad name, an unsupported server, a key of another type
         print(f"tenure: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,0 +1,508 @@
+"""The operator commands on real servers: ``inspect``, ``ls``, ``release --force``, ``doctor``.
+
+Each command is called in-process through :func:`tenure._cli.main`; its output is
+read with ``capsys``. The doctor's hazards each get a server started with the
+setting that causes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from tenure import Lease, Lock, NotOwnedError, RLock
+from tenure._cli import main
+from tenure._server import ServerProcess, server_version
+
+MakeServer = Callable[..., ServerProcess]
+
+#: Server settings under which the doctor finds no hazard.
+SAFE = ("--appendonly", "yes", "--appendfsync", "always")
+
+
+def tenure(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> tuple[int, str, str]:
+    """Run ``tenure --url URL ARGS`` in-process: (exit status, stdout, stderr)."""
+    status = main(["--url", url, *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def tenure_json(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> tuple[int, Any]:
+    """Run a command with ``--json``: (exit status, parsed stdout)."""
+    status, out, _ = tenure(capsys, url, *args, "--json")
+    return status, json.loads(out)
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+class Waiter(threading.Thread):
+    """A thread that waits for a Lock (its own client) and records when it got it."""
+
+    def __init__(self, url: str, name: str, ttl: float = 10.0, timeout: float = 30.0) -> None:
+        super().__init__(daemon=True)
+        self.client = redis.Redis.from_url(url)
+        self.lock = Lock(self.client, name, ttl=ttl)
+        self.timeout = timeout
+        self.lease: Lease | None = None
+        self.got_at = 0.0
+
+    def run(self) -> None:
+        self.lease = self.lock.acquire(timeout=self.timeout)
+        self.got_at = time.monotonic()
+
+    def finish(self) -> Lease:
+        self.join(self.timeout)
+        assert self.lease is not None, "the waiter did not get the lock"
+        self.lease.release()
+        self.client.close()
+        return self.lease
+
+
+def waiters(r: redis.Redis, name: str, prefix: str = "tenure:") -> int:
+    return int(r.zcard(f"{prefix}{{{name}}}:waiters"))
+
+
+# --- inspect -------------------------------------------------------------------------------
+
+
+def test_inspect_a_held_lock_with_a_waiter(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lease = Lock(r, "orders:42", ttl=30).acquire()
+    assert lease
+    waiter = Waiter(url, "orders:42", ttl=12)
+    waiter.start()
+    wait_until(lambda: waiters(r, "orders:42") == 1)
+
+    status, data = tenure_json(capsys, url, "inspect", "orders:42")
+    assert status == 0
+    assert data["name"] == "orders:42" and data["prefix"] == "tenure:"
+    [lock] = data["locks"]
+    assert lock["kind"] == "Lock" and lock["key"] == "tenure:{orders:42}"
+    assert lock["held"] is True and lock["holder"] == lease.owner and lock["count"] == 1
+    assert lock["fence"] == lease.fence
+    assert 25 < lock["ttl"] <= 30
+    assert lock["waiters"] == 1
+    [queued] = lock["waiting"]
+    assert queued["lease"] == 12.0 and queued["holder"] != lease.owner
+    assert 0 <= queued["queued_for"] < 10
+
+    status, out, _ = tenure(capsys, url, "inspect", "orders:42")
+    assert status == 0
+    assert f"holder   {lease.owner}" in out
+    assert f"fence    {lease.fence}" in out
+    assert "waiters  1" in out and queued["holder"] in out
+
+    lease.release()
+    waiter.finish()
+
+
+def test_inspect_an_rlock_held_twice(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rlock = RLock(r, "jobs", ttl=20)
+    first, second = rlock.acquire(), rlock.acquire()
+    assert first and second
+
+    status, data = tenure_json(capsys, url, "inspect", "jobs")
+    assert status == 0
+    [lock] = data["locks"]  # no Lock named "jobs" exists
+    assert lock["kind"] == "RLock" and lock["key"] == "tenure:rlock:{jobs}"
+    assert lock["holder"] == first.owner and lock["count"] == 2
+    assert lock["fence"] == first.fence and 15 < lock["ttl"] <= 20
+    _, out, _ = tenure(capsys, url, "inspect", "jobs")
+    assert "(hold count 2)" in out
+    second.release()
+    first.release()
+
+
+def test_inspect_nothing_exits_1(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = tenure(capsys, url, "inspect", "nothing-here")
+    assert status == 1 and out == ""
+    assert "no lock 'nothing-here' under prefix 'tenure:'" in err
+    status, data = tenure_json(capsys, url, "inspect", "nothing-here")
+    assert status == 1 and data["locks"] == []
+
+
+def test_inspect_a_free_lock_an_exact_key_and_a_prefix(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lease = Lock(r, "was-held", ttl=5).acquire()
+    assert lease
+    lease.release()  # only the fence key is left
+    status, data = tenure_json(capsys, url, "inspect", "was-held")
+    assert status == 0
+    [lock] = data["locks"]
+    assert lock["held"] is False and lock["holder"] is None and lock["ttl"] is None
+    assert lock["fence"] == lease.fence and lock["waiters"] == 0
+
+    exact = Lock(r, key="legacy:job", ttl=5).acquire()
+    assert exact
+    status, data = tenure_json(capsys, url, "inspect", "--key", "legacy:job")
+    assert status == 0
+    assert [(x["key"], x["holder"]) for x in data["locks"]] == [("legacy:job", exact.owner)]
+
+    mine = Lock(r, "app-lock", ttl=5, prefix="app:").acquire()
+    assert mine
+    assert tenure(capsys, url, "inspect", "app-lock")[0] == 1
+    status, data = tenure_json(capsys, url, "inspect", "app-lock", "--prefix", "app:")
+    assert status == 0 and data["locks"][0]["key"] == "app:{app-lock}"
+
+
+def test_inspect_needs_a_name_or_a_key(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert tenure(capsys, url, "inspect")[0] == 2
+    status, _, err = tenure(capsys, url, "inspect", "a", "--key", "b")
+    assert status == 2 and "exactly one" in err
+    status, _, err = tenure(capsys, url, "inspect", "")
+    assert status == 2 and "name must not be empty" in err
+
+
+def test_inspect_a_key_of_another_type(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r.hset("a-hash", "f", "v")
+    status, _, err = tenure(capsys, url, "inspect", "--key", "a-hash")
+    assert status == 2 and "a-hash" in err
+
+
+# --- ls ------------------------------------------------------------------------------------
+
+
+def test_ls_finds_the_locks_matching_a_pattern_among_many_keys(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one, two = (Lock(r, f"orders:{i}", ttl=30).acquire() for i in (1, 2))
+    freed = Lock(r, "orders:3", ttl=30).acquire()
+    assert freed
+    freed.release()
+    rlease = RLock(r, "orders:9", ttl=30).acquire()
+    other = Lock(r, "jobs:1", ttl=30).acquire()
+    elsewhere = Lock(r, "orders:5", ttl=30, prefix="other:").acquire()
+    assert one and two and rlease and other and elsewhere
+    r.mset({f"unrelated:{i}": i for i in range(500)})
+    r.mset({f"tenure:not-a-lock:{i}": i for i in range(50)})
+    r.config_resetstat()
+
+    status, data = tenure_json(capsys, url, "ls", "orders:*", "--scan-count", "20")
+    assert status == 0
+    rows = {(x["kind"], x["name"]): x for x in data["locks"]}
+    assert sorted(rows) == [
+        ("Lock", "orders:1"),
+        ("Lock", "orders:2"),
+        ("Lock", "orders:3"),
+        ("RLock", "orders:9"),
+    ]
+    assert rows["Lock", "orders:1"]["holder"] == one.owner
+    assert rows["Lock", "orders:3"]["held"] is False
+    assert rows["Lock", "orders:3"]["fence"] == freed.fence
+    assert rows["RLock", "orders:9"]["count"] == 1
+    assert "waiting" not in rows["Lock", "orders:1"]
+    # 600-odd keys at 20 a call: the scan went through many cursors.
+    assert r.info("commandstats")["cmdstat_scan"]["calls"] >= 10
+
+    status, out, _ = tenure(capsys, url, "ls", "orders:*")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["KIND", "NAME", "HOLDER", "TTL", "FENCE", "WAITERS"]
+    assert [line.split()[:2] for line in lines[1:]] == [
+        ["Lock", "orders:1"],
+        ["Lock", "orders:2"],
+        ["Lock", "orders:3"],
+        ["RLock", "orders:9"],
+    ]
+    assert lines[3].split()[2] == "free"
+    assert "jobs:1" not in out
+
+    status, out, _ = tenure(capsys, url, "ls")
+    assert "jobs:1" in out and "orders:5" not in out
+    status, data = tenure_json(capsys, url, "ls", "--prefix", "other:")
+    assert [x["name"] for x in data["locks"]] == ["orders:5"]
+
+
+def test_ls_with_no_locks(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = tenure(capsys, url, "ls")
+    assert status == 0 and "no locks under prefix 'tenure:' match '*'" in out
+    status, data = tenure_json(capsys, url, "ls", "x*")
+    assert status == 0 and data == {"prefix": "tenure:", "pattern": "x*", "locks": []}
+
+
+def test_ls_skips_a_lock_whose_key_has_another_type(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r.rpush("tenure:{odd}", "x")
+    assert Lock(r, "fine", ttl=5).acquire()
+    status, out, err = tenure(capsys, url, "ls")
+    assert status == 0 and "fine" in out and "odd" not in out
+    assert "skipped Lock 'odd'" in err
+
+
+# --- release --force -----------------------------------------------------------------------
+
+
+def test_release_without_force_refuses_and_changes_nothing(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lease = Lock(r, "stuck", ttl=30).acquire()
+    assert lease
+    status, out, err = tenure(capsys, url, "release", "stuck")
+    assert status == 2 and out == ""
+    assert "add --force" in err
+    assert r.get("tenure:{stuck}") == lease.owner.encode()
+    lease.release()
+
+
+def hold_and_die(url: str, name: str, ttl: float) -> tuple[str, int]:
+    """A process takes the lock and exits without releasing it: (its token, fence)."""
+    code = (
+        "import os, sys, redis, tenure\n"
+        "lease = tenure.Lock(redis.Redis.from_url(sys.argv[1]), sys.argv[2],"
+        " ttl=float(sys.argv[3])).acquire()\n"
+        "print(lease.owner, lease.fence, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, url, name, str(ttl)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    token, fence = done.stdout.split()
+    return token, int(fence)
+
+
+def test_release_force_hands_a_dead_owners_lock_to_the_waiter(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token, fence = hold_and_die(url, "stuck", ttl=60)
+    waiter = Waiter(url, "stuck", timeout=30)
+    waiter.start()
+    wait_until(lambda: waiters(r, "stuck") == 1)
+
+    forced_at = time.monotonic()
+    status, out, _ = tenure(capsys, url, "release", "--force", "stuck")
+    assert status == 0
+    lease = waiter.finish()
+    assert waiter.got_at - forced_at < 5, "the waiter slept on instead of being handed the lock"
+    assert lease.fence > fence
+    assert f"removed  holder {token}" in out
+    assert f"fence    {fence}" in out
+    assert f"handed to the first waiter: {lease.owner}" in out
+    ttl_left = float(out.split("ttl left ")[1].split("s")[0])
+    assert 50 < ttl_left <= 60
+
+
+def test_release_force_of_a_lock_nobody_holds_exits_1(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = tenure(capsys, url, "release", "--force", "nobody")
+    assert status == 1 and "Lock 'nobody' is not held" in err
+
+    rlease = RLock(r, "re", ttl=30).acquire()
+    assert rlease
+    status, _, err = tenure(capsys, url, "release", "--force", "re")
+    assert status == 1 and "add --rlock" in err
+    assert RLock(r, "re").hold_count() == 1
+    rlease.release()
+
+
+def test_release_force_of_an_rlock_held_twice(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rlock = RLock(r, "re", ttl=30)
+    first, second = rlock.acquire(), rlock.acquire()
+    assert first and second
+    status, out, _ = tenure(capsys, url, "release", "--force", "--rlock", "re")
+    assert status == 0
+    assert f"removed  holder {first.owner} (hold count 2)" in out
+    assert "now free" in out
+    assert not rlock.locked()
+    with pytest.raises(NotOwnedError):
+        second.release()
+
+
+def test_release_force_of_an_exact_key(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lease = Lock(r, key="legacy:job", ttl=30).acquire()
+    assert lease
+    status, out, _ = tenure(capsys, url, "release", "--force", "--key", "legacy:job")
+    assert status == 0 and lease.owner in out
+    assert r.exists("legacy:job") == 0
+    status, _, err = tenure(capsys, url, "release", "--force", "--rlock", "--key", "legacy:job")
+    assert status == 2 and "--rlock and --key" in err
+
+
+# --- doctor --------------------------------------------------------------------------------
+
+
+def doctor(capsys: pytest.CaptureFixture[str], url: str) -> tuple[int, str, dict[str, Any]]:
+    """Run the doctor twice, as text and as JSON: (status, text, {check: finding})."""
+    status, out, _ = tenure(capsys, url, "doctor")
+    status_json, data = tenure_json(capsys, url, "doctor")
+    assert status_json == status
+    assert (data["hazards"] > 0) == (status == 1)
+    return status, out, {f["check"]: f for f in data["findings"]}
+
+
+def hazards(findings: dict[str, Any]) -> set[str]:
+    return {check for check, f in findings.items() if f["level"] == "hazard"}
+
+
+def redis_62() -> bool:
+    binary = os.environ.get("TENURE_SERVER")
+    return bool(binary) and "v=6." in server_version(binary or "")
+
+
+def test_doctor_on_a_safe_server(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_server(args=SAFE)
+    status, out, findings = doctor(capsys, server.url)
+    assert status == 0, out
+    assert hazards(findings) == set()
+    assert out.startswith("server: ")
+    assert "(standalone)" in out.splitlines()[0]
+    assert "no hazards found" in out
+    assert findings["appendonly"]["level"] == "ok"
+
+
+def test_doctor_no_aof(make_server: MakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    server = make_server(args=("--appendonly", "no"))
+    status, out, findings = doctor(capsys, server.url)
+    assert status == 1
+    assert hazards(findings) == {"appendonly"}
+    assert "HAZARD  appendonly" in out and "what to do: set appendonly yes" in out
+
+
+def test_doctor_appendfsync_everysec(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_server(args=("--appendonly", "yes", "--appendfsync", "everysec"))
+    status, out, findings = doctor(capsys, server.url)
+    assert status == 1
+    assert hazards(findings) == {"appendfsync"}
+    assert "HAZARD  appendfsync" in out and "everysec" in out
+
+
+def test_doctor_eviction_of_keys_with_a_ttl(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_server(args=(*SAFE, "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru"))
+    status, out, findings = doctor(capsys, server.url)
+    assert status == 1
+    assert hazards(findings) == {"maxmemory-policy"}
+    assert "volatile-lru" in findings["maxmemory-policy"]["message"]
+    assert "HAZARD  maxmemory-policy" in out
+
+
+def test_doctor_a_user_who_may_not_run_evalsha(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if redis_62():
+        pytest.skip("Redis 6.2 has no ACL DRYRUN: the doctor skips the ACL check there")
+    server = make_server(args=SAFE)
+    admin = redis.Redis.from_url(server.url)
+    admin.acl_setuser(
+        "app", enabled=True, passwords=["+secret"], keys=["*"], channels=["*"],
+        categories=["+@all"], commands=["-evalsha"],
+    )  # fmt: skip
+    status, out, findings = doctor(capsys, server.url.replace("//", "//app:secret@"))
+    assert status == 1
+    assert hazards(findings) == {"acl"}
+    assert "EVALSHA" in findings["acl"]["message"] and "'app'" in findings["acl"]["message"]
+    assert "HAZARD  acl" in out
+    admin.close()
+
+
+def test_doctor_checks_it_cant_make_are_notes(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_server(args=SAFE)
+    admin = redis.Redis.from_url(server.url)
+    admin.acl_setuser(
+        "ops", enabled=True, passwords=["+secret"], keys=["*"], channels=["*"],
+        categories=["+@all"], commands=["-config", "-acl"],
+    )  # fmt: skip
+    status, out, findings = doctor(capsys, server.url.replace("//", "//ops:secret@"))
+    assert status == 0, out
+    assert findings["appendfsync"]["level"] == "note"
+    assert "can't check appendfsync" in out
+    assert findings["acl"]["level"] == "note" and "skipped" in findings["acl"]["message"]
+    admin.close()
+
+
+def test_doctor_skips_the_acl_check_on_redis_62(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not redis_62():
+        pytest.skip("only Redis 6.2 lacks ACL DRYRUN")
+    status, _, findings = doctor(capsys, make_server(args=SAFE).url)
+    assert status == 0
+    assert "no ACL DRYRUN" in findings["acl"]["message"]
+
+
+def test_doctor_on_a_master_and_its_replica(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    master = make_server(args=(*SAFE, "--repl-diskless-sync-delay", "0"))
+    replica = make_server(args=(*SAFE, "--replicaof", "127.0.0.1", str(master.port)))
+    client = redis.Redis.from_url(master.url)
+
+    def online() -> bool:
+        first = client.info("replication").get("slave0")
+        return isinstance(first, dict) and first.get("state") == "online"
+
+    wait_until(online, timeout=20)
+
+    status, out, findings = doctor(capsys, master.url)
+    assert status == 0, out
+    assert findings["replicas"]["level"] == "note"
+    assert f"127.0.0.1:{replica.port} (online" in findings["replicas"]["message"]
+
+    status, out, findings = doctor(capsys, replica.url)
+    assert status == 1
+    assert hazards(findings) == {"replica"}
+    assert f"replica of 127.0.0.1:{master.port}" in findings["replica"]["message"]
+    assert "(replica)" in out.splitlines()[0]
+
+    replica.pause()  # no acks: the master sees the replica's lag grow
+    try:
+        time.sleep(3.5)
+        status, out, findings = doctor(capsys, master.url)
+    finally:
+        replica.resume()
+    assert status == 1
+    assert hazards(findings) == {"replication-lag"}
+    assert f"127.0.0.1:{replica.port}" in findings["replication-lag"]["message"]
+    client.close()
+
+
+def test_doctor_a_cluster_node_without_slots(
+    make_server: MakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = make_server(args=(*SAFE, "--cluster-enabled", "yes"))
+    status, out, findings = doctor(capsys, server.url)
+    assert status == 1
+    assert hazards(findings) == {"cluster"}
+    assert "cluster_state is fail" in findings["cluster"]["message"]
+    assert "(cluster)" in out.splitlines()[0]
+
+
+def test_doctor_unreachable_server_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--url", "redis://127.0.0.1:1/0", "doctor"]) == 2
+    assert "tenure:" in capsys.readouterr().err
