@@ -76,6 +76,7 @@ NEEDED_COMMANDS: tuple[Needed, ...] = (
     Needed("GET", ("{fence}",), "script"),
     Needed("SET", ("{lock}", "token", "NX", "PX", "1000"), "script"),
     Needed("DEL", ("{lock}",), "script"),
+    Needed("EXISTS", ("{lock}",), "script"),
     Needed("PTTL", ("{lock}",), "script"),
     Needed("PEXPIRE", ("{lock}", "1000"), "script"),
     Needed("TIME", (), "script"),

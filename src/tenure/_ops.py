@@ -247,7 +247,7 @@ def inspect(client: redis.Redis, found: Sequence[Target]) -> list[LockView]:
 # --- ls: scanning and grouping keys ---------------------------------------------------------
 
 _NAMESPACES: tuple[tuple[str, Kind], ...] = ((RLOCK_NAMESPACE, "RLock"), ("", "Lock"))
-_SIBLINGS = ("fence", "waiters")
+_SIBLINGS = ("fence", "waiters", "delay", "released")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -262,7 +262,8 @@ class KeyGroup:
 def parse_key(key: str, prefix: str) -> tuple[Kind, str, str] | None:
     """``(kind, name, role)`` of a key of a named lock under ``prefix``, else ``None``.
 
-    ``role`` is ``"lock"``, ``"fence"`` or ``"waiters"``: ``<prefix>{orders}`` is
+    ``role`` is ``"lock"`` or a sibling (``"fence"``, ``"waiters"``, ``"delay"``,
+    ``"released"``): ``<prefix>{orders}`` is
     the ``Lock`` ``orders``'s lock key, ``<prefix>rlock:{orders}:fence`` the
     ``RLock`` ``orders``'s fence key (see :mod:`tenure._keys`).
     """
