@@ -289,6 +289,8 @@ def test_server_versions() -> None:
         {"redis_version": "7.2.4", "server_name": "valkey", "valkey_version": "9.1.2"}
     )
     assert valkey.name == "valkey" and valkey.version == (9, 1, 2)
+    cluster = {"server_name": "valkey", "valkey_version": "9.1.2", "server_mode": "cluster"}
+    assert parse_info(cluster).mode == "cluster"  # Valkey 8+ says server_mode
     with pytest.raises(UnsupportedServer, match=r"redis 6\.0\.9"):
         parse_info({"redis_version": "6.0.9"})
     with pytest.raises(UnsupportedServer, match=r"valkey 7\.0"):

@@ -20,6 +20,7 @@ from ._errors import AlreadyHeldError as AlreadyHeldError
 from ._errors import InvalidArgument as InvalidArgument
 from ._errors import LockLostError as LockLostError
 from ._errors import NotOwnedError as NotOwnedError
+from ._errors import NotReplicatedError as NotReplicatedError
 from ._errors import ProtocolError as ProtocolError
 from ._errors import StaleFenceError as StaleFenceError
 from ._errors import TenureError as TenureError
@@ -45,6 +46,7 @@ __all__ = [
     "Lock",
     "LockLostError",
     "NotOwnedError",
+    "NotReplicatedError",
     "ProtocolError",
     "RLock",
     "RLockLease",

@@ -5,6 +5,7 @@ Every error derives from :class:`TenureError` and from the nearest builtin, so
 
     TenureError
     ├── AcquireTimeout (TimeoutError)     a `with` / `async with` wait ran out
+    ├── NotReplicatedError (TimeoutError) too few replicas acknowledged a new lease
     ├── NotOwnedError (RuntimeError)      release/extend of a lease you do not hold
     │   └── LockLostError                 the lease was seen gone while held
     ├── AlreadyHeldError (RuntimeError)   a non-reentrant lock taken twice by one owner
@@ -116,6 +117,27 @@ class WrongTypeError(InvalidArgument):
         super().__init__(
             f"Redis key {key!r} holds a value of another type; "
             "it is not a tenure key (choose another name or prefix)"
+        )
+
+
+class NotReplicatedError(TenureError, TimeoutError):
+    """Fewer replicas than ``min_replicas`` acknowledged a new lease in time; the
+    lease was released and the acquire failed.
+
+    Attributes:
+        name: the lock's name (or exact key).
+        wanted: ``min_replicas``.
+        acknowledged: how many replicas acknowledged (``WAIT``), or wrote it to
+            their append-only file (``WAITAOF``, with ``replica_fsync``).
+    """
+
+    def __init__(self, name: str, wanted: int, acknowledged: int, timeout: float) -> None:
+        self.name = name
+        self.wanted = wanted
+        self.acknowledged = acknowledged
+        super().__init__(
+            f"lock {name!r}: {acknowledged} of {wanted} replicas acknowledged the lease "
+            f"within {timeout:g}s; the lease was released"
         )
 
 

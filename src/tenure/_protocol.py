@@ -92,7 +92,21 @@ class WaitWake:
     timeout: float
 
 
-Step = Eval | Command | Listening | Contend | WaitWake
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """Send ``steps`` in order on one connection, in one round trip (not a
+    transaction). Commands that act on "this connection's writes", such as
+    ``WAIT``, see the writes of the steps before them.
+
+    Reply: a list, one item per step: an :class:`Eval`'s ``(Status, value)``, a
+    :class:`Command`'s reply, or the exception that step raised (a
+    ``WrongTypeError``, or the server's error reply).
+    """
+
+    steps: tuple[Eval | Command, ...]
+
+
+Step = Eval | Command | Listening | Contend | WaitWake | Pipeline
 Plan = Generator[Step, Any, T]
 
 

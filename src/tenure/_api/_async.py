@@ -7,6 +7,7 @@ Edit this file, then run ``python scripts/unasync.py`` to regenerate ``_sync.py`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import weakref
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from .._keys import fenced_keys, lock_keys, rlock_keys
 from .._models import LeaseBase
 from .._plans import fenced as fenced_plans
 from .._plans import lock as lock_plans
+from .._plans import replicas as replica_plans
 from .._plans import rlock as rlock_plans
 from .._protocol import Eval
 from .._units import check_seconds, to_ms
@@ -32,6 +34,23 @@ DEFAULT_TTL = 30.0
 #: ``AsyncLock`` object took them: a second acquire by the same owner asks Redis
 #: first instead of queueing behind this process's other waiters.
 _HELD: weakref.WeakValueDictionary[tuple[int, str, str], AsyncLease] = weakref.WeakValueDictionary()
+
+
+async def _replicate(
+    client: _driver.Client,
+    lease: AsyncLease | AsyncRLockLease,
+    policy: replica_plans.ReplicaPolicy | None,
+) -> None:
+    """Wait for ``policy`` replicas to acknowledge a new ``lease``; else release it."""
+    if policy is None:
+        return
+    plan = replica_plans.replicate(lease.name, lease.fence, lease._renewal(), policy)
+    try:
+        await _driver.run(client, plan)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await lease.release()
+        raise
 
 
 def _check_renew(auto_renew: object, ttl: float | None) -> bool:
@@ -279,12 +298,21 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
             in-flight writes drain before the next holder starts (Chubby's
             lock-delay). A release frees the name at once. Every user of a
             name should give the same value.
+        min_replicas: after each acquire, wait until this many replicas
+            acknowledge the lease (``WAIT``, on the connection that wrote it);
+            if fewer do within ``replica_timeout``, release it and raise
+            :class:`NotReplicatedError`. Default 0: don't wait. This narrows,
+            but does not close, the window in which a failover forgets a lock.
+        replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
+        replica_fsync: wait until the replicas wrote the lease to their
+            append-only file (``WAITAOF``; Redis >= 7.2 or Valkey) instead.
         prefix: the key prefix for ``name`` (default ``"tenure:"``).
 
     Raises:
         InvalidArgument: both or neither of ``name`` and ``key``; an empty or
             non-``str`` name, key or prefix; a ttl that is not a positive number;
-            a bad ``auto_renew``, ``on_lost`` or ``lock_delay``.
+            a bad ``auto_renew``, ``on_lost``, ``lock_delay``, ``min_replicas``,
+            ``replica_timeout`` or ``replica_fsync``.
 
     Example::
 
@@ -303,12 +331,16 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         auto_renew: bool | None = None,
         on_lost: Callable[[AsyncLease], object] | None = None,
         lock_delay: float = 0.0,
+        min_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        replica_fsync: bool = False,
         prefix: str = "tenure:",
     ) -> None:
         self._keys = lock_keys(name, key=key, prefix=prefix)
         self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
         self._renew = _check_renew(auto_renew, ttl)
         self._on_lost = _check_callback(on_lost)
+        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
         self._delay_ms = _delay_ms(lock_delay)
         self._client = client
         self._leases: dict[str, AsyncLease] = {}
@@ -341,6 +373,8 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         Raises:
             InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
             AlreadyHeldError: the caller already holds this lock.
+            NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
+                new lease in time; it was released.
             WrongTypeError: a key of the lock holds a value of another type.
             UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -369,6 +403,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         if self._on_lost is not None:
             lease.on_lost(self._on_lost)
         lease._watch = _driver.watch(self._client, lease, self._renew)
+        await _replicate(self._client, lease, self._replicas)
         return lease
 
     async def release(self) -> None:
@@ -562,11 +597,20 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
             given, else ``False``.
         on_lost: called with a lease when the hold it belongs to is lost (every
             lease of the hold is lost together).
+        min_replicas: after each acquire, wait until this many replicas
+            acknowledge the lease (``WAIT``, on the connection that wrote it);
+            if fewer do within ``replica_timeout``, release it and raise
+            :class:`NotReplicatedError`. Default 0: don't wait. This narrows,
+            but does not close, the window in which a failover forgets a lock.
+        replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
+        replica_fsync: wait until the replicas wrote the lease to their
+            append-only file (``WAITAOF``; Redis >= 7.2 or Valkey) instead.
         prefix: the key prefix (default ``"tenure:"``).
 
     Raises:
         InvalidArgument: an empty or non-``str`` name or prefix; a ttl that is not
-            a positive number; a bad ``auto_renew`` or ``on_lost``.
+            a positive number; a bad ``auto_renew``, ``on_lost``,
+            ``min_replicas``, ``replica_timeout`` or ``replica_fsync``.
 
     Example::
 
@@ -585,12 +629,16 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
         ttl: float | None = None,
         auto_renew: bool | None = None,
         on_lost: Callable[[AsyncRLockLease], object] | None = None,
+        min_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        replica_fsync: bool = False,
         prefix: str = "tenure:",
     ) -> None:
         self._keys = rlock_keys(name, prefix=prefix)
         self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
         self._renew = _check_renew(auto_renew, ttl)
         self._on_lost = _check_callback(on_lost)
+        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
         self._client = client
         # owner id -> the watchdog's entry for its current hold
         self._watches: dict[str, Watch] = {}
@@ -629,6 +677,8 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
 
         Raises:
             InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
+            NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
+                acquire in time; it was undone.
             WrongTypeError: a key of the lock holds a value of another type.
             UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -652,6 +702,7 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
             lease.on_lost(self._on_lost)
         if owner not in self._watches:
             self._watches[owner] = _driver.watch(self._client, lease, self._renew)
+        await _replicate(self._client, lease, self._replicas)
         return lease
 
     async def release(self) -> None:

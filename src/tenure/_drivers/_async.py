@@ -25,6 +25,7 @@ from .._protocol import (
     Eval,
     HandedOff,
     Listening,
+    Pipeline,
     Plan,
     Status,
     Step,
@@ -386,7 +387,39 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         return hub.waiter if c.entered else None
     if isinstance(step, Command):
         return await client.execute_command(*step.args)  # type: ignore[no-untyped-call]
+    if isinstance(step, Pipeline):
+        return await _pipeline(client, step)
     raise TypeError(f"unknown step {step!r}")
+
+
+async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
+    """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
+    After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
+    (the steps of a pipeline are idempotent: a rewrite of a lease and a wait)."""
+
+    async def send() -> list[Any]:
+        async with client.pipeline(transaction=False) as pipe:
+            for part in step.steps:
+                if isinstance(part, Eval):
+                    pipe.evalsha(part.script.sha1, len(part.keys), *part.keys, *part.args)
+                else:
+                    pipe.execute_command(*part.args)
+            return await pipe.execute(raise_on_error=False)
+
+    raws = await send()
+    if any(isinstance(raw, NoScriptError) for raw in raws):
+        for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
+            await client.script_load(spec.source)
+        raws = await send()
+    replies: list[Any] = []
+    for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval) and not isinstance(raw, Exception):
+            try:
+                raw = parse_reply(part.script, raw)
+            except Exception as exc:
+                raw = exc
+        replies.append(raw)
+    return replies
 
 
 async def _evalsha_many(client: Client, steps: list[Eval]) -> list[Any]:

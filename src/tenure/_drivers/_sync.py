@@ -25,6 +25,7 @@ from .._protocol import (
     Eval,
     HandedOff,
     Listening,
+    Pipeline,
     Plan,
     Status,
     Step,
@@ -368,7 +369,39 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         return hub.waiter if c.entered else None
     if isinstance(step, Command):
         return client.execute_command(*step.args)  # type: ignore[no-untyped-call]
+    if isinstance(step, Pipeline):
+        return _pipeline(client, step)
     raise TypeError(f"unknown step {step!r}")
+
+
+def _pipeline(client: Client, step: Pipeline) -> list[Any]:
+    """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
+    After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
+    (the steps of a pipeline are idempotent: a rewrite of a lease and a wait)."""
+
+    def send() -> list[Any]:
+        with client.pipeline(transaction=False) as pipe:
+            for part in step.steps:
+                if isinstance(part, Eval):
+                    pipe.evalsha(part.script.sha1, len(part.keys), *part.keys, *part.args)
+                else:
+                    pipe.execute_command(*part.args)  # type: ignore[no-untyped-call]
+            return pipe.execute(raise_on_error=False)
+
+    raws = send()
+    if any(isinstance(raw, NoScriptError) for raw in raws):
+        for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
+            client.script_load(spec.source)
+        raws = send()
+    replies: list[Any] = []
+    for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval) and not isinstance(raw, Exception):
+            try:
+                raw = parse_reply(part.script, raw)
+            except Exception as exc:
+                raw = exc
+        replies.append(raw)
+    return replies
 
 
 def _evalsha_many(client: Client, steps: list[Eval]) -> list[Any]:

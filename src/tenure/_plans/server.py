@@ -35,7 +35,9 @@ def parse_info(info: dict[str, Any]) -> ServerInfo:
     """
     name = str(info.get("server_name") or "redis").lower()
     version = _version(info.get(f"{name}_version") or info.get("redis_version", "0"))
-    server = ServerInfo(name, version, str(info.get("redis_mode", "standalone")))
+    # Valkey 8+ says server_mode; Redis (and older Valkey) redis_mode
+    mode = info.get("server_mode") or info.get("redis_mode") or "standalone"
+    server = ServerInfo(name, version, str(mode))
     minimum = MINIMUM.get(name, MINIMUM["redis"])
     if version[:2] < minimum:
         raise UnsupportedServer(

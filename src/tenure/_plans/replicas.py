@@ -1,0 +1,78 @@
+"""Plans that wait for replicas to acknowledge a new lease (``min_replicas=``).
+
+Redis replicates asynchronously: a lock granted by a master that fails before
+its replicas have the write is forgotten by the promoted replica, and another
+owner can take it. ``WAIT n timeout`` blocks until ``n`` replicas acknowledged
+every write made so far *on this connection*, so the lease's write and the
+``WAIT`` must share one connection: the plan sends them as one
+:class:`~tenure._protocol.Pipeline` (the write is the lease's renewal, which
+rewrites the lease as it stands, so the plan works after any acquire). With
+``fsync``, ``WAITAOF 0 n timeout`` (Redis >= 7.2, Valkey) waits instead until
+``n`` replicas have written it to their append-only file.
+
+This narrows the window; it does not close it. ``WAIT`` does not make Redis
+strongly consistent: a failover can still promote a replica that did not
+acknowledge, and an acknowledged write can be lost by a replica that restarts
+without persistence (redis.io, ``WAIT`` command).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._errors import InvalidArgument, NotOwnedError, NotReplicatedError, UnsupportedServer
+from .._protocol import Command, Eval, Pipeline, Plan, Status
+from .._units import check_seconds, to_ms
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaPolicy:
+    """How many replicas must acknowledge a new lease, within how many seconds,
+    and whether to their append-only file (``fsync``)."""
+
+    replicas: int
+    timeout: float
+    fsync: bool
+
+
+def check_policy(min_replicas: object, timeout: object, fsync: object) -> ReplicaPolicy | None:
+    """Validate ``min_replicas=``, ``replica_timeout=``, ``replica_fsync=``;
+    ``None`` when no replica needs to acknowledge.
+
+    Raises:
+        InvalidArgument: ``min_replicas`` is not an ``int`` >= 0, ``timeout`` not a
+            positive number of seconds, or ``fsync`` not a bool.
+    """
+    if isinstance(min_replicas, bool) or not isinstance(min_replicas, int) or min_replicas < 0:
+        raise InvalidArgument(f"min_replicas must be an int >= 0, not {min_replicas!r}")
+    seconds = check_seconds(timeout, "replica_timeout")
+    if not isinstance(fsync, bool):
+        raise InvalidArgument(f"replica_fsync must be True or False, not {fsync!r}")
+    return ReplicaPolicy(min_replicas, seconds, fsync) if min_replicas else None
+
+
+def replicate(name: str, fence: int, write: Eval, policy: ReplicaPolicy) -> Plan[int]:
+    """Rewrite the lease with ``write`` and wait for ``policy.replicas`` replicas
+    to acknowledge it. Returns how many did.
+
+    Raises:
+        NotReplicatedError: fewer acknowledged within ``policy.timeout``.
+        NotOwnedError: the lease was gone before the rewrite.
+        UnsupportedServer: ``fsync`` on a server without ``WAITAOF``.
+    """
+    ms = str(to_ms(policy.timeout, "replica_timeout"))
+    n = str(policy.replicas)
+    wait = Command(("WAITAOF", "0", n, ms)) if policy.fsync else Command(("WAIT", n, ms))
+    written, acks = yield Pipeline((write, wait))
+    if isinstance(written, BaseException):
+        raise written
+    if written[0] is not Status.OK:
+        raise NotOwnedError(name, fence, "the lease was gone before replicas acknowledged it")
+    if isinstance(acks, BaseException):
+        if policy.fsync and "unknown command" in str(acks).lower():
+            raise UnsupportedServer(f"replica_fsync needs WAITAOF (Redis >= 7.2, Valkey): {acks}")
+        raise acks
+    acknowledged = int(acks[1]) if policy.fsync else int(acks)
+    if acknowledged < policy.replicas:
+        raise NotReplicatedError(name, policy.replicas, acknowledged, policy.timeout)
+    return acknowledged

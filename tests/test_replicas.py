@@ -1,0 +1,146 @@
+"""min_replicas= and fences across a failover, with a real replica."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+import redis
+import redis.asyncio
+
+from tenure import (
+    AsyncLock,
+    InvalidArgument,
+    Lock,
+    NotReplicatedError,
+    RLock,
+    UnsupportedServer,
+)
+from tenure._server import ServerProcess
+
+MakeServer = Callable[..., ServerProcess]
+
+
+def _pair(make_server: MakeServer, *replica_args: str) -> tuple[ServerProcess, ServerProcess]:
+    """A master and one replica of it, linked."""
+    master = make_server(args=("--repl-diskless-sync-delay", "0"))  # link up at once
+    replica = make_server(args=("--replicaof", "127.0.0.1", str(master.port), *replica_args))
+    client = redis.Redis.from_url(replica.url)
+    deadline = time.monotonic() + 15
+    while client.info("replication").get("master_link_status") != "up":
+        assert time.monotonic() < deadline, "the replica did not link up"
+        time.sleep(0.05)
+    client.close()
+    return master, replica
+
+
+def test_acquire_returns_once_the_replica_has_the_lease(make_server: MakeServer) -> None:
+    master, replica = _pair(make_server)
+    client = redis.Redis.from_url(master.url)
+    on_replica = redis.Redis.from_url(replica.url)
+    lock = Lock(client, "rep", ttl=30, min_replicas=1)
+    for _ in range(5):
+        lease = lock.acquire()
+        assert lease is not None
+        # acknowledged: the replica has this lease and its fence, at once
+        assert on_replica.get("tenure:{rep}") == lease.owner.encode()
+        assert int(on_replica.get("tenure:{rep}:fence") or 0) == lease.fence
+        lease.release()
+    rlock = RLock(client, "rep", ttl=30, min_replicas=1)
+    with rlock as held:
+        assert on_replica.hget("tenure:rlock:{rep}", held.owner) == b"1"
+
+
+def test_paused_replica_fails_the_acquire_and_frees_the_lock(make_server: MakeServer) -> None:
+    master, replica = _pair(make_server)
+    client = redis.Redis.from_url(master.url)
+    lock = Lock(client, "paused", ttl=30, min_replicas=1, replica_timeout=0.3)
+    replica.pause()
+    try:
+        started = time.monotonic()
+        with pytest.raises(NotReplicatedError, match="0 of 1 replicas") as info:
+            lock.acquire()
+        took = time.monotonic() - started
+    finally:
+        replica.resume()
+    assert info.value.wanted == 1 and info.value.acknowledged == 0
+    assert 0.3 <= took < 2.0
+    assert not lock.locked(), "the unacknowledged lease was not released"
+    assert lock.acquire(timeout=5) is not None  # the replica is back
+
+
+def test_more_replicas_than_exist_fail(make_server: MakeServer) -> None:
+    master, _ = _pair(make_server)
+    client = redis.Redis.from_url(master.url)
+    with pytest.raises(NotReplicatedError, match="1 of 2"):
+        Lock(client, "two", min_replicas=2, replica_timeout=0.1).acquire()
+    assert not Lock(client, "two").locked()
+
+
+def test_replica_fsync_waits_for_the_replicas_append_only_file(make_server: MakeServer) -> None:
+    master, _ = _pair(make_server, "--appendonly", "yes", "--appendfsync", "always")
+    client = redis.Redis.from_url(master.url)
+    lock = Lock(client, "aof", ttl=30, min_replicas=1, replica_fsync=True, replica_timeout=2)
+    info = client.info("server")
+    version = tuple(int(p) for p in str(info["redis_version"]).split(".")[:2])
+    if "valkey_version" not in info and version < (7, 2):
+        with pytest.raises(UnsupportedServer, match="WAITAOF"):
+            lock.acquire()
+        assert not lock.locked()
+        return
+    lease = lock.acquire()
+    assert lease is not None
+    lease.release()
+
+
+def test_async_min_replicas(make_server: MakeServer) -> None:
+    master, replica = _pair(make_server)
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(master.url)
+        lock = AsyncLock(client, "arep", ttl=30, min_replicas=1)
+        async with lock as lease:
+            on_replica = redis.asyncio.Redis.from_url(replica.url)
+            assert await on_replica.get("tenure:{arep}") == lease.owner.encode()
+            await on_replica.aclose()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"min_replicas": -1}, "min_replicas"),
+        ({"min_replicas": 1.5}, "min_replicas"),
+        ({"min_replicas": True}, "min_replicas"),
+        ({"min_replicas": 1, "replica_timeout": 0}, "replica_timeout"),
+        ({"min_replicas": 1, "replica_fsync": "yes"}, "replica_fsync"),
+    ],
+)
+def test_bad_replica_arguments(r: redis.Redis, kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(InvalidArgument, match=match):
+        Lock(r, "bad", **kwargs)  # type: ignore[arg-type]
+
+
+def test_fences_increase_across_a_failover(make_server: MakeServer) -> None:
+    """The replica is promoted after the master dies, possibly before it got the
+    last writes: fences from the new master are still larger than every fence
+    the old one granted (they are seeded from server time)."""
+    master, replica = _pair(make_server)
+    old = redis.Redis.from_url(master.url)
+    lock = Lock(old, "failover", ttl=30)
+    fences = []
+    for _ in range(20):
+        lease = lock.acquire()
+        assert lease is not None
+        fences.append(lease.fence)
+        lease.release()
+    master.stop()  # no time to replicate the last writes, perhaps
+    promoted = redis.Redis.from_url(replica.url)
+    promoted.replicaof("NO", "ONE")
+    lease = Lock(promoted, "failover", ttl=30).acquire(timeout=5)
+    assert lease is not None and lease.fence > max(fences)
+    assert fences == sorted(set(fences))
