@@ -451,3 +451,74 @@ def test_second_acquire_raises_even_while_a_local_thread_waits(r: redis.Redis) -
     assert time.monotonic() - started < 0.5
     lease.release()
     waiter.join()
+
+
+# --- lock-delay ---------------------------------------------------------------
+
+
+def _take_in_thread(lock: Lock, **kwargs: Any) -> tuple[Any, float]:
+    out: list[Any] = []
+
+    def take() -> None:
+        started = time.monotonic()
+        out.append(lock.acquire(**kwargs))
+        out.append(time.monotonic() - started)
+
+    t = threading.Thread(target=take)
+    t.start()
+    t.join(timeout=30)
+    return out[0], out[1]
+
+
+def test_lock_delay_keeps_a_dead_holders_name_unavailable(r: redis.Redis) -> None:
+    lock = Lock(r, "delayed", ttl=0.3, lock_delay=0.6)
+    dead = lock.acquire()  # never released: its holder "dies"
+    assert dead is not None
+    acquired_at = time.monotonic()
+    time.sleep(0.4)  # the lease is over in Redis, the delay is not
+    assert r.exists("tenure:{delayed}") == 0 and r.exists("tenure:{delayed}:delay") == 1
+    assert _take_in_thread(lock, blocking=False)[0] is None
+    lease, _ = _take_in_thread(lock, timeout=3)
+    waited = time.monotonic() - acquired_at
+    assert lease is not None and lease.fence > dead.fence
+    assert 0.85 <= waited < 1.3, f"free {waited:.2f}s after the dead holder's acquire"
+    lease.release()
+
+
+def test_lock_delay_is_skipped_by_a_clean_release_and_follows_extend(r: redis.Redis) -> None:
+    lock = Lock(r, "clean", ttl=0.5, lock_delay=5)
+    lease = lock.acquire()
+    assert lease is not None
+    lease.extend(2)
+    assert 6500 < r.pttl("tenure:{clean}:delay") <= 7000  # the new lease + the delay
+    lease.release()
+    assert r.exists("tenure:{clean}:delay") == 0
+    again, _ = _take_in_thread(lock, blocking=False)
+    assert again is not None  # at once: a release frees the name
+    again.release()
+
+
+def test_lock_delay_applies_to_a_hand_off(r: redis.Redis) -> None:
+    """A waiter handed the lock gets the lock-delay guard too."""
+    lock = Lock(r, "handed", ttl=0.4, lock_delay=0.5)
+    first = lock.acquire()
+    assert first is not None
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(lock.acquire(timeout=5)))
+    waiter.start()
+    time.sleep(0.1)
+    first.release()
+    waiter.join(timeout=10)
+    second = got[0]
+    assert second is not None and second.fence > first.fence
+    assert r.get("tenure:{handed}:delay") == second.owner.encode()
+    # the second holder "dies": the name is free only after its ttl + the delay
+    lease, waited = _take_in_thread(lock, timeout=3)
+    assert lease is not None and waited >= 0.75
+    lease.release()
+
+
+def test_bad_lock_delay(r: redis.Redis) -> None:
+    for bad in (-1, "1", float("inf"), True):
+        with pytest.raises(InvalidArgument, match="lock_delay"):
+            Lock(r, "bad", lock_delay=bad)  # type: ignore[arg-type]

@@ -425,3 +425,31 @@ def test_async_tasks_never_overlap(r: redis.Redis, url: str) -> None:
     check_history(holds)
     assert int(r.get("atasks:counter") or 0) == 100
     assert not r.exists(KEY % "atasks")
+
+
+def test_lock_delay_keeps_a_dead_holders_name_unavailable(r: redis.Redis) -> None:
+    lock = RLock(r, "rdelay", ttl=0.3, lock_delay=0.5)
+    dead = lock.acquire()  # never released: its holder "dies"
+    assert dead is not None and lock.acquire() is not None  # a re-entry keeps the guard
+    taken_at = time.monotonic()
+    got: list[Any] = []
+
+    def other_owner() -> None:
+        got.append(lock.acquire(blocking=False))
+        got.append(lock.acquire(timeout=3))
+        got.append(time.monotonic() - taken_at)
+
+    time.sleep(0.4)  # the lease is over in Redis; the delay is not
+    t = threading.Thread(target=other_owner)
+    t.start()
+    t.join(timeout=10)
+    refused, lease, waited = got
+    assert refused is None and lease is not None and lease.fence > dead.fence
+    assert 0.75 <= waited < 1.3, f"free {waited:.2f}s after the dead holder's acquire"
+    lease.release()
+    # a clean release frees the name at once
+    t = threading.Thread(target=lambda: got.append(lock.acquire(blocking=False)))
+    t.start()
+    t.join(timeout=10)
+    assert got[-1] is not None
+    got[-1].release()

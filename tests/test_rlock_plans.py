@@ -41,7 +41,7 @@ def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
 
 
 def acquire_plan(clock: Clock, *, blocking: bool = True, timeout: float | None = None) -> Any:
-    return plans.acquire(KEYS, OWNER, 10.0, blocking=blocking, timeout=timeout, now=clock)
+    return plans.acquire(KEYS, OWNER, 10.0, blocking=blocking, timeout=timeout, now=clock, op="op1")
 
 
 def queue(plan: Any, pttl: int = 2500) -> None:
@@ -79,8 +79,8 @@ def test_first_attempt_is_one_script_call_never_queued_first() -> None:
     plan = acquire_plan(clock)
     step = first(plan)
     assert isinstance(step, Eval) and step.script is RLOCK_ACQUIRE
-    assert step.keys == (KEYS.lock, KEYS.fence, KEYS.waiters)
-    assert step.args == (OWNER, 10000, "", FENCE_TTL_MS)
+    assert step.keys == (KEYS.lock, KEYS.fence, KEYS.waiters, KEYS.delay, KEYS.released)
+    assert step.args == (OWNER, 10000, "", FENCE_TTL_MS, 0, "op1")
     grant = finish(plan, (Status.OK, 42))
     assert grant.token == OWNER and grant.fence == 42 and grant.ttl == 10.0
     assert grant.expires_at == pytest.approx(100.0 + validity(10.0))
@@ -94,7 +94,14 @@ def test_busy_then_contend_with_the_owner_id_then_wait_for_pttl() -> None:
     assert isinstance(contend, Contend)
     assert contend.keys == KEYS and contend.token == OWNER and contend.timeout == 5.0
     queued = plan.send("w1")
-    assert isinstance(queued, Eval) and queued.args == (OWNER, 10000, MEMBER, FENCE_TTL_MS)
+    assert isinstance(queued, Eval) and queued.args == (
+        OWNER,
+        10000,
+        MEMBER,
+        FENCE_TTL_MS,
+        0,
+        "op1",
+    )
     wait = plan.send((Status.BUSY, 2500))
     assert isinstance(wait, WaitWake) and wait.timeout == 2.5
     clock.t += 1.0
@@ -112,7 +119,7 @@ def test_hand_off_is_claimed_with_one_more_attempt() -> None:
     clock.t += 0.5
     claim = plan.send(HandedOff(77))
     assert isinstance(claim, Eval) and claim.script is RLOCK_ACQUIRE
-    assert claim.args == (OWNER, 10000, MEMBER, FENCE_TTL_MS)
+    assert claim.args == (OWNER, 10000, MEMBER, FENCE_TTL_MS, 0, "op1")
     clock.t += 0.01
     grant = finish(plan, (Status.OK, 77))
     assert grant.fence == 77 and grant.expires_at == pytest.approx(100.5 + validity(10.0))
@@ -136,9 +143,9 @@ def test_timeout_leaves_the_queue_and_gives_back_a_hand_off() -> None:
     assert isinstance(last, Eval) and last.script is RLOCK_ACQUIRE
     leave = plan.send((Status.BUSY, 29000))
     assert isinstance(leave, Eval) and leave.script is RLOCK_RELEASE
-    assert leave.keys == (KEYS.lock, KEYS.waiters, KEYS.fence)
+    assert leave.keys == (KEYS.lock, KEYS.waiters, KEYS.fence, KEYS.delay, KEYS.released)
     # fence "": whatever hold this owner has (one handed to it), member removed first
-    assert leave.args == (OWNER, "", KEYS.wake_prefix, FENCE_TTL_MS, MEMBER)
+    assert leave.args == (OWNER, "", KEYS.wake_prefix, FENCE_TTL_MS, MEMBER, 0, "")
     assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 
@@ -169,7 +176,7 @@ def test_lost_reply_of_a_queued_attempt_gives_the_hold_back() -> None:
     plan.send(True)  # a queued attempt is in flight
     cleanup = plan.throw(ConnectionError("reply lost"))
     assert isinstance(cleanup, Eval) and cleanup.script is RLOCK_RELEASE
-    assert cleanup.args == (OWNER, "", KEYS.wake_prefix, FENCE_TTL_MS, MEMBER)
+    assert cleanup.args == (OWNER, "", KEYS.wake_prefix, FENCE_TTL_MS, MEMBER, 0, "")
     with pytest.raises(ConnectionError, match="reply lost"):
         plan.send((Status.OK, 1))
 
@@ -191,16 +198,17 @@ def test_unexpected_acquire_status_is_a_protocol_error() -> None:
 
 
 def test_bad_ttl_raises_before_any_step() -> None:
-    plan = plans.acquire(KEYS, OWNER, 0, blocking=True, timeout=None, now=Clock())
+    plan = plans.acquire(KEYS, OWNER, 0, blocking=True, timeout=None, now=Clock(), op="op1")
     with pytest.raises(InvalidArgument, match="ttl must be > 0"):
         plan.send(None)
 
 
 def test_release_returns_the_count_left() -> None:
-    plan = plans.release(KEYS, OWNER, 77)
+    plan = plans.release(KEYS, OWNER, 77, op="op2", delay_ms=300)
     step = first(plan)
-    assert step.script is RLOCK_RELEASE and step.keys == (KEYS.lock, KEYS.waiters, KEYS.fence)
-    assert step.args == (OWNER, "77", KEYS.wake_prefix, FENCE_TTL_MS, "")
+    assert step.script is RLOCK_RELEASE
+    assert step.keys == (KEYS.lock, KEYS.waiters, KEYS.fence, KEYS.delay, KEYS.released)
+    assert step.args == (OWNER, "77", KEYS.wake_prefix, FENCE_TTL_MS, "", 300, "op2")
     assert finish(plan, (Status.OK, 2)) == 2
 
 
@@ -215,9 +223,9 @@ def test_extend_returns_new_deadline_or_raises() -> None:
     clock = Clock()
     plan = plans.extend(KEYS, OWNER, 77, 2.0, clock, ttl=10.0)
     step = first(plan)
-    assert step.script is RLOCK_EXTEND and step.keys == (KEYS.lock, KEYS.fence)
+    assert step.script is RLOCK_EXTEND and step.keys == (KEYS.lock, KEYS.fence, KEYS.delay)
     # a renewal refuses a lease with less than the drift allowance (102 ms of 10 s) left
-    assert step.args == (OWNER, 77, 2000, FENCE_TTL_MS, 102)
+    assert step.args == (OWNER, 77, 2000, FENCE_TTL_MS, 102, 0)
     assert finish(plan, (Status.OK, 3)) == pytest.approx(100.0 + validity(2.0))
     plan = plans.extend(KEYS, OWNER, 77, 2.0, clock, ttl=10.0)
     plan.send(None)

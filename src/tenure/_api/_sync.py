@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
 from .._drivers import _sync as _driver
-from .._drivers._identity import new_token
+from .._drivers._identity import new_op, new_token
 from .._drivers._watchbook import Watch
 from .._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from .._keys import fenced_keys, lock_keys, rlock_keys
@@ -506,9 +506,10 @@ class RLockLease(LeaseBase):
         if self._released and self._lost_reason is None:
             raise NotOwnedError(self.name, self.fence, "can't release: already released")
         try:
-            left = _driver.run(
-                lock._client, rlock_plans.release(lock._keys, self.owner, self.fence)
+            plan = rlock_plans.release(
+                lock._keys, self.owner, self.fence, op=new_op(), delay_ms=lock._delay_ms
             )
+            left = _driver.run(lock._client, plan)
         except NotOwnedError as exc:
             lock._lose_hold(self, exc.reason)
             lock._end_hold(self)
@@ -537,7 +538,13 @@ class RLockLease(LeaseBase):
         lock = self._lock
         if self._lost_reason is None:
             plan = rlock_plans.extend(
-                lock._keys, self.owner, self.fence, seconds, time.monotonic, ttl=self.ttl
+                lock._keys,
+                self.owner,
+                self.fence,
+                seconds,
+                time.monotonic,
+                ttl=self.ttl,
+                delay_ms=lock._delay_ms,
             )
             try:
                 expires_at = _driver.run(lock._client, plan)
@@ -551,7 +558,9 @@ class RLockLease(LeaseBase):
 
     def _renewal(self) -> Eval:
         keys = self._lock._keys
-        return rlock_plans.renewal(keys, self.owner, self.fence, self.ttl, ttl=self.ttl)
+        return rlock_plans.renewal(
+            keys, self.owner, self.fence, self.ttl, ttl=self.ttl, delay_ms=self._lock._delay_ms
+        )
 
     def _renewed(self, expires_at: float) -> None:
         self._lock._renewed(self, self.ttl, expires_at)
@@ -597,6 +606,9 @@ class RLock(_Blocks[RLockLease]):
             given, else ``False``.
         on_lost: called with a lease when the hold it belongs to is lost (every
             lease of the hold is lost together).
+        lock_delay: seconds, >= 0 (default 0): after a hold's lease ends without
+            a release, the name stays unavailable for this much longer (see
+            :class:`Lock`).
         min_replicas: after each acquire, wait until this many replicas
             acknowledge the lease (``WAIT``, on the connection that wrote it);
             if fewer do within ``replica_timeout``, release it and raise
@@ -629,6 +641,7 @@ class RLock(_Blocks[RLockLease]):
         ttl: float | None = None,
         auto_renew: bool | None = None,
         on_lost: Callable[[RLockLease], object] | None = None,
+        lock_delay: float = 0.0,
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
@@ -638,6 +651,7 @@ class RLock(_Blocks[RLockLease]):
         self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
         self._renew = _check_renew(auto_renew, ttl)
         self._on_lost = _check_callback(on_lost)
+        self._delay_ms = _delay_ms(lock_delay)
         self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
         self._client = client
         # owner id -> the watchdog's entry for its current hold
@@ -686,7 +700,14 @@ class RLock(_Blocks[RLockLease]):
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         plan = rlock_plans.acquire(
-            self._keys, owner, self._ttl, blocking=blocking, timeout=wait, now=time.monotonic
+            self._keys,
+            owner,
+            self._ttl,
+            blocking=blocking,
+            timeout=wait,
+            now=time.monotonic,
+            op=new_op(),
+            delay_ms=self._delay_ms,
         )
         grant = _driver.run(self._client, plan)
         if grant is None:

@@ -49,3 +49,9 @@ def next_number() -> int:
 def new_token(owner: str) -> str:
     """A lease token: ``owner``, a colon, and 128 random bits (hex)."""
     return f"{owner}:{secrets.token_hex(16)}"
+
+
+def new_op() -> str:
+    """An id for one call that changes state (64 random bits, hex), so that a
+    retry of it is recognised."""
+    return secrets.token_hex(8)

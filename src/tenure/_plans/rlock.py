@@ -72,8 +72,14 @@ def acquire(
     blocking: bool,
     timeout: float | None,
     now: Clock,
+    op: str,
+    delay_ms: int = 0,
 ) -> Plan[Grant | None]:
     """Take the lock for ``owner``, or enter it again if ``owner`` holds it.
+
+    ``op`` is unique per call: a script call retried after its reply was lost
+    (by redis-py) is recognised by it and not counted twice. ``delay_ms`` is the
+    lock-delay (see :class:`tenure.Lock`).
 
     Returns a :class:`Grant` whose ``token`` is ``owner``; a re-entry's fence
     is the hold's fence. Returns ``None`` when ``blocking`` is false and another
@@ -84,11 +90,14 @@ def acquire(
         WrongTypeError: one of the lock's keys holds another type.
     """
     contender = _RLockContender(keys, owner, ttl, to_ms(ttl, "ttl"))
+    contender.op, contender.delay_ms = op, delay_ms
     return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
 
 
 class _RLockContender(Contender):
     listen_first = False  # see the module docstring
+    op = ""
+    delay_ms = 0
 
     def __init__(self, keys: LockKeys, owner: str, ttl: float, ttl_ms: int) -> None:
         self.keys, self.token, self.ttl, self.ttl_ms = keys, owner, ttl, ttl_ms
@@ -97,8 +106,8 @@ class _RLockContender(Contender):
         keys = self.keys
         return Eval(
             RLOCK_ACQUIRE,
-            (keys.lock, keys.fence, keys.waiters),
-            (self.token, self.ttl_ms, member, FENCE_TTL_MS),
+            (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released),
+            (self.token, self.ttl_ms, member, FENCE_TTL_MS, self.delay_ms, self.op),
         )
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
@@ -115,26 +124,34 @@ class _RLockContender(Contender):
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         if member:  # an unqueued attempt is not undone (see the module docstring)
             with contextlib.suppress(Exception):
-                yield _release_step(self.keys, self.token, "", member)
+                yield _release_step(self.keys, self.token, "", member, "", self.delay_ms)
 
 
-def _release_step(keys: LockKeys, owner: str, fence: str, member: str) -> Eval:
+def _release_step(
+    keys: LockKeys, owner: str, fence: str, member: str, op: str = "", delay_ms: int = 0
+) -> Eval:
     return Eval(
         RLOCK_RELEASE,
-        (keys.lock, keys.waiters, keys.fence),
-        (owner, fence, keys.wake_prefix, FENCE_TTL_MS, member),
+        (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
+        (owner, fence, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms, op),
     )
 
 
-def release(keys: LockKeys, owner: str, fence: int) -> Plan[int]:
+def release(
+    keys: LockKeys, owner: str, fence: int, *, op: str = "", delay_ms: int = 0
+) -> Plan[int]:
     """Count down ``owner``'s hold (the one with ``fence``); at zero, hand the lock
-    to the first live waiter. Returns the count left (0: no longer held).
+    to the first live waiter (with a lock-delay of ``delay_ms`` for its hold).
+    Returns the count left (0: no longer held).
+
+    ``op`` (unique per call; "" for none) makes a retry of a release whose reply
+    was lost count down only once.
 
     Raises:
         NotOwnedError: ``owner`` holds no count, or its hold has another fence (the
             lease expired, and perhaps a new hold began); nothing was changed.
     """
-    status, value = yield _release_step(keys, owner, str(fence), "")
+    status, value = yield _release_step(keys, owner, str(fence), "", op, delay_ms)
     if status is Status.NOT_OWNED:
         raise NotOwnedError(
             keys.name, fence, "can't release: not held (the lease expired, or it was released)"
@@ -142,7 +159,9 @@ def release(keys: LockKeys, owner: str, fence: int) -> Plan[int]:
     return int(value)
 
 
-def renewal(keys: LockKeys, owner: str, fence: int, seconds: float, *, ttl: float) -> Eval:
+def renewal(
+    keys: LockKeys, owner: str, fence: int, seconds: float, *, ttl: float, delay_ms: int = 0
+) -> Eval:
     """The script call that resets the lease of ``owner``'s hold (the one with
     ``fence``, whose lease is now ``ttl`` seconds long) to end ``seconds`` from
     now, unless it has less left than the holder's clock allows for drift.
@@ -156,13 +175,20 @@ def renewal(keys: LockKeys, owner: str, fence: int, seconds: float, *, ttl: floa
     ms = to_ms(seconds, "seconds")
     return Eval(
         RLOCK_EXTEND,
-        (keys.lock, keys.fence),
-        (owner, fence, ms, FENCE_TTL_MS, least_left_ms(ttl)),
+        (keys.lock, keys.fence, keys.delay),
+        (owner, fence, ms, FENCE_TTL_MS, least_left_ms(ttl), delay_ms),
     )
 
 
 def extend(
-    keys: LockKeys, owner: str, fence: int, seconds: float, now: Clock, *, ttl: float
+    keys: LockKeys,
+    owner: str,
+    fence: int,
+    seconds: float,
+    now: Clock,
+    *,
+    ttl: float,
+    delay_ms: int = 0,
 ) -> Plan[float]:
     """Reset the lease of ``owner``'s hold (the one with ``fence``, now ``ttl``
     seconds long) to end ``seconds`` from now (see :func:`renewal`). Returns the
@@ -173,7 +199,7 @@ def extend(
         NotOwnedError: ``owner`` holds no count, or its hold has another fence, or
             its lease had too little left to be trusted; nothing was changed.
     """
-    step = renewal(keys, owner, fence, seconds, ttl=ttl)
+    step = renewal(keys, owner, fence, seconds, ttl=ttl, delay_ms=delay_ms)
     sent_at = now()
     status, late = yield step
     if status is Status.NOT_OWNED:

@@ -11,8 +11,16 @@
 -- ARGV[1]  owner         string; the caller's owner id
 -- ARGV[2]  lease         integer MILLISECONDS, > 0
 -- ARGV[3]  member        the caller's waiters member (as KEYS[3]), or "" when not queued
+-- KEYS[4]  delay key     string: the lock-delay guard, value = the holding owner
+--                        id; it outlives the hold's lease by the lock-delay, and
+--                        a release at count 0 deletes it (see lock_acquire.lua)
+-- KEYS[5]  last op key   string "<owner id>|<op id>": the last change of the
+--                        count (120 s), so that a call retried after a lost
+--                        reply is recognised and not applied twice
 -- ARGV[4]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 --                        (at least the lease)
+-- ARGV[5]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay
+-- ARGV[6]  op id         string, unique per acquire call
 --
 -- Returns  {1, fence}     OK: the caller holds the lock, and its lease now ends
 --                         ARGV[2] ms from now.
@@ -23,8 +31,11 @@
 --                           fence = the hold's fence (the same as its first acquire).
 --                         - The caller already holds it and is queued (ARGV[3] ~= ""):
 --                           a release handed the hold to it; count unchanged (1).
---          {2, pttl_ms}   BUSY: another owner holds it; pttl_ms = its remaining
---                         lease, -1 when it has no expiry. ARGV[3], if given, is queued.
+--                         - ARGV[6] is the last op and the caller holds it: a
+--                           retry of a call that was applied; nothing changes.
+--          {2, pttl_ms}   BUSY: another owner holds it (or a dead holder's
+--                         lock-delay runs); pttl_ms = how long that lasts, -1
+--                         when it has no expiry. ARGV[3], if given, is queued.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
 
 --@include _common.lua
@@ -38,6 +49,23 @@ if ARGV[3] ~= '' then
   if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
 end
 local fence_ttl = math.max(tonumber(ARGV[4]), tonumber(ARGV[2]))
+local delay = tonumber(ARGV[5])
+local op = ARGV[1] .. '|' .. ARGV[6]
+
+local function busy(pttl)
+  if ARGV[3] ~= '' then
+    redis.call('ZADD', KEYS[3], 'NX', now_us(), ARGV[3])
+    redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
+  end
+  return {2, pttl}
+end
+
+-- the lease is set: guard it with the lock-delay, and note the op
+local function held()
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if delay > 0 then redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[2]) + delay) end
+  redis.call('SET', KEYS[5], op, 'PX', 120000)
+end
 
 local function mint()
   local fence = next_fence(last)
@@ -46,28 +74,25 @@ local function mint()
 end
 
 if kind == 'none' then
+  local delayed = redis.call('PTTL', KEYS[4])
+  if delayed > 0 then return busy(delayed) end
   local fence = mint()
   redis.call('HSET', KEYS[1], ARGV[1], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  held()
   if ARGV[3] ~= '' then redis.call('ZREM', KEYS[3], ARGV[3]) end
   return {1, fence}
 end
 
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  if ARGV[3] == '' then
-    redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-  else
+  if ARGV[3] ~= '' then
     redis.call('ZREM', KEYS[3], ARGV[3])
+  elseif ARGV[6] == '' or redis.call('GET', KEYS[5]) ~= op then
+    redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   end
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  held()
   if not last then return {1, mint()} end -- the fence key was deleted: seed anew
   redis.call('PEXPIRE', KEYS[2], fence_ttl)
   return {1, tonumber(last)}
 end
 
-local pttl = redis.call('PTTL', KEYS[1])
-if ARGV[3] ~= '' then
-  redis.call('ZADD', KEYS[3], 'NX', now_us(), ARGV[3])
-  redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
-end
-return {2, pttl}
+return busy(redis.call('PTTL', KEYS[1]))

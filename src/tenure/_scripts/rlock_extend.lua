@@ -3,6 +3,7 @@
 --
 -- KEYS[1]  lock key      hash {<owner id>: <hold count>} (see rlock_acquire.lua)
 -- KEYS[2]  fence key     string holding an integer: the last fence minted
+-- KEYS[3]  delay key     string: the lock-delay guard (see rlock_acquire.lua)
 -- ARGV[1]  owner         string; the holding owner id
 -- ARGV[2]  fence         the hold's fence (decimal)
 -- ARGV[3]  lease         integer MILLISECONDS, > 0
@@ -10,6 +11,7 @@
 -- ARGV[5]  least left    integer MILLISECONDS, >= 0: refuse when the lease has
 --                        less than this left (the holder's clock has given it
 --                        up by then; a late renewal must not revive it)
+-- ARGV[6]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay
 --
 -- Returns  {1, count}    OK: the lease now ends ARGV[3] ms from now; count = the
 --                        owner's hold count.
@@ -29,5 +31,7 @@ if last and tonumber(last) ~= tonumber(ARGV[2]) then return {4, 0} end
 local left = redis.call('PTTL', KEYS[1])
 if left >= 0 and left < tonumber(ARGV[5]) then return {4, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local delay = tonumber(ARGV[6])
+if delay > 0 then redis.call('SET', KEYS[3], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
 if last then redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[4]), tonumber(ARGV[3]))) end
 return {1, tonumber(count)}

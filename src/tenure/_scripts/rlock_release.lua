@@ -14,12 +14,19 @@
 --                        owner has (a waiter leaving, which never saw its fence)
 -- ARGV[3]  wake prefix   string; waiter w is told by PUBLISH on ARGV[3] .. w
 -- ARGV[4]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+-- KEYS[4]  delay key     string: the lock-delay guard (see rlock_acquire.lua);
+--                        deleted at count 0, set for the waiter handed the lock
+-- KEYS[5]  last op key   string "<owner id>|<op id>" (see rlock_acquire.lua)
 -- ARGV[5]  member        a waiters member to remove first (a waiter leaving), or ""
+-- ARGV[6]  lock-delay    integer MILLISECONDS, >= 0, for the waiter handed the lock
+-- ARGV[7]  op id         string, unique per release call ("" for a waiter leaving)
 --
 -- Returns  {1, count}    OK: the owner's hold count is now count. At 0 the lock
 --                        was handed to the first live waiter, or is free when
 --                        nobody waits. A waiter whose PUBLISH reaches no
---                        subscriber is gone: dropped.
+--                        subscriber is gone: dropped. If ARGV[7] is the last
+--                        op, the call is a retry of one that was applied:
+--                        nothing changes and count is the count now.
 --          {4, 0}        NOT_OWNED: the owner holds no count, or its hold has
 --                        another fence than ARGV[2] (the lease expired and a new
 --                        hold began); only ARGV[5] was removed.
@@ -35,14 +42,21 @@ local last = redis.pcall('GET', KEYS[3])
 if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[3]} end
 
 if ARGV[5] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[5]) end
+local op = ARGV[1] .. '|' .. ARGV[7]
+if ARGV[7] ~= '' and redis.call('GET', KEYS[5]) == op then
+  return {1, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or 0)}
+end
 if not redis.call('HGET', KEYS[1], ARGV[1]) then return {4, 0} end
 -- A missing fence key means none was minted since this hold began (a fence is
 -- minted for every new hold), so the hold is still the same.
 if ARGV[2] ~= '' and last and tonumber(last) ~= tonumber(ARGV[2]) then return {4, 0} end
 
 local count = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+if ARGV[7] ~= '' then redis.call('SET', KEYS[5], op, 'PX', 120000) end
 if count > 0 then return {1, count} end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[4])
+
+local delay = tonumber(ARGV[6])
 
 while waiting > 0 do
   local head = redis.call('ZPOPMIN', KEYS[2])[1]
@@ -54,6 +68,7 @@ while waiting > 0 do
       redis.call('HSET', KEYS[1], owner, 1)
       redis.call('PEXPIRE', KEYS[1], lease)
       redis.call('SET', KEYS[3], fence, 'PX', math.max(tonumber(ARGV[4]), tonumber(lease)))
+      if delay > 0 then redis.call('SET', KEYS[4], owner, 'PX', tonumber(lease) + delay) end
       return {1, 0}
     end
   end
