@@ -4,6 +4,7 @@ Every primitive comes as a synchronous class and an ``Async*`` twin with the
 same arguments and semantics. See the README for the safety model.
 """
 
+from ._adaptive import AdaptiveTTL as AdaptiveTTL
 from ._api._async import DEFAULT_TTL as DEFAULT_TTL
 from ._api._async import AsyncFencedKey as AsyncFencedKey
 from ._api._async import AsyncLease as AsyncLease
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_TTL",
     "AcquireTimeout",
+    "AdaptiveTTL",
     "AlreadyHeldError",
     "AsyncFencedKey",
     "AsyncLease",

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ._plans.lock import Grant
+from ._plans.lock import Grant, validity
 
 _log = logging.getLogger("tenure")
 _callbacks_mutex = threading.Lock()
@@ -38,6 +38,8 @@ class LeaseBase:
             it to the resource you protect and have it reject a write carrying a
             smaller fence than one it has seen.
         ttl: the lease length in seconds.
+        acquired_at: when the acquire that granted the lease was sent, on the
+            ``time.monotonic()`` clock.
         expires_at: when the lease must be presumed expired, on the
             ``time.monotonic()`` clock: the moment the last acquire or renewal
             was sent plus the ttl, less an allowance for clock drift (1 % of the
@@ -56,6 +58,7 @@ class LeaseBase:
         "_lost_reason",
         "_released",
         "_watch",
+        "acquired_at",
         "expires_at",
         "fence",
         "lost",
@@ -70,6 +73,7 @@ class LeaseBase:
         self.fence = grant.fence
         self.ttl = grant.ttl
         self.expires_at = grant.expires_at
+        self.acquired_at = grant.expires_at - validity(grant.ttl)
         self.lost = lost
         self._released = False
         self._lost_reason: str | None = None

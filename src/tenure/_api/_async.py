@@ -14,6 +14,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
+from .._adaptive import AdaptiveTTL
 from .._drivers import _async as _driver
 from .._drivers._identity import new_op, new_token
 from .._drivers._watchbook import Watch
@@ -53,7 +54,16 @@ async def _replicate(
         raise
 
 
-def _check_renew(auto_renew: object, ttl: float | None) -> bool:
+def _check_ttl(ttl: object) -> tuple[float, AdaptiveTTL | None]:
+    """The fixed lease length (for an adaptive one, its floor) and the policy."""
+    if ttl is None:
+        return DEFAULT_TTL, None
+    if isinstance(ttl, AdaptiveTTL):
+        return float(ttl.floor), ttl
+    return check_seconds(ttl, "ttl"), None
+
+
+def _check_renew(auto_renew: object, ttl: object) -> bool:
     if auto_renew is None:
         return ttl is None
     if not isinstance(auto_renew, bool):
@@ -284,7 +294,9 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         key: instead of ``name``, an exact Redis key. The lock then speaks the
             common ``SET key token NX PX`` protocol, so it and redis-py's ``Lock``
             (or node-redlock, redsync) holding the same key exclude each other.
-        ttl: the lease length in seconds, > 0 (default 30).
+        ttl: the lease length in seconds, > 0 (default 30), or an
+            :class:`AdaptiveTTL` to set each lease's length from this process's
+            recent hold durations of the name.
         auto_renew: whether the client's watchdog renews every lease of this lock
             while it is held (every third of the ttl; see :class:`AsyncLease`).
             Default: ``True`` when no ``ttl`` is given, else ``False``. Without
@@ -327,7 +339,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         name: str | None = None,
         *,
         key: str | None = None,
-        ttl: float | None = None,
+        ttl: float | AdaptiveTTL | None = None,
         auto_renew: bool | None = None,
         on_lost: Callable[[AsyncLease], object] | None = None,
         lock_delay: float = 0.0,
@@ -337,7 +349,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         prefix: str = "tenure:",
     ) -> None:
         self._keys = lock_keys(name, key=key, prefix=prefix)
-        self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
+        self._ttl, self._adaptive = _check_ttl(ttl)
         self._renew = _check_renew(auto_renew, ttl)
         self._on_lost = _check_callback(on_lost)
         self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
@@ -352,8 +364,13 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
 
     @property
     def ttl(self) -> float:
-        """The lease length in seconds."""
-        return self._ttl
+        """The lease length in seconds (with an :class:`AdaptiveTTL`, the next lease's)."""
+        return self._next_ttl()
+
+    def _next_ttl(self) -> float:
+        if self._adaptive is None:
+            return self._ttl
+        return self._adaptive.next_ttl(self._keys.lock)
 
     async def acquire(
         self, blocking: bool = True, timeout: float | None = None
@@ -386,7 +403,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
             self._keys,
             owner,
             new_token(owner),
-            self._ttl,
+            self._next_ttl(),
             blocking=blocking,
             timeout=wait,
             now=time.monotonic,
@@ -462,6 +479,8 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         if self._leases.get(lease._holder) is lease:
             del self._leases[lease._holder]
         _driver.unwatch(self._client, lease._watch)
+        if self._adaptive is not None:
+            self._adaptive.record(self._keys.lock, time.monotonic() - lease.acquired_at)
 
 
 # --- reentrant lock --------------------------------------------------------
@@ -600,7 +619,9 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
             while something waits).
         name: the lock's name; its keys are ``<prefix>rlock:{<name>}`` and
             siblings, apart from any ``AsyncLock``'s. There is no exact-key mode.
-        ttl: the lease length in seconds, > 0 (default 30).
+        ttl: the lease length in seconds, > 0 (default 30), or an
+            :class:`AdaptiveTTL` (recorded per hold, from first acquire to the
+            release at count zero).
         auto_renew: whether the client's watchdog renews the hold while it is
             held (every third of the ttl). Default: ``True`` when no ``ttl`` is
             given, else ``False``.
@@ -638,7 +659,7 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
         client: _driver.Client,
         name: str,
         *,
-        ttl: float | None = None,
+        ttl: float | AdaptiveTTL | None = None,
         auto_renew: bool | None = None,
         on_lost: Callable[[AsyncRLockLease], object] | None = None,
         lock_delay: float = 0.0,
@@ -648,7 +669,7 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
         prefix: str = "tenure:",
     ) -> None:
         self._keys = rlock_keys(name, prefix=prefix)
-        self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
+        self._ttl, self._adaptive = _check_ttl(ttl)
         self._renew = _check_renew(auto_renew, ttl)
         self._on_lost = _check_callback(on_lost)
         self._delay_ms = _delay_ms(lock_delay)
@@ -667,8 +688,13 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
 
     @property
     def ttl(self) -> float:
-        """The lease length in seconds."""
-        return self._ttl
+        """The lease length in seconds (with an :class:`AdaptiveTTL`, the next hold's)."""
+        return self._next_ttl()
+
+    def _next_ttl(self) -> float:
+        if self._adaptive is None:
+            return self._ttl
+        return self._adaptive.next_ttl(self._keys.lock)
 
     async def acquire(
         self, blocking: bool = True, timeout: float | None = None
@@ -702,7 +728,7 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
         plan = rlock_plans.acquire(
             self._keys,
             owner,
-            self._ttl,
+            self._next_ttl(),
             blocking=blocking,
             timeout=wait,
             now=time.monotonic,
@@ -804,6 +830,16 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
 
     def _end_hold(self, lease: AsyncRLockLease) -> None:
         """The hold of ``lease`` is over in Redis: every lease of it is released."""
+        if self._adaptive is not None:
+            started = min(
+                [lease.acquired_at]
+                + [
+                    o.acquired_at
+                    for o in self._holds.get(lease.owner, ())
+                    if o.fence == lease.fence
+                ]
+            )
+            self._adaptive.record(self._keys.lock, time.monotonic() - started)
         lease._released = True
         self._forget(lease)
         for other in list(self._holds.get(lease.owner, ())):
