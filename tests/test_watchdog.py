@@ -318,3 +318,18 @@ async def _async_auto_renewal_and_lost_signal(url: str) -> None:
     async with asyncio.timeout(1):
         await held.lost.wait()  # not renewed: lost at its deadline
     await client.aclose()
+
+
+def test_a_short_outage_does_not_lose_the_lease(make_server: MakeServer) -> None:
+    """Redis paused for less than the lease's remaining time: the hanging renewal
+    completes when it comes back, in time, and the lease is kept."""
+    s = make_server()
+    lease = Lock(redis.Redis.from_url(s.url), "blip", ttl=1.5, auto_renew=True).acquire()
+    assert lease is not None
+    time.sleep(0.55)  # a renewal has just gone out
+    s.pause()
+    time.sleep(0.5)
+    s.resume()
+    time.sleep(1.0)  # renewed since
+    assert lease.valid and not lease.lost.is_set(), lease.lost_reason
+    lease.release()
