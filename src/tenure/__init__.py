@@ -10,11 +10,15 @@ from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
 from ._api._async import AsyncRLock as AsyncRLock
 from ._api._async import AsyncRLockLease as AsyncRLockLease
+from ._api._async import AsyncSemaphore as AsyncSemaphore
+from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
 from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
 from ._api._sync import RLock as RLock
 from ._api._sync import RLockLease as RLockLease
+from ._api._sync import Semaphore as Semaphore
+from ._api._sync import SemaphoreLease as SemaphoreLease
 from ._errors import AcquireTimeout as AcquireTimeout
 from ._errors import AlreadyHeldError as AlreadyHeldError
 from ._errors import InvalidArgument as InvalidArgument
@@ -26,6 +30,8 @@ from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
 from ._models import LeaseBase as LeaseBase
+from ._plans.semaphore import SemaphoreHolder as SemaphoreHolder
+from ._plans.semaphore import SemaphoreInfo as SemaphoreInfo
 
 __version__ = "0.1.0"
 
@@ -38,6 +44,8 @@ __all__ = [
     "AsyncLock",
     "AsyncRLock",
     "AsyncRLockLease",
+    "AsyncSemaphore",
+    "AsyncSemaphoreLease",
     "FencedKey",
     "InvalidArgument",
     "Lease",
@@ -48,6 +56,10 @@ __all__ = [
     "ProtocolError",
     "RLock",
     "RLockLease",
+    "Semaphore",
+    "SemaphoreHolder",
+    "SemaphoreInfo",
+    "SemaphoreLease",
     "StaleFenceError",
     "TenureError",
     "UnsupportedServer",

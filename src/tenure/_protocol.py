@@ -28,6 +28,8 @@ class Status(IntEnum):
     NOT_OWNED = 4
     WRONG_TYPE = 5
     STALE = 6
+    PERMITS_DIFFER = 7
+    TOO_MANY = 8
 
 
 @dataclass(frozen=True, slots=True)

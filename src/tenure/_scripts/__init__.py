@@ -4,9 +4,10 @@ Each file starts with its contract (KEYS, ARGV with units, reply shapes). Every
 script replies ``{status, value}`` with ``status`` a :class:`tenure._protocol.Status`.
 
 Helpers several scripts need live once in files whose names start with ``_``
-(the fence rule and the server clock in ``_common.lua``). A script's line
-``--@include <file>`` is replaced by that file when the script is loaded
-(included files include nothing), and the SHA-1 is that of the result.
+(the fence rule and the server clock in ``_common.lua``; the semaphore's holders
+and queue in ``_semaphore.lua``). A script's line ``--@include <file>`` is
+replaced by that file when the script is loaded (included files include
+nothing), and the SHA-1 is that of the result.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ RLOCK_RELEASE = _load("rlock_release")
 RLOCK_EXTEND = _load("rlock_extend")
 RLOCK_INSPECT = _load("rlock_inspect")
 FENCED_SET = _load("fenced_set")
+SEMAPHORE_ACQUIRE = _load("semaphore_acquire")
+SEMAPHORE_RELEASE = _load("semaphore_release")
+SEMAPHORE_EXTEND = _load("semaphore_extend")
+SEMAPHORE_SET_PERMITS = _load("semaphore_set_permits")
+SEMAPHORE_INSPECT = _load("semaphore_inspect")
 
 ALL = (
     LOCK_ACQUIRE,
@@ -64,4 +70,9 @@ ALL = (
     RLOCK_EXTEND,
     RLOCK_INSPECT,
     FENCED_SET,
+    SEMAPHORE_ACQUIRE,
+    SEMAPHORE_RELEASE,
+    SEMAPHORE_EXTEND,
+    SEMAPHORE_SET_PERMITS,
+    SEMAPHORE_INSPECT,
 )
