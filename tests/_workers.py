@@ -16,6 +16,7 @@ from tenure import (
     AsyncLock,
     AsyncRLock,
     AsyncSemaphore,
+    CountDownLatch,
     FencedKey,
     Lock,
     NotOwnedError,
@@ -180,7 +181,7 @@ def async_rlock_worker(url: str, name: str, tasks: int, sections: int) -> list[H
     return asyncio.run(main())
 
 
-# --- semaphore ------------------------------------------------------
+# --- semaphore and latch ------------------------------------------------------
 
 #: (acquired_at, released_at, holders seen) on time.monotonic(); "holders seen" is
 #: the value of a shared Redis counter that each holder increments right after
@@ -262,3 +263,9 @@ def semaphore_holder_until_killed(url: str, name: str, permits: int, ttl: float,
     assert lease is not None
     out.put((lease.owner, time.monotonic()))
     time.sleep(120)
+
+
+def latch_waiter(url: str, name: str, timeout: float) -> tuple[bool, float]:
+    """Wait on a CountDownLatch; return the outcome and when it came (monotonic)."""
+    opened = CountDownLatch(redis.Redis.from_url(url), name).wait(timeout)
+    return opened, time.monotonic()

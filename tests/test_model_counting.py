@@ -1,6 +1,6 @@
-"""Model-based tests of the counting primitives: hypothesis drives Semaphore
-against a real server and a small Python model of its semantics, and checks
-they agree after every step.
+"""Model-based tests of the counting primitives: hypothesis drives Semaphore and
+CountDownLatch against a real server and a small Python model of their
+semantics, and checks they agree after every step.
 
 Each owner is its own thread (tenure's owner is the thread), as in test_model.py.
 """
@@ -23,6 +23,7 @@ from hypothesis.stateful import (
 from test_model import OWNERS, _Owners
 
 from tenure import (
+    CountDownLatch,
     InvalidArgument,
     NotOwnedError,
     Semaphore,
@@ -174,7 +175,51 @@ class SemaphoreMachine(RuleBasedStateMachine):
         assert info.waiters == 0
 
 
-@pytest.mark.parametrize("machine", [SemaphoreMachine], ids=["Semaphore"])
+class LatchMachine(RuleBasedStateMachine):
+    """Model: the count, and how many times the latch opened (its opening number
+    must grow exactly then). Two latch objects of one name share the state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client = redis.Redis.from_url(_url)
+        self.client.flushall()
+        self.latches = [CountDownLatch(self.client, "model") for _ in range(2)]
+        self.count = 0
+        self.opened = 0
+
+    def teardown(self) -> None:
+        self.client.close()
+
+    @rule(which=st.integers(0, 1), n=st.integers(1, 3))
+    def try_set_count(self, which: int, n: int) -> None:
+        assert self.latches[which].try_set_count(n) == (self.count == 0)
+        if self.count == 0:
+            self.count = n
+
+    @rule(which=st.integers(0, 1))
+    def count_down(self, which: int) -> None:
+        before = self.count
+        self.count = max(0, self.count - 1)
+        assert self.latches[which].count_down() == self.count
+        if before == 1:
+            opened = self.latches[which].info().opened
+            assert opened > self.opened
+            self.opened = opened
+
+    @rule(which=st.integers(0, 1))
+    def wait_now(self, which: int) -> None:
+        assert self.latches[which].wait(timeout=0.001) == (self.count == 0)
+
+    @invariant()
+    def agrees(self) -> None:
+        for latch in self.latches:
+            assert latch.count() == self.count
+            assert latch.info().opened == self.opened
+
+
+@pytest.mark.parametrize(
+    "machine", [SemaphoreMachine, LatchMachine], ids=["Semaphore", "CountDownLatch"]
+)
 def test_model(machine: type[RuleBasedStateMachine], server: ServerProcess) -> None:
     global _url
     _url = server.url

@@ -5,6 +5,7 @@ same arguments and semantics. See the README for the safety model.
 """
 
 from ._api._async import DEFAULT_TTL as DEFAULT_TTL
+from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
 from ._api._async import AsyncFencedKey as AsyncFencedKey
 from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
@@ -12,6 +13,7 @@ from ._api._async import AsyncRLock as AsyncRLock
 from ._api._async import AsyncRLockLease as AsyncRLockLease
 from ._api._async import AsyncSemaphore as AsyncSemaphore
 from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
+from ._api._sync import CountDownLatch as CountDownLatch
 from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
@@ -30,6 +32,7 @@ from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
 from ._models import LeaseBase as LeaseBase
+from ._plans.latch import CountDownLatchInfo as CountDownLatchInfo
 from ._plans.semaphore import SemaphoreHolder as SemaphoreHolder
 from ._plans.semaphore import SemaphoreInfo as SemaphoreInfo
 
@@ -39,6 +42,7 @@ __all__ = [
     "DEFAULT_TTL",
     "AcquireTimeout",
     "AlreadyHeldError",
+    "AsyncCountDownLatch",
     "AsyncFencedKey",
     "AsyncLease",
     "AsyncLock",
@@ -46,6 +50,8 @@ __all__ = [
     "AsyncRLockLease",
     "AsyncSemaphore",
     "AsyncSemaphoreLease",
+    "CountDownLatch",
+    "CountDownLatchInfo",
     "FencedKey",
     "InvalidArgument",
     "Lease",

@@ -35,6 +35,13 @@ A semaphore named ``pool`` (:func:`semaphore_keys`) lives under ``<prefix>semaph
     tenure:semaphore:{pool}:fence     the last fencing token minted (one per acquire)
     tenure:semaphore:{pool}:waiters   waiting processes (sorted set)
     tenure:semaphore:{pool}:wake:<w>  pub/sub channel that wakes waiter <w>
+
+A count-down latch named ``job`` (:func:`latch_keys`) lives under ``<prefix>latch:``::
+
+    tenure:latch:{job}          the count (a string holding an integer); absent = zero
+    tenure:latch:{job}:opened   a number that grows each time the count reaches zero
+                                (seeded from the server's clock, as a fence)
+    tenure:latch:{job}:zero     pub/sub channel on which reaching zero wakes every waiter
 """
 
 from __future__ import annotations
@@ -155,3 +162,29 @@ def semaphore_keys(name: str, *, prefix: str) -> SemaphoreKeys:
     return SemaphoreKeys(
         name, base, base + ":fence", base + ":waiters", base + ":wake:", base + ":permits"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class LatchKeys:
+    """Redis keys and the wake channel of one count-down latch."""
+
+    name: str
+    count: str
+    opened: str
+    channel: str
+
+
+#: The part added to a primitive's prefix for a count-down latch's keys.
+LATCH_NAMESPACE = "latch:"
+
+
+def latch_keys(name: str, *, prefix: str) -> LatchKeys:
+    """Build the keys of count-down latch ``name`` under ``prefix + "latch:"``.
+
+    Raises:
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+    """
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
+    base = f"{prefix}{LATCH_NAMESPACE}{{{check_name(name, 'name')}}}"
+    return LatchKeys(name, base, base + ":opened", base + ":zero")

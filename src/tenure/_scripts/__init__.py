@@ -59,6 +59,9 @@ SEMAPHORE_RELEASE = _load("semaphore_release")
 SEMAPHORE_EXTEND = _load("semaphore_extend")
 SEMAPHORE_SET_PERMITS = _load("semaphore_set_permits")
 SEMAPHORE_INSPECT = _load("semaphore_inspect")
+LATCH_SET = _load("latch_set")
+LATCH_COUNT_DOWN = _load("latch_count_down")
+LATCH_INSPECT = _load("latch_inspect")
 
 ALL = (
     LOCK_ACQUIRE,
@@ -75,4 +78,7 @@ ALL = (
     SEMAPHORE_EXTEND,
     SEMAPHORE_SET_PERMITS,
     SEMAPHORE_INSPECT,
+    LATCH_SET,
+    LATCH_COUNT_DOWN,
+    LATCH_INSPECT,
 )
