@@ -218,6 +218,11 @@ def test_non_blocking_timeout_and_context_managers(r: redis.Redis) -> None:
     assert sem.available() == 2
     with sem(2) as both:
         assert both.permits == 2
+    with sem as entered:  # the exit gives back the lease its entry took, not the latest
+        kept = sem.acquire()
+        assert kept is not None
+    assert not entered.valid and kept.valid
+    kept.release()
     lease = sem.acquire()
     assert lease is not None
     with lease:  # a lease is a context manager too

@@ -818,9 +818,10 @@ class Semaphore:
     themselves when its ttl runs out, so a crashed holder cannot leak permits.
     Lease expiry is kept on the server's clock, never a client's.
 
-    The permit count is stored in Redis by the first acquire. An object given
-    another count raises :class:`~tenure.InvalidArgument` at its first acquire,
-    naming both; change the count of a live semaphore with :meth:`set_permits`.
+    The permit count is stored in Redis by the first acquire, and kept until a
+    week after the semaphore's last acquire. An object given another count
+    raises :class:`~tenure.InvalidArgument` at its first acquire, naming both;
+    change the count of a live semaphore with :meth:`set_permits`.
 
     Waiting does not poll, and it is first come, first served: waiters queue in
     Redis (one thread or task per process and name; the others queue behind it
@@ -871,6 +872,8 @@ class Semaphore:
         self._check = True
         # owner id -> the live leases it took through this object, oldest first
         self._held: dict[str, list[SemaphoreLease]] = {}
+        # owner id -> the leases its open ``with semaphore:`` blocks took, innermost last
+        self._entered: dict[str, list[SemaphoreLease]] = {}
 
     @property
     def name(self) -> str:
@@ -1001,7 +1004,9 @@ class Semaphore:
         return _Holding(_PermitsOf(self, n), timeout)
 
     def __enter__(self) -> SemaphoreLease:
-        return _Holding(_PermitsOf(self, 1), None).__enter__()
+        lease = _Holding(_PermitsOf(self, 1), None).__enter__()
+        self._entered.setdefault(lease._holder, []).append(lease)
+        return lease
 
     def __exit__(
         self,
@@ -1009,10 +1014,15 @@ class Semaphore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.release()
+        owner = _driver.current_owner()
+        entered = self._entered[owner]
+        lease = entered.pop()  # the lease this block took, whatever else it took
+        if not entered:
+            del self._entered[owner]
+        lease.release()
 
     def __repr__(self) -> str:
-        leases = [lease for held in self._held.values() for lease in held]
+        leases = [lease for held in self._held.values() for lease in held if lease.valid]
         if leases:
             permits = sum(lease.permits for lease in leases)
             state = f"held here: {permits} permits in {len(leases)} leases"
