@@ -15,11 +15,14 @@ import redis.asyncio
 from tenure import (
     AsyncLock,
     AsyncRLock,
+    AsyncSemaphore,
+    CountDownLatch,
     FencedKey,
     Lock,
     LockLostError,
     NotOwnedError,
     RLock,
+    Semaphore,
     StaleFenceError,
 )
 
@@ -191,3 +194,93 @@ def async_rlock_worker(url: str, name: str, tasks: int, sections: int) -> list[H
         return holds
 
     return asyncio.run(main())
+
+
+# --- semaphore and latch ------------------------------------------------------
+
+#: (acquired_at, released_at, holders seen) on time.monotonic(); "holders seen" is
+#: the value of a shared Redis counter that each holder increments right after
+#: acquiring and decrements right before releasing.
+Span = tuple[float, float, int]
+
+
+def check_at_most(spans: list[Span], limit: int) -> int:
+    """Assert that no more than ``limit`` spans overlap at any moment, and that no
+    holder saw more than ``limit`` holders in Redis. Returns the most at once."""
+    for span in spans:
+        assert span[2] <= limit, f"a holder saw {span[2]} holders in Redis: {span}"
+    # At equal times a release comes before an acquire (the permit passed on).
+    events = sorted([(s[0], 1) for s in spans] + [(s[1], -1) for s in spans])
+    most = current = 0
+    for at, step in events:
+        current += step
+        assert current <= limit, f"{current} holders at once at {at}, limit {limit}"
+        most = max(most, current)
+    return most
+
+
+def semaphore_worker(
+    url: str, name: str, permits: int, sections: int, start: threading.Barrier, hold: float
+) -> list[Span]:
+    """Hold one permit of a Semaphore ``sections`` times, ``hold`` seconds each."""
+    client = redis.Redis.from_url(url)
+    sem = Semaphore(client, name, permits, ttl=10)
+    spans: list[Span] = []
+    start.wait()
+    for _ in range(sections):
+        with sem:
+            acquired = time.monotonic()
+            seen = int(client.incr(f"{name}:holders"))
+            time.sleep(hold)
+            client.decr(f"{name}:holders")
+            released = time.monotonic()
+        spans.append((acquired, released, seen))
+    return spans
+
+
+def async_semaphore_worker(
+    url: str, name: str, permits: int, tasks: int, sections: int, hold: float
+) -> list[Span]:
+    """``tasks`` asyncio tasks sharing one AsyncSemaphore, each holding one permit
+    ``sections`` times; also checks the permits held locally never exceed ``permits``."""
+
+    async def main() -> list[Span]:
+        client = redis.asyncio.Redis.from_url(url, max_connections=tasks + 8)
+        sem = AsyncSemaphore(client, name, permits, ttl=10)
+        spans: list[Span] = []
+        inside = 0
+
+        async def task() -> None:
+            nonlocal inside
+            for _ in range(sections):
+                async with sem:
+                    acquired = time.monotonic()
+                    inside += 1
+                    assert inside <= permits, f"{inside} tasks inside"
+                    seen = int(await client.incr(f"{name}:holders"))
+                    await asyncio.sleep(hold)
+                    await client.decr(f"{name}:holders")
+                    inside -= 1
+                    released = time.monotonic()
+                spans.append((acquired, released, seen))
+
+        await asyncio.gather(*(task() for _ in range(tasks)))
+        await client.aclose()
+        return spans
+
+    return asyncio.run(main())
+
+
+def semaphore_holder_until_killed(url: str, name: str, permits: int, ttl: float, out: Any) -> None:
+    """Acquire one permit, put (token, acquired_at) on ``out``, then hang (the test
+    kills this process with SIGKILL)."""
+    lease = Semaphore(redis.Redis.from_url(url), name, permits, ttl=ttl).acquire()
+    assert lease is not None
+    out.put((lease.owner, time.monotonic()))
+    time.sleep(120)
+
+
+def latch_waiter(url: str, name: str, timeout: float) -> tuple[bool, float]:
+    """Wait on a CountDownLatch; return the outcome and when it came (monotonic)."""
+    opened = CountDownLatch(redis.Redis.from_url(url), name).wait(timeout)
+    return opened, time.monotonic()

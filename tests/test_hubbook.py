@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from tenure._drivers._hubbook import LINGER, HubBook, PassOn
+from tenure._drivers._hubbook import LINGER, HubBook, PassOn, Settable, WakeEach
 from tenure._keys import LockKeys, lock_keys
 
 KEYS = lock_keys("a", key=None, prefix="tenure:")
@@ -13,11 +13,12 @@ KEYS = lock_keys("a", key=None, prefix="tenure:")
 
 @dataclass(eq=False)
 class Ch:
-    keys: LockKeys
+    keys: LockKeys | None
     refs: int = 0
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
+    listeners: set[Settable] = field(default_factory=set)
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
 
@@ -77,3 +78,38 @@ def test_wake_all() -> None:
     b, _ = book.enter("b", KEYS, "tb")
     book.wake_all()
     assert a.wake.is_set() and b.wake.is_set()
+
+
+def test_channel_without_keys_passes_nothing_on() -> None:
+    """A semaphore's waiter gives back a hand-off itself when it leaves, and a late
+    message may concern permits an attempt already returned: never released here."""
+    book = HubBook(Ch)
+    ch, _ = book.enter("s", None, "t1")
+    assert book.route("message", "s", "41 t1") is ch.wake and ch.handoffs == {"t1": 41}
+    assert book.route("message", "s", "42 gone") is None
+    book.leave(ch, "t1", now=0.0)
+    assert book.route("message", "s", "43 t1") is None
+    book.stale(now=LINGER)
+    assert book.route("message", "s", "44 t1") is None  # being unsubscribed
+    assert not book.empty() and book.route("unsubscribe", "s") is None and book.empty()
+
+
+def test_broadcast_sets_every_listener_and_lingers() -> None:
+    book = HubBook(Ch)
+    a, b = threading.Event(), threading.Event()
+    ch, subscribe = book.listen("z", a)
+    same, again = book.listen("z", b)
+    assert subscribe and same is ch and not again and ch.refs == 2
+    assert book.route("subscribe", "z") is ch.ready
+    route = book.route("message", "z", "1712345678901234")  # any payload wakes
+    assert isinstance(route, WakeEach)
+    route.set()
+    assert a.is_set() and b.is_set() and not ch.wake.is_set()
+    a.clear()
+    book.unlisten(ch, b, now=1.0)
+    assert ch.listeners == {a} and ch.idle_since is None
+    book.wake_all()  # a reconnection wakes listeners too
+    assert a.is_set()
+    book.unlisten(ch, a, now=2.0)
+    assert book.route("message", "z", "x") is None  # nobody listens: nothing to do
+    assert book.stale(now=2.0 + LINGER) == ["z"]

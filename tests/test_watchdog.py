@@ -333,3 +333,18 @@ def test_a_short_outage_does_not_lose_the_lease(make_server: MakeServer) -> None
     time.sleep(1.0)  # renewed since
     assert lease.valid and not lease.lost.is_set(), lease.lost_reason
     lease.release()
+
+
+def test_semaphore_leases_are_renewed_and_released_once(url: str) -> None:
+    from tenure import Semaphore
+    from tenure._scripts import SEMAPHORE_RELEASE
+
+    client = _losing_client(url)
+    sem = Semaphore(client, "wd-sem", 2, ttl=0.5, auto_renew=True)
+    lease = sem.acquire()
+    assert lease is not None
+    time.sleep(1.3)  # more than two ttls: renewed
+    assert lease.valid and not lease.lost.is_set() and sem.available() == 1
+    LosesReply.armed = SEMAPHORE_RELEASE.sha1
+    lease.release()  # executed, reply lost, retried: recognised, not an error
+    assert LosesReply.armed == "" and sem.available() == 2

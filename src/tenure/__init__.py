@@ -6,16 +6,22 @@ same arguments and semantics. See the README for the safety model.
 
 from ._adaptive import AdaptiveTTL as AdaptiveTTL
 from ._api._async import DEFAULT_TTL as DEFAULT_TTL
+from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
 from ._api._async import AsyncFencedKey as AsyncFencedKey
 from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
 from ._api._async import AsyncRLock as AsyncRLock
 from ._api._async import AsyncRLockLease as AsyncRLockLease
+from ._api._async import AsyncSemaphore as AsyncSemaphore
+from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
+from ._api._sync import CountDownLatch as CountDownLatch
 from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
 from ._api._sync import RLock as RLock
 from ._api._sync import RLockLease as RLockLease
+from ._api._sync import Semaphore as Semaphore
+from ._api._sync import SemaphoreLease as SemaphoreLease
 from ._errors import AcquireTimeout as AcquireTimeout
 from ._errors import AlreadyHeldError as AlreadyHeldError
 from ._errors import InvalidArgument as InvalidArgument
@@ -28,6 +34,9 @@ from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
 from ._models import LeaseBase as LeaseBase
+from ._plans.latch import CountDownLatchInfo as CountDownLatchInfo
+from ._plans.semaphore import SemaphoreHolder as SemaphoreHolder
+from ._plans.semaphore import SemaphoreInfo as SemaphoreInfo
 
 __version__ = "0.1.0"
 
@@ -36,11 +45,16 @@ __all__ = [
     "AcquireTimeout",
     "AdaptiveTTL",
     "AlreadyHeldError",
+    "AsyncCountDownLatch",
     "AsyncFencedKey",
     "AsyncLease",
     "AsyncLock",
     "AsyncRLock",
     "AsyncRLockLease",
+    "AsyncSemaphore",
+    "AsyncSemaphoreLease",
+    "CountDownLatch",
+    "CountDownLatchInfo",
     "FencedKey",
     "InvalidArgument",
     "Lease",
@@ -52,6 +66,10 @@ __all__ = [
     "ProtocolError",
     "RLock",
     "RLockLease",
+    "Semaphore",
+    "SemaphoreHolder",
+    "SemaphoreInfo",
+    "SemaphoreLease",
     "StaleFenceError",
     "TenureError",
     "UnsupportedServer",

@@ -26,6 +26,25 @@ keys with a ``Lock`` of the same name and prefix::
     tenure:rlock:{orders:42}:wake:<w>  pub/sub channel that wakes waiter <w>
 
 An ``RLock`` has no exact-key mode: its hash is tenure's own protocol.
+
+A semaphore named ``pool`` (:func:`semaphore_keys`) lives under ``<prefix>semaphore:``::
+
+    tenure:semaphore:{pool}           the holders: a sorted set with one member per
+                                      held permit, "<lease token>#<i>" (i = 1..n for a
+                                      lease of n permits), score = the lease's expiry
+                                      in server milliseconds; the key's PX is the
+                                      latest expiry
+    tenure:semaphore:{pool}:permits   the permit count (a string holding an integer)
+    tenure:semaphore:{pool}:fence     the last fencing token minted (one per acquire)
+    tenure:semaphore:{pool}:waiters   waiting processes (sorted set)
+    tenure:semaphore:{pool}:wake:<w>  pub/sub channel that wakes waiter <w>
+
+A count-down latch named ``job`` (:func:`latch_keys`) lives under ``<prefix>latch:``::
+
+    tenure:latch:{job}          the count (a string holding an integer); absent = zero
+    tenure:latch:{job}:opened   a number that grows each time the count reaches zero
+                                (seeded from the server's clock, as a fence)
+    tenure:latch:{job}:zero     pub/sub channel on which reaching zero wakes every waiter
 """
 
 from __future__ import annotations
@@ -124,3 +143,73 @@ def rlock_keys(name: str, *, prefix: str) -> LockKeys:
     if not isinstance(prefix, str):
         raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
     return lock_keys(check_name(name, "name"), key=None, prefix=prefix + RLOCK_NAMESPACE)
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreKeys(LockKeys):
+    """Redis keys of one semaphore: :class:`LockKeys` whose ``lock`` is the holders'
+    sorted set, and the key holding the permit count."""
+
+    permits: str
+
+    @property
+    def holders(self) -> str:
+        """The holders' sorted set (the same key as ``lock``)."""
+        return self.lock
+
+    @property
+    def script_keys(self) -> tuple[str, str, str, str]:
+        """KEYS of every semaphore script: holders, permits, fence, waiters."""
+        return (self.lock, self.permits, self.fence, self.waiters)
+
+
+#: The part added to a primitive's prefix for a semaphore's keys.
+SEMAPHORE_NAMESPACE = "semaphore:"
+
+
+def semaphore_keys(name: str, *, prefix: str) -> SemaphoreKeys:
+    """Build the keys of semaphore ``name`` under ``prefix + "semaphore:"``.
+
+    Raises:
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+    """
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
+    base = f"{prefix}{SEMAPHORE_NAMESPACE}{{{check_name(name, 'name')}}}"
+    keys = _siblings(name, base, base)
+    return SemaphoreKeys(
+        keys.name,
+        keys.lock,
+        keys.fence,
+        keys.waiters,
+        keys.wake_prefix,
+        keys.delay,
+        keys.released,
+        base + ":permits",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LatchKeys:
+    """Redis keys and the wake channel of one count-down latch."""
+
+    name: str
+    count: str
+    opened: str
+    channel: str
+
+
+#: The part added to a primitive's prefix for a count-down latch's keys.
+LATCH_NAMESPACE = "latch:"
+
+
+def latch_keys(name: str, *, prefix: str) -> LatchKeys:
+    """Build the keys of count-down latch ``name`` under ``prefix + "latch:"``.
+
+    Raises:
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+    """
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
+    base = f"{prefix}{LATCH_NAMESPACE}{{{check_name(name, 'name')}}}"
+    return LatchKeys(name, base, base + ":opened", base + ":zero")

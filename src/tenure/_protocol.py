@@ -28,6 +28,8 @@ class Status(IntEnum):
     NOT_OWNED = 4
     WRONG_TYPE = 5
     STALE = 6
+    PERMITS_DIFFER = 7
+    TOO_MANY = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +59,18 @@ class Contend:
     most ``timeout`` seconds (``None``: no limit). Both are held until the plan
     ends. Reply: the waiter id (``str``) once the gate is taken, or ``None`` if
     the wait ran out.
+
+    ``pass_on``: whether a hand-off to a token that no plan of this process
+    waits with any more (it gave up) is released by the hub, so that the lock
+    goes on to the next waiter. A primitive sets it ``False`` when its waiter
+    leaving gives back a hand-off in the same script call, and a late message
+    may concern a lease that an attempt has already returned.
     """
 
     keys: LockKeys
     token: str
     timeout: float | None
+    pass_on: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +91,34 @@ class HandedOff:
 
 
 @dataclass(frozen=True, slots=True)
-class WaitWake:
-    """Wait until the contended channel is woken or ``timeout`` seconds pass.
+class Subscribe:
+    """Listen on a broadcast ``channel`` (one message wakes every listener) until the
+    plan ends.
 
-    Reply: :class:`HandedOff` if a release handed the lock to the plan's token,
-    ``True`` if woken otherwise (retry now), ``False`` on timeout.
+    The driver subscribes the client's wake hub to ``channel`` (one subscription
+    per process, shared by every plan listening on it) and waits for the
+    subscription to be confirmed, at most ``timeout`` seconds (``None``: no
+    limit). From then on every message on the channel, and every reconnection
+    of the hub (messages may have been lost), wakes the plan's next
+    :class:`WaitWake`. Reply: ``True`` once confirmed, ``False`` if the wait ran out.
     """
 
-    timeout: float
+    channel: str
+    timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitWake:
+    """Wait until the plan's channel (its :class:`Contend` or :class:`Subscribe`) is
+    woken or ``timeout`` seconds pass (``None``: no limit).
+
+    Reply: :class:`HandedOff` if a release handed the lock to the plan's token,
+    ``True`` if woken otherwise (retry now), ``False`` on timeout. A listener of
+    a broadcast channel is woken by any message since its :class:`Subscribe` or
+    its last ``WaitWake``, so none is missed between two waits.
+    """
+
+    timeout: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +135,7 @@ class Pipeline:
     steps: tuple[Eval | Command, ...]
 
 
-Step = Eval | Command | Listening | Contend | WaitWake | Pipeline
+Step = Eval | Command | Listening | Contend | Subscribe | WaitWake | Pipeline
 Plan = Generator[Step, Any, T]
 
 

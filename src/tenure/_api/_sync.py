@@ -19,12 +19,14 @@ from .._drivers import _sync as _driver
 from .._drivers._identity import new_op, new_token
 from .._drivers._watchbook import Watch
 from .._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
-from .._keys import fenced_keys, lock_keys, rlock_keys
+from .._keys import fenced_keys, latch_keys, lock_keys, rlock_keys, semaphore_keys
 from .._models import LeaseBase
 from .._plans import fenced as fenced_plans
+from .._plans import latch as latch_plans
 from .._plans import lock as lock_plans
 from .._plans import replicas as replica_plans
 from .._plans import rlock as rlock_plans
+from .._plans import semaphore as semaphore_plans
 from .._protocol import Eval
 from .._units import check_seconds, to_ms
 
@@ -941,3 +943,519 @@ class FencedKey:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._key!r}>"
+
+
+# --- semaphore --------------------------------------------------------------
+
+
+class SemaphoreLease(LeaseBase):
+    """Permits held from a semaphore (:class:`Semaphore`): what a successful acquire returns.
+
+    A lease is truthy. It holds ``permits`` permits until :meth:`release`, or
+    until its ttl runs out in Redis: then the permits return to the semaphore by
+    themselves, so a crashed holder's permits come back after its ttl. ``valid``
+    and ``remaining`` tell, on this process's monotonic clock, whether the lease
+    can still be trusted. See :class:`tenure.LeaseBase` for ``name``, ``owner``
+    (the lease's token, new for each acquire), ``fence`` (minted by each
+    acquire of the semaphore, larger than every earlier lease's: it orders the
+    holders, it does not exclude them), ``ttl``, ``expires_at`` and ``lost``
+    (the client's watchdog renews the lease while held when the semaphore
+    renews, and sets ``lost`` as soon as the lease is known lost).
+
+    Attributes:
+        permits: how many permits the lease holds (the ``n`` it was acquired with).
+    """
+
+    lost: threading.Event
+    __slots__ = ("_holder", "_semaphore", "permits")
+
+    def __init__(
+        self, semaphore: Semaphore, grant: lock_plans.Grant, permits: int, holder: str
+    ) -> None:
+        super().__init__(semaphore.name, grant, threading.Event())
+        self._semaphore = semaphore
+        self._holder = holder
+        self.permits = permits
+
+    def release(self) -> None:
+        """Give the permits back, handing them to the first waiters that fit.
+
+        A release retried after its reply was lost is recognised and succeeds.
+
+        Raises:
+            LockLostError: the lease was lost (``lost`` is set): its deadline
+                passed, or its permits expired in Redis (the message gives the
+                name, fence and why).
+            NotOwnedError: the lease was already released. Nothing was changed.
+            redis.exceptions.ConnectionError: Redis could not be reached (the
+                lease is kept: the release may be tried again).
+        """
+        sem = self._semaphore
+        if self._released and self._lost_reason is None:
+            raise NotOwnedError(self.name, self.fence, "can't release: already released")
+        if self._lost_reason is None:
+            plan = semaphore_plans.release(
+                sem._keys, self.owner, self.permits, sem._permits, self.fence
+            )
+            try:
+                _driver.run(sem._client, plan)
+            except NotOwnedError as exc:
+                self._signal_lost(exc.reason)
+        reason = self._lost_reason
+        self._end()
+        if reason is not None:
+            raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+
+    def extend(self, seconds: float | None = None) -> None:
+        """Reset the lease to end ``seconds`` from now (default: its ttl).
+
+        Args:
+            seconds: the new remaining lease, in seconds, > 0.
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a positive number.
+            LockLostError: the lease was lost (its deadline passed, or its
+                permits expired in Redis); the lease ends.
+            NotOwnedError: the lease was released.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
+        if self._released and self._lost_reason is None:
+            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
+        sem = self._semaphore
+        if self._lost_reason is None:
+            plan = semaphore_plans.extend(
+                sem._keys,
+                self.owner,
+                self.permits,
+                sem._permits,
+                self.fence,
+                seconds,
+                time.monotonic,
+            )
+            try:
+                self.expires_at = _driver.run(sem._client, plan)
+                self.ttl = seconds
+                return
+            except NotOwnedError as exc:
+                self._signal_lost(exc.reason)
+        reason = self._lost_reason
+        self._end()
+        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+
+    def _renewal(self) -> Eval:
+        sem = self._semaphore
+        return semaphore_plans.renewal(sem._keys, self.owner, self.permits, sem._permits, self.ttl)
+
+    def _renewed(self, expires_at: float) -> None:
+        self.expires_at = expires_at
+
+    def _end(self) -> None:
+        self._released = True
+        self._semaphore._forget(self)
+
+    def __enter__(self) -> SemaphoreLease:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]} permits={self.permits}>"
+
+
+class _PermitsOf:
+    """``n`` permits of a semaphore, as :class:`_Holding` acquires them."""
+
+    def __init__(self, semaphore: Semaphore, n: int) -> None:
+        self._semaphore = semaphore
+        self._n = n
+
+    @property
+    def name(self) -> str:
+        return self._semaphore.name
+
+    def acquire(
+        self, blocking: bool = True, timeout: float | None = None
+    ) -> SemaphoreLease | None:
+        return self._semaphore.acquire(self._n, blocking, timeout)
+
+
+class Semaphore:
+    """A distributed counting semaphore whose permits are owned, expiring leases.
+
+    At most ``permits`` permits are held at once, across every process that uses
+    the same Redis or Valkey server and name. Each acquire takes ``n`` permits as
+    one lease (Redisson's ``RPermitExpirableSemaphore``): only that lease can
+    give them back or extend them, and they return to the semaphore by
+    themselves when its ttl runs out, so a crashed holder cannot leak permits.
+    Lease expiry is kept on the server's clock, never a client's.
+
+    The permit count is stored in Redis by the first acquire, and kept until a
+    week after the semaphore's last acquire. An object given another count
+    raises :class:`~tenure.InvalidArgument` at its first acquire, naming both;
+    change the count of a live semaphore with :meth:`set_permits`.
+
+    Waiting does not poll, and it is first come, first served: waiters queue in
+    Redis (one thread or task per process and name; the others queue behind it
+    in the process), and a release hands the permits straight to the first
+    waiters that fit. A waiter asking for more permits than are free waits, and
+    so does everyone behind it, so a large request is never starved by small
+    ones; for the same reason an acquire gets nothing while others queue, even
+    with permits free. If a wake-up message is lost, the waiter retries when
+    the first lease would have run out.
+
+    Args:
+        client: your ``redis.Redis`` client (its pool, TLS and ACL settings
+            are used as they are; tenure adds one pub/sub connection per client
+            while something waits).
+        name: the semaphore's name; its keys are ``<prefix>semaphore:{<name>}``
+            and siblings, apart from any lock's.
+        permits: the number of permits, an ``int`` >= 1.
+        ttl: the lease length in seconds, > 0 (default 30).
+        auto_renew: whether the client's watchdog renews every lease while it is
+            held (every third of the ttl). Default: ``True`` when no ``ttl`` is
+            given, else ``False``.
+        on_lost: called with the lease when a lease of this semaphore is lost.
+        prefix: the key prefix (default ``"tenure:"``).
+
+    Raises:
+        InvalidArgument: an empty or non-``str`` name or prefix; ``permits`` not
+            an ``int`` >= 1; a ttl that is not a positive number; a bad
+            ``auto_renew`` or ``on_lost``.
+
+    Example::
+
+        gpus = Semaphore(client, "gpus", permits=4, ttl=60)
+        with gpus as lease:  # one permit
+            train(fence=lease.fence)
+        with gpus(2, timeout=10) as lease:  # two permits, or AcquireTimeout
+            train_big(lease.permits)
+    """
+
+    def __init__(
+        self,
+        client: _driver.Client,
+        name: str,
+        permits: int,
+        *,
+        ttl: float | None = None,
+        auto_renew: bool | None = None,
+        on_lost: Callable[[SemaphoreLease], object] | None = None,
+        prefix: str = "tenure:",
+    ) -> None:
+        self._keys = semaphore_keys(name, prefix=prefix)
+        self._permits = semaphore_plans.check_permits(permits)
+        self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
+        self._renew = _check_renew(auto_renew, ttl)
+        self._on_lost = _check_callback(on_lost)
+        self._client = client
+        # Until an acquire succeeds, a different count stored in Redis is an error.
+        self._check = True
+        # owner id -> the live leases it took through this object, oldest first
+        self._held: dict[str, list[SemaphoreLease]] = {}
+        # owner id -> the leases its open ``with semaphore:`` blocks took, innermost last
+        self._entered: dict[str, list[SemaphoreLease]] = {}
+
+    @property
+    def name(self) -> str:
+        """The semaphore's name."""
+        return self._keys.name
+
+    @property
+    def permits(self) -> int:
+        """The permit count this object was given (or last set with :meth:`set_permits`)."""
+        return self._permits
+
+    @property
+    def ttl(self) -> float:
+        """The lease length in seconds."""
+        return self._ttl
+
+    def acquire(
+        self, n: int = 1, blocking: bool = True, timeout: float | None = None
+    ) -> SemaphoreLease | None:
+        """Take ``n`` permits as one lease for the calling thread or task.
+
+        Args:
+            n: the number of permits, an ``int`` from 1 to :attr:`permits`.
+            blocking: wait for the permits if they are not free (default). With
+                ``False``, make one attempt.
+            timeout: the longest wait in seconds, >= 0; ``None`` waits without
+                limit. Not allowed with ``blocking=False``.
+
+        Returns:
+            A lease (:class:`SemaphoreLease`, truthy) of ``n`` permits, or
+            ``None`` if they were not taken in time.
+
+        Raises:
+            InvalidArgument: a bad ``n``, ``blocking`` or ``timeout`` (nothing was
+                sent); Redis stores another permit count than this object's (at
+                its first acquire), or fewer than ``n`` (after ``set_permits``).
+            WrongTypeError: a key of the semaphore holds a value of another type.
+            UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        n = semaphore_plans.check_n(n, self._permits)
+        wait = lock_plans.check_acquire(blocking, timeout)
+        owner = _driver.current_owner()
+        plan = semaphore_plans.acquire(
+            self._keys,
+            new_token(owner),
+            n,
+            self._permits,
+            self._ttl,
+            check=self._check,
+            blocking=blocking,
+            timeout=wait,
+            now=time.monotonic,
+        )
+        grant = _driver.run(self._client, plan)
+        if grant is None:
+            return None
+        self._check = False
+        lease = SemaphoreLease(self, grant, n, owner)
+        self._held.setdefault(owner, []).append(lease)
+        if self._on_lost is not None:
+            lease.on_lost(self._on_lost)
+        lease._watch = _driver.watch(self._client, lease, self._renew)
+        return lease
+
+    def release(self) -> None:
+        """Release the calling thread's or task's latest lease taken through this
+        object (see :meth:`SemaphoreLease.release`).
+
+        Raises:
+            NotOwnedError: the caller holds no lease of this object, or it expired.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        leases = self._held.get(_driver.current_owner())
+        if not leases:
+            raise NotOwnedError(self.name, None, "no permits held by this thread or task")
+        leases[-1].release()
+
+    def set_permits(self, permits: int) -> None:
+        """Change the semaphore's permit count in Redis, for every user of the name.
+
+        Safe while the semaphore is in use: held permits are never taken back.
+        With fewer permits, new acquires wait until enough are given back; with
+        more, the new permits go to the first waiters that fit at once. A waiter
+        asking for more permits than the new count is told at its next attempt
+        (:class:`~tenure.InvalidArgument`).
+
+        Args:
+            permits: the new count, an ``int`` >= 1.
+
+        Raises:
+            InvalidArgument: ``permits`` is not an ``int`` >= 1; nothing was sent.
+            WrongTypeError: a key of the semaphore holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        permits = semaphore_plans.check_permits(permits)
+        _driver.run(self._client, semaphore_plans.set_permits(self._keys, permits))
+        self._permits = permits
+        self._check = False
+
+    def available(self) -> int:
+        """The permits free now, as Redis says: the count less the permits held by
+        leases that have not expired (0 while more are held than the count).
+
+        Raises:
+            WrongTypeError: a key of the semaphore holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return (self.info()).available
+
+    def info(self) -> semaphore_plans.SemaphoreInfo:
+        """A snapshot of the semaphore in Redis: its count, free permits, holders
+        (token, permits, seconds left) and the number of queued waiters.
+
+        Raises:
+            WrongTypeError: a key of the semaphore holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return _driver.run(self._client, semaphore_plans.inspect(self._keys, self._permits))
+
+    def __call__(
+        self, n: int = 1, *, timeout: float | None = None
+    ) -> _Holding[SemaphoreLease]:
+        """A context manager that acquires ``n`` permits with ``timeout`` seconds and
+        releases them on exit.
+
+        Raises:
+            InvalidArgument: (on entry) a bad ``n`` or ``timeout``.
+            AcquireTimeout: (on entry) the permits were not taken within ``timeout``.
+        """
+        return _Holding(_PermitsOf(self, n), timeout)
+
+    def __enter__(self) -> SemaphoreLease:
+        lease = _Holding(_PermitsOf(self, 1), None).__enter__()
+        self._entered.setdefault(lease._holder, []).append(lease)
+        return lease
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        owner = _driver.current_owner()
+        entered = self._entered[owner]
+        lease = entered.pop()  # the lease this block took, whatever else it took
+        if not entered:
+            del self._entered[owner]
+        lease.release()
+
+    def __repr__(self) -> str:
+        leases = [lease for held in self._held.values() for lease in held if lease.valid]
+        if leases:
+            permits = sum(lease.permits for lease in leases)
+            state = f"held here: {permits} permits in {len(leases)} leases"
+        else:
+            state = "none held here"
+        return (
+            f"<{type(self).__name__} {self.name!r} permits={self._permits} "
+            f"ttl={self._ttl:g}s {state}>"
+        )
+
+    def _forget(self, lease: SemaphoreLease) -> None:
+        leases = self._held.get(lease._holder)
+        if leases is not None and lease in leases:
+            leases.remove(lease)
+            if not leases:
+                del self._held[lease._holder]
+        _driver.unwatch(self._client, lease._watch)
+
+
+# --- count-down latch -------------------------------------------------------
+
+
+class CountDownLatch:
+    """A distributed count-down latch: wait until a count, counted down by others,
+    reaches zero.
+
+    One party sets the count (:meth:`try_set_count`), others count it down as
+    they finish their part (:meth:`count_down`), and any number of threads,
+    tasks and processes :meth:`wait` until it is zero. A latch whose count is
+    zero is open: every wait returns at once. The count lives in Redis and has
+    no expiry (a lapse would open the latch), and it can be set again once it
+    is zero, which makes the latch reusable.
+
+    Waiting does not poll: a waiter subscribes to the latch's channel, then
+    reads the count, then waits; the count reaching zero publishes one message
+    that wakes every waiter of every process. A waiter that looks after the
+    latch opened and was set again still returns ``True`` if it was waiting
+    when it opened.
+
+    Args:
+        client: your ``redis.Redis`` client (tenure adds one pub/sub
+            connection per client while something waits).
+        name: the latch's name; its keys are ``<prefix>latch:{<name>}`` and siblings.
+        prefix: the key prefix (default ``"tenure:"``).
+
+    Raises:
+        InvalidArgument: an empty or non-``str`` name or prefix.
+
+    Example::
+
+        done = CountDownLatch(client, "batch:7")
+        done.try_set_count(3)
+        ...  # three workers each call: done.count_down()
+        if done.wait(timeout=60):
+            publish_results()
+    """
+
+    def __init__(self, client: _driver.Client, name: str, *, prefix: str = "tenure:") -> None:
+        self._keys = latch_keys(name, prefix=prefix)
+        self._client = client
+        self._seen: int | None = None  # the count at the last call, for repr
+
+    @property
+    def name(self) -> str:
+        """The latch's name."""
+        return self._keys.name
+
+    def try_set_count(self, count: int) -> bool:
+        """Set the count, if it is zero (the latch is open).
+
+        Args:
+            count: the new count, an ``int`` >= 1.
+
+        Returns:
+            ``True`` if the count was set; ``False`` if it was not zero (nothing
+            was changed).
+
+        Raises:
+            InvalidArgument: ``count`` is not an ``int`` >= 1; nothing was sent.
+            WrongTypeError: the latch's key holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        count = latch_plans.check_count(count)
+        done = _driver.run(self._client, latch_plans.try_set_count(self._keys, count))
+        if done:
+            self._seen = count
+        return done
+
+    def count_down(self) -> int:
+        """Count down by one. Reaching zero opens the latch and wakes every waiter;
+        at zero already, nothing happens.
+
+        Returns:
+            The count left (0: the latch is open).
+
+        Raises:
+            WrongTypeError: a key of the latch holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        self._seen = _driver.run(self._client, latch_plans.count_down(self._keys))
+        return self._seen
+
+    def count(self) -> int:
+        """The count now, as Redis says (0: the latch is open).
+
+        Raises:
+            WrongTypeError: a key of the latch holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return (self.info()).count
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the count is zero.
+
+        Args:
+            timeout: the longest wait in seconds, >= 0; ``None`` waits without limit.
+
+        Returns:
+            ``True`` when the latch is open (at once if it is already); ``False``
+            if ``timeout`` seconds passed first.
+
+        Raises:
+            InvalidArgument: ``timeout`` is negative or not a number; nothing was sent.
+            WrongTypeError: a key of the latch holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        wait = None if timeout is None else check_seconds(timeout, "timeout", allow_zero=True)
+        opened = _driver.run(self._client, latch_plans.wait(self._keys, wait, time.monotonic))
+        if opened:
+            self._seen = 0
+        return opened
+
+    def info(self) -> latch_plans.CountDownLatchInfo:
+        """A snapshot of the latch in Redis: its count and opening number.
+
+        Raises:
+            WrongTypeError: a key of the latch holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        info = _driver.run(self._client, latch_plans.inspect(self._keys))
+        self._seen = info.count
+        return info
+
+    def __repr__(self) -> str:
+        seen = "not read yet" if self._seen is None else f"count={self._seen} at the last call"
+        return f"<{type(self).__name__} {self.name!r} {seen}>"

@@ -29,11 +29,12 @@ from .._protocol import (
     Plan,
     Status,
     Step,
+    Subscribe,
     WaitWake,
     parse_reply,
 )
 from . import _identity
-from ._hubbook import LINGER, HubBook, PassOn, confirm_wait
+from ._hubbook import LINGER, HubBook, PassOn, Settable, confirm_wait
 from ._watchbook import Watch, Watchable, WatchBook
 
 _log = logging.getLogger("tenure")
@@ -62,11 +63,12 @@ def current_owner() -> str:
 
 @dataclass(eq=False)
 class _Channel:
-    keys: LockKeys
+    keys: LockKeys | None
     refs: int = 0
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
+    listeners: set[Settable] = field(default_factory=set)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -96,9 +98,18 @@ class _Hub:
         self._connected_before = False
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
 
-    async def enter(self, keys: LockKeys, channel: str, token: str) -> _Channel:
+    async def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
         ch, subscribe = self._book.enter(channel, keys, token)
-        if subscribe:
+        await self._subscribe(channel, subscribe)
+        return ch
+
+    async def listen(self, channel: str, event: asyncio.Event) -> _Channel:
+        ch, subscribe = self._book.listen(channel, event)
+        await self._subscribe(channel, subscribe)
+        return ch
+
+    async def _subscribe(self, channel: str, new: bool) -> None:
+        if new:
             try:
                 await self._listen().subscribe(channel)
             except BaseException:
@@ -106,10 +117,12 @@ class _Hub:
                 raise
             if self._reader is None:
                 self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
-        return ch
 
     def leave(self, ch: _Channel, token: str) -> None:
         self._book.leave(ch, token, time.monotonic())
+
+    def unlisten(self, ch: _Channel, event: asyncio.Event) -> None:
+        self._book.unlisten(ch, event, time.monotonic())
 
     def listening(self, wake_prefix: str) -> bool:
         """Whether this hub listens (or lingers) on the lock with this wake prefix."""
@@ -323,6 +336,7 @@ class _Contention:
     ch: _Channel
     token: str
     entered: bool = False
+    listener: asyncio.Event | None = None  # set for a Subscribe: its own wake event
 
 
 async def _drive(client: Client, plan: Plan[T]) -> T:
@@ -343,6 +357,9 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
     finally:
         try:
             for c in reversed(held):
+                if c.listener is not None:
+                    c.hub.unlisten(c.ch, c.listener)
+                    continue
                 if c.entered:
                     c.ch.gate.release()
                 c.hub.leave(c.ch, c.token)
@@ -355,13 +372,14 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         return parse_reply(step.script, await _evalsha(client, step))
     if isinstance(step, WaitWake):
         c = held[-1]
+        wake = c.ch.wake if c.listener is None else c.listener
         try:
             async with asyncio.timeout(step.timeout):
-                await c.ch.wake.wait()
+                await wake.wait()
             woken = True
         except TimeoutError:
             woken = False
-        c.ch.wake.clear()
+        wake.clear()
         fence = c.ch.handoffs.pop(c.token, None)
         return woken if fence is None else HandedOff(fence)
     if isinstance(step, Listening):
@@ -369,7 +387,8 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Contend):
         hub = _state(client).hub
         started = time.monotonic()
-        ch = await hub.enter(step.keys, step.keys.wake_prefix + hub.waiter, step.token)
+        keys = step.keys if step.pass_on else None
+        ch = await hub.enter(keys, step.keys.wake_prefix + hub.waiter, step.token)
         c = _Contention(hub, ch, step.token)
         held.append(c)
         try:
@@ -385,6 +404,17 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         except TimeoutError:
             c.entered = False
         return hub.waiter if c.entered else None
+    if isinstance(step, Subscribe):
+        hub = _state(client).hub
+        event = asyncio.Event()
+        ch = await hub.listen(step.channel, event)
+        held.append(_Contention(hub, ch, "", listener=event))
+        try:
+            async with asyncio.timeout(step.timeout):
+                await ch.ready.wait()
+            return True
+        except TimeoutError:
+            return False
     if isinstance(step, Command):
         return await client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     if isinstance(step, Pipeline):

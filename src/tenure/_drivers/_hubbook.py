@@ -7,9 +7,15 @@ waiter left (so a process that waits again soon pays no SUBSCRIBE round trip),
 and is then unsubscribed by the hub's reader. A release hands the lock to a
 waiting token and says so on the channel ("<fence> <token>"); the hub gives the
 fence to the plan waiting with that token, or, if none does any more (it gave
-up meanwhile), releases the lock again so that it goes on to the next waiter. When
+up meanwhile), releases the lock again so that it goes on to the next waiter
+(unless the channel was entered without ``keys``: then nothing is done). When
 no channel is left, the reader closes the pub/sub connection and stops; the
 next wait starts a new one.
+
+A broadcast channel (a count-down latch reaching zero) is listened on by any
+number of plans of the process, each with its own event: every message on it
+sets all of them, and each plan clears only its own, so that no wake is lost
+between two waits.
 """
 
 from __future__ import annotations
@@ -42,11 +48,12 @@ class Settable(Protocol):
 class ChannelBase(Protocol):
     """What the book needs of a driver's channel record."""
 
-    keys: LockKeys
+    keys: LockKeys | None  # None: hand-offs to tokens nobody waits with are not passed on
     refs: int
     idle_since: float | None
     tokens: set[str]  # the lease tokens of this process's plans waiting on the lock
     handoffs: dict[str, int]  # token -> fence, for locks handed to a waiting token
+    listeners: set[Settable]  # the events of plans listening on a broadcast channel
 
     @property
     def ready(self) -> Settable: ...
@@ -56,6 +63,17 @@ class ChannelBase(Protocol):
 
 
 C = TypeVar("C", bound=ChannelBase)
+
+
+@dataclass(frozen=True)
+class WakeEach:
+    """A message on a broadcast channel: set every listener's event."""
+
+    events: tuple[Settable, ...]
+
+    def set(self) -> None:
+        for event in self.events:
+            event.set()
 
 
 @dataclass(frozen=True)
@@ -70,13 +88,26 @@ class PassOn:
 class HubBook(Generic[C]):
     """Channels by name, their waiter counts, and channels being unsubscribed."""
 
-    make: Callable[[LockKeys], C]
+    make: Callable[[LockKeys | None], C]
     channels: dict[str, C] = field(default_factory=dict)
-    closing: dict[str, LockKeys] = field(default_factory=dict)
+    closing: dict[str, LockKeys | None] = field(default_factory=dict)
 
-    def enter(self, channel: str, keys: LockKeys, token: str) -> tuple[C, bool]:
+    def enter(self, channel: str, keys: LockKeys | None, token: str) -> tuple[C, bool]:
         """Count a waiter (waiting with ``token``) in; return its channel and
-        whether to SUBSCRIBE now."""
+        whether to SUBSCRIBE now. ``keys`` is ``None`` for a primitive whose
+        hand-offs are not passed on (see :meth:`route`)."""
+        ch, new = self._count_in(channel, keys)
+        ch.tokens.add(token)
+        return ch, new
+
+    def listen(self, channel: str, event: Settable) -> tuple[C, bool]:
+        """Count a listener of broadcast ``channel`` in, woken by setting ``event``;
+        return the channel and whether to SUBSCRIBE now."""
+        ch, new = self._count_in(channel, None)
+        ch.listeners.add(event)
+        return ch, new
+
+    def _count_in(self, channel: str, keys: LockKeys | None) -> tuple[C, bool]:
         ch = self.channels.get(channel)
         new = ch is None
         if ch is None:
@@ -84,7 +115,6 @@ class HubBook(Generic[C]):
             self.closing.pop(channel, None)
         ch.refs += 1
         ch.idle_since = None
-        ch.tokens.add(token)
         return ch, new
 
     def abort(self, channel: str) -> None:
@@ -95,6 +125,14 @@ class HubBook(Generic[C]):
         """Count a waiter out; the channel lingers from ``now``."""
         ch.tokens.discard(token)
         ch.handoffs.pop(token, None)
+        self._count_out(ch, now)
+
+    def unlisten(self, ch: C, event: Settable, now: float) -> None:
+        """Count a listener out; the channel lingers from ``now``."""
+        ch.listeners.discard(event)
+        self._count_out(ch, now)
+
+    def _count_out(self, ch: C, now: float) -> None:
         ch.refs -= 1
         if ch.refs == 0:
             ch.idle_since = now
@@ -113,9 +151,10 @@ class HubBook(Generic[C]):
     def route(self, kind: str, channel: str, data: str = "") -> Settable | PassOn | None:
         """What a pub/sub message of ``kind`` on ``channel`` with ``data`` asks for.
 
-        Returns the event to set (a subscription confirmed, or a hand-off
-        recorded for the waiting token), a :class:`PassOn` (a lock handed to a
-        token nobody here waits with), or ``None`` (nothing to do).
+        Returns the event to set (a subscription confirmed, a hand-off recorded
+        for the waiting token, or a broadcast for every listener), a
+        :class:`PassOn` (a lock handed to a token nobody here waits with, on a
+        channel entered with keys), or ``None`` (nothing to do).
         """
         if kind == "unsubscribe":
             self.closing.pop(channel, None)
@@ -123,6 +162,8 @@ class HubBook(Generic[C]):
         ch = self.channels.get(channel)
         if kind == "subscribe":
             return ch.ready if ch is not None else None
+        if kind == "message" and ch is not None and ch.listeners:
+            return WakeEach(tuple(ch.listeners))
         fence, _, token = data.partition(" ")
         if kind != "message" or not fence.isdigit() or not token:
             return None
@@ -146,6 +187,8 @@ class HubBook(Generic[C]):
         return not self.channels
 
     def wake_all(self) -> None:
-        """Let every waiter retry (messages may have been lost)."""
+        """Let every waiter and listener retry (messages may have been lost)."""
         for ch in list(self.channels.values()):
             ch.wake.set()
+            for event in list(ch.listeners):
+                event.set()

@@ -29,11 +29,12 @@ from .._protocol import (
     Plan,
     Status,
     Step,
+    Subscribe,
     WaitWake,
     parse_reply,
 )
 from . import _identity
-from ._hubbook import LINGER, HubBook, PassOn, confirm_wait
+from ._hubbook import LINGER, HubBook, PassOn, Settable, confirm_wait
 from ._watchbook import Watch, Watchable, WatchBook
 
 _log = logging.getLogger("tenure")
@@ -55,11 +56,12 @@ def current_owner() -> str:
 
 @dataclass(eq=False)
 class _Channel:
-    keys: LockKeys
+    keys: LockKeys | None
     refs: int = 0
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
+    listeners: set[Settable] = field(default_factory=set)
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     gate: threading.Lock = field(default_factory=threading.Lock)
@@ -89,20 +91,33 @@ class _Hub:
         self._connected_before = False
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
 
-    def enter(self, keys: LockKeys, channel: str, token: str) -> _Channel:
+    def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
         with self._mutex:
             ch, subscribe = self._book.enter(channel, keys, token)
-            if subscribe:
-                try:
-                    self._listen().subscribe(channel)
-                except BaseException:
-                    self._book.abort(channel)
-                    raise
+            self._subscribe(channel, subscribe)
         return ch
+
+    def listen(self, channel: str, event: threading.Event) -> _Channel:
+        with self._mutex:
+            ch, subscribe = self._book.listen(channel, event)
+            self._subscribe(channel, subscribe)
+        return ch
+
+    def _subscribe(self, channel: str, new: bool) -> None:
+        if new:
+            try:
+                self._listen().subscribe(channel)
+            except BaseException:
+                self._book.abort(channel)
+                raise
 
     def leave(self, ch: _Channel, token: str) -> None:
         with self._mutex:
             self._book.leave(ch, token, time.monotonic())
+
+    def unlisten(self, ch: _Channel, event: threading.Event) -> None:
+        with self._mutex:
+            self._book.unlisten(ch, event, time.monotonic())
 
     def listening(self, wake_prefix: str) -> bool:
         """Whether this hub listens (or lingers) on the lock with this wake prefix."""
@@ -316,6 +331,7 @@ class _Contention:
     ch: _Channel
     token: str
     entered: bool = False
+    listener: threading.Event | None = None  # set for a Subscribe: its own wake event
 
 
 def _drive(client: Client, plan: Plan[T]) -> T:
@@ -336,6 +352,9 @@ def _drive(client: Client, plan: Plan[T]) -> T:
     finally:
         try:
             for c in reversed(held):
+                if c.listener is not None:
+                    c.hub.unlisten(c.ch, c.listener)
+                    continue
                 if c.entered:
                     c.ch.gate.release()
                 c.hub.leave(c.ch, c.token)
@@ -348,15 +367,17 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         return parse_reply(step.script, _evalsha(client, step))
     if isinstance(step, WaitWake):
         c = held[-1]
-        woken = c.ch.wake.wait(step.timeout)
-        c.ch.wake.clear()
+        wake = c.ch.wake if c.listener is None else c.listener
+        woken = wake.wait(step.timeout)
+        wake.clear()
         fence = c.ch.handoffs.pop(c.token, None)
         return woken if fence is None else HandedOff(fence)
     if isinstance(step, Listening):
         return _state(client).hub.listening(step.keys.wake_prefix)
     if isinstance(step, Contend):
         hub = _state(client).hub
-        ch = hub.enter(step.keys, step.keys.wake_prefix + hub.waiter, step.token)
+        keys = step.keys if step.pass_on else None
+        ch = hub.enter(keys, step.keys.wake_prefix + hub.waiter, step.token)
         c = _Contention(hub, ch, step.token)
         held.append(c)
         started = time.monotonic()
@@ -367,6 +388,12 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
             left = max(0.0, step.timeout - (time.monotonic() - started))
             c.entered = ch.gate.acquire(timeout=left)
         return hub.waiter if c.entered else None
+    if isinstance(step, Subscribe):
+        hub = _state(client).hub
+        event = threading.Event()
+        ch = hub.listen(step.channel, event)
+        held.append(_Contention(hub, ch, "", listener=event))
+        return ch.ready.wait(step.timeout)
     if isinstance(step, Command):
         return client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     if isinstance(step, Pipeline):

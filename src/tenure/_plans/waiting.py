@@ -1,18 +1,20 @@
-"""The waiting loop shared by the exclusive locks (:class:`tenure.Lock`, :class:`tenure.RLock`).
+"""The waiting loop shared by the locks and the semaphore (:class:`tenure.Lock`,
+:class:`tenure.RLock`, :class:`tenure.Semaphore`).
 
 Waiting (DESIGN.md §4): an attempt is made without listening. If the lock is
 busy the plan becomes its process's one contender for the lock (subscribing to
 its wake channel *before* trying again), queues itself with a member
-``"<waiter id>|<lease ms>|<token>"``, and waits for a hand-off or for the
-holder's remaining lease (``pttl``), whichever is first. A release hands the
+(:meth:`Contender.member`: ``"<waiter id>|<lease ms>|<token>"`` for the locks),
+and waits for a hand-off or for the holder's remaining lease (``pttl``),
+whichever is first. A release hands the
 lock to the first live waiter and publishes ``"<fence> <token>"`` on its wake
 channel; what the waiter does with that message is the primitive's choice
 (:meth:`Contender.handed_off`). A lost message costs latency, never liveness:
 the waiter's next attempt finds the lock held for it.
 
 The loop is written once; each primitive supplies a :class:`Contender`: its
-attempt script call, how it reads the attempt's reply, what a hand-off gives it,
-and how it leaves the queue.
+attempt script call, its queue member, how it reads the attempt's reply, what a
+hand-off gives it, and how it leaves the queue.
 """
 
 from __future__ import annotations
@@ -70,12 +72,20 @@ class Contender(ABC):
             primitive whose owner may already hold the lock (reentrancy) must not
             skip it: queueing first would wait on the process-local gate, which
             another waiter of the same process may hold until this owner releases.
+        pass_on: whether the hub releases a hand-off that reaches this process
+            after the plan stopped waiting (see :class:`tenure._protocol.Contend`).
     """
 
     keys: LockKeys
     token: str
     ttl_ms: int
     listen_first: bool
+    pass_on: bool = True
+
+    def member(self, waiter: str) -> str:
+        """This plan's member of the lock's queue, once this process's hub is ``waiter``:
+        ``"<waiter id>|<lease ms>|<token>"``."""
+        return f"{waiter}|{self.ttl_ms}|{self.token}"
 
     @abstractmethod
     def attempt(self, member: str) -> Eval:
@@ -116,10 +126,10 @@ def wait_turn(
     in_flight = False
     try:
         if blocking and c.listen_first and (yield Listening(keys)):
-            waiter = yield Contend(keys, token, timeout)
+            waiter = yield Contend(keys, token, timeout, c.pass_on)
             if waiter is None:
                 return None
-            member = f"{waiter}|{c.ttl_ms}|{token}"
+            member = c.member(waiter)
         while True:
             sent_at = now()
             in_flight = True
@@ -136,10 +146,10 @@ def wait_turn(
                     yield from c.leave(member, False)
                 return None
             if not member:
-                waiter = yield Contend(keys, token, remaining)
+                waiter = yield Contend(keys, token, remaining, c.pass_on)
                 if waiter is None:
                     return None
-                member = f"{waiter}|{c.ttl_ms}|{token}"
+                member = c.member(waiter)
                 continue
             # pttl 0: the lease ends within the millisecond; -1: no expiry at all
             wait = max(pttl, 1) / 1000 if pttl >= 0 else NO_EXPIRY_RECHECK

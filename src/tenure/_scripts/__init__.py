@@ -3,14 +3,18 @@
 Each file starts with its contract (KEYS, ARGV with units, reply shapes). Every
 script replies ``{status, value}`` with ``status`` a :class:`tenure._protocol.Status`.
 
-Helpers several scripts need (the fence rule, the server clock) live once in
-``_common.lua``: a script's line ``--@include _common.lua`` is replaced by that
-file when the script is loaded, and the SHA-1 is that of the result.
+Helpers several scripts need live once in files whose names start with ``_``
+(the fence rule and the server clock in ``_common.lua``; the semaphore's holders
+and queue in ``_semaphore.lua``). A script's line ``--@include <file>`` is
+replaced by that file when the script is loaded (included files include
+nothing), and the SHA-1 is that of the result.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 
@@ -24,7 +28,12 @@ class ScriptSpec:
     sha1: str
 
 
-INCLUDE = b"--@include _common.lua\n"
+INCLUDE = re.compile(rb"^--@include (_\w+\.lua)\n", re.MULTILINE)
+
+
+def expand(source: bytes, read: Callable[[str], bytes]) -> bytes:
+    """Replace each ``--@include <file>`` line of ``source`` by ``read(<file>)``."""
+    return INCLUDE.sub(lambda m: read(m.group(1).decode()), source)
 
 
 def _read(name: str) -> bytes:
@@ -32,7 +41,7 @@ def _read(name: str) -> bytes:
 
 
 def _load(name: str) -> ScriptSpec:
-    source = _read(f"{name}.lua").replace(INCLUDE, _read("_common.lua"))
+    source = expand(_read(f"{name}.lua"), _read)
     return ScriptSpec(name, source, hashlib.sha1(source).hexdigest())
 
 
@@ -45,6 +54,14 @@ RLOCK_RELEASE = _load("rlock_release")
 RLOCK_EXTEND = _load("rlock_extend")
 RLOCK_INSPECT = _load("rlock_inspect")
 FENCED_SET = _load("fenced_set")
+SEMAPHORE_ACQUIRE = _load("semaphore_acquire")
+SEMAPHORE_RELEASE = _load("semaphore_release")
+SEMAPHORE_EXTEND = _load("semaphore_extend")
+SEMAPHORE_SET_PERMITS = _load("semaphore_set_permits")
+SEMAPHORE_INSPECT = _load("semaphore_inspect")
+LATCH_SET = _load("latch_set")
+LATCH_COUNT_DOWN = _load("latch_count_down")
+LATCH_INSPECT = _load("latch_inspect")
 
 ALL = (
     LOCK_ACQUIRE,
@@ -56,4 +73,12 @@ ALL = (
     RLOCK_EXTEND,
     RLOCK_INSPECT,
     FENCED_SET,
+    SEMAPHORE_ACQUIRE,
+    SEMAPHORE_RELEASE,
+    SEMAPHORE_EXTEND,
+    SEMAPHORE_SET_PERMITS,
+    SEMAPHORE_INSPECT,
+    LATCH_SET,
+    LATCH_COUNT_DOWN,
+    LATCH_INSPECT,
 )

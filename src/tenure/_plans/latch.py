@@ -1,0 +1,96 @@
+"""Plans for :class:`tenure.CountDownLatch`: set the count, count down, read, wait.
+
+The count is a string key; absent means zero (the latch is open). It is set
+only while it is zero (Redisson's ``trySetCount``), so a latch can be used
+again once it has opened. Counting down to zero deletes it, gives the latch a
+new *opening number* (the last + 1, or the server's clock in µs when none is
+stored, as a fence, so it grows across expiry and restart) and publishes that
+number on the latch's channel, which wakes every waiter of every process.
+
+Waiting does not poll: the plan subscribes to the channel first (the hub's
+shared subscription), then reads the count and the opening number, then waits
+for a message or the timeout. Each wake is checked against Redis: the wait
+ends when the count is zero, or when the opening number has grown since the
+first read (the latch opened and was set again before this waiter looked).
+A reconnection of the hub also wakes the waiter, since a message may have
+been lost while disconnected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._errors import InvalidArgument
+from .._keys import LatchKeys
+from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
+from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
+from .lock import FENCE_TTL_MS
+from .waiting import Clock
+
+
+@dataclass(frozen=True, slots=True)
+class CountDownLatchInfo:
+    """A snapshot of a count-down latch in Redis (what ``CountDownLatch.info()`` returns).
+
+    Attributes:
+        name: the latch's name.
+        count: the count; 0 when the latch is open (no count set, or counted down).
+        opened: a number that grows each time the count reaches zero (0 when
+            none is known); two snapshots with different numbers saw the latch
+            open in between.
+    """
+
+    name: str
+    count: int
+    opened: int
+
+
+def check_count(value: object) -> int:
+    """Return ``value`` if it is an ``int`` >= 1 (bools refused).
+
+    Raises:
+        InvalidArgument: otherwise.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"count must be an int >= 1, not {value!r}")
+    return value
+
+
+def try_set_count(keys: LatchKeys, count: int) -> Plan[bool]:
+    """Set the count to ``count`` if it is zero. Returns whether it was set."""
+    status, _ = yield Eval(LATCH_SET, (keys.count,), (count,))
+    return status is Status.OK
+
+
+def count_down(keys: LatchKeys) -> Plan[int]:
+    """Count down by one (nothing happens at zero); at zero, wake every waiter.
+    Returns the count left."""
+    _, left = yield Eval(LATCH_COUNT_DOWN, (keys.count, keys.opened), (keys.channel, FENCE_TTL_MS))
+    return int(left)
+
+
+def inspect(keys: LatchKeys) -> Plan[CountDownLatchInfo]:
+    """Read the count and the opening number."""
+    _, (count, opened) = yield Eval(LATCH_INSPECT, (keys.count, keys.opened), ())
+    return CountDownLatchInfo(keys.name, int(count), int(opened))
+
+
+def wait(keys: LatchKeys, timeout: float | None, now: Clock) -> Plan[bool]:
+    """Wait until the count is zero, as the module says, at most ``timeout``
+    seconds (``None``: no limit). Returns ``True`` if the latch opened, ``False``
+    if the timeout ran out first."""
+    deadline = None if timeout is None else now() + timeout
+    subscribed = yield Subscribe(keys.channel, timeout)
+    first = yield from inspect(keys)
+    if first.count == 0 or not subscribed:
+        return first.count == 0
+    while True:
+        remaining = None if deadline is None else deadline - now()
+        if remaining is not None and remaining <= 0:
+            return False
+        woken = yield WaitWake(remaining)
+        state = yield from inspect(keys)
+        if state.count == 0 or state.opened > first.opened:
+            return True
+        if not woken:
+            return False

@@ -1,0 +1,306 @@
+"""Plans for :class:`tenure.Semaphore`: acquire, release, extend, set the count, inspect.
+
+Every permit is owned by a lease and expires with it, on the server's clock:
+the holders are a sorted set with one member per permit, ``"<token>#<i>"``,
+scored by the lease's expiry in server milliseconds. Each script first drops
+the expired permits, so a crashed holder's permits come back when its lease
+ends, and then hands free permits to the queue (``_semaphore.lua``).
+
+The permit count is stored in Redis on first use. An acquire checks it against
+the caller's count until its first success (``check``), so that a program
+started with another count is told at once; afterwards it follows the stored
+count, which :func:`set_permits` may change while the semaphore is in use.
+
+Waiting is :mod:`.waiting`'s loop. The queue is FIFO: a release (or any call
+that finds free permits) hands them to the first waiters, in order, while the
+first one fits, so a large request blocks those behind it rather than being
+starved by small ones; an attempt that is not queued gets permits only while
+nobody waits. A hand-off sets the waiter's permits with its lease, mints its
+fence and publishes ``"<fence> <token>"``: the token is new for each acquire,
+so the message is trusted as it is, as for :class:`tenure.Lock`.
+
+A waiter that gives up leaves the queue and gives back permits handed to it in
+the same script call, so the hub never has to pass a hand-off on (the
+:class:`~tenure._protocol.Contend` step's ``pass_on`` is off): a message that
+arrives after the plan ended concerns permits that were either given back or
+returned to the caller by an attempt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import InvalidArgument, NotOwnedError, ProtocolError
+from .._keys import SemaphoreKeys
+from .._protocol import Eval, Plan, Status
+from .._scripts import (
+    SEMAPHORE_ACQUIRE,
+    SEMAPHORE_EXTEND,
+    SEMAPHORE_INSPECT,
+    SEMAPHORE_RELEASE,
+    SEMAPHORE_SET_PERMITS,
+)
+from .._units import to_ms
+from .lock import FENCE_TTL_MS, HANDOFF_RESYNC
+from .waiting import Clock, Contender, Grant, validity, wait_turn
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreHolder:
+    """One lease holding permits of a semaphore, as Redis said at the snapshot.
+
+    Attributes:
+        token: the lease's token (``SemaphoreLease.owner``).
+        permits: how many permits it holds.
+        ttl: seconds until its lease ends in Redis, unless extended.
+    """
+
+    token: str
+    permits: int
+    ttl: float
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreInfo:
+    """A snapshot of a semaphore in Redis (what ``Semaphore.info()`` returns).
+
+    Attributes:
+        name: the semaphore's name.
+        permits: the permit count stored in Redis, or the asking object's count
+            while none is stored.
+        available: permits free now: ``permits`` less those held (0 while more
+            are held than the count, after it shrank).
+        holders: the leases holding permits, first to expire first.
+        waiters: processes queued for permits (each process queues one waiting
+            thread or task at a time; its others wait behind that one locally).
+    """
+
+    name: str
+    permits: int
+    available: int
+    holders: tuple[SemaphoreHolder, ...]
+    waiters: int
+
+
+def check_permits(value: object, what: str = "permits") -> int:
+    """Return ``value`` if it is an ``int`` >= 1 (bools refused).
+
+    Raises:
+        InvalidArgument: otherwise; the message names ``what``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"{what} must be an int >= 1, not {value!r}")
+    return value
+
+
+def check_n(n: object, permits: int) -> int:
+    """Validate the number of permits asked for, against the semaphore's ``permits``.
+
+    Raises:
+        InvalidArgument: ``n`` is not an ``int`` >= 1, or is more than ``permits``.
+    """
+    n = check_permits(n, "n")
+    if n > permits:
+        raise InvalidArgument(f"n={n} is more than the semaphore's {permits} permits")
+    return n
+
+
+def acquire(
+    keys: SemaphoreKeys,
+    token: str,
+    n: int,
+    permits: int,
+    ttl: float,
+    *,
+    check: bool,
+    blocking: bool,
+    timeout: float | None,
+    now: Clock,
+) -> Plan[Grant | None]:
+    """Take ``n`` permits for the lease ``token``, waiting as the module says.
+
+    ``permits`` is the caller's count, stored if Redis has none; with ``check``,
+    a different stored count is an error.
+
+    Returns ``None`` when ``blocking`` is false and the permits are not free, or
+    when ``timeout`` seconds pass first.
+
+    Raises:
+        InvalidArgument: ``ttl`` is not a positive number; with ``check``, Redis
+            stores another count; ``n`` is more than the stored count.
+        WrongTypeError: one of the semaphore's keys holds another type.
+    """
+    contender = _SemaphoreContender(keys, token, n, permits, ttl, to_ms(ttl, "ttl"), check, now)
+    return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
+
+
+class _SemaphoreContender(Contender):
+    keys: SemaphoreKeys
+    listen_first = True
+    pass_on = False  # see the module docstring
+
+    def __init__(
+        self,
+        keys: SemaphoreKeys,
+        token: str,
+        n: int,
+        permits: int,
+        ttl: float,
+        ttl_ms: int,
+        check: bool,
+        now: Clock,
+    ) -> None:
+        self.keys, self.token, self.n, self.permits = keys, token, n, permits
+        self.ttl, self.ttl_ms, self.check, self.now = ttl, ttl_ms, check, now
+
+    def member(self, waiter: str) -> str:
+        return f"{waiter}|{self.ttl_ms}|{self.n}|{self.token}"
+
+    def attempt(self, member: str) -> Eval:
+        keys = self.keys
+        return Eval(
+            SEMAPHORE_ACQUIRE,
+            keys.script_keys,
+            (
+                self.token,
+                self.n,
+                self.ttl_ms,
+                self.permits,
+                "1" if self.check else "0",
+                member,
+                keys.wake_prefix,
+                FENCE_TTL_MS,
+            ),
+        )
+
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+        if status is Status.OK:
+            return Grant(self.token, int(value), self.ttl, sent_at + validity(self.ttl))
+        if status is Status.BUSY:
+            return int(value)
+        name = self.keys.name
+        if status is Status.PERMITS_DIFFER:
+            raise InvalidArgument(
+                f"semaphore {name!r} has {value} permits in Redis, but this Semaphore was "
+                f"given {self.permits}; call set_permits({self.permits}) to change the count"
+            )
+        if status is Status.TOO_MANY:
+            raise InvalidArgument(
+                f"semaphore {name!r} now has {value} permits in Redis (its count was "
+                f"changed), fewer than the {self.n} asked for"
+            )
+        raise ProtocolError(f"{SEMAPHORE_ACQUIRE.name}: unexpected status {status.name}")
+
+    def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
+        ttl, token = self.ttl, self.token
+        if self.now() - queued_at <= ttl * HANDOFF_RESYNC:
+            return Grant(token, fence, ttl, queued_at + validity(ttl))
+        with contextlib.suppress(NotOwnedError):  # else: gone already; try again
+            expires_at = yield from extend(
+                self.keys, token, self.n, self.permits, fence, ttl, self.now
+            )
+            return Grant(token, fence, ttl, expires_at)
+        return None
+
+    def leave(self, member: str, in_flight: bool) -> Plan[None]:
+        with contextlib.suppress(Exception):
+            yield _release_step(self.keys, self.token, self.n, self.permits, member)
+
+
+def _release_step(keys: SemaphoreKeys, token: str, n: int, permits: int, member: str) -> Eval:
+    return Eval(
+        SEMAPHORE_RELEASE,
+        (*keys.script_keys, keys.released),
+        (token, n, permits, member, keys.wake_prefix, FENCE_TTL_MS),
+    )
+
+
+def release(keys: SemaphoreKeys, token: str, n: int, permits: int, fence: int) -> Plan[None]:
+    """Give back the ``n`` permits of lease ``token`` and hand free permits to the
+    first waiters that fit. ``permits`` is the caller's count (used when Redis
+    stores none); ``fence`` is only used in the error message.
+
+    Raises:
+        NotOwnedError: the lease holds no permits (it expired, or was released).
+    """
+    status, _ = yield _release_step(keys, token, n, permits, "")
+    if status is Status.NOT_OWNED:
+        raise NotOwnedError(
+            keys.name, fence, "can't release: the semaphore lease expired before release"
+        )
+
+
+def renewal(keys: SemaphoreKeys, token: str, n: int, permits: int, seconds: float) -> Eval:
+    """The script call that resets lease ``token`` (of ``n`` permits) to end
+    ``seconds`` from now. Reply: ``(OK, 0)``, or ``(NOT_OWNED, 0)`` when the lease
+    holds no permits (expired permits are dropped first: never revived).
+
+    Raises:
+        InvalidArgument: ``seconds`` is not a positive number.
+    """
+    ms = to_ms(seconds, "seconds")
+    return Eval(
+        SEMAPHORE_EXTEND,
+        keys.script_keys,
+        (token, n, ms, permits, keys.wake_prefix, FENCE_TTL_MS),
+    )
+
+
+def extend(
+    keys: SemaphoreKeys,
+    token: str,
+    n: int,
+    permits: int,
+    fence: int,
+    seconds: float,
+    now: Clock,
+) -> Plan[float]:
+    """Reset the lease ``token`` (of ``n`` permits) to end ``seconds`` from now.
+
+    Returns the new ``expires_at`` on the caller's monotonic clock.
+
+    Raises:
+        InvalidArgument: ``seconds`` is not a positive number.
+        NotOwnedError: the lease holds no permits (it expired, or was released).
+    """
+    step = renewal(keys, token, n, permits, seconds)
+    sent_at = now()
+    status, _ = yield step
+    if status is Status.NOT_OWNED:
+        raise NotOwnedError(
+            keys.name, fence, "can't extend: the semaphore lease expired before extend"
+        )
+    return sent_at + validity(seconds)
+
+
+def set_permits(keys: SemaphoreKeys, permits: int) -> Plan[int]:
+    """Store ``permits`` as the count; hand new permits to waiters that fit.
+
+    Returns the count stored before (0 when none was).
+    """
+    _, old = yield Eval(
+        SEMAPHORE_SET_PERMITS, keys.script_keys, (permits, keys.wake_prefix, FENCE_TTL_MS)
+    )
+    return int(old)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def inspect(keys: SemaphoreKeys, permits: int) -> Plan[SemaphoreInfo]:
+    """Read the count (``permits``, the caller's, when Redis stores none), the
+    leases holding permits, and the number of queued waiters."""
+    _, (stored, waiters, flat) = yield Eval(SEMAPHORE_INSPECT, keys.script_keys, ())
+    total = int(stored) or permits
+    counts: dict[str, int] = {}
+    ttls: dict[str, float] = {}
+    for member, pttl in zip(flat[::2], flat[1::2], strict=True):
+        token = _text(member).rpartition("#")[0]
+        counts[token] = counts.get(token, 0) + 1
+        ttls[token] = int(pttl) / 1000
+    holders = tuple(SemaphoreHolder(token, counts[token], ttls[token]) for token in counts)
+    held = sum(counts.values())
+    return SemaphoreInfo(keys.name, total, max(0, total - held), holders, int(waiters))

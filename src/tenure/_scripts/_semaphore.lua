@@ -1,0 +1,143 @@
+-- _semaphore.lua: helpers that tenure._scripts puts in place of the include
+-- line of every semaphore script (after _common.lua, whose helpers they use).
+-- Not a script of its own. Every semaphore script has the same KEYS:
+--
+-- KEYS[1]  holders key   sorted set with one member per held permit,
+--                        "<token>#<i>" (i = 1..n for a lease of n permits), score =
+--                        the lease's expiry in server MILLISECONDS; the key's PX is
+--                        the latest expiry
+-- KEYS[2]  permits key   string holding an integer: the permit count
+-- KEYS[3]  fence key     string holding an integer: the last fence minted
+-- KEYS[4]  waiters key   sorted set, score = arrival (server µs), member =
+--                        "<waiter id>|<lease ms>|<n>|<token>"
+--
+-- Rule: every script that drops expired permits (sem_prune) then hands the free
+-- permits to the waiters that fit (sem_promote), so that a crashed holder's
+-- permits go on to the queue as soon as anyone touches the semaphore.
+
+-- The first key that holds a value of another type (or a string that is not an
+-- integer), or nil.
+local function sem_wrong_key()
+  for i, want in ipairs({'zset', 'string', 'string', 'zset'}) do
+    local t = redis.call('TYPE', KEYS[i]).ok
+    if t ~= 'none' and t ~= want then return KEYS[i] end
+    if t == 'string' and not tonumber(redis.call('GET', KEYS[i])) then return KEYS[i] end
+  end
+  return nil
+end
+
+-- The semaphore as this call sees it: the server's clock, the stored permit
+-- count (nil when none is stored) and the count in force (`fallback`, the
+-- caller's count, when none is stored), and the last fence (false when none).
+local function sem_open(fallback)
+  local now = now_us()
+  local stored = tonumber(redis.call('GET', KEYS[2]))
+  return {now_us = now, now_ms = math.floor(now / 1000), stored = stored,
+          total = stored or tonumber(fallback), last = redis.call('GET', KEYS[3])}
+end
+
+-- Drop the permits whose lease ended.
+local function sem_prune(s)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', s.now_ms))
+end
+
+-- Whether `token` holds permits now.
+local function sem_holds(s, token)
+  local expiry = redis.call('ZSCORE', KEYS[1], token .. '#1')
+  return expiry and tonumber(expiry) > s.now_ms
+end
+
+-- The holders key's members are written in chunks, to stay within Lua's stack.
+local CHUNK = 100
+
+-- Give `token` its n permits until `expiry` (ms); with `xx`, only reset the
+-- expiry of permits it holds.
+local function sem_set_lease(token, n, expiry, xx)
+  local score = string.format('%.0f', expiry)
+  local args = {}
+  for i = 1, n do
+    args[#args + 1] = score
+    args[#args + 1] = token .. '#' .. i
+    if #args == 2 * CHUNK or i == n then
+      if xx then
+        redis.call('ZADD', KEYS[1], 'XX', unpack(args))
+      else
+        redis.call('ZADD', KEYS[1], unpack(args))
+      end
+      args = {}
+    end
+  end
+end
+
+-- Take back the n permits of `token`.
+local function sem_drop_lease(token, n)
+  local args = {}
+  for i = 1, n do
+    args[#args + 1] = token .. '#' .. i
+    if #args == CHUNK or i == n then
+      redis.call('ZREM', KEYS[1], unpack(args))
+      args = {}
+    end
+  end
+end
+
+-- The next fence (a decimal string); sem_keep_fence stores it once given out.
+local function sem_next_fence(s)
+  return string.format('%.0f', next_fence(s.last))
+end
+
+-- Store `fence` as the last one minted; the fence key lives `ttl` ms.
+local function sem_keep_fence(s, fence, ttl)
+  redis.call('SET', KEYS[3], fence, 'PX', string.format('%.0f', ttl))
+  s.last = fence
+  return fence
+end
+
+-- Hand free permits to the first waiters, in arrival order, while the first
+-- one fits: a waiter asking for more permits than are free waits, and so does
+-- everyone behind it (no starvation of large requests). Each waiter gets its
+-- permits with its own lease and a new fence, and "<fence> <token>" is
+-- published on its wake channel (`wake_prefix` .. waiter id). A waiter whose
+-- PUBLISH reaches no subscriber is gone: dropped, as is one asking for more
+-- permits than the count (after the count shrank; its next attempt is told).
+-- `own` is the caller's waiters member ("" if none): when reached, it is
+-- granted without a message. Returns the fence granted to `own`, or nil.
+local function sem_promote(s, wake_prefix, fence_ttl, own)
+  local free = s.total - redis.call('ZCARD', KEYS[1])
+  local granted = nil
+  while free > 0 do
+    local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
+    if not head then break end
+    local w, lease, n, token = string.match(head, '^([^|]*)|(%d+)|(%d+)|(.+)$')
+    local fits = w and tonumber(n) >= 1 and tonumber(n) <= s.total
+    if fits and tonumber(n) > free then break end
+    redis.call('ZREM', KEYS[4], head)
+    if fits then
+      n, lease = tonumber(n), tonumber(lease)
+      local fence = sem_next_fence(s)
+      if head == own or redis.call('PUBLISH', wake_prefix .. w, fence .. ' ' .. token) > 0 then
+        sem_set_lease(token, n, s.now_ms + lease, false)
+        sem_keep_fence(s, fence, math.max(fence_ttl, lease))
+        free = free - n
+        if head == own then granted = fence end
+      end
+    end
+  end
+  return granted
+end
+
+-- Milliseconds until the first lease ends (-1 when no permit is held).
+local function sem_next_expiry(s)
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if not first[2] then return -1 end
+  return math.max(1, tonumber(first[2]) - s.now_ms)
+end
+
+-- Make the holders key expire with its latest lease (Redis deletes it sooner
+-- when its last member is removed).
+local function sem_touch(s)
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if last[2] then
+    redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, tonumber(last[2]) - s.now_ms)))
+  end
+end

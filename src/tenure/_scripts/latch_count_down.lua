@@ -1,0 +1,31 @@
+-- latch_count_down.lua: count a count-down latch down by one. When the count
+-- reaches zero the count key is deleted, the opened key gets a new number and
+-- that number is published on the latch's channel, waking every waiter.
+--
+-- KEYS[1]  count key     string holding an integer > 0; absent = zero
+-- KEYS[2]  opened key    string holding an integer: the number of the last
+--                        opening (it grows with every opening)
+-- ARGV[1]  channel       string; the latch's pub/sub channel
+-- ARGV[2]  opened ttl    integer MILLISECONDS the opened key outlives its last use
+--
+-- Returns  {1, left}     OK: the count is now left; 0 = zero (absent). When this
+--                        call brought it to zero, the opened number became the
+--                        last + 1 (or the server's TIME in µs when none is
+--                        stored) and was published on ARGV[1]. At zero already,
+--                        nothing is written or published.
+--          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+
+--@include _common.lua
+
+local current = redis.pcall('GET', KEYS[1])
+if wrong(current) or (current and not tonumber(current)) then return {5, KEYS[1]} end
+local last = redis.pcall('GET', KEYS[2])
+if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[2]} end
+if not current then return {1, 0} end
+local left = redis.call('DECR', KEYS[1])
+if left > 0 then return {1, left} end
+redis.call('DEL', KEYS[1])
+local opened = string.format('%.0f', next_fence(last))
+redis.call('SET', KEYS[2], opened, 'PX', ARGV[2])
+redis.call('PUBLISH', ARGV[1], opened)
+return {1, 0}

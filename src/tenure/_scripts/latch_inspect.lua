@@ -1,0 +1,17 @@
+-- latch_inspect.lua: read-only snapshot of a count-down latch.
+--
+-- KEYS[1]  count key     string holding an integer > 0; absent = zero
+-- KEYS[2]  opened key    string holding an integer: the number of the last opening
+--
+-- Returns  {1, {count, opened}}
+--            count    integer, the count (0 when absent)
+--            opened   integer, the number of the last opening (0 when none is stored)
+--          {5, key}   WRONG_TYPE: key holds a value of another type.
+
+--@include _common.lua
+
+local current = redis.pcall('GET', KEYS[1])
+if wrong(current) or (current and not tonumber(current)) then return {5, KEYS[1]} end
+local opened = redis.pcall('GET', KEYS[2])
+if wrong(opened) or (opened and not tonumber(opened)) then return {5, KEYS[2]} end
+return {1, {math.max(tonumber(current) or 0, 0), tonumber(opened) or 0}}

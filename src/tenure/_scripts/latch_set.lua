@@ -1,0 +1,16 @@
+-- latch_set.lua: set a count-down latch's count, only while it is zero.
+--
+-- KEYS[1]  count key     string holding an integer > 0; absent = zero
+-- ARGV[1]  count         integer >= 1
+--
+-- Returns  {1, count}    OK: the count is now ARGV[1].
+--          {2, current}   BUSY: the count is not zero (it is current); nothing written.
+--          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
+
+--@include _common.lua
+
+local current = redis.pcall('GET', KEYS[1])
+if wrong(current) or (current and not tonumber(current)) then return {5, KEYS[1]} end
+if current and tonumber(current) > 0 then return {2, tonumber(current)} end
+redis.call('SET', KEYS[1], ARGV[1])
+return {1, tonumber(ARGV[1])}

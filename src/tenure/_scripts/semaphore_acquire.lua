@@ -1,0 +1,72 @@
+-- semaphore_acquire.lua: take n permits of a semaphore for one lease, or queue
+-- the caller so that a release hands the permits straight to it (see
+-- _semaphore.lua, sem_promote). Expired permits are dropped first, and free
+-- permits go to the queue's first waiters before anyone else: a caller that is
+-- not queued gets permits only while nobody waits.
+--
+-- KEYS[1]  holders key   sorted set, a member "<token>#<i>" per held permit,
+--                        score = expiry (server ms) (see _semaphore.lua)
+-- KEYS[2]  permits key   string holding an integer: the permit count
+-- KEYS[3]  fence key     string holding an integer: the last fence minted
+-- KEYS[4]  waiters key   sorted set of waiters (see _semaphore.lua)
+-- ARGV[1]  token         string; the acquiring lease's token
+-- ARGV[2]  n             integer >= 1; the permits asked for
+-- ARGV[3]  lease         integer MILLISECONDS, > 0
+-- ARGV[4]  permits       integer >= 1; the caller's permit count, stored if none is
+-- ARGV[5]  check         "1": refuse if another count is stored; "0": use the stored one
+-- ARGV[6]  member        the caller's waiters member, or "" to not queue
+-- ARGV[7]  wake prefix   string; waiter w is told by PUBLISH on ARGV[7] .. w
+-- ARGV[8]  fence ttl     integer MILLISECONDS the fence and permits keys outlive
+--                        their last use (at least the lease)
+--
+-- Returns  {1, fence}      OK: the token holds n permits until ARGV[3] ms from now.
+--                          fence = last fence + 1, or the server's TIME in µs when
+--                          no fence is stored. A token that holds its permits
+--                          already (handed to it by a release whose message it
+--                          has not seen) has its lease reset and a new fence.
+--          {2, wait_ms}    BUSY: too few free permits, or others queue first;
+--                          wait_ms = time until the first lease ends, -1 when no
+--                          permit is held. ARGV[6], if given, is queued.
+--          {7, stored}     PERMITS_DIFFER: ARGV[5] is "1" and another count is
+--                          stored; nothing written.
+--          {8, total}      TOO_MANY: n is more than the permit count in force;
+--                          only ARGV[6] was removed.
+--          {5, key}        WRONG_TYPE: key holds a value of another type; nothing written.
+
+--@include _common.lua
+--@include _semaphore.lua
+
+local bad = sem_wrong_key()
+if bad then return {5, bad} end
+local token, n, lease, member = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[6]
+local fence_ttl = math.max(tonumber(ARGV[8]), lease)
+local s = sem_open(ARGV[4])
+if s.stored and ARGV[5] == '1' and s.stored ~= tonumber(ARGV[4]) then return {7, s.stored} end
+if n > s.total then
+  if member ~= '' then redis.call('ZREM', KEYS[4], member) end
+  return {8, s.total}
+end
+redis.call('SET', KEYS[2], s.total, 'PX', string.format('%.0f', fence_ttl))
+sem_prune(s)
+
+local granted = nil
+if sem_holds(s, token) then
+  if member ~= '' then redis.call('ZREM', KEYS[4], member) end
+  sem_set_lease(token, n, s.now_ms + lease, true)
+  granted = sem_keep_fence(s, sem_next_fence(s), fence_ttl)
+  sem_promote(s, ARGV[7], tonumber(ARGV[8]), '')
+else
+  if member ~= '' then redis.call('ZADD', KEYS[4], 'NX', s.now_us, member) end
+  granted = sem_promote(s, ARGV[7], tonumber(ARGV[8]), member)
+  if not granted and member == '' and redis.call('ZCARD', KEYS[4]) == 0
+      and s.total - redis.call('ZCARD', KEYS[1]) >= n then
+    sem_set_lease(token, n, s.now_ms + lease, false)
+    granted = sem_keep_fence(s, sem_next_fence(s), fence_ttl)
+  end
+end
+sem_touch(s)
+if granted then return {1, tonumber(granted)} end
+
+local wait = sem_next_expiry(s)
+if member ~= '' then redis.call('PEXPIRE', KEYS[4], math.max(wait, 0) + 60000) end
+return {2, wait}

@@ -1,0 +1,44 @@
+-- semaphore_release.lua: give back a lease's permits, and hand the free permits
+-- to the first waiters that fit (see _semaphore.lua, sem_promote). Also used by
+-- a waiter that gives up, to leave the queue and give back permits handed to
+-- it, in the same call.
+--
+-- KEYS[1]  holders key   sorted set, a member "<token>#<i>" per held permit,
+--                        score = expiry (server ms) (see _semaphore.lua)
+-- KEYS[2]  permits key   string holding an integer: the permit count
+-- KEYS[3]  fence key     string holding an integer: the last fence minted
+-- KEYS[4]  waiters key   sorted set of waiters (see _semaphore.lua)
+-- KEYS[5]  released key  string: the token of the last release, kept 120 s so
+--                        that a release retried after a lost reply is recognised
+-- ARGV[1]  token         string; the lease's token
+-- ARGV[2]  n             integer >= 1; the lease's permits
+-- ARGV[3]  permits       integer >= 1; the caller's permit count, used if none is stored
+-- ARGV[4]  member        a waiters member to remove first (a waiter leaving), or ""
+-- ARGV[5]  wake prefix   string; waiter w is told by PUBLISH on ARGV[5] .. w
+-- ARGV[6]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+--
+-- Returns  {1, 0}        OK: released; the permits went to waiters, or are free
+--                        (or this token's release had been done: a retry).
+--          {4, 0}        NOT_OWNED: the token holds no permits (its lease expired,
+--                        or it was released); only ARGV[4] was removed (and
+--                        expired permits were handed on).
+--          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+
+--@include _common.lua
+--@include _semaphore.lua
+
+local bad = sem_wrong_key()
+if bad then return {5, bad} end
+local s = sem_open(ARGV[3])
+sem_prune(s)
+if ARGV[4] ~= '' then redis.call('ZREM', KEYS[4], ARGV[4]) end
+local held = sem_holds(s, ARGV[1])
+if held then
+  sem_drop_lease(ARGV[1], tonumber(ARGV[2]))
+  if ARGV[4] == '' then redis.call('SET', KEYS[5], ARGV[1], 'PX', 120000) end
+end
+sem_promote(s, ARGV[5], tonumber(ARGV[6]), '')
+sem_touch(s)
+if held then return {1, 0} end
+if ARGV[4] == '' and redis.call('GET', KEYS[5]) == ARGV[1] then return {1, 0} end
+return {4, 0}

@@ -1,0 +1,30 @@
+-- semaphore_set_permits.lua: store a new permit count. Held permits are kept
+-- (a smaller count makes new acquires wait until enough are given back); a
+-- larger count hands the new permits to the first waiters that fit.
+--
+-- KEYS[1]  holders key   sorted set, a member "<token>#<i>" per held permit,
+--                        score = expiry (server ms) (see _semaphore.lua)
+-- KEYS[2]  permits key   string holding an integer: the permit count
+-- KEYS[3]  fence key     string holding an integer: the last fence minted
+-- KEYS[4]  waiters key   sorted set of waiters (see _semaphore.lua)
+-- ARGV[1]  permits       integer >= 1; the new count
+-- ARGV[2]  wake prefix   string; waiter w is told by PUBLISH on ARGV[2] .. w
+-- ARGV[3]  fence ttl     integer MILLISECONDS the permits and fence keys outlive
+--                        their last use
+--
+-- Returns  {1, old}      OK: the count is now ARGV[1]; old = the count stored
+--                        before (0 when none was).
+--          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+
+--@include _common.lua
+--@include _semaphore.lua
+
+local bad = sem_wrong_key()
+if bad then return {5, bad} end
+local s = sem_open(ARGV[1])
+s.total = tonumber(ARGV[1])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+sem_prune(s)
+sem_promote(s, ARGV[2], tonumber(ARGV[3]), '')
+sem_touch(s)
+return {1, s.stored or 0}

@@ -1,0 +1,128 @@
+"""Pure tests of the CountDownLatch plans and keys: canned replies and a fake clock, no Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+from redis.crc import key_slot
+
+from tenure import InvalidArgument
+from tenure._keys import latch_keys
+from tenure._plans import latch as latch_plans
+from tenure._plans.lock import FENCE_TTL_MS
+from tenure._protocol import Eval, Status, Subscribe, WaitWake
+from tenure._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
+
+LATCH = latch_keys("job", prefix="tenure:")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def send(plan: Generator[Any, Any, Any], reply: Any = None) -> Any:
+    """The plan's next step after ``reply``."""
+    return plan.send(reply)
+
+
+def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
+    with pytest.raises(StopIteration) as stop:
+        send(plan, reply)
+    return stop.value.value
+
+
+def test_keys_share_a_slot() -> None:
+    assert (LATCH.count, LATCH.opened, LATCH.channel) == (
+        "tenure:latch:{job}",
+        "tenure:latch:{job}:opened",
+        "tenure:latch:{job}:zero",
+    )
+    assert len({key_slot(k.encode()) for k in (LATCH.count, LATCH.opened)}) == 1
+    for name, prefix in (("", "p:"), (None, "p:"), (b"x", "p:"), ("x", None)):
+        with pytest.raises(InvalidArgument):
+            latch_keys(name, prefix=prefix)  # type: ignore[arg-type]
+
+
+def test_latch_set_and_count_down() -> None:
+    plan: Any = latch_plans.try_set_count(LATCH, 3)
+    step = send(plan)
+    assert step.script is LATCH_SET and step.keys == (LATCH.count,) and step.args == (3,)
+    assert finish(plan, (Status.OK, 3)) is True
+    plan = latch_plans.try_set_count(LATCH, 3)
+    send(plan)
+    assert finish(plan, (Status.BUSY, 1)) is False
+    plan = latch_plans.count_down(LATCH)
+    step = send(plan)
+    assert step.script is LATCH_COUNT_DOWN and step.keys == (LATCH.count, LATCH.opened)
+    assert step.args == (LATCH.channel, FENCE_TTL_MS)
+    assert finish(plan, (Status.OK, 2)) == 2
+    for bad in (0, -2, True, "3", 2.0):
+        with pytest.raises(InvalidArgument, match="count must be an int >= 1"):
+            latch_plans.check_count(bad)
+
+
+def _latch_wait(clock: Clock, timeout: float | None) -> tuple[Any, Any]:
+    """A wait plan after its Subscribe step, and that step."""
+    plan = latch_plans.wait(LATCH, timeout, clock)
+    return plan, send(plan)
+
+
+def test_latch_wait_subscribes_before_it_reads() -> None:
+    plan, sub = _latch_wait(Clock(), None)
+    assert sub == Subscribe(LATCH.channel, None)
+    read = send(plan, True)
+    assert isinstance(read, Eval) and read.script is LATCH_INSPECT
+    assert read.keys == (LATCH.count, LATCH.opened)
+    assert finish(plan, (Status.OK, [0, 5])) is True  # open already: no wait
+
+
+def test_latch_wait_until_zero_without_polling() -> None:
+    clock = Clock()
+    plan, _ = _latch_wait(clock, None)
+    send(plan, True)
+    wait = send(plan, (Status.OK, [2, 5]))
+    assert wait == WaitWake(None)  # no timer: only a message (or a reconnection) wakes it
+    assert isinstance(send(plan, True), Eval)
+    assert send(plan, (Status.OK, [1, 5])) == WaitWake(None)  # woken, not zero: wait again
+    send(plan, True)
+    assert finish(plan, (Status.OK, [0, 5])) is True
+
+
+def test_latch_wait_sees_an_opening_that_was_followed_by_a_new_count() -> None:
+    plan, _ = _latch_wait(Clock(), None)
+    send(plan, True)
+    send(plan, (Status.OK, [2, 5]))
+    send(plan, True)
+    assert finish(plan, (Status.OK, [4, 6])) is True  # opened (5 -> 6), then set to 4
+
+
+def test_latch_wait_timeout() -> None:
+    clock = Clock()
+    plan, sub = _latch_wait(clock, 2.0)
+    assert sub == Subscribe(LATCH.channel, 2.0)
+    send(plan, True)
+    assert send(plan, (Status.OK, [2, 5])) == WaitWake(2.0)
+    clock.t += 0.5
+    send(plan, True)
+    assert send(plan, (Status.OK, [1, 5])) == WaitWake(1.5)
+    clock.t += 1.5
+    last = send(plan, False)  # timed out: one last read decides
+    assert isinstance(last, Eval)
+    assert finish(plan, (Status.OK, [1, 5])) is False
+    plan, _ = _latch_wait(clock, 2.0)
+    send(plan, True)
+    send(plan, (Status.OK, [1, 5]))
+    send(plan, False)
+    assert finish(plan, (Status.OK, [0, 6])) is True  # opened just before the deadline
+
+
+def test_latch_wait_unconfirmed_subscription_reads_once() -> None:
+    plan, _ = _latch_wait(Clock(), 0.0)
+    send(plan, False)  # the timeout ran out before the subscription was confirmed
+    assert finish(plan, (Status.OK, [1, 0])) is False

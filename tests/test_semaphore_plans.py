@@ -1,0 +1,272 @@
+"""Pure tests of the Semaphore plans and keys: canned replies and a fake clock, no Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+from redis.crc import key_slot
+
+from tenure import InvalidArgument, NotOwnedError
+from tenure._errors import ProtocolError
+from tenure._keys import lock_keys, semaphore_keys
+from tenure._plans import semaphore as plans
+from tenure._plans.lock import FENCE_TTL_MS
+from tenure._plans.waiting import validity
+from tenure._protocol import Contend, Eval, HandedOff, Listening, Status, WaitWake
+from tenure._scripts import (
+    SEMAPHORE_ACQUIRE,
+    SEMAPHORE_EXTEND,
+    SEMAPHORE_INSPECT,
+    SEMAPHORE_RELEASE,
+    SEMAPHORE_SET_PERMITS,
+)
+
+KEYS = semaphore_keys("pool", prefix="tenure:")
+SCRIPT_KEYS = (KEYS.holders, KEYS.permits, KEYS.fence, KEYS.waiters)
+TOKEN = "p0.7:t1"
+MEMBER = f"w1|10000|2|{TOKEN}"  # waiter w1, 10 s lease, 2 permits
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def send(plan: Generator[Any, Any, Any], reply: Any = None) -> Any:
+    """The plan's next step after ``reply``."""
+    return plan.send(reply)
+
+
+def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
+    with pytest.raises(StopIteration) as stop:
+        send(plan, reply)
+    return stop.value.value
+
+
+def acquire_plan(
+    clock: Clock,
+    *,
+    blocking: bool = True,
+    timeout: float | None = None,
+    check: bool = True,
+) -> Any:
+    return plans.acquire(
+        KEYS,
+        TOKEN,
+        2,
+        3,
+        10.0,
+        check=check,
+        blocking=blocking,
+        timeout=timeout,
+        now=clock,
+    )
+
+
+def start(plan: Any) -> Eval:
+    """Send the first step: not listening yet, so the lone attempt."""
+    assert isinstance(send(plan), Listening)
+    step = send(plan, False)
+    assert isinstance(step, Eval)
+    return step
+
+
+def queue(plan: Any, wait_ms: int = 2500) -> None:
+    """Drive a fresh acquire to its first wait: busy, contend, queued and still busy."""
+    assert start(plan).args[5] == ""
+    assert isinstance(send(plan, (Status.BUSY, wait_ms)), Contend)
+    queued = send(plan, "w1")
+    assert isinstance(queued, Eval) and queued.args[5] == MEMBER
+    assert isinstance(send(plan, (Status.BUSY, wait_ms)), WaitWake)
+
+
+def test_keys_share_a_slot_and_stay_apart_from_locks() -> None:
+    assert KEYS.holders == KEYS.lock == "tenure:semaphore:{pool}"
+    assert KEYS.permits == "tenure:semaphore:{pool}:permits"
+    assert KEYS.fence == "tenure:semaphore:{pool}:fence"
+    assert KEYS.waiters == "tenure:semaphore:{pool}:waiters"
+    assert KEYS.wake_prefix == "tenure:semaphore:{pool}:wake:"
+    assert KEYS.script_keys == SCRIPT_KEYS
+    lock = lock_keys("pool", key=None, prefix="tenure:")
+    assert not {lock.lock, lock.fence, lock.waiters} & set(SCRIPT_KEYS)
+    assert len({key_slot(k.encode()) for k in (*SCRIPT_KEYS, KEYS.wake_prefix)}) == 1
+    for name, prefix in (("", "p:"), (None, "p:"), (b"x", "p:"), ("x", None)):
+        with pytest.raises(InvalidArgument):
+            semaphore_keys(name, prefix=prefix)  # type: ignore[arg-type]
+
+
+def test_first_attempt_carries_count_check_and_lease() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock)
+    step = start(plan)
+    assert step.script is SEMAPHORE_ACQUIRE and step.keys == SCRIPT_KEYS
+    assert step.args == (TOKEN, 2, 10000, 3, "1", "", KEYS.wake_prefix, FENCE_TTL_MS)
+    grant = finish(plan, (Status.OK, 42))
+    assert grant.token == TOKEN and grant.fence == 42 and grant.ttl == 10.0
+    assert grant.expires_at == pytest.approx(100.0 + validity(10.0))
+    plan = acquire_plan(clock, check=False)
+    assert start(plan).args[4] == "0"
+
+
+def test_busy_then_contend_without_pass_on_and_wait_for_the_first_expiry() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock, timeout=5.0)
+    start(plan)
+    contend = send(plan, (Status.BUSY, 2500))
+    assert isinstance(contend, Contend)
+    assert contend.keys == KEYS and contend.token == TOKEN and contend.timeout == 5.0
+    assert contend.pass_on is False  # the waiter gives back hand-offs itself
+    queued = send(plan, "w1")
+    assert isinstance(queued, Eval) and queued.args[5] == MEMBER  # n is in the member
+    wait = send(plan, (Status.BUSY, 2500))
+    assert isinstance(wait, WaitWake) and wait.timeout == 2.5
+    clock.t += 2.5
+    again = send(plan, False)  # the first lease ran out: try again, still queued
+    assert isinstance(again, Eval) and again.args[5] == MEMBER
+    assert finish(plan, (Status.OK, 43)).fence == 43
+
+
+def test_a_process_that_listens_queues_at_once() -> None:
+    plan = acquire_plan(Clock())
+    assert isinstance(send(plan), Listening)
+    assert isinstance(send(plan, True), Contend)
+    queued = send(plan, "w1")
+    assert isinstance(queued, Eval) and queued.args[5] == MEMBER
+
+
+def test_hand_off_is_trusted_at_once_or_resynced_with_an_extend() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock)
+    queue(plan)
+    clock.t += 0.5
+    grant = finish(plan, HandedOff(77))  # no further round trip
+    assert grant.fence == 77 and grant.expires_at == pytest.approx(100.0 + validity(10.0))
+    # A hand-off seen long after the last queueing call: the lease clock restarts.
+    plan = acquire_plan(clock)
+    queue(plan)
+    clock.t += 5.0
+    extend = send(plan, HandedOff(78))
+    assert isinstance(extend, Eval) and extend.script is SEMAPHORE_EXTEND
+    assert extend.args == (TOKEN, 2, 10000, 3, KEYS.wake_prefix, FENCE_TTL_MS)
+    grant = finish(plan, (Status.OK, 0))
+    assert grant.fence == 78 and grant.expires_at == pytest.approx(clock.t + validity(10.0))
+
+
+def test_timeout_leaves_the_queue_and_gives_back_a_hand_off() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock, timeout=1.0)
+    queue(plan, wait_ms=30000)
+    clock.t += 1.0
+    last = send(plan, False)
+    assert isinstance(last, Eval) and last.script is SEMAPHORE_ACQUIRE
+    leave = send(plan, (Status.BUSY, 29000))
+    assert isinstance(leave, Eval) and leave.script is SEMAPHORE_RELEASE
+    assert leave.keys == (*SCRIPT_KEYS, KEYS.released)
+    assert leave.args == (TOKEN, 2, 3, MEMBER, KEYS.wake_prefix, FENCE_TTL_MS)
+    assert finish(plan, (Status.NOT_OWNED, 0)) is None
+
+
+def test_lost_reply_of_a_lone_attempt_gives_back_what_it_may_have_taken() -> None:
+    """The token is new for this acquire, so releasing it can only undo this attempt."""
+    plan = acquire_plan(Clock())
+    start(plan)
+    cleanup = plan.throw(ConnectionError("reply lost"))
+    assert isinstance(cleanup, Eval) and cleanup.script is SEMAPHORE_RELEASE
+    assert cleanup.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_TTL_MS)
+    with pytest.raises(ConnectionError, match="reply lost"):
+        plan.throw(ConnectionError("still down"))  # cleanup errors are suppressed
+
+
+def test_non_blocking_busy_returns_none() -> None:
+    plan = acquire_plan(Clock(), blocking=False)
+    step = send(plan)  # no Listening step: a non-blocking call never queues
+    assert isinstance(step, Eval) and step.args[5] == ""
+    assert finish(plan, (Status.BUSY, 100)) is None
+
+
+def test_count_mismatch_and_too_many_raise_after_leaving_the_queue() -> None:
+    plan = acquire_plan(Clock())
+    start(plan)
+    with pytest.raises(InvalidArgument, match=r"'pool' has 5 permits in Redis.*given 3"):
+        send(plan, (Status.PERMITS_DIFFER, 5))
+    plan = acquire_plan(Clock(), check=False)
+    queue(plan)
+    leave = send(plan, True)
+    assert isinstance(leave, Eval)
+    leave = send(plan, (Status.TOO_MANY, 1))
+    assert isinstance(leave, Eval) and leave.script is SEMAPHORE_RELEASE and leave.args[3] == MEMBER
+    with pytest.raises(InvalidArgument, match=r"now has 1 permits.*fewer than the 2 asked"):
+        send(plan, (Status.NOT_OWNED, 0))
+
+
+def test_unexpected_acquire_status_is_a_protocol_error() -> None:
+    plan = acquire_plan(Clock())
+    start(plan)
+    with pytest.raises(ProtocolError, match=r"semaphore_acquire.*NOT_OWNED"):
+        send(plan, (Status.NOT_OWNED, 0))
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [(0, "not 0"), (-1, "not -1"), (True, "not True"), ("2", "not '2'"), (1.5, "not 1.5")],
+)
+def test_check_permits_and_n(value: object, match: str) -> None:
+    with pytest.raises(InvalidArgument, match=f"permits must be an int >= 1, {match}"):
+        plans.check_permits(value)
+    with pytest.raises(InvalidArgument, match=f"n must be an int >= 1, {match}"):
+        plans.check_n(value, 3)
+
+
+def test_check_n_against_the_count() -> None:
+    assert plans.check_n(3, 3) == 3
+    with pytest.raises(InvalidArgument, match="n=4 is more than the semaphore's 3 permits"):
+        plans.check_n(4, 3)
+
+
+def test_release_extend_set_permits() -> None:
+    plan: Any = plans.release(KEYS, TOKEN, 2, 3, 77)
+    step = send(plan)
+    assert step.script is SEMAPHORE_RELEASE and step.keys == (*SCRIPT_KEYS, KEYS.released)
+    assert step.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_TTL_MS)
+    assert finish(plan, (Status.OK, 0)) is None
+    plan = plans.release(KEYS, TOKEN, 2, 3, 77)
+    send(plan)
+    with pytest.raises(NotOwnedError, match=r"'pool' \(fence 77\).*expired"):
+        send(plan, (Status.NOT_OWNED, 0))
+    clock = Clock()
+    plan = plans.extend(KEYS, TOKEN, 2, 3, 77, 2.0, clock)
+    assert send(plan).args == (TOKEN, 2, 2000, 3, KEYS.wake_prefix, FENCE_TTL_MS)
+    assert finish(plan, (Status.OK, 0)) == pytest.approx(100.0 + validity(2.0))
+    plan = plans.extend(KEYS, TOKEN, 2, 3, 77, 2.0, clock)
+    send(plan)
+    with pytest.raises(NotOwnedError, match="fence 77"):
+        send(plan, (Status.NOT_OWNED, 0))
+    with pytest.raises(InvalidArgument, match="seconds"):
+        send(plans.extend(KEYS, TOKEN, 2, 3, 77, 0, clock))
+    plan = plans.set_permits(KEYS, 5)
+    step = send(plan)
+    assert step.script is SEMAPHORE_SET_PERMITS and step.args == (5, KEYS.wake_prefix, FENCE_TTL_MS)
+    assert finish(plan, (Status.OK, 3)) == 3
+
+
+def test_inspect_groups_permits_by_lease() -> None:
+    plan = plans.inspect(KEYS, 4)
+    step = send(plan)
+    assert step.script is SEMAPHORE_INSPECT and step.keys == SCRIPT_KEYS and step.args == ()
+    flat = [b"a:1#1", 900, b"b:2#1", 2500, b"b:2#2", 2500]
+    info = finish(plan, (Status.OK, [3, 1, flat]))
+    assert info == plans.SemaphoreInfo(
+        "pool",
+        3,
+        0,
+        (plans.SemaphoreHolder("a:1", 1, 0.9), plans.SemaphoreHolder("b:2", 2, 2.5)),
+        1,
+    )
+    plan = plans.inspect(KEYS, 4)  # no count stored yet: the caller's; none held
+    send(plan)
+    assert finish(plan, (Status.OK, [0, 0, []])) == plans.SemaphoreInfo("pool", 4, 4, (), 0)
