@@ -90,8 +90,12 @@ NEEDED_COMMANDS: tuple[Needed, ...] = (
     Needed("HEXISTS", ("{rlock}", "owner"), "script"),
     Needed("HGETALL", ("{rlock}",), "script"),
     Needed("HINCRBY", ("{rlock}", "owner", "1"), "script"),
+    Needed("DECR", ("{lock}",), "script"),
+    Needed("ZREMRANGEBYSCORE", ("{waiters}", "-inf", "1"), "script"),
+    Needed("ZRANGE", ("{waiters}", "0", "9", "WITHSCORES"), "script"),
+    Needed("ZSCORE", ("{waiters}", "member"), "script"),
+    Needed("ZRANGEBYSCORE", ("{waiters}", "-inf", "1"), "script"),
     Needed("SCAN", ("0", "MATCH", "{prefix}*"), "cli"),
-    Needed("ZRANGE", ("{waiters}", "0", "9", "WITHSCORES"), "cli"),
 )
 
 
