@@ -113,3 +113,20 @@ def test_broadcast_sets_every_listener_and_lingers() -> None:
     book.unlisten(ch, a, now=2.0)
     assert book.route("message", "z", "x") is None  # nobody listens: nothing to do
     assert book.stale(now=2.0 + LINGER) == ["z"]
+
+
+def test_a_late_hand_off_to_a_plan_that_took_the_lock_itself_is_not_passed_on() -> None:
+    """A release hands the lock to t1 while t1's own retry is in flight; the retry
+    finds t1 holding the lock and the plan ends with it. The hand-off message,
+    read after that, must not release the lock t1 now holds."""
+    book = HubBook(Ch)
+    ch, _ = book.enter("c", KEYS, "t1")
+    book.enter("c", KEYS, "t2")
+    book.leave(ch, "t1", now=0.0, kept=True)
+    assert book.route("message", "c", "41 t1") is None
+    book.leave(ch, "t2", now=0.0)  # gave up: a hand-off to it goes on to the next waiter
+    assert book.route("message", "c", "42 t2") == PassOn(KEYS, "t2")
+    for i in range(2000):  # only the recent ones are remembered
+        book.leave(*book.enter("c", KEYS, f"k{i}")[:1], f"k{i}", now=0.0, kept=True)
+    assert book.route("message", "c", "43 k0") == PassOn(KEYS, "k0")
+    assert book.route("message", "c", "44 k1999") is None

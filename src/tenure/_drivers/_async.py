@@ -118,8 +118,8 @@ class _Hub:
             if self._reader is None:
                 self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
 
-    def leave(self, ch: _Channel, token: str) -> None:
-        self._book.leave(ch, token, time.monotonic())
+    def leave(self, ch: _Channel, token: str, kept: bool = False) -> None:
+        self._book.leave(ch, token, time.monotonic(), kept)
 
     def unlisten(self, ch: _Channel, event: asyncio.Event) -> None:
         self._book.unlisten(ch, event, time.monotonic())
@@ -343,11 +343,13 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
     held: list[_Contention] = []
     reply: Any = None
     error: BaseException | None = None
+    kept = False  # the plan ended holding what it waited for
     try:
         while True:
             try:
                 step = plan.send(reply) if error is None else plan.throw(error)
             except StopIteration as stop:
+                kept = stop.value is not None
                 return stop.value  # type: ignore[no-any-return]
             error = None
             try:
@@ -362,7 +364,7 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
                     continue
                 if c.entered:
                     c.ch.gate.release()
-                c.hub.leave(c.ch, c.token)
+                c.hub.leave(c.ch, c.token, kept)
         finally:
             plan.close()
 

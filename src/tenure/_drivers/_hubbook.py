@@ -8,7 +8,9 @@ and is then unsubscribed by the hub's reader. A release hands the lock to a
 waiting token and says so on the channel ("<fence> <token>"); the hub gives the
 fence to the plan waiting with that token, or, if none does any more (it gave
 up meanwhile), releases the lock again so that it goes on to the next waiter
-(unless the channel was entered without ``keys``: then nothing is done). When
+(unless the channel was entered without ``keys``, or the token's plan ended
+holding the lock: its own attempt found the lock handed to it before the
+message arrived; then nothing is done). When
 no channel is left, the reader closes the pub/sub connection and stops; the
 next wait starts a new one.
 
@@ -28,6 +30,10 @@ from .._keys import LockKeys
 
 #: Seconds a wake channel stays subscribed after its last waiter left.
 LINGER = 1.0
+
+#: How many tokens whose plans ended holding the lock a hub remembers, so that a
+#: hand-off message arriving after such a plan ended is not passed on.
+KEPT_REMEMBERED = 1024
 
 #: Longest wait for the server to confirm a wake subscription, seconds. Past it
 #: the waiter goes on anyway and relies on its lease-length timer.
@@ -91,6 +97,7 @@ class HubBook(Generic[C]):
     make: Callable[[LockKeys | None], C]
     channels: dict[str, C] = field(default_factory=dict)
     closing: dict[str, LockKeys | None] = field(default_factory=dict)
+    kept: dict[str, None] = field(default_factory=dict)  # oldest first
 
     def enter(self, channel: str, keys: LockKeys | None, token: str) -> tuple[C, bool]:
         """Count a waiter (waiting with ``token``) in; return its channel and
@@ -121,10 +128,16 @@ class HubBook(Generic[C]):
         """The SUBSCRIBE for a new channel failed: forget the channel."""
         self.channels.pop(channel, None)
 
-    def leave(self, ch: C, token: str, now: float) -> None:
-        """Count a waiter out; the channel lingers from ``now``."""
+    def leave(self, ch: C, token: str, now: float, kept: bool = False) -> None:
+        """Count a waiter out; the channel lingers from ``now``. ``kept``: its plan
+        ended holding the lock, so a late hand-off message to ``token`` must not be
+        passed on (that would release the lock it holds)."""
         ch.tokens.discard(token)
         ch.handoffs.pop(token, None)
+        if kept:
+            self.kept[token] = None
+            if len(self.kept) > KEPT_REMEMBERED:
+                del self.kept[next(iter(self.kept))]
         self._count_out(ch, now)
 
     def unlisten(self, ch: C, event: Settable, now: float) -> None:
@@ -170,6 +183,8 @@ class HubBook(Generic[C]):
         if ch is not None and token in ch.tokens:
             ch.handoffs[token] = int(fence)
             return ch.wake
+        if token in self.kept:
+            return None  # its plan took the lock itself and holds it
         keys = ch.keys if ch is not None else self.closing.get(channel)
         return PassOn(keys, token) if keys is not None else None
 

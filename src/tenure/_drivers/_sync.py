@@ -111,9 +111,9 @@ class _Hub:
                 self._book.abort(channel)
                 raise
 
-    def leave(self, ch: _Channel, token: str) -> None:
+    def leave(self, ch: _Channel, token: str, kept: bool = False) -> None:
         with self._mutex:
-            self._book.leave(ch, token, time.monotonic())
+            self._book.leave(ch, token, time.monotonic(), kept)
 
     def unlisten(self, ch: _Channel, event: threading.Event) -> None:
         with self._mutex:
@@ -338,11 +338,13 @@ def _drive(client: Client, plan: Plan[T]) -> T:
     held: list[_Contention] = []
     reply: Any = None
     error: BaseException | None = None
+    kept = False  # the plan ended holding what it waited for
     try:
         while True:
             try:
                 step = plan.send(reply) if error is None else plan.throw(error)
             except StopIteration as stop:
+                kept = stop.value is not None
                 return stop.value  # type: ignore[no-any-return]
             error = None
             try:
@@ -357,7 +359,7 @@ def _drive(client: Client, plan: Plan[T]) -> T:
                     continue
                 if c.entered:
                     c.ch.gate.release()
-                c.hub.leave(c.ch, c.token)
+                c.hub.leave(c.ch, c.token, kept)
         finally:
             plan.close()
 

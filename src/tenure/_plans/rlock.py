@@ -96,6 +96,11 @@ def acquire(
 
 class _RLockContender(Contender):
     listen_first = False  # see the module docstring
+    # A hold handed to an owner that gave up is given back by its leave (the
+    # queue member is removed first, so no later release hands it one): the
+    # hub has nothing to pass on, and the Lock release it would run does not
+    # fit an RLock's hash.
+    pass_on = False
     op = ""
     delay_ms = 0
 
