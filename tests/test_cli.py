@@ -27,7 +27,7 @@ from tenure._demo import (
     verdicts,
 )
 
-NO_LOCK, LOCK, ASYNC_LOCK = PHASES
+NO_LOCK, LOCK, ASYNC_LOCK, RLOCK, SEMAPHORE = PHASES
 LOCKED_OK = "ok: 0 lost updates, 0 overlaps, fences increasing"
 
 
@@ -50,7 +50,7 @@ def run_tenure(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[
 
 def check_demo_output(out: str) -> None:
     """The locked phases kept every update and fence order; the unlocked one lost updates."""
-    for phase in (LOCK, ASYNC_LOCK):
+    for phase in (LOCK, ASYNC_LOCK, RLOCK, SEMAPHORE):
         assert re.search(rf"^{re.escape(phase.title)}\s+{re.escape(LOCKED_OK)}$", out, re.M), out
     lost = re.search(r"^no lock\s+(\d+) of (\d+) updates lost", out, re.M)
     assert lost is not None, out
@@ -138,7 +138,7 @@ def test_a_clean_locked_phase_passes() -> None:
     assert [plain(line) for line in verdicts([stats])] == [f"{LOCK.title:<17} {LOCKED_OK}"]
 
 
-@pytest.mark.parametrize("phase", [LOCK, ASYNC_LOCK])
+@pytest.mark.parametrize("phase", [LOCK, ASYNC_LOCK, RLOCK, SEMAPHORE])
 def test_each_broken_invariant_fails_a_locked_phase(phase: Phase) -> None:
     lost = summarize(phase, expected=10, final=9, seconds=1.0, holds=good_holds(10))
     overlapping = [*good_holds(10), Hold(3.2, 3.3, 135)]

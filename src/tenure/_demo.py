@@ -53,8 +53,6 @@ from rich.table import Table
 
 import tenure
 
-from ._keys import lock_keys
-
 #: Pause between reading and writing the counter, in seconds: long enough that
 #: workers without a lock really do interleave.
 PAUSE = 0.0005
@@ -70,7 +68,7 @@ DEFAULT_SECTIONS = 250
 QUICK_WORKERS = 2
 QUICK_SECTIONS = 60
 
-Mode = Literal["none", "lock", "async"]
+Mode = Literal["none", "lock", "async", "rlock", "semaphore"]
 
 
 class Hold(NamedTuple):
@@ -102,6 +100,8 @@ PHASES = (
     Phase("none", "no lock"),
     Phase("lock", "tenure.Lock"),
     Phase("async", "tenure.AsyncLock"),
+    Phase("rlock", "tenure.RLock"),
+    Phase("semaphore", "tenure.Semaphore"),
 )
 
 
@@ -269,13 +269,22 @@ def _sync_sections(job: Job, shared: Shared) -> tuple[list[Hold], float]:
     try:
         client.ping()
         lock = tenure.Lock(client, job.lock_name, ttl=LOCK_TTL)
+        rlock = tenure.RLock(client, job.lock_name, ttl=LOCK_TTL)
+        # one permit: the semaphore guards the counter as a mutex would
+        semaphore = tenure.Semaphore(client, job.lock_name, permits=1, ttl=LOCK_TTL)
         holds: list[Hold] = []
         _get_ready(job, shared)
         for _ in range(job.sections):
             if job.mode == "none":
                 _increment(client, job.counter)
+            elif job.mode == "rlock":
+                with rlock as outer, rlock:  # entered twice by its holder: no wait
+                    acquired_at = time.monotonic()
+                    _increment(client, job.counter)
+                    released_at = time.monotonic()
+                holds.append(Hold(acquired_at, released_at, outer.fence))
             else:
-                with lock as lease:
+                with semaphore if job.mode == "semaphore" else lock as lease:
                     acquired_at = time.monotonic()
                     _increment(client, job.counter)
                     released_at = time.monotonic()
@@ -499,12 +508,9 @@ def run_demo(
 
 
 def _clean_up(client: redis.Redis, run_id: str) -> None:
-    keys: list[str] = []
-    for phase in PHASES:
-        keys.append(f"tenure-demo:{run_id}:{phase.mode}:counter")
-        lock = lock_keys(f"demo:{run_id}:{phase.mode}", key=None, prefix="tenure:")
-        keys += [lock.lock, lock.fence, lock.waiters]
-    client.delete(*keys)
+    keys = [key for key in client.scan_iter(match=f"*demo:{run_id}:*", count=1000)]
+    if keys:
+        client.delete(*keys)
 
 
 def _ms(seconds: float | None) -> str:
