@@ -522,3 +522,21 @@ def test_bad_lock_delay(r: redis.Redis) -> None:
     for bad in (-1, "1", float("inf"), True):
         with pytest.raises(InvalidArgument, match="lock_delay"):
             Lock(r, "bad", lock_delay=bad)  # type: ignore[arg-type]
+
+
+def test_info_snapshots(r: redis.Redis) -> None:
+    from tenure import LockInfo
+
+    lock = Lock(r, "info", ttl=10)
+    assert lock.info() == LockInfo("info", None, 0, None, 0, 0)
+    lease = lock.acquire()
+    assert lease is not None
+    info = lock.info()
+    assert info.holder == lease.owner and info.hold_count == 1 and info.fence == lease.fence
+    assert info.ttl is not None and 9 < info.ttl <= 10 and info.waiters == 0
+    rlock = RLock(r, "info", ttl=10)
+    with rlock as held, rlock:
+        rinfo = rlock.info()
+        assert rinfo.holder == held.owner and rinfo.hold_count == 2 and rinfo.fence == held.fence
+    lease.release()
+    assert lock.info().holder is None and lock.info().fence == lease.fence

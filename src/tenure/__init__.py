@@ -35,6 +35,7 @@ from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
 from ._models import LeaseBase as LeaseBase
 from ._plans.latch import CountDownLatchInfo as CountDownLatchInfo
+from ._plans.lock import LockInfo as LockInfo
 from ._plans.semaphore import SemaphoreHolder as SemaphoreHolder
 from ._plans.semaphore import SemaphoreInfo as SemaphoreInfo
 
@@ -60,6 +61,7 @@ __all__ = [
     "Lease",
     "LeaseBase",
     "Lock",
+    "LockInfo",
     "LockLostError",
     "NotOwnedError",
     "NotReplicatedError",

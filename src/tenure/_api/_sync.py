@@ -454,6 +454,16 @@ class Lock(_Blocks[Lease]):
         state = _driver.run(self._client, lock_plans.inspect(self._keys))
         return state.holder != ""
 
+    def info(self) -> lock_plans.LockInfo:
+        """A snapshot of the lock in Redis: holder, seconds left, last fence, waiters.
+
+        Raises:
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        s = _driver.run(self._client, lock_plans.inspect(self._keys))
+        return lock_plans.lock_info(self.name, s.holder, 1, s.pttl_ms, s.fence, s.waiters)
+
     def owned(self) -> bool:
         """Whether the calling thread or task holds the lock, as Redis says now.
 
@@ -793,6 +803,17 @@ class RLock(_Blocks[RLockLease]):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         return self.hold_count() > 0
+
+    def info(self) -> lock_plans.LockInfo:
+        """A snapshot of the lock in Redis: holder (owner id) and its hold count,
+        seconds left, last fence, waiters.
+
+        Raises:
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        s = _driver.run(self._client, rlock_plans.inspect(self._keys))
+        return lock_plans.lock_info(self.name, s.holder, s.count, s.pttl_ms, s.fence, s.waiters)
 
     def hold_count(self) -> int:
         """The calling thread's or task's hold count, as Redis says now: how many

@@ -49,6 +49,43 @@ class LockState:
     waiters: int
 
 
+@dataclass(frozen=True, slots=True)
+class LockInfo:
+    """A snapshot of a lock in Redis (what ``Lock.info()`` and ``RLock.info()`` return).
+
+    Attributes:
+        name: the lock's name (or exact key).
+        holder: the holder's owner token (``Lock``) or owner id (``RLock``);
+            ``None`` when the lock is free.
+        hold_count: the holder's hold count (1 for a ``Lock``; 0 when free).
+        ttl: seconds left of the holder's lease; ``None`` when free or when the
+            holder set no expiry.
+        fence: the last fence minted for the name (0 if none is known).
+        waiters: the number of processes queued for the lock.
+    """
+
+    name: str
+    holder: str | None
+    hold_count: int
+    ttl: float | None
+    fence: int
+    waiters: int
+
+
+def lock_info(
+    name: str, holder: str, count: int, pttl_ms: int, fence: int, waiters: int
+) -> LockInfo:
+    """Build a :class:`LockInfo` from a snapshot's raw fields."""
+    return LockInfo(
+        name,
+        holder or None,
+        count if holder else 0,
+        pttl_ms / 1000 if holder and pttl_ms >= 0 else None,
+        fence,
+        waiters,
+    )
+
+
 def check_acquire(blocking: object, timeout: object) -> float | None:
     """Validate ``acquire(blocking, timeout)``; return the timeout in seconds or ``None``.
 
