@@ -215,18 +215,19 @@ class _Watchdog:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._renewal: asyncio.Task[None] | None = None
+        self._sleep_until = 0.0
 
     def watch(self, lease: Watchable, renew: bool) -> Watch:
         watch = self._book.add(lease, renew, time.monotonic())
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="tenure-watchdog")
-        self._wake.set()
+        elif self._book.first_due(watch) < self._sleep_until:
+            self._wake.set()
         return watch
 
     def unwatch(self, watch: Watch) -> None:
+        # no wake-up: the watchdog notices within MAX_SLEEP
         self._book.discard(watch, time.monotonic())
-        if not self._book.watches:
-            self._wake.set()  # to linger, then end, rather than sleep on
 
     async def _run(self) -> None:
         try:
@@ -240,9 +241,10 @@ class _Watchdog:
                     continue
                 if self._book.finished(now):
                     return
-                wake = self._book.next_wake(now)
+                sleep = self._book.sleep(now)
+                self._sleep_until = now + sleep
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(LINGER if wake is None else max(0.0, wake - now)):
+                    async with asyncio.timeout(sleep):
                         await self._wake.wait()
                 self._wake.clear()
         finally:

@@ -198,6 +198,7 @@ class _Watchdog:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._renewing = False
+        self._sleep_until = 0.0
 
     def watch(self, lease: Watchable, renew: bool) -> Watch:
         with self._cond:
@@ -207,14 +208,13 @@ class _Watchdog:
                     target=self._run, name="tenure-watchdog", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            elif self._book.first_due(watch) < self._sleep_until:
+                self._cond.notify()
         return watch
 
     def unwatch(self, watch: Watch) -> None:
-        with self._cond:
+        with self._cond:  # no wake-up: the watchdog notices within MAX_SLEEP
             self._book.discard(watch, time.monotonic())
-            if not self._book.watches:
-                self._cond.notify()  # to linger, then end, rather than sleep on
 
     def _run(self) -> None:
         while True:
@@ -228,8 +228,9 @@ class _Watchdog:
                     if self._book.finished(now):
                         self._thread = None
                         return
-                    wake = self._book.next_wake(now)
-                    self._cond.wait(LINGER if wake is None else max(0.0, wake - now))
+                    sleep = self._book.sleep(now)
+                    self._sleep_until = now + sleep
+                    self._cond.wait(sleep)
                     continue
             for watch in lost:
                 _lose(watch.lease, "its deadline passed before a renewal reached Redis")

@@ -33,6 +33,12 @@ BATCH_SLACK = 0.1
 #: How long a watchdog with nothing to watch stays (seconds) before it ends.
 LINGER = 1.0
 
+#: The longest a watchdog sleeps (seconds). Adding a lease wakes it only when the
+#: lease is due before it would wake anyway, and releasing one never does, so that
+#: a busy acquire/release loop costs the watchdog no wake-ups; the watchdog finds
+#: out about releases (and ends) within this.
+MAX_SLEEP = LINGER
+
 
 class Watchable(Protocol):
     """What the watchdog needs of a lease."""
@@ -132,6 +138,15 @@ class WatchBook:
         if value == 1:
             return "the renewal reached Redis after the lease's deadline"
         return "the renewal found the lease gone from Redis"
+
+    def first_due(self, watch: Watch) -> float:
+        """When ``watch`` first needs the watchdog: its renewal, or its deadline."""
+        return min(watch.lease.expires_at, watch.due) if watch.renew else watch.lease.expires_at
+
+    def sleep(self, now: float) -> float:
+        """How long the watchdog may sleep from ``now``, seconds (>= 0)."""
+        wake = self.next_wake(now)
+        return max(0.0, min(MAX_SLEEP, MAX_SLEEP if wake is None else wake - now))
 
     def next_wake(self, now: float) -> float | None:
         """When something is next due (a deadline or a renewal), or ``None`` when
