@@ -27,6 +27,7 @@ from _workers import Hold, check_history
 
 from tenure import Lock
 from tenure._cli import EXIT_CONFLICT, EXIT_LOST, build_parser, main, parse_args
+from tenure._server import ServerUnavailable
 from tenure._shared_server import SharedServer
 
 PY = sys.executable
@@ -422,3 +423,15 @@ def test_shared_embedded_server(runtime_dir: Path, tmp_path: Path) -> None:
     assert code == 1 and "no shared server" in out
     code, out, _ = tenure("server", "stop", env=env)
     assert code == 0 and "no shared server" in out
+
+
+def test_shared_server_refuses_a_directory_others_can_use(tmp_path: Path) -> None:
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    loose.chmod(0o755)
+    with pytest.raises(ServerUnavailable, match="mode 0700"):
+        SharedServer(loose).ensure_running()
+    deep = tmp_path / ("d" * 120)
+    with pytest.raises(ServerUnavailable, match="too long"):
+        SharedServer(deep).ensure_running()
+    assert not deep.exists()

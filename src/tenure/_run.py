@@ -95,9 +95,11 @@ class _Signals:
         return taken
 
     def reaches_command(self, signum: int) -> bool:
-        """Whether the command got ``signum`` already: a SIGINT while we are in the
-        foreground of our terminal came from Ctrl-C, which the terminal sends to
-        the whole foreground process group, the command included."""
+        """Whether the command got ``signum`` already. A SIGINT while we are in the
+        foreground of our controlling terminal is taken to come from Ctrl-C, which
+        the terminal sends to the whole foreground process group, the command
+        included. (So a ``kill -INT`` from elsewhere at that time is not passed
+        on; SIGTERM and SIGHUP always are.)"""
         if signum != signal.SIGINT or self._tty is None:
             return False
         try:

@@ -105,9 +105,9 @@ class SharedServer:
                 socket path is too long, the embedded Valkey is not installed,
                 or the server did not start (its log is named).
         """
+        self._make_directory()  # first: trust no socket in a directory others can write
         if self.answers():
             return False
-        self._make_directory()
         with open(self.directory / "start.lock", "a") as guard:
             fcntl.flock(guard, fcntl.LOCK_EX)  # released when the file is closed
             if self.answers():  # another command started it while we waited
