@@ -226,3 +226,39 @@ def test_asyncio_run_returns_after_waits_on_a_unix_socket(make_server: MakeServe
         [sys.executable, "-c", ASYNC_THEN_EXIT, s.url], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0 and done.stdout.strip() == "exited", done.stderr
+
+
+CLOSE_THEN_EXIT = """
+import sys, threading, time, redis
+from tenure import Lock
+
+url = sys.argv[1]
+client = redis.Redis.from_url(url)
+lease = Lock(redis.Redis.from_url(url), "exit-hang", ttl=5).acquire()
+waiter = threading.Thread(
+    target=lambda: Lock(client, "exit-hang", ttl=5).acquire(timeout=5).release()
+)
+waiter.start()
+time.sleep(0.05)
+lease.release()
+waiter.join()
+client.close()  # while the wake hub's reader still lingers on the client's pool
+print("exited")
+"""
+
+
+def test_exit_right_after_closing_a_client_that_waited(make_server: MakeServer) -> None:
+    """The hub's reader must not be frozen holding the pool's lock at exit (it
+    hung the interpreter's teardown about one run in four on a unix socket)."""
+    import subprocess
+    import sys
+
+    s = make_server(unix_socket=True)
+    for _ in range(4):
+        done = subprocess.run(
+            [sys.executable, "-c", CLOSE_THEN_EXIT, s.url],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        assert done.returncode == 0 and done.stdout.strip() == "exited", done.stderr

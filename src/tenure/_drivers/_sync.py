@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -34,10 +36,38 @@ from .._protocol import (
     parse_reply,
 )
 from . import _identity
-from ._hubbook import LINGER, HubBook, PassOn, Settable, confirm_wait
+from ._hubbook import HubBook, PassOn, Settable, confirm_wait
 from ._watchbook import Watch, Watchable, WatchBook
 
 _log = logging.getLogger("tenure")
+
+#: How often a hub's reader thread looks up from its pub/sub connection (to
+#: unsubscribe idle channels, and to stop at exit), seconds.
+READ_POLL = 0.25
+
+# Set at interpreter exit: background threads stop, so that none is frozen
+# holding a connection pool's lock while the interpreter tears the pool down
+# (which would hang the exit).
+_exiting = threading.Event()
+_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+def _stop_background_threads() -> None:
+    _exiting.set()
+    deadline = time.monotonic() + READ_POLL + 1.0
+    for thread in list(_threads):
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_stop_background_threads)
+
+
+def _start(target: Callable[..., None], name: str, *args: Any) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    _threads.add(thread)
+    thread.start()
+    return thread
+
 
 Client: TypeAlias = "redis.Redis"
 T = TypeVar("T")
@@ -136,16 +166,16 @@ class _Hub:
             pubsub.hub = self
             self._pubsub = pubsub
             self._connected_before = False  # a new connection: its first connect loses nothing
-            threading.Thread(target=self._read, name="tenure-wake-hub", daemon=True).start()
+            _start(self._read, "tenure-wake-hub")
         return self._pubsub
 
     def _read(self) -> None:
         pubsub = self._pubsub
         assert pubsub is not None
         failures = 0
-        while True:
+        while not _exiting.is_set():
             try:
-                message = pubsub.get_message(timeout=LINGER)
+                message = pubsub.get_message(timeout=READ_POLL)
                 failures = 0
                 with self._mutex:
                     for name in self._book.stale(time.monotonic()):
@@ -204,10 +234,7 @@ class _Watchdog:
         with self._cond:
             watch = self._book.add(lease, renew, time.monotonic())
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="tenure-watchdog", daemon=True
-                )
-                self._thread.start()
+                self._thread = _start(self._run, "tenure-watchdog")
             elif self._book.first_due(watch) < self._sleep_until:
                 self._cond.notify()
         return watch
@@ -219,6 +246,9 @@ class _Watchdog:
     def _run(self) -> None:
         while True:
             with self._cond:
+                if _exiting.is_set():
+                    self._thread = None
+                    return
                 now = time.monotonic()
                 lost = self._book.expired(now)
                 batch = [] if self._renewing else self._book.take_due(now)
@@ -235,9 +265,7 @@ class _Watchdog:
             for watch in lost:
                 _lose(watch.lease, "its deadline passed before a renewal reached Redis")
             if batch:
-                threading.Thread(
-                    target=self._renew, args=(batch,), name="tenure-renewal", daemon=True
-                ).start()
+                _start(self._renew, "tenure-renewal", batch)
 
     def _renew(self, batch: list[Watch]) -> None:
         sent_at = time.monotonic()
