@@ -41,7 +41,7 @@ _HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = weakref.WeakVa
 
 def _replicate(
     client: _driver.Client,
-    lease: Lease | RLockLease,
+    lease: Lease | RLockLease | SemaphoreLease,
     policy: replica_plans.ReplicaPolicy | None,
 ) -> None:
     """Wait for ``policy`` replicas to acknowledge a new ``lease``; else release it."""
@@ -1143,12 +1143,19 @@ class Semaphore:
             held (every third of the ttl). Default: ``True`` when no ``ttl`` is
             given, else ``False``.
         on_lost: called with the lease when a lease of this semaphore is lost.
+        min_replicas: after each acquire, wait until this many replicas
+            acknowledge the lease (``WAIT``); if fewer do within
+            ``replica_timeout``, give the permits back and raise
+            :class:`NotReplicatedError` (see :class:`Lock`). Default 0.
+        replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
+        replica_fsync: wait for the replicas' append-only file (``WAITAOF``) instead.
         prefix: the key prefix (default ``"tenure:"``).
 
     Raises:
         InvalidArgument: an empty or non-``str`` name or prefix; ``permits`` not
             an ``int`` >= 1; a ttl that is not a positive number; a bad
-            ``auto_renew`` or ``on_lost``.
+            ``auto_renew``, ``on_lost``, ``min_replicas``, ``replica_timeout`` or
+            ``replica_fsync``.
 
     Example::
 
@@ -1168,9 +1175,13 @@ class Semaphore:
         ttl: float | None = None,
         auto_renew: bool | None = None,
         on_lost: Callable[[SemaphoreLease], object] | None = None,
+        min_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        replica_fsync: bool = False,
         prefix: str = "tenure:",
     ) -> None:
         self._keys = semaphore_keys(name, prefix=prefix)
+        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
         self._permits = semaphore_plans.check_permits(permits)
         self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
         self._renew = _check_renew(auto_renew, ttl)
@@ -1245,6 +1256,7 @@ class Semaphore:
         if self._on_lost is not None:
             lease.on_lost(self._on_lost)
         lease._watch = _driver.watch(self._client, lease, self._renew)
+        _replicate(self._client, lease, self._replicas)
         return lease
 
     def release(self) -> None:
