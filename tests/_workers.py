@@ -123,6 +123,16 @@ def renewing_holder(url: str, name: str, ttl: float, acquired: Any) -> None:
     time.sleep(3600)
 
 
+def renewing_rlock_holder(url: str, name: str, ttl: float, acquired: Any) -> None:
+    """Take an RLock two levels deep with the watchdog renewing, put the fence on
+    ``acquired``, and hold until killed."""
+    lock = RLock(redis.Redis.from_url(url), name, ttl=ttl, auto_renew=True)
+    lease = lock.acquire()
+    assert lease is not None and lock.acquire() is not None
+    acquired.put(lease.fence)
+    time.sleep(3600)
+
+
 def looping_worker(url: str, name: str, seconds: float, start: threading.Barrier) -> list[Hold]:
     """Acquire, hold 1 ms, release, and ask again at once, for ``seconds``."""
     lock = Lock(redis.Redis.from_url(url), name, ttl=10)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
+import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -12,7 +14,13 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
-from _workers import Hold, async_rlock_worker, check_history, rlock_worker
+from _workers import (
+    Hold,
+    async_rlock_worker,
+    check_history,
+    renewing_rlock_holder,
+    rlock_worker,
+)
 
 from tenure import (
     AcquireTimeout,
@@ -420,11 +428,56 @@ def test_async_cancelled_waiter_leaves_no_trace(server: ServerProcess, r: redis.
 
 
 def test_async_tasks_never_overlap(r: redis.Redis, url: str) -> None:
-    holds = async_rlock_worker(url, "atasks", tasks=20, sections=5)
-    assert len(holds) == 100
+    holds = async_rlock_worker(url, "atasks", tasks=100, sections=2)
+    assert len(holds) == 200
     check_history(holds)
-    assert int(r.get("atasks:counter") or 0) == 100
+    assert int(r.get("atasks:counter") or 0) == 200
     assert not r.exists(KEY % "atasks")
+
+
+def test_sync_threads_and_async_tasks_share_one_name(r: redis.Redis, url: str) -> None:
+    """Threads of this process and asyncio tasks of another thread's loop take the
+    same RLock name: one history, no overlap, no lost update."""
+    holds: list[Hold] = []
+
+    def threads() -> None:
+        lock = RLock(redis.Redis.from_url(url), "mixed", ttl=10)
+        for _ in range(30):
+            with lock as outer, lock:
+                acquired = time.monotonic()
+                value = int(r.get("mixed:counter") or 0)
+                r.set("mixed:counter", value + 1)
+                released = time.monotonic()
+            holds.append((acquired, released, outer.fence))
+
+    workers = [threading.Thread(target=threads) for _ in range(2)]
+    for w in workers:
+        w.start()
+    holds += async_rlock_worker(url, "mixed", tasks=10, sections=3)
+    for w in workers:
+        w.join(timeout=60)
+    assert len(holds) == 2 * 30 + 30
+    check_history(holds)
+    assert int(r.get("mixed:counter") or 0) == 90
+
+
+def test_killed_holder_frees_the_lock_after_its_ttl(url: str) -> None:
+    acquired = SPAWN.Queue()
+    holder = SPAWN.Process(target=renewing_rlock_holder, args=(url, "k9", 0.8, acquired))
+    holder.start()
+    try:
+        fence = acquired.get(timeout=30)
+        time.sleep(1.0)  # renewed past its first ttl, held two levels deep
+        assert holder.pid is not None
+        os.kill(holder.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        lease = RLock(redis.Redis.from_url(url), "k9").acquire(timeout=5)
+        waited = time.monotonic() - killed_at
+    finally:
+        holder.join(timeout=10)
+    assert lease is not None and lease.fence > fence
+    assert waited < 0.8 + 0.3, f"free only {waited:.2f}s after the kill"
+    lease.release()
 
 
 def test_lock_delay_keeps_a_dead_holders_name_unavailable(r: redis.Redis) -> None:
