@@ -62,9 +62,13 @@ def _stop_background_threads() -> None:
 atexit.register(_stop_background_threads)
 
 
-def _start(target: Callable[..., None], name: str, *args: Any) -> threading.Thread:
+def _start(
+    target: Callable[..., None], name: str, *args: Any, uses_pool: bool = True
+) -> threading.Thread:
+    """Start a daemon thread; one that ``uses_pool`` is waited for at exit."""
     thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-    _threads.add(thread)
+    if uses_pool:
+        _threads.add(thread)
     thread.start()
     return thread
 
@@ -234,7 +238,8 @@ class _Watchdog:
         with self._cond:
             watch = self._book.add(lease, renew, time.monotonic())
             if self._thread is None:
-                self._thread = _start(self._run, "tenure-watchdog")
+                # its renewal threads use the pool; it only schedules them
+                self._thread = _start(self._run, "tenure-watchdog", uses_pool=False)
             elif self._book.first_due(watch) < self._sleep_until:
                 self._cond.notify()
         return watch
