@@ -7,7 +7,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tenure._scripts import ALL, INCLUDE
+from tenure._scripts import ALL, expand
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,10 +21,11 @@ def test_wheel_contains_scripts_and_marker(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("tenure-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-        common = zf.read("tenure/_scripts/_common.lua")
         for spec in ALL:
             shipped = zf.read(f"tenure/_scripts/{spec.name}.lua")
-            assert shipped.replace(INCLUDE, common) == spec.source
+            assert (
+                expand(shipped, lambda helper: zf.read(f"tenure/_scripts/{helper}")) == spec.source
+            )
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
         assert "tenure = tenure._cli:main" in zf.read(entry_points).decode()
     assert "tenure/py.typed" in names and "tenure/_api/_sync.py" in names

@@ -5,12 +5,16 @@ script replies ``{status, value}`` with ``status`` a :class:`tenure._protocol.St
 
 Helpers several scripts need (the fence rule, the server clock) live once in
 ``_common.lua``: a script's line ``--@include _common.lua`` is replaced by that
-file when the script is loaded, and the SHA-1 is that of the result.
+file when the script is loaded, and the SHA-1 is that of the result. Any other
+helper file (a name starting with ``_``) is included the same way, e.g.
+``--@include _rwlock.lua`` for the read-write lock's scripts.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 
@@ -26,13 +30,21 @@ class ScriptSpec:
 
 INCLUDE = b"--@include _common.lua\n"
 
+_INCLUDE_LINE = re.compile(rb"^--@include (_[A-Za-z0-9_]+\.lua)\n", re.MULTILINE)
+
 
 def _read(name: str) -> bytes:
     return files(__package__).joinpath(name).read_bytes()
 
 
+def expand(source: bytes, read: Callable[[str], bytes]) -> bytes:
+    """``source`` with each line ``--@include _<helper>.lua`` replaced by that
+    file, as ``read(file name)`` gives it (helpers include nothing themselves)."""
+    return _INCLUDE_LINE.sub(lambda m: read(m.group(1).decode()), source)
+
+
 def _load(name: str) -> ScriptSpec:
-    source = _read(f"{name}.lua").replace(INCLUDE, _read("_common.lua"))
+    source = expand(_read(f"{name}.lua"), _read)
     return ScriptSpec(name, source, hashlib.sha1(source).hexdigest())
 
 
@@ -44,6 +56,10 @@ RLOCK_ACQUIRE = _load("rlock_acquire")
 RLOCK_RELEASE = _load("rlock_release")
 RLOCK_EXTEND = _load("rlock_extend")
 RLOCK_INSPECT = _load("rlock_inspect")
+RWLOCK_ACQUIRE = _load("rwlock_acquire")
+RWLOCK_RELEASE = _load("rwlock_release")
+RWLOCK_EXTEND = _load("rwlock_extend")
+RWLOCK_INSPECT = _load("rwlock_inspect")
 FENCED_SET = _load("fenced_set")
 
 ALL = (
@@ -55,5 +71,9 @@ ALL = (
     RLOCK_RELEASE,
     RLOCK_EXTEND,
     RLOCK_INSPECT,
+    RWLOCK_ACQUIRE,
+    RWLOCK_RELEASE,
+    RWLOCK_EXTEND,
+    RWLOCK_INSPECT,
     FENCED_SET,
 )
