@@ -9,17 +9,24 @@ from ._api._async import DEFAULT_TTL as DEFAULT_TTL
 from ._api._async import AsyncFencedKey as AsyncFencedKey
 from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
+from ._api._async import AsyncReadWriteLease as AsyncReadWriteLease
+from ._api._async import AsyncReadWriteLock as AsyncReadWriteLock
+from ._api._async import AsyncReadWriteView as AsyncReadWriteView
 from ._api._async import AsyncRLock as AsyncRLock
 from ._api._async import AsyncRLockLease as AsyncRLockLease
 from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
+from ._api._sync import ReadWriteLease as ReadWriteLease
+from ._api._sync import ReadWriteLock as ReadWriteLock
+from ._api._sync import ReadWriteView as ReadWriteView
 from ._api._sync import RLock as RLock
 from ._api._sync import RLockLease as RLockLease
 from ._errors import AcquireTimeout as AcquireTimeout
 from ._errors import AlreadyHeldError as AlreadyHeldError
 from ._errors import InvalidArgument as InvalidArgument
 from ._errors import LockLostError as LockLostError
+from ._errors import LockUpgradeError as LockUpgradeError
 from ._errors import NotOwnedError as NotOwnedError
 from ._errors import NotReplicatedError as NotReplicatedError
 from ._errors import ProtocolError as ProtocolError
@@ -28,6 +35,8 @@ from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
 from ._models import LeaseBase as LeaseBase
+from ._plans.rwlock import ReadWriteHolder as ReadWriteHolder
+from ._plans.rwlock import ReadWriteInfo as ReadWriteInfo
 
 __version__ = "0.1.0"
 
@@ -39,6 +48,9 @@ __all__ = [
     "AsyncFencedKey",
     "AsyncLease",
     "AsyncLock",
+    "AsyncReadWriteLease",
+    "AsyncReadWriteLock",
+    "AsyncReadWriteView",
     "AsyncRLock",
     "AsyncRLockLease",
     "FencedKey",
@@ -47,11 +59,17 @@ __all__ = [
     "LeaseBase",
     "Lock",
     "LockLostError",
+    "LockUpgradeError",
     "NotOwnedError",
     "NotReplicatedError",
     "ProtocolError",
     "RLock",
     "RLockLease",
+    "ReadWriteHolder",
+    "ReadWriteInfo",
+    "ReadWriteLease",
+    "ReadWriteLock",
+    "ReadWriteView",
     "StaleFenceError",
     "TenureError",
     "UnsupportedServer",
