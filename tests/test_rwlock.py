@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from _workers import RWHold, check_rw_history
 
 from tenure import (
     AcquireTimeout,
@@ -560,3 +561,91 @@ def test_async_cancelled_waiter_leaves_no_trace(server: ServerProcess, r: redis.
         await client.aclose()
 
     asyncio.run(main())
+
+
+# --- replicas, hand-off edges and the cost of a hand-off ----------------------
+
+
+def test_min_replicas_for_both_modes(make_server: Callable[..., ServerProcess]) -> None:
+    from test_replicas import _pair
+
+    from tenure import NotReplicatedError
+
+    master, replica = _pair(make_server)
+    client = redis.Redis.from_url(master.url)
+    on_replica = redis.Redis.from_url(replica.url)
+    rw = ReadWriteLock(client, "rep", ttl=30, min_replicas=1, replica_timeout=0.3)
+    with rw.write as w, rw.read as under:  # acknowledged: the replica has both holds
+        fields = on_replica.hgetall(KEY % "rep")
+        assert fields[b"mode"] == b"write"
+        assert {f"w:{w.owner}".encode(), f"r:{under.owner}".encode()} <= set(fields)
+    replica.pause()
+    try:
+        with pytest.raises(NotReplicatedError, match="0 of 1 replicas"):
+            rw.read.acquire()
+    finally:
+        replica.resume()
+    assert not rw.locked(), "the unacknowledged hold was not released"
+    client.close()
+    on_replica.close()
+
+
+def test_a_hand_off_message_for_a_departed_waiter_changes_nothing(r: redis.Redis) -> None:
+    """The hub passes on a lock handed to a token no plan waits with by running
+    Lock's release with it; on a read-write lock's hash that is refused without
+    a write (a waiter that leaves gives back a hold handed to it by itself)."""
+    from tenure._drivers import _sync
+    from tenure._keys import rwlock_keys
+    from tenure._plans import lock as lock_plans
+
+    lease = ReadWriteLock(r, "departed", ttl=5).read.acquire()
+    assert lease is not None
+    before = r.hgetall(KEY % "departed")
+    keys = rwlock_keys("departed", prefix="tenure:")
+    with pytest.raises(WrongTypeError):
+        _sync.run(r, lock_plans.pass_on(keys, f"r:{lease.owner}:op"))
+    assert r.hgetall(KEY % "departed") == before
+    lease.release()
+
+
+def test_script_calls_per_hand_off_do_not_grow_with_waiters(
+    make_server: Callable[..., ServerProcess],
+) -> None:
+    """N writers, each with its own client (so each its own queue entry, as a
+    process would be), wait while the lock is held. From then on each hand-off
+    costs one script call, the release that makes it, whatever N is: the waiter
+    holds the lock when the message comes, and no waiter is woken to retry."""
+    from tenure._scripts import ALL
+
+    calls: dict[int, int] = {}
+    for writers in (2, 8):
+        s = make_server()
+        client = redis.Redis.from_url(s.url)
+        for spec in ALL:  # so that no first call pays an extra NOSCRIPT round
+            client.script_load(spec.source)
+        holder = ReadWriteLock(client, "flat", ttl=10)
+        first = holder.write.acquire()
+        assert first is not None
+        clients = [redis.Redis.from_url(s.url) for _ in range(writers)]
+        pool = ThreadPoolExecutor(writers)
+
+        def one(c: redis.Redis) -> RWHold:
+            with ReadWriteLock(c, "flat", ttl=10).write(timeout=30) as lease:
+                acquired = time.monotonic()
+                time.sleep(0.01)
+                return ("write", acquired, time.monotonic(), lease.fence)
+
+        futures = [pool.submit(one, c) for c in clients]
+        deadline = time.monotonic() + 10
+        while holder.info().waiters < writers:
+            assert time.monotonic() < deadline, "the writers did not queue"
+            time.sleep(0.01)
+        client.config_resetstat()
+        first.release()
+        holds = [f.result(timeout=30) for f in futures]
+        pool.shutdown()
+        check_rw_history(holds)
+        calls[writers] = int(client.info("commandstats")["cmdstat_evalsha"]["calls"])
+        for c in [client, *clients]:
+            c.close()
+    assert calls == {2: 2 + 1, 8: 8 + 1}  # the holder's release, then each writer's
