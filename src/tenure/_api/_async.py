@@ -1283,7 +1283,7 @@ class AsyncReadWriteLock:
         )
 
     def _describe(self, mode: str) -> str:
-        holds = [(key[0], ls) for key, ls in self._holds.items() if key[1] == mode and ls]
+        holds = [(key[0], ls) for key, ls in list(self._holds.items()) if key[1] == mode and ls]
         if not holds:
             return f"{mode} not held here"
         if len(holds) > 1:
