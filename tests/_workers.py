@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import itertools
+import random
 import threading
 import time
 from multiprocessing.synchronize import Event
@@ -14,6 +16,7 @@ import redis.asyncio
 
 from tenure import (
     AsyncLock,
+    AsyncReadWriteLock,
     AsyncRLock,
     AsyncSemaphore,
     CountDownLatch,
@@ -21,6 +24,7 @@ from tenure import (
     Lock,
     LockLostError,
     NotOwnedError,
+    ReadWriteLock,
     RLock,
     Semaphore,
     StaleFenceError,
@@ -294,3 +298,154 @@ def latch_waiter(url: str, name: str, timeout: float) -> tuple[bool, float]:
     """Wait on a CountDownLatch; return the outcome and when it came (monotonic)."""
     opened = CountDownLatch(redis.Redis.from_url(url), name).wait(timeout)
     return opened, time.monotonic()
+
+
+# --- read-write lock ---------------------------------------------------------
+
+#: (mode, acquired_at, released_at, fence) on time.monotonic(); mode "read" or "write"
+RWHold = tuple[str, float, float, int]
+
+
+def check_rw_history(holds: list[RWHold]) -> None:
+    """Assert the read-write lock's invariants on a recorded history: no write
+    hold overlaps any other hold (read or write), write fences strictly increase
+    in hold order, and each read hold's fence is that of the last write hold
+    before it (when there is one; all write holds of the name must be recorded)
+    and smaller than that of the next.
+
+    Recorded intervals lie inside the real holds (taken after acquire returned,
+    before release was called), so an overlap seen here is a real one.
+    """
+    writes = sorted((start, end, fence) for mode, start, end, fence in holds if mode == "write")
+    reads = sorted((start, end, fence) for mode, start, end, fence in holds if mode == "read")
+    for before, after in itertools.pairwise(writes):
+        assert after[0] >= before[1], f"overlapping write holds: {before} and {after}"
+        assert after[2] > before[2], f"write fence went backwards: {before} then {after}"
+    starts = [w[0] for w in writes]
+    for read in reads:
+        i = bisect.bisect_left(starts, read[0])  # writes[:i] began before the read
+        if i > 0:
+            last = writes[i - 1]
+            assert last[1] <= read[0], f"write {last} overlaps read {read}"
+            assert read[2] == last[2], f"read {read} has not the last write's fence {last}"
+        if i < len(writes):
+            following = writes[i]
+            assert following[0] >= read[1], f"write {following} overlaps read {read}"
+            assert read[2] < following[2], f"read {read} has a fence >= a later write's {following}"
+
+
+def _read_section(client: redis.Redis, name: str, hold: float) -> None:
+    """Read the counter twice, ``hold`` seconds apart: no writer may change it."""
+    first = client.get(f"{name}:counter")
+    time.sleep(hold)
+    assert client.get(f"{name}:counter") == first, "the counter changed under a read hold"
+
+
+def rw_worker(
+    url: str,
+    name: str,
+    sections: int,
+    start: threading.Barrier,
+    write_every: int = 4,
+    hold: float = 0.001,
+) -> list[RWHold]:
+    """``sections`` holds of a ReadWriteLock: every ``write_every``-th a write
+    (a read-modify-write of ``<name>:counter`` taken under ``with rw.write``,
+    with a re-entry and a read under it), the others reads (the counter read
+    twice, ``hold`` seconds apart, under ``with rw.read(timeout=...)``)."""
+    client = redis.Redis.from_url(url)
+    rw = ReadWriteLock(client, name, ttl=10)
+    holds: list[RWHold] = []
+    start.wait()
+    for i in range(sections):
+        if i % write_every == write_every - 1:
+            with rw.write as lease:
+                acquired = time.monotonic()
+                with rw.write as inner, rw.read as under:
+                    assert inner.fence == under.fence == lease.fence
+                value = int(client.get(f"{name}:counter") or 0)
+                client.set(f"{name}:counter", value + 1)
+                released = time.monotonic()
+        else:
+            with rw.read(timeout=30) as lease:
+                acquired = time.monotonic()
+                _read_section(client, name, hold)
+                released = time.monotonic()
+        holds.append((lease.mode, acquired, released, lease.fence))
+    assert rw.read.hold_count() == 0 and rw.write.hold_count() == 0
+    return holds
+
+
+def rw_reader_loop(url: str, name: str, seconds: float, hold: float, threads: int) -> list[RWHold]:
+    """``threads`` threads taking the read lock over and over for ``seconds``:
+    each holds it a random time between ``hold``/2 and 1.5 ``hold`` (so that
+    readers do not release together) and asks again at once."""
+    client = redis.Redis.from_url(url)
+    rw = ReadWriteLock(client, name, ttl=10)
+    holds: list[RWHold] = []
+    end = time.monotonic() + seconds
+
+    def loop() -> None:
+        rng = random.Random()
+        while time.monotonic() < end:
+            with rw.read as lease:
+                acquired = time.monotonic()
+                time.sleep(rng.uniform(hold / 2, hold * 1.5))
+                released = time.monotonic()
+            holds.append(("read", acquired, released, lease.fence))
+
+    workers = [threading.Thread(target=loop) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return holds
+
+
+def rw_holding_reader(url: str, name: str, ttl: float, acquired: Any) -> None:
+    """Take the read lock with the watchdog renewing, put the fence on
+    ``acquired``, and hold until killed."""
+    rw = ReadWriteLock(redis.Redis.from_url(url), name, ttl=ttl, auto_renew=True)
+    lease = rw.read.acquire()
+    assert lease is not None
+    acquired.put(lease.fence)
+    time.sleep(3600)
+
+
+def async_rw_worker(
+    url: str, name: str, tasks: int, sections: int, write_every: int = 5
+) -> list[RWHold]:
+    """``tasks`` asyncio tasks sharing one AsyncReadWriteLock, each doing
+    ``sections`` holds, task i's j-th a write when (i + j) % ``write_every`` == 0
+    (a read-modify-write of ``<name>:counter``), else a read (the counter read
+    twice across a sleep)."""
+    return asyncio.run(_async_rw(url, name, tasks, sections, write_every))
+
+
+async def _async_rw(
+    url: str, name: str, tasks: int, sections: int, write_every: int
+) -> list[RWHold]:
+    client = redis.asyncio.Redis.from_url(url, max_connections=tasks + 8)
+    rw = AsyncReadWriteLock(client, name, ttl=10)
+    holds: list[RWHold] = []
+
+    async def task(i: int) -> None:
+        for j in range(sections):
+            view = rw.write if (i + j) % write_every == 0 else rw.read
+            async with view as lease:
+                acquired = time.monotonic()
+                value = await client.get(f"{name}:counter")
+                if lease.mode == "write":
+                    await client.set(f"{name}:counter", int(value or 0) + 1)
+                else:
+                    await asyncio.sleep(0.001)
+                    assert await client.get(f"{name}:counter") == value
+                released = time.monotonic()
+            holds.append((lease.mode, acquired, released, lease.fence))
+        assert await rw.read.hold_count() == 0 and await rw.write.hold_count() == 0
+
+    try:
+        await asyncio.gather(*(task(i) for i in range(tasks)))
+    finally:
+        await client.aclose()
+    return holds

@@ -1,5 +1,6 @@
-"""Model-based tests: hypothesis drives Lock and RLock against a real server and
-a small Python model of their semantics, and checks they agree after every step.
+"""Model-based tests: hypothesis drives Lock, RLock and ReadWriteLock against a
+real server and a small Python model of their semantics, and checks they agree
+after every step.
 
 Each owner is its own thread (tenure's owner is the thread), so every operation
 of owner i runs on executor i.
@@ -23,7 +24,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tenure import AlreadyHeldError, Lock, NotOwnedError, RLock
+from tenure import (
+    AlreadyHeldError,
+    Lock,
+    LockUpgradeError,
+    NotOwnedError,
+    ReadWriteLease,
+    ReadWriteLock,
+    RLock,
+)
+from tenure._drivers import _sync
 from tenure._server import ServerProcess
 
 OWNERS = 3
@@ -168,7 +178,120 @@ class RLockMachine(_Machine):
             assert self.owners.run(owner, self.lock.hold_count) == expected
 
 
-@pytest.mark.parametrize("machine", [LockMachine, RLockMachine], ids=["Lock", "RLock"])
+MODES = st.sampled_from(["read", "write"])
+
+
+class RWLockMachine(RuleBasedStateMachine):
+    """Model of a ReadWriteLock: each owner's read and write hold counts and
+    their fences, and the last fence minted. Acquires do not wait, so nobody
+    queues: a read is granted to an owner that reads or writes already, or when
+    nobody writes; a write to the owner that writes already, or when nobody
+    holds anything; a reader asking to write is refused."""
+
+    lock_key = "tenure:rwlock:{model}"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client = redis.Redis.from_url(_url)
+        self.client.flushall()
+        self.owners = _Owners()
+        self.ids = [self.owners.run(i, _sync.current_owner) for i in range(OWNERS)]
+        self.rw = ReadWriteLock(self.client, "model", ttl=30)
+        self.counts: dict[tuple[int, str], int] = {}  # (owner, mode) -> count, > 0
+        self.fences: dict[tuple[int, str], int] = {}  # (owner, mode) -> the hold's fence
+        self.last = 0  # the last fence minted (0: none seen yet)
+
+    def teardown(self) -> None:
+        self.owners.close()
+        self.client.close()
+
+    def view(self, mode: str) -> Any:
+        return self.rw.read if mode == "read" else self.rw.write
+
+    def holds(self, mode: str) -> list[int]:
+        return [o for (o, m) in self.counts if m == mode]
+
+    @rule(owner=st.integers(0, OWNERS - 1), mode=MODES)
+    def acquire(self, owner: int, mode: str) -> None:
+        def call() -> Any:
+            try:
+                return self.view(mode).acquire(blocking=False)
+            except LockUpgradeError:
+                return "upgrade"
+
+        got = self.owners.run(owner, call)
+        key = (owner, mode)
+        writers = self.holds("write")
+        if key in self.counts:  # a re-entry: the same hold
+            assert isinstance(got, ReadWriteLease) and got.fence == self.fences[key]
+            self.counts[key] += 1
+            return
+        if mode == "write" and (owner, "read") in self.counts:
+            assert got == "upgrade"
+            return
+        if mode == "read":
+            granted = (owner, "write") in self.counts or not writers
+        else:
+            granted = not self.counts
+        if not granted:
+            assert got is None
+            return
+        assert isinstance(got, ReadWriteLease) and got.mode == mode
+        if mode == "write":
+            assert got.fence > self.last
+        elif self.last:
+            assert got.fence == self.last  # a reader gets the last fence minted
+        self.last = max(self.last, got.fence)
+        self.counts[key], self.fences[key] = 1, got.fence
+
+    @rule(owner=st.integers(0, OWNERS - 1), mode=MODES)
+    def release(self, owner: int, mode: str) -> None:
+        def call() -> bool:
+            try:
+                self.view(mode).release()
+                return True
+            except NotOwnedError:
+                return False
+
+        key = (owner, mode)
+        assert self.owners.run(owner, call) == (key in self.counts)
+        if key in self.counts:
+            self.counts[key] -= 1
+            if self.counts[key] == 0:
+                del self.counts[key], self.fences[key]
+
+    @precondition(lambda self: self.counts)
+    @rule(data=st.data())
+    def expire(self, data: st.DataObject) -> None:
+        """One hold's lease runs out in Redis (as after its holder's long pause)."""
+        owner, mode = data.draw(st.sampled_from(sorted(self.counts)))
+        field = f"{mode[0]}:{self.ids[owner]}"
+        assert self.client.zadd(self.lock_key + ":holds", {field: 1}, xx=True) == 0
+        del self.counts[owner, mode], self.fences[owner, mode]
+
+    @precondition(lambda self: self.counts)
+    @rule(data=st.data())
+    def extend(self, data: st.DataObject) -> None:
+        owner, mode = data.draw(st.sampled_from(sorted(self.counts)))
+        self.owners.run(owner, lambda: self.view(mode).extend(30))
+
+    @invariant()
+    def agrees(self) -> None:
+        info = self.rw.info()
+        mode = "write" if self.holds("write") else "read" if self.counts else None
+        assert info.mode == mode
+        assert sorted((h.owner, h.mode, h.count, h.fence) for h in info.holders) == sorted(
+            (self.ids[o], m, c, self.fences[o, m]) for (o, m), c in self.counts.items()
+        )
+        for owner in range(OWNERS):
+            for m in ("read", "write"):
+                count = self.owners.run(owner, self.view(m).hold_count)
+                assert count == self.counts.get((owner, m), 0)
+
+
+@pytest.mark.parametrize(
+    "machine", [LockMachine, RLockMachine, RWLockMachine], ids=["Lock", "RLock", "ReadWriteLock"]
+)
 def test_model(machine: type[RuleBasedStateMachine], server: ServerProcess) -> None:
     global _url
     _url = server.url

@@ -10,6 +10,9 @@ from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
 from ._api._async import AsyncFencedKey as AsyncFencedKey
 from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
+from ._api._async import AsyncReadWriteLease as AsyncReadWriteLease
+from ._api._async import AsyncReadWriteLock as AsyncReadWriteLock
+from ._api._async import AsyncReadWriteView as AsyncReadWriteView
 from ._api._async import AsyncRLock as AsyncRLock
 from ._api._async import AsyncRLockLease as AsyncRLockLease
 from ._api._async import AsyncSemaphore as AsyncSemaphore
@@ -18,6 +21,9 @@ from ._api._sync import CountDownLatch as CountDownLatch
 from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
+from ._api._sync import ReadWriteLease as ReadWriteLease
+from ._api._sync import ReadWriteLock as ReadWriteLock
+from ._api._sync import ReadWriteView as ReadWriteView
 from ._api._sync import RLock as RLock
 from ._api._sync import RLockLease as RLockLease
 from ._api._sync import Semaphore as Semaphore
@@ -26,6 +32,7 @@ from ._errors import AcquireTimeout as AcquireTimeout
 from ._errors import AlreadyHeldError as AlreadyHeldError
 from ._errors import InvalidArgument as InvalidArgument
 from ._errors import LockLostError as LockLostError
+from ._errors import LockUpgradeError as LockUpgradeError
 from ._errors import NotOwnedError as NotOwnedError
 from ._errors import NotReplicatedError as NotReplicatedError
 from ._errors import ProtocolError as ProtocolError
@@ -36,6 +43,8 @@ from ._errors import WrongTypeError as WrongTypeError
 from ._models import LeaseBase as LeaseBase
 from ._plans.latch import CountDownLatchInfo as CountDownLatchInfo
 from ._plans.lock import LockInfo as LockInfo
+from ._plans.rwlock import ReadWriteHolder as ReadWriteHolder
+from ._plans.rwlock import ReadWriteInfo as ReadWriteInfo
 from ._plans.semaphore import SemaphoreHolder as SemaphoreHolder
 from ._plans.semaphore import SemaphoreInfo as SemaphoreInfo
 
@@ -50,6 +59,9 @@ __all__ = [
     "AsyncFencedKey",
     "AsyncLease",
     "AsyncLock",
+    "AsyncReadWriteLease",
+    "AsyncReadWriteLock",
+    "AsyncReadWriteView",
     "AsyncRLock",
     "AsyncRLockLease",
     "AsyncSemaphore",
@@ -63,6 +75,7 @@ __all__ = [
     "Lock",
     "LockInfo",
     "LockLostError",
+    "LockUpgradeError",
     "NotOwnedError",
     "NotReplicatedError",
     "ProtocolError",
@@ -72,6 +85,11 @@ __all__ = [
     "SemaphoreHolder",
     "SemaphoreInfo",
     "SemaphoreLease",
+    "ReadWriteHolder",
+    "ReadWriteInfo",
+    "ReadWriteLease",
+    "ReadWriteLock",
+    "ReadWriteView",
     "StaleFenceError",
     "TenureError",
     "UnsupportedServer",

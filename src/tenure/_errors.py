@@ -9,6 +9,7 @@ Every error derives from :class:`TenureError` and from the nearest builtin, so
     ├── NotOwnedError (RuntimeError)      release/extend of a lease you do not hold
     │   └── LockLostError                 the lease was seen gone while held
     ├── AlreadyHeldError (RuntimeError)   a non-reentrant lock taken twice by one owner
+    ├── LockUpgradeError (RuntimeError)   a read lock's holder asked for the write lock
     ├── StaleFenceError (RuntimeError)    a fenced write refused: a newer holder wrote
     ├── InvalidArgument (ValueError)      a bad argument; nothing was sent to Redis
     │   └── WrongTypeError                a key holds a value of another type
@@ -76,6 +77,28 @@ class AlreadyHeldError(TenureError, RuntimeError):
         self.name = name
         super().__init__(
             f"lock {name!r} is already held by this thread or task, and Lock is not reentrant"
+        )
+
+
+class LockUpgradeError(TenureError, RuntimeError):
+    """The owner that holds a read-write lock's read lock asked for its write lock.
+
+    Raised at once: an upgrade would wait for every reader to leave, itself
+    included, and two readers upgrading together would wait for each other
+    forever. Release the read lock first (and take the write lock, then read
+    again if needed), or take the write lock first and the read lock under it
+    (a write holder may read, and may downgrade by releasing the write lock).
+
+    Attributes:
+        name: the lock's name.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"read-write lock {name!r}: this thread or task holds the read lock and asked "
+            "for the write lock; an upgrade is not allowed (it could deadlock): release "
+            "the read lock first"
         )
 
 

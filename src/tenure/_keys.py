@@ -45,6 +45,22 @@ A count-down latch named ``job`` (:func:`latch_keys`) lives under ``<prefix>latc
     tenure:latch:{job}:opened   a number that grows each time the count reaches zero
                                 (seeded from the server's clock, as a fence)
     tenure:latch:{job}:zero     pub/sub channel on which reaching zero wakes every waiter
+
+A read-write lock (``ReadWriteLock``) named ``orders:42`` puts its keys under
+``<prefix>rwlock:`` (:func:`rwlock_keys`)::
+
+    tenure:rwlock:{orders:42}             the lock: a hash {"mode": "read" | "write",
+                                          "r:<owner id>" / "w:<owner id>":
+                                          "<count>|<fence>|<hold id>"}, one field
+                                          per hold; the key's PX is the latest expiry
+    tenure:rwlock:{orders:42}:holds       each hold's expiry: sorted set, member =
+                                          the hold's field, score = server ms
+    tenure:rwlock:{orders:42}:fence       the last fence minted (by a write hold)
+    tenure:rwlock:{orders:42}:waiters     waiting readers and writers, in one queue
+    tenure:rwlock:{orders:42}:delay       the lock-delay guard of the write hold
+    tenure:rwlock:{orders:42}:op:<owner>  the owner's last change (120 s), so that a
+                                          call retried after a lost reply is recognised
+    tenure:rwlock:{orders:42}:wake:<w>    pub/sub channel that wakes waiter <w>
 """
 
 from __future__ import annotations
@@ -213,3 +229,43 @@ def latch_keys(name: str, *, prefix: str) -> LatchKeys:
         raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
     base = f"{prefix}{LATCH_NAMESPACE}{{{check_name(name, 'name')}}}"
     return LatchKeys(name, base, base + ":opened", base + ":zero")
+
+
+#: The part added to a primitive's prefix for a read-write lock's keys.
+RWLOCK_NAMESPACE = "rwlock:"
+
+
+@dataclass(frozen=True, slots=True)
+class RWLockKeys(LockKeys):
+    """The keys of a read-write lock: those of :class:`LockKeys` (``released`` is
+    the prefix of the per-owner last-op keys, see :meth:`last_op`), and ``holds``,
+    the sorted set of the holds' expiries."""
+
+    holds: str
+
+    def last_op(self, owner: str) -> str:
+        """The key of ``owner``'s last change of the lock (``<base>:op:<owner>``)."""
+        return f"{self.released}:{owner}"
+
+
+def rwlock_keys(name: str, *, prefix: str) -> RWLockKeys:
+    """Build the keys of a read-write lock ``name`` under ``prefix + "rwlock:"``,
+    apart from every ``Lock``'s and ``RLock``'s keys.
+
+    Raises:
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+    """
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
+    name = check_name(name, "name")
+    base = f"{prefix}{RWLOCK_NAMESPACE}{{{name}}}"
+    return RWLockKeys(
+        name,
+        base,
+        base + ":fence",
+        base + ":waiters",
+        base + ":wake:",
+        base + ":delay",
+        base + ":op",
+        base + ":holds",
+    )

@@ -19,14 +19,16 @@ from .._drivers import _sync as _driver
 from .._drivers._identity import new_op, new_token
 from .._drivers._watchbook import Watch
 from .._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
-from .._keys import fenced_keys, latch_keys, lock_keys, rlock_keys, semaphore_keys
+from .._keys import fenced_keys, latch_keys, lock_keys, rlock_keys, rwlock_keys, semaphore_keys
 from .._models import LeaseBase
 from .._plans import fenced as fenced_plans
 from .._plans import latch as latch_plans
 from .._plans import lock as lock_plans
 from .._plans import replicas as replica_plans
 from .._plans import rlock as rlock_plans
+from .._plans import rwlock as rwlock_plans
 from .._plans import semaphore as semaphore_plans
+from .._plans.rwlock import ReadWriteInfo
 from .._protocol import Eval
 from .._units import check_seconds, to_ms
 
@@ -41,7 +43,7 @@ _HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = weakref.WeakVa
 
 def _replicate(
     client: _driver.Client,
-    lease: Lease | RLockLease | SemaphoreLease,
+    lease: Lease | RLockLease | SemaphoreLease | ReadWriteLease,
     policy: replica_plans.ReplicaPolicy | None,
 ) -> None:
     """Wait for ``policy`` replicas to acknowledge a new ``lease``; else release it."""
@@ -891,6 +893,520 @@ class RLock(_Blocks[RLockLease]):
         for other in self._holds.get(lease.owner, ()):
             if other.fence == lease.fence:
                 other.ttl, other.expires_at = ttl, expires_at
+
+
+# --- read-write lock -------------------------------------------------------
+
+
+class ReadWriteLease(LeaseBase):
+    """One level of a held read or write lock of an :class:`ReadWriteLock`:
+    returned by each successful ``rw.read.acquire()`` / ``rw.write.acquire()``.
+
+    A lease is truthy. ``mode`` is ``"read"`` or ``"write"``. Each owner (thread
+    or task) has at most one read hold and one write hold of a lock; every
+    acquire of a mode the owner holds returns a new lease of the same hold (the
+    same ``fence``) and counts it up by one, and releasing a lease counts it
+    down. A hold is its own lease in Redis, ended by its ttl unless extended:
+    ``extend`` and every re-entry reset the whole hold's lease, and
+    ``expires_at`` of every lease of the hold taken through this lock object
+    follows. A write hold's ``fence`` is minted for it (larger than every
+    earlier hold's); a read hold's is the last fence minted when it began (that
+    of the last writer before it). See :class:`tenure.LeaseBase` for the other
+    attributes.
+    """
+
+    lost: threading.Event
+    __slots__ = ("_hold", "_rw", "mode")
+
+    def __init__(self, rw: ReadWriteLock, grant: rwlock_plans.RWGrant) -> None:
+        super().__init__(rw.name, grant, threading.Event())
+        self._rw = rw
+        self._hold = grant.hold
+        self.mode: rwlock_plans.Mode = grant.mode
+
+    def release(self) -> None:
+        """Count the hold down by one; at zero the hold ends and the lock is handed
+        on to the waiters it lets in. Releasing the write hold while the owner
+        also holds the read lock is a downgrade: the read hold stays.
+
+        Raises:
+            LockLostError: the hold was lost (``lost`` is set): its deadline
+                passed, or Redis no longer has it (the message gives the name,
+                fence and why). Every lease of the hold ends.
+            NotOwnedError: this lease was already released. Nothing was changed.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        rw = self._rw
+        if self._lost_reason is not None:
+            rw._end_hold(self)
+            raise LockLostError(self.name, self.fence, f"lease lost: {self._lost_reason}")
+        if self._released:
+            raise NotOwnedError(self.name, self.fence, "can't release: already released")
+        plan = rwlock_plans.release(
+            rw._keys,
+            self.owner,
+            self.mode,
+            self._hold,
+            self.fence,
+            op=new_op(),
+            delay_ms=rw._delay_ms,
+        )
+        try:
+            left = _driver.run(rw._client, plan)
+        except NotOwnedError as exc:
+            rw._lose_hold(self, exc.reason)
+            rw._end_hold(self)
+            raise LockLostError(self.name, self.fence, f"lease lost: {exc.reason}") from None
+        self._released = True
+        rw._forget(self)
+        if left == 0:
+            rw._end_hold(self)
+
+    def extend(self, seconds: float | None = None) -> None:
+        """Reset the whole hold's lease to end ``seconds`` from now (default: its ttl).
+
+        Args:
+            seconds: the new remaining lease, in seconds, > 0.
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a positive number.
+            LockLostError: the hold was lost (its deadline passed, or it is gone
+                from Redis); every lease of it ends.
+            NotOwnedError: this lease was released.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
+        if self._released and self._lost_reason is None:
+            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
+        rw = self._rw
+        if self._lost_reason is None:
+            plan = rwlock_plans.extend(
+                rw._keys,
+                self.owner,
+                self.mode,
+                self._hold,
+                seconds,
+                time.monotonic,
+                ttl=self.ttl,
+                delay_ms=rw._delay_ms,
+                fence=self.fence,
+            )
+            try:
+                expires_at = _driver.run(rw._client, plan)
+                rw._renewed(self, seconds, expires_at)
+                return
+            except NotOwnedError as exc:
+                rw._lose_hold(self, exc.reason)
+        reason = self._lost_reason
+        rw._end_hold(self)
+        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+
+    def _renewal(self) -> Eval:
+        rw = self._rw
+        return rwlock_plans.renewal(
+            rw._keys,
+            self.owner,
+            self.mode,
+            self._hold,
+            self.ttl,
+            ttl=self.ttl,
+            delay_ms=rw._delay_ms,
+        )
+
+    def _renewed(self, expires_at: float) -> None:
+        self._rw._renewed(self, self.ttl, expires_at)
+
+    def _lose(self, reason: str) -> None:
+        self._rw._lose_hold(self, reason)
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace(" fence=", f" {self.mode} fence=", 1)
+
+    def __enter__(self) -> ReadWriteLease:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+class ReadWriteView(_Blocks[ReadWriteLease]):
+    """The read lock (``rw.read``) or the write lock (``rw.write``) of an
+    :class:`ReadWriteLock`, with the interface of every lock:
+    ``acquire``, ``release``, ``extend``, ``locked``, ``owned``,
+    ``hold_count``, ``with rw.read:`` and ``with rw.write(timeout=2):``.
+    """
+
+    def __init__(self, rw: ReadWriteLock, mode: rwlock_plans.Mode) -> None:
+        self._rw = rw
+        self._mode: rwlock_plans.Mode = mode
+
+    @property
+    def name(self) -> str:
+        """The lock's name."""
+        return self._rw.name
+
+    @property
+    def mode(self) -> rwlock_plans.Mode:
+        """``"read"`` or ``"write"``."""
+        return self._mode
+
+    @property
+    def lock(self) -> ReadWriteLock:
+        """The read-write lock this is a view of."""
+        return self._rw
+
+    def acquire(
+        self, blocking: bool = True, timeout: float | None = None
+    ) -> ReadWriteLease | None:
+        """Take this mode of the lock for the calling thread or task, or enter it again.
+
+        The read lock is shared: it is granted while no writer holds the lock
+        and no writer waits ahead of the caller. The write lock is exclusive: it
+        is granted when nobody holds the lock, in the order of the queue. An
+        owner that holds this mode already, and a write holder asking for the
+        read lock, get it at once (one round trip), whoever waits.
+
+        Args:
+            blocking: wait for the lock (default). With ``False``, make one attempt.
+            timeout: the longest wait in seconds, >= 0; ``None`` waits without
+                limit. Not allowed with ``blocking=False``.
+
+        Returns:
+            An :class:`ReadWriteLease` (truthy), or ``None`` if the lock
+            was not taken in time.
+
+        Raises:
+            InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
+            LockUpgradeError: (write lock) the caller holds the read lock and not
+                the write lock: an upgrade is refused, at once.
+            NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
+                acquire in time; it was undone.
+            WrongTypeError: a key of the lock holds a value of another type.
+            UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return self._rw._acquire(self._mode, blocking, timeout)
+
+    def release(self) -> None:
+        """Release the calling thread's or task's latest lease of this mode taken
+        through this lock object (see :meth:`ReadWriteLease.release`).
+
+        Raises:
+            NotOwnedError: the caller holds no lease of this mode through this
+                lock object, or the hold expired.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        self._rw._latest(self._mode).release()
+
+    def extend(self, seconds: float | None = None) -> None:
+        """Extend the calling thread's or task's hold of this mode (see
+        :meth:`ReadWriteLease.extend`).
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a positive number.
+            NotOwnedError: the caller holds no lease of this mode through this
+                lock object, or it expired.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        self._rw._latest(self._mode).extend(seconds)
+
+    def locked(self) -> bool:
+        """Whether any owner holds this mode of the lock now (a snapshot).
+
+        Raises:
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        info = self._rw.info()
+        return any(h.mode == self._mode for h in info.holders)
+
+    def owned(self) -> bool:
+        """Whether the calling thread or task holds this mode, as Redis says now.
+
+        Raises:
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return self.hold_count() > 0
+
+    def hold_count(self) -> int:
+        """The calling thread's or task's hold count of this mode, as Redis says
+        now (0 when it does not hold it).
+
+        Raises:
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        rw = self._rw
+        state = _driver.run(
+            rw._client, rwlock_plans.inspect(rw._keys, _driver.current_owner())
+        )
+        return state.mine_read if self._mode == "read" else state.mine_write
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self._rw._describe(self._mode)}>"
+
+
+class ReadWriteLock:
+    """A distributed read-write lock: many readers, or one writer.
+
+    ``rw.read`` and ``rw.write`` are two locks with the interface of every lock
+    (:class:`ReadWriteView`): any number of owners may hold the read lock
+    together, while the write lock excludes every other holder, reader or
+    writer. Each thread or task is its own owner, and an object may be shared.
+    Both modes are reentrant per owner, like :class:`RLock`: an owner that
+    holds a mode takes it again at once, counting up; releases count down.
+
+    - **Write, then read**: a write holder may take the read lock too, at once,
+      and release the write lock first: a downgrade, keeping the read lock with
+      no writer in between.
+    - **No upgrade**: a read holder that asks for the write lock gets
+      :class:`LockUpgradeError` at once (two readers upgrading together would
+      wait for each other forever). Release the read lock first.
+    - **Writers are not starved**: readers and writers wait in one queue in
+      Redis. Once a writer waits, new readers queue behind it, though readers
+      hold the lock; a release hands the lock to the head of the queue, a
+      writer alone or every reader up to the next writer, through the wake
+      hub (no polling).
+    - **Every hold is a lease**: each read hold and the write hold has its own
+      expiry in Redis (server time), so a reader that dies blocks writers only
+      until its lease ends. The watchdog renews each hold (``auto_renew``), and
+      a hold seen gone fires its leases' ``lost`` signal.
+    - **Fences**: a write hold gets a newly minted fence, strictly larger than
+      every earlier one. A read hold gets the last fence minted when it began
+      (that of the last writer before it): no writer begins while it lasts, so
+      a reader that sees a larger fence on the resource (a
+      :class:`FencedKey`'s ``seen()``) knows its hold ended meanwhile and
+      what it read may be stale.
+
+    Args:
+        client: your ``redis.Redis`` client (tenure adds one pub/sub
+            connection per client while something waits).
+        name: the lock's name; its keys are ``<prefix>rwlock:{<name>}`` and
+            siblings, apart from any ``Lock``'s or ``RLock``'s.
+        ttl: each hold's lease length in seconds, > 0 (default 30), or an
+            :class:`AdaptiveTTL` (recorded per mode, per hold).
+        auto_renew: whether the client's watchdog renews every hold while it is
+            held (every third of the ttl). Default: ``True`` when no ``ttl`` is
+            given, else ``False``.
+        on_lost: called with a lease when the hold it belongs to is lost.
+        lock_delay: seconds, >= 0 (default 0): after a write hold's lease ends
+            without a release, nobody (reader or writer) gets the lock for this
+            much longer (see :class:`Lock`). A read hold's lease that ends
+            unreleased frees its share at once: a reader does not write.
+        min_replicas: after each acquire, wait until this many replicas
+            acknowledge the hold (``WAIT``); if fewer do within
+            ``replica_timeout``, release it and raise :class:`NotReplicatedError`.
+        replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
+        replica_fsync: wait for the replicas' append-only file (``WAITAOF``) instead.
+        prefix: the key prefix (default ``"tenure:"``).
+
+    Raises:
+        InvalidArgument: an empty or non-``str`` name or prefix; a ttl that is not
+            a positive number; a bad ``auto_renew``, ``on_lost``, ``lock_delay``,
+            ``min_replicas``, ``replica_timeout`` or ``replica_fsync``.
+
+    Example::
+
+        rw = ReadWriteLock(client, "catalog", ttl=10)
+        with rw.read as lease:          # shared with other readers
+            data = load(fence=lease.fence)
+        with rw.write(timeout=2) as lease:  # alone; AcquireTimeout after 2 s
+            store(data, fence=lease.fence)
+            with rw.read:               # a writer may read (and downgrade)
+                ...
+    """
+
+    def __init__(
+        self,
+        client: _driver.Client,
+        name: str,
+        *,
+        ttl: float | AdaptiveTTL | None = None,
+        auto_renew: bool | None = None,
+        on_lost: Callable[[ReadWriteLease], object] | None = None,
+        lock_delay: float = 0.0,
+        min_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        replica_fsync: bool = False,
+        prefix: str = "tenure:",
+    ) -> None:
+        self._keys = rwlock_keys(name, prefix=prefix)
+        self._ttl, self._adaptive = _check_ttl(ttl)
+        self._renew = _check_renew(auto_renew, ttl)
+        self._on_lost = _check_callback(on_lost)
+        self._delay_ms = _delay_ms(lock_delay)
+        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
+        self._client = client
+        # (owner id, mode) -> the watchdog's entry for that hold
+        self._watches: dict[tuple[str, str], Watch] = {}
+        # (owner id, mode) -> the live leases of that hold taken through this
+        # object, oldest first (all with the hold's id)
+        self._holds: dict[tuple[str, str], list[ReadWriteLease]] = {}
+        self._read = ReadWriteView(self, "read")
+        self._write = ReadWriteView(self, "write")
+
+    @property
+    def read(self) -> ReadWriteView:
+        """The read lock: shared by any number of owners while no writer holds."""
+        return self._read
+
+    @property
+    def write(self) -> ReadWriteView:
+        """The write lock: held by one owner, with no reader but itself."""
+        return self._write
+
+    @property
+    def name(self) -> str:
+        """The lock's name."""
+        return self._keys.name
+
+    @property
+    def ttl(self) -> float:
+        """The lease length in seconds (with an :class:`AdaptiveTTL`, the next
+        write hold's)."""
+        return self._next_ttl("write")
+
+    def _next_ttl(self, mode: str) -> float:
+        if self._adaptive is None:
+            return self._ttl
+        return self._adaptive.next_ttl(f"{self._keys.lock}:{mode}")
+
+    def info(self) -> ReadWriteInfo:
+        """A snapshot of the lock in Redis: its mode (``"read"``, ``"write"`` or
+        ``None`` when free), every live hold (owner, mode, count, seconds left,
+        fence), the number of waiters (and of waiting writers), and the last
+        fence minted.
+
+        Raises:
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        state = _driver.run(self._client, rwlock_plans.inspect(self._keys))
+        return state.info
+
+    def locked(self) -> bool:
+        """Whether anyone holds the lock, in either mode, now (a snapshot).
+
+        Raises:
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return (self.info()).mode is not None
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s "
+            f"{self._describe('read')}; {self._describe('write')}>"
+        )
+
+    def _describe(self, mode: str) -> str:
+        holds = [(key[0], ls) for key, ls in list(self._holds.items()) if key[1] == mode and ls]
+        if not holds:
+            return f"{mode} not held here"
+        if len(holds) > 1:
+            return f"{mode} held here by {len(holds)} owners"
+        owner, leases = holds[0]
+        lease = leases[-1]
+        validity = f"valid {lease.remaining:.3f}s" if lease.valid else "expired"
+        return f"{mode} held here by {owner} count={len(leases)} fence={lease.fence} {validity}"
+
+    def _acquire(
+        self, mode: rwlock_plans.Mode, blocking: bool, timeout: float | None
+    ) -> ReadWriteLease | None:
+        wait = lock_plans.check_acquire(blocking, timeout)
+        owner = _driver.current_owner()
+        plan = rwlock_plans.acquire(
+            self._keys,
+            owner,
+            mode,
+            self._next_ttl(mode),
+            blocking=blocking,
+            timeout=wait,
+            now=time.monotonic,
+            op=new_op(),
+            delay_ms=self._delay_ms,
+        )
+        grant = _driver.run(self._client, plan)
+        if grant is None:
+            return None
+        lease = ReadWriteLease(self, grant)
+        key = (owner, mode)
+        hold = [held for held in self._holds.get(key, ()) if held._hold == grant.hold]
+        if not hold:
+            # Leases of an earlier hold of this owner and mode: Redis began a new
+            # hold, so that one was gone.
+            for old in self._holds.pop(key, ()):
+                old._signal_lost("the hold had ended in Redis (a new hold began)")
+                old._released = True
+            self._unwatch(key)
+        hold.append(lease)
+        self._holds[key] = hold
+        self._renewed(lease, grant.ttl, grant.expires_at)
+        if self._on_lost is not None:
+            lease.on_lost(self._on_lost)
+        if key not in self._watches:
+            self._watches[key] = _driver.watch(self._client, lease, self._renew)
+        _replicate(self._client, lease, self._replicas)
+        return lease
+
+    def _latest(self, mode: str) -> ReadWriteLease:
+        leases = self._holds.get((_driver.current_owner(), mode))
+        if not leases:
+            raise NotOwnedError(
+                self.name, None, f"the {mode} lock is not held by this thread or task"
+            )
+        return leases[-1]
+
+    def _same_hold(self, lease: ReadWriteLease) -> list[ReadWriteLease]:
+        key = (lease.owner, lease.mode)
+        return [o for o in self._holds.get(key, ()) if o._hold == lease._hold]
+
+    def _forget(self, lease: ReadWriteLease) -> None:
+        key = (lease.owner, lease.mode)
+        leases = self._holds.get(key)
+        if leases is not None and lease in leases:
+            leases.remove(lease)
+            if not leases:
+                del self._holds[key]
+
+    def _end_hold(self, lease: ReadWriteLease) -> None:
+        """The hold of ``lease`` is over in Redis: every lease of it is released."""
+        others = self._same_hold(lease)
+        if self._adaptive is not None:
+            started = min([lease.acquired_at] + [o.acquired_at for o in others])
+            self._adaptive.record(f"{self._keys.lock}:{lease.mode}", time.monotonic() - started)
+        for one in [lease, *others]:
+            one._released = True
+            self._forget(one)
+        key = (lease.owner, lease.mode)
+        if not self._holds.get(key):
+            self._unwatch(key)
+
+    def _lose_hold(self, lease: ReadWriteLease, reason: str) -> None:
+        """The hold of ``lease`` is lost: every lease of it is, and it is not watched."""
+        key = (lease.owner, lease.mode)
+        watch = self._watches.get(key)
+        if watch is not None and getattr(watch.lease, "_hold", None) == lease._hold:
+            self._unwatch(key)
+        for one in [lease, *self._same_hold(lease)]:
+            one._signal_lost(reason)
+
+    def _unwatch(self, key: tuple[str, str]) -> None:
+        watch = self._watches.pop(key, None)
+        if watch is not None:
+            _driver.unwatch(self._client, watch)
+
+    def _renewed(self, lease: ReadWriteLease, ttl: float, expires_at: float) -> None:
+        """The hold of ``lease`` was given a new lease: every lease of it follows."""
+        lease.ttl, lease.expires_at = ttl, expires_at
+        for other in self._same_hold(lease):
+            other.ttl, other.expires_at = ttl, expires_at
 
 
 # --- fenced resources -------------------------------------------------------

@@ -5,9 +5,9 @@ script replies ``{status, value}`` with ``status`` a :class:`tenure._protocol.St
 
 Helpers several scripts need live once in files whose names start with ``_``
 (the fence rule and the server clock in ``_common.lua``; the semaphore's holders
-and queue in ``_semaphore.lua``). A script's line ``--@include <file>`` is
-replaced by that file when the script is loaded (included files include
-nothing), and the SHA-1 is that of the result.
+and queue in ``_semaphore.lua``; the read-write lock's holds in ``_rwlock.lua``).
+A script's line ``--@include <file>`` is replaced by that file when the script
+is loaded (included files include nothing), and the SHA-1 is that of the result.
 """
 
 from __future__ import annotations
@@ -53,6 +53,10 @@ RLOCK_ACQUIRE = _load("rlock_acquire")
 RLOCK_RELEASE = _load("rlock_release")
 RLOCK_EXTEND = _load("rlock_extend")
 RLOCK_INSPECT = _load("rlock_inspect")
+RWLOCK_ACQUIRE = _load("rwlock_acquire")
+RWLOCK_RELEASE = _load("rwlock_release")
+RWLOCK_EXTEND = _load("rwlock_extend")
+RWLOCK_INSPECT = _load("rwlock_inspect")
 FENCED_SET = _load("fenced_set")
 SEMAPHORE_ACQUIRE = _load("semaphore_acquire")
 SEMAPHORE_RELEASE = _load("semaphore_release")
@@ -72,6 +76,10 @@ ALL = (
     RLOCK_RELEASE,
     RLOCK_EXTEND,
     RLOCK_INSPECT,
+    RWLOCK_ACQUIRE,
+    RWLOCK_RELEASE,
+    RWLOCK_EXTEND,
+    RWLOCK_INSPECT,
     FENCED_SET,
     SEMAPHORE_ACQUIRE,
     SEMAPHORE_RELEASE,

@@ -1,0 +1,112 @@
+-- rwlock_acquire.lua: take a read-write lock's read or write lock for an owner,
+-- enter it again, or claim a hold a release handed to the caller. A new hold
+-- is taken in the queue's order: when anyone waits, the caller queues (a
+-- reader behind a waiting writer too, so that writers are not starved), and a
+-- release hands the lock on (see _rwlock.lua's promote and rwlock_release.lua).
+--
+-- KEYS[1..6]  lock, holds, fence, waiters, delay, last op keys (see _rwlock.lua)
+-- ARGV[1]  owner         string; the caller's owner id
+-- ARGV[2]  mode          "r" (read) or "w" (write)
+-- ARGV[3]  lease         integer MILLISECONDS, > 0
+-- ARGV[4]  member        the caller's waiters member (as KEYS[4]), or "" when not queued
+-- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+--                        (at least the lease)
+-- ARGV[6]  lock-delay    integer MILLISECONDS, >= 0, for a write hold; 0 = none
+-- ARGV[7]  op id         string, unique per acquire call, not empty; a new
+--                        hold's id
+-- ARGV[8]  wake prefix   string; waiter w is told by PUBLISH on ARGV[8] .. w
+--
+-- Returns  {1, {fence, hold id}}  OK: the caller holds the lock in this mode,
+--                         and the hold's lease now ends ARGV[3] ms from now.
+--                         - A new hold, count 1, id = ARGV[7]. A write hold's
+--                           fence is minted: the larger of the last fence + 1
+--                           and the server's TIME in µs. A read hold's fence is
+--                           the last fence minted (one is minted if none is
+--                           known).
+--                         - The caller holds this mode already: count + 1, the
+--                           hold's fence and id.
+--                         - The caller holds the write lock and asks for the
+--                           read lock: a new read hold at once, whoever waits,
+--                           with the write hold's fence.
+--                         - The hold's id is ARGV[7] (a release handed it to this
+--                           call), or ARGV[7] is the owner's last op (a retry of
+--                           a call that was applied): nothing is counted.
+--          {2, pttl_ms}   BUSY: pttl_ms = when the lock's last hold (or a dead
+--                         writer's lock-delay) ends, -2 when unknown. ARGV[4],
+--                         if given, is queued (or keeps its place).
+--          {3, 0}         OWNED_BY_CALLER: the caller holds the read lock (and
+--                         not the write lock) and asked for the write lock: an
+--                         upgrade, refused. ARGV[4], if given, left the queue.
+--          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
+
+--@include _common.lua
+--@include _rwlock.lua
+
+local bad = rw_open(tonumber(ARGV[5]))
+if bad then return {5, bad} end
+local lastop = redis.pcall('GET', KEYS[6])
+if wrong(lastop) then return {5, KEYS[6]} end
+
+local owner, m, lease, member = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local delay, op, prefix = tonumber(ARGV[6]), ARGV[7], ARGV[8]
+local field = m .. ':' .. owner
+local now = now_ms()
+prune(now)
+
+local function note()
+  redis.call('SET', KEYS[6], op .. '|+' .. m, 'PX', 120000)
+end
+
+local mine = hold(field)
+if mine then
+  if mine.id ~= op and lastop ~= op .. '|+' .. m then
+    put(field, mine.count + 1, mine.fence, mine.id)
+    note()
+  end
+  redis.call('ZADD', HOLDS, now + lease, field)
+  if m == 'w' and delay > 0 then redis.call('SET', DELAY, owner, 'PX', lease + delay) end
+  keep_fence(lease)
+  if member ~= '' then redis.call('ZREM', WAITERS, member) end
+  promote(now, prefix, delay, '')
+  settle()
+  return {1, {tonumber(mine.fence), mine.id}}
+end
+
+if m == 'w' and hold('r:' .. owner) then
+  if member ~= '' then redis.call('ZREM', WAITERS, member) end
+  promote(now, prefix, delay, '')
+  settle()
+  return {3, 0}
+end
+
+if m == 'r' then
+  local writing = hold('w:' .. owner)
+  if writing then
+    if member ~= '' then redis.call('ZREM', WAITERS, member) end
+    begin('r', owner, lease, writing.fence, op, now, delay)
+    note()
+    settle()
+    return {1, {tonumber(writing.fence), op}}
+  end
+end
+
+-- A new hold, in the queue's order.
+if member ~= '' then redis.call('ZADD', WAITERS, 'NX', now_us(), member) end
+local got = promote(now, prefix, delay, member)
+if not got and member == '' and redis.call('ZCARD', WAITERS) == 0 and free_for(m) then
+  local fence = fence_for(m)
+  begin(m, owner, lease, fence, op, now, delay)
+  got = {tonumber(fence), op}
+end
+if got then
+  note()
+  settle()
+  return {1, got}
+end
+
+settle()
+local pttl = redis.call('PTTL', LOCK)
+local guard = delayed()
+if guard > 0 and guard > pttl then pttl = guard end
+if member ~= '' then redis.call('PEXPIRE', WAITERS, math.max(pttl, 0) + 60000) end
+return {2, pttl}

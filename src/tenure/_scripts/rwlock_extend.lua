@@ -1,0 +1,40 @@
+-- rwlock_extend.lua: reset a read or write hold's lease to end ARGV[4] ms from
+-- now (the whole hold: every level of it).
+--
+-- KEYS[1..5]  lock, holds, fence, waiters, delay keys (see _rwlock.lua)
+-- ARGV[1]  owner         string; the holding owner id
+-- ARGV[2]  mode          "r" (read) or "w" (write)
+-- ARGV[3]  hold id       the hold's id
+-- ARGV[4]  lease         integer MILLISECONDS, > 0
+-- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+-- ARGV[6]  least left    integer MILLISECONDS, >= 0: refuse when the hold has
+--                        less than this left (the holder's clock has given it
+--                        up by then; a late renewal must not revive it)
+-- ARGV[7]  lock-delay    integer MILLISECONDS, >= 0, for a write hold; 0 = none
+--
+-- Returns  {1, count}    OK: the hold's lease now ends ARGV[4] ms from now;
+--                        count = its hold count.
+--          {4, late}     NOT_OWNED: the owner holds no such hold, or its hold
+--                        has another id, or its expiry has passed (late = 0);
+--                        or less than ARGV[6] ms were left (late = 1).
+--          {5, key}      WRONG_TYPE: key holds a value of another type.
+
+--@include _common.lua
+--@include _rwlock.lua
+
+local bad = rw_open(tonumber(ARGV[5]))
+if bad then return {5, bad} end
+local owner, m, lease = ARGV[1], ARGV[2], tonumber(ARGV[4])
+local field = m .. ':' .. owner
+local h = hold(field)
+if not h or h.id ~= ARGV[3] then return {4, 0} end
+local expiry = tonumber(redis.call('ZSCORE', HOLDS, field))
+local now = now_ms()
+if not expiry or expiry <= now then return {4, 0} end
+if expiry - now < tonumber(ARGV[6]) then return {4, 1} end
+redis.call('ZADD', HOLDS, now + lease, field)
+local delay = tonumber(ARGV[7])
+if m == 'w' and delay > 0 then redis.call('SET', DELAY, owner, 'PX', lease + delay) end
+keep_fence(lease)
+settle()
+return {1, h.count}

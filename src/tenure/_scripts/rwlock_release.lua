@@ -1,0 +1,71 @@
+-- rwlock_release.lua: leave one level of a read or write hold. At count 0 the
+-- hold ends, and the lock is handed to the head of the queue while the head
+-- may have it (a writer alone, or readers up to the next writer; see
+-- _rwlock.lua's promote). Releasing the write hold while holding the read lock
+-- is a downgrade: the read hold stays, and waiting readers come in with it.
+-- Also used by a waiter that gives up, to leave the queue and give back what
+-- its acquire got (a hold handed to it, or a count an acquire whose reply was
+-- lost made), in the same call.
+--
+-- KEYS[1..6]  lock, holds, fence, waiters, delay, last op keys (see _rwlock.lua)
+-- ARGV[1]  owner         string; the releasing owner id
+-- ARGV[2]  mode          "r" (read) or "w" (write)
+-- ARGV[3]  hold id       the hold's id, or "" for a waiter leaving
+-- ARGV[4]  wake prefix   string; waiter w is told by PUBLISH on ARGV[4] .. w
+-- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+-- ARGV[6]  member        a waiters member to remove first (a waiter leaving), or ""
+-- ARGV[7]  op id         string, unique per release call; for a waiter leaving,
+--                        the op id of its acquire (whose doing is undone)
+-- ARGV[8]  lock-delay    integer MILLISECONDS, >= 0, for a writer handed the lock
+--
+-- Returns  {1, count}    OK: the owner's hold count in this mode is now count
+--                        (at 0 the hold ended). A waiter leaving gives back one
+--                        count of the hold whose id is ARGV[7], or that ARGV[7]
+--                        counted (the owner's last op), if any. If ARGV[7] is
+--                        the owner's last op and a release, the call is a retry
+--                        of one that was applied: nothing changes.
+--          {4, 0}        NOT_OWNED: the owner holds no such hold, or its hold
+--                        has another id (the lease expired and a new hold
+--                        began); only ARGV[6] was removed.
+--          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+
+--@include _common.lua
+--@include _rwlock.lua
+
+local bad = rw_open(tonumber(ARGV[5]))
+if bad then return {5, bad} end
+local lastop = redis.pcall('GET', KEYS[6])
+if wrong(lastop) then return {5, KEYS[6]} end
+
+local owner, m, id, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local member, op, delay = ARGV[6], ARGV[7], tonumber(ARGV[8])
+local field = m .. ':' .. owner
+local now = now_ms()
+prune(now)
+if member ~= '' then redis.call('ZREM', WAITERS, member) end
+
+local h = hold(field)
+local count = h and h.count or 0
+local status = 1
+if id == '' then
+  if not (h and (h.id == op or lastop == op .. '|+' .. m)) then h = nil end
+elseif lastop == op .. '|-' .. m then
+  h = nil -- a retry
+elseif not h or h.id ~= id then
+  h, status = nil, 4
+end
+
+if h then
+  count = h.count - 1
+  if count > 0 then
+    put(field, count, h.fence, h.id)
+  else
+    drop(field)
+    if m == 'w' then redis.call('DEL', DELAY) end
+  end
+  redis.call('SET', KEYS[6], op .. '|-' .. m, 'PX', 120000)
+end
+promote(now, prefix, delay, '')
+settle()
+if status == 4 then return {4, 0} end
+return {1, count}
