@@ -15,6 +15,7 @@ import tenure
 from tenure._cli import build_parser, main
 from tenure._demo import (
     PHASES,
+    TITLE_WIDTH,
     Hold,
     Phase,
     count_overlaps,
@@ -27,7 +28,7 @@ from tenure._demo import (
     verdicts,
 )
 
-NO_LOCK, LOCK, ASYNC_LOCK, RLOCK, SEMAPHORE = PHASES
+NO_LOCK, LOCK, ASYNC_LOCK, RLOCK, RWLOCK, SEMAPHORE = PHASES
 LOCKED_OK = "ok: 0 lost updates, 0 overlaps, fences increasing"
 
 
@@ -50,7 +51,7 @@ def run_tenure(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[
 
 def check_demo_output(out: str) -> None:
     """The locked phases kept every update and fence order; the unlocked one lost updates."""
-    for phase in (LOCK, ASYNC_LOCK, RLOCK, SEMAPHORE):
+    for phase in (LOCK, ASYNC_LOCK, RLOCK, RWLOCK, SEMAPHORE):
         assert re.search(rf"^{re.escape(phase.title)}\s+{re.escape(LOCKED_OK)}$", out, re.M), out
     lost = re.search(r"^no lock\s+(\d+) of (\d+) updates lost", out, re.M)
     assert lost is not None, out
@@ -135,10 +136,12 @@ def test_a_clean_locked_phase_passes() -> None:
     assert stats.rate == 5.0
     assert stats.handoff_p50 == pytest.approx(0.5)
     assert exit_status([stats]) == 0
-    assert [plain(line) for line in verdicts([stats])] == [f"{LOCK.title:<17} {LOCKED_OK}"]
+    assert [plain(line) for line in verdicts([stats])] == [
+        f"{LOCK.title:<{TITLE_WIDTH}} {LOCKED_OK}"
+    ]
 
 
-@pytest.mark.parametrize("phase", [LOCK, ASYNC_LOCK, RLOCK, SEMAPHORE])
+@pytest.mark.parametrize("phase", [LOCK, ASYNC_LOCK, RLOCK, RWLOCK, SEMAPHORE])
 def test_each_broken_invariant_fails_a_locked_phase(phase: Phase) -> None:
     lost = summarize(phase, expected=10, final=9, seconds=1.0, holds=good_holds(10))
     overlapping = [*good_holds(10), Hold(3.2, 3.3, 135)]
@@ -151,7 +154,7 @@ def test_each_broken_invariant_fails_a_locked_phase(phase: Phase) -> None:
     assert regress.problems() == ["1 fence went backwards"]
     for stats in (lost, overlap, regress):
         assert exit_status([stats]) == 1
-        assert plain(verdicts([stats])[0]).startswith(f"{phase.title:<17} FAIL: ")
+        assert plain(verdicts([stats])[0]).startswith(f"{phase.title:<{TITLE_WIDTH}} FAIL: ")
 
 
 def test_lost_updates_without_a_lock_do_not_fail() -> None:

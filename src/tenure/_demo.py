@@ -68,7 +68,7 @@ DEFAULT_SECTIONS = 250
 QUICK_WORKERS = 2
 QUICK_SECTIONS = 60
 
-Mode = Literal["none", "lock", "async", "rlock", "semaphore"]
+Mode = Literal["none", "lock", "async", "rlock", "rwlock", "semaphore"]
 
 
 class Hold(NamedTuple):
@@ -101,8 +101,13 @@ PHASES = (
     Phase("lock", "tenure.Lock"),
     Phase("async", "tenure.AsyncLock"),
     Phase("rlock", "tenure.RLock"),
+    Phase("rwlock", "tenure.ReadWriteLock"),
     Phase("semaphore", "tenure.Semaphore"),
 )
+
+
+#: The width of the phase titles column in the progress bars and verdicts.
+TITLE_WIDTH = max(len(phase.title) for phase in PHASES)
 
 
 # --- the checks (pure functions) ----------------------------------------------------------
@@ -270,6 +275,7 @@ def _sync_sections(job: Job, shared: Shared) -> tuple[list[Hold], float]:
         client.ping()
         lock = tenure.Lock(client, job.lock_name, ttl=LOCK_TTL)
         rlock = tenure.RLock(client, job.lock_name, ttl=LOCK_TTL)
+        rwlock = tenure.ReadWriteLock(client, job.lock_name, ttl=LOCK_TTL)
         # one permit: the semaphore guards the counter as a mutex would
         semaphore = tenure.Semaphore(client, job.lock_name, permits=1, ttl=LOCK_TTL)
         holds: list[Hold] = []
@@ -277,6 +283,14 @@ def _sync_sections(job: Job, shared: Shared) -> tuple[list[Hold], float]:
         for _ in range(job.sections):
             if job.mode == "none":
                 _increment(client, job.counter)
+            elif job.mode == "rwlock":
+                with rwlock.read:  # readers share: look at the counter
+                    client.get(job.counter)
+                with rwlock.write as written:  # one writer: the read-modify-write
+                    acquired_at = time.monotonic()
+                    _increment(client, job.counter)
+                    released_at = time.monotonic()
+                holds.append(Hold(acquired_at, released_at, written.fence))
             elif job.mode == "rlock":
                 with rlock as outer, rlock:  # entered twice by its holder: no wait
                     acquired_at = time.monotonic()
@@ -457,7 +471,7 @@ def run_demo(
         DemoError: a phase could not run to the end.
         redis.exceptions.ConnectionError: the server could not be reached.
     """
-    console = console or Console()
+    console = console or Console(width=max(100, Console().width))
     client = redis.Redis.from_url(url)
     run_id = secrets.token_hex(4)
     total = workers * sections
@@ -472,7 +486,7 @@ def run_demo(
         ctx = multiprocessing.get_context("spawn")
         stats: list[PhaseStats] = []
         with Progress(
-            TextColumn("{task.description:<17}"),
+            TextColumn(f"{{task.description:<{TITLE_WIDTH}}}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -559,5 +573,5 @@ def verdicts(stats: Sequence[PhaseStats]) -> list[str]:
             said = f"[bold red]FAIL[/]: {', '.join(problems)}"
         else:
             said = "[green]ok[/]: 0 lost updates, 0 overlaps, fences increasing"
-        lines.append(f"{s.phase.title:<17} {said}")
+        lines.append(f"{s.phase.title:<{TITLE_WIDTH}} {said}")
     return lines
