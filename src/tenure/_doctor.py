@@ -84,6 +84,8 @@ NEEDED_COMMANDS: tuple[Needed, ...] = (
     Needed("ZREM", ("{waiters}", "member"), "script"),
     Needed("ZPOPMIN", ("{waiters}",), "script"),
     Needed("ZCARD", ("{waiters}",), "script"),
+    Needed("ZSCORE", ("{waiters}", "member"), "script"),
+    Needed("ZRANGEBYSCORE", ("{waiters}", "-inf", "1"), "script"),
     Needed("PUBLISH", ("{channel}", "message"), "script"),
     Needed("HSET", ("{rlock}", "owner", "1"), "script"),
     Needed("HGET", ("{rlock}", "owner"), "script"),
@@ -91,7 +93,7 @@ NEEDED_COMMANDS: tuple[Needed, ...] = (
     Needed("HGETALL", ("{rlock}",), "script"),
     Needed("HINCRBY", ("{rlock}", "owner", "1"), "script"),
     Needed("SCAN", ("0", "MATCH", "{prefix}*"), "cli"),
-    Needed("ZRANGE", ("{waiters}", "0", "9", "WITHSCORES"), "cli"),
+    Needed("ZRANGE", ("{waiters}", "0", "9", "WITHSCORES"), "script"),
 )
 
 

@@ -45,6 +45,9 @@ RLOCK_RELEASE = _load("rlock_release")
 RLOCK_EXTEND = _load("rlock_extend")
 RLOCK_INSPECT = _load("rlock_inspect")
 FENCED_SET = _load("fenced_set")
+FAIR_ACQUIRE = _load("fair_acquire")
+FAIR_RELEASE = _load("fair_release")
+FAIR_INSPECT = _load("fair_inspect")
 
 ALL = (
     LOCK_ACQUIRE,
@@ -56,4 +59,7 @@ ALL = (
     RLOCK_EXTEND,
     RLOCK_INSPECT,
     FENCED_SET,
+    FAIR_ACQUIRE,
+    FAIR_RELEASE,
+    FAIR_INSPECT,
 )
