@@ -57,11 +57,19 @@ class Contend:
     most ``timeout`` seconds (``None``: no limit). Both are held until the plan
     ends. Reply: the waiter id (``str``) once the gate is taken, or ``None`` if
     the wait ran out.
+
+    With ``own_channel``, the plan waits as itself rather than as its process's
+    one contender (a fair queue, where each thread or task has its own place):
+    the driver subscribes a wake channel of the plan's own, ``wake_prefix`` + a
+    waiter id new for this plan (the hub's waiter id, a dot and a number), and
+    replies with that id; nobody else takes its gate, so only the subscription
+    is waited for.
     """
 
     keys: LockKeys
     token: str
     timeout: float | None
+    own_channel: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import threading
@@ -17,7 +18,6 @@ from redis.client import PubSub
 from redis.exceptions import NoScriptError
 
 from .._keys import LockKeys
-from .._plans import lock as lock_plans
 from .._plans import server as server_plans
 from .._protocol import (
     Command,
@@ -82,6 +82,7 @@ class _Hub:
 
     def __init__(self, pool: redis.ConnectionPool) -> None:
         self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
+        self._numbers = itertools.count(1)
         self._pool = pool
         self._mutex = threading.Lock()
         self._book = HubBook(_Channel)
@@ -103,6 +104,10 @@ class _Hub:
     def leave(self, ch: _Channel, token: str) -> None:
         with self._mutex:
             self._book.leave(ch, token, time.monotonic())
+
+    def own_waiter(self) -> str:
+        """A waiter id new for one plan that waits on a channel of its own."""
+        return f"{self.waiter}.{next(self._numbers)}"
 
     def listening(self, wake_prefix: str) -> bool:
         """Whether this hub listens (or lingers) on the lock with this wake prefix."""
@@ -163,7 +168,7 @@ class _Hub:
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
                 client = redis.Redis(connection_pool=self._pool)
-                _drive(client, lock_plans.pass_on(route.keys, route.token))
+                _drive(client, route.plan())
         elif route is not None:
             route.set()
 
@@ -356,7 +361,8 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         return _state(client).hub.listening(step.keys.wake_prefix)
     if isinstance(step, Contend):
         hub = _state(client).hub
-        ch = hub.enter(step.keys, step.keys.wake_prefix + hub.waiter, step.token)
+        waiter = hub.own_waiter() if step.own_channel else hub.waiter
+        ch = hub.enter(step.keys, step.keys.wake_prefix + waiter, step.token)
         c = _Contention(hub, ch, step.token)
         held.append(c)
         started = time.monotonic()
@@ -366,7 +372,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         else:
             left = max(0.0, step.timeout - (time.monotonic() - started))
             c.entered = ch.gate.acquire(timeout=left)
-        return hub.waiter if c.entered else None
+        return waiter if c.entered else None
     if isinstance(step, Command):
         return client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     if isinstance(step, Pipeline):

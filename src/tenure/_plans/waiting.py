@@ -70,12 +70,19 @@ class Contender(ABC):
             primitive whose owner may already hold the lock (reentrancy) must not
             skip it: queueing first would wait on the process-local gate, which
             another waiter of the same process may hold until this owner releases.
+        own_channel: whether the plan queues as itself, on a wake channel of its
+            own (see :class:`Contend`), instead of as its process's one contender.
+        refresh: the longest wait, in seconds, between two attempts while queued
+            (``None``: no limit), for a queue whose members must call again
+            before a deadline to keep their place.
     """
 
     keys: LockKeys
     token: str
     ttl_ms: int
     listen_first: bool
+    own_channel: bool = False
+    refresh: float | None = None
 
     @abstractmethod
     def attempt(self, member: str) -> Eval:
@@ -116,7 +123,7 @@ def wait_turn(
     in_flight = False
     try:
         if blocking and c.listen_first and (yield Listening(keys)):
-            waiter = yield Contend(keys, token, timeout)
+            waiter = yield Contend(keys, token, timeout, c.own_channel)
             if waiter is None:
                 return None
             member = f"{waiter}|{c.ttl_ms}|{token}"
@@ -136,7 +143,7 @@ def wait_turn(
                     yield from c.leave(member, False)
                 return None
             if not member:
-                waiter = yield Contend(keys, token, remaining)
+                waiter = yield Contend(keys, token, remaining, c.own_channel)
                 if waiter is None:
                     return None
                 member = f"{waiter}|{c.ttl_ms}|{token}"
@@ -145,6 +152,8 @@ def wait_turn(
             wait = max(pttl, 1) / 1000 if pttl >= 0 else NO_EXPIRY_RECHECK
             if remaining is not None:
                 wait = min(wait, remaining)
+            if c.refresh is not None:
+                wait = min(wait, c.refresh)
             woken = yield WaitWake(wait)
             if isinstance(woken, HandedOff):
                 grant = yield from c.handed_off(woken.fence, queued_at)
