@@ -6,11 +6,13 @@ same arguments and semantics. See the README for the safety model.
 
 from ._adaptive import AdaptiveTTL as AdaptiveTTL
 from ._api._async import DEFAULT_TTL as DEFAULT_TTL
+from ._api._async import AsyncFairLock as AsyncFairLock
 from ._api._async import AsyncFencedKey as AsyncFencedKey
 from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
 from ._api._async import AsyncRLock as AsyncRLock
 from ._api._async import AsyncRLockLease as AsyncRLockLease
+from ._api._sync import FairLock as FairLock
 from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
@@ -27,6 +29,8 @@ from ._errors import StaleFenceError as StaleFenceError
 from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
+from ._info import FairLockInfo as FairLockInfo
+from ._info import FairWaiter as FairWaiter
 from ._models import LeaseBase as LeaseBase
 
 __version__ = "0.1.0"
@@ -36,11 +40,15 @@ __all__ = [
     "AcquireTimeout",
     "AdaptiveTTL",
     "AlreadyHeldError",
+    "AsyncFairLock",
     "AsyncFencedKey",
     "AsyncLease",
     "AsyncLock",
     "AsyncRLock",
     "AsyncRLockLease",
+    "FairLock",
+    "FairLockInfo",
+    "FairWaiter",
     "FencedKey",
     "InvalidArgument",
     "Lease",
