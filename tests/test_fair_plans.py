@@ -53,6 +53,12 @@ def acquire_plan(
     )
 
 
+def first_eval(plan: Generator[Any, Any, Any]) -> Eval:
+    step = plan.send(None)
+    assert isinstance(step, Eval)
+    return step
+
+
 def queued(plan: Generator[Any, Any, Any], pttl: int = 2500) -> Eval:
     """Drive a new acquire plan from its first, busy attempt to its queueing call."""
     first = plan.send(None)
@@ -188,7 +194,7 @@ def test_owned_by_caller_raises_already_held() -> None:
 
 def test_release_and_pass_on() -> None:
     plan = plans.release(KEYS, TOKEN, 77, delay_ms=250)
-    step = plan.send(None)
+    step = first_eval(plan)
     assert step.script is FAIR_RELEASE and step.args == (
         TOKEN,
         KEYS.wake_prefix,
@@ -202,20 +208,20 @@ def test_release_and_pass_on() -> None:
     plan.send(None)
     assert finish(plan, (Status.OK, 1)) is None
     passing = plans.pass_on(KEYS, TOKEN)
-    assert passing.send(None).script is FAIR_RELEASE
+    assert first_eval(passing).script is FAIR_RELEASE
     assert finish(passing, (Status.NOT_OWNED, 0)) is None  # gone already: nothing to do
 
 
 def test_the_hub_passes_a_fair_lock_on_with_the_fair_release() -> None:
     fair = PassOn(KEYS, TOKEN).plan()
-    assert fair.send(None).script is FAIR_RELEASE
+    assert first_eval(fair).script is FAIR_RELEASE
     plain = PassOn(lock_keys("orders", key=None, prefix="tenure:"), TOKEN).plan()
-    assert plain.send(None).script is LOCK_RELEASE
+    assert first_eval(plain).script is LOCK_RELEASE
 
 
 def test_inspect_reads_the_queue_in_order() -> None:
     plan = plans.inspect(KEYS, 10)
-    step = plan.send(None)
+    step = first_eval(plan)
     assert step.script is FAIR_INSPECT
     assert step.keys == (KEYS.lock, KEYS.fence, KEYS.waiters, KEYS.deadlines)
     assert step.args == (10,)
