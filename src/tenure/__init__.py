@@ -10,12 +10,16 @@ from ._api._async import AsyncFairLock as AsyncFairLock
 from ._api._async import AsyncFencedKey as AsyncFencedKey
 from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
+from ._api._async import AsyncMultiLease as AsyncMultiLease
+from ._api._async import AsyncMultiLock as AsyncMultiLock
 from ._api._async import AsyncRLock as AsyncRLock
 from ._api._async import AsyncRLockLease as AsyncRLockLease
 from ._api._sync import FairLock as FairLock
 from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
+from ._api._sync import MultiLease as MultiLease
+from ._api._sync import MultiLock as MultiLock
 from ._api._sync import RLock as RLock
 from ._api._sync import RLockLease as RLockLease
 from ._errors import AcquireTimeout as AcquireTimeout
@@ -31,6 +35,8 @@ from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
 from ._info import FairLockInfo as FairLockInfo
 from ._info import FairWaiter as FairWaiter
+from ._info import MultiLockInfo as MultiLockInfo
+from ._info import MultiPartInfo as MultiPartInfo
 from ._models import LeaseBase as LeaseBase
 
 __version__ = "0.1.0"
@@ -44,6 +50,8 @@ __all__ = [
     "AsyncFencedKey",
     "AsyncLease",
     "AsyncLock",
+    "AsyncMultiLease",
+    "AsyncMultiLock",
     "AsyncRLock",
     "AsyncRLockLease",
     "FairLock",
@@ -55,6 +63,10 @@ __all__ = [
     "LeaseBase",
     "Lock",
     "LockLostError",
+    "MultiLease",
+    "MultiLock",
+    "MultiLockInfo",
+    "MultiPartInfo",
     "NotOwnedError",
     "NotReplicatedError",
     "ProtocolError",
