@@ -66,16 +66,13 @@ def fair_mutex_worker(
 PartHold = tuple[float, float, tuple[int, ...], tuple[str, ...]]
 
 
-def multi_worker(
-    urls: list[str], names: list[str], seconds: float, start: threading.Barrier
-) -> list[PartHold]:
-    """Loop for ``seconds``: take a MultiLock over the Locks ``names`` (part i on
-    server ``urls[i % len(urls)]``, in the order given), hold it 1 ms, release.
-    Returns each hold with the fences and the parts' ``<server>/<name>`` labels."""
-    clients = [redis.Redis.from_url(u) for u in urls]
-    parts = [Lock(clients[i % len(clients)], n, ttl=10) for i, n in enumerate(names)]
-    labels = tuple(f"{urls[i % len(urls)]}/{n}" for i, n in enumerate(names))
-    multi = MultiLock(parts)
+def multi_worker(parts: list[tuple[str, str]], seconds: float, start: Any) -> list[PartHold]:
+    """Loop for ``seconds``: take a MultiLock over the Locks ``parts`` (each a
+    ``(server url, name)``, in the order given), hold it 1 ms, release. Returns
+    each hold with the parts' fences and labels (``<url>/<name>``)."""
+    clients = {url: redis.Redis.from_url(url) for url, _ in parts}
+    multi = MultiLock([Lock(clients[url], name, ttl=10) for url, name in parts])
+    labels = tuple(f"{url}/{name}" for url, name in parts)
     holds: list[PartHold] = []
     start.wait()
     end = time.monotonic() + seconds
