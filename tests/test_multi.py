@@ -417,7 +417,7 @@ _model_url = ""
 class MultiLockMachine(RuleBasedStateMachine):
     """Model: which owner holds each part (None: free), what each owner holds (a
     multi-lease over some parts, in the order it gave them, or one part alone),
-    and which parts were taken away from under their holder."""
+    and which owners had a part taken away from under them."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -428,7 +428,7 @@ class MultiLockMachine(RuleBasedStateMachine):
         self.parts = [Lock(self.client, f"m{i}", ttl=30) for i in range(PARTS)]
         self.holder: list[int | None] = [None] * PARTS
         self.holds: dict[int, tuple[Any, list[int]]] = {}  # owner -> (lease, parts)
-        self.taken_away: set[int] = set()
+        self.robbed: set[int] = set()  # owners a part of whose hold was taken away
 
     def run(self, owner: int, fn: Callable[[], T]) -> T:
         return self.pools[owner].submit(fn).result(timeout=10)
@@ -477,7 +477,8 @@ class MultiLockMachine(RuleBasedStateMachine):
         if owner not in self.holds:
             return
         lease, subset = self.holds.pop(owner)
-        lost = bool(self.taken_away & set(subset))
+        lost = owner in self.robbed
+        self.robbed.discard(owner)
 
         def call() -> bool:
             try:
@@ -488,7 +489,6 @@ class MultiLockMachine(RuleBasedStateMachine):
 
         assert self.run(owner, call) == (not lost)
         for i in subset:
-            self.taken_away.discard(i)
             if self.holder[i] == owner:
                 self.holder[i] = None
 
@@ -496,11 +496,12 @@ class MultiLockMachine(RuleBasedStateMachine):
     @rule(part=st.integers(0, PARTS - 1))
     def take_away(self, part: int) -> None:
         """A part's key is deleted under its holder (an operator, an expiry)."""
-        if self.holder[part] is None:
+        owner = self.holder[part]
+        if owner is None:
             return
         self.client.delete(f"tenure:{{m{part}}}")
         self.holder[part] = None
-        self.taken_away.add(part)
+        self.robbed.add(owner)
 
     @invariant()
     def agrees(self) -> None:
