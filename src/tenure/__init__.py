@@ -7,9 +7,12 @@ same arguments and semantics. See the README for the safety model.
 from ._adaptive import AdaptiveTTL as AdaptiveTTL
 from ._api._async import DEFAULT_TTL as DEFAULT_TTL
 from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
+from ._api._async import AsyncFairLock as AsyncFairLock
 from ._api._async import AsyncFencedKey as AsyncFencedKey
 from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
+from ._api._async import AsyncMultiLease as AsyncMultiLease
+from ._api._async import AsyncMultiLock as AsyncMultiLock
 from ._api._async import AsyncReadWriteLease as AsyncReadWriteLease
 from ._api._async import AsyncReadWriteLock as AsyncReadWriteLock
 from ._api._async import AsyncReadWriteView as AsyncReadWriteView
@@ -18,9 +21,12 @@ from ._api._async import AsyncRLockLease as AsyncRLockLease
 from ._api._async import AsyncSemaphore as AsyncSemaphore
 from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
 from ._api._sync import CountDownLatch as CountDownLatch
+from ._api._sync import FairLock as FairLock
 from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
+from ._api._sync import MultiLease as MultiLease
+from ._api._sync import MultiLock as MultiLock
 from ._api._sync import ReadWriteLease as ReadWriteLease
 from ._api._sync import ReadWriteLock as ReadWriteLock
 from ._api._sync import ReadWriteView as ReadWriteView
@@ -40,6 +46,10 @@ from ._errors import StaleFenceError as StaleFenceError
 from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
+from ._info import FairLockInfo as FairLockInfo
+from ._info import FairWaiter as FairWaiter
+from ._info import MultiLockInfo as MultiLockInfo
+from ._info import MultiPartInfo as MultiPartInfo
 from ._models import LeaseBase as LeaseBase
 from ._plans.latch import CountDownLatchInfo as CountDownLatchInfo
 from ._plans.lock import LockInfo as LockInfo
@@ -51,23 +61,29 @@ from ._plans.semaphore import SemaphoreInfo as SemaphoreInfo
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_TTL",
     "AcquireTimeout",
     "AdaptiveTTL",
     "AlreadyHeldError",
     "AsyncCountDownLatch",
+    "AsyncFairLock",
     "AsyncFencedKey",
     "AsyncLease",
     "AsyncLock",
+    "AsyncMultiLease",
+    "AsyncMultiLock",
+    "AsyncRLock",
+    "AsyncRLockLease",
     "AsyncReadWriteLease",
     "AsyncReadWriteLock",
     "AsyncReadWriteView",
-    "AsyncRLock",
-    "AsyncRLockLease",
     "AsyncSemaphore",
     "AsyncSemaphoreLease",
     "CountDownLatch",
     "CountDownLatchInfo",
+    "DEFAULT_TTL",
+    "FairLock",
+    "FairLockInfo",
+    "FairWaiter",
     "FencedKey",
     "InvalidArgument",
     "Lease",
@@ -76,20 +92,24 @@ __all__ = [
     "LockInfo",
     "LockLostError",
     "LockUpgradeError",
+    "MultiLease",
+    "MultiLock",
+    "MultiLockInfo",
+    "MultiPartInfo",
     "NotOwnedError",
     "NotReplicatedError",
     "ProtocolError",
     "RLock",
     "RLockLease",
-    "Semaphore",
-    "SemaphoreHolder",
-    "SemaphoreInfo",
-    "SemaphoreLease",
     "ReadWriteHolder",
     "ReadWriteInfo",
     "ReadWriteLease",
     "ReadWriteLock",
     "ReadWriteView",
+    "Semaphore",
+    "SemaphoreHolder",
+    "SemaphoreInfo",
+    "SemaphoreLease",
     "StaleFenceError",
     "TenureError",
     "UnsupportedServer",

@@ -61,6 +61,19 @@ A read-write lock (``ReadWriteLock``) named ``orders:42`` puts its keys under
     tenure:rwlock:{orders:42}:op:<owner>  the owner's last change (120 s), so that a
                                           call retried after a lost reply is recognised
     tenure:rwlock:{orders:42}:wake:<w>    pub/sub channel that wakes waiter <w>
+
+A fair lock (``FairLock``) named ``orders:42`` puts its keys under
+``<prefix>fair:`` (:func:`fair_keys`), apart from every ``Lock`` and ``RLock``::
+
+    tenure:fair:{orders:42}             the lock; value = holder's owner token
+    tenure:fair:{orders:42}:fence       the last fencing token minted
+    tenure:fair:{orders:42}:waiters     the queue: sorted set, score = arrival
+                                        order, member = "<waiter>|<lease ms>|<token>"
+    tenure:fair:{orders:42}:deadlines   sorted set, the same members, score = the
+                                        server time (ms) at which each is dropped
+    tenure:fair:{orders:42}:delay       the lock-delay guard (as a Lock's)
+    tenure:fair:{orders:42}:released    the token of the last clean release (120 s)
+    tenure:fair:{orders:42}:wake:<w>    pub/sub channel of one waiting thread or task
 """
 
 from __future__ import annotations
@@ -268,4 +281,37 @@ def rwlock_keys(name: str, *, prefix: str) -> RWLockKeys:
         base + ":delay",
         base + ":op",
         base + ":holds",
+    )
+
+
+#: The part added to a primitive's prefix for a fair lock's keys.
+FAIR_NAMESPACE = "fair:"
+
+
+@dataclass(frozen=True, slots=True)
+class FairKeys(LockKeys):
+    """The keys of a fair lock: a lock's, and the sorted set of its waiters' deadlines."""
+
+    deadlines: str
+
+
+def fair_keys(name: str, *, prefix: str) -> FairKeys:
+    """Build the keys of a fair lock ``name``: :func:`lock_keys`'s under
+    ``prefix + "fair:"``, and ``<base>:deadlines``.
+
+    Raises:
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+    """
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
+    base = lock_keys(check_name(name, "name"), key=None, prefix=prefix + FAIR_NAMESPACE)
+    return FairKeys(
+        base.name,
+        base.lock,
+        base.fence,
+        base.waiters,
+        base.wake_prefix,
+        base.delay,
+        base.released,
+        base.lock + ":deadlines",
     )

@@ -23,69 +23,23 @@ class LostSignal(Protocol):
     def is_set(self) -> bool: ...
 
 
-class LeaseBase:
-    """The data of a lease and its client-side validity.
+class LostSignalBase:
+    """The lost signal of a lease: ``lost``, ``lost_reason`` and ``on_lost``
+    callbacks, shared by every kind of lease.
 
     Attributes:
-        name: the lock's name (or exact key).
-        owner: what Redis stores for the holder while the lease is held. For a
-            ``Lock``, the lease's owner token, unguessable (two 128-bit random
-            parts); for an ``RLock``, the holding thread's or task's owner id
-            (128 random bits and a number), the field of the lock's hash.
-        fence: the fencing token, an ``int`` that strictly increases across every
-            successful acquire of this name (Kleppmann, "How to do distributed
-            locking", 2016); an ``RLock`` re-entry shares its hold's fence. Pass
-            it to the resource you protect and have it reject a write carrying a
-            smaller fence than one it has seen.
-        ttl: the lease length in seconds.
-        acquired_at: when the acquire that granted the lease was sent, on the
-            ``time.monotonic()`` clock.
-        expires_at: when the lease must be presumed expired, on the
-            ``time.monotonic()`` clock: the moment the last acquire or renewal
-            was sent plus the ttl, less an allowance for clock drift (1 % of the
-            ttl + 2 ms). The watchdog moves it on at every renewal.
-        lost: set when the lease is lost while held: the watchdog found it gone
-            from Redis, or its deadline (``expires_at``) passed before a renewal
-            reached Redis, or a ``release``/``extend`` found it gone. A
-            ``threading.Event`` for the sync API (``lease.lost.wait(timeout)``),
-            an ``asyncio.Event`` for the async one (``await lease.lost.wait()``).
-            Never set for a lease released cleanly.
+        lost: set (once) when the lease is lost while held; never set for a
+            lease released cleanly. A ``threading.Event`` for the sync API, an
+            ``asyncio.Event`` for the async one.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_callbacks",
-        "_lost_reason",
-        "_released",
-        "_watch",
-        "acquired_at",
-        "expires_at",
-        "fence",
-        "lost",
-        "name",
-        "owner",
-        "ttl",
-    )
+    __slots__ = ("_callbacks", "_lost_reason", "_released", "lost")
 
-    def __init__(self, name: str, grant: Grant, lost: LostSignal) -> None:
-        self.name = name
-        self.owner = grant.token
-        self.fence = grant.fence
-        self.ttl = grant.ttl
-        self.expires_at = grant.expires_at
-        self.acquired_at = grant.expires_at - validity(grant.ttl)
+    def __init__(self, lost: LostSignal) -> None:
         self.lost = lost
         self._released = False
         self._lost_reason: str | None = None
         self._callbacks: list[Callable[[Any], object]] = []
-        self._watch: Any = None  # the driver's watchdog entry
-
-    @property
-    def valid(self) -> bool:
-        """``True`` while the lease is neither released, nor lost, nor past ``expires_at``."""
-        return (
-            not self._released and self._lost_reason is None and time.monotonic() < self.expires_at
-        )
 
     @property
     def lost_reason(self) -> str | None:
@@ -125,6 +79,64 @@ class LeaseBase:
             callback(self)
         except Exception:
             _log.exception("tenure: on_lost callback %r failed for %r", callback, self)
+
+
+class LeaseBase(LostSignalBase):
+    """The data of a lease and its client-side validity.
+
+    Attributes:
+        name: the lock's name (or exact key).
+        owner: what Redis stores for the holder while the lease is held. For a
+            ``Lock``, the lease's owner token, unguessable (two 128-bit random
+            parts); for an ``RLock``, the holding thread's or task's owner id
+            (128 random bits and a number), the field of the lock's hash.
+        fence: the fencing token, an ``int`` that strictly increases across every
+            successful acquire of this name (Kleppmann, "How to do distributed
+            locking", 2016); an ``RLock`` re-entry shares its hold's fence. Pass
+            it to the resource you protect and have it reject a write carrying a
+            smaller fence than one it has seen.
+        ttl: the lease length in seconds.
+        acquired_at: when the acquire that granted the lease was sent, on the
+            ``time.monotonic()`` clock.
+        expires_at: when the lease must be presumed expired, on the
+            ``time.monotonic()`` clock: the moment the last acquire or renewal
+            was sent plus the ttl, less an allowance for clock drift (1 % of the
+            ttl + 2 ms). The watchdog moves it on at every renewal.
+        lost: set when the lease is lost while held: the watchdog found it gone
+            from Redis, or its deadline (``expires_at``) passed before a renewal
+            reached Redis, or a ``release``/``extend`` found it gone. A
+            ``threading.Event`` for the sync API (``lease.lost.wait(timeout)``),
+            an ``asyncio.Event`` for the async one (``await lease.lost.wait()``).
+            Never set for a lease released cleanly.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_watch",
+        "acquired_at",
+        "expires_at",
+        "fence",
+        "name",
+        "owner",
+        "ttl",
+    )
+
+    def __init__(self, name: str, grant: Grant, lost: LostSignal) -> None:
+        super().__init__(lost)
+        self.name = name
+        self.owner = grant.token
+        self.fence = grant.fence
+        self.ttl = grant.ttl
+        self.expires_at = grant.expires_at
+        self.acquired_at = grant.expires_at - validity(grant.ttl)
+        self._watch: Any = None  # the driver's watchdog entry
+
+    @property
+    def valid(self) -> bool:
+        """``True`` while the lease is neither released, nor lost, nor past ``expires_at``."""
+        return (
+            not self._released and self._lost_reason is None and time.monotonic() < self.expires_at
+        )
 
     @property
     def remaining(self) -> float:

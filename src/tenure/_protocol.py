@@ -65,12 +65,19 @@ class Contend:
     goes on to the next waiter. A primitive sets it ``False`` when its waiter
     leaving gives back a hand-off in the same script call, and a late message
     may concern a lease that an attempt has already returned.
+    With ``own_channel``, the plan waits as itself rather than as its process's
+    one contender (a fair queue, where each thread or task has its own place):
+    the driver subscribes a wake channel of the plan's own, ``wake_prefix`` + a
+    waiter id new for this plan (the hub's waiter id, a dot and a number), and
+    replies with that id; nobody else takes its gate, so only the subscription
+    is waited for.
     """
 
     keys: LockKeys
     token: str
     timeout: float | None
     pass_on: bool = True
+    own_channel: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
@@ -19,8 +19,18 @@ from .._drivers import _async as _driver
 from .._drivers._identity import new_op, new_token
 from .._drivers._watchbook import Watch
 from .._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
-from .._keys import fenced_keys, latch_keys, lock_keys, rlock_keys, rwlock_keys, semaphore_keys
-from .._models import LeaseBase
+from .._info import FairLockInfo, MultiLockInfo, MultiPartInfo
+from .._keys import (
+    fair_keys,
+    fenced_keys,
+    latch_keys,
+    lock_keys,
+    rlock_keys,
+    rwlock_keys,
+    semaphore_keys,
+)
+from .._models import LeaseBase, LostSignalBase
+from .._plans import fair as fair_plans
 from .._plans import fenced as fenced_plans
 from .._plans import latch as latch_plans
 from .._plans import lock as lock_plans
@@ -29,7 +39,7 @@ from .._plans import rlock as rlock_plans
 from .._plans import rwlock as rwlock_plans
 from .._plans import semaphore as semaphore_plans
 from .._plans.rwlock import ReadWriteInfo
-from .._protocol import Eval
+from .._protocol import Eval, Plan
 from .._units import check_seconds, to_ms
 
 #: The lease length, in seconds, of a lock created without ``ttl``.
@@ -200,7 +210,7 @@ class AsyncLease(LeaseBase):
         if self._released and self._lost_reason is None:
             raise NotOwnedError(self.name, self.fence, "can't release: already released")
         if self._lost_reason is None:
-            plan = lock_plans.release(lock._keys, self.owner, self.fence, lock._delay_ms)
+            plan = lock._release_plan(self.owner, self.fence)
             try:
                 await _driver.run(lock._client, plan)
             except NotOwnedError as exc:
@@ -403,18 +413,8 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         held = _HELD.get((id(self._client), self._keys.lock, owner))
-        plan = lock_plans.acquire(
-            self._keys,
-            owner,
-            new_token(owner),
-            self._next_ttl(),
-            blocking=blocking,
-            timeout=wait,
-            now=time.monotonic,
-            # Then the first attempt settles it, never queued behind our own gate.
-            maybe_held=held is not None and held.valid,
-            delay_ms=self._delay_ms,
-        )
+        # Then the first attempt settles it, never queued behind our own gate.
+        plan = self._acquire_plan(owner, blocking, wait, held is not None and held.valid)
         grant = await _driver.run(self._client, plan)
         if grant is None:
             return None
@@ -426,6 +426,24 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         lease._watch = _driver.watch(self._client, lease, self._renew)
         await _replicate(self._client, lease, self._replicas)
         return lease
+
+    def _acquire_plan(
+        self, owner: str, blocking: bool, timeout: float | None, maybe_held: bool
+    ) -> Plan[lock_plans.Grant | None]:
+        return lock_plans.acquire(
+            self._keys,
+            owner,
+            new_token(owner),
+            self._next_ttl(),
+            blocking=blocking,
+            timeout=timeout,
+            now=time.monotonic,
+            maybe_held=maybe_held,
+            delay_ms=self._delay_ms,
+        )
+
+    def _release_plan(self, token: str, fence: int) -> Plan[None]:
+        return lock_plans.release(self._keys, token, fence, self._delay_ms)
 
     async def release(self) -> None:
         """Release the calling thread's or task's lease (see :meth:`AsyncLease.release`).
@@ -495,6 +513,178 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         _driver.unwatch(self._client, lease._watch)
         if self._adaptive is not None:
             self._adaptive.record(self._keys.lock, time.monotonic() - lease.acquired_at)
+
+
+# --- fair lock ----------------------------------------------------------------
+
+
+class AsyncFairLock(AsyncLock):
+    """A distributed mutual-exclusion lock that serves its waiters in the order they came.
+
+    Like :class:`AsyncLock` (a lease, a fencing token, the watchdog and the
+    lost signal, lock-delay, ``min_replicas``, an idempotent release), but first
+    come, first served: every waiting thread or task takes its own place in a
+    queue in Redis (not one per process, as ``AsyncLock``'s), and the lock goes
+    to the head of the queue only. A release hands the lock straight to the
+    head and wakes it alone, on a wake channel of its own, so a hand-off costs
+    the same few commands however many wait. An acquire that does not wait
+    (``blocking=False``), or the first attempt of one that does, never takes
+    the lock while others are queued, even when it is free.
+
+    A waiter's place is that of its first queueing call, as it reached Redis:
+    an acquire that finds the lock busy subscribes to its wake channel and then
+    queues (one round trip after its first attempt), so waiters that start
+    within a round trip of each other may be served in either order.
+
+    Dead waiters time out. Each queued waiter has a deadline in Redis, the
+    server's ``TIME`` plus ``waiter_timeout`` (never a client's clock), and
+    keeps its place by calling again before it: a waiting acquire calls at
+    least every third of ``waiter_timeout`` (and at every wake-up), and each
+    call moves its deadline on. Every acquire and release first drops the
+    waiters whose deadline has passed, so a waiter whose process died (or
+    stalled past its deadline) holds up the queue for ``waiter_timeout`` at
+    most; a release also skips at once a head whose process is gone (its wake
+    channel has no subscriber). A stalled waiter that comes back queues again,
+    at the back.
+
+    Args:
+        client: your ``redis.asyncio.Redis`` client (its pool, TLS and ACL settings
+            are used as they are; tenure adds one pub/sub connection per client
+            while something waits).
+        name: the lock's name; its keys are ``<prefix>fair:{<name>}`` and
+            siblings, apart from any ``AsyncLock``'s or ``AsyncRLock``'s. There
+            is no exact-key mode.
+        ttl: the lease length in seconds, > 0 (default 30), or an
+            :class:`AdaptiveTTL`.
+        auto_renew: whether the client's watchdog renews every lease of this lock
+            while it is held (every third of the ttl). Default: ``True`` when no
+            ``ttl`` is given, else ``False``.
+        on_lost: called with the lease when a lease of this lock is lost (see
+            ``AsyncLease.on_lost``).
+        waiter_timeout: seconds, > 0 (default 5): a queued waiter that has not
+            called again for this long is dropped from the queue. Live waiters
+            call again every third of it, so keep it well above a round trip
+            and above the pauses your processes may take.
+        lock_delay: seconds, >= 0 (default 0): see :class:`AsyncLock`.
+        min_replicas: see :class:`AsyncLock`.
+        replica_timeout: see :class:`AsyncLock`.
+        replica_fsync: see :class:`AsyncLock`.
+        prefix: the key prefix (default ``"tenure:"``).
+
+    Raises:
+        InvalidArgument: an empty or non-``str`` name or prefix; a ttl or
+            ``waiter_timeout`` that is not a positive number; a bad
+            ``auto_renew``, ``on_lost``, ``lock_delay``, ``min_replicas``,
+            ``replica_timeout`` or ``replica_fsync``.
+
+    Example::
+
+        lock = AsyncFairLock(client, "orders:42", ttl=10)
+        async with lock as lease:  # after everyone who asked before us
+            await charge(order, fence=lease.fence)
+    """
+
+    def __init__(
+        self,
+        client: _driver.Client,
+        name: str,
+        *,
+        ttl: float | AdaptiveTTL | None = None,
+        auto_renew: bool | None = None,
+        on_lost: Callable[[AsyncLease], object] | None = None,
+        waiter_timeout: float = fair_plans.WAITER_TIMEOUT,
+        lock_delay: float = 0.0,
+        min_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        replica_fsync: bool = False,
+        prefix: str = "tenure:",
+    ) -> None:
+        keys = fair_keys(name, prefix=prefix)
+        self._waiter_timeout = fair_plans.check_waiter_timeout(waiter_timeout)
+        super().__init__(
+            client,
+            name,
+            ttl=ttl,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            lock_delay=lock_delay,
+            min_replicas=min_replicas,
+            replica_timeout=replica_timeout,
+            replica_fsync=replica_fsync,
+            prefix=prefix,
+        )
+        self._keys = self._fair = keys
+
+    @property
+    def waiter_timeout(self) -> float:
+        """Seconds after which a queued waiter that has not called again is dropped."""
+        return self._waiter_timeout
+
+    async def acquire(
+        self, blocking: bool = True, timeout: float | None = None
+    ) -> AsyncLease | None:
+        """Take the lock for the calling thread or task, after every waiter queued before it.
+
+        Args:
+            blocking: wait for the lock, in line, if it is held or others wait
+                (default). With ``False``, make one attempt, which fails while
+                anyone is queued.
+            timeout: the longest wait in seconds, >= 0; ``None`` waits without
+                limit. Not allowed with ``blocking=False``. A waiter that gives
+                up leaves the queue.
+
+        Returns:
+            An :class:`AsyncLease` (truthy) whose ``fence`` is larger than any
+            earlier holder's, or ``None`` if the lock was not taken in time.
+
+        Raises:
+            InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
+            AlreadyHeldError: the caller already holds this lock.
+            NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
+                new lease in time; it was released.
+            WrongTypeError: a key of the lock holds a value of another type.
+            UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return await super().acquire(blocking, timeout)
+
+    async def info(self, limit: int = 100) -> FairLockInfo:
+        """A snapshot of the lock: its holder, the lease left, the last fence, and
+        the first ``limit`` queued waiters in the order they will be served, each
+        with its deadline.
+
+        Raises:
+            InvalidArgument: ``limit`` is not an ``int`` >= 0; nothing was sent.
+            WrongTypeError: a key of the lock holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        plan = fair_plans.inspect(self._fair, fair_plans.check_limit(limit))
+        return await _driver.run(self._client, plan)
+
+    def __repr__(self) -> str:
+        held = len(self._leases)
+        return (
+            f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s "
+            f"waiter_timeout={self._waiter_timeout:g}s held_here={held}>"
+        )
+
+    def _acquire_plan(
+        self, owner: str, blocking: bool, timeout: float | None, maybe_held: bool
+    ) -> Plan[lock_plans.Grant | None]:
+        return fair_plans.acquire(
+            self._fair,
+            owner,
+            new_token(owner),
+            self._next_ttl(),
+            blocking=blocking,
+            timeout=timeout,
+            now=time.monotonic,
+            waiter_timeout=self._waiter_timeout,
+            delay_ms=self._delay_ms,
+        )
+
+    def _release_plan(self, token: str, fence: int) -> Plan[None]:
+        return fair_plans.release(self._fair, token, fence, self._delay_ms)
 
 
 # --- reentrant lock --------------------------------------------------------
@@ -1407,6 +1597,417 @@ class AsyncReadWriteLock:
         lease.ttl, lease.expires_at = ttl, expires_at
         for other in self._same_hold(lease):
             other.ttl, other.expires_at = ttl, expires_at
+
+
+# --- multi-lock ---------------------------------------------------------------
+
+_AsyncPart = AsyncLock | AsyncRLock
+_AsyncPartLease = AsyncLease | AsyncRLockLease
+
+
+def _server_of(client: object) -> str:
+    """Which server a client talks to, the same in every process that names it
+    alike: ``host:port/db`` or ``unix:path/db``; for a client without one
+    connection pool (a cluster client), its type and ``id`` (this process only)."""
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if not isinstance(kwargs, dict):
+        return f"{type(client).__name__}@{id(client):x}"
+    db = kwargs.get("db", 0)
+    if kwargs.get("path"):
+        return f"unix:{kwargs['path']}/{db}"
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
+
+
+async def _release_quietly(leases: Sequence[_AsyncPartLease]) -> None:
+    """Release ``leases`` in reverse order, each whatever the others do."""
+    for lease in reversed(leases):
+        with contextlib.suppress(Exception):
+            await lease.release()
+
+
+def _raise_first(errors: list[BaseException]) -> None:
+    """Raise the first error (an interruption or cancellation before any other),
+    with the others attached to it as notes."""
+    if not errors:
+        return
+    first = next((e for e in errors if not isinstance(e, Exception)), errors[0])
+    for other in errors:
+        if other is not first:
+            first.add_note(f"also: {type(other).__name__}: {other}")
+    raise first
+
+
+class AsyncMultiLease(LostSignalBase):
+    """All the parts of an :class:`AsyncMultiLock`, held together: returned by a
+    successful :meth:`AsyncMultiLock.acquire`.
+
+    A multi-lease is truthy. It holds one lease per part (``leases``), each
+    renewed, extended and lost as that part's lease is.
+
+    Attributes:
+        name: the multi-lock's name (its parts' names joined by ``" + "``).
+        owner: the thread's or task's owner id that holds it.
+        leases: the parts' leases, in the order the parts were given to the
+            multi-lock.
+        fence: the parts' fences, a tuple in that same order (``fence[i]`` is
+            the fence of part ``i``). Each part's fence increases on its own;
+            give each protected resource the fence of the part that guards it.
+        lost: set as soon as any part's lease is lost (an ``asyncio.Event``;
+            ``on_lost`` callbacks run then). The other parts are still held
+            until :meth:`release`.
+    """
+
+    lost: asyncio.Event
+    __slots__ = ("_multi", "fence", "leases", "name", "owner")
+
+    def __init__(
+        self, multi: AsyncMultiLock, owner: str, leases: tuple[_AsyncPartLease, ...]
+    ) -> None:
+        super().__init__(asyncio.Event())
+        self._multi = multi
+        self.name = multi.name
+        self.owner = owner
+        self.leases = leases
+        self.fence = tuple(lease.fence for lease in leases)
+        for lease in leases:
+            lease.on_lost(self._part_lost)
+
+    def _part_lost(self, lease: _AsyncPartLease) -> None:
+        self._signal_lost(f"part {lease.name!r} was lost: {lease.lost_reason}")
+
+    @property
+    def valid(self) -> bool:
+        """``True`` while the multi-lease is neither released nor lost and every
+        part's lease is valid."""
+        if self._released or self._lost_reason is not None:
+            return False
+        return all(lease.valid for lease in self.leases)
+
+    @property
+    def expires_at(self) -> float:
+        """The earliest of the parts' ``expires_at`` (on ``time.monotonic()``)."""
+        return min(lease.expires_at for lease in self.leases)
+
+    @property
+    def remaining(self) -> float:
+        """Seconds until the first part's lease must be presumed expired (0.0 once
+        released or lost)."""
+        if self._released or self._lost_reason is not None:
+            return 0.0
+        return min(lease.remaining for lease in self.leases)
+
+    def _check_held(self, what: str) -> None:
+        if not self._released:
+            return
+        if self._lost_reason is None:
+            raise NotOwnedError(self.name, None, f"can't {what}: already released")
+        raise LockLostError(self.name, None, f"lease lost: {self._lost_reason}")
+
+    async def release(self) -> None:
+        """Release every part, in the reverse of the order they were taken, each
+        whatever the others do.
+
+        Raises:
+            LockLostError: a part's lease was lost (``lost`` is set); every
+                other part was released all the same.
+            NotOwnedError: the multi-lease was already released.
+            redis.exceptions.ConnectionError: a part could not be released.
+
+            When several parts fail, the first error is raised (a cancellation
+            or interruption before any other), and the others are attached to
+            it as notes (``exc.__notes__``).
+        """
+        self._check_held("release")
+        errors: list[BaseException] = []
+        for lease in reversed(self._multi._in_order(self.leases)):
+            try:
+                await lease.release()
+            except BaseException as exc:
+                errors.append(exc)
+        reason = self._lost_reason
+        self._released = True
+        self._multi._forget(self)
+        _raise_first(errors)
+        if reason is not None:
+            raise LockLostError(self.name, None, f"lease lost: {reason}")
+
+    async def extend(self, seconds: float | None = None) -> None:
+        """Reset every part's lease to end ``seconds`` from now (default: each
+        part's ttl), each whatever the others do.
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a positive number; nothing was sent.
+            LockLostError: a part's lease was lost (``lost`` is set).
+            NotOwnedError: the multi-lease was released.
+            redis.exceptions.ConnectionError: a part could not be extended.
+
+            When several parts fail, the first error is raised, with the others
+            as notes.
+        """
+        if seconds is not None:
+            check_seconds(seconds, "seconds")
+        self._check_held("extend")
+        errors: list[BaseException] = []
+        for lease in self._multi._in_order(self.leases):
+            try:
+                await lease.extend(seconds)
+            except BaseException as exc:
+                errors.append(exc)
+        _raise_first(errors)
+
+    async def __aenter__(self) -> AsyncMultiLease:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()
+
+    def __repr__(self) -> str:
+        if self._released:
+            state = "released"
+        elif self._lost_reason is not None:
+            state = "lost"
+        else:
+            state = f"valid {self.remaining:.3f}s" if self.valid else "expired"
+        return f"<{type(self).__name__} {self.name!r} fence={self.fence} {state}>"
+
+
+class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
+    """Several locks taken as one: all of them, or none.
+
+    The parts may be any mix of :class:`AsyncLock`, :class:`AsyncRLock` and
+    :class:`AsyncFairLock` objects, on one client or on several (different
+    servers). An acquire takes the parts one by one in a fixed order, sorted by
+    lock key and then server (``host:port/db``), whatever order they were given
+    in: two multi-locks over overlapping parts then never wait for each other
+    in a circle (no deadlock). If a part is not taken in time, the parts already
+    taken are released, in reverse order, and the acquire returns ``None``:
+    nothing is left held. ``timeout`` is one budget for the whole acquire, not
+    per part.
+
+    A part whose lease ran out while later parts were being waited for (a part
+    with a short ``ttl`` and no renewal) makes the acquire release everything
+    and start over, within the same timeout. Parts created without a ``ttl`` are
+    renewed by their client's watchdog, so this does not happen to them.
+
+    Each part keeps its own semantics: its own lease, ttl, renewal, fence and
+    lost signal; a part that is an ``AsyncRLock`` already held by the caller is
+    entered again. The :class:`AsyncMultiLease` returned covers them all.
+
+    Args:
+        locks: the parts, at least one; no two of them the same lock (the same
+            lock key on the same server).
+        on_lost: called with the multi-lease when any part of it is lost.
+
+    Raises:
+        InvalidArgument: ``locks`` is empty or not a sequence, holds something
+            that is not an ``AsyncLock``, ``AsyncRLock`` or ``AsyncFairLock``, or
+            holds the same lock twice; or ``on_lost`` is not callable.
+
+    Example::
+
+        both = AsyncMultiLock([AsyncLock(client, "account:1"), AsyncLock(client, "account:2")])
+        async with both as lease:
+            await transfer(1, 2, fences=lease.fence)
+    """
+
+    def __init__(
+        self,
+        locks: Sequence[AsyncLock | AsyncRLock],
+        *,
+        on_lost: Callable[[AsyncMultiLease], object] | None = None,
+    ) -> None:
+        if isinstance(locks, str | bytes) or not isinstance(locks, Sequence):
+            raise InvalidArgument(f"locks must be a sequence of locks, not {locks!r}")
+        if not locks:
+            raise InvalidArgument("locks must hold at least one lock")
+        seen: dict[tuple[str, str], int] = {}
+        for i, part in enumerate(locks):
+            if not isinstance(part, AsyncLock | AsyncRLock):
+                raise InvalidArgument(
+                    f"locks[{i}] must be an AsyncLock, AsyncRLock or AsyncFairLock, not {part!r}"
+                )
+            where = (part._keys.lock, _server_of(part._client))
+            if where in seen:
+                raise InvalidArgument(
+                    f"locks[{seen[where]}] and locks[{i}] are the same lock "
+                    f"({where[0]!r} on {where[1]})"
+                )
+            seen[where] = i
+        self._parts: tuple[_AsyncPart, ...] = tuple(locks)
+        # the acquire order: by lock key, then server (the same in every process)
+        self._order = tuple(i for _, i in sorted(seen.items()))
+        self._on_lost = _check_callback(on_lost)
+        self._leases: dict[str, AsyncMultiLease] = {}
+
+    @property
+    def name(self) -> str:
+        """The parts' names, in the order given, joined by ``" + "``."""
+        return " + ".join(part.name for part in self._parts)
+
+    @property
+    def locks(self) -> tuple[AsyncLock | AsyncRLock, ...]:
+        """The parts, in the order given."""
+        return self._parts
+
+    async def acquire(
+        self, blocking: bool = True, timeout: float | None = None
+    ) -> AsyncMultiLease | None:
+        """Take every part for the calling thread or task, or none of them.
+
+        Args:
+            blocking: wait for the parts that are held (default). With
+                ``False``, make one attempt at each part, and give up (releasing
+                what was taken) at the first that is held.
+            timeout: the longest wait in seconds for the whole acquire, >= 0;
+                ``None`` waits without limit. Not allowed with ``blocking=False``.
+
+        Returns:
+            An :class:`AsyncMultiLease` (truthy) holding every part, or ``None``
+            if they were not all taken in time; then none is held.
+
+        Raises:
+            InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
+            AlreadyHeldError: the caller already holds a part that is an
+                ``AsyncLock`` or ``AsyncFairLock`` (the parts taken were released).
+            NotReplicatedError, WrongTypeError, UnsupportedServer,
+            redis.exceptions.ConnectionError: as a part's acquire raises them;
+                the parts taken were released.
+        """
+        wait = lock_plans.check_acquire(blocking, timeout)
+        owner = _driver.current_owner()
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            taken = await self._take_all(blocking, deadline)
+            if taken is None:
+                return None
+            if all(lease.valid for lease in taken):
+                break
+            # a part's lease ran out while later parts were awaited: start over
+            await _release_quietly(taken)
+            if not blocking or (deadline is not None and time.monotonic() >= deadline):
+                return None
+        by_part = dict(zip(self._order, taken, strict=True))
+        lease = AsyncMultiLease(self, owner, tuple(by_part[i] for i in range(len(self._parts))))
+        self._leases[owner] = lease
+        if self._on_lost is not None:
+            lease.on_lost(self._on_lost)
+        return lease
+
+    async def _take_all(
+        self, blocking: bool, deadline: float | None
+    ) -> list[_AsyncPartLease] | None:
+        """Take the parts in the acquire order; ``None`` (holding none) if one
+        was not taken in time."""
+        taken: list[_AsyncPartLease] = []
+        try:
+            for i in self._order:
+                part = self._parts[i]
+                if not blocking:
+                    lease = await part.acquire(blocking=False)
+                else:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    lease = await part.acquire(timeout=left)
+                if lease is None:
+                    await _release_quietly(taken)
+                    return None
+                taken.append(lease)
+        except BaseException:
+            await _release_quietly(taken)
+            raise
+        return taken
+
+    def _in_order(self, leases: tuple[_AsyncPartLease, ...]) -> list[_AsyncPartLease]:
+        """A multi-lease's part leases (given in the parts' order) in the acquire order."""
+        return [leases[i] for i in self._order]
+
+    async def release(self) -> None:
+        """Release the calling thread's or task's multi-lease (see
+        :meth:`AsyncMultiLease.release`).
+
+        Raises:
+            NotOwnedError: the caller holds no multi-lease of this object, or a
+                part of it was lost (``LockLostError``).
+            redis.exceptions.ConnectionError: a part could not be released.
+        """
+        await self._lease().release()
+
+    async def extend(self, seconds: float | None = None) -> None:
+        """Extend every part of the calling thread's or task's multi-lease (see
+        :meth:`AsyncMultiLease.extend`).
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a positive number.
+            NotOwnedError: the caller holds no multi-lease of this object, or a
+                part of it was lost (``LockLostError``).
+            redis.exceptions.ConnectionError: a part could not be extended.
+        """
+        await self._lease().extend(seconds)
+
+    async def locked(self) -> bool:
+        """Whether any part is held by anyone now, so that an acquire would
+        wait (a snapshot; it may change at once).
+
+        Raises:
+            WrongTypeError: a key of a part holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        for part in self._parts:
+            if await part.locked():
+                return True
+        return False
+
+    async def owned(self) -> bool:
+        """Whether the calling thread or task holds every part through this
+        multi-lock, as Redis says now.
+
+        Raises:
+            WrongTypeError: a key of a part holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        if _driver.current_owner() not in self._leases:
+            return False
+        for part in self._parts:
+            if not await part.owned():
+                return False
+        return True
+
+    async def info(self) -> MultiLockInfo:
+        """A snapshot of the parts, in the order given: for each, whether anyone
+        holds it, and the fence of the caller's lease of it.
+
+        Raises:
+            WrongTypeError: a key of a part holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        lease = self._leases.get(_driver.current_owner())
+        parts = []
+        for i, part in enumerate(self._parts):
+            fence = lease.fence[i] if lease is not None else None
+            kind = type(part).__name__
+            parts.append(
+                MultiPartInfo(kind, part.name, part._keys.lock, await part.locked(), fence)
+            )
+        return MultiLockInfo(lease is not None and lease.valid, tuple(parts))
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{type(p).__name__}({p.name!r})" for p in self._parts)
+        return f"<{type(self).__name__} [{parts}] held_here={len(self._leases)}>"
+
+    def _lease(self) -> AsyncMultiLease:
+        lease = self._leases.get(_driver.current_owner())
+        if lease is None:
+            raise NotOwnedError(self.name, None, "not held by this thread or task")
+        return lease
+
+    def _forget(self, lease: AsyncMultiLease) -> None:
+        if self._leases.get(lease.owner) is lease:
+            del self._leases[lease.owner]
 
 
 # --- fenced resources -------------------------------------------------------

@@ -10,5 +10,6 @@ expose the same names:
 Each client gets, per process, one state: the server's capabilities (probed on
 first use) and one wake hub (one pub/sub connection, channels subscribed on
 demand with reference counts, a process-local gate per lock so that one waiter
-per name contends at a time).
+per name contends at a time; a fair lock's waiters each have a channel of their
+own instead, since each has its own place in the queue).
 """

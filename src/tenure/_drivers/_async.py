@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import time
@@ -17,7 +18,6 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import NoScriptError
 
 from .._keys import LockKeys
-from .._plans import lock as lock_plans
 from .._plans import server as server_plans
 from .._protocol import (
     Command,
@@ -91,6 +91,7 @@ class _Hub:
 
     def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
         self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
+        self._numbers = itertools.count(1)
         self._pool = pool
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
@@ -123,6 +124,10 @@ class _Hub:
 
     def unlisten(self, ch: _Channel, event: asyncio.Event) -> None:
         self._book.unlisten(ch, event, time.monotonic())
+
+    def own_waiter(self) -> str:
+        """A waiter id new for one plan that waits on a channel of its own."""
+        return f"{self.waiter}.{next(self._numbers)}"
 
     def listening(self, wake_prefix: str) -> bool:
         """Whether this hub listens (or lingers) on the lock with this wake prefix."""
@@ -194,7 +199,7 @@ class _Hub:
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
                 client = redis.asyncio.Redis(connection_pool=self._pool)
-                await _drive(client, lock_plans.pass_on(route.keys, route.token))
+                await _drive(client, route.plan())
         elif route is not None:
             route.set()
 
@@ -392,7 +397,8 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         hub = _state(client).hub
         started = time.monotonic()
         keys = step.keys if step.pass_on else None
-        ch = await hub.enter(keys, step.keys.wake_prefix + hub.waiter, step.token)
+        waiter = hub.own_waiter() if step.own_channel else hub.waiter
+        ch = await hub.enter(keys, step.keys.wake_prefix + waiter, step.token)
         c = _Contention(hub, ch, step.token)
         held.append(c)
         try:
@@ -407,7 +413,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
             c.entered = True
         except TimeoutError:
             c.entered = False
-        return hub.waiter if c.entered else None
+        return waiter if c.entered else None
     if isinstance(step, Subscribe):
         hub = _state(client).hub
         event = asyncio.Event()

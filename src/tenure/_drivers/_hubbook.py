@@ -26,7 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from .._keys import LockKeys
+from .._keys import FairKeys, LockKeys
+from .._plans import fair as fair_plans
+from .._plans import lock as lock_plans
+from .._protocol import Plan
 
 #: Seconds a wake channel stays subscribed after its last waiter left.
 LINGER = 1.0
@@ -88,6 +91,13 @@ class PassOn:
 
     keys: LockKeys
     token: str
+
+    def plan(self) -> Plan[None]:
+        """The plan that releases it, so that it goes on to the next waiter
+        (the fair lock's release for a fair lock's keys)."""
+        if isinstance(self.keys, FairKeys):
+            return fair_plans.pass_on(self.keys, self.token)
+        return lock_plans.pass_on(self.keys, self.token)
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import logging
 import os
 import threading
@@ -19,7 +20,6 @@ from redis.client import PubSub
 from redis.exceptions import NoScriptError
 
 from .._keys import LockKeys
-from .._plans import lock as lock_plans
 from .._plans import server as server_plans
 from .._protocol import (
     Command,
@@ -118,6 +118,7 @@ class _Hub:
 
     def __init__(self, pool: redis.ConnectionPool) -> None:
         self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
+        self._numbers = itertools.count(1)
         self._pool = pool
         self._mutex = threading.Lock()
         self._book = HubBook(_Channel)
@@ -152,6 +153,10 @@ class _Hub:
     def unlisten(self, ch: _Channel, event: threading.Event) -> None:
         with self._mutex:
             self._book.unlisten(ch, event, time.monotonic())
+
+    def own_waiter(self) -> str:
+        """A waiter id new for one plan that waits on a channel of its own."""
+        return f"{self.waiter}.{next(self._numbers)}"
 
     def listening(self, wake_prefix: str) -> bool:
         """Whether this hub listens (or lingers) on the lock with this wake prefix."""
@@ -212,7 +217,7 @@ class _Hub:
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
                 client = redis.Redis(connection_pool=self._pool)
-                _drive(client, lock_plans.pass_on(route.keys, route.token))
+                _drive(client, route.plan())
         elif route is not None:
             route.set()
 
@@ -413,7 +418,8 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Contend):
         hub = _state(client).hub
         keys = step.keys if step.pass_on else None
-        ch = hub.enter(keys, step.keys.wake_prefix + hub.waiter, step.token)
+        waiter = hub.own_waiter() if step.own_channel else hub.waiter
+        ch = hub.enter(keys, step.keys.wake_prefix + waiter, step.token)
         c = _Contention(hub, ch, step.token)
         held.append(c)
         started = time.monotonic()
@@ -423,7 +429,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         else:
             left = max(0.0, step.timeout - (time.monotonic() - started))
             c.entered = ch.gate.acquire(timeout=left)
-        return hub.waiter if c.entered else None
+        return waiter if c.entered else None
     if isinstance(step, Subscribe):
         hub = _state(client).hub
         event = threading.Event()

@@ -74,6 +74,11 @@ class Contender(ABC):
             another waiter of the same process may hold until this owner releases.
         pass_on: whether the hub releases a hand-off that reaches this process
             after the plan stopped waiting (see :class:`tenure._protocol.Contend`).
+        own_channel: whether the plan queues as itself, on a wake channel of its
+            own (see :class:`Contend`), instead of as its process's one contender.
+        refresh: the longest wait, in seconds, between two attempts while queued
+            (``None``: no limit), for a queue whose members must call again
+            before a deadline to keep their place.
     """
 
     keys: LockKeys
@@ -81,6 +86,8 @@ class Contender(ABC):
     ttl_ms: int
     listen_first: bool
     pass_on: bool = True
+    own_channel: bool = False
+    refresh: float | None = None
 
     def member(self, waiter: str) -> str:
         """This plan's member of the lock's queue, once this process's hub is ``waiter``:
@@ -126,7 +133,7 @@ def wait_turn(
     in_flight = False
     try:
         if blocking and c.listen_first and (yield Listening(keys)):
-            waiter = yield Contend(keys, token, timeout, c.pass_on)
+            waiter = yield Contend(keys, token, timeout, c.pass_on, c.own_channel)
             if waiter is None:
                 return None
             member = c.member(waiter)
@@ -146,7 +153,7 @@ def wait_turn(
                     yield from c.leave(member, False)
                 return None
             if not member:
-                waiter = yield Contend(keys, token, remaining, c.pass_on)
+                waiter = yield Contend(keys, token, remaining, c.pass_on, c.own_channel)
                 if waiter is None:
                     return None
                 member = c.member(waiter)
@@ -155,6 +162,8 @@ def wait_turn(
             wait = max(pttl, 1) / 1000 if pttl >= 0 else NO_EXPIRY_RECHECK
             if remaining is not None:
                 wait = min(wait, remaining)
+            if c.refresh is not None:
+                wait = min(wait, c.refresh)
             woken = yield WaitWake(wait)
             if isinstance(woken, HandedOff):
                 grant = yield from c.handed_off(woken.fence, queued_at)

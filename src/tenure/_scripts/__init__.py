@@ -66,6 +66,9 @@ SEMAPHORE_INSPECT = _load("semaphore_inspect")
 LATCH_SET = _load("latch_set")
 LATCH_COUNT_DOWN = _load("latch_count_down")
 LATCH_INSPECT = _load("latch_inspect")
+FAIR_ACQUIRE = _load("fair_acquire")
+FAIR_RELEASE = _load("fair_release")
+FAIR_INSPECT = _load("fair_inspect")
 
 ALL = (
     LOCK_ACQUIRE,
@@ -89,4 +92,7 @@ ALL = (
     LATCH_SET,
     LATCH_COUNT_DOWN,
     LATCH_INSPECT,
+    FAIR_ACQUIRE,
+    FAIR_RELEASE,
+    FAIR_INSPECT,
 )

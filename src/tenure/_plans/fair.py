@@ -1,0 +1,194 @@
+"""Plans for :class:`tenure.FairLock`: acquire, release, pass-on and inspect.
+
+A fair lock is a :class:`tenure.Lock` (``SET key token NX PX``, a fence minted
+by every acquire, compare-and-delete release, renewal by ``lock_extend.lua``)
+whose waiters are served first come, first served:
+
+- **One place per waiter.** Every waiting thread or task queues itself, on a
+  wake channel of its own (:class:`~tenure._protocol.Contend` with
+  ``own_channel``), unlike ``Lock``'s one contender per process. The queue is
+  a sorted set ordered by arrival: the moment the waiter's first queueing
+  call reached Redis (server ``TIME``, made strictly increasing).
+- **The head only.** The lock is granted only to the head of the queue: an
+  attempt, queued or not (``blocking=False``), succeeds only when the lock is
+  free and nobody live is queued ahead of it. A release hands the lock to the
+  head and publishes on the head's channel alone, so a hand-off costs the same
+  few commands however many wait.
+- **Dead waiters time out.** Each queued waiter has a deadline, the server's
+  ``TIME`` + the waiter timeout (5 s by default), kept in a second sorted set.
+  A live waiter keeps its place by calling again before it: the plan never
+  waits longer than :data:`REFRESH` of the waiter timeout between attempts
+  while queued, and each attempt (also the one after every wake-up) moves its
+  deadline on. Every acquire and release first drops the waiters whose
+  deadline has passed, and a release also drops a head whose wake channel has
+  no subscriber (its process is gone). A waiter dropped while alive (stalled
+  past its deadline) queues again at the back at its next attempt.
+
+Waiting is :mod:`.waiting`'s loop. The first attempt is made without queueing,
+as ``Lock``'s is: a waiter's place in line is that of its second call (after
+subscribing to its channel), so waiters that start within one round trip of
+each other may be served in either order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from .._errors import InvalidArgument, NotOwnedError
+from .._info import FairLockInfo, FairWaiter
+from .._keys import FairKeys
+from .._protocol import Eval, Plan, Status
+from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE
+from .._units import check_seconds, to_ms
+from .lock import FENCE_TTL_MS, _LockContender
+from .waiting import Clock, Grant, wait_turn
+
+#: The default waiter timeout, seconds: a queued waiter that does not call
+#: again for this long is dropped from the queue.
+WAITER_TIMEOUT = 5.0
+
+#: A queued waiter calls again at least every this part of the waiter timeout.
+REFRESH = 1 / 3
+
+
+def check_waiter_timeout(value: object) -> float:
+    """Validate ``waiter_timeout=`` (seconds, > 0; at least 3 ms).
+
+    Raises:
+        InvalidArgument: not a positive number of seconds.
+    """
+    seconds = check_seconds(value, "waiter_timeout")
+    if seconds < 0.003:
+        raise InvalidArgument(f"waiter_timeout must be at least 0.003 seconds, not {value!r}")
+    return seconds
+
+
+def acquire(
+    keys: FairKeys,
+    owner: str,
+    token: str,
+    ttl: float,
+    *,
+    blocking: bool,
+    timeout: float | None,
+    now: Clock,
+    waiter_timeout: float = WAITER_TIMEOUT,
+    delay_ms: int = 0,
+) -> Plan[Grant | None]:
+    """Take the fair lock for ``token`` (whose owner is ``owner``), queueing in
+    arrival order as the module says.
+
+    Returns ``None`` when ``blocking`` is false and the lock is held or others
+    are queued, or when ``timeout`` seconds pass first.
+
+    Raises:
+        AlreadyHeldError: ``owner`` already holds the lock.
+        WrongTypeError: one of the lock's keys holds another type.
+    """
+    contender = _FairContender(keys, owner, token, ttl, to_ms(ttl, "ttl"), now)
+    contender.delay_ms = delay_ms
+    contender.waiter_ms = to_ms(waiter_timeout, "waiter_timeout")
+    contender.refresh = waiter_timeout * REFRESH
+    return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
+
+
+class _FairContender(_LockContender):
+    listen_first = False  # it never queues behind a process-local gate
+    own_channel = True
+    waiter_ms = to_ms(WAITER_TIMEOUT, "waiter_timeout")
+    keys: FairKeys
+
+    def attempt(self, member: str) -> Eval:
+        keys = self.keys
+        return Eval(
+            FAIR_ACQUIRE,
+            (keys.lock, keys.fence, keys.waiters, keys.deadlines, keys.delay),
+            (
+                self.token,
+                self.owner + ":",
+                self.ttl_ms,
+                member,
+                FENCE_TTL_MS,
+                self.delay_ms,
+                self.waiter_ms,
+            ),
+        )
+
+    def leave(self, member: str, in_flight: bool) -> Plan[None]:
+        with contextlib.suppress(Exception):
+            yield _release_step(self.keys, self.token, member)
+
+
+def _release_step(keys: FairKeys, token: str, member: str, delay_ms: int = 0) -> Eval:
+    return Eval(
+        FAIR_RELEASE,
+        (keys.lock, keys.waiters, keys.deadlines, keys.fence, keys.delay, keys.released),
+        (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms),
+    )
+
+
+def release(keys: FairKeys, token: str, fence: int, delay_ms: int = 0) -> Plan[None]:
+    """Release the lock held by ``token`` and hand it to the head of the queue
+    (with a lock-delay of ``delay_ms`` for its hold).
+
+    Idempotent: a release of ``token`` retried after its reply was lost (within
+    120 s) succeeds again. ``fence`` is only used in the error message.
+
+    Raises:
+        NotOwnedError: the lock is not held with ``token`` (the lease expired,
+            and perhaps another owner holds it now); nothing was changed.
+    """
+    status, _ = yield _release_step(keys, token, "", delay_ms)
+    if status is Status.NOT_OWNED:
+        raise NotOwnedError(keys.name, fence, "can't release: the lease expired before release")
+
+
+def pass_on(keys: FairKeys, token: str) -> Plan[None]:
+    """Release a lock that a release handed to ``token`` after its waiter had
+    left, so that it goes on to the next waiter."""
+    with contextlib.suppress(NotOwnedError):
+        yield from release(keys, token, 0)
+
+
+def check_limit(limit: object) -> int:
+    """Validate ``info(limit=)``: an ``int`` >= 0.
+
+    Raises:
+        InvalidArgument: not an ``int`` >= 0.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidArgument(f"limit must be an int >= 0, not {limit!r}")
+    return limit
+
+
+def inspect(keys: FairKeys, limit: int) -> Plan[FairLockInfo]:
+    """Read the holder, its lease left, the last fence, and the first ``limit``
+    queued waiters in order with their deadlines."""
+    _, value = yield Eval(
+        FAIR_INSPECT, (keys.lock, keys.fence, keys.waiters, keys.deadlines), (limit,)
+    )
+    return parse_info(keys.name, value)
+
+
+def parse_info(name: str, value: Any) -> FairLockInfo:
+    """Read a ``fair_inspect.lua`` reply (see its header)."""
+    holder, pttl, fence, waiting, *flat = value
+    queue = []
+    for member, left in zip(flat[::2], flat[1::2], strict=True):
+        text = str(member)
+        waiter, _, rest = text.partition("|")
+        lease_ms, _, token = rest.partition("|")
+        owner = token.rpartition(":")[0] or token
+        lease = int(lease_ms) / 1000 if lease_ms.isdigit() else 0.0
+        queue.append(FairWaiter(token, owner, waiter, lease, int(left) / 1000))
+    held = bool(holder)
+    return FairLockInfo(
+        name,
+        str(holder) if held else None,
+        1 if held else 0,
+        int(pttl) / 1000 if held and int(pttl) >= 0 else None,
+        int(fence),
+        int(waiting),
+        tuple(queue),
+    )

@@ -1,0 +1,115 @@
+-- fair_acquire.lua: take a fair lock, or queue the caller in arrival order so
+-- that a release hands the lock to the first waiter (see fair_release.lua).
+-- The lock is granted only to the head of the queue: a caller is let in when
+-- the lock is free and nobody is queued ahead of it, whether it queues or not.
+-- Waiters whose deadline (server time) has passed are dropped first: a waiter
+-- that died cannot block the queue for longer than its waiter timeout.
+--
+-- KEYS[1]  lock key       string; value = the holder's owner token
+-- KEYS[2]  fence key      string holding an integer: the last fence minted for the name
+-- KEYS[3]  waiters key    sorted set, the queue: score = arrival (server µs,
+--                         strictly increasing), member = "<waiter id>|<lease ms>|<token>"
+-- KEYS[4]  deadlines key  sorted set, the same members: score = when the member is
+--                         dropped unless it calls again (server time, ms)
+-- KEYS[5]  delay key      string: the lock-delay guard (see lock_acquire.lua)
+-- ARGV[1]  token          string; the acquiring lease's owner token
+-- ARGV[2]  owner prefix   string; a holder token that starts with it belongs to the caller
+-- ARGV[3]  lease          integer MILLISECONDS, > 0
+-- ARGV[4]  member         the caller's member (as KEYS[3]), or "" to not queue
+-- ARGV[5]  fence ttl      integer MILLISECONDS the fence key outlives its last use
+-- ARGV[6]  lock-delay     integer MILLISECONDS, >= 0; 0 = no lock-delay for this hold
+-- ARGV[7]  waiter timeout integer MILLISECONDS, > 0: a queued member's deadline is
+--                         set to the server's TIME + this at every call
+--
+-- Returns  {1, fence}     OK: acquired. fence = the larger of the last fence + 1
+--                         and the server's TIME in µs. A call whose token already
+--                         holds the lock (a retry after a lost reply, or a
+--                         hand-off whose message was lost) gets its fence again.
+--                         The caller's member, if any, has left the queue.
+--          {2, wait_ms}   BUSY: another owner holds it (wait_ms = its pttl, -1
+--                         when it has no expiry), or its lock-delay runs (wait_ms
+--                         = what is left of it), or it is free but a waiter is
+--                         ahead of the caller (wait_ms = until that waiter's
+--                         deadline). ARGV[4], if given, is queued (at the back if
+--                         it was not queued) with a new deadline.
+--          {3, pttl_ms}   OWNED_BY_CALLER: the caller's owner already holds it.
+--          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
+
+--@include _common.lua
+
+for i = 3, 4 do
+  local t = redis.call('TYPE', KEYS[i]).ok
+  if t ~= 'none' and t ~= 'zset' then return {5, KEYS[i]} end
+end
+local holder = redis.pcall('GET', KEYS[1])
+if wrong(holder) then return {5, KEYS[1]} end
+local last = redis.pcall('GET', KEYS[2])
+if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[2]} end
+
+local now = now_us()
+local now_ms = math.floor(now / 1000)
+local timeout = tonumber(ARGV[7])
+
+-- drop the waiters whose deadline has passed
+local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms)
+for _, member in ipairs(expired) do
+  redis.call('ZREM', KEYS[3], member)
+  redis.call('ZREM', KEYS[4], member)
+end
+
+local function leave_queue()
+  if ARGV[4] ~= '' then
+    redis.call('ZREM', KEYS[3], ARGV[4])
+    redis.call('ZREM', KEYS[4], ARGV[4])
+  end
+end
+
+local function busy(wait)
+  if ARGV[4] ~= '' then
+    if not redis.call('ZSCORE', KEYS[3], ARGV[4]) then
+      local arrival = now
+      local tail = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+      if #tail > 0 and tonumber(tail[2]) >= arrival then arrival = tonumber(tail[2]) + 1 end
+      redis.call('ZADD', KEYS[3], string.format('%.0f', arrival), ARGV[4])
+    end
+    redis.call('ZADD', KEYS[4], now_ms + timeout, ARGV[4])
+    -- both keys outlive the last deadline set
+    local keep = timeout + 60000
+    for i = 3, 4 do
+      if redis.call('PTTL', KEYS[i]) < keep then redis.call('PEXPIRE', KEYS[i], keep) end
+    end
+  end
+  return {2, wait}
+end
+
+if holder then
+  if holder == ARGV[1] then
+    leave_queue()
+    return {1, tonumber(last) or 0}
+  end
+  local pttl = redis.call('PTTL', KEYS[1])
+  if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {3, pttl} end
+  return busy(pttl)
+end
+
+local delayed = redis.call('PTTL', KEYS[5])
+if delayed > 0 then return busy(delayed) end
+
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+if head and head ~= ARGV[4] then
+  -- someone is ahead: it takes the lock soon, or is dropped at its deadline
+  local deadline = tonumber(redis.call('ZSCORE', KEYS[4], head)) or (now_ms + timeout)
+  return busy(math.max(deadline - now_ms, 1))
+end
+
+local fence = next_fence(last)
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
+leave_queue()
+local delay = tonumber(ARGV[6])
+if delay > 0 then
+  redis.call('SET', KEYS[5], ARGV[1], 'PX', tonumber(ARGV[3]) + delay)
+elseif delayed ~= -2 then
+  redis.call('DEL', KEYS[5])
+end
+return {1, fence}

@@ -1,0 +1,71 @@
+-- fair_release.lua: compare-and-delete release of a fair lock, then hand the
+-- lock straight to the head of the queue (the earliest live waiter): the lock
+-- is set to that waiter's token with its lease, a fence is minted for it, and
+-- "<fence> <token>" is published on its own wake channel. Only the head is
+-- told; a head whose deadline has passed, or whose PUBLISH reaches no
+-- subscriber (its process is gone), is dropped and the next one is tried.
+-- Also used by a waiter that gives up, to leave the queue in the same call.
+--
+-- KEYS[1]  lock key       string; value = the holder's owner token
+-- KEYS[2]  waiters key    sorted set, the queue (see fair_acquire.lua)
+-- KEYS[3]  deadlines key  sorted set, each member's deadline (server ms)
+-- KEYS[4]  fence key      string holding an integer: the last fence minted
+-- KEYS[5]  delay key      string: the lock-delay guard; a clean release deletes it
+-- KEYS[6]  released key   string: the token of the last clean release, kept
+--                         120 s so that a release retried after a lost reply
+--                         is recognised
+-- ARGV[1]  token          string; the releasing lease's owner token
+-- ARGV[2]  wake prefix    string; waiter w is told by PUBLISH on ARGV[2] .. w
+-- ARGV[3]  fence ttl      integer MILLISECONDS the fence key outlives its last use
+-- ARGV[4]  member         a member to remove from the queue first (a waiter leaving), or ""
+-- ARGV[5]  lock-delay     integer MILLISECONDS, >= 0, for the waiter handed the lock
+--
+-- Returns  {1, handed}    OK: released; handed = 1 if a live waiter now holds the
+--                         lock, 0 if nobody waits (the lock is free), or if this
+--                         token's release had already been done (a retry).
+--          {4, 0}         NOT_OWNED: the lock is not held with this token
+--                         (expired, or another owner's); only ARGV[4] was removed.
+--          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
+
+--@include _common.lua
+
+local holder = redis.pcall('GET', KEYS[1])
+if wrong(holder) then return {5, KEYS[1]} end
+for i = 2, 3 do
+  local t = redis.call('TYPE', KEYS[i]).ok
+  if t ~= 'none' and t ~= 'zset' then return {5, KEYS[i]} end
+end
+local last = redis.pcall('GET', KEYS[4])
+if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[4]} end
+
+if ARGV[4] ~= '' then
+  redis.call('ZREM', KEYS[2], ARGV[4])
+  redis.call('ZREM', KEYS[3], ARGV[4])
+end
+if holder ~= ARGV[1] then
+  if redis.call('GET', KEYS[6]) == ARGV[1] then return {1, 0} end
+  return {4, 0}
+end
+redis.call('DEL', KEYS[1], KEYS[5])
+redis.call('SET', KEYS[6], ARGV[1], 'PX', 120000)
+
+local now_ms = math.floor(now_us() / 1000)
+local delay = tonumber(ARGV[5])
+while true do
+  local popped = redis.call('ZPOPMIN', KEYS[2])
+  local head = popped[1]
+  if not head then break end
+  local deadline = tonumber(redis.call('ZSCORE', KEYS[3], head))
+  redis.call('ZREM', KEYS[3], head)
+  local w, lease, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
+  if w and deadline and deadline > now_ms then
+    local fence = string.format('%.0f', next_fence(last))
+    if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
+      redis.call('SET', KEYS[1], token, 'PX', lease)
+      redis.call('SET', KEYS[4], fence, 'PX', ARGV[3])
+      if delay > 0 then redis.call('SET', KEYS[5], token, 'PX', tonumber(lease) + delay) end
+      return {1, 1}
+    end
+  end
+end
+return {1, 0}
