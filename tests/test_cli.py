@@ -28,6 +28,8 @@ from tenure._demo import (
     verdicts,
 )
 
+pytestmark = pytest.mark.once
+
 NO_LOCK, LOCK, ASYNC_LOCK, RLOCK, RWLOCK, SEMAPHORE = PHASES
 LOCKED_OK = "ok: 0 lost updates, 0 overlaps, fences increasing"
 

@@ -30,6 +30,8 @@ from tenure._cli import EXIT_CONFLICT, EXIT_LOST, build_parser, main, parse_args
 from tenure._server import ServerUnavailable
 from tenure._shared_server import SharedServer
 
+pytestmark = pytest.mark.once
+
 PY = sys.executable
 
 

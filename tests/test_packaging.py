@@ -7,7 +7,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tenure._scripts import ALL, expand
+
+pytestmark = pytest.mark.once
 
 ROOT = Path(__file__).resolve().parent.parent
 
