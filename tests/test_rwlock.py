@@ -574,15 +574,16 @@ def test_min_replicas_for_both_modes(make_server: Callable[..., ServerProcess]) 
     master, replica = _pair(make_server)
     client = redis.Redis.from_url(master.url)
     on_replica = redis.Redis.from_url(replica.url)
-    rw = ReadWriteLock(client, "rep", ttl=30, min_replicas=1, replica_timeout=0.3)
+    rw = ReadWriteLock(client, "rep", ttl=30, min_replicas=1, replica_timeout=5)
     with rw.write as w, rw.read as under:  # acknowledged: the replica has both holds
         fields = on_replica.hgetall(KEY % "rep")
         assert fields[b"mode"] == b"write"
         assert {f"w:{w.owner}".encode(), f"r:{under.owner}".encode()} <= set(fields)
     replica.pause()
     try:
+        hasty = ReadWriteLock(client, "rep", ttl=30, min_replicas=1, replica_timeout=0.3)
         with pytest.raises(NotReplicatedError, match="0 of 1 replicas"):
-            rw.read.acquire()
+            hasty.read.acquire()
     finally:
         replica.resume()
     assert not rw.locked(), "the unacknowledged hold was not released"
