@@ -30,8 +30,10 @@ from tenure._doctor import (
     report_lines,
 )
 from tenure._errors import InvalidArgument
+from tenure._keys import LatchKeys, LockKeys
 from tenure._ops import (
     LockView,
+    Target,
     Waiter,
     describe,
     glob_escape,
@@ -103,13 +105,26 @@ def test_glob_escape() -> None:
     assert glob_escape("tenure:") == "tenure:"
 
 
+def main_key(t: Target) -> str:
+    return t.keys.count if isinstance(t.keys, LatchKeys) else t.keys.lock
+
+
 def test_targets() -> None:
-    both = targets("x", key=None, prefix="p:")
-    assert [(t.kind, t.keys.lock) for t in both] == [("Lock", "p:{x}"), ("RLock", "p:rlock:{x}")]
+    every = targets("x", key=None, prefix="p:")
+    assert [(t.kind, main_key(t)) for t in every] == [
+        ("Lock", "p:{x}"),
+        ("RLock", "p:rlock:{x}"),
+        ("FairLock", "p:fair:{x}"),
+        ("ReadWriteLock", "p:rwlock:{x}"),
+        ("Semaphore", "p:semaphore:{x}"),
+        ("CountDownLatch", "p:latch:{x}"),
+    ]
     [exact] = targets(None, key="k", prefix="p:")
+    assert isinstance(exact.keys, LockKeys)
     assert (exact.kind, exact.keys.lock, exact.keys.fence) == ("Lock", "k", "{k}:fence")
-    with pytest.raises(InvalidArgument):
-        target("RLock", "x", key="k", prefix="p:")
+    for kind in ("RLock", "FairLock", "ReadWriteLock", "Semaphore", "CountDownLatch"):
+        with pytest.raises(InvalidArgument, match="only a Lock has an exact key"):
+            target(kind, "x", key="k", prefix="p:")
     with pytest.raises(InvalidArgument):
         targets(None, key=None, prefix="p:")
 
@@ -141,7 +156,7 @@ def test_parse_waiters_flat_or_paired() -> None:
 
 
 def test_read_lock_with_waiters() -> None:
-    [lock, _] = targets("orders", key=None, prefix="tenure:")
+    lock = target("Lock", "orders", prefix="tenure:")
     steps, view = drive(
         read_lock(lock, waiting=5),
         [
@@ -171,7 +186,7 @@ def test_read_lock_with_waiters() -> None:
 
 
 def test_read_an_rlock_without_waiters_is_one_call() -> None:
-    [_, rlock] = targets("jobs", key=None, prefix="tenure:")
+    rlock = target("RLock", "jobs", prefix="tenure:")
     steps, view = drive(read_lock(rlock, waiting=5), [(Status.OK, ["own.1", 2, -1, 5, 0, 0])])
     assert len(steps) == 1 and steps[0].script is RLOCK_INSPECT
     assert (view.kind, view.holder, view.count, view.ttl) == ("RLock", "own.1", 2, None)
