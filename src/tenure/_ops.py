@@ -697,6 +697,11 @@ def _release_holds(
     values: dict[str, str] = {}
     if lock.kind == "ReadWriteLock":
         values = run(client, read_hold_values(_keys_as(lock, RWLockKeys)))
+    # A semaphore's count, for its release script when Redis stores none (a
+    # week after its last acquire): the permits held, all free once released.
+    detail = before.detail
+    stored = detail.permits if isinstance(detail, SemaphoreInfo) else 0
+    permits = stored or max(1, sum(h.count for h in holds_of(before)))
     for hold in holds:
         done = False
         try:
@@ -719,9 +724,6 @@ def _release_holds(
                     client, _keys_as(lock, RWLockKeys), hold, values.get(field_name)
                 )
             elif lock.kind == "Semaphore":
-                detail = before.detail
-                stored = detail.permits if isinstance(detail, SemaphoreInfo) else 0
-                permits = stored or max(1, sum(h.count for h in holds))
                 run(
                     client,
                     semaphore_plans.release(
