@@ -14,16 +14,27 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import redis
 
-from tenure import Lease, Lock, NotOwnedError, RLock
+from tenure import (
+    CountDownLatch,
+    FairLock,
+    Lease,
+    Lock,
+    LockLostError,
+    NotOwnedError,
+    ReadWriteLock,
+    RLock,
+    Semaphore,
+)
 from tenure._cli import main
 from tenure._server import ServerProcess, server_version
 
 MakeServer = Callable[..., ServerProcess]
+T = TypeVar("T")
 
 #: Server settings under which the doctor finds no hazard.
 SAFE = ("--appendonly", "yes", "--appendfsync", "always")
@@ -345,6 +356,371 @@ def test_release_force_of_an_exact_key(
     assert r.exists("legacy:job") == 0
     status, _, err = tenure(capsys, url, "release", "--force", "--rlock", "--key", "legacy:job")
     assert status == 2 and "--rlock and --key" in err
+
+
+# --- every other kind: FairLock, ReadWriteLock, Semaphore, CountDownLatch -------------------
+
+
+class Held(Protocol):
+    """What every kind's lease has: a holder id in Redis, a fence, a release."""
+
+    @property
+    def owner(self) -> str: ...
+
+    @property
+    def fence(self) -> int: ...
+
+    def release(self) -> None: ...
+
+
+class Acquirer(threading.Thread):
+    """A thread that waits for a lease through a client of its own, as another
+    process would, and records when it got it."""
+
+    def __init__(
+        self, url: str, take: Callable[[redis.Redis], Held | None], timeout: float = 20.0
+    ) -> None:
+        super().__init__(daemon=True)
+        self.client = redis.Redis.from_url(url)
+        self.take = take
+        self.timeout = timeout
+        self.lease: Held | None = None
+        self.got = threading.Event()
+        self.got_at = 0.0
+
+    def run(self) -> None:
+        self.lease = self.take(self.client)
+        self.got_at = time.monotonic()
+        self.got.set()
+
+    def wait_lease(self) -> Held:
+        assert self.got.wait(self.timeout + 5), "the waiter never returned"
+        assert self.lease is not None, "the waiter did not get the lock"
+        return self.lease
+
+    def done(self) -> None:
+        self.wait_lease().release()
+        self.join(5)
+        self.client.close()
+
+
+def in_thread(fn: Callable[[], T]) -> T:
+    """``fn()`` called in a new thread: another owner than the calling thread."""
+    out: list[T] = []
+    thread = threading.Thread(target=lambda: out.append(fn()))
+    thread.start()
+    thread.join(10)
+    return out[0]
+
+
+def queued(r: redis.Redis, key: str, n: int = 1) -> None:
+    """Wait until ``n`` waiters are queued in the waiters key ``key``."""
+    wait_until(lambda: r.zcard(key) == n)
+
+
+def test_inspect_every_kind_of_one_name_held_then_free(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fair = FairLock(r, "res", ttl=30).acquire()
+    rw = ReadWriteLock(r, "res", ttl=30)
+    mine, again = rw.read.acquire(), rw.read.acquire()
+    theirs = in_thread(lambda: ReadWriteLock(r, "res", ttl=20).read.acquire())
+    sem = Semaphore(r, "res", permits=3, ttl=30)
+    two, one = sem.acquire(2), sem.acquire(1)
+    latch = CountDownLatch(r, "res")
+    assert fair and mine and again and theirs and two and one and latch.try_set_count(2)
+    waiters = [
+        Acquirer(url, lambda c: FairLock(c, "res", ttl=12).acquire(timeout=20)),
+        Acquirer(url, lambda c: ReadWriteLock(c, "res", ttl=12).write.acquire(timeout=20)),
+        Acquirer(url, lambda c: Semaphore(c, "res", permits=3, ttl=12).acquire(2, timeout=20)),
+    ]
+    for waiter in waiters:
+        waiter.start()
+    for kind in ("fair", "rwlock", "semaphore"):
+        queued(r, f"tenure:{kind}:{{res}}:waiters")
+
+    status, data = tenure_json(capsys, url, "inspect", "res")
+    assert status == 0
+    found = {x["kind"]: x for x in data["locks"]}
+    assert list(found) == ["FairLock", "ReadWriteLock", "Semaphore", "CountDownLatch"]
+
+    f = found["FairLock"]
+    assert (f["key"], f["holder"], f["count"], f["fence"]) == (
+        "tenure:fair:{res}",
+        fair.owner,
+        1,
+        fair.fence,
+    )
+    assert 25 < f["ttl"] <= 30 and f["waiters"] == 1
+    [head] = f["waiting"]
+    assert head["lease"] == 12.0 and head["holder"] != fair.owner and 0 < head["deadline"] <= 5
+
+    w = found["ReadWriteLock"]
+    assert (w["mode"], w["waiting_writers"], w["fence"]) == ("read", 1, mine.fence)
+    assert sorted((h["owner"], h["mode"], h["count"]) for h in w["holders"]) == sorted(
+        [(mine.owner, "read", 2), (theirs.owner, "read", 1)]
+    )
+    assert 25 < w["ttl"] <= 30  # the last hold to end
+    assert [x["mode"] for x in w["waiting"]] == ["write"]
+
+    s = found["Semaphore"]
+    assert (s["key"], s["permits"], s["available"], s["fence"]) == (
+        "tenure:semaphore:{res}",
+        3,
+        0,
+        one.fence,
+    )
+    assert sorted((h["token"], h["permits"]) for h in s["holders"]) == sorted(
+        [(two.owner, 2), (one.owner, 1)]
+    )
+    assert [x["permits"] for x in s["waiting"]] == [2]
+
+    latched = found["CountDownLatch"]
+    assert (latched["count"], latched["open"], latched["held"]) == (2, False, False)
+
+    status, out, _ = tenure(capsys, url, "inspect", "res")
+    assert status == 0
+    assert "FairLock 'res' (key tenure:fair:{res})" in out
+    assert f"    read   {mine.owner} (hold count 2" in out
+    assert "  waiters  1 (1 writer)" in out and "    1. write " in out
+    assert "  permits  3 (0 available)" in out and f"    {two.owner} (2 permits" in out
+    assert "  count    2 (closed)" in out
+
+    # Released by their holders, every kind is handed on, then left free.
+    fair.release()
+    again.release()
+    mine.release()
+    in_thread(theirs.release)
+    two.release()
+    one.release()
+    for waiter in waiters:
+        waiter.done()
+    assert latch.count_down() == 1 and latch.count_down() == 0
+    status, data = tenure_json(capsys, url, "inspect", "res")
+    assert status == 0
+    found = {x["kind"]: x for x in data["locks"]}
+    assert list(found) == ["FairLock", "ReadWriteLock", "Semaphore", "CountDownLatch"]
+    assert not any(x["held"] for x in found.values())
+    assert found["FairLock"]["fence"] > fair.fence and found["FairLock"]["ttl"] is None
+    assert found["ReadWriteLock"]["mode"] is None and found["ReadWriteLock"]["holders"] == []
+    assert found["Semaphore"]["available"] == 3 and found["Semaphore"]["holders"] == []
+    assert found["CountDownLatch"]["open"] is True and found["CountDownLatch"]["opened"] > 0
+    _, out, _ = tenure(capsys, url, "inspect", "res")
+    assert "  holder   free" in out and "  mode     free" in out
+    assert "  holders  none" in out and "  count    0 (open)" in out
+
+
+def test_ls_lists_every_kind_one_row_each(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held_fair = FairLock(r, "fair-held", ttl=30).acquire()
+    freed_fair = FairLock(r, "fair-free", ttl=30).acquire()
+    writer = ReadWriteLock(r, "rw-held", ttl=30).write.acquire()
+    freed_rw = ReadWriteLock(r, "rw-free", ttl=30).write.acquire()
+    held_sem = Semaphore(r, "sem-held", permits=2, ttl=30).acquire()
+    freed_sem = Semaphore(r, "sem-free", permits=2, ttl=30).acquire()
+    assert held_fair and freed_fair and writer and freed_rw and held_sem and freed_sem
+    freed_fair.release()
+    freed_rw.release()
+    freed_sem.release()
+    assert CountDownLatch(r, "latch-closed").try_set_count(2)
+    opened = CountDownLatch(r, "latch-open")
+    assert opened.try_set_count(1) and opened.count_down() == 0
+    queued_sem = Acquirer(
+        url, lambda c: Semaphore(c, "sem-held", permits=2, ttl=5).acquire(2, timeout=20)
+    )
+    queued_sem.start()
+    queued(r, "tenure:semaphore:{sem-held}:waiters")
+
+    status, data = tenure_json(capsys, url, "ls")
+    assert status == 0
+    rows = {(x["kind"], x["name"]): x for x in data["locks"]}
+    assert list(rows) == [  # one row each, whatever sibling keys each has; by name
+        ("FairLock", "fair-free"),
+        ("FairLock", "fair-held"),
+        ("CountDownLatch", "latch-closed"),
+        ("CountDownLatch", "latch-open"),
+        ("ReadWriteLock", "rw-free"),
+        ("ReadWriteLock", "rw-held"),
+        ("Semaphore", "sem-free"),
+        ("Semaphore", "sem-held"),
+    ]
+    assert not any("waiting" in x for x in rows.values())
+    assert rows["FairLock", "fair-held"]["holder"] == held_fair.owner
+    assert rows["FairLock", "fair-free"]["held"] is False
+    assert rows["FairLock", "fair-free"]["fence"] == freed_fair.fence
+    assert rows["ReadWriteLock", "rw-held"]["mode"] == "write"
+    assert rows["ReadWriteLock", "rw-held"]["holder"] == writer.owner
+    assert rows["ReadWriteLock", "rw-free"]["fence"] == freed_rw.fence
+    assert rows["Semaphore", "sem-held"]["holders"][0]["token"] == held_sem.owner
+    assert rows["Semaphore", "sem-held"]["waiters"] == 1
+    assert rows["Semaphore", "sem-free"]["available"] == 2
+    assert rows["CountDownLatch", "latch-closed"]["count"] == 2
+    assert rows["CountDownLatch", "latch-open"]["open"] is True
+
+    status, out, _ = tenure(capsys, url, "ls")
+    assert status == 0
+    holder = {tuple(line.split()[:2]): line.split()[2:] for line in out.splitlines()[1:]}
+    assert holder["FairLock", "fair-free"][0] == "free"
+    assert holder["ReadWriteLock", "rw-held"][:2] == [writer.owner, "(write)"]
+    assert holder["Semaphore", "sem-held"][:3] == [held_sem.owner, "x1", "(1/2)"]
+    assert holder["Semaphore", "sem-held"][-1] == "1"  # waiters
+    assert holder["Semaphore", "sem-free"][:2] == ["free", "(0/2)"]
+    assert holder["CountDownLatch", "latch-closed"][:2] == ["count", "2"]
+    assert holder["CountDownLatch", "latch-open"] == ["open", "-", "-", "-"]
+
+    status, data = tenure_json(capsys, url, "ls", "sem-*")
+    assert [x["name"] for x in data["locks"]] == ["sem-free", "sem-held"]
+    held_sem.release()
+    queued_sem.done()
+
+
+def test_release_force_of_a_fair_lock_hands_it_to_the_head_of_the_queue(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stuck = FairLock(r, "fq", ttl=60).acquire()
+    assert stuck
+    first = Acquirer(url, lambda c: FairLock(c, "fq", ttl=10).acquire(timeout=20))
+    first.start()
+    queued(r, "tenure:fair:{fq}:waiters")
+    second = Acquirer(url, lambda c: FairLock(c, "fq", ttl=10).acquire(timeout=20))
+    second.start()
+    queued(r, "tenure:fair:{fq}:waiters", 2)
+
+    forced_at = time.monotonic()
+    status, out, _ = tenure(capsys, url, "release", "--force", "--fair", "fq")
+    assert status == 0
+    lease = first.wait_lease()
+    assert first.got_at - forced_at < 5, "the head slept on instead of being handed the lock"
+    assert not second.got.is_set()  # behind it in the queue
+    assert lease.fence > stuck.fence
+    assert out.splitlines()[:3] == [
+        "released FairLock 'fq' (key tenure:fair:{fq})",
+        f"  removed  holder {stuck.owner}",
+        f"  fence    {stuck.fence}",
+    ]
+    assert f"handed to the first waiter: {lease.owner} (fence {lease.fence})" in out
+    first.done()
+    second.done()
+
+
+def test_release_force_of_a_read_write_lock_removes_every_hold(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rw = ReadWriteLock(r, "doc", ttl=60)
+    mine, again = rw.read.acquire(), rw.read.acquire()
+    theirs = in_thread(lambda: ReadWriteLock(r, "doc", ttl=60).read.acquire())
+    assert mine and again and theirs
+    writer = Acquirer(url, lambda c: ReadWriteLock(c, "doc", ttl=10).write.acquire(timeout=20))
+    writer.start()
+    queued(r, "tenure:rwlock:{doc}:waiters")
+
+    forced_at = time.monotonic()
+    status, out, _ = tenure(capsys, url, "release", "--force", "--rwlock", "doc")
+    assert status == 0
+    lease = writer.wait_lease()
+    assert writer.got_at - forced_at < 5, "the writer slept on instead of being handed the lock"
+    assert f"  removed  read hold of {mine.owner} (hold count 2, fence {mine.fence}" in out
+    assert f"  removed  read hold of {theirs.owner} (hold count 1" in out
+    assert f"  handed to a waiter: {lease.owner} (write, fence {lease.fence})" in out
+    assert f"  now write-held by {lease.owner}" in out
+    with pytest.raises(LockLostError):
+        again.release()
+    writer.done()
+
+    # A writer that also reads (two holds): both go, and the readers waiting come in together.
+    held = rw.write.acquire()
+    reading = rw.read.acquire()
+    assert held and reading
+    readers = [
+        Acquirer(url, lambda c: ReadWriteLock(c, "doc", ttl=10).read.acquire(timeout=20))
+        for _ in range(2)
+    ]
+    for reader in readers:
+        reader.start()
+    queued(r, "tenure:rwlock:{doc}:waiters", 2)
+    forced_at = time.monotonic()
+    status, out, _ = tenure(capsys, url, "release", "--force", "--rwlock", "doc")
+    assert status == 0
+    for reader in readers:
+        reader.wait_lease()
+        assert reader.got_at - forced_at < 5
+    lines = [line for line in out.splitlines() if "removed" in line]
+    assert lines[0].startswith(f"  removed  write hold of {held.owner}")
+    assert lines[1].startswith(f"  removed  read hold of {held.owner}")
+    assert "  now read-held by 2 owners" in out
+    for reader in readers:
+        reader.done()
+
+
+def test_release_force_of_a_semaphore_one_lease_or_every_one(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sem = Semaphore(r, "pool", permits=2, ttl=60)
+    a, b = sem.acquire(), sem.acquire()
+    assert a and b
+    waiter = Acquirer(url, lambda c: Semaphore(c, "pool", permits=2, ttl=10).acquire(2, timeout=20))
+    waiter.start()
+    queued(r, "tenure:semaphore:{pool}:waiters")
+
+    status, out, _ = tenure(
+        capsys, url, "release", "--force", "--semaphore", "--token", a.owner, "pool"
+    )
+    assert status == 0
+    assert f"  removed  lease {a.owner} (1 permit, ttl left" in out and b.owner not in out
+    assert "  now 1 of 2 permits held" in out
+    _, data = tenure_json(capsys, url, "inspect", "pool")
+    [state] = data["locks"]
+    assert [h["token"] for h in state["holders"]] == [b.owner] and state["waiters"] == 1
+    assert not waiter.got.is_set()  # it asked for both permits
+
+    status, _, err = tenure(
+        capsys, url, "release", "--force", "--semaphore", "--token", "x", "pool"
+    )
+    assert status == 1 and "Semaphore 'pool' has no lease 'x'" in err
+
+    forced_at = time.monotonic()
+    status, out, _ = tenure(capsys, url, "release", "--force", "--semaphore", "pool")
+    assert status == 0
+    lease = waiter.wait_lease()
+    assert waiter.got_at - forced_at < 5, "the waiter slept on instead of being handed permits"
+    assert f"  removed  lease {b.owner} (1 permit" in out
+    assert f"  handed to a waiter: {lease.owner} (2 permits)" in out
+    waiter.done()
+    status, _, err = tenure(capsys, url, "release", "--force", "--semaphore", "pool")
+    assert status == 1 and "Semaphore 'pool' is not held" in err
+
+
+def test_release_refuses_without_force_and_a_latch_always(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fair = FairLock(r, "guard", ttl=30).acquire()
+    writer = ReadWriteLock(r, "guard", ttl=30).write.acquire()
+    permit = Semaphore(r, "guard", permits=1, ttl=30).acquire()
+    assert fair and writer and permit and CountDownLatch(r, "gate").try_set_count(1)
+    for flag in ("--fair", "--rwlock", "--semaphore"):
+        status, out, err = tenure(capsys, url, "release", flag, "guard")
+        assert status == 2 and out == "" and "add --force" in err
+    _, data = tenure_json(capsys, url, "inspect", "guard")
+    assert [x["holder"] for x in data["locks"]] == [fair.owner, writer.owner, permit.owner]
+
+    status, _, err = tenure(capsys, url, "release", "--force", "--latch", "gate")
+    assert status == 2 and "a CountDownLatch is not a lock" in err
+    status, _, err = tenure(capsys, url, "release", "--force", "gate")
+    assert status == 1 and "the CountDownLatch 'gate' is not a lock" in err
+    assert CountDownLatch(r, "gate").count() == 1
+    status, _, err = tenure(capsys, url, "release", "--force", "--token", "t", "guard")
+    assert status == 2 and "add --semaphore" in err
+    status, _, err = tenure(capsys, url, "release", "--force", "--fair", "--key", "k")
+    assert status == 2 and "--fair and --key" in err
+    with pytest.raises(SystemExit) as exited:
+        tenure(capsys, url, "release", "--force", "--fair", "--rwlock", "guard")
+    assert exited.value.code == 2
+
+    status, _, err = tenure(capsys, url, "release", "--force", "guard")
+    assert status == 1 and "(the FairLock 'guard' is held: add --fair)" in err
+    status, _, err = tenure(capsys, url, "release", "--force", "--rlock", "guard")
+    assert status == 1 and "use --fair instead of --rlock" in err
 
 
 # --- doctor --------------------------------------------------------------------------------

@@ -30,21 +30,39 @@ from tenure._doctor import (
     report_lines,
 )
 from tenure._errors import InvalidArgument
+from tenure._keys import LatchKeys, LockKeys
 from tenure._ops import (
+    ForcedRelease,
+    Hold,
     LockView,
+    Target,
     Waiter,
     describe,
+    describe_release,
     glob_escape,
     group_keys,
+    hold_values,
+    holder_summary,
+    holds_of,
     ls_table,
     parse_key,
     parse_waiters,
     read_lock,
+    refine_waiter,
     target,
     targets,
 )
+from tenure._plans.rwlock import ReadWriteHolder, ReadWriteInfo
+from tenure._plans.semaphore import SemaphoreHolder, SemaphoreInfo
 from tenure._protocol import Command, Eval, Status
-from tenure._scripts import LOCK_INSPECT, RLOCK_INSPECT
+from tenure._scripts import (
+    FAIR_INSPECT,
+    LATCH_INSPECT,
+    LOCK_INSPECT,
+    RLOCK_INSPECT,
+    RWLOCK_INSPECT,
+    SEMAPHORE_INSPECT,
+)
 
 # --- keys ----------------------------------------------------------------------------------
 
@@ -61,7 +79,28 @@ from tenure._scripts import LOCK_INSPECT, RLOCK_INSPECT
         # A name may hold braces and colons: the suffix decides.
         ("tenure:{a}:fence}", ("Lock", "a}:fence", "lock")),
         ("tenure:{a}:fence}:fence", ("Lock", "a}:fence", "fence")),
+        # Every other kind, its main key and its siblings.
+        ("tenure:fair:{q}", ("FairLock", "q", "lock")),
+        ("tenure:fair:{q}:deadlines", ("FairLock", "q", "deadlines")),
+        ("tenure:fair:{q}:released", ("FairLock", "q", "released")),
+        ("tenure:rwlock:{doc}", ("ReadWriteLock", "doc", "lock")),
+        ("tenure:rwlock:{doc}:holds", ("ReadWriteLock", "doc", "holds")),
+        ("tenure:rwlock:{doc}:delay", ("ReadWriteLock", "doc", "delay")),
+        ("tenure:rwlock:{doc}:op:3f2a.7", ("ReadWriteLock", "doc", "op")),
+        ("tenure:rwlock:{doc}:op:", None),
+        ("tenure:rwlock:{doc}:released", None),
+        ("tenure:semaphore:{gpus}", ("Semaphore", "gpus", "lock")),
+        ("tenure:semaphore:{gpus}:permits", ("Semaphore", "gpus", "permits")),
+        ("tenure:semaphore:{gpus}:released", ("Semaphore", "gpus", "released")),
+        ("tenure:semaphore:{gpus}:delay", None),
+        ("tenure:latch:{batch:7}", ("CountDownLatch", "batch:7", "lock")),
+        ("tenure:latch:{batch:7}:opened", ("CountDownLatch", "batch:7", "opened")),
+        ("tenure:latch:{batch:7}:fence", None),
+        # A Lock may be named like another kind's namespace: the brace decides.
+        ("tenure:{semaphore:x}", ("Lock", "semaphore:x", "lock")),
+        ("tenure:{latch:x}:fence", ("Lock", "latch:x", "fence")),
         ("tenure:{}", None),
+        ("tenure:fair:{}", None),
         ("tenure:{x}:other", None),
         ("tenure:plain", None),
         ("tenure:sem:{x}", None),
@@ -98,18 +137,60 @@ def test_group_keys_groups_siblings_and_filters_by_name() -> None:
     assert group_keys(keys, prefix="tenure:", pattern="ORDERS:*") == []
 
 
+def test_group_keys_puts_every_kinds_siblings_under_it() -> None:
+    keys = [
+        "tenure:semaphore:{gpus}",
+        "tenure:semaphore:{gpus}:permits",
+        "tenure:semaphore:{gpus}:fence",
+        "tenure:semaphore:{gpus}:waiters",
+        "tenure:semaphore:{gpus}:released",
+        "tenure:rwlock:{doc}:holds",
+        "tenure:rwlock:{doc}",
+        "tenure:rwlock:{doc}:op:a.1",
+        "tenure:rwlock:{doc}:op:b.2",
+        "tenure:rwlock:{readonly}:op:a.1",
+        "tenure:fair:{q}:deadlines",
+        "tenure:fair:{q}:waiters",
+        "tenure:fair:{q}",
+        "tenure:latch:{batch}:opened",
+        "tenure:{gpus}:fence",
+    ]
+    groups = group_keys(keys, prefix="tenure:")
+    assert [(g.kind, g.name, sorted(g.roles)) for g in groups] == [
+        ("CountDownLatch", "batch", ["opened"]),  # open: only its opening number is left
+        ("ReadWriteLock", "doc", ["holds", "lock", "op"]),
+        ("Lock", "gpus", ["fence"]),
+        ("Semaphore", "gpus", ["fence", "lock", "permits", "released", "waiters"]),
+        ("FairLock", "q", ["deadlines", "lock", "waiters"]),
+        ("ReadWriteLock", "readonly", ["op"]),
+    ]
+
+
 def test_glob_escape() -> None:
     assert glob_escape("app[1]*?\\:") == "app\\[1\\]\\*\\?\\\\:"
     assert glob_escape("tenure:") == "tenure:"
 
 
+def main_key(t: Target) -> str:
+    return t.keys.count if isinstance(t.keys, LatchKeys) else t.keys.lock
+
+
 def test_targets() -> None:
-    both = targets("x", key=None, prefix="p:")
-    assert [(t.kind, t.keys.lock) for t in both] == [("Lock", "p:{x}"), ("RLock", "p:rlock:{x}")]
+    every = targets("x", key=None, prefix="p:")
+    assert [(t.kind, main_key(t)) for t in every] == [
+        ("Lock", "p:{x}"),
+        ("RLock", "p:rlock:{x}"),
+        ("FairLock", "p:fair:{x}"),
+        ("ReadWriteLock", "p:rwlock:{x}"),
+        ("Semaphore", "p:semaphore:{x}"),
+        ("CountDownLatch", "p:latch:{x}"),
+    ]
     [exact] = targets(None, key="k", prefix="p:")
+    assert isinstance(exact.keys, LockKeys)
     assert (exact.kind, exact.keys.lock, exact.keys.fence) == ("Lock", "k", "{k}:fence")
-    with pytest.raises(InvalidArgument):
-        target("RLock", "x", key="k", prefix="p:")
+    for kind in ("RLock", "FairLock", "ReadWriteLock", "Semaphore", "CountDownLatch"):
+        with pytest.raises(InvalidArgument, match="only a Lock has an exact key"):
+            target(kind, "x", key="k", prefix="p:")
     with pytest.raises(InvalidArgument):
         targets(None, key=None, prefix="p:")
 
@@ -141,7 +222,7 @@ def test_parse_waiters_flat_or_paired() -> None:
 
 
 def test_read_lock_with_waiters() -> None:
-    [lock, _] = targets("orders", key=None, prefix="tenure:")
+    lock = target("Lock", "orders", prefix="tenure:")
     steps, view = drive(
         read_lock(lock, waiting=5),
         [
@@ -171,7 +252,7 @@ def test_read_lock_with_waiters() -> None:
 
 
 def test_read_an_rlock_without_waiters_is_one_call() -> None:
-    [_, rlock] = targets("jobs", key=None, prefix="tenure:")
+    rlock = target("RLock", "jobs", prefix="tenure:")
     steps, view = drive(read_lock(rlock, waiting=5), [(Status.OK, ["own.1", 2, -1, 5, 0, 0])])
     assert len(steps) == 1 and steps[0].script is RLOCK_INSPECT
     assert (view.kind, view.holder, view.count, view.ttl) == ("RLock", "own.1", 2, None)
@@ -209,6 +290,254 @@ def test_text_output() -> None:
         ["KIND", "NAME", "HOLDER", "TTL", "FENCE", "WAITERS"],
         ["RLock", "jobs", "own.1", "x2", "1.50s", "9", "0"],
         ["Lock", "orders", "free", "-", "8", "0"],
+    ]
+
+
+def test_refine_waiter_splits_what_a_member_adds() -> None:
+    sem = refine_waiter("Semaphore", Waiter("hub", "2|own.2:tok", 5.0, 1.0))
+    assert (sem.holder, sem.permits, sem.mode) == ("own.2:tok", 2, None)
+    rw = refine_waiter("ReadWriteLock", Waiter("hub", "w:ab12.3:9f00", 5.0, 1.0))
+    assert (rw.holder, rw.mode, rw.permits) == ("ab12.3", "write", None)
+    assert refine_waiter("ReadWriteLock", Waiter("h", "r:ab12.3:", 1.0, 0.0)).mode == "read"
+    odd = Waiter("", "garbage", None, 0.5)
+    assert refine_waiter("Semaphore", odd) == odd
+    assert refine_waiter("ReadWriteLock", odd) == odd
+    assert refine_waiter("Lock", Waiter("h", "2|x", 1.0, 0.0)).permits is None
+    assert sem.to_json() == {
+        "waiter": "hub",
+        "holder": "own.2:tok",
+        "lease": 5.0,
+        "queued_for": 1.0,
+        "permits": 2,
+    }
+
+
+def test_read_a_semaphore_with_a_waiter() -> None:
+    sem = target("Semaphore", "gpus", prefix="tenure:")
+    flat = [b"own.1:a#1", 9000, b"own.1:a#2", 9000, b"own.1:b#1", 20000]
+    steps, view = drive(
+        read_lock(sem, waiting=5),
+        [
+            (Status.OK, [3, 1, flat]),
+            b"41",
+            [[b"hub|4000|2|own.2:c", 1_000_000.0]],
+            (3, 0),
+        ],
+    )
+    assert isinstance(steps[0], Eval) and steps[0].script is SEMAPHORE_INSPECT
+    assert steps[1] == Command(("GET", "tenure:semaphore:{gpus}:fence"))
+    assert steps[2] == Command(
+        ("ZRANGE", "tenure:semaphore:{gpus}:waiters", "0", "4", "WITHSCORES")
+    )
+    assert (view.kind, view.key, view.holder, view.count) == (
+        "Semaphore",
+        "tenure:semaphore:{gpus}",
+        "own.1:a",
+        2,
+    )
+    assert view.ttl == 20.0 and view.fence == 41 and view.waiters == 1
+    data = view.to_json()
+    assert data["permits"] == 3 and data["available"] == 0
+    assert data["holders"] == [
+        {"token": "own.1:a", "permits": 2, "ttl": 9.0},
+        {"token": "own.1:b", "permits": 1, "ttl": 20.0},
+    ]
+    assert data["waiting"] == [
+        {"waiter": "hub", "holder": "own.2:c", "lease": 4.0, "queued_for": 2.0, "permits": 2}
+    ]
+    assert holder_summary(view) == "own.1:a x2 +1 more (3/3)"
+    assert [h.holder for h in holds_of(view)] == ["own.1:a", "own.1:b"]
+    text = describe(view)
+    assert "  permits  3 (0 available)" in text
+    assert "    own.1:b (1 permit, ttl 20.00s)" in text
+    assert "    1. own.2:c (2 permits, lease 4.00s, queued 2.00s ago, waiter hub)" in text
+
+
+def test_a_free_semaphore_and_one_with_no_count_stored() -> None:
+    sem = target("Semaphore", "gpus", prefix="tenure:")
+    _, free = drive(read_lock(sem, waiting=5), [(Status.OK, [4, 0, []]), b"7"])
+    assert free.exists and not free.held and free.ttl is None
+    assert holder_summary(free) == "free (0/4)"
+    assert free.to_json(waiting=False)["holders"] == []
+    _, gone = drive(read_lock(sem), [(Status.OK, [0, 0, []]), None])
+    assert not gone.exists
+    data = gone.to_json()
+    assert data["permits"] is None and data["available"] is None and data["fence"] is None
+
+
+def test_read_a_read_write_lock() -> None:
+    rw = target("ReadWriteLock", "doc", prefix="tenure:")
+    reply = ["read", "12", "2", "1", "0", "0"]
+    reply += ["a.1", "r", "2", "5000", "12", "b.2", "r", "1", "8000", "12"]
+    steps, view = drive(
+        read_lock(rw, waiting=5),
+        [
+            (Status.OK, reply),
+            [[b"hub|3000|w:c.3:op1", 1_000_000.0], [b"hub2|3000|r:d.4:op2", 1_500_000.0]],
+            (3, 0),
+        ],
+    )
+    assert isinstance(steps[0], Eval) and steps[0].script is RWLOCK_INSPECT
+    assert (view.holder, view.count, view.ttl, view.fence, view.waiters) == ("a.1", 2, 8.0, 12, 2)
+    data = view.to_json()
+    assert data["mode"] == "read" and data["waiting_writers"] == 1
+    assert data["holders"] == [
+        {"owner": "a.1", "mode": "read", "count": 2, "ttl": 5.0, "fence": 12},
+        {"owner": "b.2", "mode": "read", "count": 1, "ttl": 8.0, "fence": 12},
+    ]
+    assert [(w["holder"], w["mode"]) for w in data["waiting"]] == [
+        ("c.3", "write"),
+        ("d.4", "read"),
+    ]
+    assert holder_summary(view) == "a.1 x2 (read) +1 more"
+    text = describe(view)
+    assert "  mode     read" in text and "  waiters  2 (1 writer)" in text
+    assert "    1. write c.3 (lease 3.00s, queued 2.00s ago, waiter hub)" in text
+
+
+def test_a_write_hold_comes_first() -> None:
+    rw = target("ReadWriteLock", "doc", prefix="tenure:")
+    reply = ["write", "13", "0", "0", "0", "0"]
+    reply += ["a.1", "r", "1", "5000", "13", "a.1", "w", "1", "4000", "13"]
+    _, view = drive(read_lock(rw, waiting=5), [(Status.OK, reply)])
+    assert (view.holder, view.ttl) == ("a.1", 5.0)
+    assert [(h.mode, h.ttl) for h in holds_of(view)] == [("write", 4.0), ("read", 5.0)]
+    assert holder_summary(view) == "a.1 (write) +1 more"
+    _, free = drive(read_lock(rw), [(Status.OK, ["", "13", "0", "0", "0", "0"])])
+    assert free.exists and not free.held and holder_summary(free) == "free"
+    assert free.to_json()["mode"] is None and free.to_json()["holders"] == []
+
+
+def test_read_a_fair_lock_and_its_queue() -> None:
+    fair = target("FairLock", "q", prefix="tenure:")
+    reply = ["own.1:t1", "9000", "55", "2", "w1|3000|own.2:t2", "4000", "w2|5000|own.3:t3", "4500"]
+    steps, view = drive(read_lock(fair, waiting=5), [(Status.OK, reply)])
+    assert len(steps) == 1 and steps[0].script is FAIR_INSPECT
+    assert steps[0].args == (5,)
+    assert (view.kind, view.key, view.holder, view.count) == (
+        "FairLock",
+        "tenure:fair:{q}",
+        "own.1:t1",
+        1,
+    )
+    assert view.ttl == 9.0 and view.fence == 55 and view.waiters == 2
+    assert view.to_json()["waiting"][0] == {
+        "waiter": "w1",
+        "holder": "own.2:t2",
+        "lease": 3.0,
+        "queued_for": None,
+        "deadline": 4.0,
+    }
+    assert "    2. own.3:t3 (lease 5.00s, dropped in 4.50s unless it calls again, waiter w2)" in (
+        describe(view)
+    )
+    _, free = drive(read_lock(fair), [(Status.OK, ["", "-2", "55", "0"])])
+    assert free.exists and not free.held and free.ttl is None and free.count == 0
+
+
+def test_read_a_latch() -> None:
+    latch = target("CountDownLatch", "batch", prefix="tenure:")
+    steps, closed = drive(read_lock(latch, waiting=5), [(Status.OK, [3, 0])])
+    assert len(steps) == 1 and steps[0].script is LATCH_INSPECT
+    assert closed.exists and not closed.held and holder_summary(closed) == "count 3"
+    assert closed.to_json() == {
+        "kind": "CountDownLatch",
+        "name": "batch",
+        "key": "tenure:latch:{batch}",
+        "held": False,
+        "holder": None,
+        "count": 3,
+        "ttl": None,
+        "fence": None,
+        "waiters": None,
+        "open": False,
+        "opened": None,
+        "waiting": [],
+    }
+    _, opened = drive(read_lock(latch), [(Status.OK, [0, 1754300000000001])])
+    assert opened.exists and holder_summary(opened) == "open"
+    assert opened.to_json()["open"] is True and opened.to_json()["opened"] == 1754300000000001
+    assert describe(opened)[1:] == ["  count    0 (open)", "  opened   1754300000000001"]
+    _, nothing = drive(read_lock(latch), [(Status.OK, [0, 0])])
+    assert not nothing.exists
+    [row] = ls_table([opened])[1:]
+    assert row.split() == ["CountDownLatch", "batch", "open", "-", "-", "-"]
+
+
+def test_hold_values_from_a_dict_or_a_flat_list() -> None:
+    want = {"mode": "read", "r:a.1": "2|12|op1"}
+    assert hold_values({b"mode": b"read", b"r:a.1": b"2|12|op1"}) == want
+    assert hold_values([b"mode", b"read", b"r:a.1", b"2|12|op1"]) == want
+    assert hold_values(None) == {}
+
+
+def rw_view(*holders: ReadWriteHolder, mode: str | None = None, fence: int = 12) -> LockView:
+    info = ReadWriteInfo("doc", mode, holders, 0, 0, fence)  # type: ignore[arg-type]
+    first = holders[0] if holders else None
+    return LockView(
+        "ReadWriteLock",
+        "doc",
+        "tenure:rwlock:{doc}",
+        first.owner if first else "",
+        first.count if first else 0,
+        5000 if first else -2,
+        fence,
+        0,
+        detail=info,
+    )
+
+
+def test_describe_a_forced_release_of_a_read_write_lock() -> None:
+    before = rw_view(
+        ReadWriteHolder("a.1", "read", 2, 5.0, 12),
+        ReadWriteHolder("b.2", "read", 1, 6.0, 12),
+        mode="read",
+    )
+    after = rw_view(ReadWriteHolder("c.3", "write", 1, 10.0, 13), mode="write", fence=13)
+    removed = holds_of(before)
+    text = describe_release(ForcedRelease(before, after, removed[:1], removed[1:]))
+    assert text == [
+        "released ReadWriteLock 'doc' (key tenure:rwlock:{doc})",
+        "  removed  read hold of a.1 (hold count 2, fence 12, ttl left 5.00s)",
+        "  gone     read hold of b.2 (hold count 1, fence 12, ttl left 6.00s): it ended first",
+        "  fence    12",
+        "  handed to a waiter: c.3 (write, fence 13)",
+        "  now write-held by c.3 (fence 13)",
+    ]
+    free = rw_view()
+    assert describe_release(ForcedRelease(before, free, removed))[-1] == (
+        "  now free (nobody was waiting)"
+    )
+    assert describe_release(ForcedRelease(before, before, ())) == [
+        "ReadWriteLock 'doc' (key tenure:rwlock:{doc}) changed hands before the release: "
+        "nothing was removed; now read-held by 2 owners"
+    ]
+
+
+def test_describe_a_forced_release_of_a_semaphore() -> None:
+    def sem(*holders: SemaphoreHolder) -> LockView:
+        info = SemaphoreInfo("gpus", 2, 2 - sum(h.permits for h in holders), holders, 0)
+        first = holders[0] if holders else None
+        return LockView(
+            "Semaphore",
+            "gpus",
+            "tenure:semaphore:{gpus}",
+            first.token if first else "",
+            first.permits if first else 0,
+            9000 if first else -2,
+            7,
+            0,
+            detail=info,
+        )
+
+    before = sem(SemaphoreHolder("t1", 1, 9.0), SemaphoreHolder("t2", 1, 9.5))
+    after = sem(SemaphoreHolder("t2", 1, 9.4), SemaphoreHolder("t3", 1, 10.0))
+    done = ForcedRelease(before, after, (Hold("t1", 1, 9.0, 0),))
+    assert describe_release(done) == [
+        "released Semaphore 'gpus' (key tenure:semaphore:{gpus})",
+        "  removed  lease t1 (1 permit, ttl left 9.00s)",
+        "  handed to a waiter: t3 (1 permit)",
+        "  now 2 of 2 permits held",
     ]
 
 

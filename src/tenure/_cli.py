@@ -217,14 +217,17 @@ def add_inspect(
     inspect = commands.add_parser(
         "inspect",
         parents=parents,
-        help="show who holds a lock, its ttl, fence and waiters",
+        help="show who holds a lock, semaphore or latch, its ttl, fence and waiters",
         description=(
-            "Show every lock named NAME (a Lock and an RLock may share a name): holder "
-            "(an RLock's owner and hold count), ttl left, last fence, and the queued "
-            "waiters. Exits with status 1 when no lock of that name exists."
+            "Show every primitive named NAME (a Lock, RLock, FairLock, ReadWriteLock, "
+            "Semaphore and CountDownLatch may share a name): the holders (an RLock's "
+            "owner and hold count, a ReadWriteLock's holds with their modes, a "
+            "Semaphore's leases with their permits), the ttl left, the last fence, "
+            "and the queued waiters; a latch's count. Exits with status 1 when nothing "
+            "of that name exists."
         ),
     )
-    inspect.add_argument("name", nargs="?", metavar="NAME", help="the lock's name")
+    inspect.add_argument("name", nargs="?", metavar="NAME", help="the primitive's name")
     inspect.add_argument("--key", metavar="KEY", help="an exact-key Lock instead of a name")
     _add_prefix(inspect)
     _add_json(inspect)
@@ -238,7 +241,9 @@ def _run_inspect(args: argparse.Namespace, server: Server) -> int:
         return EXIT_USAGE
     found = _ops.targets(args.name, key=args.key, prefix=args.prefix)
     with _client(server) as client:
-        views = _ops.inspect(client, found)
+        views, skipped = _ops.inspect(client, found)
+    for message in skipped:
+        print(f"tenure inspect: skipped {message}", file=sys.stderr)
     if args.json:
         out = {
             "name": args.name,
@@ -253,7 +258,7 @@ def _run_inspect(args: argparse.Namespace, server: Server) -> int:
         what = f"key {args.key!r}" if args.key is not None else f"{args.name!r}"
         where = "" if args.key is not None else f" under prefix {args.prefix!r}"
         print(f"tenure inspect: no lock {what}{where}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE if skipped else 1
     return 0
 
 
@@ -265,16 +270,18 @@ def add_ls(
     ls = commands.add_parser(
         "ls",
         parents=parents,
-        help="list the locks under a prefix",
+        help="list the locks, semaphores and latches under a prefix",
         description=(
-            "List the named locks (Lock and RLock) under the prefix, found with SCAN: "
-            "kind, name, holder or 'free', ttl, last fence, waiters. A lock whose only "
-            "key left is its fence is free. Exact-key locks have no prefix and are not "
-            "listed: use 'tenure inspect --key'."
+            "List the named primitives (Lock, RLock, FairLock, ReadWriteLock, "
+            "Semaphore, CountDownLatch) under the prefix, found with SCAN, one row "
+            "each: kind, name, holder (the first of several, and how many more; "
+            "'free'; a latch's count or 'open'), ttl, last fence, waiters. A lock "
+            "whose only key left is its fence is free. Exact-key locks have no prefix "
+            "and are not listed: use 'tenure inspect --key'."
         ),
     )
     ls.add_argument(
-        "pattern", nargs="?", default="*", metavar="PATTERN", help="a glob on the lock names"
+        "pattern", nargs="?", default="*", metavar="PATTERN", help="a glob on the names"
     )
     _add_prefix(ls)
     _add_json(ls)
@@ -309,6 +316,15 @@ def _run_ls(args: argparse.Namespace, server: Server) -> int:
     return 0
 
 
+#: ``release``'s flag for each kind it can release (a Lock needs none).
+RELEASE_FLAGS: dict[_ops.Kind, str] = {
+    "RLock": "--rlock",
+    "FairLock": "--fair",
+    "ReadWriteLock": "--rwlock",
+    "Semaphore": "--semaphore",
+}
+
+
 def add_release(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
@@ -317,51 +333,108 @@ def add_release(
     release = commands.add_parser(
         "release",
         parents=parents,
-        help="break a stuck lock (needs --force)",
+        help="break a stuck lock, or a semaphore's leases (needs --force)",
         description=(
             "Remove a lock's holder, whoever it is, and hand the lock to the first "
-            "waiter as a normal release does. The holder is read first and the "
-            "token-checked release script is run with its token, so a race with the "
-            "holder's own release removes nothing else. The holder may still be "
-            "running: use fences. Exits with status 1 if the lock was not held, 2 "
-            "without --force."
+            "waiter as a normal release does: a Lock by default, or the RLock, "
+            "FairLock (to the head of its queue), ReadWriteLock (every read and write "
+            "hold) or Semaphore (every lease, or the one given by --token) named NAME. "
+            "The holders are read first and the token-checked release script is run "
+            "with each one's token, so a race with a holder's own release removes "
+            "nothing else. The holder may still be running: use fences. A "
+            "CountDownLatch has no holder and can't be released. Exits with status 1 "
+            "if nothing was held, 2 without --force."
         ),
     )
     release.add_argument("name", nargs="?", metavar="NAME", help="the lock's name")
     release.add_argument("--key", metavar="KEY", help="an exact-key Lock instead of a name")
-    release.add_argument("--rlock", action="store_true", help="the RLock named NAME")
+    kinds = release.add_mutually_exclusive_group()
+    for kind, flag in RELEASE_FLAGS.items():
+        kinds.add_argument(
+            flag, dest="kind", action="store_const", const=kind, help=f"the {kind} named NAME"
+        )
+    kinds.add_argument(
+        "--latch",
+        dest="kind",
+        action="store_const",
+        const="CountDownLatch",
+        help="refused: a CountDownLatch is not a lock (count it down instead)",
+    )
+    release.add_argument(
+        "--token", metavar="TOKEN", help="with --semaphore: only the lease with this token"
+    )
     release.add_argument("--force", action="store_true", help="really remove the holder (required)")
     _add_prefix(release)
-    release.set_defaults(handler=_run_release)
+    release.set_defaults(handler=_run_release, kind="Lock")
 
 
-def _run_release(args: argparse.Namespace, server: Server) -> int:
+def _release_problem(args: argparse.Namespace) -> str | None:
+    """An error message for a ``release`` command line that can't be run, or ``None``."""
+    kind: _ops.Kind = args.kind
+    if kind == "CountDownLatch":
+        return (
+            "tenure release: a CountDownLatch is not a lock: it has no holder to release "
+            "(count it down to open it)"
+        )
     problem = _one_lock(args, "release")
-    if args.rlock and args.key is not None:
-        problem = "tenure release: --rlock and --key don't mix (an RLock has no exact key)"
+    if not problem and kind != "Lock" and args.key is not None:
+        problem = (
+            f"tenure release: {RELEASE_FLAGS[kind]} and --key don't mix "
+            "(only a Lock has an exact key)"
+        )
+    if not problem and args.token is not None and kind != "Semaphore":
+        problem = "tenure release: --token picks a Semaphore lease: add --semaphore"
     if not problem and not args.force:
         problem = (
             "tenure release: refusing to remove a lock's holder without --force "
             "(it may still be working); add --force to break the lock"
         )
+    return problem
+
+
+def _release_hint(client: redis.Redis, args: argparse.Namespace) -> str:
+    """Why nothing was held, when another kind of the same name is: `` (the
+    RLock 'x' is held: add --rlock)``; or ``""``."""
+    if args.key is not None:
+        return ""
+    kind: _ops.Kind = args.kind
+    others = [_ops.target(k, args.name, prefix=args.prefix) for k in _ops.KINDS if k != kind]
+    views, _ = _ops.inspect(client, others)
+    for view in views:
+        if view.kind == "CountDownLatch":
+            if view.count:
+                return f" (the CountDownLatch {args.name!r} is not a lock: it can't be released)"
+            continue
+        if not view.held:
+            continue
+        flag = RELEASE_FLAGS.get(kind, "")
+        other = RELEASE_FLAGS.get(view.kind, "")
+        if not other:
+            how = f"leave out {flag}"
+        elif kind == "Lock":
+            how = f"add {other}"
+        else:
+            how = f"use {other} instead of {flag}"
+        return f" (the {view.kind} {args.name!r} is held: {how})"
+    return ""
+
+
+def _run_release(args: argparse.Namespace, server: Server) -> int:
+    problem = _release_problem(args)
     if problem:
         print(problem, file=sys.stderr)
         return EXIT_USAGE
-    kind: _ops.Kind = "RLock" if args.rlock else "Lock"
+    kind: _ops.Kind = args.kind
     target = _ops.target(kind, args.name, key=args.key, prefix=args.prefix)
     with _client(server) as client:
-        done = _ops.force_release(client, target)
-        other = None
-        if done is None and args.key is None:  # say so if the other kind is held
-            other_kind: _ops.Kind = "Lock" if args.rlock else "RLock"
-            other = _ops.inspect(client, [_ops.target(other_kind, args.name, prefix=args.prefix)])
+        done = _ops.force_release(client, target, token=args.token)
+        hint = _release_hint(client, args) if done is None and args.token is None else ""
     label = f"{kind} {target.keys.name!r}"
     if done is None:
-        hint = ""
-        if other and other[0].held:
-            flag = "leave out --rlock" if args.rlock else "add --rlock"
-            hint = f" (the {other[0].kind} {args.name!r} is held: {flag})"
-        print(f"tenure release: {label} is not held{hint}", file=sys.stderr)
+        if args.token is not None:
+            print(f"tenure release: {label} has no lease {args.token!r}", file=sys.stderr)
+        else:
+            print(f"tenure release: {label} is not held{hint}", file=sys.stderr)
         return 1
     print("\n".join(_ops.describe_release(done)), file=sys.stdout if done.released else sys.stderr)
     return 0 if done.released else 1
