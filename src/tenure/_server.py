@@ -39,11 +39,23 @@ def embedded_binary() -> str:
     return str(get_binary_path())
 
 
+#: The highest port handed out: a cluster node also listens on its port + 10000.
+HIGHEST_PORT = 65535 - 10000
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1, at most :data:`HIGHEST_PORT`, that was free a moment ago.
+
+    Raises:
+        ServerUnavailable: no such port was found.
+    """
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port <= HIGHEST_PORT:
+            return port
+    raise ServerUnavailable(f"no free port at or below {HIGHEST_PORT} on 127.0.0.1")
 
 
 def server_version(binary: str) -> str:
