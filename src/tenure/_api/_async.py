@@ -11,8 +11,9 @@ import contextlib
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._adaptive import AdaptiveTTL
 from .._drivers import _async as _driver
@@ -68,35 +69,80 @@ async def _replicate(
         raise
 
 
-def _check_ttl(ttl: object) -> tuple[float, AdaptiveTTL | None]:
-    """The fixed lease length (for an adaptive one, its floor) and the policy."""
-    if ttl is None:
-        return DEFAULT_TTL, None
-    if isinstance(ttl, AdaptiveTTL):
-        return float(ttl.floor), ttl
-    return check_seconds(ttl, "ttl"), None
-
-
-def _check_renew(auto_renew: object, ttl: object) -> bool:
-    if auto_renew is None:
-        return ttl is None
-    if not isinstance(auto_renew, bool):
-        raise InvalidArgument(f"auto_renew must be True, False or None, not {auto_renew!r}")
-    return auto_renew
-
-
 def _check_callback(on_lost: C | None) -> C | None:
     if on_lost is not None and not callable(on_lost):
         raise InvalidArgument(f"on_lost must be callable, not {on_lost!r}")
     return on_lost
 
 
-def _delay_ms(lock_delay: object) -> int:
-    seconds = check_seconds(lock_delay, "lock_delay", allow_zero=True)
-    return 0 if seconds == 0 else to_ms(seconds, "lock_delay")
-
-
 C = TypeVar("C", bound=Callable[..., object])
+
+
+@dataclass(frozen=True)
+class _LeaseOptions:
+    """What a lock's lease arguments say, checked (:meth:`check`).
+
+    Attributes:
+        ttl: the lease length in seconds; with an :class:`AdaptiveTTL`, its floor.
+        adaptive: the :class:`AdaptiveTTL`, or ``None``.
+        renew: whether the watchdog renews every lease (``auto_renew``).
+        on_lost: the callback every lease gets (``on_lost``), or ``None``.
+        delay_ms: the lock-delay in milliseconds (0: none).
+        replicas: how many replicas must acknowledge a new lease, or ``None``.
+    """
+
+    ttl: float
+    adaptive: AdaptiveTTL | None
+    renew: bool
+    on_lost: Callable[[Any], object] | None
+    delay_ms: int
+    replicas: replica_plans.ReplicaPolicy | None
+
+    @classmethod
+    def check(
+        cls,
+        ttl: float | AdaptiveTTL | None,
+        auto_renew: bool | None,
+        on_lost: Callable[[Any], object] | None,
+        lock_delay: float = 0.0,
+        min_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        replica_fsync: bool = False,
+        *,
+        adaptive: bool = True,
+    ) -> _LeaseOptions:
+        """Check the arguments, in this order; with ``adaptive=False``, ``ttl``
+        may not be an :class:`AdaptiveTTL`.
+
+        Raises:
+            InvalidArgument: the first bad argument, named.
+        """
+        if ttl is None:
+            fixed, policy = DEFAULT_TTL, None
+        elif adaptive and isinstance(ttl, AdaptiveTTL):
+            fixed, policy = float(ttl.floor), ttl
+        else:
+            fixed, policy = check_seconds(ttl, "ttl"), None
+        if auto_renew is None:
+            renew = ttl is None
+        elif isinstance(auto_renew, bool):
+            renew = auto_renew
+        else:
+            raise InvalidArgument(f"auto_renew must be True, False or None, not {auto_renew!r}")
+        callback = _check_callback(on_lost)
+        delay = check_seconds(lock_delay, "lock_delay", allow_zero=True)
+        delay_ms = 0 if delay == 0 else to_ms(delay, "lock_delay")
+        replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
+        return cls(fixed, policy, renew, callback, delay_ms, replicas)
+
+    def next_ttl(self, key: str) -> float:
+        """The length of the next lease of ``key`` (an :class:`AdaptiveTTL`'s key)."""
+        return self.ttl if self.adaptive is None else self.adaptive.next_ttl(key)
+
+    def record(self, key: str, started: float) -> None:
+        """A hold of ``key`` that began at ``started`` (``time.monotonic()``) ended now."""
+        if self.adaptive is not None:
+            self.adaptive.record(key, time.monotonic() - started)
 
 
 class _AsyncReleasable(Protocol):
@@ -245,7 +291,7 @@ class AsyncLease(LeaseBase):
                 seconds,
                 time.monotonic,
                 ttl=self.ttl,
-                delay_ms=lock._delay_ms,
+                delay_ms=lock._opts.delay_ms,
             )
             try:
                 self.expires_at = await _driver.run(lock._client, plan)
@@ -260,7 +306,7 @@ class AsyncLease(LeaseBase):
     def _renewal(self) -> Eval:
         lock = self._lock
         return lock_plans.renewal(
-            lock._keys, self.owner, self.ttl, ttl=self.ttl, delay_ms=lock._delay_ms
+            lock._keys, self.owner, self.ttl, ttl=self.ttl, delay_ms=lock._opts.delay_ms
         )
 
     def _renewed(self, expires_at: float) -> None:
@@ -363,11 +409,9 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         prefix: str = "tenure:",
     ) -> None:
         self._keys = lock_keys(name, key=key, prefix=prefix)
-        self._ttl, self._adaptive = _check_ttl(ttl)
-        self._renew = _check_renew(auto_renew, ttl)
-        self._on_lost = _check_callback(on_lost)
-        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
-        self._delay_ms = _delay_ms(lock_delay)
+        self._opts = _LeaseOptions.check(
+            ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
+        )
         self._client = client
         self._leases: dict[str, AsyncLease] = {}
 
@@ -379,12 +423,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
     @property
     def ttl(self) -> float:
         """The lease length in seconds (with an :class:`AdaptiveTTL`, the next lease's)."""
-        return self._next_ttl()
-
-    def _next_ttl(self) -> float:
-        if self._adaptive is None:
-            return self._ttl
-        return self._adaptive.next_ttl(self._keys.lock)
+        return self._opts.next_ttl(self._keys.lock)
 
     async def acquire(
         self, blocking: bool = True, timeout: float | None = None
@@ -421,10 +460,10 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         lease = AsyncLease(self, grant, owner)
         self._leases[owner] = lease
         _HELD[id(self._client), self._keys.lock, owner] = lease
-        if self._on_lost is not None:
-            lease.on_lost(self._on_lost)
-        lease._watch = _driver.watch(self._client, lease, self._renew)
-        await _replicate(self._client, lease, self._replicas)
+        if self._opts.on_lost is not None:
+            lease.on_lost(self._opts.on_lost)
+        lease._watch = _driver.watch(self._client, lease, self._opts.renew)
+        await _replicate(self._client, lease, self._opts.replicas)
         return lease
 
     def _acquire_plan(
@@ -434,16 +473,16 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
             self._keys,
             owner,
             new_token(owner),
-            self._next_ttl(),
+            self.ttl,
             blocking=blocking,
             timeout=timeout,
             now=time.monotonic,
             maybe_held=maybe_held,
-            delay_ms=self._delay_ms,
+            delay_ms=self._opts.delay_ms,
         )
 
     def _release_plan(self, token: str, fence: int) -> Plan[None]:
-        return lock_plans.release(self._keys, token, fence, self._delay_ms)
+        return lock_plans.release(self._keys, token, fence, self._opts.delay_ms)
 
     async def release(self) -> None:
         """Release the calling thread's or task's lease (see :meth:`AsyncLease.release`).
@@ -499,7 +538,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
 
     def __repr__(self) -> str:
         held = len(self._leases)
-        return f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s held_here={held}>"
+        return f"<{type(self).__name__} {self.name!r} ttl={self._opts.ttl:g}s held_here={held}>"
 
     def _lease(self) -> AsyncLease:
         lease = self._leases.get(_driver.current_owner())
@@ -511,8 +550,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         if self._leases.get(lease._holder) is lease:
             del self._leases[lease._holder]
         _driver.unwatch(self._client, lease._watch)
-        if self._adaptive is not None:
-            self._adaptive.record(self._keys.lock, time.monotonic() - lease.acquired_at)
+        self._opts.record(self._keys.lock, lease.acquired_at)
 
 
 # --- fair lock ----------------------------------------------------------------
@@ -664,7 +702,7 @@ class AsyncFairLock(AsyncLock):
     def __repr__(self) -> str:
         held = len(self._leases)
         return (
-            f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s "
+            f"<{type(self).__name__} {self.name!r} ttl={self._opts.ttl:g}s "
             f"waiter_timeout={self._waiter_timeout:g}s held_here={held}>"
         )
 
@@ -675,16 +713,16 @@ class AsyncFairLock(AsyncLock):
             self._fair,
             owner,
             new_token(owner),
-            self._next_ttl(),
+            self.ttl,
             blocking=blocking,
             timeout=timeout,
             now=time.monotonic,
             waiter_timeout=self._waiter_timeout,
-            delay_ms=self._delay_ms,
+            delay_ms=self._opts.delay_ms,
         )
 
     def _release_plan(self, token: str, fence: int) -> Plan[None]:
-        return fair_plans.release(self._fair, token, fence, self._delay_ms)
+        return fair_plans.release(self._fair, token, fence, self._opts.delay_ms)
 
 
 # --- reentrant lock --------------------------------------------------------
@@ -730,7 +768,7 @@ class AsyncRLockLease(LeaseBase):
             raise NotOwnedError(self.name, self.fence, "can't release: already released")
         try:
             plan = rlock_plans.release(
-                lock._keys, self.owner, self.fence, op=new_op(), delay_ms=lock._delay_ms
+                lock._keys, self.owner, self.fence, op=new_op(), delay_ms=lock._opts.delay_ms
             )
             left = await _driver.run(lock._client, plan)
         except NotOwnedError as exc:
@@ -767,7 +805,7 @@ class AsyncRLockLease(LeaseBase):
                 seconds,
                 time.monotonic,
                 ttl=self.ttl,
-                delay_ms=lock._delay_ms,
+                delay_ms=lock._opts.delay_ms,
             )
             try:
                 expires_at = await _driver.run(lock._client, plan)
@@ -782,7 +820,7 @@ class AsyncRLockLease(LeaseBase):
     def _renewal(self) -> Eval:
         keys = self._lock._keys
         return rlock_plans.renewal(
-            keys, self.owner, self.fence, self.ttl, ttl=self.ttl, delay_ms=self._lock._delay_ms
+            keys, self.owner, self.fence, self.ttl, ttl=self.ttl, delay_ms=self._lock._opts.delay_ms
         )
 
     def _renewed(self, expires_at: float) -> None:
@@ -873,11 +911,9 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
         prefix: str = "tenure:",
     ) -> None:
         self._keys = rlock_keys(name, prefix=prefix)
-        self._ttl, self._adaptive = _check_ttl(ttl)
-        self._renew = _check_renew(auto_renew, ttl)
-        self._on_lost = _check_callback(on_lost)
-        self._delay_ms = _delay_ms(lock_delay)
-        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
+        self._opts = _LeaseOptions.check(
+            ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
+        )
         self._client = client
         # owner id -> the watchdog's entry for its current hold
         self._watches: dict[str, Watch] = {}
@@ -893,12 +929,7 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
     @property
     def ttl(self) -> float:
         """The lease length in seconds (with an :class:`AdaptiveTTL`, the next hold's)."""
-        return self._next_ttl()
-
-    def _next_ttl(self) -> float:
-        if self._adaptive is None:
-            return self._ttl
-        return self._adaptive.next_ttl(self._keys.lock)
+        return self._opts.next_ttl(self._keys.lock)
 
     async def acquire(
         self, blocking: bool = True, timeout: float | None = None
@@ -932,12 +963,12 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
         plan = rlock_plans.acquire(
             self._keys,
             owner,
-            self._next_ttl(),
+            self.ttl,
             blocking=blocking,
             timeout=wait,
             now=time.monotonic,
             op=new_op(),
-            delay_ms=self._delay_ms,
+            delay_ms=self._opts.delay_ms,
         )
         grant = await _driver.run(self._client, plan)
         if grant is None:
@@ -949,11 +980,11 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
         hold.append(lease)
         self._holds[owner] = hold
         self._renewed(lease, grant.ttl, grant.expires_at)
-        if self._on_lost is not None:
-            lease.on_lost(self._on_lost)
+        if self._opts.on_lost is not None:
+            lease.on_lost(self._opts.on_lost)
         if owner not in self._watches:
-            self._watches[owner] = _driver.watch(self._client, lease, self._renew)
-        await _replicate(self._client, lease, self._replicas)
+            self._watches[owner] = _driver.watch(self._client, lease, self._opts.renew)
+        await _replicate(self._client, lease, self._opts.replicas)
         return lease
 
     async def release(self) -> None:
@@ -1028,7 +1059,7 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
             lease = leases[-1]
             validity = f"valid {lease.remaining:.3f}s" if lease.valid else "expired"
             state = f"held here by {lease.owner} count={len(leases)} fence={lease.fence} {validity}"
-        return f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s {state}>"
+        return f"<{type(self).__name__} {self.name!r} ttl={self._opts.ttl:g}s {state}>"
 
     def _latest(self) -> AsyncRLockLease:
         leases = self._holds.get(_driver.current_owner())
@@ -1045,16 +1076,11 @@ class AsyncRLock(_AsyncBlocks[AsyncRLockLease]):
 
     def _end_hold(self, lease: AsyncRLockLease) -> None:
         """The hold of ``lease`` is over in Redis: every lease of it is released."""
-        if self._adaptive is not None:
-            started = min(
-                [lease.acquired_at]
-                + [
-                    o.acquired_at
-                    for o in self._holds.get(lease.owner, ())
-                    if o.fence == lease.fence
-                ]
-            )
-            self._adaptive.record(self._keys.lock, time.monotonic() - started)
+        started = min(
+            [lease.acquired_at]
+            + [o.acquired_at for o in self._holds.get(lease.owner, ()) if o.fence == lease.fence]
+        )
+        self._opts.record(self._keys.lock, started)
         lease._released = True
         self._forget(lease)
         for other in list(self._holds.get(lease.owner, ())):
@@ -1139,7 +1165,7 @@ class AsyncReadWriteLease(LeaseBase):
             self._hold,
             self.fence,
             op=new_op(),
-            delay_ms=rw._delay_ms,
+            delay_ms=rw._opts.delay_ms,
         )
         try:
             left = await _driver.run(rw._client, plan)
@@ -1178,7 +1204,7 @@ class AsyncReadWriteLease(LeaseBase):
                 seconds,
                 time.monotonic,
                 ttl=self.ttl,
-                delay_ms=rw._delay_ms,
+                delay_ms=rw._opts.delay_ms,
                 fence=self.fence,
             )
             try:
@@ -1200,7 +1226,7 @@ class AsyncReadWriteLease(LeaseBase):
             self._hold,
             self.ttl,
             ttl=self.ttl,
-            delay_ms=rw._delay_ms,
+            delay_ms=rw._opts.delay_ms,
         )
 
     def _renewed(self, expires_at: float) -> None:
@@ -1427,11 +1453,9 @@ class AsyncReadWriteLock:
         prefix: str = "tenure:",
     ) -> None:
         self._keys = rwlock_keys(name, prefix=prefix)
-        self._ttl, self._adaptive = _check_ttl(ttl)
-        self._renew = _check_renew(auto_renew, ttl)
-        self._on_lost = _check_callback(on_lost)
-        self._delay_ms = _delay_ms(lock_delay)
-        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
+        self._opts = _LeaseOptions.check(
+            ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
+        )
         self._client = client
         # (owner id, mode) -> the watchdog's entry for that hold
         self._watches: dict[tuple[str, str], Watch] = {}
@@ -1460,12 +1484,11 @@ class AsyncReadWriteLock:
     def ttl(self) -> float:
         """The lease length in seconds (with an :class:`AdaptiveTTL`, the next
         write hold's)."""
-        return self._next_ttl("write")
+        return self._opts.next_ttl(self._mode_key("write"))
 
-    def _next_ttl(self, mode: str) -> float:
-        if self._adaptive is None:
-            return self._ttl
-        return self._adaptive.next_ttl(f"{self._keys.lock}:{mode}")
+    def _mode_key(self, mode: str) -> str:
+        """The :class:`AdaptiveTTL` key of the holds of ``mode``."""
+        return f"{self._keys.lock}:{mode}"
 
     async def info(self) -> ReadWriteInfo:
         """A snapshot of the lock in Redis: its mode (``"read"``, ``"write"`` or
@@ -1491,7 +1514,7 @@ class AsyncReadWriteLock:
 
     def __repr__(self) -> str:
         return (
-            f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s "
+            f"<{type(self).__name__} {self.name!r} ttl={self._opts.ttl:g}s "
             f"{self._describe('read')}; {self._describe('write')}>"
         )
 
@@ -1515,12 +1538,12 @@ class AsyncReadWriteLock:
             self._keys,
             owner,
             mode,
-            self._next_ttl(mode),
+            self._opts.next_ttl(self._mode_key(mode)),
             blocking=blocking,
             timeout=wait,
             now=time.monotonic,
             op=new_op(),
-            delay_ms=self._delay_ms,
+            delay_ms=self._opts.delay_ms,
         )
         grant = await _driver.run(self._client, plan)
         if grant is None:
@@ -1538,11 +1561,11 @@ class AsyncReadWriteLock:
         hold.append(lease)
         self._holds[key] = hold
         self._renewed(lease, grant.ttl, grant.expires_at)
-        if self._on_lost is not None:
-            lease.on_lost(self._on_lost)
+        if self._opts.on_lost is not None:
+            lease.on_lost(self._opts.on_lost)
         if key not in self._watches:
-            self._watches[key] = _driver.watch(self._client, lease, self._renew)
-        await _replicate(self._client, lease, self._replicas)
+            self._watches[key] = _driver.watch(self._client, lease, self._opts.renew)
+        await _replicate(self._client, lease, self._opts.replicas)
         return lease
 
     def _latest(self, mode: str) -> AsyncReadWriteLease:
@@ -1568,9 +1591,8 @@ class AsyncReadWriteLock:
     def _end_hold(self, lease: AsyncReadWriteLease) -> None:
         """The hold of ``lease`` is over in Redis: every lease of it is released."""
         others = self._same_hold(lease)
-        if self._adaptive is not None:
-            started = min([lease.acquired_at] + [o.acquired_at for o in others])
-            self._adaptive.record(f"{self._keys.lock}:{lease.mode}", time.monotonic() - started)
+        started = min([lease.acquired_at] + [o.acquired_at for o in others])
+        self._opts.record(self._mode_key(lease.mode), started)
         for one in [lease, *others]:
             one._released = True
             self._forget(one)
@@ -2298,11 +2320,16 @@ class AsyncSemaphore:
         prefix: str = "tenure:",
     ) -> None:
         self._keys = semaphore_keys(name, prefix=prefix)
-        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
         self._permits = semaphore_plans.check_permits(permits)
-        self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
-        self._renew = _check_renew(auto_renew, ttl)
-        self._on_lost = _check_callback(on_lost)
+        self._opts = _LeaseOptions.check(
+            ttl,
+            auto_renew,
+            on_lost,
+            min_replicas=min_replicas,
+            replica_timeout=replica_timeout,
+            replica_fsync=replica_fsync,
+            adaptive=False,
+        )
         self._client = client
         # Until an acquire succeeds, a different count stored in Redis is an error.
         self._check = True
@@ -2324,7 +2351,7 @@ class AsyncSemaphore:
     @property
     def ttl(self) -> float:
         """The lease length in seconds."""
-        return self._ttl
+        return self._opts.ttl
 
     async def acquire(
         self, n: int = 1, blocking: bool = True, timeout: float | None = None
@@ -2358,7 +2385,7 @@ class AsyncSemaphore:
             new_token(owner),
             n,
             self._permits,
-            self._ttl,
+            self._opts.ttl,
             check=self._check,
             blocking=blocking,
             timeout=wait,
@@ -2370,10 +2397,10 @@ class AsyncSemaphore:
         self._check = False
         lease = AsyncSemaphoreLease(self, grant, n, owner)
         self._held.setdefault(owner, []).append(lease)
-        if self._on_lost is not None:
-            lease.on_lost(self._on_lost)
-        lease._watch = _driver.watch(self._client, lease, self._renew)
-        await _replicate(self._client, lease, self._replicas)
+        if self._opts.on_lost is not None:
+            lease.on_lost(self._opts.on_lost)
+        lease._watch = _driver.watch(self._client, lease, self._opts.renew)
+        await _replicate(self._client, lease, self._opts.replicas)
         return lease
 
     async def release(self) -> None:
@@ -2470,7 +2497,7 @@ class AsyncSemaphore:
             state = "none held here"
         return (
             f"<{type(self).__name__} {self.name!r} permits={self._permits} "
-            f"ttl={self._ttl:g}s {state}>"
+            f"ttl={self._opts.ttl:g}s {state}>"
         )
 
     def _forget(self, lease: AsyncSemaphoreLease) -> None:
