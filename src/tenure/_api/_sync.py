@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar
 
 from .._adaptive import AdaptiveTTL
 from .._drivers import _sync as _driver
@@ -54,7 +54,7 @@ _HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = weakref.WeakVa
 
 def _replicate(
     client: _driver.Client,
-    lease: Lease | RLockLease | SemaphoreLease | ReadWriteLease,
+    lease: RLockLease | ReadWriteLease,
     policy: replica_plans.ReplicaPolicy | None,
 ) -> None:
     """Wait for ``policy`` replicas to acknowledge a new ``lease``; else release it."""
@@ -218,25 +218,58 @@ class _Blocks(Generic[L]):
         self.release()
 
 
-class Lease(LeaseBase):
-    """A held lock: returned by a successful :meth:`Lock.acquire`.
+class _ReleasedOnExit:
+    """``with lease:`` returns the lease and releases it on exit."""
 
-    A lease is truthy. It holds until :meth:`release`, or until its ttl runs out
-    in Redis; the client's watchdog renews it while held if the lock renews
-    (``auto_renew``). ``valid`` and ``remaining`` tell, on this process's
-    monotonic clock, whether it can still be trusted, and ``lost`` is set (and
-    the ``on_lost`` callbacks run) as soon as it is known lost. See
-    :class:`tenure.LeaseBase` for the attributes (``name``, ``owner``,
-    ``fence``, ``ttl``, ``expires_at``, ``lost``).
+    __slots__ = ()
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+class _Issuer(Protocol):
+    """What a lease needs of the lock object that issued it."""
+
+    _client: _driver.Client
+    _opts: _LeaseOptions
+
+    @property
+    def name(self) -> str: ...
+
+    def _forget(self, lease: Any) -> None: ...
+
+
+LockT = TypeVar("LockT", bound=_Issuer)
+
+
+class _HeldLease(_ReleasedOnExit, LeaseBase, Generic[LockT]):
+    """A lease issued by a lock object (``_lock``): ``release``, ``extend``, the
+    watchdog's renewal and the start of its life, written once on the hooks each
+    kind supplies: its plans (``_release_plan``, ``_extend_plan``,
+    ``_renewal``) and what a release, a new deadline, the end and a loss do to
+    it (``_released_one``, ``_extended``, ``_end``, ``_lose``).
+
+    The docstrings of ``release`` and ``extend`` are :class:`Lease`'s; a
+    kind whose text differs overrides them to say its own.
     """
 
     lost: threading.Event
-    __slots__ = ("_holder", "_lock")
+    __slots__ = ("_lock",)
 
-    def __init__(self, lock: Lock, grant: lock_plans.Grant, holder: str) -> None:
+    def __init__(self, lock: LockT, grant: lock_plans.Grant) -> None:
         super().__init__(lock.name, grant, threading.Event())
         self._lock = lock
-        self._holder = holder
 
     def release(self) -> None:
         """Release the lock and hand it to the next waiter.
@@ -252,19 +285,17 @@ class Lease(LeaseBase):
             redis.exceptions.ConnectionError: Redis could not be reached (the
                 lease is kept: the release may be tried again).
         """
-        lock = self._lock
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't release: already released")
         if self._lost_reason is None:
-            plan = lock._release_plan(self.owner, self.fence)
+            if self._released:
+                raise NotOwnedError(self.name, self.fence, "can't release: already released")
             try:
-                _driver.run(lock._client, plan)
+                left = _driver.run(self._lock._client, self._release_plan())
             except NotOwnedError as exc:
-                self._signal_lost(exc.reason)
-        reason = self._lost_reason
-        self._end()
-        if reason is not None:
-            raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+                self._lose(exc.reason)
+            else:
+                self._released_one(left)
+                return
+        self._end_lost()
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).
@@ -280,52 +311,114 @@ class Lease(LeaseBase):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
-        lock = self._lock
         if self._lost_reason is None:
-            plan = lock_plans.extend(
-                lock._keys,
-                self.owner,
-                self.fence,
-                seconds,
-                time.monotonic,
-                ttl=self.ttl,
-                delay_ms=lock._opts.delay_ms,
-            )
+            if self._released:
+                raise NotOwnedError(self.name, self.fence, "can't extend: already released")
             try:
-                self.expires_at = _driver.run(lock._client, plan)
-                self.ttl = seconds
-                return
+                expires_at = _driver.run(self._lock._client, self._extend_plan(seconds))
             except NotOwnedError as exc:
-                self._signal_lost(exc.reason)
+                self._lose(exc.reason)
+            else:
+                self._extended(seconds, expires_at)
+                return
+        self._end_lost()
+
+    def _start(self) -> None:
+        """The lease was just granted: give it the lock's ``on_lost`` callback,
+        have the watchdog watch it, and wait for the replicas (else release it)."""
+        opts = self._lock._opts
+        if opts.on_lost is not None:
+            self.on_lost(opts.on_lost)
+        self._start_watch(opts.renew)
+        if opts.replicas is None:
+            return
+        plan = replica_plans.replicate(self.name, self.fence, self._renewal(), opts.replicas)
+        try:
+            _driver.run(self._lock._client, plan)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.release()
+            raise
+
+    def _end_lost(self) -> NoReturn:
+        """The lease is lost: end it and say so."""
         reason = self._lost_reason
         self._end()
         raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+
+    def _release_plan(self) -> Plan[int | None]:
+        """The plan that releases the lease (its reply: the hold count left, if any)."""
+        raise NotImplementedError
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        """The plan that resets the lease to end ``seconds`` from now (its new ``expires_at``)."""
+        raise NotImplementedError
+
+    def _renewal(self) -> Eval:
+        """The script call that renews the lease for its ttl (the watchdog's)."""
+        raise NotImplementedError
+
+    def _released_one(self, left: int | None) -> None:
+        """Redis released the lease: it ends (lost all the same if the watchdog
+        found it lost meanwhile)."""
+        if self._lost_reason is not None:
+            self._end_lost()
+        self._end()
+
+    def _renewed(self, expires_at: float) -> None:
+        self._extended(self.ttl, expires_at)
+
+    def _extended(self, ttl: float, expires_at: float) -> None:
+        """The lease is now ``ttl`` seconds long and ends at ``expires_at``."""
+        self.ttl, self.expires_at = ttl, expires_at
+
+    def _start_watch(self, renew: bool) -> None:
+        self._watch = _driver.watch(self._lock._client, self, renew)
+
+    def _end(self) -> None:
+        """The lease is over (released, or lost and done with)."""
+        self._released = True
+        self._lock._forget(self)
+
+
+class Lease(_HeldLease["Lock"]):
+    """A held lock: returned by a successful :meth:`Lock.acquire`.
+
+    A lease is truthy. It holds until :meth:`release`, or until its ttl runs out
+    in Redis; the client's watchdog renews it while held if the lock renews
+    (``auto_renew``). ``valid`` and ``remaining`` tell, on this process's
+    monotonic clock, whether it can still be trusted, and ``lost`` is set (and
+    the ``on_lost`` callbacks run) as soon as it is known lost. See
+    :class:`tenure.LeaseBase` for the attributes (``name``, ``owner``,
+    ``fence``, ``ttl``, ``expires_at``, ``lost``).
+    """
+
+    __slots__ = ("_holder",)
+
+    def __init__(self, lock: Lock, grant: lock_plans.Grant, holder: str) -> None:
+        super().__init__(lock, grant)
+        self._holder = holder
+
+    def _release_plan(self) -> Plan[None]:
+        return self._lock._release_plan(self.owner, self.fence)
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        lock = self._lock
+        return lock_plans.extend(
+            lock._keys,
+            self.owner,
+            self.fence,
+            seconds,
+            time.monotonic,
+            ttl=self.ttl,
+            delay_ms=lock._opts.delay_ms,
+        )
 
     def _renewal(self) -> Eval:
         lock = self._lock
         return lock_plans.renewal(
             lock._keys, self.owner, self.ttl, ttl=self.ttl, delay_ms=lock._opts.delay_ms
         )
-
-    def _renewed(self, expires_at: float) -> None:
-        self.expires_at = expires_at
-
-    def _end(self) -> None:
-        self._released = True
-        self._lock._forget(self)
-
-    def __enter__(self) -> Lease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
 
 class Lock(_Blocks[Lease]):
@@ -460,10 +553,7 @@ class Lock(_Blocks[Lease]):
         lease = Lease(self, grant, owner)
         self._leases[owner] = lease
         _HELD[id(self._client), self._keys.lock, owner] = lease
-        if self._opts.on_lost is not None:
-            lease.on_lost(self._opts.on_lost)
-        lease._watch = _driver.watch(self._client, lease, self._opts.renew)
-        _replicate(self._client, lease, self._opts.replicas)
+        lease._start()
         return lease
 
     def _acquire_plan(
@@ -1660,7 +1750,7 @@ def _raise_first(errors: list[BaseException]) -> None:
     raise first
 
 
-class MultiLease(LostSignalBase):
+class MultiLease(_ReleasedOnExit, LostSignalBase):
     """All the parts of an :class:`MultiLock`, held together: returned by a
     successful :meth:`MultiLock.acquire`.
 
@@ -1777,17 +1867,6 @@ class MultiLease(LostSignalBase):
             except BaseException as exc:
                 errors.append(exc)
         _raise_first(errors)
-
-    def __enter__(self) -> MultiLease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         if self._released:
@@ -2108,7 +2187,7 @@ class FencedKey:
 # --- semaphore --------------------------------------------------------------
 
 
-class SemaphoreLease(LeaseBase):
+class SemaphoreLease(_HeldLease["Semaphore"]):
     """Permits held from a semaphore (:class:`Semaphore`): what a successful acquire returns.
 
     A lease is truthy. It holds ``permits`` permits until :meth:`release`, or
@@ -2126,14 +2205,12 @@ class SemaphoreLease(LeaseBase):
         permits: how many permits the lease holds (the ``n`` it was acquired with).
     """
 
-    lost: threading.Event
-    __slots__ = ("_holder", "_semaphore", "permits")
+    __slots__ = ("_holder", "permits")
 
     def __init__(
         self, semaphore: Semaphore, grant: lock_plans.Grant, permits: int, holder: str
     ) -> None:
-        super().__init__(semaphore.name, grant, threading.Event())
-        self._semaphore = semaphore
+        super().__init__(semaphore, grant)
         self._holder = holder
         self.permits = permits
 
@@ -2150,21 +2227,7 @@ class SemaphoreLease(LeaseBase):
             redis.exceptions.ConnectionError: Redis could not be reached (the
                 lease is kept: the release may be tried again).
         """
-        sem = self._semaphore
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't release: already released")
-        if self._lost_reason is None:
-            plan = semaphore_plans.release(
-                sem._keys, self.owner, self.permits, sem._permits, self.fence
-            )
-            try:
-                _driver.run(sem._client, plan)
-            except NotOwnedError as exc:
-                self._signal_lost(exc.reason)
-        reason = self._lost_reason
-        self._end()
-        if reason is not None:
-            raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+        return super().release()
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).
@@ -2179,51 +2242,23 @@ class SemaphoreLease(LeaseBase):
             NotOwnedError: the lease was released.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
-        sem = self._semaphore
-        if self._lost_reason is None:
-            plan = semaphore_plans.extend(
-                sem._keys,
-                self.owner,
-                self.permits,
-                sem._permits,
-                self.fence,
-                seconds,
-                time.monotonic,
-            )
-            try:
-                self.expires_at = _driver.run(sem._client, plan)
-                self.ttl = seconds
-                return
-            except NotOwnedError as exc:
-                self._signal_lost(exc.reason)
-        reason = self._lost_reason
-        self._end()
-        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+        return super().extend(seconds)
+
+    def _release_plan(self) -> Plan[None]:
+        sem = self._lock
+        return semaphore_plans.release(
+            sem._keys, self.owner, self.permits, sem._permits, self.fence
+        )
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        sem = self._lock
+        return semaphore_plans.extend(
+            sem._keys, self.owner, self.permits, sem._permits, self.fence, seconds, time.monotonic
+        )
 
     def _renewal(self) -> Eval:
-        sem = self._semaphore
+        sem = self._lock
         return semaphore_plans.renewal(sem._keys, self.owner, self.permits, sem._permits, self.ttl)
-
-    def _renewed(self, expires_at: float) -> None:
-        self.expires_at = expires_at
-
-    def _end(self) -> None:
-        self._released = True
-        self._semaphore._forget(self)
-
-    def __enter__(self) -> SemaphoreLease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]} permits={self.permits}>"
@@ -2397,10 +2432,7 @@ class Semaphore:
         self._check = False
         lease = SemaphoreLease(self, grant, n, owner)
         self._held.setdefault(owner, []).append(lease)
-        if self._opts.on_lost is not None:
-            lease.on_lost(self._opts.on_lost)
-        lease._watch = _driver.watch(self._client, lease, self._opts.renew)
-        _replicate(self._client, lease, self._opts.replicas)
+        lease._start()
         return lease
 
     def release(self) -> None:
