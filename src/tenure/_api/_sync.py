@@ -10,7 +10,7 @@ import threading
 import contextlib
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar
@@ -50,23 +50,6 @@ DEFAULT_TTL = 30.0
 #: ``Lock`` object took them: a second acquire by the same owner asks Redis
 #: first instead of queueing behind this process's other waiters.
 _HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = weakref.WeakValueDictionary()
-
-
-def _replicate(
-    client: _driver.Client,
-    lease: RLockLease | ReadWriteLease,
-    policy: replica_plans.ReplicaPolicy | None,
-) -> None:
-    """Wait for ``policy`` replicas to acknowledge a new ``lease``; else release it."""
-    if policy is None:
-        return
-    plan = replica_plans.replicate(lease.name, lease.fence, lease._renewal(), policy)
-    try:
-        _driver.run(client, plan)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            lease.release()
-        raise
 
 
 def _check_callback(on_lost: C | None) -> C | None:
@@ -818,57 +801,29 @@ class FairLock(Lock):
 # --- reentrant lock --------------------------------------------------------
 
 
-class RLockLease(LeaseBase):
-    """One level of a held :class:`RLock`: returned by each successful acquire.
+HoldsT = TypeVar("HoldsT", bound="_Holds[Any]")
+HL = TypeVar("HL", bound="_HoldLease[Any]")
 
-    A lease is truthy. Every acquire by the owner that holds the lock returns a
-    new lease of the same hold: the same ``owner`` and ``fence``, and the hold
-    count one higher. Releasing a lease counts the hold down by one; the lock is
-    free (or handed to the next waiter) when the count reaches zero. The lease
-    ends with its ttl in Redis unless extended: ``extend`` and every re-entry
-    reset the whole hold's lease, and ``expires_at`` of every lease of the hold
-    held through this lock object follows. See :class:`tenure.LeaseBase` for the
-    attributes (``name``, ``owner``, ``fence``, ``ttl``, ``expires_at``);
-    ``owner`` is the holding thread's or task's owner id, the field stored in Redis.
+
+class _HoldLease(_HeldLease[HoldsT]):
+    """One level of a hold of a reentrant lock (``RLock``, either mode of
+    an ``ReadWriteLock``). The lock object that issued it keeps its hold's
+    leases (:class:`_Holds`): they end, are lost and get a new deadline
+    together.
+
+    Attributes:
+        _key: which of the lock object's holds it belongs to (its owner's, or
+            its owner's of its mode).
+        _hold: the hold's id, the same for every lease of the hold: an
+            ``RLock`` hold's fence (as text), a read-write hold's id.
     """
 
-    lost: threading.Event
-    __slots__ = ("_lock",)
+    __slots__ = ("_hold", "_key")
 
-    def __init__(self, lock: RLock, grant: lock_plans.Grant) -> None:
-        super().__init__(lock.name, grant, threading.Event())
-        self._lock = lock
-
-    def release(self) -> None:
-        """Count the hold down by one; at zero, release the lock and hand it to the
-        next waiter.
-
-        Raises:
-            LockLostError: the hold was lost (``lost`` is set): its deadline
-                passed, or Redis no longer has it (the message gives the name,
-                fence and why). Every lease of the hold ends.
-            NotOwnedError: this lease was already released. Nothing was changed.
-            redis.exceptions.ConnectionError: Redis could not be reached.
-        """
-        lock = self._lock
-        if self._lost_reason is not None:
-            lock._end_hold(self)
-            raise LockLostError(self.name, self.fence, f"lease lost: {self._lost_reason}")
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't release: already released")
-        try:
-            plan = rlock_plans.release(
-                lock._keys, self.owner, self.fence, op=new_op(), delay_ms=lock._opts.delay_ms
-            )
-            left = _driver.run(lock._client, plan)
-        except NotOwnedError as exc:
-            lock._lose_hold(self, exc.reason)
-            lock._end_hold(self)
-            raise LockLostError(self.name, self.fence, f"lease lost: {exc.reason}") from None
-        self._released = True
-        lock._forget(self)
-        if left == 0:
-            lock._end_hold(self)
+    def __init__(self, lock: HoldsT, grant: lock_plans.Grant, key: Hashable, hold: str) -> None:
+        super().__init__(lock, grant)
+        self._key = key
+        self._hold = hold
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the whole hold's lease to end ``seconds`` from now (default: its ttl).
@@ -883,55 +838,168 @@ class RLockLease(LeaseBase):
             NotOwnedError: this lease was released.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
-        lock = self._lock
-        if self._lost_reason is None:
-            plan = rlock_plans.extend(
-                lock._keys,
-                self.owner,
-                self.fence,
-                seconds,
-                time.monotonic,
-                ttl=self.ttl,
-                delay_ms=lock._opts.delay_ms,
-            )
-            try:
-                expires_at = _driver.run(lock._client, plan)
-                lock._renewed(self, seconds, expires_at)
-                return
-            except NotOwnedError as exc:
-                lock._lose_hold(self, exc.reason)
-        reason = self._lost_reason
-        lock._end_hold(self)
-        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+        return super().extend(seconds)
 
-    def _renewal(self) -> Eval:
-        keys = self._lock._keys
-        return rlock_plans.renewal(
-            keys, self.owner, self.fence, self.ttl, ttl=self.ttl, delay_ms=self._lock._opts.delay_ms
-        )
+    def _released_one(self, left: int | None) -> None:
+        self._released = True
+        self._lock._forget(self)
+        if left == 0:
+            self._lock._end_hold(self)
 
-    def _renewed(self, expires_at: float) -> None:
-        self._lock._renewed(self, self.ttl, expires_at)
+    def _extended(self, ttl: float, expires_at: float) -> None:
+        self._lock._renewed(self, ttl, expires_at)
+
+    def _start_watch(self, renew: bool) -> None:
+        self._lock._watch_hold(self, renew)
+
+    def _end(self) -> None:
+        self._lock._end_hold(self)
 
     def _lose(self, reason: str) -> None:
         self._lock._lose_hold(self, reason)
 
-    def __enter__(self) -> RLockLease:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
+class _Holds(Generic[HL]):
+    """The holds of a reentrant lock taken through one lock object, by key (an
+    owner, or an owner and a mode): the live leases of each hold, oldest first,
+    and the watchdog's entry for it, made with its first lease. Every lease of
+    a hold has its ``_hold`` id; a lease of another id begins a new hold."""
+
+    _client: _driver.Client
+    _opts: _LeaseOptions
+    _holds: dict[Hashable, list[HL]]
+    _watches: dict[Hashable, Watch]
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def _ttl_key(self, lease: HL) -> str:
+        """The :class:`AdaptiveTTL` key of the hold of ``lease``."""
+        raise NotImplementedError
+
+    def _unwatch_lost(self, lease: HL) -> None:
+        """The hold of ``lease`` is lost: stop watching it (``RLock``: its
+        key's watch, whichever hold it watches; ``ReadWriteLock``: its
+        key's watch only if it watches that hold)."""
+        raise NotImplementedError
+
+    def _add(self, lease: HL) -> None:
+        """A new lease of the hold of its key, or of a new hold of that key."""
+        hold = self._same_hold(lease)
+        if not hold:
+            self._unwatch(lease._key)  # a hold of another id is over
+        hold.append(lease)
+        self._holds[lease._key] = hold
+        self._renewed(lease, lease.ttl, lease.expires_at)
+
+    def _watch_hold(self, lease: HL, renew: bool) -> None:
+        """Have the watchdog watch the hold of ``lease``, unless it does already."""
+        if lease._key not in self._watches:
+            self._watches[lease._key] = _driver.watch(self._client, lease, renew)
+
+    def _same_hold(self, lease: HL) -> list[HL]:
+        return [o for o in self._holds.get(lease._key, ()) if o._hold == lease._hold]
+
+    def _forget(self, lease: HL) -> None:
+        leases = self._holds.get(lease._key)
+        if leases is not None and lease in leases:
+            leases.remove(lease)
+            if not leases:
+                del self._holds[lease._key]
+
+    def _end_hold(self, lease: HL) -> None:
+        """The hold of ``lease`` is over in Redis: every lease of it is released."""
+        hold = [lease, *self._same_hold(lease)]
+        self._opts.record(self._ttl_key(lease), min(one.acquired_at for one in hold))
+        for one in hold:
+            one._released = True
+            self._forget(one)
+        if not self._holds.get(lease._key):
+            self._unwatch(lease._key)
+
+    def _lose_hold(self, lease: HL, reason: str) -> None:
+        """The hold of ``lease`` is lost: every lease of it is, and it is not watched."""
+        self._unwatch_lost(lease)
+        for one in [lease, *self._same_hold(lease)]:
+            one._signal_lost(reason)
+
+    def _unwatch(self, key: Hashable) -> None:
+        watch = self._watches.pop(key, None)
+        if watch is not None:
+            _driver.unwatch(self._client, watch)
+
+    def _renewed(self, lease: HL, ttl: float, expires_at: float) -> None:
+        """The hold of ``lease`` was given a new lease: every lease of it follows."""
+        lease.ttl, lease.expires_at = ttl, expires_at
+        for other in self._same_hold(lease):
+            other.ttl, other.expires_at = ttl, expires_at
+
+    def _held_here(self, leases: list[HL]) -> str:
+        """How a hold's leases taken here look in a ``repr``."""
+        lease = leases[-1]
+        validity = f"valid {lease.remaining:.3f}s" if lease.valid else "expired"
+        return f"held here by {lease.owner} count={len(leases)} fence={lease.fence} {validity}"
 
 
-class RLock(_Blocks[RLockLease]):
+class RLockLease(_HoldLease["RLock"]):
+    """One level of a held :class:`RLock`: returned by each successful acquire.
+
+    A lease is truthy. Every acquire by the owner that holds the lock returns a
+    new lease of the same hold: the same ``owner`` and ``fence``, and the hold
+    count one higher. Releasing a lease counts the hold down by one; the lock is
+    free (or handed to the next waiter) when the count reaches zero. The lease
+    ends with its ttl in Redis unless extended: ``extend`` and every re-entry
+    reset the whole hold's lease, and ``expires_at`` of every lease of the hold
+    held through this lock object follows. See :class:`tenure.LeaseBase` for the
+    attributes (``name``, ``owner``, ``fence``, ``ttl``, ``expires_at``);
+    ``owner`` is the holding thread's or task's owner id, the field stored in Redis.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, lock: RLock, grant: lock_plans.Grant) -> None:
+        super().__init__(lock, grant, grant.token, str(grant.fence))
+
+    def release(self) -> None:
+        """Count the hold down by one; at zero, release the lock and hand it to the
+        next waiter.
+
+        Raises:
+            LockLostError: the hold was lost (``lost`` is set): its deadline
+                passed, or Redis no longer has it (the message gives the name,
+                fence and why). Every lease of the hold ends.
+            NotOwnedError: this lease was already released. Nothing was changed.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return super().release()
+
+    def _release_plan(self) -> Plan[int]:
+        lock = self._lock
+        return rlock_plans.release(
+            lock._keys, self.owner, self.fence, op=new_op(), delay_ms=lock._opts.delay_ms
+        )
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        lock = self._lock
+        return rlock_plans.extend(
+            lock._keys,
+            self.owner,
+            self.fence,
+            seconds,
+            time.monotonic,
+            ttl=self.ttl,
+            delay_ms=lock._opts.delay_ms,
+        )
+
+    def _renewal(self) -> Eval:
+        lock = self._lock
+        return rlock_plans.renewal(
+            lock._keys, self.owner, self.fence, self.ttl, ttl=self.ttl, delay_ms=lock._opts.delay_ms
+        )
+
+
+class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
     """A distributed reentrant lock: one owner at a time, which may take it again.
 
     Like :class:`Lock` (a lease, a fencing token, waiting without
@@ -1005,11 +1073,9 @@ class RLock(_Blocks[RLockLease]):
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
         self._client = client
-        # owner id -> the watchdog's entry for its current hold
-        self._watches: dict[str, Watch] = {}
-        # owner id -> the live leases of its current hold taken through this object,
-        # oldest first (all with the hold's fence)
-        self._holds: dict[str, list[RLockLease]] = {}
+        # by owner id (a hold's id is its fence)
+        self._watches = {}
+        self._holds = {}
 
     @property
     def name(self) -> str:
@@ -1064,17 +1130,8 @@ class RLock(_Blocks[RLockLease]):
         if grant is None:
             return None
         lease = RLockLease(self, grant)
-        hold = [held for held in self._holds.get(owner, ()) if held.fence == grant.fence]
-        if not hold:
-            self._unwatch(owner)  # a hold of another fence is over
-        hold.append(lease)
-        self._holds[owner] = hold
-        self._renewed(lease, grant.ttl, grant.expires_at)
-        if self._opts.on_lost is not None:
-            lease.on_lost(self._opts.on_lost)
-        if owner not in self._watches:
-            self._watches[owner] = _driver.watch(self._client, lease, self._opts.renew)
-        _replicate(self._client, lease, self._opts.replicas)
+        self._add(lease)
+        lease._start()
         return lease
 
     def release(self) -> None:
@@ -1142,13 +1199,7 @@ class RLock(_Blocks[RLockLease]):
 
     def __repr__(self) -> str:
         holds = [leases for leases in self._holds.values() if leases]
-        if not holds:
-            state = "not held here"
-        else:
-            leases = holds[-1]
-            lease = leases[-1]
-            validity = f"valid {lease.remaining:.3f}s" if lease.valid else "expired"
-            state = f"held here by {lease.owner} count={len(leases)} fence={lease.fence} {validity}"
+        state = self._held_here(holds[-1]) if holds else "not held here"
         return f"<{type(self).__name__} {self.name!r} ttl={self._opts.ttl:g}s {state}>"
 
     def _latest(self) -> RLockLease:
@@ -1157,54 +1208,17 @@ class RLock(_Blocks[RLockLease]):
             raise NotOwnedError(self.name, None, "not held by this thread or task")
         return leases[-1]
 
-    def _forget(self, lease: RLockLease) -> None:
-        leases = self._holds.get(lease.owner)
-        if leases is not None and lease in leases:
-            leases.remove(lease)
-            if not leases:
-                del self._holds[lease.owner]
+    def _ttl_key(self, lease: RLockLease) -> str:
+        return self._keys.lock
 
-    def _end_hold(self, lease: RLockLease) -> None:
-        """The hold of ``lease`` is over in Redis: every lease of it is released."""
-        started = min(
-            [lease.acquired_at]
-            + [o.acquired_at for o in self._holds.get(lease.owner, ()) if o.fence == lease.fence]
-        )
-        self._opts.record(self._keys.lock, started)
-        lease._released = True
-        self._forget(lease)
-        for other in list(self._holds.get(lease.owner, ())):
-            if other.fence == lease.fence:
-                other._released = True
-                self._forget(other)
-        if not self._holds.get(lease.owner):
-            self._unwatch(lease.owner)
-
-    def _lose_hold(self, lease: RLockLease, reason: str) -> None:
-        """The hold of ``lease`` is lost: every lease of it is, and it is not watched."""
-        self._unwatch(lease.owner)
-        lease._signal_lost(reason)
-        for other in list(self._holds.get(lease.owner, ())):
-            if other.fence == lease.fence:
-                other._signal_lost(reason)
-
-    def _unwatch(self, owner: str) -> None:
-        watch = self._watches.pop(owner, None)
-        if watch is not None:
-            _driver.unwatch(self._client, watch)
-
-    def _renewed(self, lease: RLockLease, ttl: float, expires_at: float) -> None:
-        """The hold of ``lease`` was given a new lease: every lease of it follows."""
-        lease.ttl, lease.expires_at = ttl, expires_at
-        for other in self._holds.get(lease.owner, ()):
-            if other.fence == lease.fence:
-                other.ttl, other.expires_at = ttl, expires_at
+    def _unwatch_lost(self, lease: RLockLease) -> None:
+        self._unwatch(lease._key)
 
 
 # --- read-write lock -------------------------------------------------------
 
 
-class ReadWriteLease(LeaseBase):
+class ReadWriteLease(_HoldLease["ReadWriteLock"]):
     """One level of a held read or write lock of an :class:`ReadWriteLock`:
     returned by each successful ``rw.read.acquire()`` / ``rw.write.acquire()``.
 
@@ -1221,13 +1235,10 @@ class ReadWriteLease(LeaseBase):
     attributes.
     """
 
-    lost: threading.Event
-    __slots__ = ("_hold", "_rw", "mode")
+    __slots__ = ("mode",)
 
     def __init__(self, rw: ReadWriteLock, grant: rwlock_plans.RWGrant) -> None:
-        super().__init__(rw.name, grant, threading.Event())
-        self._rw = rw
-        self._hold = grant.hold
+        super().__init__(rw, grant, (grant.token, grant.mode), grant.hold)
         self.mode: rwlock_plans.Mode = grant.mode
 
     def release(self) -> None:
@@ -1242,13 +1253,11 @@ class ReadWriteLease(LeaseBase):
             NotOwnedError: this lease was already released. Nothing was changed.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        rw = self._rw
-        if self._lost_reason is not None:
-            rw._end_hold(self)
-            raise LockLostError(self.name, self.fence, f"lease lost: {self._lost_reason}")
-        if self._released:
-            raise NotOwnedError(self.name, self.fence, "can't release: already released")
-        plan = rwlock_plans.release(
+        return super().release()
+
+    def _release_plan(self) -> Plan[int]:
+        rw = self._lock
+        return rwlock_plans.release(
             rw._keys,
             self.owner,
             self.mode,
@@ -1257,58 +1266,23 @@ class ReadWriteLease(LeaseBase):
             op=new_op(),
             delay_ms=rw._opts.delay_ms,
         )
-        try:
-            left = _driver.run(rw._client, plan)
-        except NotOwnedError as exc:
-            rw._lose_hold(self, exc.reason)
-            rw._end_hold(self)
-            raise LockLostError(self.name, self.fence, f"lease lost: {exc.reason}") from None
-        self._released = True
-        rw._forget(self)
-        if left == 0:
-            rw._end_hold(self)
 
-    def extend(self, seconds: float | None = None) -> None:
-        """Reset the whole hold's lease to end ``seconds`` from now (default: its ttl).
-
-        Args:
-            seconds: the new remaining lease, in seconds, > 0.
-
-        Raises:
-            InvalidArgument: ``seconds`` is not a positive number.
-            LockLostError: the hold was lost (its deadline passed, or it is gone
-                from Redis); every lease of it ends.
-            NotOwnedError: this lease was released.
-            redis.exceptions.ConnectionError: Redis could not be reached.
-        """
-        seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
-        rw = self._rw
-        if self._lost_reason is None:
-            plan = rwlock_plans.extend(
-                rw._keys,
-                self.owner,
-                self.mode,
-                self._hold,
-                seconds,
-                time.monotonic,
-                ttl=self.ttl,
-                delay_ms=rw._opts.delay_ms,
-                fence=self.fence,
-            )
-            try:
-                expires_at = _driver.run(rw._client, plan)
-                rw._renewed(self, seconds, expires_at)
-                return
-            except NotOwnedError as exc:
-                rw._lose_hold(self, exc.reason)
-        reason = self._lost_reason
-        rw._end_hold(self)
-        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        rw = self._lock
+        return rwlock_plans.extend(
+            rw._keys,
+            self.owner,
+            self.mode,
+            self._hold,
+            seconds,
+            time.monotonic,
+            ttl=self.ttl,
+            delay_ms=rw._opts.delay_ms,
+            fence=self.fence,
+        )
 
     def _renewal(self) -> Eval:
-        rw = self._rw
+        rw = self._lock
         return rwlock_plans.renewal(
             rw._keys,
             self.owner,
@@ -1319,25 +1293,8 @@ class ReadWriteLease(LeaseBase):
             delay_ms=rw._opts.delay_ms,
         )
 
-    def _renewed(self, expires_at: float) -> None:
-        self._rw._renewed(self, self.ttl, expires_at)
-
-    def _lose(self, reason: str) -> None:
-        self._rw._lose_hold(self, reason)
-
     def __repr__(self) -> str:
         return super().__repr__().replace(" fence=", f" {self.mode} fence=", 1)
-
-    def __enter__(self) -> ReadWriteLease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
 
 class ReadWriteView(_Blocks[ReadWriteLease]):
@@ -1458,7 +1415,7 @@ class ReadWriteView(_Blocks[ReadWriteLease]):
         return f"<{type(self).__name__} {self.name!r} {self._rw._describe(self._mode)}>"
 
 
-class ReadWriteLock:
+class ReadWriteLock(_Holds[ReadWriteLease]):
     """A distributed read-write lock: many readers, or one writer.
 
     ``rw.read`` and ``rw.write`` are two locks with the interface of every lock
@@ -1547,11 +1504,9 @@ class ReadWriteLock:
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
         self._client = client
-        # (owner id, mode) -> the watchdog's entry for that hold
-        self._watches: dict[tuple[str, str], Watch] = {}
-        # (owner id, mode) -> the live leases of that hold taken through this
-        # object, oldest first (all with the hold's id)
-        self._holds: dict[tuple[str, str], list[ReadWriteLease]] = {}
+        # by (owner id, mode)
+        self._watches = {}
+        self._holds = {}
         self._read = ReadWriteView(self, "read")
         self._write = ReadWriteView(self, "write")
 
@@ -1575,10 +1530,6 @@ class ReadWriteLock:
         """The lease length in seconds (with an :class:`AdaptiveTTL`, the next
         write hold's)."""
         return self._opts.next_ttl(self._mode_key("write"))
-
-    def _mode_key(self, mode: str) -> str:
-        """The :class:`AdaptiveTTL` key of the holds of ``mode``."""
-        return f"{self._keys.lock}:{mode}"
 
     def info(self) -> ReadWriteInfo:
         """A snapshot of the lock in Redis: its mode (``"read"``, ``"write"`` or
@@ -1609,15 +1560,12 @@ class ReadWriteLock:
         )
 
     def _describe(self, mode: str) -> str:
-        holds = [(key[0], ls) for key, ls in list(self._holds.items()) if key[1] == mode and ls]
+        holds = [ls for ls in list(self._holds.values()) if ls and ls[0].mode == mode]
         if not holds:
             return f"{mode} not held here"
         if len(holds) > 1:
             return f"{mode} held here by {len(holds)} owners"
-        owner, leases = holds[0]
-        lease = leases[-1]
-        validity = f"valid {lease.remaining:.3f}s" if lease.valid else "expired"
-        return f"{mode} held here by {owner} count={len(leases)} fence={lease.fence} {validity}"
+        return f"{mode} {self._held_here(holds[0])}"
 
     def _acquire(
         self, mode: rwlock_plans.Mode, blocking: bool, timeout: float | None
@@ -1639,23 +1587,14 @@ class ReadWriteLock:
         if grant is None:
             return None
         lease = ReadWriteLease(self, grant)
-        key = (owner, mode)
-        hold = [held for held in self._holds.get(key, ()) if held._hold == grant.hold]
-        if not hold:
+        if not self._same_hold(lease):
             # Leases of an earlier hold of this owner and mode: Redis began a new
             # hold, so that one was gone.
-            for old in self._holds.pop(key, ()):
+            for old in self._holds.pop(lease._key, ()):
                 old._signal_lost("the hold had ended in Redis (a new hold began)")
                 old._released = True
-            self._unwatch(key)
-        hold.append(lease)
-        self._holds[key] = hold
-        self._renewed(lease, grant.ttl, grant.expires_at)
-        if self._opts.on_lost is not None:
-            lease.on_lost(self._opts.on_lost)
-        if key not in self._watches:
-            self._watches[key] = _driver.watch(self._client, lease, self._opts.renew)
-        _replicate(self._client, lease, self._opts.replicas)
+        self._add(lease)
+        lease._start()
         return lease
 
     def _latest(self, mode: str) -> ReadWriteLease:
@@ -1666,49 +1605,17 @@ class ReadWriteLock:
             )
         return leases[-1]
 
-    def _same_hold(self, lease: ReadWriteLease) -> list[ReadWriteLease]:
-        key = (lease.owner, lease.mode)
-        return [o for o in self._holds.get(key, ()) if o._hold == lease._hold]
+    def _mode_key(self, mode: str) -> str:
+        """The :class:`AdaptiveTTL` key of the holds of ``mode``."""
+        return f"{self._keys.lock}:{mode}"
 
-    def _forget(self, lease: ReadWriteLease) -> None:
-        key = (lease.owner, lease.mode)
-        leases = self._holds.get(key)
-        if leases is not None and lease in leases:
-            leases.remove(lease)
-            if not leases:
-                del self._holds[key]
+    def _ttl_key(self, lease: ReadWriteLease) -> str:
+        return self._mode_key(lease.mode)
 
-    def _end_hold(self, lease: ReadWriteLease) -> None:
-        """The hold of ``lease`` is over in Redis: every lease of it is released."""
-        others = self._same_hold(lease)
-        started = min([lease.acquired_at] + [o.acquired_at for o in others])
-        self._opts.record(self._mode_key(lease.mode), started)
-        for one in [lease, *others]:
-            one._released = True
-            self._forget(one)
-        key = (lease.owner, lease.mode)
-        if not self._holds.get(key):
-            self._unwatch(key)
-
-    def _lose_hold(self, lease: ReadWriteLease, reason: str) -> None:
-        """The hold of ``lease`` is lost: every lease of it is, and it is not watched."""
-        key = (lease.owner, lease.mode)
-        watch = self._watches.get(key)
+    def _unwatch_lost(self, lease: ReadWriteLease) -> None:
+        watch = self._watches.get(lease._key)
         if watch is not None and getattr(watch.lease, "_hold", None) == lease._hold:
-            self._unwatch(key)
-        for one in [lease, *self._same_hold(lease)]:
-            one._signal_lost(reason)
-
-    def _unwatch(self, key: tuple[str, str]) -> None:
-        watch = self._watches.pop(key, None)
-        if watch is not None:
-            _driver.unwatch(self._client, watch)
-
-    def _renewed(self, lease: ReadWriteLease, ttl: float, expires_at: float) -> None:
-        """The hold of ``lease`` was given a new lease: every lease of it follows."""
-        lease.ttl, lease.expires_at = ttl, expires_at
-        for other in self._same_hold(lease):
-            other.ttl, other.expires_at = ttl, expires_at
+            self._unwatch(lease._key)
 
 
 # --- multi-lock ---------------------------------------------------------------
