@@ -168,7 +168,24 @@ class _AsyncHolding(Generic[L]):
         await self._lease.release()
 
 
-class _AsyncBlocks(Generic[L]):
+class _AsyncReleasedOnExit:
+    """``async with``: ``release()`` on exit."""
+
+    __slots__ = ()
+
+    async def release(self) -> None:
+        raise NotImplementedError
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()
+
+
+class _AsyncBlocks(_AsyncReleasedOnExit, Generic[L]):
     """``async with lock`` and ``async with lock(timeout=...)``, for every lock class."""
 
     @property
@@ -176,9 +193,6 @@ class _AsyncBlocks(Generic[L]):
         raise NotImplementedError
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> L | None:
-        raise NotImplementedError
-
-    async def release(self) -> None:
         raise NotImplementedError
 
     def __call__(self, *, timeout: float | None = None) -> _AsyncHolding[L]:
@@ -192,33 +206,14 @@ class _AsyncBlocks(Generic[L]):
     async def __aenter__(self) -> L:
         return await _AsyncHolding(self, None).__aenter__()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
 
-
-class _AsyncReleasedOnExit:
+class _AsyncEntersItself(_AsyncReleasedOnExit):
     """``async with lease:`` returns the lease and releases it on exit."""
 
     __slots__ = ()
 
-    async def release(self) -> None:
-        raise NotImplementedError
-
     async def __aenter__(self) -> Self:
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
 
 
 class _AsyncIssuer(Protocol):
@@ -236,7 +231,7 @@ class _AsyncIssuer(Protocol):
 LockT = TypeVar("LockT", bound=_AsyncIssuer)
 
 
-class _AsyncHeldLease(_AsyncReleasedOnExit, LeaseBase, Generic[LockT]):
+class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
     """A lease issued by a lock object (``_lock``): ``release``, ``extend``, the
     watchdog's renewal and the start of its life, written once on the hooks each
     kind supplies: its plans (``_release_plan``, ``_extend_plan``,
@@ -1657,7 +1652,7 @@ def _raise_first(errors: list[BaseException]) -> None:
     raise first
 
 
-class AsyncMultiLease(_AsyncReleasedOnExit, LostSignalBase):
+class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
     """All the parts of an :class:`AsyncMultiLock`, held together: returned by a
     successful :meth:`AsyncMultiLock.acquire`.
 

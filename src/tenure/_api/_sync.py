@@ -168,7 +168,24 @@ class _Holding(Generic[L]):
         self._lease.release()
 
 
-class _Blocks(Generic[L]):
+class _ReleasedOnExit:
+    """``with``: ``release()`` on exit."""
+
+    __slots__ = ()
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+class _Blocks(_ReleasedOnExit, Generic[L]):
     """``with lock`` and ``with lock(timeout=...)``, for every lock class."""
 
     @property
@@ -176,9 +193,6 @@ class _Blocks(Generic[L]):
         raise NotImplementedError
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> L | None:
-        raise NotImplementedError
-
-    def release(self) -> None:
         raise NotImplementedError
 
     def __call__(self, *, timeout: float | None = None) -> _Holding[L]:
@@ -192,33 +206,14 @@ class _Blocks(Generic[L]):
     def __enter__(self) -> L:
         return _Holding(self, None).__enter__()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
-
-class _ReleasedOnExit:
+class _EntersItself(_ReleasedOnExit):
     """``with lease:`` returns the lease and releases it on exit."""
 
     __slots__ = ()
 
-    def release(self) -> None:
-        raise NotImplementedError
-
     def __enter__(self) -> Self:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
 
 class _Issuer(Protocol):
@@ -236,7 +231,7 @@ class _Issuer(Protocol):
 LockT = TypeVar("LockT", bound=_Issuer)
 
 
-class _HeldLease(_ReleasedOnExit, LeaseBase, Generic[LockT]):
+class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
     """A lease issued by a lock object (``_lock``): ``release``, ``extend``, the
     watchdog's renewal and the start of its life, written once on the hooks each
     kind supplies: its plans (``_release_plan``, ``_extend_plan``,
@@ -1657,7 +1652,7 @@ def _raise_first(errors: list[BaseException]) -> None:
     raise first
 
 
-class MultiLease(_ReleasedOnExit, LostSignalBase):
+class MultiLease(_EntersItself, LostSignalBase):
     """All the parts of an :class:`MultiLock`, held together: returned by a
     successful :meth:`MultiLock.acquire`.
 
