@@ -10,9 +10,10 @@ import threading
 import contextlib
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar
 
 from .._adaptive import AdaptiveTTL
 from .._drivers import _sync as _driver
@@ -51,52 +52,80 @@ DEFAULT_TTL = 30.0
 _HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = weakref.WeakValueDictionary()
 
 
-def _replicate(
-    client: _driver.Client,
-    lease: Lease | RLockLease | SemaphoreLease | ReadWriteLease,
-    policy: replica_plans.ReplicaPolicy | None,
-) -> None:
-    """Wait for ``policy`` replicas to acknowledge a new ``lease``; else release it."""
-    if policy is None:
-        return
-    plan = replica_plans.replicate(lease.name, lease.fence, lease._renewal(), policy)
-    try:
-        _driver.run(client, plan)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            lease.release()
-        raise
-
-
-def _check_ttl(ttl: object) -> tuple[float, AdaptiveTTL | None]:
-    """The fixed lease length (for an adaptive one, its floor) and the policy."""
-    if ttl is None:
-        return DEFAULT_TTL, None
-    if isinstance(ttl, AdaptiveTTL):
-        return float(ttl.floor), ttl
-    return check_seconds(ttl, "ttl"), None
-
-
-def _check_renew(auto_renew: object, ttl: object) -> bool:
-    if auto_renew is None:
-        return ttl is None
-    if not isinstance(auto_renew, bool):
-        raise InvalidArgument(f"auto_renew must be True, False or None, not {auto_renew!r}")
-    return auto_renew
-
-
 def _check_callback(on_lost: C | None) -> C | None:
     if on_lost is not None and not callable(on_lost):
         raise InvalidArgument(f"on_lost must be callable, not {on_lost!r}")
     return on_lost
 
 
-def _delay_ms(lock_delay: object) -> int:
-    seconds = check_seconds(lock_delay, "lock_delay", allow_zero=True)
-    return 0 if seconds == 0 else to_ms(seconds, "lock_delay")
-
-
 C = TypeVar("C", bound=Callable[..., object])
+
+
+@dataclass(frozen=True)
+class _LeaseOptions:
+    """What a lock's lease arguments say, checked (:meth:`check`).
+
+    Attributes:
+        ttl: the lease length in seconds; with an :class:`AdaptiveTTL`, its floor.
+        adaptive: the :class:`AdaptiveTTL`, or ``None``.
+        renew: whether the watchdog renews every lease (``auto_renew``).
+        on_lost: the callback every lease gets (``on_lost``), or ``None``.
+        delay_ms: the lock-delay in milliseconds (0: none).
+        replicas: how many replicas must acknowledge a new lease, or ``None``.
+    """
+
+    ttl: float
+    adaptive: AdaptiveTTL | None
+    renew: bool
+    on_lost: Callable[[Any], object] | None
+    delay_ms: int
+    replicas: replica_plans.ReplicaPolicy | None
+
+    @classmethod
+    def check(
+        cls,
+        ttl: float | AdaptiveTTL | None,
+        auto_renew: bool | None,
+        on_lost: Callable[[Any], object] | None,
+        lock_delay: float = 0.0,
+        min_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        replica_fsync: bool = False,
+        *,
+        adaptive: bool = True,
+    ) -> _LeaseOptions:
+        """Check the arguments, in this order; with ``adaptive=False``, ``ttl``
+        may not be an :class:`AdaptiveTTL`.
+
+        Raises:
+            InvalidArgument: the first bad argument, named.
+        """
+        if ttl is None:
+            fixed, policy = DEFAULT_TTL, None
+        elif adaptive and isinstance(ttl, AdaptiveTTL):
+            fixed, policy = float(ttl.floor), ttl
+        else:
+            fixed, policy = check_seconds(ttl, "ttl"), None
+        if auto_renew is None:
+            renew = ttl is None
+        elif isinstance(auto_renew, bool):
+            renew = auto_renew
+        else:
+            raise InvalidArgument(f"auto_renew must be True, False or None, not {auto_renew!r}")
+        callback = _check_callback(on_lost)
+        delay = check_seconds(lock_delay, "lock_delay", allow_zero=True)
+        delay_ms = 0 if delay == 0 else to_ms(delay, "lock_delay")
+        replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
+        return cls(fixed, policy, renew, callback, delay_ms, replicas)
+
+    def next_ttl(self, key: str) -> float:
+        """The length of the next lease of ``key`` (an :class:`AdaptiveTTL`'s key)."""
+        return self.ttl if self.adaptive is None else self.adaptive.next_ttl(key)
+
+    def record(self, key: str, started: float) -> None:
+        """A hold of ``key`` that began at ``started`` (``time.monotonic()``) ended now."""
+        if self.adaptive is not None:
+            self.adaptive.record(key, time.monotonic() - started)
 
 
 class _Releasable(Protocol):
@@ -139,7 +168,24 @@ class _Holding(Generic[L]):
         self._lease.release()
 
 
-class _Blocks(Generic[L]):
+class _ReleasedOnExit:
+    """``with``: ``release()`` on exit."""
+
+    __slots__ = ()
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+class _Blocks(_ReleasedOnExit, Generic[L]):
     """``with lock`` and ``with lock(timeout=...)``, for every lock class."""
 
     @property
@@ -147,9 +193,6 @@ class _Blocks(Generic[L]):
         raise NotImplementedError
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> L | None:
-        raise NotImplementedError
-
-    def release(self) -> None:
         raise NotImplementedError
 
     def __call__(self, *, timeout: float | None = None) -> _Holding[L]:
@@ -163,34 +206,48 @@ class _Blocks(Generic[L]):
     def __enter__(self) -> L:
         return _Holding(self, None).__enter__()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
+
+class _EntersItself(_ReleasedOnExit):
+    """``with lease:`` returns the lease and releases it on exit."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Self:
+        return self
 
 
-class Lease(LeaseBase):
-    """A held lock: returned by a successful :meth:`Lock.acquire`.
+class _Issuer(Protocol):
+    """What a lease needs of the lock object that issued it."""
 
-    A lease is truthy. It holds until :meth:`release`, or until its ttl runs out
-    in Redis; the client's watchdog renews it while held if the lock renews
-    (``auto_renew``). ``valid`` and ``remaining`` tell, on this process's
-    monotonic clock, whether it can still be trusted, and ``lost`` is set (and
-    the ``on_lost`` callbacks run) as soon as it is known lost. See
-    :class:`tenure.LeaseBase` for the attributes (``name``, ``owner``,
-    ``fence``, ``ttl``, ``expires_at``, ``lost``).
+    _client: _driver.Client
+    _opts: _LeaseOptions
+
+    @property
+    def name(self) -> str: ...
+
+    def _forget(self, lease: Any) -> None: ...
+
+
+LockT = TypeVar("LockT", bound=_Issuer)
+
+
+class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
+    """A lease issued by a lock object (``_lock``): ``release``, ``extend``, the
+    watchdog's renewal and the start of its life, written once on the hooks each
+    kind supplies: its plans (``_release_plan``, ``_extend_plan``,
+    ``_renewal``) and what a release, a new deadline, the end and a loss do to
+    it (``_released_one``, ``_extended``, ``_end``, ``_lose``).
+
+    The docstrings of ``release`` and ``extend`` are :class:`Lease`'s; a
+    kind whose text differs overrides them to say its own.
     """
 
     lost: threading.Event
-    __slots__ = ("_holder", "_lock")
+    __slots__ = ("_lock",)
 
-    def __init__(self, lock: Lock, grant: lock_plans.Grant, holder: str) -> None:
+    def __init__(self, lock: LockT, grant: lock_plans.Grant) -> None:
         super().__init__(lock.name, grant, threading.Event())
         self._lock = lock
-        self._holder = holder
 
     def release(self) -> None:
         """Release the lock and hand it to the next waiter.
@@ -206,19 +263,17 @@ class Lease(LeaseBase):
             redis.exceptions.ConnectionError: Redis could not be reached (the
                 lease is kept: the release may be tried again).
         """
-        lock = self._lock
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't release: already released")
         if self._lost_reason is None:
-            plan = lock._release_plan(self.owner, self.fence)
+            if self._released:
+                raise NotOwnedError(self.name, self.fence, "can't release: already released")
             try:
-                _driver.run(lock._client, plan)
+                left = _driver.run(self._lock._client, self._release_plan())
             except NotOwnedError as exc:
-                self._signal_lost(exc.reason)
-        reason = self._lost_reason
-        self._end()
-        if reason is not None:
-            raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+                self._lose(exc.reason)
+            else:
+                self._released_one(left)
+                return
+        self._end_lost()
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).
@@ -234,52 +289,114 @@ class Lease(LeaseBase):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
-        lock = self._lock
         if self._lost_reason is None:
-            plan = lock_plans.extend(
-                lock._keys,
-                self.owner,
-                self.fence,
-                seconds,
-                time.monotonic,
-                ttl=self.ttl,
-                delay_ms=lock._delay_ms,
-            )
+            if self._released:
+                raise NotOwnedError(self.name, self.fence, "can't extend: already released")
             try:
-                self.expires_at = _driver.run(lock._client, plan)
-                self.ttl = seconds
-                return
+                expires_at = _driver.run(self._lock._client, self._extend_plan(seconds))
             except NotOwnedError as exc:
-                self._signal_lost(exc.reason)
+                self._lose(exc.reason)
+            else:
+                self._extended(seconds, expires_at)
+                return
+        self._end_lost()
+
+    def _start(self) -> None:
+        """The lease was just granted: give it the lock's ``on_lost`` callback,
+        have the watchdog watch it, and wait for the replicas (else release it)."""
+        opts = self._lock._opts
+        if opts.on_lost is not None:
+            self.on_lost(opts.on_lost)
+        self._start_watch(opts.renew)
+        if opts.replicas is None:
+            return
+        plan = replica_plans.replicate(self.name, self.fence, self._renewal(), opts.replicas)
+        try:
+            _driver.run(self._lock._client, plan)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.release()
+            raise
+
+    def _end_lost(self) -> NoReturn:
+        """The lease is lost: end it and say so."""
         reason = self._lost_reason
         self._end()
         raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
 
+    def _release_plan(self) -> Plan[int | None]:
+        """The plan that releases the lease (its reply: the hold count left, if any)."""
+        raise NotImplementedError
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        """The plan that resets the lease to end ``seconds`` from now (its new ``expires_at``)."""
+        raise NotImplementedError
+
     def _renewal(self) -> Eval:
-        lock = self._lock
-        return lock_plans.renewal(
-            lock._keys, self.owner, self.ttl, ttl=self.ttl, delay_ms=lock._delay_ms
-        )
+        """The script call that renews the lease for its ttl (the watchdog's)."""
+        raise NotImplementedError
+
+    def _released_one(self, left: int | None) -> None:
+        """Redis released the lease: it ends (lost all the same if the watchdog
+        found it lost meanwhile)."""
+        if self._lost_reason is not None:
+            self._end_lost()
+        self._end()
 
     def _renewed(self, expires_at: float) -> None:
-        self.expires_at = expires_at
+        self._extended(self.ttl, expires_at)
+
+    def _extended(self, ttl: float, expires_at: float) -> None:
+        """The lease is now ``ttl`` seconds long and ends at ``expires_at``."""
+        self.ttl, self.expires_at = ttl, expires_at
+
+    def _start_watch(self, renew: bool) -> None:
+        self._watch = _driver.watch(self._lock._client, self, renew)
 
     def _end(self) -> None:
+        """The lease is over (released, or lost and done with)."""
         self._released = True
         self._lock._forget(self)
 
-    def __enter__(self) -> Lease:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
+class Lease(_HeldLease["Lock"]):
+    """A held lock: returned by a successful :meth:`Lock.acquire`.
+
+    A lease is truthy. It holds until :meth:`release`, or until its ttl runs out
+    in Redis; the client's watchdog renews it while held if the lock renews
+    (``auto_renew``). ``valid`` and ``remaining`` tell, on this process's
+    monotonic clock, whether it can still be trusted, and ``lost`` is set (and
+    the ``on_lost`` callbacks run) as soon as it is known lost. See
+    :class:`tenure.LeaseBase` for the attributes (``name``, ``owner``,
+    ``fence``, ``ttl``, ``expires_at``, ``lost``).
+    """
+
+    __slots__ = ("_holder",)
+
+    def __init__(self, lock: Lock, grant: lock_plans.Grant, holder: str) -> None:
+        super().__init__(lock, grant)
+        self._holder = holder
+
+    def _release_plan(self) -> Plan[None]:
+        return self._lock._release_plan(self.owner, self.fence)
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        lock = self._lock
+        return lock_plans.extend(
+            lock._keys,
+            self.owner,
+            self.fence,
+            seconds,
+            time.monotonic,
+            ttl=self.ttl,
+            delay_ms=lock._opts.delay_ms,
+        )
+
+    def _renewal(self) -> Eval:
+        lock = self._lock
+        return lock_plans.renewal(
+            lock._keys, self.owner, self.ttl, ttl=self.ttl, delay_ms=lock._opts.delay_ms
+        )
 
 
 class Lock(_Blocks[Lease]):
@@ -363,11 +480,9 @@ class Lock(_Blocks[Lease]):
         prefix: str = "tenure:",
     ) -> None:
         self._keys = lock_keys(name, key=key, prefix=prefix)
-        self._ttl, self._adaptive = _check_ttl(ttl)
-        self._renew = _check_renew(auto_renew, ttl)
-        self._on_lost = _check_callback(on_lost)
-        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
-        self._delay_ms = _delay_ms(lock_delay)
+        self._opts = _LeaseOptions.check(
+            ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
+        )
         self._client = client
         self._leases: dict[str, Lease] = {}
 
@@ -379,12 +494,7 @@ class Lock(_Blocks[Lease]):
     @property
     def ttl(self) -> float:
         """The lease length in seconds (with an :class:`AdaptiveTTL`, the next lease's)."""
-        return self._next_ttl()
-
-    def _next_ttl(self) -> float:
-        if self._adaptive is None:
-            return self._ttl
-        return self._adaptive.next_ttl(self._keys.lock)
+        return self._opts.next_ttl(self._keys.lock)
 
     def acquire(
         self, blocking: bool = True, timeout: float | None = None
@@ -421,10 +531,7 @@ class Lock(_Blocks[Lease]):
         lease = Lease(self, grant, owner)
         self._leases[owner] = lease
         _HELD[id(self._client), self._keys.lock, owner] = lease
-        if self._on_lost is not None:
-            lease.on_lost(self._on_lost)
-        lease._watch = _driver.watch(self._client, lease, self._renew)
-        _replicate(self._client, lease, self._replicas)
+        lease._start()
         return lease
 
     def _acquire_plan(
@@ -434,16 +541,16 @@ class Lock(_Blocks[Lease]):
             self._keys,
             owner,
             new_token(owner),
-            self._next_ttl(),
+            self.ttl,
             blocking=blocking,
             timeout=timeout,
             now=time.monotonic,
             maybe_held=maybe_held,
-            delay_ms=self._delay_ms,
+            delay_ms=self._opts.delay_ms,
         )
 
     def _release_plan(self, token: str, fence: int) -> Plan[None]:
-        return lock_plans.release(self._keys, token, fence, self._delay_ms)
+        return lock_plans.release(self._keys, token, fence, self._opts.delay_ms)
 
     def release(self) -> None:
         """Release the calling thread's or task's lease (see :meth:`Lease.release`).
@@ -499,7 +606,7 @@ class Lock(_Blocks[Lease]):
 
     def __repr__(self) -> str:
         held = len(self._leases)
-        return f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s held_here={held}>"
+        return f"<{type(self).__name__} {self.name!r} ttl={self._opts.ttl:g}s held_here={held}>"
 
     def _lease(self) -> Lease:
         lease = self._leases.get(_driver.current_owner())
@@ -511,8 +618,7 @@ class Lock(_Blocks[Lease]):
         if self._leases.get(lease._holder) is lease:
             del self._leases[lease._holder]
         _driver.unwatch(self._client, lease._watch)
-        if self._adaptive is not None:
-            self._adaptive.record(self._keys.lock, time.monotonic() - lease.acquired_at)
+        self._opts.record(self._keys.lock, lease.acquired_at)
 
 
 # --- fair lock ----------------------------------------------------------------
@@ -664,7 +770,7 @@ class FairLock(Lock):
     def __repr__(self) -> str:
         held = len(self._leases)
         return (
-            f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s "
+            f"<{type(self).__name__} {self.name!r} ttl={self._opts.ttl:g}s "
             f"waiter_timeout={self._waiter_timeout:g}s held_here={held}>"
         )
 
@@ -675,72 +781,44 @@ class FairLock(Lock):
             self._fair,
             owner,
             new_token(owner),
-            self._next_ttl(),
+            self.ttl,
             blocking=blocking,
             timeout=timeout,
             now=time.monotonic,
             waiter_timeout=self._waiter_timeout,
-            delay_ms=self._delay_ms,
+            delay_ms=self._opts.delay_ms,
         )
 
     def _release_plan(self, token: str, fence: int) -> Plan[None]:
-        return fair_plans.release(self._fair, token, fence, self._delay_ms)
+        return fair_plans.release(self._fair, token, fence, self._opts.delay_ms)
 
 
 # --- reentrant lock --------------------------------------------------------
 
 
-class RLockLease(LeaseBase):
-    """One level of a held :class:`RLock`: returned by each successful acquire.
+HoldsT = TypeVar("HoldsT", bound="_Holds[Any]")
+HL = TypeVar("HL", bound="_HoldLease[Any]")
 
-    A lease is truthy. Every acquire by the owner that holds the lock returns a
-    new lease of the same hold: the same ``owner`` and ``fence``, and the hold
-    count one higher. Releasing a lease counts the hold down by one; the lock is
-    free (or handed to the next waiter) when the count reaches zero. The lease
-    ends with its ttl in Redis unless extended: ``extend`` and every re-entry
-    reset the whole hold's lease, and ``expires_at`` of every lease of the hold
-    held through this lock object follows. See :class:`tenure.LeaseBase` for the
-    attributes (``name``, ``owner``, ``fence``, ``ttl``, ``expires_at``);
-    ``owner`` is the holding thread's or task's owner id, the field stored in Redis.
+
+class _HoldLease(_HeldLease[HoldsT]):
+    """One level of a hold of a reentrant lock (``RLock``, either mode of
+    an ``ReadWriteLock``). The lock object that issued it keeps its hold's
+    leases (:class:`_Holds`): they end, are lost and get a new deadline
+    together.
+
+    Attributes:
+        _key: which of the lock object's holds it belongs to (its owner's, or
+            its owner's of its mode).
+        _hold: the hold's id, the same for every lease of the hold: an
+            ``RLock`` hold's fence (as text), a read-write hold's id.
     """
 
-    lost: threading.Event
-    __slots__ = ("_lock",)
+    __slots__ = ("_hold", "_key")
 
-    def __init__(self, lock: RLock, grant: lock_plans.Grant) -> None:
-        super().__init__(lock.name, grant, threading.Event())
-        self._lock = lock
-
-    def release(self) -> None:
-        """Count the hold down by one; at zero, release the lock and hand it to the
-        next waiter.
-
-        Raises:
-            LockLostError: the hold was lost (``lost`` is set): its deadline
-                passed, or Redis no longer has it (the message gives the name,
-                fence and why). Every lease of the hold ends.
-            NotOwnedError: this lease was already released. Nothing was changed.
-            redis.exceptions.ConnectionError: Redis could not be reached.
-        """
-        lock = self._lock
-        if self._lost_reason is not None:
-            lock._end_hold(self)
-            raise LockLostError(self.name, self.fence, f"lease lost: {self._lost_reason}")
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't release: already released")
-        try:
-            plan = rlock_plans.release(
-                lock._keys, self.owner, self.fence, op=new_op(), delay_ms=lock._delay_ms
-            )
-            left = _driver.run(lock._client, plan)
-        except NotOwnedError as exc:
-            lock._lose_hold(self, exc.reason)
-            lock._end_hold(self)
-            raise LockLostError(self.name, self.fence, f"lease lost: {exc.reason}") from None
-        self._released = True
-        lock._forget(self)
-        if left == 0:
-            lock._end_hold(self)
+    def __init__(self, lock: HoldsT, grant: lock_plans.Grant, key: Hashable, hold: str) -> None:
+        super().__init__(lock, grant)
+        self._key = key
+        self._hold = hold
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the whole hold's lease to end ``seconds`` from now (default: its ttl).
@@ -755,55 +833,168 @@ class RLockLease(LeaseBase):
             NotOwnedError: this lease was released.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
-        lock = self._lock
-        if self._lost_reason is None:
-            plan = rlock_plans.extend(
-                lock._keys,
-                self.owner,
-                self.fence,
-                seconds,
-                time.monotonic,
-                ttl=self.ttl,
-                delay_ms=lock._delay_ms,
-            )
-            try:
-                expires_at = _driver.run(lock._client, plan)
-                lock._renewed(self, seconds, expires_at)
-                return
-            except NotOwnedError as exc:
-                lock._lose_hold(self, exc.reason)
-        reason = self._lost_reason
-        lock._end_hold(self)
-        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+        return super().extend(seconds)
 
-    def _renewal(self) -> Eval:
-        keys = self._lock._keys
-        return rlock_plans.renewal(
-            keys, self.owner, self.fence, self.ttl, ttl=self.ttl, delay_ms=self._lock._delay_ms
-        )
+    def _released_one(self, left: int | None) -> None:
+        self._released = True
+        self._lock._forget(self)
+        if left == 0:
+            self._lock._end_hold(self)
 
-    def _renewed(self, expires_at: float) -> None:
-        self._lock._renewed(self, self.ttl, expires_at)
+    def _extended(self, ttl: float, expires_at: float) -> None:
+        self._lock._renewed(self, ttl, expires_at)
+
+    def _start_watch(self, renew: bool) -> None:
+        self._lock._watch_hold(self, renew)
+
+    def _end(self) -> None:
+        self._lock._end_hold(self)
 
     def _lose(self, reason: str) -> None:
         self._lock._lose_hold(self, reason)
 
-    def __enter__(self) -> RLockLease:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
+class _Holds(Generic[HL]):
+    """The holds of a reentrant lock taken through one lock object, by key (an
+    owner, or an owner and a mode): the live leases of each hold, oldest first,
+    and the watchdog's entry for it, made with its first lease. Every lease of
+    a hold has its ``_hold`` id; a lease of another id begins a new hold."""
+
+    _client: _driver.Client
+    _opts: _LeaseOptions
+    _holds: dict[Hashable, list[HL]]
+    _watches: dict[Hashable, Watch]
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def _ttl_key(self, lease: HL) -> str:
+        """The :class:`AdaptiveTTL` key of the hold of ``lease``."""
+        raise NotImplementedError
+
+    def _unwatch_lost(self, lease: HL) -> None:
+        """The hold of ``lease`` is lost: stop watching it (``RLock``: its
+        key's watch, whichever hold it watches; ``ReadWriteLock``: its
+        key's watch only if it watches that hold)."""
+        raise NotImplementedError
+
+    def _add(self, lease: HL) -> None:
+        """A new lease of the hold of its key, or of a new hold of that key."""
+        hold = self._same_hold(lease)
+        if not hold:
+            self._unwatch(lease._key)  # a hold of another id is over
+        hold.append(lease)
+        self._holds[lease._key] = hold
+        self._renewed(lease, lease.ttl, lease.expires_at)
+
+    def _watch_hold(self, lease: HL, renew: bool) -> None:
+        """Have the watchdog watch the hold of ``lease``, unless it does already."""
+        if lease._key not in self._watches:
+            self._watches[lease._key] = _driver.watch(self._client, lease, renew)
+
+    def _same_hold(self, lease: HL) -> list[HL]:
+        return [o for o in self._holds.get(lease._key, ()) if o._hold == lease._hold]
+
+    def _forget(self, lease: HL) -> None:
+        leases = self._holds.get(lease._key)
+        if leases is not None and lease in leases:
+            leases.remove(lease)
+            if not leases:
+                del self._holds[lease._key]
+
+    def _end_hold(self, lease: HL) -> None:
+        """The hold of ``lease`` is over in Redis: every lease of it is released."""
+        hold = [lease, *self._same_hold(lease)]
+        self._opts.record(self._ttl_key(lease), min(one.acquired_at for one in hold))
+        for one in hold:
+            one._released = True
+            self._forget(one)
+        if not self._holds.get(lease._key):
+            self._unwatch(lease._key)
+
+    def _lose_hold(self, lease: HL, reason: str) -> None:
+        """The hold of ``lease`` is lost: every lease of it is, and it is not watched."""
+        self._unwatch_lost(lease)
+        for one in [lease, *self._same_hold(lease)]:
+            one._signal_lost(reason)
+
+    def _unwatch(self, key: Hashable) -> None:
+        watch = self._watches.pop(key, None)
+        if watch is not None:
+            _driver.unwatch(self._client, watch)
+
+    def _renewed(self, lease: HL, ttl: float, expires_at: float) -> None:
+        """The hold of ``lease`` was given a new lease: every lease of it follows."""
+        lease.ttl, lease.expires_at = ttl, expires_at
+        for other in self._same_hold(lease):
+            other.ttl, other.expires_at = ttl, expires_at
+
+    def _held_here(self, leases: list[HL]) -> str:
+        """How a hold's leases taken here look in a ``repr``."""
+        lease = leases[-1]
+        validity = f"valid {lease.remaining:.3f}s" if lease.valid else "expired"
+        return f"held here by {lease.owner} count={len(leases)} fence={lease.fence} {validity}"
 
 
-class RLock(_Blocks[RLockLease]):
+class RLockLease(_HoldLease["RLock"]):
+    """One level of a held :class:`RLock`: returned by each successful acquire.
+
+    A lease is truthy. Every acquire by the owner that holds the lock returns a
+    new lease of the same hold: the same ``owner`` and ``fence``, and the hold
+    count one higher. Releasing a lease counts the hold down by one; the lock is
+    free (or handed to the next waiter) when the count reaches zero. The lease
+    ends with its ttl in Redis unless extended: ``extend`` and every re-entry
+    reset the whole hold's lease, and ``expires_at`` of every lease of the hold
+    held through this lock object follows. See :class:`tenure.LeaseBase` for the
+    attributes (``name``, ``owner``, ``fence``, ``ttl``, ``expires_at``);
+    ``owner`` is the holding thread's or task's owner id, the field stored in Redis.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, lock: RLock, grant: lock_plans.Grant) -> None:
+        super().__init__(lock, grant, grant.token, str(grant.fence))
+
+    def release(self) -> None:
+        """Count the hold down by one; at zero, release the lock and hand it to the
+        next waiter.
+
+        Raises:
+            LockLostError: the hold was lost (``lost`` is set): its deadline
+                passed, or Redis no longer has it (the message gives the name,
+                fence and why). Every lease of the hold ends.
+            NotOwnedError: this lease was already released. Nothing was changed.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return super().release()
+
+    def _release_plan(self) -> Plan[int]:
+        lock = self._lock
+        return rlock_plans.release(
+            lock._keys, self.owner, self.fence, op=new_op(), delay_ms=lock._opts.delay_ms
+        )
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        lock = self._lock
+        return rlock_plans.extend(
+            lock._keys,
+            self.owner,
+            self.fence,
+            seconds,
+            time.monotonic,
+            ttl=self.ttl,
+            delay_ms=lock._opts.delay_ms,
+        )
+
+    def _renewal(self) -> Eval:
+        lock = self._lock
+        return rlock_plans.renewal(
+            lock._keys, self.owner, self.fence, self.ttl, ttl=self.ttl, delay_ms=lock._opts.delay_ms
+        )
+
+
+class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
     """A distributed reentrant lock: one owner at a time, which may take it again.
 
     Like :class:`Lock` (a lease, a fencing token, waiting without
@@ -873,17 +1064,13 @@ class RLock(_Blocks[RLockLease]):
         prefix: str = "tenure:",
     ) -> None:
         self._keys = rlock_keys(name, prefix=prefix)
-        self._ttl, self._adaptive = _check_ttl(ttl)
-        self._renew = _check_renew(auto_renew, ttl)
-        self._on_lost = _check_callback(on_lost)
-        self._delay_ms = _delay_ms(lock_delay)
-        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
+        self._opts = _LeaseOptions.check(
+            ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
+        )
         self._client = client
-        # owner id -> the watchdog's entry for its current hold
-        self._watches: dict[str, Watch] = {}
-        # owner id -> the live leases of its current hold taken through this object,
-        # oldest first (all with the hold's fence)
-        self._holds: dict[str, list[RLockLease]] = {}
+        # by owner id (a hold's id is its fence)
+        self._watches = {}
+        self._holds = {}
 
     @property
     def name(self) -> str:
@@ -893,12 +1080,7 @@ class RLock(_Blocks[RLockLease]):
     @property
     def ttl(self) -> float:
         """The lease length in seconds (with an :class:`AdaptiveTTL`, the next hold's)."""
-        return self._next_ttl()
-
-    def _next_ttl(self) -> float:
-        if self._adaptive is None:
-            return self._ttl
-        return self._adaptive.next_ttl(self._keys.lock)
+        return self._opts.next_ttl(self._keys.lock)
 
     def acquire(
         self, blocking: bool = True, timeout: float | None = None
@@ -932,28 +1114,19 @@ class RLock(_Blocks[RLockLease]):
         plan = rlock_plans.acquire(
             self._keys,
             owner,
-            self._next_ttl(),
+            self.ttl,
             blocking=blocking,
             timeout=wait,
             now=time.monotonic,
             op=new_op(),
-            delay_ms=self._delay_ms,
+            delay_ms=self._opts.delay_ms,
         )
         grant = _driver.run(self._client, plan)
         if grant is None:
             return None
         lease = RLockLease(self, grant)
-        hold = [held for held in self._holds.get(owner, ()) if held.fence == grant.fence]
-        if not hold:
-            self._unwatch(owner)  # a hold of another fence is over
-        hold.append(lease)
-        self._holds[owner] = hold
-        self._renewed(lease, grant.ttl, grant.expires_at)
-        if self._on_lost is not None:
-            lease.on_lost(self._on_lost)
-        if owner not in self._watches:
-            self._watches[owner] = _driver.watch(self._client, lease, self._renew)
-        _replicate(self._client, lease, self._replicas)
+        self._add(lease)
+        lease._start()
         return lease
 
     def release(self) -> None:
@@ -1021,14 +1194,8 @@ class RLock(_Blocks[RLockLease]):
 
     def __repr__(self) -> str:
         holds = [leases for leases in self._holds.values() if leases]
-        if not holds:
-            state = "not held here"
-        else:
-            leases = holds[-1]
-            lease = leases[-1]
-            validity = f"valid {lease.remaining:.3f}s" if lease.valid else "expired"
-            state = f"held here by {lease.owner} count={len(leases)} fence={lease.fence} {validity}"
-        return f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s {state}>"
+        state = self._held_here(holds[-1]) if holds else "not held here"
+        return f"<{type(self).__name__} {self.name!r} ttl={self._opts.ttl:g}s {state}>"
 
     def _latest(self) -> RLockLease:
         leases = self._holds.get(_driver.current_owner())
@@ -1036,59 +1203,17 @@ class RLock(_Blocks[RLockLease]):
             raise NotOwnedError(self.name, None, "not held by this thread or task")
         return leases[-1]
 
-    def _forget(self, lease: RLockLease) -> None:
-        leases = self._holds.get(lease.owner)
-        if leases is not None and lease in leases:
-            leases.remove(lease)
-            if not leases:
-                del self._holds[lease.owner]
+    def _ttl_key(self, lease: RLockLease) -> str:
+        return self._keys.lock
 
-    def _end_hold(self, lease: RLockLease) -> None:
-        """The hold of ``lease`` is over in Redis: every lease of it is released."""
-        if self._adaptive is not None:
-            started = min(
-                [lease.acquired_at]
-                + [
-                    o.acquired_at
-                    for o in self._holds.get(lease.owner, ())
-                    if o.fence == lease.fence
-                ]
-            )
-            self._adaptive.record(self._keys.lock, time.monotonic() - started)
-        lease._released = True
-        self._forget(lease)
-        for other in list(self._holds.get(lease.owner, ())):
-            if other.fence == lease.fence:
-                other._released = True
-                self._forget(other)
-        if not self._holds.get(lease.owner):
-            self._unwatch(lease.owner)
-
-    def _lose_hold(self, lease: RLockLease, reason: str) -> None:
-        """The hold of ``lease`` is lost: every lease of it is, and it is not watched."""
-        self._unwatch(lease.owner)
-        lease._signal_lost(reason)
-        for other in list(self._holds.get(lease.owner, ())):
-            if other.fence == lease.fence:
-                other._signal_lost(reason)
-
-    def _unwatch(self, owner: str) -> None:
-        watch = self._watches.pop(owner, None)
-        if watch is not None:
-            _driver.unwatch(self._client, watch)
-
-    def _renewed(self, lease: RLockLease, ttl: float, expires_at: float) -> None:
-        """The hold of ``lease`` was given a new lease: every lease of it follows."""
-        lease.ttl, lease.expires_at = ttl, expires_at
-        for other in self._holds.get(lease.owner, ()):
-            if other.fence == lease.fence:
-                other.ttl, other.expires_at = ttl, expires_at
+    def _unwatch_lost(self, lease: RLockLease) -> None:
+        self._unwatch(lease._key)
 
 
 # --- read-write lock -------------------------------------------------------
 
 
-class ReadWriteLease(LeaseBase):
+class ReadWriteLease(_HoldLease["ReadWriteLock"]):
     """One level of a held read or write lock of an :class:`ReadWriteLock`:
     returned by each successful ``rw.read.acquire()`` / ``rw.write.acquire()``.
 
@@ -1105,13 +1230,10 @@ class ReadWriteLease(LeaseBase):
     attributes.
     """
 
-    lost: threading.Event
-    __slots__ = ("_hold", "_rw", "mode")
+    __slots__ = ("mode",)
 
     def __init__(self, rw: ReadWriteLock, grant: rwlock_plans.RWGrant) -> None:
-        super().__init__(rw.name, grant, threading.Event())
-        self._rw = rw
-        self._hold = grant.hold
+        super().__init__(rw, grant, (grant.token, grant.mode), grant.hold)
         self.mode: rwlock_plans.Mode = grant.mode
 
     def release(self) -> None:
@@ -1126,73 +1248,36 @@ class ReadWriteLease(LeaseBase):
             NotOwnedError: this lease was already released. Nothing was changed.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        rw = self._rw
-        if self._lost_reason is not None:
-            rw._end_hold(self)
-            raise LockLostError(self.name, self.fence, f"lease lost: {self._lost_reason}")
-        if self._released:
-            raise NotOwnedError(self.name, self.fence, "can't release: already released")
-        plan = rwlock_plans.release(
+        return super().release()
+
+    def _release_plan(self) -> Plan[int]:
+        rw = self._lock
+        return rwlock_plans.release(
             rw._keys,
             self.owner,
             self.mode,
             self._hold,
             self.fence,
             op=new_op(),
-            delay_ms=rw._delay_ms,
+            delay_ms=rw._opts.delay_ms,
         )
-        try:
-            left = _driver.run(rw._client, plan)
-        except NotOwnedError as exc:
-            rw._lose_hold(self, exc.reason)
-            rw._end_hold(self)
-            raise LockLostError(self.name, self.fence, f"lease lost: {exc.reason}") from None
-        self._released = True
-        rw._forget(self)
-        if left == 0:
-            rw._end_hold(self)
 
-    def extend(self, seconds: float | None = None) -> None:
-        """Reset the whole hold's lease to end ``seconds`` from now (default: its ttl).
-
-        Args:
-            seconds: the new remaining lease, in seconds, > 0.
-
-        Raises:
-            InvalidArgument: ``seconds`` is not a positive number.
-            LockLostError: the hold was lost (its deadline passed, or it is gone
-                from Redis); every lease of it ends.
-            NotOwnedError: this lease was released.
-            redis.exceptions.ConnectionError: Redis could not be reached.
-        """
-        seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
-        rw = self._rw
-        if self._lost_reason is None:
-            plan = rwlock_plans.extend(
-                rw._keys,
-                self.owner,
-                self.mode,
-                self._hold,
-                seconds,
-                time.monotonic,
-                ttl=self.ttl,
-                delay_ms=rw._delay_ms,
-                fence=self.fence,
-            )
-            try:
-                expires_at = _driver.run(rw._client, plan)
-                rw._renewed(self, seconds, expires_at)
-                return
-            except NotOwnedError as exc:
-                rw._lose_hold(self, exc.reason)
-        reason = self._lost_reason
-        rw._end_hold(self)
-        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        rw = self._lock
+        return rwlock_plans.extend(
+            rw._keys,
+            self.owner,
+            self.mode,
+            self._hold,
+            seconds,
+            time.monotonic,
+            ttl=self.ttl,
+            delay_ms=rw._opts.delay_ms,
+            fence=self.fence,
+        )
 
     def _renewal(self) -> Eval:
-        rw = self._rw
+        rw = self._lock
         return rwlock_plans.renewal(
             rw._keys,
             self.owner,
@@ -1200,28 +1285,11 @@ class ReadWriteLease(LeaseBase):
             self._hold,
             self.ttl,
             ttl=self.ttl,
-            delay_ms=rw._delay_ms,
+            delay_ms=rw._opts.delay_ms,
         )
-
-    def _renewed(self, expires_at: float) -> None:
-        self._rw._renewed(self, self.ttl, expires_at)
-
-    def _lose(self, reason: str) -> None:
-        self._rw._lose_hold(self, reason)
 
     def __repr__(self) -> str:
         return super().__repr__().replace(" fence=", f" {self.mode} fence=", 1)
-
-    def __enter__(self) -> ReadWriteLease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
 
 class ReadWriteView(_Blocks[ReadWriteLease]):
@@ -1342,7 +1410,7 @@ class ReadWriteView(_Blocks[ReadWriteLease]):
         return f"<{type(self).__name__} {self.name!r} {self._rw._describe(self._mode)}>"
 
 
-class ReadWriteLock:
+class ReadWriteLock(_Holds[ReadWriteLease]):
     """A distributed read-write lock: many readers, or one writer.
 
     ``rw.read`` and ``rw.write`` are two locks with the interface of every lock
@@ -1427,17 +1495,13 @@ class ReadWriteLock:
         prefix: str = "tenure:",
     ) -> None:
         self._keys = rwlock_keys(name, prefix=prefix)
-        self._ttl, self._adaptive = _check_ttl(ttl)
-        self._renew = _check_renew(auto_renew, ttl)
-        self._on_lost = _check_callback(on_lost)
-        self._delay_ms = _delay_ms(lock_delay)
-        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
+        self._opts = _LeaseOptions.check(
+            ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
+        )
         self._client = client
-        # (owner id, mode) -> the watchdog's entry for that hold
-        self._watches: dict[tuple[str, str], Watch] = {}
-        # (owner id, mode) -> the live leases of that hold taken through this
-        # object, oldest first (all with the hold's id)
-        self._holds: dict[tuple[str, str], list[ReadWriteLease]] = {}
+        # by (owner id, mode)
+        self._watches = {}
+        self._holds = {}
         self._read = ReadWriteView(self, "read")
         self._write = ReadWriteView(self, "write")
 
@@ -1460,12 +1524,7 @@ class ReadWriteLock:
     def ttl(self) -> float:
         """The lease length in seconds (with an :class:`AdaptiveTTL`, the next
         write hold's)."""
-        return self._next_ttl("write")
-
-    def _next_ttl(self, mode: str) -> float:
-        if self._adaptive is None:
-            return self._ttl
-        return self._adaptive.next_ttl(f"{self._keys.lock}:{mode}")
+        return self._opts.next_ttl(self._mode_key("write"))
 
     def info(self) -> ReadWriteInfo:
         """A snapshot of the lock in Redis: its mode (``"read"``, ``"write"`` or
@@ -1491,20 +1550,17 @@ class ReadWriteLock:
 
     def __repr__(self) -> str:
         return (
-            f"<{type(self).__name__} {self.name!r} ttl={self._ttl:g}s "
+            f"<{type(self).__name__} {self.name!r} ttl={self._opts.ttl:g}s "
             f"{self._describe('read')}; {self._describe('write')}>"
         )
 
     def _describe(self, mode: str) -> str:
-        holds = [(key[0], ls) for key, ls in list(self._holds.items()) if key[1] == mode and ls]
+        holds = [ls for ls in list(self._holds.values()) if ls and ls[0].mode == mode]
         if not holds:
             return f"{mode} not held here"
         if len(holds) > 1:
             return f"{mode} held here by {len(holds)} owners"
-        owner, leases = holds[0]
-        lease = leases[-1]
-        validity = f"valid {lease.remaining:.3f}s" if lease.valid else "expired"
-        return f"{mode} held here by {owner} count={len(leases)} fence={lease.fence} {validity}"
+        return f"{mode} {self._held_here(holds[0])}"
 
     def _acquire(
         self, mode: rwlock_plans.Mode, blocking: bool, timeout: float | None
@@ -1515,34 +1571,25 @@ class ReadWriteLock:
             self._keys,
             owner,
             mode,
-            self._next_ttl(mode),
+            self._opts.next_ttl(self._mode_key(mode)),
             blocking=blocking,
             timeout=wait,
             now=time.monotonic,
             op=new_op(),
-            delay_ms=self._delay_ms,
+            delay_ms=self._opts.delay_ms,
         )
         grant = _driver.run(self._client, plan)
         if grant is None:
             return None
         lease = ReadWriteLease(self, grant)
-        key = (owner, mode)
-        hold = [held for held in self._holds.get(key, ()) if held._hold == grant.hold]
-        if not hold:
+        if not self._same_hold(lease):
             # Leases of an earlier hold of this owner and mode: Redis began a new
             # hold, so that one was gone.
-            for old in self._holds.pop(key, ()):
+            for old in self._holds.pop(lease._key, ()):
                 old._signal_lost("the hold had ended in Redis (a new hold began)")
                 old._released = True
-            self._unwatch(key)
-        hold.append(lease)
-        self._holds[key] = hold
-        self._renewed(lease, grant.ttl, grant.expires_at)
-        if self._on_lost is not None:
-            lease.on_lost(self._on_lost)
-        if key not in self._watches:
-            self._watches[key] = _driver.watch(self._client, lease, self._renew)
-        _replicate(self._client, lease, self._replicas)
+        self._add(lease)
+        lease._start()
         return lease
 
     def _latest(self, mode: str) -> ReadWriteLease:
@@ -1553,50 +1600,17 @@ class ReadWriteLock:
             )
         return leases[-1]
 
-    def _same_hold(self, lease: ReadWriteLease) -> list[ReadWriteLease]:
-        key = (lease.owner, lease.mode)
-        return [o for o in self._holds.get(key, ()) if o._hold == lease._hold]
+    def _mode_key(self, mode: str) -> str:
+        """The :class:`AdaptiveTTL` key of the holds of ``mode``."""
+        return f"{self._keys.lock}:{mode}"
 
-    def _forget(self, lease: ReadWriteLease) -> None:
-        key = (lease.owner, lease.mode)
-        leases = self._holds.get(key)
-        if leases is not None and lease in leases:
-            leases.remove(lease)
-            if not leases:
-                del self._holds[key]
+    def _ttl_key(self, lease: ReadWriteLease) -> str:
+        return self._mode_key(lease.mode)
 
-    def _end_hold(self, lease: ReadWriteLease) -> None:
-        """The hold of ``lease`` is over in Redis: every lease of it is released."""
-        others = self._same_hold(lease)
-        if self._adaptive is not None:
-            started = min([lease.acquired_at] + [o.acquired_at for o in others])
-            self._adaptive.record(f"{self._keys.lock}:{lease.mode}", time.monotonic() - started)
-        for one in [lease, *others]:
-            one._released = True
-            self._forget(one)
-        key = (lease.owner, lease.mode)
-        if not self._holds.get(key):
-            self._unwatch(key)
-
-    def _lose_hold(self, lease: ReadWriteLease, reason: str) -> None:
-        """The hold of ``lease`` is lost: every lease of it is, and it is not watched."""
-        key = (lease.owner, lease.mode)
-        watch = self._watches.get(key)
+    def _unwatch_lost(self, lease: ReadWriteLease) -> None:
+        watch = self._watches.get(lease._key)
         if watch is not None and getattr(watch.lease, "_hold", None) == lease._hold:
-            self._unwatch(key)
-        for one in [lease, *self._same_hold(lease)]:
-            one._signal_lost(reason)
-
-    def _unwatch(self, key: tuple[str, str]) -> None:
-        watch = self._watches.pop(key, None)
-        if watch is not None:
-            _driver.unwatch(self._client, watch)
-
-    def _renewed(self, lease: ReadWriteLease, ttl: float, expires_at: float) -> None:
-        """The hold of ``lease`` was given a new lease: every lease of it follows."""
-        lease.ttl, lease.expires_at = ttl, expires_at
-        for other in self._same_hold(lease):
-            other.ttl, other.expires_at = ttl, expires_at
+            self._unwatch(lease._key)
 
 
 # --- multi-lock ---------------------------------------------------------------
@@ -1638,7 +1652,7 @@ def _raise_first(errors: list[BaseException]) -> None:
     raise first
 
 
-class MultiLease(LostSignalBase):
+class MultiLease(_EntersItself, LostSignalBase):
     """All the parts of an :class:`MultiLock`, held together: returned by a
     successful :meth:`MultiLock.acquire`.
 
@@ -1755,17 +1769,6 @@ class MultiLease(LostSignalBase):
             except BaseException as exc:
                 errors.append(exc)
         _raise_first(errors)
-
-    def __enter__(self) -> MultiLease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         if self._released:
@@ -2086,7 +2089,7 @@ class FencedKey:
 # --- semaphore --------------------------------------------------------------
 
 
-class SemaphoreLease(LeaseBase):
+class SemaphoreLease(_HeldLease["Semaphore"]):
     """Permits held from a semaphore (:class:`Semaphore`): what a successful acquire returns.
 
     A lease is truthy. It holds ``permits`` permits until :meth:`release`, or
@@ -2104,14 +2107,12 @@ class SemaphoreLease(LeaseBase):
         permits: how many permits the lease holds (the ``n`` it was acquired with).
     """
 
-    lost: threading.Event
-    __slots__ = ("_holder", "_semaphore", "permits")
+    __slots__ = ("_holder", "permits")
 
     def __init__(
         self, semaphore: Semaphore, grant: lock_plans.Grant, permits: int, holder: str
     ) -> None:
-        super().__init__(semaphore.name, grant, threading.Event())
-        self._semaphore = semaphore
+        super().__init__(semaphore, grant)
         self._holder = holder
         self.permits = permits
 
@@ -2128,21 +2129,7 @@ class SemaphoreLease(LeaseBase):
             redis.exceptions.ConnectionError: Redis could not be reached (the
                 lease is kept: the release may be tried again).
         """
-        sem = self._semaphore
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't release: already released")
-        if self._lost_reason is None:
-            plan = semaphore_plans.release(
-                sem._keys, self.owner, self.permits, sem._permits, self.fence
-            )
-            try:
-                _driver.run(sem._client, plan)
-            except NotOwnedError as exc:
-                self._signal_lost(exc.reason)
-        reason = self._lost_reason
-        self._end()
-        if reason is not None:
-            raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+        return super().release()
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).
@@ -2157,51 +2144,23 @@ class SemaphoreLease(LeaseBase):
             NotOwnedError: the lease was released.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._released and self._lost_reason is None:
-            raise NotOwnedError(self.name, self.fence, "can't extend: already released")
-        sem = self._semaphore
-        if self._lost_reason is None:
-            plan = semaphore_plans.extend(
-                sem._keys,
-                self.owner,
-                self.permits,
-                sem._permits,
-                self.fence,
-                seconds,
-                time.monotonic,
-            )
-            try:
-                self.expires_at = _driver.run(sem._client, plan)
-                self.ttl = seconds
-                return
-            except NotOwnedError as exc:
-                self._signal_lost(exc.reason)
-        reason = self._lost_reason
-        self._end()
-        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+        return super().extend(seconds)
+
+    def _release_plan(self) -> Plan[None]:
+        sem = self._lock
+        return semaphore_plans.release(
+            sem._keys, self.owner, self.permits, sem._permits, self.fence
+        )
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        sem = self._lock
+        return semaphore_plans.extend(
+            sem._keys, self.owner, self.permits, sem._permits, self.fence, seconds, time.monotonic
+        )
 
     def _renewal(self) -> Eval:
-        sem = self._semaphore
+        sem = self._lock
         return semaphore_plans.renewal(sem._keys, self.owner, self.permits, sem._permits, self.ttl)
-
-    def _renewed(self, expires_at: float) -> None:
-        self.expires_at = expires_at
-
-    def _end(self) -> None:
-        self._released = True
-        self._semaphore._forget(self)
-
-    def __enter__(self) -> SemaphoreLease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]} permits={self.permits}>"
@@ -2298,11 +2257,16 @@ class Semaphore:
         prefix: str = "tenure:",
     ) -> None:
         self._keys = semaphore_keys(name, prefix=prefix)
-        self._replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
         self._permits = semaphore_plans.check_permits(permits)
-        self._ttl = DEFAULT_TTL if ttl is None else check_seconds(ttl, "ttl")
-        self._renew = _check_renew(auto_renew, ttl)
-        self._on_lost = _check_callback(on_lost)
+        self._opts = _LeaseOptions.check(
+            ttl,
+            auto_renew,
+            on_lost,
+            min_replicas=min_replicas,
+            replica_timeout=replica_timeout,
+            replica_fsync=replica_fsync,
+            adaptive=False,
+        )
         self._client = client
         # Until an acquire succeeds, a different count stored in Redis is an error.
         self._check = True
@@ -2324,7 +2288,7 @@ class Semaphore:
     @property
     def ttl(self) -> float:
         """The lease length in seconds."""
-        return self._ttl
+        return self._opts.ttl
 
     def acquire(
         self, n: int = 1, blocking: bool = True, timeout: float | None = None
@@ -2358,7 +2322,7 @@ class Semaphore:
             new_token(owner),
             n,
             self._permits,
-            self._ttl,
+            self._opts.ttl,
             check=self._check,
             blocking=blocking,
             timeout=wait,
@@ -2370,10 +2334,7 @@ class Semaphore:
         self._check = False
         lease = SemaphoreLease(self, grant, n, owner)
         self._held.setdefault(owner, []).append(lease)
-        if self._on_lost is not None:
-            lease.on_lost(self._on_lost)
-        lease._watch = _driver.watch(self._client, lease, self._renew)
-        _replicate(self._client, lease, self._replicas)
+        lease._start()
         return lease
 
     def release(self) -> None:
@@ -2470,7 +2431,7 @@ class Semaphore:
             state = "none held here"
         return (
             f"<{type(self).__name__} {self.name!r} permits={self._permits} "
-            f"ttl={self._ttl:g}s {state}>"
+            f"ttl={self._opts.ttl:g}s {state}>"
         )
 
     def _forget(self, lease: SemaphoreLease) -> None:
