@@ -874,16 +874,22 @@ class _Holds(Generic[HL]):
         raise NotImplementedError
 
     def _unwatch_lost(self, lease: HL) -> None:
-        """The hold of ``lease`` is lost: stop watching it (``RLock``: its
-        key's watch, whichever hold it watches; ``ReadWriteLock``: its
-        key's watch only if it watches that hold)."""
-        raise NotImplementedError
+        """The hold of ``lease`` is lost: stop watching it (the key's watch only if
+        it watches that hold, not a newer hold of the same owner)."""
+        watch = self._watches.get(lease._key)
+        if watch is not None and getattr(watch.lease, "_hold", None) == lease._hold:
+            self._unwatch(lease._key)
 
     def _add(self, lease: HL) -> None:
         """A new lease of the hold of its key, or of a new hold of that key."""
         hold = self._same_hold(lease)
         if not hold:
-            self._unwatch(lease._key)  # a hold of another id is over
+            # Leases of an earlier hold of this key: Redis began a new hold, so
+            # that one was gone.
+            self._unwatch(lease._key)
+            for old in self._holds.pop(lease._key, ()):
+                old._signal_lost("the hold had ended in Redis (a new hold began)")
+                old._released = True
         hold.append(lease)
         self._holds[lease._key] = hold
         self._renewed(lease, lease.ttl, lease.expires_at)
@@ -1205,9 +1211,6 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
 
     def _ttl_key(self, lease: RLockLease) -> str:
         return self._keys.lock
-
-    def _unwatch_lost(self, lease: RLockLease) -> None:
-        self._unwatch(lease._key)
 
 
 # --- read-write lock -------------------------------------------------------
@@ -1582,12 +1585,6 @@ class ReadWriteLock(_Holds[ReadWriteLease]):
         if grant is None:
             return None
         lease = ReadWriteLease(self, grant)
-        if not self._same_hold(lease):
-            # Leases of an earlier hold of this owner and mode: Redis began a new
-            # hold, so that one was gone.
-            for old in self._holds.pop(lease._key, ()):
-                old._signal_lost("the hold had ended in Redis (a new hold began)")
-                old._released = True
         self._add(lease)
         lease._start()
         return lease
@@ -1606,11 +1603,6 @@ class ReadWriteLock(_Holds[ReadWriteLease]):
 
     def _ttl_key(self, lease: ReadWriteLease) -> str:
         return self._mode_key(lease.mode)
-
-    def _unwatch_lost(self, lease: ReadWriteLease) -> None:
-        watch = self._watches.get(lease._key)
-        if watch is not None and getattr(watch.lease, "_hold", None) == lease._hold:
-            self._unwatch(lease._key)
 
 
 # --- multi-lock ---------------------------------------------------------------
