@@ -941,13 +941,16 @@ def report_tables(
 
 
 def print_report(
-    meta: dict[str, Any], tables: list[TableData], title: str = "tenure lock benchmark"
+    meta: dict[str, Any],
+    tables: list[TableData],
+    title: str = "tenure lock benchmark",
+    width: int = 170,
 ) -> None:
     from rich.console import Console
     from rich.table import Table
 
     # Wide enough for the contended tables when the output goes to a file or pipe.
-    console = Console() if sys.stdout.isatty() else Console(width=170)
+    console = Console() if sys.stdout.isatty() else Console(width=width)
     console.print(
         f"[bold]{title}[/]: {meta['server']} at {meta['url']}; "
         f"{meta['nproc']} CPUs; Python {meta['python']}; redis-py {meta['redis_py']}"
