@@ -149,6 +149,12 @@ def command_calls(client: redis.Redis) -> dict[str, int]:
     return {name: int(v["calls"]) for name, v in stats.items()}
 
 
+def server_cpu(client: redis.Redis) -> float:
+    """The server's CPU time so far (user + system, all its threads), seconds."""
+    cpu: dict[str, Any] = client.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
 def calls_between(before: dict[str, int], after: dict[str, int]) -> int:
     """All commands the server ran between two snapshots, except the INFO calls."""
     return sum(n - before.get(name, 0) for name, n in after.items() if name != "cmdstat_info")
@@ -486,6 +492,9 @@ class Uncontended:
     ratio_to_raw: float = math.nan
     server_cmds_per_cycle: float = math.nan
     round_trips_per_cycle: float = math.nan
+    # CPU per cycle, µs: this process's (all threads) and the server's (INFO cpu)
+    client_cpu_us_per_cycle: float = math.nan
+    server_cpu_us_per_cycle: float = math.nan
 
 
 #: A maker of one implementation's lock: (impl, client, name, raw floor's script sha).
@@ -501,11 +510,14 @@ def bench_uncontended(
     impls: Sequence[str] = SYNC_IMPLS,
     make: MakeSync | None = None,
     labels: dict[str, str] | None = None,
+    counted: int = 500,
 ) -> list[Uncontended]:
     """Cycles/s of each of ``impls`` (which must include "raw"), in one process.
 
     ``make`` builds an implementation's lock (default :func:`make_sync`),
-    ``labels`` names it in the tables (default :data:`LABELS`).
+    ``labels`` names it in the tables (default :data:`LABELS`). Round trips,
+    server commands and CPU per cycle come from a separate pass of ``counted``
+    cycles (or about a quarter of a second of them, for a slow lock).
     """
     make = make or make_sync
     labels = labels or LABELS
@@ -553,13 +565,15 @@ def bench_uncontended(
     ]
     for r in results:
         lock = locks[r.impl]
-        # 500 cycles, or about a quarter of a second of them for a slow lock.
-        count = min(500, max(10, int(r.cycles_per_s / 4)))
+        count = min(counted, max(10, int(r.cycles_per_s / 4)))
         with counting_round_trips() as sent:
             before, sent0 = command_calls(stats), sent.value
+            server0, client0 = server_cpu(stats), time.process_time()
             for _ in range(count):
                 lock.acquire()
                 lock.release()
+            r.client_cpu_us_per_cycle = (time.process_time() - client0) / count * 1e6
+            r.server_cpu_us_per_cycle = (server_cpu(stats) - server0) / count * 1e6
             r.round_trips_per_cycle = (sent.value - sent0) / count
             r.server_cmds_per_cycle = calls_between(before, command_calls(stats)) / count
     raw = next(r.cycles_per_s for r in results if r.impl == "raw")

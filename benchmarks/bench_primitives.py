@@ -487,7 +487,13 @@ def analyze_mixed(
 
 
 async def bench_uncontended_async(
-    url: str, stats: redis.Redis, seconds: float, rounds: int, tag: str, impls: Sequence[str]
+    url: str,
+    stats: redis.Redis,
+    seconds: float,
+    rounds: int,
+    tag: str,
+    impls: Sequence[str],
+    counted: int,
 ) -> list[bl.Uncontended]:
     """bench_locks.bench_uncontended for asyncio handles, in one event loop."""
     client = redis.asyncio.Redis.from_url(url)
@@ -526,14 +532,17 @@ async def bench_uncontended_async(
     results = [
         bl.Uncontended(impl, LABELS[impl], per_round[impl], max(per_round[impl])) for impl in impls
     ]
-    count = 500
+    count = counted
     for r in results:
         handle = handles[r.impl]
         with bl.counting_round_trips() as sent:
             before, sent0 = bl.command_calls(stats), sent.value
+            server0, client0 = bl.server_cpu(stats), time.process_time()
             for _ in range(count):
                 await handle.acquire()
                 await handle.release()
+            r.client_cpu_us_per_cycle = (time.process_time() - client0) / count * 1e6
+            r.server_cpu_us_per_cycle = (bl.server_cpu(stats) - server0) / count * 1e6
             r.round_trips_per_cycle = (sent.value - sent0) / count
             r.server_cmds_per_cycle = bl.calls_between(before, bl.command_calls(stats)) / count
     raw = next(r.cycles_per_s for r in results if r.impl == "raw-async")
@@ -630,6 +639,15 @@ def ratio(x: float) -> str:
     return bl.fmt(x, ".2f" if math.isnan(x) or x >= 0.1 else ".2g")
 
 
+CPU_HEADERS = ["client CPU us", "server CPU us"]
+CPU_NOTE = (
+    "client CPU us / server CPU us: per cycle, this process's CPU time (all its threads; "
+    "time.process_time) and the server's (INFO cpu, user + system), over a separate counted "
+    "pass of 1000 cycles (500 with --quick; about 0.25 s of them for a slow lock); RT and srv "
+    "cmds come from the same pass."
+)
+
+
 def unc_row(u: bl.Uncontended, ref: float) -> list[str]:
     return [
         u.label,
@@ -637,6 +655,8 @@ def unc_row(u: bl.Uncontended, ref: float) -> list[str]:
         ratio(u.ratio_to_raw),
         ratio(u.cycles_per_s / ref if ref else math.nan),
         f"{1e6 / u.cycles_per_s:,.0f}",
+        bl.fmt(u.client_cpu_us_per_cycle, ",.0f"),
+        bl.fmt(u.server_cpu_us_per_cycle, ",.0f"),
         bl.fmt(u.round_trips_per_cycle, ".2f"),
         bl.fmt(u.server_cmds_per_cycle, ".2f"),
     ]
@@ -697,7 +717,16 @@ def report_tables(meta: dict[str, Any], res: Results, tgt: list[bl.Target]) -> l
         bl.TableData(
             "P1. Uncontended acquire+release, one process, every primitive "
             f"(best of {meta['uncontended_rounds']} rounds of {meta['uncontended_round_s']:g} s)",
-            ["primitive", "cycles/s", "x raw", "x Lock", "us/cycle", "RT/cycle", "srv cmds/cycle"],
+            [
+                "primitive",
+                "cycles/s",
+                "x raw",
+                "x Lock",
+                "us/cycle",
+                *CPU_HEADERS,
+                "RT/cycle",
+                "srv cmds/cycle",
+            ],
             [unc_row(unc[impl], lock_rate) for impl in PRIMITIVES if impl in unc],
             [
                 "x raw: cycles/s over the raw floor's (SET NX PX + EVALSHA compare-and-delete, "
@@ -705,6 +734,7 @@ def report_tables(meta: dict[str, Any], res: Results, tgt: list[bl.Target]) -> l
                 "Lock's. RT: round trips (commands sent); srv cmds: INFO commandstats, "
                 "including commands run inside scripts. MultiLock: both parts taken and "
                 "released; CountDownLatch: try_set_count(1), count_down(), wait().",
+                CPU_NOTE,
             ],
         )
     )
@@ -779,7 +809,16 @@ def report_tables(meta: dict[str, Any], res: Results, tgt: list[bl.Target]) -> l
         bl.TableData(
             "P4. Peers, uncontended: portalocker's RedisLock (shared / exclusive) against "
             "ReadWriteLock.read / .write (same slices as P1)",
-            ["lock", "cycles/s", "x raw", "x tenure", "us/cycle", "RT/cycle", "srv cmds/cycle"],
+            [
+                "lock",
+                "cycles/s",
+                "x raw",
+                "x tenure",
+                "us/cycle",
+                *CPU_HEADERS,
+                "RT/cycle",
+                "srv cmds/cycle",
+            ],
             peer_rows,
             [
                 "x tenure: over the tenure primitive it is compared with (.read for SHARED, "
@@ -855,6 +894,7 @@ def report_tables(meta: dict[str, Any], res: Results, tgt: list[bl.Target]) -> l
                 "x raw",
                 "x tenure",
                 "us/cycle",
+                *CPU_HEADERS,
                 "RT/cycle",
                 "srv cmds/cycle",
             ],
@@ -938,6 +978,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     count_phase = min(phase, 0.4 if args.quick else 1.0)
     short_phase = min(phase, 0.4 if args.quick else 2.0)
     round_s = 0.1 if args.quick else 0.5
+    counted = 500 if args.quick else 1000  # cycles of the counted uncontended pass
     rounds = 3
     missing: dict[str, str] = {}
     versions: dict[str, str] = {"redis-py": redis.__version__}
@@ -975,6 +1016,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "permits": PERMITS,
             "uncontended_round_s": round_s,
             "uncontended_rounds": rounds,
+            "counted_cycles": counted,
             "contended_seconds": phase,
             "count_seconds": count_phase,
             "mixed_seconds": short_phase,
@@ -986,7 +1028,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
         bl.log(f"uncontended: {len(sync_impls)} locks x {rounds} rounds x {round_s:g} s")
         unc = bl.bench_uncontended(
-            url, stats, round_s, rounds, tag, sync_impls, make_primitive, LABELS
+            url, stats, round_s, rounds, tag, sync_impls, make_primitive, LABELS, counted
         )
 
         size = max(*COUNT_PROCESSES, HANDOFF_PROCESSES, MIXED_READERS + MIXED_WRITERS)
@@ -1041,7 +1083,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         async_impls = [i for i in ASYNC_IMPLS if available(i)]
         bl.log(f"asyncio uncontended: {len(async_impls)} semaphores x {rounds} rounds")
         async_unc = asyncio.run(
-            bench_uncontended_async(url, stats, round_s, rounds, tag, async_impls)
+            bench_uncontended_async(url, stats, round_s, rounds, tag, async_impls, counted)
         )
         async_sem: list[Limited] = []
         for n in TASK_COUNTS:
