@@ -52,8 +52,12 @@ test-redis62: $(VENV)/.dev-installed
 test: lint typecheck unasync test-valkey test-redis70 test-redis62
 	$(BIN)/tenure demo --quick
 
+# Both benchmarks, one after the other (docs/benchmarks.md); e.g.
+# `make bench BENCH_ARGS=--quick`.
+BENCH_ARGS ?=
 bench: $(VENV)/.dev-installed
-	$(BIN)/python benchmarks/bench_locks.py
+	$(BIN)/python benchmarks/bench_locks.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/bench_primitives.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -20,7 +20,9 @@ Usage (``make bench`` runs the first line)::
     .venv/bin/python benchmarks/bench_locks.py --url redis://host:6379/0
     .venv/bin/python benchmarks/bench_locks.py --think 0.002     # pause after release
 
-See docs/benchmarks.md for what each number means.
+See docs/benchmarks.md for what each number means. ``bench_primitives.py``
+(which uses this module's helpers) measures tenure's other primitives and
+their Python peers.
 """
 
 from __future__ import annotations
@@ -145,6 +147,12 @@ def command_calls(client: redis.Redis) -> dict[str, int]:
     """``INFO commandstats`` as {command: calls}; includes commands run by scripts."""
     stats: dict[str, Any] = client.info("commandstats")
     return {name: int(v["calls"]) for name, v in stats.items()}
+
+
+def server_cpu(client: redis.Redis) -> float:
+    """The server's CPU time so far (user + system, all its threads), seconds."""
+    cpu: dict[str, Any] = client.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
 def calls_between(before: dict[str, int], after: dict[str, int]) -> int:
@@ -484,35 +492,65 @@ class Uncontended:
     ratio_to_raw: float = math.nan
     server_cmds_per_cycle: float = math.nan
     round_trips_per_cycle: float = math.nan
+    # CPU per cycle, µs: this process's (all threads) and the server's (INFO cpu)
+    client_cpu_us_per_cycle: float = math.nan
+    server_cpu_us_per_cycle: float = math.nan
+
+
+#: A maker of one implementation's lock: (impl, client, name, raw floor's script sha).
+MakeSync = Callable[[str, redis.Redis, str, str], SyncLock]
 
 
 def bench_uncontended(
-    url: str, stats: redis.Redis, seconds: float, rounds: int, tag: str
+    url: str,
+    stats: redis.Redis,
+    seconds: float,
+    rounds: int,
+    tag: str,
+    impls: Sequence[str] = SYNC_IMPLS,
+    make: MakeSync | None = None,
+    labels: dict[str, str] | None = None,
+    counted: int = 500,
 ) -> list[Uncontended]:
+    """Cycles/s of each of ``impls`` (which must include "raw"), in one process.
+
+    ``make`` builds an implementation's lock (default :func:`make_sync`),
+    ``labels`` names it in the tables (default :data:`LABELS`). Round trips,
+    server commands and CPU per cycle come from a separate pass of ``counted``
+    cycles (or about a quarter of a second of them, for a slow lock).
+    """
+    make = make or make_sync
+    labels = labels or LABELS
     client = redis.Redis.from_url(url)
     sha = str(client.script_load(UNLOCK_LUA))
-    locks = {impl: make_sync(impl, client, f"{tag}:u:{impl}", sha) for impl in SYNC_IMPLS}
+    locks = {impl: make(impl, client, f"{tag}:u:{impl}", sha) for impl in impls}
     for lock in locks.values():  # warm up: server probe, script loading, connection, CPU
         end = time.monotonic() + seconds / 2
         while time.monotonic() < end:
             lock.acquire()
             lock.release()
-    per_round: dict[str, list[float]] = {impl: [] for impl in SYNC_IMPLS}
+    per_round: dict[str, list[float]] = {impl: [] for impl in impls}
     mono = time.monotonic
     # This machine's speed drifts by up to 2-3x over seconds (a shared VM). So
     # each round gives every lock `seconds` in all, in short slices taken in
     # turn (the order rotating each time): all locks see the same mix of fast
     # and slow moments, which keeps their ratios honest.
-    order = list(SYNC_IMPLS)
+    order = list(impls)
+    slice_s = seconds / UNCONTENDED_SLICES
     for _ in range(rounds):
         cycles = dict.fromkeys(order, 0)
         spent = dict.fromkeys(order, 0.0)
-        for _ in range(UNCONTENDED_SLICES):
+        for k in range(UNCONTENDED_SLICES):
             for impl in order:
+                # A lock whose one cycle outlasts a slice (a slow peer) has had
+                # its share of the round already: it skips slices until the
+                # others catch up, so the round stays about `seconds` long.
+                if spent[impl] >= (k + 1) * slice_s:
+                    continue
                 lock = locks[impl]
                 n = 0
                 started = mono()
-                end = started + seconds / UNCONTENDED_SLICES
+                end = started + slice_s
                 while mono() < end:
                     lock.acquire()
                     lock.release()
@@ -520,20 +558,22 @@ def bench_uncontended(
                 spent[impl] += mono() - started
                 cycles[impl] += n
             order.append(order.pop(0))
-        for impl in SYNC_IMPLS:
+        for impl in impls:
             per_round[impl].append(cycles[impl] / spent[impl])
     results = [
-        Uncontended(impl, LABELS[impl], per_round[impl], max(per_round[impl]))
-        for impl in SYNC_IMPLS
+        Uncontended(impl, labels[impl], per_round[impl], max(per_round[impl])) for impl in impls
     ]
-    count = 500
     for r in results:
         lock = locks[r.impl]
+        count = min(counted, max(10, int(r.cycles_per_s / 4)))
         with counting_round_trips() as sent:
             before, sent0 = command_calls(stats), sent.value
+            server0, client0 = server_cpu(stats), time.process_time()
             for _ in range(count):
                 lock.acquire()
                 lock.release()
+            r.client_cpu_us_per_cycle = (time.process_time() - client0) / count * 1e6
+            r.server_cpu_us_per_cycle = (server_cpu(stats) - server0) / count * 1e6
             r.round_trips_per_cycle = (sent.value - sent0) / count
             r.server_cmds_per_cycle = calls_between(before, command_calls(stats)) / count
     raw = next(r.cycles_per_s for r in results if r.impl == "raw")
@@ -551,43 +591,70 @@ WorkerMessage = tuple[Any, ...]
 
 
 def worker_main(
-    wid: int, url: str, inbox: Queue[WorkerMessage | None], outbox: Queue[WorkerMessage]
+    wid: int,
+    url: str,
+    inbox: Queue[WorkerMessage | None],
+    outbox: Queue[WorkerMessage],
+    make: MakeSync = make_sync,
 ) -> None:
-    """A benchmark worker process: runs one phase per pair of messages."""
+    """A benchmark worker process: runs one phase per pair of messages.
+
+    A job is (impl, name, think, settle); ``make`` builds the lock of ``impl``.
+    After its loop the worker sleeps ``settle`` seconds before it reports its
+    round trips, so that commands a lock sends late (a wake channel
+    unsubscribed a while after the last wait) count in this phase, not the next.
+    """
     try:
         with counting_round_trips() as sent:
             client = redis.Redis.from_url(url)
             sha = str(client.script_load(UNLOCK_LUA))
             outbox.put(("up", wid))
             while (job := inbox.get()) is not None:
-                impl, name, think = job
-                warm = make_sync(impl, client, name + ":warm", sha)
+                impl, name, think, settle = job
+                warm = make(impl, client, name + ":warm", sha)
                 warm.acquire()
                 warm.release()
-                lock = make_sync(impl, client, name, sha)
+                lock = make(impl, client, name, sha)
                 outbox.put(("ready", wid))
                 go = inbox.get()
                 assert go is not None
                 start, end = go
                 sent0 = sent.value
                 holds = run_sync_loop(lock, start, end, think)
+                if settle:
+                    time.sleep(settle)
                 outbox.put(("done", wid, holds, sent.value - sent0))
             client.close()
     except BaseException:
         outbox.put(("error", wid, traceback.format_exc()))
 
 
-class WorkerPool:
-    """Worker processes started once (spawn) and reused by every contended phase."""
+@dataclass
+class PhaseData:
+    """What the workers of one contended phase recorded."""
 
-    def __init__(self, size: int, url: str) -> None:
+    start: float
+    end: float
+    per_worker: list[list[Hold]]  # in worker order
+    round_trips: int  # commands sent by the workers' connections
+    server_cmds: int  # INFO commandstats over the phase, less the INFO calls
+
+
+class WorkerPool:
+    """Worker processes started once (spawn) and reused by every contended phase.
+
+    ``make`` (a module-level function, so that it pickles) builds the lock of
+    each job's implementation in the workers (default :func:`make_sync`).
+    """
+
+    def __init__(self, size: int, url: str, make: MakeSync = make_sync) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._inboxes: list[Queue[WorkerMessage | None]] = [ctx.Queue() for _ in range(size)]
         self._outbox: Queue[WorkerMessage] = ctx.Queue()
         self._procs: list[BaseProcess] = [
             ctx.Process(
                 target=worker_main,
-                args=(i, url, self._inboxes[i], self._outbox),
+                args=(i, url, self._inboxes[i], self._outbox, make),
                 name=f"bench-worker-{i}",
                 daemon=True,
             )
@@ -609,24 +676,56 @@ class WorkerPool:
             got.append(msg)
         return got
 
-    def run(
-        self, impl: str, workers: int, name: str, seconds: float, think: float, stats: redis.Redis
-    ) -> Contended:
-        for i in range(workers):
-            self._inboxes[i].put((impl, name, think))
+    def run_jobs(
+        self,
+        jobs: Sequence[tuple[str, str, float]],
+        seconds: float,
+        stats: redis.Redis,
+        settle: float = 0.0,
+    ) -> PhaseData:
+        """Run one phase: worker i runs jobs[i] = (impl, name, think) for ``seconds``.
+
+        The counts of round trips and server commands include what the workers
+        send for ``settle`` seconds after the phase (see :func:`worker_main`).
+        """
+        workers = len(jobs)
+        for i, job in enumerate(jobs):
+            self._inboxes[i].put((*job, settle))
         self._collect("ready", workers, 30.0)
         before = command_calls(stats)
         start = time.monotonic() + 0.05
         end = start + seconds
         for i in range(workers):
             self._inboxes[i].put((start, end))
-        done = self._collect("done", workers, seconds + 60.0)
+        done = self._collect("done", workers, seconds + settle + 60.0)
         server_cmds = calls_between(before, command_calls(stats))
         done.sort(key=lambda m: int(m[1]))
         per_worker: list[list[Hold]] = [list(m[2]) for m in done]
         round_trips = sum(int(m[3]) for m in done)
+        return PhaseData(start, end, per_worker, round_trips, server_cmds)
+
+    def run(
+        self,
+        impl: str,
+        workers: int,
+        name: str,
+        seconds: float,
+        think: float,
+        stats: redis.Redis,
+        label: str | None = None,
+        settle: float = 0.0,
+    ) -> Contended:
+        """Run one phase of ``workers`` processes looping on one lock of ``impl``."""
+        d = self.run_jobs([(impl, name, think)] * workers, seconds, stats, settle)
         return analyze(
-            impl, LABELS[impl], "processes", per_worker, start, end, server_cmds, round_trips
+            impl,
+            label or LABELS[impl],
+            "processes",
+            d.per_worker,
+            d.start,
+            d.end,
+            d.server_cmds,
+            d.round_trips,
         )
 
     def close(self) -> None:
@@ -855,14 +954,19 @@ def report_tables(
     return tables
 
 
-def print_report(meta: dict[str, Any], tables: list[TableData]) -> None:
+def print_report(
+    meta: dict[str, Any],
+    tables: list[TableData],
+    title: str = "tenure lock benchmark",
+    width: int = 170,
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
     # Wide enough for the contended tables when the output goes to a file or pipe.
-    console = Console() if sys.stdout.isatty() else Console(width=170)
+    console = Console() if sys.stdout.isatty() else Console(width=width)
     console.print(
-        f"[bold]tenure lock benchmark[/]: {meta['server']} at {meta['url']}; "
+        f"[bold]{title}[/]: {meta['server']} at {meta['url']}; "
         f"{meta['nproc']} CPUs; Python {meta['python']}; redis-py {meta['redis_py']}"
     )
     for data in tables:
@@ -879,10 +983,14 @@ def print_report(meta: dict[str, Any], tables: list[TableData]) -> None:
 
 def markdown(meta: dict[str, Any], tables: list[TableData]) -> str:
     """The tables as GitHub Markdown (for docs/benchmarks.md)."""
+    libraries: dict[str, str] = meta.get("libraries") or {
+        "redis-py": meta["redis_py"],
+        "python-redis-lock": meta["python_redis_lock"],
+    }
+    versions = "".join(f"{name} {version}, " for name, version in libraries.items())
     out = [
         f"{meta['server']}, {meta['nproc']} CPUs, Python {meta['python']}, "
-        f"redis-py {meta['redis_py']}, python-redis-lock {meta['python_redis_lock']}, "
-        f"tenure {meta['tenure']}; run took {meta['total_seconds']} s.",
+        f"{versions}tenure {meta['tenure']}; run took {meta['total_seconds']} s.",
         "",
     ]
     for data in tables:
