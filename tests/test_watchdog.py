@@ -348,3 +348,18 @@ def test_semaphore_leases_are_renewed_and_released_once(url: str) -> None:
     LosesReply.armed = SEMAPHORE_RELEASE.sha1
     lease.release()  # executed, reply lost, retried: recognised, not an error
     assert LosesReply.armed == "" and sem.available() == 2
+
+
+def test_a_new_rlock_hold_ends_the_old_leases_and_keeps_its_watch(r: redis.Redis) -> None:
+    lock = RLock(r, "new-hold", ttl=0.6, auto_renew=True)
+    old = lock.acquire()
+    assert old is not None
+    r.delete("tenure:rlock:{new-hold}")  # the hold ends behind its back (release --force)
+    new = lock.acquire()  # a new hold of the same owner
+    assert new is not None and new.fence > old.fence
+    assert old.lost.is_set() and not old.valid
+    with pytest.raises(LockLostError):
+        old.release()  # must not stop the watch of the new hold
+    time.sleep(1.3)  # two ttls: renewed
+    assert new.valid and not new.lost.is_set(), new.lost_reason
+    new.release()
