@@ -449,3 +449,15 @@ async def _async_rw(
     finally:
         await client.aclose()
     return holds
+
+
+def multi_holder(url: str, names: list[str], ttl: float, acquired: Any) -> None:
+    """Take a MultiLock over Locks ``names`` (renewed by the watchdog), put the
+    fences on ``acquired``, and hold until killed."""
+    from tenure import MultiLock
+
+    client = redis.Redis.from_url(url)
+    lease = MultiLock([Lock(client, n, ttl=ttl, auto_renew=True) for n in names]).acquire()
+    assert lease is not None
+    acquired.put(lease.fence)
+    time.sleep(3600)

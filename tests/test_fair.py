@@ -563,3 +563,51 @@ def test_async_basics_and_a_cancelled_waiter(server: ServerProcess, r: redis.Red
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_sync_threads_and_async_tasks_share_one_name(r: redis.Redis, url: str) -> None:
+    """Threads and asyncio tasks (in another thread's loop) on one FairLock name:
+    one history, no overlap, fences increasing, no lost update."""
+    import threading
+
+    holds: list[Hold] = []
+
+    def section(client: redis.Redis) -> None:
+        value = int(client.get("fmixed:counter") or 0)
+        client.set("fmixed:counter", value + 1)
+
+    def threads() -> None:
+        client = redis.Redis.from_url(url)
+        lock = FairLock(client, "fmixed", ttl=10)
+        for _ in range(20):
+            with lock as lease:
+                acquired = time.monotonic()
+                section(client)
+                released = time.monotonic()
+            holds.append((acquired, released, lease.fence))
+
+    async def tasks() -> None:
+        client = redis.asyncio.Redis.from_url(url, max_connections=40)
+        lock = AsyncFairLock(client, "fmixed", ttl=10)
+
+        async def one() -> None:
+            for _ in range(4):
+                async with lock as lease:
+                    acquired = time.monotonic()
+                    value = int(await client.get("fmixed:counter") or 0)
+                    await client.set("fmixed:counter", value + 1)
+                    released = time.monotonic()
+                holds.append((acquired, released, lease.fence))
+
+        await asyncio.gather(*(one() for _ in range(10)))
+        await client.aclose()
+
+    workers = [threading.Thread(target=threads) for _ in range(2)]
+    workers.append(threading.Thread(target=lambda: asyncio.run(tasks())))
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=60)
+    assert len(holds) == 2 * 20 + 10 * 4
+    check_history(holds)
+    assert int(r.get("fmixed:counter") or 0) == len(holds)

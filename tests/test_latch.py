@@ -176,3 +176,43 @@ def test_wrong_type_key_is_named(r: redis.Redis) -> None:
         with pytest.raises(WrongTypeError, match=r"'tenure:latch:\{h\}'"):
             call()
     assert r.hgetall(COUNT % "h") == {b"a": b"1"}
+
+
+def test_hundred_tasks_and_threads_wait_on_one_latch(r: redis.Redis, url: str) -> None:
+    """100 asyncio tasks (in a thread's loop) and 4 threads wait on one latch
+    that another client counts down: none passes before zero, all pass after."""
+    latch = CountDownLatch(redis.Redis.from_url(url), "many")
+    assert latch.try_set_count(2)
+    passed: list[float] = []
+    zero_at: list[float] = []
+
+    def thread_waiter() -> None:
+        assert CountDownLatch(redis.Redis.from_url(url), "many").wait(timeout=10)
+        passed.append(time.monotonic())
+
+    async def tasks() -> None:
+        client = redis.asyncio.Redis.from_url(url, max_connections=120)
+        alatch = AsyncCountDownLatch(client, "many")
+
+        async def one() -> None:
+            assert await alatch.wait(timeout=10)
+            passed.append(time.monotonic())
+
+        await asyncio.gather(*(one() for _ in range(100)))
+        await client.aclose()
+
+    waiters = [threading.Thread(target=thread_waiter) for _ in range(4)]
+    waiters.append(threading.Thread(target=lambda: asyncio.run(tasks())))
+    for w in waiters:
+        w.start()
+    until(lambda: subscribers(r, "many") >= 5)  # the 5 clients' hubs listen
+    time.sleep(0.2)
+    assert passed == [] and latch.count_down() == 1
+    time.sleep(0.2)
+    assert passed == []  # one left: nobody passes
+    zero_at.append(time.monotonic())
+    assert latch.count_down() == 0
+    for w in waiters:
+        w.join(timeout=15)
+    assert len(passed) == 104 and min(passed) >= zero_at[0]
+    assert max(passed) - zero_at[0] < 2.0

@@ -521,3 +521,31 @@ def test_multi_lock_model(server: ServerProcess) -> None:
         MultiLockMachine,
         settings=settings(max_examples=20, stateful_step_count=20, deadline=None),
     )
+
+
+def test_killed_holder_frees_every_part_after_the_ttl(url: str) -> None:
+    import os
+    import signal
+
+    from _workers import multi_holder
+
+    spawn = multiprocessing.get_context("spawn")
+    acquired = spawn.Queue()
+    holder = spawn.Process(target=multi_holder, args=(url, ["k9a", "k9b"], 0.8, acquired))
+    holder.start()
+    try:
+        fences = acquired.get(timeout=30)
+        time.sleep(1.0)  # renewed past its first ttl
+        assert holder.pid is not None
+        os.kill(holder.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        client = redis.Redis.from_url(url)
+        lease = MultiLock([Lock(client, "k9a"), Lock(client, "k9b")]).acquire(timeout=5)
+        waited = time.monotonic() - killed_at
+    finally:
+        holder.join(timeout=10)
+    assert lease is not None and all(
+        new > old for new, old in zip(lease.fence, fences, strict=True)
+    )
+    assert waited < 0.8 + 0.3, f"free only {waited:.2f}s after the kill"
+    lease.release()
