@@ -363,3 +363,22 @@ def test_a_new_rlock_hold_ends_the_old_leases_and_keeps_its_watch(r: redis.Redis
     time.sleep(1.3)  # two ttls: renewed
     assert new.valid and not new.lost.is_set(), new.lost_reason
     new.release()
+
+
+def test_a_broken_lease_and_a_failing_callback_do_not_stop_the_watchdog(
+    r: redis.Redis, url: str
+) -> None:
+    """One lease's key now holds a hash: its renewal finds it gone (lost at the
+    next renewal, not at its deadline), and the client's other lease goes on
+    being renewed."""
+    client = redis.Redis.from_url(url)
+    broken = Lock(client, "broken", ttl=0.6, auto_renew=True).acquire()
+    fine = Lock(client, "fine", ttl=0.6, auto_renew=True).acquire()
+    assert broken is not None and fine is not None
+    broken.on_lost(lambda lease: 1 / 0)  # runs on the watchdog's thread: must not kill it
+    r.delete("tenure:{broken}")
+    r.hset("tenure:{broken}", "not", "a lock")  # WRONGTYPE for every renewal
+    assert broken.lost.wait(0.6 / 3 + 0.2) and "gone" in (broken.lost_reason or "")
+    time.sleep(1.3)  # two ttls more
+    assert fine.valid and not fine.lost.is_set(), fine.lost_reason
+    fine.release()

@@ -17,6 +17,7 @@ from redis.asyncio.client import PubSub
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import NoScriptError
 
+from .._errors import WrongTypeError
 from .._keys import LockKeys
 from .._plans import server as server_plans
 from .._protocol import (
@@ -281,6 +282,8 @@ class _Watchdog:
 def _parsed(watch: Watch, raw: Any) -> tuple[Status, Any] | None:
     try:
         return parse_reply(watch.lease._renewal().script, raw)
+    except WrongTypeError:  # the lock's key holds something else: the lease is gone
+        return Status.NOT_OWNED, 0
     except Exception:
         _log.warning("tenure watchdog: unexpected renewal reply %r", raw, exc_info=True)
         return None

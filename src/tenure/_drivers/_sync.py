@@ -19,6 +19,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.client import PubSub
 from redis.exceptions import NoScriptError
 
+from .._errors import WrongTypeError
 from .._keys import LockKeys
 from .._plans import server as server_plans
 from .._protocol import (
@@ -306,6 +307,8 @@ class _Watchdog:
 def _parsed(watch: Watch, raw: Any) -> tuple[Status, Any] | None:
     try:
         return parse_reply(watch.lease._renewal().script, raw)
+    except WrongTypeError:  # the lock's key holds something else: the lease is gone
+        return Status.NOT_OWNED, 0
     except Exception:
         _log.warning("tenure watchdog: unexpected renewal reply %r", raw, exc_info=True)
         return None
