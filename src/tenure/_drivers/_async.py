@@ -17,7 +17,6 @@ from redis.asyncio.client import PubSub
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import NoScriptError
 
-from .._errors import WrongTypeError
 from .._keys import LockKeys
 from .._plans import server as server_plans
 from .._protocol import (
@@ -36,7 +35,7 @@ from .._protocol import (
 )
 from . import _identity
 from ._hubbook import LINGER, HubBook, PassOn, Settable, confirm_wait
-from ._watchbook import Watch, Watchable, WatchBook
+from ._watchbook import Watch, Watchable, WatchBook, lose, parse_renewal
 
 _log = logging.getLogger("tenure")
 
@@ -240,7 +239,7 @@ class _Watchdog:
             while True:
                 now = time.monotonic()
                 for watch in self._book.expired(now):
-                    _lose(watch.lease, "its deadline passed before a renewal reached Redis")
+                    lose(watch.lease, "its deadline passed before a renewal reached Redis")
                 batch = [] if self._renewal is not None else self._book.take_due(now)
                 if batch:
                     self._renewal = asyncio.create_task(self._renew(batch), name="tenure-renewal")
@@ -263,7 +262,7 @@ class _Watchdog:
             client = redis.asyncio.Redis(connection_pool=self._pool)
             raws = await _evalsha_many(client, [w.lease._renewal() for w in batch])
             replies = [
-                None if isinstance(raw, Exception) else _parsed(w, raw)
+                None if isinstance(raw, Exception) else parse_renewal(w, raw)
                 for w, raw in zip(batch, raws, strict=True)
             ]
         except Exception:
@@ -276,24 +275,7 @@ class _Watchdog:
         for watch, reply in zip(batch, replies, strict=True):
             reason = self._book.settle(watch, reply, sent_at, now)
             if reason is not None:
-                _lose(watch.lease, reason)
-
-
-def _parsed(watch: Watch, raw: Any) -> tuple[Status, Any] | None:
-    try:
-        return parse_reply(watch.lease._renewal().script, raw)
-    except WrongTypeError:  # the lock's key holds something else: the lease is gone
-        return Status.NOT_OWNED, 0
-    except Exception:
-        _log.warning("tenure watchdog: unexpected renewal reply %r", raw, exc_info=True)
-        return None
-
-
-def _lose(lease: Watchable, reason: str) -> None:
-    try:
-        lease._lose(reason)
-    except Exception:
-        _log.exception("tenure watchdog: a lost-lease callback failed")
+                lose(watch.lease, reason)
 
 
 @dataclass(eq=False)

@@ -19,7 +19,6 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.client import PubSub
 from redis.exceptions import NoScriptError
 
-from .._errors import WrongTypeError
 from .._keys import LockKeys
 from .._plans import server as server_plans
 from .._protocol import (
@@ -38,7 +37,7 @@ from .._protocol import (
 )
 from . import _identity
 from ._hubbook import HubBook, PassOn, Settable, confirm_wait
-from ._watchbook import Watch, Watchable, WatchBook
+from ._watchbook import Watch, Watchable, WatchBook, lose, parse_renewal
 
 _log = logging.getLogger("tenure")
 
@@ -274,7 +273,7 @@ class _Watchdog:
                     self._cond.wait(sleep)
                     continue
             for watch in lost:
-                _lose(watch.lease, "its deadline passed before a renewal reached Redis")
+                lose(watch.lease, "its deadline passed before a renewal reached Redis")
             if batch:
                 _start(self._renew, "tenure-renewal", batch)
 
@@ -285,7 +284,7 @@ class _Watchdog:
             client = redis.Redis(connection_pool=self._pool)
             raws = _evalsha_many(client, [w.lease._renewal() for w in batch])
             replies = [
-                None if isinstance(raw, Exception) else _parsed(w, raw)
+                None if isinstance(raw, Exception) else parse_renewal(w, raw)
                 for w, raw in zip(batch, raws, strict=True)
             ]
         except Exception:
@@ -301,24 +300,7 @@ class _Watchdog:
             self._renewing = False
             self._cond.notify()
         for watch, reason in lost:
-            _lose(watch.lease, reason)
-
-
-def _parsed(watch: Watch, raw: Any) -> tuple[Status, Any] | None:
-    try:
-        return parse_reply(watch.lease._renewal().script, raw)
-    except WrongTypeError:  # the lock's key holds something else: the lease is gone
-        return Status.NOT_OWNED, 0
-    except Exception:
-        _log.warning("tenure watchdog: unexpected renewal reply %r", raw, exc_info=True)
-        return None
-
-
-def _lose(lease: Watchable, reason: str) -> None:
-    try:
-        lease._lose(reason)
-    except Exception:
-        _log.exception("tenure watchdog: a lost-lease callback failed")
+            lose(watch.lease, reason)
 
 
 @dataclass(eq=False)

@@ -18,11 +18,15 @@ Every lease handed to :meth:`WatchBook.add` is watched until it is discarded:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from .._errors import WrongTypeError
 from .._plans.waiting import validity
-from .._protocol import Eval, Status
+from .._protocol import Eval, Status, parse_reply
+
+_log = logging.getLogger("tenure")
 
 #: Renew a lease when this part of its ttl has passed since the last renewal.
 RENEW_EVERY = 1 / 3
@@ -158,3 +162,25 @@ class WatchBook:
     def finished(self, now: float) -> bool:
         """Whether the watchdog may end: nothing watched for :data:`LINGER` seconds."""
         return not self.watches and self.idle_since is not None and now - self.idle_since >= LINGER
+
+
+def parse_renewal(watch: Watch, raw: Any) -> tuple[Status, Any] | None:
+    """Read a renewal's raw reply: ``(Status, value)``, or ``None`` for a reply
+    tenure does not understand (logged; the renewal is tried again). A key that
+    holds another type means the lease is gone: ``(NOT_OWNED, 0)``."""
+    try:
+        return parse_reply(watch.lease._renewal().script, raw)
+    except WrongTypeError:
+        return Status.NOT_OWNED, 0
+    except Exception:
+        _log.warning("tenure watchdog: unexpected renewal reply %r", raw, exc_info=True)
+        return None
+
+
+def lose(lease: Watchable, reason: str) -> None:
+    """Fire ``lease``'s lost signal; a failing callback is logged, never raised
+    into the watchdog."""
+    try:
+        lease._lose(reason)
+    except Exception:
+        _log.exception("tenure watchdog: a lost-lease callback failed")

@@ -38,10 +38,10 @@ from typing import Any
 from .._errors import InvalidArgument, NotOwnedError
 from .._info import FairLockInfo, FairWaiter
 from .._keys import FairKeys
-from .._protocol import Eval, Plan, Status
+from .._protocol import Eval, Plan
 from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE
 from .._units import check_seconds, to_ms
-from .lock import FENCE_TTL_MS, _LockContender
+from .lock import FENCE_TTL_MS, _LockContender, released
 from .waiting import Clock, Grant, wait_turn
 
 #: The default waiter timeout, seconds: a queued waiter that does not call
@@ -139,9 +139,7 @@ def release(keys: FairKeys, token: str, fence: int, delay_ms: int = 0) -> Plan[N
         NotOwnedError: the lock is not held with ``token`` (the lease expired,
             and perhaps another owner holds it now); nothing was changed.
     """
-    status, _ = yield _release_step(keys, token, "", delay_ms)
-    if status is Status.NOT_OWNED:
-        raise NotOwnedError(keys.name, fence, "can't release: the lease expired before release")
+    yield from released(_release_step(keys, token, "", delay_ms), keys.name, fence)
 
 
 def pass_on(keys: FairKeys, token: str) -> Plan[None]:

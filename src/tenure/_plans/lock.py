@@ -204,9 +204,19 @@ def release(keys: LockKeys, token: str, fence: int, delay_ms: int = 0) -> Plan[N
         NotOwnedError: the lock is not held with ``token`` (the lease expired,
             and perhaps another owner holds it now); nothing was changed.
     """
-    status, _ = yield _release_step(keys, token, "", delay_ms)
+    yield from released(_release_step(keys, token, "", delay_ms), keys.name, fence)
+
+
+def released(step: Eval, name: str, fence: int) -> Plan[None]:
+    """Send the release script call ``step`` of a lock ``name`` (a ``Lock``'s or a
+    ``FairLock``'s, which reply alike).
+
+    Raises:
+        NotOwnedError: the lock was not held with the step's token; nothing was changed.
+    """
+    status, _ = yield step
     if status is Status.NOT_OWNED:
-        raise NotOwnedError(keys.name, fence, "can't release: the lease expired before release")
+        raise NotOwnedError(name, fence, "can't release: the lease expired before release")
 
 
 def pass_on(keys: LockKeys, token: str) -> Plan[None]:
