@@ -382,3 +382,14 @@ def test_a_broken_lease_and_a_failing_callback_do_not_stop_the_watchdog(
     time.sleep(1.3)  # two ttls more
     assert fine.valid and not fine.lost.is_set(), fine.lost_reason
     fine.release()
+
+
+def test_renewals_survive_script_flush(r: redis.Redis) -> None:
+    """The renewal batch gets NOSCRIPT after SCRIPT FLUSH: it loads the scripts
+    and sends the batch again."""
+    leases = [Lock(r, f"flush{i}", ttl=0.5, auto_renew=True).acquire() for i in range(3)]
+    r.script_flush()
+    time.sleep(1.3)
+    for lease in leases:
+        assert lease is not None and lease.valid and not lease.lost.is_set(), lease
+        lease.release()

@@ -35,7 +35,7 @@ from .._protocol import (
 )
 from . import _identity
 from ._hubbook import LINGER, HubBook, PassOn, Settable, confirm_wait
-from ._watchbook import Watch, Watchable, WatchBook, lose, parse_renewal
+from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
 
 _log = logging.getLogger("tenure")
 
@@ -260,11 +260,8 @@ class _Watchdog:
         replies: list[tuple[Status, Any] | None]
         try:
             client = redis.asyncio.Redis(connection_pool=self._pool)
-            raws = await _evalsha_many(client, [w.lease._renewal() for w in batch])
-            replies = [
-                None if isinstance(raw, Exception) else parse_renewal(w, raw)
-                for w, raw in zip(batch, raws, strict=True)
-            ]
+            step = Pipeline(tuple(w.lease._renewal() for w in batch))
+            replies = [renewal_reply(reply) for reply in await _pipeline(client, step)]
         except Exception:
             _log.warning("tenure watchdog: renewal failed; retrying", exc_info=True)
             replies = [None] * len(batch)
@@ -420,7 +417,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
 async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
-    (the steps of a pipeline are idempotent: a rewrite of a lease and a wait)."""
+    (the steps of a pipeline are idempotent: lease rewrites and waits)."""
 
     async def send() -> list[Any]:
         async with client.pipeline(transaction=False) as pipe:
@@ -444,25 +441,6 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
             except Exception as exc:
                 raw = exc
         replies.append(raw)
-    return replies
-
-
-async def _evalsha_many(client: Client, steps: list[Eval]) -> list[Any]:
-    """Run script calls in one round trip; each reply or its exception, in order."""
-
-    async def send(todo: list[Eval]) -> list[Any]:
-        async with client.pipeline(transaction=False) as pipe:
-            for step in todo:
-                pipe.evalsha(step.script.sha1, len(step.keys), *step.keys, *step.args)
-            return await pipe.execute(raise_on_error=False)
-
-    replies = await send(steps)
-    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-    if missing:
-        for spec in {steps[i].script for i in missing}:
-            await client.script_load(spec.source)
-        for i, reply in zip(missing, await send([steps[i] for i in missing]), strict=True):
-            replies[i] = reply
     return replies
 
 

@@ -37,7 +37,7 @@ from .._protocol import (
 )
 from . import _identity
 from ._hubbook import HubBook, PassOn, Settable, confirm_wait
-from ._watchbook import Watch, Watchable, WatchBook, lose, parse_renewal
+from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
 
 _log = logging.getLogger("tenure")
 
@@ -282,11 +282,8 @@ class _Watchdog:
         replies: list[tuple[Status, Any] | None]
         try:
             client = redis.Redis(connection_pool=self._pool)
-            raws = _evalsha_many(client, [w.lease._renewal() for w in batch])
-            replies = [
-                None if isinstance(raw, Exception) else parse_renewal(w, raw)
-                for w, raw in zip(batch, raws, strict=True)
-            ]
+            step = Pipeline(tuple(w.lease._renewal() for w in batch))
+            replies = [renewal_reply(reply) for reply in _pipeline(client, step)]
         except Exception:
             _log.warning("tenure watchdog: renewal failed; retrying", exc_info=True)
             replies = [None] * len(batch)
@@ -431,7 +428,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
 def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
-    (the steps of a pipeline are idempotent: a rewrite of a lease and a wait)."""
+    (the steps of a pipeline are idempotent: lease rewrites and waits)."""
 
     def send() -> list[Any]:
         with client.pipeline(transaction=False) as pipe:
@@ -455,25 +452,6 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
             except Exception as exc:
                 raw = exc
         replies.append(raw)
-    return replies
-
-
-def _evalsha_many(client: Client, steps: list[Eval]) -> list[Any]:
-    """Run script calls in one round trip; each reply or its exception, in order."""
-
-    def send(todo: list[Eval]) -> list[Any]:
-        with client.pipeline(transaction=False) as pipe:
-            for step in todo:
-                pipe.evalsha(step.script.sha1, len(step.keys), *step.keys, *step.args)
-            return pipe.execute(raise_on_error=False)
-
-    replies = send(steps)
-    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-    if missing:
-        for spec in {steps[i].script for i in missing}:
-            client.script_load(spec.source)
-        for i, reply in zip(missing, send([steps[i] for i in missing]), strict=True):
-            replies[i] = reply
     return replies
 
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from .._errors import WrongTypeError
 from .._plans.waiting import validity
-from .._protocol import Eval, Status, parse_reply
+from .._protocol import Eval, Status
 
 _log = logging.getLogger("tenure")
 
@@ -164,17 +164,17 @@ class WatchBook:
         return not self.watches and self.idle_since is not None and now - self.idle_since >= LINGER
 
 
-def parse_renewal(watch: Watch, raw: Any) -> tuple[Status, Any] | None:
-    """Read a renewal's raw reply: ``(Status, value)``, or ``None`` for a reply
-    tenure does not understand (logged; the renewal is tried again). A key that
-    holds another type means the lease is gone: ``(NOT_OWNED, 0)``."""
-    try:
-        return parse_reply(watch.lease._renewal().script, raw)
-    except WrongTypeError:
+def renewal_reply(reply: object) -> tuple[Status, Any] | None:
+    """Read one renewal's reply from a batch (an item of a
+    :class:`~tenure._protocol.Pipeline` reply): ``(Status, value)``, or ``None``
+    when it failed (logged; the renewal is tried again). A key that holds
+    another type means the lease is gone: ``(NOT_OWNED, 0)``."""
+    if isinstance(reply, WrongTypeError):
         return Status.NOT_OWNED, 0
-    except Exception:
-        _log.warning("tenure watchdog: unexpected renewal reply %r", raw, exc_info=True)
+    if isinstance(reply, BaseException) or not isinstance(reply, tuple):
+        _log.warning("tenure watchdog: renewal failed (%r); retrying", reply)
         return None
+    return reply
 
 
 def lose(lease: Watchable, reason: str) -> None:
