@@ -74,6 +74,27 @@ class LostSignalBase:
     def _lose(self, reason: str) -> None:
         self._signal_lost(reason)
 
+    # What every lease has, for __repr__ (each kind defines them).
+    name: str
+    fence: object
+
+    @property
+    def valid(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def remaining(self) -> float:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        if self._released:
+            state = "released"
+        elif self._lost_reason is not None:
+            state = "lost"
+        else:
+            state = f"valid {self.remaining:.3f}s" if self.valid else "expired"
+        return f"<{type(self).__name__} {self.name!r} fence={self.fence} {state}>"
+
     def _run_callback(self, callback: Callable[[Any], object]) -> None:
         try:
             callback(self)
@@ -110,6 +131,7 @@ class LeaseBase(LostSignalBase):
             Never set for a lease released cleanly.
     """
 
+    fence: int
     __slots__ = (
         "__weakref__",
         "_watch",
@@ -144,12 +166,3 @@ class LeaseBase(LostSignalBase):
         if self._released or self._lost_reason is not None:
             return 0.0
         return max(0.0, self.expires_at - time.monotonic())
-
-    def __repr__(self) -> str:
-        if self._released:
-            state = "released"
-        elif self._lost_reason is not None:
-            state = "lost"
-        else:
-            state = f"valid {self.remaining:.3f}s" if self.valid else "expired"
-        return f"<{type(self).__name__} {self.name!r} fence={self.fence} {state}>"

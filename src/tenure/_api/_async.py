@@ -1665,6 +1665,7 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
     """
 
     lost: asyncio.Event
+    fence: tuple[int, ...]
     __slots__ = ("_multi", "fence", "leases", "name", "owner")
 
     def __init__(
@@ -1761,15 +1762,6 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
             except BaseException as exc:
                 errors.append(exc)
         _raise_first(errors)
-
-    def __repr__(self) -> str:
-        if self._released:
-            state = "released"
-        elif self._lost_reason is not None:
-            state = "lost"
-        else:
-            state = f"valid {self.remaining:.3f}s" if self.valid else "expired"
-        return f"<{type(self).__name__} {self.name!r} fence={self.fence} {state}>"
 
 
 class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
