@@ -23,20 +23,16 @@ from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, to_ms
+from .waiting import HANDOFF_RESYNC as HANDOFF_RESYNC
 from .waiting import NO_EXPIRY_RECHECK as NO_EXPIRY_RECHECK
 from .waiting import Clock as Clock
-from .waiting import Contender, wait_turn
+from .waiting import Contender, handed_off_until, wait_turn
 from .waiting import Grant as Grant
 from .waiting import validity as validity
 
 #: How long a fence key outlives its last acquire (ms). When it is gone the next
 #: fence is seeded from the server's clock, so fences still increase.
 FENCE_TTL_MS = 7 * 24 * 3600 * 1000
-
-#: A lease handed over by a release is timed from the waiter's last queueing
-#: call (the release came after it). If that was longer ago than this part of
-#: the ttl, the new holder restarts its lease clock with one extend.
-HANDOFF_RESYNC = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,14 +161,9 @@ class _LockContender(Contender):
 
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
         ttl, token = self.ttl, self.token
-        if self.now() - queued_at <= ttl * HANDOFF_RESYNC:
-            return Grant(token, fence, ttl, queued_at + validity(ttl))
-        with contextlib.suppress(NotOwnedError):  # else: gone already; try again
-            expires_at = yield from extend(
-                self.keys, token, fence, ttl, self.now, ttl=ttl, delay_ms=self.delay_ms
-            )
-            return Grant(token, fence, ttl, expires_at)
-        return None
+        refresh = extend(self.keys, token, fence, ttl, self.now, ttl=ttl, delay_ms=self.delay_ms)
+        expires_at = yield from handed_off_until(ttl, queued_at, self.now, refresh)
+        return None if expires_at is None else Grant(token, fence, ttl, expires_at)
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         yield from _abandon(self.keys, self.token, member)

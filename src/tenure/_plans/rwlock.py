@@ -44,8 +44,8 @@ from .._keys import RWLockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import to_ms
-from .lock import FENCE_TTL_MS, HANDOFF_RESYNC, extend_refused, least_left_ms
-from .waiting import Clock, Contender, Grant, validity, wait_turn
+from .lock import FENCE_TTL_MS, extend_refused, least_left_ms
+from .waiting import Clock, Contender, Grant, handed_off_until, validity, wait_turn
 
 Mode = Literal["read", "write"]
 
@@ -221,21 +221,18 @@ class _RWContender(Contender):
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
         # The hold began with our op id as its id, no earlier than queued_at.
         ttl = self.ttl
-        if self.now() - queued_at <= ttl * HANDOFF_RESYNC:
-            return self._grant(fence, self.op, queued_at + validity(ttl))
-        with contextlib.suppress(NotOwnedError):  # else: gone already; try again
-            expires_at = yield from extend(
-                self.rw_keys,
-                self.owner,
-                self.mode,
-                self.op,
-                ttl,
-                self.now,
-                ttl=ttl,
-                delay_ms=self.delay_ms,
-            )
-            return self._grant(fence, self.op, expires_at)
-        return None
+        refresh = extend(
+            self.rw_keys,
+            self.owner,
+            self.mode,
+            self.op,
+            ttl,
+            self.now,
+            ttl=ttl,
+            delay_ms=self.delay_ms,
+        )
+        expires_at = yield from handed_off_until(ttl, queued_at, self.now, refresh)
+        return None if expires_at is None else self._grant(fence, self.op, expires_at)
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         with contextlib.suppress(Exception):

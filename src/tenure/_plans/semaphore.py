@@ -43,8 +43,8 @@ from .._scripts import (
     SEMAPHORE_SET_PERMITS,
 )
 from .._units import to_ms
-from .lock import FENCE_TTL_MS, HANDOFF_RESYNC
-from .waiting import Clock, Contender, Grant, validity, wait_turn
+from .lock import FENCE_TTL_MS
+from .waiting import Clock, Contender, Grant, handed_off_until, validity, wait_turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,14 +195,9 @@ class _SemaphoreContender(Contender):
 
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
         ttl, token = self.ttl, self.token
-        if self.now() - queued_at <= ttl * HANDOFF_RESYNC:
-            return Grant(token, fence, ttl, queued_at + validity(ttl))
-        with contextlib.suppress(NotOwnedError):  # else: gone already; try again
-            expires_at = yield from extend(
-                self.keys, token, self.n, self.permits, fence, ttl, self.now
-            )
-            return Grant(token, fence, ttl, expires_at)
-        return None
+        refresh = extend(self.keys, token, self.n, self.permits, fence, ttl, self.now)
+        expires_at = yield from handed_off_until(ttl, queued_at, self.now, refresh)
+        return None if expires_at is None else Grant(token, fence, ttl, expires_at)
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         with contextlib.suppress(Exception):

@@ -19,15 +19,22 @@ hand-off gives it, and how it leaves the queue.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._errors import NotOwnedError
 from .._keys import LockKeys
 from .._protocol import Contend, Eval, HandedOff, Listening, Plan, Status, WaitWake
 
 Clock = Callable[[], float]
+
+#: A lease handed over by a release is timed from the waiter's last queueing
+#: call (the release came after it). If that was longer ago than this part of
+#: the ttl, the new holder restarts its lease clock with one extend.
+HANDOFF_RESYNC = 0.1
 
 #: How often a waiter re-checks a lock whose holder set no expiry (a foreign
 #: holder such as redis-py's Lock with ``timeout=None``), seconds.
@@ -56,6 +63,23 @@ class Grant:
     fence: int
     ttl: float
     expires_at: float
+
+
+def handed_off_until(
+    ttl: float, queued_at: float, now: Clock, extend: Plan[float]
+) -> Plan[float | None]:
+    """Until when (``expires_at``, on ``now``'s clock) a lease of ``ttl`` seconds
+    that a release handed over may be trusted; ``queued_at`` is when the last
+    queueing call was sent (the release came after it). If that is more than
+    :data:`HANDOFF_RESYNC` of the ttl ago, the lease clock is restarted with
+    ``extend`` (the primitive's extend plan, started only then). ``None``: the
+    lease is already gone.
+    """
+    if now() - queued_at <= ttl * HANDOFF_RESYNC:
+        return queued_at + validity(ttl)
+    with contextlib.suppress(NotOwnedError):  # else: gone already; try again
+        return (yield from extend)
+    return None
 
 
 class Contender(ABC):
