@@ -2389,6 +2389,13 @@ class AsyncSemaphore:
         return _AsyncHolding(_AsyncPermitsOf(self, n), timeout)
 
     async def __aenter__(self) -> AsyncSemaphoreLease:
+        """Take one permit, waiting as long as it takes; the block's exit gives
+        back exactly this lease.
+
+        Raises:
+            WrongTypeError: a key of the semaphore holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
         lease = await _AsyncHolding(_AsyncPermitsOf(self, 1), None).__aenter__()
         self._entered.setdefault(lease._holder, []).append(lease)
         return lease

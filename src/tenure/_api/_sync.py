@@ -2389,6 +2389,13 @@ class Semaphore:
         return _Holding(_PermitsOf(self, n), timeout)
 
     def __enter__(self) -> SemaphoreLease:
+        """Take one permit, waiting as long as it takes; the block's exit gives
+        back exactly this lease.
+
+        Raises:
+            WrongTypeError: a key of the semaphore holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
         lease = _Holding(_PermitsOf(self, 1), None).__enter__()
         self._entered.setdefault(lease._holder, []).append(lease)
         return lease
