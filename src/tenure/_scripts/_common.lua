@@ -24,3 +24,26 @@ local function next_fence(last)
   if last and tonumber(last) >= now then return tonumber(last) + 1 end
   return now
 end
+
+-- Hand the lock on to the first live waiter of `queue`, a sorted set of
+-- "<waiter id>|<lease ms>|<token>" members, first served first: pop members
+-- until one hears "<fence> <token>" on its wake channel (wake_prefix .. waiter
+-- id; a member nobody hears is gone and is dropped), the fence minted after
+-- `last`; then grant(token, lease ms, fence) gives it the lock. `live(member)`,
+-- when given, sees every popped member first and may drop it (false).
+-- Returns whether the lock was handed on.
+local function hand_off(queue, wake_prefix, last, grant, live)
+  while true do
+    local head = redis.call('ZPOPMIN', queue)[1]
+    if not head then return false end
+    local alive = (live == nil) or live(head)
+    local w, lease, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
+    if w and alive then
+      local fence = string.format('%.0f', next_fence(last))
+      if redis.call('PUBLISH', wake_prefix .. w, fence .. ' ' .. token) > 0 then
+        grant(token, lease, fence)
+        return true
+      end
+    end
+  end
+end

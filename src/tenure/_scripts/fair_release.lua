@@ -51,21 +51,16 @@ redis.call('SET', KEYS[6], ARGV[1], 'PX', 120000)
 
 local now_ms = math.floor(now_us() / 1000)
 local delay = tonumber(ARGV[5])
-while true do
-  local popped = redis.call('ZPOPMIN', KEYS[2])
-  local head = popped[1]
-  if not head then break end
+-- a waiter whose deadline has passed is dropped, with its deadline
+local function live(head)
   local deadline = tonumber(redis.call('ZSCORE', KEYS[3], head))
   redis.call('ZREM', KEYS[3], head)
-  local w, lease, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
-  if w and deadline and deadline > now_ms then
-    local fence = string.format('%.0f', next_fence(last))
-    if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
-      redis.call('SET', KEYS[1], token, 'PX', lease)
-      redis.call('SET', KEYS[4], fence, 'PX', ARGV[3])
-      if delay > 0 then redis.call('SET', KEYS[5], token, 'PX', tonumber(lease) + delay) end
-      return {1, 1}
-    end
-  end
+  return deadline ~= nil and deadline > now_ms
 end
+local function grant(token, lease, fence)
+  redis.call('SET', KEYS[1], token, 'PX', lease)
+  redis.call('SET', KEYS[4], fence, 'PX', ARGV[3])
+  if delay > 0 then redis.call('SET', KEYS[5], token, 'PX', tonumber(lease) + delay) end
+end
+if hand_off(KEYS[2], ARGV[2], last, grant, live) then return {1, 1} end
 return {1, 0}

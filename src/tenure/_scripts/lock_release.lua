@@ -50,18 +50,10 @@ redis.call('DEL', KEYS[1], KEYS[4])
 redis.call('SET', KEYS[5], ARGV[1], 'PX', 120000)
 
 local delay = tonumber(ARGV[5])
-while waiting > 0 do
-  local head = redis.call('ZPOPMIN', KEYS[2])[1]
-  waiting = waiting - 1
-  local w, lease, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
-  if w then
-    local fence = string.format('%.0f', next_fence(last))
-    if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
-      redis.call('SET', KEYS[1], token, 'PX', lease)
-      redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
-      if delay > 0 then redis.call('SET', KEYS[4], token, 'PX', tonumber(lease) + delay) end
-      return {1, 1}
-    end
-  end
+local function grant(token, lease, fence)
+  redis.call('SET', KEYS[1], token, 'PX', lease)
+  redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
+  if delay > 0 then redis.call('SET', KEYS[4], token, 'PX', tonumber(lease) + delay) end
 end
+if waiting > 0 and hand_off(KEYS[2], ARGV[2], last, grant) then return {1, 1} end
 return {1, 0}

@@ -57,20 +57,11 @@ if count > 0 then return {1, count} end
 redis.call('DEL', KEYS[1], KEYS[4])
 
 local delay = tonumber(ARGV[6])
-
-while waiting > 0 do
-  local head = redis.call('ZPOPMIN', KEYS[2])[1]
-  waiting = waiting - 1
-  local w, lease, owner = string.match(head, '^([^|]*)|(%d+)|(.+)$')
-  if w then
-    local fence = string.format('%.0f', next_fence(last))
-    if redis.call('PUBLISH', ARGV[3] .. w, fence .. ' ' .. owner) > 0 then
-      redis.call('HSET', KEYS[1], owner, 1)
-      redis.call('PEXPIRE', KEYS[1], lease)
-      redis.call('SET', KEYS[3], fence, 'PX', math.max(tonumber(ARGV[4]), tonumber(lease)))
-      if delay > 0 then redis.call('SET', KEYS[4], owner, 'PX', tonumber(lease) + delay) end
-      return {1, 0}
-    end
-  end
+local function grant(owner, lease, fence)
+  redis.call('HSET', KEYS[1], owner, 1)
+  redis.call('PEXPIRE', KEYS[1], lease)
+  redis.call('SET', KEYS[3], fence, 'PX', math.max(tonumber(ARGV[4]), tonumber(lease)))
+  if delay > 0 then redis.call('SET', KEYS[4], owner, 'PX', tonumber(lease) + delay) end
 end
+if waiting > 0 then hand_off(KEYS[2], ARGV[3], last, grant) end
 return {1, 0}
