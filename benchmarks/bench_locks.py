@@ -250,17 +250,29 @@ class AsyncLock(Protocol):
     async def release(self) -> None: ...
 
 
-class TenureAsync:
-    """One per task; the tasks share one ``tenure.AsyncLock`` (it supports that)."""
+class AsyncReleasable(Protocol):
+    async def release(self) -> None: ...
 
-    def __init__(self, lock: tenure.AsyncLock) -> None:
+
+class AsyncAcquirer(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    async def acquire(self) -> AsyncReleasable | None: ...
+
+
+class TenureAsync:
+    """One per task; the tasks share one tenure primitive (``AsyncLock``,
+    ``AsyncSemaphore``, ...: each task is its own owner)."""
+
+    def __init__(self, lock: AsyncAcquirer) -> None:
         self._lock = lock
-        self._lease: tenure.AsyncLease | None = None
+        self._lease: AsyncReleasable | None = None
 
     async def acquire(self) -> None:
         self._lease = await self._lock.acquire()
         if self._lease is None:
-            raise RuntimeError("tenure: blocking acquire returned None")
+            raise RuntimeError(f"tenure {self._lock.name!r}: blocking acquire returned None")
 
     async def release(self) -> None:
         assert self._lease is not None

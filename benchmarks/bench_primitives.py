@@ -259,28 +259,6 @@ def make_primitive(impl: str, client: redis.Redis, name: str, sha: str) -> bl.Sy
 # --------------------------------------------------------------------------
 
 
-class AsyncReleasable(Protocol):
-    async def release(self) -> None: ...
-
-
-class AsyncLeaseHolder:
-    """One task's handle on a shared tenure AsyncSemaphore (each task is its own owner)."""
-
-    def __init__(self, semaphore: tenure.AsyncSemaphore) -> None:
-        self._semaphore = semaphore
-        self._lease: AsyncReleasable | None = None
-
-    async def acquire(self) -> None:
-        self._lease = await self._semaphore.acquire()
-        if self._lease is None:
-            raise RuntimeError("AsyncSemaphore: blocking acquire returned None")
-
-    async def release(self) -> None:
-        assert self._lease is not None
-        await self._lease.release()
-        self._lease = None
-
-
 class RedsyncHandle:
     """One task's redsync RedisSemaphore: one object holds one permit at a time.
 
@@ -310,7 +288,7 @@ async def make_async_handles(
         return [bl.RawAsync(client, name, sha) for _ in range(count)], nothing
     if impl == "semaphore-async":
         shared = tenure.AsyncSemaphore(client, name, PERMITS, ttl=bl.TTL)
-        return [AsyncLeaseHolder(shared) for _ in range(count)], nothing
+        return [bl.TenureAsync(shared) for _ in range(count)], nothing
     if impl == "redsync":
         from redsync import RedisSemaphore
 
