@@ -55,6 +55,9 @@ def test_default_lease_is_renewed_and_an_explicit_ttl_is_not(r: redis.Redis) -> 
     assert r.exists("tenure:{short}") == 0 and short.lost.is_set()
     assert "deadline passed" in (short.lost_reason or "")
     assert default.valid and default.remaining > 29
+    # the default lease is watched for renewal (its first renewal is 10 s away;
+    # test_auto_renewed_lease_outlives_its_ttl shows renewal itself), the short one not
+    assert default._watch.renew and not short._watch.renew
     default.release()
 
 
