@@ -172,7 +172,7 @@ def test_timeout_leaves_the_queue_with_the_fair_release() -> None:
         KEYS.delay,
         KEYS.released,
     )
-    assert leave.args == (TOKEN, KEYS.wake_prefix, FENCE_TTL_MS, f"hub.7|10000|{TOKEN}", 0)
+    assert leave.args == (TOKEN, KEYS.wake_prefix, FENCE_TTL_MS, f"hub.7|10000|{TOKEN}", 0, "")
     assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 
@@ -193,7 +193,7 @@ def test_owned_by_caller_raises_already_held() -> None:
 
 
 def test_release_and_pass_on() -> None:
-    plan = plans.release(KEYS, TOKEN, 77, delay_ms=250)
+    plan = plans.release(KEYS, TOKEN, 77, delay_ms=250, op="op1")
     step = first_eval(plan)
     assert step.script is FAIR_RELEASE and step.args == (
         TOKEN,
@@ -201,6 +201,7 @@ def test_release_and_pass_on() -> None:
         FENCE_TTL_MS,
         "",
         250,
+        "op1",
     )
     with pytest.raises(NotOwnedError, match=r"'orders' \(fence 77\)"):
         plan.send((Status.NOT_OWNED, 0))

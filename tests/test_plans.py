@@ -214,7 +214,7 @@ def test_cleanup_failure_does_not_hide_the_original_error() -> None:
 
 
 def test_release_not_owned_names_lock_and_fence() -> None:
-    plan = plans.release(KEYS, "own:tok", 77)
+    plan = plans.release(KEYS, "own:tok", 77, op="op1")
     step = start(plan)
     assert step.keys == (
         "tenure:{orders}",
@@ -223,7 +223,7 @@ def test_release_not_owned_names_lock_and_fence() -> None:
         "tenure:{orders}:delay",
         "tenure:{orders}:released",
     )
-    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.FENCE_TTL_MS, "", 0)
+    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.FENCE_TTL_MS, "", 0, "op1")
     with pytest.raises(NotOwnedError, match=r"'orders' \(fence 77\)"):
         plan.send((Status.NOT_OWNED, 0))
 

@@ -167,7 +167,7 @@ def test_timeout_leaves_the_queue_and_gives_back_a_hand_off() -> None:
     leave = send(plan, (Status.BUSY, 29000))
     assert isinstance(leave, Eval) and leave.script is SEMAPHORE_RELEASE
     assert leave.keys == (*SCRIPT_KEYS, KEYS.released)
-    assert leave.args == (TOKEN, 2, 3, MEMBER, KEYS.wake_prefix, FENCE_TTL_MS)
+    assert leave.args == (TOKEN, 2, 3, MEMBER, KEYS.wake_prefix, FENCE_TTL_MS, "")
     assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 
@@ -177,7 +177,7 @@ def test_lost_reply_of_a_lone_attempt_gives_back_what_it_may_have_taken() -> Non
     start(plan)
     cleanup = plan.throw(ConnectionError("reply lost"))
     assert isinstance(cleanup, Eval) and cleanup.script is SEMAPHORE_RELEASE
-    assert cleanup.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_TTL_MS)
+    assert cleanup.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_TTL_MS, "")
     with pytest.raises(ConnectionError, match="reply lost"):
         plan.throw(ConnectionError("still down"))  # cleanup errors are suppressed
 
@@ -229,10 +229,10 @@ def test_check_n_against_the_count() -> None:
 
 
 def test_release_extend_set_permits() -> None:
-    plan: Any = plans.release(KEYS, TOKEN, 2, 3, 77)
+    plan: Any = plans.release(KEYS, TOKEN, 2, 3, 77, op="op1")
     step = send(plan)
     assert step.script is SEMAPHORE_RELEASE and step.keys == (*SCRIPT_KEYS, KEYS.released)
-    assert step.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_TTL_MS)
+    assert step.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_TTL_MS, "op1")
     assert finish(plan, (Status.OK, 0)) is None
     plan = plans.release(KEYS, TOKEN, 2, 3, 77)
     send(plan)

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ._drivers._identity import generation
+from ._leasebook import LeaseLife, Phase
 from ._plans.lock import Grant, validity
 
 _log = logging.getLogger("tenure")
@@ -33,18 +35,32 @@ class LostSignalBase:
             ``asyncio.Event`` for the async one.
     """
 
-    __slots__ = ("_callbacks", "_lost_reason", "_released", "lost")
+    __slots__ = ("_callbacks", "_life", "lost")
 
     def __init__(self, lost: LostSignal) -> None:
         self.lost = lost
-        self._released = False
-        self._lost_reason: str | None = None
+        self._life = LeaseLife(generation())
         self._callbacks: list[Callable[[Any], object]] = []
 
     @property
     def lost_reason(self) -> str | None:
         """Why the lease was lost (``None`` while it is not)."""
-        return self._lost_reason
+        return self._life.lost_reason
+
+    def __copy__(self) -> Any:
+        raise TypeError(
+            f"a {type(self).__name__} can't be copied: it is owned by the thread or task "
+            "and process that acquired it"
+        )
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        self.__copy__()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(
+            f"a {type(self).__name__} can't be pickled: it is owned by the thread or task "
+            "and process that acquired it"
+        )
 
     def on_lost(self, callback: Callable[[Any], object]) -> None:
         """Call ``callback(lease)`` once when the lease is lost (at once if it is).
@@ -54,7 +70,7 @@ class LostSignalBase:
         ``tenure`` logger and does not stop the others.
         """
         with _callbacks_mutex:
-            if self._lost_reason is None:
+            if self._life.phase is not Phase.LOST:
                 self._callbacks.append(callback)
                 return
         self._run_callback(callback)
@@ -63,9 +79,8 @@ class LostSignalBase:
         """Mark the lease lost (once; never after a clean release): set ``lost``,
         run the callbacks."""
         with _callbacks_mutex:
-            if self._released or self._lost_reason is not None:
+            if not self._life.lose(reason):
                 return
-            self._lost_reason = reason
             callbacks, self._callbacks = self._callbacks, []
         self.lost.set()
         for callback in callbacks:
@@ -87,10 +102,9 @@ class LostSignalBase:
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        if self._released:
-            state = "released"
-        elif self._lost_reason is not None:
-            state = "lost"
+        phase = self._life.phase
+        if phase is not Phase.HELD:
+            state = phase.value
         else:
             state = f"valid {self.remaining:.3f}s" if self.valid else "expired"
         return f"<{type(self).__name__} {self.name!r} fence={self.fence} {state}>"
@@ -155,14 +169,14 @@ class LeaseBase(LostSignalBase):
 
     @property
     def valid(self) -> bool:
-        """``True`` while the lease is neither released, nor lost, nor past ``expires_at``."""
-        return (
-            not self._released and self._lost_reason is None and time.monotonic() < self.expires_at
-        )
+        """``True`` while the lease is held (neither released, nor being released,
+        nor lost) and not past ``expires_at``."""
+        return self._life.held and time.monotonic() < self.expires_at
 
     @property
     def remaining(self) -> float:
-        """Seconds until ``expires_at`` (0.0 once past it, released or lost)."""
-        if self._released or self._lost_reason is not None:
+        """Seconds until ``expires_at`` (0.0 once past it, released, being released
+        or lost)."""
+        if not self._life.held:
             return 0.0
         return max(0.0, self.expires_at - time.monotonic())

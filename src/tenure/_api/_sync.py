@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 import contextlib
 import time
-import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -17,7 +16,7 @@ from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar
 
 from .._adaptive import AdaptiveTTL
 from .._drivers import _sync as _driver
-from .._drivers._identity import new_op, new_token
+from .._drivers._identity import generation, new_op, new_token
 from .._drivers._watchbook import Watch
 from .._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from .._info import FairLockInfo, MultiLockInfo, MultiPartInfo
@@ -30,6 +29,7 @@ from .._keys import (
     rwlock_keys,
     semaphore_keys,
 )
+from .._leasebook import LeaseBook, Phase, Release
 from .._models import LeaseBase, LostSignalBase
 from .._plans import fair as fair_plans
 from .._plans import fenced as fenced_plans
@@ -46,10 +46,11 @@ from .._units import check_seconds, to_ms
 #: The lease length, in seconds, of a lock created without ``ttl``.
 DEFAULT_TTL = 30.0
 
-#: The leases held in this process, by (client, lock key, owner), whichever
-#: ``Lock`` object took them: a second acquire by the same owner asks Redis
-#: first instead of queueing behind this process's other waiters.
-_HELD: weakref.WeakValueDictionary[tuple[int, str, str], Lease] = weakref.WeakValueDictionary()
+#: The latest lease of each (client, lock key, owner) taken in this process,
+#: whichever ``Lock`` object took it: a second acquire by the same owner
+#: asks Redis first instead of queueing behind this process's other waiters,
+#: and first cleans up a lease it left behind (lost, or its release failed).
+_BOOK = LeaseBook()
 
 
 def _check_callback(on_lost: C | None) -> C | None:
@@ -144,18 +145,23 @@ class _Acquirer(Protocol[L_co]):
 
 
 class _Holding(Generic[L]):
-    """``with lock(timeout=...)``: acquire on entry, release that lease on exit."""
+    """``with lock(timeout=...)``: acquire on entry, release that lease on exit.
+
+    One object may be entered by several threads or tasks at once, and nested:
+    each block's exit releases the lease that block's entry took (the
+    innermost open block of the calling thread or task)."""
 
     def __init__(self, lock: _Acquirer[L], timeout: float | None) -> None:
         self._lock = lock
         self._timeout = timeout
-        self._lease: L | None = None
+        # owner id -> the leases of its open blocks, innermost last
+        self._leases: dict[str, list[L]] = {}
 
     def __enter__(self) -> L:
         lease = self._lock.acquire(timeout=self._timeout)
         if lease is None:
             raise AcquireTimeout(self._lock.name, self._timeout)
-        self._lease = lease
+        self._leases.setdefault(_driver.current_owner(), []).append(lease)
         return lease
 
     def __exit__(
@@ -164,8 +170,12 @@ class _Holding(Generic[L]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        assert self._lease is not None
-        self._lease.release()
+        owner = _driver.current_owner()
+        leases = self._leases[owner]
+        lease = leases.pop()
+        if not leases:
+            del self._leases[owner]
+        lease.release()
 
 
 class _ReleasedOnExit:
@@ -252,28 +262,38 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
     def release(self) -> None:
         """Release the lock and hand it to the next waiter.
 
-        A release retried after its reply was lost (redis-py retries on
-        connection errors) is recognised and succeeds.
+        From the moment this is called the watchdog never renews the lease
+        again, whatever happens to the call (an error, a cancellation, an
+        interrupt): if the release does not complete, the lease ends by its
+        ttl at the latest, and calling ``release()`` again sends it again. A
+        release retried after its reply was lost (redis-py retries on
+        connection errors) is recognised as the same call and succeeds; a
+        release of this lease by anyone else (a copy, a forced release) makes
+        this one raise ``LockLostError``.
 
         Raises:
             LockLostError: the lease was lost (``lost`` is set): its deadline
                 passed, or Redis no longer holds the lock with this lease's
-                token (the message gives the name, fence and why).
-            NotOwnedError: the lease was already released. Nothing was changed.
+                token (the message gives the name, fence and why). A lost
+                lease's token-checked delete is still sent first, so that a
+                key Redis still holds with its token is freed.
+            NotOwnedError: the lease was already released, or this is not the
+                process that acquired it (a forked child). Nothing was changed.
             redis.exceptions.ConnectionError: Redis could not be reached (the
-                lease is kept: the release may be tried again).
+                release may be tried again; the lease is no longer renewed).
         """
-        if self._lost_reason is None:
-            if self._released:
-                raise NotOwnedError(self.name, self.fence, "can't release: already released")
-            try:
-                left = _driver.run(self._lock._client, self._release_plan())
-            except NotOwnedError as exc:
-                self._lose(exc.reason)
-            else:
-                self._released_one(left)
-                return
-        self._end_lost()
+        life = self._life
+        life.check_process(self.name, self.fence, generation(), "release")
+        if life.begin_release(self.name, self.fence) is Release.CLEAN_UP:
+            self._clean_up()
+            self._end_lost()
+        self._stop_renewing()
+        try:
+            left = _driver.run(self._lock._client, self._release_plan())
+        except NotOwnedError as exc:
+            self._lose(exc.reason)
+            self._end_lost()
+        self._released_one(left)
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).
@@ -285,21 +305,44 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
             InvalidArgument: ``seconds`` is not a positive number.
             LockLostError: the lease was lost (its deadline passed, or it is gone
                 from Redis); the lease ends.
-            NotOwnedError: the lease was released.
+            NotOwnedError: the lease was released (or its release attempted),
+                or this is not the process that acquired it (a forked child).
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
-        if self._lost_reason is None:
-            if self._released:
-                raise NotOwnedError(self.name, self.fence, "can't extend: already released")
-            try:
-                expires_at = _driver.run(self._lock._client, self._extend_plan(seconds))
-            except NotOwnedError as exc:
-                self._lose(exc.reason)
-            else:
-                self._extended(seconds, expires_at)
-                return
-        self._end_lost()
+        life = self._life
+        life.check_process(self.name, self.fence, generation(), "extend")
+        try:
+            life.begin_extend(self.name, self.fence)
+        except LockLostError:
+            self._end_lost()
+        try:
+            expires_at = _driver.run(self._lock._client, self._extend_plan(seconds))
+        except NotOwnedError as exc:
+            self._lose(exc.reason)
+            self._end_lost()
+        self._extended(seconds, expires_at)
+
+    def _clean_up(self) -> None:
+        """Send the release of a lease this process gave up on (lost, or whose
+        release did not complete), so that Redis does not keep holding it with
+        this lease's token; whatever Redis answers, quietly. Only a reply from
+        Redis marks it cleaned up (a connection error leaves it to be tried
+        again by the owner's next acquire)."""
+        life = self._life
+        if life.phase is Phase.RELEASING:
+            self._stop_renewing()
+        try:
+            left = _driver.run(self._lock._client, self._release_plan())
+        except NotOwnedError as exc:
+            self._lose(exc.reason)
+        except Exception:
+            return
+        else:
+            if life.phase is Phase.RELEASING:
+                with contextlib.suppress(LockLostError):
+                    self._released_one(left)
+        life.cleaned = True
 
     def _start(self) -> None:
         """The lease was just granted: give it the lock's ``on_lost`` callback,
@@ -320,7 +363,7 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
 
     def _end_lost(self) -> NoReturn:
         """The lease is lost: end it and say so."""
-        reason = self._lost_reason
+        reason = self._life.lost_reason
         self._end()
         raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
 
@@ -339,7 +382,7 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
     def _released_one(self, left: int | None) -> None:
         """Redis released the lease: it ends (lost all the same if the watchdog
         found it lost meanwhile)."""
-        if self._lost_reason is not None:
+        if self._life.released():
             self._end_lost()
         self._end()
 
@@ -347,15 +390,22 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
         self._extended(self.ttl, expires_at)
 
     def _extended(self, ttl: float, expires_at: float) -> None:
-        """The lease is now ``ttl`` seconds long and ends at ``expires_at``."""
-        self.ttl, self.expires_at = ttl, expires_at
+        """The lease is now ``ttl`` seconds long and ends at ``expires_at``
+        (ignored unless the lease is still held: a renewal in flight when the
+        release began never revives it)."""
+        if self._life.may_move_deadline():
+            self.ttl, self.expires_at = ttl, expires_at
 
     def _start_watch(self, renew: bool) -> None:
         self._watch = _driver.watch(self._lock._client, self, renew)
 
+    def _stop_renewing(self) -> None:
+        """A release was attempted: the watchdog never renews the lease again."""
+        if self._watch is not None:
+            _driver.stop_renewing(self._lock._client, self._watch)
+
     def _end(self) -> None:
         """The lease is over (released, or lost and done with)."""
-        self._released = True
         self._lock._forget(self)
 
 
@@ -378,7 +428,7 @@ class Lease(_HeldLease["Lock"]):
         self._holder = holder
 
     def _release_plan(self) -> Plan[None]:
-        return self._lock._release_plan(self.owner, self.fence)
+        return self._lock._release_plan(self.owner, self.fence, self._life.release_call(new_op))
 
     def _extend_plan(self, seconds: float) -> Plan[float]:
         lock = self._lock
@@ -522,15 +572,19 @@ class Lock(_Blocks[Lease]):
         """
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
-        held = _HELD.get((id(self._client), self._keys.lock, owner))
-        # Then the first attempt settles it, never queued behind our own gate.
-        plan = self._acquire_plan(owner, blocking, wait, held is not None and held.valid)
+        key = (id(self._client), self._keys.lock, owner)
+        left_behind = _BOOK.left_behind(key)
+        if left_behind is not None:
+            # Redis may still hold it with our token: never AlreadyHeldError for it.
+            left_behind._clean_up()
+        # If held, the first attempt settles it, never queued behind our own gate.
+        plan = self._acquire_plan(owner, blocking, wait, _BOOK.held(key))
         grant = _driver.run(self._client, plan)
         if grant is None:
             return None
         lease = Lease(self, grant, owner)
         self._leases[owner] = lease
-        _HELD[id(self._client), self._keys.lock, owner] = lease
+        _BOOK.put(key, lease)
         lease._start()
         return lease
 
@@ -549,8 +603,8 @@ class Lock(_Blocks[Lease]):
             delay_ms=self._opts.delay_ms,
         )
 
-    def _release_plan(self, token: str, fence: int) -> Plan[None]:
-        return lock_plans.release(self._keys, token, fence, self._opts.delay_ms)
+    def _release_plan(self, token: str, fence: int, op: str) -> Plan[None]:
+        return lock_plans.release(self._keys, token, fence, self._opts.delay_ms, op=op)
 
     def release(self) -> None:
         """Release the calling thread's or task's lease (see :meth:`Lease.release`).
@@ -789,8 +843,8 @@ class FairLock(Lock):
             delay_ms=self._opts.delay_ms,
         )
 
-    def _release_plan(self, token: str, fence: int) -> Plan[None]:
-        return fair_plans.release(self._fair, token, fence, self._opts.delay_ms)
+    def _release_plan(self, token: str, fence: int, op: str) -> Plan[None]:
+        return fair_plans.release(self._fair, token, fence, self._opts.delay_ms, op=op)
 
 
 # --- reentrant lock --------------------------------------------------------
@@ -836,7 +890,7 @@ class _HoldLease(_HeldLease[HoldsT]):
         return super().extend(seconds)
 
     def _released_one(self, left: int | None) -> None:
-        self._released = True
+        self._life.released()
         self._lock._forget(self)
         if left == 0:
             self._lock._end_hold(self)
@@ -846,6 +900,9 @@ class _HoldLease(_HeldLease[HoldsT]):
 
     def _start_watch(self, renew: bool) -> None:
         self._lock._watch_hold(self, renew)
+
+    def _stop_renewing(self) -> None:
+        self._lock._stop_renewing_hold(self)
 
     def _end(self) -> None:
         self._lock._end_hold(self)
@@ -889,7 +946,10 @@ class _Holds(Generic[HL]):
             self._unwatch(lease._key)
             for old in self._holds.pop(lease._key, ()):
                 old._signal_lost("the hold had ended in Redis (a new hold began)")
-                old._released = True
+        elif not any(one._life.held for one in hold):
+            # A re-entry while the hold's last release had not completed: the
+            # hold lives on in Redis, so the watchdog renews it again.
+            self._unwatch(lease._key)
         hold.append(lease)
         self._holds[lease._key] = hold
         self._renewed(lease, lease.ttl, lease.expires_at)
@@ -914,7 +974,7 @@ class _Holds(Generic[HL]):
         hold = [lease, *self._same_hold(lease)]
         self._opts.record(self._ttl_key(lease), min(one.acquired_at for one in hold))
         for one in hold:
-            one._released = True
+            one._life.released()
             self._forget(one)
         if not self._holds.get(lease._key):
             self._unwatch(lease._key)
@@ -931,10 +991,20 @@ class _Holds(Generic[HL]):
             _driver.unwatch(self._client, watch)
 
     def _renewed(self, lease: HL, ttl: float, expires_at: float) -> None:
-        """The hold of ``lease`` was given a new lease: every lease of it follows."""
-        lease.ttl, lease.expires_at = ttl, expires_at
-        for other in self._same_hold(lease):
-            other.ttl, other.expires_at = ttl, expires_at
+        """The hold of ``lease`` was given a new lease: every lease of it that is
+        still held follows."""
+        for one in {lease, *self._same_hold(lease)}:
+            if one._life.may_move_deadline():
+                one.ttl, one.expires_at = ttl, expires_at
+
+    def _stop_renewing_hold(self, lease: HL) -> None:
+        """A release of ``lease`` was attempted: unless another lease of its hold
+        is still held, the watchdog never renews the hold again."""
+        if any(one is not lease and one._life.held for one in self._same_hold(lease)):
+            return
+        watch = self._watches.get(lease._key)
+        if watch is not None and getattr(watch.lease, "_hold", None) == lease._hold:
+            _driver.stop_renewing(self._client, watch)
 
     def _held_here(self, leases: list[HL]) -> str:
         """How a hold's leases taken here look in a ``repr``."""
@@ -1687,7 +1757,7 @@ class MultiLease(_EntersItself, LostSignalBase):
     def valid(self) -> bool:
         """``True`` while the multi-lease is neither released nor lost and every
         part's lease is valid."""
-        if self._released or self._lost_reason is not None:
+        if not self._life.held:
             return False
         return all(lease.valid for lease in self.leases)
 
@@ -1700,16 +1770,9 @@ class MultiLease(_EntersItself, LostSignalBase):
     def remaining(self) -> float:
         """Seconds until the first part's lease must be presumed expired (0.0 once
         released or lost)."""
-        if self._released or self._lost_reason is not None:
+        if not self._life.held:
             return 0.0
         return min(lease.remaining for lease in self.leases)
-
-    def _check_held(self, what: str) -> None:
-        if not self._released:
-            return
-        if self._lost_reason is None:
-            raise NotOwnedError(self.name, None, f"can't {what}: already released")
-        raise LockLostError(self.name, None, f"lease lost: {self._lost_reason}")
 
     def release(self) -> None:
         """Release every part, in the reverse of the order they were taken, each
@@ -1725,19 +1788,25 @@ class MultiLease(_EntersItself, LostSignalBase):
             or interruption before any other), and the others are attached to
             it as notes (``exc.__notes__``).
         """
-        self._check_held("release")
+        life = self._life
+        life.check_process(self.name, None, generation(), "release")
+        life.begin_release(self.name, None)
+        if life.cleaned:  # lost, and its parts' releases were sent already
+            raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
         errors: list[BaseException] = []
         for lease in reversed(self._multi._in_order(self.leases)):
             try:
                 lease.release()
             except BaseException as exc:
                 errors.append(exc)
-        reason = self._lost_reason
-        self._released = True
+        if life.phase is Phase.LOST:
+            life.cleaned = True
+        else:
+            life.released()
         self._multi._forget(self)
         _raise_first(errors)
-        if reason is not None:
-            raise LockLostError(self.name, None, f"lease lost: {reason}")
+        if life.phase is Phase.LOST:
+            raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset every part's lease to end ``seconds`` from now (default: each
@@ -1754,7 +1823,8 @@ class MultiLease(_EntersItself, LostSignalBase):
         """
         if seconds is not None:
             check_seconds(seconds, "seconds")
-        self._check_held("extend")
+        self._life.check_process(self.name, None, generation(), "extend")
+        self._life.begin_extend(self.name, None)
         errors: list[BaseException] = []
         for lease in self._multi._in_order(self.leases):
             try:
@@ -2132,8 +2202,9 @@ class SemaphoreLease(_HeldLease["Semaphore"]):
 
     def _release_plan(self) -> Plan[None]:
         sem = self._lock
+        op = self._life.release_call(new_op)
         return semaphore_plans.release(
-            sem._keys, self.owner, self.permits, sem._permits, self.fence
+            sem._keys, self.owner, self.permits, sem._permits, self.fence, op=op
         )
 
     def _extend_plan(self, seconds: float) -> Plan[float]:

@@ -249,6 +249,10 @@ class _Watchdog:
                 self._cond.notify()
         return watch
 
+    def stop_renewing(self, watch: Watch) -> None:
+        with self._cond:
+            self._book.stop_renewing(watch)
+
     def unwatch(self, watch: Watch) -> None:
         with self._cond:  # no wake-up: the watchdog notices within MAX_SLEEP
             self._book.discard(watch, time.monotonic())
@@ -328,6 +332,12 @@ def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
     """Watch ``lease`` with the client's watchdog (renewing it if ``renew``) until
     :func:`unwatch`; its ``_lose`` is called when it is lost."""
     return _state(client).watchdog.watch(lease, renew)
+
+
+def stop_renewing(client: Client, watch: Watch) -> None:
+    """Never renew ``watch``'s lease again (its release was attempted); its
+    deadline is still watched."""
+    _state(client).watchdog.stop_renewing(watch)
 
 
 def unwatch(client: Client, watch: Watch) -> None:

@@ -13,7 +13,10 @@ Every lease handed to :meth:`WatchBook.add` is watched until it is discarded:
   round trip);
 - a renewal that fails on the network is tried again after :func:`retry_after`,
   while the lease's deadline allows; a renewal that finds the lease gone makes
-  it lost; a lost lease is never renewed again.
+  it lost; a lost lease is never renewed again;
+- a lease whose release was attempted is never renewed again
+  (:meth:`WatchBook.stop_renewing`), whatever the release's outcome: it ends
+  by its ttl at the latest.
 """
 
 from __future__ import annotations
@@ -98,6 +101,12 @@ class WatchBook:
         """Stop watching (the lease was released, or is lost)."""
         if self.watches.pop(id(watch), None) is not None and not self.watches:
             self.idle_since = now
+
+    def stop_renewing(self, watch: Watch) -> None:
+        """Never send another renewal for ``watch`` (its release was attempted);
+        its deadline is still watched. A renewal already in flight may still
+        succeed: the lease then ignores it (see :mod:`tenure._leasebook`)."""
+        watch.renew = False
 
     def expired(self, now: float) -> list[Watch]:
         """Stop watching, and return, the leases whose deadline has passed: lost."""

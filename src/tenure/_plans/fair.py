@@ -120,26 +120,30 @@ class _FairContender(_LockContender):
             yield _release_step(self.keys, self.token, member)
 
 
-def _release_step(keys: FairKeys, token: str, member: str, delay_ms: int = 0) -> Eval:
+def _release_step(keys: FairKeys, token: str, member: str, delay_ms: int = 0, op: str = "") -> Eval:
     return Eval(
         FAIR_RELEASE,
         (keys.lock, keys.waiters, keys.deadlines, keys.fence, keys.delay, keys.released),
-        (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms),
+        (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms, op),
     )
 
 
-def release(keys: FairKeys, token: str, fence: int, delay_ms: int = 0) -> Plan[None]:
+def release(
+    keys: FairKeys, token: str, fence: int, delay_ms: int = 0, *, op: str = ""
+) -> Plan[None]:
     """Release the lock held by ``token`` and hand it to the head of the queue
     (with a lock-delay of ``delay_ms`` for its hold).
 
-    Idempotent: a release of ``token`` retried after its reply was lost (within
-    120 s) succeeds again. ``fence`` is only used in the error message.
+    Idempotent per call: the same call (``op``, its id, non-empty) retried
+    after its reply was lost (within 120 s) succeeds again; any other call
+    with the same token finds it not owned. ``fence`` is only used in the
+    error message.
 
     Raises:
         NotOwnedError: the lock is not held with ``token`` (the lease expired,
             and perhaps another owner holds it now); nothing was changed.
     """
-    yield from released(_release_step(keys, token, "", delay_ms), keys.name, fence)
+    yield from released(_release_step(keys, token, "", delay_ms, op), keys.name, fence)
 
 
 def pass_on(keys: FairKeys, token: str) -> Plan[None]:

@@ -176,26 +176,30 @@ def _abandon(keys: LockKeys, token: str, member: str) -> Plan[None]:
         yield _release_step(keys, token, member)
 
 
-def _release_step(keys: LockKeys, token: str, member: str, delay_ms: int = 0) -> Eval:
+def _release_step(keys: LockKeys, token: str, member: str, delay_ms: int = 0, op: str = "") -> Eval:
     return Eval(
         LOCK_RELEASE,
         (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
-        (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms),
+        (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms, op),
     )
 
 
-def release(keys: LockKeys, token: str, fence: int, delay_ms: int = 0) -> Plan[None]:
+def release(
+    keys: LockKeys, token: str, fence: int, delay_ms: int = 0, *, op: str = ""
+) -> Plan[None]:
     """Release the lock held by ``token`` and hand it to the first live waiter
     (with a lock-delay of ``delay_ms`` for its hold).
 
-    Idempotent: a release of ``token`` retried after its reply was lost (within
-    120 s) succeeds again. ``fence`` is only used in the error message.
+    Idempotent per call: the same call (``op``, its id, non-empty) retried
+    after its reply was lost (within 120 s) succeeds again; any other call
+    with the same token (a copy of the lease, say) finds it not owned.
+    ``fence`` is only used in the error message.
 
     Raises:
         NotOwnedError: the lock is not held with ``token`` (the lease expired,
             and perhaps another owner holds it now); nothing was changed.
     """
-    yield from released(_release_step(keys, token, "", delay_ms), keys.name, fence)
+    yield from released(_release_step(keys, token, "", delay_ms, op), keys.name, fence)
 
 
 def released(step: Eval, name: str, fence: int) -> Plan[None]:

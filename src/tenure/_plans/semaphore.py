@@ -204,23 +204,29 @@ class _SemaphoreContender(Contender):
             yield _release_step(self.keys, self.token, self.n, self.permits, member)
 
 
-def _release_step(keys: SemaphoreKeys, token: str, n: int, permits: int, member: str) -> Eval:
+def _release_step(
+    keys: SemaphoreKeys, token: str, n: int, permits: int, member: str, op: str = ""
+) -> Eval:
     return Eval(
         SEMAPHORE_RELEASE,
         (*keys.script_keys, keys.released),
-        (token, n, permits, member, keys.wake_prefix, FENCE_TTL_MS),
+        (token, n, permits, member, keys.wake_prefix, FENCE_TTL_MS, op),
     )
 
 
-def release(keys: SemaphoreKeys, token: str, n: int, permits: int, fence: int) -> Plan[None]:
+def release(
+    keys: SemaphoreKeys, token: str, n: int, permits: int, fence: int, *, op: str = ""
+) -> Plan[None]:
     """Give back the ``n`` permits of lease ``token`` and hand free permits to the
     first waiters that fit. ``permits`` is the caller's count (used when Redis
-    stores none); ``fence`` is only used in the error message.
+    stores none); ``fence`` is only used in the error message. The same call
+    (``op``, non-empty) retried after its reply was lost (within 120 s)
+    succeeds again; any other call with the token finds it not owned.
 
     Raises:
         NotOwnedError: the lease holds no permits (it expired, or was released).
     """
-    status, _ = yield _release_step(keys, token, n, permits, "")
+    status, _ = yield _release_step(keys, token, n, permits, "", op)
     if status is Status.NOT_OWNED:
         raise NotOwnedError(
             keys.name, fence, "can't release: the semaphore lease expired before release"

@@ -19,6 +19,8 @@
 -- ARGV[3]  fence ttl      integer MILLISECONDS the fence key outlives its last use
 -- ARGV[4]  member         a member to remove from the queue first (a waiter leaving), or ""
 -- ARGV[5]  lock-delay     integer MILLISECONDS, >= 0, for the waiter handed the lock
+-- ARGV[6]  op             string; this release call's id (a retry of the call
+--                         sends the same), or "" for a release never retried
 --
 -- Returns  {1, handed}    OK: released; handed = 1 if a live waiter now holds the
 --                         lock, 0 if nobody waits (the lock is free), or if this
@@ -43,11 +45,13 @@ if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[3], ARGV[4])
 end
 if holder ~= ARGV[1] then
-  if redis.call('GET', KEYS[6]) == ARGV[1] then return {1, 0} end
+  if ARGV[6] ~= '' and redis.call('GET', KEYS[6]) == ARGV[1] .. ' ' .. ARGV[6] then
+    return {1, 0}
+  end
   return {4, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[5])
-redis.call('SET', KEYS[6], ARGV[1], 'PX', 120000)
+redis.call('SET', KEYS[6], ARGV[1] .. ' ' .. ARGV[6], 'PX', 120000)
 
 local now_ms = math.floor(now_us() / 1000)
 local delay = tonumber(ARGV[5])

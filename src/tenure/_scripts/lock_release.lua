@@ -11,18 +11,20 @@
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  delay key     string: the lock-delay guard (see lock_acquire.lua);
 --                        a clean release deletes it
--- KEYS[5]  released key  string: the token of the last clean release, kept
---                        120 s so that a release retried after a lost reply
---                        is recognised
+-- KEYS[5]  released key  string: "<token> <op>" of the last clean release, kept
+--                        120 s so that the same call retried after a lost
+--                        reply is recognised (and no other call with the token)
 -- ARGV[1]  token         string; the releasing lease's owner token
 -- ARGV[2]  wake prefix   string; waiter w is told by PUBLISH on ARGV[2] .. w
 -- ARGV[3]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 -- ARGV[4]  member        a waiters member to remove first (a waiter leaving), or ""
 -- ARGV[5]  lock-delay    integer MILLISECONDS, >= 0, for the waiter handed the lock
+-- ARGV[6]  op            string; this release call's id (a retry of the call
+--                        sends the same), or "" for a release never retried
 --
 -- Returns  {1, handed}   OK: released; handed = 1 if a live waiter now holds the
 --                        lock, 0 if nobody waits (the lock is free), or if this
---                        token's release had already been done (a retry). A
+--                        very call had already been done (a retry: same op). A
 --                        waiter whose PUBLISH reaches no subscriber is gone: dropped.
 --          {4, 0}         NOT_OWNED: the lock is not held with this token
 --                         (expired, or another owner's); only ARGV[4] was removed.
@@ -42,12 +44,13 @@ end
 
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
 if holder ~= ARGV[1] then
-  local released = redis.pcall('GET', KEYS[5])
-  if released == ARGV[1] then return {1, 0} end
+  if ARGV[6] ~= '' and redis.pcall('GET', KEYS[5]) == ARGV[1] .. ' ' .. ARGV[6] then
+    return {1, 0}
+  end
   return {4, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[4])
-redis.call('SET', KEYS[5], ARGV[1], 'PX', 120000)
+redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[6], 'PX', 120000)
 
 local delay = tonumber(ARGV[5])
 local function grant(token, lease, fence)

@@ -8,17 +8,20 @@
 -- KEYS[2]  permits key   string holding an integer: the permit count
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  waiters key   sorted set of waiters (see _semaphore.lua)
--- KEYS[5]  released key  string: the token of the last release, kept 120 s so
---                        that a release retried after a lost reply is recognised
+-- KEYS[5]  released key  string: "<token> <op>" of the last release, kept 120 s
+--                        so that the same call retried after a lost reply is
+--                        recognised (and no other call with the token)
 -- ARGV[1]  token         string; the lease's token
 -- ARGV[2]  n             integer >= 1; the lease's permits
 -- ARGV[3]  permits       integer >= 1; the caller's permit count, used if none is stored
 -- ARGV[4]  member        a waiters member to remove first (a waiter leaving), or ""
 -- ARGV[5]  wake prefix   string; waiter w is told by PUBLISH on ARGV[5] .. w
 -- ARGV[6]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+-- ARGV[7]  op            string; this release call's id (a retry of the call
+--                        sends the same), or "" for a release never retried
 --
 -- Returns  {1, 0}        OK: released; the permits went to waiters, or are free
---                        (or this token's release had been done: a retry).
+--                        (or this very call had been done: a retry, same op).
 --          {4, 0}        NOT_OWNED: the token holds no permits (its lease expired,
 --                        or it was released); only ARGV[4] was removed (and
 --                        expired permits were handed on).
@@ -35,10 +38,12 @@ if ARGV[4] ~= '' then redis.call('ZREM', KEYS[4], ARGV[4]) end
 local held = sem_holds(s, ARGV[1])
 if held then
   sem_drop_lease(ARGV[1], tonumber(ARGV[2]))
-  if ARGV[4] == '' then redis.call('SET', KEYS[5], ARGV[1], 'PX', 120000) end
+  if ARGV[4] == '' then redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[7], 'PX', 120000) end
 end
 sem_promote(s, ARGV[5], tonumber(ARGV[6]), '')
 sem_touch(s)
 if held then return {1, 0} end
-if ARGV[4] == '' and redis.call('GET', KEYS[5]) == ARGV[1] then return {1, 0} end
+if ARGV[7] ~= '' and redis.call('GET', KEYS[5]) == ARGV[1] .. ' ' .. ARGV[7] then
+  return {1, 0}
+end
 return {4, 0}

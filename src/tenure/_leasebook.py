@@ -1,0 +1,230 @@
+"""The life of a lease: one owner for its state, shared by the sync and async APIs.
+
+Pure: no I/O, no clock reads (times are passed in), no threads. The facade
+asks a lease's :class:`LeaseLife` what an operation may do before it sends
+anything, and tells it what Redis answered; the watchdog asks it whether a
+renewal may be sent and whether its reply may move the deadline. Nothing else
+writes a lease's state. :class:`LeaseBook` holds the leases of a process by
+(client, lock key, owner), so that an acquire knows what the same owner holds
+or left behind.
+
+A lease is in one of four phases::
+
+                 release sent            Redis released it
+      HELD ───────────────────► RELEASING ─────────────────► RELEASED
+        │                          │  ▲ │
+        │ lost: the watchdog found │  └─┘ the release failed or was interrupted:
+        │ it gone, its deadline    │      it may be sent again; never renewed
+        │ passed, or an extend or  │
+        │ release found it gone    │ lost (its deadline passed, or the
+        ▼                          ▼ release found it gone)
+       LOST ◄──────────────────────┘
+
+What each phase allows (``-`` : refused with the error named):
+
+================  =========  ==============  ==========================  ====================
+phase             renewal    ``extend()``    ``release()``               a new acquire by the
+                                                                         same owner
+================  =========  ==============  ==========================  ====================
+HELD              sent       sent            sent; → RELEASING           ``AlreadyHeldError``
+                                                                         (Lock), re-entry
+                                                                         (RLock)
+RELEASING         never      NotOwnedError   sent again (the same call   first sends the
+                                             is recognised by Redis)     release again
+RELEASED          never      NotOwnedError   NotOwnedError               goes ahead
+LOST              never      LockLostError   a token-checked delete is   first sends the
+                                             sent, then LockLostError    token-checked delete
+================  =========  ==============  ==========================  ====================
+
+A lease is also inert outside the process that acquired it: in a forked
+child every operation is refused with ``NotOwnedError`` and nothing is sent
+(:meth:`LeaseLife.check_process`), and a lease cannot be copied or pickled.
+
+A renewal's or an extend's reply moves the deadline only while the lease is
+HELD: a renewal that was in flight when the release began never revives it.
+"""
+
+from __future__ import annotations
+
+import enum
+import weakref
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from ._errors import LockLostError, NotOwnedError
+
+
+class Phase(enum.Enum):
+    """Where a lease is in its life (see the module's table)."""
+
+    HELD = "held"
+    RELEASING = "releasing"
+    RELEASED = "released"
+    LOST = "lost"
+
+
+class Release(enum.Enum):
+    """What :meth:`LeaseLife.begin_release` tells the facade to do."""
+
+    SEND = "send"  # send the release; report its outcome with done / failed / gone
+    CLEAN_UP = "clean up"  # the lease is lost: send the token-checked delete, then raise
+
+
+#: The phases from which each event moves a lease, and where to. An event not
+#: listed for a phase leaves the phase as it is (e.g. a second loss).
+TRANSITIONS: dict[tuple[Phase, str], Phase] = {
+    (Phase.HELD, "release sent"): Phase.RELEASING,
+    (Phase.RELEASING, "release sent"): Phase.RELEASING,
+    (Phase.RELEASING, "released"): Phase.RELEASED,
+    (Phase.HELD, "released"): Phase.RELEASED,  # a hold ended by another lease's release
+    (Phase.HELD, "lost"): Phase.LOST,
+    (Phase.RELEASING, "lost"): Phase.LOST,
+}
+
+
+class LeaseLife:
+    """The state of one lease: its :class:`Phase`, why it was lost, and the
+    process generation that acquired it.
+
+    Attributes:
+        phase: the lease's phase.
+        lost_reason: why it was lost (``None`` unless ``phase`` is LOST).
+        generation: the process generation (``_identity.generation()``) that
+            acquired it; any other generation is a forked child.
+        cleaned: (LOST) a token-checked delete was sent for it.
+        release_op: the id of the lease's release call, once one was made.
+    """
+
+    __slots__ = ("cleaned", "generation", "lost_reason", "phase", "release_op")
+
+    def __init__(self, generation: int) -> None:
+        self.phase = Phase.HELD
+        self.lost_reason: str | None = None
+        self.generation = generation
+        self.cleaned = False
+        self.release_op: str | None = None
+
+    def release_call(self, new_op: Callable[[], str]) -> str:
+        """The id of this lease's release call (made with ``new_op`` the first
+        time): every attempt to release the lease sends the same, so that Redis
+        tells a retry of it from a release by anyone else."""
+        if self.release_op is None:
+            self.release_op = new_op()
+        return self.release_op
+
+    def _move(self, event: str) -> bool:
+        after = TRANSITIONS.get((self.phase, event))
+        if after is None:
+            return False
+        self.phase = after
+        return True
+
+    @property
+    def held(self) -> bool:
+        """Whether the lease is HELD (renewals and extends may be sent)."""
+        return self.phase is Phase.HELD
+
+    @property
+    def over(self) -> bool:
+        """Whether the lease is RELEASED or LOST: nothing more will come of it."""
+        return self.phase is Phase.RELEASED or self.phase is Phase.LOST
+
+    def check_process(self, name: str, fence: object, generation: int, what: str) -> None:
+        """Refuse ``what`` in a process other than the one that acquired the lease.
+
+        Raises:
+            NotOwnedError: ``generation`` is not the lease's (a forked child).
+        """
+        if generation != self.generation:
+            raise NotOwnedError(
+                name,
+                fence if isinstance(fence, int) else None,
+                f"can't {what}: the lease belongs to the process that acquired it "
+                "(this is a forked child)",
+            )
+
+    def begin_release(self, name: str, fence: int | None) -> Release:
+        """A ``release()`` begins: what to send. From now on the lease is never
+        renewed.
+
+        Raises:
+            NotOwnedError: the lease was released already; nothing is to be sent.
+        """
+        if self.phase is Phase.RELEASED:
+            raise NotOwnedError(name, fence, "can't release: already released")
+        if self.phase is Phase.LOST:
+            return Release.CLEAN_UP
+        self._move("release sent")
+        return Release.SEND
+
+    def begin_extend(self, name: str, fence: int | None) -> None:
+        """An ``extend()`` begins.
+
+        Raises:
+            NotOwnedError: the lease was released, or its release was attempted.
+            LockLostError: the lease is lost.
+        """
+        if self.phase is Phase.HELD:
+            return
+        if self.phase is Phase.LOST:
+            raise LockLostError(name, fence, f"lease lost: {self.lost_reason}")
+        what = "already released" if self.phase is Phase.RELEASED else "its release was attempted"
+        raise NotOwnedError(name, fence, f"can't extend: {what}")
+
+    def released(self) -> bool:
+        """Redis released the lease (or the hold it belongs to ended). Returns
+        whether the lease had been lost meanwhile (then it stays LOST)."""
+        self._move("released")
+        return self.phase is Phase.LOST
+
+    def lose(self, reason: str) -> bool:
+        """The lease is lost. Returns whether this changed the phase (only then
+        fire the lost signal): never after a clean release, nor twice."""
+        if not self._move("lost"):
+            return False
+        self.lost_reason = reason
+        return True
+
+    def may_move_deadline(self) -> bool:
+        """Whether a renewal's or an extend's reply may move the deadline."""
+        return self.phase is Phase.HELD
+
+
+class LeaseBook:
+    """The leases of this process, by (client id, lock key, owner id): the
+    latest lease each owner took of each lock, whichever lock object issued it.
+
+    An acquire asks it what the same owner has there: a HELD lease (so the
+    first attempt settles ``AlreadyHeldError`` alone), or one whose release
+    failed or which was lost before it was cleaned up (so the acquire sends
+    the token-checked release first and never answers ``AlreadyHeldError`` for
+    a lease this process gave up or declared lost). Entries go with their lease
+    (weak references).
+    """
+
+    def __init__(self) -> None:
+        self._leases: weakref.WeakValueDictionary[Hashable, Any] = weakref.WeakValueDictionary()
+
+    def put(self, key: Hashable, lease: Any) -> None:
+        """``lease`` (with a ``_life``) is the latest of ``key``."""
+        self._leases[key] = lease
+
+    def get(self, key: Hashable) -> Any | None:
+        """The latest lease of ``key``, or ``None``."""
+        return self._leases.get(key)
+
+    def held(self, key: Hashable) -> bool:
+        """Whether the latest lease of ``key`` is HELD."""
+        lease = self._leases.get(key)
+        return lease is not None and lease._life.held
+
+    def left_behind(self, key: Hashable) -> Any | None:
+        """The latest lease of ``key`` if Redis may still hold it although this
+        process gave it up: RELEASING, or LOST and not cleaned up."""
+        lease = self._leases.get(key)
+        if lease is None:
+            return None
+        life: LeaseLife = lease._life
+        if life.phase is Phase.RELEASING or (life.phase is Phase.LOST and not life.cleaned):
+            return lease
+        return None

@@ -1,0 +1,381 @@
+"""The life of a lease (tenure._leasebook): forks, copies, failed and interrupted
+releases, leases declared lost, and guards shared between threads, on real servers;
+and the transition table itself, without Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import pickle
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from tenure import (
+    AsyncFairLock,
+    AsyncLock,
+    AsyncReadWriteLock,
+    AsyncRLock,
+    AsyncSemaphore,
+    FairLock,
+    Lock,
+    LockLostError,
+    NotOwnedError,
+    ReadWriteLock,
+    RLock,
+    Semaphore,
+)
+from tenure._leasebook import LeaseBook, LeaseLife, Phase, Release
+from tenure._server import ServerProcess
+
+MakeServer = Callable[..., ServerProcess]
+
+
+# --- the transition table, without Redis ---------------------------------------
+
+
+def test_release_then_done() -> None:
+    life = LeaseLife(0)
+    assert life.held and life.may_move_deadline()
+    assert life.begin_release("x", 1) is Release.SEND
+    assert life.phase is Phase.RELEASING and not life.may_move_deadline()
+    assert life.begin_release("x", 1) is Release.SEND  # a failed release is sent again
+    assert life.released() is False
+    assert life.over and life.phase.value == "released"
+    with pytest.raises(NotOwnedError, match="already released"):
+        life.begin_release("x", 1)
+    with pytest.raises(NotOwnedError, match="already released"):
+        life.begin_extend("x", 1)
+    assert life.lose("late") is False and life.phase.value == "released"
+
+
+def test_lost_once_and_cleaned_up() -> None:
+    life = LeaseLife(0)
+    assert life.lose("gone") is True and life.lose("again") is False
+    assert life.phase is Phase.LOST and life.lost_reason == "gone"
+    assert life.begin_release("x", 1) is Release.CLEAN_UP
+    with pytest.raises(LockLostError, match="gone"):
+        life.begin_extend("x", 1)
+    assert life.released() is True and life.phase is Phase.LOST  # never un-lost
+
+
+def test_releasing_refuses_extend_and_may_be_lost() -> None:
+    life = LeaseLife(0)
+    life.begin_release("x", 1)
+    with pytest.raises(NotOwnedError, match="release was attempted"):
+        life.begin_extend("x", 1)
+    assert life.lose("deadline") is True and life.phase is Phase.LOST
+
+
+def test_other_process_is_refused() -> None:
+    life = LeaseLife(3)
+    life.check_process("x", 1, 3, "release")
+    with pytest.raises(NotOwnedError, match="forked child"):
+        life.check_process("x", 1, 4, "release")
+
+
+def test_release_call_id_is_made_once() -> None:
+    life = LeaseLife(0)
+    ids = iter(["a", "b"])
+    assert life.release_call(lambda: next(ids)) == "a"
+    assert life.release_call(lambda: next(ids)) == "a"
+
+
+def test_book_reports_leases_left_behind() -> None:
+    class Lease:
+        def __init__(self) -> None:
+            self._life = LeaseLife(0)
+
+    book, lease = LeaseBook(), Lease()
+    book.put("k", lease)
+    assert book.held("k") and book.left_behind("k") is None
+    lease._life.begin_release("x", 1)
+    assert not book.held("k") and book.left_behind("k") is lease
+    lease._life.lose("deadline")
+    assert book.left_behind("k") is lease
+    lease._life.cleaned = True
+    assert book.left_behind("k") is None
+    del lease
+    assert book.get("k") is None  # entries go with their lease
+
+
+# --- a lease is inert outside its process and cannot be copied --------------------
+
+
+def _in_child(action: Callable[[], str]) -> str:
+    """Run ``action`` in a forked child; return what it returns (or its error)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            os.close(read)
+            try:
+                out = action()
+            except BaseException as exc:
+                out = f"{type(exc).__name__}: {exc}"
+            os.write(write, out.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["Lock", "Semaphore", "RLock", "FairLock", "write", "read"])
+def test_forked_child_cannot_release_or_extend_the_parents_lease(
+    r: redis.Redis, url: str, kind: str
+) -> None:
+    import warnings
+
+    make: dict[str, Callable[[], Any]] = {
+        "Lock": lambda: Lock(r, "forked", ttl=30),
+        "Semaphore": lambda: Semaphore(r, "forked", 1, ttl=30),
+        "RLock": lambda: RLock(r, "forked", ttl=30),
+        "FairLock": lambda: FairLock(r, "forked", ttl=30),
+        "write": lambda: ReadWriteLock(r, "forked", ttl=30).write,
+        "read": lambda: ReadWriteLock(r, "forked", ttl=30).read,
+    }
+    lock = make[kind]()
+    lease = lock.acquire()
+    assert lease is not None
+    before = sorted((k, r.dump(k)) for k in r.keys("*") if r.type(k) != b"none")
+
+    def child() -> str:
+        for attempt in (lease.release, lease.extend):
+            try:
+                attempt()
+                return f"{attempt.__name__} succeeded in the child"
+            except NotOwnedError as exc:
+                assert "forked child" in str(exc), exc
+        return "refused"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads
+        assert _in_child(child) == "refused"
+    after = sorted((k, r.dump(k)) for k in r.keys("*") if r.type(k) != b"none")
+    assert [k for k, _ in after] == [k for k, _ in before]  # nothing written
+    assert lease.valid
+    other = make[kind]()
+    taken: list[Any] = []
+    t = threading.Thread(target=lambda: taken.append(other.acquire(blocking=False)))
+    t.start()
+    t.join()
+    if kind != "read":
+        assert taken == [None], "the child's release let another owner in"
+    lease.release()  # the parent's release is its own: it succeeds, once
+    assert not lease.valid
+    if taken and taken[0] is not None:
+        taken[0].release()
+
+
+def test_a_lease_cannot_be_copied_or_pickled(r: redis.Redis) -> None:
+    lease = Lock(r, "copy", ttl=30).acquire()
+    assert lease is not None
+    for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="owned by the thread or task"):
+            attempt(lease)
+    lease.release()
+
+
+@pytest.mark.parametrize("kind", ["Lock", "FairLock", "Semaphore"])
+def test_a_release_by_anyone_else_is_reported_to_the_holder_as_lost(
+    r: redis.Redis, kind: str
+) -> None:
+    """The release record names the call, not only the token: a forced release
+    (the same token, another call) is not taken for a retry of the holder's."""
+    from tenure._ops import Kind, force_release, target
+
+    make: dict[str, Callable[[], Any]] = {
+        "Lock": lambda: Lock(r, "other-call", ttl=30),
+        "FairLock": lambda: FairLock(r, "other-call", ttl=30),
+        "Semaphore": lambda: Semaphore(r, "other-call", 2, ttl=30),
+    }
+    lease = make[kind]().acquire()
+    assert lease is not None
+    kinds: dict[str, Kind] = {"Lock": "Lock", "FairLock": "FairLock", "Semaphore": "Semaphore"}
+    assert force_release(r, target(kinds[kind], "other-call", prefix="tenure:")) is not None
+    with pytest.raises(LockLostError):
+        lease.release()
+    assert lease.lost.is_set()
+
+
+# --- once a release was attempted, the lease is never renewed again ----------------
+
+
+def _timing_out_client(s: ServerProcess) -> redis.Redis:
+    return redis.Redis.from_url(s.url, socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
+
+
+SYNC_KINDS: dict[str, Callable[[redis.Redis], Any]] = {
+    "Lock": lambda c: Lock(c, "stuck", ttl=1.0, auto_renew=True),
+    "RLock": lambda c: RLock(c, "stuck", ttl=1.0, auto_renew=True),
+    "FairLock": lambda c: FairLock(c, "stuck", ttl=1.0, auto_renew=True),
+    "write": lambda c: ReadWriteLock(c, "stuck", ttl=1.0, auto_renew=True).write,
+    "read": lambda c: ReadWriteLock(c, "stuck", ttl=1.0, auto_renew=True).read,
+    "Semaphore": lambda c: Semaphore(c, "stuck", 1, ttl=1.0, auto_renew=True),
+}
+
+
+def _nothing_held(client: redis.Redis, deadline: float, kind: str = "Lock") -> bool:
+    """Whether the ``kind`` primitive named "stuck" is free (as a fresh object on
+    ``client`` reads Redis) before ``deadline``."""
+    fresh = SYNC_KINDS[kind](client)
+    while time.monotonic() < deadline:
+        if fresh.available() == 1 if isinstance(fresh, Semaphore) else not fresh.locked():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("kind", list(SYNC_KINDS))
+def test_a_failed_release_is_never_renewed(make_server: MakeServer, kind: str) -> None:
+    s = make_server()
+    client = _timing_out_client(s)
+    lease = SYNC_KINDS[kind](client).acquire()
+    assert lease is not None
+    s.pause()
+    try:
+        with pytest.raises(redis.exceptions.TimeoutError):
+            lease.release()
+    finally:
+        s.resume()
+    assert not lease.valid  # given up: no longer to be trusted
+    # The watchdog renewed it every third of a second before; now it ends by its ttl.
+    assert _nothing_held(redis.Redis.from_url(s.url), time.monotonic() + 3.0, kind)
+
+
+def test_an_interrupted_sync_release_is_never_renewed(make_server: MakeServer) -> None:
+    s = make_server()
+    client = redis.Redis.from_url(s.url)
+    lease = Lock(client, "stuck", ttl=1.0, auto_renew=True).acquire()
+    assert lease is not None
+    main = threading.main_thread().ident
+    assert main == threading.get_ident()
+    s.pause()
+    timer = threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lease.release()
+    finally:
+        timer.join()
+        s.resume()
+    client.connection_pool.disconnect()
+    assert _nothing_held(redis.Redis.from_url(s.url), time.monotonic() + 3.0)
+
+
+ASYNC_KINDS: dict[str, Callable[[redis.asyncio.Redis], Any]] = {
+    "Lock": lambda c: AsyncLock(c, "stuck", ttl=1.0, auto_renew=True),
+    "RLock": lambda c: AsyncRLock(c, "stuck", ttl=1.0, auto_renew=True),
+    "FairLock": lambda c: AsyncFairLock(c, "stuck", ttl=1.0, auto_renew=True),
+    "write": lambda c: AsyncReadWriteLock(c, "stuck", ttl=1.0, auto_renew=True).write,
+    "read": lambda c: AsyncReadWriteLock(c, "stuck", ttl=1.0, auto_renew=True).read,
+    "Semaphore": lambda c: AsyncSemaphore(c, "stuck", 1, ttl=1.0, auto_renew=True),
+}
+
+
+@pytest.mark.parametrize("kind", list(ASYNC_KINDS))
+def test_a_cancelled_async_release_is_never_renewed(r: redis.Redis, url: str, kind: str) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        lease = await ASYNC_KINDS[kind](client).acquire()
+        assert lease is not None
+        r.client_pause(1000)
+        task = asyncio.create_task(lease.release())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not lease.valid
+        # keep the loop (and its watchdog) alive past the pause and the ttl
+        await asyncio.sleep(2.5)
+        await client.aclose()
+
+    asyncio.run(main())
+    assert _nothing_held(r, time.monotonic() + 1.0, kind)
+
+
+# --- a lease declared lost never blocks its owner ----------------------------------
+
+
+def test_a_lease_declared_lost_is_still_deleted_and_never_blocks_its_owner(
+    r: redis.Redis, url: str
+) -> None:
+    """The acquire's reply comes after the lease's deadline (the server was paused
+    while it ran): the client declares it lost though Redis holds it for a whole
+    ttl with this owner's token. Its release still sends the token-checked
+    delete, and the owner's next acquire never says AlreadyHeldError."""
+    client = redis.Redis.from_url(url)
+    lock = Lock(client, "late", ttl=1.0)
+    assert not lock.locked()  # the client has probed the server: the acquire is sent at once
+    for release_first in (True, False):
+        r.client_pause(1200)
+        lease = lock.acquire()
+        assert lease is not None
+        assert lease.lost.wait(1.0) and not lease.valid
+        assert r.exists("tenure:{late}") and r.pttl("tenure:{late}") > 300
+        if release_first:
+            with pytest.raises(LockLostError):
+                lease.release()
+            assert not r.exists("tenure:{late}")  # the delete was sent all the same
+        again = lock.acquire(timeout=0.5)
+        assert again is not None and again.fence > lease.fence
+        again.release()
+
+
+# --- a guard shared between threads ---------------------------------------------------
+
+
+def _enter_from_two_threads(guard: Any) -> dict[str, Any]:
+    """Threads A and B enter ``guard`` together; A leaves first, and B checks
+    that its own lease is still valid. Returns their leases."""
+    entered = threading.Barrier(2)
+    first_out = threading.Event()
+    leases: dict[str, Any] = {}
+    errors: list[BaseException] = []
+
+    def hold(who: str) -> None:
+        try:
+            with guard as lease:
+                leases[who] = lease
+                entered.wait(5)
+                if who == "A":
+                    return  # leaves first
+                assert first_out.wait(5)
+                assert lease.valid, "A's exit released B's lease"
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            if who == "A":
+                first_out.set()
+
+    threads = [threading.Thread(target=hold, args=(who,)) for who in "AB"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not errors, errors
+    assert not leases["A"].valid and not leases["B"].valid
+    return leases
+
+
+def test_a_shared_guard_releases_each_threads_own_lease(r: redis.Redis) -> None:
+    gpus = Semaphore(r, "gpus", 2, ttl=30)
+    _enter_from_two_threads(gpus(timeout=5))
+    assert gpus.available() == 2
+    rw = ReadWriteLock(r, "catalog", ttl=30)
+    _enter_from_two_threads(rw.read(timeout=5))
+    writer = rw.write.acquire(timeout=1)
+    assert writer is not None, "a read hold was left held"
+    writer.release()
