@@ -25,7 +25,7 @@ import pytest
 import redis
 from _workers import Hold, check_history
 
-from tenure import Lock
+from tenure import Lock, _run
 from tenure._cli import EXIT_CONFLICT, EXIT_LOST, build_parser, main, parse_args
 from tenure._server import ServerUnavailable
 from tenure._shared_server import SharedServer
@@ -170,6 +170,28 @@ def test_command_not_found(url: str, r: redis.Redis) -> None:
     assert r.exists("tenure:{missing}") == 0 and fence_of(r, "missing") > 0
 
 
+def test_command_inherits_the_environment_and_signals_of_tenure_run(
+    url: str, r: redis.Redis
+) -> None:
+    # The command must not see the exec shim's Python start-up: no LC_CTYPE from the
+    # C-locale coercion (PYTHONCOERCECLOCALE=0 keeps tenure run itself from doing it),
+    # and SIGPIPE and SIGXFSZ not ignored.
+    env = environment(LANG="C", PYTHONCOERCECLOCALE="0")
+    env.pop("LC_CTYPE", None)
+    env.pop("LC_ALL", None)
+    code, out, err = tenure("run", "--url", url, "env", "--", "env", "-0", env=env)
+    assert code == 0, err
+    seen = dict(line.split("=", 1) for line in out.split("\0") if line)
+    assert seen == {**env, "TENURE_FENCE": str(fence_of(r, "env")), "TENURE_LOCK": "env"}
+    code, out, err = tenure(
+        "run", "--url", url, "sigs", "--", "grep", "^SigIgn:", "/proc/self/status"
+    )
+    assert code == 0, err
+    ignored = int(out.split()[1], 16)
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        assert not ignored & (1 << (signum - 1)), f"the command starts with {signum.name} ignored"
+
+
 # --- a lock held by another ----------------------------------------------------------------
 
 
@@ -277,6 +299,68 @@ def test_lease_found_lost_at_release(url: str, r: redis.Redis) -> None:
     assert code == EXIT_LOST, err
     assert f"lost the lock 'breaks' (fence {fence_of(r, 'breaks')}): " in err
     assert r.get("tenure:{breaks}") == b"someone else"
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie left for a reaper that never comes does not)."""
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_a_killed_tenure_run_takes_its_command_with_it(
+    url: str, r: redis.Redis, tmp_path: Path
+) -> None:
+    ready, seen = tmp_path / "ready", tmp_path / "seen"
+    first = start("run", "--url", url, "--ttl", "3", "job", "--", *sleeper(ready, on_term=None))
+    wait_until(ready.exists)
+    pid = int(ready.read_text())
+    try:
+        assert psutil.Process(pid).ppid() == first.pid  # the command itself, exec'd in place
+        first.kill()  # kill -9: no release, no forwarding; the lease runs out in <= 3 s
+        first.wait()
+        killed = time.monotonic()
+        # The next run of the job waits for the lease to run out, then looks for the first
+        # command: it must never run beside it.
+        look = python(f"""
+            import psutil
+            try:
+                running = psutil.Process({pid}).status() != psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                running = False
+            open({str(seen)!r}, "w").write("beside the first" if running else "alone")
+        """)
+        second = start("run", "--url", url, "--ttl", "3", "job", "--", *look)
+        wait_until(lambda: not alive(pid), timeout=1.0)
+        assert time.monotonic() - killed < 1.0, "the command outlived tenure run"
+        code, _, err = finish(second)
+        assert code == 0, err
+        assert seen.read_text() == "alone"
+        assert r.exists("tenure:{job}") == 0
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_shim_whose_supervisor_died_before_it_started_runs_nothing(tmp_path: Path) -> None:
+    # tenure run died before the shim asked for the parent-death signal: the shim is
+    # then no longer the child of the pid it was given, and must not run the command.
+    marker = tmp_path / "ran"
+    read_end, write_end = os.pipe()
+    dead_parent = str(os.getpid() + 1_000_000)  # not our pid: seen as "the parent is gone"
+    argv = [dead_parent, str(write_end), "-", "--", "touch", str(marker)]
+    try:
+        shim = subprocess.run(
+            [PY, "-I", "-S", str(_run.SHIM), *argv], pass_fds=(write_end,), timeout=30
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert shim.returncode == -signal.SIGKILL
+    assert not marker.exists()
 
 
 # --- signals sent to tenure run ------------------------------------------------------------

@@ -485,7 +485,9 @@ def add_run(
         description=(
             "Take the lock NAME (a tenure Lock), run CMD while holding it, release it.\n"
             "The lease lasts --ttl seconds and is renewed every ttl/3 while CMD runs, so\n"
-            "the lock outlives a crashed 'tenure run' by at most that long. CMD runs\n"
+            "the lock outlives a crashed 'tenure run' by at most that long (on Linux,\n"
+            "CMD gets SIGKILL when 'tenure run' dies, so it never outlives the lease\n"
+            "into the next holder's turn; its own children are not signalled). CMD runs\n"
             "without a shell, with stdin, stdout and stderr inherited and with\n"
             "TENURE_FENCE (the lease's fencing token) and TENURE_LOCK (NAME) added to\n"
             "its environment. SIGINT, SIGTERM and SIGHUP are forwarded to CMD.\n"

@@ -11,6 +11,18 @@ can never reach a process that reused a reaped command's pid.
 
 A lost lease stops the command: SIGTERM at once, SIGKILL after the grace
 period. The lease is released when the command ends, whichever way it ends.
+
+A killed ``tenure run`` (SIGKILL, the OOM killer, a crash) takes its command
+with it on Linux, so the command never outlives the lease it ran under into
+the next holder's turn: the command is started through the exec shim
+:mod:`tenure._pdeathsig`, which asks Linux to SIGKILL it when ``tenure run``
+dies and then execs the command in its own place (same pid; one extra Python
+start-up, ~20 ms). Only the command itself gets the signal: processes it
+started live on unless they die with it (a shell wrapper should ``exec`` its
+last command). A command that execs a set-user-ID program (``sudo``) loses the
+tie (Linux clears it). Elsewhere than Linux, and where no shim can be run (a
+frozen executable), the command is started directly and can outlive a killed
+``tenure run`` until it ends by itself, as ``flock(1)``'s does.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
@@ -39,6 +52,48 @@ POLL = 0.05
 #: A shell's statuses for a command that was not found / could not be run.
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_RUN = 126
+#: The exec shim that makes the command die with ``tenure run`` (see :mod:`tenure._pdeathsig`).
+SHIM = Path(__file__).with_name("_pdeathsig.py")
+
+
+def _shim_usable() -> bool:
+    """Whether the command can be started through :data:`SHIM`: Linux, and a
+    Python that can run a script by its path."""
+    frozen = bool(getattr(sys, "frozen", False))
+    return sys.platform == "linux" and bool(sys.executable) and not frozen and SHIM.is_file()
+
+
+def _spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``command`` with ``env``, through :data:`SHIM` where it is usable.
+
+    Returns once the command runs (the shim exec'd it). Call from the thread
+    that will wait for the command: Linux sends the parent-death signal when
+    the thread that started the child ends.
+
+    Raises:
+        OSError: the command could not be started (``FileNotFoundError`` when
+            it was not found), as ``subprocess.Popen`` raises it.
+    """
+    if not _shim_usable():
+        return subprocess.Popen(command, env=env)
+    read_end, write_end = os.pipe()
+    lc_ctype = "=" + env["LC_CTYPE"] if "LC_CTYPE" in env else "-"
+    shim = [sys.executable, "-I", "-S", str(SHIM), str(os.getpid()), str(write_end), lc_ctype]
+    try:
+        try:
+            process = subprocess.Popen([*shim, "--", *command], env=env, pass_fds=(write_end,))
+        finally:
+            os.close(write_end)
+        report = b""
+        while chunk := os.read(read_end, 64):  # until the exec closes the shim's end
+            report += chunk
+    finally:
+        os.close(read_end)
+    if report:
+        process.wait()  # the shim exits at once
+        errno = int(report)
+        raise OSError(errno, os.strerror(errno))  # FileNotFoundError for ENOENT
+    return process
 
 
 class _Interrupted(BaseException):
@@ -209,7 +264,7 @@ class _Supervisor:
         lease = self.lease
         env = dict(os.environ, TENURE_FENCE=str(lease.fence), TENURE_LOCK=lease.name)
         try:
-            process = subprocess.Popen(self.command, env=env)
+            process = _spawn(self.command, env)
         except FileNotFoundError:
             _say(self.err, f"{self.command[0]}: command not found")
             return EXIT_NOT_FOUND
