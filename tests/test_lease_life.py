@@ -217,20 +217,20 @@ def _timing_out_client(s: ServerProcess) -> redis.Redis:
     return redis.Redis.from_url(s.url, socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
 
 
-SYNC_KINDS: dict[str, Callable[[redis.Redis], Any]] = {
-    "Lock": lambda c: Lock(c, "stuck", ttl=1.0, auto_renew=True),
-    "RLock": lambda c: RLock(c, "stuck", ttl=1.0, auto_renew=True),
-    "FairLock": lambda c: FairLock(c, "stuck", ttl=1.0, auto_renew=True),
-    "write": lambda c: ReadWriteLock(c, "stuck", ttl=1.0, auto_renew=True).write,
-    "read": lambda c: ReadWriteLock(c, "stuck", ttl=1.0, auto_renew=True).read,
-    "Semaphore": lambda c: Semaphore(c, "stuck", 1, ttl=1.0, auto_renew=True),
+SYNC_KINDS: dict[str, Callable[[redis.Redis, str], Any]] = {
+    "Lock": lambda c, name: Lock(c, name, ttl=1.0, auto_renew=True),
+    "RLock": lambda c, name: RLock(c, name, ttl=1.0, auto_renew=True),
+    "FairLock": lambda c, name: FairLock(c, name, ttl=1.0, auto_renew=True),
+    "write": lambda c, name: ReadWriteLock(c, name, ttl=1.0, auto_renew=True).write,
+    "read": lambda c, name: ReadWriteLock(c, name, ttl=1.0, auto_renew=True).read,
+    "Semaphore": lambda c, name: Semaphore(c, name, 1, ttl=1.0, auto_renew=True),
 }
 
 
-def _nothing_held(client: redis.Redis, deadline: float, kind: str = "Lock") -> bool:
-    """Whether the ``kind`` primitive named "stuck" is free (as a fresh object on
+def _nothing_held(client: redis.Redis, deadline: float, kind: str, name: str = "stuck") -> bool:
+    """Whether the ``kind`` primitive ``name`` is free (as a fresh object on
     ``client`` reads Redis) before ``deadline``."""
-    fresh = SYNC_KINDS[kind](client)
+    fresh = SYNC_KINDS[kind](client, name)
     while time.monotonic() < deadline:
         if fresh.available() == 1 if isinstance(fresh, Semaphore) else not fresh.locked():
             return True
@@ -242,7 +242,7 @@ def _nothing_held(client: redis.Redis, deadline: float, kind: str = "Lock") -> b
 def test_a_failed_release_is_never_renewed(make_server: MakeServer, kind: str) -> None:
     s = make_server()
     client = _timing_out_client(s)
-    lease = SYNC_KINDS[kind](client).acquire()
+    lease = SYNC_KINDS[kind](client, "stuck").acquire()
     assert lease is not None
     s.pause()
     try:
@@ -272,38 +272,65 @@ def test_an_interrupted_sync_release_is_never_renewed(make_server: MakeServer) -
         timer.join()
         s.resume()
     client.connection_pool.disconnect()
-    assert _nothing_held(redis.Redis.from_url(s.url), time.monotonic() + 3.0)
+    assert _nothing_held(redis.Redis.from_url(s.url), time.monotonic() + 3.0, "Lock")
 
 
-ASYNC_KINDS: dict[str, Callable[[redis.asyncio.Redis], Any]] = {
-    "Lock": lambda c: AsyncLock(c, "stuck", ttl=1.0, auto_renew=True),
-    "RLock": lambda c: AsyncRLock(c, "stuck", ttl=1.0, auto_renew=True),
-    "FairLock": lambda c: AsyncFairLock(c, "stuck", ttl=1.0, auto_renew=True),
-    "write": lambda c: AsyncReadWriteLock(c, "stuck", ttl=1.0, auto_renew=True).write,
-    "read": lambda c: AsyncReadWriteLock(c, "stuck", ttl=1.0, auto_renew=True).read,
-    "Semaphore": lambda c: AsyncSemaphore(c, "stuck", 1, ttl=1.0, auto_renew=True),
+ASYNC_KINDS: dict[str, Callable[[redis.asyncio.Redis, str], Any]] = {
+    "Lock": lambda c, name: AsyncLock(c, name, ttl=1.0, auto_renew=True),
+    "RLock": lambda c, name: AsyncRLock(c, name, ttl=1.0, auto_renew=True),
+    "FairLock": lambda c, name: AsyncFairLock(c, name, ttl=1.0, auto_renew=True),
+    "write": lambda c, name: AsyncReadWriteLock(c, name, ttl=1.0, auto_renew=True).write,
+    "read": lambda c, name: AsyncReadWriteLock(c, name, ttl=1.0, auto_renew=True).read,
+    "Semaphore": lambda c, name: AsyncSemaphore(c, name, 1, ttl=1.0, auto_renew=True),
 }
 
 
-@pytest.mark.parametrize("kind", list(ASYNC_KINDS))
-def test_a_cancelled_async_release_is_never_renewed(r: redis.Redis, url: str, kind: str) -> None:
+def test_a_cancelled_async_release_is_never_renewed(url: str) -> None:
+    """Every async primitive at once (one name each), on a client of one
+    connection: the releases wait for it (busy with a BLPOP) and are cancelled
+    before they are sent. Their leases must end by their ttl, while the loop
+    and its watchdog live on."""
+
     async def main() -> None:
-        client = redis.asyncio.Redis.from_url(url)
-        lease = await ASYNC_KINDS[kind](client).acquire()
-        assert lease is not None
-        r.client_pause(1000)
-        task = asyncio.create_task(lease.release())
-        await asyncio.sleep(0.2)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert not lease.valid
-        # keep the loop (and its watchdog) alive past the pause and the ttl
-        await asyncio.sleep(2.5)
+        pool = redis.asyncio.BlockingConnectionPool.from_url(url, max_connections=1)
+        client = redis.asyncio.Redis(connection_pool=pool)
+        leases = [
+            await make(client, f"stuck-{kind}").acquire() for kind, make in ASYNC_KINDS.items()
+        ]
+        assert all(leases)
+
+        async def occupy() -> None:  # the one connection, for 0.4 s
+            await client.blpop(["nothing"], timeout=0.4)
+
+        busy = asyncio.create_task(occupy())
+        await asyncio.sleep(0.05)
+        tasks = [asyncio.create_task(lease.release()) for lease in leases]
+        await asyncio.sleep(0.1)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert not any(lease.valid for lease in leases)
+        await busy
+        check = redis.asyncio.Redis.from_url(url)
+        fresh = {kind: make(check, f"stuck-{kind}") for kind, make in ASYNC_KINDS.items()}
+        deadline = time.monotonic() + 3.0
+        held = list(fresh)
+        while held and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            held = [kind for kind, lock in fresh.items() if not await _free(lock)]
+        assert held == []
+        await check.aclose()
         await client.aclose()
 
     asyncio.run(main())
-    assert _nothing_held(r, time.monotonic() + 1.0, kind)
+
+
+async def _free(lock: Any) -> bool:
+    if isinstance(lock, AsyncSemaphore):
+        return await lock.available() == 1
+    return not await lock.locked()
 
 
 # --- a lease declared lost never blocks its owner ----------------------------------
