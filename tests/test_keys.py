@@ -287,6 +287,15 @@ def test_exact_key_on_a_named_locks_key_is_that_lock(r: redis.Redis) -> None:
     assert got[0] is not None and r.get("{job}") == got[0].owner.encode()
 
 
+def test_a_prefix_ending_like_a_kind_makes_no_other_kind(r: redis.Redis) -> None:
+    """``Lock("x", prefix="tenure:rlock:")`` shared the RLock "x"'s hash key."""
+    held = RLock(r, "x", ttl=5).acquire()
+    lease = Lock(other(r), "x", ttl=5, prefix="tenure:rlock:").acquire(blocking=False)
+    assert held is not None and lease is not None  # two primitives, both held
+    lease.release()
+    held.release()
+
+
 WEIRD = ["}x{", "a{}b"]
 
 
