@@ -132,7 +132,7 @@ def test_inspect_an_rlock_held_twice(
     status, data = tenure_json(capsys, url, "inspect", "jobs")
     assert status == 0
     [lock] = data["locks"]  # no Lock named "jobs" exists
-    assert lock["kind"] == "RLock" and lock["key"] == "tenure:rlock:{jobs}"
+    assert lock["kind"] == "RLock" and lock["key"] == "tenure:{jobs}:rlock"
     assert lock["holder"] == first.owner and lock["count"] == 2
     assert lock["fence"] == first.fence and 15 < lock["ttl"] <= 20
     _, out, _ = tenure(capsys, url, "inspect", "jobs")
@@ -259,6 +259,36 @@ def test_ls_skips_a_lock_whose_key_has_another_type(
     status, out, err = tenure(capsys, url, "ls")
     assert status == 0 and "fine" in out and "odd" not in out
     assert "skipped Lock 'odd'" in err
+
+
+def test_ls_inspect_and_release_names_with_braces(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Names with braces are escaped in the keys; the tools show and break them by name."""
+    lock = Lock(r, "}x{", ttl=30).acquire()
+    rlease = RLock(r, "a{}b", ttl=30).acquire()
+    permit = Semaphore(r, "a{}b", 2, ttl=30).acquire()
+    assert lock and rlease and permit
+    assert CountDownLatch(r, "{%}").try_set_count(1)
+    status, data = tenure_json(capsys, url, "ls")
+    assert status == 0
+    assert sorted((x["kind"], x["name"], x["key"]) for x in data["locks"]) == [
+        ("CountDownLatch", "{%}", "tenure:{%7B%25%7D}:latch"),
+        ("Lock", "}x{", "tenure:{%7Dx%7B}"),
+        ("RLock", "a{}b", "tenure:{a%7B%7Db}:rlock"),
+        ("Semaphore", "a{}b", "tenure:{a%7B%7Db}:semaphore"),
+    ]
+    status, data = tenure_json(capsys, url, "inspect", "a{}b")
+    assert status == 0
+    assert [(x["kind"], x["holder"]) for x in data["locks"]] == [
+        ("RLock", rlease.owner),
+        ("Semaphore", permit.owner),
+    ]
+    assert tenure(capsys, url, "release", "--force", "}x{")[0] == 0
+    assert tenure(capsys, url, "release", "--force", "--rlock", "a{}b")[0] == 0
+    assert tenure(capsys, url, "release", "--force", "--semaphore", "a{}b")[0] == 0
+    assert not r.exists("tenure:{%7Dx%7B}", "tenure:{a%7B%7Db}:rlock")
+    assert r.zcard("tenure:{a%7B%7Db}:semaphore") == 0
 
 
 # --- release --force -----------------------------------------------------------------------
@@ -437,7 +467,7 @@ def test_inspect_every_kind_of_one_name_held_then_free(
     for waiter in waiters:
         waiter.start()
     for kind in ("fair", "rwlock", "semaphore"):
-        queued(r, f"tenure:{kind}:{{res}}:waiters")
+        queued(r, f"tenure:{{res}}:{kind}:waiters")
 
     status, data = tenure_json(capsys, url, "inspect", "res")
     assert status == 0
@@ -446,7 +476,7 @@ def test_inspect_every_kind_of_one_name_held_then_free(
 
     f = found["FairLock"]
     assert (f["key"], f["holder"], f["count"], f["fence"]) == (
-        "tenure:fair:{res}",
+        "tenure:{res}:fair",
         fair.owner,
         1,
         fair.fence,
@@ -465,7 +495,7 @@ def test_inspect_every_kind_of_one_name_held_then_free(
 
     s = found["Semaphore"]
     assert (s["key"], s["permits"], s["available"], s["fence"]) == (
-        "tenure:semaphore:{res}",
+        "tenure:{res}:semaphore",
         3,
         0,
         one.fence,
@@ -480,7 +510,7 @@ def test_inspect_every_kind_of_one_name_held_then_free(
 
     status, out, _ = tenure(capsys, url, "inspect", "res")
     assert status == 0
-    assert "FairLock 'res' (key tenure:fair:{res})" in out
+    assert "FairLock 'res' (key tenure:{res}:fair)" in out
     assert f"    read   {mine.owner} (hold count 2" in out
     assert "  waiters  1 (1 writer)" in out and "    1. write " in out
     assert "  permits  3 (0 available)" in out and f"    {two.owner} (2 permits" in out
@@ -530,7 +560,7 @@ def test_ls_lists_every_kind_one_row_each(
         url, lambda c: Semaphore(c, "sem-held", permits=2, ttl=5).acquire(2, timeout=20)
     )
     queued_sem.start()
-    queued(r, "tenure:semaphore:{sem-held}:waiters")
+    queued(r, "tenure:{sem-held}:semaphore:waiters")
 
     status, data = tenure_json(capsys, url, "ls")
     assert status == 0
@@ -582,10 +612,10 @@ def test_release_force_of_a_fair_lock_hands_it_to_the_head_of_the_queue(
     assert stuck
     first = Acquirer(url, lambda c: FairLock(c, "fq", ttl=10).acquire(timeout=20))
     first.start()
-    queued(r, "tenure:fair:{fq}:waiters")
+    queued(r, "tenure:{fq}:fair:waiters")
     second = Acquirer(url, lambda c: FairLock(c, "fq", ttl=10).acquire(timeout=20))
     second.start()
-    queued(r, "tenure:fair:{fq}:waiters", 2)
+    queued(r, "tenure:{fq}:fair:waiters", 2)
 
     forced_at = time.monotonic()
     status, out, _ = tenure(capsys, url, "release", "--force", "--fair", "fq")
@@ -595,7 +625,7 @@ def test_release_force_of_a_fair_lock_hands_it_to_the_head_of_the_queue(
     assert not second.got.is_set()  # behind it in the queue
     assert lease.fence > stuck.fence
     assert out.splitlines()[:3] == [
-        "released FairLock 'fq' (key tenure:fair:{fq})",
+        "released FairLock 'fq' (key tenure:{fq}:fair)",
         f"  removed  holder {stuck.owner}",
         f"  fence    {stuck.fence}",
     ]
@@ -613,7 +643,7 @@ def test_release_force_of_a_read_write_lock_removes_every_hold(
     assert mine and again and theirs
     writer = Acquirer(url, lambda c: ReadWriteLock(c, "doc", ttl=10).write.acquire(timeout=20))
     writer.start()
-    queued(r, "tenure:rwlock:{doc}:waiters")
+    queued(r, "tenure:{doc}:rwlock:waiters")
 
     forced_at = time.monotonic()
     status, out, _ = tenure(capsys, url, "release", "--force", "--rwlock", "doc")
@@ -638,7 +668,7 @@ def test_release_force_of_a_read_write_lock_removes_every_hold(
     ]
     for reader in readers:
         reader.start()
-    queued(r, "tenure:rwlock:{doc}:waiters", 2)
+    queued(r, "tenure:{doc}:rwlock:waiters", 2)
     forced_at = time.monotonic()
     status, out, _ = tenure(capsys, url, "release", "--force", "--rwlock", "doc")
     assert status == 0
@@ -661,7 +691,7 @@ def test_release_force_of_a_semaphore_one_lease_or_every_one(
     assert a and b
     waiter = Acquirer(url, lambda c: Semaphore(c, "pool", permits=2, ttl=10).acquire(2, timeout=20))
     waiter.start()
-    queued(r, "tenure:semaphore:{pool}:waiters")
+    queued(r, "tenure:{pool}:semaphore:waiters")
 
     status, out, _ = tenure(
         capsys, url, "release", "--force", "--semaphore", "--token", a.owner, "pool"

@@ -37,7 +37,7 @@ from tenure._server import ServerProcess, free_port
 SPAWN = multiprocessing.get_context("spawn")
 MakeServer = Callable[..., ServerProcess]
 
-KEY = "tenure:fair:{%s}"
+KEY = "tenure:{%s}:fair"
 
 
 def queue_of(r: redis.Redis, name: str) -> str:

@@ -49,7 +49,7 @@ class FairLockMachine(RuleBasedStateMachine):
         self.ids = [self.run(i, _sync.current_owner) for i in range(OWNERS)]
         # A name per example: after a failed one, its waiters may still wait.
         name = f"model{next(_examples)}"
-        self.key = f"tenure:fair:{{{name}}}"
+        self.key = f"tenure:{{{name}}}:fair"
         # waiter_timeout 1.5 s: a queued waiter calls again every 0.5 s, so a
         # head waiter sees an expired holder within that
         self.lock = FairLock(self.client, name, ttl=30, waiter_timeout=1.5)

@@ -73,9 +73,9 @@ def queued(plan: Generator[Any, Any, Any], pttl: int = 2500) -> Eval:
 def test_keys_live_under_fair_and_share_a_hash_tag() -> None:
     assert isinstance(KEYS, FairKeys)
     assert (KEYS.lock, KEYS.waiters, KEYS.deadlines) == (
-        "tenure:fair:{orders}",
-        "tenure:fair:{orders}:waiters",
-        "tenure:fair:{orders}:deadlines",
+        "tenure:{orders}:fair",
+        "tenure:{orders}:fair:waiters",
+        "tenure:{orders}:fair:deadlines",
     )
     keys = fair_keys("a:b", prefix="app:")
     names = (keys.lock, keys.fence, keys.waiters, keys.deadlines, keys.delay, keys.released)

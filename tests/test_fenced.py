@@ -78,8 +78,8 @@ def test_wrong_type(r: redis.Redis) -> None:
     r.hset("h", "a", "1")
     with pytest.raises(WrongTypeError, match="'h'"):
         FencedKey(r, "h").set("v", fence=1)
-    r.lpush("{s}:fence-seen", "x")
-    with pytest.raises(WrongTypeError, match="fence-seen"):
+    r.lpush("{s}:fenced:seen", "x")
+    with pytest.raises(WrongTypeError, match="fenced:seen"):
         FencedKey(r, "s").set("v", fence=1)
     assert not r.exists("s")
 

@@ -25,7 +25,7 @@ from tenure._scripts import LATCH_COUNT_DOWN, LATCH_SET
 from tenure._server import free_port
 
 SPAWN = multiprocessing.get_context("spawn")
-COUNT = "tenure:latch:{%s}"
+COUNT = "tenure:{%s}:latch"
 
 
 def background(fn: Any) -> tuple[threading.Thread, list[Any]]:
@@ -173,7 +173,7 @@ def test_wrong_type_key_is_named(r: redis.Redis) -> None:
     r.hset(COUNT % "h", "a", "1")
     latch = CountDownLatch(r, "h")
     for call in (latch.count, lambda: latch.try_set_count(1), latch.count_down, latch.wait):
-        with pytest.raises(WrongTypeError, match=r"'tenure:latch:\{h\}'"):
+        with pytest.raises(WrongTypeError, match=r"'tenure:\{h\}:latch'"):
             call()
     assert r.hgetall(COUNT % "h") == {b"a": b"1"}
 

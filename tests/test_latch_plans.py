@@ -39,9 +39,9 @@ def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
 
 def test_keys_share_a_slot() -> None:
     assert (LATCH.count, LATCH.opened, LATCH.channel) == (
-        "tenure:latch:{job}",
-        "tenure:latch:{job}:opened",
-        "tenure:latch:{job}:zero",
+        "tenure:{job}:latch",
+        "tenure:{job}:latch:opened",
+        "tenure:{job}:latch:zero",
     )
     assert len({key_slot(k.encode()) for k in (LATCH.count, LATCH.opened)}) == 1
     for name, prefix in (("", "p:"), (None, "p:"), (b"x", "p:"), ("x", None)):

@@ -242,8 +242,8 @@ def test_wrong_type_key_names_the_key(r: redis.Redis) -> None:
     r.hset("tenure:{h}", "a", "1")
     with pytest.raises(WrongTypeError, match=r"'tenure:\{h\}'"):
         Lock(r, "h").acquire(timeout=1)
-    r.lpush("{ek}:fence", "x")
-    with pytest.raises(WrongTypeError, match=r"'\{ek\}:fence'"):
+    r.lpush("{ek}:key:fence", "x")
+    with pytest.raises(WrongTypeError, match=r"'\{ek\}:key:fence'"):
         Lock(r, key="ek").acquire()
     assert not r.exists("ek")  # nothing half-written
     r.set("tenure:{w}", "someone")

@@ -148,7 +148,7 @@ class LockMachine(_Machine):
 class RLockMachine(_Machine):
     """Model: the holding owner, its hold count, and the fence of its hold."""
 
-    lock_key = "tenure:rlock:{model}"
+    lock_key = "tenure:{model}:rlock"
 
     def __init__(self) -> None:
         super().__init__()
@@ -188,7 +188,7 @@ class RWLockMachine(RuleBasedStateMachine):
     nobody writes; a write to the owner that writes already, or when nobody
     holds anything; a reader asking to write is refused."""
 
-    lock_key = "tenure:rwlock:{model}"
+    lock_key = "tenure:{model}:rwlock"
 
     def __init__(self) -> None:
         super().__init__()

@@ -32,7 +32,7 @@ from tenure import (
 from tenure._server import ServerProcess
 
 PERMITS = 3
-HOLDERS = "tenure:semaphore:{model}"
+HOLDERS = "tenure:{model}:semaphore"
 
 _url: str = ""
 

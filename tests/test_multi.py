@@ -89,8 +89,8 @@ def test_takes_every_part_and_releases_them(r: redis.Redis) -> None:
     assert [p.name for p in lease.leases] == ["b", "a", "c"]  # the order given
     assert lease.fence == tuple(p.fence for p in lease.leases)
     assert r.get("tenure:{b}") == lease.leases[0].owner.encode()
-    assert r.hget("tenure:rlock:{a}", lease.leases[1].owner) == b"1"
-    assert r.get("tenure:fair:{c}") == lease.leases[2].owner.encode()
+    assert r.hget("tenure:{a}:rlock", lease.leases[1].owner) == b"1"
+    assert r.get("tenure:{c}:fair") == lease.leases[2].owner.encode()
     assert multi.locked() and multi.owned() and 4.5 < lease.remaining <= 5
     info = multi.info()
     assert info.held and [p.kind for p in info.parts] == ["Lock", "RLock", "FairLock"]
@@ -99,9 +99,9 @@ def test_takes_every_part_and_releases_them(r: redis.Redis) -> None:
     assert "MultiLease 'b + a + c'" in repr(lease) and "valid" in repr(lease)
     assert not in_thread(multi.owned)  # another thread holds none of it
     lease.extend(8)
-    assert all(7000 < r.pttl(k) <= 8000 for k in ("tenure:{b}", "tenure:fair:{c}"))
+    assert all(7000 < r.pttl(k) <= 8000 for k in ("tenure:{b}", "tenure:{c}:fair"))
     lease.release()
-    assert not r.exists("tenure:{b}", "tenure:rlock:{a}", "tenure:fair:{c}")
+    assert not r.exists("tenure:{b}", "tenure:{a}:rlock", "tenure:{c}:fair")
     assert not multi.locked() and not multi.owned() and not lease.valid
     assert not multi.info().held and multi.info().parts[0].fence is None
     with pytest.raises(NotOwnedError, match="already released"):
@@ -382,7 +382,7 @@ def test_async_lost_signal(server: ServerProcess, r: redis.Redis) -> None:
             await lease.lost.wait()
         with pytest.raises(LockLostError):
             await lease.release()
-        assert not await client.exists("tenure:rlock:{al2}")
+        assert not await client.exists("tenure:{al2}:rlock")
         await client.aclose()
 
     asyncio.run(main())

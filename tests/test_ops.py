@@ -73,34 +73,41 @@ from tenure._scripts import (
         ("tenure:{orders:42}", ("Lock", "orders:42", "lock")),
         ("tenure:{orders:42}:fence", ("Lock", "orders:42", "fence")),
         ("tenure:{orders:42}:waiters", ("Lock", "orders:42", "waiters")),
-        ("tenure:rlock:{jobs}", ("RLock", "jobs", "lock")),
-        ("tenure:rlock:{jobs}:fence", ("RLock", "jobs", "fence")),
-        ("tenure:rlock:{jobs}:waiters", ("RLock", "jobs", "waiters")),
-        # A name may hold braces and colons: the suffix decides.
-        ("tenure:{a}:fence}", ("Lock", "a}:fence", "lock")),
-        ("tenure:{a}:fence}:fence", ("Lock", "a}:fence", "fence")),
+        ("tenure:{jobs}:rlock", ("RLock", "jobs", "lock")),
+        ("tenure:{jobs}:rlock:fence", ("RLock", "jobs", "fence")),
+        ("tenure:{jobs}:rlock:waiters", ("RLock", "jobs", "waiters")),
+        # A name's braces and % are escaped; colons are kept: the last brace decides.
+        ("tenure:{a%7D:fence}", ("Lock", "a}:fence", "lock")),
+        ("tenure:{a%7D:fence}:fence", ("Lock", "a}:fence", "fence")),
+        ("tenure:{a%257B}:rlock", ("RLock", "a%7B", "lock")),
+        ("tenure:{a}:fence}", None),
+        ("tenure:{a%7b}", None),
+        # Another prefix's keys and exact-key locks' keys are not under "tenure:".
+        ("tenure:rlock:{jobs}", None),
+        ("{jobs}:key:fence", None),
         # Every other kind, its main key and its siblings.
-        ("tenure:fair:{q}", ("FairLock", "q", "lock")),
-        ("tenure:fair:{q}:deadlines", ("FairLock", "q", "deadlines")),
-        ("tenure:fair:{q}:released", ("FairLock", "q", "released")),
-        ("tenure:rwlock:{doc}", ("ReadWriteLock", "doc", "lock")),
-        ("tenure:rwlock:{doc}:holds", ("ReadWriteLock", "doc", "holds")),
-        ("tenure:rwlock:{doc}:delay", ("ReadWriteLock", "doc", "delay")),
-        ("tenure:rwlock:{doc}:op:3f2a.7", ("ReadWriteLock", "doc", "op")),
-        ("tenure:rwlock:{doc}:op:", None),
-        ("tenure:rwlock:{doc}:released", None),
-        ("tenure:semaphore:{gpus}", ("Semaphore", "gpus", "lock")),
-        ("tenure:semaphore:{gpus}:permits", ("Semaphore", "gpus", "permits")),
-        ("tenure:semaphore:{gpus}:released", ("Semaphore", "gpus", "released")),
-        ("tenure:semaphore:{gpus}:delay", None),
-        ("tenure:latch:{batch:7}", ("CountDownLatch", "batch:7", "lock")),
-        ("tenure:latch:{batch:7}:opened", ("CountDownLatch", "batch:7", "opened")),
-        ("tenure:latch:{batch:7}:fence", None),
+        ("tenure:{q}:fair", ("FairLock", "q", "lock")),
+        ("tenure:{q}:fair:deadlines", ("FairLock", "q", "deadlines")),
+        ("tenure:{q}:fair:released", ("FairLock", "q", "released")),
+        ("tenure:{doc}:rwlock", ("ReadWriteLock", "doc", "lock")),
+        ("tenure:{doc}:rwlock:holds", ("ReadWriteLock", "doc", "holds")),
+        ("tenure:{doc}:rwlock:delay", ("ReadWriteLock", "doc", "delay")),
+        ("tenure:{doc}:rwlock:op:3f2a.7", ("ReadWriteLock", "doc", "op")),
+        ("tenure:{doc}:rwlock:op:", None),
+        ("tenure:{doc}:rwlock:released", None),
+        ("tenure:{gpus}:semaphore", ("Semaphore", "gpus", "lock")),
+        ("tenure:{gpus}:semaphore:permits", ("Semaphore", "gpus", "permits")),
+        ("tenure:{gpus}:semaphore:released", ("Semaphore", "gpus", "released")),
+        ("tenure:{gpus}:semaphore:delay", ("Semaphore", "gpus", "delay")),
+        ("tenure:{gpus}:semaphore:holds", None),
+        ("tenure:{batch:7}:latch", ("CountDownLatch", "batch:7", "lock")),
+        ("tenure:{batch:7}:latch:opened", ("CountDownLatch", "batch:7", "opened")),
+        ("tenure:{batch:7}:latch:fence", None),
         # A Lock may be named like another kind's namespace: the brace decides.
         ("tenure:{semaphore:x}", ("Lock", "semaphore:x", "lock")),
         ("tenure:{latch:x}:fence", ("Lock", "latch:x", "fence")),
         ("tenure:{}", None),
-        ("tenure:fair:{}", None),
+        ("tenure:{}:fair", None),
         ("tenure:{x}:other", None),
         ("tenure:plain", None),
         ("tenure:sem:{x}", None),
@@ -117,7 +124,7 @@ def test_group_keys_groups_siblings_and_filters_by_name() -> None:
         b"tenure:{orders:1}:fence",
         b"tenure:{orders:1}:waiters",
         b"tenure:{orders:2}:fence",
-        b"tenure:rlock:{orders:1}",
+        b"tenure:{orders:1}:rlock",
         b"tenure:{jobs}",
         b"tenure:\xff{bad}",
         "tenure:unrelated",
@@ -139,20 +146,20 @@ def test_group_keys_groups_siblings_and_filters_by_name() -> None:
 
 def test_group_keys_puts_every_kinds_siblings_under_it() -> None:
     keys = [
-        "tenure:semaphore:{gpus}",
-        "tenure:semaphore:{gpus}:permits",
-        "tenure:semaphore:{gpus}:fence",
-        "tenure:semaphore:{gpus}:waiters",
-        "tenure:semaphore:{gpus}:released",
-        "tenure:rwlock:{doc}:holds",
-        "tenure:rwlock:{doc}",
-        "tenure:rwlock:{doc}:op:a.1",
-        "tenure:rwlock:{doc}:op:b.2",
-        "tenure:rwlock:{readonly}:op:a.1",
-        "tenure:fair:{q}:deadlines",
-        "tenure:fair:{q}:waiters",
-        "tenure:fair:{q}",
-        "tenure:latch:{batch}:opened",
+        "tenure:{gpus}:semaphore",
+        "tenure:{gpus}:semaphore:permits",
+        "tenure:{gpus}:semaphore:fence",
+        "tenure:{gpus}:semaphore:waiters",
+        "tenure:{gpus}:semaphore:released",
+        "tenure:{doc}:rwlock:holds",
+        "tenure:{doc}:rwlock",
+        "tenure:{doc}:rwlock:op:a.1",
+        "tenure:{doc}:rwlock:op:b.2",
+        "tenure:{readonly}:rwlock:op:a.1",
+        "tenure:{q}:fair:deadlines",
+        "tenure:{q}:fair:waiters",
+        "tenure:{q}:fair",
+        "tenure:{batch}:latch:opened",
         "tenure:{gpus}:fence",
     ]
     groups = group_keys(keys, prefix="tenure:")
@@ -179,15 +186,15 @@ def test_targets() -> None:
     every = targets("x", key=None, prefix="p:")
     assert [(t.kind, main_key(t)) for t in every] == [
         ("Lock", "p:{x}"),
-        ("RLock", "p:rlock:{x}"),
-        ("FairLock", "p:fair:{x}"),
-        ("ReadWriteLock", "p:rwlock:{x}"),
-        ("Semaphore", "p:semaphore:{x}"),
-        ("CountDownLatch", "p:latch:{x}"),
+        ("RLock", "p:{x}:rlock"),
+        ("FairLock", "p:{x}:fair"),
+        ("ReadWriteLock", "p:{x}:rwlock"),
+        ("Semaphore", "p:{x}:semaphore"),
+        ("CountDownLatch", "p:{x}:latch"),
     ]
     [exact] = targets(None, key="k", prefix="p:")
     assert isinstance(exact.keys, LockKeys)
-    assert (exact.kind, exact.keys.lock, exact.keys.fence) == ("Lock", "k", "{k}:fence")
+    assert (exact.kind, exact.keys.lock, exact.keys.fence) == ("Lock", "k", "{k}:key:fence")
     for kind in ("RLock", "FairLock", "ReadWriteLock", "Semaphore", "CountDownLatch"):
         with pytest.raises(InvalidArgument, match="only a Lock has an exact key"):
             target(kind, "x", key="k", prefix="p:")
@@ -259,7 +266,7 @@ def test_read_an_rlock_without_waiters_is_one_call() -> None:
     assert view.to_json(waiting=False) == {
         "kind": "RLock",
         "name": "jobs",
-        "key": "tenure:rlock:{jobs}",
+        "key": "tenure:{jobs}:rlock",
         "held": True,
         "holder": "own.1",
         "count": 2,
@@ -277,10 +284,10 @@ def test_a_lock_exists_while_any_key_does() -> None:
 
 
 def test_text_output() -> None:
-    held = LockView("RLock", "jobs", "tenure:rlock:{jobs}", "own.1", 2, 1500, 9, 0)
+    held = LockView("RLock", "jobs", "tenure:{jobs}:rlock", "own.1", 2, 1500, 9, 0)
     free = LockView("Lock", "orders", "tenure:{orders}", "", 0, -2, 8, 0)
     assert describe(held)[:3] == [
-        "RLock 'jobs' (key tenure:rlock:{jobs})",
+        "RLock 'jobs' (key tenure:{jobs}:rlock)",
         "  holder   own.1 (hold count 2)",
         "  ttl      1.50s",
     ]
@@ -325,13 +332,13 @@ def test_read_a_semaphore_with_a_waiter() -> None:
         ],
     )
     assert isinstance(steps[0], Eval) and steps[0].script is SEMAPHORE_INSPECT
-    assert steps[1] == Command(("GET", "tenure:semaphore:{gpus}:fence"))
+    assert steps[1] == Command(("GET", "tenure:{gpus}:semaphore:fence"))
     assert steps[2] == Command(
-        ("ZRANGE", "tenure:semaphore:{gpus}:waiters", "0", "4", "WITHSCORES")
+        ("ZRANGE", "tenure:{gpus}:semaphore:waiters", "0", "4", "WITHSCORES")
     )
     assert (view.kind, view.key, view.holder, view.count) == (
         "Semaphore",
-        "tenure:semaphore:{gpus}",
+        "tenure:{gpus}:semaphore",
         "own.1:a",
         2,
     )
@@ -416,7 +423,7 @@ def test_read_a_fair_lock_and_its_queue() -> None:
     assert steps[0].args == (5,)
     assert (view.kind, view.key, view.holder, view.count) == (
         "FairLock",
-        "tenure:fair:{q}",
+        "tenure:{q}:fair",
         "own.1:t1",
         1,
     )
@@ -443,7 +450,7 @@ def test_read_a_latch() -> None:
     assert closed.to_json() == {
         "kind": "CountDownLatch",
         "name": "batch",
-        "key": "tenure:latch:{batch}",
+        "key": "tenure:{batch}:latch",
         "held": False,
         "holder": None,
         "count": 3,
@@ -477,7 +484,7 @@ def rw_view(*holders: ReadWriteHolder, mode: str | None = None, fence: int = 12)
     return LockView(
         "ReadWriteLock",
         "doc",
-        "tenure:rwlock:{doc}",
+        "tenure:{doc}:rwlock",
         first.owner if first else "",
         first.count if first else 0,
         5000 if first else -2,
@@ -497,7 +504,7 @@ def test_describe_a_forced_release_of_a_read_write_lock() -> None:
     removed = holds_of(before)
     text = describe_release(ForcedRelease(before, after, removed[:1], removed[1:]))
     assert text == [
-        "released ReadWriteLock 'doc' (key tenure:rwlock:{doc})",
+        "released ReadWriteLock 'doc' (key tenure:{doc}:rwlock)",
         "  removed  read hold of a.1 (hold count 2, fence 12, ttl left 5.00s)",
         "  gone     read hold of b.2 (hold count 1, fence 12, ttl left 6.00s): it ended first",
         "  fence    12",
@@ -509,7 +516,7 @@ def test_describe_a_forced_release_of_a_read_write_lock() -> None:
         "  now free (nobody was waiting)"
     )
     assert describe_release(ForcedRelease(before, before, ())) == [
-        "ReadWriteLock 'doc' (key tenure:rwlock:{doc}) changed hands before the release: "
+        "ReadWriteLock 'doc' (key tenure:{doc}:rwlock) changed hands before the release: "
         "nothing was removed; now read-held by 2 owners"
     ]
 
@@ -521,7 +528,7 @@ def test_describe_a_forced_release_of_a_semaphore() -> None:
         return LockView(
             "Semaphore",
             "gpus",
-            "tenure:semaphore:{gpus}",
+            "tenure:{gpus}:semaphore",
             first.token if first else "",
             first.permits if first else 0,
             9000 if first else -2,
@@ -534,7 +541,7 @@ def test_describe_a_forced_release_of_a_semaphore() -> None:
     after = sem(SemaphoreHolder("t2", 1, 9.4), SemaphoreHolder("t3", 1, 10.0))
     done = ForcedRelease(before, after, (Hold("t1", 1, 9.0, 0),))
     assert describe_release(done) == [
-        "released Semaphore 'gpus' (key tenure:semaphore:{gpus})",
+        "released Semaphore 'gpus' (key tenure:{gpus}:semaphore)",
         "  removed  lease t1 (1 permit, ttl left 9.00s)",
         "  handed to a waiter: t3 (1 permit)",
         "  now 2 of 2 permits held",
@@ -700,7 +707,7 @@ def test_the_needed_commands_are_those_the_scripts_call() -> None:
 def test_dryrun_args_use_the_prefix() -> None:
     by_name = {n.command: n for n in NEEDED_COMMANDS}
     assert dryrun_args(by_name["SCRIPT LOAD"], "p:") == ("SCRIPT", "LOAD", "return 1")
-    assert dryrun_args(by_name["HGET"], "p:") == ("HGET", "p:rlock:{tenure-doctor}", "owner")
+    assert dryrun_args(by_name["HGET"], "p:") == ("HGET", "p:{tenure-doctor}:rlock", "owner")
     assert dryrun_args(by_name["PUBLISH"], "p:")[1].startswith("p:{tenure-doctor}:wake:")
     assert dryrun_args(by_name["SCAN"], "a*:") == ("SCAN", "0", "MATCH", "a\\*:*")
 

@@ -266,7 +266,8 @@ def test_keys_share_a_hash_tag() -> None:
     for k in (named, exact, tagged):
         slots = {key_slot(x.encode()) for x in (k.lock, k.fence, k.waiters, k.wake_prefix + "w")}
         assert len(slots) == 1, k
-    assert exact.lock == "orders:42" and tagged.fence == "{user1}:lock:fence"
+    assert exact.lock == "orders:42" and exact.fence == "{orders:42}:key:fence"
+    assert tagged.fence == "{user1}:key:%7Buser1%7D:lock:fence"
     for bad_name, bad_key in ((None, None), ("a", "b"), ("", None), (None, ""), (3, None)):
         with pytest.raises(InvalidArgument):
             lock_keys(bad_name, key=bad_key, prefix="p:")  # type: ignore[arg-type]

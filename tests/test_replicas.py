@@ -54,10 +54,10 @@ def test_acquire_returns_once_the_replica_has_the_lease(make_server: MakeServer)
         lease.release()
     rlock = RLock(client, "rep", ttl=30, min_replicas=1)
     with rlock as held:
-        assert on_replica.hget("tenure:rlock:{rep}", held.owner) == b"1"
+        assert on_replica.hget("tenure:{rep}:rlock", held.owner) == b"1"
     semaphore = Semaphore(client, "rep", 2, ttl=30, min_replicas=1)
     with semaphore as permit:
-        assert on_replica.zscore("tenure:semaphore:{rep}", permit.owner + "#1") is not None
+        assert on_replica.zscore("tenure:{rep}:semaphore", permit.owner + "#1") is not None
 
 
 def test_paused_replica_fails_the_acquire_and_frees_the_lock(make_server: MakeServer) -> None:

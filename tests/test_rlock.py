@@ -36,7 +36,7 @@ from tenure._drivers import _sync
 from tenure._server import ServerProcess, free_port
 
 SPAWN = multiprocessing.get_context("spawn")
-KEY = "tenure:rlock:{%s}"
+KEY = "tenure:{%s}:rlock"
 
 
 def in_thread(fn: Any) -> Any:
@@ -279,14 +279,14 @@ def test_bad_constructor_arguments(
 def test_wrong_type_key_names_the_key(r: redis.Redis) -> None:
     r.set(KEY % "s", "a string")
     lock = RLock(r, "s")
-    with pytest.raises(WrongTypeError, match=r"'tenure:rlock:\{s\}'"):
+    with pytest.raises(WrongTypeError, match=r"'tenure:\{s\}:rlock'"):
         lock.acquire(timeout=1)
     for check in (lock.locked, lock.hold_count):
-        with pytest.raises(WrongTypeError, match=r"'tenure:rlock:\{s\}'"):
+        with pytest.raises(WrongTypeError, match=r"'tenure:\{s\}:rlock'"):
             check()
     assert r.get(KEY % "s") == b"a string"
     r.lpush(KEY % "f" + ":fence", "x")
-    with pytest.raises(WrongTypeError, match=r"'tenure:rlock:\{f\}:fence'"):
+    with pytest.raises(WrongTypeError, match=r"'tenure:\{f\}:rlock:fence'"):
         RLock(r, "f").acquire()
     assert not r.exists(KEY % "f")  # nothing half-written
     holder = RLock(r, "w", ttl=5).acquire()

@@ -57,16 +57,16 @@ def queue(plan: Any, pttl: int = 2500) -> None:
 def test_keys_are_apart_from_a_lock_of_the_same_name() -> None:
     from redis.crc import key_slot
 
-    assert KEYS.lock == "tenure:rlock:{orders}"
-    assert KEYS.fence == "tenure:rlock:{orders}:fence"
-    assert KEYS.waiters == "tenure:rlock:{orders}:waiters"
-    assert KEYS.wake_prefix == "tenure:rlock:{orders}:wake:"
+    assert KEYS.lock == "tenure:{orders}:rlock"
+    assert KEYS.fence == "tenure:{orders}:rlock:fence"
+    assert KEYS.waiters == "tenure:{orders}:rlock:waiters"
+    assert KEYS.wake_prefix == "tenure:{orders}:rlock:wake:"
     lock = lock_keys("orders", key=None, prefix="tenure:")
     assert not {lock.lock, lock.fence, lock.waiters} & {KEYS.lock, KEYS.fence, KEYS.waiters}
     assert not KEYS.wake_prefix.startswith(lock.wake_prefix)
     slots = {key_slot(k.encode()) for k in (KEYS.lock, KEYS.fence, KEYS.waiters, KEYS.wake_prefix)}
     assert len(slots) == 1
-    assert rlock_keys("a", prefix="app:").lock == "app:rlock:{a}"
+    assert rlock_keys("a", prefix="app:").lock == "app:{a}:rlock"
     for name, prefix in (("", "p:"), (None, "p:"), (b"x", "p:"), ("x", None)):
         with pytest.raises(InvalidArgument):
             rlock_keys(name, prefix=prefix)  # type: ignore[arg-type]

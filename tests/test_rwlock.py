@@ -30,7 +30,7 @@ from tenure import (
 )
 from tenure._server import ServerProcess, free_port
 
-KEY = "tenure:rwlock:{%s}"
+KEY = "tenure:{%s}:rwlock"
 
 
 class Owner:
@@ -313,7 +313,7 @@ def test_wrong_type_key_names_the_key(r: redis.Redis) -> None:
     r.set(KEY % "s", "a string")
     rw = ReadWriteLock(r, "s")
     for call in (rw.read.acquire, rw.write.acquire, rw.info, rw.read.hold_count):
-        with pytest.raises(WrongTypeError, match=r"'tenure:rwlock:\{s\}'"):
+        with pytest.raises(WrongTypeError, match=r"'tenure:\{s\}:rwlock'"):
             call()
     assert r.get(KEY % "s") == b"a string"
     r.lpush(KEY % "h" + ":holds", "x")
@@ -403,7 +403,7 @@ def test_lock_and_rlock_and_rwlock_of_one_name_are_apart(r: redis.Redis) -> None
     reentrant = RLock(r, "both", ttl=5).acquire(blocking=False)
     lease = rw.write.acquire(blocking=False)
     assert reentrant is not None and lease is not None
-    assert r.type(KEY % "both") == b"hash" and r.type("tenure:rlock:{both}") == b"hash"
+    assert r.type(KEY % "both") == b"hash" and r.type("tenure:{both}:rlock") == b"hash"
     lease.release()
     reentrant.release()
 

@@ -28,7 +28,7 @@ from _workers import (
 from tenure import AsyncReadWriteLock, ReadWriteLock
 
 SPAWN = multiprocessing.get_context("spawn")
-KEY = "tenure:rwlock:{%s}"
+KEY = "tenure:{%s}:rwlock"
 
 
 def test_checker_catches_each_broken_invariant() -> None:

@@ -79,20 +79,20 @@ def queue(plan: Any, mode: str = "w", pttl: int = 2500) -> None:
 def test_keys_share_a_slot_and_are_apart_from_lock_and_rlock() -> None:
     from redis.crc import key_slot
 
-    assert KEYS.lock == "tenure:rwlock:{docs}"
-    assert KEYS.holds == "tenure:rwlock:{docs}:holds"
-    assert KEYS.fence == "tenure:rwlock:{docs}:fence"
-    assert KEYS.waiters == "tenure:rwlock:{docs}:waiters"
-    assert KEYS.delay == "tenure:rwlock:{docs}:delay"
-    assert KEYS.wake_prefix == "tenure:rwlock:{docs}:wake:"
-    assert KEYS.last_op(OWNER) == "tenure:rwlock:{docs}:op:p0.7"
+    assert KEYS.lock == "tenure:{docs}:rwlock"
+    assert KEYS.holds == "tenure:{docs}:rwlock:holds"
+    assert KEYS.fence == "tenure:{docs}:rwlock:fence"
+    assert KEYS.waiters == "tenure:{docs}:rwlock:waiters"
+    assert KEYS.delay == "tenure:{docs}:rwlock:delay"
+    assert KEYS.wake_prefix == "tenure:{docs}:rwlock:wake:"
+    assert KEYS.last_op(OWNER) == "tenure:{docs}:rwlock:op:p0.7"
     slots = {key_slot(k.encode()) for k in (*KEYS6, KEYS.wake_prefix + "w1")}
     assert len(slots) == 1
     others = lock_keys("docs", key=None, prefix="tenure:"), rlock_keys("docs", prefix="tenure:")
     for other in others:
         assert not {other.lock, other.fence, other.waiters} & set(KEYS6)
         assert not KEYS.wake_prefix.startswith(other.wake_prefix)
-    assert rwlock_keys("a", prefix="app:").lock == "app:rwlock:{a}"
+    assert rwlock_keys("a", prefix="app:").lock == "app:{a}:rwlock"
     for name, prefix in (("", "p:"), (None, "p:"), (b"x", "p:"), ("x", None)):
         with pytest.raises(InvalidArgument):
             rwlock_keys(name, prefix=prefix)  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ from tenure import (
 )
 from tenure._server import free_port
 
-HOLDERS = "tenure:semaphore:{%s}"
+HOLDERS = "tenure:{%s}:semaphore"
 SPAWN = multiprocessing.get_context("spawn")
 
 
@@ -399,11 +399,11 @@ def test_wrong_type_keys_are_named_and_nothing_is_written(r: redis.Redis) -> Non
     r.set(HOLDERS % "s", "a string")
     sem = Semaphore(r, "s", 2)
     for call in (sem.acquire, sem.available, lambda: sem.set_permits(3)):
-        with pytest.raises(WrongTypeError, match=r"'tenure:semaphore:\{s\}'"):
+        with pytest.raises(WrongTypeError, match=r"'tenure:\{s\}:semaphore'"):
             call()
     assert r.get(HOLDERS % "s") == b"a string" and not r.exists(HOLDERS % "s" + ":permits")
     r.set(HOLDERS % "p" + ":permits", "many")
-    with pytest.raises(WrongTypeError, match=r"'tenure:semaphore:\{p\}:permits'"):
+    with pytest.raises(WrongTypeError, match=r"'tenure:\{p\}:semaphore:permits'"):
         Semaphore(r, "p", 2).acquire()
     assert not r.exists(HOLDERS % "p")
 

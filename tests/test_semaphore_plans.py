@@ -86,11 +86,11 @@ def queue(plan: Any, wait_ms: int = 2500) -> None:
 
 
 def test_keys_share_a_slot_and_stay_apart_from_locks() -> None:
-    assert KEYS.holders == KEYS.lock == "tenure:semaphore:{pool}"
-    assert KEYS.permits == "tenure:semaphore:{pool}:permits"
-    assert KEYS.fence == "tenure:semaphore:{pool}:fence"
-    assert KEYS.waiters == "tenure:semaphore:{pool}:waiters"
-    assert KEYS.wake_prefix == "tenure:semaphore:{pool}:wake:"
+    assert KEYS.holders == KEYS.lock == "tenure:{pool}:semaphore"
+    assert KEYS.permits == "tenure:{pool}:semaphore:permits"
+    assert KEYS.fence == "tenure:{pool}:semaphore:fence"
+    assert KEYS.waiters == "tenure:{pool}:semaphore:waiters"
+    assert KEYS.wake_prefix == "tenure:{pool}:semaphore:wake:"
     assert KEYS.script_keys == SCRIPT_KEYS
     lock = lock_keys("pool", key=None, prefix="tenure:")
     assert not {lock.lock, lock.fence, lock.waiters} & set(SCRIPT_KEYS)

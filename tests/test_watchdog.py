@@ -224,7 +224,7 @@ def test_rlock_hold_is_renewed_and_lost_together(r: redis.Redis) -> None:
     assert outer is not None and inner is not None
     time.sleep(1.2)
     assert outer.valid and inner.valid and lock.hold_count() == 2
-    r.delete("tenure:rlock:{rw}")
+    r.delete("tenure:{rw}:rlock")
     assert outer.lost.wait(1) and inner.lost.wait(0.1)
     with pytest.raises(LockLostError):
         inner.release()
@@ -357,7 +357,7 @@ def test_a_new_rlock_hold_ends_the_old_leases_and_keeps_its_watch(r: redis.Redis
     lock = RLock(r, "new-hold", ttl=0.6, auto_renew=True)
     old = lock.acquire()
     assert old is not None
-    r.delete("tenure:rlock:{new-hold}")  # the hold ends behind its back (release --force)
+    r.delete("tenure:{new-hold}:rlock")  # the hold ends behind its back (release --force)
     new = lock.acquire()  # a new hold of the same owner
     assert new is not None and new.fence > old.fence
     assert old.lost.is_set() and not old.valid

@@ -1,6 +1,35 @@
-"""The key schema. All keys of one lock share a Redis Cluster hash tag.
+"""The key schema: every key and pub/sub channel of every primitive.
 
-A named lock ``orders:42`` with prefix ``tenure:`` uses::
+Two rules hold for every possible name, exact key and prefix (the property
+tests in ``tests/test_keys.py`` check both with generated strings):
+
+- **One slot.** All keys and channels of one primitive hash to the Redis
+  Cluster slot of its main key, so its scripts never fail with ``CROSSSLOT``.
+- **Injective.** Two different primitives (kind, name or exact key, prefix)
+  never share a key or a channel; :func:`parse_key` and :func:`parse_channel`
+  read every key and channel back into the one primitive that uses it. The
+  one exception is by design: an exact-key ``Lock`` whose key is a named
+  ``Lock``'s main key *is* that lock (``Lock(key="tenure:{job}")`` and
+  ``Lock(name="job")``) and uses its keys.
+
+Named primitives
+----------------
+
+A primitive named ``orders:42`` under the prefix ``tenure:`` has the *base*
+``tenure:{orders:42}`` for a ``Lock`` and ``tenure:{orders:42}:<kind>`` for
+the other kinds, the kind being one of ``rlock``, ``fair``, ``rwlock``,
+``semaphore``, ``latch`` (:data:`MARKERS`). Every other key and channel is the
+base, a colon and a role. The name between the braces is escaped
+(:func:`escape`: ``%`` -> ``%25``, ``{`` -> ``%7B``, ``}`` -> ``%7D``; other
+names, such as ``orders:42``, stay as they are), so the braces are the hash
+tag and the last brace pair of every key: reading a key from its end finds
+the name, whatever the prefix holds. The kind comes after the tag, so no
+prefix can make one kind's keys look like another's (``Lock(name, prefix=
+"tenure:rlock:")`` is not an ``RLock``). A prefix may hold braces, except an
+empty pair ``{}`` before any other brace (Redis would then hash each key
+whole); such a prefix is refused.
+
+A ``Lock``::
 
     tenure:{orders:42}           the lock; value = holder's owner token
     tenure:{orders:42}:fence     the last fencing token minted
@@ -10,77 +39,370 @@ A named lock ``orders:42`` with prefix ``tenure:`` uses::
                                  release retried after a lost reply is recognised
     tenure:{orders:42}:wake:<w>  pub/sub channel that wakes waiter <w>
 
-An exact-key lock on ``orders:42`` uses the key itself as the lock (the common
-``SET key token NX PX`` protocol, shared with redis-py's ``Lock``) and
-``{orders:42}:fence`` etc. beside it (or ``<key>:fence`` when the key already
-carries a hash tag), so every key still hashes to the lock key's slot.
+A reentrant lock (``RLock``, :func:`rlock_keys`)::
 
-A reentrant lock (``RLock``) named ``orders:42`` with prefix ``tenure:`` puts
-its keys under ``<prefix>rlock:`` (:func:`rlock_keys`), so that it never shares
-keys with a ``Lock`` of the same name and prefix::
-
-    tenure:rlock:{orders:42}           the lock: a hash {<owner id>: <hold count>}
+    tenure:{orders:42}:rlock           the lock: a hash {<owner id>: <hold count>}
                                        (one field while held); the key's PX is the lease
-    tenure:rlock:{orders:42}:fence     the last fencing token minted
-    tenure:rlock:{orders:42}:waiters   waiting owners (sorted set)
-    tenure:rlock:{orders:42}:wake:<w>  pub/sub channel that wakes waiter <w>
+    tenure:{orders:42}:rlock:fence     the last fencing token minted
+    tenure:{orders:42}:rlock:waiters   waiting owners (sorted set)
+    tenure:{orders:42}:rlock:wake:<w>  pub/sub channel that wakes waiter <w>
 
-An ``RLock`` has no exact-key mode: its hash is tenure's own protocol.
+(and ``…:rlock:delay``, ``…:rlock:released`` as a ``Lock``'s). An ``RLock`` has
+no exact-key mode: its hash is tenure's own protocol.
 
-A semaphore named ``pool`` (:func:`semaphore_keys`) lives under ``<prefix>semaphore:``::
+A fair lock (``FairLock``, :func:`fair_keys`)::
 
-    tenure:semaphore:{pool}           the holders: a sorted set with one member per
+    tenure:{orders:42}:fair             the lock; value = holder's owner token
+    tenure:{orders:42}:fair:fence       the last fencing token minted
+    tenure:{orders:42}:fair:waiters     the queue: sorted set, score = arrival
+                                        order, member = "<waiter>|<lease ms>|<token>"
+    tenure:{orders:42}:fair:deadlines   sorted set, the same members, score = the
+                                        server time (ms) at which each is dropped
+    tenure:{orders:42}:fair:delay       the lock-delay guard (as a Lock's)
+    tenure:{orders:42}:fair:released    the token of the last clean release (120 s)
+    tenure:{orders:42}:fair:wake:<w>    pub/sub channel of one waiting thread or task
+
+A read-write lock (``ReadWriteLock``, :func:`rwlock_keys`)::
+
+    tenure:{orders:42}:rwlock             the lock: a hash {"mode": "read" | "write",
+                                          "r:<owner id>" / "w:<owner id>":
+                                          "<count>|<fence>|<hold id>"}, one field
+                                          per hold; the key's PX is the latest expiry
+    tenure:{orders:42}:rwlock:holds       each hold's expiry: sorted set, member =
+                                          the hold's field, score = server ms
+    tenure:{orders:42}:rwlock:fence       the last fence minted (by a write hold)
+    tenure:{orders:42}:rwlock:waiters     waiting readers and writers, in one queue
+    tenure:{orders:42}:rwlock:delay       the lock-delay guard of the write hold
+    tenure:{orders:42}:rwlock:op:<owner>  the owner's last change (120 s), so that a
+                                          call retried after a lost reply is recognised
+    tenure:{orders:42}:rwlock:wake:<w>    pub/sub channel that wakes waiter <w>
+
+A semaphore named ``pool`` (:func:`semaphore_keys`)::
+
+    tenure:{pool}:semaphore           the holders: a sorted set with one member per
                                       held permit, "<lease token>#<i>" (i = 1..n for a
                                       lease of n permits), score = the lease's expiry
                                       in server milliseconds; the key's PX is the
                                       latest expiry
-    tenure:semaphore:{pool}:permits   the permit count (a string holding an integer)
-    tenure:semaphore:{pool}:fence     the last fencing token minted (one per acquire)
-    tenure:semaphore:{pool}:waiters   waiting processes (sorted set)
-    tenure:semaphore:{pool}:wake:<w>  pub/sub channel that wakes waiter <w>
+    tenure:{pool}:semaphore:permits   the permit count (a string holding an integer)
+    tenure:{pool}:semaphore:fence     the last fencing token minted (one per acquire)
+    tenure:{pool}:semaphore:waiters   waiting processes (sorted set)
+    tenure:{pool}:semaphore:released  the token of the last clean release (120 s)
+    tenure:{pool}:semaphore:wake:<w>  pub/sub channel that wakes waiter <w>
 
-A count-down latch named ``job`` (:func:`latch_keys`) lives under ``<prefix>latch:``::
+A count-down latch named ``job`` (:func:`latch_keys`)::
 
-    tenure:latch:{job}          the count (a string holding an integer); absent = zero
-    tenure:latch:{job}:opened   a number that grows each time the count reaches zero
+    tenure:{job}:latch          the count (a string holding an integer); absent = zero
+    tenure:{job}:latch:opened   a number that grows each time the count reaches zero
                                 (seeded from the server's clock, as a fence)
-    tenure:latch:{job}:zero     pub/sub channel on which reaching zero wakes every waiter
+    tenure:{job}:latch:zero     pub/sub channel on which reaching zero wakes every waiter
 
-A read-write lock (``ReadWriteLock``) named ``orders:42`` puts its keys under
-``<prefix>rwlock:`` (:func:`rwlock_keys`)::
+Exact keys
+----------
 
-    tenure:rwlock:{orders:42}             the lock: a hash {"mode": "read" | "write",
-                                          "r:<owner id>" / "w:<owner id>":
-                                          "<count>|<fence>|<hold id>"}, one field
-                                          per hold; the key's PX is the latest expiry
-    tenure:rwlock:{orders:42}:holds       each hold's expiry: sorted set, member =
-                                          the hold's field, score = server ms
-    tenure:rwlock:{orders:42}:fence       the last fence minted (by a write hold)
-    tenure:rwlock:{orders:42}:waiters     waiting readers and writers, in one queue
-    tenure:rwlock:{orders:42}:delay       the lock-delay guard of the write hold
-    tenure:rwlock:{orders:42}:op:<owner>  the owner's last change (120 s), so that a
-                                          call retried after a lost reply is recognised
-    tenure:rwlock:{orders:42}:wake:<w>    pub/sub channel that wakes waiter <w>
+An exact-key ``Lock`` (``Lock(key=K)``) uses ``K`` itself as the lock (the
+common ``SET key token NX PX`` protocol, shared with redis-py's ``Lock``) and
+derives its other keys from all of ``K``, apart from every named primitive's
+(the prefix plays no part):
 
-A fair lock (``FairLock``) named ``orders:42`` puts its keys under
-``<prefix>fair:`` (:func:`fair_keys`), apart from every ``Lock`` and ``RLock``::
+- ``K`` holds no ``{``, ``}`` or ``%`` (``orders:42``): the base is
+  ``{orders:42}:key``, so ``{orders:42}:key:fence``, ``…:key:waiters``,
+  ``…:key:delay``, ``…:key:released`` and channels ``{orders:42}:key:wake:<w>``.
+  ``{orders:42}`` hashes as ``orders:42`` does.
+- ``K`` is a named ``Lock``'s main key (``tenure:{orders:42}``, ``{job}``): it is
+  that lock, with that lock's keys (``tenure:{orders:42}:fence`` ...).
+- Any other ``K`` (``app:{user:1}:lock``, ``a{}b``, ``}x{``): the base is
+  ``{<tag>}:key:<escape(K)>``, where ``<tag>`` is the part of ``K`` that Redis
+  hashes (its hash tag, or all of ``K``) when that holds no brace, and
+  otherwise four characters from ``@A…O`` computed so that they hash to
+  ``K``'s slot (:func:`tag_for_slot`). ``app:{user:1}:lock`` ->
+  ``{user:1}:key:app:%7Buser:1%7D:lock:fence`` ...
 
-    tenure:fair:{orders:42}             the lock; value = holder's owner token
-    tenure:fair:{orders:42}:fence       the last fencing token minted
-    tenure:fair:{orders:42}:waiters     the queue: sorted set, score = arrival
-                                        order, member = "<waiter>|<lease ms>|<token>"
-    tenure:fair:{orders:42}:deadlines   sorted set, the same members, score = the
-                                        server time (ms) at which each is dropped
-    tenure:fair:{orders:42}:delay       the lock-delay guard (as a Lock's)
-    tenure:fair:{orders:42}:released    the token of the last clean release (120 s)
-    tenure:fair:{orders:42}:wake:<w>    pub/sub channel of one waiting thread or task
+A fenced resource (``FencedKey(K)``, :func:`fenced_keys`) keeps the largest
+fence accepted in ``{K}:fenced:seen`` (or ``{<tag>}:fenced:<escape(K)>:seen``,
+by the same rules, but never sharing a named lock's keys).
+
+A key given by the user (an exact lock key, a fenced value's key) is used as
+given: naming one of tenure's own keys there (say ``tenure:{job}:fence``) makes
+that key shared, which tenure cannot prevent; :func:`parse_key` recognises
+every key tenure derives.
+
+Waiter ids ``<w>`` (hex, ``-`` and ``.``) and owner ids hold no brace.
 """
 
 from __future__ import annotations
 
+import binascii
+import re
 from dataclasses import dataclass
 
 from ._errors import InvalidArgument
+
+#: The marker after the hash tag of each named kind ("" for a ``Lock``).
+MARKERS: dict[str, str] = {
+    "Lock": "",
+    "RLock": "rlock",
+    "FairLock": "fair",
+    "ReadWriteLock": "rwlock",
+    "Semaphore": "semaphore",
+    "CountDownLatch": "latch",
+}
+
+#: The marker of an exact-key ``Lock``'s derived keys.
+EXACT_MARKER = "key"
+
+#: The marker of a ``FencedKey``'s derived key.
+FENCED_MARKER = "fenced"
+
+#: The roles of each kind's derived keys (besides the main key, ``"lock"``). A
+#: ``ReadWriteLock`` also has ``op:<owner>`` keys; the channels are
+#: ``wake:<w>`` (a latch's: ``zero``).
+ROLES: dict[str, frozenset[str]] = {
+    "Lock": frozenset({"fence", "waiters", "delay", "released"}),
+    "RLock": frozenset({"fence", "waiters", "delay", "released"}),
+    "FairLock": frozenset({"fence", "waiters", "deadlines", "delay", "released"}),
+    "ReadWriteLock": frozenset({"holds", "fence", "waiters", "delay"}),
+    "Semaphore": frozenset({"permits", "fence", "waiters", "delay", "released"}),
+    "CountDownLatch": frozenset({"opened"}),
+    "FencedKey": frozenset({"seen"}),
+}
+
+_KIND_OF_MARKER = {marker: kind for kind, marker in MARKERS.items() if marker}
+_WAITER = re.compile(r"[0-9a-f.\-]+")
+_ESCAPED = re.compile(r"(?:[^%{}]|%25|%7B|%7D)+")
+_ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D"}
+_UNESCAPES = {v: k for k, v in _ESCAPES.items()}
+
+
+def escape(text: str) -> str:
+    """``text`` with ``%``, ``{`` and ``}`` written ``%25``, ``%7B``, ``%7D``: no brace
+    is left, and different texts stay different."""
+    return re.sub(r"[%{}]", lambda m: _ESCAPES[m.group()], text)
+
+
+def unescape(text: str) -> str | None:
+    """The text whose :func:`escape` is ``text``, or ``None`` if there is none
+    (``text`` empty, holding a brace, or a ``%`` not starting ``%25``/``%7B``/``%7D``)."""
+    if not _ESCAPED.fullmatch(text):
+        return None
+    return re.sub(r"%(?:25|7B|7D)", lambda m: _UNESCAPES[m.group()], text)
+
+
+def hashed_part(key: str) -> str:
+    """The part of ``key`` that Redis Cluster hashes: the text between the first
+    ``{`` and the first ``}`` after it if that is not empty, else all of ``key``."""
+    start = key.find("{")
+    if start >= 0:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            return key[start + 1 : end]
+    return key
+
+
+def hash_slot(key: str) -> int:
+    """The Redis Cluster slot of ``key`` (0..16383): CRC16 (XMODEM) of the UTF-8
+    bytes of :func:`hashed_part`, modulo 16384.
+
+    Raises:
+        UnicodeEncodeError: ``key`` holds a lone surrogate.
+    """
+    return binascii.crc_hqx(hashed_part(key).encode(), 0) & 0x3FFF
+
+
+# CRC16 is linear: flipping bit b of a fixed-length message flips a fixed set of
+# bits of its CRC. Tags are 4 characters 0x40 | n (n = 0..15, "@A...O"): the 16
+# low-nibble bits reach every 14-bit slot; _BASIS holds, per pivot bit of the
+# slot, the reduced slot vector and the nibble bits that flip it.
+_TAG_BASE = b"@@@@"
+
+
+def _tag_basis() -> list[tuple[int, int, int]]:
+    start = binascii.crc_hqx(_TAG_BASE, 0)
+    basis: dict[int, tuple[int, int]] = {}
+    for i in range(4 * len(_TAG_BASE)):
+        flipped = bytearray(_TAG_BASE)
+        flipped[i // 4] ^= 1 << (i % 4)
+        vector, mask = (binascii.crc_hqx(bytes(flipped), 0) ^ start) & 0x3FFF, 1 << i
+        for pivot in sorted(basis, reverse=True):
+            if vector >> pivot & 1:
+                vector, mask = vector ^ basis[pivot][0], mask ^ basis[pivot][1]
+        if vector:
+            basis[vector.bit_length() - 1] = (vector, mask)
+    if len(basis) != 14:  # pragma: no cover - a property of CRC16, checked by the tests
+        raise AssertionError("the tag bits do not reach every slot")
+    return [(pivot, *basis[pivot]) for pivot in sorted(basis, reverse=True)]
+
+
+_BASIS = _tag_basis()
+_TAG_START = binascii.crc_hqx(_TAG_BASE, 0) & 0x3FFF
+
+
+def tag_for_slot(slot: int) -> str:
+    """A 4-character hash tag (characters ``@A…O``) that hashes to ``slot`` (0..16383)."""
+    want, mask = (slot ^ _TAG_START) & 0x3FFF, 0
+    for pivot, vector, bits in _BASIS:
+        if want >> pivot & 1:
+            want, mask = want ^ vector, mask ^ bits
+    return "".join(chr(0x40 | (mask >> (4 * i) & 0xF)) for i in range(len(_TAG_BASE)))
+
+
+def check_name(value: object, what: str) -> str:
+    """Return ``value`` if it is a non-empty ``str``; raise ``InvalidArgument`` otherwise."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a str, not {type(value).__name__} {value!r}")
+    if not value:
+        raise InvalidArgument(f"{what} must not be empty")
+    return value
+
+
+def _prefix_ok(prefix: str) -> bool:
+    start = prefix.find("{")
+    return start < 0 or prefix[start + 1 : start + 2] != "}"
+
+
+def check_prefix(prefix: object) -> str:
+    """Return ``prefix`` if it is a ``str`` that keeps a primitive's keys in one slot.
+
+    Raises:
+        InvalidArgument: ``prefix`` is not a ``str``, or its first ``{`` is followed
+            at once by ``}`` (Redis would hash every key whole, scattering one
+            primitive's keys over several cluster slots).
+    """
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
+    if not _prefix_ok(prefix):
+        raise InvalidArgument(
+            f"prefix {prefix!r} starts an empty hash tag '{{}}': Redis would hash each key "
+            "whole and one lock's keys would not share a cluster slot"
+        )
+    return prefix
+
+
+def _named_base(kind: str, name: object, prefix: object) -> tuple[str, str]:
+    """``(name, base)`` of the ``kind`` primitive ``name`` under ``prefix``."""
+    prefix = check_prefix(prefix)
+    name = check_name(name, "name")
+    base = f"{prefix}{{{escape(name)}}}"
+    marker = MARKERS[kind]
+    return name, (f"{base}:{marker}" if marker else base)
+
+
+def _exact_base(key: str, marker: str) -> str:
+    """The base of the keys derived from the exact key ``key`` (see the module docstring)."""
+    if not any(c in key for c in "{}%"):
+        return f"{{{key}}}:{marker}"
+    tag = hashed_part(key)
+    if "{" in tag or "}" in tag:
+        tag = tag_for_slot(hash_slot(key))
+    return f"{{{tag}}}:{marker}:{escape(key)}"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    """What :func:`parse_key` or :func:`parse_channel` read from a key or channel.
+
+    ``kind`` is one of :data:`MARKERS`' kinds or ``"FencedKey"``; a named
+    primitive has ``name`` and ``prefix`` (``key`` is ``None``), an exact-key
+    ``Lock`` or a ``FencedKey`` has ``key`` (``name`` and ``prefix`` are
+    ``None``). ``role`` is ``"lock"`` for a named primitive's main key, one of
+    :data:`ROLES`, ``"op"`` (a ReadWriteLock owner's last-op key, ``detail`` =
+    the owner id), ``"wake"`` (a channel, ``detail`` = the waiter id) or
+    ``"zero"`` (a latch's channel).
+    """
+
+    kind: str
+    name: str | None
+    key: str | None
+    prefix: str | None
+    role: str
+    detail: str = ""
+
+
+def _split(text: str) -> tuple[str, str, str] | None:
+    """``(prefix, escaped tag, rest)`` of a key or channel tenure derives: its last
+    brace pair is the tag, and the rest holds no brace."""
+    end = text.rfind("}")
+    start = text.rfind("{", 0, end) if end >= 0 else -1
+    if start < 0 or end == start + 1 or "}" in text[start + 1 : end]:
+        return None
+    return text[:start], text[start + 1 : end], text[end + 1 :]
+
+
+def _parse(text: str, channel: bool) -> KeyInfo | None:
+    split = _split(text)
+    if split is None:
+        return None
+    prefix, tag, rest = split
+    if rest == "" or rest.startswith(":"):
+        head, _, tail = rest[1:].partition(":")
+        if head in (EXACT_MARKER, FENCED_MARKER):
+            return _parse_exact(prefix, tag, head, tail, channel)
+        name = unescape(tag)
+        if name is None or not _prefix_ok(prefix):
+            return None
+        kind = _KIND_OF_MARKER.get(head)
+        if kind is None:  # a Lock: the rest is a role
+            kind, tail = "Lock", rest[1:]
+        found = _role(kind, tail, channel)
+        if found is None:
+            return None
+        return KeyInfo(kind, name, None, prefix, *found)
+    return None
+
+
+def _role(kind: str, text: str, channel: bool) -> tuple[str, str] | None:
+    """``(role, detail)`` of the role part ``text`` of a ``kind`` key or channel."""
+    if channel:
+        if kind == "CountDownLatch":
+            return ("zero", "") if text == "zero" else None
+        if kind == "FencedKey":
+            return None
+        head, _, waiter = text.partition(":")
+        return ("wake", waiter) if head == "wake" and _WAITER.fullmatch(waiter) else None
+    if text == "":
+        return ("lock", "") if kind in MARKERS else None
+    if text in ROLES[kind]:
+        return text, ""
+    head, _, owner = text.partition(":")
+    if kind == "ReadWriteLock" and head == "op" and owner:
+        return "op", owner
+    return None
+
+
+def _parse_exact(prefix: str, tag: str, marker: str, tail: str, channel: bool) -> KeyInfo | None:
+    if prefix:
+        return None
+    kind = "Lock" if marker == EXACT_MARKER else "FencedKey"
+    found = _role(kind, tail, channel)
+    if found is not None and found[0] != "lock":
+        key: str | None = tag if "%" not in tag else None  # {K}:<marker>:<role>
+    else:  # {<tag>}:<marker>:<escape(K)>:<role>
+        cut = tail.rfind(":", 0, tail.rfind(":")) if channel else tail.rfind(":")
+        found = _role(kind, tail[cut + 1 :], channel) if cut > 0 else None
+        key = unescape(tail[:cut]) if found is not None and found[0] != "lock" else None
+        if key is None or _exact_base(key, marker) != "{" + tag + "}:" + marker + ":" + tail[:cut]:
+            return None
+    if key is None or found is None:
+        return None
+    return KeyInfo(kind, None, key, None, *found)
+
+
+def parse_key(key: str) -> KeyInfo | None:
+    """The primitive and role of ``key`` if it is a key tenure derives, else ``None``.
+
+    An exact-key ``Lock``'s own key and a ``FencedKey``'s value key are the
+    user's and are not recognised, unless the exact key is a named ``Lock``'s
+    main key (then that ``Lock`` is returned). Inverse of the builders below:
+    ``parse_key(lock_keys("a", key=None, prefix="p:").fence)`` names the ``Lock``
+    ``"a"`` under ``"p:"`` with role ``"fence"``.
+    """
+    return _parse(key, channel=False)
+
+
+def parse_channel(channel: str) -> KeyInfo | None:
+    """The primitive of a wake channel (``wake_prefix`` + waiter id, or a latch's
+    channel), else ``None``."""
+    return _parse(channel, channel=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,34 +418,16 @@ class LockKeys:
     released: str
 
 
-def _has_hash_tag(key: str) -> bool:
-    start = key.find("{")
-    if start < 0:
-        return False
-    end = key.find("}", start + 1)
-    return end > start + 1
-
-
 def fenced_keys(key: str) -> tuple[str, str]:
     """The keys of a fenced resource: the value's key and, in its hash slot, the
-    key holding the largest fence accepted (``{<key>}:fence-seen``, or
-    ``<key>:fence-seen`` when ``key`` already carries a hash tag).
+    key holding the largest fence accepted (``{<key>}:fenced:seen``, or
+    ``{<tag>}:fenced:<escaped key>:seen``; see the module docstring).
 
     Raises:
         InvalidArgument: ``key`` is not a non-empty ``str``.
     """
     key = check_name(key, "key")
-    base = key if _has_hash_tag(key) else "{" + key + "}"
-    return key, base + ":fence-seen"
-
-
-def check_name(value: object, what: str) -> str:
-    """Return ``value`` if it is a non-empty ``str``; raise ``InvalidArgument`` otherwise."""
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{what} must be a str, not {type(value).__name__} {value!r}")
-    if not value:
-        raise InvalidArgument(f"{what} must not be empty")
-    return value
+    return key, _exact_base(key, FENCED_MARKER) + ":seen"
 
 
 def lock_keys(name: str | None, *, key: str | None, prefix: str) -> LockKeys:
@@ -131,18 +435,19 @@ def lock_keys(name: str | None, *, key: str | None, prefix: str) -> LockKeys:
 
     Raises:
         InvalidArgument: both or neither of ``name`` and ``key`` given, or either is
-            not a non-empty ``str``, or ``prefix`` is not a ``str``.
+            not a non-empty ``str``, or ``prefix`` is not a ``str`` or starts an
+            empty hash tag (:func:`check_prefix`).
     """
-    if not isinstance(prefix, str):
-        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
+    check_prefix(prefix)
     if (name is None) == (key is None):
         raise InvalidArgument("give exactly one of name or key=")
     if key is not None:
         key = check_name(key, "key")
-        base = key if _has_hash_tag(key) else "{" + key + "}"
-        return _siblings(key, key, base)
-    name = check_name(name, "name")
-    base = f"{prefix}{{{name}}}"
+        info = parse_key(key)
+        if info is not None and info.kind == "Lock" and info.role == "lock":
+            return _siblings(key, key, key)  # a named Lock's main key: that lock
+        return _siblings(key, key, _exact_base(key, EXACT_MARKER))
+    name, base = _named_base("Lock", name, prefix)
     return _siblings(name, base, base)
 
 
@@ -158,20 +463,16 @@ def _siblings(name: str, lock: str, base: str) -> LockKeys:
     )
 
 
-#: The part added to a primitive's prefix for a reentrant lock's keys.
-RLOCK_NAMESPACE = "rlock:"
-
-
 def rlock_keys(name: str, *, prefix: str) -> LockKeys:
-    """Build the keys of a reentrant lock ``name``: :func:`lock_keys` under
-    ``prefix + "rlock:"``, apart from every ``Lock``'s keys.
+    """Build the keys of a reentrant lock ``name`` under ``prefix``
+    (``<prefix>{<name>}:rlock`` and its roles), apart from every ``Lock``'s keys.
 
     Raises:
-        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
+            a ``str`` or starts an empty hash tag.
     """
-    if not isinstance(prefix, str):
-        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
-    return lock_keys(check_name(name, "name"), key=None, prefix=prefix + RLOCK_NAMESPACE)
+    name, base = _named_base("RLock", name, prefix)
+    return _siblings(name, base, base)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,19 +493,15 @@ class SemaphoreKeys(LockKeys):
         return (self.lock, self.permits, self.fence, self.waiters)
 
 
-#: The part added to a primitive's prefix for a semaphore's keys.
-SEMAPHORE_NAMESPACE = "semaphore:"
-
-
 def semaphore_keys(name: str, *, prefix: str) -> SemaphoreKeys:
-    """Build the keys of semaphore ``name`` under ``prefix + "semaphore:"``.
+    """Build the keys of semaphore ``name`` under ``prefix`` (``<prefix>{<name>}:semaphore``
+    and its roles).
 
     Raises:
-        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
+            a ``str`` or starts an empty hash tag.
     """
-    if not isinstance(prefix, str):
-        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
-    base = f"{prefix}{SEMAPHORE_NAMESPACE}{{{check_name(name, 'name')}}}"
+    name, base = _named_base("Semaphore", name, prefix)
     keys = _siblings(name, base, base)
     return SemaphoreKeys(
         keys.name,
@@ -228,24 +525,16 @@ class LatchKeys:
     channel: str
 
 
-#: The part added to a primitive's prefix for a count-down latch's keys.
-LATCH_NAMESPACE = "latch:"
-
-
 def latch_keys(name: str, *, prefix: str) -> LatchKeys:
-    """Build the keys of count-down latch ``name`` under ``prefix + "latch:"``.
+    """Build the keys of count-down latch ``name`` under ``prefix``
+    (``<prefix>{<name>}:latch``, ``…:latch:opened`` and the channel ``…:latch:zero``).
 
     Raises:
-        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
+            a ``str`` or starts an empty hash tag.
     """
-    if not isinstance(prefix, str):
-        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
-    base = f"{prefix}{LATCH_NAMESPACE}{{{check_name(name, 'name')}}}"
+    name, base = _named_base("CountDownLatch", name, prefix)
     return LatchKeys(name, base, base + ":opened", base + ":zero")
-
-
-#: The part added to a primitive's prefix for a read-write lock's keys.
-RWLOCK_NAMESPACE = "rwlock:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,16 +551,15 @@ class RWLockKeys(LockKeys):
 
 
 def rwlock_keys(name: str, *, prefix: str) -> RWLockKeys:
-    """Build the keys of a read-write lock ``name`` under ``prefix + "rwlock:"``,
-    apart from every ``Lock``'s and ``RLock``'s keys.
+    """Build the keys of a read-write lock ``name`` under ``prefix``
+    (``<prefix>{<name>}:rwlock`` and its roles), apart from every ``Lock``'s and
+    ``RLock``'s keys.
 
     Raises:
-        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
+            a ``str`` or starts an empty hash tag.
     """
-    if not isinstance(prefix, str):
-        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
-    name = check_name(name, "name")
-    base = f"{prefix}{RWLOCK_NAMESPACE}{{{name}}}"
+    name, base = _named_base("ReadWriteLock", name, prefix)
     return RWLockKeys(
         name,
         base,
@@ -284,10 +572,6 @@ def rwlock_keys(name: str, *, prefix: str) -> RWLockKeys:
     )
 
 
-#: The part added to a primitive's prefix for a fair lock's keys.
-FAIR_NAMESPACE = "fair:"
-
-
 @dataclass(frozen=True, slots=True)
 class FairKeys(LockKeys):
     """The keys of a fair lock: a lock's, and the sorted set of its waiters' deadlines."""
@@ -296,22 +580,22 @@ class FairKeys(LockKeys):
 
 
 def fair_keys(name: str, *, prefix: str) -> FairKeys:
-    """Build the keys of a fair lock ``name``: :func:`lock_keys`'s under
-    ``prefix + "fair:"``, and ``<base>:deadlines``.
+    """Build the keys of a fair lock ``name`` under ``prefix``
+    (``<prefix>{<name>}:fair`` and its roles, with ``…:fair:deadlines``).
 
     Raises:
-        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not a ``str``.
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
+            a ``str`` or starts an empty hash tag.
     """
-    if not isinstance(prefix, str):
-        raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
-    base = lock_keys(check_name(name, "name"), key=None, prefix=prefix + FAIR_NAMESPACE)
+    name, base = _named_base("FairLock", name, prefix)
+    keys = _siblings(name, base, base)
     return FairKeys(
-        base.name,
-        base.lock,
-        base.fence,
-        base.waiters,
-        base.wake_prefix,
-        base.delay,
-        base.released,
-        base.lock + ":deadlines",
+        keys.name,
+        keys.lock,
+        keys.fence,
+        keys.waiters,
+        keys.wake_prefix,
+        keys.delay,
+        keys.released,
+        base + ":deadlines",
     )

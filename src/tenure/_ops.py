@@ -67,11 +67,6 @@ from ._drivers._identity import new_op
 from ._drivers._sync import run
 from ._errors import InvalidArgument, NotOwnedError, WrongTypeError
 from ._keys import (
-    FAIR_NAMESPACE,
-    LATCH_NAMESPACE,
-    RLOCK_NAMESPACE,
-    RWLOCK_NAMESPACE,
-    SEMAPHORE_NAMESPACE,
     FairKeys,
     LatchKeys,
     LockKeys,
@@ -84,6 +79,7 @@ from ._keys import (
     rwlock_keys,
     semaphore_keys,
 )
+from ._keys import parse_key as parse_any_key
 from ._plans import fair as fair_plans
 from ._plans import latch as latch_plans
 from ._plans import lock as lock_plans
@@ -482,20 +478,6 @@ def inspect(client: redis.Redis, found: Sequence[Target]) -> tuple[list[LockView
 
 # --- ls: scanning and grouping keys ---------------------------------------------------------
 
-#: Per kind: the namespace after the prefix, and the suffixes of its sibling
-#: keys (see :mod:`tenure._keys`). The empty namespace (Lock) comes last.
-_LAYOUT: tuple[tuple[str, Kind, tuple[str, ...]], ...] = (
-    (RLOCK_NAMESPACE, "RLock", ("fence", "waiters", "delay", "released")),
-    (FAIR_NAMESPACE, "FairLock", ("fence", "waiters", "deadlines", "delay", "released")),
-    (RWLOCK_NAMESPACE, "ReadWriteLock", ("holds", "fence", "waiters", "delay")),
-    (SEMAPHORE_NAMESPACE, "Semaphore", ("permits", "fence", "waiters", "released")),
-    (LATCH_NAMESPACE, "CountDownLatch", ("opened",)),
-    ("", "Lock", ("fence", "waiters", "delay", "released")),
-)
-
-#: A ReadWriteLock's per-owner keys, ``<base>:op:<owner id>`` (role ``"op"``).
-_RW_OP = "}:op:"
-
 
 @dataclass(frozen=True, slots=True, order=True)
 class KeyGroup:
@@ -507,40 +489,22 @@ class KeyGroup:
     roles: frozenset[str] = field(compare=False)
 
 
-def _split_body(body: str, kind: Kind, siblings: tuple[str, ...]) -> tuple[str, str] | None:
-    """``(name, role)`` of ``body``, a key less its prefix, namespace and ``{``."""
-    if body.endswith("}"):
-        return body[:-1], "lock"
-    for sibling in siblings:
-        if body.endswith("}:" + sibling):
-            return body[: -len(sibling) - 2], sibling
-    if kind == "ReadWriteLock" and _RW_OP in body:
-        name, _, owner = body.partition(_RW_OP)
-        return (name, "op") if owner else None
-    return None
-
-
 def parse_key(key: str, prefix: str) -> tuple[Kind, str, str] | None:
     """``(kind, name, role)`` of a key of a named primitive under ``prefix``, else ``None``.
 
     ``role`` is ``"lock"`` for the primitive's main key (a semaphore's holders,
-    a latch's count) or the sibling's suffix (``"fence"``, ``"waiters"``,
+    a latch's count) or the sibling's role (``"fence"``, ``"waiters"``,
     ``"opened"``, ... and ``"op"`` for a ReadWriteLock owner's last-op key):
     ``<prefix>{orders}`` is the ``Lock`` ``orders``'s lock key,
-    ``<prefix>semaphore:{gpus}:permits`` the ``Semaphore`` ``gpus``'s count
-    (see :mod:`tenure._keys`).
+    ``<prefix>{gpus}:semaphore:permits`` the ``Semaphore`` ``gpus``'s count
+    (see :mod:`tenure._keys`; a name with braces or ``%`` is escaped there).
+    Keys under another prefix, and exact-key locks' keys, give ``None``.
     """
-    if not key.startswith(prefix):
+    info = parse_any_key(key)
+    if info is None or info.prefix != prefix or info.name is None or info.kind not in KINDS:
         return None
-    rest = key[len(prefix) :]
-    for namespace, kind, siblings in _LAYOUT:
-        if not rest.startswith(namespace + "{"):
-            continue
-        found = _split_body(rest[len(namespace) + 1 :], kind, siblings)
-        if found is None or not found[0]:
-            return None
-        return kind, found[0], found[1]
-    return None
+    kind = KINDS[KINDS.index(info.kind)]
+    return kind, info.name, info.role
 
 
 def group_keys(keys: Iterable[str | bytes], *, prefix: str, pattern: str = "*") -> list[KeyGroup]:

@@ -471,10 +471,14 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         client: your ``redis.asyncio.Redis`` client (its pool, TLS and ACL settings
             are used as they are; tenure adds one pub/sub connection per client
             while something waits).
-        name: the lock's name; its keys are ``<prefix>{<name>}`` and siblings.
+        name: the lock's name; its keys are ``<prefix>{<name>}`` and siblings
+            (``{``, ``}`` and ``%`` in the name are written ``%7B``, ``%7D``, ``%25``).
         key: instead of ``name``, an exact Redis key. The lock then speaks the
             common ``SET key token NX PX`` protocol, so it and redis-py's ``Lock``
             (or node-redlock, redsync) holding the same key exclude each other.
+            Its other keys are made from the whole key, in its hash slot
+            (``{<key>}:key:fence``, ...); a key that is a named lock's main key
+            (``tenure:{orders}``) is that lock.
         ttl: the lease length in seconds, > 0 (default 30), or an
             :class:`AdaptiveTTL` to set each lease's length from this process's
             recent hold durations of the name.
@@ -499,7 +503,8 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
         replica_fsync: wait until the replicas wrote the lease to their
             append-only file (``WAITAOF``; Redis >= 7.2 or Valkey) instead.
-        prefix: the key prefix for ``name`` (default ``"tenure:"``).
+        prefix: the key prefix for ``name`` (default ``"tenure:"``); one whose
+            first ``{`` is followed at once by ``}`` is refused.
 
     Raises:
         InvalidArgument: both or neither of ``name`` and ``key``; an empty or
@@ -711,7 +716,7 @@ class AsyncFairLock(AsyncLock):
         client: your ``redis.asyncio.Redis`` client (its pool, TLS and ACL settings
             are used as they are; tenure adds one pub/sub connection per client
             while something waits).
-        name: the lock's name; its keys are ``<prefix>fair:{<name>}`` and
+        name: the lock's name; its keys are ``<prefix>{<name>}:fair`` and
             siblings, apart from any ``AsyncLock``'s or ``AsyncRLock``'s. There
             is no exact-key mode.
         ttl: the lease length in seconds, > 0 (default 30), or an
@@ -729,7 +734,8 @@ class AsyncFairLock(AsyncLock):
         min_replicas: see :class:`AsyncLock`.
         replica_timeout: see :class:`AsyncLock`.
         replica_fsync: see :class:`AsyncLock`.
-        prefix: the key prefix (default ``"tenure:"``).
+        prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
+            followed at once by ``}`` is refused.
 
     Raises:
         InvalidArgument: an empty or non-``str`` name or prefix; a ttl or
@@ -1088,7 +1094,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         client: your ``redis.asyncio.Redis`` client (its pool, TLS and ACL settings
             are used as they are; tenure adds one pub/sub connection per client
             while something waits).
-        name: the lock's name; its keys are ``<prefix>rlock:{<name>}`` and
+        name: the lock's name; its keys are ``<prefix>{<name>}:rlock`` and
             siblings, apart from any ``AsyncLock``'s. There is no exact-key mode.
         ttl: the lease length in seconds, > 0 (default 30), or an
             :class:`AdaptiveTTL` (recorded per hold, from first acquire to the
@@ -1109,7 +1115,8 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
         replica_fsync: wait until the replicas wrote the lease to their
             append-only file (``WAITAOF``; Redis >= 7.2 or Valkey) instead.
-        prefix: the key prefix (default ``"tenure:"``).
+        prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
+            followed at once by ``}`` is refused.
 
     Raises:
         InvalidArgument: an empty or non-``str`` name or prefix; a ttl that is not
@@ -1518,7 +1525,7 @@ class AsyncReadWriteLock(_AsyncHolds[AsyncReadWriteLease]):
     Args:
         client: your ``redis.asyncio.Redis`` client (tenure adds one pub/sub
             connection per client while something waits).
-        name: the lock's name; its keys are ``<prefix>rwlock:{<name>}`` and
+        name: the lock's name; its keys are ``<prefix>{<name>}:rwlock`` and
             siblings, apart from any ``AsyncLock``'s or ``AsyncRLock``'s.
         ttl: each hold's lease length in seconds, > 0 (default 30), or an
             :class:`AdaptiveTTL` (recorded per mode, per hold).
@@ -1535,7 +1542,8 @@ class AsyncReadWriteLock(_AsyncHolds[AsyncReadWriteLease]):
             ``replica_timeout``, release it and raise :class:`NotReplicatedError`.
         replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
         replica_fsync: wait for the replicas' append-only file (``WAITAOF``) instead.
-        prefix: the key prefix (default ``"tenure:"``).
+        prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
+            followed at once by ``}`` is refused.
 
     Raises:
         InvalidArgument: an empty or non-``str`` name or prefix; a ttl that is not
@@ -2086,7 +2094,8 @@ class AsyncFencedKey:
         client: your ``redis.asyncio.Redis`` client.
         key: the resource's Redis key (a string value). The largest fence
             accepted is kept beside it, in the same hash slot
-            (``{<key>}:fence-seen``).
+            (``{<key>}:fenced:seen``, or a name made from the whole key when it
+            holds braces or ``%``).
 
     Raises:
         InvalidArgument: ``key`` is not a non-empty ``str``.
@@ -2266,7 +2275,7 @@ class AsyncSemaphore:
         client: your ``redis.asyncio.Redis`` client (its pool, TLS and ACL settings
             are used as they are; tenure adds one pub/sub connection per client
             while something waits).
-        name: the semaphore's name; its keys are ``<prefix>semaphore:{<name>}``
+        name: the semaphore's name; its keys are ``<prefix>{<name>}:semaphore``
             and siblings, apart from any lock's.
         permits: the number of permits, an ``int`` >= 1.
         ttl: the lease length in seconds, > 0 (default 30).
@@ -2280,7 +2289,8 @@ class AsyncSemaphore:
             :class:`NotReplicatedError` (see :class:`AsyncLock`). Default 0.
         replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
         replica_fsync: wait for the replicas' append-only file (``WAITAOF``) instead.
-        prefix: the key prefix (default ``"tenure:"``).
+        prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
+            followed at once by ``}`` is refused.
 
     Raises:
         InvalidArgument: an empty or non-``str`` name or prefix; ``permits`` not
@@ -2528,8 +2538,9 @@ class AsyncCountDownLatch:
     Args:
         client: your ``redis.asyncio.Redis`` client (tenure adds one pub/sub
             connection per client while something waits).
-        name: the latch's name; its keys are ``<prefix>latch:{<name>}`` and siblings.
-        prefix: the key prefix (default ``"tenure:"``).
+        name: the latch's name; its keys are ``<prefix>{<name>}:latch`` and siblings.
+        prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
+            followed at once by ``}`` is refused.
 
     Raises:
         InvalidArgument: an empty or non-``str`` name or prefix.
