@@ -72,3 +72,17 @@ def test_rlock_records_the_whole_hold(r: redis.Redis) -> None:
         with lock:  # a re-entry is part of the hold
             pass
     assert 0.6 <= lock.ttl < 0.8  # 2 x the 0.3 s hold, from first acquire to last release
+
+
+def test_history_keeps_only_the_most_recently_used_names() -> None:
+    from tenure import _adaptive
+
+    policy = AdaptiveTTL(floor=1.0, factor=2.0, window=5)
+    policy.record("unit:adaptive:kept", 4.0)
+    for i in range(_adaptive.MAX_NAMES * 3):
+        policy.record(f"unit:adaptive:many:{i}", 2.0)
+        if i % 100 == 0:
+            assert policy.next_ttl("unit:adaptive:kept") == 8.0  # used: kept
+    assert len(_adaptive._history) == _adaptive.MAX_NAMES
+    assert policy.next_ttl("unit:adaptive:many:0") == 1.0  # least recently used: forgotten
+    assert policy.next_ttl(f"unit:adaptive:many:{_adaptive.MAX_NAMES * 3 - 1}") == 4.0

@@ -6,20 +6,38 @@ recorded in a sliding window per name, in this process; the next lease of that
 name lasts ``factor`` times the window's 99th percentile, within ``floor`` and
 ``ceiling``. A hold that ran longer than its lease is recorded too, so a ttl
 that proved short grows at once.
+
+The history is bounded: it keeps the windows of the :data:`MAX_NAMES` names
+most recently used (recorded or asked for) in this process, and forgets the
+least recently used beyond that; a forgotten name starts again at ``floor``.
+A window holds at most ``window`` floats, so the whole history stays under
+``MAX_NAMES`` times ``window`` floats (about 3 MB with the defaults, far less in
+practice).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from ._errors import InvalidArgument
 from ._units import check_seconds
 
+#: How many names' hold histories a process keeps (the most recently used).
+MAX_NAMES = 1024
+
 _mutex = threading.Lock()
-_history: dict[str, deque[float]] = {}
+_history: OrderedDict[str, deque[float]] = OrderedDict()
+
+
+def _touch(key: str) -> deque[float] | None:
+    """The window of ``key``, now the most recently used (call with ``_mutex``)."""
+    window = _history.get(key)
+    if window is not None:
+        _history.move_to_end(key)
+    return window
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +84,7 @@ class AdaptiveTTL:
     def next_ttl(self, key: str) -> float:
         """The lease length, in seconds, for the next hold of the lock with ``key``."""
         with _mutex:
-            recent = sorted(list(_history.get(key, ()))[-self.window :])
+            recent = sorted(list(_touch(key) or ())[-self.window :])
         if not recent:
             return float(self.floor)
         p99 = recent[min(len(recent) - 1, math.ceil(0.99 * len(recent)) - 1)]
@@ -75,7 +93,9 @@ class AdaptiveTTL:
     def record(self, key: str, seconds: float) -> None:
         """Note that a hold of the lock with ``key`` lasted ``seconds``."""
         with _mutex:
-            window = _history.get(key)
+            window = _touch(key)
             if window is None or window.maxlen != self.window:
                 window = _history[key] = deque(window or (), maxlen=self.window)
             window.append(max(0.0, seconds))
+            while len(_history) > MAX_NAMES:
+                _history.popitem(last=False)
