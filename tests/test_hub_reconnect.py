@@ -415,3 +415,46 @@ def test_a_channel_dropped_while_reconnecting_is_unsubscribed(r: redis.Redis, ur
     b_waiter.join(PROMPT)
     assert len(out) == 2 and out[1] is not None
     out[1].release()
+
+
+def _attempts(r: redis.Redis) -> int:
+    """Script calls the server ran since the last ``CONFIG RESETSTAT``."""
+    stats = r.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
+
+
+def test_the_first_connection_wakes_nobody(r: redis.Redis, url: str) -> None:
+    """A waiter makes two attempts (the lone one, then the queued one after it
+    subscribed) and then sleeps: the hub's first connection is no reconnection."""
+    lease = Lock(r, "first", ttl=LEASE).acquire()
+    assert lease is not None
+    r.config_resetstat()
+    client = redis.Redis.from_url(url, retry=_retry())
+    waiter = threading.Thread(
+        target=lambda: Lock(client, "first", ttl=LEASE).acquire(timeout=1.5), daemon=True
+    )
+    waiter.start()
+    _until_subscribed(r, "first")
+    time.sleep(0.5)
+    assert _attempts(r) == 2
+    waiter.join(5)
+    lease.release()
+
+
+def test_the_first_connection_wakes_nobody_asyncio(r: redis.Redis, url: str) -> None:
+    lease = Lock(r, "afirst", ttl=LEASE).acquire()
+    assert lease is not None
+    r.config_resetstat()
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url, retry=_async_retry())
+        waiter = asyncio.create_task(AsyncLock(client, "afirst", ttl=LEASE).acquire(timeout=1.5))
+        while not r.pubsub_channels("*{afirst}*"):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)
+        assert _attempts(r) == 2
+        assert await waiter is None
+        await client.aclose()
+
+    asyncio.run(main())
+    lease.release()
