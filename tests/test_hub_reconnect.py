@@ -381,10 +381,10 @@ def test_async_waiter_gets_a_lock_freed_by_a_server_restart(
     asyncio.run(main())
 
 
-def test_a_channel_dropped_while_reconnecting_is_unsubscribed(r: redis.Redis, url: str) -> None:
+def test_a_lingering_channel_is_unsubscribed_after_a_reconnection(r: redis.Redis, url: str) -> None:
     """A client without retries: redis-py reconnects, subscribes again to every
-    channel it had (a lingering one too), then raises; the hub gives up the
-    lingering channel. It must unsubscribe it again, not keep it while another
+    channel it had (a lingering one too), then raises. The lingering channel
+    must still go when its linger ends, not stay subscribed while another
     waiter of the client waits."""
     client = redis.Redis.from_url(url)  # no retries
     b_lease = Lock(r, "drop-b", ttl=LEASE).acquire()
@@ -458,3 +458,40 @@ def test_the_first_connection_wakes_nobody_asyncio(r: redis.Redis, url: str) -> 
 
     asyncio.run(main())
     lease.release()
+
+
+def test_async_lingering_channel_is_unsubscribed_after_a_reconnection(
+    r: redis.Redis, url: str
+) -> None:
+    """The asyncio twin of
+    :func:`test_a_lingering_channel_is_unsubscribed_after_a_reconnection`."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)  # no retries
+        b_lease = Lock(r, "adrop-b", ttl=LEASE).acquire()
+        a_lease = Lock(r, "adrop-a", ttl=LEASE).acquire()
+        assert a_lease is not None and b_lease is not None
+        b = asyncio.create_task(AsyncLock(client, "adrop-b", ttl=LEASE).acquire(timeout=10))
+        a = asyncio.create_task(AsyncLock(client, "adrop-a", ttl=LEASE).acquire(timeout=10))
+        while not (r.pubsub_channels("*{adrop-a}*") and r.pubsub_channels("*{adrop-b}*")):
+            await asyncio.sleep(0.01)
+        a_lease.release()
+        got = await asyncio.wait_for(a, PROMPT)
+        assert got is not None
+        await got.release()  # adrop-a's channel lingers now, nobody waits on it
+        _kill_pubsub(r)
+        deadline = time.monotonic() + 3
+        while not r.pubsub_channels("*{adrop-b}*"):
+            assert time.monotonic() < deadline, "the hub did not subscribe again"
+            await asyncio.sleep(0.01)
+        deadline = time.monotonic() + 3  # more than LINGER
+        while r.pubsub_channels("*{adrop-a}*"):
+            assert time.monotonic() < deadline, "the hub kept a channel nobody waits on"
+            await asyncio.sleep(0.01)
+        b_lease.release()
+        got = await asyncio.wait_for(b, PROMPT)
+        assert got is not None
+        await got.release()
+        await client.aclose()
+
+    asyncio.run(main())

@@ -84,10 +84,11 @@ class _HubPubSub(PubSub):
         # redis-py registers this callback after the pool's first connect, so it
         # runs on reconnections only (inside get_message, or inside a waiter's
         # SUBSCRIBE), before any reply of the new connection is read.
-        await super().on_connect(connection)  # SUBSCRIBE again (sent, not yet confirmed)
-        names = self.hub.reconnected(_text(name) for name in self.channels)
-        if names:
-            await self.unsubscribe(*names)
+        self.hub.reconnected()  # before the SUBSCRIBEs: no confirmation comes first
+        await super().on_connect(connection)  # SUBSCRIBE again
+        strays = self.hub.strays(_text(name) for name in self.channels)
+        if strays:
+            await self.unsubscribe(*strays)
 
 
 class _Hub:
@@ -142,11 +143,13 @@ class _Hub:
         """Whether this hub listens (or lingers) on the lock with this wake prefix."""
         return (wake_prefix + self.waiter) in self._book.channels
 
-    def reconnected(self, resubscribed: Iterable[str]) -> list[str]:
-        """The connection was made again and SUBSCRIBE re-sent for ``resubscribed``:
-        see :meth:`._hubbook.HubBook.reconnected`. Returns the channels to
-        unsubscribe again."""
-        return self._book.reconnected(resubscribed)
+    def reconnected(self) -> None:
+        """The connection is being made again: see :meth:`._hubbook.HubBook.reconnected`."""
+        self._book.reconnected()
+
+    def strays(self, resubscribed: Iterable[str]) -> list[str]:
+        """The channels to unsubscribe again: see :meth:`._hubbook.HubBook.strays`."""
+        return self._book.strays(resubscribed)
 
     def _listen(self) -> _HubPubSub:
         if self._pubsub is None:

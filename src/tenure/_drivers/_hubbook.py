@@ -22,7 +22,7 @@ between two waits.
 Reconnection. A message published while the pub/sub connection was down is
 lost, so every reconnection wakes every waiter and listener to check Redis
 again, but only once its channel is subscribed again: redis-py re-sends
-SUBSCRIBE for each channel when it reconnects (and calls the hub, see
+SUBSCRIBE for each channel when it reconnects (and calls the hub first, see
 :meth:`HubBook.reconnected`), and the server's confirmation of that SUBSCRIBE
 is what wakes the channel's plans. A release before that confirmation is seen
 by the plan's next attempt; a release after it is published to the hub. Waking
@@ -30,8 +30,8 @@ at the reconnection itself would leave a gap (a release between the attempt
 and the new subscription would be lost again). The first connection of a hub
 wakes nobody: redis-py calls the hub only when a connection is made *again*.
 Channels that redis-py subscribed again but the hub no longer listens on
-(being unsubscribed, or given up when the connection failed) are unsubscribed
-again, so that they do not keep the connection open.
+(their UNSUBSCRIBE was lost with the connection) are unsubscribed again
+(:meth:`HubBook.strays`), so that they do not keep the connection open.
 """
 
 from __future__ import annotations
@@ -228,26 +228,32 @@ class HubBook(Generic[C]):
         return not self.channels and not self.closing
 
     def drop_idle(self) -> bool:
-        """The connection failed: forget channels nobody waits on (their
-        subscriptions die with the connection). Return whether nothing is left,
-        so that the reader can stop instead of reconnecting for nobody."""
-        for name in [name for name, ch in self.channels.items() if ch.refs == 0]:
-            del self.channels[name]
-            self.rewake.discard(name)
+        """The connection failed. If nobody waits on any channel, forget every
+        channel and return ``True``: the reader stops (closing the connection)
+        instead of reconnecting for nobody. Otherwise keep them all (redis-py
+        subscribes to each again when it reconnects; idle ones are unsubscribed
+        when their linger ends) and return ``False``."""
+        if any(ch.refs for ch in self.channels.values()):
+            return False
+        self.channels.clear()
         self.closing.clear()
-        return not self.channels
+        self.rewake.clear()
+        return True
 
-    def reconnected(self, resubscribed: Iterable[str]) -> list[str]:
-        """The pub/sub connection was made again (not its first connection), and
-        SUBSCRIBE was sent again for the channels ``resubscribed``.
+    def reconnected(self) -> None:
+        """The pub/sub connection is being made again (not its first connection):
+        messages may have been lost while it was down. Call before redis-py
+        sends SUBSCRIBE again, so that no confirmation is read first.
 
-        Every channel's next subscription confirmation will wake all its waiters
-        and listeners (see :meth:`route`): messages may have been lost while the
-        connection was down. Returns the channels of ``resubscribed`` that the
-        book does not listen on (being unsubscribed, or dropped by
-        :meth:`drop_idle`), to UNSUBSCRIBE again; they are closing until confirmed.
+        Each channel's next subscription confirmation will wake all its waiters
+        and listeners (see :meth:`route`).
         """
         self.rewake.update(self.channels)
+
+    def strays(self, resubscribed: Iterable[str]) -> list[str]:
+        """Of the channels redis-py subscribed again after a reconnection, those
+        the book does not listen on (they were being unsubscribed): to
+        UNSUBSCRIBE again. They are closing until that is confirmed."""
         extra = [name for name in resubscribed if name not in self.channels]
         for name in extra:
             self.closing.setdefault(name, None)

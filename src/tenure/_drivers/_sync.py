@@ -111,10 +111,12 @@ class _HubPubSub(PubSub):
     def on_connect(self, connection: Any) -> None:
         # redis-py registers this callback after the pool's first connect, so it
         # runs on reconnections only, in whichever thread found the connection
-        # broken (inside get_message, or inside a SUBSCRIBE of a waiter), perhaps
-        # holding locks of this PubSub or the hub: it only raises a flag.
-        super().on_connect(connection)  # SUBSCRIBE again (sent, not yet confirmed)
+        # broken: the reader (inside get_message or an UNSUBSCRIBE) or a waiter
+        # (inside a SUBSCRIBE, holding the hub's mutex). It only raises a flag,
+        # before the SUBSCRIBEs go out, so the reader sees it before it reads
+        # any confirmation; it handles it holding the mutex, so after they went.
         self.reconnected.set()
+        super().on_connect(connection)  # SUBSCRIBE again
 
 
 class _Hub:
@@ -178,8 +180,8 @@ class _Hub:
         redis-py subscribed again that the book no longer listens on. Called by
         the reader, holding the mutex."""
         pubsub.reconnected.clear()
-        names = [_text(name) for name in pubsub.channels]
-        for name in self._book.reconnected(names):
+        self._book.reconnected()
+        for name in self._book.strays([_text(name) for name in pubsub.channels]):
             pubsub.unsubscribe(name)  # type: ignore[no-untyped-call]
 
     def _listen(self) -> _HubPubSub:
