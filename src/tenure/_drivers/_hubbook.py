@@ -28,10 +28,17 @@ is what wakes the channel's plans. A release before that confirmation is seen
 by the plan's next attempt; a release after it is published to the hub. Waking
 at the reconnection itself would leave a gap (a release between the attempt
 and the new subscription would be lost again). The first connection of a hub
-wakes nobody: redis-py calls the hub only when a connection is made *again*.
+wakes nobody: redis-py (5.x to 8.x) registers the hub's callback after the
+pool connected, so it is called only when a connection is made *again*.
 Channels that redis-py subscribed again but the hub no longer listens on
 (their UNSUBSCRIBE was lost with the connection) are unsubscribed again
 (:meth:`HubBook.strays`), so that they do not keep the connection open.
+
+A read that fails (redis-py gave up reconnecting, or does not retry) wakes
+every waiter at once too (:meth:`HubBook.wake_all`), so that a waiter whose
+server is gone gets its connection error now; the channels are kept for the
+reconnection, unless nobody waits any more (:meth:`HubBook.drop_idle`: the
+reader then stops).
 """
 
 from __future__ import annotations
