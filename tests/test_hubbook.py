@@ -110,7 +110,7 @@ def test_broadcast_sets_every_listener_and_lingers() -> None:
     a.clear()
     book.unlisten(ch, b, now=1.0)
     assert ch.listeners == {a} and ch.idle_since is None
-    book.wake_all()  # a reconnection wakes listeners too
+    book.wake_all()  # a failed read wakes listeners too
     assert a.is_set()
     book.unlisten(ch, a, now=2.0)
     assert book.route("message", "z", "x") is None  # nobody listens: nothing to do
