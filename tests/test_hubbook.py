@@ -67,9 +67,11 @@ def test_failed_subscribe_and_connection_loss() -> None:
     idle, _ = book.enter("i", KEYS, "ti")
     book.leave(idle, "ti", now=0.0)
     assert not book.drop_idle()  # someone still waits: keep reconnecting
-    assert list(book.channels) == ["w"]
+    # redis-py subscribes to both again: the idle one lingers, then goes
+    assert list(book.channels) == ["w", "i"]
+    assert book.stale(now=LINGER) == ["i"]
     book.leave(waiting, "tw", now=0.0)
-    assert book.drop_idle() and book.empty()
+    assert book.drop_idle() and book.empty()  # nobody waits: the reader stops
 
 
 def test_wake_all() -> None:
@@ -108,7 +110,7 @@ def test_broadcast_sets_every_listener_and_lingers() -> None:
     a.clear()
     book.unlisten(ch, b, now=1.0)
     assert ch.listeners == {a} and ch.idle_since is None
-    book.wake_all()  # a reconnection wakes listeners too
+    book.wake_all()  # a failed read wakes listeners too
     assert a.is_set()
     book.unlisten(ch, a, now=2.0)
     assert book.route("message", "z", "x") is None  # nobody listens: nothing to do
@@ -130,3 +132,47 @@ def test_a_late_hand_off_to_a_plan_that_took_the_lock_itself_is_not_passed_on() 
         book.leave(*book.enter("c", KEYS, f"k{i}")[:1], f"k{i}", now=0.0, kept=True)
     assert book.route("message", "c", "43 k0") == PassOn(KEYS, "k0")
     assert book.route("message", "c", "44 k1999") is None
+
+
+def test_a_reconnection_wakes_everyone_once_subscribed_again() -> None:
+    """Messages published while the connection was down are lost: the server's
+    confirmation of each channel's new SUBSCRIBE wakes its waiters and listeners
+    (not the reconnection itself, which comes before the subscription)."""
+    book = HubBook(Ch)
+    lock, _ = book.enter("w", KEYS, "t")
+    heard = threading.Event()
+    latch, _ = book.listen("z", heard)
+    idle, _ = book.enter("i", KEYS, "ti")
+    for name, ch in (("w", lock), ("z", latch), ("i", idle)):
+        assert book.route("subscribe", name) is ch.ready  # the first subscription wakes nobody
+    book.leave(idle, "ti", now=0.0)
+    assert book.stale(now=LINGER) == ["i"]  # UNSUBSCRIBE sent, not confirmed yet
+    assert not lock.wake.is_set() and not heard.is_set()
+    # redis-py reconnects and subscribes again to all it knew, "i" included
+    book.reconnected()
+    assert book.strays(["w", "z", "i"]) == ["i"] and "i" in book.closing  # to unsubscribe again
+    assert not lock.wake.is_set() and not heard.is_set()  # not before the confirmation
+    route = book.route("subscribe", "w")
+    assert isinstance(route, WakeEach)
+    route.set()
+    assert lock.wake.is_set() and lock.ready.is_set() and not heard.is_set()
+    route = book.route("subscribe", "z")
+    assert isinstance(route, WakeEach)
+    route.set()
+    assert heard.is_set()
+    assert book.route("subscribe", "i") is None
+    assert book.route("subscribe", "w") is lock.ready  # once per reconnection
+    assert book.route("unsubscribe", "i") is None and "i" not in book.closing
+
+
+def test_a_reconnection_forgets_channels_that_go() -> None:
+    book = HubBook(Ch)
+    ch, _ = book.enter("w", KEYS, "t")
+    book.enter("x", KEYS, "tx")
+    book.reconnected()
+    book.abort("x")
+    book.leave(ch, "t", now=0.0)
+    book.stale(now=LINGER)
+    assert not book.rewake
+    again, subscribe = book.enter("w", KEYS, "t")
+    assert subscribe and book.route("subscribe", "w") is again.ready

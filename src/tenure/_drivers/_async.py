@@ -9,6 +9,7 @@ import logging
 import os
 import time
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -75,18 +76,28 @@ class _Channel:
 
 
 class _HubPubSub(PubSub):
+    """redis-py's PubSub, telling its hub when the connection is made again."""
+
     hub: _Hub
 
     async def on_connect(self, connection: Any) -> None:
-        await super().on_connect(connection)
-        self.hub.reconnected()
+        # redis-py registers this callback after the pool's first connect, so it
+        # runs on reconnections only (inside get_message, or inside a waiter's
+        # SUBSCRIBE), before any reply of the new connection is read.
+        self.hub.reconnected()  # before the SUBSCRIBEs: no confirmation comes first
+        await super().on_connect(connection)  # SUBSCRIBE again
+        strays = self.hub.strays(_text(name) for name in self.channels)
+        if strays:
+            await self.unsubscribe(*strays)
 
 
 class _Hub:
     """One pub/sub connection per client, process and event loop; wakes waiting tasks.
 
     The bookkeeping is :class:`._hubbook.HubBook`'s; this class does the I/O:
-    SUBSCRIBE / UNSUBSCRIBE, and a reader task that routes messages.
+    SUBSCRIBE / UNSUBSCRIBE, and a reader task that routes messages. After a
+    reconnection (see the book's module docstring) the confirmations of the new
+    SUBSCRIBEs wake every waiter.
     """
 
     def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
@@ -96,7 +107,6 @@ class _Hub:
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._connected_before = False
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
 
     async def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
@@ -134,18 +144,18 @@ class _Hub:
         return (wake_prefix + self.waiter) in self._book.channels
 
     def reconnected(self) -> None:
-        """Messages may have been lost while disconnected: let every waiter retry."""
-        if not self._connected_before:
-            self._connected_before = True
-            return
-        self._book.wake_all()
+        """The connection is being made again: see :meth:`._hubbook.HubBook.reconnected`."""
+        self._book.reconnected()
+
+    def strays(self, resubscribed: Iterable[str]) -> list[str]:
+        """The channels to unsubscribe again: see :meth:`._hubbook.HubBook.strays`."""
+        return self._book.strays(resubscribed)
 
     def _listen(self) -> _HubPubSub:
         if self._pubsub is None:
             pubsub = _HubPubSub(connection_pool=self._pool)
             pubsub.hub = self
             self._pubsub = pubsub
-            self._connected_before = False  # a new connection: its first connect loses nothing
         return self._pubsub
 
     async def _read(self) -> None:
@@ -190,10 +200,7 @@ class _Hub:
             return False
 
     async def _dispatch(self, message: dict[str, Any]) -> None:
-        channel, data = (
-            v.decode() if isinstance(v, bytes) else str(v)
-            for v in (message["channel"], message["data"])
-        )
+        channel, data = _text(message["channel"]), _text(message["data"])
         route = self._book.route(message["type"], channel, data)
         if isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.
@@ -202,6 +209,12 @@ class _Hub:
                 await _drive(client, route.plan())
         elif route is not None:
             route.set()
+
+
+def _text(value: Any) -> str:
+    """A channel name or message payload as ``str`` (redis-py gives ``bytes``
+    unless the client decodes responses)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class _Watchdog:

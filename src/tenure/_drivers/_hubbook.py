@@ -18,11 +18,32 @@ A broadcast channel (a count-down latch reaching zero) is listened on by any
 number of plans of the process, each with its own event: every message on it
 sets all of them, and each plan clears only its own, so that no wake is lost
 between two waits.
+
+Reconnection. A message published while the pub/sub connection was down is
+lost, so every reconnection wakes every waiter and listener to check Redis
+again, but only once its channel is subscribed again: redis-py re-sends
+SUBSCRIBE for each channel when it reconnects (and calls the hub first, see
+:meth:`HubBook.reconnected`), and the server's confirmation of that SUBSCRIBE
+is what wakes the channel's plans. A release before that confirmation is seen
+by the plan's next attempt; a release after it is published to the hub. Waking
+at the reconnection itself would leave a gap (a release between the attempt
+and the new subscription would be lost again). The first connection of a hub
+wakes nobody: redis-py (5.x to 8.x) registers the hub's callback after the
+pool connected, so it is called only when a connection is made *again*.
+Channels that redis-py subscribed again but the hub no longer listens on
+(their UNSUBSCRIBE was lost with the connection) are unsubscribed again
+(:meth:`HubBook.strays`), so that they do not keep the connection open.
+
+A read that fails (redis-py gave up reconnecting, or does not retry) wakes
+every waiter at once too (:meth:`HubBook.wake_all`), so that a waiter whose
+server is gone gets its connection error now; the channels are kept for the
+reconnection, unless nobody waits any more (:meth:`HubBook.drop_idle`: the
+reader then stops).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -108,6 +129,8 @@ class HubBook(Generic[C]):
     channels: dict[str, C] = field(default_factory=dict)
     closing: dict[str, LockKeys | None] = field(default_factory=dict)
     kept: dict[str, None] = field(default_factory=dict)  # oldest first
+    # channels subscribed again after a reconnection: their confirmation wakes everyone
+    rewake: set[str] = field(default_factory=set)
 
     def enter(self, channel: str, keys: LockKeys | None, token: str) -> tuple[C, bool]:
         """Count a waiter (waiting with ``token``) in; return its channel and
@@ -137,6 +160,7 @@ class HubBook(Generic[C]):
     def abort(self, channel: str) -> None:
         """The SUBSCRIBE for a new channel failed: forget the channel."""
         self.channels.pop(channel, None)
+        self.rewake.discard(channel)
 
     def leave(self, ch: C, token: str, now: float, kept: bool = False) -> None:
         """Count a waiter out; the channel lingers from ``now``. ``kept``: its plan
@@ -169,13 +193,16 @@ class HubBook(Generic[C]):
         ]
         for name in names:
             self.closing[name] = self.channels.pop(name).keys
+            self.rewake.discard(name)
         return names
 
     def route(self, kind: str, channel: str, data: str = "") -> Settable | PassOn | None:
         """What a pub/sub message of ``kind`` on ``channel`` with ``data`` asks for.
 
         Returns the event to set (a subscription confirmed, a hand-off recorded
-        for the waiting token, or a broadcast for every listener), a
+        for the waiting token, or a broadcast for every listener; a subscription
+        confirmed after :meth:`reconnected` wakes every waiter and listener of
+        the channel), a
         :class:`PassOn` (a lock handed to a token nobody here waits with, on a
         channel entered with keys), or ``None`` (nothing to do).
         """
@@ -184,7 +211,12 @@ class HubBook(Generic[C]):
             return None
         ch = self.channels.get(channel)
         if kind == "subscribe":
-            return ch.ready if ch is not None else None
+            if ch is None:
+                return None
+            if channel in self.rewake:  # subscribed again after a reconnection
+                self.rewake.discard(channel)
+                return WakeEach((ch.ready, ch.wake, *ch.listeners))
+            return ch.ready
         if kind == "message" and ch is not None and ch.listeners:
             return WakeEach(tuple(ch.listeners))
         fence, _, token = data.partition(" ")
@@ -203,16 +235,40 @@ class HubBook(Generic[C]):
         return not self.channels and not self.closing
 
     def drop_idle(self) -> bool:
-        """The connection failed: forget channels nobody waits on (their
-        subscriptions die with the connection). Return whether nothing is left,
-        so that the reader can stop instead of reconnecting for nobody."""
-        for name in [name for name, ch in self.channels.items() if ch.refs == 0]:
-            del self.channels[name]
+        """The connection failed. If nobody waits on any channel, forget every
+        channel and return ``True``: the reader stops (closing the connection)
+        instead of reconnecting for nobody. Otherwise keep them all (redis-py
+        subscribes to each again when it reconnects; idle ones are unsubscribed
+        when their linger ends) and return ``False``."""
+        if any(ch.refs for ch in self.channels.values()):
+            return False
+        self.channels.clear()
         self.closing.clear()
-        return not self.channels
+        self.rewake.clear()
+        return True
+
+    def reconnected(self) -> None:
+        """The pub/sub connection is being made again (not its first connection):
+        messages may have been lost while it was down. Call before redis-py
+        sends SUBSCRIBE again, so that no confirmation is read first.
+
+        Each channel's next subscription confirmation will wake all its waiters
+        and listeners (see :meth:`route`).
+        """
+        self.rewake.update(self.channels)
+
+    def strays(self, resubscribed: Iterable[str]) -> list[str]:
+        """Of the channels redis-py subscribed again after a reconnection, those
+        the book does not listen on (they were being unsubscribed): to
+        UNSUBSCRIBE again. They are closing until that is confirmed."""
+        extra = [name for name in resubscribed if name not in self.channels]
+        for name in extra:
+            self.closing.setdefault(name, None)
+        return extra
 
     def wake_all(self) -> None:
-        """Let every waiter and listener retry (messages may have been lost)."""
+        """Let every waiter and listener retry at once (the connection failed:
+        a waiter whose server is gone gets its error now, not after a lease)."""
         for ch in list(self.channels.values()):
             ch.wake.set()
             for event in list(ch.listeners):

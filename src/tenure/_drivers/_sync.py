@@ -102,11 +102,21 @@ class _Channel:
 
 
 class _HubPubSub(PubSub):
-    hub: _Hub
+    """redis-py's PubSub, telling its hub when the connection is made again."""
+
+    # Set when redis-py made the connection again and re-sent SUBSCRIBE; the
+    # reader thread handles it before it routes the next message.
+    reconnected: threading.Event
 
     def on_connect(self, connection: Any) -> None:
-        super().on_connect(connection)
-        self.hub.reconnected()
+        # redis-py registers this callback after the pool's first connect, so it
+        # runs on reconnections only, in whichever thread found the connection
+        # broken: the reader (inside get_message or an UNSUBSCRIBE) or a waiter
+        # (inside a SUBSCRIBE, holding the hub's mutex). It only raises a flag,
+        # before the SUBSCRIBEs go out, so the reader sees it before it reads
+        # any confirmation; it handles it holding the mutex, so after they went.
+        self.reconnected.set()
+        super().on_connect(connection)  # SUBSCRIBE again
 
 
 class _Hub:
@@ -114,6 +124,9 @@ class _Hub:
 
     The bookkeeping is :class:`._hubbook.HubBook`'s; this class does the I/O:
     SUBSCRIBE / UNSUBSCRIBE, and a daemon reader thread that routes messages.
+    After a reconnection (see the book's module docstring) the reader tells the
+    book before it routes the next message, so the confirmations of the new
+    SUBSCRIBEs wake every waiter.
     """
 
     def __init__(self, pool: redis.ConnectionPool) -> None:
@@ -123,7 +136,6 @@ class _Hub:
         self._mutex = threading.Lock()
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
-        self._connected_before = False
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
 
     def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
@@ -162,19 +174,21 @@ class _Hub:
         """Whether this hub listens (or lingers) on the lock with this wake prefix."""
         return (wake_prefix + self.waiter) in self._book.channels
 
-    def reconnected(self) -> None:
-        """Messages may have been lost while disconnected: let every waiter retry."""
-        if not self._connected_before:
-            self._connected_before = True
-            return
-        self._book.wake_all()
+    def _resubscribed(self, pubsub: _HubPubSub) -> None:
+        """The connection was made again: let the confirmations of the channels
+        subscribed again wake every waiter, and unsubscribe again the channels
+        redis-py subscribed again that the book no longer listens on. Called by
+        the reader, holding the mutex."""
+        pubsub.reconnected.clear()
+        self._book.reconnected()
+        for name in self._book.strays([_text(name) for name in pubsub.channels]):
+            pubsub.unsubscribe(name)  # type: ignore[no-untyped-call]
 
     def _listen(self) -> _HubPubSub:
         if self._pubsub is None:
             pubsub = _HubPubSub(connection_pool=self._pool)
-            pubsub.hub = self
+            pubsub.reconnected = threading.Event()
             self._pubsub = pubsub
-            self._connected_before = False  # a new connection: its first connect loses nothing
             _start(self._read, "tenure-wake-hub")
         return self._pubsub
 
@@ -187,6 +201,8 @@ class _Hub:
                 message = pubsub.get_message(timeout=READ_POLL)
                 failures = 0
                 with self._mutex:
+                    if pubsub.reconnected.is_set():
+                        self._resubscribed(pubsub)
                     for name in self._book.stale(time.monotonic()):
                         pubsub.unsubscribe(name)  # type: ignore[no-untyped-call]
                     if message is None and self._book.empty():
@@ -207,10 +223,7 @@ class _Hub:
             pubsub.close()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
-        channel, data = (
-            v.decode() if isinstance(v, bytes) else str(v)
-            for v in (message["channel"], message["data"])
-        )
+        channel, data = _text(message["channel"]), _text(message["data"])
         with self._mutex:
             route = self._book.route(message["type"], channel, data)
         if isinstance(route, PassOn):
@@ -220,6 +233,12 @@ class _Hub:
                 _drive(client, route.plan())
         elif route is not None:
             route.set()
+
+
+def _text(value: Any) -> str:
+    """A channel name or message payload as ``str`` (redis-py gives ``bytes``
+    unless the client decodes responses)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class _Watchdog:

@@ -12,8 +12,9 @@ shared subscription), then reads the count and the opening number, then waits
 for a message or the timeout. Each wake is checked against Redis: the wait
 ends when the count is zero, or when the opening number has grown since the
 first read (the latch opened and was set again before this waiter looked).
-A reconnection of the hub also wakes the waiter, since a message may have
-been lost while disconnected.
+A reconnection of the hub also wakes the waiter, once the channel is
+subscribed again, since a message may have been lost while disconnected: it
+reads the count again (a count lost with the server's data reads as zero, open).
 """
 
 from __future__ import annotations
