@@ -38,7 +38,7 @@ from .._errors import NotOwnedError, ProtocolError
 from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
-from .._units import to_ms
+from .._units import lease_ms
 from .lock import FENCE_TTL_MS, extend_refused, least_left_ms
 from .waiting import Clock, Contender, Grant, validity, wait_turn
 
@@ -89,7 +89,7 @@ def acquire(
         InvalidArgument: ``ttl`` is not a positive number.
         WrongTypeError: one of the lock's keys holds another type.
     """
-    contender = _RLockContender(keys, owner, ttl, to_ms(ttl, "ttl"))
+    contender = _RLockContender(keys, owner, ttl, lease_ms(ttl))
     contender.op, contender.delay_ms = op, delay_ms
     return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
 
@@ -177,7 +177,7 @@ def renewal(
     Raises:
         InvalidArgument: ``seconds`` is not a positive number.
     """
-    ms = to_ms(seconds, "seconds")
+    ms = lease_ms(seconds, "seconds")
     return Eval(
         RLOCK_EXTEND,
         (keys.lock, keys.fence, keys.delay),

@@ -43,7 +43,7 @@ from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, Protocol
 from .._keys import RWLockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
-from .._units import to_ms
+from .._units import lease_ms
 from .lock import FENCE_TTL_MS, extend_refused, least_left_ms
 from .waiting import Clock, Contender, Grant, handed_off_until, validity, wait_turn
 
@@ -184,7 +184,7 @@ class _RWContender(Contender):
         self.rw_keys = keys
         self.keys = keys
         self.owner, self.mode, self.letter = owner, mode, letter(mode)
-        self.ttl, self.ttl_ms = ttl, to_ms(ttl, "ttl")
+        self.ttl, self.ttl_ms = ttl, lease_ms(ttl)
         self.op, self.delay_ms, self.now = op, delay_ms, now
         self.token = f"{self.letter}:{owner}:{op}"
 
@@ -305,7 +305,7 @@ def renewal(
     Raises:
         InvalidArgument: ``seconds`` is not a positive number.
     """
-    ms = to_ms(seconds, "seconds")
+    ms = lease_ms(seconds, "seconds")
     return Eval(
         RWLOCK_EXTEND,
         (keys.lock, keys.holds, keys.fence, keys.waiters, keys.delay),
