@@ -11,15 +11,17 @@ NaN and the infinities.
 
 - **Durations** (``ttl``, ``timeout``, ``extend(seconds)``, ``lock_delay``,
   ``waiter_timeout``, ``replica_timeout``, ``AdaptiveTTL``'s bounds, a latch's
-  wait): seconds as an ``int`` or ``float``, at most :data:`MAX_SECONDS`
-  (365 days). The scripts get whole milliseconds, rounded up (:func:`to_ms`).
-  The bound keeps every sum a script makes exact, both as a Lua number (a
-  double: integers up to 2**53) and as a Redis integer (signed 64 bits): the
-  server clock in µs (about 1.8e15 today, under 2**53 until the year 2255)
-  plus a lease and its lock-delay, or a sorted-set score that is the server
-  time in ms plus a lease. A year is far above any sensible lease, so a
-  larger value is a mistake in units (milliseconds passed as seconds)
-  rather than a wish; pass ``timeout=None`` to wait without limit.
+  wait; ``tenure run``'s ``--ttl``, ``--wait`` and ``--grace``): seconds as an
+  ``int`` or ``float``, at most :data:`MAX_SECONDS` (365 days, 3.2e10 ms). The
+  scripts get whole milliseconds, rounded up (:func:`to_ms`). Every sum a
+  script makes then stays exact both as a Lua number (a double: integers up to
+  2**53, 9e15) and as a Redis integer (signed 64 bits): the server clock in ms
+  (1.8e12 today) plus a lease and its lock-delay, as a ``PX`` or as a sorted-set
+  score; fences and arrival scores in µs (1.8e15 today) stay below 2**53 until
+  the year 2255. A year is also far below the longest wait of a thread
+  (``threading.TIMEOUT_MAX``), and far above any sensible lease or wait: a
+  larger value is a mistake in units (milliseconds passed as seconds) rather
+  than a wish. ``timeout=None`` waits without limit.
 - **A lease length** (``ttl``, ``extend(seconds)``, ``AdaptiveTTL`` floor and
   ceiling) is also at least :data:`MIN_TTL` (10 ms). A client trusts a lease
   for its ttl less 1 % and 2 ms from the moment its acquire was sent
@@ -27,15 +29,17 @@ NaN and the infinities.
   arrival, and at 10 ms about 8 ms remain, enough for one round trip on a
   local network. Redis keeps expiry in whole milliseconds.
 - **Counts** (a semaphore's ``permits``, a latch's count, ``min_replicas``,
-  an info ``limit``, ``AdaptiveTTL`` window, a fence): ``int`` up to
-  :data:`MAX_COUNT` = 2**53 - 1, the largest range in which every integer is a
-  Lua number exactly (the scripts read counts with ``tonumber`` and reply with
-  them; Redis's ``DECR`` would hold more, Lua would not).
+  an info ``limit``, ``AdaptiveTTL`` window, a fence): ``int`` from 1 (0 for
+  ``min_replicas``, ``limit`` and a fence) up to :data:`MAX_COUNT` = 2**53 - 1,
+  the largest range in which every integer is a Lua number exactly (the
+  scripts read counts with ``tonumber``, compare and subtract them, and reply
+  with them; Redis's ``DECR`` would hold more, Lua would not).
 - **Permits in one lease** (``Semaphore.acquire(n)``): at most
   :data:`MAX_LEASE_PERMITS` (10 000), and at most the count. A lease is one
   sorted-set member per permit, written, renewed and removed by one script
   call: 10 000 members take some 30 ms of the server's time (during which no
   other command runs), a million take seconds and megabytes.
+- ``AdaptiveTTL``'s ``factor`` is a number from 1 to 1000.
 """
 
 from __future__ import annotations
