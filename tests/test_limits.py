@@ -208,7 +208,9 @@ def test_the_shortest_ttl_is_taken_and_runs_out(r: redis.Redis) -> None:
         pool.submit(other.release).result()
 
 
-def test_a_name_that_cant_be_encoded_is_refused_by_every_constructor(r: redis.Redis) -> None:
+def test_a_name_that_cant_be_encoded_is_refused_by_every_constructor(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     ar = redis.asyncio.Redis()  # never connects: constructors send nothing
     makers: list[Callable[[], object]] = [
         lambda: Lock(r, SURROGATE),
@@ -232,6 +234,9 @@ def test_a_name_that_cant_be_encoded_is_refused_by_every_constructor(r: redis.Re
             make()
     with pytest.raises(InvalidArgument, match=r"prefix 'app\\ud800:' can't be encoded"):
         Lock(r, "orders", prefix="app\ud800:")
+    for args in (["ls", "--prefix", "app\udcff:"], ["inspect", SURROGATE]):
+        assert main(["--url", url, *args]) == 2  # not a traceback from redis-py
+        assert "can't be encoded as UTF-8" in capsys.readouterr().err
     assert r.dbsize() == 0
 
 

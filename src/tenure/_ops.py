@@ -72,6 +72,7 @@ from ._keys import (
     LockKeys,
     RWLockKeys,
     SemaphoreKeys,
+    check_prefix,
     fair_keys,
     latch_keys,
     lock_keys,
@@ -541,7 +542,13 @@ def list_locks(
 ) -> tuple[list[LockView], list[str]]:
     """The named primitives under ``prefix`` whose name matches ``pattern``, read
     one by one after the scan; and a message for each one skipped because one
-    of its keys holds another type."""
+    of its keys holds another type.
+
+    Raises:
+        InvalidArgument: ``prefix`` is not a prefix tenure takes
+            (:func:`~tenure._keys.check_prefix`); nothing was sent.
+    """
+    check_prefix(prefix)
     views: list[LockView] = []
     skipped: list[str] = []
     for group in group_keys(scan(client, prefix, count), prefix=prefix, pattern=pattern):
