@@ -230,7 +230,7 @@ def renewal(keys: LockKeys, token: str, seconds: float, *, ttl: float, delay_ms:
     for having too little left.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
     ms = lease_ms(seconds, "seconds")
     return Eval(LOCK_EXTEND, (keys.lock, keys.delay), (token, ms, least_left_ms(ttl), delay_ms))
@@ -259,7 +259,7 @@ def extend(
     Returns the new ``expires_at`` on the caller's monotonic clock.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
         NotOwnedError: the lock is not held with ``token``, or its lease had too
             little left to be trusted; nothing was changed.
     """

@@ -86,7 +86,7 @@ def acquire(
     owner holds the lock, or when ``timeout`` seconds pass first.
 
     Raises:
-        InvalidArgument: ``ttl`` is not a positive number.
+        InvalidArgument: ``ttl`` is not a lease length (0.01 s to a year).
         WrongTypeError: one of the lock's keys holds another type.
     """
     contender = _RLockContender(keys, owner, ttl, lease_ms(ttl))
@@ -175,7 +175,7 @@ def renewal(
     for having too little left.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
     ms = lease_ms(seconds, "seconds")
     return Eval(
@@ -200,7 +200,7 @@ def extend(
     new ``expires_at`` on the caller's monotonic clock.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
         NotOwnedError: ``owner`` holds no count, or its hold has another fence, or
             its lease had too little left to be trusted; nothing was changed.
     """

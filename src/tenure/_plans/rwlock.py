@@ -153,8 +153,8 @@ def acquire(
     lock is not free for ``owner``, or when ``timeout`` seconds pass first.
 
     Raises:
-        InvalidArgument: ``ttl`` is not a positive number, ``mode`` is bad, or ``op``
-            is empty.
+        InvalidArgument: ``ttl`` is not a lease length (0.01 s to a year), ``mode``
+            is bad, or ``op`` is empty.
         LockUpgradeError: ``mode`` is ``"write"`` and ``owner`` holds the read
             lock without the write lock.
         WrongTypeError: one of the lock's keys holds another type.
@@ -303,7 +303,7 @@ def renewal(
     for having too little left.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
     ms = lease_ms(seconds, "seconds")
     return Eval(
@@ -330,7 +330,7 @@ def extend(
     only used in the error message.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
         NotOwnedError: ``owner`` holds no such hold, or it has another id, or its
             lease had too little left to be trusted; nothing was changed.
     """

@@ -129,7 +129,7 @@ def acquire(
     when ``timeout`` seconds pass first.
 
     Raises:
-        InvalidArgument: ``ttl`` is not a positive number; with ``check``, Redis
+        InvalidArgument: ``ttl`` is not a lease length (0.01 s to a year); with ``check``, Redis
             stores another count; ``n`` is more than the stored count.
         WrongTypeError: one of the semaphore's keys holds another type.
     """
@@ -240,7 +240,7 @@ def renewal(keys: SemaphoreKeys, token: str, n: int, permits: int, seconds: floa
     holds no permits (expired permits are dropped first: never revived).
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
     ms = lease_ms(seconds, "seconds")
     return Eval(
@@ -264,7 +264,7 @@ def extend(
     Returns the new ``expires_at`` on the caller's monotonic clock.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
         NotOwnedError: the lease holds no permits (it expired, or was released).
     """
     step = renewal(keys, token, n, permits, seconds)
