@@ -7,14 +7,35 @@ from typing import Any
 
 import pytest
 
-from tenure import AlreadyHeldError, InvalidArgument, NotOwnedError, UnsupportedServer
+from tenure import (
+    AdaptiveTTL,
+    AlreadyHeldError,
+    InvalidArgument,
+    NotOwnedError,
+    UnsupportedServer,
+)
 from tenure._errors import ProtocolError, WrongTypeError
 from tenure._keys import lock_keys
+from tenure._ops import shown, table
+from tenure._plans import fair as fair_plans
+from tenure._plans import fenced as fenced_plans
+from tenure._plans import latch as latch_plans
 from tenure._plans import lock as plans
+from tenure._plans import replicas as replica_plans
+from tenure._plans import semaphore as semaphore_plans
 from tenure._plans.server import parse_info
 from tenure._protocol import Contend, Eval, HandedOff, Listening, Status, WaitWake, parse_reply
 from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE
-from tenure._units import check_seconds, to_ms
+from tenure._units import (
+    MAX_COUNT,
+    MAX_LEASE_PERMITS,
+    MAX_SECONDS,
+    MIN_TTL,
+    check_count,
+    check_seconds,
+    check_ttl,
+    to_ms,
+)
 
 KEYS = lock_keys("orders", key=None, prefix="tenure:")
 
@@ -251,10 +272,103 @@ def test_units() -> None:
     assert to_ms(0.0001, "ttl") == 1
     assert to_ms(1.5, "ttl") == 1500
     assert to_ms(0.0015, "ttl") == 2  # rounds up
+    assert to_ms(1.1, "ttl") == 1100  # not 1101: 1.1 * 1000 is 1100.0000000000002
+    assert to_ms(0.29, "ttl") == 290 and to_ms(4.35, "ttl") == 4350
+    assert to_ms(MAX_SECONDS, "ttl") == 31_536_000_000
     for bad in (0, -1, float("inf"), True, None, "1"):
         with pytest.raises(InvalidArgument, match="ttl"):
             to_ms(bad, "ttl")
     assert check_seconds(0, "timeout", allow_zero=True) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (9.3e15, "ttl must be at most 31536000 seconds (365 days), not 9300000000000000.0"),
+        (MAX_SECONDS + 1, "ttl must be at most 31536000 seconds (365 days), not 31536001"),
+        (10**400, "ttl must be at most 31536000 seconds (365 days), not 1000"),
+        (
+            1e-9,
+            "ttl must be at least 0.01 seconds (a shorter lease is over before its "
+            "acquire returns), not 1e-09",
+        ),
+        (0.0099, "ttl must be at least 0.01 seconds"),
+        (float("nan"), "ttl must be a finite number of seconds, not nan"),
+        (float("-inf"), "ttl must be a finite number of seconds, not -inf"),
+        (True, "ttl must be a number of seconds, not True"),
+        (-0.5, "ttl must be > 0 seconds, not -0.5"),
+    ],
+)
+def test_lease_lengths_out_of_range(value: object, message: str) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        check_ttl(value)
+    assert str(info.value).startswith(message)
+    with pytest.raises(InvalidArgument, match="ttl must be"):
+        start(plans.acquire(KEYS, "own", "tok", value, blocking=True, timeout=None, now=Clock()))  # type: ignore[arg-type]
+
+
+def test_limits_of_durations_and_counts() -> None:
+    assert check_ttl(MIN_TTL) == 0.01 and check_ttl(MAX_SECONDS) == MAX_SECONDS
+    assert check_seconds(MAX_SECONDS, "timeout") == MAX_SECONDS
+    with pytest.raises(InvalidArgument, match="timeout must be at most 31536000 seconds"):
+        plans.check_acquire(True, MAX_SECONDS + 0.5)
+    assert plans.check_acquire(True, MAX_SECONDS) == MAX_SECONDS
+    with pytest.raises(InvalidArgument, match=r"seconds must be at least 0\.01"):
+        plans.renewal(KEYS, "tok", 0.001, ttl=30.0)
+    assert check_count(MAX_COUNT, "count") == 2**53 - 1
+    for bad in (2**53, 10**20, 0, True, 1.0, "1", None):
+        with pytest.raises(
+            InvalidArgument, match=r"count must be an int from 1 to 2\*\*53 - 1, not"
+        ):
+            check_count(bad, "count")
+    assert check_count(0, "limit", minimum=0) == 0
+    with pytest.raises(InvalidArgument, match="n must be an int from 1 to 10000, not 10001"):
+        check_count(10_001, "n", maximum=MAX_LEASE_PERMITS)
+    assert semaphore_plans.check_n(MAX_LEASE_PERMITS, MAX_COUNT) == MAX_LEASE_PERMITS
+    assert semaphore_plans.check_permits(MAX_COUNT) == MAX_COUNT
+    assert latch_plans.check_count(MAX_COUNT) == MAX_COUNT
+    with pytest.raises(InvalidArgument, match="fence must be an int from 0 to 2"):
+        fenced_plans.check_fence(2**53)
+    assert fenced_plans.check_fence(MAX_COUNT) == MAX_COUNT
+    with pytest.raises(InvalidArgument, match="min_replicas must be an int from 0 to 2"):
+        replica_plans.check_policy(2**53, 1.0, False)
+    with pytest.raises(InvalidArgument, match="replica_timeout must be at most"):
+        replica_plans.check_policy(1, 9.3e15, False)
+    with pytest.raises(InvalidArgument, match="waiter_timeout must be at most"):
+        fair_plans.check_waiter_timeout(MAX_SECONDS * 2)
+    with pytest.raises(InvalidArgument, match="limit must be an int from 0 to 2"):
+        fair_plans.check_limit(2**53)
+    policies: list[tuple[str, float]] = [
+        ("floor", 1e-9),
+        ("ceiling", 9.3e15),
+        ("factor", 10**400),
+        ("factor", float("inf")),
+        ("window", 2**53),
+    ]
+    for field, bad in policies:
+        with pytest.raises(InvalidArgument, match=f"AdaptiveTTL {field} must be"):
+            AdaptiveTTL(**{field: bad})  # type: ignore[arg-type]
+
+
+def test_names_keys_and_prefixes_must_encode_as_utf8() -> None:
+    with pytest.raises(InvalidArgument) as info:
+        lock_keys("orders\udc80", key=None, prefix="tenure:")
+    assert str(info.value) == (
+        "name 'orders\\udc80' can't be encoded as UTF-8 ('\\udc80' at index 6 is a lone surrogate)"
+    )
+    with pytest.raises(InvalidArgument, match=r"key 'a\\ud800b' can't be encoded"):
+        lock_keys(None, key="a\ud800b", prefix="tenure:")
+    with pytest.raises(InvalidArgument, match=r"prefix '\\udcff:' can't be encoded"):
+        lock_keys("orders", key=None, prefix="\udcff:")
+    assert lock_keys("é🔒", key=None, prefix="tenure:").lock == "tenure:{é🔒}"
+
+
+def test_text_output_escapes_control_characters() -> None:
+    assert shown("orders:42 é") == "orders:42 é"
+    assert shown("a\nb\tc") == "'a\\nb\\tc'"
+    rows = table([("KIND", "NAME"), ("Lock", "a\nb"), ("Lock", "x\x1by")])
+    assert len(rows) == 3 and all(row.isprintable() for row in rows)
+    assert rows[1] == "Lock  'a\\nb'"
 
 
 def test_keys_share_a_hash_tag() -> None:

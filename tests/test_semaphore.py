@@ -347,11 +347,11 @@ def test_async_semaphore(url: str) -> None:
     [
         (("", 2), {}, "name must not be empty"),
         ((b"x", 2), {}, "name must be a str"),
-        (("x", 0), {}, "permits must be an int >= 1, not 0"),
-        (("x", -3), {}, "permits must be an int >= 1"),
-        (("x", True), {}, "permits must be an int >= 1, not True"),
-        (("x", 2.0), {}, "permits must be an int >= 1, not 2.0"),
-        (("x", "2"), {}, "permits must be an int >= 1"),
+        (("x", 0), {}, r"permits must be an int from 1 to 2\*\*53 - 1, not 0"),
+        (("x", -3), {}, r"permits must be an int from 1 to 2\*\*53 - 1"),
+        (("x", True), {}, r"permits must be an int from 1 to 2\*\*53 - 1, not True"),
+        (("x", 2.0), {}, r"permits must be an int from 1 to 2\*\*53 - 1, not 2.0"),
+        (("x", "2"), {}, r"permits must be an int from 1 to 2\*\*53 - 1"),
         (("x", 2), {"ttl": 0}, "ttl must be > 0"),
         (("x", 2), {"ttl": "5"}, "ttl must be a number"),
         (("x", 2), {"prefix": None}, "prefix must be a str"),
@@ -369,14 +369,14 @@ def test_bad_constructor_arguments(
 @pytest.mark.parametrize(
     ("method", "args", "match"),
     [
-        ("acquire", (0,), "n must be an int >= 1, not 0"),
+        ("acquire", (0,), "n must be an int from 1 to 10000, not 0"),
         ("acquire", (3,), "n=3 is more than the semaphore's 2 permits"),
-        ("acquire", (True,), "n must be an int >= 1, not True"),
+        ("acquire", (True,), "n must be an int from 1 to 10000, not True"),
         ("acquire", (1, "yes"), "blocking must be True or False"),
         ("acquire", (1, True, -1), "timeout must be >= 0"),
         ("acquire", (1, False, 1), "with blocking=False"),
-        ("set_permits", (0,), "permits must be an int >= 1, not 0"),
-        ("set_permits", ("3",), "permits must be an int >= 1, not '3'"),
+        ("set_permits", (0,), r"permits must be an int from 1 to 2\*\*53 - 1, not 0"),
+        ("set_permits", ("3",), r"permits must be an int from 1 to 2\*\*53 - 1, not '3'"),
     ],
 )
 def test_bad_call_arguments_do_no_io(method: str, args: tuple[Any, ...], match: str) -> None:

@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ._drivers._identity import generation
 from ._leasebook import LeaseLife, Phase
@@ -15,6 +15,39 @@ from ._plans.lock import Grant, validity
 
 _log = logging.getLogger("tenure")
 _callbacks_mutex = threading.Lock()
+
+
+def _a(name: str) -> str:
+    """``name`` with its indefinite article: ``a Lock``, ``an AsyncLock``, ``an RLock``."""
+    vowel = name[:1] in "AEIOU" or (name[:1] in "FHLMNRSX" and name[1:2].isupper())
+    return f"{'an' if vowel else 'a'} {name}"
+
+
+class PerProcess:
+    """A primitive object (``Lock``, ``Semaphore``, ``CountDownLatch``, ...): it
+    holds a client and this process's state (its leases, its waiters), so it
+    refuses to be pickled or copied with a :class:`TypeError` that says so,
+    rather than the client's own "cannot pickle '_thread.RLock'"."""
+
+    __slots__ = ()
+
+    #: What the object is made from, for the messages.
+    _made_from: ClassVar[str] = "the client and name"
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(
+            f"{_a(type(self).__name__)} can't be pickled: it holds a client and "
+            f"per-process state; create one in each process from {self._made_from}"
+        )
+
+    def __copy__(self) -> Any:
+        raise TypeError(
+            f"{_a(type(self).__name__)} can't be copied: it holds a client and "
+            f"per-process state; share the object, or create another from {self._made_from}"
+        )
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        self.__copy__()
 
 
 class LostSignal(Protocol):
@@ -49,7 +82,7 @@ class LostSignalBase:
 
     def __copy__(self) -> Any:
         raise TypeError(
-            f"a {type(self).__name__} can't be copied: it is owned by the thread or task "
+            f"{_a(type(self).__name__)} can't be copied: it is owned by the thread or task "
             "and process that acquired it"
         )
 
@@ -58,7 +91,7 @@ class LostSignalBase:
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError(
-            f"a {type(self).__name__} can't be pickled: it is owned by the thread or task "
+            f"{_a(type(self).__name__)} can't be pickled: it is owned by the thread or task "
             "and process that acquired it"
         )
 

@@ -22,7 +22,7 @@ from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
 from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
-from .._units import check_seconds, to_ms
+from .._units import check_seconds, lease_ms
 from .waiting import HANDOFF_RESYNC as HANDOFF_RESYNC
 from .waiting import NO_EXPIRY_RECHECK as NO_EXPIRY_RECHECK
 from .waiting import Clock as Clock
@@ -128,7 +128,7 @@ def acquire(
         AlreadyHeldError: ``owner`` already holds the lock.
         WrongTypeError: one of the lock's keys holds another type.
     """
-    contender = _LockContender(keys, owner, token, ttl, to_ms(ttl, "ttl"), now)
+    contender = _LockContender(keys, owner, token, ttl, lease_ms(ttl), now)
     contender.delay_ms = delay_ms
     contender.listen_first = not maybe_held
     return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
@@ -230,9 +230,9 @@ def renewal(keys: LockKeys, token: str, seconds: float, *, ttl: float, delay_ms:
     for having too little left.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
-    ms = to_ms(seconds, "seconds")
+    ms = lease_ms(seconds, "seconds")
     return Eval(LOCK_EXTEND, (keys.lock, keys.delay), (token, ms, least_left_ms(ttl), delay_ms))
 
 
@@ -259,7 +259,7 @@ def extend(
     Returns the new ``expires_at`` on the caller's monotonic clock.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
         NotOwnedError: the lock is not held with ``token``, or its lease had too
             little left to be trusted; nothing was changed.
     """

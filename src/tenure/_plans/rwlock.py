@@ -43,7 +43,7 @@ from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, Protocol
 from .._keys import RWLockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
-from .._units import to_ms
+from .._units import lease_ms
 from .lock import FENCE_TTL_MS, extend_refused, least_left_ms
 from .waiting import Clock, Contender, Grant, handed_off_until, validity, wait_turn
 
@@ -153,8 +153,8 @@ def acquire(
     lock is not free for ``owner``, or when ``timeout`` seconds pass first.
 
     Raises:
-        InvalidArgument: ``ttl`` is not a positive number, ``mode`` is bad, or ``op``
-            is empty.
+        InvalidArgument: ``ttl`` is not a lease length (0.01 s to a year), ``mode``
+            is bad, or ``op`` is empty.
         LockUpgradeError: ``mode`` is ``"write"`` and ``owner`` holds the read
             lock without the write lock.
         WrongTypeError: one of the lock's keys holds another type.
@@ -184,7 +184,7 @@ class _RWContender(Contender):
         self.rw_keys = keys
         self.keys = keys
         self.owner, self.mode, self.letter = owner, mode, letter(mode)
-        self.ttl, self.ttl_ms = ttl, to_ms(ttl, "ttl")
+        self.ttl, self.ttl_ms = ttl, lease_ms(ttl)
         self.op, self.delay_ms, self.now = op, delay_ms, now
         self.token = f"{self.letter}:{owner}:{op}"
 
@@ -303,9 +303,9 @@ def renewal(
     for having too little left.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
-    ms = to_ms(seconds, "seconds")
+    ms = lease_ms(seconds, "seconds")
     return Eval(
         RWLOCK_EXTEND,
         (keys.lock, keys.holds, keys.fence, keys.waiters, keys.delay),
@@ -330,7 +330,7 @@ def extend(
     only used in the error message.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
         NotOwnedError: ``owner`` holds no such hold, or it has another id, or its
             lease had too little left to be trusted; nothing was changed.
     """
