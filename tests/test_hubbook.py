@@ -18,6 +18,7 @@ class Ch:
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
+    recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)

@@ -27,6 +27,7 @@ from .._protocol import (
     Listening,
     Pipeline,
     Plan,
+    Recheck,
     Status,
     Step,
     Subscribe,
@@ -68,6 +69,7 @@ class _Channel:
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
+    recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -121,6 +123,10 @@ class _Hub:
 
     def leave(self, ch: _Channel, token: str, kept: bool = False) -> None:
         self._book.leave(ch, token, time.monotonic(), kept)
+
+    def woken(self, ch: _Channel, token: str, woken: bool) -> bool | HandedOff | Recheck:
+        """The reply to a wait of the plan waiting with ``token`` on ``ch``."""
+        return self._book.woken(ch, token, woken)
 
     def unlisten(self, ch: _Channel, event: asyncio.Event) -> None:
         self._book.unlisten(ch, event, time.monotonic())
@@ -371,8 +377,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         except TimeoutError:
             woken = False
         wake.clear()
-        fence = c.ch.handoffs.pop(c.token, None)
-        return woken if fence is None else HandedOff(fence)
+        return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
         return _state(client).hub.listening(step.keys.wake_prefix)
     if isinstance(step, Contend):

@@ -11,6 +11,11 @@ Every lease handed to :meth:`WatchBook.add` is watched until it is discarded:
 - a renewed lease (``auto_renew``) is renewed every :data:`RENEW_EVERY` of its
   ttl, and the renewals that fall due close together go in one batch (one
   round trip);
+- a lease that a release handed over with a claim window (its ``_claim``, see
+  :data:`tenure._plans.waiting.HANDOFF_CLAIM`) is extended to its ttl at once,
+  whether or not it is renewed: its first renewal is due when it is added, and
+  retried on network failures after :func:`retry_after` of the window; from
+  then on only a renewed lease is renewed again;
 - a renewal that fails on the network is tried again after :func:`retry_after`,
   while the lease's deadline allows; a renewal that finds the lease gone makes
   it lost; a lost lease is never renewed again.
@@ -53,6 +58,10 @@ class Watchable(Protocol):
     @property
     def expires_at(self) -> float: ...
 
+    #: The claim window (seconds) Redis holds a handed-over lease for until its
+    #: first extend; 0.0 for a lease Redis holds for its ttl.
+    _claim: float
+
     def _renewal(self) -> Eval:
         """The script call that renews the lease for its ttl."""
 
@@ -72,6 +81,7 @@ class Watch:
     due: float
     busy: bool = False
     failures: int = 0
+    claim: float = 0.0  # the claim window still to extend (seconds), 0.0 once done
 
 
 def retry_after(ttl: float, failures: int) -> float:
@@ -88,8 +98,10 @@ class WatchBook:
         self.idle_since: float | None = None
 
     def add(self, lease: Watchable, renew: bool, now: float) -> Watch:
-        """Watch ``lease`` (renewed if ``renew``) from ``now``, when it was granted."""
-        watch = Watch(lease, renew, now + lease.ttl * RENEW_EVERY)
+        """Watch ``lease`` (renewed if ``renew``) from ``now``, when it was granted; a
+        lease in its claim window is due for its extend at once."""
+        claim = lease._claim
+        watch = Watch(lease, renew, now if claim else now + lease.ttl * RENEW_EVERY, claim=claim)
         self.watches[id(watch)] = watch
         self.idle_since = None
         return watch
@@ -113,7 +125,7 @@ class WatchBook:
         batch = [
             w
             for w in self.watches.values()
-            if w.renew and not w.busy and w.due - w.lease.ttl * BATCH_SLACK <= now
+            if (w.renew or w.claim) and not w.busy and w.due - w.lease.ttl * BATCH_SLACK <= now
         ]
         for w in batch:
             w.busy = True
@@ -130,11 +142,12 @@ class WatchBook:
             return None  # released or lost meanwhile: never revive it
         if reply is None:
             watch.failures += 1
-            watch.due = now + retry_after(watch.lease.ttl, watch.failures)
+            watch.due = now + retry_after(watch.claim or watch.lease.ttl, watch.failures)
             return None
         status, value = reply
         if status is Status.OK:
             watch.failures = 0
+            watch.claim = 0.0
             watch.lease._renewed(sent_at + validity(watch.lease.ttl))
             watch.due = sent_at + watch.lease.ttl * RENEW_EVERY
             return None
@@ -145,7 +158,9 @@ class WatchBook:
 
     def first_due(self, watch: Watch) -> float:
         """When ``watch`` first needs the watchdog: its renewal, or its deadline."""
-        return min(watch.lease.expires_at, watch.due) if watch.renew else watch.lease.expires_at
+        if watch.renew or watch.claim:
+            return min(watch.lease.expires_at, watch.due)
+        return watch.lease.expires_at
 
     def sleep(self, now: float) -> float:
         """How long the watchdog may sleep from ``now``, seconds (>= 0)."""
@@ -156,7 +171,7 @@ class WatchBook:
         """When something is next due (a deadline or a renewal), or ``None`` when
         nothing is watched."""
         times = [w.lease.expires_at for w in self.watches.values()]
-        times += [w.due for w in self.watches.values() if w.renew and not w.busy]
+        times += [w.due for w in self.watches.values() if (w.renew or w.claim) and not w.busy]
         return min(times) if times else None
 
     def finished(self, now: float) -> bool:

@@ -23,6 +23,7 @@ from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, to_ms
+from .waiting import HANDOFF_CLAIM as HANDOFF_CLAIM
 from .waiting import HANDOFF_RESYNC as HANDOFF_RESYNC
 from .waiting import NO_EXPIRY_RECHECK as NO_EXPIRY_RECHECK
 from .waiting import Clock as Clock
@@ -162,8 +163,8 @@ class _LockContender(Contender):
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
         ttl, token = self.ttl, self.token
         refresh = extend(self.keys, token, fence, ttl, self.now, ttl=ttl, delay_ms=self.delay_ms)
-        expires_at = yield from handed_off_until(ttl, queued_at, self.now, refresh)
-        return None if expires_at is None else Grant(token, fence, ttl, expires_at)
+        until = yield from handed_off_until(ttl, queued_at, self.now, refresh)
+        return None if until is None else Grant(token, fence, ttl, until[0], claim=until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         yield from _abandon(self.keys, self.token, member)

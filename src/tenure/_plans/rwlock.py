@@ -205,8 +205,8 @@ class _RWContender(Contender):
             ),
         )
 
-    def _grant(self, fence: int, hold: str, expires_at: float) -> RWGrant:
-        return RWGrant(self.owner, fence, self.ttl, expires_at, self.mode, hold)
+    def _grant(self, fence: int, hold: str, expires_at: float, claim: float = 0.0) -> RWGrant:
+        return RWGrant(self.owner, fence, self.ttl, expires_at, self.mode, hold, claim=claim)
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
         if status is Status.OK:
@@ -231,8 +231,8 @@ class _RWContender(Contender):
             ttl=ttl,
             delay_ms=self.delay_ms,
         )
-        expires_at = yield from handed_off_until(ttl, queued_at, self.now, refresh)
-        return None if expires_at is None else self._grant(fence, self.op, expires_at)
+        until = yield from handed_off_until(ttl, queued_at, self.now, refresh)
+        return None if until is None else self._grant(fence, self.op, until[0], until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         with contextlib.suppress(Exception):

@@ -44,7 +44,7 @@ from .._scripts import (
 )
 from .._units import to_ms
 from .lock import FENCE_TTL_MS
-from .waiting import Clock, Contender, Grant, handed_off_until, validity, wait_turn
+from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validity, wait_turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +156,7 @@ class _SemaphoreContender(Contender):
         self.ttl, self.ttl_ms, self.check, self.now = ttl, ttl_ms, check, now
 
     def member(self, waiter: str) -> str:
-        return f"{waiter}|{self.ttl_ms}|{self.n}|{self.token}"
+        return f"{waiter}|{claim_ms(self.ttl_ms)}|{self.n}|{self.token}"
 
     def attempt(self, member: str) -> Eval:
         keys = self.keys
@@ -196,8 +196,8 @@ class _SemaphoreContender(Contender):
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
         ttl, token = self.ttl, self.token
         refresh = extend(self.keys, token, self.n, self.permits, fence, ttl, self.now)
-        expires_at = yield from handed_off_until(ttl, queued_at, self.now, refresh)
-        return None if expires_at is None else Grant(token, fence, ttl, expires_at)
+        until = yield from handed_off_until(ttl, queued_at, self.now, refresh)
+        return None if until is None else Grant(token, fence, ttl, until[0], claim=until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         with contextlib.suppress(Exception):
