@@ -209,13 +209,26 @@ def test_a_claimed_lease_is_extended_once_at_once_even_when_not_renewed() -> Non
     assert book.take_due(105.0) == [] and book.first_due(watch) == lease.expires_at
 
 
-def test_a_claim_extend_that_finds_the_lease_gone_loses_it() -> None:
+def test_a_claim_extend_that_finds_the_lease_gone_loses_it_at_its_deadline() -> None:
+    """Not at once: a release sent while the extend was in flight comes first in
+    Redis, and ends the watch before the deadline (no false loss)."""
     book = WatchBook()
-    lease = FakeLease(TTL, 100.0 + validity(HANDOFF_CLAIM), _claim=HANDOFF_CLAIM)
-    watch = book.add(lease, True, 100.0)
-    assert book.take_due(100.0) == [watch]
-    assert book.settle(watch, (Status.NOT_OWNED, 0), 100.0, 100.1) is not None
+    deadline = 100.0 + validity(HANDOFF_CLAIM)
+    gone = book.add(FakeLease(TTL, deadline, _claim=HANDOFF_CLAIM), True, 100.0)
+    released = book.add(FakeLease(TTL, deadline, _claim=HANDOFF_CLAIM), True, 100.0)
+    assert book.take_due(100.0) == [gone, released]
+    for watch in (gone, released):
+        assert book.settle(watch, (Status.NOT_OWNED, 0), 100.0, 100.1) is None
+    assert book.take_due(100.2) == []  # never extended or renewed again
+    book.discard(released, 100.2)  # its holder's release returned
+    assert book.expired(deadline - 0.001) == []
+    assert book.expired(deadline) == [gone]
+    assert gone.why == "the claim extend found the lease gone from Redis"
     assert not book.watches
+    # too little left: lost at once, as any renewal
+    late = book.add(FakeLease(TTL, deadline, _claim=HANDOFF_CLAIM), False, 100.0)
+    assert book.take_due(100.0) == [late]
+    assert book.settle(late, (Status.NOT_OWNED, 1), 100.0, 100.1) is not None
 
 
 def test_an_unclaimed_lease_is_not_extended_early() -> None:

@@ -245,7 +245,7 @@ class _Watchdog:
             while True:
                 now = time.monotonic()
                 for watch in self._book.expired(now):
-                    lose(watch.lease, "its deadline passed before a renewal reached Redis")
+                    lose(watch.lease, watch.why)
                 batch = [] if self._renewal is not None else self._book.take_due(now)
                 if batch:
                     self._renewal = asyncio.create_task(self._renew(batch), name="tenure-renewal")

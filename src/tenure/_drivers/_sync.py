@@ -280,7 +280,7 @@ class _Watchdog:
                     self._cond.wait(sleep)
                     continue
             for watch in lost:
-                lose(watch.lease, "its deadline passed before a renewal reached Redis")
+                lose(watch.lease, watch.why)
             if batch:
                 _start(self._renew, "tenure-renewal", batch)
 

@@ -15,7 +15,11 @@ Every lease handed to :meth:`WatchBook.add` is watched until it is discarded:
   :data:`tenure._plans.waiting.HANDOFF_CLAIM`) is extended to its ttl at once,
   whether or not it is renewed: its first renewal is due when it is added, and
   retried on network failures after :func:`retry_after` of the window; from
-  then on only a renewed lease is renewed again;
+  then on only a renewed lease is renewed again. A claim extend that finds the
+  lease gone does not make it lost at once: a release sent while the extend was
+  in flight (a short hold) reaches Redis first and ends the watch; if the lease
+  is still watched at its deadline (the window's end, at most 1 s on), it is
+  lost then, for that reason;
 - a renewal that fails on the network is tried again after :func:`retry_after`,
   while the lease's deadline allows; a renewal that finds the lease gone makes
   it lost; a lost lease is never renewed again.
@@ -82,6 +86,7 @@ class Watch:
     busy: bool = False
     failures: int = 0
     claim: float = 0.0  # the claim window still to extend (seconds), 0.0 once done
+    why: str = "its deadline passed before a renewal reached Redis"  # if lost at its deadline
 
 
 def retry_after(ttl: float, failures: int) -> float:
@@ -112,7 +117,8 @@ class WatchBook:
             self.idle_since = now
 
     def expired(self, now: float) -> list[Watch]:
-        """Stop watching, and return, the leases whose deadline has passed: lost."""
+        """Stop watching, and return, the leases whose deadline has passed: lost
+        (for the reason in their ``why``)."""
         gone = [w for w in self.watches.values() if now >= w.lease.expires_at]
         for w in gone:
             self.discard(w, now)
@@ -151,9 +157,14 @@ class WatchBook:
             watch.lease._renewed(sent_at + validity(watch.lease.ttl))
             watch.due = sent_at + watch.lease.ttl * RENEW_EVERY
             return None
-        self.discard(watch, now)
         if value == 1:
+            self.discard(watch, now)
             return "the renewal reached Redis after the lease's deadline"
+        if watch.claim:  # perhaps released meanwhile: lost at its deadline if not
+            watch.claim, watch.renew = 0.0, False
+            watch.why = "the claim extend found the lease gone from Redis"
+            return None
+        self.discard(watch, now)
         return "the renewal found the lease gone from Redis"
 
     def first_due(self, watch: Watch) -> float:
