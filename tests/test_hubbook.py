@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from tenure._drivers._hubbook import LINGER, HubBook, PassOn, Settable, WakeEach
 from tenure._keys import LockKeys, lock_keys
+from tenure._protocol import HandedOff, Recheck
 
 KEYS = lock_keys("a", key=None, prefix="tenure:")
 
@@ -131,3 +132,26 @@ def test_a_late_hand_off_to_a_plan_that_took_the_lock_itself_is_not_passed_on() 
         book.leave(*book.enter("c", KEYS, f"k{i}")[:1], f"k{i}", now=0.0, kept=True)
     assert book.route("message", "c", "43 k0") == PassOn(KEYS, "k0")
     assert book.route("message", "c", "44 k1999") is None
+
+
+def test_recheck_is_recorded_for_the_channel_and_never_passed_on() -> None:
+    """ "recheck <ms>": a release handed the lock to another waiter, which holds it
+    for its claim window only; this waiter is to try again when that ends."""
+    book = HubBook(Ch)
+    ch, _ = book.enter("c", KEYS, "t1")
+    assert book.route("message", "c", "recheck 1000") is ch.wake and ch.recheck == 1.0
+    assert book.route("message", "c", "recheck 400") is ch.wake and ch.recheck == 0.4
+    assert book.route("message", "c", "recheck 900") is ch.wake and ch.recheck == 0.4
+    assert book.woken(ch, "t1", True) == Recheck(0.4)
+    assert ch.recheck is None and book.woken(ch, "t1", True) is True
+    # a hand-off to the plan wins over a recheck; a timeout ignores a recheck
+    book.route("message", "c", "recheck 1000")
+    book.route("message", "c", "77 t1")
+    assert book.woken(ch, "t1", True) == HandedOff(77) and ch.recheck == 1.0
+    assert book.woken(ch, "t1", False) is False and ch.recheck is None
+    # never a release of "1000" (no token), never for an unknown channel
+    assert book.route("message", "c", "recheck x") is None
+    assert book.route("message", "other", "recheck 1000") is None
+    book.route("message", "c", "recheck 1000")
+    book.wake_all()  # a reconnection: retry now, not within a claim window
+    assert book.woken(ch, "t1", True) is True

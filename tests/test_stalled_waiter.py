@@ -9,6 +9,7 @@ yields a lease of its full ttl in Redis (the watchdog extends the claim at once)
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import signal
@@ -20,9 +21,10 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 from _workers import STALL_KINDS, Hold, check_history, stall_acquirer, stalled_waiter
 
-from tenure import FairLock, Lock, ReadWriteLock, RLock, Semaphore
+from tenure import AsyncLock, FairLock, Lock, ReadWriteLock, RLock, Semaphore
 from tenure._drivers._watchbook import WatchBook, retry_after
 from tenure._keys import fair_keys, lock_keys, rlock_keys, rwlock_keys, semaphore_keys
 from tenure._plans.waiting import HANDOFF_CLAIM, validity
@@ -238,3 +240,58 @@ def test_an_unclaimed_lease_is_not_extended_early() -> None:
     assert book.take_due(100.0) == []
     assert book.take_due(100.0 + TTL / 3) == [renewed]
     assert fixed not in book.take_due(200.0)
+
+
+def test_async_waiters_get_past_a_stalled_one_and_keep_their_full_ttl(
+    r: redis.Redis, url: str
+) -> None:
+    """The asyncio driver: a recheck wakes the live waiter when the stalled one's
+    claim window ends, and the watchdog task extends a claimed lease at once."""
+    name = "stall-async"
+    key = waiters_key("lock", name)
+
+    async def main() -> tuple[float, float, float]:
+        client = redis.asyncio.Redis.from_url(url)
+        holder = await AsyncLock(client, name, ttl=TTL).acquire()
+        assert holder is not None
+        out = SPAWN.Queue()
+        stalled = SPAWN.Process(target=stalled_waiter, args=(url, "lock", name, 30.0, out))
+        stalled.start()
+        try:
+            await asyncio.to_thread(wait_for_queue, r, key, 1)
+            assert stalled.pid is not None
+            os.kill(stalled.pid, signal.SIGSTOP)
+            live = asyncio.create_task(AsyncLock(client, name, ttl=TTL).acquire(timeout=BOUND))
+            await asyncio.to_thread(wait_for_queue, r, key, 2)
+            released_at = time.monotonic()
+            await holder.release()
+            lease = await live
+            assert lease is not None, "the live waiter waited out the stalled one's ttl"
+            waited = time.monotonic() - released_at
+            os.kill(stalled.pid, signal.SIGCONT)
+            await asyncio.sleep(0.3)  # it finds the lease it was handed gone, and waits
+            await lease.release()
+            late = await asyncio.to_thread(out.get, True, 30)
+            assert late is not None and late[0] >= released_at + waited and late[2] > lease.fence
+            # a hand-off to a live task: its claim is extended by the watchdog task
+            holder = await AsyncLock(client, name, ttl=TTL).acquire()
+            assert holder is not None
+            again = asyncio.create_task(AsyncLock(client, name, ttl=TTL).acquire(timeout=10))
+            await asyncio.to_thread(wait_for_queue, r, key, 1)
+            await holder.release()
+            last = await again
+            assert last is not None
+            await asyncio.sleep(0.3)
+            left = await client.pttl(lock_keys(name, key=None, prefix=PREFIX).lock) / 1000
+            remaining = last.remaining
+            await last.release()
+        finally:
+            if stalled.pid is not None:
+                os.kill(stalled.pid, signal.SIGCONT)
+            await asyncio.to_thread(stalled.join, 30)
+            await client.aclose()
+        return waited, left, remaining
+
+    waited, left, remaining = asyncio.run(main())
+    assert waited < BOUND
+    assert TTL - 0.5 < left <= TTL and TTL - 0.5 < remaining <= left + 0.05, (left, remaining)
