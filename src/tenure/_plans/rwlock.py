@@ -28,9 +28,11 @@ granted at once (the first attempt is always made alone, as with the RLock).
 The contender's token is ``<r or w>:<owner id>:<op id>``, unique per acquire
 call, and the op id becomes the id of a hold the call begins, so a hand-off
 message is trusted as it is: the waiter holds the lock when it arrives (as with
-:class:`tenure.Lock`). A waiter that gives up, or whose attempt's reply was
-lost, leaves the queue and gives back what its call got (a hold handed to it,
-or a count its attempt made: the owner's last op says so), in one call.
+:class:`tenure.Lock`), for its claim window, which it extends to its full
+lease at once (see :mod:`.waiting`); each reader of a batch has its own. A
+waiter that gives up, or whose attempt's reply was lost, leaves the queue and
+gives back what its call got (a hold handed to it, or a count its attempt
+made: the owner's last op says so), in one call.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ Waiting is :mod:`.waiting`'s loop. The queue is FIFO: a release (or any call
 that finds free permits) hands them to the first waiters, in order, while the
 first one fits, so a large request blocks those behind it rather than being
 starved by small ones; an attempt that is not queued gets permits only while
-nobody waits. A hand-off sets the waiter's permits with its lease, mints its
+nobody waits. A hand-off sets the waiter's permits with a lease of its claim
+window (extended to the full lease at once, see :mod:`.waiting`), mints its
 fence and publishes ``"<fence> <token>"``: the token is new for each acquire,
 so the message is trusted as it is, as for :class:`tenure.Lock`.
 
