@@ -155,7 +155,9 @@ class LeaseBase(LostSignalBase):
         self.ttl = grant.ttl
         self.expires_at = grant.expires_at
         self.acquired_at = grant.expires_at - validity(grant.claim or grant.ttl)
-        # a hand-off's claim window (s), which the watchdog extends to the ttl at once
+        # A hand-off's claim window (s), which the watchdog extends to the ttl at
+        # once (and then sets to 0.0); until then extends check the lease's drift
+        # allowance against the window, which Redis holds, not the ttl.
         self._claim = grant.claim
         self._watch: Any = None  # the driver's watchdog entry
 

@@ -63,7 +63,9 @@ class Watchable(Protocol):
     def expires_at(self) -> float: ...
 
     #: The claim window (seconds) Redis holds a handed-over lease for until its
-    #: first extend; 0.0 for a lease Redis holds for its ttl.
+    #: first extend; 0.0 for a lease Redis holds for its ttl. Its extends check
+    #: the lease's drift allowance against this window while it is set, and the
+    #: watch book sets it to 0.0 once the claim extend succeeded.
     _claim: float
 
     def _renewal(self) -> Eval:
@@ -153,7 +155,7 @@ class WatchBook:
         status, value = reply
         if status is Status.OK:
             watch.failures = 0
-            watch.claim = 0.0
+            watch.claim = watch.lease._claim = 0.0
             watch.lease._renewed(sent_at + validity(watch.lease.ttl))
             watch.due = sent_at + watch.lease.ttl * RENEW_EVERY
             return None
