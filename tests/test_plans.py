@@ -170,7 +170,8 @@ def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
     plan.send((Status.BUSY, 9000))
     clock.t += 5.0  # more than HANDOFF_RESYNC of the 10 s ttl
     extend = plan.send(HandedOff(78))
-    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 102, 0)
+    # least left: the drift allowance of the 1 s claim window Redis holds, 12 ms
+    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 12, 0)
     clock.t += 0.1
     grant = finish(plan, (Status.OK, 0))
     assert grant.fence == 78 and grant.expires_at == pytest.approx(105.0 + plans.validity(10.0))

@@ -157,6 +157,7 @@ def test_late_hand_off_restarts_the_lease_clock_with_an_extend() -> None:
     extend = plan.send(HandedOff(77))
     assert isinstance(extend, Eval) and extend.script is RWLOCK_EXTEND
     assert extend.args[:4] == (OWNER, "r", "op1", 10000)
+    assert extend.args[5] == 12  # least left: the 1 s claim window's drift allowance
     grant = finish(plan, (Status.OK, 1))
     assert grant.expires_at == pytest.approx(105.0 + validity(10.0)) and grant.fence == 77
 

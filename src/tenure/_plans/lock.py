@@ -29,7 +29,7 @@ from .waiting import HANDOFF_CLAIM as HANDOFF_CLAIM
 from .waiting import HANDOFF_RESYNC as HANDOFF_RESYNC
 from .waiting import NO_EXPIRY_RECHECK as NO_EXPIRY_RECHECK
 from .waiting import Clock as Clock
-from .waiting import Contender, handed_off_until, wait_turn
+from .waiting import Contender, claim_window, handed_off_until, wait_turn
 from .waiting import Grant as Grant
 from .waiting import validity as validity
 
@@ -164,7 +164,9 @@ class _LockContender(Contender):
 
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
         ttl, token = self.ttl, self.token
-        refresh = extend(self.keys, token, fence, ttl, self.now, ttl=ttl, delay_ms=self.delay_ms)
+        # Redis holds it for the claim window: its drift allowance is the window's
+        claim = claim_window(ttl)
+        refresh = extend(self.keys, token, fence, ttl, self.now, ttl=claim, delay_ms=self.delay_ms)
         until = yield from handed_off_until(ttl, queued_at, self.now, refresh)
         return None if until is None else Grant(token, fence, ttl, until[0], claim=until[1])
 

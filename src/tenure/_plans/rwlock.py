@@ -47,7 +47,15 @@ from .._protocol import Eval, Plan, Status
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import to_ms
 from .lock import FENCE_TTL_MS, extend_refused, least_left_ms
-from .waiting import Clock, Contender, Grant, handed_off_until, validity, wait_turn
+from .waiting import (
+    Clock,
+    Contender,
+    Grant,
+    claim_window,
+    handed_off_until,
+    validity,
+    wait_turn,
+)
 
 Mode = Literal["read", "write"]
 
@@ -230,7 +238,7 @@ class _RWContender(Contender):
             self.op,
             ttl,
             self.now,
-            ttl=ttl,
+            ttl=claim_window(ttl),  # Redis holds it for the claim window
             delay_ms=self.delay_ms,
         )
         until = yield from handed_off_until(ttl, queued_at, self.now, refresh)
