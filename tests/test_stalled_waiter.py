@@ -325,3 +325,71 @@ def test_a_long_lease_handed_over_is_claimed_not_refused(r: redis.Redis, kind: s
     )
     assert ttl - 1 < left <= ttl
     lease.release()
+
+
+def test_readers_handed_the_lock_together_each_claim_their_own_hold(
+    r: redis.Redis, url: str
+) -> None:
+    """A release hands the read lock to three queued readers at once, the middle
+    one a stopped process: the two live readers extend their holds to the full
+    ttl, the stopped one's hold ends with its claim window, and the writer queued
+    behind them gets in soon after the live readers leave, not a ttl later."""
+    name = "stall-readers"
+    key = waiters_key("rw-read", name)
+    holder = ReadWriteLock(r, name, ttl=TTL).write.acquire()
+    assert holder is not None
+    clients = [redis.Redis.from_url(url) for _ in range(3)]
+    leave = threading.Event()
+
+    def read(client: redis.Redis) -> Any:
+        lease = ReadWriteLock(client, name, ttl=TTL).read.acquire(timeout=10)
+        assert lease is not None
+        leave.wait(10)
+        lease.release()
+        return lease
+
+    def write(client: redis.Redis) -> tuple[float, Any]:
+        lease = ReadWriteLock(client, name, ttl=TTL).write.acquire(timeout=BOUND + 1)
+        got = time.monotonic()
+        if lease is not None:
+            lease.release()
+        return got, lease
+
+    out = SPAWN.Queue()
+    stalled = SPAWN.Process(target=stalled_waiter, args=(url, "rw-read", name, 30.0, out))
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            first = pool.submit(read, clients[0])
+            wait_for_queue(r, key, 1)
+            stalled.start()
+            wait_for_queue(r, key, 2)
+            assert stalled.pid is not None
+            os.kill(stalled.pid, signal.SIGSTOP)
+            second = pool.submit(read, clients[1])
+            wait_for_queue(r, key, 3)
+            writer = pool.submit(write, clients[2])
+            wait_for_queue(r, key, 4)
+            released_at = time.monotonic()
+            holder.release()
+            time.sleep(0.3)
+            holds = {h.owner: h for h in ReadWriteLock(r, name).info().holders}
+            assert len(holds) == 3 and all(h.mode == "read" for h in holds.values())
+            leave.set()
+            readers = [first.result(timeout=10), second.result(timeout=10)]
+            got, lease = writer.result(timeout=10)
+            os.kill(stalled.pid, signal.SIGCONT)
+            late = out.get(timeout=30)
+    finally:
+        if stalled.pid is not None:
+            os.kill(stalled.pid, signal.SIGCONT)
+            stalled.join(timeout=30)
+        for c in clients:
+            c.close()
+    # the live readers' holds were extended to the full ttl; the stopped one's not
+    for reader in readers:
+        assert TTL - 1.0 < holds[reader.owner].ttl <= TTL, holds
+    (stopped,) = [h for owner, h in holds.items() if owner not in {x.owner for x in readers}]
+    assert stopped.ttl <= HANDOFF_CLAIM, holds
+    assert lease is not None, "the writer waited out the stopped reader's ttl"
+    assert got - released_at < BOUND and lease.fence > holder.fence
+    assert late is not None and late[0] >= got  # it read again after the writer
