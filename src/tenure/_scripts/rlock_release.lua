@@ -3,8 +3,9 @@
 -- lock_release.lua does: the lock becomes {<the waiter's owner id>: 1} with a
 -- lease of the waiter's claim window, a fence is minted for it, "<fence> <owner
 -- id>" is published on the waiter's wake channel, and the next waiter is told
--- "recheck <claim ms>" (see _common.lua, hand_off). Also used by a waiter that gives up,
--- to leave the queue and give back a hold handed to it, in the same call.
+-- "recheck <claim ms>" (see _common.lua, hand_off). Also used by a waiter that
+-- gives up, to leave the queue and give back a hold handed to it, in the same
+-- call.
 --
 -- KEYS[1]  lock key      hash {<owner id>: <hold count>} (see rlock_acquire.lua)
 -- KEYS[2]  waiters key   sorted set, score = arrival, member =
