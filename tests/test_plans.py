@@ -168,7 +168,7 @@ def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
     plan.send((Status.BUSY, 9000))
     plan.send("w1")
     plan.send((Status.BUSY, 9000))
-    clock.t += 5.0  # more than HANDOFF_RESYNC of the 10 s ttl
+    clock.t += 5.0  # more than HANDOFF_RESYNC of the 1 s claim window
     extend = plan.send(HandedOff(78))
     # least left: the drift allowance of the 1 s claim window Redis holds, 12 ms
     assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 12, 0)
