@@ -51,6 +51,14 @@ def waiters_key(kind: str, name: str) -> str:
     return rwlock_keys(name, prefix=PREFIX).waiters
 
 
+def claimed(lease: Any, within: float = 0.7) -> None:
+    """Wait, at most ``within`` seconds (less than the window's trusted part),
+    for the watchdog's claim extend: the lease's deadline moves past the window."""
+    deadline = time.monotonic() + within
+    while lease.remaining <= HANDOFF_CLAIM and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def wait_for_queue(r: redis.Redis, key: str, n: int, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while r.zcard(key) < n:
@@ -165,7 +173,7 @@ def test_a_live_waiter_handed_the_lock_holds_it_for_its_full_ttl(r: redis.Redis,
     assert lease is not None
     returned = time.monotonic()
     assert lease.expires_at <= returned + TTL
-    time.sleep(0.3)  # the watchdog's claim extend
+    claimed(lease)  # the watchdog's claim extend
     left = _redis_ttl(kind, lock)
     assert TTL - 1.0 < left <= TTL, left
     # the client's deadline moved on too, and never beyond what Redis holds
@@ -282,7 +290,9 @@ def test_async_waiters_get_past_a_stalled_one_and_keep_their_full_ttl(
             await holder.release()
             last = await again
             assert last is not None
-            await asyncio.sleep(0.3)
+            deadline = time.monotonic() + 0.7  # the watchdog task's claim extend
+            while last.remaining <= HANDOFF_CLAIM and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
             left = await client.pttl(lock_keys(name, key=None, prefix=PREFIX).lock) / 1000
             remaining = last.remaining
             await last.release()
@@ -317,7 +327,7 @@ def test_a_long_lease_handed_over_is_claimed_not_refused(r: redis.Redis, kind: s
         holder.release()
         lease = waiting.result(timeout=10)
     assert lease is not None
-    time.sleep(0.3)
+    claimed(lease)
     assert lease.valid and not lease.lost.is_set(), lease.lost_reason
     assert validity(ttl) - 1.3 < lease.remaining <= ttl
     left = _redis_ttl(
@@ -372,8 +382,13 @@ def test_readers_handed_the_lock_together_each_claim_their_own_hold(
             wait_for_queue(r, key, 4)
             released_at = time.monotonic()
             holder.release()
-            time.sleep(0.3)
-            holds = {h.owner: h for h in ReadWriteLock(r, name).info().holders}
+            deadline = time.monotonic() + 0.7  # the live readers' claim extends
+            while True:
+                holds = {h.owner: h for h in ReadWriteLock(r, name).info().holders}
+                extended = [h for h in holds.values() if h.ttl > HANDOFF_CLAIM]
+                if len(extended) >= 2 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
             assert len(holds) == 3 and all(h.mode == "read" for h in holds.values())
             leave.set()
             readers = [first.result(timeout=10), second.result(timeout=10)]
