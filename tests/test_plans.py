@@ -24,7 +24,16 @@ from tenure._plans import lock as plans
 from tenure._plans import replicas as replica_plans
 from tenure._plans import semaphore as semaphore_plans
 from tenure._plans.server import parse_info
-from tenure._protocol import Contend, Eval, HandedOff, Listening, Status, WaitWake, parse_reply
+from tenure._protocol import (
+    Contend,
+    Eval,
+    HandedOff,
+    Listening,
+    Recheck,
+    Status,
+    WaitWake,
+    parse_reply,
+)
 from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE
 from tenure._units import (
     MAX_COUNT,
@@ -92,12 +101,12 @@ def test_busy_then_listen_then_wait_for_pttl_then_acquire() -> None:
     assert isinstance(contend, Contend)
     assert contend.keys == KEYS and contend.token == "own:tok" and contend.timeout == 5.0
     retry = plan.send("w1")  # the driver's waiter id
-    assert isinstance(retry, Eval) and retry.args[3] == "w1|10000|own:tok"  # queues itself
+    assert isinstance(retry, Eval) and retry.args[3] == "w1|1000|own:tok"  # queues itself
     wait = plan.send((Status.BUSY, 2500))
     assert isinstance(wait, WaitWake) and wait.timeout == 2.5  # the holder's pttl
     clock.t += 1.0
     again = plan.send(True)  # woken without a hand-off: try again
-    assert isinstance(again, Eval) and again.args[3] == "w1|10000|own:tok"
+    assert isinstance(again, Eval) and again.args[3] == "w1|1000|own:tok"
     assert finish(plan, (Status.OK, 43)).fence == 43
 
 
@@ -118,7 +127,7 @@ def test_a_process_that_listens_queues_at_once() -> None:
     contend = plan.send(True)  # waited on this lock a moment ago: skip the lone try
     assert isinstance(contend, Contend)
     queued = plan.send("w1")
-    assert isinstance(queued, Eval) and queued.args[3] == "w1|10000|own:tok"
+    assert isinstance(queued, Eval) and queued.args[3] == "w1|1000|own:tok"
     assert finish(plan, (Status.OK, 5)).fence == 5  # free: the queueing call takes it
 
 
@@ -130,10 +139,47 @@ def test_handed_off_lock_needs_no_more_round_trips() -> None:
     clock.t += 0.5
     plan.send("w1")  # the queueing call is sent at t = 100.5
     plan.send((Status.BUSY, 2500))
-    clock.t += 0.5
+    clock.t += 0.2  # within HANDOFF_RESYNC of the 1 s claim window
     grant = finish(plan, HandedOff(77))
-    # Timed from the queueing call, which came before the release: conservative.
-    assert grant.fence == 77 and grant.expires_at == pytest.approx(100.5 + plans.validity(10.0))
+    # Redis holds it for the claim window from the release, which came after the
+    # queueing call: timed from that call (conservative); the watchdog extends it.
+    assert grant.fence == 77 and grant.claim == plans.HANDOFF_CLAIM == 1.0
+    assert grant.expires_at == pytest.approx(100.5 + plans.validity(1.0))
+
+
+def test_hand_off_of_a_short_lease_has_no_claim_window() -> None:
+    clock = Clock()
+    plan = plans.acquire(KEYS, "own", "own:tok", 0.5, blocking=True, timeout=None, now=clock)
+    start(plan)
+    plan.send((Status.BUSY, 400))
+    queue = plan.send("w1")
+    assert isinstance(queue, Eval) and queue.args[3] == "w1|500|own:tok"  # handed whole
+    plan.send((Status.BUSY, 400))
+    clock.t += 0.1
+    grant = finish(plan, HandedOff(77))
+    assert grant.claim == 0.0 and grant.expires_at == pytest.approx(100.0 + plans.validity(0.5))
+
+
+def test_recheck_shortens_the_wait_to_the_claim_window() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock)
+    start(plan)
+    plan.send((Status.BUSY, 9000))
+    plan.send("w1")
+    wait = plan.send((Status.BUSY, 9000))
+    assert isinstance(wait, WaitWake) and wait.timeout == pytest.approx(9.0)
+    clock.t += 2.0
+    # another waiter was handed the lock: try again when its claim window ends
+    shorter = plan.send(Recheck(1.0))
+    assert isinstance(shorter, WaitWake) and shorter.timeout == pytest.approx(1.0)
+    clock.t += 0.5
+    # a second recheck never lengthens the wait
+    again = plan.send(Recheck(1.0))
+    assert isinstance(again, WaitWake) and again.timeout == pytest.approx(0.5)
+    clock.t += 0.5
+    retry = plan.send(False)
+    assert isinstance(retry, Eval) and retry.script is LOCK_ACQUIRE
+    assert finish(plan, (Status.OK, 80)).fence == 80
 
 
 def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
@@ -143,9 +189,10 @@ def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
     plan.send((Status.BUSY, 9000))
     plan.send("w1")
     plan.send((Status.BUSY, 9000))
-    clock.t += 5.0  # more than HANDOFF_RESYNC of the 10 s ttl
+    clock.t += 5.0  # more than HANDOFF_RESYNC of the 1 s claim window
     extend = plan.send(HandedOff(78))
-    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 102, 0)
+    # least left: the drift allowance of the 1 s claim window Redis holds, 12 ms
+    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 12, 0)
     clock.t += 0.1
     grant = finish(plan, (Status.OK, 0))
     assert grant.fence == 78 and grant.expires_at == pytest.approx(105.0 + plans.validity(10.0))
@@ -179,7 +226,7 @@ def test_timeout_returns_none_after_last_attempt() -> None:
     assert isinstance(retry, Eval)
     leave = plan.send((Status.BUSY, 29000))  # leaves the queue (and releases a hand-off)
     assert isinstance(leave, Eval) and leave.script is LOCK_RELEASE
-    assert leave.args[0] == "own:tok" and leave.args[3] == "w1|10000|own:tok"
+    assert leave.args[0] == "own:tok" and leave.args[3] == "w1|1000|own:tok"
     assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 
@@ -221,7 +268,7 @@ def test_lost_reply_gives_the_lock_back_then_reraises() -> None:
     plan.send("w1")  # listening now
     cleanup = plan.throw(ConnectionError("reply lost"))
     assert isinstance(cleanup, Eval) and cleanup.script is LOCK_RELEASE
-    assert cleanup.args[0] == "own:tok" and cleanup.args[3] == "w1|10000|own:tok"
+    assert cleanup.args[0] == "own:tok" and cleanup.args[3] == "w1|1000|own:tok"
     with pytest.raises(ConnectionError, match="reply lost"):
         plan.send((Status.OK, 1))
 

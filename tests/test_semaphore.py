@@ -414,9 +414,10 @@ def test_script_calls_per_hand_off_do_not_grow_with_waiters(
 ) -> None:
     """N waiters (separate clients: separate hubs, as separate processes would be)
     take the one permit in turn. A release hands it straight to the first waiter,
-    so each waiter makes 3 script calls whatever N is (a lone attempt, the
-    attempt that queues it, its release), where waking every waiter to retry
-    would add about N/2 each."""
+    so each waiter makes 4 script calls whatever N is (a lone attempt, the
+    attempt that queues it, the watchdog's extend of the claim window it was
+    handed, its release), where waking every waiter to retry would add about
+    N/2 each. (The extend is skipped when the hold ends before it is sent.)"""
     sem = Semaphore(r, "flat", 1, ttl=10)
     first = sem.acquire()
     assert first is not None
@@ -437,7 +438,7 @@ def test_script_calls_per_hand_off_do_not_grow_with_waiters(
     for t in threads:
         t.join()
     calls = r.info("commandstats")["cmdstat_evalsha"]["calls"]
-    assert calls == 3 * waiters + 1  # + the first holder's release
+    assert 3 * waiters + 1 <= calls <= 4 * waiters + 1  # + the first holder's release
     assert sem.available() == 1
     for c in clients:
         c.close()

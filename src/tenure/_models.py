@@ -169,7 +169,10 @@ class LeaseBase(LostSignalBase):
         expires_at: when the lease must be presumed expired, on the
             ``time.monotonic()`` clock: the moment the last acquire or renewal
             was sent plus the ttl, less an allowance for clock drift (1 % of the
-            ttl + 2 ms). The watchdog moves it on at every renewal.
+            ttl + 2 ms). The watchdog moves it on at every renewal. A lease
+            handed over by a release starts with a claim window of at most
+            1 s in Redis (``HANDOFF_CLAIM``), which the watchdog extends to the
+            ttl at once: until then ``expires_at`` is the window's end.
         lost: set when the lease is lost while held: the watchdog found it gone
             from Redis, or its deadline (``expires_at``) passed before a renewal
             reached Redis, or a ``release``/``extend`` found it gone. A
@@ -181,6 +184,7 @@ class LeaseBase(LostSignalBase):
     fence: int
     __slots__ = (
         "__weakref__",
+        "_claim",
         "_watch",
         "acquired_at",
         "expires_at",
@@ -197,7 +201,11 @@ class LeaseBase(LostSignalBase):
         self.fence = grant.fence
         self.ttl = grant.ttl
         self.expires_at = grant.expires_at
-        self.acquired_at = grant.expires_at - validity(grant.ttl)
+        self.acquired_at = grant.expires_at - validity(grant.claim or grant.ttl)
+        # A hand-off's claim window (s), which the watchdog extends to the ttl at
+        # once (and then sets to 0.0); until then extends check the lease's drift
+        # allowance against the window, which Redis holds, not the ttl.
+        self._claim = grant.claim
         self._watch: Any = None  # the driver's watchdog entry
 
     @property

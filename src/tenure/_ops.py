@@ -132,7 +132,9 @@ class Waiter:
         waiter: the waiting process's (a FairLock's: thread's or task's) wake id.
         holder: the lease token (Lock, FairLock, Semaphore) or owner id (RLock,
             ReadWriteLock) a release would hand the lock to.
-        lease: the lease it asked for, in seconds (``None`` if unreadable).
+        lease: the lease a release hands it, in seconds: its claim window, the
+            smaller of the lease it asked for and 1 s, which it extends to its
+            full lease at once (``None`` if unreadable).
         queued_for: seconds since it queued, by the server's clock (``None``
             for a FairLock's waiter, which has a ``deadline`` instead).
         mode: a ReadWriteLock waiter's mode, ``"read"`` or ``"write"``.

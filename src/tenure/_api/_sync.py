@@ -438,14 +438,18 @@ class Lease(_HeldLease["Lock"]):
             self.fence,
             seconds,
             time.monotonic,
-            ttl=self.ttl,
+            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
             delay_ms=lock._opts.delay_ms,
         )
 
     def _renewal(self) -> Eval:
         lock = self._lock
         return lock_plans.renewal(
-            lock._keys, self.owner, self.ttl, ttl=self.ttl, delay_ms=lock._opts.delay_ms
+            lock._keys,
+            self.owner,
+            self.ttl,
+            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
+            delay_ms=lock._opts.delay_ms,
         )
 
 
@@ -1353,7 +1357,7 @@ class ReadWriteLease(_HoldLease["ReadWriteLock"]):
             self._hold,
             seconds,
             time.monotonic,
-            ttl=self.ttl,
+            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
             delay_ms=rw._opts.delay_ms,
             fence=self.fence,
         )
@@ -1366,7 +1370,7 @@ class ReadWriteLease(_HoldLease["ReadWriteLock"]):
             self.mode,
             self._hold,
             self.ttl,
-            ttl=self.ttl,
+            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
             delay_ms=rw._opts.delay_ms,
         )
 

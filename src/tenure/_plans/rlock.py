@@ -16,7 +16,8 @@ Waiting is :mod:`.waiting`'s loop, with two differences from :class:`tenure.Lock
   waiter of the same process may hold until this owner releases.
 - A hand-off message ("<fence> <owner id>") only wakes the waiter, which then
   claims the hold with one more attempt (``rlock_acquire.lua`` sees the hold
-  handed to the queued owner and does not count it twice). The owner id is
+  handed to the queued owner and does not count it twice, and resets its
+  lease, handed over for the claim window only, to the full lease). The owner id is
   stable for a thread's or task's life, so a message delayed past the wait it
   was meant for could reach a later wait of the same owner: it is never
   trusted on its own.

@@ -15,7 +15,8 @@ Waiting is :mod:`.waiting`'s loop. The queue is FIFO: a release (or any call
 that finds free permits) hands them to the first waiters, in order, while the
 first one fits, so a large request blocks those behind it rather than being
 starved by small ones; an attempt that is not queued gets permits only while
-nobody waits. A hand-off sets the waiter's permits with its lease, mints its
+nobody waits. A hand-off sets the waiter's permits with a lease of its claim
+window (extended to the full lease at once, see :mod:`.waiting`), mints its
 fence and publishes ``"<fence> <token>"``: the token is new for each acquire,
 so the message is trusted as it is, as for :class:`tenure.Lock`.
 
@@ -44,7 +45,7 @@ from .._scripts import (
 )
 from .._units import MAX_LEASE_PERMITS, check_count, lease_ms
 from .lock import FENCE_TTL_MS
-from .waiting import Clock, Contender, Grant, handed_off_until, validity, wait_turn
+from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validity, wait_turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +158,7 @@ class _SemaphoreContender(Contender):
         self.ttl, self.ttl_ms, self.check, self.now = ttl, ttl_ms, check, now
 
     def member(self, waiter: str) -> str:
-        return f"{waiter}|{self.ttl_ms}|{self.n}|{self.token}"
+        return f"{waiter}|{claim_ms(self.ttl_ms)}|{self.n}|{self.token}"
 
     def attempt(self, member: str) -> Eval:
         keys = self.keys
@@ -197,8 +198,8 @@ class _SemaphoreContender(Contender):
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
         ttl, token = self.ttl, self.token
         refresh = extend(self.keys, token, self.n, self.permits, fence, ttl, self.now)
-        expires_at = yield from handed_off_until(ttl, queued_at, self.now, refresh)
-        return None if expires_at is None else Grant(token, fence, ttl, expires_at)
+        until = yield from handed_off_until(ttl, queued_at, self.now, refresh)
+        return None if until is None else Grant(token, fence, ttl, until[0], claim=until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         with contextlib.suppress(Exception):
