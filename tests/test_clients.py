@@ -15,11 +15,13 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
+import redis.exceptions
 import redis.sentinel
 import valkey
 import valkey.asyncio
 import valkey.asyncio.cluster
 import valkey.cluster
+import valkey.exceptions
 import valkey.sentinel
 from _workers import Hold, check_history
 
@@ -41,6 +43,7 @@ from tenure import (
     ReadWriteLock,
     RLock,
     Semaphore,
+    StaleFenceError,
 )
 from tenure._server import ServerProcess
 
@@ -201,6 +204,30 @@ def test_valkey_threads_never_overlap_and_fences_increase(vk: valkey.Valkey) -> 
     assert len(holds) == 60
     check_history(holds)
     assert int(cast(Any, vk.get("vk-mutex:counter")) or 0) == 60  # no lost update
+
+
+def test_valkey_sync_fenced_key(vk: valkey.Valkey) -> None:
+    lock, state = Lock(vk, "vk-fenced", ttl=TTL), FencedKey(vk, "vk-fenced:state")
+    with lock as first:
+        state.set("one", fence=first.fence)
+    with lock as second:
+        state.set("two", fence=second.fence)
+    with pytest.raises(StaleFenceError):
+        state.set("late", fence=first.fence)
+    assert vk.get("vk-fenced:state") == b"two" and state.seen() == second.fence
+
+
+def test_valkey_connection_errors_are_valkey_pys_own() -> None:
+    with pytest.raises(valkey.exceptions.ConnectionError) as caught:
+        Lock(valkey.Valkey(unix_socket_path=DEAD), "n").acquire(blocking=False)
+    assert not isinstance(caught.value, redis.exceptions.RedisError)
+
+    async def main() -> None:
+        client = valkey.asyncio.Valkey(unix_socket_path=DEAD)
+        with pytest.raises(valkey.exceptions.ConnectionError):
+            await AsyncLock(client, "n").acquire(blocking=False)
+
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize("first", ["redis-py", "valkey-py"])
