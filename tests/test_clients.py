@@ -20,8 +20,11 @@ import redis.sentinel
 import valkey
 import valkey.asyncio
 import valkey.asyncio.cluster
+import valkey.asyncio.retry
+import valkey.backoff
 import valkey.cluster
 import valkey.exceptions
+import valkey.retry
 import valkey.sentinel
 from _workers import Hold, check_history
 
@@ -226,6 +229,78 @@ def test_valkey_connection_errors_are_valkey_pys_own() -> None:
         client = valkey.asyncio.Valkey(unix_socket_path=DEAD)
         with pytest.raises(valkey.exceptions.ConnectionError):
             await AsyncLock(client, "n").acquire(blocking=False)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("retrying", [True, False], ids=["retrying", "no-retry"])
+def test_valkey_waiter_woken_after_its_pubsub_connection_is_killed(
+    r: redis.Redis, url: str, retrying: bool
+) -> None:
+    """valkey-py's PubSub tells the hub of a reconnection (whether valkey-py
+    reconnects inside its read, or the hub after a failed read): the waiter
+    checks again when the new subscription is confirmed, and finds the lock
+    handed to it although the hand-off's message was lost."""
+    name = f"vk-kill-{retrying}"
+    held = _elsewhere(lambda: Lock(r, name, ttl=TTL).acquire(blocking=False))
+    assert held
+    retry = {"retry": valkey.retry.Retry(valkey.backoff.ExponentialBackoff(0.2, 0.01), 10)}
+    client = valkey.Valkey.from_url(url, **(retry if retrying else {}))
+    waiter = Lock(client, name, ttl=TTL)
+
+    def kill_and_release() -> float:
+        deadline = time.monotonic() + 5
+        while not r.pubsub_channels(f"*{{{name}}}*"):
+            assert time.monotonic() < deadline, "the waiter never subscribed"
+            time.sleep(0.005)
+        time.sleep(0.2)  # the waiter's attempt failed: it waits for a wake-up now
+        assert int(r.client_kill_filter(_type="pubsub")) >= 1
+        released_at = time.monotonic()
+        held.release()  # its message is lost: nobody listens
+        return released_at
+
+    got: list[float] = []
+    releaser = threading.Thread(target=lambda: got.append(kill_and_release()))
+    releaser.start()
+    lease = waiter.acquire(timeout=TTL - 2)
+    at = time.monotonic()
+    releaser.join(5)
+    [released_at] = got
+    assert lease, "the waiter never got the lock"
+    assert at - released_at < HANDOFF_WITHIN, f"woken {at - released_at:.2f}s after"
+    lease.release()
+    client.close()  # type: ignore[no-untyped-call]
+
+
+def test_valkey_async_waiter_woken_after_its_pubsub_connection_is_killed(
+    r: redis.Redis, url: str
+) -> None:
+    name = "avk-kill"
+    held = Lock(r, name, ttl=TTL).acquire(blocking=False)
+    assert held
+
+    async def main() -> None:
+        # retrying on ConnectionError: valkey-py reconnects inside the hub's
+        # read, and only the hub's PubSub can tell the hub
+        retry = valkey.asyncio.retry.Retry(valkey.backoff.ExponentialBackoff(0.2, 0.01), 10)
+        client = valkey.asyncio.Valkey.from_url(
+            url, retry=retry, retry_on_error=[valkey.exceptions.ConnectionError]
+        )
+        try:
+            waiter = asyncio.create_task(AsyncLock(client, name, ttl=TTL).acquire(timeout=TTL - 2))
+            while not r.pubsub_channels(f"*{{{name}}}*"):
+                await asyncio.sleep(0.005)
+            await asyncio.sleep(0.2)
+            assert int(r.client_kill_filter(_type="pubsub")) >= 1
+            released_at = time.monotonic()
+            held.release()
+            lease = await asyncio.wait_for(waiter, TTL)
+            at = time.monotonic()
+            assert lease, "the waiter never got the lock"
+            assert at - released_at < HANDOFF_WITHIN, f"woken {at - released_at:.2f}s after"
+            await lease.release()
+        finally:
+            await client.aclose()
 
     asyncio.run(main())
 
