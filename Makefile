@@ -28,8 +28,8 @@ servers:
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }
 
 lint: $(VENV)/.dev-installed
-	$(BIN)/ruff check src tests benchmarks scripts
-	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks scripts examples
+	$(BIN)/ruff format --check src tests benchmarks scripts examples
 
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy

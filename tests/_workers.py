@@ -20,6 +20,7 @@ from tenure import (
     AsyncRLock,
     AsyncSemaphore,
     CountDownLatch,
+    FairLock,
     FencedKey,
     Lock,
     LockLostError,
@@ -461,3 +462,44 @@ def multi_holder(url: str, names: list[str], ttl: float, acquired: Any) -> None:
     assert lease is not None
     acquired.put(lease.fence)
     time.sleep(3600)
+
+
+#: The primitives of tests/test_stalled_waiter.py: for each, what the holder, the
+#: stalled waiter and the live waiter ask for (a read-write lock's mode).
+STALL_KINDS: dict[str, tuple[str, str, str]] = {
+    "lock": ("", "", ""),
+    "rlock": ("", "", ""),
+    "fair": ("", "", ""),
+    "semaphore": ("", "", ""),
+    "rw-write": ("write", "write", "read"),  # a write hold handed to the stalled writer
+    "rw-read": ("write", "read", "write"),  # a read hold handed to the stalled reader
+}
+
+
+def stall_acquirer(kind: str, role: int, client: redis.Redis, name: str, ttl: float) -> Any:
+    """The ``acquire`` of the primitive ``kind`` (a key of :data:`STALL_KINDS`)
+    named ``name``, for ``role`` (0 holder, 1 stalled waiter, 2 live waiter)."""
+    if kind == "lock":
+        return Lock(client, name, ttl=ttl).acquire
+    if kind == "rlock":
+        return RLock(client, name, ttl=ttl).acquire
+    if kind == "fair":
+        return FairLock(client, name, ttl=ttl).acquire
+    if kind == "semaphore":
+        return Semaphore(client, name, 1, ttl=ttl).acquire
+    rw = ReadWriteLock(client, name, ttl=ttl)
+    return (rw.read if STALL_KINDS[kind][role] == "read" else rw.write).acquire
+
+
+def stalled_waiter(url: str, kind: str, name: str, timeout: float, out: Any) -> None:
+    """Wait for ``kind`` ``name`` as the stalled waiter (the test stops this process
+    while it waits); put on ``out`` ``None`` if the acquire timed out, else the
+    hold ``(acquired_at, released_at, fence)`` (released at once)."""
+    acquire = stall_acquirer(kind, 1, redis.Redis.from_url(url), name, 10.0)
+    lease = acquire(timeout=timeout)
+    if lease is None:
+        out.put(None)
+        return
+    acquired = time.monotonic()
+    lease.release()
+    out.put((acquired, time.monotonic(), lease.fence))

@@ -109,7 +109,8 @@ def test_inspect_a_held_lock_with_a_waiter(
     assert 25 < lock["ttl"] <= 30
     assert lock["waiters"] == 1
     [queued] = lock["waiting"]
-    assert queued["lease"] == 12.0 and queued["holder"] != lease.owner
+    # the lease a hand-off gives it: its claim window (then extended to its 12 s)
+    assert queued["lease"] == 1.0 and queued["holder"] != lease.owner
     assert 0 <= queued["queued_for"] < 10
 
     status, out, _ = tenure(capsys, url, "inspect", "orders:42")
@@ -483,7 +484,8 @@ def test_inspect_every_kind_of_one_name_held_then_free(
     )
     assert 25 < f["ttl"] <= 30 and f["waiters"] == 1
     [head] = f["waiting"]
-    assert head["lease"] == 12.0 and head["holder"] != fair.owner and 0 < head["deadline"] <= 5
+    # the lease a hand-off gives it: its claim window (then extended to its 12 s)
+    assert head["lease"] == 1.0 and head["holder"] != fair.owner and 0 < head["deadline"] <= 5
 
     w = found["ReadWriteLock"]
     assert (w["mode"], w["waiting_writers"], w["fence"]) == ("read", 1, mine.fence)

@@ -448,6 +448,10 @@ def test_command_line(url: str) -> None:
         ["run", "n", "--wait", "1", "--no-wait", "--", "true"],
         ["run", "n", "--ttl", "0", "--", "true"],
         ["run", "n", "--wait", "-1", "--", "true"],
+        ["run", "n", "--ttl", "1e-9", "--", "true"],  # below the shortest lease
+        ["run", "n", "--ttl", "9.3e15", "--", "true"],  # more than a year
+        ["run", "n", "--ttl", "nan", "--", "true"],
+        ["run", "n", "--wait", "1e20", "--", "true"],
         ["run", "n", "--conflict-exit-code", "256", "--", "true"],
     ):
         with pytest.raises(SystemExit) as exit_info:

@@ -31,6 +31,7 @@ from tenure import (
     LockLostError,
     NotOwnedError,
 )
+from tenure._plans.waiting import HANDOFF_CLAIM
 from tenure._scripts import ALL, FAIR_ACQUIRE, FAIR_RELEASE
 from tenure._server import ServerProcess, free_port
 
@@ -152,7 +153,8 @@ def test_info_lists_the_queue_in_order_with_deadlines(r: redis.Redis) -> None:
         info = lock.info()
         assert info.holder == lease.owner and info.waiters == 3 and len(info.queue) == 3
         for waiter in info.queue:
-            assert waiter.lease == 5.0 and 1.5 < waiter.deadline <= 3.0
+            # the lease a hand-off gives it: its claim window (its 5 s lease after an extend)
+            assert waiter.lease == HANDOFF_CLAIM and 1.5 < waiter.deadline <= 3.0
             assert waiter.token.startswith(waiter.owner + ":")
             owners.append(waiter.owner)
         assert len(set(owners)) == 3  # one place per thread
@@ -493,9 +495,10 @@ def _hold_once(lock: FairLock, seconds: float) -> None:
 
 def test_commands_per_hand_off_do_not_grow_with_waiters(make_server: MakeServer) -> None:
     """N threads each take the lock once while the others wait in line. A release
-    wakes the head alone, so each section costs the same few commands (a failed
-    attempt, the queueing attempt, the release; a SUBSCRIBE and UNSUBSCRIBE of
-    the waiter's own channel) whatever N is."""
+    wakes the head alone (and tells the next one when the head's claim window
+    ends), so each section costs the same few commands (a failed attempt, the
+    queueing attempt, the watchdog's claim extend, the release; a SUBSCRIBE and
+    UNSUBSCRIBE of the waiter's own channel) whatever N is."""
     per_section: dict[int, dict[str, float]] = {}
     for n in (2, 8):
         s = make_server()
@@ -528,7 +531,7 @@ def test_commands_per_hand_off_do_not_grow_with_waiters(make_server: MakeServer)
             "scripts": (calls["evalsha"] - 1) / n,  # less the holder's release
             "all": (sum(calls.values()) - overhead - 1) / n,
         }
-    assert per_section[2]["scripts"] <= 3 and per_section[8]["scripts"] <= 3, per_section
+    assert per_section[2]["scripts"] <= 4 and per_section[8]["scripts"] <= 4, per_section
     assert per_section[8]["all"] <= per_section[2]["all"] * 1.2, per_section
 
 

@@ -110,18 +110,18 @@ def test_busy_queues_on_its_own_channel_and_waits_no_longer_than_the_refresh() -
     clock = Clock()
     plan = acquire_plan(clock, waiter_timeout=6.0)
     step = queued(plan, pttl=30000)
-    assert step.args[3] == f"hub.7|10000|{TOKEN}"  # queues itself, with its own channel
+    assert step.args[3] == f"hub.7|1000|{TOKEN}"  # queues itself, with its own channel
     wait = plan.send((Status.BUSY, 30000))
     # the holder has 30 s left, but a queued waiter calls again before its deadline
     assert isinstance(wait, WaitWake) and wait.timeout == pytest.approx(2.0)
     clock.t += 2.0
     refresh = plan.send(False)  # timed out: call again, which moves the deadline on
-    assert isinstance(refresh, Eval) and refresh.args[3] == f"hub.7|10000|{TOKEN}"
+    assert isinstance(refresh, Eval) and refresh.args[3] == f"hub.7|1000|{TOKEN}"
     wait = plan.send((Status.BUSY, 500))  # a shorter pttl wins
     assert isinstance(wait, WaitWake) and wait.timeout == pytest.approx(0.5)
     clock.t += 0.5
     again = plan.send(True)  # woken without a hand-off (a reconnect): try again
-    assert isinstance(again, Eval) and again.args[3] == f"hub.7|10000|{TOKEN}"
+    assert isinstance(again, Eval) and again.args[3] == f"hub.7|1000|{TOKEN}"
     assert finish(plan, (Status.OK, 43)).fence == 43
 
 
@@ -172,7 +172,7 @@ def test_timeout_leaves_the_queue_with_the_fair_release() -> None:
         KEYS.delay,
         KEYS.released,
     )
-    assert leave.args == (TOKEN, KEYS.wake_prefix, FENCE_TTL_MS, f"hub.7|10000|{TOKEN}", 0, "")
+    assert leave.args == (TOKEN, KEYS.wake_prefix, FENCE_TTL_MS, f"hub.7|1000|{TOKEN}", 0, "")
     assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 

@@ -59,7 +59,8 @@ def test_keys_share_a_slot(r: redis.Redis) -> None:
 @pytest.mark.parametrize(
     ("fence", "value", "match"),
     [
-        (-1, "v", "fence must be a non-negative int"),
+        (-1, "v", r"fence must be an int from 0 to 2\*\*53 - 1 \(a lease's fence\), not -1"),
+        (2**53, "v", "not 9007199254740992"),
         (True, "v", "fence must be"),
         ("5", "v", "fence must be"),
         (1.5, "v", "fence must be"),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from tenure._drivers._hubbook import LINGER, HubBook, PassOn, Settable, WakeEach
 from tenure._keys import LockKeys, lock_keys
+from tenure._protocol import HandedOff, Recheck
 
 KEYS = lock_keys("a", key=None, prefix="tenure:")
 
@@ -18,6 +19,7 @@ class Ch:
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
+    recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
@@ -176,3 +178,26 @@ def test_a_reconnection_forgets_channels_that_go() -> None:
     assert not book.rewake
     again, subscribe = book.enter("w", KEYS, "t")
     assert subscribe and book.route("subscribe", "w") is again.ready
+
+
+def test_recheck_is_recorded_for_the_channel_and_never_passed_on() -> None:
+    """ "recheck <ms>": a release handed the lock to another waiter, which holds it
+    for its claim window only; this waiter is to try again when that ends."""
+    book = HubBook(Ch)
+    ch, _ = book.enter("c", KEYS, "t1")
+    assert book.route("message", "c", "recheck 1000") is ch.wake and ch.recheck == 1.0
+    assert book.route("message", "c", "recheck 400") is ch.wake and ch.recheck == 0.4
+    assert book.route("message", "c", "recheck 900") is ch.wake and ch.recheck == 0.4
+    assert book.woken(ch, "t1", True) == Recheck(0.4)
+    assert ch.recheck is None and book.woken(ch, "t1", True) is True
+    # a hand-off to the plan wins over a recheck; a timeout ignores a recheck
+    book.route("message", "c", "recheck 1000")
+    book.route("message", "c", "77 t1")
+    assert book.woken(ch, "t1", True) == HandedOff(77) and ch.recheck == 1.0
+    assert book.woken(ch, "t1", False) is False and ch.recheck is None
+    # never a release of "1000" (no token), never for an unknown channel
+    assert book.route("message", "c", "recheck x") is None
+    assert book.route("message", "other", "recheck 1000") is None
+    book.route("message", "c", "recheck 1000")
+    book.wake_all()  # a reconnection: retry now, not within a claim window
+    assert book.woken(ch, "t1", True) is True

@@ -148,9 +148,15 @@ def test_waiters_in_processes_pass_only_after_zero(r: redis.Redis, url: str) -> 
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda latch: latch.try_set_count(0), "count must be an int >= 1, not 0"),
-        (lambda latch: latch.try_set_count(True), "count must be an int >= 1, not True"),
-        (lambda latch: latch.try_set_count("2"), "count must be an int >= 1"),
+        (
+            lambda latch: latch.try_set_count(0),
+            r"count must be an int from 1 to 2\*\*53 - 1, not 0",
+        ),
+        (
+            lambda latch: latch.try_set_count(True),
+            r"count must be an int from 1 to 2\*\*53 - 1, not True",
+        ),
+        (lambda latch: latch.try_set_count("2"), r"count must be an int from 1 to 2\*\*53 - 1"),
         (lambda latch: latch.wait(-1), "timeout must be >= 0"),
         (lambda latch: latch.wait("1"), "timeout must be a number"),
     ],

@@ -108,6 +108,44 @@ def test_book_reports_leases_left_behind() -> None:
     assert book.get("k") is None  # entries go with their lease
 
 
+def test_watch_book_after_a_release_attempt() -> None:
+    """Once a release was attempted the watch book sends no renewal and no claim
+    extend, and a renewal in flight that finds the lease gone (the release came
+    first in Redis) is no loss: the lease is lost only if still watched at its
+    deadline."""
+    from dataclasses import dataclass
+
+    from tenure._drivers._watchbook import WatchBook
+    from tenure._protocol import Status
+
+    @dataclass
+    class Fake:
+        ttl: float
+        expires_at: float
+        _claim: float = 0.0
+
+        def _renewal(self) -> Any:
+            return None
+
+        def _renewed(self, expires_at: float) -> None:
+            self.expires_at = expires_at
+
+        def _lose(self, reason: str) -> None:
+            raise AssertionError("the book never calls it")
+
+    book = WatchBook()
+    renewed = book.add(Fake(3.0, 103.0), True, 100.0)
+    claimed = book.add(Fake(3.0, 101.0, _claim=1.0), False, 100.0)
+    book.stop_renewing(claimed)  # released before its claim extend was sent
+    assert book.take_due(101.0) == [renewed]  # the renewal is in flight ...
+    book.stop_renewing(renewed)  # ... when the release begins
+    assert book.settle(renewed, (Status.NOT_OWNED, 0), 101.0, 101.1) is None
+    assert book.take_due(200.0) == []  # nothing is ever sent again
+    book.discard(renewed, 101.2)  # its release returned
+    assert book.expired(103.0) == [claimed]  # the other: lost at its deadline
+    assert book.settle(renewed, (Status.OK, 0), 101.0, 101.3) is None  # never revived
+
+
 # --- a lease is inert outside its process and cannot be copied --------------------
 
 

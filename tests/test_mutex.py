@@ -65,10 +65,10 @@ def _calls(client: redis.Redis) -> dict[str, int]:
 
 def test_commands_per_hand_off_do_not_grow_with_waiters(make_server: object) -> None:
     """Each of N processes takes the lock once while the others wait. A release
-    hands the lock straight to the first waiter, so a waiter makes 3 script
-    calls whatever N is (a failed attempt, the attempt that queues it, its
-    release): at most 3 per section, where waking every waiter to retry would
-    add about N/2."""
+    hands the lock straight to the first waiter, so a waiter makes 4 script
+    calls whatever N is (a failed attempt, the attempt that queues it, the
+    watchdog's extend of the claim window it was handed, its release): at most 4
+    per section, where waking every waiter to retry would add about N/2."""
     per_section: dict[int, dict[str, float]] = {}
     for processes in (2, 6):
         s: ServerProcess = make_server()  # type: ignore[operator]
@@ -95,8 +95,11 @@ def test_commands_per_hand_off_do_not_grow_with_waiters(make_server: object) -> 
             "scripts": calls["evalsha"] / len(holds),
             "all": (sum(calls.values()) - overhead) / len(holds),
         }
-    assert per_section[2]["scripts"] <= 3 and per_section[6]["scripts"] <= 3, per_section
-    assert per_section[6]["all"] <= per_section[2]["all"] * 1.35, per_section
+    assert per_section[2]["scripts"] <= 4 and per_section[6]["scripts"] <= 4, per_section
+    # A hand-off costs a few commands more than a free acquire (the claim extend,
+    # the next waiter's recheck), and at N = 2 up to half the sections are free
+    # acquires, at N = 6 most are hand-offs: hence the slack, not growth with N.
+    assert per_section[6]["all"] <= per_section[2]["all"] * 1.5, per_section
 
 
 def test_a_releaser_asking_again_does_not_starve_waiters(url: str) -> None:

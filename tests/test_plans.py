@@ -7,14 +7,44 @@ from typing import Any
 
 import pytest
 
-from tenure import AlreadyHeldError, InvalidArgument, NotOwnedError, UnsupportedServer
+from tenure import (
+    AdaptiveTTL,
+    AlreadyHeldError,
+    InvalidArgument,
+    NotOwnedError,
+    UnsupportedServer,
+)
 from tenure._errors import ProtocolError, WrongTypeError
 from tenure._keys import lock_keys
+from tenure._ops import shown, table
+from tenure._plans import fair as fair_plans
+from tenure._plans import fenced as fenced_plans
+from tenure._plans import latch as latch_plans
 from tenure._plans import lock as plans
+from tenure._plans import replicas as replica_plans
+from tenure._plans import semaphore as semaphore_plans
 from tenure._plans.server import parse_info
-from tenure._protocol import Contend, Eval, HandedOff, Listening, Status, WaitWake, parse_reply
+from tenure._protocol import (
+    Contend,
+    Eval,
+    HandedOff,
+    Listening,
+    Recheck,
+    Status,
+    WaitWake,
+    parse_reply,
+)
 from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE
-from tenure._units import check_seconds, to_ms
+from tenure._units import (
+    MAX_COUNT,
+    MAX_LEASE_PERMITS,
+    MAX_SECONDS,
+    MIN_TTL,
+    check_count,
+    check_seconds,
+    check_ttl,
+    to_ms,
+)
 
 KEYS = lock_keys("orders", key=None, prefix="tenure:")
 
@@ -71,12 +101,12 @@ def test_busy_then_listen_then_wait_for_pttl_then_acquire() -> None:
     assert isinstance(contend, Contend)
     assert contend.keys == KEYS and contend.token == "own:tok" and contend.timeout == 5.0
     retry = plan.send("w1")  # the driver's waiter id
-    assert isinstance(retry, Eval) and retry.args[3] == "w1|10000|own:tok"  # queues itself
+    assert isinstance(retry, Eval) and retry.args[3] == "w1|1000|own:tok"  # queues itself
     wait = plan.send((Status.BUSY, 2500))
     assert isinstance(wait, WaitWake) and wait.timeout == 2.5  # the holder's pttl
     clock.t += 1.0
     again = plan.send(True)  # woken without a hand-off: try again
-    assert isinstance(again, Eval) and again.args[3] == "w1|10000|own:tok"
+    assert isinstance(again, Eval) and again.args[3] == "w1|1000|own:tok"
     assert finish(plan, (Status.OK, 43)).fence == 43
 
 
@@ -97,7 +127,7 @@ def test_a_process_that_listens_queues_at_once() -> None:
     contend = plan.send(True)  # waited on this lock a moment ago: skip the lone try
     assert isinstance(contend, Contend)
     queued = plan.send("w1")
-    assert isinstance(queued, Eval) and queued.args[3] == "w1|10000|own:tok"
+    assert isinstance(queued, Eval) and queued.args[3] == "w1|1000|own:tok"
     assert finish(plan, (Status.OK, 5)).fence == 5  # free: the queueing call takes it
 
 
@@ -109,10 +139,47 @@ def test_handed_off_lock_needs_no_more_round_trips() -> None:
     clock.t += 0.5
     plan.send("w1")  # the queueing call is sent at t = 100.5
     plan.send((Status.BUSY, 2500))
-    clock.t += 0.5
+    clock.t += 0.2  # within HANDOFF_RESYNC of the 1 s claim window
     grant = finish(plan, HandedOff(77))
-    # Timed from the queueing call, which came before the release: conservative.
-    assert grant.fence == 77 and grant.expires_at == pytest.approx(100.5 + plans.validity(10.0))
+    # Redis holds it for the claim window from the release, which came after the
+    # queueing call: timed from that call (conservative); the watchdog extends it.
+    assert grant.fence == 77 and grant.claim == plans.HANDOFF_CLAIM == 1.0
+    assert grant.expires_at == pytest.approx(100.5 + plans.validity(1.0))
+
+
+def test_hand_off_of_a_short_lease_has_no_claim_window() -> None:
+    clock = Clock()
+    plan = plans.acquire(KEYS, "own", "own:tok", 0.5, blocking=True, timeout=None, now=clock)
+    start(plan)
+    plan.send((Status.BUSY, 400))
+    queue = plan.send("w1")
+    assert isinstance(queue, Eval) and queue.args[3] == "w1|500|own:tok"  # handed whole
+    plan.send((Status.BUSY, 400))
+    clock.t += 0.1
+    grant = finish(plan, HandedOff(77))
+    assert grant.claim == 0.0 and grant.expires_at == pytest.approx(100.0 + plans.validity(0.5))
+
+
+def test_recheck_shortens_the_wait_to_the_claim_window() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock)
+    start(plan)
+    plan.send((Status.BUSY, 9000))
+    plan.send("w1")
+    wait = plan.send((Status.BUSY, 9000))
+    assert isinstance(wait, WaitWake) and wait.timeout == pytest.approx(9.0)
+    clock.t += 2.0
+    # another waiter was handed the lock: try again when its claim window ends
+    shorter = plan.send(Recheck(1.0))
+    assert isinstance(shorter, WaitWake) and shorter.timeout == pytest.approx(1.0)
+    clock.t += 0.5
+    # a second recheck never lengthens the wait
+    again = plan.send(Recheck(1.0))
+    assert isinstance(again, WaitWake) and again.timeout == pytest.approx(0.5)
+    clock.t += 0.5
+    retry = plan.send(False)
+    assert isinstance(retry, Eval) and retry.script is LOCK_ACQUIRE
+    assert finish(plan, (Status.OK, 80)).fence == 80
 
 
 def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
@@ -122,9 +189,10 @@ def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
     plan.send((Status.BUSY, 9000))
     plan.send("w1")
     plan.send((Status.BUSY, 9000))
-    clock.t += 5.0  # more than HANDOFF_RESYNC of the 10 s ttl
+    clock.t += 5.0  # more than HANDOFF_RESYNC of the 1 s claim window
     extend = plan.send(HandedOff(78))
-    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 102, 0)
+    # least left: the drift allowance of the 1 s claim window Redis holds, 12 ms
+    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 12, 0)
     clock.t += 0.1
     grant = finish(plan, (Status.OK, 0))
     assert grant.fence == 78 and grant.expires_at == pytest.approx(105.0 + plans.validity(10.0))
@@ -158,7 +226,7 @@ def test_timeout_returns_none_after_last_attempt() -> None:
     assert isinstance(retry, Eval)
     leave = plan.send((Status.BUSY, 29000))  # leaves the queue (and releases a hand-off)
     assert isinstance(leave, Eval) and leave.script is LOCK_RELEASE
-    assert leave.args[0] == "own:tok" and leave.args[3] == "w1|10000|own:tok"
+    assert leave.args[0] == "own:tok" and leave.args[3] == "w1|1000|own:tok"
     assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 
@@ -200,7 +268,7 @@ def test_lost_reply_gives_the_lock_back_then_reraises() -> None:
     plan.send("w1")  # listening now
     cleanup = plan.throw(ConnectionError("reply lost"))
     assert isinstance(cleanup, Eval) and cleanup.script is LOCK_RELEASE
-    assert cleanup.args[0] == "own:tok" and cleanup.args[3] == "w1|10000|own:tok"
+    assert cleanup.args[0] == "own:tok" and cleanup.args[3] == "w1|1000|own:tok"
     with pytest.raises(ConnectionError, match="reply lost"):
         plan.send((Status.OK, 1))
 
@@ -251,10 +319,103 @@ def test_units() -> None:
     assert to_ms(0.0001, "ttl") == 1
     assert to_ms(1.5, "ttl") == 1500
     assert to_ms(0.0015, "ttl") == 2  # rounds up
+    assert to_ms(1.1, "ttl") == 1100  # not 1101: 1.1 * 1000 is 1100.0000000000002
+    assert to_ms(0.29, "ttl") == 290 and to_ms(4.35, "ttl") == 4350
+    assert to_ms(MAX_SECONDS, "ttl") == 31_536_000_000
     for bad in (0, -1, float("inf"), True, None, "1"):
         with pytest.raises(InvalidArgument, match="ttl"):
             to_ms(bad, "ttl")
     assert check_seconds(0, "timeout", allow_zero=True) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (9.3e15, "ttl must be at most 31536000 seconds (365 days), not 9300000000000000.0"),
+        (MAX_SECONDS + 1, "ttl must be at most 31536000 seconds (365 days), not 31536001"),
+        (10**400, "ttl must be at most 31536000 seconds (365 days), not 1000"),
+        (
+            1e-9,
+            "ttl must be at least 0.01 seconds (a shorter lease is over before its "
+            "acquire returns), not 1e-09",
+        ),
+        (0.0099, "ttl must be at least 0.01 seconds"),
+        (float("nan"), "ttl must be a finite number of seconds, not nan"),
+        (float("-inf"), "ttl must be a finite number of seconds, not -inf"),
+        (True, "ttl must be a number of seconds, not True"),
+        (-0.5, "ttl must be > 0 seconds, not -0.5"),
+    ],
+)
+def test_lease_lengths_out_of_range(value: object, message: str) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        check_ttl(value)
+    assert str(info.value).startswith(message)
+    with pytest.raises(InvalidArgument, match="ttl must be"):
+        start(plans.acquire(KEYS, "own", "tok", value, blocking=True, timeout=None, now=Clock()))  # type: ignore[arg-type]
+
+
+def test_limits_of_durations_and_counts() -> None:
+    assert check_ttl(MIN_TTL) == 0.01 and check_ttl(MAX_SECONDS) == MAX_SECONDS
+    assert check_seconds(MAX_SECONDS, "timeout") == MAX_SECONDS
+    with pytest.raises(InvalidArgument, match="timeout must be at most 31536000 seconds"):
+        plans.check_acquire(True, MAX_SECONDS + 0.5)
+    assert plans.check_acquire(True, MAX_SECONDS) == MAX_SECONDS
+    with pytest.raises(InvalidArgument, match=r"seconds must be at least 0\.01"):
+        plans.renewal(KEYS, "tok", 0.001, ttl=30.0)
+    assert check_count(MAX_COUNT, "count") == 2**53 - 1
+    for bad in (2**53, 10**20, 0, True, 1.0, "1", None):
+        with pytest.raises(
+            InvalidArgument, match=r"count must be an int from 1 to 2\*\*53 - 1, not"
+        ):
+            check_count(bad, "count")
+    assert check_count(0, "limit", minimum=0) == 0
+    with pytest.raises(InvalidArgument, match="n must be an int from 1 to 10000, not 10001"):
+        check_count(10_001, "n", maximum=MAX_LEASE_PERMITS)
+    assert semaphore_plans.check_n(MAX_LEASE_PERMITS, MAX_COUNT) == MAX_LEASE_PERMITS
+    assert semaphore_plans.check_permits(MAX_COUNT) == MAX_COUNT
+    assert latch_plans.check_count(MAX_COUNT) == MAX_COUNT
+    with pytest.raises(InvalidArgument, match="fence must be an int from 0 to 2"):
+        fenced_plans.check_fence(2**53)
+    assert fenced_plans.check_fence(MAX_COUNT) == MAX_COUNT
+    with pytest.raises(InvalidArgument, match="min_replicas must be an int from 0 to 2"):
+        replica_plans.check_policy(2**53, 1.0, False)
+    with pytest.raises(InvalidArgument, match="replica_timeout must be at most"):
+        replica_plans.check_policy(1, 9.3e15, False)
+    with pytest.raises(InvalidArgument, match="waiter_timeout must be at most"):
+        fair_plans.check_waiter_timeout(MAX_SECONDS * 2)
+    with pytest.raises(InvalidArgument, match="limit must be an int from 0 to 2"):
+        fair_plans.check_limit(2**53)
+    policies: list[tuple[str, float]] = [
+        ("floor", 1e-9),
+        ("ceiling", 9.3e15),
+        ("factor", 10**400),
+        ("factor", float("inf")),
+        ("window", 2**53),
+    ]
+    for field, bad in policies:
+        with pytest.raises(InvalidArgument, match=f"AdaptiveTTL {field} must be"):
+            AdaptiveTTL(**{field: bad})  # type: ignore[arg-type]
+
+
+def test_names_keys_and_prefixes_must_encode_as_utf8() -> None:
+    with pytest.raises(InvalidArgument) as info:
+        lock_keys("orders\udc80", key=None, prefix="tenure:")
+    assert str(info.value) == (
+        "name 'orders\\udc80' can't be encoded as UTF-8 ('\\udc80' at index 6 is a lone surrogate)"
+    )
+    with pytest.raises(InvalidArgument, match=r"key 'a\\ud800b' can't be encoded"):
+        lock_keys(None, key="a\ud800b", prefix="tenure:")
+    with pytest.raises(InvalidArgument, match=r"prefix '\\udcff:' can't be encoded"):
+        lock_keys("orders", key=None, prefix="\udcff:")
+    assert lock_keys("é🔒", key=None, prefix="tenure:").lock == "tenure:{é🔒}"
+
+
+def test_text_output_escapes_control_characters() -> None:
+    assert shown("orders:42 é") == "orders:42 é"
+    assert shown("a\nb\tc") == "'a\\nb\\tc'"
+    rows = table([("KIND", "NAME"), ("Lock", "a\nb"), ("Lock", "x\x1by")])
+    assert len(rows) == 3 and all(row.isprintable() for row in rows)
+    assert rows[1] == "Lock  'a\\nb'"
 
 
 def test_keys_share_a_hash_tag() -> None:

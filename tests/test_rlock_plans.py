@@ -18,7 +18,7 @@ from tenure._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RE
 
 KEYS = rlock_keys("orders", prefix="tenure:")
 OWNER = "p0.7"
-MEMBER = f"w1|10000|{OWNER}"
+MEMBER = f"w1|1000|{OWNER}"
 
 
 class Clock:

@@ -614,7 +614,8 @@ def test_script_calls_per_hand_off_do_not_grow_with_waiters(
 ) -> None:
     """N writers, each with its own client (so each its own queue entry, as a
     process would be), wait while the lock is held. From then on each hand-off
-    costs one script call, the release that makes it, whatever N is: the waiter
+    costs the release that makes it and the watchdog's extend of the claim window
+    it hands over (skipped when the hold ends first), whatever N is: the waiter
     holds the lock when the message comes, and no waiter is woken to retry."""
     from tenure._scripts import ALL
 
@@ -649,4 +650,6 @@ def test_script_calls_per_hand_off_do_not_grow_with_waiters(
         calls[writers] = int(client.info("commandstats")["cmdstat_evalsha"]["calls"])
         for c in [client, *clients]:
             c.close()
-    assert calls == {2: 2 + 1, 8: 8 + 1}  # the holder's release, then each writer's
+    # the holder's release, then each writer's release and claim extend
+    for writers, made in calls.items():
+        assert writers + 1 <= made <= 2 * writers + 1, calls

@@ -62,7 +62,7 @@ def acquire_plan(
 
 
 def member(mode: str = "w") -> str:
-    return f"w1|10000|{mode}:{OWNER}:op1"
+    return f"w1|1000|{mode}:{OWNER}:op1"
 
 
 def queue(plan: Any, mode: str = "w", pttl: int = 2500) -> None:
@@ -142,10 +142,11 @@ def test_hand_off_message_is_trusted_as_it_is() -> None:
     clock = Clock()
     plan = acquire_plan(clock)
     queue(plan)  # the queueing call was sent at t=100
-    clock.t += 0.5  # within HANDOFF_RESYNC of the 10 s ttl
+    clock.t += 0.2  # within HANDOFF_RESYNC of the 1 s claim window
     grant = finish(plan, HandedOff(77))
     assert grant.fence == 77 and grant.hold == "op1" and grant.mode == "write"
-    assert grant.expires_at == pytest.approx(100.0 + validity(10.0))
+    # Redis holds it for the claim window (the watchdog extends it at once)
+    assert grant.expires_at == pytest.approx(100.0 + validity(1.0)) and grant.claim == 1.0
 
 
 def test_late_hand_off_restarts_the_lease_clock_with_an_extend() -> None:
@@ -156,6 +157,7 @@ def test_late_hand_off_restarts_the_lease_clock_with_an_extend() -> None:
     extend = plan.send(HandedOff(77))
     assert isinstance(extend, Eval) and extend.script is RWLOCK_EXTEND
     assert extend.args[:4] == (OWNER, "r", "op1", 10000)
+    assert extend.args[5] == 12  # least left: the 1 s claim window's drift allowance
     grant = finish(plan, (Status.OK, 1))
     assert grant.expires_at == pytest.approx(105.0 + validity(10.0)) and grant.fence == 77
 

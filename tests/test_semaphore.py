@@ -347,11 +347,11 @@ def test_async_semaphore(url: str) -> None:
     [
         (("", 2), {}, "name must not be empty"),
         ((b"x", 2), {}, "name must be a str"),
-        (("x", 0), {}, "permits must be an int >= 1, not 0"),
-        (("x", -3), {}, "permits must be an int >= 1"),
-        (("x", True), {}, "permits must be an int >= 1, not True"),
-        (("x", 2.0), {}, "permits must be an int >= 1, not 2.0"),
-        (("x", "2"), {}, "permits must be an int >= 1"),
+        (("x", 0), {}, r"permits must be an int from 1 to 2\*\*53 - 1, not 0"),
+        (("x", -3), {}, r"permits must be an int from 1 to 2\*\*53 - 1"),
+        (("x", True), {}, r"permits must be an int from 1 to 2\*\*53 - 1, not True"),
+        (("x", 2.0), {}, r"permits must be an int from 1 to 2\*\*53 - 1, not 2.0"),
+        (("x", "2"), {}, r"permits must be an int from 1 to 2\*\*53 - 1"),
         (("x", 2), {"ttl": 0}, "ttl must be > 0"),
         (("x", 2), {"ttl": "5"}, "ttl must be a number"),
         (("x", 2), {"prefix": None}, "prefix must be a str"),
@@ -369,14 +369,14 @@ def test_bad_constructor_arguments(
 @pytest.mark.parametrize(
     ("method", "args", "match"),
     [
-        ("acquire", (0,), "n must be an int >= 1, not 0"),
+        ("acquire", (0,), "n must be an int from 1 to 10000, not 0"),
         ("acquire", (3,), "n=3 is more than the semaphore's 2 permits"),
-        ("acquire", (True,), "n must be an int >= 1, not True"),
+        ("acquire", (True,), "n must be an int from 1 to 10000, not True"),
         ("acquire", (1, "yes"), "blocking must be True or False"),
         ("acquire", (1, True, -1), "timeout must be >= 0"),
         ("acquire", (1, False, 1), "with blocking=False"),
-        ("set_permits", (0,), "permits must be an int >= 1, not 0"),
-        ("set_permits", ("3",), "permits must be an int >= 1, not '3'"),
+        ("set_permits", (0,), r"permits must be an int from 1 to 2\*\*53 - 1, not 0"),
+        ("set_permits", ("3",), r"permits must be an int from 1 to 2\*\*53 - 1, not '3'"),
     ],
 )
 def test_bad_call_arguments_do_no_io(method: str, args: tuple[Any, ...], match: str) -> None:
@@ -414,9 +414,10 @@ def test_script_calls_per_hand_off_do_not_grow_with_waiters(
 ) -> None:
     """N waiters (separate clients: separate hubs, as separate processes would be)
     take the one permit in turn. A release hands it straight to the first waiter,
-    so each waiter makes 3 script calls whatever N is (a lone attempt, the
-    attempt that queues it, its release), where waking every waiter to retry
-    would add about N/2 each."""
+    so each waiter makes 4 script calls whatever N is (a lone attempt, the
+    attempt that queues it, the watchdog's extend of the claim window it was
+    handed, its release), where waking every waiter to retry would add about
+    N/2 each. (The extend is skipped when the hold ends before it is sent.)"""
     sem = Semaphore(r, "flat", 1, ttl=10)
     first = sem.acquire()
     assert first is not None
@@ -437,7 +438,7 @@ def test_script_calls_per_hand_off_do_not_grow_with_waiters(
     for t in threads:
         t.join()
     calls = r.info("commandstats")["cmdstat_evalsha"]["calls"]
-    assert calls == 3 * waiters + 1  # + the first holder's release
+    assert 3 * waiters + 1 <= calls <= 4 * waiters + 1  # + the first holder's release
     assert sem.available() == 1
     for c in clients:
         c.close()

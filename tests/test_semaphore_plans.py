@@ -26,7 +26,7 @@ from tenure._scripts import (
 KEYS = semaphore_keys("pool", prefix="tenure:")
 SCRIPT_KEYS = (KEYS.holders, KEYS.permits, KEYS.fence, KEYS.waiters)
 TOKEN = "p0.7:t1"
-MEMBER = f"w1|10000|2|{TOKEN}"  # waiter w1, 10 s lease, 2 permits
+MEMBER = f"w1|1000|2|{TOKEN}"  # waiter w1, 1 s claim of a 10 s lease, 2 permits
 
 
 class Clock:
@@ -143,9 +143,11 @@ def test_hand_off_is_trusted_at_once_or_resynced_with_an_extend() -> None:
     clock = Clock()
     plan = acquire_plan(clock)
     queue(plan)
-    clock.t += 0.5
+    clock.t += 0.2
     grant = finish(plan, HandedOff(77))  # no further round trip
-    assert grant.fence == 77 and grant.expires_at == pytest.approx(100.0 + validity(10.0))
+    # Redis holds it for the claim window (the watchdog extends it at once)
+    assert grant.fence == 77 and grant.expires_at == pytest.approx(100.0 + validity(1.0))
+    assert grant.claim == 1.0
     # A hand-off seen long after the last queueing call: the lease clock restarts.
     plan = acquire_plan(clock)
     queue(plan)
@@ -155,6 +157,7 @@ def test_hand_off_is_trusted_at_once_or_resynced_with_an_extend() -> None:
     assert extend.args == (TOKEN, 2, 10000, 3, KEYS.wake_prefix, FENCE_TTL_MS)
     grant = finish(plan, (Status.OK, 0))
     assert grant.fence == 78 and grant.expires_at == pytest.approx(clock.t + validity(10.0))
+    assert grant.claim == 0.0
 
 
 def test_timeout_leaves_the_queue_and_gives_back_a_hand_off() -> None:
@@ -216,9 +219,11 @@ def test_unexpected_acquire_status_is_a_protocol_error() -> None:
     [(0, "not 0"), (-1, "not -1"), (True, "not True"), ("2", "not '2'"), (1.5, "not 1.5")],
 )
 def test_check_permits_and_n(value: object, match: str) -> None:
-    with pytest.raises(InvalidArgument, match=f"permits must be an int >= 1, {match}"):
+    with pytest.raises(
+        InvalidArgument, match=rf"permits must be an int from 1 to 2\*\*53 - 1, {match}"
+    ):
         plans.check_permits(value)
-    with pytest.raises(InvalidArgument, match=f"n must be an int >= 1, {match}"):
+    with pytest.raises(InvalidArgument, match=f"n must be an int from 1 to 10000, {match}"):
         plans.check_n(value, 3)
 
 

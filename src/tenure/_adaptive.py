@@ -23,7 +23,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from ._errors import InvalidArgument
-from ._units import check_seconds
+from ._units import check_count, check_ttl
 
 #: How many names' hold histories a process keeps (the most recently used).
 MAX_NAMES = 1024
@@ -49,10 +49,10 @@ class AdaptiveTTL:
     at most ``ceiling``; ``floor`` until a hold has been recorded.
 
     Args:
-        floor: the shortest lease, seconds, > 0 (default 5).
-        factor: the multiple of the recent p99, >= 1 (default 3).
-        window: how many recent holds count, >= 1 (default 100).
-        ceiling: the longest lease, seconds, >= ``floor`` (default 300).
+        floor: the shortest lease, seconds, from 0.01 to a year (default 5).
+        factor: the multiple of the recent p99, a number from 1 to 1000 (default 3).
+        window: how many recent holds count, an ``int`` >= 1 (default 100).
+        ceiling: the longest lease, seconds, from ``floor`` to a year (default 300).
 
     Raises:
         InvalidArgument: a value out of range (the message names it).
@@ -68,18 +68,22 @@ class AdaptiveTTL:
     ceiling: float = 300.0
 
     def __post_init__(self) -> None:
-        floor = check_seconds(self.floor, "AdaptiveTTL floor")
-        ceiling = check_seconds(self.ceiling, "AdaptiveTTL ceiling")
+        floor = check_ttl(self.floor, "AdaptiveTTL floor")
+        ceiling = check_ttl(self.ceiling, "AdaptiveTTL ceiling")
         if ceiling < floor:
             raise InvalidArgument(
                 f"AdaptiveTTL ceiling ({ceiling:g}) is below its floor ({floor:g})"
             )
-        if isinstance(self.factor, bool) or not isinstance(self.factor, int | float):
-            raise InvalidArgument(f"AdaptiveTTL factor must be a number >= 1, not {self.factor!r}")
-        if not self.factor >= 1 or math.isinf(self.factor):
-            raise InvalidArgument(f"AdaptiveTTL factor must be a number >= 1, not {self.factor!r}")
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-            raise InvalidArgument(f"AdaptiveTTL window must be an int >= 1, not {self.window!r}")
+        factor = self.factor
+        if (
+            isinstance(factor, bool)
+            or not isinstance(factor, int | float)
+            or not 1 <= factor <= 1000
+        ):
+            raise InvalidArgument(
+                f"AdaptiveTTL factor must be a number from 1 to 1000, not {factor!r}"
+            )
+        check_count(self.window, "AdaptiveTTL window")
 
     def next_ttl(self, key: str) -> float:
         """The lease length, in seconds, for the next hold of the lock with ``key``."""

@@ -33,9 +33,10 @@ import redis
 import redis.exceptions
 
 from . import __version__, _doctor, _ops, _run
-from ._errors import TenureError
+from ._errors import InvalidArgument, TenureError
 from ._server import ServerProcess, ServerUnavailable
 from ._shared_server import SharedServer
+from ._units import check_seconds, check_ttl
 
 #: Exit status for a bad command line or an unusable server (argparse uses 2 too).
 EXIT_USAGE = 2
@@ -66,16 +67,22 @@ class Server:
 Handler = Callable[[argparse.Namespace, Server], int]
 
 
-def _seconds(*, allow_zero: bool) -> Callable[[str], float]:
+def _seconds(what: str, *, allow_zero: bool, lease: bool = False) -> Callable[[str], float]:
+    """A parser of a duration option ``what``, in the API's range (``_units``:
+    Limits; a ``lease`` is at least its shortest), so that a bad one is a usage
+    error before any server is reached or started."""
+
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-        if not value < float("inf") or value < 0 or (value == 0 and not allow_zero):
-            least = "at least 0" if allow_zero else "more than 0"
-            raise argparse.ArgumentTypeError(f"must be {least} and finite, not {text}")
-        return value
+        try:
+            if lease:
+                return check_ttl(value, what)
+            return check_seconds(value, what, allow_zero=allow_zero)
+        except InvalidArgument as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     return parse
 
@@ -518,7 +525,7 @@ def add_run(
     )
     run.add_argument(
         "--ttl",
-        type=_seconds(allow_zero=False),
+        type=_seconds("ttl", allow_zero=False, lease=True),
         default=30.0,
         metavar="S",
         help="the lease length in seconds (default 30)",
@@ -526,7 +533,7 @@ def add_run(
     how_long = run.add_mutually_exclusive_group()
     how_long.add_argument(
         "--wait",
-        type=_seconds(allow_zero=True),
+        type=_seconds("wait", allow_zero=True),
         metavar="S",
         help="wait at most S seconds for the lock (default: as long as it takes)",
     )
@@ -535,7 +542,7 @@ def add_run(
     )
     run.add_argument(
         "--grace",
-        type=_seconds(allow_zero=True),
+        type=_seconds("grace", allow_zero=True),
         default=10.0,
         metavar="S",
         help="seconds between SIGTERM and SIGKILL when the lease is lost (default 10)",

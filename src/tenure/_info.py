@@ -16,7 +16,9 @@ class FairWaiter:
         owner: the waiting thread's or task's owner id (the token without its
             random part).
         waiter: the id of the waiter's wake channel.
-        lease: the lease it asked for, in seconds.
+        lease: the lease a release hands it, in seconds: its claim window, the
+            smaller of the lease it asked for and 1 s (it extends the lease to
+            its full length at once).
         deadline: seconds (by the server's clock) until it is dropped from the
             queue unless it calls again; a live waiter calls again well before.
     """

@@ -246,12 +246,30 @@ def tag_for_slot(slot: int) -> str:
     return "".join(chr(0x40 | (mask >> (4 * i) & 0xF)) for i in range(len(_TAG_BASE)))
 
 
+def _check_utf8(value: str, what: str) -> None:
+    """Raise ``InvalidArgument`` if ``value`` can't be written as UTF-8 (it holds a
+    lone surrogate, such as ``"\\udc80"`` from ``os.fsdecode`` of a bad byte):
+    Redis keys are bytes, and the client encodes every str as UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(
+            f"{what} {value!r} can't be encoded as UTF-8 "
+            f"({value[exc.start : exc.end]!r} at index {exc.start} is a lone surrogate)"
+        ) from None
+
+
 def check_name(value: object, what: str) -> str:
-    """Return ``value`` if it is a non-empty ``str``; raise ``InvalidArgument`` otherwise."""
+    """Return ``value`` if it is a non-empty ``str`` that UTF-8 can encode.
+
+    Raises:
+        InvalidArgument: otherwise; the message names ``what`` and the value.
+    """
     if not isinstance(value, str):
         raise InvalidArgument(f"{what} must be a str, not {type(value).__name__} {value!r}")
     if not value:
         raise InvalidArgument(f"{what} must not be empty")
+    _check_utf8(value, what)
     return value
 
 
@@ -264,12 +282,14 @@ def check_prefix(prefix: object) -> str:
     """Return ``prefix`` if it is a ``str`` that keeps a primitive's keys in one slot.
 
     Raises:
-        InvalidArgument: ``prefix`` is not a ``str``, or its first ``{`` is followed
-            at once by ``}`` (Redis would hash every key whole, scattering one
-            primitive's keys over several cluster slots).
+        InvalidArgument: ``prefix`` is not a ``str``, can't be encoded as UTF-8,
+            or its first ``{`` is followed at once by ``}`` (Redis would hash
+            every key whole, scattering one primitive's keys over several
+            cluster slots).
     """
     if not isinstance(prefix, str):
         raise InvalidArgument(f"prefix must be a str, not {type(prefix).__name__} {prefix!r}")
+    _check_utf8(prefix, "prefix")
     if not _prefix_ok(prefix):
         raise InvalidArgument(
             f"prefix {prefix!r} starts an empty hash tag '{{}}': Redis would hash each key "

@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ._drivers._identity import generation
 from ._leasebook import LeaseLife, Phase
@@ -15,6 +15,39 @@ from ._plans.lock import Grant, validity
 
 _log = logging.getLogger("tenure")
 _callbacks_mutex = threading.Lock()
+
+
+def _a(name: str) -> str:
+    """``name`` with its indefinite article: ``a Lock``, ``an AsyncLock``, ``an RLock``."""
+    vowel = name[:1] in "AEIOU" or (name[:1] in "FHLMNRSX" and name[1:2].isupper())
+    return f"{'an' if vowel else 'a'} {name}"
+
+
+class PerProcess:
+    """A primitive object (``Lock``, ``Semaphore``, ``CountDownLatch``, ...): it
+    holds a client and this process's state (its leases, its waiters), so it
+    refuses to be pickled or copied with a :class:`TypeError` that says so,
+    rather than the client's own "cannot pickle '_thread.RLock'"."""
+
+    __slots__ = ()
+
+    #: What the object is made from, for the messages.
+    _made_from: ClassVar[str] = "the client and name"
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(
+            f"{_a(type(self).__name__)} can't be pickled: it holds a client and "
+            f"per-process state; create one in each process from {self._made_from}"
+        )
+
+    def __copy__(self) -> Any:
+        raise TypeError(
+            f"{_a(type(self).__name__)} can't be copied: it holds a client and "
+            f"per-process state; share the object, or create another from {self._made_from}"
+        )
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        self.__copy__()
 
 
 class LostSignal(Protocol):
@@ -49,7 +82,7 @@ class LostSignalBase:
 
     def __copy__(self) -> Any:
         raise TypeError(
-            f"a {type(self).__name__} can't be copied: it is owned by the thread or task "
+            f"{_a(type(self).__name__)} can't be copied: it is owned by the thread or task "
             "and process that acquired it"
         )
 
@@ -58,7 +91,7 @@ class LostSignalBase:
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError(
-            f"a {type(self).__name__} can't be pickled: it is owned by the thread or task "
+            f"{_a(type(self).__name__)} can't be pickled: it is owned by the thread or task "
             "and process that acquired it"
         )
 
@@ -136,7 +169,10 @@ class LeaseBase(LostSignalBase):
         expires_at: when the lease must be presumed expired, on the
             ``time.monotonic()`` clock: the moment the last acquire or renewal
             was sent plus the ttl, less an allowance for clock drift (1 % of the
-            ttl + 2 ms). The watchdog moves it on at every renewal.
+            ttl + 2 ms). The watchdog moves it on at every renewal. A lease
+            handed over by a release starts with a claim window of at most
+            1 s in Redis (``HANDOFF_CLAIM``), which the watchdog extends to the
+            ttl at once: until then ``expires_at`` is the window's end.
         lost: set when the lease is lost while held: the watchdog found it gone
             from Redis, or its deadline (``expires_at``) passed before a renewal
             reached Redis, or a ``release``/``extend`` found it gone. A
@@ -148,6 +184,7 @@ class LeaseBase(LostSignalBase):
     fence: int
     __slots__ = (
         "__weakref__",
+        "_claim",
         "_watch",
         "acquired_at",
         "expires_at",
@@ -164,7 +201,11 @@ class LeaseBase(LostSignalBase):
         self.fence = grant.fence
         self.ttl = grant.ttl
         self.expires_at = grant.expires_at
-        self.acquired_at = grant.expires_at - validity(grant.ttl)
+        self.acquired_at = grant.expires_at - validity(grant.claim or grant.ttl)
+        # A hand-off's claim window (s), which the watchdog extends to the ttl at
+        # once (and then sets to 0.0); until then extends check the lease's drift
+        # allowance against the window, which Redis holds, not the ttl.
+        self._claim = grant.claim
         self._watch: Any = None  # the driver's watchdog entry
 
     @property

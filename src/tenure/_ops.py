@@ -72,6 +72,7 @@ from ._keys import (
     LockKeys,
     RWLockKeys,
     SemaphoreKeys,
+    check_prefix,
     fair_keys,
     latch_keys,
     lock_keys,
@@ -131,7 +132,9 @@ class Waiter:
         waiter: the waiting process's (a FairLock's: thread's or task's) wake id.
         holder: the lease token (Lock, FairLock, Semaphore) or owner id (RLock,
             ReadWriteLock) a release would hand the lock to.
-        lease: the lease it asked for, in seconds (``None`` if unreadable).
+        lease: the lease a release hands it, in seconds: its claim window, the
+            smaller of the lease it asked for and 1 s, which it extends to its
+            full lease at once (``None`` if unreadable).
         queued_for: seconds since it queued, by the server's clock (``None``
             for a FairLock's waiter, which has a ``deadline`` instead).
         mode: a ReadWriteLock waiter's mode, ``"read"`` or ``"write"``.
@@ -541,7 +544,13 @@ def list_locks(
 ) -> tuple[list[LockView], list[str]]:
     """The named primitives under ``prefix`` whose name matches ``pattern``, read
     one by one after the scan; and a message for each one skipped because one
-    of its keys holds another type."""
+    of its keys holds another type.
+
+    Raises:
+        InvalidArgument: ``prefix`` is not a prefix tenure takes
+            (:func:`~tenure._keys.check_prefix`); nothing was sent.
+    """
+    check_prefix(prefix)
     views: list[LockView] = []
     skipped: list[str] = []
     for group in group_keys(scan(client, prefix, count), prefix=prefix, pattern=pattern):
@@ -733,6 +742,23 @@ def force_release(
 # --- text output ----------------------------------------------------------------------------
 
 
+def shown(text: str) -> str:
+    """``text`` for a line of text output: as it is if every character is
+    printable, else as a Python literal (``'a\\nb'``), so that a name holding a
+    newline, tab or other control character can't break a line or a table's
+    columns. (JSON output keeps the exact text.)"""
+    return text if text.isprintable() else repr(text)
+
+
+def _one_line(line: str) -> str:
+    """``line`` with each character that is not printable (a newline, a tab, an
+    escape) written as its backslash escape: a holder Redis returned can't break
+    the output's lines."""
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+
+
 def seconds(value: float | None) -> str:
     """A duration for people: ``9.52s``, or ``-`` for none."""
     return "-" if value is None else f"{value:.2f}s"
@@ -760,8 +786,13 @@ def _no_expiry(ttl: float | None) -> str:
 
 
 def describe(view: LockView) -> list[str]:
-    """``inspect``'s text for one primitive."""
-    lines = [f"{view.kind} {view.name!r} (key {view.key})"]
+    """``inspect``'s text for one primitive (names and keys :func:`shown`, no
+    control character left in a line)."""
+    return [_one_line(line) for line in _describe(view)]
+
+
+def _describe(view: LockView) -> list[str]:
+    lines = [f"{view.kind} {view.name!r} (key {shown(view.key)})"]
     detail = view.detail
     if isinstance(detail, CountDownLatchInfo):
         state = "open" if detail.count == 0 else "closed"
@@ -843,9 +874,14 @@ def _now_text(view: LockView) -> str:
 
 
 def describe_release(done: ForcedRelease) -> list[str]:
-    """``release --force``'s text: what was removed, and where the lock went."""
+    """``release --force``'s text: what was removed, and where the lock went (no
+    control character left in a line)."""
+    return [_one_line(line) for line in _describe_release(done)]
+
+
+def _describe_release(done: ForcedRelease) -> list[str]:
     b, a = done.before, done.after
-    label = f"{b.kind} {b.name!r} (key {b.key})"
+    label = f"{b.kind} {b.name!r} (key {shown(b.key)})"
     now = _now_text(a)
     if not done.released:
         return [f"{label} changed hands before the release: nothing was removed; {now}"]
@@ -885,7 +921,9 @@ def describe_release(done: ForcedRelease) -> list[str]:
 
 
 def table(rows: Sequence[Sequence[str]]) -> list[str]:
-    """Rows as left-aligned columns (two spaces apart), the first row a header."""
+    """Rows as left-aligned columns (two spaces apart), the first row a header;
+    a cell with a character that is not printable is :func:`shown` escaped."""
+    rows = [[shown(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows

@@ -98,6 +98,15 @@ class HandedOff:
 
 
 @dataclass(frozen=True, slots=True)
+class Recheck:
+    """A :class:`WaitWake` reply: a release handed the lock to another waiter,
+    which holds it only for its claim window unless it extends it: try again at
+    most ``seconds`` from now (if that waiter stalled, the lock is free then)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class Subscribe:
     """Listen on a broadcast ``channel`` (one message wakes every listener) until the
     plan ends.
@@ -120,7 +129,9 @@ class WaitWake:
     woken or ``timeout`` seconds pass (``None``: no limit).
 
     Reply: :class:`HandedOff` if a release handed the lock to the plan's token,
-    ``True`` if woken otherwise (retry now), ``False`` on timeout. A listener of
+    :class:`Recheck` if a release handed it to another waiter and asked this
+    one to try again within a claim window, ``True`` if woken otherwise (retry
+    now), ``False`` on timeout. A listener of
     a broadcast channel is woken by any message since its :class:`Subscribe` or
     its last ``WaitWake``, so none is missed between two waits.
     """

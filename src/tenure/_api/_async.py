@@ -36,7 +36,7 @@ from .._keys import (
     semaphore_keys,
 )
 from .._leasebook import LeaseBook, Phase, Release
-from .._models import LeaseBase, LostSignalBase
+from .._models import LeaseBase, LostSignalBase, PerProcess
 from .._plans import fair as fair_plans
 from .._plans import fenced as fenced_plans
 from .._plans import latch as latch_plans
@@ -47,7 +47,7 @@ from .._plans import rwlock as rwlock_plans
 from .._plans import semaphore as semaphore_plans
 from .._plans.rwlock import ReadWriteInfo
 from .._protocol import Eval, Plan
-from .._units import check_seconds, to_ms
+from .._units import check_seconds, check_ttl, to_ms
 
 #: The lease length, in seconds, of a lock created without ``ttl``.
 DEFAULT_TTL = 30.0
@@ -112,7 +112,7 @@ class _LeaseOptions:
         elif adaptive and isinstance(ttl, AdaptiveTTL):
             fixed, policy = float(ttl.floor), ttl
         else:
-            fixed, policy = check_seconds(ttl, "ttl"), None
+            fixed, policy = check_ttl(ttl), None
         if auto_renew is None:
             renew = ttl is None
         elif isinstance(auto_renew, bool):
@@ -201,7 +201,7 @@ class _AsyncReleasedOnExit:
         await self.release()
 
 
-class _AsyncBlocks(_AsyncReleasedOnExit, Generic[L]):
+class _AsyncBlocks(PerProcess, _AsyncReleasedOnExit, Generic[L]):
     """``async with lock`` and ``async with lock(timeout=...)``, for every lock class."""
 
     @property
@@ -305,17 +305,17 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         """Reset the lease to end ``seconds`` from now (default: its ttl).
 
         Args:
-            seconds: the new remaining lease, in seconds, > 0.
+            seconds: the new remaining lease, in seconds, from 0.01 to a year.
 
         Raises:
-            InvalidArgument: ``seconds`` is not a positive number.
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
             LockLostError: the lease was lost (its deadline passed, or it is gone
                 from Redis); the lease ends.
             NotOwnedError: the lease was released (or its release attempted),
                 or this is not the process that acquired it (a forked child).
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        seconds = self.ttl if seconds is None else check_seconds(seconds, "seconds")
+        seconds = self.ttl if seconds is None else check_ttl(seconds, "seconds")
         life = self._life
         life.check_process(self.name, self.fence, generation(), "extend")
         try:
@@ -444,14 +444,18 @@ class AsyncLease(_AsyncHeldLease["AsyncLock"]):
             self.fence,
             seconds,
             time.monotonic,
-            ttl=self.ttl,
+            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
             delay_ms=lock._opts.delay_ms,
         )
 
     def _renewal(self) -> Eval:
         lock = self._lock
         return lock_plans.renewal(
-            lock._keys, self.owner, self.ttl, ttl=self.ttl, delay_ms=lock._opts.delay_ms
+            lock._keys,
+            self.owner,
+            self.ttl,
+            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
+            delay_ms=lock._opts.delay_ms,
         )
 
 
@@ -485,7 +489,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
             Its other keys are made from the whole key, in its hash slot
             (``{<key>}:key:fence``, ...); a key that is a named lock's main key
             (``tenure:{orders}``) is that lock.
-        ttl: the lease length in seconds, > 0 (default 30), or an
+        ttl: the lease length in seconds, from 0.01 to a year (default 30), or an
             :class:`AdaptiveTTL` to set each lease's length from this process's
             recent hold durations of the name.
         auto_renew: whether the client's watchdog renews every lease of this lock
@@ -495,7 +499,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
             signal is set when its deadline passes.
         on_lost: called with the lease when a lease of this lock is lost (see
             ``AsyncLease.on_lost``).
-        lock_delay: seconds, >= 0 (default 0): after a lease of this lock ends
+        lock_delay: seconds, from 0 to a year (default 0): after a lease of this lock ends
             without a release (its holder died or stalled), the name stays
             unavailable for this much longer, so that the dead holder's
             in-flight writes drain before the next holder starts (Chubby's
@@ -506,7 +510,8 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
             if fewer do within ``replica_timeout``, release it and raise
             :class:`NotReplicatedError`. Default 0: don't wait. This narrows,
             but does not close, the window in which a failover forgets a lock.
-        replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
+        replica_timeout: seconds, > 0 and at most a year, that acquire waits for
+            replicas (default 1).
         replica_fsync: wait until the replicas wrote the lease to their
             append-only file (``WAITAOF``; Redis >= 7.2 or Valkey) instead.
         prefix: the key prefix for ``name`` (default ``"tenure:"``); one whose
@@ -516,7 +521,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
             ``None``, a client of the other API, a pipeline, a cluster client);
             both or neither of ``name`` and ``key``; an empty or
-            non-``str`` name, key or prefix; a ttl that is not a positive number;
+            non-``str`` name, key or prefix; a ttl that is not a number from 0.01 to a year;
             a bad ``auto_renew``, ``on_lost``, ``lock_delay``, ``min_replicas``,
             ``replica_timeout`` or ``replica_fsync``.
 
@@ -567,7 +572,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         Args:
             blocking: wait for the lock if it is held (default). With ``False``,
                 make one attempt.
-            timeout: the longest wait in seconds, >= 0; ``None`` waits without
+            timeout: the longest wait in seconds, from 0 to a year; ``None`` waits without
                 limit. Not allowed with ``blocking=False``.
 
         Returns:
@@ -632,7 +637,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         """Extend the calling thread's or task's lease (see :meth:`AsyncLease.extend`).
 
         Raises:
-            InvalidArgument: ``seconds`` is not a positive number.
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
             NotOwnedError: the caller holds no lease of this lock, or it expired.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
@@ -727,18 +732,18 @@ class AsyncFairLock(AsyncLock):
         name: the lock's name; its keys are ``<prefix>{<name>}:fair`` and
             siblings, apart from any ``AsyncLock``'s or ``AsyncRLock``'s. There
             is no exact-key mode.
-        ttl: the lease length in seconds, > 0 (default 30), or an
+        ttl: the lease length in seconds, from 0.01 to a year (default 30), or an
             :class:`AdaptiveTTL`.
         auto_renew: whether the client's watchdog renews every lease of this lock
             while it is held (every third of the ttl). Default: ``True`` when no
             ``ttl`` is given, else ``False``.
         on_lost: called with the lease when a lease of this lock is lost (see
             ``AsyncLease.on_lost``).
-        waiter_timeout: seconds, > 0 (default 5): a queued waiter that has not
+        waiter_timeout: seconds, from 0.003 to a year (default 5): a queued waiter that has not
             called again for this long is dropped from the queue. Live waiters
             call again every third of it, so keep it well above a round trip
             and above the pauses your processes may take.
-        lock_delay: seconds, >= 0 (default 0): see :class:`AsyncLock`.
+        lock_delay: seconds, from 0 to a year (default 0): see :class:`AsyncLock`.
         min_replicas: see :class:`AsyncLock`.
         replica_timeout: see :class:`AsyncLock`.
         replica_fsync: see :class:`AsyncLock`.
@@ -749,7 +754,7 @@ class AsyncFairLock(AsyncLock):
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
             ``None``, a client of the other API, a pipeline, a cluster client);
             an empty or non-``str`` name or prefix; a ttl or
-            ``waiter_timeout`` that is not a positive number; a bad
+            ``waiter_timeout`` out of that range; a bad
             ``auto_renew``, ``on_lost``, ``lock_delay``, ``min_replicas``,
             ``replica_timeout`` or ``replica_fsync``.
 
@@ -806,7 +811,7 @@ class AsyncFairLock(AsyncLock):
             blocking: wait for the lock, in line, if it is held or others wait
                 (default). With ``False``, make one attempt, which fails while
                 anyone is queued.
-            timeout: the longest wait in seconds, >= 0; ``None`` waits without
+            timeout: the longest wait in seconds, from 0 to a year; ``None`` waits without
                 limit. Not allowed with ``blocking=False``. A waiter that gives
                 up leaves the queue.
 
@@ -831,7 +836,7 @@ class AsyncFairLock(AsyncLock):
         with its deadline.
 
         Raises:
-            InvalidArgument: ``limit`` is not an ``int`` >= 0; nothing was sent.
+            InvalidArgument: ``limit`` is not an ``int`` from 0 to 2**53 - 1; nothing was sent.
             WrongTypeError: a key of the lock holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
@@ -895,10 +900,10 @@ class _AsyncHoldLease(_AsyncHeldLease[HoldsT]):
         """Reset the whole hold's lease to end ``seconds`` from now (default: its ttl).
 
         Args:
-            seconds: the new remaining lease, in seconds, > 0.
+            seconds: the new remaining lease, in seconds, from 0.01 to a year.
 
         Raises:
-            InvalidArgument: ``seconds`` is not a positive number.
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
             LockLostError: the hold was lost (its deadline passed, or it is gone
                 from Redis); every lease of it ends.
             NotOwnedError: this lease was released.
@@ -1107,7 +1112,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
             pub/sub connection per client while something waits).
         name: the lock's name; its keys are ``<prefix>{<name>}:rlock`` and
             siblings, apart from any ``AsyncLock``'s. There is no exact-key mode.
-        ttl: the lease length in seconds, > 0 (default 30), or an
+        ttl: the lease length in seconds, from 0.01 to a year (default 30), or an
             :class:`AdaptiveTTL` (recorded per hold, from first acquire to the
             release at count zero).
         auto_renew: whether the client's watchdog renews the hold while it is
@@ -1115,7 +1120,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
             given, else ``False``.
         on_lost: called with a lease when the hold it belongs to is lost (every
             lease of the hold is lost together).
-        lock_delay: seconds, >= 0 (default 0): after a hold's lease ends without
+        lock_delay: seconds, from 0 to a year (default 0): after a hold's lease ends without
             a release, the name stays unavailable for this much longer (see
             :class:`AsyncLock`).
         min_replicas: after each acquire, wait until this many replicas
@@ -1123,7 +1128,8 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
             if fewer do within ``replica_timeout``, release it and raise
             :class:`NotReplicatedError`. Default 0: don't wait. This narrows,
             but does not close, the window in which a failover forgets a lock.
-        replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
+        replica_timeout: seconds, > 0 and at most a year, that acquire waits for
+            replicas (default 1).
         replica_fsync: wait until the replicas wrote the lease to their
             append-only file (``WAITAOF``; Redis >= 7.2 or Valkey) instead.
         prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
@@ -1133,7 +1139,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
             ``None``, a client of the other API, a pipeline, a cluster client);
             an empty or non-``str`` name or prefix; a ttl that is not
-            a positive number; a bad ``auto_renew``, ``on_lost``,
+            a number from 0.01 to a year; a bad ``auto_renew``, ``on_lost``,
             ``min_replicas``, ``replica_timeout`` or ``replica_fsync``.
 
     Example::
@@ -1189,7 +1195,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         Args:
             blocking: wait for the lock if another owner holds it (default). With
                 ``False``, make one attempt.
-            timeout: the longest wait in seconds, >= 0; ``None`` waits without
+            timeout: the longest wait in seconds, from 0 to a year; ``None`` waits without
                 limit. Not allowed with ``blocking=False``.
 
         Returns:
@@ -1240,7 +1246,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         """Extend the calling thread's or task's hold (see :meth:`AsyncRLockLease.extend`).
 
         Raises:
-            InvalidArgument: ``seconds`` is not a positive number.
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
             NotOwnedError: the caller holds no lease of this lock object, or it expired.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
@@ -1364,7 +1370,7 @@ class AsyncReadWriteLease(_AsyncHoldLease["AsyncReadWriteLock"]):
             self._hold,
             seconds,
             time.monotonic,
-            ttl=self.ttl,
+            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
             delay_ms=rw._opts.delay_ms,
             fence=self.fence,
         )
@@ -1377,7 +1383,7 @@ class AsyncReadWriteLease(_AsyncHoldLease["AsyncReadWriteLock"]):
             self.mode,
             self._hold,
             self.ttl,
-            ttl=self.ttl,
+            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
             delay_ms=rw._opts.delay_ms,
         )
 
@@ -1424,7 +1430,7 @@ class AsyncReadWriteView(_AsyncBlocks[AsyncReadWriteLease]):
 
         Args:
             blocking: wait for the lock (default). With ``False``, make one attempt.
-            timeout: the longest wait in seconds, >= 0; ``None`` waits without
+            timeout: the longest wait in seconds, from 0 to a year; ``None`` waits without
                 limit. Not allowed with ``blocking=False``.
 
         Returns:
@@ -1459,7 +1465,7 @@ class AsyncReadWriteView(_AsyncBlocks[AsyncReadWriteLease]):
         :meth:`AsyncReadWriteLease.extend`).
 
         Raises:
-            InvalidArgument: ``seconds`` is not a positive number.
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
             NotOwnedError: the caller holds no lease of this mode through this
                 lock object, or it expired.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -1503,7 +1509,7 @@ class AsyncReadWriteView(_AsyncBlocks[AsyncReadWriteLease]):
         return f"<{type(self).__name__} {self.name!r} {self._rw._describe(self._mode)}>"
 
 
-class AsyncReadWriteLock(_AsyncHolds[AsyncReadWriteLease]):
+class AsyncReadWriteLock(PerProcess, _AsyncHolds[AsyncReadWriteLease]):
     """A distributed read-write lock: many readers, or one writer.
 
     ``rw.read`` and ``rw.write`` are two locks with the interface of every lock
@@ -1540,20 +1546,21 @@ class AsyncReadWriteLock(_AsyncHolds[AsyncReadWriteLease]):
             (tenure adds one pub/sub connection per client while something waits).
         name: the lock's name; its keys are ``<prefix>{<name>}:rwlock`` and
             siblings, apart from any ``AsyncLock``'s or ``AsyncRLock``'s.
-        ttl: each hold's lease length in seconds, > 0 (default 30), or an
+        ttl: each hold's lease length in seconds, from 0.01 to a year (default 30), or an
             :class:`AdaptiveTTL` (recorded per mode, per hold).
         auto_renew: whether the client's watchdog renews every hold while it is
             held (every third of the ttl). Default: ``True`` when no ``ttl`` is
             given, else ``False``.
         on_lost: called with a lease when the hold it belongs to is lost.
-        lock_delay: seconds, >= 0 (default 0): after a write hold's lease ends
+        lock_delay: seconds, from 0 to a year (default 0): after a write hold's lease ends
             without a release, nobody (reader or writer) gets the lock for this
             much longer (see :class:`AsyncLock`). A read hold's lease that ends
             unreleased frees its share at once: a reader does not write.
         min_replicas: after each acquire, wait until this many replicas
             acknowledge the hold (``WAIT``); if fewer do within
             ``replica_timeout``, release it and raise :class:`NotReplicatedError`.
-        replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
+        replica_timeout: seconds, > 0 and at most a year, that acquire waits for
+            replicas (default 1).
         replica_fsync: wait for the replicas' append-only file (``WAITAOF``) instead.
         prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
             followed at once by ``}`` is refused.
@@ -1562,7 +1569,7 @@ class AsyncReadWriteLock(_AsyncHolds[AsyncReadWriteLease]):
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
             ``None``, a client of the other API, a pipeline, a cluster client);
             an empty or non-``str`` name or prefix; a ttl that is not
-            a positive number; a bad ``auto_renew``, ``on_lost``, ``lock_delay``,
+            a number from 0.01 to a year; a bad ``auto_renew``, ``on_lost``, ``lock_delay``,
             ``min_replicas``, ``replica_timeout`` or ``replica_fsync``.
 
     Example::
@@ -1836,7 +1843,8 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
         part's ttl), each whatever the others do.
 
         Raises:
-            InvalidArgument: ``seconds`` is not a positive number; nothing was sent.
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a
+                year; nothing was sent.
             LockLostError: a part's lease was lost (``lost`` is set).
             NotOwnedError: the multi-lease was released.
             redis.exceptions.ConnectionError: a part could not be extended.
@@ -1845,7 +1853,7 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
             as notes.
         """
         if seconds is not None:
-            check_seconds(seconds, "seconds")
+            check_ttl(seconds, "seconds")
         self._life.check_process(self.name, None, generation(), "extend")
         self._life.begin_extend(self.name, None)
         errors: list[BaseException] = []
@@ -1910,7 +1918,7 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         for i, part in enumerate(locks):
             if not isinstance(part, AsyncLock | AsyncRLock):
                 raise InvalidArgument(
-                    f"locks[{i}] must be an AsyncLock, AsyncRLock or AsyncFairLock, not {part!r}"
+                    f"locks[{i}] must be one of AsyncLock, AsyncRLock, AsyncFairLock, not {part!r}"
                 )
             where = (part._keys.lock, _server_of(part._client))
             if where in seen:
@@ -1944,7 +1952,7 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
             blocking: wait for the parts that are held (default). With
                 ``False``, make one attempt at each part, and give up (releasing
                 what was taken) at the first that is held.
-            timeout: the longest wait in seconds for the whole acquire, >= 0;
+            timeout: the longest wait in seconds for the whole acquire, from 0 to a year;
                 ``None`` waits without limit. Not allowed with ``blocking=False``.
 
         Returns:
@@ -2022,7 +2030,7 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         :meth:`AsyncMultiLease.extend`).
 
         Raises:
-            InvalidArgument: ``seconds`` is not a positive number.
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
             NotOwnedError: the caller holds no multi-lease of this object, or a
                 part of it was lost (``LockLostError``).
             redis.exceptions.ConnectionError: a part could not be extended.
@@ -2093,7 +2101,7 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
 # --- fenced resources -------------------------------------------------------
 
 
-class AsyncFencedKey:
+class AsyncFencedKey(PerProcess):
     """A value in Redis that only a current lock holder can overwrite.
 
     Every write carries the writer's fence (``lease.fence``). The key accepts a
@@ -2123,6 +2131,8 @@ class AsyncFencedKey:
         async with AsyncLock(client, "orders:42") as lease:
             await orders.set("charged", fence=lease.fence)
     """
+
+    _made_from = "the client and key"
 
     def __init__(self, client: _driver.Client, key: str) -> None:
         self._client = _driver.check_client(client, "AsyncFencedKey")
@@ -2215,10 +2225,10 @@ class AsyncSemaphoreLease(_AsyncHeldLease["AsyncSemaphore"]):
         """Reset the lease to end ``seconds`` from now (default: its ttl).
 
         Args:
-            seconds: the new remaining lease, in seconds, > 0.
+            seconds: the new remaining lease, in seconds, from 0.01 to a year.
 
         Raises:
-            InvalidArgument: ``seconds`` is not a positive number.
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
             LockLostError: the lease was lost (its deadline passed, or its
                 permits expired in Redis); the lease ends.
             NotOwnedError: the lease was released.
@@ -2264,7 +2274,7 @@ class _AsyncPermitsOf:
         return await self._semaphore.acquire(self._n, blocking, timeout)
 
 
-class AsyncSemaphore:
+class AsyncSemaphore(PerProcess):
     """A distributed counting semaphore whose permits are owned, expiring leases.
 
     At most ``permits`` permits are held at once, across every process that uses
@@ -2294,8 +2304,8 @@ class AsyncSemaphore:
             pub/sub connection per client while something waits).
         name: the semaphore's name; its keys are ``<prefix>{<name>}:semaphore``
             and siblings, apart from any lock's.
-        permits: the number of permits, an ``int`` >= 1.
-        ttl: the lease length in seconds, > 0 (default 30).
+        permits: the number of permits, an ``int`` from 1 to 2**53 - 1.
+        ttl: the lease length in seconds, from 0.01 to a year (default 30).
         auto_renew: whether the client's watchdog renews every lease while it is
             held (every third of the ttl). Default: ``True`` when no ``ttl`` is
             given, else ``False``.
@@ -2304,7 +2314,8 @@ class AsyncSemaphore:
             acknowledge the lease (``WAIT``); if fewer do within
             ``replica_timeout``, give the permits back and raise
             :class:`NotReplicatedError` (see :class:`AsyncLock`). Default 0.
-        replica_timeout: seconds, > 0, that acquire waits for replicas (default 1).
+        replica_timeout: seconds, > 0 and at most a year, that acquire waits for
+            replicas (default 1).
         replica_fsync: wait for the replicas' append-only file (``WAITAOF``) instead.
         prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
             followed at once by ``}`` is refused.
@@ -2313,7 +2324,7 @@ class AsyncSemaphore:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
             ``None``, a client of the other API, a pipeline, a cluster client);
             an empty or non-``str`` name or prefix; ``permits`` not
-            an ``int`` >= 1; a ttl that is not a positive number; a bad
+            an ``int`` from 1 to 2**53 - 1; a ttl that is not a number from 0.01 to a year; a bad
             ``auto_renew``, ``on_lost``, ``min_replicas``, ``replica_timeout`` or
             ``replica_fsync``.
 
@@ -2380,10 +2391,11 @@ class AsyncSemaphore:
         """Take ``n`` permits as one lease for the calling thread or task.
 
         Args:
-            n: the number of permits, an ``int`` from 1 to :attr:`permits`.
+            n: the number of permits, an ``int`` from 1 to :attr:`permits`, and at
+                most 10 000 (one sorted-set member per permit is written at once).
             blocking: wait for the permits if they are not free (default). With
                 ``False``, make one attempt.
-            timeout: the longest wait in seconds, >= 0; ``None`` waits without
+            timeout: the longest wait in seconds, from 0 to a year; ``None`` waits without
                 limit. Not allowed with ``blocking=False``.
 
         Returns:
@@ -2444,10 +2456,10 @@ class AsyncSemaphore:
         (:class:`~tenure.InvalidArgument`).
 
         Args:
-            permits: the new count, an ``int`` >= 1.
+            permits: the new count, an ``int`` from 1 to 2**53 - 1.
 
         Raises:
-            InvalidArgument: ``permits`` is not an ``int`` >= 1; nothing was sent.
+            InvalidArgument: ``permits`` is not an ``int`` from 1 to 2**53 - 1; nothing was sent.
             WrongTypeError: a key of the semaphore holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
@@ -2537,7 +2549,7 @@ class AsyncSemaphore:
 # --- count-down latch -------------------------------------------------------
 
 
-class AsyncCountDownLatch:
+class AsyncCountDownLatch(PerProcess):
     """A distributed count-down latch: wait until a count, counted down by others,
     reaches zero.
 
@@ -2589,14 +2601,14 @@ class AsyncCountDownLatch:
         """Set the count, if it is zero (the latch is open).
 
         Args:
-            count: the new count, an ``int`` >= 1.
+            count: the new count, an ``int`` from 1 to 2**53 - 1.
 
         Returns:
             ``True`` if the count was set; ``False`` if it was not zero (nothing
             was changed).
 
         Raises:
-            InvalidArgument: ``count`` is not an ``int`` >= 1; nothing was sent.
+            InvalidArgument: ``count`` is not an ``int`` from 1 to 2**53 - 1; nothing was sent.
             WrongTypeError: the latch's key holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
@@ -2633,7 +2645,7 @@ class AsyncCountDownLatch:
         """Wait until the count is zero.
 
         Args:
-            timeout: the longest wait in seconds, >= 0; ``None`` waits without limit.
+            timeout: the longest wait in seconds, from 0 to a year; ``None`` waits without limit.
 
         Returns:
             ``True`` when the latch is open (at once if it is already); ``False``

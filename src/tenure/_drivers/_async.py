@@ -37,6 +37,7 @@ from .._protocol import (
     Listening,
     Pipeline,
     Plan,
+    Recheck,
     Status,
     Step,
     Subscribe,
@@ -94,6 +95,7 @@ class _Channel:
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
+    recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -212,6 +214,10 @@ class _Hub:
 
     def leave(self, ch: _Channel, token: str, kept: bool = False) -> None:
         self._book.leave(ch, token, time.monotonic(), kept)
+
+    def woken(self, ch: _Channel, token: str, woken: bool) -> bool | HandedOff | Recheck:
+        """The reply to a wait of the plan waiting with ``token`` on ``ch``."""
+        return self._book.woken(ch, token, woken)
 
     def unlisten(self, ch: _Channel, event: asyncio.Event) -> None:
         self._book.unlisten(ch, event, time.monotonic())
@@ -337,7 +343,7 @@ class _Watchdog:
             while True:
                 now = time.monotonic()
                 for watch in self._book.expired(now):
-                    lose(watch.lease, "its deadline passed before a renewal reached Redis")
+                    lose(watch.lease, watch.why)
                 batch = [] if self._renewal is not None else self._book.take_due(now)
                 if batch:
                     self._renewal = asyncio.create_task(self._renew(batch), name="tenure-renewal")
@@ -475,8 +481,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         except TimeoutError:
             woken = False
         wake.clear()
-        fence = c.ch.handoffs.pop(c.token, None)
-        return woken if fence is None else HandedOff(fence)
+        return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
         return _state(client).hub.listening(step.keys.wake_prefix)
     if isinstance(step, Contend):

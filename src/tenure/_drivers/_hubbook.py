@@ -5,8 +5,10 @@ the process waits on has a wake channel; the channel is subscribed when its
 first waiter enters, stays subscribed for ``LINGER`` seconds after its last
 waiter left (so a process that waits again soon pays no SUBSCRIBE round trip),
 and is then unsubscribed by the hub's reader. A release hands the lock to a
-waiting token and says so on the channel ("<fence> <token>"); the hub gives the
-fence to the plan waiting with that token, or, if none does any more (it gave
+waiting token and says so on the channel ("<fence> <token>"), and tells the
+next waiter "recheck <ms>" (the new holder's claim window: if it stalled, the
+lock is free when that ends); the hub gives the fence to the plan waiting with
+that token (the recheck to whichever plan waits on the channel), or, if none does any more (it gave
 up meanwhile), releases the lock again so that it goes on to the next waiter
 (unless the channel was entered without ``keys``, or the token's plan ended
 holding the lock: its own attempt found the lock handed to it before the
@@ -50,7 +52,7 @@ from typing import Generic, Protocol, TypeVar
 from .._keys import FairKeys, LockKeys
 from .._plans import fair as fair_plans
 from .._plans import lock as lock_plans
-from .._protocol import Plan
+from .._protocol import HandedOff, Plan, Recheck
 
 #: Seconds a wake channel stays subscribed after its last waiter left.
 LINGER = 1.0
@@ -83,6 +85,7 @@ class ChannelBase(Protocol):
     idle_since: float | None
     tokens: set[str]  # the lease tokens of this process's plans waiting on the lock
     handoffs: dict[str, int]  # token -> fence, for locks handed to a waiting token
+    recheck: float | None  # seconds: a release asked the waiter to retry within them
     listeners: set[Settable]  # the events of plans listening on a broadcast channel
 
     @property
@@ -200,9 +203,9 @@ class HubBook(Generic[C]):
         """What a pub/sub message of ``kind`` on ``channel`` with ``data`` asks for.
 
         Returns the event to set (a subscription confirmed, a hand-off recorded
-        for the waiting token, or a broadcast for every listener; a subscription
-        confirmed after :meth:`reconnected` wakes every waiter and listener of
-        the channel), a
+        for the waiting token, a recheck recorded for the channel's waiter, or a
+        broadcast for every listener; a subscription confirmed after
+        :meth:`reconnected` wakes every waiter and listener of the channel), a
         :class:`PassOn` (a lock handed to a token nobody here waits with, on a
         channel entered with keys), or ``None`` (nothing to do).
         """
@@ -220,6 +223,12 @@ class HubBook(Generic[C]):
         if kind == "message" and ch is not None and ch.listeners:
             return WakeEach(tuple(ch.listeners))
         fence, _, token = data.partition(" ")
+        if kind == "message" and fence == "recheck":
+            if ch is None or not token.isdigit():
+                return None
+            seconds = int(token) / 1000
+            ch.recheck = seconds if ch.recheck is None else min(ch.recheck, seconds)
+            return ch.wake
         if kind != "message" or not fence.isdigit() or not token:
             return None
         if ch is not None and token in ch.tokens:
@@ -229,6 +238,16 @@ class HubBook(Generic[C]):
             return None  # its plan took the lock itself and holds it
         keys = ch.keys if ch is not None else self.closing.get(channel)
         return PassOn(keys, token) if keys is not None else None
+
+    def woken(self, ch: C, token: str, woken: bool) -> bool | HandedOff | Recheck:
+        """The reply to a :class:`~tenure._protocol.WaitWake` of the plan waiting
+        with ``token`` on ``ch`` (after its wake event was cleared): the hand-off
+        to it, else the recheck asked of it (only if ``woken``), else ``woken``."""
+        fence = ch.handoffs.pop(token, None)
+        if fence is not None:
+            return HandedOff(fence)
+        recheck, ch.recheck = ch.recheck, None
+        return Recheck(recheck) if woken and recheck is not None else woken
 
     def empty(self) -> bool:
         """Nothing subscribed and nothing being unsubscribed: the reader may stop."""
@@ -270,6 +289,7 @@ class HubBook(Generic[C]):
         """Let every waiter and listener retry at once (the connection failed:
         a waiter whose server is gone gets its error now, not after a lease)."""
         for ch in list(self.channels.values()):
+            ch.recheck = None  # retry now, not within a claim window
             ch.wake.set()
             for event in list(ch.listeners):
                 event.set()

@@ -38,6 +38,7 @@ from .._protocol import (
     Listening,
     Pipeline,
     Plan,
+    Recheck,
     Status,
     Step,
     Subscribe,
@@ -119,6 +120,7 @@ class _Channel:
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
+    recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
@@ -238,6 +240,11 @@ class _Hub:
     def leave(self, ch: _Channel, token: str, kept: bool = False) -> None:
         with self._mutex:
             self._book.leave(ch, token, time.monotonic(), kept)
+
+    def woken(self, ch: _Channel, token: str, woken: bool) -> bool | HandedOff | Recheck:
+        """The reply to a wait of the plan waiting with ``token`` on ``ch``."""
+        with self._mutex:
+            return self._book.woken(ch, token, woken)
 
     def unlisten(self, ch: _Channel, event: threading.Event) -> None:
         with self._mutex:
@@ -374,7 +381,7 @@ class _Watchdog:
                     self._cond.wait(sleep)
                     continue
             for watch in lost:
-                lose(watch.lease, "its deadline passed before a renewal reached Redis")
+                lose(watch.lease, watch.why)
             if batch:
                 _start(self._renew, "tenure-renewal", batch)
 
@@ -502,8 +509,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         wake = c.ch.wake if c.listener is None else c.listener
         woken = wake.wait(step.timeout)
         wake.clear()
-        fence = c.ch.handoffs.pop(c.token, None)
-        return woken if fence is None else HandedOff(fence)
+        return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
         return _state(client).hub.listening(step.keys.wake_prefix)
     if isinstance(step, Contend):

@@ -11,6 +11,15 @@ Every lease handed to :meth:`WatchBook.add` is watched until it is discarded:
 - a renewed lease (``auto_renew``) is renewed every :data:`RENEW_EVERY` of its
   ttl, and the renewals that fall due close together go in one batch (one
   round trip);
+- a lease that a release handed over with a claim window (its ``_claim``, see
+  :data:`tenure._plans.waiting.HANDOFF_CLAIM`) is extended to its ttl at once,
+  whether or not it is renewed: its first renewal is due when it is added, and
+  retried on network failures after :func:`retry_after` of the window; from
+  then on only a renewed lease is renewed again. A claim extend that finds the
+  lease gone does not make it lost at once: a release sent while the extend was
+  in flight (a short hold) reaches Redis first and ends the watch; if the lease
+  is still watched at its deadline (the window's end, at most 1 s on), it is
+  lost then, for that reason;
 - a renewal that fails on the network is tried again after :func:`retry_after`,
   while the lease's deadline allows; a renewal that finds the lease gone makes
   it lost; a lost lease is never renewed again;
@@ -56,6 +65,12 @@ class Watchable(Protocol):
     @property
     def expires_at(self) -> float: ...
 
+    #: The claim window (seconds) Redis holds a handed-over lease for until its
+    #: first extend; 0.0 for a lease Redis holds for its ttl. Its extends check
+    #: the lease's drift allowance against this window while it is set, and the
+    #: watch book sets it to 0.0 once the claim extend succeeded.
+    _claim: float
+
     def _renewal(self) -> Eval:
         """The script call that renews the lease for its ttl."""
 
@@ -75,6 +90,8 @@ class Watch:
     due: float
     busy: bool = False
     failures: int = 0
+    claim: float = 0.0  # the claim window still to extend (seconds), 0.0 once done
+    why: str = "its deadline passed before a renewal reached Redis"  # if lost at its deadline
 
 
 def retry_after(ttl: float, failures: int) -> float:
@@ -91,8 +108,10 @@ class WatchBook:
         self.idle_since: float | None = None
 
     def add(self, lease: Watchable, renew: bool, now: float) -> Watch:
-        """Watch ``lease`` (renewed if ``renew``) from ``now``, when it was granted."""
-        watch = Watch(lease, renew, now + lease.ttl * RENEW_EVERY)
+        """Watch ``lease`` (renewed if ``renew``) from ``now``, when it was granted; a
+        lease in its claim window is due for its extend at once."""
+        claim = lease._claim
+        watch = Watch(lease, renew, now if claim else now + lease.ttl * RENEW_EVERY, claim=claim)
         self.watches[id(watch)] = watch
         self.idle_since = None
         return watch
@@ -104,12 +123,17 @@ class WatchBook:
 
     def stop_renewing(self, watch: Watch) -> None:
         """Never send another renewal for ``watch`` (its release was attempted);
-        its deadline is still watched. A renewal already in flight may still
-        succeed: the lease then ignores it (see :mod:`tenure._leasebook`)."""
+        its deadline is still watched, and a claim extend not yet sent is never
+        sent. A renewal already in flight may still succeed: the lease then
+        ignores it (see :mod:`tenure._leasebook`); if it finds the lease gone
+        (the release reached Redis first), that is no loss."""
         watch.renew = False
+        if not watch.busy:
+            watch.claim = 0.0
 
     def expired(self, now: float) -> list[Watch]:
-        """Stop watching, and return, the leases whose deadline has passed: lost."""
+        """Stop watching, and return, the leases whose deadline has passed: lost
+        (for the reason in their ``why``)."""
         gone = [w for w in self.watches.values() if now >= w.lease.expires_at]
         for w in gone:
             self.discard(w, now)
@@ -122,7 +146,7 @@ class WatchBook:
         batch = [
             w
             for w in self.watches.values()
-            if w.renew and not w.busy and w.due - w.lease.ttl * BATCH_SLACK <= now
+            if (w.renew or w.claim) and not w.busy and w.due - w.lease.ttl * BATCH_SLACK <= now
         ]
         for w in batch:
             w.busy = True
@@ -139,22 +163,33 @@ class WatchBook:
             return None  # released or lost meanwhile: never revive it
         if reply is None:
             watch.failures += 1
-            watch.due = now + retry_after(watch.lease.ttl, watch.failures)
+            watch.due = now + retry_after(watch.claim or watch.lease.ttl, watch.failures)
             return None
         status, value = reply
         if status is Status.OK:
             watch.failures = 0
+            watch.claim = watch.lease._claim = 0.0
             watch.lease._renewed(sent_at + validity(watch.lease.ttl))
             watch.due = sent_at + watch.lease.ttl * RENEW_EVERY
             return None
-        self.discard(watch, now)
         if value == 1:
+            self.discard(watch, now)
             return "the renewal reached Redis after the lease's deadline"
+        if watch.claim or not watch.renew:
+            # A claim extend, or a renewal in flight when the release began:
+            # perhaps released meanwhile. Lost at its deadline if still watched.
+            why = "claim extend" if watch.claim else "renewal"
+            watch.claim, watch.renew = 0.0, False
+            watch.why = f"the {why} found the lease gone from Redis"
+            return None
+        self.discard(watch, now)
         return "the renewal found the lease gone from Redis"
 
     def first_due(self, watch: Watch) -> float:
         """When ``watch`` first needs the watchdog: its renewal, or its deadline."""
-        return min(watch.lease.expires_at, watch.due) if watch.renew else watch.lease.expires_at
+        if watch.renew or watch.claim:
+            return min(watch.lease.expires_at, watch.due)
+        return watch.lease.expires_at
 
     def sleep(self, now: float) -> float:
         """How long the watchdog may sleep from ``now``, seconds (>= 0)."""
@@ -165,7 +200,7 @@ class WatchBook:
         """When something is next due (a deadline or a renewal), or ``None`` when
         nothing is watched."""
         times = [w.lease.expires_at for w in self.watches.values()]
-        times += [w.due for w in self.watches.values() if w.renew and not w.busy]
+        times += [w.due for w in self.watches.values() if (w.renew or w.claim) and not w.busy]
         return min(times) if times else None
 
     def finished(self, now: float) -> bool:

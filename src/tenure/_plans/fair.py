@@ -40,7 +40,7 @@ from .._info import FairLockInfo, FairWaiter
 from .._keys import FairKeys
 from .._protocol import Eval, Plan
 from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE
-from .._units import check_seconds, to_ms
+from .._units import check_count, check_seconds, lease_ms, to_ms
 from .lock import FENCE_TTL_MS, _LockContender, released
 from .waiting import Clock, Grant, wait_turn
 
@@ -53,10 +53,10 @@ REFRESH = 1 / 3
 
 
 def check_waiter_timeout(value: object) -> float:
-    """Validate ``waiter_timeout=`` (seconds, > 0; at least 3 ms).
+    """Validate ``waiter_timeout=``: seconds, from 3 ms to a year (``MAX_SECONDS``).
 
     Raises:
-        InvalidArgument: not a positive number of seconds.
+        InvalidArgument: not a number of seconds in that range.
     """
     seconds = check_seconds(value, "waiter_timeout")
     if seconds < 0.003:
@@ -86,7 +86,7 @@ def acquire(
         AlreadyHeldError: ``owner`` already holds the lock.
         WrongTypeError: one of the lock's keys holds another type.
     """
-    contender = _FairContender(keys, owner, token, ttl, to_ms(ttl, "ttl"), now)
+    contender = _FairContender(keys, owner, token, ttl, lease_ms(ttl), now)
     contender.delay_ms = delay_ms
     contender.waiter_ms = to_ms(waiter_timeout, "waiter_timeout")
     contender.refresh = waiter_timeout * REFRESH
@@ -154,14 +154,12 @@ def pass_on(keys: FairKeys, token: str) -> Plan[None]:
 
 
 def check_limit(limit: object) -> int:
-    """Validate ``info(limit=)``: an ``int`` >= 0.
+    """Validate ``info(limit=)``: an ``int`` from 0 to 2**53 - 1.
 
     Raises:
-        InvalidArgument: not an ``int`` >= 0.
+        InvalidArgument: not an ``int`` in that range.
     """
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise InvalidArgument(f"limit must be an int >= 0, not {limit!r}")
-    return limit
+    return check_count(limit, "limit", minimum=0)
 
 
 def inspect(keys: FairKeys, limit: int) -> Plan[FairLockInfo]:

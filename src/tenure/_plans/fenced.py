@@ -12,16 +12,20 @@ from __future__ import annotations
 from .._errors import InvalidArgument, StaleFenceError
 from .._protocol import Command, Eval, Plan, Status
 from .._scripts import FENCED_SET
+from .._units import MAX_COUNT
 
 
 def check_fence(fence: object) -> int:
-    """Return ``fence`` if it is a non-negative ``int``.
+    """Return ``fence`` if it is an ``int`` from 0 to 2**53 - 1 (every fence
+    tenure mints is; the script compares fences as Lua numbers).
 
     Raises:
-        InvalidArgument: ``fence`` is not a non-negative ``int`` (bools refused).
+        InvalidArgument: ``fence`` is not such an ``int`` (bools refused).
     """
-    if isinstance(fence, bool) or not isinstance(fence, int) or fence < 0:
-        raise InvalidArgument(f"fence must be a non-negative int (a lease's fence), not {fence!r}")
+    if isinstance(fence, bool) or not isinstance(fence, int) or not 0 <= fence <= MAX_COUNT:
+        raise InvalidArgument(
+            f"fence must be an int from 0 to 2**53 - 1 (a lease's fence), not {fence!r}"
+        )
     return fence
 
 

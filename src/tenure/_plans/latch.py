@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._errors import InvalidArgument
+from .. import _units
 from .._keys import LatchKeys
 from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
 from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
@@ -47,14 +47,13 @@ class CountDownLatchInfo:
 
 
 def check_count(value: object) -> int:
-    """Return ``value`` if it is an ``int`` >= 1 (bools refused).
+    """Return ``value`` if it is an ``int`` from 1 to 2**53 - 1 (bools refused):
+    the scripts read and return the count as a Lua number, exact in that range.
 
     Raises:
         InvalidArgument: otherwise.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgument(f"count must be an int >= 1, not {value!r}")
-    return value
+    return _units.check_count(value, "count")
 
 
 def try_set_count(keys: LatchKeys, count: int) -> Plan[bool]:

@@ -5,10 +5,12 @@ release), with a fencing token minted in the acquire script and a queue of
 waiters to which a release hands the lock directly.
 
 Waiting is :mod:`.waiting`'s loop (DESIGN.md §4). A release sets the lock to
-the first live waiter's token, mints its fence and publishes both, so the
-waiter holds the lock when the message arrives: one round trip (the release)
-per hand-off, and no releaser can barge ahead of the queue. The token is
-unique per acquire, so the message is trusted as it is.
+the first live waiter's token, for its claim window, mints its fence and
+publishes both, so the waiter holds the lock when the message arrives: one
+round trip (the release) per hand-off, and no releaser can barge ahead of the
+queue; the watchdog then extends the claim to the full lease in the background
+(see :mod:`.waiting`). The token is unique per acquire, so the message is
+trusted as it is.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
 from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
-from .._units import check_seconds, to_ms
+from .._units import check_seconds, lease_ms
+from .waiting import HANDOFF_CLAIM as HANDOFF_CLAIM
 from .waiting import HANDOFF_RESYNC as HANDOFF_RESYNC
 from .waiting import NO_EXPIRY_RECHECK as NO_EXPIRY_RECHECK
 from .waiting import Clock as Clock
-from .waiting import Contender, handed_off_until, wait_turn
+from .waiting import Contender, claim_window, handed_off_until, wait_turn
 from .waiting import Grant as Grant
 from .waiting import validity as validity
 
@@ -128,7 +131,7 @@ def acquire(
         AlreadyHeldError: ``owner`` already holds the lock.
         WrongTypeError: one of the lock's keys holds another type.
     """
-    contender = _LockContender(keys, owner, token, ttl, to_ms(ttl, "ttl"), now)
+    contender = _LockContender(keys, owner, token, ttl, lease_ms(ttl), now)
     contender.delay_ms = delay_ms
     contender.listen_first = not maybe_held
     return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
@@ -161,9 +164,11 @@ class _LockContender(Contender):
 
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
         ttl, token = self.ttl, self.token
-        refresh = extend(self.keys, token, fence, ttl, self.now, ttl=ttl, delay_ms=self.delay_ms)
-        expires_at = yield from handed_off_until(ttl, queued_at, self.now, refresh)
-        return None if expires_at is None else Grant(token, fence, ttl, expires_at)
+        # Redis holds it for the claim window: its drift allowance is the window's
+        claim = claim_window(ttl)
+        refresh = extend(self.keys, token, fence, ttl, self.now, ttl=claim, delay_ms=self.delay_ms)
+        until = yield from handed_off_until(ttl, queued_at, self.now, refresh)
+        return None if until is None else Grant(token, fence, ttl, until[0], claim=until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         yield from _abandon(self.keys, self.token, member)
@@ -230,9 +235,9 @@ def renewal(keys: LockKeys, token: str, seconds: float, *, ttl: float, delay_ms:
     for having too little left.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
-    ms = to_ms(seconds, "seconds")
+    ms = lease_ms(seconds, "seconds")
     return Eval(LOCK_EXTEND, (keys.lock, keys.delay), (token, ms, least_left_ms(ttl), delay_ms))
 
 
@@ -259,7 +264,7 @@ def extend(
     Returns the new ``expires_at`` on the caller's monotonic clock.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
         NotOwnedError: the lock is not held with ``token``, or its lease had too
             little left to be trusted; nothing was changed.
     """

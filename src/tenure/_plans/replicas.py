@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .._errors import InvalidArgument, NotOwnedError, NotReplicatedError, UnsupportedServer
 from .._protocol import Command, Eval, Pipeline, Plan, Status
-from .._units import check_seconds, to_ms
+from .._units import check_count, check_seconds, to_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +40,11 @@ def check_policy(min_replicas: object, timeout: object, fsync: object) -> Replic
     ``None`` when no replica needs to acknowledge.
 
     Raises:
-        InvalidArgument: ``min_replicas`` is not an ``int`` >= 0, ``timeout`` not a
-            positive number of seconds, or ``fsync`` not a bool.
+        InvalidArgument: ``min_replicas`` is not an ``int`` from 0 to 2**53 - 1,
+            ``timeout`` not a number of seconds > 0 and at most a year, or
+            ``fsync`` not a bool.
     """
-    if isinstance(min_replicas, bool) or not isinstance(min_replicas, int) or min_replicas < 0:
-        raise InvalidArgument(f"min_replicas must be an int >= 0, not {min_replicas!r}")
+    min_replicas = check_count(min_replicas, "min_replicas", minimum=0)
     seconds = check_seconds(timeout, "replica_timeout")
     if not isinstance(fsync, bool):
         raise InvalidArgument(f"replica_fsync must be True or False, not {fsync!r}")

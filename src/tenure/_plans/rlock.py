@@ -16,7 +16,8 @@ Waiting is :mod:`.waiting`'s loop, with two differences from :class:`tenure.Lock
   waiter of the same process may hold until this owner releases.
 - A hand-off message ("<fence> <owner id>") only wakes the waiter, which then
   claims the hold with one more attempt (``rlock_acquire.lua`` sees the hold
-  handed to the queued owner and does not count it twice). The owner id is
+  handed to the queued owner and does not count it twice, and resets its
+  lease, handed over for the claim window only, to the full lease). The owner id is
   stable for a thread's or task's life, so a message delayed past the wait it
   was meant for could reach a later wait of the same owner: it is never
   trusted on its own.
@@ -38,7 +39,7 @@ from .._errors import NotOwnedError, ProtocolError
 from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
-from .._units import to_ms
+from .._units import lease_ms
 from .lock import FENCE_TTL_MS, extend_refused, least_left_ms
 from .waiting import Clock, Contender, Grant, validity, wait_turn
 
@@ -86,10 +87,10 @@ def acquire(
     owner holds the lock, or when ``timeout`` seconds pass first.
 
     Raises:
-        InvalidArgument: ``ttl`` is not a positive number.
+        InvalidArgument: ``ttl`` is not a lease length (0.01 s to a year).
         WrongTypeError: one of the lock's keys holds another type.
     """
-    contender = _RLockContender(keys, owner, ttl, to_ms(ttl, "ttl"))
+    contender = _RLockContender(keys, owner, ttl, lease_ms(ttl))
     contender.op, contender.delay_ms = op, delay_ms
     return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
 
@@ -175,9 +176,9 @@ def renewal(
     for having too little left.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
-    ms = to_ms(seconds, "seconds")
+    ms = lease_ms(seconds, "seconds")
     return Eval(
         RLOCK_EXTEND,
         (keys.lock, keys.fence, keys.delay),
@@ -200,7 +201,7 @@ def extend(
     new ``expires_at`` on the caller's monotonic clock.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
         NotOwnedError: ``owner`` holds no count, or its hold has another fence, or
             its lease had too little left to be trusted; nothing was changed.
     """

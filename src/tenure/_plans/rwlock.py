@@ -28,9 +28,11 @@ granted at once (the first attempt is always made alone, as with the RLock).
 The contender's token is ``<r or w>:<owner id>:<op id>``, unique per acquire
 call, and the op id becomes the id of a hold the call begins, so a hand-off
 message is trusted as it is: the waiter holds the lock when it arrives (as with
-:class:`tenure.Lock`). A waiter that gives up, or whose attempt's reply was
-lost, leaves the queue and gives back what its call got (a hold handed to it,
-or a count its attempt made: the owner's last op says so), in one call.
+:class:`tenure.Lock`), for its claim window, which it extends to its full
+lease at once (see :mod:`.waiting`); each reader of a batch has its own. A
+waiter that gives up, or whose attempt's reply was lost, leaves the queue and
+gives back what its call got (a hold handed to it, or a count its attempt
+made: the owner's last op says so), in one call.
 """
 
 from __future__ import annotations
@@ -43,9 +45,17 @@ from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, Protocol
 from .._keys import RWLockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
-from .._units import to_ms
+from .._units import lease_ms
 from .lock import FENCE_TTL_MS, extend_refused, least_left_ms
-from .waiting import Clock, Contender, Grant, handed_off_until, validity, wait_turn
+from .waiting import (
+    Clock,
+    Contender,
+    Grant,
+    claim_window,
+    handed_off_until,
+    validity,
+    wait_turn,
+)
 
 Mode = Literal["read", "write"]
 
@@ -153,8 +163,8 @@ def acquire(
     lock is not free for ``owner``, or when ``timeout`` seconds pass first.
 
     Raises:
-        InvalidArgument: ``ttl`` is not a positive number, ``mode`` is bad, or ``op``
-            is empty.
+        InvalidArgument: ``ttl`` is not a lease length (0.01 s to a year), ``mode``
+            is bad, or ``op`` is empty.
         LockUpgradeError: ``mode`` is ``"write"`` and ``owner`` holds the read
             lock without the write lock.
         WrongTypeError: one of the lock's keys holds another type.
@@ -184,7 +194,7 @@ class _RWContender(Contender):
         self.rw_keys = keys
         self.keys = keys
         self.owner, self.mode, self.letter = owner, mode, letter(mode)
-        self.ttl, self.ttl_ms = ttl, to_ms(ttl, "ttl")
+        self.ttl, self.ttl_ms = ttl, lease_ms(ttl)
         self.op, self.delay_ms, self.now = op, delay_ms, now
         self.token = f"{self.letter}:{owner}:{op}"
 
@@ -205,8 +215,8 @@ class _RWContender(Contender):
             ),
         )
 
-    def _grant(self, fence: int, hold: str, expires_at: float) -> RWGrant:
-        return RWGrant(self.owner, fence, self.ttl, expires_at, self.mode, hold)
+    def _grant(self, fence: int, hold: str, expires_at: float, claim: float = 0.0) -> RWGrant:
+        return RWGrant(self.owner, fence, self.ttl, expires_at, self.mode, hold, claim=claim)
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
         if status is Status.OK:
@@ -228,11 +238,11 @@ class _RWContender(Contender):
             self.op,
             ttl,
             self.now,
-            ttl=ttl,
+            ttl=claim_window(ttl),  # Redis holds it for the claim window
             delay_ms=self.delay_ms,
         )
-        expires_at = yield from handed_off_until(ttl, queued_at, self.now, refresh)
-        return None if expires_at is None else self._grant(fence, self.op, expires_at)
+        until = yield from handed_off_until(ttl, queued_at, self.now, refresh)
+        return None if until is None else self._grant(fence, self.op, until[0], until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         with contextlib.suppress(Exception):
@@ -303,9 +313,9 @@ def renewal(
     for having too little left.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
-    ms = to_ms(seconds, "seconds")
+    ms = lease_ms(seconds, "seconds")
     return Eval(
         RWLOCK_EXTEND,
         (keys.lock, keys.holds, keys.fence, keys.waiters, keys.delay),
@@ -330,7 +340,7 @@ def extend(
     only used in the error message.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
         NotOwnedError: ``owner`` holds no such hold, or it has another id, or its
             lease had too little left to be trusted; nothing was changed.
     """

@@ -15,7 +15,8 @@ Waiting is :mod:`.waiting`'s loop. The queue is FIFO: a release (or any call
 that finds free permits) hands them to the first waiters, in order, while the
 first one fits, so a large request blocks those behind it rather than being
 starved by small ones; an attempt that is not queued gets permits only while
-nobody waits. A hand-off sets the waiter's permits with its lease, mints its
+nobody waits. A hand-off sets the waiter's permits with a lease of its claim
+window (extended to the full lease at once, see :mod:`.waiting`), mints its
 fence and publishes ``"<fence> <token>"``: the token is new for each acquire,
 so the message is trusted as it is, as for :class:`tenure.Lock`.
 
@@ -42,9 +43,9 @@ from .._scripts import (
     SEMAPHORE_RELEASE,
     SEMAPHORE_SET_PERMITS,
 )
-from .._units import to_ms
+from .._units import MAX_LEASE_PERMITS, check_count, lease_ms
 from .lock import FENCE_TTL_MS
-from .waiting import Clock, Contender, Grant, handed_off_until, validity, wait_turn
+from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validity, wait_turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,24 +85,25 @@ class SemaphoreInfo:
     waiters: int
 
 
-def check_permits(value: object, what: str = "permits") -> int:
-    """Return ``value`` if it is an ``int`` >= 1 (bools refused).
+def check_permits(value: object) -> int:
+    """Return ``value`` if it is an ``int`` from 1 to 2**53 - 1 (bools refused):
+    the scripts hold the count as a Lua number, exact in that range.
 
     Raises:
-        InvalidArgument: otherwise; the message names ``what``.
+        InvalidArgument: otherwise.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgument(f"{what} must be an int >= 1, not {value!r}")
-    return value
+    return check_count(value, "permits")
 
 
 def check_n(n: object, permits: int) -> int:
-    """Validate the number of permits asked for, against the semaphore's ``permits``.
+    """Validate the number of permits asked for, against the semaphore's ``permits``:
+    an ``int`` from 1 to :data:`~tenure._units.MAX_LEASE_PERMITS` (one sorted-set
+    member per permit is written in one script call) and at most ``permits``.
 
     Raises:
-        InvalidArgument: ``n`` is not an ``int`` >= 1, or is more than ``permits``.
+        InvalidArgument: ``n`` is not such an ``int``, or is more than ``permits``.
     """
-    n = check_permits(n, "n")
+    n = check_count(n, "n", maximum=MAX_LEASE_PERMITS)
     if n > permits:
         raise InvalidArgument(f"n={n} is more than the semaphore's {permits} permits")
     return n
@@ -128,11 +130,11 @@ def acquire(
     when ``timeout`` seconds pass first.
 
     Raises:
-        InvalidArgument: ``ttl`` is not a positive number; with ``check``, Redis
+        InvalidArgument: ``ttl`` is not a lease length (0.01 s to a year); with ``check``, Redis
             stores another count; ``n`` is more than the stored count.
         WrongTypeError: one of the semaphore's keys holds another type.
     """
-    contender = _SemaphoreContender(keys, token, n, permits, ttl, to_ms(ttl, "ttl"), check, now)
+    contender = _SemaphoreContender(keys, token, n, permits, ttl, lease_ms(ttl), check, now)
     return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
 
 
@@ -156,7 +158,7 @@ class _SemaphoreContender(Contender):
         self.ttl, self.ttl_ms, self.check, self.now = ttl, ttl_ms, check, now
 
     def member(self, waiter: str) -> str:
-        return f"{waiter}|{self.ttl_ms}|{self.n}|{self.token}"
+        return f"{waiter}|{claim_ms(self.ttl_ms)}|{self.n}|{self.token}"
 
     def attempt(self, member: str) -> Eval:
         keys = self.keys
@@ -196,8 +198,8 @@ class _SemaphoreContender(Contender):
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
         ttl, token = self.ttl, self.token
         refresh = extend(self.keys, token, self.n, self.permits, fence, ttl, self.now)
-        expires_at = yield from handed_off_until(ttl, queued_at, self.now, refresh)
-        return None if expires_at is None else Grant(token, fence, ttl, expires_at)
+        until = yield from handed_off_until(ttl, queued_at, self.now, refresh)
+        return None if until is None else Grant(token, fence, ttl, until[0], claim=until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         with contextlib.suppress(Exception):
@@ -239,9 +241,9 @@ def renewal(keys: SemaphoreKeys, token: str, n: int, permits: int, seconds: floa
     holds no permits (expired permits are dropped first: never revived).
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
-    ms = to_ms(seconds, "seconds")
+    ms = lease_ms(seconds, "seconds")
     return Eval(
         SEMAPHORE_EXTEND,
         keys.script_keys,
@@ -263,7 +265,7 @@ def extend(
     Returns the new ``expires_at`` on the caller's monotonic clock.
 
     Raises:
-        InvalidArgument: ``seconds`` is not a positive number.
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
         NotOwnedError: the lease holds no permits (it expired, or was released).
     """
     step = renewal(keys, token, n, permits, seconds)

@@ -4,13 +4,22 @@
 Waiting (DESIGN.md §4): an attempt is made without listening. If the lock is
 busy the plan becomes its process's one contender for the lock (subscribing to
 its wake channel *before* trying again), queues itself with a member
-(:meth:`Contender.member`: ``"<waiter id>|<lease ms>|<token>"`` for the locks),
+(:meth:`Contender.member`: ``"<waiter id>|<claim ms>|<token>"`` for the locks),
 and waits for a hand-off or for the holder's remaining lease (``pttl``),
 whichever is first. A release hands the
 lock to the first live waiter and publishes ``"<fence> <token>"`` on its wake
 channel; what the waiter does with that message is the primitive's choice
 (:meth:`Contender.handed_off`). A lost message costs latency, never liveness:
 the waiter's next attempt finds the lock held for it.
+
+The claim window: a hand-off gives the waiter a lease of only
+:func:`claim_window` of its ttl (the middle part of its queue member), and the
+waiter extends it to its full ttl at once. A waiter that is stalled (stopped,
+swapped out) while its wake connection stays open hears the message, so the
+release cannot tell it from a live one; it then keeps the others out for the
+claim window, not for a whole ttl. So that the next waiter does not sleep
+through that window on its own timer (the former holder's lease), the release
+also tells it to try again when the window ends (:class:`Recheck`).
 
 The loop is written once; each primitive supplies a :class:`Contender`: its
 attempt script call, its queue member, how it reads the attempt's reply, what a
@@ -22,19 +31,32 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import NotOwnedError
 from .._keys import LockKeys
-from .._protocol import Contend, Eval, HandedOff, Listening, Plan, Status, WaitWake
+from .._protocol import Contend, Eval, HandedOff, Listening, Plan, Recheck, Status, WaitWake
 
 Clock = Callable[[], float]
 
+#: The claim window, seconds: the longest lease a release hands to a waiter
+#: (shorter ttls are handed whole). The waiter extends it to its ttl at once, in
+#: the background (the watchdog) or before its acquire returns (see
+#: :func:`handed_off_until`), so a waiter that stalled with its wake connection
+#: open keeps the lock from the others for at most this long. It is far above a
+#: loaded machine's round trip, so that a live waiter never loses a hand-off.
+HANDOFF_CLAIM = 1.0
+
+#: :data:`HANDOFF_CLAIM` in milliseconds, as queue members carry it.
+HANDOFF_CLAIM_MS = 1000
+
 #: A lease handed over by a release is timed from the waiter's last queueing
 #: call (the release came after it). If that was longer ago than this part of
-#: the ttl, the new holder restarts its lease clock with one extend.
-HANDOFF_RESYNC = 0.1
+#: the claim window, the new holder restarts its lease clock with one extend
+#: before its acquire returns; else it trusts the claim and the watchdog extends
+#: it (so at least 3/4 of the window is left for that extend to reach Redis).
+HANDOFF_RESYNC = 0.25
 
 #: How often a waiter re-checks a lock whose holder set no expiry (a foreign
 #: holder such as redis-py's Lock with ``timeout=None``), seconds.
@@ -51,34 +73,57 @@ def validity(ttl: float) -> float:
     return ttl - (ttl * 0.01 + 0.002)
 
 
+def claim_window(ttl: float) -> float:
+    """Seconds of lease a hand-off gives a waiter whose ttl is ``ttl`` seconds."""
+    return min(ttl, HANDOFF_CLAIM)
+
+
+def claim_ms(ttl_ms: int) -> int:
+    """:func:`claim_window` in milliseconds, of a ttl of ``ttl_ms`` ms (the part of
+    a queue member that says what lease a hand-off sets)."""
+    return min(ttl_ms, HANDOFF_CLAIM_MS)
+
+
 @dataclass(frozen=True, slots=True)
 class Grant:
     """A successful acquire: the token now holding the lock and its fence.
 
     ``expires_at`` is on the caller's clock (``time.monotonic()``): the moment
-    the acquire was sent plus :func:`validity` of the ttl.
+    the acquire was sent plus :func:`validity` of the ttl. ``claim`` is 0.0, or,
+    for a hand-off whose lease Redis holds only for the claim window (seconds)
+    from the release, that window: ``expires_at`` is then the window's end (from
+    the waiter's last queueing call), and the holder must extend the lease to its
+    ttl at once (the watchdog does: one extend, even for a lease it does not
+    renew). Keyword-only.
     """
 
     token: str
     fence: int
     ttl: float
     expires_at: float
+    claim: float = field(default=0.0, kw_only=True)
 
 
 def handed_off_until(
     ttl: float, queued_at: float, now: Clock, extend: Plan[float]
-) -> Plan[float | None]:
+) -> Plan[tuple[float, float] | None]:
     """Until when (``expires_at``, on ``now``'s clock) a lease of ``ttl`` seconds
-    that a release handed over may be trusted; ``queued_at`` is when the last
-    queueing call was sent (the release came after it). If that is more than
-    :data:`HANDOFF_RESYNC` of the ttl ago, the lease clock is restarted with
-    ``extend`` (the primitive's extend plan, started only then). ``None``: the
-    lease is already gone.
+    that a release handed over may be trusted, and its claim window (the
+    :class:`Grant`'s ``claim``): ``(expires_at, claim)``.
+
+    Redis holds the lease for :func:`claim_window` of the ttl from the release,
+    and ``queued_at`` is when the last queueing call was sent (the release came
+    after it). If that is at most :data:`HANDOFF_RESYNC` of the window ago, the
+    window is trusted from ``queued_at`` (no round trip; ``claim`` is the window
+    when it is shorter than the ttl, for the watchdog to extend); else the lease
+    is extended to the ttl at once with ``extend`` (the primitive's extend plan,
+    started only then), and ``claim`` is 0.0. ``None``: the lease is already gone.
     """
-    if now() - queued_at <= ttl * HANDOFF_RESYNC:
-        return queued_at + validity(ttl)
+    claim = claim_window(ttl)
+    if now() - queued_at <= claim * HANDOFF_RESYNC:
+        return queued_at + validity(claim), (claim if claim < ttl else 0.0)
     with contextlib.suppress(NotOwnedError):  # else: gone already; try again
-        return (yield from extend)
+        return (yield from extend), 0.0
     return None
 
 
@@ -90,7 +135,8 @@ class Contender(ABC):
         token: the string a release publishes after the fence when it hands the
             lock to this plan (the hub routes hand-offs by it); also the last
             part of the waiters member.
-        ttl_ms: the lease asked for, in milliseconds (the waiters member's middle part).
+        ttl_ms: the lease asked for, in milliseconds (its :func:`claim_ms` is the
+            waiters member's middle part).
         listen_first: whether a process that already listens for the lock skips
             the lone first attempt and queues at once (saves a round trip). A
             primitive whose owner may already hold the lock (reentrancy) must not
@@ -115,8 +161,8 @@ class Contender(ABC):
 
     def member(self, waiter: str) -> str:
         """This plan's member of the lock's queue, once this process's hub is ``waiter``:
-        ``"<waiter id>|<lease ms>|<token>"``."""
-        return f"{waiter}|{self.ttl_ms}|{self.token}"
+        ``"<waiter id>|<claim ms>|<token>"`` (the lease a hand-off sets, :func:`claim_ms`)."""
+        return f"{waiter}|{claim_ms(self.ttl_ms)}|{self.token}"
 
     @abstractmethod
     def attempt(self, member: str) -> Eval:
@@ -188,7 +234,12 @@ def wait_turn(
                 wait = min(wait, remaining)
             if c.refresh is not None:
                 wait = min(wait, c.refresh)
+            until = now() + wait
             woken = yield WaitWake(wait)
+            while isinstance(woken, Recheck):  # another waiter got it: try when its claim ends
+                until = min(until, now() + woken.seconds)
+                left = until - now()
+                woken = (yield WaitWake(left)) if left > 0 else False
             if isinstance(woken, HandedOff):
                 grant = yield from c.handed_off(woken.fence, queued_at)
                 if grant is not None:

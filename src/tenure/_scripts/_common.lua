@@ -25,11 +25,25 @@ local function next_fence(last)
   return now
 end
 
+-- Ask the waiter of queue member `head` (nil: nobody) to try again `ms`
+-- milliseconds from now: "recheck <ms>" on its wake channel (wake_prefix ..
+-- waiter id). Sent to the next waiter after every hand-off: the new holder has
+-- only its claim window (`ms`) until it extends the lease, so if it stalled,
+-- the next waiter takes the lock when the claim ends, not when its own timer
+-- (the former holder's lease) runs out. Old hubs ignore the message.
+local function recheck(wake_prefix, head, ms)
+  local w = head and string.match(head, '^([^|]*)|')
+  if w then redis.call('PUBLISH', wake_prefix .. w, 'recheck ' .. ms) end
+end
+
 -- Hand the lock on to the first live waiter of `queue`, a sorted set of
--- "<waiter id>|<lease ms>|<token>" members, first served first: pop members
+-- "<waiter id>|<claim ms>|<token>" members, first served first: pop members
 -- until one hears "<fence> <token>" on its wake channel (wake_prefix .. waiter
 -- id; a member nobody hears is gone and is dropped), the fence minted after
--- `last`; then grant(token, lease ms, fence) gives it the lock. `live(member)`,
+-- `last`; then grant(token, claim ms, fence) gives it the lock with a lease of
+-- its claim window (the waiter extends it to its full lease at once: a waiter
+-- that stalled with its channel still open costs the others only that window),
+-- and the next member is told to recheck when the window ends. `live(member)`,
 -- when given, sees every popped member first and may drop it (false).
 -- Returns whether the lock was handed on.
 local function hand_off(queue, wake_prefix, last, grant, live)
@@ -37,11 +51,12 @@ local function hand_off(queue, wake_prefix, last, grant, live)
     local head = redis.call('ZPOPMIN', queue)[1]
     if not head then return false end
     local alive = (live == nil) or live(head)
-    local w, lease, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
+    local w, claim, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
     if w and alive then
       local fence = string.format('%.0f', next_fence(last))
       if redis.call('PUBLISH', wake_prefix .. w, fence .. ' ' .. token) > 0 then
-        grant(token, lease, fence)
+        grant(token, claim, fence)
+        recheck(wake_prefix, redis.call('ZRANGE', queue, 0, 0)[1], claim)
         return true
       end
     end

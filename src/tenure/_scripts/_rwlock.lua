@@ -15,7 +15,9 @@
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  waiters key   sorted set, one queue for readers and writers: score =
 --                        arrival (server µs), member =
---                        "<waiter id>|<lease ms>|<r or w>:<owner id>:<op id>"
+--                        "<waiter id>|<claim ms>|<r or w>:<owner id>:<op id>";
+--                        claim ms = the lease a hand-off to the member gives
+--                        its hold (its claim window, see _common.lua's hand_off)
 -- KEYS[5]  delay key     string: the write hold's lock-delay guard (value = its
 --                        owner id); it outlives the write hold's lease by the
 --                        lock-delay, and a release of the write hold deletes it,
@@ -154,12 +156,16 @@ end
 -- Hand the lock to the head of the queue while the head may have it: a writer,
 -- alone, when nothing is held; readers, one after another up to the next
 -- writer, while no writer holds. Each is told "<fence> <r or w>:<owner>:<op>"
--- on its wake channel (prefix .. waiter id) and holds the lock by then; a
--- waiter whose message reaches no subscriber is gone: dropped. `mine` is the
--- caller's own member: it is given the lock without a message, and its
--- {fence, hold id} is returned (else false).
-local function promote(now, prefix, delay, mine)
+-- on its wake channel (prefix .. waiter id) and holds the lock by then, with a
+-- lease of its claim window, which it extends to its full lease at once; a
+-- waiter whose message reaches no subscriber is gone: dropped. After a
+-- hand-off, the waiter then first in line is told "recheck <ms>" (see
+-- _common.lua), ms = the shortest claim handed. `mine` is the caller's own
+-- member: it is given the lock without a message, for `mine_lease` ms (the
+-- caller's full lease), and its {fence, hold id} is returned (else false).
+local function promote(now, prefix, delay, mine, mine_lease)
   local granted = false
+  local shortest = nil
   while true do
     local head = redis.call('ZRANGE', WAITERS, 0, 0)[1]
     if not head then break end
@@ -177,10 +183,16 @@ local function promote(now, prefix, delay, mine)
         told = redis.call('PUBLISH', prefix .. w, fence .. ' ' .. token) > 0
       end
       if told then
+        if head == mine then
+          lease = tonumber(mine_lease)
+          granted = {tonumber(fence), id}
+        elseif not shortest or lease < shortest then
+          shortest = lease
+        end
         begin(m, owner, lease, fence, id, now, delay)
-        if head == mine then granted = {tonumber(fence), id} end
       end
     end
   end
+  if shortest then recheck(prefix, redis.call('ZRANGE', WAITERS, 0, 0)[1], shortest) end
   return granted
 end

@@ -9,7 +9,9 @@
 -- KEYS[2]  permits key   string holding an integer: the permit count
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  waiters key   sorted set, score = arrival (server µs), member =
---                        "<waiter id>|<lease ms>|<n>|<token>"
+--                        "<waiter id>|<claim ms>|<n>|<token>": claim ms = the
+--                        lease a hand-off to the member gives its permits
+--                        (its claim window, see _common.lua's hand_off)
 --
 -- Rule: every script that drops expired permits (sem_prune) then hands the free
 -- permits to the waiters that fit (sem_promote), so that a crashed holder's
@@ -96,15 +98,20 @@ end
 -- Hand free permits to the first waiters, in arrival order, while the first
 -- one fits: a waiter asking for more permits than are free waits, and so does
 -- everyone behind it (no starvation of large requests). Each waiter gets its
--- permits with its own lease and a new fence, and "<fence> <token>" is
--- published on its wake channel (`wake_prefix` .. waiter id). A waiter whose
--- PUBLISH reaches no subscriber is gone: dropped, as is one asking for more
--- permits than the count (after the count shrank; its next attempt is told).
--- `own` is the caller's waiters member ("" if none): when reached, it is
--- granted without a message. Returns the fence granted to `own`, or nil.
-local function sem_promote(s, wake_prefix, fence_ttl, own)
+-- permits with a lease of its claim window and a new fence, and "<fence>
+-- <token>" is published on its wake channel (`wake_prefix` .. waiter id); the
+-- waiter extends the lease to its full length at once. A waiter whose PUBLISH
+-- reaches no subscriber is gone: dropped, as is one asking for more permits
+-- than the count (after the count shrank; its next attempt is told). After a
+-- hand-off, the waiter then first in line is told "recheck <ms>" (see
+-- _common.lua), ms = the shortest claim handed. `own` is the caller's waiters
+-- member ("" if none): when reached, it is granted without a message, for
+-- `own_lease` ms (the caller's full lease). Returns the fence granted to
+-- `own`, or nil.
+local function sem_promote(s, wake_prefix, fence_ttl, own, own_lease)
   local free = s.total - redis.call('ZCARD', KEYS[1])
   local granted = nil
+  local shortest = nil
   while free > 0 do
     local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
     if not head then break end
@@ -115,13 +122,21 @@ local function sem_promote(s, wake_prefix, fence_ttl, own)
     if fits then
       n, lease = tonumber(n), tonumber(lease)
       local fence = sem_next_fence(s)
+      if head == own then lease = tonumber(own_lease) end
       if head == own or redis.call('PUBLISH', wake_prefix .. w, fence .. ' ' .. token) > 0 then
         sem_set_lease(token, n, s.now_ms + lease, false)
         sem_keep_fence(s, fence, math.max(fence_ttl, lease))
         free = free - n
-        if head == own then granted = fence end
+        if head == own then
+          granted = fence
+        elseif not shortest or lease < shortest then
+          shortest = lease
+        end
       end
     end
+  end
+  if shortest then
+    recheck(wake_prefix, redis.call('ZRANGE', KEYS[4], 0, 0)[1], shortest)
   end
   return granted
 end

@@ -8,7 +8,9 @@
 -- KEYS[1]  lock key       string; value = the holder's owner token
 -- KEYS[2]  fence key      string holding an integer: the last fence minted for the name
 -- KEYS[3]  waiters key    sorted set, the queue: score = arrival (server µs,
---                         strictly increasing), member = "<waiter id>|<lease ms>|<token>"
+--                         strictly increasing), member = "<waiter id>|<claim ms>|<token>"
+--                         (claim ms: the lease a hand-off to it sets, see
+--                         _common.lua)
 -- KEYS[4]  deadlines key  sorted set, the same members: score = when the member is
 --                         dropped unless it calls again (server time, ms)
 -- KEYS[5]  delay key      string: the lock-delay guard (see lock_acquire.lua)
@@ -24,7 +26,9 @@
 -- Returns  {1, fence}     OK: acquired. fence = the larger of the last fence + 1
 --                         and the server's TIME in µs. A call whose token already
 --                         holds the lock (a retry after a lost reply, or a
---                         hand-off whose message was lost) gets its fence again.
+--                         hand-off whose message was lost) gets its fence again,
+--                         and its lease (and lock-delay guard) is reset to
+--                         ARGV[3] ms from now.
 --                         The caller's member, if any, has left the queue.
 --          {2, wait_ms}   BUSY: another owner holds it (wait_ms = its pttl, -1
 --                         when it has no expiry), or its lock-delay runs (wait_ms
@@ -85,6 +89,9 @@ end
 if holder then
   if holder == ARGV[1] then
     leave_queue()
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    local delay = tonumber(ARGV[6])
+    if delay > 0 then redis.call('SET', KEYS[5], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
     return {1, tonumber(last) or 0}
   end
   local pttl = redis.call('PTTL', KEYS[1])

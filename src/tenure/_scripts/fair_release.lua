@@ -1,9 +1,11 @@
 -- fair_release.lua: compare-and-delete release of a fair lock, then hand the
 -- lock straight to the head of the queue (the earliest live waiter): the lock
--- is set to that waiter's token with its lease, a fence is minted for it, and
--- "<fence> <token>" is published on its own wake channel. Only the head is
--- told; a head whose deadline has passed, or whose PUBLISH reaches no
--- subscriber (its process is gone), is dropped and the next one is tried.
+-- is set to that waiter's token with a lease of its claim window, a fence is
+-- minted for it, and "<fence> <token>" is published on its own wake channel;
+-- the next waiter is told "recheck <claim ms>" (see _common.lua, hand_off).
+-- Only those two are told; a head whose deadline has passed, or whose PUBLISH
+-- reaches no subscriber (its process is gone), is dropped and the next one is
+-- tried.
 -- Also used by a waiter that gives up, to leave the queue in the same call.
 --
 -- KEYS[1]  lock key       string; value = the holder's owner token

@@ -5,7 +5,9 @@
 -- KEYS[1]  lock key      string; value = the holder's owner token
 -- KEYS[2]  fence key     string holding an integer: the last fence minted for the name
 -- KEYS[3]  waiters key   sorted set, score = arrival (server µs), member =
---                        "<waiter id>|<lease ms>|<token>"
+--                        "<waiter id>|<claim ms>|<token>": claim ms = the
+--                        lease a release that hands the lock to the member
+--                        sets (the waiter's claim window, see _common.lua)
 -- KEYS[4]  delay key     string; value = the token of the holder it guards. It
 --                        outlives the holder's lease by the lock-delay and a
 --                        clean release deletes it, so while it exists without
@@ -23,7 +25,8 @@
 --                         across a restart or a failover.
 --                         A call whose token already holds the lock (a retry
 --                         after a lost reply, or a hand-off whose message was
---                         lost) gets its own fence again.
+--                         lost) gets its own fence again, and its lease (and
+--                         lock-delay guard) is reset to ARGV[3] ms from now.
 --          {2, pttl_ms}   BUSY: another owner holds it (or its lock-delay
 --                         runs); pttl_ms = how long that lasts, -1 when the
 --                         holder set no expiry.
@@ -72,6 +75,9 @@ if wrong(holder) then return {5, KEYS[1]} end
 
 if holder == ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  local delay = tonumber(ARGV[6])
+  if delay > 0 then redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
   return {1, tonumber(redis.call('GET', KEYS[2]))}
 end
 

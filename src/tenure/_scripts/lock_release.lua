@@ -1,13 +1,15 @@
 -- lock_release.lua: compare-and-delete release, then hand the lock straight to
--- the first live waiter: the lock is set to that waiter's token with its lease,
--- a fence is minted for it, and "<fence> <token>" is published on its wake
--- channel. The waiter holds the lock when the message arrives: no further
--- round trip, and nobody can take the lock in between (no starvation).
+-- the first live waiter: the lock is set to that waiter's token with a lease
+-- of the waiter's claim window, a fence is minted for it, and "<fence> <token>"
+-- is published on its wake channel; the next waiter is told "recheck <claim
+-- ms>" (see _common.lua, hand_off). The waiter holds the lock when the message
+-- arrives: no further round trip, and nobody can take the lock in between (no
+-- starvation); it extends the claim to its full lease at once.
 -- Also used by a waiter that gives up, to leave the queue in the same call.
 --
 -- KEYS[1]  lock key      string; value = the holder's owner token
 -- KEYS[2]  waiters key   sorted set, score = arrival, member =
---                        "<waiter id>|<lease ms>|<token>" (see lock_acquire.lua)
+--                        "<waiter id>|<claim ms>|<token>" (see lock_acquire.lua)
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  delay key     string: the lock-delay guard (see lock_acquire.lua);
 --                        a clean release deletes it

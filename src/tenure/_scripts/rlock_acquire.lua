@@ -7,7 +7,8 @@
 --                        hold count (integer >= 1); the key's PX is the lease
 -- KEYS[2]  fence key     string holding an integer: the last fence minted for the name
 -- KEYS[3]  waiters key   sorted set, score = arrival (server µs), member =
---                        "<waiter id>|<lease ms>|<owner id>"
+--                        "<waiter id>|<claim ms>|<owner id>" (claim ms: the
+--                        lease a hand-off to it sets, see _common.lua)
 -- ARGV[1]  owner         string; the caller's owner id
 -- ARGV[2]  lease         integer MILLISECONDS, > 0
 -- ARGV[3]  member        the caller's waiters member (as KEYS[3]), or "" when not queued

@@ -1,13 +1,15 @@
 -- rlock_release.lua: leave one level of a reentrant hold. When the count reaches
 -- 0 the lock is deleted and handed straight to the first live waiter, as
--- lock_release.lua does: the lock becomes {<the waiter's owner id>: 1} with the
--- waiter's lease, a fence is minted for it, and "<fence> <owner id>" is
--- published on the waiter's wake channel. Also used by a waiter that gives up,
--- to leave the queue and give back a hold handed to it, in the same call.
+-- lock_release.lua does: the lock becomes {<the waiter's owner id>: 1} with a
+-- lease of the waiter's claim window, a fence is minted for it, "<fence> <owner
+-- id>" is published on the waiter's wake channel, and the next waiter is told
+-- "recheck <claim ms>" (see _common.lua, hand_off). Also used by a waiter that
+-- gives up, to leave the queue and give back a hold handed to it, in the same
+-- call.
 --
 -- KEYS[1]  lock key      hash {<owner id>: <hold count>} (see rlock_acquire.lua)
 -- KEYS[2]  waiters key   sorted set, score = arrival, member =
---                        "<waiter id>|<lease ms>|<owner id>" (see rlock_acquire.lua)
+--                        "<waiter id>|<claim ms>|<owner id>" (see rlock_acquire.lua)
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- ARGV[1]  owner         string; the releasing owner id
 -- ARGV[2]  fence         the hold's fence (decimal), or "" for whatever hold the

@@ -92,7 +92,7 @@ end
 
 -- A new hold, in the queue's order.
 if member ~= '' then redis.call('ZADD', WAITERS, 'NX', now_us(), member) end
-local got = promote(now, prefix, delay, member)
+local got = promote(now, prefix, delay, member, lease)
 if not got and member == '' and redis.call('ZCARD', WAITERS) == 0 and free_for(m) then
   local fence = fence_for(m)
   begin(m, owner, lease, fence, op, now, delay)

@@ -57,7 +57,7 @@ if sem_holds(s, token) then
   sem_promote(s, ARGV[7], tonumber(ARGV[8]), '')
 else
   if member ~= '' then redis.call('ZADD', KEYS[4], 'NX', s.now_us, member) end
-  granted = sem_promote(s, ARGV[7], tonumber(ARGV[8]), member)
+  granted = sem_promote(s, ARGV[7], tonumber(ARGV[8]), member, lease)
   if not granted and member == '' and redis.call('ZCARD', KEYS[4]) == 0
       and s.total - redis.call('ZCARD', KEYS[1]) >= n then
     sem_set_lease(token, n, s.now_ms + lease, false)
