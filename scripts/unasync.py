@@ -30,6 +30,7 @@ RULES: list[tuple[str, str]] = [
     (r"\b_Async([A-Z]\w*)", r"_\1"),
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"\bredis\.asyncio\.Redis\b", "redis.Redis"),
+    (r"\bvalkey\.asyncio\.Valkey\b", "valkey.Valkey"),
     (r"\basyncio\.Lock\b", "threading.Lock"),
     (r"\basyncio\.Event\b", "threading.Event"),
     (r"(?m)^import asyncio$", "import threading"),

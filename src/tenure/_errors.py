@@ -16,9 +16,21 @@ Every error derives from :class:`TenureError` and from the nearest builtin, so
     ├── UnsupportedServer (RuntimeError)  the server is older than Redis 6.2 / Valkey 7.2
     └── ProtocolError (RuntimeError)      a script reply tenure does not understand (a bug)
 
-Connection problems are not wrapped: redis-py's ``redis.exceptions.ConnectionError``
-and ``redis.exceptions.TimeoutError`` propagate unchanged, after redis-py's own
-retry policy for the client has run.
+Connection problems are not wrapped: the client library's own errors propagate
+unchanged, after the client's own retry policy has run. With a redis-py client
+they are ``redis.exceptions.ConnectionError`` and ``redis.exceptions.TimeoutError``;
+with a valkey-py client, ``valkey.exceptions.ConnectionError`` and
+``valkey.exceptions.TimeoutError`` (valkey-py's exceptions are its own classes, not
+redis-py's: catch the ones of the library your client comes from). So does any
+other error reply of the server that tenure does not expect (the library's
+``ResponseError``). The rest is the same for both libraries: a key of another
+type is found by the scripts themselves and raises :class:`WrongTypeError`, and
+a script missing from the server's cache (``NOSCRIPT``: a restart, ``SCRIPT
+FLUSH``) is loaded again and the call sent again, never raised.
+
+A client tenure can't use (a URL, ``None``, an asyncio client given to a
+synchronous class or the reverse, a pipeline, a cluster client) raises
+:class:`InvalidArgument` when the primitive is made, before anything is sent.
 """
 
 from __future__ import annotations

@@ -2,6 +2,12 @@
 
 Edit this file, then run ``python scripts/unasync.py`` to regenerate ``_sync.py``
 (CI runs it with ``--check``).
+
+Every constructor checks its ``client`` first (``_driver.check_client``), before
+anything is sent. The docstrings name redis-py's exceptions
+(``redis.exceptions.ConnectionError``); with a valkey-py client, the same errors
+are valkey-py's own (``valkey.exceptions.ConnectionError``): tenure lets the
+client library's connection errors through unchanged.
 """
 
 from __future__ import annotations
@@ -472,9 +478,9 @@ class Lock(_Blocks[Lease]):
     holder's lease would have run out.
 
     Args:
-        client: your ``redis.Redis`` client (its pool, TLS and ACL settings
-            are used as they are; tenure adds one pub/sub connection per client
-            while something waits).
+        client: your ``redis.Redis`` or ``valkey.Valkey`` client
+            (its pool, TLS and ACL settings are used as they are; tenure adds one
+            pub/sub connection per client while something waits).
         name: the lock's name; its keys are ``<prefix>{<name>}`` and siblings
             (``{``, ``}`` and ``%`` in the name are written ``%7B``, ``%7D``, ``%25``).
         key: instead of ``name``, an exact Redis key. The lock then speaks the
@@ -512,7 +518,9 @@ class Lock(_Blocks[Lease]):
             first ``{`` is followed at once by ``}`` is refused.
 
     Raises:
-        InvalidArgument: both or neither of ``name`` and ``key``; an empty or
+        InvalidArgument: ``client`` is not a client this class accepts (a URL,
+            ``None``, a client of the other API, a pipeline, a cluster client);
+            both or neither of ``name`` and ``key``; an empty or
             non-``str`` name, key or prefix; a ttl that is not a number from 0.01 to a year;
             a bad ``auto_renew``, ``on_lost``, ``lock_delay``, ``min_replicas``,
             ``replica_timeout`` or ``replica_fsync``.
@@ -539,11 +547,11 @@ class Lock(_Blocks[Lease]):
         replica_fsync: bool = False,
         prefix: str = "tenure:",
     ) -> None:
+        self._client = _driver.check_client(client, "Lock")
         self._keys = lock_keys(name, key=key, prefix=prefix)
         self._opts = _LeaseOptions.check(
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
-        self._client = client
         self._leases: dict[str, Lease] = {}
 
     @property
@@ -718,9 +726,9 @@ class FairLock(Lock):
     at the back.
 
     Args:
-        client: your ``redis.Redis`` client (its pool, TLS and ACL settings
-            are used as they are; tenure adds one pub/sub connection per client
-            while something waits).
+        client: your ``redis.Redis`` or ``valkey.Valkey`` client
+            (its pool, TLS and ACL settings are used as they are; tenure adds one
+            pub/sub connection per client while something waits).
         name: the lock's name; its keys are ``<prefix>{<name>}:fair`` and
             siblings, apart from any ``Lock``'s or ``RLock``'s. There
             is no exact-key mode.
@@ -743,7 +751,9 @@ class FairLock(Lock):
             followed at once by ``}`` is refused.
 
     Raises:
-        InvalidArgument: an empty or non-``str`` name or prefix; a ttl or
+        InvalidArgument: ``client`` is not a client this class accepts (a URL,
+            ``None``, a client of the other API, a pipeline, a cluster client);
+            an empty or non-``str`` name or prefix; a ttl or
             ``waiter_timeout`` out of that range; a bad
             ``auto_renew``, ``on_lost``, ``lock_delay``, ``min_replicas``,
             ``replica_timeout`` or ``replica_fsync``.
@@ -770,6 +780,7 @@ class FairLock(Lock):
         replica_fsync: bool = False,
         prefix: str = "tenure:",
     ) -> None:
+        _driver.check_client(client, "FairLock")
         keys = fair_keys(name, prefix=prefix)
         self._waiter_timeout = fair_plans.check_waiter_timeout(waiter_timeout)
         super().__init__(
@@ -1096,9 +1107,9 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
     re-entry and every ``extend`` resets the whole hold's lease to its length.
 
     Args:
-        client: your ``redis.Redis`` client (its pool, TLS and ACL settings
-            are used as they are; tenure adds one pub/sub connection per client
-            while something waits).
+        client: your ``redis.Redis`` or ``valkey.Valkey`` client
+            (its pool, TLS and ACL settings are used as they are; tenure adds one
+            pub/sub connection per client while something waits).
         name: the lock's name; its keys are ``<prefix>{<name>}:rlock`` and
             siblings, apart from any ``Lock``'s. There is no exact-key mode.
         ttl: the lease length in seconds, from 0.01 to a year (default 30), or an
@@ -1125,7 +1136,9 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
             followed at once by ``}`` is refused.
 
     Raises:
-        InvalidArgument: an empty or non-``str`` name or prefix; a ttl that is not
+        InvalidArgument: ``client`` is not a client this class accepts (a URL,
+            ``None``, a client of the other API, a pipeline, a cluster client);
+            an empty or non-``str`` name or prefix; a ttl that is not
             a number from 0.01 to a year; a bad ``auto_renew``, ``on_lost``,
             ``min_replicas``, ``replica_timeout`` or ``replica_fsync``.
 
@@ -1152,11 +1165,11 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         replica_fsync: bool = False,
         prefix: str = "tenure:",
     ) -> None:
+        self._client = _driver.check_client(client, "RLock")
         self._keys = rlock_keys(name, prefix=prefix)
         self._opts = _LeaseOptions.check(
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
-        self._client = client
         # by owner id (a hold's id is its fence)
         self._watches = {}
         self._holds = {}
@@ -1529,8 +1542,8 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
       what it read may be stale.
 
     Args:
-        client: your ``redis.Redis`` client (tenure adds one pub/sub
-            connection per client while something waits).
+        client: your ``redis.Redis`` or ``valkey.Valkey`` client
+            (tenure adds one pub/sub connection per client while something waits).
         name: the lock's name; its keys are ``<prefix>{<name>}:rwlock`` and
             siblings, apart from any ``Lock``'s or ``RLock``'s.
         ttl: each hold's lease length in seconds, from 0.01 to a year (default 30), or an
@@ -1553,7 +1566,9 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
             followed at once by ``}`` is refused.
 
     Raises:
-        InvalidArgument: an empty or non-``str`` name or prefix; a ttl that is not
+        InvalidArgument: ``client`` is not a client this class accepts (a URL,
+            ``None``, a client of the other API, a pipeline, a cluster client);
+            an empty or non-``str`` name or prefix; a ttl that is not
             a number from 0.01 to a year; a bad ``auto_renew``, ``on_lost``, ``lock_delay``,
             ``min_replicas``, ``replica_timeout`` or ``replica_fsync``.
 
@@ -1582,11 +1597,11 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
         replica_fsync: bool = False,
         prefix: str = "tenure:",
     ) -> None:
+        self._client = _driver.check_client(client, "ReadWriteLock")
         self._keys = rwlock_keys(name, prefix=prefix)
         self._opts = _LeaseOptions.check(
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
-        self._client = client
         # by (owner id, mode)
         self._watches = {}
         self._holds = {}
@@ -2099,14 +2114,16 @@ class FencedKey(PerProcess):
     in SQL: ``UPDATE t SET v = :v, fence = :fence WHERE id = :id AND fence <= :fence``.
 
     Args:
-        client: your ``redis.Redis`` client.
+        client: your ``redis.Redis`` or ``valkey.Valkey`` client.
         key: the resource's Redis key (a string value). The largest fence
             accepted is kept beside it, in the same hash slot
             (``{<key>}:fenced:seen``, or a name made from the whole key when it
             holds braces or ``%``).
 
     Raises:
-        InvalidArgument: ``key`` is not a non-empty ``str``.
+        InvalidArgument: ``client`` is not a client this class accepts (a URL,
+            ``None``, a client of the other API, a pipeline, a cluster client);
+            ``key`` is not a non-empty ``str``.
 
     Example::
 
@@ -2118,8 +2135,8 @@ class FencedKey(PerProcess):
     _made_from = "the client and key"
 
     def __init__(self, client: _driver.Client, key: str) -> None:
+        self._client = _driver.check_client(client, "FencedKey")
         self._key, self._seen_key = fenced_keys(key)
-        self._client = client
 
     @property
     def key(self) -> str:
@@ -2282,9 +2299,9 @@ class Semaphore(PerProcess):
     the first lease would have run out.
 
     Args:
-        client: your ``redis.Redis`` client (its pool, TLS and ACL settings
-            are used as they are; tenure adds one pub/sub connection per client
-            while something waits).
+        client: your ``redis.Redis`` or ``valkey.Valkey`` client
+            (its pool, TLS and ACL settings are used as they are; tenure adds one
+            pub/sub connection per client while something waits).
         name: the semaphore's name; its keys are ``<prefix>{<name>}:semaphore``
             and siblings, apart from any lock's.
         permits: the number of permits, an ``int`` from 1 to 2**53 - 1.
@@ -2304,7 +2321,9 @@ class Semaphore(PerProcess):
             followed at once by ``}`` is refused.
 
     Raises:
-        InvalidArgument: an empty or non-``str`` name or prefix; ``permits`` not
+        InvalidArgument: ``client`` is not a client this class accepts (a URL,
+            ``None``, a client of the other API, a pipeline, a cluster client);
+            an empty or non-``str`` name or prefix; ``permits`` not
             an ``int`` from 1 to 2**53 - 1; a ttl that is not a number from 0.01 to a year; a bad
             ``auto_renew``, ``on_lost``, ``min_replicas``, ``replica_timeout`` or
             ``replica_fsync``.
@@ -2332,6 +2351,7 @@ class Semaphore(PerProcess):
         replica_fsync: bool = False,
         prefix: str = "tenure:",
     ) -> None:
+        self._client = _driver.check_client(client, "Semaphore")
         self._keys = semaphore_keys(name, prefix=prefix)
         self._permits = semaphore_plans.check_permits(permits)
         self._opts = _LeaseOptions.check(
@@ -2343,7 +2363,6 @@ class Semaphore(PerProcess):
             replica_fsync=replica_fsync,
             adaptive=False,
         )
-        self._client = client
         # Until an acquire succeeds, a different count stored in Redis is an error.
         self._check = True
         # owner id -> the live leases it took through this object, oldest first
@@ -2548,14 +2567,16 @@ class CountDownLatch(PerProcess):
     when it opened.
 
     Args:
-        client: your ``redis.Redis`` client (tenure adds one pub/sub
-            connection per client while something waits).
+        client: your ``redis.Redis`` or ``valkey.Valkey`` client
+            (tenure adds one pub/sub connection per client while something waits).
         name: the latch's name; its keys are ``<prefix>{<name>}:latch`` and siblings.
         prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
             followed at once by ``}`` is refused.
 
     Raises:
-        InvalidArgument: an empty or non-``str`` name or prefix.
+        InvalidArgument: ``client`` is not a client this class accepts (a URL,
+            ``None``, a client of the other API, a pipeline, a cluster client);
+            an empty or non-``str`` name or prefix.
 
     Example::
 
@@ -2567,8 +2588,8 @@ class CountDownLatch(PerProcess):
     """
 
     def __init__(self, client: _driver.Client, name: str, *, prefix: str = "tenure:") -> None:
+        self._client = _driver.check_client(client, "CountDownLatch")
         self._keys = latch_keys(name, prefix=prefix)
-        self._client = client
         self._seen: int | None = None  # the count at the last call, for repr
 
     @property

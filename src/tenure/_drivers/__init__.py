@@ -1,9 +1,13 @@
 """Drivers: the only code that does I/O, sleeps, knows owner identity or runs in the background.
 
-``_sync`` (threads, ``redis.Redis``) and ``_async`` (tasks, ``redis.asyncio.Redis``)
-expose the same names:
+``_sync`` (threads; ``redis.Redis`` or ``valkey.Valkey`` clients) and ``_async``
+(tasks; ``redis.asyncio.Redis`` or ``valkey.asyncio.Valkey`` clients) expose the
+same names:
 
 - ``Client``: the client type the facade accepts.
+- ``check_client(client, owner)``: the client, or :class:`~tenure.InvalidArgument`
+  (naming what was passed) for one the class named ``owner`` can't use; sends
+  nothing (the rules are :mod:`._clients`').
 - ``run(client, plan)``: drive a plan from :mod:`tenure._plans` to its result.
 - ``current_owner()``: this thread's / task's owner id (see :mod:`._identity`).
 
@@ -12,4 +16,12 @@ first use) and one wake hub (one pub/sub connection, channels subscribed on
 demand with reference counts, a process-local gate per lock so that one waiter
 per name contends at a time; a fair lock's waiters each have a channel of their
 own instead, since each has its own place in the queue).
+
+A client of either library, redis-py or valkey-py (the Valkey project's fork of
+redis-py, with its own module, class and exception names), is driven by the same
+driver code: what a driver makes on the client's connection pool (the hub's
+``PubSub``, the clients of renewals and hand-offs) and the ``NoScriptError`` it
+catches come from the client's own library, found once per client class. Mixing
+them fails: valkey-py's pool has another ``get_connection`` signature than the one
+redis-py's ``PubSub`` calls, and each library raises only its own exceptions.
 """

@@ -1,4 +1,12 @@
-"""The asyncio driver: ``redis.asyncio.Redis`` clients, tasks, ``asyncio`` waits."""
+"""The asyncio driver: ``redis.asyncio.Redis`` / ``valkey.asyncio.Valkey`` clients,
+tasks, ``asyncio`` waits.
+
+A client of either library is driven by the same code: the classes the driver
+makes itself on the client's connection pool (the wake hub's ``PubSub``, the
+clients of the watchdog's renewals and of the hub's hand-offs) and the
+``NoScriptError`` it catches are those of the client's own library, found once
+per client class (see :mod:`._clients`).
+"""
 
 from __future__ import annotations
 
@@ -9,14 +17,15 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from functools import cache
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
 
 import redis.asyncio
-from redis.asyncio.client import PubSub
+import redis.asyncio.client
+import redis.exceptions
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import NoScriptError
 
 from .._keys import LockKeys
 from .._plans import server as server_plans
@@ -35,14 +44,30 @@ from .._protocol import (
     WaitWake,
     parse_reply,
 )
-from . import _identity
+from . import _clients, _identity
 from ._hubbook import LINGER, HubBook, PassOn, Settable, confirm_wait
 from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
 
 _log = logging.getLogger("tenure")
 
-Client: TypeAlias = "redis.asyncio.Redis"
+if TYPE_CHECKING:
+    import valkey.asyncio
+
+Client: TypeAlias = "redis.asyncio.Redis | valkey.asyncio.Valkey"
 T = TypeVar("T")
+
+
+def check_client(client: object, owner: str) -> Client:
+    """``client``, if the asyncio class named ``owner`` can use it (a
+    ``redis.asyncio.Redis`` or ``valkey.asyncio.Valkey``, or a subclass). Sends
+    nothing.
+
+    Raises:
+        InvalidArgument: anything else (a URL, a synchronous client, a
+            pipeline, a cluster client, ``None``, ...), naming what was passed.
+    """
+    _clients.check(client, owner, asyncio=True)
+    return client  # type: ignore[return-value]
 
 
 _task_numbers: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
@@ -77,20 +102,75 @@ class _Channel:
     gate: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-class _HubPubSub(PubSub):
-    """redis-py's PubSub, telling its hub when the connection is made again."""
+class _HubPubSub(Protocol):
+    """What the hub uses of a library's PubSub (with :class:`_Reconnects` mixed in)."""
+
+    hub: _Hub
+    channels: dict[Any, Any]
+
+    async def subscribe(self, *args: Any, **kwargs: Any) -> Any: ...
+    def unsubscribe(self, *args: Any) -> Any: ...
+    async def get_message(
+        self, ignore_subscribe_messages: bool = ..., timeout: float | None = ...
+    ) -> Any: ...
+    def aclose(self) -> Any: ...
+
+
+class _Reconnects:
+    """Mixed into a library's PubSub class: tells its hub when the connection
+    is made again."""
 
     hub: _Hub
 
     async def on_connect(self, connection: Any) -> None:
-        # redis-py registers this callback after the pool's first connect, so it
-        # runs on reconnections only (inside get_message, or inside a waiter's
+        # The library registers this callback after the pool's first connect, so
+        # it runs on reconnections only (inside get_message, or inside a waiter's
         # SUBSCRIBE), before any reply of the new connection is read.
         self.hub.reconnected()  # before the SUBSCRIBEs: no confirmation comes first
-        await super().on_connect(connection)  # SUBSCRIBE again
-        strays = self.hub.strays(_text(name) for name in self.channels)
+        await super().on_connect(connection)  # type: ignore[misc]  # SUBSCRIBE again
+        pubsub = cast(_HubPubSub, self)
+        strays = self.hub.strays(_text(name) for name in pubsub.channels)
         if strays:
-            await self.unsubscribe(*strays)
+            await pubsub.unsubscribe(*strays)
+
+
+@dataclass(frozen=True, slots=True)
+class _Library:
+    """The classes of one client library (redis-py or valkey-py) the driver uses."""
+
+    #: makes a client of the library: ``client(connection_pool=pool)``
+    client: Callable[..., Client]
+    #: the hub's PubSub: ``pubsub(connection_pool=pool)``
+    pubsub: Callable[..., _HubPubSub]
+    #: what ``EVALSHA`` raises for a script the server does not have
+    no_script: type[Exception]
+
+
+class _RedisHubPubSub(_Reconnects, redis.asyncio.client.PubSub):
+    """redis-py's PubSub, telling its hub when the connection is made again."""
+
+
+_REDIS = _Library(redis.asyncio.Redis, _RedisHubPubSub, redis.exceptions.NoScriptError)
+
+
+@cache
+def _library_named(name: _clients.Library) -> _Library:
+    if name == "redis":
+        return _REDIS
+    import valkey.asyncio
+    import valkey.asyncio.client
+    import valkey.exceptions
+
+    class _ValkeyHubPubSub(_Reconnects, valkey.asyncio.client.PubSub):
+        """valkey-py's PubSub, telling its hub when the connection is made again."""
+
+    return _Library(valkey.asyncio.Valkey, _ValkeyHubPubSub, valkey.exceptions.NoScriptError)
+
+
+@cache
+def _library(cls: type) -> _Library:
+    """The classes of the library that the client class ``cls`` belongs to."""
+    return _library_named(_clients.library_of(cls))
 
 
 class _Hub:
@@ -102,10 +182,11 @@ class _Hub:
     SUBSCRIBEs wake every waiter.
     """
 
-    def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
+    def __init__(self, pool: Any, library: _Library) -> None:
         self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
         self._numbers = itertools.count(1)
         self._pool = pool
+        self._library = library
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -159,7 +240,7 @@ class _Hub:
 
     def _listen(self) -> _HubPubSub:
         if self._pubsub is None:
-            pubsub = _HubPubSub(connection_pool=self._pool)
+            pubsub = self._library.pubsub(connection_pool=self._pool)
             pubsub.hub = self
             self._pubsub = pubsub
         return self._pubsub
@@ -188,7 +269,7 @@ class _Hub:
                 self._pubsub = None  # the next wait starts a new reader
                 self._reader = None
             with contextlib.suppress(Exception):
-                await asyncio.shield(pubsub.aclose())  # type: ignore[no-untyped-call]
+                await asyncio.shield(pubsub.aclose())
 
     async def _next(self, pubsub: _HubPubSub, failures: int) -> dict[str, Any] | bool | None:
         """The next message (``None`` when idle), or ``False`` after an error."""
@@ -211,7 +292,7 @@ class _Hub:
         if isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
-                client = redis.asyncio.Redis(connection_pool=self._pool)
+                client = self._library.client(connection_pool=self._pool)
                 await _drive(client, route.plan())
         elif route is not None:
             route.set()
@@ -233,8 +314,9 @@ class _Watchdog:
     passes is lost then, whatever its renewal is doing.
     """
 
-    def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
+    def __init__(self, pool: Any, library: _Library) -> None:
         self._pool = pool
+        self._library = library
         self._book = WatchBook()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -281,7 +363,7 @@ class _Watchdog:
         sent_at = time.monotonic()
         replies: list[tuple[Status, Any] | None]
         try:
-            client = redis.asyncio.Redis(connection_pool=self._pool)
+            client = self._library.client(connection_pool=self._pool)
             step = Pipeline(tuple(w.lease._renewal() for w in batch))
             replies = [renewal_reply(reply) for reply in await _pipeline(client, step)]
         except Exception:
@@ -313,8 +395,8 @@ def _state(client: Client) -> _State:
     loop = asyncio.get_running_loop()
     state = _states.get(client)
     if state is None or state.generation != _identity.generation() or state.loop is not loop:
-        pool = client.connection_pool
-        state = _State(_identity.generation(), loop, _Hub(pool), _Watchdog(pool))
+        pool, library = client.connection_pool, _library(type(client))
+        state = _State(_identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library))
         _states[client] = state
     return state
 
@@ -339,7 +421,7 @@ def unwatch(client: Client, watch: Watch) -> None:
 async def run(client: Client, plan: Plan[T]) -> T:
     """Drive ``plan`` to its result with ``client``; the first call probes the server.
 
-    Raises whatever the plan raises, and redis-py's connection errors.
+    Raises whatever the plan raises, and the client library's connection errors.
     """
     state = _state(client)
     if state.server is None:
@@ -450,13 +532,13 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
         async with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
-                    pipe.evalsha(part.script.sha1, len(part.keys), *part.keys, *part.args)
+                    pipe.evalsha(*_clients.evalsha_args(part))
                 else:
                     pipe.execute_command(*part.args)
             return await pipe.execute(raise_on_error=False)
 
     raws = await send()
-    if any(isinstance(raw, NoScriptError) for raw in raws):
+    if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
             await client.script_load(spec.source)
         raws = await send()
@@ -474,7 +556,7 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
 async def _evalsha(client: Client, step: Eval) -> Any:
     spec = step.script
     try:
-        return await client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
-    except NoScriptError:
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
+    except _library(type(client)).no_script:
         await client.script_load(spec.source)
-        return await client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))

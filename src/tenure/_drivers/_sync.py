@@ -1,4 +1,12 @@
-"""The synchronous driver: ``redis.Redis`` clients, threads, ``threading`` waits."""
+"""The synchronous driver: ``redis.Redis`` / ``valkey.Valkey`` clients, threads,
+``threading`` waits.
+
+A client of either library is driven by the same code: the classes the driver
+makes itself on the client's connection pool (the wake hub's ``PubSub``, the
+clients of the watchdog's renewals and of the hub's hand-offs) and the
+``NoScriptError`` it catches are those of the client's own library, found once
+per client class (see :mod:`._clients`).
+"""
 
 from __future__ import annotations
 
@@ -12,12 +20,13 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from functools import cache
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 import redis
+import redis.client
+import redis.exceptions
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.client import PubSub
-from redis.exceptions import NoScriptError
 
 from .._keys import LockKeys
 from .._plans import server as server_plans
@@ -36,7 +45,7 @@ from .._protocol import (
     WaitWake,
     parse_reply,
 )
-from . import _identity
+from . import _clients, _identity
 from ._hubbook import HubBook, PassOn, Settable, confirm_wait
 from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
 
@@ -74,8 +83,23 @@ def _start(
     return thread
 
 
-Client: TypeAlias = "redis.Redis"
+if TYPE_CHECKING:
+    import valkey
+
+Client: TypeAlias = "redis.Redis | valkey.Valkey"
 T = TypeVar("T")
+
+
+def check_client(client: object, owner: str) -> Client:
+    """``client``, if the synchronous class named ``owner`` can use it (a
+    ``redis.Redis`` or ``valkey.Valkey``, or a subclass). Sends nothing.
+
+    Raises:
+        InvalidArgument: anything else (a URL, an asyncio client, a pipeline,
+            a cluster client, ``None``, ...), naming what was passed.
+    """
+    _clients.check(client, owner, asyncio=False)
+    return client  # type: ignore[return-value]
 
 
 _local = threading.local()
@@ -103,11 +127,24 @@ class _Channel:
     gate: threading.Lock = field(default_factory=threading.Lock)
 
 
-class _HubPubSub(PubSub):
-    """redis-py's PubSub, telling its hub when the connection is made again."""
+class _HubPubSub(Protocol):
+    """What the hub uses of a library's PubSub (with :class:`_Reconnects` mixed in)."""
 
-    # Set when redis-py made the connection again and re-sent SUBSCRIBE; the
-    # reader thread handles it before it routes the next message.
+    reconnected: threading.Event
+    channels: dict[Any, Any]
+
+    def subscribe(self, *args: Any, **kwargs: Any) -> Any: ...
+    def unsubscribe(self, *args: Any) -> Any: ...
+    def get_message(self, ignore_subscribe_messages: bool = ..., timeout: float = ...) -> Any: ...
+    def close(self) -> None: ...
+
+
+class _Reconnects:
+    """Mixed into a library's PubSub class: tells its hub when the connection
+    is made again."""
+
+    # Set when the library made the connection again and re-sent SUBSCRIBE;
+    # the reader thread handles it before it routes the next message.
     reconnected: threading.Event
 
     def on_connect(self, connection: Any) -> None:
@@ -118,7 +155,46 @@ class _HubPubSub(PubSub):
         # before the SUBSCRIBEs go out, so the reader sees it before it reads
         # any confirmation; it handles it holding the mutex, so after they went.
         self.reconnected.set()
-        super().on_connect(connection)  # SUBSCRIBE again
+        super().on_connect(connection)  # type: ignore[misc]  # SUBSCRIBE again
+
+
+@dataclass(frozen=True, slots=True)
+class _Library:
+    """The classes of one client library (redis-py or valkey-py) the driver uses."""
+
+    #: makes a client of the library: ``client(connection_pool=pool)``
+    client: Callable[..., Client]
+    #: the hub's PubSub: ``pubsub(connection_pool=pool)``
+    pubsub: Callable[..., _HubPubSub]
+    #: what ``EVALSHA`` raises for a script the server does not have
+    no_script: type[Exception]
+
+
+class _RedisHubPubSub(_Reconnects, redis.client.PubSub):
+    """redis-py's PubSub, telling its hub when the connection is made again."""
+
+
+_REDIS = _Library(redis.Redis, _RedisHubPubSub, redis.exceptions.NoScriptError)
+
+
+@cache
+def _library_named(name: _clients.Library) -> _Library:
+    if name == "redis":
+        return _REDIS
+    import valkey
+    import valkey.client
+    import valkey.exceptions
+
+    class _ValkeyHubPubSub(_Reconnects, valkey.client.PubSub):
+        """valkey-py's PubSub, telling its hub when the connection is made again."""
+
+    return _Library(valkey.Valkey, _ValkeyHubPubSub, valkey.exceptions.NoScriptError)
+
+
+@cache
+def _library(cls: type) -> _Library:
+    """The classes of the library that the client class ``cls`` belongs to."""
+    return _library_named(_clients.library_of(cls))
 
 
 class _Hub:
@@ -131,10 +207,11 @@ class _Hub:
     SUBSCRIBEs wake every waiter.
     """
 
-    def __init__(self, pool: redis.ConnectionPool) -> None:
+    def __init__(self, pool: Any, library: _Library) -> None:
         self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
         self._numbers = itertools.count(1)
         self._pool = pool
+        self._library = library
         self._mutex = threading.Lock()
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
@@ -189,11 +266,11 @@ class _Hub:
         pubsub.reconnected.clear()
         self._book.reconnected()
         for name in self._book.strays([_text(name) for name in pubsub.channels]):
-            pubsub.unsubscribe(name)  # type: ignore[no-untyped-call]
+            pubsub.unsubscribe(name)
 
     def _listen(self) -> _HubPubSub:
         if self._pubsub is None:
-            pubsub = _HubPubSub(connection_pool=self._pool)
+            pubsub = self._library.pubsub(connection_pool=self._pool)
             pubsub.reconnected = threading.Event()
             self._pubsub = pubsub
             _start(self._read, "tenure-wake-hub")
@@ -211,7 +288,7 @@ class _Hub:
                     if pubsub.reconnected.is_set():
                         self._resubscribed(pubsub)
                     for name in self._book.stale(time.monotonic()):
-                        pubsub.unsubscribe(name)  # type: ignore[no-untyped-call]
+                        pubsub.unsubscribe(name)
                     if message is None and self._book.empty():
                         self._pubsub = None  # the next wait starts a new reader
                         break
@@ -236,7 +313,7 @@ class _Hub:
         if isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
-                client = redis.Redis(connection_pool=self._pool)
+                client = self._library.client(connection_pool=self._pool)
                 _drive(client, route.plan())
         elif route is not None:
             route.set()
@@ -257,8 +334,9 @@ class _Watchdog:
     deadline passes is lost then, whatever its renewal is doing.
     """
 
-    def __init__(self, pool: redis.ConnectionPool) -> None:
+    def __init__(self, pool: Any, library: _Library) -> None:
         self._pool = pool
+        self._library = library
         self._book = WatchBook()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -311,7 +389,7 @@ class _Watchdog:
         sent_at = time.monotonic()
         replies: list[tuple[Status, Any] | None]
         try:
-            client = redis.Redis(connection_pool=self._pool)
+            client = self._library.client(connection_pool=self._pool)
             step = Pipeline(tuple(w.lease._renewal() for w in batch))
             replies = [renewal_reply(reply) for reply in _pipeline(client, step)]
         except Exception:
@@ -348,8 +426,10 @@ def _state(client: Client) -> _State:
         with _states_mutex:
             state = _states.get(client)
             if state is None or state.generation != _identity.generation():
-                pool = client.connection_pool
-                state = _State(_identity.generation(), _Hub(pool), _Watchdog(pool))
+                pool, library = client.connection_pool, _library(type(client))
+                state = _State(
+                    _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
+                )
                 _states[client] = state
     return state
 
@@ -374,7 +454,7 @@ def unwatch(client: Client, watch: Watch) -> None:
 def run(client: Client, plan: Plan[T]) -> T:
     """Drive ``plan`` to its result with ``client``; the first call probes the server.
 
-    Raises whatever the plan raises, and redis-py's connection errors.
+    Raises whatever the plan raises, and the client library's connection errors.
     """
     state = _state(client)
     if state.server is None:
@@ -469,13 +549,13 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
         with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
-                    pipe.evalsha(part.script.sha1, len(part.keys), *part.keys, *part.args)
+                    pipe.evalsha(*_clients.evalsha_args(part))
                 else:
                     pipe.execute_command(*part.args)  # type: ignore[no-untyped-call]
             return pipe.execute(raise_on_error=False)
 
     raws = send()
-    if any(isinstance(raw, NoScriptError) for raw in raws):
+    if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
             client.script_load(spec.source)
         raws = send()
@@ -493,7 +573,7 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
 def _evalsha(client: Client, step: Eval) -> Any:
     spec = step.script
     try:
-        return client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
-    except NoScriptError:
+        return client.evalsha(*_clients.evalsha_args(step))
+    except _library(type(client)).no_script:
         client.script_load(spec.source)
-        return client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
+        return client.evalsha(*_clients.evalsha_args(step))

@@ -1,0 +1,167 @@
+"""Client libraries: which one a client comes from, and whether a primitive accepts it.
+
+tenure drives the clients of two libraries, with the same driver code:
+
+- redis-py (``redis``): ``redis.Redis`` and ``redis.asyncio.Redis``, and their
+  subclasses (a Sentinel ``master_for()`` client is a ``redis.Redis``);
+- valkey-py (``valkey``), the Valkey project's fork of redis-py:
+  ``valkey.Valkey`` and ``valkey.asyncio.Valkey``. Its classes have other module
+  and class names, its own exceptions (``valkey.exceptions.*``, unrelated to
+  ``redis.exceptions.*``) and a few other signatures, so a driver must never
+  mix one library's pub/sub, client or exception classes with the other's
+  connection pool or replies.
+
+Each driver asks :func:`library_of` once per client class and uses that
+library's classes. :func:`check` is what every primitive's constructor runs
+on its ``client`` argument, before anything is sent: it refuses, with an
+:class:`~tenure.InvalidArgument` naming what was passed and what is expected,
+a URL (a ``str``), ``None``, a client of the other API (an asyncio client
+given to a synchronous class, or the reverse), a pipeline (a ``Pipeline`` is a
+subclass of its client class), a cluster client (not supported yet) and any
+other object. valkey-py is looked at only if the program imported it: a
+valkey-py client cannot exist otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from typing import Any, Literal
+
+from .._errors import InvalidArgument
+from .._protocol import Eval
+
+Library = Literal["redis", "valkey"]
+
+
+def library_of(cls: type) -> Library:
+    """The library a client class comes from: the first of its classes (itself,
+    then its bases) defined in ``redis`` or ``valkey``. ``"redis"`` when none is
+    (the facade accepts no such client)."""
+    for base in cls.__mro__:
+        root = base.__module__.partition(".")[0]
+        if root == "valkey":
+            return "valkey"
+        if root == "redis":
+            return "redis"
+    return "redis"
+
+
+_Classes = tuple[type, ...]
+
+
+@cache
+def _classes(with_valkey: bool) -> tuple[_Classes, _Classes, _Classes, _Classes, _Classes]:
+    """(sync clients, asyncio clients, pipelines, cluster clients, Sentinel managers)."""
+    import redis
+    import redis.asyncio
+    import redis.asyncio.client
+    import redis.asyncio.cluster
+    import redis.asyncio.sentinel
+    import redis.client
+    import redis.cluster
+    import redis.sentinel
+
+    sync: list[type] = [redis.Redis]
+    aio: list[type] = [redis.asyncio.Redis]
+    pipelines: list[type] = [
+        redis.client.Pipeline,
+        redis.asyncio.client.Pipeline,
+        redis.cluster.ClusterPipeline,
+        redis.asyncio.cluster.ClusterPipeline,
+    ]
+    clusters: list[type] = [redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster]
+    sentinels: list[type] = [redis.sentinel.Sentinel, redis.asyncio.sentinel.Sentinel]
+    if with_valkey:
+        import valkey
+        import valkey.asyncio
+        import valkey.asyncio.client
+        import valkey.asyncio.cluster
+        import valkey.asyncio.sentinel
+        import valkey.client
+        import valkey.cluster
+        import valkey.sentinel
+
+        sync.append(valkey.Valkey)
+        aio.append(valkey.asyncio.Valkey)
+        pipelines += [
+            valkey.client.Pipeline,
+            valkey.asyncio.client.Pipeline,
+            valkey.cluster.ClusterPipeline,
+            valkey.asyncio.cluster.ClusterPipeline,
+        ]
+        clusters += [valkey.cluster.ValkeyCluster, valkey.asyncio.cluster.ValkeyCluster]
+        sentinels += [valkey.sentinel.Sentinel, valkey.asyncio.sentinel.Sentinel]
+    return tuple(sync), tuple(aio), tuple(pipelines), tuple(clusters), tuple(sentinels)
+
+
+def _described(value: object) -> str:
+    """``value`` as an error message names it: its class, with its module unless
+    it is a builtin (then with its ``repr``, cut to 60 characters)."""
+    cls = type(value)
+    if cls.__module__ != "builtins":
+        return f"a {cls.__module__}.{cls.__qualname__}"
+    shown = repr(value)
+    return f"the {cls.__qualname__} {shown if len(shown) <= 60 else shown[:56] + ' ...'}"
+
+
+def _twin(owner: str) -> str:
+    return owner.removeprefix("Async") if owner.startswith("Async") else "Async" + owner
+
+
+def check(client: object, owner: str, *, asyncio: bool) -> None:
+    """Refuse a ``client`` that the primitive class ``owner`` (its name, e.g.
+    ``"Lock"``) cannot use; ``asyncio``: whether ``owner`` is an asyncio class.
+    Sends nothing and keeps no reference to ``client``.
+
+    Raises:
+        InvalidArgument: ``client`` is not a client of the API ``owner`` needs
+            (``redis.Redis`` / ``valkey.Valkey`` or a subclass for a synchronous
+            class, ``redis.asyncio.Redis`` / ``valkey.asyncio.Valkey`` for an
+            asyncio one); the message names what was passed and what is expected.
+    """
+    sync, aio, pipelines, clusters, sentinels = _classes("valkey" in sys.modules)
+    wanted, other = (aio, sync) if asyncio else (sync, aio)
+    if isinstance(client, wanted) and not isinstance(client, pipelines):
+        return
+    module = "redis.asyncio" if asyncio else "redis"
+    expected = (
+        "a redis.asyncio.Redis or valkey.asyncio.Valkey client"
+        if asyncio
+        else "a redis.Redis or valkey.Valkey client"
+    )
+    needs = f"{owner} needs {expected}"
+    if client is None:
+        raise InvalidArgument(f"{needs}, not None")
+    what = _described(client)
+    if isinstance(client, str | bytes):
+        raise InvalidArgument(
+            f"{needs}, not {what}: make a client from a URL with {module}.Redis.from_url(url)"
+        )
+    if isinstance(client, pipelines):
+        raise InvalidArgument(
+            f"{needs}, not {what}: a pipeline can't hold a lock: pass the client itself"
+        )
+    if isinstance(client, clusters):
+        raise InvalidArgument(
+            f"Redis Cluster clients are not supported yet: {needs} "
+            f"(connected to one server), not {what}"
+        )
+    if isinstance(client, other):
+        kind = "a synchronous" if asyncio else "an asyncio"
+        raise InvalidArgument(
+            f"{needs}, not {what} ({kind} client): use {_twin(owner)} with this client"
+        )
+    if isinstance(client, sentinels):
+        raise InvalidArgument(
+            f"{needs}, not {what}: pass the client of the master, sentinel.master_for(service_name)"
+        )
+    if isinstance(client, type):
+        raise InvalidArgument(f"{needs}, not the class {client.__module__}.{client.__qualname__}")
+    raise InvalidArgument(f"{needs}, not {what}")
+
+
+def evalsha_args(step: Eval) -> tuple[Any, ...]:
+    """The arguments of ``evalsha`` (of either library, client or pipeline) for ``step``:
+    sha1, number of keys, keys, then arguments."""
+    return (step.script.sha1, len(step.keys), *step.keys, *step.args)
