@@ -44,7 +44,7 @@ MakeServer = Callable[..., ServerProcess]
 
 
 def test_release_then_done() -> None:
-    life = LeaseLife(0)
+    life = LeaseLife(0, "op1")
     assert life.held and life.may_move_deadline()
     assert life.begin_release("x", 1) is Release.SEND
     assert life.phase is Phase.RELEASING and not life.may_move_deadline()
@@ -59,7 +59,7 @@ def test_release_then_done() -> None:
 
 
 def test_lost_once_and_cleaned_up() -> None:
-    life = LeaseLife(0)
+    life = LeaseLife(0, "op1")
     assert life.lose("gone") is True and life.lose("again") is False
     assert life.phase is Phase.LOST and life.lost_reason == "gone"
     assert life.begin_release("x", 1) is Release.CLEAN_UP
@@ -69,7 +69,7 @@ def test_lost_once_and_cleaned_up() -> None:
 
 
 def test_releasing_refuses_extend_and_may_be_lost() -> None:
-    life = LeaseLife(0)
+    life = LeaseLife(0, "op1")
     life.begin_release("x", 1)
     with pytest.raises(NotOwnedError, match="release was attempted"):
         life.begin_extend("x", 1)
@@ -77,23 +77,16 @@ def test_releasing_refuses_extend_and_may_be_lost() -> None:
 
 
 def test_other_process_is_refused() -> None:
-    life = LeaseLife(3)
+    life = LeaseLife(3, "op1")
     life.check_process("x", 1, 3, "release")
     with pytest.raises(NotOwnedError, match="forked child"):
         life.check_process("x", 1, 4, "release")
 
 
-def test_release_call_id_is_made_once() -> None:
-    life = LeaseLife(0)
-    ids = iter(["a", "b"])
-    assert life.release_call(lambda: next(ids)) == "a"
-    assert life.release_call(lambda: next(ids)) == "a"
-
-
 def test_book_reports_leases_left_behind() -> None:
     class Lease:
         def __init__(self) -> None:
-            self._life = LeaseLife(0)
+            self._life = LeaseLife(0, "op1")
 
     book, lease = LeaseBook(), Lease()
     book.put("k", lease)
@@ -444,3 +437,169 @@ def test_a_shared_guard_releases_each_threads_own_lease(r: redis.Redis) -> None:
     writer = rw.write.acquire(timeout=1)
     assert writer is not None, "a read hold was left held"
     writer.release()
+
+
+# --- found by a hostile run: re-sent releases, shared exits, lost re-entries ----------
+
+
+class _DropsReply(redis.Connection):
+    """Drops the reply of the next EVALSHA of the script whose SHA-1 is in
+    ``armed`` (once): the server ran it, the caller sees a ConnectionError."""
+
+    armed = ""
+
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        self._last = args
+        super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        reply = super().read_response(*args, **kwargs)
+        if _DropsReply.armed and getattr(self, "_last", ())[:2] == ("EVALSHA", _DropsReply.armed):
+            _DropsReply.armed = ""
+            self.disconnect()  # type: ignore[no-untyped-call]
+            raise redis.exceptions.ConnectionError("reply lost (test)")
+        return reply
+
+
+def _dropping_client(url: str) -> redis.Redis:
+    """A client whose calls are not retried (the caller sees a lost reply)."""
+    client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0))
+    client.connection_pool.connection_class = _DropsReply
+    return client
+
+
+@pytest.mark.parametrize("reenter_first", [False, True])
+def test_a_release_sent_again_counts_a_reentrant_hold_down_once(
+    url: str, r: redis.Redis, reenter_first: bool
+) -> None:
+    """The inner release of an RLock hold is applied but its reply is lost; the
+    owner sends it again (or first enters again). The hold is counted down
+    once: the outer lease keeps the lock."""
+    from tenure._scripts import RLOCK_RELEASE
+
+    lock = RLock(_dropping_client(url), "twice", ttl=30)
+    outer, inner = lock.acquire(), lock.acquire()
+    assert outer is not None and inner is not None
+    _DropsReply.armed = RLOCK_RELEASE.sha1
+    with pytest.raises(redis.exceptions.ConnectionError):
+        inner.release()
+    assert _DropsReply.armed == "", "the reply was not dropped"
+    if reenter_first:
+        again = lock.acquire()  # first sends the pending release again
+        assert again is not None and lock.hold_count() == 2
+        with pytest.raises(NotOwnedError, match="already released"):
+            inner.release()
+        again.release()
+    else:
+        inner.release()  # the same call: recognised, not counted again
+    assert lock.hold_count() == 1 and outer.valid
+    other: list[Any] = []
+    t = threading.Thread(target=lambda: other.append(RLock(r, "twice").acquire(blocking=False)))
+    t.start()
+    t.join()
+    assert other == [None], "another owner got the lock while the outer lease holds it"
+    outer.release()
+    assert not lock.locked()
+
+
+def test_two_threads_releasing_one_lease_never_report_it_lost(r: redis.Redis) -> None:
+    import sys
+
+    lock, sem = Lock(r, "both", ttl=30), Semaphore(r, "both", 1, ttl=30)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can
+    try:
+        _release_from_two_threads(lock, sem)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _release_from_two_threads(*primitives: Any) -> None:
+    for primitive in primitives:
+        for _ in range(60):
+            lease = primitive.acquire()
+            assert lease is not None
+            start = threading.Barrier(2)
+            outcomes: list[str] = []
+
+            def release(lease: Any = lease, start: Any = start, out: Any = outcomes) -> None:
+                start.wait(5)
+                try:
+                    lease.release()
+                    out.append("ok")
+                except NotOwnedError:
+                    out.append("already")
+                except LockLostError as exc:
+                    out.append(f"lost: {exc}")
+
+            threads = [threading.Thread(target=release) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(5)
+            assert "ok" in outcomes and not any(o.startswith("lost") for o in outcomes), outcomes
+            assert not lease.lost.is_set()
+
+
+def test_a_guard_left_in_another_task_releases_its_lease(url: str) -> None:
+    """An async generator holding ``async with lock:`` that its consumer leaves
+    early is closed by the event loop in another task: the block's exit must
+    release the lease all the same."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        lock = AsyncLock(client, "gen", ttl=1.0, auto_renew=True)
+        guard = AsyncSemaphore(client, "gen", 1, ttl=1.0, auto_renew=True)
+        for blocks in (lock, lock(timeout=5), guard, guard(1, timeout=5)):
+            entered = asyncio.Event()
+
+            async def enter(blocks: Any = blocks, entered: asyncio.Event = entered) -> Any:
+                lease = await blocks.__aenter__()
+                entered.set()
+                return lease
+
+            lease = await asyncio.create_task(enter())
+            await entered.wait()
+            await asyncio.create_task(blocks.__aexit__(None, None, None))  # another task
+            assert not lease.valid and not lease.lost.is_set()
+        assert not await lock.locked() and await guard.available() == 1
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_releasing_a_lost_reentrant_lease_keeps_the_newer_lease_of_its_hold(
+    r: redis.Redis, url: str
+) -> None:
+    """l1's acquire reply came after its deadline (lost, though Redis holds the
+    hold); the owner enters again (l2, the same hold). Releasing l1 counts the
+    hold down by one and raises LockLostError; l2 still holds and releases."""
+    lock = RLock(redis.Redis.from_url(url), "late-r", ttl=1.0, auto_renew=True)
+    assert not lock.locked()  # probed: the acquire is sent at once
+    r.client_pause(1300)
+    l1 = lock.acquire()
+    assert l1 is not None and l1.lost.wait(1.0)
+    l2 = lock.acquire()
+    assert l2 is not None and l2.fence == l1.fence and l2.valid
+    with pytest.raises(LockLostError):
+        l1.release()
+    assert l2.valid and not l2.lost.is_set() and lock.hold_count() == 1
+    l2.release()
+    assert not lock.locked()
+
+
+def test_a_multi_lease_whose_part_failed_to_release_may_be_released_again(url: str) -> None:
+    from tenure import MultiLock
+    from tenure._scripts import LOCK_RELEASE
+
+    client = _dropping_client(url)
+    multi = MultiLock([Lock(client, "part-a", ttl=30), Lock(client, "part-b", ttl=30)])
+    lease = multi.acquire()
+    assert lease is not None
+    _DropsReply.armed = LOCK_RELEASE.sha1  # the first part released: its reply lost
+    with pytest.raises(redis.exceptions.ConnectionError):
+        lease.release()
+    lease.release()  # sends what did not complete (the same call: recognised)
+    assert not any(part.locked() for part in multi.locks)
+    with pytest.raises(NotOwnedError, match="already released"):
+        lease.release()

@@ -47,8 +47,9 @@ HELD: a renewal that was in flight when the release began never revives it.
 from __future__ import annotations
 
 import enum
+import threading
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
 from ._errors import LockLostError, NotOwnedError
@@ -82,42 +83,42 @@ TRANSITIONS: dict[tuple[Phase, str], Phase] = {
 }
 
 
+#: Transitions may come from the holder's thread and the watchdog's at once.
+_mutex = threading.Lock()
+
+
 class LeaseLife:
-    """The state of one lease: its :class:`Phase`, why it was lost, and the
-    process generation that acquired it.
+    """The state of one lease: its :class:`Phase`, why it was lost, the process
+    that acquired it and the id of its release call.
 
     Attributes:
         phase: the lease's phase.
         lost_reason: why it was lost (``None`` unless ``phase`` is LOST).
-        generation: the process generation (``_identity.generation()``) that
-            acquired it; any other generation is a forked child.
+        process: what identified the acquiring process (``_identity.process_mark()``);
+            any other value is a forked child.
         cleaned: (LOST) a token-checked delete was sent for it.
-        release_op: the id of the lease's release call, once one was made.
+        release_op: the id of the lease's release call: every attempt to
+            release the lease (a retry by redis-py, a second ``release()``
+            after a failure, two threads at once) sends this one, so that
+            Redis tells a retry of it from a release by anyone else.
     """
 
-    __slots__ = ("cleaned", "generation", "lost_reason", "phase", "release_op")
+    __slots__ = ("cleaned", "lost_reason", "phase", "process", "release_op")
 
-    def __init__(self, generation: int) -> None:
+    def __init__(self, process: Hashable, release_op: str) -> None:
         self.phase = Phase.HELD
         self.lost_reason: str | None = None
-        self.generation = generation
+        self.process = process
         self.cleaned = False
-        self.release_op: str | None = None
-
-    def release_call(self, new_op: Callable[[], str]) -> str:
-        """The id of this lease's release call (made with ``new_op`` the first
-        time): every attempt to release the lease sends the same, so that Redis
-        tells a retry of it from a release by anyone else."""
-        if self.release_op is None:
-            self.release_op = new_op()
-        return self.release_op
+        self.release_op = release_op
 
     def _move(self, event: str) -> bool:
-        after = TRANSITIONS.get((self.phase, event))
-        if after is None:
-            return False
-        self.phase = after
-        return True
+        with _mutex:
+            after = TRANSITIONS.get((self.phase, event))
+            if after is None:
+                return False
+            self.phase = after
+            return True
 
     @property
     def held(self) -> bool:
@@ -129,13 +130,13 @@ class LeaseLife:
         """Whether the lease is RELEASED or LOST: nothing more will come of it."""
         return self.phase is Phase.RELEASED or self.phase is Phase.LOST
 
-    def check_process(self, name: str, fence: object, generation: int, what: str) -> None:
+    def check_process(self, name: str, fence: object, process: Hashable, what: str) -> None:
         """Refuse ``what`` in a process other than the one that acquired the lease.
 
         Raises:
-            NotOwnedError: ``generation`` is not the lease's (a forked child).
+            NotOwnedError: ``process`` is not the lease's (a forked child).
         """
-        if generation != self.generation:
+        if process != self.process:
             raise NotOwnedError(
                 name,
                 fence if isinstance(fence, int) else None,
@@ -150,12 +151,13 @@ class LeaseLife:
         Raises:
             NotOwnedError: the lease was released already; nothing is to be sent.
         """
-        if self.phase is Phase.RELEASED:
-            raise NotOwnedError(name, fence, "can't release: already released")
-        if self.phase is Phase.LOST:
-            return Release.CLEAN_UP
-        self._move("release sent")
-        return Release.SEND
+        with _mutex:
+            if self.phase is Phase.RELEASED:
+                raise NotOwnedError(name, fence, "can't release: already released")
+            if self.phase is Phase.LOST:
+                return Release.CLEAN_UP
+            self.phase = Phase.RELEASING
+            return Release.SEND
 
     def begin_extend(self, name: str, fence: int | None) -> None:
         """An ``extend()`` begins.
@@ -180,10 +182,12 @@ class LeaseLife:
     def lose(self, reason: str) -> bool:
         """The lease is lost. Returns whether this changed the phase (only then
         fire the lost signal): never after a clean release, nor twice."""
-        if not self._move("lost"):
-            return False
-        self.lost_reason = reason
-        return True
+        with _mutex:
+            after = TRANSITIONS.get((self.phase, "lost"))
+            if after is None:
+                return False
+            self.phase, self.lost_reason = after, reason
+            return True
 
     def may_move_deadline(self) -> bool:
         """Whether a renewal's or an extend's reply may move the deadline."""

@@ -7,9 +7,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from ._drivers._identity import generation
+from ._drivers._identity import new_op, process_mark
 from ._leasebook import LeaseLife, Phase
 from ._plans.lock import Grant, validity
 
@@ -72,7 +72,7 @@ class LostSignalBase:
 
     def __init__(self, lost: LostSignal) -> None:
         self.lost = lost
-        self._life = LeaseLife(generation())
+        self._life = LeaseLife(process_mark(), new_op())
         self._callbacks: list[Callable[[Any], object]] = []
 
     @property
@@ -221,3 +221,35 @@ class LeaseBase(LostSignalBase):
         if not self._life.held:
             return 0.0
         return max(0.0, self.expires_at - time.monotonic())
+
+
+T = TypeVar("T")
+
+
+class OpenBlocks(Generic[T]):
+    """The leases of the open ``with`` blocks of one guard (``lock``,
+    ``lock(timeout=...)``, ``semaphore(n)``), in the order they were entered, each
+    with the owner (thread or task) that entered it. A block's exit takes the
+    innermost open block of the calling owner; an exit from another owner (an
+    async generator closed by another task, a block left in another thread)
+    takes the innermost open block of all, so that no lease is left held and
+    renewed for good."""
+
+    __slots__ = ("_mutex", "_open")
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._open: list[tuple[str, T]] = []
+
+    def push(self, owner: str, lease: T) -> None:
+        """A block of ``owner`` was entered with ``lease``."""
+        with self._mutex:
+            self._open.append((owner, lease))
+
+    def pop(self, owner: str) -> T | None:
+        """The lease of the block ``owner`` leaves (``None`` if none is open)."""
+        with self._mutex:
+            for i in range(len(self._open) - 1, -1, -1):
+                if self._open[i][0] == owner:
+                    return self._open.pop(i)[1]
+            return self._open.pop()[1] if self._open else None

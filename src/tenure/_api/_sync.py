@@ -22,7 +22,7 @@ from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar
 
 from .._adaptive import AdaptiveTTL
 from .._drivers import _sync as _driver
-from .._drivers._identity import generation, new_op, new_token
+from .._drivers._identity import new_op, new_token, process_mark
 from .._drivers._watchbook import Watch
 from .._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from .._info import FairLockInfo, MultiLockInfo, MultiPartInfo
@@ -36,7 +36,7 @@ from .._keys import (
     semaphore_keys,
 )
 from .._leasebook import LeaseBook, Phase, Release
-from .._models import LeaseBase, LostSignalBase, PerProcess
+from .._models import LeaseBase, LostSignalBase, OpenBlocks, PerProcess
 from .._plans import fair as fair_plans
 from .._plans import fenced as fenced_plans
 from .._plans import latch as latch_plans
@@ -154,20 +154,19 @@ class _Holding(Generic[L]):
     """``with lock(timeout=...)``: acquire on entry, release that lease on exit.
 
     One object may be entered by several threads or tasks at once, and nested:
-    each block's exit releases the lease that block's entry took (the
-    innermost open block of the calling thread or task)."""
+    each block's exit releases the lease that block's entry took (see
+    :class:`tenure._models.OpenBlocks`)."""
 
     def __init__(self, lock: _Acquirer[L], timeout: float | None) -> None:
         self._lock = lock
         self._timeout = timeout
-        # owner id -> the leases of its open blocks, innermost last
-        self._leases: dict[str, list[L]] = {}
+        self._open: OpenBlocks[L] = OpenBlocks()
 
     def __enter__(self) -> L:
         lease = self._lock.acquire(timeout=self._timeout)
         if lease is None:
             raise AcquireTimeout(self._lock.name, self._timeout)
-        self._leases.setdefault(_driver.current_owner(), []).append(lease)
+        self._open.push(_driver.current_owner(), lease)
         return lease
 
     def __exit__(
@@ -176,11 +175,9 @@ class _Holding(Generic[L]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        owner = _driver.current_owner()
-        leases = self._leases[owner]
-        lease = leases.pop()
-        if not leases:
-            del self._leases[owner]
+        lease = self._open.pop(_driver.current_owner())
+        if lease is None:
+            raise NotOwnedError(self._lock.name, None, "no block of this guard is open")
         lease.release()
 
 
@@ -219,8 +216,23 @@ class _Blocks(PerProcess, _ReleasedOnExit, Generic[L]):
         """
         return _Holding(self, timeout)
 
+    def _blocks(self) -> _Holding[L]:
+        """The guard of ``with lock:`` blocks (made on first use)."""
+        guard: _Holding[L] | None = self.__dict__.get("_guard")
+        if guard is None:
+            guard = self.__dict__.setdefault("_guard", _Holding(self, None))
+        return guard
+
     def __enter__(self) -> L:
-        return _Holding(self, None).__enter__()
+        return self._blocks().__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._blocks().__exit__(exc_type, exc, tb)
 
 
 class _EntersItself(_ReleasedOnExit):
@@ -289,7 +301,7 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
                 release may be tried again; the lease is no longer renewed).
         """
         life = self._life
-        life.check_process(self.name, self.fence, generation(), "release")
+        life.check_process(self.name, self.fence, process_mark(), "release")
         if life.begin_release(self.name, self.fence) is Release.CLEAN_UP:
             self._clean_up()
             self._end_lost()
@@ -317,7 +329,7 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
         """
         seconds = self.ttl if seconds is None else check_ttl(seconds, "seconds")
         life = self._life
-        life.check_process(self.name, self.fence, generation(), "extend")
+        life.check_process(self.name, self.fence, process_mark(), "extend")
         try:
             life.begin_extend(self.name, self.fence)
         except LockLostError:
@@ -434,7 +446,7 @@ class Lease(_HeldLease["Lock"]):
         self._holder = holder
 
     def _release_plan(self) -> Plan[None]:
-        return self._lock._release_plan(self.owner, self.fence, self._life.release_call(new_op))
+        return self._lock._release_plan(self.owner, self.fence, self._life.release_op)
 
     def _extend_plan(self, seconds: float) -> Plan[float]:
         lock = self._lock
@@ -927,7 +939,11 @@ class _HoldLease(_HeldLease[HoldsT]):
         self._lock._stop_renewing_hold(self)
 
     def _end(self) -> None:
-        self._lock._end_hold(self)
+        """This lease is lost and done with: it alone goes (a newer lease of the
+        same hold, taken after it was lost, lives on)."""
+        self._lock._forget(self)
+        if not self._lock._holds.get(self._key):
+            self._lock._unwatch(self._key)
 
     def _lose(self, reason: str) -> None:
         self._lock._lose_hold(self, reason)
@@ -1007,6 +1023,16 @@ class _Holds(Generic[HL]):
         for one in [lease, *self._same_hold(lease)]:
             one._signal_lost(reason)
 
+    def _settle_releases(self, *keys: Hashable) -> None:
+        """Send again the releases of this object's leases under ``keys`` that
+        were attempted and did not complete, before the owner changes the lock
+        again: the owner's record of its last change in Redis is then still
+        that release's, so the release is never counted twice."""
+        for key in keys:
+            for lease in list(self._holds.get(key, ())):
+                if lease._life.phase is Phase.RELEASING:
+                    lease._clean_up()
+
     def _unwatch(self, key: Hashable) -> None:
         watch = self._watches.pop(key, None)
         if watch is not None:
@@ -1070,7 +1096,11 @@ class RLockLease(_HoldLease["RLock"]):
     def _release_plan(self) -> Plan[int]:
         lock = self._lock
         return rlock_plans.release(
-            lock._keys, self.owner, self.fence, op=new_op(), delay_ms=lock._opts.delay_ms
+            lock._keys,
+            self.owner,
+            self.fence,
+            op=self._life.release_op,
+            delay_ms=lock._opts.delay_ms,
         )
 
     def _extend_plan(self, seconds: float) -> Plan[float]:
@@ -1213,6 +1243,7 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         """
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
+        self._settle_releases(owner)
         plan = rlock_plans.acquire(
             self._keys,
             owner,
@@ -1357,7 +1388,7 @@ class ReadWriteLease(_HoldLease["ReadWriteLock"]):
             self.mode,
             self._hold,
             self.fence,
-            op=new_op(),
+            op=self._life.release_op,
             delay_ms=rw._opts.delay_ms,
         )
 
@@ -1670,6 +1701,7 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
     ) -> ReadWriteLease | None:
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
+        self._settle_releases((owner, "read"), (owner, "write"))
         plan = rwlock_plans.acquire(
             self._keys,
             owner,
@@ -1812,28 +1844,35 @@ class MultiLease(_EntersItself, LostSignalBase):
             LockLostError: a part's lease was lost (``lost`` is set); every
                 other part was released all the same.
             NotOwnedError: the multi-lease was already released.
-            redis.exceptions.ConnectionError: a part could not be released.
+            redis.exceptions.ConnectionError: a part could not be released;
+                calling ``release()`` again releases the parts not yet released.
 
             When several parts fail, the first error is raised (a cancellation
             or interruption before any other), and the others are attached to
             it as notes (``exc.__notes__``).
         """
         life = self._life
-        life.check_process(self.name, None, generation(), "release")
+        life.check_process(self.name, None, process_mark(), "release")
         life.begin_release(self.name, None)
         if life.cleaned:  # lost, and its parts' releases were sent already
             raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
         errors: list[BaseException] = []
         for lease in reversed(self._multi._in_order(self.leases)):
+            part = lease._life
+            if part.phase is Phase.RELEASED or (part.phase is Phase.LOST and part.cleaned):
+                continue  # done by an earlier call
             try:
                 lease.release()
             except BaseException as exc:
                 errors.append(exc)
-        if life.phase is Phase.LOST:
+        if any(lease._life.phase is Phase.RELEASING for lease in self.leases):
+            pass  # a part's release did not complete: release() may be called again
+        elif life.phase is Phase.LOST:
             life.cleaned = True
+            self._multi._forget(self)
         else:
             life.released()
-        self._multi._forget(self)
+            self._multi._forget(self)
         _raise_first(errors)
         if life.phase is Phase.LOST:
             raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
@@ -1854,7 +1893,7 @@ class MultiLease(_EntersItself, LostSignalBase):
         """
         if seconds is not None:
             check_ttl(seconds, "seconds")
-        self._life.check_process(self.name, None, generation(), "extend")
+        self._life.check_process(self.name, None, process_mark(), "extend")
         self._life.begin_extend(self.name, None)
         errors: list[BaseException] = []
         for lease in self._multi._in_order(self.leases):
@@ -2238,7 +2277,7 @@ class SemaphoreLease(_HeldLease["Semaphore"]):
 
     def _release_plan(self) -> Plan[None]:
         sem = self._lock
-        op = self._life.release_call(new_op)
+        op = self._life.release_op
         return semaphore_plans.release(
             sem._keys, self.owner, self.permits, sem._permits, self.fence, op=op
         )
@@ -2367,8 +2406,8 @@ class Semaphore(PerProcess):
         self._check = True
         # owner id -> the live leases it took through this object, oldest first
         self._held: dict[str, list[SemaphoreLease]] = {}
-        # owner id -> the leases its open ``with semaphore:`` blocks took, innermost last
-        self._entered: dict[str, list[SemaphoreLease]] = {}
+        # the leases of the open ``with semaphore:`` blocks
+        self._blocks = _Holding(_PermitsOf(self, 1), None)
 
     @property
     def name(self) -> str:
@@ -2508,9 +2547,7 @@ class Semaphore(PerProcess):
             WrongTypeError: a key of the semaphore holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        lease = _Holding(_PermitsOf(self, 1), None).__enter__()
-        self._entered.setdefault(lease._holder, []).append(lease)
-        return lease
+        return self._blocks.__enter__()
 
     def __exit__(
         self,
@@ -2518,12 +2555,8 @@ class Semaphore(PerProcess):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        owner = _driver.current_owner()
-        entered = self._entered[owner]
-        lease = entered.pop()  # the lease this block took, whatever else it took
-        if not entered:
-            del self._entered[owner]
-        lease.release()
+        # the lease this block took, whatever else it took
+        self._blocks.__exit__(exc_type, exc, tb)
 
     def __repr__(self) -> str:
         leases = [lease for held in self._held.values() for lease in held if lease.valid]

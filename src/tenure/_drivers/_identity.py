@@ -36,6 +36,12 @@ def generation() -> int:
     return _generation[0]
 
 
+def process_mark() -> tuple[int, int]:
+    """What tells this process from a forked child: the generation and the
+    process id (the pid also catches a fork that bypassed Python's fork hooks)."""
+    return _generation[0], os.getpid()
+
+
 def owner_of(number: int) -> str:
     """The owner id for the ``number``-th owner of the current process."""
     return f"{_process[0]}.{number}"
