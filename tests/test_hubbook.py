@@ -21,6 +21,7 @@ class Ch:
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
+    refused: bool = False
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
 

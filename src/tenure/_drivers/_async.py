@@ -18,6 +18,7 @@ from redis.asyncio.client import PubSub
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import NoScriptError
 
+from .._errors import PermissionDenied
 from .._keys import LockKeys
 from .._plans import server as server_plans
 from .._protocol import (
@@ -33,10 +34,21 @@ from .._protocol import (
     Step,
     Subscribe,
     WaitWake,
+    key_refusal,
     parse_reply,
 )
+from .._scripts import ACL_KEYS
 from . import _identity
-from ._hubbook import LINGER, HubBook, PassOn, Settable, confirm_wait
+from ._hubbook import (
+    LINGER,
+    HubBook,
+    PassOn,
+    Settable,
+    confirm_wait,
+    is_noperm,
+    refusal,
+    wake_refused,
+)
 from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
 
 _log = logging.getLogger("tenure")
@@ -72,6 +84,7 @@ class _Channel:
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
+    refused: bool = False
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -199,7 +212,15 @@ class _Hub:
             return message
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
+            if is_noperm(exc):  # a SUBSCRIBE refused by the ACL: fail its plans now
+                name, ch = self._book.refused()
+                if name:
+                    with contextlib.suppress(Exception):
+                        await pubsub.unsubscribe(name)
+                if ch is not None:
+                    wake_refused(ch)
+                return None
             if not self._book.drop_idle():
                 self._book.wake_all()
                 await asyncio.sleep(self._backoff.compute(failures + 1))
@@ -399,6 +420,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         except TimeoutError:
             woken = False
         wake.clear()
+        refusal(c.ch, "the wake channel")
         return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
         return _state(client).hub.listening(step.keys.wake_prefix)
@@ -415,6 +437,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
                 await ch.ready.wait()
         except TimeoutError:
             pass
+        refusal(ch, step.keys.wake_prefix + waiter)
         try:
             left = None if step.timeout is None else step.timeout - (time.monotonic() - started)
             async with asyncio.timeout(None if left is None else max(0.0, left)):
@@ -431,9 +454,10 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         try:
             async with asyncio.timeout(step.timeout):
                 await ch.ready.wait()
-            return True
         except TimeoutError:
             return False
+        refusal(ch, step.channel)
+        return True
     if isinstance(step, Command):
         return await client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     if isinstance(step, Pipeline):
@@ -462,6 +486,8 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
         raws = await send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval) and isinstance(raw, Exception) and is_noperm(raw):
+            raw = await _key_refusal(client, part) or raw
         if isinstance(part, Eval) and not isinstance(raw, Exception):
             try:
                 raw = parse_reply(part.script, raw)
@@ -474,7 +500,24 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
 async def _evalsha(client: Client, step: Eval) -> Any:
     spec = step.script
     try:
-        return await client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
-    except NoScriptError:
-        await client.script_load(spec.source)
-        return await client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
+        try:
+            return await client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
+        except NoScriptError:
+            await client.script_load(spec.source)
+            return await client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
+    except Exception as exc:
+        if is_noperm(exc):
+            denied = await _key_refusal(client, step)
+            if denied is not None:
+                raise denied from exc
+        raise
+
+
+async def _key_refusal(client: Client, step: Eval) -> PermissionDenied | None:
+    """EVALSHA of ``step`` was refused (``NOPERM``, naming no key): the error
+    naming the key the user lacks, found by :data:`ACL_KEYS` (``None`` if none)."""
+    try:
+        raw = await client.eval(ACL_KEYS.source.decode(), 0, *step.keys)
+    except Exception:
+        return None
+    return key_refusal(step.script, raw)

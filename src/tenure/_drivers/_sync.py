@@ -19,6 +19,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.client import PubSub
 from redis.exceptions import NoScriptError
 
+from .._errors import PermissionDenied
 from .._keys import LockKeys
 from .._plans import server as server_plans
 from .._protocol import (
@@ -34,10 +35,20 @@ from .._protocol import (
     Step,
     Subscribe,
     WaitWake,
+    key_refusal,
     parse_reply,
 )
+from .._scripts import ACL_KEYS
 from . import _identity
-from ._hubbook import HubBook, PassOn, Settable, confirm_wait
+from ._hubbook import (
+    HubBook,
+    PassOn,
+    Settable,
+    confirm_wait,
+    is_noperm,
+    refusal,
+    wake_refused,
+)
 from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
 
 _log = logging.getLogger("tenure")
@@ -98,6 +109,7 @@ class _Channel:
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
+    refused: bool = False
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     gate: threading.Lock = field(default_factory=threading.Lock)
@@ -215,7 +227,10 @@ class _Hub:
                     if message is None and self._book.empty():
                         self._pubsub = None  # the next wait starts a new reader
                         break
-            except Exception:
+            except Exception as exc:
+                if is_noperm(exc):  # a SUBSCRIBE refused by the ACL
+                    self._refuse(pubsub)
+                    continue
                 with self._mutex:
                     if self._book.drop_idle():
                         self._pubsub = None  # nobody waits: don't reconnect
@@ -228,6 +243,16 @@ class _Hub:
                 self._dispatch(message)
         with contextlib.suppress(Exception):
             pubsub.close()
+
+    def _refuse(self, pubsub: _HubPubSub) -> None:
+        """The server refused a SUBSCRIBE: fail that channel's plans now."""
+        with self._mutex:
+            name, ch = self._book.refused()
+            if name:
+                with contextlib.suppress(Exception):
+                    pubsub.unsubscribe(name)  # type: ignore[no-untyped-call]
+        if ch is not None:
+            wake_refused(ch)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
@@ -429,6 +454,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         wake = c.ch.wake if c.listener is None else c.listener
         woken = wake.wait(step.timeout)
         wake.clear()
+        refusal(c.ch, "the wake channel")
         return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
         return _state(client).hub.listening(step.keys.wake_prefix)
@@ -441,6 +467,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         held.append(c)
         started = time.monotonic()
         ch.ready.wait(confirm_wait(step.timeout))
+        refusal(ch, step.keys.wake_prefix + waiter)
         if step.timeout is None:
             c.entered = ch.gate.acquire()
         else:
@@ -452,7 +479,9 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         event = threading.Event()
         ch = hub.listen(step.channel, event)
         held.append(_Contention(hub, ch, "", listener=event))
-        return ch.ready.wait(step.timeout)
+        confirmed = ch.ready.wait(step.timeout)
+        refusal(ch, step.channel)
+        return confirmed
     if isinstance(step, Command):
         return client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     if isinstance(step, Pipeline):
@@ -481,6 +510,8 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
         raws = send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval) and isinstance(raw, Exception) and is_noperm(raw):
+            raw = _key_refusal(client, part) or raw
         if isinstance(part, Eval) and not isinstance(raw, Exception):
             try:
                 raw = parse_reply(part.script, raw)
@@ -493,7 +524,24 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
 def _evalsha(client: Client, step: Eval) -> Any:
     spec = step.script
     try:
-        return client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
-    except NoScriptError:
-        client.script_load(spec.source)
-        return client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
+        try:
+            return client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
+        except NoScriptError:
+            client.script_load(spec.source)
+            return client.evalsha(spec.sha1, len(step.keys), *step.keys, *step.args)
+    except Exception as exc:
+        if is_noperm(exc):
+            denied = _key_refusal(client, step)
+            if denied is not None:
+                raise denied from exc
+        raise
+
+
+def _key_refusal(client: Client, step: Eval) -> PermissionDenied | None:
+    """EVALSHA of ``step`` was refused (``NOPERM``, naming no key): the error
+    naming the key the user lacks, found by :data:`ACL_KEYS` (``None`` if none)."""
+    try:
+        raw = client.eval(ACL_KEYS.source.decode(), 0, *step.keys)
+    except Exception:
+        return None
+    return key_refusal(step.script, raw)

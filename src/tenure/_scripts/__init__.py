@@ -8,6 +8,12 @@ Helpers several scripts need live once in files whose names start with ``_``
 and queue in ``_semaphore.lua``; the read-write lock's holds in ``_rwlock.lua``).
 A script's line ``--@include <file>`` is replaced by that file when the script
 is loaded (included files include nothing), and the SHA-1 is that of the result.
+
+Every script includes ``_acl.lua`` and calls its ``acl_denied`` before it writes
+anything (see that file): the loader replaces its ``--@acl`` line by the
+commands the script may run (every ``redis.call``/``redis.pcall`` in the
+expanded source) and whether it writes (all but the ``*_inspect`` scripts),
+which are also :attr:`ScriptSpec.commands` and :attr:`ScriptSpec.writes`.
 """
 
 from __future__ import annotations
@@ -21,14 +27,25 @@ from importlib.resources import files
 
 @dataclass(frozen=True, slots=True)
 class ScriptSpec:
-    """One Lua script: its file name (without ``.lua``), source and SHA-1."""
+    """One Lua script: its file name (without ``.lua``), source and SHA-1, the
+    Redis commands it may run (upper case, sorted) and whether it may write."""
 
     name: str
     source: bytes
     sha1: str
+    commands: tuple[str, ...] = ()
+    writes: bool = True
 
 
 INCLUDE = re.compile(rb"^--@include (_\w+\.lua)\n", re.MULTILINE)
+ACL_MARKER = re.compile(rb"^--@acl\n", re.MULTILINE)
+CALL = re.compile(rb"redis\.p?call\('([A-Z]+)'")
+
+#: Commands that only read (the others a script runs may write).
+READ_COMMANDS = frozenset(
+    {"EXISTS", "GET", "HGET", "HGETALL", "HLEN", "HMGET", "PTTL", "TIME", "TYPE"}
+    | {"ZCARD", "ZCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZSCORE"}
+)
 
 
 def expand(source: bytes, read: Callable[[str], bytes]) -> bytes:
@@ -42,7 +59,14 @@ def _read(name: str) -> bytes:
 
 def _load(name: str) -> ScriptSpec:
     source = expand(_read(f"{name}.lua"), _read)
-    return ScriptSpec(name, source, hashlib.sha1(source).hexdigest())
+    writes = not name.endswith("_inspect")
+    commands = sorted({m.decode() for m in CALL.findall(source)})
+    if not writes:
+        commands = [c for c in commands if c in READ_COMMANDS]
+    table = ", ".join(f"'{c}'" for c in commands)
+    acl = f"local ACL_COMMANDS, ACL_WRITES = {{{table}}}, {'true' if writes else 'false'}\n"
+    source = ACL_MARKER.sub(lambda _: acl.encode(), source)
+    return ScriptSpec(name, source, hashlib.sha1(source).hexdigest(), tuple(commands), writes)
 
 
 LOCK_ACQUIRE = _load("lock_acquire")
@@ -69,6 +93,7 @@ LATCH_INSPECT = _load("latch_inspect")
 FAIR_ACQUIRE = _load("fair_acquire")
 FAIR_RELEASE = _load("fair_release")
 FAIR_INSPECT = _load("fair_inspect")
+ACL_KEYS = _load("acl_keys")
 
 ALL = (
     LOCK_ACQUIRE,
@@ -95,4 +120,5 @@ ALL = (
     FAIR_ACQUIRE,
     FAIR_RELEASE,
     FAIR_INSPECT,
+    ACL_KEYS,
 )
