@@ -137,9 +137,7 @@ def _no_channels(acl_user: MakeUser) -> redis.Redis:
     return acl_user("~*")  # every key, no channel
 
 
-def test_release_with_a_queued_waiter_needs_the_channel(
-    r: redis.Redis, acl_user: MakeUser
-) -> None:
+def test_release_with_a_queued_waiter_needs_the_channel(r: redis.Redis, acl_user: MakeUser) -> None:
     user = _no_channels(acl_user)
     lease = Lock(user, key="orders:42", ttl=5).acquire()  # taking a free lock needs no channel
     assert lease is not None
