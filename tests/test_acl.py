@@ -37,8 +37,8 @@ def acl_user(r: redis.Redis, server: ServerProcess) -> Iterator[MakeUser]:
 
     def make(*rules: str, commands: tuple[str, ...] = ("+@all",)) -> redis.Redis:
         name = f"acl-test-{next(_names)}"
-        r.execute_command("ACL", "SETUSER", name, "reset", "on", ">pw", "resetchannels", *rules)
-        r.execute_command("ACL", "SETUSER", name, *commands)
+        r.execute_command("ACL", "SETUSER", name, "reset", "on", ">pw", "resetchannels", *rules)  # type: ignore[no-untyped-call]
+        r.execute_command("ACL", "SETUSER", name, *commands)  # type: ignore[no-untyped-call]
         client = redis.Redis.from_url(server.url, username=name, password="pw")
         made.append((name, client))
         return client
@@ -46,7 +46,7 @@ def acl_user(r: redis.Redis, server: ServerProcess) -> Iterator[MakeUser]:
     yield make
     for name, client in made:
         client.close()
-        r.execute_command("ACL", "DELUSER", name)
+        r.execute_command("ACL", "DELUSER", name)  # type: ignore[no-untyped-call]
 
 
 def snapshot(r: redis.Redis) -> dict[bytes, bytes | None]:
