@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -23,6 +25,8 @@ from tenure import (
     PermissionDenied,
     Semaphore,
 )
+from tenure._cli import main
+from tenure._doctor import AclNeeds, acl_needs
 from tenure._server import ServerProcess
 
 MakeUser = Callable[..., redis.Redis]
@@ -70,8 +74,21 @@ def wait_for(check: Callable[[], bool], within: float = 5.0) -> None:
 
 # The rules README's "ACL" paragraph gives.
 EXACT_LOCK = ("~orders:42", "~{orders:42}:key:*", "&{orders:42}:key:wake:*")
+NAMED_LOCK = ("~tenure:{orders:42}", "~tenure:{orders:42}:*", "&tenure:{orders:42}:wake:*")
 NAMED = ("~tenure:{orders:*}*", "&tenure:{orders:*}*")
 FENCED = ("~orders:42:balance", "~{orders:42:balance}:fenced:seen")
+SEMAPHORE = (
+    "~tenure:{pool}:semaphore",
+    "~tenure:{pool}:semaphore:*",
+    "&tenure:{pool}:semaphore:wake:*",
+)
+LATCH = ("~tenure:{job}:latch", "~tenure:{job}:latch:*", "&tenure:{job}:latch:zero")
+
+
+def test_readme_gives_these_rules() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    for rule in (EXACT_LOCK, NAMED_LOCK, NAMED, FENCED, SEMAPHORE, LATCH):
+        assert f"`{' '.join(rule)}`" in readme
 
 
 def _handoff(lock: Lock, other: Lock) -> None:
@@ -105,12 +122,14 @@ def test_least_privilege_exact_key_lock_and_fenced_key(r: redis.Redis, acl_user:
 
 
 def test_least_privilege_named_lock(acl_user: MakeUser) -> None:
-    user = acl_user(*NAMED)
+    user = acl_user(*NAMED_LOCK)
     _handoff(Lock(user, "orders:42", ttl=5), Lock(user, "orders:42", ttl=5))
+    family = acl_user(*NAMED)
+    _handoff(Lock(family, "orders:7", ttl=5), Lock(family, "orders:7", ttl=5))
 
 
 def test_least_privilege_semaphore_and_latch(r: redis.Redis, acl_user: MakeUser) -> None:
-    user = acl_user("~tenure:{pool}*", "&tenure:{pool}*", "~tenure:{job}*", "&tenure:{job}*")
+    user = acl_user(*SEMAPHORE, *LATCH)
     sem = Semaphore(user, "pool", permits=1, ttl=5)
     lease = sem.acquire()
     assert lease is not None
@@ -241,8 +260,96 @@ def test_a_read_only_helper_key_is_named(r: redis.Redis, acl_user: MakeUser) -> 
 def test_a_missing_command_is_named(r: redis.Redis, acl_user: MakeUser) -> None:
     if version(r) < (7, 0):
         pytest.skip("Redis 6.2 has no redis.acl_check_cmd: a script can't check a command")
-    user = acl_user("~*", "&*", commands=("+@all", "-zpopmin"))
-    with pytest.raises(PermissionDenied) as caught:
+    user = acl_user("~*", "&*", commands=("+@all", "-zadd"))
+    with pytest.raises(PermissionDenied) as caught:  # (the lock is free: ZADD is not run)
         Lock(user, key="orders:42").acquire(blocking=False)
-    assert (caught.value.permission, caught.value.target) == ("command", "ZPOPMIN")
+    assert (caught.value.permission, caught.value.target) == ("command", "ZADD")
     assert snapshot(r) == {}
+
+
+# --- tenure doctor --name / --key ------------------------------------------------------------
+
+
+def test_the_doctors_rules_are_enough(r: redis.Redis, server: ServerProcess) -> None:
+    """Users made with exactly the rule the doctor prints (commands too) can use
+    each primitive, waits and hand-offs included."""
+    made: list[str] = []
+
+    def user_for(needs: AclNeeds) -> redis.Redis:
+        name = f"acl-rule-{next(_names)}"
+        rule = needs.rule(name).replace(">PASSWORD", ">pw").split()[2:]
+        r.execute_command("ACL", "SETUSER", *rule)  # type: ignore[no-untyped-call]
+        made.append(name)
+        return redis.Redis.from_url(server.url, username=name, password="pw")
+
+    try:
+        lock_user = user_for(acl_needs("Lock", key="orders:42"))
+        _handoff(Lock(lock_user, key="orders:42", ttl=5), Lock(lock_user, key="orders:42", ttl=5))
+        named_user = user_for(acl_needs("Lock", name="jobs"))
+        _handoff(Lock(named_user, "jobs", ttl=5), Lock(named_user, "jobs", ttl=5))
+        fenced_user = user_for(acl_needs("FencedKey", key="orders:42:balance"))
+        FencedKey(fenced_user, "orders:42:balance").set("7", 1)
+        assert r.get("orders:42:balance") == b"7"
+        sem_user = user_for(acl_needs("Semaphore", name="pool"))
+        sem = Semaphore(sem_user, "pool", permits=1, ttl=5)
+        lease = sem.acquire()
+        assert lease is not None
+        lease.release()
+        latch_user = user_for(acl_needs("CountDownLatch", name="job"))
+        latch = CountDownLatch(latch_user, "job")
+        assert latch.try_set_count(1)
+        opened: list[bool] = []
+        listener = threading.Thread(target=lambda: opened.append(latch.wait(timeout=10)))
+        listener.start()
+        time.sleep(0.3)
+        assert latch.count_down() == 0
+        listener.join(10)
+        assert opened == [True]
+    finally:
+        for name in made:
+            r.execute_command("ACL", "DELUSER", name)  # type: ignore[no-untyped-call]
+
+
+def test_acl_needs_patterns() -> None:
+    exact = acl_needs("Lock", key="orders:42")
+    assert exact.key_patterns == ("orders:42", "{orders:42}:key:*")
+    assert exact.channel_patterns == ("{orders:42}:key:wake:*",)
+    named = acl_needs("Semaphore", name="pool", prefix="app:")
+    assert named.key_patterns == ("app:{pool}:semaphore", "app:{pool}:semaphore:*")
+    assert named.channel_patterns == ("app:{pool}:semaphore:wake:*",)
+    assert acl_needs("FencedKey", key="a*b").key_patterns == ("a\\*b", "{a\\*b}:fenced:seen")
+    braces = acl_needs("Lock", key="app:{user:1}:lock")
+    assert braces.key_patterns == ("app:{user:1}:lock", "{user:1}:key:app:%7Buser:1%7D:lock:*")
+    assert "ZPOPMIN" in exact.commands and "ZPOPMIN" not in named.commands
+    for needs in (exact, named):
+        assert {"EVALSHA", "SUBSCRIBE", "PUBLISH", "ZADD"} <= set(needs.commands)
+        assert needs.optional == ("WAIT", "WAITAOF")
+        assert "+wait" not in needs.rule() and "add +wait" in needs.advice()
+
+
+def test_doctor_names_what_a_user_lacks(
+    r: redis.Redis, server: ServerProcess, acl_user: MakeUser, capsys: pytest.CaptureFixture[str]
+) -> None:
+    user = acl_user("~orders:42", "~{orders:42}:key:*", commands=("+@all", "-zpopmin", "-wait"))
+    name = user.acl_whoami()
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    status = main(
+        ["--url", server.url, "doctor", "--key", "orders:42", "--acl-user", name, "--json"]
+    )
+    report = json.loads(capsys.readouterr().out)
+    found = {(f["check"], f["level"]): f["message"] for f in report["findings"]}
+    rule = found[("acl-rule", "note")]
+    assert "~orders:42 ~{orders:42}:key:* &{orders:42}:key:wake:*" in rule
+    assert "add +wait" in rule
+    if version(r) < (7, 0):
+        assert "no ACL DRYRUN" in found[("acl-primitive", "note")]
+        return
+    assert status == 1
+    lacks = found[("acl-primitive", "hazard")]
+    assert "channel '{orders:42}:key:wake:" in lacks and "command ZPOPMIN" in lacks
+    assert "read key" not in lacks and "write key" not in lacks  # the keys are there
+    assert "WAIT" in found[("acl-primitive", "note")]
+    status = main(["--url", server.url, "doctor", "--key", "orders:42", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    levels = {f["check"]: f["level"] for f in report["findings"]}
+    assert levels["acl-primitive"] == "ok"  # the default user has everything

@@ -57,10 +57,33 @@ def _read(name: str) -> bytes:
     return files(__package__).joinpath(name).read_bytes()
 
 
+FUNCTION = re.compile(rb"^local function (\w+)\(.*?^end$", re.MULTILINE | re.DOTALL)
+COMMENT = re.compile(rb"--[^\n]*")
+
+
+def script_commands(source: bytes) -> set[str]:
+    """The commands an expanded script may run: those its body calls, and those
+    of the top-level functions it uses (and they use, and so on); an included
+    helper the script never uses does not count."""
+    source = COMMENT.sub(b"", source)
+    functions = {m.group(1): m.group(0) for m in FUNCTION.finditer(source)}
+    body = FUNCTION.sub(b"", source)
+    used: set[bytes] = set()
+    todo = [body]
+    while todo:
+        text = todo.pop()
+        for fn, chunk in functions.items():
+            if fn not in used and re.search(rb"\b" + fn + rb"\b", text):
+                used.add(fn)
+                todo.append(chunk)
+    texts = [body, *(functions[fn] for fn in used)]
+    return {m.decode() for text in texts for m in CALL.findall(text)}
+
+
 def _load(name: str) -> ScriptSpec:
     source = expand(_read(f"{name}.lua"), _read)
     writes = not name.endswith("_inspect")
-    commands = sorted({m.decode() for m in CALL.findall(source)})
+    commands = sorted(script_commands(source))
     if not writes:
         commands = [c for c in commands if c in READ_COMMANDS]
     table = ", ".join(f"'{c}'" for c in commands)

@@ -15,7 +15,7 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_denied()
+local denied = acl_commands()
 if denied then return {9, denied} end
 
 local resource = redis.call('TYPE', KEYS[1]).ok

@@ -12,7 +12,7 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_denied()
+local denied = acl_commands()
 if denied then return {9, denied} end
 
 local current = redis.pcall('GET', KEYS[1])

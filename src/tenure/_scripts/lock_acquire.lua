@@ -37,7 +37,7 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_denied()
+local denied = acl_commands()
 if denied then return {9, denied} end
 
 if ARGV[4] ~= '' then

@@ -24,7 +24,7 @@
 --@include _rwlock.lua
 --@include _acl.lua
 
-local denied = acl_denied()
+local denied = acl_commands()
 if denied then return {9, denied} end
 
 local bad = rw_open(tonumber(ARGV[5]))

@@ -20,7 +20,7 @@
 --@include _rwlock.lua
 --@include _acl.lua
 
-local denied = acl_denied()
+local denied = acl_commands()
 if denied then return {9, denied} end
 
 local bad = rw_open(0)

@@ -18,7 +18,7 @@
 --@include _semaphore.lua
 --@include _acl.lua
 
-local denied = acl_denied()
+local denied = acl_commands()
 if denied then return {9, denied} end
 
 local bad = sem_wrong_key()
