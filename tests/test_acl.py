@@ -173,6 +173,24 @@ def test_release_with_a_queued_waiter_needs_the_channel(r: redis.Redis, acl_user
     waiter.join(10)
 
 
+def test_a_semaphore_release_with_a_queued_waiter_needs_the_channel(
+    r: redis.Redis, acl_user: MakeUser
+) -> None:
+    user = _no_channels(acl_user)
+    lease = Semaphore(user, "pool", permits=1, ttl=5).acquire()
+    assert lease is not None
+    waiter = threading.Thread(target=lambda: Semaphore(r, "pool", permits=1).acquire(timeout=2))
+    waiter.start()
+    wait_for(lambda: r.zcard("tenure:{pool}:semaphore:waiters") == 1)
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        lease.release()
+    assert snapshot(r) == before  # the permit is still held, the waiter still queued
+    assert caught.value.permission == "channel"
+    assert caught.value.target.startswith("tenure:{pool}:semaphore:wake:")
+    waiter.join(10)
+
+
 def test_count_down_to_zero_needs_the_channel(r: redis.Redis, acl_user: MakeUser) -> None:
     user = _no_channels(acl_user)
     assert CountDownLatch(r, "job").try_set_count(2)
