@@ -84,7 +84,7 @@ class _Channel:
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
-    refused: bool = False
+    refused: str = ""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -420,7 +420,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         except TimeoutError:
             woken = False
         wake.clear()
-        refusal(c.ch, "the wake channel")
+        refusal(c.ch)
         return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
         return _state(client).hub.listening(step.keys.wake_prefix)
@@ -437,7 +437,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
                 await ch.ready.wait()
         except TimeoutError:
             pass
-        refusal(ch, step.keys.wake_prefix + waiter)
+        refusal(ch)
         try:
             left = None if step.timeout is None else step.timeout - (time.monotonic() - started)
             async with asyncio.timeout(None if left is None else max(0.0, left)):
@@ -456,7 +456,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
                 await ch.ready.wait()
         except TimeoutError:
             return False
-        refusal(ch, step.channel)
+        refusal(ch)
         return True
     if isinstance(step, Command):
         return await client.execute_command(*step.args)  # type: ignore[no-untyped-call]

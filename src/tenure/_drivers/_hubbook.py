@@ -84,15 +84,15 @@ def is_noperm(exc: BaseException) -> bool:
     return type(exc).__name__ == "NoPermissionError"
 
 
-def refusal(ch: ChannelBase, channel: str) -> None:
+def refusal(ch: ChannelBase) -> None:
     """Raise ``PermissionDenied`` if the server refused ``ch``'s SUBSCRIBE.
 
     Raises:
-        PermissionDenied: the user's ACL does not allow the channel ``channel``
-            (or the SUBSCRIBE command).
+        PermissionDenied: the user's ACL does not allow the channel (or the
+            SUBSCRIBE command).
     """
     if ch.refused:
-        raise PermissionDenied("channel", channel, "SUBSCRIBE")
+        raise PermissionDenied("channel", ch.refused, "SUBSCRIBE")
 
 
 def wake_refused(ch: ChannelBase) -> None:
@@ -119,7 +119,7 @@ class ChannelBase(Protocol):
     handoffs: dict[str, int]  # token -> fence, for locks handed to a waiting token
     recheck: float | None  # seconds: a release asked the waiter to retry within them
     listeners: set[Settable]  # the events of plans listening on a broadcast channel
-    refused: bool  # the server refused its SUBSCRIBE (ACL): its plans fail
+    refused: str  # the channel's name once the server refused its SUBSCRIBE (ACL)
 
     @property
     def ready(self) -> Settable: ...
@@ -204,8 +204,8 @@ class HubBook(Generic[C]):
 
     def refused(self) -> tuple[str, C | None]:
         """The server refused a SUBSCRIBE (``NOPERM``): replies come in order, so
-        it is the oldest one not yet confirmed. Forget that channel, mark it
-        ``refused`` and return its name and the channel, whose plans the driver
+        it is the oldest one not yet confirmed. Forget that channel, set its
+        ``refused`` to its name and return its name and the channel, whose plans the driver
         wakes (each then raises ``PermissionDenied``) and which it unsubscribes;
         ``("", None)`` when no SUBSCRIBE is pending."""
         if not self.pending:
@@ -215,7 +215,7 @@ class HubBook(Generic[C]):
         self.rewake.discard(name)
         ch = self.channels.pop(name, None)
         if ch is not None:
-            ch.refused = True
+            ch.refused = name
         return name, ch
 
     def leave(self, ch: C, token: str, now: float, kept: bool = False) -> None:

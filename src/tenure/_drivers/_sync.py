@@ -109,7 +109,7 @@ class _Channel:
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
-    refused: bool = False
+    refused: str = ""
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     gate: threading.Lock = field(default_factory=threading.Lock)
@@ -454,7 +454,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         wake = c.ch.wake if c.listener is None else c.listener
         woken = wake.wait(step.timeout)
         wake.clear()
-        refusal(c.ch, "the wake channel")
+        refusal(c.ch)
         return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
         return _state(client).hub.listening(step.keys.wake_prefix)
@@ -467,7 +467,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         held.append(c)
         started = time.monotonic()
         ch.ready.wait(confirm_wait(step.timeout))
-        refusal(ch, step.keys.wake_prefix + waiter)
+        refusal(ch)
         if step.timeout is None:
             c.entered = ch.gate.acquire()
         else:
@@ -480,7 +480,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         ch = hub.listen(step.channel, event)
         held.append(_Contention(hub, ch, "", listener=event))
         confirmed = ch.ready.wait(step.timeout)
-        refusal(ch, step.channel)
+        refusal(ch)
         return confirmed
     if isinstance(step, Command):
         return client.execute_command(*step.args)  # type: ignore[no-untyped-call]
