@@ -371,3 +371,12 @@ def test_doctor_names_what_a_user_lacks(
     report = json.loads(capsys.readouterr().out)
     levels = {f["check"]: f["level"] for f in report["findings"]}
     assert levels["acl-primitive"] == "ok"  # the default user has everything
+
+
+def test_min_replicas_without_wait_is_named(r: redis.Redis, acl_user: MakeUser) -> None:
+    user = acl_user("~*", "&*", commands=("+@all", "-wait"))
+    lock = Lock(user, key="orders:42", min_replicas=1, replica_timeout=0.2)
+    with pytest.raises(PermissionDenied) as caught:
+        lock.acquire(blocking=False)
+    assert (caught.value.permission, caught.value.target) == ("command", "WAIT")
+    assert not r.exists("orders:42")  # the lease was given back, as after too few replicas

@@ -3,6 +3,7 @@
 -- on the keys it checks: it takes them as ARGV, declaring no KEYS, so EVAL
 -- itself passes. Read-only; a diagnosis, not a guard.
 --
+-- KEYS[1]     none: no KEYS are given (EVAL ... 0), so EVAL itself checks no key
 -- ARGV[1..n]  keys       the refused script's KEYS, in order
 --
 -- Returns  {9, {perm, key}}  DENIED: the first key the user may not read
