@@ -9,11 +9,11 @@ and queue in ``_semaphore.lua``; the read-write lock's holds in ``_rwlock.lua``)
 A script's line ``--@include <file>`` is replaced by that file when the script
 is loaded (included files include nothing), and the SHA-1 is that of the result.
 
-Every script includes ``_acl.lua`` and calls its ``acl_denied`` before it writes
-anything (see that file): the loader replaces its ``--@acl`` line by the
-commands the script may run (every ``redis.call``/``redis.pcall`` in the
-expanded source) and whether it writes (all but the ``*_inspect`` scripts),
-which are also :attr:`ScriptSpec.commands` and :attr:`ScriptSpec.writes`.
+Every script includes ``_acl.lua`` and calls its guard (``acl_commands``, or
+``acl_denied`` with the channels it may publish to) before it writes anything
+(see that file): the loader replaces its ``--@acl`` line by the commands the
+script may run (:func:`script_commands`; for the read-only ``*_inspect``
+scripts only the reading ones), which are also :attr:`ScriptSpec.commands`.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _load(name: str) -> ScriptSpec:
     if not writes:
         commands = [c for c in commands if c in READ_COMMANDS]
     table = ", ".join(f"'{c}'" for c in commands)
-    acl = f"local ACL_COMMANDS, ACL_WRITES = {{{table}}}, {'true' if writes else 'false'}\n"
+    acl = f"local ACL_COMMANDS = {{{table}}}\n"
     source = ACL_MARKER.sub(lambda _: acl.encode(), source)
     return ScriptSpec(name, source, hashlib.sha1(source).hexdigest(), tuple(commands), writes)
 

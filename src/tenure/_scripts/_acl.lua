@@ -5,16 +5,16 @@
 --
 --          {9, {permission, name}}  DENIED: the connected user may not do all
 --                                   this script may do; nothing was written.
---                                   permission = "read" or "write" (a key,
---                                   name = the key), "key" (Redis 6.2, which
---                                   has no read/write split), "channel" (a
---                                   PUBLISH channel) or "command".
+--                                   permission = "channel" (name = a channel
+--                                   it may PUBLISH to) or "command" (name =
+--                                   the command, upper case).
 --
 -- (A key the user may not read and write makes EVALSHA itself fail, before
--- the script runs; the client then finds which key with acl_keys.lua.)
+-- the script runs; the client then finds which key with acl_keys.lua, whose
+-- reply has permission "read", "write" or, on Redis 6.2, "key".)
 --
 -- tenure._scripts replaces the marker line below by the commands the script
--- may run (ACL_COMMANDS) and whether it writes (ACL_WRITES).
+-- may run (ACL_COMMANDS: its own calls and those of the helpers it uses).
 --@acl
 
 -- On Redis 6.2 (no redis.acl_check_cmd): the {permission, name} of a pcall
@@ -57,8 +57,9 @@ end
 -- the wake channels of the first two members of the sorted set `queue` (or
 -- nil; waiter id = the member up to its first "|", channel = `wake_prefix` ..
 -- waiter id), the ones a hand-off tells first (every wake channel of a
--- primitive shares one prefix, so a sensible rule allows all or none). Redis 6.2 (no redis.acl_check_cmd): each
--- channel is probed by a PUBLISH of the word "probe", which waiters ignore.
+-- primitive shares one prefix, so a sensible rule allows all or none).
+-- Redis 6.2 (no redis.acl_check_cmd): each channel is probed by a PUBLISH of
+-- the word "probe", which waiters ignore.
 local function acl_channels(channel, queue, wake_prefix)
   local channels = {}
   if channel then channels[1] = channel end
