@@ -21,6 +21,7 @@ class Ch:
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
+    refused: str = ""
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
 
@@ -201,3 +202,18 @@ def test_recheck_is_recorded_for_the_channel_and_never_passed_on() -> None:
     book.route("message", "c", "recheck 1000")
     book.wake_all()  # a reconnection: retry now, not within a claim window
     assert book.woken(ch, "t1", True) is True
+
+
+def test_a_refused_subscribe_is_the_oldest_unconfirmed_one() -> None:
+    book = HubBook(Ch)
+    first, _ = book.enter("a", KEYS, "t1")
+    second, _ = book.enter("b", KEYS, "t2")
+    third, _ = book.enter("c", KEYS, "t3")
+    assert book.route("subscribe", "a") is first.ready
+    assert book.refused() == ("b", second)  # replies come in order: "b" was refused
+    assert second.refused == "b" and not first.refused and not third.refused
+    assert "b" not in book.channels
+    assert book.route("subscribe", "c") is third.ready
+    assert book.refused() == ("", None)  # nothing pending
+    book.reconnected()  # every channel is subscribed again: pending again
+    assert book.refused() == ("a", first)

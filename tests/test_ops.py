@@ -628,15 +628,22 @@ def test_cluster_rule() -> None:
 
 
 def test_acl_rule() -> None:
-    assert check_acl(AclCheck("app", {})).level is Level.OK
-    denied = check_acl(AclCheck("app", {"EVALSHA": "no permissions", "SCAN": "no"}))
+    [ok] = check_acl(AclCheck("app", {}))
+    assert ok.level is Level.OK
+    [denied] = check_acl(AclCheck("app", {"EVALSHA": "no permissions", "SCAN": "no"}))
     assert denied.level is Level.HAZARD
     assert "EVALSHA: no permissions" in denied.message and "SCAN" not in denied.message
     assert "ACL SETUSER app +evalsha" in denied.advice
-    cli_only = check_acl(AclCheck("app", {"SCAN": "no"}))
+    [cli_only] = check_acl(AclCheck("app", {"SCAN": "no"}))
     assert cli_only.level is Level.NOTE and "SCAN" in cli_only.message
-    skipped = check_acl(CantCheck("this server has no ACL DRYRUN (it came in Redis 7.0)"))
+    [skipped] = check_acl(CantCheck("this server has no ACL DRYRUN (it came in Redis 7.0)"))
     assert skipped.level is Level.NOTE and skipped.message.startswith("check skipped:")
+    # min_replicas' commands: a note; a server without WAITAOF (Redis 7.0): nothing
+    ok, replicas = check_acl(AclCheck("app", {"WAIT": "no permissions", "WAITAOF": "no"}))
+    assert ok.level is Level.OK and replicas.level is Level.NOTE
+    assert "WAIT / WAITAOF" in replicas.message and "min_replicas" in replicas.message
+    [ok] = check_acl(AclCheck("app", {"WAITAOF": "Command 'waitaof' not found"}))
+    assert ok.level is Level.OK
 
 
 def test_version_and_identity() -> None:

@@ -465,6 +465,7 @@ def test_every_script_has_a_header_contract() -> None:
         assert head.startswith(f"-- {spec.name}.lua:"), spec.name
         assert b"-- Returns" in spec.source and b"KEYS[1]" in spec.source
         assert b"--@include" not in spec.source  # the helpers were put in place
+        assert b"--@acl" not in spec.source  # and the ACL guard's command list
 
 
 def test_plans_do_no_io() -> None:

@@ -41,6 +41,7 @@ from ._errors import LockLostError as LockLostError
 from ._errors import LockUpgradeError as LockUpgradeError
 from ._errors import NotOwnedError as NotOwnedError
 from ._errors import NotReplicatedError as NotReplicatedError
+from ._errors import PermissionDenied as PermissionDenied
 from ._errors import ProtocolError as ProtocolError
 from ._errors import StaleFenceError as StaleFenceError
 from ._errors import TenureError as TenureError
@@ -98,6 +99,7 @@ __all__ = [
     "MultiPartInfo",
     "NotOwnedError",
     "NotReplicatedError",
+    "PermissionDenied",
     "ProtocolError",
     "RLock",
     "RLockLease",

@@ -465,12 +465,40 @@ def add_doctor(
     )
     _add_prefix(doctor)
     _add_json(doctor)
+    which = doctor.add_mutually_exclusive_group()
+    which.add_argument(
+        "--name",
+        help="also check that the user has every key, channel and command permission the "
+        "primitive NAME needs (of --kind), and print the ACL rule a least-privilege user needs",
+    )
+    which.add_argument(
+        "--key",
+        help="the same for Lock(key=KEY) (or, with --kind fenced, FencedKey(KEY))",
+    )
+    doctor.add_argument(
+        "--kind",
+        choices=sorted(_doctor.KIND_NAMES),
+        default="lock",
+        help="the kind of --name / --key (default: lock)",
+    )
+    doctor.add_argument(
+        "--acl-user",
+        metavar="USER",
+        help="check USER's permissions (ACL DRYRUN) instead of the connected user's",
+    )
     doctor.set_defaults(handler=_run_doctor)
 
 
 def _run_doctor(args: argparse.Namespace, server: Server) -> int:
+    needs = None
+    if args.name is not None or args.key is not None:
+        kind = _doctor.KIND_NAMES[args.kind]
+        needs = _doctor.acl_needs(kind, name=args.name, key=args.key, prefix=args.prefix)
     with _client(server) as client:
-        report = _doctor.diagnose(_doctor.gather_facts(client, prefix=args.prefix))
+        facts = _doctor.gather_facts(
+            client, prefix=args.prefix, needs=needs, acl_user=args.acl_user
+        )
+        report = _doctor.diagnose(facts)
     if args.json:
         print(_ops.dumps(report.to_json()))
     else:

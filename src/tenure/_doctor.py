@@ -22,7 +22,11 @@ renamed)::
 
 ``check`` is one of ``version``, ``appendonly``, ``appendfsync``,
 ``maxmemory-policy``, ``replication``, ``replica``, ``replicas``,
-``replication-lag``, ``cluster``, ``acl``.
+``replication-lag``, ``cluster``, ``acl``, and with ``--name`` / ``--key``
+``acl-primitive`` (whether the user has every key, channel and command
+permission that primitive needs: :func:`acl_needs`, checked with ``ACL
+DRYRUN``) and ``acl-rule`` (the ``ACL SETUSER`` rule a least-privilege user
+needs for it).
 """
 
 from __future__ import annotations
@@ -36,11 +40,20 @@ from typing import Any, Literal
 import redis
 import redis.exceptions
 
-from ._errors import UnsupportedServer
-from ._keys import lock_keys, rlock_keys
+from . import _scripts as scripts
+from ._errors import InvalidArgument, UnsupportedServer
+from ._keys import (
+    fair_keys,
+    fenced_keys,
+    latch_keys,
+    lock_keys,
+    rlock_keys,
+    rwlock_keys,
+    semaphore_keys,
+)
 from ._ops import glob_escape
 from ._plans.server import parse_info
-from ._scripts import LOCK_ACQUIRE
+from ._scripts import LOCK_ACQUIRE, ScriptSpec
 
 
 def _text(value: object) -> str:
@@ -53,7 +66,9 @@ class Needed:
 
     ``used_by`` is ``"script"`` (called inside tenure's Lua scripts, which the
     server checks against the user's ACL too), ``"client"`` (sent by the
-    library) or ``"cli"`` (only ``tenure ls`` / ``inspect``). Placeholders in
+    library), ``"replicas"`` (sent only with ``min_replicas``: ``WAIT``, or
+    ``WAITAOF`` with ``replica_fsync``) or ``"cli"`` (only ``tenure ls`` /
+    ``inspect``). Placeholders in
     ``args``: ``{lock}`` ``{fence}`` ``{waiters}`` ``{channel}`` (a ``Lock``'s
     keys and wake channel), ``{rlock}`` (an ``RLock``'s hash), ``{sha}`` (a
     script's SHA-1) and ``{prefix}*`` (a ``SCAN`` pattern for the prefix).
@@ -61,7 +76,7 @@ class Needed:
 
     command: str
     args: tuple[str, ...]
-    used_by: Literal["script", "client", "cli"]
+    used_by: Literal["script", "client", "replicas", "cli"]
 
 
 #: Every command tenure sends or its scripts call: the one list, checked against
@@ -98,6 +113,8 @@ NEEDED_COMMANDS: tuple[Needed, ...] = (
     Needed("ZREMRANGEBYSCORE", ("{waiters}", "-inf", "1"), "script"),
     Needed("HSETNX", ("{rlock}", "mode", "read"), "script"),
     Needed("HDEL", ("{rlock}", "owner"), "script"),
+    Needed("WAIT", ("0", "0"), "replicas"),
+    Needed("WAITAOF", ("0", "0", "0"), "replicas"),
     Needed("SCAN", ("0", "MATCH", "{prefix}*"), "cli"),
 )
 
@@ -175,6 +192,7 @@ class Facts:
     cluster_info: Reply | None = None
     appendfsync: str | CantCheck = CantCheck("not asked")
     acl: AclCheck | CantCheck = CantCheck("not asked")
+    primitive: tuple[AclNeeds, PrimitiveAcl | CantCheck] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,31 +413,327 @@ def check_cluster(cluster: Reply, cluster_info: Reply | None) -> Finding:
     return Finding("cluster", Level.OK, "cluster state ok (each lock's keys share a hash slot)")
 
 
-def check_acl(acl: AclCheck | CantCheck) -> Finding:
-    """Whether the connected user may run every command in :data:`NEEDED_COMMANDS`."""
+def check_acl(acl: AclCheck | CantCheck) -> list[Finding]:
+    """Whether the connected user may run every command in :data:`NEEDED_COMMANDS`
+    (``WAIT`` / ``WAITAOF``, needed only with ``min_replicas``, make a note)."""
     if isinstance(acl, CantCheck):
-        return Finding("acl", Level.NOTE, f"check skipped: {acl.reason}")
+        return [Finding("acl", Level.NOTE, f"check skipped: {acl.reason}")]
     uses = {n.command: n.used_by for n in NEEDED_COMMANDS}
-    library = {c: why for c, why in acl.denied.items() if uses.get(c) != "cli"}
+    library = {c: why for c, why in acl.denied.items() if uses.get(c) in ("script", "client")}
     cli = {c: why for c, why in acl.denied.items() if uses.get(c) == "cli"}
+    replicas = {
+        c: why
+        for c, why in acl.denied.items()
+        if uses.get(c) == "replicas" and not _unknown_command(why)
+    }
+    findings: list[Finding] = []
     if library:
         listed = "; ".join(f"{c}: {why}" for c, why in library.items())
-        return Finding(
-            "acl",
-            Level.HAZARD,
-            f"user {acl.user!r} may not run what tenure needs: {listed}",
-            f"grant them, e.g. ACL SETUSER {acl.user} "
-            + " ".join("+" + c.lower().replace(" ", "|") for c in library)
-            + ", with key and channel patterns that cover tenure's prefix",
+        findings.append(
+            Finding(
+                "acl",
+                Level.HAZARD,
+                f"user {acl.user!r} may not run what tenure needs: {listed}",
+                f"grant them, e.g. ACL SETUSER {acl.user} "
+                + " ".join("+" + c.lower().replace(" ", "|") for c in library)
+                + ", with key and channel patterns that cover tenure's prefix "
+                "(tenure doctor --name NAME prints them)",
+            )
         )
-    if cli:
-        return Finding(
-            "acl",
-            Level.NOTE,
-            f"user {acl.user!r} may run what the library needs, but not "
-            f"{', '.join(cli)} (tenure ls / inspect)",
+    elif cli:
+        findings.append(
+            Finding(
+                "acl",
+                Level.NOTE,
+                f"user {acl.user!r} may run what the library needs, but not "
+                f"{', '.join(cli)} (tenure ls / inspect)",
+            )
         )
-    return Finding("acl", Level.OK, f"user {acl.user!r} may run every command tenure needs")
+    else:
+        findings.append(
+            Finding("acl", Level.OK, f"user {acl.user!r} may run every command tenure needs")
+        )
+    if replicas:
+        findings.append(
+            Finding(
+                "acl",
+                Level.NOTE,
+                f"user {acl.user!r} may not run {' / '.join(replicas)}: an acquire with "
+                "min_replicas (WAIT; WAITAOF with replica_fsync) would fail",
+                "grant " + " ".join("+" + c.lower() for c in replicas) + " if you use min_replicas",
+            )
+        )
+    return findings
+
+
+def _unknown_command(reply: str) -> bool:
+    """Whether an ``ACL DRYRUN`` reply says the server has no such command
+    (``WAITAOF`` before Redis 7.2)."""
+    text = reply.lower()
+    return "unknown command" in text or "not found" in text
+
+
+# --- the permissions of one primitive ---------------------------------------------------------
+
+#: The scripts each kind runs (a FairLock extends its lease as a Lock does).
+KIND_SCRIPTS: dict[str, tuple[ScriptSpec, ...]] = {
+    "Lock": (scripts.LOCK_ACQUIRE, scripts.LOCK_RELEASE, scripts.LOCK_EXTEND, scripts.LOCK_INSPECT),
+    "RLock": (
+        scripts.RLOCK_ACQUIRE,
+        scripts.RLOCK_RELEASE,
+        scripts.RLOCK_EXTEND,
+        scripts.RLOCK_INSPECT,
+    ),
+    "FairLock": (
+        scripts.FAIR_ACQUIRE,
+        scripts.FAIR_RELEASE,
+        scripts.LOCK_EXTEND,
+        scripts.FAIR_INSPECT,
+    ),
+    "ReadWriteLock": (
+        scripts.RWLOCK_ACQUIRE,
+        scripts.RWLOCK_RELEASE,
+        scripts.RWLOCK_EXTEND,
+        scripts.RWLOCK_INSPECT,
+    ),
+    "Semaphore": (
+        scripts.SEMAPHORE_ACQUIRE,
+        scripts.SEMAPHORE_RELEASE,
+        scripts.SEMAPHORE_EXTEND,
+        scripts.SEMAPHORE_SET_PERMITS,
+        scripts.SEMAPHORE_INSPECT,
+    ),
+    "CountDownLatch": (scripts.LATCH_SET, scripts.LATCH_COUNT_DOWN, scripts.LATCH_INSPECT),
+    "FencedKey": (scripts.FENCED_SET,),
+}
+
+#: ``--kind`` values of ``tenure doctor`` and the kinds they name.
+KIND_NAMES: dict[str, str] = {
+    "lock": "Lock",
+    "rlock": "RLock",
+    "fair": "FairLock",
+    "rwlock": "ReadWriteLock",
+    "semaphore": "Semaphore",
+    "latch": "CountDownLatch",
+    "fenced": "FencedKey",
+}
+
+#: A waiter id standing for every waiter in the sample wake channel.
+SAMPLE_WAITER = "0123abcd-0123abcd"
+
+
+@dataclass(frozen=True, slots=True)
+class AclNeeds:
+    """Every permission one primitive needs from the Redis user.
+
+    ``keys``: each key the primitive uses (for a ``ReadWriteLock``, one owner's
+    last-op key stands for all); ``channels``: a wake channel (one waiter's
+    stands for all) or a latch's channel, empty for a ``FencedKey``;
+    ``key_patterns`` / ``channel_patterns``: the ACL glob patterns (``~`` /
+    ``&``, without the sign) that cover exactly them; ``commands``: what the
+    library sends and its scripts call, upper case (``"SCRIPT LOAD"``);
+    ``optional``: what only ``min_replicas`` needs.
+    """
+
+    label: str
+    keys: tuple[str, ...]
+    channels: tuple[str, ...]
+    key_patterns: tuple[str, ...]
+    channel_patterns: tuple[str, ...]
+    commands: tuple[str, ...]
+    optional: tuple[str, ...] = ("WAIT", "WAITAOF")
+
+    def rule(self, user: str = "app") -> str:
+        """The ``ACL SETUSER`` command that gives ``user`` exactly these
+        permissions (a password still to set; without :attr:`optional`, see
+        :meth:`advice`)."""
+        parts = [f"ACL SETUSER {user} on >PASSWORD resetkeys resetchannels"]
+        parts += [f"~{p}" for p in self.key_patterns]
+        parts += [f"&{p}" for p in self.channel_patterns]
+        parts.append("-@all")
+        parts += ["+" + c.lower().replace(" ", "|") for c in self.commands]
+        return " ".join(parts)
+
+    def advice(self, user: str = "app") -> str:
+        """:meth:`rule`, and what ``min_replicas`` adds to it."""
+        text = self.rule(user)
+        if self.optional:
+            text += (
+                "; with min_replicas add +wait (with replica_fsync +waitaof, a command of "
+                "Redis 7.2+ and Valkey)"
+            )
+        return text
+
+
+def acl_needs(
+    kind: str, *, name: str | None = None, key: str | None = None, prefix: str = "tenure:"
+) -> AclNeeds:
+    """The permissions a primitive needs: ``kind`` one of :data:`KIND_SCRIPTS`, given
+    by ``name`` (under ``prefix``), or by exact ``key`` (a ``Lock`` or a
+    ``FencedKey``).
+
+    Raises:
+        InvalidArgument: an unknown kind, both or neither of ``name`` and ``key``,
+            a ``key`` for a kind that has no exact-key mode, or a bad name/prefix.
+    """
+    if kind not in KIND_SCRIPTS:
+        raise InvalidArgument(f"unknown kind {kind!r}; one of {', '.join(KIND_SCRIPTS)}")
+    if (name is None) == (key is None):
+        raise InvalidArgument("give exactly one of a name or a key")
+    if key is not None and kind not in ("Lock", "FencedKey"):
+        raise InvalidArgument(f"a {kind} has no exact-key mode: give its name")
+    if kind == "FencedKey" and key is None:
+        raise InvalidArgument("a FencedKey is given by its key")
+    commands = {c for spec in KIND_SCRIPTS[kind] for c in spec.commands}
+    commands |= {"EVALSHA", "SCRIPT LOAD", "INFO"}
+    channels: tuple[str, ...]
+    if kind == "FencedKey":
+        assert key is not None
+        value, seen = fenced_keys(key)
+        commands |= {"GET"}
+        commands.discard("PUBLISH")
+        return AclNeeds(
+            f"FencedKey({key!r})",
+            (value, seen),
+            (),
+            (glob_escape(value), glob_escape(seen)),
+            (),
+            tuple(sorted(commands)),
+            (),
+        )
+    commands |= {"SUBSCRIBE", "UNSUBSCRIBE"}
+    label = f"{kind}(key={key!r})" if key is not None else f"{kind}({name!r}, prefix={prefix!r})"
+    if kind == "CountDownLatch":
+        assert name is not None
+        latch = latch_keys(name, prefix=prefix)
+        base, keys, channels = latch.count, (latch.count, latch.opened), (latch.channel,)
+        channel_patterns = (glob_escape(latch.channel),)
+    else:
+        if kind == "Lock":
+            lk = lock_keys(name, key=key, prefix=prefix)
+        elif kind == "RLock":
+            lk = rlock_keys(str(name), prefix=prefix)
+        elif kind == "FairLock":
+            lk = fair_keys(str(name), prefix=prefix)
+        elif kind == "ReadWriteLock":
+            lk = rwlock_keys(str(name), prefix=prefix)
+        else:
+            lk = semaphore_keys(str(name), prefix=prefix)
+        base = lk.wake_prefix[: -len(":wake:")]
+        extra = [
+            getattr(lk, role) for role in ("deadlines", "holds", "permits") if hasattr(lk, role)
+        ]
+        if kind == "ReadWriteLock":
+            keys = (lk.lock, lk.fence, lk.waiters, lk.delay, *extra, lk.released + ":owner")
+        else:
+            keys = (lk.lock, lk.fence, lk.waiters, lk.delay, lk.released, *extra)
+        channels = (lk.wake_prefix + SAMPLE_WAITER,)
+        channel_patterns = (glob_escape(lk.wake_prefix) + "*",)
+    # the main key (an exact key apart from its helpers, or the base) and the helpers
+    key_patterns = (glob_escape(keys[0]), glob_escape(base) + ":*")
+    return AclNeeds(label, keys, channels, key_patterns, channel_patterns, tuple(sorted(commands)))
+
+
+def _probe_args(command: str, needs: AclNeeds) -> tuple[str, ...]:
+    """A command line of ``command`` for ``ACL DRYRUN``: its sample arguments in
+    :data:`NEEDED_COMMANDS`, on ``needs``' first key and channel (``EVALSHA``
+    with every key)."""
+    main = needs.keys[0]
+    channel = needs.channels[0] if needs.channels else "tenure-doctor"
+    if command == "EVALSHA":
+        return ("EVALSHA", LOCK_ACQUIRE.sha1, str(len(needs.keys)), *needs.keys)
+    sample = {n.command: n.args for n in NEEDED_COMMANDS}.get(command, ("{lock}",))
+    values = {"{channel}": channel, "{sha}": LOCK_ACQUIRE.sha1}
+    keys = ("{lock}", "{fence}", "{waiters}", "{rlock}")
+    args = (values.get(a, main if a in keys else a) for a in sample)
+    return (*command.split(), *args)
+
+
+def acl_probes(needs: AclNeeds) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(permission, target, command line)`` for each ``ACL DRYRUN`` that checks
+    ``needs``: ``read`` / ``write`` per key, ``channel`` per channel (PUBLISH and
+    SUBSCRIBE), ``command`` per command, ``optional`` per ``min_replicas`` command."""
+    probes: list[tuple[str, str, tuple[str, ...]]] = []
+    for k in needs.keys:
+        probes.append(("read", k, ("GET", k)))
+        probes.append(("write", k, ("SET", k, "x")))
+    for ch in needs.channels:
+        probes.append(("channel", ch, ("PUBLISH", ch, "x")))
+        probes.append(("channel", ch, ("SUBSCRIBE", ch)))
+    for c in needs.commands:
+        probes.append(("command", c, _probe_args(c, needs)))
+    for c in needs.optional:
+        probes.append(("optional", c, _probe_args(c, needs)))
+    return probes
+
+
+@dataclass(frozen=True, slots=True)
+class PrimitiveAcl:
+    """``ACL DRYRUN`` of :func:`acl_probes` for one primitive: the user and each
+    denied probe as ``(permission, target, reason)``."""
+
+    needs: AclNeeds
+    user: str
+    denied: tuple[tuple[str, str, str], ...]
+
+
+def check_primitive_acl(needs: AclNeeds, acl: PrimitiveAcl | CantCheck) -> list[Finding]:
+    """Whether the user has every permission ``needs`` lists, and the least-privilege rule."""
+    rule = Finding(
+        "acl-rule",
+        Level.NOTE,
+        f"a least-privilege user for {needs.label} needs: {needs.advice()}",
+    )
+    if isinstance(acl, CantCheck):
+        return [
+            Finding("acl-primitive", Level.NOTE, f"can't check {needs.label}: {acl.reason}"),
+            rule,
+        ]
+    # a command's probe refused for its key or channel is reported by that one's probe
+    denied = [
+        d
+        for d in acl.denied
+        if d[0] not in ("command", "optional")
+        or not d[2].rstrip("'\" ").endswith(("key", "channel"))
+    ]
+    required = [d for d in denied if d[0] != "optional"]
+    optional = [d for d in denied if d[0] == "optional" and not _unknown_command(d[2])]
+    findings: list[Finding] = []
+    if required:
+        names = {"read": "read key", "write": "write key", "channel": "channel"}
+        listed = "; ".join(
+            f"{names[what]} {target!r}" if what in names else f"command {target}"
+            for what, target, _ in required
+        )
+        findings.append(
+            Finding(
+                "acl-primitive",
+                Level.HAZARD,
+                f"user {acl.user!r} lacks what {needs.label} needs: {listed}",
+                "give the user the rule below (tenure raises PermissionDenied, before any "
+                "write, where one is missing)",
+            )
+        )
+    else:
+        findings.append(
+            Finding(
+                "acl-primitive",
+                Level.OK,
+                f"user {acl.user!r} has every key, channel and command permission "
+                f"{needs.label} needs",
+            )
+        )
+    if optional:
+        findings.append(
+            Finding(
+                "acl-primitive",
+                Level.NOTE,
+                f"user {acl.user!r} may not run {' / '.join(t for _, t, _ in optional)}: "
+                "min_replicas (WAIT; WAITAOF with replica_fsync) would fail",
+            )
+        )
+    findings.append(rule)
+    return findings
 
 
 def diagnose(facts: Facts) -> Report:
@@ -430,8 +744,11 @@ def diagnose(facts: Facts) -> Report:
         check_eviction(facts.memory),
         *check_replication(facts.replication),
         check_cluster(facts.cluster, facts.cluster_info),
-        check_acl(facts.acl),
     ]
+    if facts.primitive is None:
+        findings += check_acl(facts.acl)
+    else:  # the primitive's own check covers every command, with its keys
+        findings += check_primitive_acl(*facts.primitive)
     return Report(identify(facts.server, facts.replication), tuple(findings))
 
 
@@ -443,16 +760,19 @@ def _ask(call: Any, *args: Any) -> Any:
         return CantCheck(f"the server refused: {exc}")
 
 
-def _dryruns(client: redis.Redis, prefix: str) -> AclCheck | CantCheck:
-    user = _ask(client.execute_command, "ACL", "WHOAMI")
-    if isinstance(user, CantCheck):
-        return user
-    user = _text(user)
+def _dryrun_all(
+    client: redis.Redis, user: str | None, lines: list[tuple[str, ...]]
+) -> tuple[str, list[str]] | CantCheck:
+    """``ACL DRYRUN <user>`` of each command line (``user``: the connected one when
+    ``None``): the user and each reply as text (``"OK"`` when allowed)."""
+    if user is None:
+        user = _ask(client.execute_command, "ACL", "WHOAMI")
+        if isinstance(user, CantCheck):
+            return user
+        user = _text(user)
     pipe = client.pipeline(transaction=False)
-    for needed in NEEDED_COMMANDS:
-        pipe.execute_command(  # type: ignore[no-untyped-call]
-            "ACL", "DRYRUN", user, *dryrun_args(needed, prefix)
-        )
+    for line in lines:
+        pipe.execute_command("ACL", "DRYRUN", user, *line)  # type: ignore[no-untyped-call]
     replies = pipe.execute(raise_on_error=False)
     first = replies[0]
     if isinstance(first, redis.exceptions.NoPermissionError):
@@ -460,14 +780,39 @@ def _dryruns(client: redis.Redis, prefix: str) -> AclCheck | CantCheck:
     if isinstance(first, redis.exceptions.ResponseError):
         text = str(first)
         if "dryrun" in text.lower():
-            return CantCheck("this server has no ACL DRYRUN (it came in Redis 7.0)")
+            return CantCheck(
+                "this server has no ACL DRYRUN (it came in Redis 7.0); on Redis 6.2 tenure's "
+                "scripts check keys and channels before they write, but can't check commands"
+            )
         return CantCheck(f"ACL DRYRUN failed: {text}")
-    denied: dict[str, str] = {}
-    for needed, reply in zip(NEEDED_COMMANDS, replies, strict=True):
-        text = str(reply) if isinstance(reply, Exception) else _text(reply)
-        if text != "OK":
-            denied[needed.command] = text
+    return user, [str(r) if isinstance(r, Exception) else _text(r) for r in replies]
+
+
+def _dryruns(client: redis.Redis, prefix: str, user: str | None = None) -> AclCheck | CantCheck:
+    lines = [dryrun_args(needed, prefix) for needed in NEEDED_COMMANDS]
+    done = _dryrun_all(client, user, lines)
+    if isinstance(done, CantCheck):
+        return done
+    user, replies = done
+    denied = {
+        n.command: text for n, text in zip(NEEDED_COMMANDS, replies, strict=True) if text != "OK"
+    }
     return AclCheck(user, denied)
+
+
+def _primitive_dryruns(
+    client: redis.Redis, needs: AclNeeds, user: str | None
+) -> PrimitiveAcl | CantCheck:
+    probes = acl_probes(needs)
+    done = _dryrun_all(client, user, [line for _, _, line in probes])
+    if isinstance(done, CantCheck):
+        return done
+    user, replies = done
+    denied: list[tuple[str, str, str]] = []
+    for (what, target, _), text in zip(probes, replies, strict=True):
+        if text != "OK" and (what, target) not in {(w, t) for w, t, _ in denied}:
+            denied.append((what, target, text))
+    return PrimitiveAcl(needs, user, tuple(denied))
 
 
 def _info(client: redis.Redis, section: str) -> Reply:
@@ -492,9 +837,17 @@ def _cluster_info(client: redis.Redis) -> Reply:
     return {k.strip(): v.strip() for k, v in lines}
 
 
-def gather_facts(client: redis.Redis, *, prefix: str = "tenure:") -> Facts:
-    """Ask the server everything :func:`diagnose` looks at. A reply the server
-    refuses becomes :class:`CantCheck`; connection errors propagate."""
+def gather_facts(
+    client: redis.Redis,
+    *,
+    prefix: str = "tenure:",
+    needs: AclNeeds | None = None,
+    acl_user: str | None = None,
+) -> Facts:
+    """Ask the server everything :func:`diagnose` looks at; with ``needs``, also
+    whether the user (``acl_user``, else the connected one) has every
+    permission of that primitive. A reply the server refuses becomes
+    :class:`CantCheck`; connection errors propagate."""
     cluster = _info(client, "cluster")
     cluster_on = not isinstance(cluster, CantCheck) and int(cluster.get("cluster_enabled", 0))
     return Facts(
@@ -505,7 +858,8 @@ def gather_facts(client: redis.Redis, *, prefix: str = "tenure:") -> Facts:
         cluster=cluster,
         cluster_info=_cluster_info(client) if cluster_on else None,
         appendfsync=_config(client, "appendfsync"),
-        acl=_dryruns(client, prefix),
+        acl=_dryruns(client, prefix, acl_user) if needs is None else CantCheck("see acl-primitive"),
+        primitive=None if needs is None else (needs, _primitive_dryruns(client, needs, acl_user)),
     )
 
 

@@ -13,6 +13,8 @@ Every error derives from :class:`TenureError` and from the nearest builtin, so
     ├── StaleFenceError (RuntimeError)    a fenced write refused: a newer holder wrote
     ├── InvalidArgument (ValueError)      a bad argument; nothing was sent to Redis
     │   └── WrongTypeError                a key holds a value of another type
+    ├── PermissionDenied (PermissionError) the Redis user's ACL lacks a key, channel
+    │                                      or command permission; nothing was written
     ├── UnsupportedServer (RuntimeError)  the server is older than Redis 6.2 / Valkey 7.2
     └── ProtocolError (RuntimeError)      a script reply tenure does not understand (a bug)
 
@@ -34,6 +36,8 @@ synchronous class or the reverse, a pipeline, a cluster client) raises
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class TenureError(Exception):
@@ -174,6 +178,47 @@ class NotReplicatedError(TenureError, TimeoutError):
             f"lock {name!r}: {acknowledged} of {wanted} replicas acknowledged the lease "
             f"within {timeout:g}s; the lease was released"
         )
+
+
+class PermissionDenied(TenureError, PermissionError):
+    """The connected Redis user's ACL lacks a permission an operation needs.
+
+    Raised before the operation changed anything: every script checks up front
+    the keys, channels and commands it may use (``redis.acl_check_cmd``; on
+    Redis 6.2 keys and channels only, see ``_scripts/_acl.lua``), and a wait
+    whose wake channel the server refuses to SUBSCRIBE to fails at once rather
+    than stalling. ``tenure doctor --name NAME`` / ``--key KEY`` prints the
+    rule a least-privilege user needs.
+
+    Attributes:
+        permission: ``"read"`` or ``"write"`` (a key), ``"key"`` (a key, on
+            Redis 6.2, whose ACL has no read/write split), ``"channel"`` (pub/sub)
+            or ``"command"``.
+        target: the key, channel or command (upper case) concerned.
+        operation: what was refused (a script's name, or ``"SUBSCRIBE"``).
+    """
+
+    _NEEDS: ClassVar[dict[str, str]] = {
+        "read": "read permission on key {0!r} (%R~ or ~ pattern)",
+        "write": "write permission on key {0!r} (%W~ or ~ pattern)",
+        "key": "permission on key {0!r} (~ pattern)",
+        "channel": "permission on channel {0!r} (& pattern)",
+        "command": "permission to run {0} (+ command)",
+    }
+
+    def __init__(self, permission: str, target: str, operation: str = "") -> None:
+        self.permission = permission
+        self.target = target
+        self.operation = operation
+        needs = self._NEEDS.get(permission, permission + " permission on {0!r}").format(target)
+        during = f" ({operation})" if operation else ""
+        super().__init__(
+            f"the Redis user lacks {needs}{during}; nothing was changed. "
+            "`tenure doctor --name NAME` or `--key KEY` prints the ACL rule needed"
+        )
+
+    def __reduce__(self) -> tuple[type[PermissionDenied], tuple[str, str, str]]:
+        return (type(self), (self.permission, self.target, self.operation))
 
 
 class UnsupportedServer(TenureError, RuntimeError):

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, TypeVar
 
-from ._errors import ProtocolError, WrongTypeError
+from ._errors import PermissionDenied, ProtocolError, WrongTypeError
 from ._keys import LockKeys
-from ._scripts import ScriptSpec
+from ._scripts import ACL_KEYS, ScriptSpec
 
 T = TypeVar("T")
 
@@ -30,6 +30,7 @@ class Status(IntEnum):
     STALE = 6
     PERMITS_DIFFER = 7
     TOO_MANY = 8
+    DENIED = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +172,8 @@ def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
 
     Raises:
         WrongTypeError: the script reported a key holding another type.
+        PermissionDenied: the script reported a permission the connected user
+            lacks (``{9, {permission, name}}``, see ``_acl.lua``); it wrote nothing.
         ProtocolError: the reply has another shape or an unknown status.
     """
     if not isinstance(raw, list | tuple) or len(raw) != 2:
@@ -182,4 +185,23 @@ def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
     value = [_text(v) for v in value] if isinstance(value, list) else _text(value)
     if status is Status.WRONG_TYPE:
         raise WrongTypeError(str(value))
+    if status is Status.DENIED:
+        if not isinstance(value, list) or len(value) != 2:
+            raise ProtocolError(f"{script.name}: unexpected reply {raw!r}")
+        raise PermissionDenied(str(value[0]), str(value[1]), script.name)
     return status, value
+
+
+def key_refusal(script: ScriptSpec, raw: object) -> PermissionDenied | None:
+    """The error for an EVALSHA of ``script`` that the server refused with
+    ``NOPERM`` (which names no key), from ``raw``, the reply of :data:`ACL_KEYS`
+    run on the same keys (``EVAL <ACL_KEYS source> 0 <keys...>``): the first key
+    the user may not read or write, or ``None`` if every key is allowed (the
+    refusal was another: the EVALSHA command itself, say)."""
+    try:
+        parse_reply(ACL_KEYS, raw)
+    except PermissionDenied as exc:
+        return PermissionDenied(exc.permission, exc.target, script.name)
+    except ProtocolError:
+        return None
+    return None

@@ -27,6 +27,7 @@ import redis.asyncio.client
 import redis.exceptions
 from redis.backoff import ExponentialWithJitterBackoff
 
+from .._errors import PermissionDenied
 from .._keys import LockKeys
 from .._plans import server as server_plans
 from .._protocol import (
@@ -42,10 +43,21 @@ from .._protocol import (
     Step,
     Subscribe,
     WaitWake,
+    key_refusal,
     parse_reply,
 )
+from .._scripts import ACL_KEYS
 from . import _clients, _identity
-from ._hubbook import LINGER, HubBook, PassOn, Settable, confirm_wait
+from ._hubbook import (
+    LINGER,
+    HubBook,
+    PassOn,
+    Settable,
+    confirm_wait,
+    is_noperm,
+    refusal,
+    wake_refused,
+)
 from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
 
 _log = logging.getLogger("tenure")
@@ -97,6 +109,7 @@ class _Channel:
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
+    refused: str = ""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -280,7 +293,15 @@ class _Hub:
             return message
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
+            if is_noperm(exc):  # a SUBSCRIBE refused by the ACL: fail its plans now
+                name, ch = self._book.refused()
+                if name:
+                    with contextlib.suppress(Exception):
+                        await pubsub.unsubscribe(name)
+                if ch is not None:
+                    wake_refused(ch)
+                return None
             if not self._book.drop_idle():
                 self._book.wake_all()
                 await asyncio.sleep(self._backoff.compute(failures + 1))
@@ -481,6 +502,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         except TimeoutError:
             woken = False
         wake.clear()
+        refusal(c.ch)
         return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
         return _state(client).hub.listening(step.keys.wake_prefix)
@@ -497,6 +519,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
                 await ch.ready.wait()
         except TimeoutError:
             pass
+        refusal(ch)
         try:
             left = None if step.timeout is None else step.timeout - (time.monotonic() - started)
             async with asyncio.timeout(None if left is None else max(0.0, left)):
@@ -513,9 +536,10 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         try:
             async with asyncio.timeout(step.timeout):
                 await ch.ready.wait()
-            return True
         except TimeoutError:
             return False
+        refusal(ch)
+        return True
     if isinstance(step, Command):
         return await client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     if isinstance(step, Pipeline):
@@ -544,6 +568,8 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
         raws = await send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval) and isinstance(raw, Exception) and is_noperm(raw):
+            raw = await _key_refusal(client, part) or raw
         if isinstance(part, Eval) and not isinstance(raw, Exception):
             try:
                 raw = parse_reply(part.script, raw)
@@ -556,7 +582,24 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
 async def _evalsha(client: Client, step: Eval) -> Any:
     spec = step.script
     try:
-        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
-    except _library(type(client)).no_script:
-        await client.script_load(spec.source)
-        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
+        try:
+            return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
+        except _library(type(client)).no_script:
+            await client.script_load(spec.source)
+            return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
+    except Exception as exc:
+        if is_noperm(exc):
+            denied = await _key_refusal(client, step)
+            if denied is not None:
+                raise denied from exc
+        raise
+
+
+async def _key_refusal(client: Client, step: Eval) -> PermissionDenied | None:
+    """EVALSHA of ``step`` was refused (``NOPERM``, naming no key): the error
+    naming the key the user lacks, found by :data:`ACL_KEYS` (``None`` if none)."""
+    try:
+        raw = await cast(Awaitable[Any], client.eval(ACL_KEYS.source.decode(), 0, *step.keys))
+    except Exception:
+        return None
+    return key_refusal(step.script, raw)

@@ -36,6 +36,12 @@ Channels that redis-py subscribed again but the hub no longer listens on
 (their UNSUBSCRIBE was lost with the connection) are unsubscribed again
 (:meth:`HubBook.strays`), so that they do not keep the connection open.
 
+A SUBSCRIBE the server refuses (``NOPERM``: the user's ACL does not allow the
+wake channel) is answered in order, so it concerns the oldest subscription not
+yet confirmed (:meth:`HubBook.refused`): that channel is forgotten, marked
+``refused`` and its plans woken, and each raises ``PermissionDenied`` at once
+rather than waiting out its timeout with no wake-up ever coming.
+
 A read that fails (redis-py gave up reconnecting, or does not retry) wakes
 every waiter at once too (:meth:`HubBook.wake_all`), so that a waiter whose
 server is gone gets its connection error now; the channels are kept for the
@@ -49,6 +55,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from .._errors import PermissionDenied
 from .._keys import FairKeys, LockKeys
 from .._plans import fair as fair_plans
 from .._plans import lock as lock_plans
@@ -71,6 +78,31 @@ def confirm_wait(timeout: float | None) -> float:
     return SUBSCRIBE_CONFIRM_WAIT if timeout is None else min(timeout, SUBSCRIBE_CONFIRM_WAIT)
 
 
+def is_noperm(exc: BaseException) -> bool:
+    """Whether ``exc`` is the server's ``NOPERM`` error reply (the client
+    library's ``NoPermissionError``: an ACL refused the command)."""
+    return type(exc).__name__ == "NoPermissionError"
+
+
+def refusal(ch: ChannelBase) -> None:
+    """Raise ``PermissionDenied`` if the server refused ``ch``'s SUBSCRIBE.
+
+    Raises:
+        PermissionDenied: the user's ACL does not allow the channel (or the
+            SUBSCRIBE command).
+    """
+    if ch.refused:
+        raise PermissionDenied("channel", ch.refused, "SUBSCRIBE")
+
+
+def wake_refused(ch: ChannelBase) -> None:
+    """Wake every plan of a channel whose SUBSCRIBE was refused."""
+    ch.ready.set()
+    ch.wake.set()
+    for event in list(ch.listeners):
+        event.set()
+
+
 class Settable(Protocol):
     """An event: ``threading.Event`` or ``asyncio.Event``."""
 
@@ -87,6 +119,7 @@ class ChannelBase(Protocol):
     handoffs: dict[str, int]  # token -> fence, for locks handed to a waiting token
     recheck: float | None  # seconds: a release asked the waiter to retry within them
     listeners: set[Settable]  # the events of plans listening on a broadcast channel
+    refused: str  # the channel's name once the server refused its SUBSCRIBE (ACL)
 
     @property
     def ready(self) -> Settable: ...
@@ -134,6 +167,8 @@ class HubBook(Generic[C]):
     kept: dict[str, None] = field(default_factory=dict)  # oldest first
     # channels subscribed again after a reconnection: their confirmation wakes everyone
     rewake: set[str] = field(default_factory=set)
+    # channels whose SUBSCRIBE is not confirmed yet, oldest first
+    pending: dict[str, None] = field(default_factory=dict)
 
     def enter(self, channel: str, keys: LockKeys | None, token: str) -> tuple[C, bool]:
         """Count a waiter (waiting with ``token``) in; return its channel and
@@ -156,6 +191,7 @@ class HubBook(Generic[C]):
         if ch is None:
             ch = self.channels[channel] = self.make(keys)
             self.closing.pop(channel, None)
+            self.pending[channel] = None
         ch.refs += 1
         ch.idle_since = None
         return ch, new
@@ -164,6 +200,23 @@ class HubBook(Generic[C]):
         """The SUBSCRIBE for a new channel failed: forget the channel."""
         self.channels.pop(channel, None)
         self.rewake.discard(channel)
+        self.pending.pop(channel, None)
+
+    def refused(self) -> tuple[str, C | None]:
+        """The server refused a SUBSCRIBE (``NOPERM``): replies come in order, so
+        it is the oldest one not yet confirmed. Forget that channel, set its
+        ``refused`` to its name and return its name and the channel, whose plans the driver
+        wakes (each then raises ``PermissionDenied``) and which it unsubscribes;
+        ``("", None)`` when no SUBSCRIBE is pending."""
+        if not self.pending:
+            return "", None
+        name = next(iter(self.pending))
+        self.pending.pop(name)
+        self.rewake.discard(name)
+        ch = self.channels.pop(name, None)
+        if ch is not None:
+            ch.refused = name
+        return name, ch
 
     def leave(self, ch: C, token: str, now: float, kept: bool = False) -> None:
         """Count a waiter out; the channel lingers from ``now``. ``kept``: its plan
@@ -197,6 +250,7 @@ class HubBook(Generic[C]):
         for name in names:
             self.closing[name] = self.channels.pop(name).keys
             self.rewake.discard(name)
+            self.pending.pop(name, None)
         return names
 
     def route(self, kind: str, channel: str, data: str = "") -> Settable | PassOn | None:
@@ -214,6 +268,7 @@ class HubBook(Generic[C]):
             return None
         ch = self.channels.get(channel)
         if kind == "subscribe":
+            self.pending.pop(channel, None)
             if ch is None:
                 return None
             if channel in self.rewake:  # subscribed again after a reconnection
@@ -264,6 +319,7 @@ class HubBook(Generic[C]):
         self.channels.clear()
         self.closing.clear()
         self.rewake.clear()
+        self.pending.clear()
         return True
 
     def reconnected(self) -> None:
@@ -275,6 +331,7 @@ class HubBook(Generic[C]):
         and listeners (see :meth:`route`).
         """
         self.rewake.update(self.channels)
+        self.pending.update(dict.fromkeys(self.channels))
 
     def strays(self, resubscribed: Iterable[str]) -> list[str]:
         """Of the channels redis-py subscribed again after a reconnection, those

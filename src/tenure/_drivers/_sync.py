@@ -28,6 +28,7 @@ import redis.client
 import redis.exceptions
 from redis.backoff import ExponentialWithJitterBackoff
 
+from .._errors import PermissionDenied
 from .._keys import LockKeys
 from .._plans import server as server_plans
 from .._protocol import (
@@ -43,10 +44,20 @@ from .._protocol import (
     Step,
     Subscribe,
     WaitWake,
+    key_refusal,
     parse_reply,
 )
+from .._scripts import ACL_KEYS
 from . import _clients, _identity
-from ._hubbook import HubBook, PassOn, Settable, confirm_wait
+from ._hubbook import (
+    HubBook,
+    PassOn,
+    Settable,
+    confirm_wait,
+    is_noperm,
+    refusal,
+    wake_refused,
+)
 from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
 
 _log = logging.getLogger("tenure")
@@ -122,6 +133,7 @@ class _Channel:
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
     listeners: set[Settable] = field(default_factory=set)
+    refused: str = ""
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     gate: threading.Lock = field(default_factory=threading.Lock)
@@ -292,7 +304,10 @@ class _Hub:
                     if message is None and self._book.empty():
                         self._pubsub = None  # the next wait starts a new reader
                         break
-            except Exception:
+            except Exception as exc:
+                if is_noperm(exc):  # a SUBSCRIBE refused by the ACL
+                    self._refuse(pubsub)
+                    continue
                 with self._mutex:
                     if self._book.drop_idle():
                         self._pubsub = None  # nobody waits: don't reconnect
@@ -305,6 +320,16 @@ class _Hub:
                 self._dispatch(message)
         with contextlib.suppress(Exception):
             pubsub.close()
+
+    def _refuse(self, pubsub: _HubPubSub) -> None:
+        """The server refused a SUBSCRIBE: fail that channel's plans now."""
+        with self._mutex:
+            name, ch = self._book.refused()
+            if name:
+                with contextlib.suppress(Exception):
+                    pubsub.unsubscribe(name)
+        if ch is not None:
+            wake_refused(ch)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
@@ -509,6 +534,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         wake = c.ch.wake if c.listener is None else c.listener
         woken = wake.wait(step.timeout)
         wake.clear()
+        refusal(c.ch)
         return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
         return _state(client).hub.listening(step.keys.wake_prefix)
@@ -521,6 +547,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         held.append(c)
         started = time.monotonic()
         ch.ready.wait(confirm_wait(step.timeout))
+        refusal(ch)
         if step.timeout is None:
             c.entered = ch.gate.acquire()
         else:
@@ -532,7 +559,9 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         event = threading.Event()
         ch = hub.listen(step.channel, event)
         held.append(_Contention(hub, ch, "", listener=event))
-        return ch.ready.wait(step.timeout)
+        confirmed = ch.ready.wait(step.timeout)
+        refusal(ch)
+        return confirmed
     if isinstance(step, Command):
         return client.execute_command(*step.args)  # type: ignore[no-untyped-call]
     if isinstance(step, Pipeline):
@@ -561,6 +590,8 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
         raws = send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval) and isinstance(raw, Exception) and is_noperm(raw):
+            raw = _key_refusal(client, part) or raw
         if isinstance(part, Eval) and not isinstance(raw, Exception):
             try:
                 raw = parse_reply(part.script, raw)
@@ -573,7 +604,24 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
 def _evalsha(client: Client, step: Eval) -> Any:
     spec = step.script
     try:
-        return client.evalsha(*_clients.evalsha_args(step))
-    except _library(type(client)).no_script:
-        client.script_load(spec.source)
-        return client.evalsha(*_clients.evalsha_args(step))
+        try:
+            return client.evalsha(*_clients.evalsha_args(step))
+        except _library(type(client)).no_script:
+            client.script_load(spec.source)
+            return client.evalsha(*_clients.evalsha_args(step))
+    except Exception as exc:
+        if is_noperm(exc):
+            denied = _key_refusal(client, step)
+            if denied is not None:
+                raise denied from exc
+        raise
+
+
+def _key_refusal(client: Client, step: Eval) -> PermissionDenied | None:
+    """EVALSHA of ``step`` was refused (``NOPERM``, naming no key): the error
+    naming the key the user lacks, found by :data:`ACL_KEYS` (``None`` if none)."""
+    try:
+        raw = client.eval(ACL_KEYS.source.decode(), 0, *step.keys)
+    except Exception:
+        return None
+    return key_refusal(step.script, raw)

@@ -20,7 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._errors import InvalidArgument, NotOwnedError, NotReplicatedError, UnsupportedServer
+from .._errors import (
+    InvalidArgument,
+    NotOwnedError,
+    NotReplicatedError,
+    PermissionDenied,
+    UnsupportedServer,
+)
 from .._protocol import Command, Eval, Pipeline, Plan, Status
 from .._units import check_count, check_seconds, to_ms
 
@@ -59,6 +65,7 @@ def replicate(name: str, fence: int, write: Eval, policy: ReplicaPolicy) -> Plan
         NotReplicatedError: fewer acknowledged within ``policy.timeout``.
         NotOwnedError: the lease was gone before the rewrite.
         UnsupportedServer: ``fsync`` on a server without ``WAITAOF``.
+        PermissionDenied: the user may not run ``WAIT`` (``WAITAOF``).
     """
     ms = str(to_ms(policy.timeout, "replica_timeout"))
     n = str(policy.replicas)
@@ -71,6 +78,8 @@ def replicate(name: str, fence: int, write: Eval, policy: ReplicaPolicy) -> Plan
     if isinstance(acks, BaseException):
         if policy.fsync and "unknown command" in str(acks).lower():
             raise UnsupportedServer(f"replica_fsync needs WAITAOF (Redis >= 7.2, Valkey): {acks}")
+        if type(acks).__name__ == "NoPermissionError":  # the client library's NOPERM
+            raise PermissionDenied("command", wait.args[0], "min_replicas") from acks
         raise acks
     acknowledged = int(acks[1]) if policy.fsync else int(acks)
     if acknowledged < policy.replicas:

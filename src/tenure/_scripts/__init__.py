@@ -8,6 +8,12 @@ Helpers several scripts need live once in files whose names start with ``_``
 and queue in ``_semaphore.lua``; the read-write lock's holds in ``_rwlock.lua``).
 A script's line ``--@include <file>`` is replaced by that file when the script
 is loaded (included files include nothing), and the SHA-1 is that of the result.
+
+Every script includes ``_acl.lua`` and calls its guard (``acl_commands``, or
+``acl_denied`` with the channels it may publish to) before it writes anything
+(see that file): the loader replaces its ``--@acl`` line by the commands the
+script may run (:func:`script_commands`; for the read-only ``*_inspect``
+scripts only the reading ones), which are also :attr:`ScriptSpec.commands`.
 """
 
 from __future__ import annotations
@@ -21,14 +27,25 @@ from importlib.resources import files
 
 @dataclass(frozen=True, slots=True)
 class ScriptSpec:
-    """One Lua script: its file name (without ``.lua``), source and SHA-1."""
+    """One Lua script: its file name (without ``.lua``), source and SHA-1, the
+    Redis commands it may run (upper case, sorted) and whether it may write."""
 
     name: str
     source: bytes
     sha1: str
+    commands: tuple[str, ...] = ()
+    writes: bool = True
 
 
 INCLUDE = re.compile(rb"^--@include (_\w+\.lua)\n", re.MULTILINE)
+ACL_MARKER = re.compile(rb"^--@acl\n", re.MULTILINE)
+CALL = re.compile(rb"redis\.p?call\('([A-Z]+)'")
+
+#: Commands that only read (the others a script runs may write).
+READ_COMMANDS = frozenset(
+    {"EXISTS", "GET", "HGET", "HGETALL", "HLEN", "HMGET", "PTTL", "TIME", "TYPE"}
+    | {"ZCARD", "ZCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZSCORE"}
+)
 
 
 def expand(source: bytes, read: Callable[[str], bytes]) -> bytes:
@@ -40,9 +57,39 @@ def _read(name: str) -> bytes:
     return files(__package__).joinpath(name).read_bytes()
 
 
+FUNCTION = re.compile(rb"^local function (\w+)\(.*?^end$", re.MULTILINE | re.DOTALL)
+COMMENT = re.compile(rb"--[^\n]*")
+
+
+def script_commands(source: bytes) -> set[str]:
+    """The commands an expanded script may run: those its body calls, and those
+    of the top-level functions it uses (and they use, and so on); an included
+    helper the script never uses does not count."""
+    source = COMMENT.sub(b"", source)
+    functions = {m.group(1): m.group(0) for m in FUNCTION.finditer(source)}
+    body = FUNCTION.sub(b"", source)
+    used: set[bytes] = set()
+    todo = [body]
+    while todo:
+        text = todo.pop()
+        for fn, chunk in functions.items():
+            if fn not in used and re.search(rb"\b" + fn + rb"\b", text):
+                used.add(fn)
+                todo.append(chunk)
+    texts = [body, *(functions[fn] for fn in used)]
+    return {m.decode() for text in texts for m in CALL.findall(text)}
+
+
 def _load(name: str) -> ScriptSpec:
     source = expand(_read(f"{name}.lua"), _read)
-    return ScriptSpec(name, source, hashlib.sha1(source).hexdigest())
+    writes = not name.endswith("_inspect")
+    commands = sorted(script_commands(source))
+    if not writes:
+        commands = [c for c in commands if c in READ_COMMANDS]
+    table = ", ".join(f"'{c}'" for c in commands)
+    acl = f"local ACL_COMMANDS = {{{table}}}\n"
+    source = ACL_MARKER.sub(lambda _: acl.encode(), source)
+    return ScriptSpec(name, source, hashlib.sha1(source).hexdigest(), tuple(commands), writes)
 
 
 LOCK_ACQUIRE = _load("lock_acquire")
@@ -69,6 +116,7 @@ LATCH_INSPECT = _load("latch_inspect")
 FAIR_ACQUIRE = _load("fair_acquire")
 FAIR_RELEASE = _load("fair_release")
 FAIR_INSPECT = _load("fair_inspect")
+ACL_KEYS = _load("acl_keys")
 
 ALL = (
     LOCK_ACQUIRE,
@@ -95,4 +143,5 @@ ALL = (
     FAIR_ACQUIRE,
     FAIR_RELEASE,
     FAIR_INSPECT,
+    ACL_KEYS,
 )

@@ -16,8 +16,13 @@
 --            member_i the i-th of them in queue order, "<waiter id>|<lease ms>|<token>"
 --            left_i   integer MILLISECONDS until member_i's deadline (server time)
 --          {5, key}   WRONG_TYPE: key holds a value of another type.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {5, KEYS[1]} end

@@ -30,8 +30,13 @@
 --          {4, 0}         NOT_OWNED: the lock is not held with this token
 --                         (expired, or another owner's); only ARGV[4] was removed.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+--@include _acl.lua
+
+local denied = acl_denied(nil, KEYS[2], ARGV[2])
+if denied then return {9, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {5, KEYS[1]} end

@@ -10,8 +10,13 @@
 -- Returns  {1, 0}        OK: written; the seen fence is now ARGV[1]
 --          {6, seen}     STALE: a write with a larger fence was accepted before; nothing written
 --          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local resource = redis.call('TYPE', KEYS[1]).ok
 if resource ~= 'none' and resource ~= 'string' then return {5, KEYS[1]} end

@@ -14,14 +14,23 @@
 --                        stored) and was published on ARGV[1]. At zero already,
 --                        nothing is written or published.
 --          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local current = redis.pcall('GET', KEYS[1])
 if wrong(current) or (current and not tonumber(current)) then return {5, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
 if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[2]} end
 if not current then return {1, 0} end
+if tonumber(current) <= 1 then  -- reaching zero: the channel is told
+  denied = acl_channels(ARGV[1])
+  if denied then return {9, denied} end
+end
 local left = redis.call('DECR', KEYS[1])
 if left > 0 then return {1, left} end
 redis.call('DEL', KEYS[1])

@@ -7,8 +7,13 @@
 --            count    integer, the count (0 when absent)
 --            opened   integer, the number of the last opening (0 when none is stored)
 --          {5, key}   WRONG_TYPE: key holds a value of another type.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local current = redis.pcall('GET', KEYS[1])
 if wrong(current) or (current and not tonumber(current)) then return {5, KEYS[1]} end

@@ -6,8 +6,13 @@
 -- Returns  {1, count}    OK: the count is now ARGV[1].
 --          {2, current}   BUSY: the count is not zero (it is current); nothing written.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local current = redis.pcall('GET', KEYS[1])
 if wrong(current) or (current and not tonumber(current)) then return {5, KEYS[1]} end

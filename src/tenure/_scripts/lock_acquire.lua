@@ -32,8 +32,13 @@
 --                         holder set no expiry.
 --          {3, pttl_ms}   OWNED_BY_CALLER: the caller's owner already holds it.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 if ARGV[4] ~= '' then
   local t = redis.call('TYPE', KEYS[3]).ok

@@ -14,6 +14,12 @@
 --                        another's; late = 0), or less than ARGV[3] ms were
 --                        left (late = 1): nothing was changed.
 --          {5, key}      WRONG_TYPE: key holds a value of another type.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
+
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if type(holder) == 'table' and holder.err then return {5, KEYS[1]} end

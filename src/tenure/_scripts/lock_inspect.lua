@@ -10,6 +10,12 @@
 --            fence    integer, the last fence minted (0 if none is known)
 --            waiters  integer, the number of registered waiting processes
 --          {5, key}   WRONG_TYPE: key holds a value of another type.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
+
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if type(holder) == 'table' and holder.err then return {5, KEYS[1]} end

@@ -38,8 +38,13 @@
 --                         lock-delay runs); pttl_ms = how long that lasts, -1
 --                         when it has no expiry. ARGV[3], if given, is queued.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end

@@ -19,6 +19,12 @@
 --                        another fence (expired, and a new hold began; late =
 --                        0), or less than ARGV[5] ms were left (late = 1).
 --          {5, key}      WRONG_TYPE: key holds a value of another type.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
+
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end

@@ -13,6 +13,12 @@
 --            waiters  integer, the number of queued waiters
 --            mine     integer, ARGV[1]'s hold count (0 when it holds none)
 --          {5, key}   WRONG_TYPE: key holds a value of another type.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
+
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end

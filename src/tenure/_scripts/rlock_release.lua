@@ -33,8 +33,13 @@
 --                        another fence than ARGV[2] (the lease expired and a new
 --                        hold began); only ARGV[5] was removed.
 --          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+--@include _acl.lua
+
+local denied = acl_denied(nil, KEYS[2], ARGV[3])
+if denied then return {9, denied} end
 
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end

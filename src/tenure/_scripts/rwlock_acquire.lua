@@ -38,9 +38,14 @@
 --                         not the write lock) and asked for the write lock: an
 --                         upgrade, refused. ARGV[4], if given, left the queue.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
 --@include _rwlock.lua
+--@include _acl.lua
+
+local denied = acl_denied(nil, KEYS[4], ARGV[8])
+if denied then return {9, denied} end
 
 local bad = rw_open(tonumber(ARGV[5]))
 if bad then return {5, bad} end

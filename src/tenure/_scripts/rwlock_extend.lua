@@ -18,9 +18,14 @@
 --                        has another id, or its expiry has passed (late = 0);
 --                        or less than ARGV[6] ms were left (late = 1).
 --          {5, key}      WRONG_TYPE: key holds a value of another type.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
 --@include _rwlock.lua
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local bad = rw_open(tonumber(ARGV[5]))
 if bad then return {5, bad} end

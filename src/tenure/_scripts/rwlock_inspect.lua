@@ -14,9 +14,14 @@
 --          then five items per live hold, latest expiry last:
 --            owner id, "r" or "w", count, pttl_ms (the hold's lease left), fence
 --          {5, key}   WRONG_TYPE: key holds a value of another type.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
 --@include _rwlock.lua
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local bad = rw_open(0)
 if bad then return {5, bad} end

@@ -28,9 +28,14 @@
 --                        has another id (the lease expired and a new hold
 --                        began); only ARGV[6] was removed.
 --          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
 --@include _rwlock.lua
+--@include _acl.lua
+
+local denied = acl_denied(nil, KEYS[4], ARGV[4])
+if denied then return {9, denied} end
 
 local bad = rw_open(tonumber(ARGV[5]))
 if bad then return {5, bad} end

@@ -32,9 +32,14 @@
 --          {8, total}      TOO_MANY: n is more than the permit count in force;
 --                          only ARGV[6] was removed.
 --          {5, key}        WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
 --@include _semaphore.lua
+--@include _acl.lua
+
+local denied = acl_denied(nil, KEYS[4], ARGV[7])
+if denied then return {9, denied} end
 
 local bad = sem_wrong_key()
 if bad then return {5, bad} end

@@ -12,9 +12,14 @@
 --            holders  flat list {member, pttl_ms, ...} of the permits not yet
 --                     expired, first to expire first; member = "<token>#<i>"
 --          {5, key}   WRONG_TYPE: key holds a value of another type.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
 --@include _semaphore.lua
+--@include _acl.lua
+
+local denied = acl_commands()
+if denied then return {9, denied} end
 
 local bad = sem_wrong_key()
 if bad then return {5, bad} end

@@ -26,9 +26,14 @@
 --                        or it was released); only ARGV[4] was removed (and
 --                        expired permits were handed on).
 --          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
 --@include _semaphore.lua
+--@include _acl.lua
+
+local denied = acl_denied(nil, KEYS[4], ARGV[5])
+if denied then return {9, denied} end
 
 local bad = sem_wrong_key()
 if bad then return {5, bad} end

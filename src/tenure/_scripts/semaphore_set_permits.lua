@@ -15,9 +15,14 @@
 -- Returns  {1, old}      OK: the count is now ARGV[1]; old = the count stored
 --                        before (0 when none was).
 --          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
 --@include _semaphore.lua
+--@include _acl.lua
+
+local denied = acl_denied(nil, KEYS[4], ARGV[2])
+if denied then return {9, denied} end
 
 local bad = sem_wrong_key()
 if bad then return {5, bad} end

@@ -1,0 +1,91 @@
+-- _acl.lua: the ACL guard that every script runs first, before it writes
+-- anything. Not a script of its own. Inside a script, a command the user may
+-- not run fails at that command, and the writes made before it stay: so each
+-- script checks up front everything it may need, and replies
+--
+--          {9, {permission, name}}  DENIED: the connected user may not do all
+--                                   this script may do; nothing was written.
+--                                   permission = "channel" (name = a channel
+--                                   it may PUBLISH to) or "command" (name =
+--                                   the command, upper case).
+--
+-- (A key the user may not read and write makes EVALSHA itself fail, before
+-- the script runs; the client then finds which key with acl_keys.lua, whose
+-- reply has permission "read", "write" or, on Redis 6.2, "key".)
+--
+-- tenure._scripts replaces the marker line below by the commands the script
+-- may run (ACL_COMMANDS: its own calls and those of the helpers it uses).
+--@acl
+
+-- On Redis 6.2 (no redis.acl_check_cmd): the {permission, name} of a pcall
+-- error reply, or nil when it is not an ACL error.
+local function acl_reason(reply, what, name, command)
+  local text = string.lower(reply.err)
+  if not (string.find(text, 'acl', 1, true) or string.find(text, 'permission', 1, true)
+          or string.find(text, 'can\'t', 1, true)) then
+    return nil
+  end
+  if string.find(text, 'channel', 1, true) then return {'channel', name} end
+  if string.find(text, ' run ', 1, true) then return {'command', command} end
+  return {what, name}
+end
+
+-- Why the connected user can't run this script's commands, as {'command',
+-- name}, or nil when it can. (Its keys need no check here: EVALSHA checks the
+-- KEYS it is given, read and write, before the script starts.) Redis >= 7.0
+-- and Valkey: redis.acl_check_cmd for each command of ACL_COMMANDS with the
+-- script's first key, which runs nothing. Redis 6.2 can't check a command
+-- without running it: commands are not checked there (tenure doctor lists
+-- those a primitive needs).
+local function acl_commands()
+  local check = redis.acl_check_cmd
+  if not check then return nil end
+  for _, command in ipairs(ACL_COMMANDS) do
+    local ok = true
+    if command == 'TIME' then
+      ok = check(command)
+    elseif command ~= 'PUBLISH' and KEYS[1] then
+      ok = check(command, KEYS[1])
+    end
+    if not ok then return {'command', command} end
+  end
+  return nil
+end
+
+-- Why the connected user can't PUBLISH on the channels this call may tell, as
+-- {'channel', name}, or nil when it can: `channel` (a fixed one, or nil), and
+-- the wake channels of the first two members of the sorted set `queue` (or
+-- nil; waiter id = the member up to its first "|", channel = `wake_prefix` ..
+-- waiter id), the ones a hand-off tells first (every wake channel of a
+-- primitive shares one prefix, so a sensible rule allows all or none).
+-- Redis 6.2 (no redis.acl_check_cmd): each channel is probed by a PUBLISH of
+-- the word "probe", which waiters ignore.
+local function acl_channels(channel, queue, wake_prefix)
+  local channels = {}
+  if channel then channels[1] = channel end
+  local heads = queue and redis.pcall('ZRANGE', queue, 0, 1)
+  if heads and not heads.err then  -- (another type: the script reports WRONG_TYPE)
+    for _, member in ipairs(heads) do
+      local w = string.match(member, '^([^|]*)|')
+      if w then channels[#channels + 1] = wake_prefix .. w end
+    end
+  end
+  local check = redis.acl_check_cmd
+  for _, ch in ipairs(channels) do
+    if check then
+      if not check('PUBLISH', ch, 'probe') then return {'channel', ch} end
+    else
+      local reply = redis.pcall('PUBLISH', ch, 'probe')
+      if type(reply) == 'table' and reply.err then
+        local reason = acl_reason(reply, 'channel', ch, 'PUBLISH')
+        if reason then return reason end
+      end
+    end
+  end
+  return nil
+end
+
+-- acl_commands(), then acl_channels(channel, queue, wake_prefix).
+local function acl_denied(channel, queue, wake_prefix)
+  return acl_commands() or acl_channels(channel, queue, wake_prefix)
+end

@@ -1,0 +1,24 @@
+-- acl_keys.lua: find which key the connected user may not use, after EVALSHA
+-- refused a script's KEYS with NOPERM (the refusal names no key). Runs nothing
+-- on the keys it checks: it takes them as ARGV, declaring no KEYS, so EVAL
+-- itself passes. Read-only; a diagnosis, not a guard.
+--
+-- KEYS[1]     none: no KEYS are given (EVAL ... 0), so EVAL itself checks no key
+-- ARGV[1..n]  keys       the refused script's KEYS, in order
+--
+-- Returns  {9, {perm, key}}  DENIED: the first key the user may not read
+--                            (perm = "read") or write ("write"); on Redis 6.2,
+--                            whose ACL has no read/write split, perm = "key".
+--          {1, 0}            OK: every key is allowed (the refusal was another).
+
+local check = redis.acl_check_cmd
+for _, key in ipairs(ARGV) do
+  if check then
+    if not check('GET', key) then return {9, {'read', key}} end
+    if not check('SET', key, '') then return {9, {'write', key}} end
+  else
+    local reply = redis.pcall('EXISTS', key)
+    if type(reply) == 'table' and reply.err then return {9, {'key', key}} end
+  end
+end
+return {1, 0}

@@ -1,0 +1,382 @@
+"""Redis ACL users: the least-privilege patterns README documents are enough, and a
+missing key, channel or command permission is a clear ``PermissionDenied``
+raised before anything in Redis changed (every key's DUMP is compared, read as
+the default user)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import redis.asyncio
+
+from tenure import (
+    AsyncLock,
+    CountDownLatch,
+    FencedKey,
+    Lock,
+    PermissionDenied,
+    Semaphore,
+)
+from tenure._cli import main
+from tenure._doctor import AclNeeds, acl_needs
+from tenure._server import ServerProcess
+
+MakeUser = Callable[..., redis.Redis]
+_names = itertools.count(1)
+
+
+@pytest.fixture
+def acl_user(r: redis.Redis, server: ServerProcess) -> Iterator[MakeUser]:
+    """``acl_user(*rules)``: a client logged in as a new user with ``rules``
+    (key ``~``, channel ``&`` patterns; every command unless rules say otherwise)."""
+    made: list[tuple[str, redis.Redis]] = []
+
+    def make(*rules: str, commands: tuple[str, ...] = ("+@all",)) -> redis.Redis:
+        name = f"acl-test-{next(_names)}"
+        r.execute_command("ACL", "SETUSER", name, "reset", "on", ">pw", "resetchannels", *rules)  # type: ignore[no-untyped-call]
+        r.execute_command("ACL", "SETUSER", name, *commands)  # type: ignore[no-untyped-call]
+        client = redis.Redis.from_url(server.url, username=name, password="pw")
+        made.append((name, client))
+        return client
+
+    yield make
+    for name, client in made:
+        client.close()
+        r.execute_command("ACL", "DELUSER", name)  # type: ignore[no-untyped-call]
+
+
+def snapshot(r: redis.Redis) -> dict[bytes, bytes | None]:
+    """Every key's DUMP (read as the default user)."""
+    return {key: r.dump(key) for key in sorted(r.keys("*"))}  # type: ignore[misc]
+
+
+def version(r: redis.Redis) -> tuple[int, ...]:
+    info = r.info("server")
+    if info.get("server_name") == "valkey":
+        return (7, 2)  # Valkey 7.2+: every Redis 7 ACL feature
+    return tuple(int(p) for p in str(info["redis_version"]).split(".")[:2])
+
+
+def wait_for(check: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+# The rules README's "ACL" paragraph gives.
+EXACT_LOCK = ("~orders:42", "~{orders:42}:key:*", "&{orders:42}:key:wake:*")
+NAMED_LOCK = ("~tenure:{orders:42}", "~tenure:{orders:42}:*", "&tenure:{orders:42}:wake:*")
+NAMED = ("~tenure:{orders:*}*", "&tenure:{orders:*}*")
+FENCED = ("~orders:42:balance", "~{orders:42:balance}:fenced:seen")
+SEMAPHORE = (
+    "~tenure:{pool}:semaphore",
+    "~tenure:{pool}:semaphore:*",
+    "&tenure:{pool}:semaphore:wake:*",
+)
+LATCH = ("~tenure:{job}:latch", "~tenure:{job}:latch:*", "&tenure:{job}:latch:zero")
+
+
+def test_readme_gives_these_rules() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    for rule in (EXACT_LOCK, NAMED_LOCK, NAMED, FENCED, SEMAPHORE, LATCH):
+        assert f"`{' '.join(rule)}`" in readme
+
+
+def _handoff(lock: Lock, other: Lock) -> None:
+    """``other`` waits (in a thread) while ``lock`` is held, and gets it by hand-off."""
+    lease = lock.acquire()
+    assert lease is not None
+    got: list[int] = []
+
+    def wait() -> None:
+        taken = other.acquire(timeout=10)
+        assert taken is not None
+        got.append(taken.fence)
+        taken.release()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)  # let it queue
+    started = time.monotonic()
+    lease.release()
+    waiter.join(10)
+    assert got and got[0] > lease.fence
+    assert time.monotonic() - started < 3  # handed off, not its lease-length timer
+
+
+def test_least_privilege_exact_key_lock_and_fenced_key(r: redis.Redis, acl_user: MakeUser) -> None:
+    user = acl_user(*EXACT_LOCK, *FENCED)
+    _handoff(Lock(user, key="orders:42", ttl=5), Lock(user, key="orders:42", ttl=5))
+    with Lock(user, key="orders:42") as lease:
+        FencedKey(user, "orders:42:balance").set("10", lease.fence)
+    assert r.get("orders:42:balance") == b"10"
+
+
+def test_least_privilege_named_lock(acl_user: MakeUser) -> None:
+    user = acl_user(*NAMED_LOCK)
+    _handoff(Lock(user, "orders:42", ttl=5), Lock(user, "orders:42", ttl=5))
+    family = acl_user(*NAMED)
+    _handoff(Lock(family, "orders:7", ttl=5), Lock(family, "orders:7", ttl=5))
+
+
+def test_least_privilege_semaphore_and_latch(r: redis.Redis, acl_user: MakeUser) -> None:
+    user = acl_user(*SEMAPHORE, *LATCH)
+    sem = Semaphore(user, "pool", permits=1, ttl=5)
+    lease = sem.acquire()
+    assert lease is not None
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(bool(sem.acquire(timeout=10))))
+    waiter.start()
+    time.sleep(0.3)
+    lease.release()
+    waiter.join(10)
+    assert got == [True]
+
+    latch = CountDownLatch(user, "job")
+    assert latch.try_set_count(1)
+    opened: list[bool] = []
+    listener = threading.Thread(target=lambda: opened.append(latch.wait(timeout=10)))
+    listener.start()
+    time.sleep(0.3)
+    assert latch.count_down() == 0
+    listener.join(10)
+    assert opened == [True]
+
+
+def _no_channels(acl_user: MakeUser) -> redis.Redis:
+    return acl_user("~*")  # every key, no channel
+
+
+def test_release_with_a_queued_waiter_needs_the_channel(r: redis.Redis, acl_user: MakeUser) -> None:
+    user = _no_channels(acl_user)
+    lease = Lock(user, key="orders:42", ttl=5).acquire()  # taking a free lock needs no channel
+    assert lease is not None
+    waiter = threading.Thread(target=lambda: Lock(r, key="orders:42").acquire(timeout=2))
+    waiter.start()
+    wait_for(lambda: r.zcard("{orders:42}:key:waiters") == 1)
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        lease.release()
+    assert snapshot(r) == before  # the lock is still held, the waiter still queued
+    assert caught.value.permission == "channel"
+    assert caught.value.target.startswith("{orders:42}:key:wake:")
+    assert caught.value.target in str(caught.value)
+    waiter.join(10)
+
+
+def test_a_semaphore_release_with_a_queued_waiter_needs_the_channel(
+    r: redis.Redis, acl_user: MakeUser
+) -> None:
+    user = _no_channels(acl_user)
+    lease = Semaphore(user, "pool", permits=1, ttl=5).acquire()
+    assert lease is not None
+    waiter = threading.Thread(target=lambda: Semaphore(r, "pool", permits=1).acquire(timeout=2))
+    waiter.start()
+    wait_for(lambda: r.zcard("tenure:{pool}:semaphore:waiters") == 1)
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        lease.release()
+    assert snapshot(r) == before  # the permit is still held, the waiter still queued
+    assert caught.value.permission == "channel"
+    assert caught.value.target.startswith("tenure:{pool}:semaphore:wake:")
+    waiter.join(10)
+
+
+def test_count_down_to_zero_needs_the_channel(r: redis.Redis, acl_user: MakeUser) -> None:
+    user = _no_channels(acl_user)
+    assert CountDownLatch(r, "job").try_set_count(2)
+    assert CountDownLatch(user, "job").count_down() == 1  # not zero: nobody is told
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        CountDownLatch(user, "job").count_down()
+    assert snapshot(r) == before
+    assert (caught.value.permission, caught.value.target) == ("channel", "tenure:{job}:latch:zero")
+
+
+def test_a_wait_without_the_channel_fails_at_once(r: redis.Redis, acl_user: MakeUser) -> None:
+    user = _no_channels(acl_user)
+    holder = Lock(r, key="orders:42", ttl=5).acquire()
+    assert holder is not None
+    before = snapshot(r)
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            Lock(user, key="orders:42").acquire(timeout=8)
+        except BaseException as exc:
+            errors.append(exc)
+
+    started = time.monotonic()
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    waiter.join(10)
+    assert time.monotonic() - started < 4  # not the 8 s timeout, nor the lease
+    assert len(errors) == 1 and isinstance(errors[0], PermissionDenied)
+    assert errors[0].permission == "channel"
+    assert errors[0].target.startswith("{orders:42}:key:wake:")
+    assert snapshot(r) == before  # not queued
+
+
+def test_an_async_wait_without_the_channel_fails_at_once(
+    r: redis.Redis, acl_user: MakeUser, server: ServerProcess
+) -> None:
+    user = _no_channels(acl_user)
+    name = user.acl_whoami()
+    holder = Lock(r, "jobs", ttl=5).acquire()
+    assert holder is not None
+    before = snapshot(r)
+
+    async def wait() -> PermissionDenied:
+        client = redis.asyncio.Redis.from_url(server.url, username=name, password="pw")
+        try:
+            with pytest.raises(PermissionDenied) as caught:
+                await AsyncLock(client, "jobs").acquire(timeout=8)
+            return caught.value
+        finally:
+            await client.aclose()
+
+    started = time.monotonic()
+    error = asyncio.run(wait())
+    assert time.monotonic() - started < 4
+    assert error.permission == "channel" and error.target.startswith("tenure:{jobs}:wake:")
+    assert snapshot(r) == before
+
+
+def test_a_missing_helper_key_is_named(r: redis.Redis, acl_user: MakeUser) -> None:
+    user = acl_user("~orders:42", "~orders:42:balance", "&*")
+    with pytest.raises(PermissionDenied) as caught:
+        Lock(user, key="orders:42").acquire(blocking=False)
+    assert caught.value.permission in ("read", "key")
+    assert caught.value.target.startswith("{orders:42}:key:")
+    assert caught.value.target in str(caught.value)
+    with pytest.raises(PermissionDenied) as caught:
+        FencedKey(user, "orders:42:balance").set("1", 1)
+    assert caught.value.target == "{orders:42:balance}:fenced:seen"
+    assert snapshot(r) == {}
+
+
+def test_a_read_only_helper_key_is_named(r: redis.Redis, acl_user: MakeUser) -> None:
+    if version(r) < (7, 0):
+        pytest.skip("Redis 6.2's ACL has no read-only key patterns (%R~)")
+    waiters, delay = "~{orders:42}:key:waiters", "~{orders:42}:key:delay"
+    user = acl_user("~orders:42", waiters, delay, "%R~{orders:42}:key:fence", "&*")
+    with pytest.raises(PermissionDenied) as caught:
+        Lock(user, key="orders:42").acquire(blocking=False)
+    assert (caught.value.permission, caught.value.target) == ("write", "{orders:42}:key:fence")
+    assert snapshot(r) == {}
+
+
+def test_a_missing_command_is_named(r: redis.Redis, acl_user: MakeUser) -> None:
+    if version(r) < (7, 0):
+        pytest.skip("Redis 6.2 has no redis.acl_check_cmd: a script can't check a command")
+    user = acl_user("~*", "&*", commands=("+@all", "-zadd"))
+    with pytest.raises(PermissionDenied) as caught:  # (the lock is free: ZADD is not run)
+        Lock(user, key="orders:42").acquire(blocking=False)
+    assert (caught.value.permission, caught.value.target) == ("command", "ZADD")
+    assert snapshot(r) == {}
+
+
+# --- tenure doctor --name / --key ------------------------------------------------------------
+
+
+def test_the_doctors_rules_are_enough(r: redis.Redis, server: ServerProcess) -> None:
+    """Users made with exactly the rule the doctor prints (commands too) can use
+    each primitive, waits and hand-offs included."""
+    made: list[str] = []
+
+    def user_for(needs: AclNeeds) -> redis.Redis:
+        name = f"acl-rule-{next(_names)}"
+        rule = needs.rule(name).replace(">PASSWORD", ">pw").split()[2:]
+        r.execute_command("ACL", "SETUSER", *rule)  # type: ignore[no-untyped-call]
+        made.append(name)
+        return redis.Redis.from_url(server.url, username=name, password="pw")
+
+    try:
+        lock_user = user_for(acl_needs("Lock", key="orders:42"))
+        _handoff(Lock(lock_user, key="orders:42", ttl=5), Lock(lock_user, key="orders:42", ttl=5))
+        named_user = user_for(acl_needs("Lock", name="jobs"))
+        _handoff(Lock(named_user, "jobs", ttl=5), Lock(named_user, "jobs", ttl=5))
+        fenced_user = user_for(acl_needs("FencedKey", key="orders:42:balance"))
+        FencedKey(fenced_user, "orders:42:balance").set("7", 1)
+        assert r.get("orders:42:balance") == b"7"
+        sem_user = user_for(acl_needs("Semaphore", name="pool"))
+        sem = Semaphore(sem_user, "pool", permits=1, ttl=5)
+        lease = sem.acquire()
+        assert lease is not None
+        lease.release()
+        latch_user = user_for(acl_needs("CountDownLatch", name="job"))
+        latch = CountDownLatch(latch_user, "job")
+        assert latch.try_set_count(1)
+        opened: list[bool] = []
+        listener = threading.Thread(target=lambda: opened.append(latch.wait(timeout=10)))
+        listener.start()
+        time.sleep(0.3)
+        assert latch.count_down() == 0
+        listener.join(10)
+        assert opened == [True]
+    finally:
+        for name in made:
+            r.execute_command("ACL", "DELUSER", name)  # type: ignore[no-untyped-call]
+
+
+def test_acl_needs_patterns() -> None:
+    exact = acl_needs("Lock", key="orders:42")
+    assert exact.key_patterns == ("orders:42", "{orders:42}:key:*")
+    assert exact.channel_patterns == ("{orders:42}:key:wake:*",)
+    named = acl_needs("Semaphore", name="pool", prefix="app:")
+    assert named.key_patterns == ("app:{pool}:semaphore", "app:{pool}:semaphore:*")
+    assert named.channel_patterns == ("app:{pool}:semaphore:wake:*",)
+    assert acl_needs("FencedKey", key="a*b").key_patterns == ("a\\*b", "{a\\*b}:fenced:seen")
+    braces = acl_needs("Lock", key="app:{user:1}:lock")
+    assert braces.key_patterns == ("app:{user:1}:lock", "{user:1}:key:app:%7Buser:1%7D:lock:*")
+    assert "ZPOPMIN" in exact.commands and "ZPOPMIN" not in named.commands
+    for needs in (exact, named):
+        assert {"EVALSHA", "SUBSCRIBE", "PUBLISH", "ZADD"} <= set(needs.commands)
+        assert needs.optional == ("WAIT", "WAITAOF")
+        assert "+wait" not in needs.rule() and "add +wait" in needs.advice()
+
+
+def test_doctor_names_what_a_user_lacks(
+    r: redis.Redis, server: ServerProcess, acl_user: MakeUser, capsys: pytest.CaptureFixture[str]
+) -> None:
+    user = acl_user("~orders:42", "~{orders:42}:key:*", commands=("+@all", "-zpopmin", "-wait"))
+    name = user.acl_whoami()
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    status = main(
+        ["--url", server.url, "doctor", "--key", "orders:42", "--acl-user", name, "--json"]
+    )
+    report = json.loads(capsys.readouterr().out)
+    found = {(f["check"], f["level"]): f["message"] for f in report["findings"]}
+    rule = found[("acl-rule", "note")]
+    assert "~orders:42 ~{orders:42}:key:* &{orders:42}:key:wake:*" in rule
+    assert "add +wait" in rule
+    if version(r) < (7, 0):
+        assert "no ACL DRYRUN" in found[("acl-primitive", "note")]
+        return
+    assert status == 1
+    lacks = found[("acl-primitive", "hazard")]
+    assert "channel '{orders:42}:key:wake:" in lacks and "command ZPOPMIN" in lacks
+    assert "read key" not in lacks and "write key" not in lacks  # the keys are there
+    assert "WAIT" in found[("acl-primitive", "note")]
+    status = main(["--url", server.url, "doctor", "--key", "orders:42", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    levels = {f["check"]: f["level"] for f in report["findings"]}
+    assert levels["acl-primitive"] == "ok"  # the default user has everything
+
+
+def test_min_replicas_without_wait_is_named(r: redis.Redis, acl_user: MakeUser) -> None:
+    user = acl_user("~*", "&*", commands=("+@all", "-wait"))
+    lock = Lock(user, key="orders:42", min_replicas=1, replica_timeout=0.2)
+    with pytest.raises(PermissionDenied) as caught:
+        lock.acquire(blocking=False)
+    assert (caught.value.permission, caught.value.target) == ("command", "WAIT")
+    assert not r.exists("orders:42")  # the lease was given back, as after too few replicas
