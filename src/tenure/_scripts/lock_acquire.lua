@@ -2,6 +2,19 @@
 -- token, or, when the lock is held, queue the caller so that a release hands
 -- the lock straight to it (see lock_release.lua).
 --
+-- Exact-key mode (KEYS[5] given: a key that foreign clients such as redis-py's
+-- Lock or node-redlock may take with SET NX, and release without a word):
+--   * while the chain key says "free" (a release left the key to foreign
+--     clients, see lock_release.lua) every caller is BUSY until it expires;
+--   * while the key is free and others are queued, a caller that is not the
+--     first queued member does not take it: the first live member is told
+--     "recheck 0" (members nobody hears are dropped) and the caller is BUSY, so
+--     a releaser that asks again still queues behind the waiters;
+--   * a holder that tenure did not grant (not the chain key's token) publishes
+--     nothing when it releases: the BUSY reply then asks the first queued
+--     member to poll every ARGV[8] ms, the others every ARGV[9] ms (at most the
+--     holder's pttl), and the foreign key is set for ARGV[10] ms.
+--
 -- KEYS[1]  lock key      string; value = the holder's owner token
 -- KEYS[2]  fence key     string holding an integer: the last fence minted for the name
 -- KEYS[3]  waiters key   sorted set, score = arrival (server µs), member =
@@ -19,6 +32,10 @@
 -- ARGV[4]  member        the caller's waiters member (as KEYS[3]), or "" to not queue
 -- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 -- ARGV[6]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay for this hold
+-- ARGV[7]  wake prefix   (exact-key mode) string; waiter w is told on ARGV[7] .. w
+-- ARGV[8]  head poll     (exact-key mode) integer MILLISECONDS > 0
+-- ARGV[9]  others' poll  (exact-key mode) integer MILLISECONDS > 0
+-- ARGV[10] foreign memory (exact-key mode) integer MILLISECONDS > 0
 --
 -- Returns  {1, fence}     OK: acquired. fence = the larger of the last fence + 1
 --                         and the server's TIME in µs, so it increases even
@@ -29,27 +46,49 @@
 --                         lock-delay guard) is reset to ARGV[3] ms from now.
 --          {2, pttl_ms}   BUSY: another owner holds it (or its lock-delay
 --                         runs); pttl_ms = how long that lasts, -1 when the
---                         holder set no expiry.
+--                         holder set no expiry. In exact-key mode, when to try
+--                         again instead, as said above.
 --          {3, pttl_ms}   OWNED_BY_CALLER: the caller's owner already holds it.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
 
 --@include _common.lua
 
-if ARGV[4] ~= '' then
+local exact = KEYS[5] ~= nil
+local chain = false
+if exact then
+  chain = redis.pcall('GET', KEYS[5])
+  if wrong(chain) then return {5, KEYS[5]} end
+end
+if ARGV[4] ~= '' or exact then
   local t = redis.call('TYPE', KEYS[3]).ok
   if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
 end
 
-local function busy(pttl)
+-- Queue the caller (if it asked to be) and reply BUSY: try again in pttl ms,
+-- or, when head_ms / other_ms are given, in head_ms if the caller is the first
+-- queued member, else other_ms.
+local function busy(pttl, head_ms, other_ms)
   if ARGV[4] ~= '' then
     redis.call('ZADD', KEYS[3], 'NX', now_us(), ARGV[4])
     redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
+    if head_ms and redis.call('ZRANGE', KEYS[3], 0, 0)[1] == ARGV[4] then
+      return {2, head_ms}
+    end
   end
-  return {2, pttl}
+  return {2, other_ms or pttl}
 end
 
 local delayed = redis.call('PTTL', KEYS[4])
 if delayed > 0 and redis.call('EXISTS', KEYS[1]) == 0 then return busy(delayed) end
+
+if exact and redis.call('EXISTS', KEYS[1]) == 0 then
+  local others = tonumber(ARGV[9])
+  if chain == 'free' then
+    local left = redis.call('PTTL', KEYS[5])
+    if left > 0 then return busy(left, left, math.max(left, others)) end
+  end
+  if wake_head(KEYS[3], ARGV[7], 0, ARGV[4]) then return busy(others) end
+end
 
 -- SET NX also answers "is it free?" (a key of another type just makes it fail).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
@@ -60,6 +99,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   end
   local fence = next_fence(last)
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
+  if exact then redis.call('SET', KEYS[5], '0 ' .. ARGV[1], 'PX', ARGV[5]) end
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   local delay = tonumber(ARGV[6])
   if delay > 0 then
@@ -83,4 +123,14 @@ end
 
 local pttl = redis.call('PTTL', KEYS[1])
 if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {3, pttl} end
+if exact and string.match(chain or '', '^%d+ (.+)$') ~= holder then
+  -- a foreign holder: its release wakes nobody
+  redis.call('SET', KEYS[6], '1', 'PX', ARGV[10])
+  local function capped(ms)
+    ms = tonumber(ms)
+    if pttl >= 0 then return math.min(pttl, ms) end
+    return ms
+  end
+  return busy(pttl, capped(ARGV[8]), capped(ARGV[9]))
+end
 return busy(pttl)
