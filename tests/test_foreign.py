@@ -18,7 +18,12 @@ import redis
 
 from tenure import Lock
 from tenure._keys import lock_keys
-from tenure._plans.lock import EXACT_CHAIN, EXACT_WINDOW_MS
+from tenure._plans.lock import (
+    EXACT_CHAIN,
+    EXACT_SHORT_WINDOW_MS,
+    EXACT_WINDOW_MS,
+    FOREIGN_MEMORY_MS,
+)
 
 Section = tuple[str, float, float]  # (who, start, end) on time.monotonic()
 
@@ -183,4 +188,31 @@ def test_tenure_waiter_polls_a_key_held_by_redis_py(r: redis.Redis, url: str) ->
     t.join(timeout=10)
     lease, at = got[0]
     assert lease is not None and at - released_at < 1.0, at - released_at
+    keys = lock_keys(None, key="polled", prefix="tenure:")
+    assert 0 < r.pttl(keys.foreign) <= FOREIGN_MEMORY_MS  # a foreign holder was seen
     lease.release()
+
+
+def test_the_window_is_long_only_after_a_foreign_holder_was_seen(r: redis.Redis) -> None:
+    """A release at the chain bound leaves the key free and tells the first waiter
+    to take it when the window ends: the long window if a foreign holder was
+    seen lately, else the short one."""
+    keys = lock_keys(None, key="window", prefix="tenure:")
+    pubsub = r.pubsub()  # type: ignore[no-untyped-call]
+    pubsub.subscribe(keys.wake_prefix + "w1")  # a live waiter that does not act
+    assert pubsub.get_message(timeout=1) is not None
+    lock = Lock(r, key="window", ttl=5)
+    for seen, window in ((False, EXACT_SHORT_WINDOW_MS), (True, EXACT_WINDOW_MS)):
+        if seen:
+            r.set(keys.foreign, "1", px=FOREIGN_MEMORY_MS)
+        lease = lock.acquire(blocking=False)
+        assert lease is not None
+        r.set(keys.chain, f"{EXACT_CHAIN} {lease.owner}")  # as after EXACT_CHAIN hand-offs
+        r.zadd(keys.waiters, {"w1|1000|their-token": 1})
+        lease.release()
+        assert r.get("window") is None  # left free (w1 doesn't act)
+        assert r.get(keys.chain) in (b"free", None)  # the window (or its end already)
+        message = pubsub.get_message(timeout=1)
+        assert message is not None and message["data"] == f"recheck {window}".encode()
+        r.delete(keys.waiters, keys.chain)
+    pubsub.close()
