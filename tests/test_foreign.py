@@ -14,9 +14,10 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
 import redis
 
-from tenure import Lock
+from tenure import Lock, WrongTypeError
 from tenure._keys import lock_keys
 from tenure._plans.lock import (
     EXACT_CHAIN,
@@ -216,3 +217,21 @@ def test_the_window_is_long_only_after_a_foreign_holder_was_seen(r: redis.Redis)
         assert message is not None and message["data"] == f"recheck {window}".encode()
         r.delete(keys.waiters, keys.chain)
     pubsub.close()
+
+
+def test_wrong_type_chain_key_names_the_key(r: redis.Redis) -> None:
+    keys = lock_keys(None, key="typed", prefix="tenure:")
+    r.lpush(keys.chain, "x")
+    with pytest.raises(WrongTypeError, match=r"'\{typed\}:key:chain'"):
+        Lock(r, key="typed").acquire(blocking=False)
+    assert not r.exists("typed")  # nothing half-written
+    r.delete(keys.chain)
+    lease = Lock(r, key="typed", ttl=5).acquire(blocking=False)
+    assert lease is not None
+    r.delete(keys.chain)
+    r.lpush(keys.chain, "x")
+    with pytest.raises(WrongTypeError, match="chain"):
+        lease.release()
+    assert r.get("typed") == lease.owner.encode()  # still held: nothing written
+    r.delete(keys.chain)
+    lease.release()

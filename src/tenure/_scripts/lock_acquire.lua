@@ -58,6 +58,9 @@ local chain = false
 if exact then
   chain = redis.pcall('GET', KEYS[5])
   if wrong(chain) then return {5, KEYS[5]} end
+  -- checked first here, as the exact-key checks below may drop gone waiters
+  local last = redis.pcall('GET', KEYS[2])
+  if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[2]} end
 end
 if ARGV[4] ~= '' or exact then
   local t = redis.call('TYPE', KEYS[3]).ok

@@ -29,8 +29,10 @@
 -- KEYS[6]  chain key     (exact-key mode only) string: "<n> <token>" while a
 --                        token that tenure granted holds the key, n = the
 --                        hand-offs in a row that led to it (0: taken by an
---                        acquire); "free" (PX ARGV[8]) while the key is left
---                        to foreign clients. Deleted by a clean release.
+--                        acquire), PX ARGV[3]; "free" (PX the window) while
+--                        the key is left to foreign clients. A clean release
+--                        deletes it (and sets it again for a hand-off or a
+--                        window).
 -- KEYS[7]  foreign key   (exact-key mode only) read only, see lock_acquire.lua
 -- ARGV[1]  token         string; the releasing lease's owner token
 -- ARGV[2]  wake prefix   string; waiter w is told by PUBLISH on ARGV[2] .. w
@@ -43,10 +45,12 @@
 -- ARGV[8]  free window   (exact-key mode) integer MILLISECONDS > 0 the key is
 --                        left free to foreign clients after the chain bound,
 --                        when a foreign holder was seen lately (KEYS[7])
--- ARGV[9]  short window  (exact-key mode) integer MILLISECONDS > 0, when not
+-- ARGV[9]  short window  (exact-key mode) integer MILLISECONDS > 0: the window
+--                        when no foreign holder was seen lately
 --
 -- Returns  {1, handed}   OK: released; handed = 1 if a live waiter now holds the
---                        lock, 0 if nobody waits (the lock is free), or if this
+--                        lock, 0 if nobody waits (the lock is free), if the
+--                        exact-key chain bound left it free, or if this
 --                        very call had already been done (a retry: same op). A
 --                        waiter whose PUBLISH reaches no subscriber is gone: dropped.
 --          {4, 0}         NOT_OWNED: the lock is not held with this token
