@@ -235,3 +235,32 @@ def test_wrong_type_chain_key_names_the_key(r: redis.Redis) -> None:
     assert r.get("typed") == lease.owner.encode()  # still held: nothing written
     r.delete(keys.chain)
     lease.release()
+
+
+def test_async_waiter_polls_a_key_held_by_redis_py(r: redis.Redis, url: str) -> None:
+    """The same with an AsyncLock: redis-py's release is seen within a second."""
+    import asyncio
+
+    import redis.asyncio
+
+    from tenure import AsyncLock
+
+    theirs = r.lock("apolled", timeout=10)
+    assert theirs.acquire()
+
+    async def main() -> float:
+        client = redis.asyncio.Redis.from_url(url)
+        lock = AsyncLock(client, key="apolled", ttl=5)
+        waiting = asyncio.ensure_future(lock.acquire(timeout=3))
+        await asyncio.sleep(0.3)
+        released_at = time.monotonic()
+        theirs.release()
+        lease = await waiting
+        took = time.monotonic() - released_at
+        assert lease is not None
+        await lease.release()
+        await client.aclose()
+        return took
+
+    took = asyncio.run(main())
+    assert took < 1.0, took
