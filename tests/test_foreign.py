@@ -264,3 +264,28 @@ def test_async_waiter_polls_a_key_held_by_redis_py(r: redis.Redis, url: str) -> 
 
     took = asyncio.run(main())
     assert took < 1.0, took
+
+
+def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) -> None:
+    """A member left behind by an earlier waiter of the caller's own process (its
+    leave failed) heads the queue of a free key: it is dropped, not told to
+    retry (which would only wake the caller again, at once, for ever)."""
+    from tenure._plans.lock import FENCE_TTL_MS, FOREIGN_OTHERS_MS, FOREIGN_POLL_MS
+    from tenure._scripts import LOCK_ACQUIRE
+
+    keys = lock_keys(None, key="stale", prefix="tenure:")
+    pubsub = r.pubsub()  # type: ignore[no-untyped-call]
+    pubsub.subscribe(keys.wake_prefix + "w1")  # the caller's process listens
+    assert pubsub.get_message(timeout=1) is not None
+    r.zadd(keys.waiters, {"w1|1000|old-token": 1})
+    reply = r.eval(
+        LOCK_ACQUIRE.source.decode(),
+        6,
+        *(keys.lock, keys.fence, keys.waiters, keys.delay, keys.chain, keys.foreign),
+        *("new-token", "own:", 5000, "w1|1000|new-token", FENCE_TTL_MS, 0),
+        *(keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, 5000),
+    )
+    assert reply[0] == 1 and r.get("stale") == b"new-token"
+    assert r.zcard(keys.waiters) == 0
+    assert pubsub.get_message(timeout=0.05) is None  # nobody was told anything
+    pubsub.close()
