@@ -289,3 +289,29 @@ def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) ->
     assert r.zcard(keys.waiters) == 0
     assert pubsub.get_message(timeout=0.05) is None  # nobody was told anything
     pubsub.close()
+
+
+def test_a_long_foreign_hold_is_polled_less_and_less(r: redis.Redis, url: str) -> None:
+    """The first waiter polls a foreign holder every tenth of the time it has held
+    the key so far (at least every 5 ms, at most every second): a 1.5 s hold
+    costs a few dozen polls, not 300, and the waiter still follows the release
+    within a tenth of the hold (and the round trips)."""
+    theirs = r.lock("long", timeout=10)
+    assert theirs.acquire()
+    r.config_resetstat()
+    got: list[Any] = []
+    lock = Lock(redis.Redis.from_url(url), key="long", ttl=5)
+    t = threading.Thread(target=lambda: got.append((lock.acquire(timeout=5), time.monotonic())))
+    t.start()
+    time.sleep(1.5)
+    released_at = time.monotonic()
+    theirs.release()
+    t.join(timeout=10)
+    lease, at = got[0]
+    assert lease is not None and at - released_at < 0.5, at - released_at
+    stats = r.info("commandstats")
+    scripts = sum(
+        int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")
+    )
+    assert scripts < 80, scripts
+    lease.release()

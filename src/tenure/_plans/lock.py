@@ -23,9 +23,10 @@ the last :data:`FOREIGN_MEMORY_MS`) and then the first waiter takes it with
 tenure waiters are queued and ``K`` is free, only the first of them takes it,
 so a releaser that asks again still queues behind them. A foreign holder's
 release publishes nothing, so while one holds ``K`` the first tenure waiter
-polls every :data:`FOREIGN_POLL_MS` (the others every
-:data:`FOREIGN_OTHERS_MS`, in case the first is gone) instead of sleeping
-through the holder's whole lease. The cost, when only tenure uses ``K`` and
+polls (every :data:`FOREIGN_POLL_MS` at first, then every tenth of the time
+the holder has held ``K`` so far, up to :data:`FOREIGN_OTHERS_MS`; the others
+every :data:`FOREIGN_OTHERS_MS`, in case the first is gone) instead of
+sleeping through the holder's whole lease. The cost, when only tenure uses ``K`` and
 waiters are always queued: the key idles :data:`EXACT_SHORT_WINDOW_MS` every
 ``EXACT_CHAIN + 1`` sections. A foreign client that asks again at once after
 its own release (redis-py's ``Lock`` in a loop) can't be kept from taking the
@@ -73,8 +74,10 @@ EXACT_SHORT_WINDOW_MS = 2
 #: releases at the chain bound leave the long window.
 FOREIGN_MEMORY_MS = 5000
 
-#: Exact-key mode: how often (ms) the first queued waiter re-tries a key held by
-#: a foreign client (whose release wakes nobody); at most its remaining lease.
+#: Exact-key mode: how often (ms), at the shortest, the first queued waiter
+#: re-tries a key held by a foreign client (whose release wakes nobody): every
+#: tenth of the time that holder has been seen holding it, at least this often
+#: and at most every :data:`FOREIGN_OTHERS_MS` (never beyond its remaining lease).
 FOREIGN_POLL_MS = 5
 
 #: Exact-key mode: how often (ms) the other queued waiters re-try a key that a

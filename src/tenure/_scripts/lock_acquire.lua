@@ -12,8 +12,10 @@
 --     a releaser that asks again still queues behind the waiters;
 --   * a holder that tenure did not grant (not the chain key's token) publishes
 --     nothing when it releases: the BUSY reply then asks the first queued
---     member to poll every ARGV[8] ms, the others every ARGV[9] ms (at most the
---     holder's pttl), and the foreign key is set for ARGV[10] ms.
+--     member to poll again in a tenth of the time this holder has been seen
+--     holding the key (the foreign key), but at least ARGV[8] and at most
+--     ARGV[9] ms, and the others in ARGV[9] ms (never beyond the holder's pttl);
+--     the foreign key is kept for ARGV[10] ms more.
 --
 -- KEYS[1]  lock key      string; value = the holder's owner token
 -- KEYS[2]  fence key     string holding an integer: the last fence minted for the name
@@ -26,6 +28,11 @@
 --                        clean release deletes it, so while it exists without
 --                        the lock key a dead holder's lease ended unreleased
 --                        and the name stays unavailable.
+-- KEYS[5]  chain key     (exact-key mode only) string, see lock_release.lua; a
+--                        successful SET NX sets it to "0 <token>" (PX ARGV[5])
+-- KEYS[6]  foreign key   (exact-key mode only) string "<server ms> <holder>", PX
+--                        ARGV[10]: the last holder tenure did not grant, seen
+--                        within ARGV[10] ms, and since when it was seen holding
 -- ARGV[1]  token         string; the acquiring lease's owner token
 -- ARGV[2]  owner prefix  string; a holder token that starts with it belongs to the caller
 -- ARGV[3]  lease         integer MILLISECONDS, > 0
@@ -33,8 +40,8 @@
 -- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 -- ARGV[6]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay for this hold
 -- ARGV[7]  wake prefix   (exact-key mode) string; waiter w is told on ARGV[7] .. w
--- ARGV[8]  head poll     (exact-key mode) integer MILLISECONDS > 0
--- ARGV[9]  others' poll  (exact-key mode) integer MILLISECONDS > 0
+-- ARGV[8]  head poll     (exact-key mode) integer MILLISECONDS > 0, the shortest
+-- ARGV[9]  others' poll  (exact-key mode) integer MILLISECONDS >= ARGV[8]
 -- ARGV[10] foreign memory (exact-key mode) integer MILLISECONDS > 0
 --
 -- Returns  {1, fence}     OK: acquired. fence = the larger of the last fence + 1
@@ -128,12 +135,16 @@ local pttl = redis.call('PTTL', KEYS[1])
 if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {3, pttl} end
 if exact and string.match(chain or '', '^%d+ (.+)$') ~= holder then
   -- a foreign holder: its release wakes nobody
-  redis.call('SET', KEYS[6], '1', 'PX', ARGV[10])
-  local function capped(ms)
-    ms = tonumber(ms)
-    if pttl >= 0 then return math.min(pttl, ms) end
-    return ms
-  end
-  return busy(pttl, capped(ARGV[8]), capped(ARGV[9]))
+  local seen = redis.pcall('GET', KEYS[6])
+  if wrong(seen) then return {5, KEYS[6]} end
+  local now_ms = math.floor(now_us() / 1000)
+  local since, who = string.match(seen or '', '^(%d+) (.*)$')
+  since = tonumber(since)
+  if who ~= holder or since > now_ms then since = now_ms end
+  redis.call('SET', KEYS[6], string.format('%.0f', since) .. ' ' .. holder, 'PX', ARGV[10])
+  local others = tonumber(ARGV[9])
+  local head = math.max(tonumber(ARGV[8]), math.min(others, math.floor((now_ms - since) / 10)))
+  if pttl >= 0 then return busy(pttl, math.min(pttl, head), math.min(pttl, others)) end
+  return busy(pttl, head, others)
 end
 return busy(pttl)
