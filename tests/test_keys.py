@@ -89,8 +89,8 @@ def derived(p: Prim) -> tuple[str, dict[str, str], dict[str, str]]:
         roles[keys.last_op(OWNER)] = "op"
     else:
         roles[keys.released] = "released"
-    for extra in ("permits", "deadlines"):
-        if hasattr(keys, extra):
+    for extra in ("permits", "deadlines", "chain", "foreign"):  # chain, foreign: exact keys
+        if getattr(keys, extra, ""):
             roles[getattr(keys, extra)] = extra
     if canonical(p).key is None:  # a named Lock's main key
         roles[keys.lock] = "lock"
@@ -223,6 +223,8 @@ def test_ordinary_names_keep_readable_keys() -> None:
     assert rlock_keys("orders:42", prefix="tenure:").lock == "tenure:{orders:42}:rlock"
     assert lock_keys("a{b}", key=None, prefix="t:").lock == "t:{a%7Bb%7D}"
     assert lock_keys(None, key="orders:42", prefix="t:").fence == "{orders:42}:key:fence"
+    assert lock_keys(None, key="orders:42", prefix="t:").chain == "{orders:42}:key:chain"
+    assert lock_keys(None, key="tenure:{j}", prefix="t:").chain == ""  # a named Lock's key
     assert fenced_keys("orders:42:state")[1] == "{orders:42:state}:fenced:seen"
 
 

@@ -294,7 +294,7 @@ def test_waiter_takes_over_when_redis_py_holder_releases(r: redis.Redis) -> None
     t = threading.Thread(target=lambda: got.append(lock.acquire(timeout=4)))
     t.start()
     time.sleep(0.2)
-    theirs.release()  # publishes nothing: the waiter relies on its timer
+    theirs.release()  # publishes nothing: the waiter polls a foreign holder
     t.join()
     assert got[0] is not None
 

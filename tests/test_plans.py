@@ -296,6 +296,29 @@ def test_release_not_owned_names_lock_and_fence() -> None:
         plan.send((Status.NOT_OWNED, 0))
 
 
+def test_exact_key_steps_carry_the_chain_and_foreign_keys() -> None:
+    """An exact-key Lock's acquire and release also pass the chain and foreign keys
+    and their settings (named locks pass neither: see the two tests above)."""
+    exact = lock_keys(None, key="orders:42", prefix="tenure:")
+    attempt = start(
+        plans.acquire(exact, "own", "own:tok", 10.0, blocking=True, timeout=None, now=Clock())
+    )
+    assert attempt.keys[4:] == ("{orders:42}:key:chain", "{orders:42}:key:foreign")
+    assert attempt.args[6:] == (
+        "{orders:42}:key:wake:",
+        plans.FOREIGN_POLL_MS,
+        plans.FOREIGN_OTHERS_MS,
+        plans.FOREIGN_MEMORY_MS,
+    )
+    release = start(plans.release(exact, "own:tok", 1))
+    assert release.keys[5:] == ("{orders:42}:key:chain", "{orders:42}:key:foreign")
+    assert release.args[6:] == (
+        plans.EXACT_CHAIN,
+        plans.EXACT_WINDOW_MS,
+        plans.EXACT_SHORT_WINDOW_MS,
+    )
+
+
 def test_extend_returns_new_deadline() -> None:
     clock = Clock()
     plan = plans.extend(KEYS, "own:tok", 5, 2.0, clock, ttl=2.0, delay_ms=500)

@@ -107,10 +107,14 @@ derives its other keys from all of ``K``, apart from every named primitive's
 
 - ``K`` holds no ``{``, ``}`` or ``%`` (``orders:42``): the base is
   ``{orders:42}:key``, so ``{orders:42}:key:fence``, ``…:key:waiters``,
-  ``…:key:delay``, ``…:key:released`` and channels ``{orders:42}:key:wake:<w>``.
-  ``{orders:42}`` hashes as ``orders:42`` does.
+  ``…:key:delay``, ``…:key:released``, ``…:key:chain`` and ``…:key:foreign``
+  (tenure's hand-offs in a row and whether a foreign holder was seen lately,
+  so that foreign clients get the key too: see ``lock_release.lua``) and
+  channels ``{orders:42}:key:wake:<w>``. ``{orders:42}`` hashes as
+  ``orders:42`` does.
 - ``K`` is a named ``Lock``'s main key (``tenure:{orders:42}``, ``{job}``): it is
-  that lock, with that lock's keys (``tenure:{orders:42}:fence`` ...).
+  that lock, with that lock's keys (``tenure:{orders:42}:fence`` ...), and hands
+  off as that lock does (no chain key).
 - Any other ``K`` (``app:{user:1}:lock``, ``a{}b``, ``}x{``): the base is
   ``{<tag>}:key:<escape(K)>``, where ``<tag>`` is the part of ``K`` that Redis
   hashes (its hash tag, or all of ``K``) when that holds no brace, and
@@ -134,7 +138,7 @@ from __future__ import annotations
 
 import binascii
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ._errors import InvalidArgument
 
@@ -158,7 +162,7 @@ FENCED_MARKER = "fenced"
 #: ``ReadWriteLock`` also has ``op:<owner>`` keys; the channels are
 #: ``wake:<w>`` (a latch's: ``zero``).
 ROLES: dict[str, frozenset[str]] = {
-    "Lock": frozenset({"fence", "waiters", "delay", "released"}),
+    "Lock": frozenset({"fence", "waiters", "delay", "released", "chain", "foreign"}),
     "RLock": frozenset({"fence", "waiters", "delay", "released"}),
     "FairLock": frozenset({"fence", "waiters", "deadlines", "delay", "released"}),
     "ReadWriteLock": frozenset({"holds", "fence", "waiters", "delay"}),
@@ -427,7 +431,13 @@ def parse_channel(channel: str) -> KeyInfo | None:
 
 @dataclass(frozen=True, slots=True)
 class LockKeys:
-    """Redis keys and the wake-channel prefix of one lock."""
+    """Redis keys and the wake-channel prefix of one lock.
+
+    ``chain`` and ``foreign`` are ``""``, except for an exact-key ``Lock`` (a key
+    foreign clients may share): the key that counts its hand-offs in a row and
+    marks the window in which the key is left to foreign clients, and the key
+    that says a foreign holder was seen lately (``lock_release.lua``).
+    """
 
     name: str
     lock: str
@@ -436,6 +446,8 @@ class LockKeys:
     wake_prefix: str
     delay: str
     released: str
+    chain: str = field(default="", kw_only=True)
+    foreign: str = field(default="", kw_only=True)
 
 
 def fenced_keys(key: str) -> tuple[str, str]:
@@ -466,7 +478,9 @@ def lock_keys(name: str | None, *, key: str | None, prefix: str) -> LockKeys:
         info = parse_key(key)
         if info is not None and info.kind == "Lock" and info.role == "lock":
             return _siblings(key, key, key)  # a named Lock's main key: that lock
-        return _siblings(key, key, _exact_base(key, EXACT_MARKER))
+        base = _exact_base(key, EXACT_MARKER)
+        keys = _siblings(key, key, base)
+        return replace(keys, chain=base + ":chain", foreign=base + ":foreign")
     name, base = _named_base("Lock", name, prefix)
     return _siblings(name, base, base)
 

@@ -11,6 +11,26 @@ round trip (the release) per hand-off, and no releaser can barge ahead of the
 queue; the watchdog then extends the claim to the full lease in the background
 (see :mod:`.waiting`). The token is unique per acquire, so the message is
 trusted as it is.
+
+Exact-key mode (``Lock(key=K)``, :attr:`LockKeys.chain` set): foreign clients
+(redis-py's ``Lock``, node-redlock, redsync) poll ``K`` with ``SET NX`` and
+hear no hand-off, so an endless chain of hand-offs would starve them. There a
+release hands on at most :data:`EXACT_CHAIN` times in a row; the next one
+leaves ``K`` free for :data:`EXACT_WINDOW_MS` (tenure's own acquires stay off it
+meanwhile; :data:`EXACT_SHORT_WINDOW_MS` unless a foreign holder was seen in
+the last :data:`FOREIGN_MEMORY_MS`) and then the first waiter takes it with
+``SET NX`` (or a foreign client got it first). Tenure's order is kept: while
+tenure waiters are queued and ``K`` is free, only the first of them takes it,
+so a releaser that asks again still queues behind them. A foreign holder's
+release publishes nothing, so while one holds ``K`` the first tenure waiter
+polls (every :data:`FOREIGN_POLL_MS` at first, then every tenth of the time
+the holder has held ``K`` so far, up to :data:`FOREIGN_OTHERS_MS`; the others
+every :data:`FOREIGN_OTHERS_MS`, in case the first is gone) instead of
+sleeping through the holder's whole lease. The cost, when only tenure uses ``K`` and
+waiters are always queued: the key idles :data:`EXACT_SHORT_WINDOW_MS` every
+``EXACT_CHAIN + 1`` sections. A foreign client that asks again at once after
+its own release (redis-py's ``Lock`` in a loop) can't be kept from taking the
+key back: tenure's poll must land in that gap.
 """
 
 from __future__ import annotations
@@ -36,6 +56,34 @@ from .waiting import validity as validity
 #: How long a fence key outlives its last acquire (ms). When it is gone the next
 #: fence is seeded from the server's clock, so fences still increase.
 FENCE_TTL_MS = 7 * 24 * 3600 * 1000
+
+#: Exact-key mode: the most hand-offs in a row before a release leaves the key free.
+EXACT_CHAIN = 2
+
+#: Exact-key mode: how long (ms) a release at the chain bound leaves the key to
+#: foreign clients before tenure's first waiter takes it again, while a foreign
+#: holder was seen in the last :data:`FOREIGN_MEMORY_MS`.
+EXACT_WINDOW_MS = 10
+
+#: Exact-key mode: the window when no foreign holder was seen lately (ms): the
+#: cost when only tenure uses the key, and enough for a poller to get in at
+#: times (after which the long window applies).
+EXACT_SHORT_WINDOW_MS = 2
+
+#: Exact-key mode: how long (ms) a foreign holder seen by an acquire makes the
+#: releases at the chain bound leave the long window.
+FOREIGN_MEMORY_MS = 5000
+
+#: Exact-key mode: how often (ms), at the shortest, the first queued waiter
+#: re-tries a key held by a foreign client (whose release wakes nobody): every
+#: tenth of the time that holder has been seen holding it, at least this often
+#: and at most every :data:`FOREIGN_OTHERS_MS` (never beyond its remaining lease).
+FOREIGN_POLL_MS = 5
+
+#: Exact-key mode: how often (ms) the other queued waiters re-try a key that a
+#: foreign client holds or that is free while they queue (only so that they go on
+#: if the first waiter is gone).
+FOREIGN_OTHERS_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +197,13 @@ class _LockContender(Contender):
 
     def attempt(self, member: str) -> Eval:
         keys = self.keys
+        args = (self.token, self.owner + ":", self.ttl_ms, member, FENCE_TTL_MS, self.delay_ms)
+        if not keys.chain:
+            return Eval(LOCK_ACQUIRE, (keys.lock, keys.fence, keys.waiters, keys.delay), args)
         return Eval(
             LOCK_ACQUIRE,
-            (keys.lock, keys.fence, keys.waiters, keys.delay),
-            (self.token, self.owner + ":", self.ttl_ms, member, FENCE_TTL_MS, self.delay_ms),
+            (keys.lock, keys.fence, keys.waiters, keys.delay, keys.chain, keys.foreign),
+            (*args, keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, FOREIGN_MEMORY_MS),
         )
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
@@ -182,10 +233,14 @@ def _abandon(keys: LockKeys, token: str, member: str) -> Plan[None]:
 
 
 def _release_step(keys: LockKeys, token: str, member: str, delay_ms: int = 0, op: str = "") -> Eval:
+    names = (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released)
+    args = (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms, op)
+    if not keys.chain:
+        return Eval(LOCK_RELEASE, names, args)
     return Eval(
         LOCK_RELEASE,
-        (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
-        (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms, op),
+        (*names, keys.chain, keys.foreign),
+        (*args, EXACT_CHAIN, EXACT_WINDOW_MS, EXACT_SHORT_WINDOW_MS),
     )
 
 
@@ -193,7 +248,8 @@ def release(
     keys: LockKeys, token: str, fence: int, delay_ms: int = 0, *, op: str = ""
 ) -> Plan[None]:
     """Release the lock held by ``token`` and hand it to the first live waiter
-    (with a lock-delay of ``delay_ms`` for its hold).
+    (with a lock-delay of ``delay_ms`` for its hold); in exact-key mode, after
+    :data:`EXACT_CHAIN` hand-offs in a row, leave it free instead (see the module).
 
     Idempotent per call: the same call (``op``, its id, non-empty) retried
     after its reply was lost (within 120 s) succeeds again; any other call

@@ -62,3 +62,24 @@ local function hand_off(queue, wake_prefix, last, grant, live)
     end
   end
 end
+
+-- Exact-key mode (a Lock on a key that foreign clients share): tell the first
+-- live member of `queue` to try again `ms` milliseconds from now ("recheck
+-- <ms>" on its wake channel), dropping members nobody hears (gone). Nothing is
+-- handed over: the key is left free, for whoever sets it first. Stops at the
+-- member `mine` (the caller's own, or nil). Another member of the caller's
+-- waiter id is stale (a process queues one contender per lock) and is dropped
+-- too: told, it would only wake the caller again. Returns whether a live
+-- member (other than `mine`) was told.
+local function wake_head(queue, wake_prefix, ms, mine)
+  local me = mine and string.match(mine, '^([^|]*)|')
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head or head == mine then return false end
+    local w = string.match(head, '^([^|]*)|')
+    if w and w ~= me and redis.call('PUBLISH', wake_prefix .. w, 'recheck ' .. ms) > 0 then
+      return true
+    end
+    redis.call('ZREM', queue, head)
+  end
+end

@@ -2,6 +2,21 @@
 -- token, or, when the lock is held, queue the caller so that a release hands
 -- the lock straight to it (see lock_release.lua).
 --
+-- Exact-key mode (KEYS[5] given: a key that foreign clients such as redis-py's
+-- Lock or node-redlock may take with SET NX, and release without a word):
+--   * while the chain key says "free" (a release left the key to foreign
+--     clients, see lock_release.lua) every caller is BUSY until it expires;
+--   * while the key is free and others are queued, a caller that is not the
+--     first queued member does not take it: the first live member is told
+--     "recheck 0" (members nobody hears are dropped) and the caller is BUSY, so
+--     a releaser that asks again still queues behind the waiters;
+--   * a holder that tenure did not grant (not the chain key's token) publishes
+--     nothing when it releases: the BUSY reply then asks the first queued
+--     member to poll again in a tenth of the time this holder has been seen
+--     holding the key (the foreign key), but at least ARGV[8] and at most
+--     ARGV[9] ms, and the others in ARGV[9] ms (never beyond the holder's pttl);
+--     the foreign key is kept for ARGV[10] ms more.
+--
 -- KEYS[1]  lock key      string; value = the holder's owner token
 -- KEYS[2]  fence key     string holding an integer: the last fence minted for the name
 -- KEYS[3]  waiters key   sorted set, score = arrival (server µs), member =
@@ -13,12 +28,21 @@
 --                        clean release deletes it, so while it exists without
 --                        the lock key a dead holder's lease ended unreleased
 --                        and the name stays unavailable.
+-- KEYS[5]  chain key     (exact-key mode only) string, see lock_release.lua; a
+--                        successful SET NX sets it to "0 <token>" (PX ARGV[5])
+-- KEYS[6]  foreign key   (exact-key mode only) string "<server ms> <holder>", PX
+--                        ARGV[10]: the last holder tenure did not grant, seen
+--                        within ARGV[10] ms, and since when it was seen holding
 -- ARGV[1]  token         string; the acquiring lease's owner token
 -- ARGV[2]  owner prefix  string; a holder token that starts with it belongs to the caller
 -- ARGV[3]  lease         integer MILLISECONDS, > 0
 -- ARGV[4]  member        the caller's waiters member (as KEYS[3]), or "" to not queue
 -- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 -- ARGV[6]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay for this hold
+-- ARGV[7]  wake prefix   (exact-key mode) string; waiter w is told on ARGV[7] .. w
+-- ARGV[8]  head poll     (exact-key mode) integer MILLISECONDS > 0, the shortest
+-- ARGV[9]  others' poll  (exact-key mode) integer MILLISECONDS >= ARGV[8]
+-- ARGV[10] foreign memory (exact-key mode) integer MILLISECONDS > 0
 --
 -- Returns  {1, fence}     OK: acquired. fence = the larger of the last fence + 1
 --                         and the server's TIME in µs, so it increases even
@@ -29,7 +53,8 @@
 --                         lock-delay guard) is reset to ARGV[3] ms from now.
 --          {2, pttl_ms}   BUSY: another owner holds it (or its lock-delay
 --                         runs); pttl_ms = how long that lasts, -1 when the
---                         holder set no expiry.
+--                         holder set no expiry. In exact-key mode, when to try
+--                         again instead, as said above.
 --          {3, pttl_ms}   OWNED_BY_CALLER: the caller's owner already holds it.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
@@ -40,21 +65,45 @@
 local denied = acl_commands()
 if denied then return {9, denied} end
 
-if ARGV[4] ~= '' then
+local exact = KEYS[5] ~= nil
+local chain = false
+if exact then
+  chain = redis.pcall('GET', KEYS[5])
+  if wrong(chain) then return {5, KEYS[5]} end
+  -- checked first here, as the exact-key checks below may drop gone waiters
+  local last = redis.pcall('GET', KEYS[2])
+  if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[2]} end
+end
+if ARGV[4] ~= '' or exact then
   local t = redis.call('TYPE', KEYS[3]).ok
   if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
 end
 
-local function busy(pttl)
+-- Queue the caller (if it asked to be) and reply BUSY: try again in pttl ms,
+-- or, when head_ms / other_ms are given, in head_ms if the caller is the first
+-- queued member, else other_ms.
+local function busy(pttl, head_ms, other_ms)
   if ARGV[4] ~= '' then
     redis.call('ZADD', KEYS[3], 'NX', now_us(), ARGV[4])
     redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
+    if head_ms and redis.call('ZRANGE', KEYS[3], 0, 0)[1] == ARGV[4] then
+      return {2, head_ms}
+    end
   end
-  return {2, pttl}
+  return {2, other_ms or pttl}
 end
 
 local delayed = redis.call('PTTL', KEYS[4])
 if delayed > 0 and redis.call('EXISTS', KEYS[1]) == 0 then return busy(delayed) end
+
+if exact and redis.call('EXISTS', KEYS[1]) == 0 then
+  local others = tonumber(ARGV[9])
+  if chain == 'free' then
+    local left = redis.call('PTTL', KEYS[5])
+    if left > 0 then return busy(left, left, math.max(left, others)) end
+  end
+  if wake_head(KEYS[3], ARGV[7], 0, ARGV[4]) then return busy(others) end
+end
 
 -- SET NX also answers "is it free?" (a key of another type just makes it fail).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
@@ -65,6 +114,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   end
   local fence = next_fence(last)
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
+  if exact then redis.call('SET', KEYS[5], '0 ' .. ARGV[1], 'PX', ARGV[5]) end
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   local delay = tonumber(ARGV[6])
   if delay > 0 then
@@ -88,4 +138,18 @@ end
 
 local pttl = redis.call('PTTL', KEYS[1])
 if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {3, pttl} end
+if exact and string.match(chain or '', '^%d+ (.+)$') ~= holder then
+  -- a foreign holder: its release wakes nobody
+  local seen = redis.pcall('GET', KEYS[6])
+  if wrong(seen) then return {5, KEYS[6]} end
+  local now_ms = math.floor(now_us() / 1000)
+  local since, who = string.match(seen or '', '^(%d+) (.*)$')
+  since = tonumber(since)
+  if who ~= holder or since > now_ms then since = now_ms end
+  redis.call('SET', KEYS[6], string.format('%.0f', since) .. ' ' .. holder, 'PX', ARGV[10])
+  local others = tonumber(ARGV[9])
+  local head = math.max(tonumber(ARGV[8]), math.min(others, math.floor((now_ms - since) / 10)))
+  if pttl >= 0 then return busy(pttl, math.min(pttl, head), math.min(pttl, others)) end
+  return busy(pttl, head, others)
+end
 return busy(pttl)

@@ -7,6 +7,16 @@
 -- starvation); it extends the claim to its full lease at once.
 -- Also used by a waiter that gives up, to leave the queue in the same call.
 --
+-- Exact-key mode (KEYS[6] given: a key that foreign clients such as redis-py's
+-- Lock or node-redlock may poll with SET NX): hand-offs in a row are counted in
+-- the chain key, and once ARGV[7] of them were made the release hands nothing
+-- on: the key is left free, the chain key says "free" for a window (tenure's
+-- acquires stay off the key meanwhile, see lock_acquire.lua), and the first
+-- live waiter is told "recheck <window ms>". The window is ARGV[8] ms while the
+-- foreign key says a foreign holder was seen lately, else ARGV[9] ms (the cost
+-- when only tenure uses the key). So tenure's waiters can't keep the key busy
+-- for ever: a foreign poller finds it free at least once per chain.
+--
 -- KEYS[1]  lock key      string; value = the holder's owner token
 -- KEYS[2]  waiters key   sorted set, score = arrival, member =
 --                        "<waiter id>|<claim ms>|<token>" (see lock_acquire.lua)
@@ -16,6 +26,14 @@
 -- KEYS[5]  released key  string: "<token> <op>" of the last clean release, kept
 --                        120 s so that the same call retried after a lost
 --                        reply is recognised (and no other call with the token)
+-- KEYS[6]  chain key     (exact-key mode only) string: "<n> <token>" while a
+--                        token that tenure granted holds the key, n = the
+--                        hand-offs in a row that led to it (0: taken by an
+--                        acquire), PX ARGV[3]; "free" (PX the window) while
+--                        the key is left to foreign clients. A clean release
+--                        deletes it (and sets it again for a hand-off or a
+--                        window).
+-- KEYS[7]  foreign key   (exact-key mode only) read only, see lock_acquire.lua
 -- ARGV[1]  token         string; the releasing lease's owner token
 -- ARGV[2]  wake prefix   string; waiter w is told by PUBLISH on ARGV[2] .. w
 -- ARGV[3]  fence ttl     integer MILLISECONDS the fence key outlives its last use
@@ -23,9 +41,16 @@
 -- ARGV[5]  lock-delay    integer MILLISECONDS, >= 0, for the waiter handed the lock
 -- ARGV[6]  op            string; this release call's id (a retry of the call
 --                        sends the same), or "" for a release never retried
+-- ARGV[7]  chain bound   (exact-key mode) integer >= 0: the most hand-offs in a row
+-- ARGV[8]  free window   (exact-key mode) integer MILLISECONDS > 0 the key is
+--                        left free to foreign clients after the chain bound,
+--                        when a foreign holder was seen lately (KEYS[7])
+-- ARGV[9]  short window  (exact-key mode) integer MILLISECONDS > 0: the window
+--                        when no foreign holder was seen lately
 --
 -- Returns  {1, handed}   OK: released; handed = 1 if a live waiter now holds the
---                        lock, 0 if nobody waits (the lock is free), or if this
+--                        lock, 0 if nobody waits (the lock is free), if the
+--                        exact-key chain bound left it free, or if this
 --                        very call had already been done (a retry: same op). A
 --                        waiter whose PUBLISH reaches no subscriber is gone: dropped.
 --          {4, 0}         NOT_OWNED: the lock is not held with this token
@@ -43,6 +68,12 @@ local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {5, KEYS[1]} end
 local waiting = redis.pcall('ZCARD', KEYS[2])
 if wrong(waiting) then return {5, KEYS[2]} end
+local exact = KEYS[6] ~= nil
+local chain = false
+if exact then
+  chain = redis.pcall('GET', KEYS[6])
+  if wrong(chain) then return {5, KEYS[6]} end
+end
 local last = false
 if waiting > 0 then
   last = redis.pcall('GET', KEYS[3])
@@ -59,11 +90,29 @@ end
 redis.call('DEL', KEYS[1], KEYS[4])
 redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[6], 'PX', 120000)
 
+local handoffs = 0  -- exact-key mode: the hand-offs in a row that led to this hold
+if exact then
+  local n, t = string.match(chain or '', '^(%d+) (.+)$')
+  if t == ARGV[1] then handoffs = tonumber(n) end
+  redis.call('DEL', KEYS[6])
+end
+
 local delay = tonumber(ARGV[5])
 local function grant(token, lease, fence)
   redis.call('SET', KEYS[1], token, 'PX', lease)
   redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
   if delay > 0 then redis.call('SET', KEYS[4], token, 'PX', tonumber(lease) + delay) end
+  if exact then redis.call('SET', KEYS[6], (handoffs + 1) .. ' ' .. token, 'PX', ARGV[3]) end
 end
-if waiting > 0 and hand_off(KEYS[2], ARGV[2], last, grant) then return {1, 1} end
+if waiting > 0 then
+  if not exact or handoffs < tonumber(ARGV[7]) then
+    if hand_off(KEYS[2], ARGV[2], last, grant) then return {1, 1} end
+  else
+    local window = ARGV[9]
+    if redis.call('EXISTS', KEYS[7]) == 1 then window = ARGV[8] end
+    if wake_head(KEYS[2], ARGV[2], window) then
+      redis.call('SET', KEYS[6], 'free', 'PX', window)
+    end
+  end
+end
 return {1, 0}

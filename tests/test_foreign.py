@@ -1,0 +1,317 @@
+"""Exact-key locks shared with foreign clients (redis-py's ``Lock``), on a real server.
+
+A foreign client polls the key with ``SET NX`` and hears no hand-off, and its
+release wakes nobody. In exact-key mode tenure bounds its hand-off chains
+(leaving the key free for a window), and its first waiter polls a key that a
+foreign client holds; named locks hand off as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+import redis
+
+from tenure import Lock, WrongTypeError
+from tenure._keys import lock_keys
+from tenure._plans.lock import (
+    EXACT_CHAIN,
+    EXACT_SHORT_WINDOW_MS,
+    EXACT_WINDOW_MS,
+    FOREIGN_MEMORY_MS,
+)
+
+Section = tuple[str, float, float]  # (who, start, end) on time.monotonic()
+
+
+def _tenure_worker(
+    url: str, key: str, who: str, start: threading.Barrier, end: float, out: list[Section]
+) -> None:
+    """Acquire, hold 1 ms, release and ask again at once, until ``end``."""
+    client = redis.Redis.from_url(url)
+    lock = Lock(client, key=key, ttl=5)
+    start.wait()
+    while time.monotonic() < end:
+        lease = lock.acquire(timeout=max(0.0, end - time.monotonic()))
+        if lease is None:
+            break
+        began = time.monotonic()
+        time.sleep(0.001)
+        out.append((who, began, time.monotonic()))
+        lease.release()
+    client.close()
+
+
+def _redis_py_worker(
+    url: str, key: str, start: threading.Barrier, end: float, out: list[Section]
+) -> None:
+    """redis-py's Lock polling every 10 ms: acquire, hold 1 ms, release, then 2 ms
+    of work outside the lock before asking again (asking again at once, redis-py
+    would take the key back before any other client's poll could see it free)."""
+    client = redis.Redis.from_url(url)
+    theirs = client.lock(key, timeout=5, sleep=0.01)
+    start.wait()
+    while time.monotonic() < end:
+        if not theirs.acquire(blocking_timeout=max(0.01, end - time.monotonic())):
+            break
+        began = time.monotonic()
+        time.sleep(0.001)
+        out.append(("redis-py", began, time.monotonic()))
+        theirs.release()
+        time.sleep(0.002)
+    client.close()
+
+
+def _check_exclusion(sections: list[Section]) -> None:
+    ordered = sorted(sections, key=lambda s: s[1])
+    for a, b in itertools.pairwise(ordered):
+        assert a[2] <= b[1], f"overlapping sections: {a} and {b}"
+
+
+def test_redis_py_poller_and_tenure_waiters_share_an_exact_key(url: str) -> None:
+    """Two tenure clients hand the key to each other as fast as they can while
+    redis-py's Lock polls it every 10 ms: nobody overlaps, and each side takes
+    at least a quarter of the sections (before the fix redis-py got none after
+    its first: the key went from tenure waiter to tenure waiter, never free)."""
+    out: list[Section] = []
+    start = threading.Barrier(3)
+    end = time.monotonic() + 3.0
+    threads = [
+        threading.Thread(target=_tenure_worker, args=(url, "orders:42", f"t{i}", start, end, out))
+        for i in range(2)
+    ]
+    threads.append(
+        threading.Thread(target=_redis_py_worker, args=(url, "orders:42", start, end, out))
+    )
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+    _check_exclusion(out)
+    sides = Counter("redis-py" if who == "redis-py" else "tenure" for who, _, _ in out)
+    total = sum(sides.values())
+    assert total >= 100, sides
+    assert min(sides["redis-py"], sides["tenure"]) >= total / 4, sides
+
+
+def _queued(r: redis.Redis, waiters: str, n: int, timeout: float = 5.0) -> None:
+    """Wait until ``waiters`` holds ``n`` members."""
+    deadline = time.monotonic() + timeout
+    while r.zcard(waiters) != n:
+        assert time.monotonic() < deadline, f"{waiters} never held {n} waiters"
+        time.sleep(0.002)
+
+
+def _ping_pong(r: redis.Redis, url: str, where: dict[str, str], rounds: int) -> list[bool]:
+    """Two clients' locks (``Lock(**where)``) released in turn while the other
+    waits: whether each release handed the lock over (the key held the waiter's
+    token as soon as the release returned)."""
+    keys = lock_keys(where.get("name"), key=where.get("key"), prefix="tenure:")
+    name, key = where.get("name"), where.get("key")
+    locks = [Lock(redis.Redis.from_url(url), name, key=key, ttl=5) for _ in range(2)]
+    lease = locks[0].acquire()
+    assert lease is not None
+    handed: list[bool] = []
+    for i in range(rounds):
+        got: list[Any] = []
+        nxt = locks[(i + 1) % 2]
+        t = threading.Thread(target=lambda g=got, n=nxt: g.append(n.acquire(timeout=5)))
+        t.start()
+        _queued(r, keys.waiters, 1)
+        lease.release()
+        after = r.get(keys.lock)
+        t.join(timeout=10)
+        lease = got[0]
+        assert lease is not None
+        handed.append(after == lease.owner.encode())
+        assert after is None or handed[-1], after  # never a third party's
+    lease.release()
+    return handed
+
+
+def test_named_lock_hands_off_every_time(r: redis.Redis, url: str) -> None:
+    """A named lock is tenure's alone: every release hands it to the waiter, however
+    long the chain (the key is never left free)."""
+    assert _ping_pong(r, url, {"name": "chain"}, EXACT_CHAIN + 3) == [True] * (EXACT_CHAIN + 3)
+
+
+def test_exact_key_chain_is_bounded_then_left_free(r: redis.Redis, url: str) -> None:
+    """In exact-key mode EXACT_CHAIN hand-offs in a row are made; the next release
+    leaves the key free (for a window), and the waiter still gets it soon after;
+    then the chain starts again."""
+    handed = _ping_pong(r, url, {"key": "bounded"}, EXACT_CHAIN + 2)
+    assert handed == [True] * EXACT_CHAIN + [False, True], handed
+
+
+def test_releaser_asking_again_queues_behind_a_tenure_waiter(r: redis.Redis) -> None:
+    """Exact-key mode: while a tenure waiter is queued, a releaser asking again never
+    takes the key, whether the release handed it over, left it free for the
+    window, or the window is over (the waiter is told to take it)."""
+    keys = lock_keys(None, key="behind", prefix="tenure:")
+    pubsub = r.pubsub()  # type: ignore[no-untyped-call]
+    pubsub.subscribe(keys.wake_prefix + "w1")  # a live waiter that does not act
+    assert pubsub.get_message(timeout=1) is not None  # the subscription
+    r.zadd(keys.waiters, {"w1|1000|their-token": 1})
+    mine = Lock(r, key="behind", ttl=5)
+    assert mine.acquire(blocking=False) is None  # the key is free, but w1 is first
+    assert r.get("behind") is None
+    message = pubsub.get_message(timeout=1)
+    assert message is not None and message["data"] == b"recheck 0"
+    r.set(keys.chain, "free", px=EXACT_WINDOW_MS * 50)  # a release's window
+    assert mine.acquire(blocking=False) is None
+    assert pubsub.get_message(timeout=0.05) is None  # nobody is told during the window
+    r.delete(keys.chain)
+    pubsub.unsubscribe()  # w1 is gone: dropped, and the key is taken
+    pubsub.close()
+    lease = mine.acquire(blocking=False)
+    assert lease is not None and r.zcard(keys.waiters) == 0
+    lease.release()
+
+
+def test_tenure_waiter_polls_a_key_held_by_redis_py(r: redis.Redis, url: str) -> None:
+    """redis-py's release publishes nothing: the tenure waiter gets the key soon
+    after it, not when redis-py's 10 s lease would have ended."""
+    theirs = r.lock("polled", timeout=10)
+    assert theirs.acquire()
+    got: list[Any] = []
+    lock = Lock(redis.Redis.from_url(url), key="polled", ttl=5)
+    t = threading.Thread(target=lambda: got.append((lock.acquire(timeout=3), time.monotonic())))
+    t.start()
+    time.sleep(0.3)
+    released_at = time.monotonic()
+    theirs.release()
+    t.join(timeout=10)
+    lease, at = got[0]
+    assert lease is not None and at - released_at < 1.0, at - released_at
+    keys = lock_keys(None, key="polled", prefix="tenure:")
+    assert 0 < r.pttl(keys.foreign) <= FOREIGN_MEMORY_MS  # a foreign holder was seen
+    lease.release()
+
+
+def test_the_window_is_long_only_after_a_foreign_holder_was_seen(r: redis.Redis) -> None:
+    """A release at the chain bound leaves the key free and tells the first waiter
+    to take it when the window ends: the long window if a foreign holder was
+    seen lately, else the short one."""
+    keys = lock_keys(None, key="window", prefix="tenure:")
+    pubsub = r.pubsub()  # type: ignore[no-untyped-call]
+    pubsub.subscribe(keys.wake_prefix + "w1")  # a live waiter that does not act
+    assert pubsub.get_message(timeout=1) is not None
+    lock = Lock(r, key="window", ttl=5)
+    for seen, window in ((False, EXACT_SHORT_WINDOW_MS), (True, EXACT_WINDOW_MS)):
+        if seen:
+            r.set(keys.foreign, "1", px=FOREIGN_MEMORY_MS)
+        lease = lock.acquire(blocking=False)
+        assert lease is not None
+        r.set(keys.chain, f"{EXACT_CHAIN} {lease.owner}")  # as after EXACT_CHAIN hand-offs
+        r.zadd(keys.waiters, {"w1|1000|their-token": 1})
+        lease.release()
+        assert r.get("window") is None  # left free (w1 doesn't act)
+        assert r.get(keys.chain) in (b"free", None)  # the window (or its end already)
+        message = pubsub.get_message(timeout=1)
+        assert message is not None and message["data"] == f"recheck {window}".encode()
+        r.delete(keys.waiters, keys.chain)
+    pubsub.close()
+
+
+def test_wrong_type_chain_key_names_the_key(r: redis.Redis) -> None:
+    keys = lock_keys(None, key="typed", prefix="tenure:")
+    r.lpush(keys.chain, "x")
+    with pytest.raises(WrongTypeError, match=r"'\{typed\}:key:chain'"):
+        Lock(r, key="typed").acquire(blocking=False)
+    assert not r.exists("typed")  # nothing half-written
+    r.delete(keys.chain)
+    lease = Lock(r, key="typed", ttl=5).acquire(blocking=False)
+    assert lease is not None
+    r.delete(keys.chain)
+    r.lpush(keys.chain, "x")
+    with pytest.raises(WrongTypeError, match="chain"):
+        lease.release()
+    assert r.get("typed") == lease.owner.encode()  # still held: nothing written
+    r.delete(keys.chain)
+    lease.release()
+
+
+def test_async_waiter_polls_a_key_held_by_redis_py(r: redis.Redis, url: str) -> None:
+    """The same with an AsyncLock: redis-py's release is seen within a second."""
+    import asyncio
+
+    import redis.asyncio
+
+    from tenure import AsyncLock
+
+    theirs = r.lock("apolled", timeout=10)
+    assert theirs.acquire()
+
+    async def main() -> float:
+        client = redis.asyncio.Redis.from_url(url)
+        lock = AsyncLock(client, key="apolled", ttl=5)
+        waiting = asyncio.ensure_future(lock.acquire(timeout=3))
+        await asyncio.sleep(0.3)
+        released_at = time.monotonic()
+        theirs.release()
+        lease = await waiting
+        took = time.monotonic() - released_at
+        assert lease is not None
+        await lease.release()
+        await client.aclose()
+        return took
+
+    took = asyncio.run(main())
+    assert took < 1.0, took
+
+
+def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) -> None:
+    """A member left behind by an earlier waiter of the caller's own process (its
+    leave failed) heads the queue of a free key: it is dropped, not told to
+    retry (which would only wake the caller again, at once, for ever)."""
+    from tenure._plans.lock import FENCE_TTL_MS, FOREIGN_OTHERS_MS, FOREIGN_POLL_MS
+    from tenure._scripts import LOCK_ACQUIRE
+
+    keys = lock_keys(None, key="stale", prefix="tenure:")
+    pubsub = r.pubsub()  # type: ignore[no-untyped-call]
+    pubsub.subscribe(keys.wake_prefix + "w1")  # the caller's process listens
+    assert pubsub.get_message(timeout=1) is not None
+    r.zadd(keys.waiters, {"w1|1000|old-token": 1})
+    reply = r.eval(
+        LOCK_ACQUIRE.source.decode(),
+        6,
+        *(keys.lock, keys.fence, keys.waiters, keys.delay, keys.chain, keys.foreign),
+        *("new-token", "own:", 5000, "w1|1000|new-token", FENCE_TTL_MS, 0),
+        *(keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, 5000),
+    )
+    assert reply[0] == 1 and r.get("stale") == b"new-token"
+    assert r.zcard(keys.waiters) == 0
+    assert pubsub.get_message(timeout=0.05) is None  # nobody was told anything
+    pubsub.close()
+
+
+def test_a_long_foreign_hold_is_polled_less_and_less(r: redis.Redis, url: str) -> None:
+    """The first waiter polls a foreign holder every tenth of the time it has held
+    the key so far (at least every 5 ms, at most every second): a 1.5 s hold
+    costs a few dozen polls, not 300, and the waiter still follows the release
+    within a tenth of the hold (and the round trips)."""
+    theirs = r.lock("long", timeout=10)
+    assert theirs.acquire()
+    r.config_resetstat()
+    got: list[Any] = []
+    lock = Lock(redis.Redis.from_url(url), key="long", ttl=5)
+    t = threading.Thread(target=lambda: got.append((lock.acquire(timeout=5), time.monotonic())))
+    t.start()
+    time.sleep(1.5)
+    released_at = time.monotonic()
+    theirs.release()
+    t.join(timeout=10)
+    lease, at = got[0]
+    assert lease is not None and at - released_at < 0.5, at - released_at
+    stats = r.info("commandstats")
+    scripts = sum(
+        int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")
+    )
+    assert scripts < 80, scripts
+    lease.release()
