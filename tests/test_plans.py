@@ -87,10 +87,21 @@ def test_uncontended_acquire_is_one_script_call() -> None:
         "tenure:{orders}:waiters",
         "tenure:{orders}:delay",
     )
-    assert step.args == ("own:tok", "own:", 10000, "", plans.FENCE_TTL_MS, 0)
+    assert step.args == ("own:tok", "own:", 10000, "", plans.FENCE_KEEP_MS, 0)
     grant = finish(plan, (Status.OK, 42))
     assert grant.fence == 42 and grant.token == "own:tok"
     assert grant.expires_at == pytest.approx(100.0 + 10.0 - (0.1 + 0.002))
+
+
+def test_fence_key_lives_ten_minutes_or_the_lease() -> None:
+    """The fence key is kept 10 minutes after a grant, or the lease when longer
+    (a retried acquire reads the holder's fence back from it)."""
+    assert plans.FENCE_KEEP_MS == 600_000
+    assert plans.fence_keep_ms(10_000) == 600_000
+    assert plans.fence_keep_ms(3_600_000) == 3_600_000
+    plan = plans.acquire(KEYS, "own", "own:tok", 3600.0, blocking=False, timeout=None, now=Clock())
+    step = start(plan)
+    assert isinstance(step, Eval) and step.args[4] == 3_600_000
 
 
 def test_busy_then_listen_then_wait_for_pttl_then_acquire() -> None:
@@ -291,7 +302,7 @@ def test_release_not_owned_names_lock_and_fence() -> None:
         "tenure:{orders}:delay",
         "tenure:{orders}:released",
     )
-    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.FENCE_TTL_MS, "", 0, "op1")
+    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.FENCE_KEEP_MS, "", 0, "op1")
     with pytest.raises(NotOwnedError, match=r"'orders' \(fence 77\)"):
         plan.send((Status.NOT_OWNED, 0))
 

@@ -33,9 +33,34 @@ from .waiting import Contender, claim_window, handed_off_until, wait_turn
 from .waiting import Grant as Grant
 from .waiting import validity as validity
 
-#: How long a fence key outlives its last acquire (ms). When it is gone the next
-#: fence is seeded from the server's clock, so fences still increase.
-FENCE_TTL_MS = 7 * 24 * 3600 * 1000
+#: How long a fence key is kept after each grant that writes it (ms): 10 minutes,
+#: or the lease granted with it when that is longer (:func:`fence_keep_ms`; the
+#: reentrant, read-write and semaphore scripts take the longer of the two
+#: themselves, and keep the key while holds that share its fence last).
+#:
+#: A fence is ``max(last + 1, server TIME in µs)``. The stored ``last`` matters
+#: only when it is not below the clock: after several grants within one
+#: microsecond (a few µs ahead at most), or after the server's clock was stepped
+#: back. Without the key the next fence is the clock alone, and since the key
+#: lived 10 minutes after the last grant, the clock has moved on 10 minutes of
+#: real time by then. So what this lifetime costs: **if the server's clock is
+#: stepped back by more than 10 minutes (in all, not yet caught up) while the
+#: name is idle, the next grant can mint a fence smaller than one given out
+#: before** (as it can after a restart that lost the key, or a failover to a
+#: server whose clock is behind by more than the time between two grants).
+#: Within the lifetime each fence is the last + 1, whatever the clock says.
+#:
+#: The lease matters only for the grant's own retries: an acquire retried after
+#: its reply was lost (or a hand-off whose message was lost) finds its token
+#: holding the lock and reads its fence back from the key, within the lease it
+#: was granted (the caller can't extend a lease it has not heard of).
+FENCE_KEEP_MS = 10 * 60 * 1000
+
+
+def fence_keep_ms(lease_ms: int) -> int:
+    """The fence key's lifetime (ms) for a grant of a ``lease_ms`` lease:
+    :data:`FENCE_KEEP_MS`, or the lease when that is longer."""
+    return max(FENCE_KEEP_MS, lease_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +177,14 @@ class _LockContender(Contender):
         return Eval(
             LOCK_ACQUIRE,
             (keys.lock, keys.fence, keys.waiters, keys.delay),
-            (self.token, self.owner + ":", self.ttl_ms, member, FENCE_TTL_MS, self.delay_ms),
+            (
+                self.token,
+                self.owner + ":",
+                self.ttl_ms,
+                member,
+                fence_keep_ms(self.ttl_ms),
+                self.delay_ms,
+            ),
         )
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
@@ -185,7 +217,7 @@ def _release_step(keys: LockKeys, token: str, member: str, delay_ms: int = 0, op
     return Eval(
         LOCK_RELEASE,
         (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
-        (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms, op),
+        (token, keys.wake_prefix, FENCE_KEEP_MS, member, delay_ms, op),
     )
 
 
