@@ -149,7 +149,7 @@ def test_late_hand_off_restarts_the_lease_clock_with_lock_extend() -> None:
     clock.t += 5.0  # more than a tenth of the 10 s ttl since the queueing call
     extend = plan.send(HandedOff(78))
     assert isinstance(extend, Eval) and extend.script is LOCK_EXTEND
-    assert extend.keys == (KEYS.lock, KEYS.delay)
+    assert extend.keys == (KEYS.lock, KEYS.delay, KEYS.fence)
     assert finish(plan, (Status.OK, 0)).expires_at == pytest.approx(105.0 + validity(10.0))
 
 

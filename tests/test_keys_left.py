@@ -325,3 +325,16 @@ def test_a_waiter_whose_queue_key_expired_still_gets_the_lock(r: redis.Redis) ->
         lease.release()  # nobody to hand it to: the lock is free
     assert got and got[0] is not None
     assert time.monotonic() - started < 5.0
+
+
+def test_a_renewal_keeps_the_fence_key_of_a_held_lock(r: redis.Redis) -> None:
+    """A lock held longer than the fence key's 10 minutes (renewed by its
+    watchdog, or extended) keeps its fence key, so ``info()`` shows its fence."""
+    lock = Lock(r, "orders:42", ttl=TTL)
+    lease = lock.acquire()
+    assert lease is not None
+    r.pexpire(lock._keys.fence, 1000)  # as if the grant were 10 minutes old
+    lease.extend(TTL)
+    assert FENCE_KEEP_MS - 60_000 < int(r.pttl(lock._keys.fence)) <= FENCE_KEEP_MS
+    assert lock.info().fence == lease.fence
+    lease.release()

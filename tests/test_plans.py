@@ -203,7 +203,7 @@ def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
     clock.t += 5.0  # more than HANDOFF_RESYNC of the 1 s claim window
     extend = plan.send(HandedOff(78))
     # least left: the drift allowance of the 1 s claim window Redis holds, 12 ms
-    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 12, 0)
+    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 12, 0, 600_000)
     clock.t += 0.1
     grant = finish(plan, (Status.OK, 0))
     assert grant.fence == 78 and grant.expires_at == pytest.approx(105.0 + plans.validity(10.0))
@@ -311,9 +311,9 @@ def test_extend_returns_new_deadline() -> None:
     clock = Clock()
     plan = plans.extend(KEYS, "own:tok", 5, 2.0, clock, ttl=2.0, delay_ms=500)
     step = start(plan)
-    assert step.keys == ("tenure:{orders}", "tenure:{orders}:delay")
+    assert step.keys == ("tenure:{orders}", "tenure:{orders}:delay", "tenure:{orders}:fence")
     # refused with less than the drift allowance (22 ms of 2 s) left; lock-delay 500 ms
-    assert step.args == ("own:tok", 2000, 22, 500)
+    assert step.args == ("own:tok", 2000, 22, 500, 600_000)
     assert finish(plan, (Status.OK, 0)) == pytest.approx(100.0 + 2.0 - 0.022)
 
 

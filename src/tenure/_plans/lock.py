@@ -261,7 +261,10 @@ def pass_on(keys: LockKeys, token: str) -> Plan[None]:
 def renewal(keys: LockKeys, token: str, seconds: float, *, ttl: float, delay_ms: int = 0) -> Eval:
     """The script call that resets the lease of ``token`` (now ``ttl`` seconds
     long) to end ``seconds`` from now, unless it has less left than the holder's
-    clock allows for drift (then it is lost to the holder: never revived).
+    clock allows for drift (then it is lost to the holder: never revived). The
+    name's fence key is kept alive with the lease (:data:`FENCE_KEEP_MS`, or the
+    lease when longer), so that ``info()`` and ``tenure inspect`` show the fence
+    of a lock held for hours.
 
     Reply: ``(OK, 0)``, or ``(NOT_OWNED, late)`` with ``late`` 1 when refused
     for having too little left.
@@ -270,7 +273,11 @@ def renewal(keys: LockKeys, token: str, seconds: float, *, ttl: float, delay_ms:
         InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
     ms = lease_ms(seconds, "seconds")
-    return Eval(LOCK_EXTEND, (keys.lock, keys.delay), (token, ms, least_left_ms(ttl), delay_ms))
+    return Eval(
+        LOCK_EXTEND,
+        (keys.lock, keys.delay, keys.fence),
+        (token, ms, least_left_ms(ttl), delay_ms, FENCE_KEEP_MS),
+    )
 
 
 def least_left_ms(ttl: float) -> int:
