@@ -33,27 +33,28 @@ from .waiting import Contender, claim_window, handed_off_until, wait_turn
 from .waiting import Grant as Grant
 from .waiting import validity as validity
 
-#: How long a fence key is kept after each grant that writes it (ms): 10 minutes,
-#: or the lease granted with it when that is longer (:func:`fence_keep_ms`; the
-#: reentrant, read-write and semaphore scripts take the longer of the two
-#: themselves, and keep the key while holds that share its fence last).
+#: How long a fence key is kept after each grant or renewal that writes it (ms):
+#: 10 minutes, or the lease granted with it when that is longer
+#: (:func:`fence_keep_ms`; the scripts of the other kinds take the longer of the
+#: two themselves, and keep the key while the holds that share its fence last).
 #:
-#: A fence is ``max(last + 1, server TIME in µs)``. The stored ``last`` matters
-#: only when it is not below the clock: after several grants within one
-#: microsecond (a few µs ahead at most), or after the server's clock was stepped
-#: back. Without the key the next fence is the clock alone, and since the key
-#: lived 10 minutes after the last grant, the clock has moved on 10 minutes of
-#: real time by then. So what this lifetime costs: **if the server's clock is
-#: stepped back by more than 10 minutes (in all, not yet caught up) while the
-#: name is idle, the next grant can mint a fence smaller than one given out
-#: before** (as it can after a restart that lost the key, or a failover to a
-#: server whose clock is behind by more than the time between two grants).
-#: Within the lifetime each fence is the last + 1, whatever the clock says.
+#: A fence is ``max(last + 1, server TIME in µs)``. The stored ``last`` only
+#: matters when it is not below the clock: after several grants within one
+#: microsecond (then it is a few µs ahead), or after the server's clock was
+#: stepped back. After a backward step of D, ``last`` is up to D ahead of the
+#: clock until the clock catches up, D of real time later. Once the key has
+#: expired the next fence is the clock alone. What this lifetime costs, then:
+#: **after a backward step of the server's clock by more than 10 minutes, a name
+#: left idle for longer than its fence key lives but for less than the step can
+#: be granted a fence smaller than one given out before** (as after a restart
+#: that lost the key, or a failover to a server whose clock is behind by more
+#: than the time between two grants). Backward steps of less than 10 minutes in all
+#: never make a fence go backwards: the key outlives them.
 #:
 #: The lease matters only for the grant's own retries: an acquire retried after
 #: its reply was lost (or a hand-off whose message was lost) finds its token
 #: holding the lock and reads its fence back from the key, within the lease it
-#: was granted (the caller can't extend a lease it has not heard of).
+#: was granted (the caller can't renew a lease it has not heard of).
 FENCE_KEEP_MS = 10 * 60 * 1000
 
 
