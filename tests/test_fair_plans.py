@@ -12,7 +12,7 @@ from tenure import AlreadyHeldError, FairLockInfo, FairWaiter, InvalidArgument, 
 from tenure._drivers._hubbook import PassOn
 from tenure._keys import FairKeys, fair_keys, lock_keys
 from tenure._plans import fair as plans
-from tenure._plans.lock import FENCE_TTL_MS, validity
+from tenure._plans.lock import FENCE_KEEP_MS, validity
 from tenure._protocol import Contend, Eval, HandedOff, Status, WaitWake
 from tenure._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE, LOCK_EXTEND, LOCK_RELEASE
 
@@ -100,10 +100,16 @@ def test_uncontended_acquire_is_one_unqueued_call() -> None:
         KEYS.deadlines,
         KEYS.delay,
     )
-    assert step.args == (TOKEN, "own:", 10000, "", FENCE_TTL_MS, 0, 6000)
+    assert step.args == (TOKEN, "own:", 10000, "", 600_000, 0, 6000)
     grant = finish(plan, (Status.OK, 42))
     assert grant.fence == 42 and grant.token == TOKEN
     assert grant.expires_at == pytest.approx(100.0 + validity(10.0))
+
+
+def test_fence_key_outlives_a_long_lease() -> None:
+    plan = plans.acquire(KEYS, "own", TOKEN, 3600.0, blocking=False, timeout=None, now=Clock())
+    step = plan.send(None)
+    assert isinstance(step, Eval) and step.args[4] == 3_600_000
 
 
 def test_busy_queues_on_its_own_channel_and_waits_no_longer_than_the_refresh() -> None:
@@ -143,7 +149,7 @@ def test_late_hand_off_restarts_the_lease_clock_with_lock_extend() -> None:
     clock.t += 5.0  # more than a tenth of the 10 s ttl since the queueing call
     extend = plan.send(HandedOff(78))
     assert isinstance(extend, Eval) and extend.script is LOCK_EXTEND
-    assert extend.keys == (KEYS.lock, KEYS.delay)
+    assert extend.keys == (KEYS.lock, KEYS.delay, KEYS.fence)
     assert finish(plan, (Status.OK, 0)).expires_at == pytest.approx(105.0 + validity(10.0))
 
 
@@ -172,7 +178,7 @@ def test_timeout_leaves_the_queue_with_the_fair_release() -> None:
         KEYS.delay,
         KEYS.released,
     )
-    assert leave.args == (TOKEN, KEYS.wake_prefix, FENCE_TTL_MS, f"hub.7|1000|{TOKEN}", 0, "")
+    assert leave.args == (TOKEN, KEYS.wake_prefix, FENCE_KEEP_MS, f"hub.7|1000|{TOKEN}", 0, "")
     assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 
@@ -198,7 +204,7 @@ def test_release_and_pass_on() -> None:
     assert step.script is FAIR_RELEASE and step.args == (
         TOKEN,
         KEYS.wake_prefix,
-        FENCE_TTL_MS,
+        FENCE_KEEP_MS,
         "",
         250,
         "op1",

@@ -270,7 +270,7 @@ def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) ->
     """A member left behind by an earlier waiter of the caller's own process (its
     leave failed) heads the queue of a free key: it is dropped, not told to
     retry (which would only wake the caller again, at once, for ever)."""
-    from tenure._plans.lock import FENCE_TTL_MS, FOREIGN_OTHERS_MS, FOREIGN_POLL_MS
+    from tenure._plans.lock import FENCE_KEEP_MS, FOREIGN_OTHERS_MS, FOREIGN_POLL_MS
     from tenure._scripts import LOCK_ACQUIRE
 
     keys = lock_keys(None, key="stale", prefix="tenure:")
@@ -282,7 +282,7 @@ def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) ->
         LOCK_ACQUIRE.source.decode(),
         6,
         *(keys.lock, keys.fence, keys.waiters, keys.delay, keys.chain, keys.foreign),
-        *("new-token", "own:", 5000, "w1|1000|new-token", FENCE_TTL_MS, 0),
+        *("new-token", "own:", 5000, "w1|1000|new-token", FENCE_KEEP_MS, 0),
         *(keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, 5000),
     )
     assert reply[0] == 1 and r.get("stale") == b"new-token"

@@ -11,7 +11,6 @@ from redis.crc import key_slot
 from tenure import InvalidArgument
 from tenure._keys import latch_keys
 from tenure._plans import latch as latch_plans
-from tenure._plans.lock import FENCE_TTL_MS
 from tenure._protocol import Eval, Status, Subscribe, WaitWake
 from tenure._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
 
@@ -60,7 +59,7 @@ def test_latch_set_and_count_down() -> None:
     plan = latch_plans.count_down(LATCH)
     step = send(plan)
     assert step.script is LATCH_COUNT_DOWN and step.keys == (LATCH.count, LATCH.opened)
-    assert step.args == (LATCH.channel, FENCE_TTL_MS)
+    assert step.args == (LATCH.channel, latch_plans.OPENED_KEEP_MS)
     assert finish(plan, (Status.OK, 2)) == 2
     for bad in (0, -2, True, "3", 2.0):
         with pytest.raises(InvalidArgument, match=r"count must be an int from 1 to 2\*\*53 - 1"):

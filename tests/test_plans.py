@@ -87,10 +87,21 @@ def test_uncontended_acquire_is_one_script_call() -> None:
         "tenure:{orders}:waiters",
         "tenure:{orders}:delay",
     )
-    assert step.args == ("own:tok", "own:", 10000, "", plans.FENCE_TTL_MS, 0)
+    assert step.args == ("own:tok", "own:", 10000, "", plans.FENCE_KEEP_MS, 0)
     grant = finish(plan, (Status.OK, 42))
     assert grant.fence == 42 and grant.token == "own:tok"
     assert grant.expires_at == pytest.approx(100.0 + 10.0 - (0.1 + 0.002))
+
+
+def test_fence_key_lives_ten_minutes_or_the_lease() -> None:
+    """The fence key is kept 10 minutes after a grant, or the lease when longer
+    (a retried acquire reads the holder's fence back from it)."""
+    assert plans.FENCE_KEEP_MS == 600_000
+    assert plans.fence_keep_ms(10_000) == 600_000
+    assert plans.fence_keep_ms(3_600_000) == 3_600_000
+    plan = plans.acquire(KEYS, "own", "own:tok", 3600.0, blocking=False, timeout=None, now=Clock())
+    step = start(plan)
+    assert isinstance(step, Eval) and step.args[4] == 3_600_000
 
 
 def test_busy_then_listen_then_wait_for_pttl_then_acquire() -> None:
@@ -192,7 +203,7 @@ def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
     clock.t += 5.0  # more than HANDOFF_RESYNC of the 1 s claim window
     extend = plan.send(HandedOff(78))
     # least left: the drift allowance of the 1 s claim window Redis holds, 12 ms
-    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 12, 0)
+    assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 12, 0, 600_000)
     clock.t += 0.1
     grant = finish(plan, (Status.OK, 0))
     assert grant.fence == 78 and grant.expires_at == pytest.approx(105.0 + plans.validity(10.0))
@@ -291,7 +302,7 @@ def test_release_not_owned_names_lock_and_fence() -> None:
         "tenure:{orders}:delay",
         "tenure:{orders}:released",
     )
-    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.FENCE_TTL_MS, "", 0, "op1")
+    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.FENCE_KEEP_MS, "", 0, "op1")
     with pytest.raises(NotOwnedError, match=r"'orders' \(fence 77\)"):
         plan.send((Status.NOT_OWNED, 0))
 
@@ -323,9 +334,9 @@ def test_extend_returns_new_deadline() -> None:
     clock = Clock()
     plan = plans.extend(KEYS, "own:tok", 5, 2.0, clock, ttl=2.0, delay_ms=500)
     step = start(plan)
-    assert step.keys == ("tenure:{orders}", "tenure:{orders}:delay")
+    assert step.keys == ("tenure:{orders}", "tenure:{orders}:delay", "tenure:{orders}:fence")
     # refused with less than the drift allowance (22 ms of 2 s) left; lock-delay 500 ms
-    assert step.args == ("own:tok", 2000, 22, 500)
+    assert step.args == ("own:tok", 2000, 22, 500, 600_000)
     assert finish(plan, (Status.OK, 0)) == pytest.approx(100.0 + 2.0 - 0.022)
 
 

@@ -11,7 +11,7 @@ from tenure import InvalidArgument, NotOwnedError
 from tenure._errors import ProtocolError
 from tenure._keys import lock_keys, rlock_keys
 from tenure._plans import rlock as plans
-from tenure._plans.lock import FENCE_TTL_MS
+from tenure._plans.lock import FENCE_KEEP_MS
 from tenure._plans.waiting import validity
 from tenure._protocol import Contend, Eval, HandedOff, Status, WaitWake
 from tenure._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
@@ -80,7 +80,7 @@ def test_first_attempt_is_one_script_call_never_queued_first() -> None:
     step = first(plan)
     assert isinstance(step, Eval) and step.script is RLOCK_ACQUIRE
     assert step.keys == (KEYS.lock, KEYS.fence, KEYS.waiters, KEYS.delay, KEYS.released)
-    assert step.args == (OWNER, 10000, "", FENCE_TTL_MS, 0, "op1")
+    assert step.args == (OWNER, 10000, "", FENCE_KEEP_MS, 0, "op1")
     grant = finish(plan, (Status.OK, 42))
     assert grant.token == OWNER and grant.fence == 42 and grant.ttl == 10.0
     assert grant.expires_at == pytest.approx(100.0 + validity(10.0))
@@ -98,7 +98,7 @@ def test_busy_then_contend_with_the_owner_id_then_wait_for_pttl() -> None:
         OWNER,
         10000,
         MEMBER,
-        FENCE_TTL_MS,
+        FENCE_KEEP_MS,
         0,
         "op1",
     )
@@ -119,7 +119,7 @@ def test_hand_off_is_claimed_with_one_more_attempt() -> None:
     clock.t += 0.5
     claim = plan.send(HandedOff(77))
     assert isinstance(claim, Eval) and claim.script is RLOCK_ACQUIRE
-    assert claim.args == (OWNER, 10000, MEMBER, FENCE_TTL_MS, 0, "op1")
+    assert claim.args == (OWNER, 10000, MEMBER, FENCE_KEEP_MS, 0, "op1")
     clock.t += 0.01
     grant = finish(plan, (Status.OK, 77))
     assert grant.fence == 77 and grant.expires_at == pytest.approx(100.5 + validity(10.0))
@@ -145,7 +145,7 @@ def test_timeout_leaves_the_queue_and_gives_back_a_hand_off() -> None:
     assert isinstance(leave, Eval) and leave.script is RLOCK_RELEASE
     assert leave.keys == (KEYS.lock, KEYS.waiters, KEYS.fence, KEYS.delay, KEYS.released)
     # fence "": whatever hold this owner has (one handed to it), member removed first
-    assert leave.args == (OWNER, "", KEYS.wake_prefix, FENCE_TTL_MS, MEMBER, 0, "")
+    assert leave.args == (OWNER, "", KEYS.wake_prefix, FENCE_KEEP_MS, MEMBER, 0, "")
     assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 
@@ -176,7 +176,7 @@ def test_lost_reply_of_a_queued_attempt_gives_the_hold_back() -> None:
     plan.send(True)  # a queued attempt is in flight
     cleanup = plan.throw(ConnectionError("reply lost"))
     assert isinstance(cleanup, Eval) and cleanup.script is RLOCK_RELEASE
-    assert cleanup.args == (OWNER, "", KEYS.wake_prefix, FENCE_TTL_MS, MEMBER, 0, "")
+    assert cleanup.args == (OWNER, "", KEYS.wake_prefix, FENCE_KEEP_MS, MEMBER, 0, "")
     with pytest.raises(ConnectionError, match="reply lost"):
         plan.send((Status.OK, 1))
 
@@ -208,7 +208,7 @@ def test_release_returns_the_count_left() -> None:
     step = first(plan)
     assert step.script is RLOCK_RELEASE
     assert step.keys == (KEYS.lock, KEYS.waiters, KEYS.fence, KEYS.delay, KEYS.released)
-    assert step.args == (OWNER, "77", KEYS.wake_prefix, FENCE_TTL_MS, "", 300, "op2")
+    assert step.args == (OWNER, "77", KEYS.wake_prefix, FENCE_KEEP_MS, "", 300, "op2")
     assert finish(plan, (Status.OK, 2)) == 2
 
 
@@ -225,7 +225,7 @@ def test_extend_returns_new_deadline_or_raises() -> None:
     step = first(plan)
     assert step.script is RLOCK_EXTEND and step.keys == (KEYS.lock, KEYS.fence, KEYS.delay)
     # a renewal refuses a lease with less than the drift allowance (102 ms of 10 s) left
-    assert step.args == (OWNER, 77, 2000, FENCE_TTL_MS, 102, 0)
+    assert step.args == (OWNER, 77, 2000, FENCE_KEEP_MS, 102, 0)
     assert finish(plan, (Status.OK, 3)) == pytest.approx(100.0 + validity(2.0))
     plan = plans.extend(KEYS, OWNER, 77, 2.0, clock, ttl=10.0)
     plan.send(None)

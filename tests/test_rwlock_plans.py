@@ -11,7 +11,7 @@ from tenure import InvalidArgument, LockUpgradeError, NotOwnedError
 from tenure._errors import ProtocolError
 from tenure._keys import lock_keys, rlock_keys, rwlock_keys
 from tenure._plans import rwlock as plans
-from tenure._plans.lock import FENCE_TTL_MS
+from tenure._plans.lock import FENCE_KEEP_MS
 from tenure._plans.waiting import validity
 from tenure._protocol import Contend, Eval, HandedOff, Status, WaitWake
 from tenure._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
@@ -106,7 +106,7 @@ def test_first_attempt_is_one_script_call_never_queued_first(mode: plans.Mode, l
     plan = acquire_plan(clock, mode, delay_ms=300)
     step = plan.send(None)
     assert isinstance(step, Eval) and step.script is RWLOCK_ACQUIRE and step.keys == KEYS6
-    assert step.args == (OWNER, letter, 10000, "", FENCE_TTL_MS, 300, "op1", KEYS.wake_prefix)
+    assert step.args == (OWNER, letter, 10000, "", FENCE_KEEP_MS, 300, "op1", KEYS.wake_prefix)
     grant = finish(plan, (Status.OK, [42, "op0"]))
     assert isinstance(grant, plans.RWGrant)
     assert (grant.token, grant.fence, grant.ttl, grant.mode, grant.hold) == (
@@ -189,7 +189,7 @@ def test_timeout_leaves_the_queue_and_gives_back_what_the_call_got() -> None:
     leave = plan.send((Status.BUSY, 29000))
     assert isinstance(leave, Eval) and leave.script is RWLOCK_RELEASE and leave.keys == KEYS6
     # hold id "": a waiter leaving, undoing what op1 did (a hold handed to it)
-    assert leave.args == (OWNER, "w", "", KEYS.wake_prefix, FENCE_TTL_MS, member(), "op1", 300)
+    assert leave.args == (OWNER, "w", "", KEYS.wake_prefix, FENCE_KEEP_MS, member(), "op1", 300)
     assert finish(plan, (Status.OK, 0)) is None
 
 
@@ -253,7 +253,7 @@ def test_release_returns_the_count_left_or_raises() -> None:
     plan = plans.release(KEYS, OWNER, "read", "op0", 77, op="op2", delay_ms=300)
     step = first(plan)
     assert step.script is RWLOCK_RELEASE and step.keys == KEYS6
-    assert step.args == (OWNER, "r", "op0", KEYS.wake_prefix, FENCE_TTL_MS, "", "op2", 300)
+    assert step.args == (OWNER, "r", "op0", KEYS.wake_prefix, FENCE_KEEP_MS, "", "op2", 300)
     assert finish(plan, (Status.OK, 2)) == 2
     plan = plans.release(KEYS, OWNER, "write", "op0", 77, op="op3")
     plan.send(None)
@@ -268,7 +268,7 @@ def test_extend_returns_new_deadline_or_raises() -> None:
     assert step.script is RWLOCK_EXTEND
     assert step.keys == (KEYS.lock, KEYS.holds, KEYS.fence, KEYS.waiters, KEYS.delay)
     # a renewal refuses a lease with less than the drift allowance (102 ms of 10 s) left
-    assert step.args == (OWNER, "w", "op0", 2000, FENCE_TTL_MS, 102, 0)
+    assert step.args == (OWNER, "w", "op0", 2000, FENCE_KEEP_MS, 102, 0)
     assert finish(plan, (Status.OK, 3)) == pytest.approx(100.0 + validity(2.0))
     plan = plans.extend(KEYS, OWNER, "read", "op0", 2.0, clock, ttl=10.0, fence=77)
     plan.send(None)

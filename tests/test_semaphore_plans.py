@@ -12,7 +12,7 @@ from tenure import InvalidArgument, NotOwnedError
 from tenure._errors import ProtocolError
 from tenure._keys import lock_keys, semaphore_keys
 from tenure._plans import semaphore as plans
-from tenure._plans.lock import FENCE_TTL_MS
+from tenure._plans.lock import FENCE_KEEP_MS
 from tenure._plans.waiting import validity
 from tenure._protocol import Contend, Eval, HandedOff, Listening, Status, WaitWake
 from tenure._scripts import (
@@ -105,7 +105,17 @@ def test_first_attempt_carries_count_check_and_lease() -> None:
     plan = acquire_plan(clock)
     step = start(plan)
     assert step.script is SEMAPHORE_ACQUIRE and step.keys == SCRIPT_KEYS
-    assert step.args == (TOKEN, 2, 10000, 3, "1", "", KEYS.wake_prefix, FENCE_TTL_MS)
+    assert step.args == (
+        TOKEN,
+        2,
+        10000,
+        3,
+        "1",
+        "",
+        KEYS.wake_prefix,
+        FENCE_KEEP_MS,
+        plans.PERMITS_KEEP_MS,
+    )
     grant = finish(plan, (Status.OK, 42))
     assert grant.token == TOKEN and grant.fence == 42 and grant.ttl == 10.0
     assert grant.expires_at == pytest.approx(100.0 + validity(10.0))
@@ -154,7 +164,7 @@ def test_hand_off_is_trusted_at_once_or_resynced_with_an_extend() -> None:
     clock.t += 5.0
     extend = send(plan, HandedOff(78))
     assert isinstance(extend, Eval) and extend.script is SEMAPHORE_EXTEND
-    assert extend.args == (TOKEN, 2, 10000, 3, KEYS.wake_prefix, FENCE_TTL_MS)
+    assert extend.args == (TOKEN, 2, 10000, 3, KEYS.wake_prefix, FENCE_KEEP_MS)
     grant = finish(plan, (Status.OK, 0))
     assert grant.fence == 78 and grant.expires_at == pytest.approx(clock.t + validity(10.0))
     assert grant.claim == 0.0
@@ -170,7 +180,7 @@ def test_timeout_leaves_the_queue_and_gives_back_a_hand_off() -> None:
     leave = send(plan, (Status.BUSY, 29000))
     assert isinstance(leave, Eval) and leave.script is SEMAPHORE_RELEASE
     assert leave.keys == (*SCRIPT_KEYS, KEYS.released)
-    assert leave.args == (TOKEN, 2, 3, MEMBER, KEYS.wake_prefix, FENCE_TTL_MS, "")
+    assert leave.args == (TOKEN, 2, 3, MEMBER, KEYS.wake_prefix, FENCE_KEEP_MS, "")
     assert finish(plan, (Status.NOT_OWNED, 0)) is None
 
 
@@ -180,7 +190,7 @@ def test_lost_reply_of_a_lone_attempt_gives_back_what_it_may_have_taken() -> Non
     start(plan)
     cleanup = plan.throw(ConnectionError("reply lost"))
     assert isinstance(cleanup, Eval) and cleanup.script is SEMAPHORE_RELEASE
-    assert cleanup.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_TTL_MS, "")
+    assert cleanup.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_KEEP_MS, "")
     with pytest.raises(ConnectionError, match="reply lost"):
         plan.throw(ConnectionError("still down"))  # cleanup errors are suppressed
 
@@ -237,7 +247,7 @@ def test_release_extend_set_permits() -> None:
     plan: Any = plans.release(KEYS, TOKEN, 2, 3, 77, op="op1")
     step = send(plan)
     assert step.script is SEMAPHORE_RELEASE and step.keys == (*SCRIPT_KEYS, KEYS.released)
-    assert step.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_TTL_MS, "op1")
+    assert step.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_KEEP_MS, "op1")
     assert finish(plan, (Status.OK, 0)) is None
     plan = plans.release(KEYS, TOKEN, 2, 3, 77)
     send(plan)
@@ -245,7 +255,7 @@ def test_release_extend_set_permits() -> None:
         send(plan, (Status.NOT_OWNED, 0))
     clock = Clock()
     plan = plans.extend(KEYS, TOKEN, 2, 3, 77, 2.0, clock)
-    assert send(plan).args == (TOKEN, 2, 2000, 3, KEYS.wake_prefix, FENCE_TTL_MS)
+    assert send(plan).args == (TOKEN, 2, 2000, 3, KEYS.wake_prefix, FENCE_KEEP_MS)
     assert finish(plan, (Status.OK, 0)) == pytest.approx(100.0 + validity(2.0))
     plan = plans.extend(KEYS, TOKEN, 2, 3, 77, 2.0, clock)
     send(plan)
@@ -255,7 +265,12 @@ def test_release_extend_set_permits() -> None:
         send(plans.extend(KEYS, TOKEN, 2, 3, 77, 0, clock))
     plan = plans.set_permits(KEYS, 5)
     step = send(plan)
-    assert step.script is SEMAPHORE_SET_PERMITS and step.args == (5, KEYS.wake_prefix, FENCE_TTL_MS)
+    assert step.script is SEMAPHORE_SET_PERMITS and step.args == (
+        5,
+        KEYS.wake_prefix,
+        FENCE_KEEP_MS,
+        plans.PERMITS_KEEP_MS,
+    )
     assert finish(plan, (Status.OK, 3)) == 3
 
 

@@ -97,6 +97,15 @@ A count-down latch named ``job`` (:func:`latch_keys`)::
                                 (seeded from the server's clock, as a fence)
     tenure:{job}:latch:zero     pub/sub channel on which reaching zero wakes every waiter
 
+Every key expires by itself within 10 minutes of the name's last use (or at
+the end of a longer lease), except those kept on purpose: a semaphore's
+``:permits`` (7 days after the last acquire or ``set_permits``), a latch's
+count while it is not zero, and a ``FencedKey``'s seen key. Fence keys live
+10 minutes after each grant or renewal, or the lease if longer
+(:data:`tenure._plans.lock.FENCE_KEEP_MS` says what that costs), a latch's
+``:opened`` 10 minutes. README.md's "Keys and memory" lists each key's
+lifetime and size, and ``tests/test_keys_left.py`` checks them.
+
 Exact keys
 ----------
 

@@ -670,8 +670,9 @@ def _release_holds(
     values: dict[str, str] = {}
     if lock.kind == "ReadWriteLock":
         values = run(client, read_hold_values(_keys_as(lock, RWLockKeys)))
-    # A semaphore's count, for its release script when Redis stores none (a
-    # week after its last acquire): the permits held, all free once released.
+    # A semaphore's count, for its release script when Redis stores none (7 days
+    # after its last acquire or set_permits): the permits held, all free once
+    # released.
     detail = before.detail
     stored = detail.permits if isinstance(detail, SemaphoreInfo) else 0
     permits = stored or max(1, sum(h.count for h in holds_of(before)))

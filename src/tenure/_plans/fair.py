@@ -41,7 +41,7 @@ from .._keys import FairKeys
 from .._protocol import Eval, Plan
 from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE
 from .._units import check_count, check_seconds, lease_ms, to_ms
-from .lock import FENCE_TTL_MS, _LockContender, released
+from .lock import FENCE_KEEP_MS, _LockContender, fence_keep_ms, released
 from .waiting import Clock, Grant, wait_turn
 
 #: The default waiter timeout, seconds: a queued waiter that does not call
@@ -109,7 +109,7 @@ class _FairContender(_LockContender):
                 self.owner + ":",
                 self.ttl_ms,
                 member,
-                FENCE_TTL_MS,
+                fence_keep_ms(self.ttl_ms),
                 self.delay_ms,
                 self.waiter_ms,
             ),
@@ -124,7 +124,7 @@ def _release_step(keys: FairKeys, token: str, member: str, delay_ms: int = 0, op
     return Eval(
         FAIR_RELEASE,
         (keys.lock, keys.waiters, keys.deadlines, keys.fence, keys.delay, keys.released),
-        (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms, op),
+        (token, keys.wake_prefix, FENCE_KEEP_MS, member, delay_ms, op),
     )
 
 

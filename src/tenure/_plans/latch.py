@@ -25,8 +25,20 @@ from .. import _units
 from .._keys import LatchKeys
 from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
 from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
-from .lock import FENCE_TTL_MS
 from .waiting import Clock
+
+#: How long the opened key (the number of the latch's last opening) is kept after
+#: the opening that wrote it (ms): 10 minutes. Waiters compare the number with
+#: the one they read when they began, so that an opening followed at once by a
+#: new count still ends their wait; a waiter woken by the opening's message reads
+#: it within moments. What a shorter lifetime costs: a waiter that missed the
+#: message and looks only later (its hub reconnecting after a long outage, or its
+#: timeout ending) after the latch was set again finds no number (or an older
+#: one) and waits on for the next opening. And, as for fences
+#: (:data:`~tenure._plans.lock.FENCE_KEEP_MS`), a new number is seeded from the
+#: server's clock once the key is gone, so numbers keep growing unless the
+#: server's clock is stepped back by more than this while the latch is idle.
+OPENED_KEEP_MS = 10 * 60 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +77,9 @@ def try_set_count(keys: LatchKeys, count: int) -> Plan[bool]:
 def count_down(keys: LatchKeys) -> Plan[int]:
     """Count down by one (nothing happens at zero); at zero, wake every waiter.
     Returns the count left."""
-    _, left = yield Eval(LATCH_COUNT_DOWN, (keys.count, keys.opened), (keys.channel, FENCE_TTL_MS))
+    _, left = yield Eval(
+        LATCH_COUNT_DOWN, (keys.count, keys.opened), (keys.channel, OPENED_KEEP_MS)
+    )
     return int(left)
 
 

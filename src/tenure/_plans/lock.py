@@ -53,9 +53,36 @@ from .waiting import Contender, claim_window, handed_off_until, wait_turn
 from .waiting import Grant as Grant
 from .waiting import validity as validity
 
-#: How long a fence key outlives its last acquire (ms). When it is gone the next
-#: fence is seeded from the server's clock, so fences still increase.
-FENCE_TTL_MS = 7 * 24 * 3600 * 1000
+#: How long a fence key is kept after each grant or renewal that writes it (ms):
+#: 10 minutes, or the lease granted with it when that is longer
+#: (:func:`fence_keep_ms`; the scripts of the other kinds take the longer of the
+#: two themselves, and keep the key while the holds that share its fence last).
+#:
+#: A fence is ``max(last + 1, server TIME in µs)``. The stored ``last`` only
+#: matters when it is not below the clock: after several grants within one
+#: microsecond (then it is a few µs ahead), or after the server's clock was
+#: stepped back. After a backward step of D, ``last`` is up to D ahead of the
+#: clock until the clock catches up, D of real time later. Once the key has
+#: expired the next fence is the clock alone. What this lifetime costs, then:
+#: **after a backward step of the server's clock by more than 10 minutes, a name
+#: left idle for longer than its fence key lives but for less than the step can
+#: be granted a fence smaller than one given out before** (as after a restart
+#: that lost the key, or a failover to a server whose clock is behind by more
+#: than the time between two grants). Backward steps of less than 10 minutes in all
+#: never make a fence go backwards: the key outlives them.
+#:
+#: The lease matters only for the grant's own retries: an acquire retried after
+#: its reply was lost (or a hand-off whose message was lost) finds its token
+#: holding the lock and reads its fence back from the key, within the lease it
+#: was granted (the caller can't renew a lease it has not heard of).
+FENCE_KEEP_MS = 10 * 60 * 1000
+
+
+def fence_keep_ms(lease_ms: int) -> int:
+    """The fence key's lifetime (ms) for a grant of a ``lease_ms`` lease:
+    :data:`FENCE_KEEP_MS`, or the lease when that is longer."""
+    return max(FENCE_KEEP_MS, lease_ms)
+
 
 #: Exact-key mode: the most hand-offs in a row before a release leaves the key free.
 EXACT_CHAIN = 2
@@ -197,7 +224,14 @@ class _LockContender(Contender):
 
     def attempt(self, member: str) -> Eval:
         keys = self.keys
-        args = (self.token, self.owner + ":", self.ttl_ms, member, FENCE_TTL_MS, self.delay_ms)
+        args = (
+            self.token,
+            self.owner + ":",
+            self.ttl_ms,
+            member,
+            fence_keep_ms(self.ttl_ms),
+            self.delay_ms,
+        )
         if not keys.chain:
             return Eval(LOCK_ACQUIRE, (keys.lock, keys.fence, keys.waiters, keys.delay), args)
         return Eval(
@@ -234,7 +268,7 @@ def _abandon(keys: LockKeys, token: str, member: str) -> Plan[None]:
 
 def _release_step(keys: LockKeys, token: str, member: str, delay_ms: int = 0, op: str = "") -> Eval:
     names = (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released)
-    args = (token, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms, op)
+    args = (token, keys.wake_prefix, FENCE_KEEP_MS, member, delay_ms, op)
     if not keys.chain:
         return Eval(LOCK_RELEASE, names, args)
     return Eval(
@@ -285,7 +319,10 @@ def pass_on(keys: LockKeys, token: str) -> Plan[None]:
 def renewal(keys: LockKeys, token: str, seconds: float, *, ttl: float, delay_ms: int = 0) -> Eval:
     """The script call that resets the lease of ``token`` (now ``ttl`` seconds
     long) to end ``seconds`` from now, unless it has less left than the holder's
-    clock allows for drift (then it is lost to the holder: never revived).
+    clock allows for drift (then it is lost to the holder: never revived). The
+    name's fence key is kept alive with the lease (:data:`FENCE_KEEP_MS`, or the
+    lease when longer), so that ``info()`` and ``tenure inspect`` show the fence
+    of a lock held for hours.
 
     Reply: ``(OK, 0)``, or ``(NOT_OWNED, late)`` with ``late`` 1 when refused
     for having too little left.
@@ -294,7 +331,11 @@ def renewal(keys: LockKeys, token: str, seconds: float, *, ttl: float, delay_ms:
         InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
     """
     ms = lease_ms(seconds, "seconds")
-    return Eval(LOCK_EXTEND, (keys.lock, keys.delay), (token, ms, least_left_ms(ttl), delay_ms))
+    return Eval(
+        LOCK_EXTEND,
+        (keys.lock, keys.delay, keys.fence),
+        (token, ms, least_left_ms(ttl), delay_ms, FENCE_KEEP_MS),
+    )
 
 
 def least_left_ms(ttl: float) -> int:

@@ -40,7 +40,7 @@ from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
 from .._units import lease_ms
-from .lock import FENCE_TTL_MS, extend_refused, least_left_ms
+from .lock import FENCE_KEEP_MS, extend_refused, least_left_ms
 from .waiting import Clock, Contender, Grant, validity, wait_turn
 
 
@@ -113,7 +113,7 @@ class _RLockContender(Contender):
         return Eval(
             RLOCK_ACQUIRE,
             (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released),
-            (self.token, self.ttl_ms, member, FENCE_TTL_MS, self.delay_ms, self.op),
+            (self.token, self.ttl_ms, member, FENCE_KEEP_MS, self.delay_ms, self.op),
         )
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
@@ -139,7 +139,7 @@ def _release_step(
     return Eval(
         RLOCK_RELEASE,
         (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
-        (owner, fence, keys.wake_prefix, FENCE_TTL_MS, member, delay_ms, op),
+        (owner, fence, keys.wake_prefix, FENCE_KEEP_MS, member, delay_ms, op),
     )
 
 
@@ -182,7 +182,7 @@ def renewal(
     return Eval(
         RLOCK_EXTEND,
         (keys.lock, keys.fence, keys.delay),
-        (owner, fence, ms, FENCE_TTL_MS, least_left_ms(ttl), delay_ms),
+        (owner, fence, ms, FENCE_KEEP_MS, least_left_ms(ttl), delay_ms),
     )
 
 

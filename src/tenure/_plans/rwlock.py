@@ -46,7 +46,7 @@ from .._keys import RWLockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import lease_ms
-from .lock import FENCE_TTL_MS, extend_refused, least_left_ms
+from .lock import FENCE_KEEP_MS, extend_refused, least_left_ms
 from .waiting import (
     Clock,
     Contender,
@@ -208,7 +208,7 @@ class _RWContender(Contender):
                 self.letter,
                 self.ttl_ms,
                 member,
-                FENCE_TTL_MS,
+                FENCE_KEEP_MS,
                 self.delay_ms,
                 self.op,
                 keys.wake_prefix,
@@ -257,7 +257,7 @@ def _release_step(
     return Eval(
         RWLOCK_RELEASE,
         _keys6(keys, owner),
-        (owner, mode, hold, keys.wake_prefix, FENCE_TTL_MS, member, op, delay_ms),
+        (owner, mode, hold, keys.wake_prefix, FENCE_KEEP_MS, member, op, delay_ms),
     )
 
 
@@ -319,7 +319,7 @@ def renewal(
     return Eval(
         RWLOCK_EXTEND,
         (keys.lock, keys.holds, keys.fence, keys.waiters, keys.delay),
-        (owner, letter(mode), hold, ms, FENCE_TTL_MS, least_left_ms(ttl), delay_ms),
+        (owner, letter(mode), hold, ms, FENCE_KEEP_MS, least_left_ms(ttl), delay_ms),
     )
 
 

@@ -44,8 +44,18 @@ from .._scripts import (
     SEMAPHORE_SET_PERMITS,
 )
 from .._units import MAX_LEASE_PERMITS, check_count, lease_ms
-from .lock import FENCE_TTL_MS
+from .lock import FENCE_KEEP_MS
 from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validity, wait_turn
+
+#: How long the permits key (the stored count) is kept after the last acquire or
+#: :func:`set_permits` (ms): 7 days, or the acquire's lease when longer. It is
+#: the one key a semaphore keeps on purpose once it is idle: the count a
+#: :func:`set_permits` stored, which an acquire follows instead of its own count,
+#: and against which a program started with another count is told at once. When
+#: it is gone the next acquire stores its caller's count. Its lifetime is its
+#: own: the fence key, like every lock's, lives
+#: :data:`~tenure._plans.lock.FENCE_KEEP_MS`.
+PERMITS_KEEP_MS = 7 * 24 * 3600 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +183,8 @@ class _SemaphoreContender(Contender):
                 "1" if self.check else "0",
                 member,
                 keys.wake_prefix,
-                FENCE_TTL_MS,
+                FENCE_KEEP_MS,
+                PERMITS_KEEP_MS,
             ),
         )
 
@@ -212,7 +223,7 @@ def _release_step(
     return Eval(
         SEMAPHORE_RELEASE,
         (*keys.script_keys, keys.released),
-        (token, n, permits, member, keys.wake_prefix, FENCE_TTL_MS, op),
+        (token, n, permits, member, keys.wake_prefix, FENCE_KEEP_MS, op),
     )
 
 
@@ -247,7 +258,7 @@ def renewal(keys: SemaphoreKeys, token: str, n: int, permits: int, seconds: floa
     return Eval(
         SEMAPHORE_EXTEND,
         keys.script_keys,
-        (token, n, ms, permits, keys.wake_prefix, FENCE_TTL_MS),
+        (token, n, ms, permits, keys.wake_prefix, FENCE_KEEP_MS),
     )
 
 
@@ -284,7 +295,9 @@ def set_permits(keys: SemaphoreKeys, permits: int) -> Plan[int]:
     Returns the count stored before (0 when none was).
     """
     _, old = yield Eval(
-        SEMAPHORE_SET_PERMITS, keys.script_keys, (permits, keys.wake_prefix, FENCE_TTL_MS)
+        SEMAPHORE_SET_PERMITS,
+        keys.script_keys,
+        (permits, keys.wake_prefix, FENCE_KEEP_MS, PERMITS_KEEP_MS),
     )
     return int(old)
 

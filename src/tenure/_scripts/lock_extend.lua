@@ -2,12 +2,15 @@
 --
 -- KEYS[1]  lock key      string; value = the holder's owner token
 -- KEYS[2]  delay key     string: the lock-delay guard (see lock_acquire.lua)
+-- KEYS[3]  fence key     string holding an integer: the last fence minted; kept
+--                        as long as the lease, and at least ARGV[5] ms
 -- ARGV[1]  token         string; the lease's owner token
 -- ARGV[2]  lease         integer MILLISECONDS, > 0
 -- ARGV[3]  least left    integer MILLISECONDS, >= 0: refuse when the lease has
 --                        less than this left (the holder's clock has given it
 --                        up by then; a late renewal must not revive it)
 -- ARGV[4]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay
+-- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 --
 -- Returns  {1, 0}        OK: the lease now ends ARGV[2] ms from now.
 --          {4, late}     NOT_OWNED: not held with this token (expired or
@@ -29,4 +32,5 @@ if left >= 0 and left < tonumber(ARGV[3]) then return {4, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local delay = tonumber(ARGV[4])
 if delay > 0 then redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[2]) + delay) end
+redis.call('PEXPIRE', KEYS[3], math.max(tonumber(ARGV[5]), tonumber(ARGV[2])))
 return {1, 0}

@@ -16,8 +16,10 @@
 -- ARGV[5]  check         "1": refuse if another count is stored; "0": use the stored one
 -- ARGV[6]  member        the caller's waiters member, or "" to not queue
 -- ARGV[7]  wake prefix   string; waiter w is told by PUBLISH on ARGV[7] .. w
--- ARGV[8]  fence ttl     integer MILLISECONDS the fence and permits keys outlive
---                        their last use (at least the lease)
+-- ARGV[8]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+--                        (at least the lease)
+-- ARGV[9]  permits ttl   integer MILLISECONDS the permits key outlives its last use
+--                        (at least the lease)
 --
 -- Returns  {1, fence}      OK: the token holds n permits until ARGV[3] ms from now.
 --                          fence = last fence + 1, or the server's TIME in µs when
@@ -51,7 +53,7 @@ if n > s.total then
   if member ~= '' then redis.call('ZREM', KEYS[4], member) end
   return {8, s.total}
 end
-redis.call('SET', KEYS[2], s.total, 'PX', string.format('%.0f', fence_ttl))
+redis.call('SET', KEYS[2], s.total, 'PX', string.format('%.0f', math.max(tonumber(ARGV[9]), lease)))
 sem_prune(s)
 
 local granted = nil

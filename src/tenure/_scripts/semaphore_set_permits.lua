@@ -9,8 +9,8 @@
 -- KEYS[4]  waiters key   sorted set of waiters (see _semaphore.lua)
 -- ARGV[1]  permits       integer >= 1; the new count
 -- ARGV[2]  wake prefix   string; waiter w is told by PUBLISH on ARGV[2] .. w
--- ARGV[3]  fence ttl     integer MILLISECONDS the permits and fence keys outlive
---                        their last use
+-- ARGV[3]  fence ttl     integer MILLISECONDS the fence key outlives its last use
+-- ARGV[4]  permits ttl   integer MILLISECONDS the permits key outlives its last use
 --
 -- Returns  {1, old}      OK: the count is now ARGV[1]; old = the count stored
 --                        before (0 when none was).
@@ -28,7 +28,7 @@ local bad = sem_wrong_key()
 if bad then return {5, bad} end
 local s = sem_open(ARGV[1])
 s.total = tonumber(ARGV[1])
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[4])
 sem_prune(s)
 sem_promote(s, ARGV[2], tonumber(ARGV[3]), '')
 sem_touch(s)
