@@ -603,3 +603,43 @@ def test_a_multi_lease_whose_part_failed_to_release_may_be_released_again(url: s
     assert not any(part.locked() for part in multi.locks)
     with pytest.raises(NotOwnedError, match="already released"):
         lease.release()
+
+
+@pytest.mark.parametrize("kind", ["Lock", "FairLock", "Semaphore"])
+def test_a_release_sent_again_after_the_next_holder_released_is_recognised(
+    url: str, kind: str
+) -> None:
+    """A's release hands the lock to waiter B; A's reply is lost; B releases;
+    then A's release is sent again. It is the same call: recognised, not lost
+    (the record keeps every release of the last 120 s, not only the last)."""
+    from tenure._scripts import FAIR_RELEASE, LOCK_RELEASE, SEMAPHORE_RELEASE
+
+    make: dict[str, tuple[Callable[[redis.Redis], Any], str]] = {
+        "Lock": (lambda c: Lock(c, "chain", ttl=30), LOCK_RELEASE.sha1),
+        "FairLock": (lambda c: FairLock(c, "chain", ttl=30), FAIR_RELEASE.sha1),
+        "Semaphore": (lambda c: Semaphore(c, "chain", 1, ttl=30), SEMAPHORE_RELEASE.sha1),
+    }
+    build, sha = make[kind]
+    first = build(_dropping_client(url)).acquire()
+    assert first is not None
+    handed = threading.Event()
+    done: list[Any] = []
+
+    def waiter() -> None:
+        lease = build(redis.Redis.from_url(url)).acquire(timeout=10)
+        handed.set()
+        done.append(lease)
+        if lease is not None:
+            lease.release()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.3)  # the waiter is queued
+    _DropsReply.armed = sha
+    with pytest.raises(redis.exceptions.ConnectionError):
+        first.release()
+    assert handed.wait(5)
+    t.join(5)
+    assert done and done[0] is not None, "the waiter was not handed the lock"
+    first.release()  # sent again after the waiter's own release: recognised
+    assert not first.lost.is_set()

@@ -13,6 +13,39 @@ local function now_us()
   return tonumber(now[1]) * 1000000 + tonumber(now[2])
 end
 
+-- The record of clean releases (a Lock's, FairLock's or Semaphore's
+-- `released` key): a sorted set, member "<token> <op>" (the lease's token and
+-- its release call's id), score = server ms. A release retried after its reply
+-- was lost finds its own member; a release by anyone else (another call with
+-- the token) does not. Members are kept 120 s, at most 1000 of them, so that
+-- releases by other holders meanwhile (a hand-off chain) never push a retry's
+-- member out. A string there is an older tenure's record: it is replaced.
+local RELEASED_KEEP_MS = 120000
+local RELEASED_MAX = 1000
+
+-- Whether `key` can hold the record (nil) or holds another type (the key).
+local function released_wrong(key)
+  local t = redis.call('TYPE', key).ok
+  if t ~= 'none' and t ~= 'zset' and t ~= 'string' then return key end
+  return nil
+end
+
+-- Record the release `member` (write).
+local function released_record(key, member)
+  local now_ms = math.floor(now_us() / 1000)
+  if redis.call('TYPE', key).ok == 'string' then redis.call('DEL', key) end
+  redis.call('ZADD', key, now_ms, member)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms - RELEASED_KEEP_MS)
+  redis.call('ZREMRANGEBYRANK', key, 0, -(RELEASED_MAX + 1))
+  redis.call('PEXPIRE', key, RELEASED_KEEP_MS)
+end
+
+-- Whether the release `member` was recorded (in the last 120 s).
+local function released_has(key, member)
+  if redis.call('TYPE', key).ok ~= 'zset' then return false end
+  return redis.call('ZSCORE', key, member) ~= false
+end
+
 -- The fence after `last` (the fence key's value, or false when none is
 -- stored): the larger of last + 1 and the server's clock in µs. It increases
 -- when the fence key is lost (expiry, a restart without persistence), and

@@ -13,9 +13,10 @@
 -- KEYS[3]  deadlines key  sorted set, each member's deadline (server ms)
 -- KEYS[4]  fence key      string holding an integer: the last fence minted
 -- KEYS[5]  delay key      string: the lock-delay guard; a clean release deletes it
--- KEYS[6]  released key   string: the token of the last clean release, kept
---                         120 s so that a release retried after a lost reply
---                         is recognised
+-- KEYS[6]  released key   sorted set: "<token> <op>" of each clean release of
+--                         the last 120 s (see released_record in _common.lua),
+--                         so that the same call retried after a lost reply is
+--                         recognised (and no other call with the token)
 -- ARGV[1]  token          string; the releasing lease's owner token
 -- ARGV[2]  wake prefix    string; waiter w is told by PUBLISH on ARGV[2] .. w
 -- ARGV[3]  fence ttl      integer MILLISECONDS the fence key outlives its last use
@@ -46,19 +47,20 @@ for i = 2, 3 do
 end
 local last = redis.pcall('GET', KEYS[4])
 if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[4]} end
+if released_wrong(KEYS[6]) then return {5, KEYS[6]} end
 
 if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[4])
   redis.call('ZREM', KEYS[3], ARGV[4])
 end
 if holder ~= ARGV[1] then
-  if ARGV[6] ~= '' and redis.call('GET', KEYS[6]) == ARGV[1] .. ' ' .. ARGV[6] then
+  if ARGV[6] ~= '' and released_has(KEYS[6], ARGV[1] .. ' ' .. ARGV[6]) then
     return {1, 0}
   end
   return {4, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[5])
-redis.call('SET', KEYS[6], ARGV[1] .. ' ' .. ARGV[6], 'PX', 120000)
+released_record(KEYS[6], ARGV[1] .. ' ' .. ARGV[6])
 
 local now_ms = math.floor(now_us() / 1000)
 local delay = tonumber(ARGV[5])

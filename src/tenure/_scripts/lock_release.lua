@@ -23,9 +23,10 @@
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  delay key     string: the lock-delay guard (see lock_acquire.lua);
 --                        a clean release deletes it
--- KEYS[5]  released key  string: "<token> <op>" of the last clean release, kept
---                        120 s so that the same call retried after a lost
---                        reply is recognised (and no other call with the token)
+-- KEYS[5]  released key  sorted set: "<token> <op>" of each clean release of
+--                        the last 120 s (see released_record in _common.lua),
+--                        so that the same call retried after a lost reply is
+--                        recognised (and no other call with the token)
 -- KEYS[6]  chain key     (exact-key mode only) string: "<n> <token>" while a
 --                        token that tenure granted holds the key, n = the
 --                        hand-offs in a row that led to it (0: taken by an
@@ -66,6 +67,7 @@ if denied then return {9, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {5, KEYS[1]} end
+if released_wrong(KEYS[5]) then return {5, KEYS[5]} end
 local waiting = redis.pcall('ZCARD', KEYS[2])
 if wrong(waiting) then return {5, KEYS[2]} end
 local exact = KEYS[6] ~= nil
@@ -82,13 +84,13 @@ end
 
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
 if holder ~= ARGV[1] then
-  if ARGV[6] ~= '' and redis.pcall('GET', KEYS[5]) == ARGV[1] .. ' ' .. ARGV[6] then
+  if ARGV[6] ~= '' and released_has(KEYS[5], ARGV[1] .. ' ' .. ARGV[6]) then
     return {1, 0}
   end
   return {4, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[4])
-redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[6], 'PX', 120000)
+released_record(KEYS[5], ARGV[1] .. ' ' .. ARGV[6])
 
 local handoffs = 0  -- exact-key mode: the hand-offs in a row that led to this hold
 if exact then
