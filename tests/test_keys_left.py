@@ -33,7 +33,7 @@ from tenure import (
 )
 from tenure._keys import parse_key
 from tenure._plans.latch import OPENED_KEEP_MS
-from tenure._plans.lock import FENCE_KEEP_MS
+from tenure._plans.lock import FENCE_KEEP_MS, FOREIGN_MEMORY_MS
 from tenure._plans.semaphore import PERMITS_KEEP_MS
 from tenure._scripts import FAIR_ACQUIRE, LOCK_ACQUIRE, LOCK_RELEASE, SEMAPHORE_RELEASE
 
@@ -56,6 +56,8 @@ BOUND_MS: dict[str, int] = {
     "op": 120_000,
     "opened": OPENED_KEEP_MS,
     "permits": PERMITS_KEEP_MS,
+    "chain": FENCE_KEEP_MS,  # an exact key's hand-off chain: with the fence
+    "foreign": FOREIGN_MEMORY_MS,  # an exact key's last foreign holder
 }
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from tenure._scripts import ALL, expand
+from tenure._scripts import ALL, build
 
 pytestmark = pytest.mark.once
 
@@ -83,8 +83,8 @@ def test_wheel_contains_scripts_marker_and_licence(dist: Dist) -> None:
     with zipfile.ZipFile(dist.wheel) as zf:
         names = set(zf.namelist())
         for spec in ALL:
-            shipped = zf.read(f"tenure/_scripts/{spec.name}.lua")
-            assert expand(shipped, lambda name: zf.read(f"tenure/_scripts/{name}")) == spec.source
+            shipped = build(spec.name, lambda name: zf.read(f"tenure/_scripts/{name}"))
+            assert shipped.source == spec.source
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
         assert "tenure = tenure._cli:main" in zf.read(entry_points).decode()
         metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()

@@ -81,7 +81,14 @@ def script_commands(source: bytes) -> set[str]:
 
 
 def _load(name: str) -> ScriptSpec:
-    source = expand(_read(f"{name}.lua"), _read)
+    return build(name, _read)
+
+
+def build(name: str, read: Callable[[str], bytes]) -> ScriptSpec:
+    """The script ``name`` as tenure sends it, from the files ``read`` returns
+    (``<name>.lua`` and its includes): includes expanded, and the ACL guard's
+    command list in place of its ``--@acl`` line."""
+    source = expand(read(f"{name}.lua"), read)
     writes = not name.endswith("_inspect")
     commands = sorted(script_commands(source))
     if not writes:

@@ -14,12 +14,14 @@ local function now_us()
 end
 
 -- The record of clean releases (a Lock's, FairLock's or Semaphore's
--- `released` key): a sorted set, member "<token> <op>" (the lease's token and
--- its release call's id), score = server ms. A release retried after its reply
--- was lost finds its own member; a release by anyone else (another call with
--- the token) does not. Members are kept 120 s, at most 1000 of them, so that
--- releases by other holders meanwhile (a hand-off chain) never push a retry's
--- member out. A string there is an older tenure's record: it is replaced.
+-- `released` key): a sorted set, member = the release call's id (64 random
+-- bits, made with the lease: one lease, one release call), score = server ms.
+-- A release retried after its reply was lost finds its own member; a release
+-- by anyone else (a forced release, another call with the token) does not.
+-- Members are kept 120 s, at most 1000 of them, so that releases by other
+-- holders meanwhile (a hand-off chain) never push a retry's member out. A
+-- release with no id ("") is not recorded. A string there is an older
+-- tenure's record: it is replaced.
 local RELEASED_KEEP_MS = 120000
 local RELEASED_MAX = 1000
 
@@ -30,8 +32,9 @@ local function released_wrong(key)
   return nil
 end
 
--- Record the release `member` (write).
+-- Record the release `member` (write; nothing for "").
 local function released_record(key, member)
+  if member == '' then return end
   local now_ms = math.floor(now_us() / 1000)
   if redis.call('TYPE', key).ok == 'string' then redis.call('DEL', key) end
   redis.call('ZADD', key, now_ms, member)

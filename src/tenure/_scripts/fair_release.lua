@@ -13,7 +13,7 @@
 -- KEYS[3]  deadlines key  sorted set, each member's deadline (server ms)
 -- KEYS[4]  fence key      string holding an integer: the last fence minted
 -- KEYS[5]  delay key      string: the lock-delay guard; a clean release deletes it
--- KEYS[6]  released key   sorted set: "<token> <op>" of each clean release of
+-- KEYS[6]  released key   sorted set: the call ids of the clean releases of
 --                         the last 120 s (see released_record in _common.lua),
 --                         so that the same call retried after a lost reply is
 --                         recognised (and no other call with the token)
@@ -54,13 +54,13 @@ if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[3], ARGV[4])
 end
 if holder ~= ARGV[1] then
-  if ARGV[6] ~= '' and released_has(KEYS[6], ARGV[1] .. ' ' .. ARGV[6]) then
+  if ARGV[6] ~= '' and released_has(KEYS[6], ARGV[6]) then
     return {1, 0}
   end
   return {4, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[5])
-released_record(KEYS[6], ARGV[1] .. ' ' .. ARGV[6])
+released_record(KEYS[6], ARGV[6])
 
 local now_ms = math.floor(now_us() / 1000)
 local delay = tonumber(ARGV[5])

@@ -23,7 +23,7 @@
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  delay key     string: the lock-delay guard (see lock_acquire.lua);
 --                        a clean release deletes it
--- KEYS[5]  released key  sorted set: "<token> <op>" of each clean release of
+-- KEYS[5]  released key  sorted set: the call ids of the clean releases of
 --                        the last 120 s (see released_record in _common.lua),
 --                        so that the same call retried after a lost reply is
 --                        recognised (and no other call with the token)
@@ -84,13 +84,13 @@ end
 
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
 if holder ~= ARGV[1] then
-  if ARGV[6] ~= '' and released_has(KEYS[5], ARGV[1] .. ' ' .. ARGV[6]) then
+  if ARGV[6] ~= '' and released_has(KEYS[5], ARGV[6]) then
     return {1, 0}
   end
   return {4, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[4])
-released_record(KEYS[5], ARGV[1] .. ' ' .. ARGV[6])
+released_record(KEYS[5], ARGV[6])
 
 local handoffs = 0  -- exact-key mode: the hand-offs in a row that led to this hold
 if exact then

@@ -8,7 +8,7 @@
 -- KEYS[2]  permits key   string holding an integer: the permit count
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  waiters key   sorted set of waiters (see _semaphore.lua)
--- KEYS[5]  released key  sorted set: "<token> <op>" of each release of the last
+-- KEYS[5]  released key  sorted set: the call ids of the releases of the last
 --                        120 s (see released_record in _common.lua); kept 120 s
 --                        so that the same call retried after a lost reply is
 --                        recognised (and no other call with the token)
@@ -44,12 +44,12 @@ if ARGV[4] ~= '' then redis.call('ZREM', KEYS[4], ARGV[4]) end
 local held = sem_holds(s, ARGV[1])
 if held then
   sem_drop_lease(ARGV[1], tonumber(ARGV[2]))
-  if ARGV[4] == '' then released_record(KEYS[5], ARGV[1] .. ' ' .. ARGV[7]) end
+  if ARGV[4] == '' then released_record(KEYS[5], ARGV[7]) end
 end
 sem_promote(s, ARGV[5], tonumber(ARGV[6]), '')
 sem_touch(s)
 if held then return {1, 0} end
-if ARGV[7] ~= '' and released_has(KEYS[5], ARGV[1] .. ' ' .. ARGV[7]) then
+if ARGV[7] ~= '' and released_has(KEYS[5], ARGV[7]) then
   return {1, 0}
 end
 return {4, 0}
