@@ -549,8 +549,8 @@ class AclNeeds:
         permissions (a password still to set; without :attr:`optional`, see
         :meth:`advice`)."""
         parts = [f"ACL SETUSER {user} on >PASSWORD resetkeys resetchannels"]
-        parts += [f"~{p}" for p in self.key_patterns]
-        parts += [f"&{p}" for p in self.channel_patterns]
+        parts += [_cli_word(f"~{p}") for p in self.key_patterns]
+        parts += [_cli_word(f"&{p}") for p in self.channel_patterns]
         parts.append("-@all")
         parts += ["+" + c.lower().replace(" ", "|") for c in self.commands]
         return " ".join(parts)
@@ -564,6 +564,31 @@ class AclNeeds:
                 "Redis 7.2+ and Valkey)"
             )
         return text
+
+
+def _cli_word(word: str) -> str:
+    """ACL pattern ``word`` as one argument of a ``redis-cli`` command line. The
+    server refuses a pattern with white space in it, so each white-space
+    character becomes ``?`` (any one character: the pattern is a little wider);
+    then the word is as it is when it has no quote, backslash or unprintable
+    character, else in double quotes with ``redis-cli``'s escapes (``\\"``,
+    ``\\\\``, ``\\xHH``)."""
+    word = "".join("?" if c.isspace() else c for c in word)
+    if word and not any(c.isspace() or c in "\"'\\" or not c.isprintable() for c in word):
+        return word
+    out = []
+    for c in word:
+        if c in "\"\\":
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif not c.isprintable() and ord(c) < 256:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
 
 
 def acl_needs(

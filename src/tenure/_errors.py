@@ -202,7 +202,7 @@ class PermissionDenied(TenureError, PermissionError):
         "read": "read permission on key {0!r} (%R~ or ~ pattern)",
         "write": "write permission on key {0!r} (%W~ or ~ pattern)",
         "key": "permission on key {0!r} (~ pattern)",
-        "channel": "permission on channel {0!r} (& pattern)",
+        "channel": "permission to PUBLISH on channel {0!r} (& pattern, and +publish)",
         "command": "permission to run {0} (+ command)",
     }
 

@@ -7,6 +7,7 @@ step type is given in the step's docstring.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator
 from dataclasses import dataclass
 from enum import IntEnum
@@ -192,10 +193,25 @@ def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
     return status, value
 
 
+_REFUSED_COMMAND = re.compile(r"permissions? to (?:run|access) the '([^']+)' command", re.I)
+
+
+def command_refusal(exc: BaseException, operation: str) -> PermissionDenied | None:
+    """The error for a ``NOPERM`` reply ``exc`` that names a command the user may
+    not run (``EVALSHA``, ``INFO``, ...), or ``None`` when it names none."""
+    text = str(exc)
+    found = _REFUSED_COMMAND.search(text)
+    if found is not None:
+        return PermissionDenied("command", found.group(1).upper(), operation)
+    if "can't run this command" in text:  # Redis 6.2, inside a script: unnamed
+        return PermissionDenied("command", "one of the script's commands", operation)
+    return None
+
+
 def key_refusal(script: ScriptSpec, raw: object) -> PermissionDenied | None:
     """The error for an EVALSHA of ``script`` that the server refused with
     ``NOPERM`` (which names no key), from ``raw``, the reply of :data:`ACL_KEYS`
-    run on the same keys (``EVAL <ACL_KEYS source> 0 <keys...>``): the first key
+    run on the same keys (``EVALSHA <ACL_KEYS> 0 <keys...>``): the first key
     the user may not read or write, or ``None`` if every key is allowed (the
     refusal was another: the EVALSHA command itself, say)."""
     try:

@@ -527,12 +527,13 @@ class Lock(_Blocks[Lease]):
         replica_fsync: wait until the replicas wrote the lease to their
             append-only file (``WAITAOF``; Redis >= 7.2 or Valkey) instead.
         prefix: the key prefix for ``name`` (default ``"tenure:"``); one whose
-            first ``{`` is followed at once by ``}`` is refused.
+            first ``{`` is followed at once by ``}`` is refused, and so is any
+            other prefix with ``key`` (an exact key is used as it is).
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
             ``None``, a client of the other API, a pipeline, a cluster client);
-            both or neither of ``name`` and ``key``; an empty or
+            both or neither of ``name`` and ``key``; a ``prefix`` with ``key``; an empty or
             non-``str`` name, key or prefix; a ttl that is not a number from 0.01 to a year;
             a bad ``auto_renew``, ``on_lost``, ``lock_delay``, ``min_replicas``,
             ``replica_timeout`` or ``replica_fsync``.
@@ -560,6 +561,10 @@ class Lock(_Blocks[Lease]):
         prefix: str = "tenure:",
     ) -> None:
         self._client = _driver.check_client(client, "Lock")
+        if key is not None and prefix != "tenure:":
+            raise InvalidArgument(
+                f"prefix={prefix!r} can't go with key={key!r}: an exact key is used as it is"
+            )
         self._keys = lock_keys(name, key=key, prefix=prefix)
         self._opts = _LeaseOptions.check(
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync

@@ -43,6 +43,7 @@ from .._protocol import (
     Step,
     Subscribe,
     WaitWake,
+    command_refusal,
     key_refusal,
     parse_reply,
 )
@@ -446,7 +447,13 @@ async def run(client: Client, plan: Plan[T]) -> T:
     """
     state = _state(client)
     if state.server is None:
-        state.server = await _drive(client, server_plans.probe())
+        try:
+            state.server = await _drive(client, server_plans.probe())
+        except Exception as exc:
+            denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
+            if denied is not None:
+                raise denied from exc
+            raise
     return await _drive(client, plan)
 
 
@@ -590,6 +597,8 @@ async def _evalsha(client: Client, step: Eval) -> Any:
     except Exception as exc:
         if is_noperm(exc):
             denied = await _key_refusal(client, step)
+            if denied is None:
+                denied = command_refusal(exc, step.script.name)
             if denied is not None:
                 raise denied from exc
         raise
@@ -597,9 +606,15 @@ async def _evalsha(client: Client, step: Eval) -> Any:
 
 async def _key_refusal(client: Client, step: Eval) -> PermissionDenied | None:
     """EVALSHA of ``step`` was refused (``NOPERM``, naming no key): the error
-    naming the key the user lacks, found by :data:`ACL_KEYS` (``None`` if none)."""
+    naming the key the user lacks, found by :data:`ACL_KEYS` (run with EVALSHA
+    and no KEYS, so it needs no permission but EVALSHA's), or ``None`` if none."""
+    keys: tuple[str, ...] = tuple(str(k) for k in step.keys)
     try:
-        raw = await cast(Awaitable[Any], client.eval(ACL_KEYS.source.decode(), 0, *step.keys))
+        try:
+            raw = await cast(Awaitable[Any], client.evalsha(ACL_KEYS.sha1, 0, *keys))
+        except _library(type(client)).no_script:
+            await client.script_load(ACL_KEYS.source)
+            raw = await cast(Awaitable[Any], client.evalsha(ACL_KEYS.sha1, 0, *keys))
     except Exception:
         return None
     return key_refusal(step.script, raw)

@@ -80,8 +80,16 @@ def confirm_wait(timeout: float | None) -> float:
 
 def is_noperm(exc: BaseException) -> bool:
     """Whether ``exc`` is the server's ``NOPERM`` error reply (the client
-    library's ``NoPermissionError``: an ACL refused the command)."""
-    return type(exc).__name__ == "NoPermissionError"
+    library's ``NoPermissionError``: an ACL refused the command), or a script's
+    error that carries one."""
+    if type(exc).__name__ == "NoPermissionError":
+        return True
+    # A script that re-raised a refused command's error (Redis 6.2, see
+    # _common.lua's wrong()) comes back as a plain error reply with its text.
+    text = str(exc)
+    return type(exc).__name__ == "ResponseError" and (
+        "NOPERM" in text or "can't run this command" in text
+    )
 
 
 def refusal(ch: ChannelBase) -> None:

@@ -2,9 +2,14 @@
 -- of every script that asks for them (after its header contract). Not a script
 -- of its own.
 
--- Whether a redis.pcall reply is an error (for instance WRONGTYPE).
+-- Whether a redis.pcall reply is a WRONGTYPE error; any other error reply (Redis
+-- 6.2's ACL refusing the command, say) is raised as it is.
 local function wrong(reply)
-  return type(reply) == 'table' and reply.err ~= nil
+  if type(reply) ~= 'table' or reply.err == nil then return false end
+  -- Any other error (Redis 6.2's ACL refusing the command, say) is no wrong
+  -- type: it is raised as it is, before the script writes anything.
+  if not string.find(reply.err, 'WRONGTYPE', 1, true) then error(reply.err) end
+  return true
 end
 
 -- The server's clock in whole microseconds.

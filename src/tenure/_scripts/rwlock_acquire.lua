@@ -44,7 +44,9 @@
 --@include _rwlock.lua
 --@include _acl.lua
 
-local denied = acl_denied(nil, KEYS[4], ARGV[8])
+-- A caller that queues itself must be one a release can tell: its own channel too.
+local own = ARGV[4] ~= '' and (ARGV[8] .. string.match(ARGV[4], '^([^|]*)')) or nil
+local denied = acl_denied(own, KEYS[4], ARGV[8])
 if denied then return {9, denied} end
 
 local bad = rw_open(tonumber(ARGV[5]))

@@ -40,7 +40,9 @@
 --@include _semaphore.lua
 --@include _acl.lua
 
-local denied = acl_denied(nil, KEYS[4], ARGV[7])
+-- A caller that queues itself must be one a release can tell: its own channel too.
+local own = ARGV[6] ~= '' and (ARGV[7] .. string.match(ARGV[6], '^([^|]*)')) or nil
+local denied = acl_denied(own, KEYS[4], ARGV[7])
 if denied then return {9, denied} end
 
 local bad = sem_wrong_key()
