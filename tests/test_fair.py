@@ -16,9 +16,8 @@ import pytest
 import redis
 import redis.asyncio
 from _fair_workers import fair_mutex_worker, fair_renewing_holder, fair_waiter
+from _replies import LosesReply, losing_client
 from _workers import Hold, check_history
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from tenure import (
     AcquireTimeout,
@@ -454,29 +453,8 @@ def test_watchdog_renews_and_the_lost_signal_fires(r: redis.Redis) -> None:
     default.release()
 
 
-class LosesReply(redis.Connection):
-    """Drops the reply of the next EVALSHA of the script whose SHA-1 is ``armed``:
-    the server ran it, the client sees a ConnectionError and redis-py retries."""
-
-    armed = ""
-
-    def send_command(self, *args: Any, **kwargs: Any) -> None:
-        self._last = args
-        super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]
-
-    def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        reply = super().read_response(*args, **kwargs)
-        last = getattr(self, "_last", ())
-        if LosesReply.armed and last[:2] == ("EVALSHA", LosesReply.armed):
-            LosesReply.armed = ""
-            self.disconnect()  # type: ignore[no-untyped-call]
-            raise redis.exceptions.ConnectionError("reply lost (test)")
-        return reply
-
-
 def test_acquire_and_release_retried_after_lost_replies(url: str) -> None:
-    client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 2))
-    client.connection_pool.connection_class = LosesReply
+    client = losing_client(url, retries=2)
     lock = FairLock(client, "retried", ttl=30)
     LosesReply.armed = FAIR_ACQUIRE.sha1
     lease = lock.acquire()

@@ -15,11 +15,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+from _replies import LosesReply, losing_client
 
 from tenure import (
     CountDownLatch,
@@ -61,31 +59,9 @@ BOUND_MS: dict[str, int] = {
 }
 
 
-class LosesReply(redis.Connection):
-    """Drops the reply of the next EVALSHA of the script whose SHA-1 is ``armed``:
-    the server ran it, the client sees a ConnectionError and redis-py retries."""
-
-    armed = ""
-
-    def send_command(self, *args: Any, **kwargs: Any) -> None:
-        self._last = args
-        super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]
-
-    def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        reply = super().read_response(*args, **kwargs)
-        last = getattr(self, "_last", ())
-        if LosesReply.armed and last[:2] == ("EVALSHA", LosesReply.armed):
-            LosesReply.armed = ""
-            self.disconnect()  # type: ignore[no-untyped-call]
-            raise redis.exceptions.ConnectionError("reply lost (test)")
-        return reply
-
-
 def retrying(url: str) -> redis.Redis:
     """A client that retries a call whose reply was lost (see :class:`LosesReply`)."""
-    client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 2))
-    client.connection_pool.connection_class = LosesReply
-    return client
+    return losing_client(url, retries=2)
 
 
 def keys_left(r: redis.Redis) -> dict[str, int]:

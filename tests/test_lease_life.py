@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from _replies import LosesReply, losing_client
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -442,32 +443,6 @@ def test_a_shared_guard_releases_each_threads_own_lease(r: redis.Redis) -> None:
 # --- found by a hostile run: re-sent releases, shared exits, lost re-entries ----------
 
 
-class _DropsReply(redis.Connection):
-    """Drops the reply of the next EVALSHA of the script whose SHA-1 is in
-    ``armed`` (once): the server ran it, the caller sees a ConnectionError."""
-
-    armed = ""
-
-    def send_command(self, *args: Any, **kwargs: Any) -> None:
-        self._last = args
-        super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]
-
-    def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        reply = super().read_response(*args, **kwargs)
-        if _DropsReply.armed and getattr(self, "_last", ())[:2] == ("EVALSHA", _DropsReply.armed):
-            _DropsReply.armed = ""
-            self.disconnect()  # type: ignore[no-untyped-call]
-            raise redis.exceptions.ConnectionError("reply lost (test)")
-        return reply
-
-
-def _dropping_client(url: str) -> redis.Redis:
-    """A client whose calls are not retried (the caller sees a lost reply)."""
-    client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0))
-    client.connection_pool.connection_class = _DropsReply
-    return client
-
-
 @pytest.mark.parametrize("reenter_first", [False, True])
 def test_a_release_sent_again_counts_a_reentrant_hold_down_once(
     url: str, r: redis.Redis, reenter_first: bool
@@ -477,13 +452,13 @@ def test_a_release_sent_again_counts_a_reentrant_hold_down_once(
     once: the outer lease keeps the lock."""
     from tenure._scripts import RLOCK_RELEASE
 
-    lock = RLock(_dropping_client(url), "twice", ttl=30)
+    lock = RLock(losing_client(url, retries=0), "twice", ttl=30)
     outer, inner = lock.acquire(), lock.acquire()
     assert outer is not None and inner is not None
-    _DropsReply.armed = RLOCK_RELEASE.sha1
+    LosesReply.armed = RLOCK_RELEASE.sha1
     with pytest.raises(redis.exceptions.ConnectionError):
         inner.release()
-    assert _DropsReply.armed == "", "the reply was not dropped"
+    assert LosesReply.armed == "", "the reply was not dropped"
     if reenter_first:
         again = lock.acquire()  # first sends the pending release again
         assert again is not None and lock.hold_count() == 2
@@ -592,11 +567,11 @@ def test_a_multi_lease_whose_part_failed_to_release_may_be_released_again(url: s
     from tenure import MultiLock
     from tenure._scripts import LOCK_RELEASE
 
-    client = _dropping_client(url)
+    client = losing_client(url, retries=0)
     multi = MultiLock([Lock(client, "part-a", ttl=30), Lock(client, "part-b", ttl=30)])
     lease = multi.acquire()
     assert lease is not None
-    _DropsReply.armed = LOCK_RELEASE.sha1  # the first part released: its reply lost
+    LosesReply.armed = LOCK_RELEASE.sha1  # the first part released: its reply lost
     with pytest.raises(redis.exceptions.ConnectionError):
         lease.release()
     lease.release()  # sends what did not complete (the same call: recognised)
@@ -620,7 +595,7 @@ def test_a_release_sent_again_after_the_next_holder_released_is_recognised(
         "Semaphore": (lambda c: Semaphore(c, "chain", 1, ttl=30), SEMAPHORE_RELEASE.sha1),
     }
     build, sha = make[kind]
-    first = build(_dropping_client(url)).acquire()
+    first = build(losing_client(url, retries=0)).acquire()
     assert first is not None
     handed = threading.Event()
     done: list[Any] = []
@@ -635,7 +610,7 @@ def test_a_release_sent_again_after_the_next_holder_released_is_recognised(
     t = threading.Thread(target=waiter)
     t.start()
     time.sleep(0.3)  # the waiter is queued
-    _DropsReply.armed = sha
+    LosesReply.armed = sha
     with pytest.raises(redis.exceptions.ConnectionError):
         first.release()
     assert handed.wait(5)

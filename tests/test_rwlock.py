@@ -450,11 +450,11 @@ def test_adaptive_ttl_is_kept_per_mode(r: redis.Redis) -> None:
 def test_retried_calls_count_once(url: str) -> None:
     """redis-py retries a script call whose reply was lost; acquires and releases
     of either mode count once."""
-    from test_watchdog import LosesReply, _losing_client
+    from _replies import LosesReply, losing_client
 
     from tenure._scripts import RWLOCK_ACQUIRE, RWLOCK_RELEASE
 
-    client = _losing_client(url)
+    client = losing_client(url, retries=2)
     rw = ReadWriteLock(client, "retried", ttl=30)
     steps: list[tuple[Any, Callable[[], object]]] = [
         (RWLOCK_ACQUIRE, rw.write.acquire),

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from _replies import LosesReply, losing_client
 from _workers import renewing_holder
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -232,39 +233,12 @@ def test_rlock_hold_is_renewed_and_lost_together(r: redis.Redis) -> None:
         outer.release()
 
 
-class LosesReply(redis.Connection):
-    """A connection that drops the reply of the next EVALSHA of the script whose
-    SHA-1 is in ``armed`` (once): the server ran it, the client sees a
-    ConnectionError, and redis-py's retry sends it again."""
-
-    armed = ""
-
-    def send_command(self, *args: Any, **kwargs: Any) -> None:
-        self._last = args
-        super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]
-
-    def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        reply = super().read_response(*args, **kwargs)
-        last = getattr(self, "_last", ())
-        if LosesReply.armed and last[:2] == ("EVALSHA", LosesReply.armed):
-            LosesReply.armed = ""
-            self.disconnect()  # type: ignore[no-untyped-call]
-            raise redis.exceptions.ConnectionError("reply lost (test)")
-        return reply
-
-
-def _losing_client(url: str) -> redis.Redis:
-    client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 2))
-    client.connection_pool.connection_class = LosesReply
-    return client
-
-
 def test_release_retried_after_a_lost_reply_succeeds(url: str) -> None:
     """redis-py retries a command whose reply was lost; tenure's release and
     acquire are idempotent, so the retry reports what the first call did."""
     from tenure._scripts import LOCK_ACQUIRE, LOCK_RELEASE
 
-    client = _losing_client(url)
+    client = losing_client(url, retries=2)
     lock = Lock(client, "retried", ttl=30)
     LosesReply.armed = LOCK_ACQUIRE.sha1
     lease = lock.acquire()
@@ -283,7 +257,7 @@ def test_rlock_retried_calls_count_once(url: str) -> None:
     count-down would free the lock while its owner still holds it."""
     from tenure._scripts import RLOCK_ACQUIRE, RLOCK_RELEASE
 
-    client = _losing_client(url)
+    client = losing_client(url, retries=2)
     lock = RLock(client, "retried-r", ttl=30)
     for script in (RLOCK_ACQUIRE, RLOCK_ACQUIRE, RLOCK_RELEASE):
         LosesReply.armed = script.sha1
@@ -342,7 +316,7 @@ def test_semaphore_leases_are_renewed_and_released_once(url: str) -> None:
     from tenure import Semaphore
     from tenure._scripts import SEMAPHORE_RELEASE
 
-    client = _losing_client(url)
+    client = losing_client(url, retries=2)
     sem = Semaphore(client, "wd-sem", 2, ttl=0.5, auto_renew=True)
     lease = sem.acquire()
     assert lease is not None
