@@ -578,7 +578,7 @@ def _cli_word(word: str) -> str:
         return word
     out = []
     for c in word:
-        if c in "\"\\":
+        if c in '"\\':
             out.append("\\" + c)
         elif c == "\n":
             out.append("\\n")
