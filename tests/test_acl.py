@@ -456,31 +456,38 @@ def test_a_prefix_with_an_exact_key_is_refused(r: redis.Redis) -> None:
     Lock(r, key="k", prefix="tenure:")  # the default, given: no harm
 
 
-@pytest.mark.parametrize("kind", ["Semaphore", "ReadWriteLock"])
+@pytest.mark.parametrize("kind", ["Semaphore", "ReadWriteLock", "Lock", "FairLock", "RLock"])
 def test_a_waiter_that_may_not_publish_is_never_queued(
     r: redis.Redis, server: ServerProcess, kind: str
 ) -> None:
     """Without +publish, a waiting acquire is refused before it queues itself:
     no entry is left for a release to hand the lock to."""
-    from tenure import ReadWriteLock
-
     needs = acl_needs(kind, name="pool")
     rule = needs.rule("acl-nopub").replace(">PASSWORD", ">pw").split()[2:]
     r.execute_command("ACL", "SETUSER", *rule, "-publish")  # type: ignore[no-untyped-call]
     try:
         user = redis.Redis.from_url(server.url, username="acl-nopub", password="pw")
-        if kind == "Semaphore":
-            held: Any = Semaphore(r, "pool", 1, ttl=30).acquire()
-            waiting: Any = Semaphore(user, "pool", 1, ttl=30)
-        else:  # the writer is another owner (a write holder may also read)
-            taken: list[Any] = []
-            t = threading.Thread(
-                target=lambda: taken.append(ReadWriteLock(r, "pool", ttl=30).write.acquire())
-            )
-            t.start()
-            t.join()
-            held = taken[0]
-            waiting = ReadWriteLock(user, "pool", ttl=30).read
+        from tenure import FairLock, ReadWriteLock, RLock
+
+        holders: dict[str, Callable[[], Any]] = {
+            "Semaphore": lambda: Semaphore(r, "pool", 1, ttl=30).acquire(),
+            "ReadWriteLock": lambda: ReadWriteLock(r, "pool", ttl=30).write.acquire(),
+            "Lock": lambda: Lock(r, "pool", ttl=30).acquire(),
+            "FairLock": lambda: FairLock(r, "pool", ttl=30).acquire(),
+            "RLock": lambda: RLock(r, "pool", ttl=30).acquire(),
+        }
+        waiters: dict[str, Callable[[], Any]] = {
+            "Semaphore": lambda: Semaphore(user, "pool", 1, ttl=30),
+            "ReadWriteLock": lambda: ReadWriteLock(user, "pool", ttl=30).read,
+            "Lock": lambda: Lock(user, "pool", ttl=30),
+            "FairLock": lambda: FairLock(user, "pool", ttl=30),
+            "RLock": lambda: RLock(user, "pool", ttl=30),
+        }
+        taken: list[Any] = []  # held by another owner (thread)
+        t = threading.Thread(target=lambda: taken.append(holders[kind]()))
+        t.start()
+        t.join()
+        held, waiting = taken[0], waiters[kind]()
         assert held is not None
         before = snapshot(r)
         with pytest.raises(PermissionDenied, match="PUBLISH"):

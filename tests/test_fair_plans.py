@@ -100,7 +100,7 @@ def test_uncontended_acquire_is_one_unqueued_call() -> None:
         KEYS.deadlines,
         KEYS.delay,
     )
-    assert step.args == (TOKEN, "own:", 10000, "", 600_000, 0, 6000)
+    assert step.args == (TOKEN, "own:", 10000, "", 600_000, 0, 6000, KEYS.wake_prefix)
     grant = finish(plan, (Status.OK, 42))
     assert grant.fence == 42 and grant.token == TOKEN
     assert grant.expires_at == pytest.approx(100.0 + validity(10.0))

@@ -295,6 +295,9 @@ def test_an_interrupted_sync_release_is_never_renewed(make_server: MakeServer) -
     main = threading.main_thread().ident
     assert main == threading.get_ident()
     s.pause()
+    # Python's own Ctrl-C handler, even where SIGINT came in ignored (a job that
+    # a non-interactive shell started in the background)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT))
     timer.start()
     try:
@@ -302,6 +305,7 @@ def test_an_interrupted_sync_release_is_never_renewed(make_server: MakeServer) -
             lease.release()
     finally:
         timer.join()
+        signal.signal(signal.SIGINT, handler)
         s.resume()
     client.connection_pool.disconnect()
     assert _nothing_held(redis.Redis.from_url(s.url), time.monotonic() + 3.0, "Lock")

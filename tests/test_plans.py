@@ -87,7 +87,7 @@ def test_uncontended_acquire_is_one_script_call() -> None:
         "tenure:{orders}:waiters",
         "tenure:{orders}:delay",
     )
-    assert step.args == ("own:tok", "own:", 10000, "", plans.FENCE_KEEP_MS, 0)
+    assert step.args == ("own:tok", "own:", 10000, "", plans.FENCE_KEEP_MS, 0, KEYS.wake_prefix)
     grant = finish(plan, (Status.OK, 42))
     assert grant.fence == 42 and grant.token == "own:tok"
     assert grant.expires_at == pytest.approx(100.0 + 10.0 - (0.1 + 0.002))

@@ -80,7 +80,7 @@ def test_first_attempt_is_one_script_call_never_queued_first() -> None:
     step = first(plan)
     assert isinstance(step, Eval) and step.script is RLOCK_ACQUIRE
     assert step.keys == (KEYS.lock, KEYS.fence, KEYS.waiters, KEYS.delay, KEYS.released)
-    assert step.args == (OWNER, 10000, "", FENCE_KEEP_MS, 0, "op1")
+    assert step.args == (OWNER, 10000, "", FENCE_KEEP_MS, 0, "op1", KEYS.wake_prefix)
     grant = finish(plan, (Status.OK, 42))
     assert grant.token == OWNER and grant.fence == 42 and grant.ttl == 10.0
     assert grant.expires_at == pytest.approx(100.0 + validity(10.0))
@@ -101,6 +101,7 @@ def test_busy_then_contend_with_the_owner_id_then_wait_for_pttl() -> None:
         FENCE_KEEP_MS,
         0,
         "op1",
+        KEYS.wake_prefix,
     )
     wait = plan.send((Status.BUSY, 2500))
     assert isinstance(wait, WaitWake) and wait.timeout == 2.5
@@ -119,7 +120,7 @@ def test_hand_off_is_claimed_with_one_more_attempt() -> None:
     clock.t += 0.5
     claim = plan.send(HandedOff(77))
     assert isinstance(claim, Eval) and claim.script is RLOCK_ACQUIRE
-    assert claim.args == (OWNER, 10000, MEMBER, FENCE_KEEP_MS, 0, "op1")
+    assert claim.args == (OWNER, 10000, MEMBER, FENCE_KEEP_MS, 0, "op1", KEYS.wake_prefix)
     clock.t += 0.01
     grant = finish(plan, (Status.OK, 77))
     assert grant.fence == 77 and grant.expires_at == pytest.approx(100.5 + validity(10.0))

@@ -112,6 +112,7 @@ class _FairContender(_LockContender):
                 fence_keep_ms(self.ttl_ms),
                 self.delay_ms,
                 self.waiter_ms,
+                keys.wake_prefix,
             ),
         )
 

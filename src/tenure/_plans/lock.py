@@ -233,7 +233,11 @@ class _LockContender(Contender):
             self.delay_ms,
         )
         if not keys.chain:
-            return Eval(LOCK_ACQUIRE, (keys.lock, keys.fence, keys.waiters, keys.delay), args)
+            return Eval(
+                LOCK_ACQUIRE,
+                (keys.lock, keys.fence, keys.waiters, keys.delay),
+                (*args, keys.wake_prefix),
+            )
         return Eval(
             LOCK_ACQUIRE,
             (keys.lock, keys.fence, keys.waiters, keys.delay, keys.chain, keys.foreign),

@@ -113,7 +113,15 @@ class _RLockContender(Contender):
         return Eval(
             RLOCK_ACQUIRE,
             (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released),
-            (self.token, self.ttl_ms, member, FENCE_KEEP_MS, self.delay_ms, self.op),
+            (
+                self.token,
+                self.ttl_ms,
+                member,
+                FENCE_KEEP_MS,
+                self.delay_ms,
+                self.op,
+                keys.wake_prefix,
+            ),
         )
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:

@@ -22,6 +22,8 @@
 -- ARGV[6]  lock-delay     integer MILLISECONDS, >= 0; 0 = no lock-delay for this hold
 -- ARGV[7]  waiter timeout integer MILLISECONDS, > 0: a queued member's deadline is
 --                         set to the server's TIME + this at every call
+-- ARGV[8]  wake prefix    string; waiter w is told by PUBLISH on ARGV[8] .. w (the
+--                         caller's own channel is checked before it queues)
 --
 -- Returns  {1, fence}     OK: acquired. fence = the larger of the last fence + 1
 --                         and the server's TIME in µs. A call whose token already
@@ -43,7 +45,11 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_commands()
+-- A caller that queues itself must be one a release can tell: its own wake
+-- channel (the member's waiter id after the wake prefix 8) is checked too.
+local own = nil
+if ARGV[4] ~= '' and ARGV[8] then own = ARGV[8] .. string.match(ARGV[4], '^([^|]*)') end
+local denied = acl_commands() or acl_channels(own, nil, ARGV[8] or '')
 if denied then return {9, denied} end
 
 for i = 3, 4 do

@@ -39,7 +39,9 @@
 -- ARGV[4]  member        the caller's waiters member (as KEYS[3]), or "" to not queue
 -- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 -- ARGV[6]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay for this hold
--- ARGV[7]  wake prefix   (exact-key mode) string; waiter w is told on ARGV[7] .. w
+-- ARGV[7]  wake prefix   string; waiter w is told on ARGV[7] .. w (the caller's
+--                        own channel is checked before it queues; in exact-key
+--                        mode the first queued waiter's too, which may be told)
 -- ARGV[8]  head poll     (exact-key mode) integer MILLISECONDS > 0, the shortest
 -- ARGV[9]  others' poll  (exact-key mode) integer MILLISECONDS >= ARGV[8]
 -- ARGV[10] foreign memory (exact-key mode) integer MILLISECONDS > 0
@@ -62,7 +64,11 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_commands()
+-- A caller that queues itself must be one a release can tell: its own wake
+-- channel (the member's waiter id after the wake prefix 7) is checked too.
+local own = nil
+if ARGV[4] ~= '' and ARGV[7] then own = ARGV[7] .. string.match(ARGV[4], '^([^|]*)') end
+local denied = acl_commands() or acl_channels(own, KEYS[5] and KEYS[3] or nil, ARGV[7] or '')
 if denied then return {9, denied} end
 
 local exact = KEYS[5] ~= nil

@@ -22,6 +22,8 @@
 --                        (at least the lease)
 -- ARGV[5]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay
 -- ARGV[6]  op id         string, unique per acquire call
+-- ARGV[7]  wake prefix   string; waiter w is told by PUBLISH on ARGV[7] .. w (the
+--                        caller's own channel is checked before it queues)
 --
 -- Returns  {1, fence}     OK: the caller holds the lock, and its lease now ends
 --                         ARGV[2] ms from now.
@@ -43,7 +45,11 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_commands()
+-- A caller that queues itself must be one a release can tell: its own wake
+-- channel (the member's waiter id after the wake prefix 7) is checked too.
+local own = nil
+if ARGV[3] ~= '' and ARGV[7] then own = ARGV[7] .. string.match(ARGV[3], '^([^|]*)') end
+local denied = acl_commands() or acl_channels(own, nil, ARGV[7] or '')
 if denied then return {9, denied} end
 
 local kind = redis.call('TYPE', KEYS[1]).ok
