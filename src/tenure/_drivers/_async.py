@@ -575,8 +575,8 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
         raws = await send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
-        if isinstance(part, Eval) and isinstance(raw, Exception) and is_noperm(raw):
-            raw = await _key_refusal(client, part) or raw
+        if isinstance(part, Eval) and isinstance(raw, Exception):
+            raw = await _refusal(client, part, raw) or raw
         if isinstance(part, Eval) and not isinstance(raw, Exception):
             try:
                 raw = parse_reply(part.script, raw)
@@ -586,35 +586,35 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     return replies
 
 
-async def _evalsha(client: Client, step: Eval) -> Any:
-    spec = step.script
+async def _send(client: Client, step: Eval) -> Any:
+    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
     try:
-        try:
-            return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
-        except _library(type(client)).no_script:
-            await client.script_load(spec.source)
-            return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
+    except _library(type(client)).no_script:
+        await client.script_load(step.script.source)
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
+
+
+async def _evalsha(client: Client, step: Eval) -> Any:
+    try:
+        return await _send(client, step)
     except Exception as exc:
-        if is_noperm(exc):
-            denied = await _key_refusal(client, step)
-            if denied is None:
-                denied = command_refusal(exc, step.script.name)
-            if denied is not None:
-                raise denied from exc
+        denied = await _refusal(client, step, exc)
+        if denied is not None:
+            raise denied from exc
         raise
 
 
-async def _key_refusal(client: Client, step: Eval) -> PermissionDenied | None:
-    """EVALSHA of ``step`` was refused (``NOPERM``, naming no key): the error
-    naming the key the user lacks, found by :data:`ACL_KEYS` (run with EVALSHA
-    and no KEYS, so it needs no permission but EVALSHA's), or ``None`` if none."""
-    keys: tuple[str, ...] = tuple(str(k) for k in step.keys)
-    try:
-        try:
-            raw = await cast(Awaitable[Any], client.evalsha(ACL_KEYS.sha1, 0, *keys))
-        except _library(type(client)).no_script:
-            await client.script_load(ACL_KEYS.source)
-            raw = await cast(Awaitable[Any], client.evalsha(ACL_KEYS.sha1, 0, *keys))
-    except Exception:
+async def _refusal(client: Client, step: Eval, exc: BaseException) -> PermissionDenied | None:
+    """The error naming what the user lacks when the server refused ``step``
+    with ``NOPERM`` (``None`` for any other error): the first key it may not
+    use, found by :data:`ACL_KEYS` (sent with no KEYS, so it needs no
+    permission but EVALSHA's), else the command the refusal names."""
+    if not is_noperm(exc):
         return None
-    return key_refusal(step.script, raw)
+    try:
+        raw = await _send(client, Eval(ACL_KEYS, (), tuple(str(k) for k in step.keys)))
+    except Exception:
+        raw = None
+    denied = None if raw is None else key_refusal(step.script, raw)
+    return denied or command_refusal(exc, step.script.name)

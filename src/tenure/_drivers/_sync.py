@@ -597,8 +597,8 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
         raws = send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
-        if isinstance(part, Eval) and isinstance(raw, Exception) and is_noperm(raw):
-            raw = _key_refusal(client, part) or raw
+        if isinstance(part, Eval) and isinstance(raw, Exception):
+            raw = _refusal(client, part, raw) or raw
         if isinstance(part, Eval) and not isinstance(raw, Exception):
             try:
                 raw = parse_reply(part.script, raw)
@@ -608,35 +608,35 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     return replies
 
 
-def _evalsha(client: Client, step: Eval) -> Any:
-    spec = step.script
+def _send(client: Client, step: Eval) -> Any:
+    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
     try:
-        try:
-            return client.evalsha(*_clients.evalsha_args(step))
-        except _library(type(client)).no_script:
-            client.script_load(spec.source)
-            return client.evalsha(*_clients.evalsha_args(step))
+        return client.evalsha(*_clients.evalsha_args(step))
+    except _library(type(client)).no_script:
+        client.script_load(step.script.source)
+        return client.evalsha(*_clients.evalsha_args(step))
+
+
+def _evalsha(client: Client, step: Eval) -> Any:
+    try:
+        return _send(client, step)
     except Exception as exc:
-        if is_noperm(exc):
-            denied = _key_refusal(client, step)
-            if denied is None:
-                denied = command_refusal(exc, step.script.name)
-            if denied is not None:
-                raise denied from exc
+        denied = _refusal(client, step, exc)
+        if denied is not None:
+            raise denied from exc
         raise
 
 
-def _key_refusal(client: Client, step: Eval) -> PermissionDenied | None:
-    """EVALSHA of ``step`` was refused (``NOPERM``, naming no key): the error
-    naming the key the user lacks, found by :data:`ACL_KEYS` (run with EVALSHA
-    and no KEYS, so it needs no permission but EVALSHA's), or ``None`` if none."""
-    keys: tuple[str, ...] = tuple(str(k) for k in step.keys)
-    try:
-        try:
-            raw = client.evalsha(ACL_KEYS.sha1, 0, *keys)
-        except _library(type(client)).no_script:
-            client.script_load(ACL_KEYS.source)
-            raw = client.evalsha(ACL_KEYS.sha1, 0, *keys)
-    except Exception:
+def _refusal(client: Client, step: Eval, exc: BaseException) -> PermissionDenied | None:
+    """The error naming what the user lacks when the server refused ``step``
+    with ``NOPERM`` (``None`` for any other error): the first key it may not
+    use, found by :data:`ACL_KEYS` (sent with no KEYS, so it needs no
+    permission but EVALSHA's), else the command the refusal names."""
+    if not is_noperm(exc):
         return None
-    return key_refusal(step.script, raw)
+    try:
+        raw = _send(client, Eval(ACL_KEYS, (), tuple(str(k) for k in step.keys)))
+    except Exception:
+        raw = None
+    denied = None if raw is None else key_refusal(step.script, raw)
+    return denied or command_refusal(exc, step.script.name)
