@@ -973,11 +973,17 @@ class _AsyncHolds(Generic[HL]):
         """The :class:`AdaptiveTTL` key of the hold of ``lease``."""
         raise NotImplementedError
 
-    def _unwatch_lost(self, lease: HL) -> None:
-        """The hold of ``lease`` is lost: stop watching it (the key's watch only if
-        it watches that hold, not a newer hold of the same owner)."""
+    def _watch_of(self, lease: HL) -> Watch | None:
+        """The watch of the hold of ``lease`` (``None`` when its key's watch
+        watches another hold: a newer hold of the same owner)."""
         watch = self._watches.get(lease._key)
         if watch is not None and getattr(watch.lease, "_hold", None) == lease._hold:
+            return watch
+        return None
+
+    def _unwatch_lost(self, lease: HL) -> None:
+        """The hold of ``lease`` is lost: stop watching it (if it watches that hold)."""
+        if self._watch_of(lease) is not None:
             self._unwatch(lease._key)
 
     def _add(self, lease: HL) -> None:
@@ -1055,8 +1061,8 @@ class _AsyncHolds(Generic[HL]):
         is still held, the watchdog never renews the hold again."""
         if any(one is not lease and one._life.held for one in self._same_hold(lease)):
             return
-        watch = self._watches.get(lease._key)
-        if watch is not None and getattr(watch.lease, "_hold", None) == lease._hold:
+        watch = self._watch_of(lease)
+        if watch is not None:
             _driver.stop_renewing(self._client, watch)
 
     def _held_here(self, leases: list[HL]) -> str:
