@@ -30,28 +30,33 @@ end
 local RELEASED_KEEP_MS = 120000
 local RELEASED_MAX = 1000
 
--- Whether `key` can hold the record (nil) or holds another type (the key).
-local function released_wrong(key)
-  local t = redis.call('TYPE', key).ok
+-- The record's key type, read once by each release: 'zset', 'none', or
+-- 'string' (an older tenure's record); any other type is reported as a wrong
+-- type by the caller (released_wrong).
+local function released_type(key)
+  return redis.call('TYPE', key).ok
+end
+
+-- Whether a record of type `t` holds another type than it may (the key), or nil.
+local function released_wrong(key, t)
   if t ~= 'none' and t ~= 'zset' and t ~= 'string' then return key end
   return nil
 end
 
--- Record the release `member` (write; nothing for "").
-local function released_record(key, member)
+-- Record the release `member` (write; nothing for ""), in `key` of type `t`.
+local function released_record(key, t, member)
   if member == '' then return end
   local now_ms = math.floor(now_us() / 1000)
-  if redis.call('TYPE', key).ok == 'string' then redis.call('DEL', key) end
+  if t == 'string' then redis.call('DEL', key) end
   redis.call('ZADD', key, now_ms, member)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms - RELEASED_KEEP_MS)
   redis.call('ZREMRANGEBYRANK', key, 0, -(RELEASED_MAX + 1))
   redis.call('PEXPIRE', key, RELEASED_KEEP_MS)
 end
 
--- Whether the release `member` was recorded (in the last 120 s).
-local function released_has(key, member)
-  if redis.call('TYPE', key).ok ~= 'zset' then return false end
-  return redis.call('ZSCORE', key, member) ~= false
+-- Whether the release `member` was recorded (in the last 120 s) in `key` of type `t`.
+local function released_has(key, t, member)
+  return t == 'zset' and redis.call('ZSCORE', key, member) ~= false
 end
 
 -- The fence after `last` (the fence key's value, or false when none is

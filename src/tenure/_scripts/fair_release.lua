@@ -47,20 +47,21 @@ for i = 2, 3 do
 end
 local last = redis.pcall('GET', KEYS[4])
 if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[4]} end
-if released_wrong(KEYS[6]) then return {5, KEYS[6]} end
+local rtype = released_type(KEYS[6])
+if released_wrong(KEYS[6], rtype) then return {5, KEYS[6]} end
 
 if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[4])
   redis.call('ZREM', KEYS[3], ARGV[4])
 end
 if holder ~= ARGV[1] then
-  if ARGV[6] ~= '' and released_has(KEYS[6], ARGV[6]) then
+  if ARGV[6] ~= '' and released_has(KEYS[6], rtype, ARGV[6]) then
     return {1, 0}
   end
   return {4, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[5])
-released_record(KEYS[6], ARGV[6])
+released_record(KEYS[6], rtype, ARGV[6])
 
 local now_ms = math.floor(now_us() / 1000)
 local delay = tonumber(ARGV[5])

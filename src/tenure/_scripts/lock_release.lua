@@ -67,7 +67,8 @@ if denied then return {9, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {5, KEYS[1]} end
-if released_wrong(KEYS[5]) then return {5, KEYS[5]} end
+local rtype = released_type(KEYS[5])
+if released_wrong(KEYS[5], rtype) then return {5, KEYS[5]} end
 local waiting = redis.pcall('ZCARD', KEYS[2])
 if wrong(waiting) then return {5, KEYS[2]} end
 local exact = KEYS[6] ~= nil
@@ -84,13 +85,13 @@ end
 
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
 if holder ~= ARGV[1] then
-  if ARGV[6] ~= '' and released_has(KEYS[5], ARGV[6]) then
+  if ARGV[6] ~= '' and released_has(KEYS[5], rtype, ARGV[6]) then
     return {1, 0}
   end
   return {4, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[4])
-released_record(KEYS[5], ARGV[6])
+released_record(KEYS[5], rtype, ARGV[6])
 
 local handoffs = 0  -- exact-key mode: the hand-offs in a row that led to this hold
 if exact then

@@ -36,7 +36,8 @@
 local denied = acl_denied(nil, KEYS[4], ARGV[5])
 if denied then return {9, denied} end
 
-local bad = sem_wrong_key() or released_wrong(KEYS[5])
+local rtype = released_type(KEYS[5])
+local bad = sem_wrong_key() or released_wrong(KEYS[5], rtype)
 if bad then return {5, bad} end
 local s = sem_open(ARGV[3])
 sem_prune(s)
@@ -44,12 +45,12 @@ if ARGV[4] ~= '' then redis.call('ZREM', KEYS[4], ARGV[4]) end
 local held = sem_holds(s, ARGV[1])
 if held then
   sem_drop_lease(ARGV[1], tonumber(ARGV[2]))
-  if ARGV[4] == '' then released_record(KEYS[5], ARGV[7]) end
+  if ARGV[4] == '' then released_record(KEYS[5], rtype, ARGV[7]) end
 end
 sem_promote(s, ARGV[5], tonumber(ARGV[6]), '')
 sem_touch(s)
 if held then return {1, 0} end
-if ARGV[7] ~= '' and released_has(KEYS[5], ARGV[7]) then
+if ARGV[7] ~= '' and released_has(KEYS[5], rtype, ARGV[7]) then
   return {1, 0}
 end
 return {4, 0}
