@@ -54,6 +54,38 @@ def acl_user(r: redis.Redis, server: ServerProcess) -> Iterator[MakeUser]:
         r.execute_command("ACL", "DELUSER", name)  # type: ignore[no-untyped-call]
 
 
+@pytest.fixture
+def rule_user(r: redis.Redis, server: ServerProcess) -> Iterator[Callable[..., redis.Redis]]:
+    """``rule_user(needs, *more)``: a client logged in as a new user made with
+    exactly the rule the doctor prints for ``needs`` (then ``more`` rules)."""
+    made: list[tuple[str, redis.Redis]] = []
+
+    def make(needs: AclNeeds, *more: str) -> redis.Redis:
+        name = f"acl-rule-{next(_names)}"
+        rule = needs.rule(name).replace(">PASSWORD", ">pw").split()[2:]
+        r.execute_command("ACL", "SETUSER", *rule, *more)  # type: ignore[no-untyped-call]
+        client = redis.Redis.from_url(server.url, username=name, password="pw")
+        made.append((name, client))
+        return client
+
+    yield make
+    for name, client in made:
+        client.close()
+        r.execute_command("ACL", "DELUSER", name)  # type: ignore[no-untyped-call]
+
+
+def _latch_opens(latch: CountDownLatch) -> None:
+    """A waiter of ``latch`` (count 1) is woken by the count-down to zero."""
+    assert latch.try_set_count(1)
+    opened: list[bool] = []
+    listener = threading.Thread(target=lambda: opened.append(latch.wait(timeout=10)))
+    listener.start()
+    time.sleep(0.3)
+    assert latch.count_down() == 0
+    listener.join(10)
+    assert opened == [True]
+
+
 def snapshot(r: redis.Redis) -> dict[bytes, bytes | None]:
     """Every key's DUMP (read as the default user)."""
     return {key: r.dump(key) for key in sorted(r.keys("*"))}  # type: ignore[misc]
@@ -142,15 +174,7 @@ def test_least_privilege_semaphore_and_latch(r: redis.Redis, acl_user: MakeUser)
     waiter.join(10)
     assert got == [True]
 
-    latch = CountDownLatch(user, "job")
-    assert latch.try_set_count(1)
-    opened: list[bool] = []
-    listener = threading.Thread(target=lambda: opened.append(latch.wait(timeout=10)))
-    listener.start()
-    time.sleep(0.3)
-    assert latch.count_down() == 0
-    listener.join(10)
-    assert opened == [True]
+    _latch_opens(CountDownLatch(user, "job"))
 
 
 def _no_channels(acl_user: MakeUser) -> redis.Redis:
@@ -289,44 +313,24 @@ def test_a_missing_command_is_named(r: redis.Redis, acl_user: MakeUser) -> None:
 # --- tenure doctor --name / --key ------------------------------------------------------------
 
 
-def test_the_doctors_rules_are_enough(r: redis.Redis, server: ServerProcess) -> None:
+def test_the_doctors_rules_are_enough(
+    r: redis.Redis, rule_user: Callable[..., redis.Redis]
+) -> None:
     """Users made with exactly the rule the doctor prints (commands too) can use
     each primitive, waits and hand-offs included."""
-    made: list[str] = []
-
-    def user_for(needs: AclNeeds) -> redis.Redis:
-        name = f"acl-rule-{next(_names)}"
-        rule = needs.rule(name).replace(">PASSWORD", ">pw").split()[2:]
-        r.execute_command("ACL", "SETUSER", *rule)  # type: ignore[no-untyped-call]
-        made.append(name)
-        return redis.Redis.from_url(server.url, username=name, password="pw")
-
-    try:
-        lock_user = user_for(acl_needs("Lock", key="orders:42"))
-        _handoff(Lock(lock_user, key="orders:42", ttl=5), Lock(lock_user, key="orders:42", ttl=5))
-        named_user = user_for(acl_needs("Lock", name="jobs"))
-        _handoff(Lock(named_user, "jobs", ttl=5), Lock(named_user, "jobs", ttl=5))
-        fenced_user = user_for(acl_needs("FencedKey", key="orders:42:balance"))
-        FencedKey(fenced_user, "orders:42:balance").set("7", 1)
-        assert r.get("orders:42:balance") == b"7"
-        sem_user = user_for(acl_needs("Semaphore", name="pool"))
-        sem = Semaphore(sem_user, "pool", permits=1, ttl=5)
-        lease = sem.acquire()
-        assert lease is not None
-        lease.release()
-        latch_user = user_for(acl_needs("CountDownLatch", name="job"))
-        latch = CountDownLatch(latch_user, "job")
-        assert latch.try_set_count(1)
-        opened: list[bool] = []
-        listener = threading.Thread(target=lambda: opened.append(latch.wait(timeout=10)))
-        listener.start()
-        time.sleep(0.3)
-        assert latch.count_down() == 0
-        listener.join(10)
-        assert opened == [True]
-    finally:
-        for name in made:
-            r.execute_command("ACL", "DELUSER", name)  # type: ignore[no-untyped-call]
+    lock_user = rule_user(acl_needs("Lock", key="orders:42"))
+    _handoff(Lock(lock_user, key="orders:42", ttl=5), Lock(lock_user, key="orders:42", ttl=5))
+    named_user = rule_user(acl_needs("Lock", name="jobs"))
+    _handoff(Lock(named_user, "jobs", ttl=5), Lock(named_user, "jobs", ttl=5))
+    fenced_user = rule_user(acl_needs("FencedKey", key="orders:42:balance"))
+    FencedKey(fenced_user, "orders:42:balance").set("7", 1)
+    assert r.get("orders:42:balance") == b"7"
+    sem_user = rule_user(acl_needs("Semaphore", name="pool"))
+    sem = Semaphore(sem_user, "pool", permits=1, ttl=5)
+    lease = sem.acquire()
+    assert lease is not None
+    lease.release()
+    _latch_opens(CountDownLatch(rule_user(acl_needs("CountDownLatch", name="job")), "job"))
 
 
 def test_acl_needs_patterns() -> None:
@@ -412,21 +416,15 @@ def test_the_doctors_rule_runs_in_redis_cli_for_a_name_with_white_space(
 
 
 def test_another_names_key_is_named_with_the_doctors_own_rule(
-    r: redis.Redis, server: ServerProcess
+    r: redis.Redis, rule_user: Callable[..., redis.Redis]
 ) -> None:
     """The rule grants no +eval: the refused key is still named (found with EVALSHA)."""
-    rule = acl_needs("Lock", name="a").rule("acl-a").replace(">PASSWORD", ">pw").split()[2:]
-    r.execute_command("ACL", "SETUSER", *rule)  # type: ignore[no-untyped-call]
-    try:
-        user = redis.Redis.from_url(server.url, username="acl-a", password="pw")
-        before = snapshot(r)
-        with pytest.raises(PermissionDenied) as caught:
-            Lock(user, "b", ttl=5).acquire(blocking=False)
-        assert caught.value.target.startswith("tenure:{b}") and "key" in str(caught.value)
-        assert snapshot(r) == before
-        user.close()
-    finally:
-        r.execute_command("ACL", "DELUSER", "acl-a")  # type: ignore[no-untyped-call]
+    user = rule_user(acl_needs("Lock", name="a"))
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        Lock(user, "b", ttl=5).acquire(blocking=False)
+    assert caught.value.target.startswith("tenure:{b}") and "key" in str(caught.value)
+    assert snapshot(r) == before
 
 
 @pytest.mark.parametrize("command", ["evalsha", "info", "get"])
@@ -458,42 +456,35 @@ def test_a_prefix_with_an_exact_key_is_refused(r: redis.Redis) -> None:
 
 @pytest.mark.parametrize("kind", ["Semaphore", "ReadWriteLock", "Lock", "FairLock", "RLock"])
 def test_a_waiter_that_may_not_publish_is_never_queued(
-    r: redis.Redis, server: ServerProcess, kind: str
+    r: redis.Redis, rule_user: Callable[..., redis.Redis], kind: str
 ) -> None:
     """Without +publish, a waiting acquire is refused before it queues itself:
     no entry is left for a release to hand the lock to."""
-    needs = acl_needs(kind, name="pool")
-    rule = needs.rule("acl-nopub").replace(">PASSWORD", ">pw").split()[2:]
-    r.execute_command("ACL", "SETUSER", *rule, "-publish")  # type: ignore[no-untyped-call]
-    try:
-        user = redis.Redis.from_url(server.url, username="acl-nopub", password="pw")
-        from tenure import FairLock, ReadWriteLock, RLock
+    from tenure import FairLock, ReadWriteLock, RLock
 
-        holders: dict[str, Callable[[], Any]] = {
-            "Semaphore": lambda: Semaphore(r, "pool", 1, ttl=30).acquire(),
-            "ReadWriteLock": lambda: ReadWriteLock(r, "pool", ttl=30).write.acquire(),
-            "Lock": lambda: Lock(r, "pool", ttl=30).acquire(),
-            "FairLock": lambda: FairLock(r, "pool", ttl=30).acquire(),
-            "RLock": lambda: RLock(r, "pool", ttl=30).acquire(),
-        }
-        waiters: dict[str, Callable[[], Any]] = {
-            "Semaphore": lambda: Semaphore(user, "pool", 1, ttl=30),
-            "ReadWriteLock": lambda: ReadWriteLock(user, "pool", ttl=30).read,
-            "Lock": lambda: Lock(user, "pool", ttl=30),
-            "FairLock": lambda: FairLock(user, "pool", ttl=30),
-            "RLock": lambda: RLock(user, "pool", ttl=30),
-        }
-        taken: list[Any] = []  # held by another owner (thread)
-        t = threading.Thread(target=lambda: taken.append(holders[kind]()))
-        t.start()
-        t.join()
-        held, waiting = taken[0], waiters[kind]()
-        assert held is not None
-        before = snapshot(r)
-        with pytest.raises(PermissionDenied, match="PUBLISH"):
-            waiting.acquire(timeout=1)
-        assert snapshot(r) == before  # not queued
-        held.release()
-        user.close()
-    finally:
-        r.execute_command("ACL", "DELUSER", "acl-nopub")  # type: ignore[no-untyped-call]
+    user = rule_user(acl_needs(kind, name="pool"), "-publish")
+    holders: dict[str, Callable[[], Any]] = {
+        "Semaphore": lambda: Semaphore(r, "pool", 1, ttl=30).acquire(),
+        "ReadWriteLock": lambda: ReadWriteLock(r, "pool", ttl=30).write.acquire(),
+        "Lock": lambda: Lock(r, "pool", ttl=30).acquire(),
+        "FairLock": lambda: FairLock(r, "pool", ttl=30).acquire(),
+        "RLock": lambda: RLock(r, "pool", ttl=30).acquire(),
+    }
+    waiters: dict[str, Callable[[], Any]] = {
+        "Semaphore": lambda: Semaphore(user, "pool", 1, ttl=30),
+        "ReadWriteLock": lambda: ReadWriteLock(user, "pool", ttl=30).read,
+        "Lock": lambda: Lock(user, "pool", ttl=30),
+        "FairLock": lambda: FairLock(user, "pool", ttl=30),
+        "RLock": lambda: RLock(user, "pool", ttl=30),
+    }
+    taken: list[Any] = []  # held by another owner (thread)
+    t = threading.Thread(target=lambda: taken.append(holders[kind]()))
+    t.start()
+    t.join()
+    held, waiting = taken[0], waiters[kind]()
+    assert held is not None
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied, match="PUBLISH"):
+        waiting.acquire(timeout=1)
+    assert snapshot(r) == before  # not queued
+    held.release()
