@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator
 from typing import Any
 
@@ -34,7 +35,7 @@ from tenure._protocol import (
     WaitWake,
     parse_reply,
 )
-from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE
+from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE, build
 from tenure._units import (
     MAX_COUNT,
     MAX_LEASE_PERMITS,
@@ -500,6 +501,23 @@ def test_every_script_has_a_header_contract() -> None:
         assert b"-- Returns" in spec.source and b"KEYS[1]" in spec.source
         assert b"--@include" not in spec.source  # the helpers were put in place
         assert b"--@acl" not in spec.source  # and the ACL guard's command list
+
+
+def test_scripts_reply_with_the_status_names_of_the_enum() -> None:
+    """Every script has a Lua local per ``Status`` (from ``_common.lua``'s marker,
+    so the numbers can't drift from the enum), and replies by name."""
+    locals_line = "local " + ", ".join(s.name for s in Status)
+    locals_line += " = " + ", ".join(str(int(s)) for s in Status)
+    for spec in ALL:
+        text = spec.source.decode()
+        assert text.count(locals_line + "\n") == 1, spec.name
+        code = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+        bare = [line for line in code if re.search(r"return \{\s*\d", line)]
+        assert not bare, (spec.name, bare)
+        assert "--@status" not in text
+    # a script that forgets _common.lua would have no names: it is refused at load
+    with pytest.raises(ValueError, match=r"must include _common\.lua"):
+        build("bare", lambda name: b"-- bare.lua\nreturn {OK, 0}\n")
 
 
 def test_plans_do_no_io() -> None:

@@ -10,28 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Generator
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any, TypeVar
 
 from ._errors import PermissionDenied, ProtocolError, WrongTypeError
 from ._keys import LockKeys
 from ._scripts import ACL_KEYS, ScriptSpec
+from ._scripts import Status as Status  # defined beside the scripts, which use its names
 
 T = TypeVar("T")
-
-
-class Status(IntEnum):
-    """The first element of every script reply (mirrored in each ``.lua`` header)."""
-
-    OK = 1
-    BUSY = 2
-    OWNED_BY_CALLER = 3
-    NOT_OWNED = 4
-    WRONG_TYPE = 5
-    STALE = 6
-    PERMITS_DIFFER = 7
-    TOO_MANY = 8
-    DENIED = 9
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,11 @@
 """Lua scripts, one ``.lua`` file per operation, loaded once as package data.
 
 Each file starts with its contract (KEYS, ARGV with units, reply shapes). Every
-script replies ``{status, value}`` with ``status`` a :class:`tenure._protocol.Status`.
+script replies ``{status, value}`` with ``status`` a :class:`Status`, written by
+name: ``_common.lua``, which every script includes, has a line ``--@status``
+that the loader replaces by one local per member of :class:`Status` (``local
+OK, BUSY, ... = 1, 2, ...``), so that the scripts and the Python side can't
+disagree on a number.
 
 Helpers several scripts need live once in files whose names start with ``_``
 (the fence rule and the server clock in ``_common.lua``; the semaphore's holders
@@ -22,7 +26,23 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from importlib.resources import files
+
+
+class Status(IntEnum):
+    """The first element of every script reply (a Lua local of the same name in
+    every script, see the module; mirrored in each ``.lua`` header)."""
+
+    OK = 1
+    BUSY = 2
+    OWNED_BY_CALLER = 3
+    NOT_OWNED = 4
+    WRONG_TYPE = 5
+    STALE = 6
+    PERMITS_DIFFER = 7
+    TOO_MANY = 8
+    DENIED = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +59,12 @@ class ScriptSpec:
 
 INCLUDE = re.compile(rb"^--@include (_\w+\.lua)\n", re.MULTILINE)
 ACL_MARKER = re.compile(rb"^--@acl\n", re.MULTILINE)
+STATUS_MARKER = re.compile(rb"^--@status\n", re.MULTILINE)
+
+#: What ``_common.lua``'s ``--@status`` line becomes: a local per :class:`Status`.
+STATUS_LOCALS = (
+    f"local {', '.join(s.name for s in Status)} = {', '.join(str(s.value) for s in Status)}\n"
+).encode()
 CALL = re.compile(rb"redis\.p?call\('([A-Z]+)'")
 
 #: Commands that only read (the others a script runs may write).
@@ -87,8 +113,17 @@ def _load(name: str) -> ScriptSpec:
 def build(name: str, read: Callable[[str], bytes]) -> ScriptSpec:
     """The script ``name`` as tenure sends it, from the files ``read`` returns
     (``<name>.lua`` and its includes): includes expanded, and the ACL guard's
-    command list in place of its ``--@acl`` line."""
+    command list in place of its ``--@acl`` line, and the :class:`Status` locals
+    in place of ``_common.lua``'s ``--@status`` line.
+
+    Raises:
+        ValueError: the script does not include ``_common.lua`` (it would have no
+            status names), or includes it twice.
+    """
     source = expand(read(f"{name}.lua"), read)
+    source, found = STATUS_MARKER.subn(lambda _: STATUS_LOCALS, source)
+    if found != 1:
+        raise ValueError(f"{name}.lua must include _common.lua once (its status names)")
     writes = not name.endswith("_inspect")
     commands = sorted(script_commands(source))
     if not writes:

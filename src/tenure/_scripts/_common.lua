@@ -1,6 +1,12 @@
 -- _common.lua: helpers that tenure._scripts puts in place of the include line
 -- of every script that asks for them (after its header contract). Not a script
--- of its own.
+-- of its own. Every script includes it: it names the reply statuses.
+
+-- The reply statuses (the first element of every reply, {status, value}):
+-- tenure._scripts replaces the marker line below by one local per member of
+-- its Status enum, of the same name and number (OK, BUSY, NOT_OWNED,
+-- WRONG_TYPE, DENIED, ...), so that scripts reply by name.
+--@status
 
 -- Whether a redis.pcall reply is a WRONGTYPE error; any other error reply (Redis
 -- 6.2's ACL refusing the command, say) is raised as it is.

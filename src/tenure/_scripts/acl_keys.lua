@@ -11,14 +11,16 @@
 --                            whose ACL has no read/write split, perm = "key".
 --          {1, 0}            OK: every key is allowed (the refusal was another).
 
+--@include _common.lua
+
 local check = redis.acl_check_cmd
 for _, key in ipairs(ARGV) do
   if check then
-    if not check('GET', key) then return {9, {'read', key}} end
-    if not check('SET', key, '') then return {9, {'write', key}} end
+    if not check('GET', key) then return {DENIED, {'read', key}} end
+    if not check('SET', key, '') then return {DENIED, {'write', key}} end
   else
     local reply = redis.pcall('EXISTS', key)
-    if type(reply) == 'table' and reply.err then return {9, {'key', key}} end
+    if type(reply) == 'table' and reply.err then return {DENIED, {'key', key}} end
   end
 end
-return {1, 0}
+return {OK, 0}

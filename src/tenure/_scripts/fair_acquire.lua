@@ -50,16 +50,16 @@
 local own = nil
 if ARGV[4] ~= '' and ARGV[8] then own = ARGV[8] .. string.match(ARGV[4], '^([^|]*)') end
 local denied = acl_commands() or acl_channels(own, nil, ARGV[8] or '')
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 for i = 3, 4 do
   local t = redis.call('TYPE', KEYS[i]).ok
-  if t ~= 'none' and t ~= 'zset' then return {5, KEYS[i]} end
+  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[i]} end
 end
 local holder = redis.pcall('GET', KEYS[1])
-if wrong(holder) then return {5, KEYS[1]} end
+if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
-if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[2]} end
+if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
 
 local now = now_us()
 local now_ms = math.floor(now / 1000)
@@ -94,7 +94,7 @@ local function busy(wait)
       if redis.call('PTTL', KEYS[i]) < keep then redis.call('PEXPIRE', KEYS[i], keep) end
     end
   end
-  return {2, wait}
+  return {BUSY, wait}
 end
 
 if holder then
@@ -103,10 +103,10 @@ if holder then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     local delay = tonumber(ARGV[6])
     if delay > 0 then redis.call('SET', KEYS[5], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
-    return {1, tonumber(last) or 0}
+    return {OK, tonumber(last) or 0}
   end
   local pttl = redis.call('PTTL', KEYS[1])
-  if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {3, pttl} end
+  if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {OWNED_BY_CALLER, pttl} end
   return busy(pttl)
 end
 
@@ -130,4 +130,4 @@ if delay > 0 then
 elseif delayed ~= -2 then
   redis.call('DEL', KEYS[5])
 end
-return {1, fence}
+return {OK, fence}

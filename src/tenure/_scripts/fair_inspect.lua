@@ -22,15 +22,15 @@
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
-if wrong(holder) then return {5, KEYS[1]} end
+if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 local fence = redis.pcall('GET', KEYS[2])
-if wrong(fence) then return {5, KEYS[2]} end
+if wrong(fence) then return {WRONG_TYPE, KEYS[2]} end
 for i = 3, 4 do
   local t = redis.call('TYPE', KEYS[i]).ok
-  if t ~= 'none' and t ~= 'zset' then return {5, KEYS[i]} end
+  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[i]} end
 end
 local now_ms = math.floor(now_us() / 1000)
 local limit = tonumber(ARGV[1])
@@ -47,4 +47,4 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   end
 end
 out[4] = waiting
-return {1, out}
+return {OK, out}

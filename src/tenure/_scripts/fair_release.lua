@@ -37,18 +37,18 @@
 --@include _acl.lua
 
 local denied = acl_denied(nil, KEYS[2], ARGV[2])
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
-if wrong(holder) then return {5, KEYS[1]} end
+if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 for i = 2, 3 do
   local t = redis.call('TYPE', KEYS[i]).ok
-  if t ~= 'none' and t ~= 'zset' then return {5, KEYS[i]} end
+  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[i]} end
 end
 local last = redis.pcall('GET', KEYS[4])
-if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[4]} end
+if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[4]} end
 local rtype = released_type(KEYS[6])
-if released_wrong(KEYS[6], rtype) then return {5, KEYS[6]} end
+if released_wrong(KEYS[6], rtype) then return {WRONG_TYPE, KEYS[6]} end
 
 if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[4])
@@ -56,9 +56,9 @@ if ARGV[4] ~= '' then
 end
 if holder ~= ARGV[1] then
   if ARGV[6] ~= '' and released_has(KEYS[6], rtype, ARGV[6]) then
-    return {1, 0}
+    return {OK, 0}
   end
-  return {4, 0}
+  return {NOT_OWNED, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[5])
 released_record(KEYS[6], rtype, ARGV[6])
@@ -76,5 +76,5 @@ local function grant(token, lease, fence)
   redis.call('SET', KEYS[4], fence, 'PX', ARGV[3])
   if delay > 0 then redis.call('SET', KEYS[5], token, 'PX', tonumber(lease) + delay) end
 end
-if hand_off(KEYS[2], ARGV[2], last, grant, live) then return {1, 1} end
-return {1, 0}
+if hand_off(KEYS[2], ARGV[2], last, grant, live) then return {OK, 1} end
+return {OK, 0}

@@ -16,13 +16,13 @@
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local resource = redis.call('TYPE', KEYS[1]).ok
-if resource ~= 'none' and resource ~= 'string' then return {5, KEYS[1]} end
+if resource ~= 'none' and resource ~= 'string' then return {WRONG_TYPE, KEYS[1]} end
 local seen = redis.pcall('GET', KEYS[2])
-if wrong(seen) or (seen and not tonumber(seen)) then return {5, KEYS[2]} end
-if seen and tonumber(seen) > tonumber(ARGV[1]) then return {6, tonumber(seen)} end
+if wrong(seen) or (seen and not tonumber(seen)) then return {WRONG_TYPE, KEYS[2]} end
+if seen and tonumber(seen) > tonumber(ARGV[1]) then return {STALE, tonumber(seen)} end
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('SET', KEYS[2], ARGV[1])
-return {1, 0}
+return {OK, 0}

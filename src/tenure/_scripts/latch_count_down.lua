@@ -20,21 +20,21 @@
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local current = redis.pcall('GET', KEYS[1])
-if wrong(current) or (current and not tonumber(current)) then return {5, KEYS[1]} end
+if wrong(current) or (current and not tonumber(current)) then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
-if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[2]} end
-if not current then return {1, 0} end
+if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
+if not current then return {OK, 0} end
 if tonumber(current) <= 1 then  -- reaching zero: the channel is told
   denied = acl_channels(ARGV[1])
-  if denied then return {9, denied} end
+  if denied then return {DENIED, denied} end
 end
 local left = redis.call('DECR', KEYS[1])
-if left > 0 then return {1, left} end
+if left > 0 then return {OK, left} end
 redis.call('DEL', KEYS[1])
 local opened = string.format('%.0f', next_fence(last))
 redis.call('SET', KEYS[2], opened, 'PX', ARGV[2])
 redis.call('PUBLISH', ARGV[1], opened)
-return {1, 0}
+return {OK, 0}

@@ -13,10 +13,10 @@
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local current = redis.pcall('GET', KEYS[1])
-if wrong(current) or (current and not tonumber(current)) then return {5, KEYS[1]} end
+if wrong(current) or (current and not tonumber(current)) then return {WRONG_TYPE, KEYS[1]} end
 local opened = redis.pcall('GET', KEYS[2])
-if wrong(opened) or (opened and not tonumber(opened)) then return {5, KEYS[2]} end
-return {1, {math.max(tonumber(current) or 0, 0), tonumber(opened) or 0}}
+if wrong(opened) or (opened and not tonumber(opened)) then return {WRONG_TYPE, KEYS[2]} end
+return {OK, {math.max(tonumber(current) or 0, 0), tonumber(opened) or 0}}

@@ -12,10 +12,10 @@
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local current = redis.pcall('GET', KEYS[1])
-if wrong(current) or (current and not tonumber(current)) then return {5, KEYS[1]} end
-if current and tonumber(current) > 0 then return {2, tonumber(current)} end
+if wrong(current) or (current and not tonumber(current)) then return {WRONG_TYPE, KEYS[1]} end
+if current and tonumber(current) > 0 then return {BUSY, tonumber(current)} end
 redis.call('SET', KEYS[1], ARGV[1])
-return {1, tonumber(ARGV[1])}
+return {OK, tonumber(ARGV[1])}

@@ -69,20 +69,20 @@
 local own = nil
 if ARGV[4] ~= '' and ARGV[7] then own = ARGV[7] .. string.match(ARGV[4], '^([^|]*)') end
 local denied = acl_commands() or acl_channels(own, KEYS[5] and KEYS[3] or nil, ARGV[7] or '')
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local exact = KEYS[5] ~= nil
 local chain = false
 if exact then
   chain = redis.pcall('GET', KEYS[5])
-  if wrong(chain) then return {5, KEYS[5]} end
+  if wrong(chain) then return {WRONG_TYPE, KEYS[5]} end
   -- checked first here, as the exact-key checks below may drop gone waiters
   local last = redis.pcall('GET', KEYS[2])
-  if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[2]} end
+  if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
 end
 if ARGV[4] ~= '' or exact then
   local t = redis.call('TYPE', KEYS[3]).ok
-  if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
+  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[3]} end
 end
 
 -- Queue the caller (if it asked to be) and reply BUSY: try again in pttl ms,
@@ -93,10 +93,10 @@ local function busy(pttl, head_ms, other_ms)
     redis.call('ZADD', KEYS[3], 'NX', now_us(), ARGV[4])
     redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
     if head_ms and redis.call('ZRANGE', KEYS[3], 0, 0)[1] == ARGV[4] then
-      return {2, head_ms}
+      return {BUSY, head_ms}
     end
   end
-  return {2, other_ms or pttl}
+  return {BUSY, other_ms or pttl}
 end
 
 local delayed = redis.call('PTTL', KEYS[4])
@@ -116,7 +116,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   local last = redis.pcall('GET', KEYS[2])
   if wrong(last) or (last and not tonumber(last)) then
     redis.call('DEL', KEYS[1])  -- undo: nothing written
-    return {5, KEYS[2]}
+    return {WRONG_TYPE, KEYS[2]}
   end
   local fence = next_fence(last)
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
@@ -128,26 +128,26 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   elseif delayed ~= -2 then
     redis.call('DEL', KEYS[4])
   end
-  return {1, fence}
+  return {OK, fence}
 end
 
 local holder = redis.pcall('GET', KEYS[1])
-if wrong(holder) then return {5, KEYS[1]} end
+if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 
 if holder == ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   local delay = tonumber(ARGV[6])
   if delay > 0 then redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
-  return {1, tonumber(redis.call('GET', KEYS[2]))}
+  return {OK, tonumber(redis.call('GET', KEYS[2]))}
 end
 
 local pttl = redis.call('PTTL', KEYS[1])
-if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {3, pttl} end
+if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {OWNED_BY_CALLER, pttl} end
 if exact and string.match(chain or '', '^%d+ (.+)$') ~= holder then
   -- a foreign holder: its release wakes nobody
   local seen = redis.pcall('GET', KEYS[6])
-  if wrong(seen) then return {5, KEYS[6]} end
+  if wrong(seen) then return {WRONG_TYPE, KEYS[6]} end
   local now_ms = math.floor(now_us() / 1000)
   local since, who = string.match(seen or '', '^(%d+) (.*)$')
   since = tonumber(since)

@@ -19,18 +19,19 @@
 --          {5, key}      WRONG_TYPE: key holds a value of another type.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
+--@include _common.lua
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
-if type(holder) == 'table' and holder.err then return {5, KEYS[1]} end
-if holder ~= ARGV[1] then return {4, 0} end
+if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
+if holder ~= ARGV[1] then return {NOT_OWNED, 0} end
 local left = redis.call('PTTL', KEYS[1])
-if left >= 0 and left < tonumber(ARGV[3]) then return {4, 1} end
+if left >= 0 and left < tonumber(ARGV[3]) then return {NOT_OWNED, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local delay = tonumber(ARGV[4])
 if delay > 0 then redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[2]) + delay) end
 redis.call('PEXPIRE', KEYS[3], math.max(tonumber(ARGV[5]), tonumber(ARGV[2])))
-return {1, 0}
+return {OK, 0}

@@ -12,16 +12,17 @@
 --          {5, key}   WRONG_TYPE: key holds a value of another type.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
+--@include _common.lua
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
-if type(holder) == 'table' and holder.err then return {5, KEYS[1]} end
+if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 local fence = redis.pcall('GET', KEYS[2])
-if type(fence) == 'table' and fence.err then return {5, KEYS[2]} end
+if wrong(fence) then return {WRONG_TYPE, KEYS[2]} end
 local t = redis.call('TYPE', KEYS[3]).ok
-if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
-return {1, {holder or '', redis.call('PTTL', KEYS[1]), tonumber(fence) or 0,
+if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[3]} end
+return {OK, {holder or '', redis.call('PTTL', KEYS[1]), tonumber(fence) or 0,
             redis.call('ZCARD', KEYS[3])}}

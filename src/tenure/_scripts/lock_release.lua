@@ -63,32 +63,32 @@
 --@include _acl.lua
 
 local denied = acl_denied(nil, KEYS[2], ARGV[2])
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
-if wrong(holder) then return {5, KEYS[1]} end
+if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 local rtype = released_type(KEYS[5])
-if released_wrong(KEYS[5], rtype) then return {5, KEYS[5]} end
+if released_wrong(KEYS[5], rtype) then return {WRONG_TYPE, KEYS[5]} end
 local waiting = redis.pcall('ZCARD', KEYS[2])
-if wrong(waiting) then return {5, KEYS[2]} end
+if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
 local exact = KEYS[6] ~= nil
 local chain = false
 if exact then
   chain = redis.pcall('GET', KEYS[6])
-  if wrong(chain) then return {5, KEYS[6]} end
+  if wrong(chain) then return {WRONG_TYPE, KEYS[6]} end
 end
 local last = false
 if waiting > 0 then
   last = redis.pcall('GET', KEYS[3])
-  if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[3]} end
+  if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[3]} end
 end
 
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
 if holder ~= ARGV[1] then
   if ARGV[6] ~= '' and released_has(KEYS[5], rtype, ARGV[6]) then
-    return {1, 0}
+    return {OK, 0}
   end
-  return {4, 0}
+  return {NOT_OWNED, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[4])
 released_record(KEYS[5], rtype, ARGV[6])
@@ -109,7 +109,7 @@ local function grant(token, lease, fence)
 end
 if waiting > 0 then
   if not exact or handoffs < tonumber(ARGV[7]) then
-    if hand_off(KEYS[2], ARGV[2], last, grant) then return {1, 1} end
+    if hand_off(KEYS[2], ARGV[2], last, grant) then return {OK, 1} end
   else
     local window = ARGV[9]
     if redis.call('EXISTS', KEYS[7]) == 1 then window = ARGV[8] end
@@ -118,4 +118,4 @@ if waiting > 0 then
     end
   end
 end
-return {1, 0}
+return {OK, 0}

@@ -50,15 +50,15 @@
 local own = nil
 if ARGV[3] ~= '' and ARGV[7] then own = ARGV[7] .. string.match(ARGV[3], '^([^|]*)') end
 local denied = acl_commands() or acl_channels(own, nil, ARGV[7] or '')
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end
+if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
-if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[2]} end
+if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
 if ARGV[3] ~= '' then
   local t = redis.call('TYPE', KEYS[3]).ok
-  if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
+  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[3]} end
 end
 local fence_ttl = math.max(tonumber(ARGV[4]), tonumber(ARGV[2]))
 local delay = tonumber(ARGV[5])
@@ -69,7 +69,7 @@ local function busy(pttl)
     redis.call('ZADD', KEYS[3], 'NX', now_us(), ARGV[3])
     redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
   end
-  return {2, pttl}
+  return {BUSY, pttl}
 end
 
 -- the lease is set: guard it with the lock-delay, and note the op
@@ -92,7 +92,7 @@ if kind == 'none' then
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   held()
   if ARGV[3] ~= '' then redis.call('ZREM', KEYS[3], ARGV[3]) end
-  return {1, fence}
+  return {OK, fence}
 end
 
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
@@ -102,9 +102,9 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
     redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   end
   held()
-  if not last then return {1, mint()} end -- the fence key was deleted: seed anew
+  if not last then return {OK, mint()} end -- the fence key was deleted: seed anew
   redis.call('PEXPIRE', KEYS[2], fence_ttl)
-  return {1, tonumber(last)}
+  return {OK, tonumber(last)}
 end
 
 return busy(redis.call('PTTL', KEYS[1]))

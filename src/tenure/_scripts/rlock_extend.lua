@@ -21,23 +21,24 @@
 --          {5, key}      WRONG_TYPE: key holds a value of another type.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
+--@include _common.lua
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end
+if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
-if type(last) == 'table' and last.err then return {5, KEYS[2]} end
-if last and not tonumber(last) then return {5, KEYS[2]} end
+if wrong(last) then return {WRONG_TYPE, KEYS[2]} end
+if last and not tonumber(last) then return {WRONG_TYPE, KEYS[2]} end
 local count = redis.call('HGET', KEYS[1], ARGV[1])
-if not count then return {4, 0} end
-if last and tonumber(last) ~= tonumber(ARGV[2]) then return {4, 0} end
+if not count then return {NOT_OWNED, 0} end
+if last and tonumber(last) ~= tonumber(ARGV[2]) then return {NOT_OWNED, 0} end
 local left = redis.call('PTTL', KEYS[1])
-if left >= 0 and left < tonumber(ARGV[5]) then return {4, 1} end
+if left >= 0 and left < tonumber(ARGV[5]) then return {NOT_OWNED, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 local delay = tonumber(ARGV[6])
 if delay > 0 then redis.call('SET', KEYS[3], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
 if last then redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[4]), tonumber(ARGV[3]))) end
-return {1, tonumber(count)}
+return {OK, tonumber(count)}

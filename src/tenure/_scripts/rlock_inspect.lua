@@ -15,21 +15,22 @@
 --          {5, key}   WRONG_TYPE: key holds a value of another type.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
+--@include _common.lua
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end
+if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
 local fence = redis.pcall('GET', KEYS[2])
-if type(fence) == 'table' and fence.err then return {5, KEYS[2]} end
+if wrong(fence) then return {WRONG_TYPE, KEYS[2]} end
 local t = redis.call('TYPE', KEYS[3]).ok
-if t ~= 'none' and t ~= 'zset' then return {5, KEYS[3]} end
+if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[3]} end
 local holder, count = '', 0
 local fields = redis.call('HGETALL', KEYS[1])
 if #fields > 0 then holder, count = fields[1], tonumber(fields[2]) or 0 end
 local mine = 0
 if ARGV[1] ~= '' then mine = tonumber(redis.call('HGET', KEYS[1], ARGV[1])) or 0 end
-return {1, {holder, count, redis.call('PTTL', KEYS[1]), tonumber(fence) or 0,
+return {OK, {holder, count, redis.call('PTTL', KEYS[1]), tonumber(fence) or 0,
             redis.call('ZCARD', KEYS[3]), mine}}

@@ -39,28 +39,28 @@
 --@include _acl.lua
 
 local denied = acl_denied(nil, KEYS[2], ARGV[3])
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'hash' then return {5, KEYS[1]} end
+if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
 local waiting = redis.pcall('ZCARD', KEYS[2])
-if wrong(waiting) then return {5, KEYS[2]} end
+if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
 local last = redis.pcall('GET', KEYS[3])
-if wrong(last) or (last and not tonumber(last)) then return {5, KEYS[3]} end
+if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[3]} end
 
 if ARGV[5] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[5]) end
 local op = ARGV[1] .. '|' .. ARGV[7]
 if ARGV[7] ~= '' and redis.call('GET', KEYS[5]) == op then
-  return {1, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or 0)}
+  return {OK, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or 0)}
 end
-if not redis.call('HGET', KEYS[1], ARGV[1]) then return {4, 0} end
+if not redis.call('HGET', KEYS[1], ARGV[1]) then return {NOT_OWNED, 0} end
 -- A missing fence key means none was minted since this hold began (a fence is
 -- minted for every new hold), so the hold is still the same.
-if ARGV[2] ~= '' and last and tonumber(last) ~= tonumber(ARGV[2]) then return {4, 0} end
+if ARGV[2] ~= '' and last and tonumber(last) ~= tonumber(ARGV[2]) then return {NOT_OWNED, 0} end
 
 local count = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
 if ARGV[7] ~= '' then redis.call('SET', KEYS[5], op, 'PX', 120000) end
-if count > 0 then return {1, count} end
+if count > 0 then return {OK, count} end
 redis.call('DEL', KEYS[1], KEYS[4])
 
 local delay = tonumber(ARGV[6])
@@ -71,4 +71,4 @@ local function grant(owner, lease, fence)
   if delay > 0 then redis.call('SET', KEYS[4], owner, 'PX', tonumber(lease) + delay) end
 end
 if waiting > 0 then hand_off(KEYS[2], ARGV[3], last, grant) end
-return {1, 0}
+return {OK, 0}

@@ -47,12 +47,12 @@
 -- A caller that queues itself must be one a release can tell: its own channel too.
 local own = ARGV[4] ~= '' and (ARGV[8] .. string.match(ARGV[4], '^([^|]*)')) or nil
 local denied = acl_denied(own, KEYS[4], ARGV[8])
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local bad = rw_open(tonumber(ARGV[5]))
-if bad then return {5, bad} end
+if bad then return {WRONG_TYPE, bad} end
 local lastop = redis.pcall('GET', KEYS[6])
-if wrong(lastop) then return {5, KEYS[6]} end
+if wrong(lastop) then return {WRONG_TYPE, KEYS[6]} end
 
 local owner, m, lease, member = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local delay, op, prefix = tonumber(ARGV[6]), ARGV[7], ARGV[8]
@@ -76,14 +76,14 @@ if mine then
   if member ~= '' then redis.call('ZREM', WAITERS, member) end
   promote(now, prefix, delay, '')
   settle()
-  return {1, {tonumber(mine.fence), mine.id}}
+  return {OK, {tonumber(mine.fence), mine.id}}
 end
 
 if m == 'w' and hold('r:' .. owner) then
   if member ~= '' then redis.call('ZREM', WAITERS, member) end
   promote(now, prefix, delay, '')
   settle()
-  return {3, 0}
+  return {OWNED_BY_CALLER, 0}
 end
 
 if m == 'r' then
@@ -93,7 +93,7 @@ if m == 'r' then
     begin('r', owner, lease, writing.fence, op, now, delay)
     note()
     settle()
-    return {1, {tonumber(writing.fence), op}}
+    return {OK, {tonumber(writing.fence), op}}
   end
 end
 
@@ -108,7 +108,7 @@ end
 if got then
   note()
   settle()
-  return {1, got}
+  return {OK, got}
 end
 
 settle()
@@ -116,4 +116,4 @@ local pttl = redis.call('PTTL', LOCK)
 local guard = delayed()
 if guard > 0 and guard > pttl then pttl = guard end
 if member ~= '' then redis.call('PEXPIRE', WAITERS, math.max(pttl, 0) + 60000) end
-return {2, pttl}
+return {BUSY, pttl}

@@ -25,21 +25,21 @@
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local bad = rw_open(tonumber(ARGV[5]))
-if bad then return {5, bad} end
+if bad then return {WRONG_TYPE, bad} end
 local owner, m, lease = ARGV[1], ARGV[2], tonumber(ARGV[4])
 local field = m .. ':' .. owner
 local h = hold(field)
-if not h or h.id ~= ARGV[3] then return {4, 0} end
+if not h or h.id ~= ARGV[3] then return {NOT_OWNED, 0} end
 local expiry = tonumber(redis.call('ZSCORE', HOLDS, field))
 local now = now_ms()
-if not expiry or expiry <= now then return {4, 0} end
-if expiry - now < tonumber(ARGV[6]) then return {4, 1} end
+if not expiry or expiry <= now then return {NOT_OWNED, 0} end
+if expiry - now < tonumber(ARGV[6]) then return {NOT_OWNED, 1} end
 redis.call('ZADD', HOLDS, now + lease, field)
 local delay = tonumber(ARGV[7])
 if m == 'w' and delay > 0 then redis.call('SET', DELAY, owner, 'PX', lease + delay) end
 keep_fence(lease)
 settle()
-return {1, h.count}
+return {OK, h.count}

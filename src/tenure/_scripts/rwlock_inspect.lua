@@ -21,10 +21,10 @@
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local bad = rw_open(0)
-if bad then return {5, bad} end
+if bad then return {WRONG_TYPE, bad} end
 local now = now_ms()
 local queued = redis.call('ZRANGE', WAITERS, 0, -1)
 local writers = 0
@@ -47,4 +47,4 @@ for i = 1, #live, 2 do
     end
   end
 end
-return {1, out}
+return {OK, out}

@@ -35,12 +35,12 @@
 --@include _acl.lua
 
 local denied = acl_denied(nil, KEYS[4], ARGV[4])
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local bad = rw_open(tonumber(ARGV[5]))
-if bad then return {5, bad} end
+if bad then return {WRONG_TYPE, bad} end
 local lastop = redis.pcall('GET', KEYS[6])
-if wrong(lastop) then return {5, KEYS[6]} end
+if wrong(lastop) then return {WRONG_TYPE, KEYS[6]} end
 
 local owner, m, id, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local member, op, delay = ARGV[6], ARGV[7], tonumber(ARGV[8])
@@ -51,13 +51,13 @@ if member ~= '' then redis.call('ZREM', WAITERS, member) end
 
 local h = hold(field)
 local count = h and h.count or 0
-local status = 1
+local status = OK
 if id == '' then
   if not (h and (h.id == op or lastop == op .. '|+' .. m)) then h = nil end
 elseif lastop == op .. '|-' .. m then
   h = nil -- a retry
 elseif not h or h.id ~= id then
-  h, status = nil, 4
+  h, status = nil, NOT_OWNED
 end
 
 if h then
@@ -72,5 +72,5 @@ if h then
 end
 promote(now, prefix, delay, '')
 settle()
-if status == 4 then return {4, 0} end
-return {1, count}
+if status == NOT_OWNED then return {NOT_OWNED, 0} end
+return {OK, count}

@@ -43,17 +43,17 @@
 -- A caller that queues itself must be one a release can tell: its own channel too.
 local own = ARGV[6] ~= '' and (ARGV[7] .. string.match(ARGV[6], '^([^|]*)')) or nil
 local denied = acl_denied(own, KEYS[4], ARGV[7])
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local bad = sem_wrong_key()
-if bad then return {5, bad} end
+if bad then return {WRONG_TYPE, bad} end
 local token, n, lease, member = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[6]
 local fence_ttl = math.max(tonumber(ARGV[8]), lease)
 local s = sem_open(ARGV[4])
-if s.stored and ARGV[5] == '1' and s.stored ~= tonumber(ARGV[4]) then return {7, s.stored} end
+if s.stored and ARGV[5] == '1' and s.stored ~= tonumber(ARGV[4]) then return {PERMITS_DIFFER, s.stored} end
 if n > s.total then
   if member ~= '' then redis.call('ZREM', KEYS[4], member) end
-  return {8, s.total}
+  return {TOO_MANY, s.total}
 end
 redis.call('SET', KEYS[2], s.total, 'PX', string.format('%.0f', math.max(tonumber(ARGV[9]), lease)))
 sem_prune(s)
@@ -74,8 +74,8 @@ else
   end
 end
 sem_touch(s)
-if granted then return {1, tonumber(granted)} end
+if granted then return {OK, tonumber(granted)} end
 
 local wait = sem_next_expiry(s)
 if member ~= '' then redis.call('PEXPIRE', KEYS[4], math.max(wait, 0) + 60000) end
-return {2, wait}
+return {BUSY, wait}

@@ -23,15 +23,15 @@
 --@include _acl.lua
 
 local denied = acl_denied(nil, KEYS[4], ARGV[5])
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local bad = sem_wrong_key()
-if bad then return {5, bad} end
+if bad then return {WRONG_TYPE, bad} end
 local s = sem_open(ARGV[4])
 sem_prune(s)
 local held = sem_holds(s, ARGV[1])
 if held then sem_set_lease(ARGV[1], tonumber(ARGV[2]), s.now_ms + tonumber(ARGV[3]), true) end
 sem_promote(s, ARGV[5], tonumber(ARGV[6]), '')
 sem_touch(s)
-if held then return {1, 0} end
-return {4, 0}
+if held then return {OK, 0} end
+return {NOT_OWNED, 0}

@@ -19,10 +19,10 @@
 --@include _acl.lua
 
 local denied = acl_commands()
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local bad = sem_wrong_key()
-if bad then return {5, bad} end
+if bad then return {WRONG_TYPE, bad} end
 local s = sem_open(0)
 local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', s.now_ms), '+inf',
                         'WITHSCORES')
@@ -31,4 +31,4 @@ for i = 1, #live, 2 do
   holders[#holders + 1] = live[i]
   holders[#holders + 1] = tonumber(live[i + 1]) - s.now_ms
 end
-return {1, {s.stored or 0, redis.call('ZCARD', KEYS[4]), holders}}
+return {OK, {s.stored or 0, redis.call('ZCARD', KEYS[4]), holders}}

@@ -34,11 +34,11 @@
 --@include _acl.lua
 
 local denied = acl_denied(nil, KEYS[4], ARGV[5])
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local rtype = released_type(KEYS[5])
 local bad = sem_wrong_key() or released_wrong(KEYS[5], rtype)
-if bad then return {5, bad} end
+if bad then return {WRONG_TYPE, bad} end
 local s = sem_open(ARGV[3])
 sem_prune(s)
 if ARGV[4] ~= '' then redis.call('ZREM', KEYS[4], ARGV[4]) end
@@ -49,8 +49,8 @@ if held then
 end
 sem_promote(s, ARGV[5], tonumber(ARGV[6]), '')
 sem_touch(s)
-if held then return {1, 0} end
+if held then return {OK, 0} end
 if ARGV[7] ~= '' and released_has(KEYS[5], rtype, ARGV[7]) then
-  return {1, 0}
+  return {OK, 0}
 end
-return {4, 0}
+return {NOT_OWNED, 0}

@@ -22,14 +22,14 @@
 --@include _acl.lua
 
 local denied = acl_denied(nil, KEYS[4], ARGV[2])
-if denied then return {9, denied} end
+if denied then return {DENIED, denied} end
 
 local bad = sem_wrong_key()
-if bad then return {5, bad} end
+if bad then return {WRONG_TYPE, bad} end
 local s = sem_open(ARGV[1])
 s.total = tonumber(ARGV[1])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[4])
 sem_prune(s)
 sem_promote(s, ARGV[2], tonumber(ARGV[3]), '')
 sem_touch(s)
-return {1, s.stored or 0}
+return {OK, s.stored or 0}
