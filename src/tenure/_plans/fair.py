@@ -41,7 +41,8 @@ from .._keys import FairKeys
 from .._protocol import Eval, Plan
 from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE
 from .._units import check_count, check_seconds, lease_ms, to_ms
-from .lock import FENCE_KEEP_MS, _LockContender, fence_keep_ms, released
+from .common import FENCE_KEEP_MS, fence_keep_ms, released
+from .lock import _LockContender
 from .waiting import Clock, Grant, wait_turn
 
 #: The default waiter timeout, seconds: a queued waiter that does not call

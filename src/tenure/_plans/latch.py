@@ -35,7 +35,7 @@ from .waiting import Clock
 #: message and looks only later (its hub reconnecting after a long outage, or its
 #: timeout ending) after the latch was set again finds no number (or an older
 #: one) and waits on for the next opening. And, as for fences
-#: (:data:`~tenure._plans.lock.FENCE_KEEP_MS`), a new number is seeded from the
+#: (:data:`~tenure._plans.common.FENCE_KEEP_MS`), a new number is seeded from the
 #: server's clock once the key is gone, so numbers keep growing unless the
 #: server's clock is stepped back by more than this while the latch is idle.
 OPENED_KEEP_MS = 10 * 60 * 1000

@@ -36,7 +36,6 @@ key back: tenure's poll must land in that gap.
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +44,13 @@ from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
+
+# The "X as X" names are re-exported for code that reaches them through this
+# module (the facade's ``lock_plans.X``, ``_models``, tests); they belong to
+# .common and .waiting.
+from .common import FENCE_KEEP_MS as FENCE_KEEP_MS
+from .common import extended, least_left_ms, released
+from .common import fence_keep_ms as fence_keep_ms
 from .waiting import HANDOFF_CLAIM as HANDOFF_CLAIM
 from .waiting import HANDOFF_RESYNC as HANDOFF_RESYNC
 from .waiting import NO_EXPIRY_RECHECK as NO_EXPIRY_RECHECK
@@ -52,37 +58,6 @@ from .waiting import Clock as Clock
 from .waiting import Contender, claim_window, handed_off_until, wait_turn
 from .waiting import Grant as Grant
 from .waiting import validity as validity
-
-#: How long a fence key is kept after each grant or renewal that writes it (ms):
-#: 10 minutes, or the lease granted with it when that is longer
-#: (:func:`fence_keep_ms`; the scripts of the other kinds take the longer of the
-#: two themselves, and keep the key while the holds that share its fence last).
-#:
-#: A fence is ``max(last + 1, server TIME in µs)``. The stored ``last`` only
-#: matters when it is not below the clock: after several grants within one
-#: microsecond (then it is a few µs ahead), or after the server's clock was
-#: stepped back. After a backward step of D, ``last`` is up to D ahead of the
-#: clock until the clock catches up, D of real time later. Once the key has
-#: expired the next fence is the clock alone. What this lifetime costs, then:
-#: **after a backward step of the server's clock by more than 10 minutes, a name
-#: left idle for longer than its fence key lives but for less than the step can
-#: be granted a fence smaller than one given out before** (as after a restart
-#: that lost the key, or a failover to a server whose clock is behind by more
-#: than the time between two grants). Backward steps of less than 10 minutes in all
-#: never make a fence go backwards: the key outlives them.
-#:
-#: The lease matters only for the grant's own retries: an acquire retried after
-#: its reply was lost (or a hand-off whose message was lost) finds its token
-#: holding the lock and reads its fence back from the key, within the lease it
-#: was granted (the caller can't renew a lease it has not heard of).
-FENCE_KEEP_MS = 10 * 60 * 1000
-
-
-def fence_keep_ms(lease_ms: int) -> int:
-    """The fence key's lifetime (ms) for a grant of a ``lease_ms`` lease:
-    :data:`FENCE_KEEP_MS`, or the lease when that is longer."""
-    return max(FENCE_KEEP_MS, lease_ms)
-
 
 #: Exact-key mode: the most hand-offs in a row before a release leaves the key free.
 EXACT_CHAIN = 2
@@ -301,18 +276,6 @@ def release(
     yield from released(_release_step(keys, token, "", delay_ms, op), keys.name, fence)
 
 
-def released(step: Eval, name: str, fence: int) -> Plan[None]:
-    """Send the release script call ``step`` of a lock ``name`` (a ``Lock``'s or a
-    ``FairLock``'s, which reply alike).
-
-    Raises:
-        NotOwnedError: the lock was not held with the step's token; nothing was changed.
-    """
-    status, _ = yield step
-    if status is Status.NOT_OWNED:
-        raise NotOwnedError(name, fence, "can't release: the lease expired before release")
-
-
 def pass_on(keys: LockKeys, token: str) -> Plan[None]:
     """Release a lock that a release handed to ``token`` after its waiter had left,
     so that it goes on to the next waiter."""
@@ -342,13 +305,6 @@ def renewal(keys: LockKeys, token: str, seconds: float, *, ttl: float, delay_ms:
     )
 
 
-def least_left_ms(ttl: float) -> int:
-    """The least lease, in ms, a renewal of a ``ttl``-second lease may find left:
-    the drift allowance of :func:`validity` (the holder's clock has given up the
-    lease when less is left)."""
-    return math.ceil(round((ttl - validity(ttl)) * 1000, 6))
-
-
 def extend(
     keys: LockKeys,
     token: str,
@@ -370,17 +326,7 @@ def extend(
             little left to be trusted; nothing was changed.
     """
     step = renewal(keys, token, seconds, ttl=ttl, delay_ms=delay_ms)
-    sent_at = now()
-    status, late = yield step
-    if status is Status.NOT_OWNED:
-        raise NotOwnedError(keys.name, fence, extend_refused(late))
-    return sent_at + validity(seconds)
-
-
-def extend_refused(late: object) -> str:
-    if late == 1:
-        return "can't extend: the lease was about to expire (less than its drift allowance left)"
-    return "can't extend: the lease expired before extend"
+    return (yield from extended(step, keys.name, fence, seconds, now))
 
 
 def inspect(keys: LockKeys) -> Plan[LockState]:

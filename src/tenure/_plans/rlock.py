@@ -40,7 +40,7 @@ from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
 from .._units import lease_ms
-from .lock import FENCE_KEEP_MS, extend_refused, least_left_ms
+from .common import FENCE_KEEP_MS, extended, least_left_ms
 from .waiting import Clock, Contender, Grant, validity, wait_turn
 
 
@@ -214,11 +214,7 @@ def extend(
             its lease had too little left to be trusted; nothing was changed.
     """
     step = renewal(keys, owner, fence, seconds, ttl=ttl, delay_ms=delay_ms)
-    sent_at = now()
-    status, late = yield step
-    if status is Status.NOT_OWNED:
-        raise NotOwnedError(keys.name, fence, extend_refused(late))
-    return sent_at + validity(seconds)
+    return (yield from extended(step, keys.name, fence, seconds, now))
 
 
 def inspect(keys: LockKeys, owner: str = "") -> Plan[RLockState]:

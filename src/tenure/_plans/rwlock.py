@@ -46,7 +46,7 @@ from .._keys import RWLockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import lease_ms
-from .lock import FENCE_KEEP_MS, extend_refused, least_left_ms
+from .common import FENCE_KEEP_MS, extended, least_left_ms
 from .waiting import (
     Clock,
     Contender,
@@ -345,11 +345,7 @@ def extend(
             lease had too little left to be trusted; nothing was changed.
     """
     step = renewal(keys, owner, mode, hold, seconds, ttl=ttl, delay_ms=delay_ms)
-    sent_at = now()
-    status, late = yield step
-    if status is Status.NOT_OWNED:
-        raise NotOwnedError(keys.name, fence, extend_refused(late))
-    return sent_at + validity(seconds)
+    return (yield from extended(step, keys.name, fence, seconds, now))
 
 
 def inspect(keys: RWLockKeys, owner: str = "") -> Plan[RWState]:

@@ -44,7 +44,7 @@ from .._scripts import (
     SEMAPHORE_SET_PERMITS,
 )
 from .._units import MAX_LEASE_PERMITS, check_count, lease_ms
-from .lock import FENCE_KEEP_MS
+from .common import FENCE_KEEP_MS, extended
 from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validity, wait_turn
 
 #: How long the permits key (the stored count) is kept after the last acquire or
@@ -54,7 +54,7 @@ from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validi
 #: and against which a program started with another count is told at once. When
 #: it is gone the next acquire stores its caller's count. Its lifetime is its
 #: own: the fence key, like every lock's, lives
-#: :data:`~tenure._plans.lock.FENCE_KEEP_MS`.
+#: :data:`~tenure._plans.common.FENCE_KEEP_MS`.
 PERMITS_KEEP_MS = 7 * 24 * 3600 * 1000
 
 
@@ -280,13 +280,7 @@ def extend(
         NotOwnedError: the lease holds no permits (it expired, or was released).
     """
     step = renewal(keys, token, n, permits, seconds)
-    sent_at = now()
-    status, _ = yield step
-    if status is Status.NOT_OWNED:
-        raise NotOwnedError(
-            keys.name, fence, "can't extend: the semaphore lease expired before extend"
-        )
-    return sent_at + validity(seconds)
+    return (yield from extended(step, keys.name, fence, seconds, now, lease="the semaphore lease"))
 
 
 def set_permits(keys: SemaphoreKeys, permits: int) -> Plan[int]:
