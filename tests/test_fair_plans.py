@@ -6,32 +6,20 @@ from collections.abc import Generator
 from typing import Any
 
 import pytest
+from _plan_harness import Clock, finish
 from redis.crc import key_slot
 
 from tenure import AlreadyHeldError, FairLockInfo, FairWaiter, InvalidArgument, NotOwnedError
 from tenure._drivers._hubbook import PassOn
 from tenure._keys import FairKeys, fair_keys, lock_keys
 from tenure._plans import fair as plans
-from tenure._plans.lock import FENCE_KEEP_MS, validity
+from tenure._plans.common import FENCE_KEEP_MS
+from tenure._plans.waiting import validity
 from tenure._protocol import Contend, Eval, HandedOff, Status, WaitWake
 from tenure._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE, LOCK_EXTEND, LOCK_RELEASE
 
 KEYS = fair_keys("orders", prefix="tenure:")
 TOKEN = "own:tok"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
-    with pytest.raises(StopIteration) as stop:
-        plan.send(reply)
-    return stop.value.value
 
 
 def acquire_plan(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from typing import Any
 
 import pytest
+from _plan_harness import Clock, finish, send
 from redis.crc import key_slot
 
 from tenure import InvalidArgument
@@ -15,25 +15,6 @@ from tenure._protocol import Eval, Status, Subscribe, WaitWake
 from tenure._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
 
 LATCH = latch_keys("job", prefix="tenure:")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def send(plan: Generator[Any, Any, Any], reply: Any = None) -> Any:
-    """The plan's next step after ``reply``."""
-    return plan.send(reply)
-
-
-def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
-    with pytest.raises(StopIteration) as stop:
-        send(plan, reply)
-    return stop.value.value
 
 
 def test_keys_share_a_slot() -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Generator
 from typing import Any
 
 import pytest
+from _plan_harness import Clock, finish, start
 
 from tenure import (
     AdaptiveTTL,
@@ -18,6 +18,7 @@ from tenure import (
 from tenure._errors import ProtocolError, WrongTypeError
 from tenure._keys import lock_keys
 from tenure._ops import shown, table
+from tenure._plans import common, waiting
 from tenure._plans import fair as fair_plans
 from tenure._plans import fenced as fenced_plans
 from tenure._plans import latch as latch_plans
@@ -50,27 +51,6 @@ from tenure._units import (
 KEYS = lock_keys("orders", key=None, prefix="tenure:")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def start(plan: Generator[Any, Any, Any]) -> Any:
-    """The plan's first step; for an acquire that waits, after saying that this
-    process does not listen for the lock yet."""
-    step = plan.send(None)
-    return plan.send(False) if isinstance(step, Listening) else step
-
-
-def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
-    with pytest.raises(StopIteration) as stop:
-        plan.send(reply)
-    return stop.value.value
-
-
 def acquire_plan(clock: Clock, *, blocking: bool = True, timeout: float | None = None) -> Any:
     return plans.acquire(
         KEYS, "own", "own:tok", 10.0, blocking=blocking, timeout=timeout, now=clock
@@ -88,7 +68,7 @@ def test_uncontended_acquire_is_one_script_call() -> None:
         "tenure:{orders}:waiters",
         "tenure:{orders}:delay",
     )
-    assert step.args == ("own:tok", "own:", 10000, "", plans.FENCE_KEEP_MS, 0, KEYS.wake_prefix)
+    assert step.args == ("own:tok", "own:", 10000, "", common.FENCE_KEEP_MS, 0, KEYS.wake_prefix)
     grant = finish(plan, (Status.OK, 42))
     assert grant.fence == 42 and grant.token == "own:tok"
     assert grant.expires_at == pytest.approx(100.0 + 10.0 - (0.1 + 0.002))
@@ -97,9 +77,9 @@ def test_uncontended_acquire_is_one_script_call() -> None:
 def test_fence_key_lives_ten_minutes_or_the_lease() -> None:
     """The fence key is kept 10 minutes after a grant, or the lease when longer
     (a retried acquire reads the holder's fence back from it)."""
-    assert plans.FENCE_KEEP_MS == 600_000
-    assert plans.fence_keep_ms(10_000) == 600_000
-    assert plans.fence_keep_ms(3_600_000) == 3_600_000
+    assert common.FENCE_KEEP_MS == 600_000
+    assert common.fence_keep_ms(10_000) == 600_000
+    assert common.fence_keep_ms(3_600_000) == 3_600_000
     plan = plans.acquire(KEYS, "own", "own:tok", 3600.0, blocking=False, timeout=None, now=Clock())
     step = start(plan)
     assert isinstance(step, Eval) and step.args[4] == 3_600_000
@@ -155,8 +135,8 @@ def test_handed_off_lock_needs_no_more_round_trips() -> None:
     grant = finish(plan, HandedOff(77))
     # Redis holds it for the claim window from the release, which came after the
     # queueing call: timed from that call (conservative); the watchdog extends it.
-    assert grant.fence == 77 and grant.claim == plans.HANDOFF_CLAIM == 1.0
-    assert grant.expires_at == pytest.approx(100.5 + plans.validity(1.0))
+    assert grant.fence == 77 and grant.claim == waiting.HANDOFF_CLAIM == 1.0
+    assert grant.expires_at == pytest.approx(100.5 + waiting.validity(1.0))
 
 
 def test_hand_off_of_a_short_lease_has_no_claim_window() -> None:
@@ -169,7 +149,7 @@ def test_hand_off_of_a_short_lease_has_no_claim_window() -> None:
     plan.send((Status.BUSY, 400))
     clock.t += 0.1
     grant = finish(plan, HandedOff(77))
-    assert grant.claim == 0.0 and grant.expires_at == pytest.approx(100.0 + plans.validity(0.5))
+    assert grant.claim == 0.0 and grant.expires_at == pytest.approx(100.0 + waiting.validity(0.5))
 
 
 def test_recheck_shortens_the_wait_to_the_claim_window() -> None:
@@ -207,7 +187,7 @@ def test_long_wait_hand_off_restarts_the_lease_clock() -> None:
     assert isinstance(extend, Eval) and extend.args == ("own:tok", 10000, 12, 0, 600_000)
     clock.t += 0.1
     grant = finish(plan, (Status.OK, 0))
-    assert grant.fence == 78 and grant.expires_at == pytest.approx(105.0 + plans.validity(10.0))
+    assert grant.fence == 78 and grant.expires_at == pytest.approx(105.0 + waiting.validity(10.0))
 
 
 def test_wait_is_capped_by_the_deadline() -> None:
@@ -250,7 +230,7 @@ def test_holder_without_expiry_is_rechecked() -> None:
     wait = plan.send((Status.BUSY, -1))  # after Contend
     assert isinstance(wait, Eval)
     wait = plan.send((Status.BUSY, -1))
-    assert isinstance(wait, WaitWake) and wait.timeout == plans.NO_EXPIRY_RECHECK
+    assert isinstance(wait, WaitWake) and wait.timeout == waiting.NO_EXPIRY_RECHECK
 
 
 def test_non_blocking_busy_returns_none_without_listening() -> None:
@@ -303,7 +283,7 @@ def test_release_not_owned_names_lock_and_fence() -> None:
         "tenure:{orders}:delay",
         "tenure:{orders}:released",
     )
-    assert step.args == ("own:tok", "tenure:{orders}:wake:", plans.FENCE_KEEP_MS, "", 0, "op1")
+    assert step.args == ("own:tok", "tenure:{orders}:wake:", common.FENCE_KEEP_MS, "", 0, "op1")
     with pytest.raises(NotOwnedError, match=r"'orders' \(fence 77\)"):
         plan.send((Status.NOT_OWNED, 0))
 
@@ -339,6 +319,15 @@ def test_extend_returns_new_deadline() -> None:
     # refused with less than the drift allowance (22 ms of 2 s) left; lock-delay 500 ms
     assert step.args == ("own:tok", 2000, 22, 500, 600_000)
     assert finish(plan, (Status.OK, 0)) == pytest.approx(100.0 + 2.0 - 0.022)
+
+
+def test_extend_refusals_say_why() -> None:
+    clock = Clock()
+    for late, why in ((0, "the lease expired before extend"), (1, "the lease was about to expire")):
+        plan = plans.extend(KEYS, "own:tok", 5, 2.0, clock, ttl=2.0)
+        start(plan)
+        with pytest.raises(NotOwnedError, match=rf"'orders' \(fence 5\): can't extend: {why}"):
+            plan.send((Status.NOT_OWNED, late))
 
 
 @pytest.mark.parametrize(

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from typing import Any
 
 import pytest
+from _plan_harness import Clock, finish, first
+from _plan_harness import queue as queue_up
 
 from tenure import InvalidArgument, NotOwnedError
 from tenure._errors import ProtocolError
 from tenure._keys import lock_keys, rlock_keys
 from tenure._plans import rlock as plans
-from tenure._plans.lock import FENCE_KEEP_MS
+from tenure._plans.common import FENCE_KEEP_MS
 from tenure._plans.waiting import validity
 from tenure._protocol import Contend, Eval, HandedOff, Status, WaitWake
 from tenure._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
@@ -21,37 +22,13 @@ OWNER = "p0.7"
 MEMBER = f"w1|1000|{OWNER}"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def first(plan: Generator[Any, Any, Any]) -> Any:
-    """The plan's first step."""
-    return plan.send(None)
-
-
-def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
-    with pytest.raises(StopIteration) as stop:
-        plan.send(reply)
-    return stop.value.value
-
-
 def acquire_plan(clock: Clock, *, blocking: bool = True, timeout: float | None = None) -> Any:
     return plans.acquire(KEYS, OWNER, 10.0, blocking=blocking, timeout=timeout, now=clock, op="op1")
 
 
 def queue(plan: Any, pttl: int = 2500) -> None:
     """Drive a fresh acquire to its first wait: busy, contend, queued and still busy."""
-    first = plan.send(None)
-    assert isinstance(first, Eval) and first.args[2] == ""
-    assert isinstance(plan.send((Status.BUSY, pttl)), Contend)
-    queued = plan.send("w1")
-    assert isinstance(queued, Eval) and queued.args[2] == MEMBER
-    assert isinstance(plan.send((Status.BUSY, pttl)), WaitWake)
+    queue_up(plan, slot=2, member=MEMBER, busy=pttl)
 
 
 def test_keys_are_apart_from_a_lock_of_the_same_name() -> None:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from typing import Any
 
 import pytest
+from _plan_harness import Clock, finish, first, started
+from _plan_harness import queue as queue_up
 
 from tenure import InvalidArgument, LockUpgradeError, NotOwnedError
 from tenure._errors import ProtocolError
 from tenure._keys import lock_keys, rlock_keys, rwlock_keys
 from tenure._plans import rwlock as plans
-from tenure._plans.lock import FENCE_KEEP_MS
+from tenure._plans.common import FENCE_KEEP_MS
 from tenure._plans.waiting import validity
 from tenure._protocol import Contend, Eval, HandedOff, Status, WaitWake
 from tenure._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
@@ -19,25 +20,6 @@ from tenure._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOC
 KEYS = rwlock_keys("docs", prefix="tenure:")
 OWNER = "p0.7"
 KEYS6 = (KEYS.lock, KEYS.holds, KEYS.fence, KEYS.waiters, KEYS.delay, KEYS.last_op(OWNER))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def first(plan: Generator[Any, Any, Any]) -> Any:
-    """The plan's first step."""
-    return plan.send(None)
-
-
-def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
-    with pytest.raises(StopIteration) as stop:
-        plan.send(reply)
-    return stop.value.value
 
 
 def acquire_plan(
@@ -67,13 +49,8 @@ def member(mode: str = "w") -> str:
 
 def queue(plan: Any, mode: str = "w", pttl: int = 2500) -> None:
     """Drive a fresh acquire to its first wait: busy, contend, queued and still busy."""
-    first = plan.send(None)
-    assert isinstance(first, Eval) and first.args[3] == ""
-    contend = plan.send((Status.BUSY, pttl))
-    assert isinstance(contend, Contend) and contend.token == f"{mode}:{OWNER}:op1"
-    queued = plan.send("w1")
-    assert isinstance(queued, Eval) and queued.args[3] == member(mode)
-    assert isinstance(plan.send((Status.BUSY, pttl)), WaitWake)
+    contend = queue_up(plan, slot=3, member=member(mode), busy=pttl)
+    assert contend.token == f"{mode}:{OWNER}:op1"
 
 
 def test_keys_share_a_slot_and_are_apart_from_lock_and_rlock() -> None:
@@ -301,10 +278,5 @@ def test_inspect_reads_holders_in_order() -> None:
         1,
         12,
     )
-    free = finish(_started(plans.inspect(KEYS)), (Status.OK, ["", 0, 0, 0, 0, 0]))
+    free = finish(started(plans.inspect(KEYS)), (Status.OK, ["", 0, 0, 0, 0, 0]))
     assert free.info.mode is None and free.info.holders == ()
-
-
-def _started(plan: Any) -> Any:
-    plan.send(None)
-    return plan

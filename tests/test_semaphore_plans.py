@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from typing import Any
 
 import pytest
+from _plan_harness import Clock, finish, send
+from _plan_harness import queue as queue_up
+from _plan_harness import start as first_attempt
 from redis.crc import key_slot
 
 from tenure import InvalidArgument, NotOwnedError
 from tenure._errors import ProtocolError
 from tenure._keys import lock_keys, semaphore_keys
 from tenure._plans import semaphore as plans
-from tenure._plans.lock import FENCE_KEEP_MS
+from tenure._plans.common import FENCE_KEEP_MS
 from tenure._plans.waiting import validity
 from tenure._protocol import Contend, Eval, HandedOff, Listening, Status, WaitWake
 from tenure._scripts import (
@@ -27,25 +29,6 @@ KEYS = semaphore_keys("pool", prefix="tenure:")
 SCRIPT_KEYS = (KEYS.holders, KEYS.permits, KEYS.fence, KEYS.waiters)
 TOKEN = "p0.7:t1"
 MEMBER = f"w1|1000|2|{TOKEN}"  # waiter w1, 1 s claim of a 10 s lease, 2 permits
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def send(plan: Generator[Any, Any, Any], reply: Any = None) -> Any:
-    """The plan's next step after ``reply``."""
-    return plan.send(reply)
-
-
-def finish(plan: Generator[Any, Any, Any], reply: Any) -> Any:
-    with pytest.raises(StopIteration) as stop:
-        send(plan, reply)
-    return stop.value.value
 
 
 def acquire_plan(
@@ -70,19 +53,14 @@ def acquire_plan(
 
 def start(plan: Any) -> Eval:
     """Send the first step: not listening yet, so the lone attempt."""
-    assert isinstance(send(plan), Listening)
-    step = send(plan, False)
+    step = first_attempt(plan, asks_first=True)
     assert isinstance(step, Eval)
     return step
 
 
 def queue(plan: Any, wait_ms: int = 2500) -> None:
     """Drive a fresh acquire to its first wait: busy, contend, queued and still busy."""
-    assert start(plan).args[5] == ""
-    assert isinstance(send(plan, (Status.BUSY, wait_ms)), Contend)
-    queued = send(plan, "w1")
-    assert isinstance(queued, Eval) and queued.args[5] == MEMBER
-    assert isinstance(send(plan, (Status.BUSY, wait_ms)), WaitWake)
+    queue_up(plan, slot=5, member=MEMBER, busy=wait_ms, asks_first=True)
 
 
 def test_keys_share_a_slot_and_stay_apart_from_locks() -> None:
@@ -259,7 +237,8 @@ def test_release_extend_set_permits() -> None:
     assert finish(plan, (Status.OK, 0)) == pytest.approx(100.0 + validity(2.0))
     plan = plans.extend(KEYS, TOKEN, 2, 3, 77, 2.0, clock)
     send(plan)
-    with pytest.raises(NotOwnedError, match="fence 77"):
+    why = "can't extend: the semaphore lease expired before extend"
+    with pytest.raises(NotOwnedError, match=rf"fence 77\): {why}"):
         send(plan, (Status.NOT_OWNED, 0))
     with pytest.raises(InvalidArgument, match="seconds"):
         send(plans.extend(KEYS, TOKEN, 2, 3, 77, 0, clock))
