@@ -36,6 +36,7 @@ class _AsyncHoldLease(_AsyncHeldLease[HoldsT]):
         self._key = key
         self._hold = hold
 
+    # Re-declared for its docstring alone: an extend resets the whole hold.
     async def extend(self, seconds: float | None = None) -> None:
         """Reset the whole hold's lease to end ``seconds`` from now (default: its ttl).
 

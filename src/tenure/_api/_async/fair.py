@@ -9,15 +9,15 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
 from ..._info import FairLockInfo
-from ..._keys import (
-    fair_keys,
-)
+from ..._keys import fair_keys
 from ..._plans import fair as fair_plans
 from ..._plans import lock as lock_plans
 from ..._protocol import Plan
+from ._docs import shared_args
 from .lock import AsyncLease, AsyncLock
 
 
+@shared_args()
 class AsyncFairLock(AsyncLock):
     """A distributed mutual-exclusion lock that serves its waiters in the order they came.
 
@@ -48,29 +48,15 @@ class AsyncFairLock(AsyncLock):
     at the back.
 
     Args:
-        client: your ``redis.asyncio.Redis`` or ``valkey.asyncio.Valkey`` client
-            (its pool, TLS and ACL settings are used as they are; tenure adds one
-            pub/sub connection per client while something waits).
+        {client}
         name: the lock's name; its keys are ``<prefix>{<name>}:fair`` and
             siblings, apart from any ``AsyncLock``'s or ``AsyncRLock``'s. There
             is no exact-key mode.
-        ttl: the lease length in seconds, from 0.01 to a year (default 30), or an
-            :class:`AdaptiveTTL`.
-        auto_renew: whether the client's watchdog renews every lease of this lock
-            while it is held (every third of the ttl). Default: ``True`` when no
-            ``ttl`` is given, else ``False``.
-        on_lost: called with the lease when a lease of this lock is lost (see
-            ``AsyncLease.on_lost``).
         waiter_timeout: seconds, from 0.003 to a year (default 5): a queued waiter that has not
             called again for this long is dropped from the queue. Live waiters
             call again every third of it, so keep it well above a round trip
             and above the pauses your processes may take.
-        lock_delay: seconds, from 0 to a year (default 0): see :class:`AsyncLock`.
-        min_replicas: see :class:`AsyncLock`.
-        replica_timeout: see :class:`AsyncLock`.
-        replica_fsync: see :class:`AsyncLock`.
-        prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
-            followed at once by ``}`` is refused.
+        {lease_args}
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
@@ -124,6 +110,7 @@ class AsyncFairLock(AsyncLock):
         """Seconds after which a queued waiter that has not called again is dropped."""
         return self._waiter_timeout
 
+    # Re-declared for its docstring alone: a fair acquire waits in line.
     async def acquire(
         self, blocking: bool = True, timeout: float | None = None
     ) -> AsyncLease | None:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 
 from ..._drivers import _async as _driver
-from ..._keys import (
-    latch_keys,
-)
+from ..._keys import latch_keys
 from ..._models import PerProcess
 from ..._plans import latch as latch_plans
 from ..._units import check_seconds

@@ -9,12 +9,11 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
 from ..._errors import InvalidArgument, NotOwnedError
-from ..._keys import (
-    lock_keys,
-)
+from ..._keys import lock_keys
 from ..._plans import lock as lock_plans
 from ..._protocol import Eval, Plan
 from ._base import _BOOK, _AsyncBlocks, _AsyncHeldLease, _LeaseOptions
+from ._docs import shared_args
 
 
 class AsyncLease(_AsyncHeldLease["AsyncLock"]):
@@ -61,6 +60,10 @@ class AsyncLease(_AsyncHeldLease["AsyncLock"]):
         )
 
 
+@shared_args(
+    prefix="It is for ``name``: with ``key``, any prefix but the default is refused"
+    " (an exact key is used as it is)."
+)
 class AsyncLock(_AsyncBlocks[AsyncLease]):
     """A distributed mutual-exclusion lock with a lease and a fencing token.
 
@@ -80,9 +83,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
     holder's lease would have run out.
 
     Args:
-        client: your ``redis.asyncio.Redis`` or ``valkey.asyncio.Valkey`` client
-            (its pool, TLS and ACL settings are used as they are; tenure adds one
-            pub/sub connection per client while something waits).
+        {client}
         name: the lock's name; its keys are ``<prefix>{<name>}`` and siblings
             (``{``, ``}`` and ``%`` in the name are written ``%7B``, ``%7D``, ``%25``).
         key: instead of ``name``, an exact Redis key. The lock then speaks the
@@ -91,34 +92,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
             Its other keys are made from the whole key, in its hash slot
             (``{<key>}:key:fence``, ...); a key that is a named lock's main key
             (``tenure:{orders}``) is that lock.
-        ttl: the lease length in seconds, from 0.01 to a year (default 30), or an
-            :class:`AdaptiveTTL` to set each lease's length from this process's
-            recent hold durations of the name.
-        auto_renew: whether the client's watchdog renews every lease of this lock
-            while it is held (every third of the ttl; see :class:`AsyncLease`).
-            Default: ``True`` when no ``ttl`` is given, else ``False``. Without
-            renewal a lease lasts its ttl unless extended, and its ``lost``
-            signal is set when its deadline passes.
-        on_lost: called with the lease when a lease of this lock is lost (see
-            ``AsyncLease.on_lost``).
-        lock_delay: seconds, from 0 to a year (default 0): after a lease of this lock ends
-            without a release (its holder died or stalled), the name stays
-            unavailable for this much longer, so that the dead holder's
-            in-flight writes drain before the next holder starts (Chubby's
-            lock-delay). A release frees the name at once. Every user of a
-            name should give the same value.
-        min_replicas: after each acquire, wait until this many replicas
-            acknowledge the lease (``WAIT``, on the connection that wrote it);
-            if fewer do within ``replica_timeout``, release it and raise
-            :class:`NotReplicatedError`. Default 0: don't wait. This narrows,
-            but does not close, the window in which a failover forgets a lock.
-        replica_timeout: seconds, > 0 and at most a year, that acquire waits for
-            replicas (default 1).
-        replica_fsync: wait until the replicas wrote the lease to their
-            append-only file (``WAITAOF``; Redis >= 7.2 or Valkey) instead.
-        prefix: the key prefix for ``name`` (default ``"tenure:"``); one whose
-            first ``{`` is followed at once by ``}`` is refused, and so is any
-            other prefix with ``key`` (an exact key is used as it is).
+        {lease_args}
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,

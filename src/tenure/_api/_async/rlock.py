@@ -9,13 +9,12 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
-from ..._keys import (
-    rlock_keys,
-)
+from ..._keys import rlock_keys
 from ..._plans import lock as lock_plans
 from ..._plans import rlock as rlock_plans
 from ..._protocol import Eval, Plan
 from ._base import _AsyncBlocks, _LeaseOptions
+from ._docs import shared_args
 from ._holds import _AsyncHoldLease, _AsyncHolds
 
 
@@ -38,6 +37,7 @@ class AsyncRLockLease(_AsyncHoldLease["AsyncRLock"]):
     def __init__(self, lock: AsyncRLock, grant: lock_plans.Grant) -> None:
         super().__init__(lock, grant, grant.token, str(grant.fence))
 
+    # Re-declared for its docstring alone: a release counts the hold down.
     async def release(self) -> None:
         """Count the hold down by one; at zero, release the lock and hand it to the
         next waiter.
@@ -80,6 +80,11 @@ class AsyncRLockLease(_AsyncHoldLease["AsyncRLock"]):
         )
 
 
+@shared_args(
+    ttl="An :class:`AdaptiveTTL` records each hold, from its first acquire to the"
+    " release at count zero.",
+    on_lost="Every lease of a hold is lost together.",
+)
 class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
     """A distributed reentrant lock: one owner at a time, which may take it again.
 
@@ -95,40 +100,17 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
     re-entry and every ``extend`` resets the whole hold's lease to its length.
 
     Args:
-        client: your ``redis.asyncio.Redis`` or ``valkey.asyncio.Valkey`` client
-            (its pool, TLS and ACL settings are used as they are; tenure adds one
-            pub/sub connection per client while something waits).
+        {client}
         name: the lock's name; its keys are ``<prefix>{<name>}:rlock`` and
             siblings, apart from any ``AsyncLock``'s. There is no exact-key mode.
-        ttl: the lease length in seconds, from 0.01 to a year (default 30), or an
-            :class:`AdaptiveTTL` (recorded per hold, from first acquire to the
-            release at count zero).
-        auto_renew: whether the client's watchdog renews the hold while it is
-            held (every third of the ttl). Default: ``True`` when no ``ttl`` is
-            given, else ``False``.
-        on_lost: called with a lease when the hold it belongs to is lost (every
-            lease of the hold is lost together).
-        lock_delay: seconds, from 0 to a year (default 0): after a hold's lease ends without
-            a release, the name stays unavailable for this much longer (see
-            :class:`AsyncLock`).
-        min_replicas: after each acquire, wait until this many replicas
-            acknowledge the lease (``WAIT``, on the connection that wrote it);
-            if fewer do within ``replica_timeout``, release it and raise
-            :class:`NotReplicatedError`. Default 0: don't wait. This narrows,
-            but does not close, the window in which a failover forgets a lock.
-        replica_timeout: seconds, > 0 and at most a year, that acquire waits for
-            replicas (default 1).
-        replica_fsync: wait until the replicas wrote the lease to their
-            append-only file (``WAITAOF``; Redis >= 7.2 or Valkey) instead.
-        prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
-            followed at once by ``}`` is refused.
+        {lease_args}
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
             ``None``, a client of the other API, a pipeline, a cluster client);
             an empty or non-``str`` name or prefix; a ttl that is not
             a number from 0.01 to a year; a bad ``auto_renew``, ``on_lost``,
-            ``min_replicas``, ``replica_timeout`` or ``replica_fsync``.
+            ``lock_delay``, ``min_replicas``, ``replica_timeout`` or ``replica_fsync``.
 
     Example::
 

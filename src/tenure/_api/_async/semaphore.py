@@ -9,14 +9,13 @@ from types import TracebackType
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
 from ..._errors import NotOwnedError
-from ..._keys import (
-    semaphore_keys,
-)
+from ..._keys import semaphore_keys
 from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._protocol import Eval, Plan
 from ._base import _AsyncHeldLease, _AsyncHolding, _LeaseOptions
+from ._docs import shared_args
 
 
 class AsyncSemaphoreLease(_AsyncHeldLease["AsyncSemaphore"]):
@@ -46,6 +45,7 @@ class AsyncSemaphoreLease(_AsyncHeldLease["AsyncSemaphore"]):
         self._holder = holder
         self.permits = permits
 
+    # Re-declared for its docstring alone: a release gives permits back.
     async def release(self) -> None:
         """Give the permits back, handing them to the first waiters that fit.
 
@@ -60,21 +60,6 @@ class AsyncSemaphoreLease(_AsyncHeldLease["AsyncSemaphore"]):
                 lease is kept: the release may be tried again).
         """
         return await super().release()
-
-    async def extend(self, seconds: float | None = None) -> None:
-        """Reset the lease to end ``seconds`` from now (default: its ttl).
-
-        Args:
-            seconds: the new remaining lease, in seconds, from 0.01 to a year.
-
-        Raises:
-            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
-            LockLostError: the lease was lost (its deadline passed, or its
-                permits expired in Redis); the lease ends.
-            NotOwnedError: the lease was released.
-            redis.exceptions.ConnectionError: Redis could not be reached.
-        """
-        return await super().extend(seconds)
 
     def _release_plan(self) -> Plan[None]:
         sem = self._lock
@@ -114,6 +99,10 @@ class _AsyncPermitsOf:
         return await self._semaphore.acquire(self._n, blocking, timeout)
 
 
+@shared_args(
+    adaptive=False,
+    min_replicas="Releasing the lease gives its permits back.",
+)
 class AsyncSemaphore(PerProcess):
     """A distributed counting semaphore whose permits are owned, expiring leases.
 
@@ -140,26 +129,11 @@ class AsyncSemaphore(PerProcess):
     the first lease would have run out.
 
     Args:
-        client: your ``redis.asyncio.Redis`` or ``valkey.asyncio.Valkey`` client
-            (its pool, TLS and ACL settings are used as they are; tenure adds one
-            pub/sub connection per client while something waits).
+        {client}
         name: the semaphore's name; its keys are ``<prefix>{<name>}:semaphore``
             and siblings, apart from any lock's.
         permits: the number of permits, an ``int`` from 1 to 2**53 - 1.
-        ttl: the lease length in seconds, from 0.01 to a year (default 30).
-        auto_renew: whether the client's watchdog renews every lease while it is
-            held (every third of the ttl). Default: ``True`` when no ``ttl`` is
-            given, else ``False``.
-        on_lost: called with the lease when a lease of this semaphore is lost.
-        min_replicas: after each acquire, wait until this many replicas
-            acknowledge the lease (``WAIT``); if fewer do within
-            ``replica_timeout``, give the permits back and raise
-            :class:`NotReplicatedError` (see :class:`AsyncLock`). Default 0.
-        replica_timeout: seconds, > 0 and at most a year, that acquire waits for
-            replicas (default 1).
-        replica_fsync: wait for the replicas' append-only file (``WAITAOF``) instead.
-        prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
-            followed at once by ``}`` is refused.
+        {lease_args}
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,

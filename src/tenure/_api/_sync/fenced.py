@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from ..._drivers import _sync as _driver
 from ..._errors import InvalidArgument
-from ..._keys import (
-    fenced_keys,
-)
+from ..._keys import fenced_keys
 from ..._models import PerProcess
 from ..._plans import fenced as fenced_plans
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import time
 
 from ..._drivers import _sync as _driver
-from ..._keys import (
-    latch_keys,
-)
+from ..._keys import latch_keys
 from ..._models import PerProcess
 from ..._plans import latch as latch_plans
 from ..._units import check_seconds

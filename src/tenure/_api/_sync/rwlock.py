@@ -10,15 +10,14 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
-from ..._keys import (
-    rwlock_keys,
-)
+from ..._keys import rwlock_keys
 from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import rwlock as rwlock_plans
 from ..._plans.rwlock import ReadWriteInfo
 from ..._protocol import Eval, Plan
 from ._base import _Blocks, _LeaseOptions
+from ._docs import shared_args
 from ._holds import _HoldLease, _Holds
 
 
@@ -45,6 +44,7 @@ class ReadWriteLease(_HoldLease["ReadWriteLock"]):
         super().__init__(rw, grant, (grant.token, grant.mode), grant.hold)
         self.mode: rwlock_plans.Mode = grant.mode
 
+    # Re-declared for its docstring alone: a release counts the hold down.
     def release(self) -> None:
         """Count the hold down by one; at zero the hold ends and the lock is handed
         on to the waiters it lets in. Releasing the write hold while the owner
@@ -219,6 +219,13 @@ class ReadWriteView(_Blocks[ReadWriteLease]):
         return f"<{type(self).__name__} {self.name!r} {self._rw._describe(self._mode)}>"
 
 
+@shared_args(
+    ttl="Each read hold and the write hold is a lease of its own; an"
+    " :class:`AdaptiveTTL` records each mode apart, per hold.",
+    on_lost="Every lease of a hold is lost together.",
+    lock_delay="Only a write hold's lease counts: a read hold's lease that ends"
+    " unreleased frees its share at once (a reader does not write).",
+)
 class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
     """A distributed read-write lock: many readers, or one writer.
 
@@ -252,28 +259,10 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
       what it read may be stale.
 
     Args:
-        client: your ``redis.Redis`` or ``valkey.Valkey`` client
-            (tenure adds one pub/sub connection per client while something waits).
+        {client}
         name: the lock's name; its keys are ``<prefix>{<name>}:rwlock`` and
             siblings, apart from any ``Lock``'s or ``RLock``'s.
-        ttl: each hold's lease length in seconds, from 0.01 to a year (default 30), or an
-            :class:`AdaptiveTTL` (recorded per mode, per hold).
-        auto_renew: whether the client's watchdog renews every hold while it is
-            held (every third of the ttl). Default: ``True`` when no ``ttl`` is
-            given, else ``False``.
-        on_lost: called with a lease when the hold it belongs to is lost.
-        lock_delay: seconds, from 0 to a year (default 0): after a write hold's lease ends
-            without a release, nobody (reader or writer) gets the lock for this
-            much longer (see :class:`Lock`). A read hold's lease that ends
-            unreleased frees its share at once: a reader does not write.
-        min_replicas: after each acquire, wait until this many replicas
-            acknowledge the hold (``WAIT``); if fewer do within
-            ``replica_timeout``, release it and raise :class:`NotReplicatedError`.
-        replica_timeout: seconds, > 0 and at most a year, that acquire waits for
-            replicas (default 1).
-        replica_fsync: wait for the replicas' append-only file (``WAITAOF``) instead.
-        prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
-            followed at once by ``}`` is refused.
+        {lease_args}
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
