@@ -90,7 +90,7 @@ def test_wheel_contains_scripts_marker_and_licence(dist: Dist) -> None:
         metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         licence = next(n for n in names if n.endswith(".dist-info/licenses/LICENSE"))
         assert "Copyright (c) 2026 tenure developers" in zf.read(licence).decode()
-    assert "tenure/py.typed" in names and "tenure/_api/_sync.py" in names
+    assert "tenure/py.typed" in names and "tenure/_api/_sync/lock.py" in names
     assert "License-Expression: MIT" in metadata
     assert f"Requires-Dist: {PROJECT['dependencies'][0]}" in metadata
 

@@ -1,0 +1,400 @@
+"""What every kind of lock shares: the default ttl, the process's lease book,
+the checked lease options, ``async with`` blocks and the lease a lock object issues."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar
+
+from ..._adaptive import AdaptiveTTL
+from ..._drivers import _async as _driver
+from ..._drivers._identity import process_mark
+from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
+from ..._leasebook import LeaseBook, Phase, Release
+from ..._models import LeaseBase, OpenBlocks, PerProcess
+from ..._plans import lock as lock_plans
+from ..._plans import replicas as replica_plans
+from ..._protocol import Eval, Plan
+from ..._units import check_seconds, check_ttl, to_ms
+
+#: The lease length, in seconds, of a lock created without ``ttl``.
+DEFAULT_TTL = 30.0
+
+#: The latest lease of each (client, lock key, owner) taken in this process,
+#: whichever ``AsyncLock`` object took it: a second acquire by the same owner
+#: asks Redis first instead of queueing behind this process's other waiters,
+#: and first cleans up a lease it left behind (lost, or its release failed).
+_BOOK = LeaseBook()
+
+
+def _check_callback(on_lost: C | None) -> C | None:
+    if on_lost is not None and not callable(on_lost):
+        raise InvalidArgument(f"on_lost must be callable, not {on_lost!r}")
+    return on_lost
+
+
+C = TypeVar("C", bound=Callable[..., object])
+
+
+@dataclass(frozen=True)
+class _LeaseOptions:
+    """What a lock's lease arguments say, checked (:meth:`check`).
+
+    Attributes:
+        ttl: the lease length in seconds; with an :class:`AdaptiveTTL`, its floor.
+        adaptive: the :class:`AdaptiveTTL`, or ``None``.
+        renew: whether the watchdog renews every lease (``auto_renew``).
+        on_lost: the callback every lease gets (``on_lost``), or ``None``.
+        delay_ms: the lock-delay in milliseconds (0: none).
+        replicas: how many replicas must acknowledge a new lease, or ``None``.
+    """
+
+    ttl: float
+    adaptive: AdaptiveTTL | None
+    renew: bool
+    on_lost: Callable[[Any], object] | None
+    delay_ms: int
+    replicas: replica_plans.ReplicaPolicy | None
+
+    @classmethod
+    def check(
+        cls,
+        ttl: float | AdaptiveTTL | None,
+        auto_renew: bool | None,
+        on_lost: Callable[[Any], object] | None,
+        lock_delay: float = 0.0,
+        min_replicas: int = 0,
+        replica_timeout: float = 1.0,
+        replica_fsync: bool = False,
+        *,
+        adaptive: bool = True,
+    ) -> _LeaseOptions:
+        """Check the arguments, in this order; with ``adaptive=False``, ``ttl``
+        may not be an :class:`AdaptiveTTL`.
+
+        Raises:
+            InvalidArgument: the first bad argument, named.
+        """
+        if ttl is None:
+            fixed, policy = DEFAULT_TTL, None
+        elif adaptive and isinstance(ttl, AdaptiveTTL):
+            fixed, policy = float(ttl.floor), ttl
+        else:
+            fixed, policy = check_ttl(ttl), None
+        if auto_renew is None:
+            renew = ttl is None
+        elif isinstance(auto_renew, bool):
+            renew = auto_renew
+        else:
+            raise InvalidArgument(f"auto_renew must be True, False or None, not {auto_renew!r}")
+        callback = _check_callback(on_lost)
+        delay = check_seconds(lock_delay, "lock_delay", allow_zero=True)
+        delay_ms = 0 if delay == 0 else to_ms(delay, "lock_delay")
+        replicas = replica_plans.check_policy(min_replicas, replica_timeout, replica_fsync)
+        return cls(fixed, policy, renew, callback, delay_ms, replicas)
+
+    def next_ttl(self, key: str) -> float:
+        """The length of the next lease of ``key`` (an :class:`AdaptiveTTL`'s key)."""
+        return self.ttl if self.adaptive is None else self.adaptive.next_ttl(key)
+
+    def record(self, key: str, started: float) -> None:
+        """A hold of ``key`` that began at ``started`` (``time.monotonic()``) ended now."""
+        if self.adaptive is not None:
+            self.adaptive.record(key, time.monotonic() - started)
+
+
+class _AsyncReleasable(Protocol):
+    async def release(self) -> None: ...
+
+
+L = TypeVar("L", bound=_AsyncReleasable)
+L_co = TypeVar("L_co", bound=_AsyncReleasable, covariant=True)
+
+
+class _AsyncAcquirer(Protocol[L_co]):
+    @property
+    def name(self) -> str: ...
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> L_co | None: ...
+
+
+class _AsyncHolding(Generic[L]):
+    """``async with lock(timeout=...)``: acquire on entry, release that lease on exit.
+
+    One object may be entered by several threads or tasks at once, and nested:
+    each block's exit releases the lease that block's entry took (see
+    :class:`tenure._models.OpenBlocks`)."""
+
+    def __init__(self, lock: _AsyncAcquirer[L], timeout: float | None) -> None:
+        self._lock = lock
+        self._timeout = timeout
+        self._open: OpenBlocks[L] = OpenBlocks()
+
+    async def __aenter__(self) -> L:
+        lease = await self._lock.acquire(timeout=self._timeout)
+        if lease is None:
+            raise AcquireTimeout(self._lock.name, self._timeout)
+        self._open.push(_driver.current_owner(), lease)
+        return lease
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        lease = self._open.pop(_driver.current_owner())
+        if lease is None:
+            raise NotOwnedError(self._lock.name, None, "no block of this guard is open")
+        await lease.release()
+
+
+class _AsyncReleasedOnExit:
+    """``async with``: ``release()`` on exit."""
+
+    __slots__ = ()
+
+    async def release(self) -> None:
+        raise NotImplementedError
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()
+
+
+class _AsyncBlocks(PerProcess, _AsyncReleasedOnExit, Generic[L]):
+    """``async with lock`` and ``async with lock(timeout=...)``, for every lock class."""
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> L | None:
+        raise NotImplementedError
+
+    def __call__(self, *, timeout: float | None = None) -> _AsyncHolding[L]:
+        """A context manager that acquires with ``timeout`` seconds and releases on exit.
+
+        Raises:
+            AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
+        """
+        return _AsyncHolding(self, timeout)
+
+    def _blocks(self) -> _AsyncHolding[L]:
+        """The guard of ``async with lock:`` blocks (made on first use)."""
+        guard: _AsyncHolding[L] | None = self.__dict__.get("_guard")
+        if guard is None:
+            guard = self.__dict__.setdefault("_guard", _AsyncHolding(self, None))
+        return guard
+
+    async def __aenter__(self) -> L:
+        return await self._blocks().__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._blocks().__aexit__(exc_type, exc, tb)
+
+
+class _AsyncEntersItself(_AsyncReleasedOnExit):
+    """``async with lease:`` returns the lease and releases it on exit."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+
+class _AsyncIssuer(Protocol):
+    """What a lease needs of the lock object that issued it."""
+
+    _client: _driver.Client
+    _opts: _LeaseOptions
+
+    @property
+    def name(self) -> str: ...
+
+    def _forget(self, lease: Any) -> None: ...
+
+
+LockT = TypeVar("LockT", bound=_AsyncIssuer)
+
+
+class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
+    """A lease issued by a lock object (``_lock``): ``release``, ``extend``, the
+    watchdog's renewal and the start of its life, written once on the hooks each
+    kind supplies: its plans (``_release_plan``, ``_extend_plan``,
+    ``_renewal``) and what a release, a new deadline, the end and a loss do to
+    it (``_released_one``, ``_extended``, ``_end``, ``_lose``).
+
+    The docstrings of ``release`` and ``extend`` are :class:`AsyncLease`'s; a
+    kind whose text differs overrides them to say its own.
+    """
+
+    lost: asyncio.Event
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: LockT, grant: lock_plans.Grant) -> None:
+        super().__init__(lock.name, grant, asyncio.Event())
+        self._lock = lock
+
+    async def release(self) -> None:
+        """Release the lock and hand it to the next waiter.
+
+        From the moment this is called the watchdog never renews the lease
+        again, whatever happens to the call (an error, a cancellation, an
+        interrupt): if the release does not complete, the lease ends by its
+        ttl at the latest, and calling ``release()`` again sends it again. A
+        release retried after its reply was lost (redis-py retries on
+        connection errors) is recognised as the same call and succeeds; a
+        release of this lease by anyone else (a copy, a forced release) makes
+        this one raise ``LockLostError``.
+
+        Raises:
+            LockLostError: the lease was lost (``lost`` is set): its deadline
+                passed, or Redis no longer holds the lock with this lease's
+                token (the message gives the name, fence and why). A lost
+                lease's token-checked delete is still sent first, so that a
+                key Redis still holds with its token is freed.
+            NotOwnedError: the lease was already released, or this is not the
+                process that acquired it (a forked child). Nothing was changed.
+            redis.exceptions.ConnectionError: Redis could not be reached (the
+                release may be tried again; the lease is no longer renewed).
+        """
+        life = self._life
+        life.check_process(self.name, self.fence, process_mark(), "release")
+        if life.begin_release(self.name, self.fence) is Release.CLEAN_UP:
+            await self._clean_up()
+            self._end_lost()
+        self._stop_renewing()
+        try:
+            left = await _driver.run(self._lock._client, self._release_plan())
+        except NotOwnedError as exc:
+            self._lose(exc.reason)
+            self._end_lost()
+        self._released_one(left)
+
+    async def extend(self, seconds: float | None = None) -> None:
+        """Reset the lease to end ``seconds`` from now (default: its ttl).
+
+        Args:
+            seconds: the new remaining lease, in seconds, from 0.01 to a year.
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
+            LockLostError: the lease was lost (its deadline passed, or it is gone
+                from Redis); the lease ends.
+            NotOwnedError: the lease was released (or its release attempted),
+                or this is not the process that acquired it (a forked child).
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        seconds = self.ttl if seconds is None else check_ttl(seconds, "seconds")
+        life = self._life
+        life.check_process(self.name, self.fence, process_mark(), "extend")
+        try:
+            life.begin_extend(self.name, self.fence)
+        except LockLostError:
+            self._end_lost()
+        try:
+            expires_at = await _driver.run(self._lock._client, self._extend_plan(seconds))
+        except NotOwnedError as exc:
+            self._lose(exc.reason)
+            self._end_lost()
+        self._extended(seconds, expires_at)
+
+    async def _clean_up(self) -> None:
+        """Send the release of a lease this process gave up on (lost, or whose
+        release did not complete), so that Redis does not keep holding it with
+        this lease's token; whatever Redis answers, quietly. Only a reply from
+        Redis marks it cleaned up (a connection error leaves it to be tried
+        again by the owner's next acquire)."""
+        life = self._life
+        if life.phase is Phase.RELEASING:
+            self._stop_renewing()
+        try:
+            left = await _driver.run(self._lock._client, self._release_plan())
+        except NotOwnedError as exc:
+            self._lose(exc.reason)
+        except Exception:
+            return
+        else:
+            if life.phase is Phase.RELEASING:
+                with contextlib.suppress(LockLostError):
+                    self._released_one(left)
+        life.cleaned = True
+
+    async def _start(self) -> None:
+        """The lease was just granted: give it the lock's ``on_lost`` callback,
+        have the watchdog watch it, and wait for the replicas (else release it)."""
+        opts = self._lock._opts
+        if opts.on_lost is not None:
+            self.on_lost(opts.on_lost)
+        self._start_watch(opts.renew)
+        if opts.replicas is None:
+            return
+        plan = replica_plans.replicate(self.name, self.fence, self._renewal(), opts.replicas)
+        try:
+            await _driver.run(self._lock._client, plan)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.release()
+            raise
+
+    def _end_lost(self) -> NoReturn:
+        """The lease is lost: end it and say so."""
+        reason = self._life.lost_reason
+        self._end()
+        raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+
+    def _release_plan(self) -> Plan[int | None]:
+        """The plan that releases the lease (its reply: the hold count left, if any)."""
+        raise NotImplementedError
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        """The plan that resets the lease to end ``seconds`` from now (its new ``expires_at``)."""
+        raise NotImplementedError
+
+    def _renewal(self) -> Eval:
+        """The script call that renews the lease for its ttl (the watchdog's)."""
+        raise NotImplementedError
+
+    def _released_one(self, left: int | None) -> None:
+        """Redis released the lease: it ends (lost all the same if the watchdog
+        found it lost meanwhile)."""
+        if self._life.released():
+            self._end_lost()
+        self._end()
+
+    def _renewed(self, expires_at: float) -> None:
+        self._extended(self.ttl, expires_at)
+
+    def _extended(self, ttl: float, expires_at: float) -> None:
+        """The lease is now ``ttl`` seconds long and ends at ``expires_at``
+        (ignored unless the lease is still held: a renewal in flight when the
+        release began never revives it)."""
+        if self._life.may_move_deadline():
+            self.ttl, self.expires_at = ttl, expires_at
+
+    def _start_watch(self, renew: bool) -> None:
+        self._watch = _driver.watch(self._lock._client, self, renew)
+
+    def _stop_renewing(self) -> None:
+        """A release was attempted: the watchdog never renews the lease again."""
+        if self._watch is not None:
+            _driver.stop_renewing(self._lock._client, self._watch)
+
+    def _end(self) -> None:
+        """The lease is over (released, or lost and done with)."""
+        self._lock._forget(self)

@@ -1,0 +1,417 @@
+"""``AsyncMultiLock``: several locks taken as one, all of them or none."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+
+from ..._drivers import _async as _driver
+from ..._drivers._identity import process_mark
+from ..._errors import InvalidArgument, LockLostError, NotOwnedError
+from ..._info import MultiLockInfo, MultiPartInfo
+from ..._leasebook import Phase
+from ..._models import LostSignalBase
+from ..._plans import lock as lock_plans
+from ..._units import check_ttl
+from ._base import _AsyncBlocks, _AsyncEntersItself, _check_callback
+from .lock import AsyncLease, AsyncLock
+from .rlock import AsyncRLock, AsyncRLockLease
+
+_AsyncPart = AsyncLock | AsyncRLock
+_AsyncPartLease = AsyncLease | AsyncRLockLease
+
+
+def _server_of(client: object) -> str:
+    """Which server a client talks to, the same in every process that names it
+    alike: ``host:port/db`` or ``unix:path/db``; for a client without one
+    connection pool (a cluster client), its type and ``id`` (this process only)."""
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if not isinstance(kwargs, dict):
+        return f"{type(client).__name__}@{id(client):x}"
+    db = kwargs.get("db", 0)
+    if kwargs.get("path"):
+        return f"unix:{kwargs['path']}/{db}"
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
+
+
+async def _release_quietly(leases: Sequence[_AsyncPartLease]) -> None:
+    """Release ``leases`` in reverse order, each whatever the others do."""
+    for lease in reversed(leases):
+        with contextlib.suppress(Exception):
+            await lease.release()
+
+
+def _raise_first(errors: list[BaseException]) -> None:
+    """Raise the first error (an interruption or cancellation before any other),
+    with the others attached to it as notes."""
+    if not errors:
+        return
+    first = next((e for e in errors if not isinstance(e, Exception)), errors[0])
+    for other in errors:
+        if other is not first:
+            first.add_note(f"also: {type(other).__name__}: {other}")
+    raise first
+
+
+class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
+    """All the parts of an :class:`AsyncMultiLock`, held together: returned by a
+    successful :meth:`AsyncMultiLock.acquire`.
+
+    A multi-lease is truthy. It holds one lease per part (``leases``), each
+    renewed, extended and lost as that part's lease is.
+
+    Attributes:
+        name: the multi-lock's name (its parts' names joined by ``" + "``).
+        owner: the thread's or task's owner id that holds it.
+        leases: the parts' leases, in the order the parts were given to the
+            multi-lock.
+        fence: the parts' fences, a tuple in that same order (``fence[i]`` is
+            the fence of part ``i``). Each part's fence increases on its own;
+            give each protected resource the fence of the part that guards it.
+        lost: set as soon as any part's lease is lost (an ``asyncio.Event``;
+            ``on_lost`` callbacks run then). The other parts are still held
+            until :meth:`release`.
+    """
+
+    lost: asyncio.Event
+    fence: tuple[int, ...]
+    __slots__ = ("_multi", "fence", "leases", "name", "owner")
+
+    def __init__(
+        self, multi: AsyncMultiLock, owner: str, leases: tuple[_AsyncPartLease, ...]
+    ) -> None:
+        super().__init__(asyncio.Event())
+        self._multi = multi
+        self.name = multi.name
+        self.owner = owner
+        self.leases = leases
+        self.fence = tuple(lease.fence for lease in leases)
+        for lease in leases:
+            lease.on_lost(self._part_lost)
+
+    def _part_lost(self, lease: _AsyncPartLease) -> None:
+        self._signal_lost(f"part {lease.name!r} was lost: {lease.lost_reason}")
+
+    @property
+    def valid(self) -> bool:
+        """``True`` while the multi-lease is neither released nor lost and every
+        part's lease is valid."""
+        if not self._life.held:
+            return False
+        return all(lease.valid for lease in self.leases)
+
+    @property
+    def expires_at(self) -> float:
+        """The earliest of the parts' ``expires_at`` (on ``time.monotonic()``)."""
+        return min(lease.expires_at for lease in self.leases)
+
+    @property
+    def remaining(self) -> float:
+        """Seconds until the first part's lease must be presumed expired (0.0 once
+        released or lost)."""
+        if not self._life.held:
+            return 0.0
+        return min(lease.remaining for lease in self.leases)
+
+    async def release(self) -> None:
+        """Release every part, in the reverse of the order they were taken, each
+        whatever the others do.
+
+        Raises:
+            LockLostError: a part's lease was lost (``lost`` is set); every
+                other part was released all the same.
+            NotOwnedError: the multi-lease was already released.
+            redis.exceptions.ConnectionError: a part could not be released;
+                calling ``release()`` again releases the parts not yet released.
+
+            When several parts fail, the first error is raised (a cancellation
+            or interruption before any other), and the others are attached to
+            it as notes (``exc.__notes__``).
+        """
+        life = self._life
+        life.check_process(self.name, None, process_mark(), "release")
+        life.begin_release(self.name, None)
+        if life.cleaned:  # lost, and its parts' releases were sent already
+            raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
+        errors: list[BaseException] = []
+        for lease in reversed(self._multi._in_order(self.leases)):
+            part = lease._life
+            if part.phase is Phase.RELEASED or (part.phase is Phase.LOST and part.cleaned):
+                continue  # done by an earlier call
+            try:
+                await lease.release()
+            except BaseException as exc:
+                errors.append(exc)
+        if any(lease._life.phase is Phase.RELEASING for lease in self.leases):
+            pass  # a part's release did not complete: release() may be called again
+        elif life.phase is Phase.LOST:
+            life.cleaned = True
+            self._multi._forget(self)
+        else:
+            life.released()
+            self._multi._forget(self)
+        _raise_first(errors)
+        if life.phase is Phase.LOST:
+            raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
+
+    async def extend(self, seconds: float | None = None) -> None:
+        """Reset every part's lease to end ``seconds`` from now (default: each
+        part's ttl), each whatever the others do.
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a
+                year; nothing was sent.
+            LockLostError: a part's lease was lost (``lost`` is set).
+            NotOwnedError: the multi-lease was released.
+            redis.exceptions.ConnectionError: a part could not be extended.
+
+            When several parts fail, the first error is raised, with the others
+            as notes.
+        """
+        if seconds is not None:
+            check_ttl(seconds, "seconds")
+        self._life.check_process(self.name, None, process_mark(), "extend")
+        self._life.begin_extend(self.name, None)
+        errors: list[BaseException] = []
+        for lease in self._multi._in_order(self.leases):
+            try:
+                await lease.extend(seconds)
+            except BaseException as exc:
+                errors.append(exc)
+        _raise_first(errors)
+
+
+class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
+    """Several locks taken as one: all of them, or none.
+
+    The parts may be any mix of :class:`AsyncLock`, :class:`AsyncRLock` and
+    :class:`AsyncFairLock` objects, on one client or on several (different
+    servers). An acquire takes the parts one by one in a fixed order, sorted by
+    lock key and then server (``host:port/db``), whatever order they were given
+    in: two multi-locks over overlapping parts then never wait for each other
+    in a circle (no deadlock). If a part is not taken in time, the parts already
+    taken are released, in reverse order, and the acquire returns ``None``:
+    nothing is left held. ``timeout`` is one budget for the whole acquire, not
+    per part.
+
+    A part whose lease ran out while later parts were being waited for (a part
+    with a short ``ttl`` and no renewal) makes the acquire release everything
+    and start over, within the same timeout. Parts created without a ``ttl`` are
+    renewed by their client's watchdog, so this does not happen to them.
+
+    Each part keeps its own semantics: its own lease, ttl, renewal, fence and
+    lost signal; a part that is an ``AsyncRLock`` already held by the caller is
+    entered again. The :class:`AsyncMultiLease` returned covers them all.
+
+    Args:
+        locks: the parts, at least one; no two of them the same lock (the same
+            lock key on the same server).
+        on_lost: called with the multi-lease when any part of it is lost.
+
+    Raises:
+        InvalidArgument: ``locks`` is empty or not a sequence, holds something
+            that is not an ``AsyncLock``, ``AsyncRLock`` or ``AsyncFairLock``, or
+            holds the same lock twice; or ``on_lost`` is not callable.
+
+    Example::
+
+        both = AsyncMultiLock([AsyncLock(client, "account:1"), AsyncLock(client, "account:2")])
+        async with both as lease:
+            await transfer(1, 2, fences=lease.fence)
+    """
+
+    def __init__(
+        self,
+        locks: Sequence[AsyncLock | AsyncRLock],
+        *,
+        on_lost: Callable[[AsyncMultiLease], object] | None = None,
+    ) -> None:
+        if isinstance(locks, str | bytes) or not isinstance(locks, Sequence):
+            raise InvalidArgument(f"locks must be a sequence of locks, not {locks!r}")
+        if not locks:
+            raise InvalidArgument("locks must hold at least one lock")
+        seen: dict[tuple[str, str], int] = {}
+        for i, part in enumerate(locks):
+            if not isinstance(part, AsyncLock | AsyncRLock):
+                raise InvalidArgument(
+                    f"locks[{i}] must be one of AsyncLock, AsyncRLock, AsyncFairLock, not {part!r}"
+                )
+            where = (part._keys.lock, _server_of(part._client))
+            if where in seen:
+                raise InvalidArgument(
+                    f"locks[{seen[where]}] and locks[{i}] are the same lock "
+                    f"({where[0]!r} on {where[1]})"
+                )
+            seen[where] = i
+        self._parts: tuple[_AsyncPart, ...] = tuple(locks)
+        # the acquire order: by lock key, then server (the same in every process)
+        self._order = tuple(i for _, i in sorted(seen.items()))
+        self._on_lost = _check_callback(on_lost)
+        self._leases: dict[str, AsyncMultiLease] = {}
+
+    @property
+    def name(self) -> str:
+        """The parts' names, in the order given, joined by ``" + "``."""
+        return " + ".join(part.name for part in self._parts)
+
+    @property
+    def locks(self) -> tuple[AsyncLock | AsyncRLock, ...]:
+        """The parts, in the order given."""
+        return self._parts
+
+    async def acquire(
+        self, blocking: bool = True, timeout: float | None = None
+    ) -> AsyncMultiLease | None:
+        """Take every part for the calling thread or task, or none of them.
+
+        Args:
+            blocking: wait for the parts that are held (default). With
+                ``False``, make one attempt at each part, and give up (releasing
+                what was taken) at the first that is held.
+            timeout: the longest wait in seconds for the whole acquire, from 0 to a year;
+                ``None`` waits without limit. Not allowed with ``blocking=False``.
+
+        Returns:
+            An :class:`AsyncMultiLease` (truthy) holding every part, or ``None``
+            if they were not all taken in time; then none is held.
+
+        Raises:
+            InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
+            AlreadyHeldError: the caller already holds a part that is an
+                ``AsyncLock`` or ``AsyncFairLock`` (the parts taken were released).
+            NotReplicatedError, WrongTypeError, UnsupportedServer,
+            redis.exceptions.ConnectionError: as a part's acquire raises them;
+                the parts taken were released.
+        """
+        wait = lock_plans.check_acquire(blocking, timeout)
+        owner = _driver.current_owner()
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            taken = await self._take_all(blocking, deadline)
+            if taken is None:
+                return None
+            if all(lease.valid for lease in taken):
+                break
+            # a part's lease ran out while later parts were awaited: start over
+            await _release_quietly(taken)
+            if not blocking or (deadline is not None and time.monotonic() >= deadline):
+                return None
+        by_part = dict(zip(self._order, taken, strict=True))
+        lease = AsyncMultiLease(self, owner, tuple(by_part[i] for i in range(len(self._parts))))
+        self._leases[owner] = lease
+        if self._on_lost is not None:
+            lease.on_lost(self._on_lost)
+        return lease
+
+    async def _take_all(
+        self, blocking: bool, deadline: float | None
+    ) -> list[_AsyncPartLease] | None:
+        """Take the parts in the acquire order; ``None`` (holding none) if one
+        was not taken in time."""
+        taken: list[_AsyncPartLease] = []
+        try:
+            for i in self._order:
+                part = self._parts[i]
+                if not blocking:
+                    lease = await part.acquire(blocking=False)
+                else:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    lease = await part.acquire(timeout=left)
+                if lease is None:
+                    await _release_quietly(taken)
+                    return None
+                taken.append(lease)
+        except BaseException:
+            await _release_quietly(taken)
+            raise
+        return taken
+
+    def _in_order(self, leases: tuple[_AsyncPartLease, ...]) -> list[_AsyncPartLease]:
+        """A multi-lease's part leases (given in the parts' order) in the acquire order."""
+        return [leases[i] for i in self._order]
+
+    async def release(self) -> None:
+        """Release the calling thread's or task's multi-lease (see
+        :meth:`AsyncMultiLease.release`).
+
+        Raises:
+            NotOwnedError: the caller holds no multi-lease of this object, or a
+                part of it was lost (``LockLostError``).
+            redis.exceptions.ConnectionError: a part could not be released.
+        """
+        await self._lease().release()
+
+    async def extend(self, seconds: float | None = None) -> None:
+        """Extend every part of the calling thread's or task's multi-lease (see
+        :meth:`AsyncMultiLease.extend`).
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
+            NotOwnedError: the caller holds no multi-lease of this object, or a
+                part of it was lost (``LockLostError``).
+            redis.exceptions.ConnectionError: a part could not be extended.
+        """
+        await self._lease().extend(seconds)
+
+    async def locked(self) -> bool:
+        """Whether any part is held by anyone now, so that an acquire would
+        wait (a snapshot; it may change at once).
+
+        Raises:
+            WrongTypeError: a key of a part holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        for part in self._parts:
+            if await part.locked():
+                return True
+        return False
+
+    async def owned(self) -> bool:
+        """Whether the calling thread or task holds every part through this
+        multi-lock, as Redis says now.
+
+        Raises:
+            WrongTypeError: a key of a part holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        if _driver.current_owner() not in self._leases:
+            return False
+        for part in self._parts:
+            if not await part.owned():
+                return False
+        return True
+
+    async def info(self) -> MultiLockInfo:
+        """A snapshot of the parts, in the order given: for each, whether anyone
+        holds it, and the fence of the caller's lease of it.
+
+        Raises:
+            WrongTypeError: a key of a part holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        lease = self._leases.get(_driver.current_owner())
+        parts = []
+        for i, part in enumerate(self._parts):
+            fence = lease.fence[i] if lease is not None else None
+            kind = type(part).__name__
+            parts.append(
+                MultiPartInfo(kind, part.name, part._keys.lock, await part.locked(), fence)
+            )
+        return MultiLockInfo(lease is not None and lease.valid, tuple(parts))
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{type(p).__name__}({p.name!r})" for p in self._parts)
+        return f"<{type(self).__name__} [{parts}] held_here={len(self._leases)}>"
+
+    def _lease(self) -> AsyncMultiLease:
+        lease = self._leases.get(_driver.current_owner())
+        if lease is None:
+            raise NotOwnedError(self.name, None, "not held by this thread or task")
+        return lease
+
+    def _forget(self, lease: AsyncMultiLease) -> None:
+        if self._leases.get(lease.owner) is lease:
+            del self._leases[lease.owner]

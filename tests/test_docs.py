@@ -1,0 +1,64 @@
+"""The public classes' docstrings: every shared-argument placeholder filled in
+(``_api/_async/_docs.py``), and every constructor argument documented once."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+
+import tenure
+from tenure._api._async._docs import shared_args
+
+pytestmark = pytest.mark.once
+
+#: The public classes of the facade, sync and async.
+FACADE = [
+    obj
+    for name in tenure.__all__
+    if inspect.isclass(obj := getattr(tenure, name)) and obj.__module__.startswith("tenure._api.")
+]
+#: Those a user constructs (leases and read-write views are returned by them).
+CONSTRUCTED = [cls for cls in FACADE if not cls.__name__.endswith(("Lease", "View"))]
+
+PLACEHOLDER = re.compile(r"^\s*\{[a-z_]+\}\s*$", re.M)
+
+
+def documented_args(cls: type) -> list[str]:
+    """The argument names of the ``Args:`` section of ``cls``'s docstring, in order."""
+    doc = inspect.getdoc(cls) or ""
+    lines = doc.split("\nArgs:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    return [m.group(1) for line in lines if (m := re.match(r"    (\w+): ", line))]
+
+
+def test_the_facade_is_found() -> None:
+    names = {cls.__name__ for cls in CONSTRUCTED}
+    for kind in ("Lock", "FairLock", "RLock", "ReadWriteLock", "Semaphore", "CountDownLatch"):
+        assert {kind, f"Async{kind}"} <= names
+    some = {"MultiLock", "FencedKey", "Lease", "AsyncSemaphoreLease", "ReadWriteView"}
+    assert some <= {cls.__name__ for cls in FACADE}
+
+
+@pytest.mark.parametrize("cls", FACADE, ids=lambda cls: cls.__name__)
+def test_no_placeholder_is_left(cls: type) -> None:
+    docs = [cls.__doc__ or ""]
+    docs += [member.__doc__ or "" for _, member in inspect.getmembers(cls, callable)]
+    for doc in docs:
+        assert not PLACEHOLDER.search(doc), doc
+
+
+@pytest.mark.parametrize("cls", CONSTRUCTED, ids=lambda cls: cls.__name__)
+def test_every_constructor_argument_is_documented_once(cls: type) -> None:
+    args = documented_args(cls)
+    assert sorted(args) == sorted(inspect.signature(cls).parameters), args
+
+
+def test_shared_args_refuses_a_class_without_placeholder_or_a_stray_note() -> None:
+    class Plain:
+        """No placeholder."""
+
+    with pytest.raises(ValueError, match="no shared-argument placeholder"):
+        shared_args()(Plain)
+    with pytest.raises(ValueError, match="no shared paragraph"):
+        shared_args(colour="red")
