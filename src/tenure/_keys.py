@@ -151,6 +151,9 @@ from dataclasses import dataclass, field, replace
 
 from ._errors import InvalidArgument
 
+#: The key prefix of a named primitive made without ``prefix``.
+DEFAULT_PREFIX = "tenure:"
+
 #: The marker after the hash tag of each named kind ("" for a ``Lock``).
 MARKERS: dict[str, str] = {
     "Lock": "",

@@ -44,6 +44,7 @@ import redis.exceptions
 
 from ._api._sync import Lease, Lock
 from ._errors import LockLostError, NotOwnedError
+from ._keys import DEFAULT_PREFIX
 
 #: The signals forwarded to the command.
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -179,7 +180,7 @@ def run(
     ttl: float,
     blocking: bool = True,
     wait: float | None = None,
-    prefix: str = "tenure:",
+    prefix: str = DEFAULT_PREFIX,
     grace: float = 10.0,
     conflict_status: int,
     lost_status: int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ..._drivers import _async as _driver
-from ..._keys import latch_keys
+from ..._keys import DEFAULT_PREFIX, latch_keys
 from ..._models import PerProcess
 from ..._plans import latch as latch_plans
 from ..._units import check_seconds
@@ -49,7 +49,7 @@ class AsyncCountDownLatch(PerProcess):
             await publish_results()
     """
 
-    def __init__(self, client: _driver.Client, name: str, *, prefix: str = "tenure:") -> None:
+    def __init__(self, client: _driver.Client, name: str, *, prefix: str = DEFAULT_PREFIX) -> None:
         self._client = _driver.check_client(client, "AsyncCountDownLatch")
         self._keys = latch_keys(name, prefix=prefix)
         self._seen: int | None = None  # the count at the last call, for repr

@@ -9,7 +9,7 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
 from ..._errors import InvalidArgument, NotOwnedError
-from ..._keys import lock_keys
+from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
 from ..._protocol import Eval, Plan
 from ._base import _BOOK, _AsyncBlocks, _AsyncHeldLease, _LeaseOptions
@@ -122,10 +122,10 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
-        prefix: str = "tenure:",
+        prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._client = _driver.check_client(client, "AsyncLock")
-        if key is not None and prefix != "tenure:":
+        if key is not None and prefix != DEFAULT_PREFIX:
             raise InvalidArgument(
                 f"prefix={prefix!r} can't go with key={key!r}: an exact key is used as it is"
             )

@@ -9,7 +9,7 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
-from ..._keys import rlock_keys
+from ..._keys import DEFAULT_PREFIX, rlock_keys
 from ..._plans import lock as lock_plans
 from ..._plans import rlock as rlock_plans
 from ..._protocol import Eval, Plan
@@ -133,7 +133,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
-        prefix: str = "tenure:",
+        prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._client = _driver.check_client(client, "AsyncRLock")
         self._keys = rlock_keys(name, prefix=prefix)

@@ -9,7 +9,7 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
-from ..._keys import rwlock_keys
+from ..._keys import DEFAULT_PREFIX, rwlock_keys
 from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import rwlock as rwlock_plans
@@ -293,7 +293,7 @@ class AsyncReadWriteLock(PerProcess, _AsyncHolds[AsyncReadWriteLease]):
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
-        prefix: str = "tenure:",
+        prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._client = _driver.check_client(client, "AsyncReadWriteLock")
         self._keys = rwlock_keys(name, prefix=prefix)

@@ -10,7 +10,7 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_token
 from ..._info import FairLockInfo
-from ..._keys import fair_keys
+from ..._keys import DEFAULT_PREFIX, fair_keys
 from ..._plans import fair as fair_plans
 from ..._plans import lock as lock_plans
 from ..._protocol import Plan
@@ -87,7 +87,7 @@ class FairLock(Lock):
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
-        prefix: str = "tenure:",
+        prefix: str = DEFAULT_PREFIX,
     ) -> None:
         _driver.check_client(client, "FairLock")
         keys = fair_keys(name, prefix=prefix)

@@ -10,7 +10,7 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_token
 from ..._errors import InvalidArgument, NotOwnedError
-from ..._keys import lock_keys
+from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
 from ..._protocol import Eval, Plan
 from ._base import _BOOK, _Blocks, _HeldLease, _LeaseOptions
@@ -123,10 +123,10 @@ class Lock(_Blocks[Lease]):
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
-        prefix: str = "tenure:",
+        prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._client = _driver.check_client(client, "Lock")
-        if key is not None and prefix != "tenure:":
+        if key is not None and prefix != DEFAULT_PREFIX:
             raise InvalidArgument(
                 f"prefix={prefix!r} can't go with key={key!r}: an exact key is used as it is"
             )

@@ -10,7 +10,7 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
-from ..._keys import rlock_keys
+from ..._keys import DEFAULT_PREFIX, rlock_keys
 from ..._plans import lock as lock_plans
 from ..._plans import rlock as rlock_plans
 from ..._protocol import Eval, Plan
@@ -134,7 +134,7 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
-        prefix: str = "tenure:",
+        prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._client = _driver.check_client(client, "RLock")
         self._keys = rlock_keys(name, prefix=prefix)

@@ -10,7 +10,7 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
-from ..._keys import rwlock_keys
+from ..._keys import DEFAULT_PREFIX, rwlock_keys
 from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import rwlock as rwlock_plans
@@ -294,7 +294,7 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
-        prefix: str = "tenure:",
+        prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._client = _driver.check_client(client, "ReadWriteLock")
         self._keys = rwlock_keys(name, prefix=prefix)

@@ -10,7 +10,7 @@ from types import TracebackType
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_token
 from ..._errors import NotOwnedError
-from ..._keys import semaphore_keys
+from ..._keys import DEFAULT_PREFIX, semaphore_keys
 from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
@@ -165,7 +165,7 @@ class Semaphore(PerProcess):
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
-        prefix: str = "tenure:",
+        prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._client = _driver.check_client(client, "Semaphore")
         self._keys = semaphore_keys(name, prefix=prefix)
