@@ -503,3 +503,33 @@ def stalled_waiter(url: str, kind: str, name: str, timeout: float, out: Any) -> 
     acquired = time.monotonic()
     lease.release()
     out.put((acquired, time.monotonic(), lease.fence))
+
+
+def redlock_worker(urls: list[str], name: str, sections: int, start: Any) -> list[Hold]:
+    """Do ``sections`` read-modify-writes of ``<name>:counter`` (on the first
+    master) under a Redlock over ``urls``; return the holds."""
+    from tenure import Redlock
+
+    clients = [redis.Redis.from_url(url) for url in urls]
+    lock = Redlock(clients, name, ttl=5)
+    holds: list[Hold] = []
+    start.wait()
+    for _ in range(sections):
+        with lock(timeout=30) as lease:
+            acquired = time.monotonic()
+            value = int(clients[0].get(f"{name}:counter") or 0)
+            time.sleep(0.002)
+            clients[0].set(f"{name}:counter", value + 1)
+            holds.append((acquired, time.monotonic(), lease.fence))
+    return holds
+
+
+def redlock_holder(urls: list[str], name: str, ttl: float, acquired: Any) -> None:
+    """Hold a Redlock over ``urls`` (not renewed) and sleep until killed."""
+    from tenure import Redlock
+
+    clients = [redis.Redis.from_url(url) for url in urls]
+    lease = Redlock(clients, name, ttl=ttl).acquire()
+    assert lease
+    acquired.set()
+    time.sleep(3600)

@@ -16,6 +16,8 @@ from ._api._async import AsyncMultiLock as AsyncMultiLock
 from ._api._async import AsyncReadWriteLease as AsyncReadWriteLease
 from ._api._async import AsyncReadWriteLock as AsyncReadWriteLock
 from ._api._async import AsyncReadWriteView as AsyncReadWriteView
+from ._api._async import AsyncRedlock as AsyncRedlock
+from ._api._async import AsyncRedlockLease as AsyncRedlockLease
 from ._api._async import AsyncRLock as AsyncRLock
 from ._api._async import AsyncRLockLease as AsyncRLockLease
 from ._api._async import AsyncSemaphore as AsyncSemaphore
@@ -30,6 +32,8 @@ from ._api._sync import MultiLock as MultiLock
 from ._api._sync import ReadWriteLease as ReadWriteLease
 from ._api._sync import ReadWriteLock as ReadWriteLock
 from ._api._sync import ReadWriteView as ReadWriteView
+from ._api._sync import Redlock as Redlock
+from ._api._sync import RedlockLease as RedlockLease
 from ._api._sync import RLock as RLock
 from ._api._sync import RLockLease as RLockLease
 from ._api._sync import Semaphore as Semaphore
@@ -39,6 +43,7 @@ from ._errors import AlreadyHeldError as AlreadyHeldError
 from ._errors import InvalidArgument as InvalidArgument
 from ._errors import LockLostError as LockLostError
 from ._errors import LockUpgradeError as LockUpgradeError
+from ._errors import NoQuorumError as NoQuorumError
 from ._errors import NotOwnedError as NotOwnedError
 from ._errors import NotReplicatedError as NotReplicatedError
 from ._errors import PermissionDenied as PermissionDenied
@@ -77,6 +82,8 @@ __all__ = [
     "AsyncReadWriteLease",
     "AsyncReadWriteLock",
     "AsyncReadWriteView",
+    "AsyncRedlock",
+    "AsyncRedlockLease",
     "AsyncSemaphore",
     "AsyncSemaphoreLease",
     "CountDownLatch",
@@ -97,6 +104,7 @@ __all__ = [
     "MultiLock",
     "MultiLockInfo",
     "MultiPartInfo",
+    "NoQuorumError",
     "NotOwnedError",
     "NotReplicatedError",
     "PermissionDenied",
@@ -108,6 +116,8 @@ __all__ = [
     "ReadWriteLease",
     "ReadWriteLock",
     "ReadWriteView",
+    "Redlock",
+    "RedlockLease",
     "Semaphore",
     "SemaphoreHolder",
     "SemaphoreInfo",

@@ -221,6 +221,15 @@ class PermissionDenied(TenureError, PermissionError):
         return (type(self), (self.permission, self.target, self.operation))
 
 
+class NoQuorumError(TenureError, ConnectionError):
+    """Too few of a :class:`tenure.Redlock`'s masters answered within the
+    per-master timeout for a quorum (``N // 2 + 1``) to be possible: they are
+    down, paused or cut off. The message names the lock, the operation and how
+    many masters answered. Raised by an acquire after it released what it got
+    (nothing is left held), and by ``extend`` and ``release`` (which may be
+    called again)."""
+
+
 class UnsupportedServer(TenureError, RuntimeError):
     """The server is older than tenure supports (Redis 6.2, Valkey 7.2)."""
 

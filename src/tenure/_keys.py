@@ -38,6 +38,8 @@ A ``Lock``::
     tenure:{orders:42}:released  the token of the last clean release (120 s), so a
                                  release retried after a lost reply is recognised
     tenure:{orders:42}:wake:<w>  pub/sub channel that wakes waiter <w>
+    tenure:{orders:42}:quorum    a Redlock's waiters on this master (sorted set;
+                                 see tenure._plans.redlock)
 
 A reentrant lock (``RLock``, :func:`rlock_keys`)::
 
@@ -174,7 +176,7 @@ FENCED_MARKER = "fenced"
 #: ``ReadWriteLock`` also has ``op:<owner>`` keys; the channels are
 #: ``wake:<w>`` (a latch's: ``zero``).
 ROLES: dict[str, frozenset[str]] = {
-    "Lock": frozenset({"fence", "waiters", "delay", "released", "chain", "foreign"}),
+    "Lock": frozenset({"fence", "waiters", "delay", "released", "chain", "foreign", "quorum"}),
     "RLock": frozenset({"fence", "waiters", "delay", "released"}),
     "FairLock": frozenset({"fence", "waiters", "deadlines", "delay", "released"}),
     "ReadWriteLock": frozenset({"holds", "fence", "waiters", "delay"}),

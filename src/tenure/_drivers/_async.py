@@ -326,6 +326,12 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+#: What a watchdog that does not renew on one client's pipeline calls instead
+#: (a Redlock's, see :func:`watch_with`): the leases due, in order, to a list
+#: of one renewal reply each (``(Status, value)``, or ``None`` to retry).
+_SendRenewals: TypeAlias = Callable[[list[Any]], Awaitable[list[tuple[Status, Any] | None]]]
+
+
 class _Watchdog:
     """One task per client, process and event loop that renews the client's
     leases and fires the lost signal (the decisions are
@@ -336,9 +342,10 @@ class _Watchdog:
     passes is lost then, whatever its renewal is doing.
     """
 
-    def __init__(self, pool: Any, library: _Library) -> None:
+    def __init__(self, pool: Any, library: _Library, send: _SendRenewals | None = None) -> None:
         self._pool = pool
         self._library = library
+        self._send = send
         self._book = WatchBook()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -385,9 +392,12 @@ class _Watchdog:
         sent_at = time.monotonic()
         replies: list[tuple[Status, Any] | None]
         try:
-            client = self._library.client(connection_pool=self._pool)
-            step = Pipeline(tuple(w.lease._renewal() for w in batch))
-            replies = [renewal_reply(reply) for reply in await _pipeline(client, step)]
+            if self._send is not None:
+                replies = list(await self._send([w.lease for w in batch]))
+            else:
+                client = self._library.client(connection_pool=self._pool)
+                step = Pipeline(tuple(w.lease._renewal() for w in batch))
+                replies = [renewal_reply(reply) for reply in await _pipeline(client, step)]
         except Exception:
             _log.warning("tenure watchdog: renewal failed; retrying", exc_info=True)
             replies = [None] * len(batch)
@@ -618,3 +628,107 @@ async def _refusal(client: Client, step: Eval, exc: BaseException) -> Permission
         raw = None
     denied = None if raw is None else key_refusal(step.script, raw)
     return denied or command_refusal(exc, step.script.name)
+
+
+_own_watchdogs: weakref.WeakKeyDictionary[Any, tuple[int, Any, _Watchdog]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def watch_with(owner: object, lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
+    """Watch ``lease`` with a watchdog of ``owner``'s own (one per owner, process
+    and event loop), which renews with ``send`` instead of one client's pipeline
+    (a Redlock's leases, renewed on a quorum of masters). Stop and unwatch with
+    :func:`stop_renewing_with` and :func:`unwatch_with`. Call from a task."""
+    loop = asyncio.get_running_loop()
+    entry = _own_watchdogs.get(owner)
+    if entry is None or entry[0] != _identity.generation() or entry[1] is not loop:
+        entry = (_identity.generation(), loop, _Watchdog(None, _REDIS, send))
+        _own_watchdogs[owner] = entry
+    return entry[2].watch(lease, renew)
+
+
+def _own_watchdog(owner: object) -> _Watchdog | None:
+    entry = _own_watchdogs.get(owner)
+    return None if entry is None else entry[2]
+
+
+def stop_renewing_with(owner: object, watch: Watch) -> None:
+    """:func:`stop_renewing` for a lease watched by :func:`watch_with`."""
+    dog = _own_watchdog(owner)
+    if dog is not None:
+        dog.stop_renewing(watch)
+
+
+def unwatch_with(owner: object, watch: Watch) -> None:
+    """:func:`unwatch` for a lease watched by :func:`watch_with`."""
+    dog = _own_watchdog(owner)
+    if dog is not None:
+        dog.unwatch(watch)
+
+
+async def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> list[Any]:
+    """Drive every plan on its client at the same time (one task each), each for
+    at most ``timeout`` seconds; return, in order, each plan's result or the
+    exception it raised (``TimeoutError`` when it ran out of time: its call was
+    cancelled). A slow or paused server delays none of the others, and the
+    whole call returns within ``timeout`` (and a scheduling delay).
+
+    Raises:
+        asyncio.CancelledError: the caller was cancelled (every job is).
+    """
+
+    async def one(client: Client, plan: Plan[Any]) -> Any:
+        try:
+            async with asyncio.timeout(timeout):
+                return await run(client, plan)
+        except Exception as exc:
+            return exc
+
+    return list(await asyncio.gather(*(one(client, plan) for client, plan in jobs)))
+
+
+async def listen_each(
+    clients: Iterable[Client], channel: str, event: asyncio.Event, timeout: float
+) -> list[Callable[[], None] | None]:
+    """Subscribe the wake hub of every client to the broadcast ``channel`` at the
+    same time, each message (and each reconnection of a hub) setting ``event``;
+    wait at most ``timeout`` seconds for the confirmations. Returns, per client,
+    the function that stops listening, or ``None`` if its SUBSCRIBE failed or was
+    not confirmed in time (then nothing is left listening on it). Call the
+    functions when done: the channel then lingers and is unsubscribed."""
+
+    async def one(client: Client) -> Callable[[], None] | None:
+        hub = _state(client).hub
+        try:
+            async with asyncio.timeout(timeout):
+                ch = await hub.listen(channel, event)
+        except Exception:
+            return None
+        try:
+            async with asyncio.timeout(timeout):
+                await ch.ready.wait()
+        except TimeoutError:
+            hub.unlisten(ch, event)
+            return None
+        return lambda: hub.unlisten(ch, event)
+
+    return list(await asyncio.gather(*(one(client) for client in clients)))
+
+
+async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no limit);
+    clear it and return whether it was set."""
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+        woken = True
+    except TimeoutError:
+        woken = False
+    event.clear()
+    return woken
+
+
+async def sleep(seconds: float) -> None:
+    """Sleep ``seconds``."""
+    await asyncio.sleep(seconds)

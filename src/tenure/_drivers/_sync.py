@@ -11,14 +11,17 @@ per client class (see :mod:`._clients`).
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import contextlib
+import functools
 import itertools
 import logging
 import os
+import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
@@ -181,13 +184,17 @@ class _Library:
     pubsub: Callable[..., _HubPubSub]
     #: what ``EVALSHA`` raises for a script the server does not have
     no_script: type[Exception]
+    #: what reading an error reply raises
+    response_error: type[Exception]
 
 
 class _RedisHubPubSub(_Reconnects, redis.client.PubSub):
     """redis-py's PubSub, telling its hub when the connection is made again."""
 
 
-_REDIS = _Library(redis.Redis, _RedisHubPubSub, redis.exceptions.NoScriptError)
+_REDIS = _Library(
+    redis.Redis, _RedisHubPubSub, redis.exceptions.NoScriptError, redis.exceptions.ResponseError
+)
 
 
 @cache
@@ -201,7 +208,12 @@ def _library_named(name: _clients.Library) -> _Library:
     class _ValkeyHubPubSub(_Reconnects, valkey.client.PubSub):
         """valkey-py's PubSub, telling its hub when the connection is made again."""
 
-    return _Library(valkey.Valkey, _ValkeyHubPubSub, valkey.exceptions.NoScriptError)
+    return _Library(
+        valkey.Valkey,
+        _ValkeyHubPubSub,
+        valkey.exceptions.NoScriptError,
+        valkey.exceptions.ResponseError,
+    )
 
 
 @cache
@@ -351,6 +363,12 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+#: What a watchdog that does not renew on one client's pipeline calls instead
+#: (a Redlock's, see :func:`watch_with`): the leases due, in order, to a list
+#: of one renewal reply each (``(Status, value)``, or ``None`` to retry).
+_SendRenewals: TypeAlias = Callable[[list[Any]], list[tuple[Status, Any] | None]]
+
+
 class _Watchdog:
     """One thread per client and process that renews the client's leases and
     fires the lost signal (the decisions are :class:`._watchbook.WatchBook`'s).
@@ -360,9 +378,10 @@ class _Watchdog:
     deadline passes is lost then, whatever its renewal is doing.
     """
 
-    def __init__(self, pool: Any, library: _Library) -> None:
+    def __init__(self, pool: Any, library: _Library, send: _SendRenewals | None = None) -> None:
         self._pool = pool
         self._library = library
+        self._send = send
         self._book = WatchBook()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -415,9 +434,12 @@ class _Watchdog:
         sent_at = time.monotonic()
         replies: list[tuple[Status, Any] | None]
         try:
-            client = self._library.client(connection_pool=self._pool)
-            step = Pipeline(tuple(w.lease._renewal() for w in batch))
-            replies = [renewal_reply(reply) for reply in _pipeline(client, step)]
+            if self._send is not None:
+                replies = list(self._send([w.lease for w in batch]))
+            else:
+                client = self._library.client(connection_pool=self._pool)
+                step = Pipeline(tuple(w.lease._renewal() for w in batch))
+                replies = [renewal_reply(reply) for reply in _pipeline(client, step)]
         except Exception:
             _log.warning("tenure watchdog: renewal failed; retrying", exc_info=True)
             replies = [None] * len(batch)
@@ -640,3 +662,330 @@ def _refusal(client: Client, step: Eval, exc: BaseException) -> PermissionDenied
         raw = None
     denied = None if raw is None else key_refusal(step.script, raw)
     return denied or command_refusal(exc, step.script.name)
+
+
+_own_watchdogs: weakref.WeakKeyDictionary[Any, tuple[int, _Watchdog]] = weakref.WeakKeyDictionary()
+
+
+def watch_with(owner: object, lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
+    """Watch ``lease`` with a watchdog of ``owner``'s own (one per owner and
+    process), which renews with ``send`` instead of one client's pipeline (a
+    Redlock's leases, renewed on a quorum of masters). Stop and unwatch with
+    :func:`stop_renewing_with` and :func:`unwatch_with`."""
+    with _states_mutex:
+        entry = _own_watchdogs.get(owner)
+        if entry is None or entry[0] != _identity.generation():
+            entry = (_identity.generation(), _Watchdog(None, _REDIS, send))
+            _own_watchdogs[owner] = entry
+    return entry[1].watch(lease, renew)
+
+
+def _own_watchdog(owner: object) -> _Watchdog | None:
+    entry = _own_watchdogs.get(owner)
+    return None if entry is None else entry[1]
+
+
+def stop_renewing_with(owner: object, watch: Watch) -> None:
+    """:func:`stop_renewing` for a lease watched by :func:`watch_with`."""
+    dog = _own_watchdog(owner)
+    if dog is not None:
+        dog.stop_renewing(watch)
+
+
+def unwatch_with(owner: object, watch: Watch) -> None:
+    """:func:`unwatch` for a lease watched by :func:`watch_with`."""
+    dog = _own_watchdog(owner)
+    if dog is not None:
+        dog.unwatch(watch)
+
+
+class _Workers:
+    """Threads that run calls for :func:`run_each` and :func:`listen_each`: an
+    idle one is reused, else a new one starts, so that a call stuck on a paused
+    server (until its socket timeout, if ever) never holds up the next ones. A
+    thread idle for :data:`WORKER_IDLE` seconds ends."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
+
+    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def call() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        with self._mutex:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            _start(self._work, "tenure-parallel", inbox)
+        inbox.put(call)
+        return future
+
+    def _work(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+        while not _exiting.is_set():
+            try:
+                job = inbox.get(timeout=WORKER_IDLE)
+            except queue.Empty:
+                with self._mutex:
+                    if inbox in self._idle:
+                        self._idle.remove(inbox)
+                        return
+                continue  # handed a job just now: take it
+            if job is None:
+                return
+            job()
+            with self._mutex:
+                self._idle.append(inbox)
+
+
+#: Seconds an idle worker thread of :func:`run_each` waits for work before it ends.
+WORKER_IDLE = 30.0
+
+_workers = _Workers()
+
+
+def _gather(calls: Sequence[Callable[[], T]], timeout: float) -> list[T | BaseException]:
+    """Run ``calls`` at once on worker threads; each one's result or exception,
+    ``TimeoutError`` for one not done within ``timeout`` seconds (left running)."""
+    futures = [_workers.submit(call) for call in calls]
+    concurrent.futures.wait(futures, timeout)
+    out: list[T | BaseException] = []
+    for future in futures:
+        if not future.done():
+            out.append(TimeoutError(f"no reply within {timeout:g} s"))
+        else:
+            exc = future.exception()
+            out.append(exc if exc is not None else future.result())
+    return out
+
+
+def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> list[Any]:
+    """Drive every plan on its client at the same time, each for at most
+    ``timeout`` seconds; return, in order, each plan's result or the exception
+    it raised (``TimeoutError`` when it ran out of time). A slow or paused
+    server delays none of the others, and the whole call returns within
+    ``timeout`` (and a scheduling delay).
+
+    The plans may only yield :class:`Eval`, :class:`Command` and
+    :class:`Pipeline` steps. Once every client was used (its server probed),
+    each round of steps is written to every server first and the replies read
+    after (one thread; a server that does not answer in time has its
+    connection dropped). A client not yet used, or whose server failed to
+    answer (until it answers again: a new connection's handshake would block on
+    a paused server), runs its plan on a worker thread of its own instead (a
+    call still stuck when the time is up is left to finish there, its result
+    dropped).
+    """
+    return _scatter(list(jobs), time.monotonic() + timeout)
+
+
+_NOT_DONE = object()
+
+
+class _Fallback(Exception):
+    """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
+
+
+def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]:
+    """:func:`run_each` on one thread: each round's steps written to every
+    server, then the replies read, until every plan is done or ``deadline``."""
+    results: list[Any] = [_NOT_DONE] * len(jobs)
+    steps: dict[int, Any] = {}
+    threaded: dict[int, concurrent.futures.Future[Any]] = {}
+    for i, (client, plan) in enumerate(jobs):
+        if client in _suspects or _state(client).server is None:
+            threaded[i] = _workers.submit(functools.partial(_run_trusted, client, plan))
+
+    def advance(i: int, reply: Any, error: BaseException | None) -> None:
+        plan = jobs[i][1]
+        try:
+            steps[i] = plan.send(reply) if error is None else plan.throw(error)
+        except StopIteration as stop:
+            results[i] = stop.value
+            steps.pop(i, None)
+        except Exception as exc:
+            results[i] = exc
+            steps.pop(i, None)
+
+    for i in range(len(jobs)):
+        if i not in threaded:
+            advance(i, None, None)
+    while steps:
+        sent: list[tuple[int, Any, Any]] = []
+        for i, step in list(steps.items()):
+            client = jobs[i][0]
+            pool = client.connection_pool
+            conn = None
+            try:
+                conn = pool.get_connection()
+                conn.send_packed_command(conn.pack_commands(_commands(step)))
+            except Exception as exc:
+                if conn is not None:
+                    conn.disconnect()
+                    pool.release(conn)
+                _suspects[client] = None
+                advance(i, None, exc)
+                continue
+            sent.append((i, conn, step))
+        for i, conn, step in sent:
+            client = jobs[i][0]
+            pool = client.connection_pool
+            try:
+                raws = _read_replies(conn, len(_commands(step)), deadline, _library(type(client)))
+            except Exception as exc:
+                conn.disconnect()
+                pool.release(conn)
+                _suspects[client] = None
+                advance(i, None, exc)
+                continue
+            pool.release(conn)
+            try:
+                reply = _replies(step, raws)
+            except _Fallback:
+                try:  # NOSCRIPT, or an error reply: the ordinary path says it right
+                    reply = _perform(client, step, [])
+                except Exception as exc:
+                    advance(i, None, exc)
+                    continue
+            except Exception as exc:
+                advance(i, None, exc)
+                continue
+            advance(i, reply, None)
+    concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
+    for i, future in threaded.items():
+        if future.done():
+            error = future.exception()
+            results[i] = error if error is not None else future.result()
+    for i, result in enumerate(results):
+        if result is _NOT_DONE:
+            if i not in threaded:
+                jobs[i][1].close()
+            results[i] = TimeoutError("no reply in time")
+    return results
+
+
+#: The clients whose server failed to answer :func:`_scatter` in time (or at
+#: all), until a call on a worker thread gets an answer again.
+_suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
+
+
+def _run_trusted(client: Client, plan: Plan[T]) -> T:
+    """:func:`run`; an answer (even an error reply) clears the client's suspicion."""
+    try:
+        result = run(client, plan)
+    except redis.exceptions.ConnectionError:
+        raise
+    except Exception:
+        _suspects.pop(client, None)
+        raise
+    _suspects.pop(client, None)
+    return result
+
+
+def _commands(step: Any) -> list[tuple[Any, ...]]:
+    if isinstance(step, Eval):
+        return [("EVALSHA", *_clients.evalsha_args(step))]
+    if isinstance(step, Command):
+        return [step.args]
+    if isinstance(step, Pipeline):
+        return [c for part in step.steps for c in _commands(part)]
+    raise TypeError(f"run_each can't send {step!r}")
+
+
+def _read_replies(conn: Any, count: int, deadline: float, library: _Library) -> list[Any]:
+    """``count`` replies from ``conn``, an error reply in place of its reply.
+
+    Raises:
+        TimeoutError: the first did not come before ``deadline``.
+    """
+    left = max(0.0, deadline - time.monotonic())  # past it: only a reply already here
+    if not conn.can_read(timeout=left):
+        raise TimeoutError("no reply in time")
+    raws: list[Any] = []
+    for _ in range(count):
+        try:
+            raws.append(conn.read_response())
+        except library.response_error as exc:
+            raws.append(exc)
+    return raws
+
+
+def _replies(step: Any, raws: list[Any]) -> Any:
+    """The reply of ``step`` from its raw replies (as :func:`_perform` gives it).
+
+    Raises:
+        _Fallback: a raw reply is an error (NOSCRIPT, NOPERM, ...).
+    """
+    if any(isinstance(raw, Exception) for raw in raws):
+        raise _Fallback
+    if isinstance(step, Eval):
+        return parse_reply(step.script, raws[0])
+    if isinstance(step, Command):
+        return raws[0]
+    replies: list[Any] = []
+    for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval):
+            try:
+                raw = parse_reply(part.script, raw)
+            except Exception as exc:
+                raw = exc
+        replies.append(raw)
+    return replies
+
+
+def listen_each(
+    clients: Iterable[Client], channel: str, event: threading.Event, timeout: float
+) -> list[Callable[[], None] | None]:
+    """Subscribe the wake hub of every client to the broadcast ``channel`` at the
+    same time, each message (and each reconnection of a hub) setting ``event``;
+    wait at most ``timeout`` seconds for the confirmations. Returns, per client,
+    the function that stops listening, or ``None`` if its SUBSCRIBE failed or was
+    not confirmed in time (then nothing is left listening on it). Call the
+    functions when done: the channel then lingers and is unsubscribed."""
+
+    def one(client: Client) -> Callable[[], None] | None:
+        hub = _state(client).hub
+        ch = hub.listen(channel, event)
+        if not ch.ready.wait(timeout):
+            hub.unlisten(ch, event)
+            return None
+        return lambda: hub.unlisten(ch, event)
+
+    futures = [_workers.submit(functools.partial(one, client)) for client in clients]
+    concurrent.futures.wait(futures, timeout)
+    out: list[Callable[[], None] | None] = []
+    for future in futures:
+        if future.done() and future.exception() is None:
+            out.append(future.result())
+            continue
+        out.append(None)
+        # a SUBSCRIBE still in flight: stop listening once it is done
+        future.add_done_callback(_unlisten_late)
+    return out
+
+
+def _unlisten_late(future: concurrent.futures.Future[Callable[[], None] | None]) -> None:
+    if future.exception() is None:
+        stop = future.result()
+        if stop is not None:
+            stop()
+
+
+def wait_event(event: threading.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no limit);
+    clear it and return whether it was set."""
+    woken = event.wait(timeout)
+    event.clear()
+    return woken
+
+
+def sleep(seconds: float) -> None:
+    """Sleep ``seconds``."""
+    time.sleep(seconds)

@@ -158,6 +158,7 @@ LATCH_INSPECT = _load("latch_inspect")
 FAIR_ACQUIRE = _load("fair_acquire")
 FAIR_RELEASE = _load("fair_release")
 FAIR_INSPECT = _load("fair_inspect")
+REDLOCK_WAKE = _load("redlock_wake")
 ACL_KEYS = _load("acl_keys")
 
 ALL = (
@@ -185,5 +186,6 @@ ALL = (
     FAIR_ACQUIRE,
     FAIR_RELEASE,
     FAIR_INSPECT,
+    REDLOCK_WAKE,
     ACL_KEYS,
 )

@@ -1,7 +1,7 @@
 """The asyncio facade. The synchronous facade is generated from this package.
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
-``multi``, ``fenced``, ``semaphore``, ``latch``) on two shared ones: ``_base``
+``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``) on two shared ones: ``_base``
 (the lease options, ``async with`` blocks, the lease a lock object issues) and
 ``_holds`` (the reentrant holds of ``AsyncRLock`` and ``AsyncReadWriteLock``).
 Edit the files of ``_async/``, then run ``python scripts/unasync.py`` to
@@ -22,6 +22,8 @@ from .lock import AsyncLease as AsyncLease
 from .lock import AsyncLock as AsyncLock
 from .multi import AsyncMultiLease as AsyncMultiLease
 from .multi import AsyncMultiLock as AsyncMultiLock
+from .redlock import AsyncRedlock as AsyncRedlock
+from .redlock import AsyncRedlockLease as AsyncRedlockLease
 from .rlock import AsyncRLock as AsyncRLock
 from .rlock import AsyncRLockLease as AsyncRLockLease
 from .rwlock import AsyncReadWriteLease as AsyncReadWriteLease

@@ -2,7 +2,7 @@
 """The synchronous facade. GENERATED from the asyncio facade (``_async/``): do not edit.
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
-``multi``, ``fenced``, ``semaphore``, ``latch``) on two shared ones: ``_base``
+``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``) on two shared ones: ``_base``
 (the lease options, ``with`` blocks, the lease a lock object issues) and
 ``_holds`` (the reentrant holds of ``RLock`` and ``ReadWriteLock``).
 Edit the files of ``_async/``, then run ``python scripts/unasync.py`` to
@@ -23,6 +23,8 @@ from .lock import Lease as Lease
 from .lock import Lock as Lock
 from .multi import MultiLease as MultiLease
 from .multi import MultiLock as MultiLock
+from .redlock import Redlock as Redlock
+from .redlock import RedlockLease as RedlockLease
 from .rlock import RLock as RLock
 from .rlock import RLockLease as RLockLease
 from .rwlock import ReadWriteLease as ReadWriteLease

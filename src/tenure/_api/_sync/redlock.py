@@ -1,0 +1,452 @@
+# GENERATED from _async/redlock.py by scripts/unasync.py: do not edit.
+"""``Redlock``: one lock over N independent masters (Redlock), and its lease.
+
+The decisions (quorum, validity, back-off, what a wake costs) are
+:mod:`tenure._plans.redlock`'s; this module sends each round to every master
+at once (``_driver.run_each``) and keeps the lease.
+"""
+
+from __future__ import annotations
+
+import threading
+import contextlib
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..._drivers import _sync as _driver
+from ..._drivers._identity import new_op, new_token, process_id, process_mark
+from ..._errors import AlreadyHeldError, InvalidArgument, LockLostError, NotOwnedError
+from ..._keys import DEFAULT_PREFIX, lock_keys
+from ..._leasebook import Phase, Release
+from ..._plans import lock as lock_plans
+from ..._plans import redlock as plans
+from ..._plans.waiting import Grant, validity
+from ..._protocol import Eval, Pipeline, Status, Step
+from ..._units import check_seconds, check_ttl, lease_ms
+from ._base import _Blocks, _HeldLease, _LeaseOptions
+from .multi import _server_of
+
+
+class RedlockLease(_HeldLease["Redlock"]):
+    """A held :class:`Redlock`: returned by a successful :meth:`Redlock.acquire`.
+
+    Like :class:`Lease`: truthy, ``with lease:`` releases it, ``valid``
+    and ``remaining`` tell on this process's monotonic clock whether it may be
+    trusted (the validity of the Redlock algorithm: the ttl less the time the
+    acquire took and the drift allowance), and ``lost`` is set (and the
+    ``on_lost`` callbacks run) when a quorum of masters no longer holds it or
+    its deadline passed before a renewal reached a quorum. ``owner`` is the
+    token every master holds; ``fence`` is the largest fence the quorum minted
+    (see :class:`Redlock` for what it promises).
+    """
+
+    __slots__ = ("_holder",)
+
+    def __init__(self, lock: Redlock, grant: Grant, holder: str) -> None:
+        super().__init__(lock, grant)
+        self._holder = holder
+
+    def release(self) -> None:
+        """Release the lock on every master at once (token-checked on each).
+
+        From the moment this is called the lease is never renewed again. A
+        release that reached too few masters may be called again (each master
+        recognises the same call).
+
+        Raises:
+            LockLostError: the lease was lost (``lost`` is set), or a quorum of
+                masters no longer held it; it was deleted wherever it was held.
+            NotOwnedError: the lease was already released, or this is not the
+                process that acquired it (a forked child).
+            NoQuorumError: too few masters answered to tell (the lease ends by
+                its ttl at the latest; ``release()`` may be called again).
+        """
+        life = self._life
+        life.check_process(self.name, self.fence, process_mark(), "release")
+        if life.begin_release(self.name, self.fence) is Release.CLEAN_UP:
+            self._clean_up()
+            self._end_lost()
+        self._stop_renewing()
+        lock = self._lock
+        t = lock._release_round(self.owner, life.release_op, range(lock._n))
+        done = plans.released_ok(t, lock._n)
+        if done is None:
+            raise plans.no_quorum(self.name, "release", t, lock._n)
+        if not done:
+            self._lose("can't release: the lease expired on a quorum of masters before release")
+            self._end_lost()
+        self._released_one(None)
+
+    def extend(self, seconds: float | None = None) -> None:
+        """Reset the lease to end ``seconds`` from now (default: its ttl) on a quorum
+        of masters (sent to all at once).
+
+        Args:
+            seconds: the new remaining lease, in seconds, from 0.01 to a year.
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
+            LockLostError: the lease was lost: a quorum of masters no longer
+                holds it, or its deadline passed; the lease ends.
+            NotOwnedError: the lease was released (or its release attempted),
+                or this is not the process that acquired it.
+            NoQuorumError: too few masters answered to tell; nothing is known
+                (the watchdog, if it renews, keeps trying until the deadline).
+        """
+        seconds = self.ttl if seconds is None else check_ttl(seconds, "seconds")
+        life = self._life
+        life.check_process(self.name, self.fence, process_mark(), "extend")
+        try:
+            life.begin_extend(self.name, self.fence)
+        except LockLostError:
+            self._end_lost()
+        lock = self._lock
+        sent_at = time.monotonic()
+        step = plans.renewal(lock._keys, self.owner, seconds, self.ttl)
+        t = lock._round([step] * lock._n)
+        try:
+            expires_at = plans.extended_until(t, lock._n, self.name, self.fence, seconds, sent_at)
+        except NotOwnedError as exc:
+            self._lose(exc.reason)
+            self._end_lost()
+        self._extended(seconds, expires_at)
+
+    def _clean_up(self) -> None:
+        """Send the release of a lease this process gave up on to every master,
+        quietly; only replies from masters mark it cleaned up."""
+        life = self._life
+        if life.phase is Phase.RELEASING:
+            self._stop_renewing()
+        lock = self._lock
+        t = lock._release_round(self.owner, life.release_op, range(lock._n))
+        if len(t.failed) < lock._n:
+            life.cleaned = True
+
+    def _renewal(self) -> Eval:
+        """One master's renewal of the lease (the watchdog sends it to every master)."""
+        return plans.renewal(self._lock._keys, self.owner, self.ttl, self.ttl)
+
+    def _start_watch(self, renew: bool) -> None:
+        lock = self._lock
+        self._watch = _driver.watch_with(lock, self, renew, lock._renew_all)
+
+    def _stop_renewing(self) -> None:
+        if self._watch is not None:
+            _driver.stop_renewing_with(self._lock, self._watch)
+
+
+class Redlock(_Blocks[RedlockLease]):
+    """A lock over N independent masters that holds while a majority of them
+    hold it (the Redlock algorithm of redis.io's "Distributed Locks with Redis").
+
+    The masters are N (odd, at least 3) Redis or Valkey servers that share
+    nothing: no replication, no cluster. An acquire sends the same unguessable
+    token to all of them at once, each call bounded by a per-master timeout far
+    below the ttl (``master_timeout``), so a dead or paused master never stalls
+    it. The lock is held when a quorum (``N // 2 + 1``) granted it and the lease
+    is still valid: ``ttl`` less the time the acquire took and a drift allowance
+    (1 % of the ttl + 2 ms). Otherwise it is released on every master that granted
+    it (or did not answer) at once, and the acquire tries again. It survives
+    ``N // 2`` masters down; with more down, acquire raises
+    :class:`NoQuorumError`. ``release`` is token-checked on every master;
+    ``extend`` and the watchdog (``auto_renew``) renew on a quorum, and a lease
+    that no quorum holds any more is lost (``lease.lost``, ``on_lost``).
+
+    Each master holds an ordinary :class:`Lock` of the same name (same keys,
+    same scripts: ``tenure inspect`` on one master shows it). Waiting does not
+    poll: a waiter listens on every master, a release wakes the first waiter
+    queued on each master (at most N waiters per release, however many wait),
+    and a waiter also tries again when the earliest lease it saw ends. Two
+    waiters that each got a minority back off for a random delay.
+
+    The fence. Each master mints ``max(last + 1, its TIME in µs)``; the lease's
+    ``fence`` is the largest its quorum minted. Any two quorums share a master,
+    and on it the later holder's fence is larger, so the later lease's fence is
+    larger than the earlier one's *as long as the masters' clocks agree to
+    within the time between the two grants* (the clock part dominates). It is
+    not a consensus counter: a master whose clock runs ahead can make a fence
+    that a later holder's quorum does not exceed, and a master restarted
+    without persistence forgets that it granted a lease (delay its restart by a
+    ttl, as the Redlock page says). This is the debate between Kleppmann ("How
+    to do distributed locking", 2016: Redlock's safety rests on bounded clock
+    drift, pauses and network delays, and it has no strictly monotonic fencing
+    token) and antirez ("Is Redlock safe?", 2016: the validity check after the
+    acquire covers pauses and delays before it; the clocks need only bounded
+    drift, not synchrony). Use the fence as a best-effort guard with a
+    resource that rejects older fences; where a stalled holder must never
+    write after its lease ended, use a consensus system.
+
+    Args:
+        clients: the N masters, one ``redis.Redis`` or
+            ``valkey.Valkey`` client each (a sequence).
+        name: the lock's name; its keys on each master are a :class:`Lock`'s.
+        ttl: the lease length in seconds, from 0.01 to a year (default 30).
+        auto_renew: whether a watchdog renews every lease on a quorum while it
+            is held (every third of the ttl). Default: ``True`` when no ``ttl``
+            is given, else ``False``.
+        on_lost: called with the lease when a lease is lost.
+        master_timeout: the longest wait for one master's reply in each round,
+            seconds; default 1/20 of the ttl, from 0.05 to 0.5 s (never above
+            half the ttl).
+        prefix: the key prefix (default ``"tenure:"``).
+
+    Raises:
+        InvalidArgument: ``clients`` is not a sequence of N clients of this API
+            (N odd and at least 3), or holds the same client (or the same
+            server) twice; a bad name, ttl, ``auto_renew``, ``on_lost``,
+            ``master_timeout`` or prefix.
+
+    Example::
+
+        lock = Redlock([r1, r2, r3, r4, r5], "orders:42", ttl=10)
+        with lock as lease:
+            charge(order, fence=lease.fence)
+    """
+
+    def __init__(
+        self,
+        clients: Sequence[_driver.Client],
+        name: str,
+        *,
+        ttl: float | None = None,
+        auto_renew: bool | None = None,
+        on_lost: Callable[[RedlockLease], object] | None = None,
+        master_timeout: float | None = None,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        if isinstance(clients, str | bytes) or not isinstance(clients, Sequence):
+            raise InvalidArgument(f"clients must be a sequence of clients, not {clients!r}")
+        self._n = plans.check_count(len(clients))
+        seen: dict[object, int] = {}
+        for i, client in enumerate(clients):
+            _driver.check_client(client, "Redlock")
+            for where in (id(client), _server_of(client)):
+                if where in seen:
+                    raise InvalidArgument(
+                        f"clients[{seen[where]}] and clients[{i}] are the same master "
+                        f"({_server_of(client)}): a Redlock needs independent masters"
+                    )
+                seen[where] = i
+        self._clients: tuple[_driver.Client, ...] = tuple(clients)
+        self._client = self._clients[0]
+        self._keys = lock_keys(name, key=None, prefix=prefix)
+        self._opts = _LeaseOptions.check(ttl, auto_renew, on_lost, adaptive=False)
+        if master_timeout is None:
+            self._timeout = plans.master_timeout(self._opts.ttl)
+        else:
+            self._timeout = check_seconds(master_timeout, "master_timeout")
+        self._leases: dict[str, RedlockLease] = {}
+
+    @property
+    def name(self) -> str:
+        """The lock's name."""
+        return self._keys.name
+
+    @property
+    def ttl(self) -> float:
+        """The lease length in seconds."""
+        return self._opts.ttl
+
+    @property
+    def clients(self) -> tuple[_driver.Client, ...]:
+        """The masters' clients, in the order given."""
+        return self._clients
+
+    @property
+    def quorum(self) -> int:
+        """How many masters must hold the lock: ``N // 2 + 1``."""
+        return plans.quorum(self._n)
+
+    def acquire(
+        self, blocking: bool = True, timeout: float | None = None
+    ) -> RedlockLease | None:
+        """Take the lock on a quorum of masters for the calling thread or task.
+
+        Args:
+            blocking: wait for the lock if it is held (default). With ``False``,
+                make one round.
+            timeout: the longest wait in seconds, from 0 to a year; ``None`` waits
+                without limit. Not allowed with ``blocking=False``.
+
+        Returns:
+            An :class:`RedlockLease` (truthy), or ``None`` if the lock was
+            not taken in time (then nothing is left held).
+
+        Raises:
+            InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
+            AlreadyHeldError: the caller already holds this lock.
+            NoQuorumError: fewer than a quorum of masters answered a round
+                within the per-master timeout; what was granted was released.
+            WrongTypeError: a key of the lock holds a value of another type on
+                a master (what was granted was released).
+        """
+        wait = lock_plans.check_acquire(blocking, timeout)
+        owner = _driver.current_owner()
+        held = self._leases.get(owner)
+        if held is not None and held._life.held:
+            raise AlreadyHeldError(self.name)
+        grant = self._take(new_token(owner), blocking, wait)
+        if grant is None:
+            return None
+        lease = RedlockLease(self, grant, owner)
+        self._leases[owner] = lease
+        lease._start()
+        return lease
+
+    def _take(self, token: str, blocking: bool, timeout: float | None) -> Grant | None:
+        """Rounds until a quorum grants ``token`` (see :mod:`tenure._plans.redlock`)."""
+        keys, n, ttl = self._keys, self._n, self._opts.ttl
+        ttl_ms = lease_ms(ttl)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        wake = threading.Event()
+        stops: list[Callable[[], None] | None] = []
+        queued = ""  # our member of every master's queue, once we listen
+        splits = 0  # split votes in a row
+        taken = False
+        try:
+            while True:
+                wake.clear()
+                sent_at = time.monotonic()
+                t = self._round([plans.attempt(keys, token, ttl_ms, queued)] * n)
+                if plans.granted(t, n, ttl, sent_at, time.monotonic()):
+                    taken = True
+                    if queued:  # the masters that granted it dropped us from their queue
+                        others = [i for i in range(n) if i not in t.ok]
+                        self._send_on(others, [plans.leave(keys, queued)] * len(others))
+                    return Grant(token, plans.fence(t), ttl, sent_at + validity(ttl))
+                if t.ok or t.failed:
+                    self._release_round(token, "", [*t.ok, *t.failed])
+                if t.error is not None:
+                    raise t.error
+                if not plans.reachable(t, n):
+                    raise plans.no_quorum(self.name, "acquire", t, n)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if not blocking or (remaining is not None and remaining <= 0):
+                    return None
+                if plans.split(t):
+                    splits += 1
+                    pause = plans.backoff(splits, random.random())
+                    _driver.sleep(pause if remaining is None else min(pause, remaining))
+                    continue
+                splits = 0
+                if not queued:
+                    waiter = f"{process_id()[:8]}-{new_op()}"
+                    channel = keys.wake_prefix + waiter
+                    stops = _driver.listen_each(self._clients, channel, wake, self._timeout)
+                    queued = plans.member(waiter, ttl_ms, token)
+                    continue  # queue with the next round: a release before it is seen by it
+                _driver.wait_event(wake, plans.wait_for(t, remaining))
+        except BaseException:
+            if not taken:  # a round cut off may have been granted somewhere
+                with contextlib.suppress(Exception):
+                    self._release_round(token, "", range(n))
+            raise
+        finally:
+            for stop in stops:
+                if stop is not None:
+                    stop()
+            if queued and not taken:
+                with contextlib.suppress(Exception):
+                    self._send_on(range(n), [plans.leave(keys, queued)] * n)
+
+    def _round(self, steps: Sequence[Step]) -> plans.Tally:
+        """Send ``steps[i]`` to master ``i``, all at once, and sort the replies."""
+        return self._round_on(range(self._n), steps)
+
+    def _round_on(self, masters: Sequence[int], steps: Sequence[Step]) -> plans.Tally:
+        return plans.tally(self._send_on(masters, steps))
+
+    def _send_on(self, masters: Sequence[int], steps: Sequence[Step]) -> list[Any]:
+        """Send ``steps[k]`` to master ``masters[k]``, all at once: the replies."""
+        jobs = [(self._clients[i], plans.one(step)) for i, step in zip(masters, steps, strict=True)]
+        return _driver.run_each(jobs, self._timeout)
+
+    def _release_round(self, token: str, op: str, masters: Sequence[int]) -> plans.Tally:
+        """Release ``token`` on ``masters`` at once, waking each one's first waiter."""
+        step = plans.release(self._keys, token, op)
+        return self._round_on(masters, [step] * len(masters))
+
+    def _renew_all(self, leases: list[Any]) -> list[tuple[Status, Any] | None]:
+        """The watchdog's renewal of ``leases``: one pipeline per master, all
+        masters at once; each lease renewed when a quorum renewed it."""
+        steps = tuple(lease._renewal() for lease in leases)
+        replies = _driver.run_each(
+            [(client, plans.one(Pipeline(steps))) for client in self._clients],
+            self._timeout,
+        )
+        out: list[tuple[Status, Any] | None] = []
+        for i in range(len(leases)):
+            column = [r if isinstance(r, BaseException) else r[i] for r in replies]
+            out.append(plans.renewed(plans.tally(column), self._n))
+        return out
+
+    def locked(self) -> bool:
+        """Whether a quorum of masters holds the lock for one holder now (a snapshot).
+
+        Raises:
+            NoQuorumError: too few masters answered to tell.
+        """
+        return (self._holder()) is not None
+
+    def owned(self) -> bool:
+        """Whether the calling thread or task holds the lock on a quorum of masters now.
+
+        Raises:
+            NoQuorumError: too few masters answered to tell.
+        """
+        lease = self._leases.get(_driver.current_owner())
+        if lease is None:
+            return False
+        return (self._holder()) == lease.owner
+
+    def _holder(self) -> str | None:
+        """The token a quorum of masters holds the lock with, or ``None``."""
+        jobs = [(client, lock_plans.inspect(self._keys)) for client in self._clients]
+        states: list[Any] = _driver.run_each(jobs, self._timeout)
+        holders = [s.holder for s in states if isinstance(s, lock_plans.LockState)]
+        if self._n - len(holders) >= plans.quorum(self._n):
+            t = plans.tally(states)
+            raise plans.no_quorum(self.name, "inspect", t, self._n)
+        for holder in set(holders):
+            if holder and holders.count(holder) >= plans.quorum(self._n):
+                return holder
+        return None
+
+    def release(self) -> None:
+        """Release the calling thread's or task's lease (see :meth:`RedlockLease.release`).
+
+        Raises:
+            NotOwnedError: the caller holds no lease of this lock.
+            NoQuorumError: too few masters answered to tell.
+        """
+        self._lease().release()
+
+    def extend(self, seconds: float | None = None) -> None:
+        """Extend the calling thread's or task's lease (see :meth:`RedlockLease.extend`).
+
+        Raises:
+            InvalidArgument: ``seconds`` is not a number of seconds from 0.01 to a year.
+            NotOwnedError: the caller holds no lease of this lock, or it was lost.
+            NoQuorumError: too few masters answered to tell.
+        """
+        self._lease().extend(seconds)
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} {self.name!r} masters={self._n} ttl={self._opts.ttl:g}s"
+            f" held_here={len(self._leases)}>"
+        )
+
+    def _lease(self) -> RedlockLease:
+        lease = self._leases.get(_driver.current_owner())
+        if lease is None:
+            raise NotOwnedError(self.name, None, "not held by this thread or task")
+        return lease
+
+    def _forget(self, lease: RedlockLease) -> None:
+        if self._leases.get(lease._holder) is lease:
+            del self._leases[lease._holder]
+        if lease._watch is not None:
+            _driver.unwatch_with(self, lease._watch)

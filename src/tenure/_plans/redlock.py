@@ -1,0 +1,298 @@
+"""Decisions and per-master script calls of :class:`tenure.Redlock`: one lock
+over N independent masters (the algorithm of redis.io's "Distributed Locks with
+Redis" page). Pure: no I/O, no clock, no randomness of its own (the facade
+passes the time and a random number in).
+
+Each master holds an ordinary :class:`tenure.Lock` under the same name (its
+keys are a Lock's, so ``tenure inspect`` on one master shows a Lock held by
+the Redlock's token), with the Lock's scripts: ``lock_acquire.lua`` (``SET NX
+PX`` and a fence ``max(last + 1, TIME µs)`` minted by that master),
+``lock_extend.lua`` and the token-checked ``lock_release.lua``. An acquire
+sends the same unguessable token to every master at once, each call bounded by
+a per-master timeout (:func:`master_timeout`, far below the ttl), and
+:func:`tally` decides: the lock is held when a quorum (``N // 2 + 1``) granted
+it and the lease is still valid, ``ttl - elapsed - drift`` > 0 (the drift of
+:func:`~.waiting.validity`, 1 % of the ttl + 2 ms). Otherwise it is released on
+every master that granted it or did not answer, at once.
+
+Waiting without polling, and flat in the number of waiters. A waiter that
+found the lock busy listens on a wake channel of its own on every master
+(``<prefix>{name}:wake:<w>``) and queues itself on each master in a sorted set
+of its own kind, ``<prefix>{name}:quorum`` (the same ``lock_acquire.lua``
+queues it there: the script is given that key as its queue). No Lock release
+ever hands the lock to a member of that set. A Redlock release sends, with
+each master's release and in the same round trip, ``redlock_wake.lua``, which
+publishes "recheck 0" to the first live member of that master's queue only
+(dropping members nobody hears). So a release wakes at most N waiters (the
+heads of the N queues; usually one and the same waiter, as every waiter queues
+on every master at about the same time), whatever the number of waiters, and
+each woken waiter makes one attempt on every master: O(N²) commands per
+hand-off at worst, none of them per waiter. A waiter also tries again when the
+earliest lease it was told of runs out (:func:`wait_for`), in case a wake was
+lost or a holder died. A waiter leaves every queue when it stops waiting.
+
+Livelock: two waiters that each got a minority (a split vote) release what
+they got and back off for a random delay (:func:`backoff`), ignoring wakes
+meanwhile (their own releases send them), and the delay grows with each split
+in a row; the first to come back finds the masters free and takes a quorum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import InvalidArgument, NoQuorumError, NotOwnedError, TenureError
+from .._keys import LockKeys
+from .._protocol import Command, Eval, Pipeline, Plan, Status, Step
+from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_RELEASE, REDLOCK_WAKE
+from .._units import lease_ms
+from .common import FENCE_KEEP_MS, fence_keep_ms, least_left_ms
+from .waiting import NO_EXPIRY_RECHECK, claim_ms, validity
+
+#: The shortest and longest per-master timeout, seconds (:func:`master_timeout`).
+MASTER_TIMEOUT_MIN = 0.05
+MASTER_TIMEOUT_MAX = 0.5
+
+#: The first back-off after a split vote, seconds; it doubles with each split
+#: in a row, up to :data:`BACKOFF_MAX` (:func:`backoff`).
+BACKOFF_BASE = 0.01
+BACKOFF_MAX = 0.2
+
+
+def quorum(n: int) -> int:
+    """How many of ``n`` masters must agree: a strict majority, ``n // 2 + 1``."""
+    return n // 2 + 1
+
+
+def check_count(n: int) -> int:
+    """``n``, the number of masters, if it is odd and at least 3.
+
+    Raises:
+        InvalidArgument: ``n`` is even or below 3, naming it.
+    """
+    if n < 3 or n % 2 == 0:
+        raise InvalidArgument(
+            f"a Redlock needs an odd number of independent masters, at least 3, not {n}"
+        )
+    return n
+
+
+def master_timeout(ttl: float) -> float:
+    """The per-master timeout (seconds) of a lease of ``ttl`` seconds: 1/20 of the
+    ttl, from :data:`MASTER_TIMEOUT_MIN` to :data:`MASTER_TIMEOUT_MAX`, and never
+    above half the ttl. A master that does not answer in that time (paused,
+    partitioned, dead) counts as a refusal, so it can't stall an acquire."""
+    return min(max(ttl / 20, MASTER_TIMEOUT_MIN), MASTER_TIMEOUT_MAX, ttl / 2)
+
+
+def quorum_key(keys: LockKeys) -> str:
+    """The key of a Redlock's waiters on one master: ``<lock key>:quorum``."""
+    return keys.lock + ":quorum"
+
+
+def member(waiter: str, ttl_ms: int, token: str) -> str:
+    """A waiter's member of the queue (the Lock's format, ``"<w>|<claim ms>|<token>"``)."""
+    return f"{waiter}|{claim_ms(ttl_ms)}|{token}"
+
+
+def one(step: Step) -> Plan[Any]:
+    """A plan of one step: its reply."""
+    return (yield step)
+
+
+def attempt(keys: LockKeys, token: str, ttl_ms: int, queue_as: str) -> Eval:
+    """One master's acquire: ``lock_acquire.lua`` for ``token`` with a lease of
+    ``ttl_ms``; when busy, ``queue_as`` (a :func:`member`, or "" not to queue) is
+    queued in :func:`quorum_key`. No owner prefix can match (a Redlock's owner
+    is checked in the process), so the reply is OK (fence), or BUSY (pttl ms)."""
+    return Eval(
+        LOCK_ACQUIRE,
+        (keys.lock, keys.fence, quorum_key(keys), keys.delay),
+        (token, token + "|", ttl_ms, queue_as, fence_keep_ms(ttl_ms), 0, keys.wake_prefix),
+    )
+
+
+def release(keys: LockKeys, token: str, op: str) -> Pipeline:
+    """One master's release, one round trip: the token-checked
+    ``lock_release.lua`` (its reply ``(OK, _)`` or ``(NOT_OWNED, 0)``; ``op``
+    makes a retry of the same call succeed), then ``redlock_wake.lua``, which
+    wakes the first live waiter of that master's queue."""
+    return Pipeline(
+        (
+            Eval(
+                LOCK_RELEASE,
+                (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
+                (token, keys.wake_prefix, FENCE_KEEP_MS, "", 0, op),
+            ),
+            Eval(REDLOCK_WAKE, (quorum_key(keys),), (keys.wake_prefix,)),
+        )
+    )
+
+
+def renewal(keys: LockKeys, token: str, seconds: float, ttl: float) -> Eval:
+    """One master's renewal (``lock_extend.lua``): the lease of ``token`` (``ttl``
+    seconds long) ends ``seconds`` from now, unless less than its drift
+    allowance was left.
+
+    Raises:
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
+    """
+    return Eval(
+        LOCK_EXTEND,
+        (keys.lock, keys.delay, keys.fence),
+        (token, lease_ms(seconds, "seconds"), least_left_ms(ttl), 0, FENCE_KEEP_MS),
+    )
+
+
+def leave(keys: LockKeys, queued: str) -> Command:
+    """Leave one master's queue (``ZREM``)."""
+    return Command(("ZREM", quorum_key(keys), queued))
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """The replies of one round of calls, one per master (by index).
+
+    Attributes:
+        ok: the masters that replied OK (granted, renewed or released).
+        fences: for an acquire, the fences the ``ok`` masters minted (same order).
+        refused: the masters that replied otherwise (busy, not owned).
+        pttls: for an acquire, the busy masters' remaining leases (ms; -1: no expiry).
+        failed: the masters that did not answer (connection error, timeout).
+        late: for a renewal, whether a master refused for too little left.
+        error: the first error that is tenure's own (a wrong type, a refused
+            permission): to raise, not to count as a master down.
+    """
+
+    ok: tuple[int, ...]
+    fences: tuple[int, ...]
+    refused: tuple[int, ...]
+    pttls: tuple[int, ...]
+    failed: tuple[int, ...]
+    late: bool = False
+    error: BaseException | None = None
+
+
+def tally(replies: Sequence[Any]) -> Tally:
+    """Sort one round's replies: each a script's ``(Status, value)``, a
+    :func:`release` pipeline's list (its first item counts), or an exception."""
+    ok: list[int] = []
+    fences: list[int] = []
+    refused: list[int] = []
+    pttls: list[int] = []
+    failed: list[int] = []
+    late = False
+    error: BaseException | None = None
+    for i, reply in enumerate(replies):
+        if isinstance(reply, list):
+            reply = reply[0] if reply else ConnectionError("empty pipeline reply")
+        if isinstance(reply, BaseException):
+            failed.append(i)
+            if isinstance(reply, TenureError) and error is None:
+                error = reply
+            continue
+        status, value = reply
+        if status is Status.OK:
+            ok.append(i)
+            fences.append(int(value) if isinstance(value, int) else 0)
+        else:
+            refused.append(i)
+            if status is Status.BUSY:
+                pttls.append(int(value))
+            late = late or (value == 1 and status is Status.NOT_OWNED)
+    return Tally(tuple(ok), tuple(fences), tuple(refused), tuple(pttls), tuple(failed), late, error)
+
+
+def granted(t: Tally, n: int, ttl: float, sent_at: float, now: float) -> bool:
+    """Whether an acquire round holds the lock: a quorum of the ``n`` masters
+    granted it and the lease, sent at ``sent_at``, is still valid at ``now``
+    (``ttl - elapsed - drift`` > 0, :func:`~.waiting.validity`)."""
+    return len(t.ok) >= quorum(n) and sent_at + validity(ttl) > now
+
+
+def reachable(t: Tally, n: int) -> bool:
+    """Whether enough masters answered for a quorum to be possible at all."""
+    return n - len(t.failed) >= quorum(n)
+
+
+def fence(t: Tally) -> int:
+    """The fence of a granted lock: the largest of those its quorum minted."""
+    return max(t.fences)
+
+
+def split(t: Tally) -> bool:
+    """Whether a failed acquire round got some grants (a split vote with other
+    contenders, or masters down): it must back off for a random delay."""
+    return bool(t.ok)
+
+
+def wait_for(t: Tally, remaining: float | None) -> float:
+    """How long (seconds) a waiter that found the lock busy waits for a wake
+    before it tries again: until the earliest lease it was told of runs out
+    (at least 1 ms; :data:`~.waiting.NO_EXPIRY_RECHECK` for a holder that set no
+    expiry), within ``remaining`` (``None``: no deadline)."""
+    live = [p for p in t.pttls if p >= 0]
+    wait = max(min(live), 1) / 1000 if live else NO_EXPIRY_RECHECK
+    return wait if remaining is None else max(0.0, min(wait, remaining))
+
+
+def backoff(splits: int, rand: float) -> float:
+    """The random delay (seconds) after the ``splits``-th split vote in a row,
+    ``rand`` drawn uniformly from [0, 1): from half to one and a half times
+    :data:`BACKOFF_BASE` doubled per split, at most :data:`BACKOFF_MAX`."""
+    base = min(BACKOFF_BASE * 2.0 ** max(0, splits - 1), BACKOFF_MAX)
+    return float(base * (0.5 + rand))
+
+
+def renewed(t: Tally, n: int) -> tuple[Status, Any] | None:
+    """A quorum renewal's outcome as one renewal reply: ``(OK, 0)`` when a quorum
+    renewed it; ``(NOT_OWNED, late)`` when so many refused that no quorum can
+    hold it any more (the lease is lost); ``None`` when it can't be told yet
+    (masters did not answer: try again)."""
+    q = quorum(n)
+    if len(t.ok) >= q:
+        return Status.OK, 0
+    if len(t.refused) > n - q:
+        return Status.NOT_OWNED, 1 if t.late else 0
+    return None
+
+
+def extended_until(
+    t: Tally, n: int, name: str, fence: int, seconds: float, sent_at: float
+) -> float:
+    """The new ``expires_at`` of an extend round sent at ``sent_at``.
+
+    Raises:
+        NotOwnedError: too many masters refused (the lease is lost).
+        NoQuorumError: too few masters answered to tell (nothing is known).
+    """
+    reply = renewed(t, n)
+    if reply is None:
+        raise no_quorum(name, "extend", t, n)
+    if reply[0] is not Status.OK:
+        why = "was about to expire" if reply[1] == 1 else "expired before extend"
+        raise NotOwnedError(name, fence, f"can't extend: the lease {why} on a quorum of masters")
+    return sent_at + validity(seconds)
+
+
+def released_ok(t: Tally, n: int) -> bool | None:
+    """Whether a release round released the lease cleanly: ``True`` when a
+    quorum released it, ``False`` when so many refused that no quorum held it
+    (it was lost), ``None`` when too few answered to tell."""
+    q = quorum(n)
+    if len(t.ok) >= q:
+        return True
+    if len(t.refused) > n - q:
+        return False
+    return None
+
+
+def no_quorum(name: str, what: str, t: Tally, n: int) -> NoQuorumError:
+    """The error of an ``what`` round of lock ``name`` that too few masters answered."""
+    answered = n - len(t.failed)
+    return NoQuorumError(
+        f"Redlock {name!r}: {what} needs {quorum(n)} of {n} masters, "
+        f"only {answered} answered within the per-master timeout"
+    )

@@ -1,0 +1,364 @@
+"""Redlock over five independent server processes: quorum, dead and paused
+masters, a killed holder, contention across threads, processes and tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+import redis
+import redis.asyncio
+from _workers import Hold, check_history, redlock_holder, redlock_worker
+
+from tenure import (
+    AlreadyHeldError,
+    AsyncRedlock,
+    InvalidArgument,
+    Lock,
+    NoQuorumError,
+    Redlock,
+)
+from tenure._server import ServerProcess
+
+SPAWN = multiprocessing.get_context("spawn")
+N = 5
+
+
+@pytest.fixture(scope="module")
+def masters() -> Iterator[list[ServerProcess]]:
+    """Five independent servers for the module (a test that stops one restarts it)."""
+    servers: list[ServerProcess] = []
+    try:
+        for _ in range(N):
+            servers.append(ServerProcess(os.environ.get("TENURE_SERVER") or None).start())
+        yield servers
+    finally:
+        for s in servers:
+            s.close()
+
+
+@pytest.fixture
+def clients(masters: list[ServerProcess]) -> Iterator[list[redis.Redis]]:
+    """A client per master, every master running and flushed."""
+    for s in masters:
+        if not _up(s):
+            s.start()
+    out = [redis.Redis.from_url(s.url) for s in masters]
+    for c in out:
+        c.flushall()
+    yield out
+    for c in out:
+        c.close()
+    for s in masters:
+        if not _up(s):
+            s.start()
+
+
+def _up(s: ServerProcess) -> bool:
+    try:
+        redis.Redis.from_url(s.url, socket_timeout=1).ping()
+    except redis.exceptions.RedisError:
+        return False
+    return True
+
+
+def _holders(clients: list[redis.Redis], name: str) -> list[object]:
+    out: list[object] = []
+    for c in clients:
+        try:
+            out.append(c.get(f"tenure:{{{name}}}"))
+        except redis.exceptions.ConnectionError:
+            out.append(None)
+    return out
+
+
+def test_arguments_are_checked(clients: list[redis.Redis], masters: list[ServerProcess]) -> None:
+    for count in (1, 2, 4):
+        with pytest.raises(InvalidArgument, match=f"not {count}"):
+            Redlock(clients[:count], "a")
+    with pytest.raises(InvalidArgument, match=r"clients\[0\] and clients\[2\]"):
+        Redlock([clients[0], clients[1], clients[0]], "a")
+    same_server = redis.Redis.from_url(masters[1].url)
+    with pytest.raises(InvalidArgument, match="same master"):
+        Redlock([clients[0], clients[1], same_server], "a")
+    with pytest.raises(InvalidArgument):
+        Redlock(clients[:3], "a", master_timeout=-1)
+    with pytest.raises(InvalidArgument):
+        AsyncRedlock(clients[:3], "a")  # type: ignore[arg-type]  # sync clients
+
+
+def test_every_master_holds_a_lock_with_the_same_token(clients: list[redis.Redis]) -> None:
+    lock = Redlock(clients, "same", ttl=5)
+    lease = lock.acquire()
+    assert lease and lease.valid and lock.quorum == 3
+    assert _holders(clients, "same") == [lease.owner.encode()] * N
+    fences = [int(c.get("tenure:{same}:fence") or 0) for c in clients]
+    assert lease.fence == max(fences)
+    # each master shows an ordinary Lock of that name held by the token
+    info = Lock(clients[2], "same").info()
+    assert info.holder == lease.owner and info.ttl is not None and 4 < info.ttl <= 5
+    assert lock.locked() and lock.owned()
+    with pytest.raises(AlreadyHeldError):
+        lock.acquire(blocking=False)
+    lease.extend(8)
+    assert all(4 < c.pttl("tenure:{same}") / 1000 <= 8 for c in clients)
+    lease.release()
+    assert _holders(clients, "same") == [None] * N
+    assert not lock.locked()
+
+
+def test_two_of_five_down_acquire_and_renew(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    masters[0].stop()
+    masters[3].stop()
+    lock = Redlock(clients, "two-down", ttl=1.0, auto_renew=True)
+    started = time.monotonic()
+    lease = lock.acquire(timeout=5)
+    assert lease, "a quorum of 3 live masters grants the lock"
+    assert time.monotonic() - started < 2
+    time.sleep(1.6)  # past the ttl: only renewals on a quorum keep it
+    assert lease.valid and not lease.lost.is_set()
+    live = [clients[i] for i in (1, 2, 4)]
+    assert all(c.get("tenure:{two-down}") == lease.owner.encode() for c in live)
+    assert all(c.pttl("tenure:{two-down}") > 300 for c in live)
+    other = Redlock(clients, "two-down", ttl=1.0)
+    assert other.acquire(blocking=False) is None  # still exclusive
+    lease.release()
+    assert _holders(live, "two-down") == [None] * 3
+
+
+def test_three_of_five_down_is_a_clear_error_and_leaves_nothing(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    for i in (0, 1, 3):
+        masters[i].stop()
+    lock = Redlock(clients, "three-down", ttl=2.0, master_timeout=0.2)
+    started = time.monotonic()
+    with pytest.raises(NoQuorumError, match=r"3 of 5 masters, only 2 answered"):
+        lock.acquire(timeout=1.5)
+    assert time.monotonic() - started < 1.5
+    assert _holders([clients[2], clients[4]], "three-down") == [None, None]
+
+
+def test_losing_the_quorum_fires_the_lost_signal(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    lost: list[str] = []
+    lock = Redlock(clients, "lose", ttl=0.6, auto_renew=True, on_lost=lambda _: lost.append("x"))
+    lease = lock.acquire()
+    assert lease
+    for i in (0, 1, 2):
+        masters[i].stop()
+    assert lease.lost.wait(2.0), "no quorum can renew it: lost by its deadline"
+    assert lost == ["x"] and not lease.valid
+
+
+def test_a_paused_master_does_not_stall_acquire(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    lock = Redlock(clients, "paused", ttl=5, master_timeout=0.2)
+    assert lock.acquire(blocking=False) is not None  # every connection made, server probed
+    lock.release()
+    masters[1].pause()
+    try:
+        started = time.monotonic()
+        lease = lock.acquire(timeout=1)
+        took = time.monotonic() - started
+        assert lease, "4 of 5 masters grant it"
+        assert took < 0.2 + 0.5, f"acquire took {took:.3f} s past the per-master timeout"
+        started = time.monotonic()
+        lease.release()
+        assert time.monotonic() - started < 0.2 + 0.5
+    finally:
+        masters[1].resume()
+
+
+def test_a_killed_holder_frees_the_lock_after_its_ttl(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    urls = [s.url for s in masters]
+    acquired = SPAWN.Event()
+    holder = SPAWN.Process(target=redlock_holder, args=(urls, "killed", 1.0, acquired))
+    holder.start()
+    try:
+        assert acquired.wait(20)
+        killed_at = time.monotonic()
+        os.kill(holder.pid or 0, signal.SIGKILL)
+        lock = Redlock(clients, "killed", ttl=2)
+        lease = lock.acquire(timeout=4)
+        waited = time.monotonic() - killed_at
+        assert lease, "free again once the dead holder's ttl ran out"
+        assert waited < 1.0 + 1.5
+        lease.release()
+    finally:
+        holder.join(5)
+
+
+def test_a_release_wakes_a_waiter_without_polling(clients: list[redis.Redis]) -> None:
+    lock = Redlock(clients, "wake", ttl=10)
+    lease = lock.acquire()
+    got: list[float] = []
+
+    def wait() -> None:
+        waited = lock.acquire(timeout=5)
+        assert waited
+        got.append(time.monotonic())
+        waited.release()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)
+    released_at = time.monotonic()
+    assert lease
+    lease.release()
+    waiter.join(5)
+    assert got and got[0] - released_at < 1.0, "woken by the release, not by the 10 s ttl"
+
+
+def test_a_release_wakes_few_waiters_however_many_wait(clients: list[redis.Redis]) -> None:
+    waiters = 8
+    lock = Redlock(clients, "flat", ttl=10)
+    lease = lock.acquire()
+    assert lease
+    got: list[float] = []
+    done = threading.Event()
+
+    def wait() -> None:
+        waited = lock.acquire(timeout=10)
+        if waited:
+            got.append(time.monotonic())
+            done.wait(10)
+            waited.release()
+
+    threads = [threading.Thread(target=wait) for _ in range(waiters)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while any(c.zcard("tenure:{flat}:quorum") < waiters for c in clients):
+        assert time.monotonic() < deadline, "the waiters never all queued"
+        time.sleep(0.02)
+    for c in clients:
+        c.config_resetstat()
+    lease.release()
+    while not got:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.2)
+    calls = [c.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0) for c in clients]
+    done.set()
+    for t in threads:
+        t.join(15)
+    # the release (lock_release + redlock_wake) and one attempt per woken
+    # waiter (at most one per master): 2 + 5, however many wait; every
+    # waiter trying again would be 2 + 8
+    assert max(calls) <= 2 + N, calls
+    assert len(got) == waiters
+
+
+def test_threads_never_overlap_and_fences_increase(clients: list[redis.Redis]) -> None:
+    lock = Redlock(clients, "threads", ttl=5)
+    holds: list[Hold] = []
+
+    def work() -> None:
+        for _ in range(6):
+            with lock(timeout=30) as lease:
+                acquired = time.monotonic()
+                value = int(clients[0].get("threads:counter") or 0)
+                time.sleep(0.001)
+                clients[0].set("threads:counter", value + 1)
+                holds.append((acquired, time.monotonic(), lease.fence))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(holds) == 24
+    check_history(holds)
+    assert int(clients[0].get("threads:counter") or 0) == 24
+    assert _holders(clients, "threads") == [None] * N
+    assert all(c.zcard("tenure:{threads}:quorum") == 0 for c in clients)
+
+
+def test_processes_never_overlap_and_fences_increase(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    urls = [s.url for s in masters]
+    manager = SPAWN.Manager()
+    start = manager.Barrier(3)
+    with ProcessPoolExecutor(3, mp_context=SPAWN) as pool:
+        futures = [pool.submit(redlock_worker, urls, "procs", 10, start) for _ in range(3)]
+        holds = [h for f in futures for h in f.result(timeout=60)]
+    manager.shutdown()
+    assert len(holds) == 30
+    check_history(holds)
+    assert int(clients[0].get("procs:counter") or 0) == 30
+
+
+def test_asyncio_tasks_never_overlap(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    async def main() -> list[Hold]:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        lock = AsyncRedlock(aclients, "tasks", ttl=5)
+        holds: list[Hold] = []
+
+        async def work() -> None:
+            for _ in range(5):
+                async with lock(timeout=30) as lease:
+                    acquired = time.monotonic()
+                    await asyncio.sleep(0.001)
+                    holds.append((acquired, time.monotonic(), lease.fence))
+
+        await asyncio.gather(*(work() for _ in range(5)))
+        lease = await lock.acquire()
+        assert lease and await lock.owned()
+        await lease.extend(3)
+        await lease.release()
+        for c in aclients:
+            await c.aclose()
+        return holds
+
+    holds = asyncio.run(main())
+    assert len(holds) == 25
+    check_history(holds)
+    assert _holders(clients, "tasks") == [None] * N
+
+
+def test_asyncio_paused_master_and_quorum_loss(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        lock = AsyncRedlock(aclients, "apaused", ttl=5, master_timeout=0.2)
+        lease = await lock.acquire(blocking=False)
+        assert lease
+        await lease.release()
+        masters[4].pause()
+        try:
+            started = time.monotonic()
+            lease = await lock.acquire(timeout=1)
+            assert lease and time.monotonic() - started < 0.7
+            await lease.release()
+        finally:
+            masters[4].resume()
+        # (the paused master may still hold that lease: the acquire it got while
+        # paused ran on resuming, after the release; it ends by its ttl)
+        for i in (0, 1, 2):
+            masters[i].stop()
+        lock = AsyncRedlock(aclients, "aquorum", ttl=5, master_timeout=0.2)
+        with pytest.raises(NoQuorumError):
+            await lock.acquire(timeout=1)
+        for c in aclients:
+            await c.aclose()
+
+    asyncio.run(main())
+    assert _holders([clients[3], clients[4]], "aquorum") == [None, None]
