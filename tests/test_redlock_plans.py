@@ -1,0 +1,117 @@
+"""Redlock's decisions (tenure._plans.redlock), without Redis."""
+
+from __future__ import annotations
+
+import pytest
+import redis.exceptions
+
+from tenure import InvalidArgument, NoQuorumError, NotOwnedError, WrongTypeError
+from tenure._keys import lock_keys
+from tenure._plans import redlock as plans
+from tenure._plans.waiting import validity
+from tenure._protocol import Command, Eval, Pipeline, Status
+from tenure._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_RELEASE, REDLOCK_WAKE
+
+KEYS = lock_keys("orders", key=None, prefix="tenure:")
+OK, BUSY, NOT_OWNED = Status.OK, Status.BUSY, Status.NOT_OWNED
+DOWN = redis.exceptions.ConnectionError("down")
+
+
+def test_quorum_is_a_strict_majority_of_an_odd_count() -> None:
+    assert [plans.quorum(n) for n in (3, 5, 7)] == [2, 3, 4]
+    assert plans.check_count(5) == 5
+    for n in (0, 1, 2, 4, 6):
+        with pytest.raises(InvalidArgument, match=f"not {n}$"):
+            plans.check_count(n)
+
+
+def test_master_timeout_is_far_below_the_ttl() -> None:
+    assert plans.master_timeout(30) == 0.5
+    assert plans.master_timeout(2) == pytest.approx(0.1)
+    assert plans.master_timeout(0.5) == 0.05
+    assert plans.master_timeout(0.04) == pytest.approx(0.02)  # half the ttl at most
+
+
+def test_granted_needs_a_quorum_and_a_valid_lease() -> None:
+    t = plans.tally([(OK, 10), (OK, 12), (BUSY, 900), DOWN, (OK, 11)])
+    assert t.ok == (0, 1, 4) and t.fences == (10, 12, 11)
+    assert t.refused == (2,) and t.pttls == (900,) and t.failed == (3,)
+    assert plans.fence(t) == 12
+    assert plans.granted(t, 5, ttl=1.0, sent_at=100.0, now=100.5)
+    # the acquire took longer than the ttl less the drift: not held
+    assert not plans.granted(t, 5, ttl=1.0, sent_at=100.0, now=100.0 + validity(1.0))
+    two = plans.tally([(OK, 1), (OK, 2), (BUSY, 5), (BUSY, 5), (BUSY, 5)])
+    assert not plans.granted(two, 5, ttl=1.0, sent_at=0.0, now=0.0)
+    assert plans.split(two) and plans.reachable(two, 5)
+
+
+def test_reachable_counts_masters_that_answered() -> None:
+    three_down = plans.tally([DOWN, DOWN, (OK, 1), DOWN, (OK, 2)])
+    assert not plans.reachable(three_down, 5)
+    err = plans.no_quorum("orders", "acquire", three_down, 5)
+    assert isinstance(err, NoQuorumError) and isinstance(err, ConnectionError)
+    assert "3 of 5 masters, only 2 answered" in str(err)
+    assert plans.reachable(plans.tally([DOWN, DOWN, (BUSY, 1), (BUSY, 1), (BUSY, 1)]), 5)
+
+
+def test_tenure_errors_are_raised_not_counted_as_a_master_down() -> None:
+    wrong = WrongTypeError("tenure:{orders}")
+    t = plans.tally([(OK, 1), wrong, (OK, 2)])
+    assert t.error is wrong and t.failed == (1,)
+
+
+def test_wait_for_the_earliest_lease_within_the_deadline() -> None:
+    t = plans.tally([(BUSY, 800), (BUSY, 300), (BUSY, -1), DOWN, (BUSY, 0)])
+    assert plans.wait_for(t, None) == 0.001  # a lease ending within the millisecond
+    t = plans.tally([(BUSY, 800), (BUSY, 300), (BUSY, -1)])
+    assert plans.wait_for(t, None) == 0.3
+    assert plans.wait_for(t, 0.1) == 0.1
+    assert plans.wait_for(t, -1.0) == 0.0
+    assert plans.wait_for(plans.tally([(BUSY, -1)]), None) == 1.0  # no expiry: recheck
+
+
+def test_split_votes_back_off_randomly_and_longer_each_time() -> None:
+    first = [plans.backoff(1, r) for r in (0.0, 0.5, 0.999)]
+    assert first[0] < first[1] < first[2]  # two contenders draw different delays
+    assert first[0] == pytest.approx(plans.BACKOFF_BASE / 2)
+    assert plans.backoff(3, 0.5) == pytest.approx(4 * plans.BACKOFF_BASE)
+    assert plans.backoff(50, 0.999) < 1.5 * plans.BACKOFF_MAX
+
+
+def test_renewals_and_releases_decided_by_quorum() -> None:
+    ok, gone, late = (OK, 0), (NOT_OWNED, 0), (NOT_OWNED, 1)
+    assert plans.renewed(plans.tally([ok, ok, ok, gone, DOWN]), 5) == (OK, 0)
+    assert plans.renewed(plans.tally([ok, ok, gone, gone, gone]), 5) == (NOT_OWNED, 0)
+    assert plans.renewed(plans.tally([ok, late, gone, late, DOWN]), 5) == (NOT_OWNED, 1)
+    assert plans.renewed(plans.tally([ok, ok, gone, DOWN, DOWN]), 5) is None  # retry
+    assert plans.extended_until(plans.tally([ok, ok, ok]), 3, "o", 1, 2.0, 10.0) == (
+        10.0 + validity(2.0)
+    )
+    with pytest.raises(NotOwnedError, match="expired"):
+        plans.extended_until(plans.tally([ok, gone, gone]), 3, "o", 1, 2.0, 10.0)
+    with pytest.raises(NoQuorumError):
+        plans.extended_until(plans.tally([ok, DOWN, DOWN]), 3, "o", 1, 2.0, 10.0)
+    # a release pipeline's reply counts by its first item (the release)
+    assert plans.released_ok(plans.tally([[ok, ok], [ok, ok], [gone, ok]]), 3) is True
+    assert plans.released_ok(plans.tally([[ok, ok], [gone, ok], [gone, ok]]), 3) is False
+    assert plans.released_ok(plans.tally([[ok, ok], DOWN, DOWN]), 3) is None
+
+
+def test_script_calls_use_the_lock_keys_and_the_quorum_queue() -> None:
+    step = plans.attempt(KEYS, "o:t", 2000, "w|1000|o:t")
+    assert step.script is LOCK_ACQUIRE
+    assert step.keys == (KEYS.lock, KEYS.fence, "tenure:{orders}:quorum", KEYS.delay)
+    assert step.args[:4] == ("o:t", "o:t|", 2000, "w|1000|o:t")
+    assert plans.member("w", 2000, "o:t") == "w|1000|o:t"
+    release = plans.release(KEYS, "o:t", "op1")
+    assert isinstance(release, Pipeline)
+    first, wake = release.steps
+    assert isinstance(first, Eval) and first.script is LOCK_RELEASE
+    assert first.keys[1] == KEYS.waiters and first.args[0] == "o:t" and first.args[-1] == "op1"
+    assert isinstance(wake, Eval) and wake.script is REDLOCK_WAKE
+    assert wake.keys == ("tenure:{orders}:quorum",) and wake.args == (KEYS.wake_prefix,)
+    renew = plans.renewal(KEYS, "o:t", 3.0, 3.0)
+    assert renew.script is LOCK_EXTEND and renew.args[1] == 3000
+    assert plans.leave(KEYS, "w|1000|o:t") == Command(
+        ("ZREM", "tenure:{orders}:quorum", "w|1000|o:t")
+    )
