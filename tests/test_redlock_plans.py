@@ -105,10 +105,14 @@ def test_script_calls_use_the_lock_keys_and_the_quorum_queue() -> None:
     assert plans.member("w", 2000, "o:t") == "w|1000|o:t"
     release = plans.release(KEYS, "o:t", "op1")
     assert isinstance(release, Pipeline)
-    first, wake = release.steps
+    first, count = release.steps
     assert isinstance(first, Eval) and first.script is LOCK_RELEASE
     assert first.keys[1] == KEYS.waiters and first.args[0] == "o:t" and first.args[-1] == "op1"
-    assert isinstance(wake, Eval) and wake.script is REDLOCK_WAKE
+    assert count == Command(("ZCARD", "tenure:{orders}:quorum"))
+    # the wake goes only to the masters whose queue is not empty, after the release round
+    assert plans.queued_on([[(OK, 0), 0], [(OK, 0), 3], DOWN, [(NOT_OWNED, 0), 1]]) == [1, 3]
+    wake = plans.wake(KEYS)
+    assert wake.script is REDLOCK_WAKE
     assert wake.keys == ("tenure:{orders}:quorum",) and wake.args == (KEYS.wake_prefix,)
     renew = plans.renewal(KEYS, "o:t", 3.0, 3.0)
     assert renew.script is LOCK_EXTEND and renew.args[1] == 3000

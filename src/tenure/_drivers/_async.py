@@ -158,13 +158,23 @@ class _Library:
     pubsub: Callable[..., _HubPubSub]
     #: what ``EVALSHA`` raises for a script the server does not have
     no_script: type[Exception]
+    #: what reading an error reply raises
+    response_error: type[Exception]
+    #: the arguments of its pool's ``get_connection`` (valkey-py needs a command name)
+    checkout: tuple[str, ...]
 
 
 class _RedisHubPubSub(_Reconnects, redis.asyncio.client.PubSub):
     """redis-py's PubSub, telling its hub when the connection is made again."""
 
 
-_REDIS = _Library(redis.asyncio.Redis, _RedisHubPubSub, redis.exceptions.NoScriptError)
+_REDIS = _Library(
+    redis.asyncio.Redis,
+    _RedisHubPubSub,
+    redis.exceptions.NoScriptError,
+    redis.exceptions.ResponseError,
+    (),
+)
 
 
 @cache
@@ -178,7 +188,13 @@ def _library_named(name: _clients.Library) -> _Library:
     class _ValkeyHubPubSub(_Reconnects, valkey.asyncio.client.PubSub):
         """valkey-py's PubSub, telling its hub when the connection is made again."""
 
-    return _Library(valkey.asyncio.Valkey, _ValkeyHubPubSub, valkey.exceptions.NoScriptError)
+    return _Library(
+        valkey.asyncio.Valkey,
+        _ValkeyHubPubSub,
+        valkey.exceptions.NoScriptError,
+        valkey.exceptions.ResponseError,
+        ("EVALSHA",),
+    )
 
 
 @cache
@@ -668,24 +684,203 @@ def unwatch_with(owner: object, watch: Watch) -> None:
 
 
 async def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> list[Any]:
-    """Drive every plan on its client at the same time (one task each), each for
-    at most ``timeout`` seconds; return, in order, each plan's result or the
-    exception it raised (``TimeoutError`` when it ran out of time: its call was
-    cancelled). A slow or paused server delays none of the others, and the
-    whole call returns within ``timeout`` (and a scheduling delay).
+    """Drive every plan on its client at the same time, each for at most
+    ``timeout`` seconds; return, in order, each plan's result or the exception
+    it raised (``TimeoutError`` when it ran out of time). A slow or paused
+    server delays none of the others, and the whole call returns within
+    ``timeout`` (and a scheduling delay).
+
+    The plans may only yield :class:`Eval`, :class:`Command` and
+    :class:`Pipeline` steps. Once every client was used (its server probed),
+    each round of steps is written to every server first and the replies read
+    after, in this task. A client not yet used, or whose server failed to
+    answer (until it answers again), runs its plan in a task of its own
+    instead, cancelled when the time is up.
 
     Raises:
         asyncio.CancelledError: the caller was cancelled (every job is).
     """
+    todo = list(jobs)
+    deadline = time.monotonic() + timeout
+    results: list[Any] = [_NOT_DONE] * len(todo)
+    alone: dict[int, asyncio.Task[Any]] = {}
+    for i, (client, plan) in enumerate(todo):
+        if client in _suspects or _state(client).server is None:
+            alone[i] = asyncio.ensure_future(_run_trusted(client, plan, timeout))
+    try:
+        await _scatter(todo, deadline, results, alone)
+        if alone:
+            await asyncio.wait(alone.values(), timeout=max(0.0, deadline - time.monotonic()))
+    finally:
+        for task in alone.values():
+            task.cancel()
+    for i, task in alone.items():
+        if task.done() and not task.cancelled():
+            error = task.exception()
+            results[i] = error if error is not None else task.result()
+    for i, result in enumerate(results):
+        if result is _NOT_DONE:
+            if i not in alone:
+                todo[i][1].close()
+            results[i] = TimeoutError("no reply in time")
+    return results
 
-    async def one(client: Client, plan: Plan[Any]) -> Any:
+
+_NOT_DONE = object()
+
+#: The clients whose server failed to answer :func:`run_each` in time (or at
+#: all), until a call in a task of its own gets an answer again.
+_suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
+
+
+async def _run_trusted(client: Client, plan: Plan[T], timeout: float) -> T:
+    """:func:`run` within ``timeout``; an answer (even an error reply) clears
+    the client's suspicion."""
+    try:
+        async with asyncio.timeout(timeout):
+            result = await run(client, plan)
+    except (redis.exceptions.ConnectionError, TimeoutError):
+        raise
+    except Exception:
+        _suspects.pop(client, None)
+        raise
+    _suspects.pop(client, None)
+    return result
+
+
+class _Fallback(Exception):
+    """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
+
+
+async def _scatter(
+    jobs: list[tuple[Client, Plan[Any]]],
+    deadline: float,
+    results: list[Any],
+    skip: dict[int, Any],
+) -> None:
+    """:func:`run_each`'s quick path for the jobs not in ``skip``: each round's
+    steps written to every server, then the replies read, until every plan is
+    done or ``deadline``; results into ``results``."""
+    steps: dict[int, Any] = {}
+
+    def advance(i: int, reply: Any, error: BaseException | None) -> None:
+        plan = jobs[i][1]
         try:
-            async with asyncio.timeout(timeout):
-                return await run(client, plan)
+            steps[i] = plan.send(reply) if error is None else plan.throw(error)
+        except StopIteration as stop:
+            results[i] = stop.value
+            steps.pop(i, None)
         except Exception as exc:
-            return exc
+            results[i] = exc
+            steps.pop(i, None)
 
-    return list(await asyncio.gather(*(one(client, plan) for client, plan in jobs)))
+    for i in range(len(jobs)):
+        if i not in skip:
+            advance(i, None, None)
+    while steps:
+        sent: list[tuple[int, Any, Any]] = []
+        try:
+            for i, step in list(steps.items()):
+                client = jobs[i][0]
+                pool = client.connection_pool
+                conn = None
+                try:
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        checkout = _library(type(client)).checkout
+                        conn = await pool.get_connection(*checkout)  # type: ignore[no-untyped-call]
+                        await conn.send_packed_command(conn.pack_commands(_commands(step)))
+                except Exception as exc:
+                    if conn is not None:
+                        await conn.disconnect()
+                        await pool.release(conn)
+                    _suspects[client] = None
+                    advance(i, None, exc)
+                    continue
+                sent.append((i, conn, step))
+            while sent:
+                i, conn, step = sent[0]
+                client = jobs[i][0]
+                library = _library(type(client))
+                try:
+                    raws = await _read_replies(conn, len(_commands(step)), deadline, library)
+                except Exception as exc:
+                    sent.pop(0)
+                    await conn.disconnect()
+                    await client.connection_pool.release(conn)
+                    _suspects[client] = None
+                    advance(i, None, exc)
+                    continue
+                sent.pop(0)
+                await client.connection_pool.release(conn)
+                try:
+                    reply = _replies(step, raws)
+                except _Fallback:
+                    try:  # NOSCRIPT, or an error reply: the ordinary path says it right
+                        reply = await _perform(client, step, [])
+                    except Exception as exc:
+                        advance(i, None, exc)
+                        continue
+                except Exception as exc:
+                    advance(i, None, exc)
+                    continue
+                advance(i, reply, None)
+        except BaseException:
+            for i, conn, _ in sent:  # cut off: their replies would be read by the next user
+                with contextlib.suppress(Exception):
+                    await conn.disconnect()
+                with contextlib.suppress(Exception):
+                    await jobs[i][0].connection_pool.release(conn)
+            raise
+
+
+def _commands(step: Any) -> list[tuple[Any, ...]]:
+    if isinstance(step, Eval):
+        return [("EVALSHA", *_clients.evalsha_args(step))]
+    if isinstance(step, Command):
+        return [step.args]
+    if isinstance(step, Pipeline):
+        return [c for part in step.steps for c in _commands(part)]
+    raise TypeError(f"run_each can't send {step!r}")
+
+
+async def _read_replies(conn: Any, count: int, deadline: float, library: _Library) -> list[Any]:
+    """``count`` replies from ``conn``, an error reply in place of its reply.
+
+    Raises:
+        TimeoutError: they did not all come before ``deadline``.
+    """
+    raws: list[Any] = []
+    # past the deadline: only replies already here (a zero wait still reads them)
+    async with asyncio.timeout(max(0.001, deadline - time.monotonic())):
+        for _ in range(count):
+            try:
+                raws.append(await conn.read_response())
+            except library.response_error as exc:
+                raws.append(exc)
+    return raws
+
+
+def _replies(step: Any, raws: list[Any]) -> Any:
+    """The reply of ``step`` from its raw replies (as :func:`_perform` gives it).
+
+    Raises:
+        _Fallback: a raw reply is an error (NOSCRIPT, NOPERM, ...).
+    """
+    if any(isinstance(raw, Exception) for raw in raws):
+        raise _Fallback
+    if isinstance(step, Eval):
+        return parse_reply(step.script, raws[0])
+    if isinstance(step, Command):
+        return raws[0]
+    replies: list[Any] = []
+    for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval):
+            try:
+                raw = parse_reply(part.script, raw)
+            except Exception as exc:
+                raw = exc
+        replies.append(raw)
+    return replies
 
 
 async def listen_each(

@@ -462,6 +462,8 @@ class _State:
     hub: _Hub
     watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
+    #: each thread's own connection for run_each (``conn``)
+    scatter: threading.local = field(default_factory=threading.local)
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -821,31 +823,24 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
         sent: list[tuple[int, Any, Any]] = []
         for i, step in list(steps.items()):
             client = jobs[i][0]
-            pool = client.connection_pool
-            conn = None
+            conn = _own_connection(client)
             try:
-                conn = pool.get_connection()
                 conn.send_packed_command(conn.pack_commands(_commands(step)))
             except Exception as exc:
-                if conn is not None:
-                    conn.disconnect()
-                    pool.release(conn)
+                conn.disconnect()
                 _suspects[client] = None
                 advance(i, None, exc)
                 continue
             sent.append((i, conn, step))
         for i, conn, step in sent:
             client = jobs[i][0]
-            pool = client.connection_pool
             try:
                 raws = _read_replies(conn, len(_commands(step)), deadline, _library(type(client)))
             except Exception as exc:
                 conn.disconnect()
-                pool.release(conn)
                 _suspects[client] = None
                 advance(i, None, exc)
                 continue
-            pool.release(conn)
             try:
                 reply = _replies(step, raws)
             except _Fallback:
@@ -869,6 +864,17 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 jobs[i][1].close()
             results[i] = TimeoutError("no reply in time")
     return results
+
+
+def _own_connection(client: Client) -> Any:
+    """The calling thread's own connection to ``client``'s server for
+    :func:`_scatter` (made on the client's pool settings, outside the pool: no
+    checkout per round); it connects again after a failure."""
+    local = _state(client).scatter
+    conn = getattr(local, "conn", None)
+    if conn is None:
+        conn = local.conn = client.connection_pool.make_connection()
+    return conn
 
 
 #: The clients whose server failed to answer :func:`_scatter` in time (or at

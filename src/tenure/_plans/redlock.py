@@ -20,21 +20,28 @@ found the lock busy listens on a wake channel of its own on every master
 (``<prefix>{name}:wake:<w>``) and queues itself on each master in a sorted set
 of its own kind, ``<prefix>{name}:quorum`` (the same ``lock_acquire.lua``
 queues it there: the script is given that key as its queue). No Lock release
-ever hands the lock to a member of that set. A Redlock release sends, with
-each master's release and in the same round trip, ``redlock_wake.lua``, which
-publishes "recheck 0" to the first live member of that master's queue only
-(dropping members nobody hears). So a release wakes at most N waiters (the
-heads of the N queues; usually one and the same waiter, as every waiter queues
-on every master at about the same time), whatever the number of waiters, and
-each woken waiter makes one attempt on every master: O(N²) commands per
-hand-off at worst, none of them per waiter. A waiter also tries again when the
+ever hands the lock to a member of that set. A Redlock release first releases
+on every master (with, in the same round trip, the length of each master's
+queue); once every master answered (or timed out), it sends
+``redlock_wake.lua`` to the masters with waiters, which publishes "recheck 0"
+to the first live member of that master's queue only (dropping members nobody
+hears). Waking only after the whole release round means the woken waiter finds
+every master free, not a master that has not seen the release yet (which
+would make it a split vote, below). So a release wakes at most N waiters (the
+heads of the N queues; usually one and the same waiter, as every waiter
+queues on every master at about the same time), whatever the number of
+waiters, and each woken waiter makes one attempt on every master: a hand-off
+costs 2 commands per master for the release, 1 for the wake and N per woken
+waiter at worst, none of them per waiter. A waiter also tries again when the
 earliest lease it was told of runs out (:func:`wait_for`), in case a wake was
 lost or a holder died. A waiter leaves every queue when it stops waiting.
 
 Livelock: two waiters that each got a minority (a split vote) release what
-they got and back off for a random delay (:func:`backoff`), ignoring wakes
-meanwhile (their own releases send them), and the delay grows with each split
-in a row; the first to come back finds the masters free and takes a quorum.
+they got, without waking anyone, and back off for a random delay
+(:func:`backoff`), ignoring wakes meanwhile; the delay grows with each split in
+a row. The first to come back finds the masters free and takes a quorum; the
+others find it held and wait for its release's wake. A waiter that gives up
+(timeout, error) wakes the heads when it releases what it got.
 """
 
 from __future__ import annotations
@@ -117,8 +124,8 @@ def attempt(keys: LockKeys, token: str, ttl_ms: int, queue_as: str) -> Eval:
 def release(keys: LockKeys, token: str, op: str) -> Pipeline:
     """One master's release, one round trip: the token-checked
     ``lock_release.lua`` (its reply ``(OK, _)`` or ``(NOT_OWNED, 0)``; ``op``
-    makes a retry of the same call succeed), then ``redlock_wake.lua``, which
-    wakes the first live waiter of that master's queue."""
+    makes a retry of the same call succeed), then the length of that master's
+    queue (``ZCARD``): where it is not 0, :func:`wake` is sent next."""
     return Pipeline(
         (
             Eval(
@@ -126,9 +133,23 @@ def release(keys: LockKeys, token: str, op: str) -> Pipeline:
                 (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
                 (token, keys.wake_prefix, FENCE_KEEP_MS, "", 0, op),
             ),
-            Eval(REDLOCK_WAKE, (quorum_key(keys),), (keys.wake_prefix,)),
+            Command(("ZCARD", quorum_key(keys))),
         )
     )
+
+
+def queued_on(replies: Sequence[Any]) -> list[int]:
+    """The masters (indexes) whose :func:`release` reply says waiters are queued."""
+    return [
+        i
+        for i, reply in enumerate(replies)
+        if isinstance(reply, list) and len(reply) == 2 and isinstance(reply[1], int) and reply[1]
+    ]
+
+
+def wake(keys: LockKeys) -> Eval:
+    """Wake the first live waiter of one master's queue (``redlock_wake.lua``)."""
+    return Eval(REDLOCK_WAKE, (quorum_key(keys),), (keys.wake_prefix,))
 
 
 def renewal(keys: LockKeys, token: str, seconds: float, ttl: float) -> Eval:

@@ -315,14 +315,20 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
                         others = [i for i in range(n) if i not in t.ok]
                         await self._send_on(others, [plans.leave(keys, queued)] * len(others))
                     return Grant(token, plans.fence(t), ttl, sent_at + validity(ttl))
-                if t.ok or t.failed:
-                    await self._release_round(token, "", [*t.ok, *t.failed])
+                remaining = None if deadline is None else deadline - time.monotonic()
+                going_on = (
+                    t.error is None
+                    and plans.reachable(t, n)
+                    and blocking
+                    and (remaining is None or remaining > 0)
+                )
+                if t.ok or t.failed:  # a split vote wakes nobody (see the plans)
+                    await self._release_round(token, "", [*t.ok, *t.failed], not going_on)
                 if t.error is not None:
                     raise t.error
                 if not plans.reachable(t, n):
                     raise plans.no_quorum(self.name, "acquire", t, n)
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if not blocking or (remaining is not None and remaining <= 0):
+                if not going_on:
                     return None
                 if plans.split(t):
                     splits += 1
@@ -362,10 +368,18 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         jobs = [(self._clients[i], plans.one(step)) for i, step in zip(masters, steps, strict=True)]
         return await _driver.run_each(jobs, self._timeout)
 
-    async def _release_round(self, token: str, op: str, masters: Sequence[int]) -> plans.Tally:
-        """Release ``token`` on ``masters`` at once, waking each one's first waiter."""
+    async def _release_round(
+        self, token: str, op: str, masters: Sequence[int], wake: bool = True
+    ) -> plans.Tally:
+        """Release ``token`` on ``masters`` at once; then, if ``wake``, wake the
+        first waiter of each master that has waiters (see :mod:`tenure._plans.redlock`)."""
         step = plans.release(self._keys, token, op)
-        return await self._round_on(masters, [step] * len(masters))
+        replies = await self._send_on(masters, [step] * len(masters))
+        queued = [masters[k] for k in plans.queued_on(replies)]
+        if wake and queued:
+            with contextlib.suppress(Exception):
+                await self._send_on(queued, [plans.wake(self._keys)] * len(queued))
+        return plans.tally(replies)
 
     async def _renew_all(self, leases: list[Any]) -> list[tuple[Status, Any] | None]:
         """The watchdog's renewal of ``leases``: one pipeline per master, all

@@ -1,0 +1,218 @@
+"""Benchmark tenure's Redlock over five masters against tenure's Lock on one
+master and against the Python Redlock peers (pottery, redlock-py, aioredlock).
+
+Everything runs in one run against five server processes started here
+(``tenure._server.ServerProcess``, the embedded Valkey unless ``--server``):
+each implementation does uncontended ``acquire(); release()`` cycles on a name
+of its own, and the acquire call alone is timed. Every lock is warmed up first
+(connections, server probes, scripts). The cycles are taken in slices of
+``--slice`` cycles per implementation in turn, the order rotating each slice,
+so that every implementation sees the same mix of the machine's fast and slow
+moments. Reported: acquire p50 and p90, cycle (acquire + release) p50, and the
+ratio of each acquire p50 to tenure ``Lock``'s (sync) or ``AsyncLock``'s
+(asyncio) acquire p50 on one master in the same run.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_redlock.py
+    .venv/bin/python benchmarks/bench_redlock.py --cycles 3000 --markdown out.md
+    .venv/bin/python benchmarks/bench_redlock.py --server /usr/bin/redis-server
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+import redis.asyncio
+
+import tenure
+from tenure._server import ServerProcess
+
+#: Lease length of every lock, seconds: far longer than any hold.
+TTL = 10.0
+MASTERS = 5
+
+
+@dataclass
+class Series:
+    """The timings of one implementation, seconds."""
+
+    name: str
+    kind: str  # "sync" or "asyncio"
+    acquire: list[float] = field(default_factory=list)
+    cycle: list[float] = field(default_factory=list)
+
+
+SyncCycle = Callable[[], tuple[float, float]]
+AsyncCycle = Callable[[], Awaitable[tuple[float, float]]]
+
+
+def _sync_cycle(acquire: Callable[[], Any], release: Callable[[Any], Any]) -> SyncCycle:
+    def cycle() -> tuple[float, float]:
+        start = time.perf_counter()
+        held = acquire()
+        got = time.perf_counter()
+        assert held
+        release(held)
+        return got - start, time.perf_counter() - start
+
+    return cycle
+
+
+def _async_cycle(
+    acquire: Callable[[], Awaitable[Any]], release: Callable[[Any], Awaitable[Any]]
+) -> AsyncCycle:
+    async def cycle() -> tuple[float, float]:
+        start = time.perf_counter()
+        held = await acquire()
+        got = time.perf_counter()
+        assert held
+        await release(held)
+        return got - start, time.perf_counter() - start
+
+    return cycle
+
+
+def sync_locks(servers: Sequence[ServerProcess]) -> dict[str, SyncCycle]:
+    """Every synchronous implementation's cycle, by name (peers that fail to
+    import are left out, with a note)."""
+    clients = [redis.Redis.from_url(s.url) for s in servers]
+    out: dict[str, SyncCycle] = {}
+    lock = tenure.Lock(clients[0], "bench-lock", ttl=TTL)
+    out["tenure Lock (1 master)"] = _sync_cycle(lock.acquire, lambda lease: lease.release())
+    red = tenure.Redlock(clients, "bench-redlock", ttl=TTL)
+    out["tenure Redlock (5 masters)"] = _sync_cycle(red.acquire, lambda lease: lease.release())
+    try:
+        import pottery
+
+        plock = pottery.Redlock(key="bench-pottery", masters=set(clients), auto_release_time=TTL)
+        out["pottery Redlock (5 masters)"] = _sync_cycle(plock.acquire, lambda _: plock.release())
+    except ImportError as exc:
+        print(f"pottery left out: {exc}")
+    try:
+        import redlock
+
+        dlm = redlock.Redlock([{"host": "127.0.0.1", "port": s.port, "db": 0} for s in servers])
+        out["redlock-py (5 masters)"] = _sync_cycle(
+            lambda: dlm.lock("bench-redlock-py", int(TTL * 1000)), dlm.unlock
+        )
+    except ImportError as exc:
+        print(f"redlock-py left out: {exc}")
+    return out
+
+
+def async_locks(servers: Sequence[ServerProcess]) -> tuple[dict[str, AsyncCycle], list[Any]]:
+    """Every asyncio implementation's cycle, by name, and what to close after."""
+    clients = [redis.asyncio.Redis.from_url(s.url) for s in servers]
+    out: dict[str, AsyncCycle] = {}
+    lock = tenure.AsyncLock(clients[0], "bench-alock", ttl=TTL)
+    out["tenure AsyncLock (1 master)"] = _async_cycle(lock.acquire, lambda lease: lease.release())
+    red = tenure.AsyncRedlock(clients, "bench-aredlock", ttl=TTL)
+    out["tenure AsyncRedlock (5 masters)"] = _async_cycle(
+        red.acquire, lambda lease: lease.release()
+    )
+    closers: list[Any] = [*clients]
+    try:
+        import aioredlock
+
+        manager = aioredlock.Aioredlock([{"host": "127.0.0.1", "port": s.port} for s in servers])
+        out["aioredlock (5 masters)"] = _async_cycle(
+            lambda: manager.lock("bench-aioredlock", lock_timeout=TTL), manager.unlock
+        )
+        closers.append(manager)
+    except ImportError as exc:
+        print(f"aioredlock left out: {exc}")
+    return out, closers
+
+
+def measure_sync(locks: dict[str, SyncCycle], cycles: int, slice_: int) -> list[Series]:
+    series = {name: Series(name, "sync") for name in locks}
+    for cycle in locks.values():
+        for _ in range(50):
+            cycle()
+    names = list(locks)
+    for n in range(cycles // slice_):
+        for name in names[n % len(names) :] + names[: n % len(names)]:
+            s = series[name]
+            for _ in range(slice_):
+                acquire, whole = locks[name]()
+                s.acquire.append(acquire)
+                s.cycle.append(whole)
+    return list(series.values())
+
+
+async def measure_async(servers: Sequence[ServerProcess], cycles: int, slice_: int) -> list[Series]:
+    locks, closers = async_locks(servers)
+    series = {name: Series(name, "asyncio") for name in locks}
+    for cycle in locks.values():
+        for _ in range(50):
+            await cycle()
+    names = list(locks)
+    for n in range(cycles // slice_):
+        for name in names[n % len(names) :] + names[: n % len(names)]:
+            s = series[name]
+            for _ in range(slice_):
+                acquire, whole = await locks[name]()
+                s.acquire.append(acquire)
+                s.cycle.append(whole)
+    for closer in closers:
+        close = getattr(closer, "destroy", None) or closer.aclose
+        await close()
+    return list(series.values())
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def table(results: list[Series]) -> str:
+    """The Markdown table: per implementation, acquire p50/p90, cycle p50 (µs)
+    and the acquire p50 ratio to tenure's one-master lock of the same API."""
+    lines = [
+        "| implementation | API | acquire p50 (µs) | acquire p90 (µs) | cycle p50 (µs)"
+        " | acquire p50 / tenure Lock's |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    base = {s.kind: statistics.median(s.acquire) for s in results if "1 master" in s.name}
+    for s in results:
+        p50 = statistics.median(s.acquire)
+        lines.append(
+            f"| {s.name} | {s.kind} | {p50 * 1e6:.0f} | {_p(s.acquire, 0.9) * 1e6:.0f}"
+            f" | {statistics.median(s.cycle) * 1e6:.0f} | {p50 / base[s.kind]:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cycles", type=int, default=2000, help="timed cycles per lock")
+    parser.add_argument("--slice", type=int, default=50, help="cycles per lock in a row")
+    parser.add_argument("--server", default=None, help="redis-server/valkey-server binary")
+    parser.add_argument("--markdown", default=None, help="also write the table here")
+    args = parser.parse_args(argv)
+    servers = [ServerProcess(args.server).start() for _ in range(MASTERS)]
+    try:
+        results = measure_sync(sync_locks(servers), args.cycles, args.slice)
+        results += asyncio.run(measure_async(servers, args.cycles, args.slice))
+    finally:
+        for s in servers:
+            s.close()
+    out = table(results)
+    print(f"{platform.python_version()} on {platform.machine()}, {args.cycles} cycles each")
+    print(out)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(out + "\n")
+
+
+if __name__ == "__main__":
+    main()
