@@ -779,6 +779,7 @@ async def _scatter(
             advance(i, None, None)
     while steps:
         sent: list[tuple[int, Any, Any]] = []
+        packed: dict[tuple[int, str], Any] = {}  # the same step to every server: packed once
         try:
             for i, step in list(steps.items()):
                 client = jobs[i][0]
@@ -788,7 +789,11 @@ async def _scatter(
                     async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                         checkout = _library(type(client)).checkout
                         conn = await pool.get_connection(*checkout)  # type: ignore[no-untyped-call]
-                        await conn.send_packed_command(conn.pack_commands(_commands(step)))
+                        key = _pack_key(conn, step)
+                        data = packed.get(key)
+                        if data is None:
+                            data = packed[key] = conn.pack_commands(_commands(step))
+                        await conn.send_packed_command(data)
                 except Exception as exc:
                     if conn is not None:
                         await conn.disconnect()
@@ -831,6 +836,13 @@ async def _scatter(
                 with contextlib.suppress(Exception):
                     await jobs[i][0].connection_pool.release(conn)
             raise
+
+
+def _pack_key(conn: Any, step: Any) -> tuple[int, str]:
+    """What a packed step may be reused for: the same step, the same encoding."""
+    encoder = getattr(conn, "encoder", None)
+    how = (getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None))
+    return id(step), repr(how)
 
 
 def _commands(step: Any) -> list[tuple[Any, ...]]:

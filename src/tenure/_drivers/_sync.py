@@ -821,11 +821,16 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
             advance(i, None, None)
     while steps:
         sent: list[tuple[int, Any, Any]] = []
+        packed: dict[tuple[int, str], Any] = {}  # the same step to every server: packed once
         for i, step in list(steps.items()):
             client = jobs[i][0]
             conn = _own_connection(client)
             try:
-                conn.send_packed_command(conn.pack_commands(_commands(step)))
+                key = _pack_key(conn, step)
+                data = packed.get(key)
+                if data is None:
+                    data = packed[key] = conn.pack_commands(_commands(step))
+                conn.send_packed_command(data)
             except Exception as exc:
                 conn.disconnect()
                 _suspects[client] = None
@@ -893,6 +898,13 @@ def _run_trusted(client: Client, plan: Plan[T]) -> T:
         raise
     _suspects.pop(client, None)
     return result
+
+
+def _pack_key(conn: Any, step: Any) -> tuple[int, str]:
+    """What a packed step may be reused for: the same step, the same encoding."""
+    encoder = getattr(conn, "encoder", None)
+    how = (getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None))
+    return id(step), repr(how)
 
 
 def _commands(step: Any) -> list[tuple[Any, ...]]:
