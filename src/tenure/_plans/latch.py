@@ -19,9 +19,8 @@ reads the count again (a count lost with the server's data reads as zero, open).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .. import _units
+from .._info import CountDownLatchInfo as CountDownLatchInfo
 from .._keys import LatchKeys
 from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
 from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
@@ -39,23 +38,6 @@ from .waiting import Clock
 #: server's clock once the key is gone, so numbers keep growing unless the
 #: server's clock is stepped back by more than this while the latch is idle.
 OPENED_KEEP_MS = 10 * 60 * 1000
-
-
-@dataclass(frozen=True, slots=True)
-class CountDownLatchInfo:
-    """A snapshot of a count-down latch in Redis (what ``CountDownLatch.info()`` returns).
-
-    Attributes:
-        name: the latch's name.
-        count: the count; 0 when the latch is open (no count set, or counted down).
-        opened: a number that grows each time the count reaches zero (0 when
-            none is known); two snapshots with different numbers saw the latch
-            open in between.
-    """
-
-    name: str
-    count: int
-    opened: int
 
 
 def check_count(value: object) -> int:

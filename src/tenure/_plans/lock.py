@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
+from .._info import LockInfo as LockInfo
 from .._keys import LockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
@@ -119,29 +120,6 @@ class LockState:
 
     holder: str
     pttl_ms: int
-    fence: int
-    waiters: int
-
-
-@dataclass(frozen=True, slots=True)
-class LockInfo:
-    """A snapshot of a lock in Redis (what ``Lock.info()`` and ``RLock.info()`` return).
-
-    Attributes:
-        name: the lock's name (or exact key).
-        holder: the holder's owner token (``Lock``) or owner id (``RLock``);
-            ``None`` when the lock is free.
-        hold_count: the holder's hold count (1 for a ``Lock``; 0 when free).
-        ttl: seconds left of the holder's lease; ``None`` when free or when the
-            holder set no expiry.
-        fence: the last fence minted for the name (0 if none is known).
-        waiters: the number of processes queued for the lock.
-    """
-
-    name: str
-    holder: str | None
-    hold_count: int
-    ttl: float | None
     fence: int
     waiters: int
 

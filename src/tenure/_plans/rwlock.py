@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, ProtocolError
+from .._info import ReadWriteHolder as ReadWriteHolder
+from .._info import ReadWriteInfo as ReadWriteInfo
 from .._keys import RWLockKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
@@ -83,47 +85,6 @@ class RWGrant(Grant):
 
     mode: Mode
     hold: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReadWriteHolder:
-    """One hold of a read-write lock, as :meth:`tenure.ReadWriteLock.info` saw it.
-
-    Attributes:
-        owner: the holding thread's or task's owner id.
-        mode: ``"read"`` or ``"write"`` (a write holder that also reads has two holds).
-        count: the hold count (>= 1).
-        ttl: seconds left of the hold's lease.
-        fence: the hold's fence.
-    """
-
-    owner: str
-    mode: Mode
-    count: int
-    ttl: float
-    fence: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReadWriteInfo:
-    """A snapshot of a read-write lock in Redis (:meth:`tenure.ReadWriteLock.info`).
-
-    Attributes:
-        name: the lock's name.
-        mode: ``"write"`` while a write hold exists, ``"read"`` while only read
-            holds do, ``None`` when the lock is free.
-        holders: the live holds, the latest expiry last.
-        waiters: how many waiters are queued (one per process and name).
-        waiting_writers: how many of them wait for the write lock.
-        fence: the last fence minted for the name (0 if none is known).
-    """
-
-    name: str
-    mode: Mode | None
-    holders: tuple[ReadWriteHolder, ...]
-    waiters: int
-    waiting_writers: int
-    fence: int
 
 
 @dataclass(frozen=True, slots=True)

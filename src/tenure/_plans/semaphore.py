@@ -30,10 +30,11 @@ returned to the caller by an attempt.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Any
 
 from .._errors import InvalidArgument, NotOwnedError, ProtocolError
+from .._info import SemaphoreHolder as SemaphoreHolder
+from .._info import SemaphoreInfo as SemaphoreInfo
 from .._keys import SemaphoreKeys
 from .._protocol import Eval, Plan, Status
 from .._scripts import (
@@ -56,43 +57,6 @@ from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validi
 #: own: the fence key, like every lock's, lives
 #: :data:`~tenure._plans.lock.FENCE_KEEP_MS`.
 PERMITS_KEEP_MS = 7 * 24 * 3600 * 1000
-
-
-@dataclass(frozen=True, slots=True)
-class SemaphoreHolder:
-    """One lease holding permits of a semaphore, as Redis said at the snapshot.
-
-    Attributes:
-        token: the lease's token (``SemaphoreLease.owner``).
-        permits: how many permits it holds.
-        ttl: seconds until its lease ends in Redis, unless extended.
-    """
-
-    token: str
-    permits: int
-    ttl: float
-
-
-@dataclass(frozen=True, slots=True)
-class SemaphoreInfo:
-    """A snapshot of a semaphore in Redis (what ``Semaphore.info()`` returns).
-
-    Attributes:
-        name: the semaphore's name.
-        permits: the permit count stored in Redis, or the asking object's count
-            while none is stored.
-        available: permits free now: ``permits`` less those held (0 while more
-            are held than the count, after it shrank).
-        holders: the leases holding permits, first to expire first.
-        waiters: processes queued for permits (each process queues one waiting
-            thread or task at a time; its others wait behind that one locally).
-    """
-
-    name: str
-    permits: int
-    available: int
-    holders: tuple[SemaphoreHolder, ...]
-    waiters: int
 
 
 def check_permits(value: object) -> int:
