@@ -33,14 +33,27 @@ each other may be served in either order.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import InvalidArgument, NotOwnedError
 from .._info import FairLockInfo, FairWaiter
-from .._keys import FairKeys
+from .._keys import FairKeys, fair_keys
 from .._protocol import Eval, Plan
-from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE
+from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE, LOCK_EXTEND
 from .._units import check_count, check_seconds, lease_ms, to_ms
+from .kind import (
+    ForcedRelease,
+    Hold,
+    Kind,
+    LockView,
+    Waiter,
+    named,
+    one_holder_lines,
+    one_holder_release,
+    pttl_ms,
+    release_each,
+)
 from .lock import FENCE_KEEP_MS, _LockContender, fence_keep_ms, released
 from .waiting import Clock, Grant, wait_turn
 
@@ -193,3 +206,69 @@ def parse_info(name: str, value: Any) -> FairLockInfo:
         int(waiting),
         tuple(queue),
     )
+
+
+# --- the kind, for the operator tools and the hub -------------------------------------------
+
+
+def _read(keys: FairKeys, waiting: int) -> Plan[LockView]:
+    # the queue comes with the inspect: no more round trips
+    info = yield from inspect(keys, max(0, waiting))
+    queue = tuple(Waiter(w.waiter, w.token, w.lease, None, deadline=w.deadline) for w in info.queue)
+    held = info.holder is not None
+    return LockView(
+        "FairLock",
+        keys.name,
+        keys.lock,
+        info.holder or "",
+        info.hold_count,
+        pttl_ms(info.ttl, held),
+        info.fence,
+        info.waiters,
+        queue,
+    )
+
+
+def _describe(view: LockView) -> list[str]:
+    return one_holder_lines(view, view.holder)
+
+
+def _summary(view: LockView) -> str:
+    return view.holder if view.held else "free"
+
+
+def _force_release(
+    keys: FairKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
+) -> Plan[tuple[list[Hold], list[Hold]]]:
+    def end(hold: Hold) -> Plan[bool]:
+        yield from release(keys, hold.holder, hold.fence)
+        return True
+
+    return (yield from release_each(holds, end))
+
+
+def _release_lines(done: ForcedRelease) -> list[str]:
+    return one_holder_release(done, done.before.holder)
+
+
+def _acl_keys(keys: FairKeys) -> tuple[str, ...]:
+    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released, keys.deadlines)
+
+
+#: The ``FairLock`` kind (see :class:`~tenure._plans.kind.Kind`). It extends its
+#: lease as a ``Lock`` does.
+FAIR: Kind[FairKeys] = Kind(
+    name="FairLock",
+    option="fair",
+    build=named("FairLock", fair_keys),
+    main_key=lambda keys: keys.lock,
+    read=_read,
+    describe=_describe,
+    summary=_summary,
+    scripts=(FAIR_ACQUIRE, FAIR_RELEASE, LOCK_EXTEND, FAIR_INSPECT),
+    acl_keys=_acl_keys,
+    force_release=_force_release,
+    release_lines=_release_lines,
+    pass_on=pass_on,
+    release_flag="--fair",
+)

@@ -37,15 +37,26 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
 from .._info import LockInfo as LockInfo
-from .._keys import LockKeys
+from .._keys import LockKeys, lock_keys
 from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
+from .kind import (
+    ForcedRelease,
+    Hold,
+    Kind,
+    LockView,
+    one_holder_lines,
+    one_holder_release,
+    release_each,
+    with_waiting,
+)
 from .waiting import HANDOFF_CLAIM as HANDOFF_CLAIM
 from .waiting import HANDOFF_RESYNC as HANDOFF_RESYNC
 from .waiting import NO_EXPIRY_RECHECK as NO_EXPIRY_RECHECK
@@ -367,3 +378,61 @@ def inspect(keys: LockKeys) -> Plan[LockState]:
         LOCK_INSPECT, (keys.lock, keys.fence, keys.waiters), ()
     )
     return LockState(str(holder), int(pttl), int(fence), int(waiters))
+
+
+# --- the kind, for the operator tools and the hub -------------------------------------------
+
+
+def _build(name: str | None, key: str | None, prefix: str) -> LockKeys:
+    return lock_keys(name, key=key, prefix=prefix)
+
+
+def _read(keys: LockKeys, waiting: int) -> Plan[LockView]:
+    s = yield from inspect(keys)
+    count = 1 if s.holder else 0
+    view = LockView("Lock", keys.name, keys.lock, s.holder, count, s.pttl_ms, s.fence, s.waiters)
+    return (yield from with_waiting(view, keys, waiting))
+
+
+def _describe(view: LockView) -> list[str]:
+    return one_holder_lines(view, view.holder)
+
+
+def _summary(view: LockView) -> str:
+    return view.holder if view.held else "free"
+
+
+def _force_release(
+    keys: LockKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
+) -> Plan[tuple[list[Hold], list[Hold]]]:
+    def end(hold: Hold) -> Plan[bool]:
+        yield from release(keys, hold.holder, hold.fence)
+        return True
+
+    return (yield from release_each(holds, end))
+
+
+def _release_lines(done: ForcedRelease) -> list[str]:
+    return one_holder_release(done, done.before.holder)
+
+
+def _acl_keys(keys: LockKeys) -> tuple[str, ...]:
+    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released)
+
+
+#: The ``Lock`` kind (see :class:`~tenure._plans.kind.Kind`).
+LOCK: Kind[LockKeys] = Kind(
+    name="Lock",
+    option="lock",
+    build=_build,
+    main_key=lambda keys: keys.lock,
+    read=_read,
+    describe=_describe,
+    summary=_summary,
+    scripts=(LOCK_ACQUIRE, LOCK_RELEASE, LOCK_EXTEND, LOCK_INSPECT),
+    acl_keys=_acl_keys,
+    exact_key=True,
+    force_release=_force_release,
+    release_lines=_release_lines,
+    pass_on=pass_on,
+)
