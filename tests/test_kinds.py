@@ -85,7 +85,8 @@ def test_every_kind_reads_its_main_key(kind: Kind[Any]) -> None:
     keys = kind.keys("orders", prefix="tenure:")
     plan = kind.read(keys, 10)
     step = next(plan)
-    touched = step.keys if isinstance(step, Eval) else step.args if isinstance(step, Command) else ()
+    assert isinstance(step, Eval | Command)
+    touched = step.keys if isinstance(step, Eval) else step.args
     assert kind.main_key(keys) in touched
     assert kind.main_key(keys) == key_strings(keys).get("lock", key_strings(keys).get("count"))
     plan.close()
@@ -121,7 +122,7 @@ def _release_flags() -> dict[str, str]:
 def test_the_clis_release_flags_come_from_the_registry() -> None:
     flags = {k.name: k.release_flag for k in KINDS if k.release_flag is not None}
     assert _release_flags() == flags
-    assert _cli.RELEASE_FLAGS == {k: f for k, f in flags.items() if by_name(k).releasable}
+    assert {k: f for k, f in flags.items() if by_name(k).releasable} == _cli.RELEASE_FLAGS
 
 
 def test_the_doctors_kinds_come_from_the_registry() -> None:
