@@ -14,10 +14,15 @@ import pytest
 
 import tenure
 from tenure import _cli, _doctor, _keys
+from tenure._drivers._hubbook import PassOn
+from tenure._errors import WrongTypeError
 from tenure._keys import LatchKeys, LockKeys, parse_key
-from tenure._plans.kind import Kind, LockView
+from tenure._plans.kind import Hold, Kind, LockView
 from tenure._plans.kinds import KINDS, by_name, names, of_keys
-from tenure._protocol import Command, Eval
+from tenure._plans.lock import LOCK
+from tenure._plans.rlock import RLOCK
+from tenure._protocol import Command, Eval, Status
+from tenure._scripts import LOCK_RELEASE
 
 pytestmark = pytest.mark.once
 
@@ -145,3 +150,65 @@ def test_a_snapshot_finds_its_kind() -> None:
     for kind in KINDS:
         view = LockView(kind.name, "n", "k", "", 0, -2, 0, 0)
         assert view.spec is kind
+
+
+def test_a_forced_release_takes_a_hold_gone_meanwhile_as_gone() -> None:
+    """The forced-release plans end each hold with the kind's normal release
+    plan; a NotOwnedError raised inside that sub-plan counts the hold as gone,
+    and the next hold is still released."""
+    keys = LOCK.keys("orders", prefix="tenure:")
+    holds = [Hold("t1", 1, 5.0, 11), Hold("t2", 1, 5.0, 12)]
+    view = LockView("Lock", "orders", keys.lock, "t1", 1, 5000, 12, 0)
+    assert LOCK.force_release is not None
+    plan = LOCK.force_release(keys, view, holds, str)
+    first = next(plan)
+    assert isinstance(first, Eval) and first.args[0] == "t1"
+    second = plan.send((Status.NOT_OWNED, 0))
+    assert isinstance(second, Eval) and second.args[0] == "t2"
+    with pytest.raises(StopIteration) as stop:
+        plan.send((Status.OK, 0))
+    assert stop.value.value == ([holds[1]], [holds[0]])
+
+
+def test_a_forced_release_of_an_rlock_counts_a_level_released_first() -> None:
+    keys = RLOCK.keys("jobs", prefix="tenure:")
+    hold = Hold("own.1", 2, 5.0, 7)
+    view = LockView("RLock", "jobs", keys.lock, "own.1", 2, 5000, 7, 0)
+    assert RLOCK.force_release is not None
+    plan = RLOCK.force_release(keys, view, [hold], str)
+    next(plan)
+    plan.send((Status.OK, 1))  # one level left
+    with pytest.raises(StopIteration) as stop:
+        plan.send((Status.NOT_OWNED, 0))  # it ended meanwhile
+    assert stop.value.value == ([hold], [])
+
+
+def test_a_forced_release_lets_other_errors_through() -> None:
+    keys = LOCK.keys("orders", prefix="tenure:")
+    assert LOCK.force_release is not None
+    view = LockView("Lock", "orders", keys.lock, "t1", 1, 5000, 12, 0)
+    plan = LOCK.force_release(keys, view, [Hold("t1", 1, 5.0, 12)], str)
+    next(plan)
+    with pytest.raises(WrongTypeError):
+        plan.throw(WrongTypeError(keys.lock))  # as the driver throws a step's error in
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.queued], ids=lambda k: k.name)
+def test_the_hub_passes_a_hand_off_on_with_its_kinds_plan(kind: Kind[Any]) -> None:
+    keys = kind.keys("orders", prefix="tenure:")
+    plan = PassOn(keys, "own.1:tok").plan()
+    if kind.pass_on is None:  # its waiters give such a hand-off back themselves
+        with pytest.raises(StopIteration):
+            next(plan)
+        return
+    step = next(plan)
+    want = next(kind.pass_on(keys, "own.1:tok"))
+    assert isinstance(step, Eval) and isinstance(want, Eval)
+    assert (step.script, step.keys, step.args) == (want.script, want.keys, want.args)
+    assert "own.1:tok" in step.args
+
+
+def test_the_hub_passes_an_exact_key_locks_hand_off_on_as_a_lock() -> None:
+    keys = LOCK.keys(None, key="app:{user:1}:lock", prefix="tenure:")
+    step = next(PassOn(keys, "own.1:tok").plan())
+    assert isinstance(step, Eval) and step.script is LOCK_RELEASE and step.keys[0] == keys.lock
