@@ -16,7 +16,9 @@ needs another server than a private embedded one sets ``embedded`` (see
 
 The operator commands (``inspect``, ``ls``, ``release``, ``doctor``) keep their
 logic in :mod:`tenure._ops` and :mod:`tenure._doctor`; their handlers here only
-read arguments, print and choose the exit status.
+read arguments, print and choose the exit status. The kinds they take (the
+``release`` flags, ``doctor --kind``) come from the registry of kinds,
+:mod:`tenure._plans.kinds`.
 """
 
 from __future__ import annotations
