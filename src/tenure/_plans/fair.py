@@ -33,7 +33,6 @@ each other may be served in either order.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import InvalidArgument, NotOwnedError
@@ -43,16 +42,15 @@ from .._protocol import Eval, Plan
 from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE, LOCK_EXTEND
 from .._units import check_count, check_seconds, lease_ms, to_ms
 from .kind import (
-    ForcedRelease,
-    Hold,
     Kind,
     LockView,
     Waiter,
+    holder_lines,
+    holder_or_free,
     named,
-    one_holder_lines,
-    one_holder_release,
     pttl_ms,
-    release_each,
+    token_release,
+    token_release_lines,
 )
 from .lock import FENCE_KEEP_MS, _LockContender, fence_keep_ms, released
 from .waiting import Clock, Grant, wait_turn
@@ -229,28 +227,6 @@ def _read(keys: FairKeys, waiting: int) -> Plan[LockView]:
     )
 
 
-def _describe(view: LockView) -> list[str]:
-    return one_holder_lines(view, view.holder)
-
-
-def _summary(view: LockView) -> str:
-    return view.holder if view.held else "free"
-
-
-def _force_release(
-    keys: FairKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
-) -> Plan[tuple[list[Hold], list[Hold]]]:
-    def end(hold: Hold) -> Plan[bool]:
-        yield from release(keys, hold.holder, hold.fence)
-        return True
-
-    return (yield from release_each(holds, end))
-
-
-def _release_lines(done: ForcedRelease) -> list[str]:
-    return one_holder_release(done, done.before.holder)
-
-
 def _acl_keys(keys: FairKeys) -> tuple[str, ...]:
     return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released, keys.deadlines)
 
@@ -263,12 +239,12 @@ FAIR: Kind[FairKeys] = Kind(
     build=named("FairLock", fair_keys),
     main_key=lambda keys: keys.lock,
     read=_read,
-    describe=_describe,
-    summary=_summary,
+    describe=holder_lines,
+    summary=holder_or_free,
     scripts=(FAIR_ACQUIRE, FAIR_RELEASE, LOCK_EXTEND, FAIR_INSPECT),
     acl_keys=_acl_keys,
-    force_release=_force_release,
-    release_lines=_release_lines,
+    force_release=token_release(release),
+    release_lines=token_release_lines,
     pass_on=pass_on,
     release_flag="--fair",
 )

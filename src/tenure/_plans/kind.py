@@ -352,6 +352,39 @@ def release_each(
     return removed, gone
 
 
+def holder_lines(view: LockView) -> list[str]:
+    """``inspect``'s lines of a lock held by one lease token (a Lock, a FairLock)."""
+    return one_holder_lines(view, view.holder)
+
+
+def holder_or_free(view: LockView) -> str:
+    """``ls``'s HOLDER column of a lock held by one lease token: it, or ``free``."""
+    return view.holder if view.held else "free"
+
+
+def token_release(
+    release: Callable[[K, str, int], Plan[None]],
+) -> ForceRelease[K]:
+    """The forced release of a kind held by one lease token: its normal
+    ``release(keys, token, fence)`` once per hold."""
+
+    def force(
+        keys: K, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
+    ) -> Plan[tuple[list[Hold], list[Hold]]]:
+        def end(hold: Hold) -> Plan[bool]:
+            yield from release(keys, hold.holder, hold.fence)
+            return True
+
+        return (yield from release_each(holds, end))
+
+    return force
+
+
+def token_release_lines(done: ForcedRelease) -> list[str]:
+    """``release --force``'s lines of a lock held by one lease token."""
+    return one_holder_release(done, done.before.holder)
+
+
 def now_text(view: LockView) -> str:
     """Where a lock with one holder stands after a forced release, in a few words."""
     return f"now held by {view.holder} (fence {view.fence})" if view.held else "now free"

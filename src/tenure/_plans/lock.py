@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,13 +47,12 @@ from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
 from .kind import (
-    ForcedRelease,
-    Hold,
     Kind,
     LockView,
-    one_holder_lines,
-    one_holder_release,
-    release_each,
+    holder_lines,
+    holder_or_free,
+    token_release,
+    token_release_lines,
     with_waiting,
 )
 from .waiting import HANDOFF_CLAIM as HANDOFF_CLAIM
@@ -394,28 +392,6 @@ def _read(keys: LockKeys, waiting: int) -> Plan[LockView]:
     return (yield from with_waiting(view, keys, waiting))
 
 
-def _describe(view: LockView) -> list[str]:
-    return one_holder_lines(view, view.holder)
-
-
-def _summary(view: LockView) -> str:
-    return view.holder if view.held else "free"
-
-
-def _force_release(
-    keys: LockKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
-) -> Plan[tuple[list[Hold], list[Hold]]]:
-    def end(hold: Hold) -> Plan[bool]:
-        yield from release(keys, hold.holder, hold.fence)
-        return True
-
-    return (yield from release_each(holds, end))
-
-
-def _release_lines(done: ForcedRelease) -> list[str]:
-    return one_holder_release(done, done.before.holder)
-
-
 def _acl_keys(keys: LockKeys) -> tuple[str, ...]:
     return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released)
 
@@ -427,12 +403,12 @@ LOCK: Kind[LockKeys] = Kind(
     build=_build,
     main_key=lambda keys: keys.lock,
     read=_read,
-    describe=_describe,
-    summary=_summary,
+    describe=holder_lines,
+    summary=holder_or_free,
     scripts=(LOCK_ACQUIRE, LOCK_RELEASE, LOCK_EXTEND, LOCK_INSPECT),
     acl_keys=_acl_keys,
     exact_key=True,
-    force_release=_force_release,
-    release_lines=_release_lines,
+    force_release=token_release(release),
+    release_lines=token_release_lines,
     pass_on=pass_on,
 )
