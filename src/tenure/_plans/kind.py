@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from .._errors import InvalidArgument, NotOwnedError
@@ -264,18 +264,7 @@ def with_waiting(
     only when someone waits)."""
     if waiting > 0 and view.waiters > 0:
         entries = yield from read_waiters(keys, waiting, refine)
-        return LockView(
-            view.kind,
-            view.name,
-            view.key,
-            view.holder,
-            view.count,
-            view.pttl_ms,
-            view.fence,
-            view.waiters,
-            entries,
-            view.detail,
-        )
+        return replace(view, waiting=entries)
     return view
 
 
