@@ -41,7 +41,6 @@ from tenure._ops import (
     describe_release,
     glob_escape,
     group_keys,
-    hold_values,
     holder_summary,
     holds_of,
     ls_table,
@@ -52,7 +51,7 @@ from tenure._ops import (
     target,
     targets,
 )
-from tenure._plans.rwlock import ReadWriteHolder, ReadWriteInfo
+from tenure._plans.rwlock import ReadWriteHolder, ReadWriteInfo, hold_values
 from tenure._plans.semaphore import SemaphoreHolder, SemaphoreInfo
 from tenure._protocol import Command, Eval, Status
 from tenure._scripts import (

@@ -42,16 +42,9 @@ import redis.exceptions
 
 from . import _scripts as scripts
 from ._errors import InvalidArgument, UnsupportedServer
-from ._keys import (
-    fair_keys,
-    fenced_keys,
-    latch_keys,
-    lock_keys,
-    rlock_keys,
-    rwlock_keys,
-    semaphore_keys,
-)
+from ._keys import FENCED_MARKER, LatchKeys, fenced_keys, lock_keys, rlock_keys
 from ._ops import glob_escape
+from ._plans.kinds import KINDS, by_name
 from ._plans.server import parse_info
 from ._scripts import LOCK_ACQUIRE, ScriptSpec
 
@@ -476,47 +469,17 @@ def _unknown_command(reply: str) -> bool:
 
 # --- the permissions of one primitive ---------------------------------------------------------
 
-#: The scripts each kind runs (a FairLock extends its lease as a Lock does).
+#: The scripts each kind runs: every registered kind's
+#: (:attr:`~tenure._plans.kind.Kind.scripts`), and a ``FencedKey``'s.
 KIND_SCRIPTS: dict[str, tuple[ScriptSpec, ...]] = {
-    "Lock": (scripts.LOCK_ACQUIRE, scripts.LOCK_RELEASE, scripts.LOCK_EXTEND, scripts.LOCK_INSPECT),
-    "RLock": (
-        scripts.RLOCK_ACQUIRE,
-        scripts.RLOCK_RELEASE,
-        scripts.RLOCK_EXTEND,
-        scripts.RLOCK_INSPECT,
-    ),
-    "FairLock": (
-        scripts.FAIR_ACQUIRE,
-        scripts.FAIR_RELEASE,
-        scripts.LOCK_EXTEND,
-        scripts.FAIR_INSPECT,
-    ),
-    "ReadWriteLock": (
-        scripts.RWLOCK_ACQUIRE,
-        scripts.RWLOCK_RELEASE,
-        scripts.RWLOCK_EXTEND,
-        scripts.RWLOCK_INSPECT,
-    ),
-    "Semaphore": (
-        scripts.SEMAPHORE_ACQUIRE,
-        scripts.SEMAPHORE_RELEASE,
-        scripts.SEMAPHORE_EXTEND,
-        scripts.SEMAPHORE_SET_PERMITS,
-        scripts.SEMAPHORE_INSPECT,
-    ),
-    "CountDownLatch": (scripts.LATCH_SET, scripts.LATCH_COUNT_DOWN, scripts.LATCH_INSPECT),
+    **{k.name: k.scripts for k in KINDS},
     "FencedKey": (scripts.FENCED_SET,),
 }
 
 #: ``--kind`` values of ``tenure doctor`` and the kinds they name.
 KIND_NAMES: dict[str, str] = {
-    "lock": "Lock",
-    "rlock": "RLock",
-    "fair": "FairLock",
-    "rwlock": "ReadWriteLock",
-    "semaphore": "Semaphore",
-    "latch": "CountDownLatch",
-    "fenced": "FencedKey",
+    **{k.option: k.name for k in KINDS},
+    FENCED_MARKER: "FencedKey",
 }
 
 #: A waiter id standing for every waiter in the sample wake channel.
@@ -606,7 +569,7 @@ def acl_needs(
         raise InvalidArgument(f"unknown kind {kind!r}; one of {', '.join(KIND_SCRIPTS)}")
     if (name is None) == (key is None):
         raise InvalidArgument("give exactly one of a name or a key")
-    if key is not None and kind not in ("Lock", "FencedKey"):
+    if key is not None and kind != "FencedKey" and not by_name(kind).exact_key:
         raise InvalidArgument(f"a {kind} has no exact-key mode: give its name")
     if kind == "FencedKey" and key is None:
         raise InvalidArgument("a FencedKey is given by its key")
@@ -629,30 +592,14 @@ def acl_needs(
         )
     commands |= {"SUBSCRIBE", "UNSUBSCRIBE"}
     label = f"{kind}(key={key!r})" if key is not None else f"{kind}({name!r}, prefix={prefix!r})"
-    if kind == "CountDownLatch":
-        assert name is not None
-        latch = latch_keys(name, prefix=prefix)
-        base, keys, channels = latch.count, (latch.count, latch.opened), (latch.channel,)
-        channel_patterns = (glob_escape(latch.channel),)
+    spec = by_name(kind)
+    lk = spec.keys(name, key=key, prefix=prefix)
+    keys = spec.acl_keys(lk)
+    if isinstance(lk, LatchKeys):  # one broadcast channel, no wake channels
+        base, channels = lk.count, (lk.channel,)
+        channel_patterns = (glob_escape(lk.channel),)
     else:
-        if kind == "Lock":
-            lk = lock_keys(name, key=key, prefix=prefix)
-        elif kind == "RLock":
-            lk = rlock_keys(str(name), prefix=prefix)
-        elif kind == "FairLock":
-            lk = fair_keys(str(name), prefix=prefix)
-        elif kind == "ReadWriteLock":
-            lk = rwlock_keys(str(name), prefix=prefix)
-        else:
-            lk = semaphore_keys(str(name), prefix=prefix)
         base = lk.wake_prefix[: -len(":wake:")]
-        extra = [
-            getattr(lk, role) for role in ("deadlines", "holds", "permits") if hasattr(lk, role)
-        ]
-        if kind == "ReadWriteLock":
-            keys = (lk.lock, lk.fence, lk.waiters, lk.delay, *extra, lk.released + ":owner")
-        else:
-            keys = (lk.lock, lk.fence, lk.waiters, lk.delay, lk.released, *extra)
         channels = (lk.wake_prefix + SAMPLE_WAITER,)
         channel_patterns = (glob_escape(lk.wake_prefix) + "*",)
     # the main key (an exact key apart from its helpers, or the base) and the helpers
