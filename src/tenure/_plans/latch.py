@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _units
-from .._info import CountDownLatchInfo as CountDownLatchInfo
+from .._info import CountDownLatchInfo
 from .._keys import LatchKeys, latch_keys
 from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
 from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET

@@ -40,18 +40,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
-from .._info import LockInfo as LockInfo
+from .._info import LockInfo
 from .._keys import LockKeys, lock_keys
 from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
-
-# The "X as X" names are re-exported for code that reaches them through this
-# module (the facade's ``lock_plans.X``, ``_models``, tests); they belong to
-# .common and .waiting.
-from .common import FENCE_KEEP_MS as FENCE_KEEP_MS
-from .common import extended, least_left_ms, released
-from .common import fence_keep_ms as fence_keep_ms
+from .common import FENCE_KEEP_MS, extended, fence_keep_ms, least_left_ms, released
 from .kind import (
     Kind,
     LockView,
@@ -61,13 +55,15 @@ from .kind import (
     token_release_lines,
     with_waiting,
 )
-from .waiting import HANDOFF_CLAIM as HANDOFF_CLAIM
-from .waiting import HANDOFF_RESYNC as HANDOFF_RESYNC
-from .waiting import NO_EXPIRY_RECHECK as NO_EXPIRY_RECHECK
-from .waiting import Clock as Clock
-from .waiting import Contender, claim_window, handed_off_until, wait_turn
-from .waiting import Grant as Grant
-from .waiting import validity as validity
+from .waiting import (
+    Clock,
+    Contender,
+    Grant,
+    claim_window,
+    handed_off_until,
+    validity,
+    wait_turn,
+)
 
 #: Exact-key mode: the most hand-offs in a row before a release leaves the key free.
 EXACT_CHAIN = 2

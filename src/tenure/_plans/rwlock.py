@@ -44,8 +44,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, ProtocolError
-from .._info import ReadWriteHolder as ReadWriteHolder
-from .._info import ReadWriteInfo as ReadWriteInfo
+from .._info import ReadWriteHolder, ReadWriteInfo
 from .._keys import RWLockKeys, rwlock_keys
 from .._protocol import Command, Eval, Plan, Status
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE

@@ -36,8 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from .._errors import InvalidArgument, NotOwnedError, ProtocolError
-from .._info import SemaphoreHolder as SemaphoreHolder
-from .._info import SemaphoreInfo as SemaphoreInfo
+from .._info import SemaphoreHolder, SemaphoreInfo
 from .._keys import SemaphoreKeys, semaphore_keys
 from .._protocol import Command, Eval, Plan, Status
 from .._scripts import (
