@@ -36,6 +36,7 @@ import redis.exceptions
 
 from . import __version__, _doctor, _ops, _run
 from ._errors import InvalidArgument, TenureError
+from ._keys import DEFAULT_PREFIX
 from ._plans.kinds import KINDS, by_name
 from ._server import ServerProcess, ServerUnavailable
 from ._shared_server import SharedServer
@@ -190,10 +191,6 @@ def _run_demo(args: argparse.Namespace, server: Server) -> int:
     except _demo.DemoError as exc:
         print(f"tenure demo: {exc}", file=sys.stderr)
         return 1
-
-
-#: The key prefix of named locks unless ``--prefix`` says otherwise (the API's default).
-DEFAULT_PREFIX = "tenure:"
 
 
 def _client(server: Server) -> closing[redis.Redis]:
