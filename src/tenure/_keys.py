@@ -451,6 +451,8 @@ class LockKeys:
     foreign clients may share): the key that counts its hand-offs in a row and
     marks the window in which the key is left to foreign clients, and the key
     that says a foreign holder was seen lately (``lock_release.lua``).
+    ``quorum`` is a ``Lock``'s only (``""`` for the other kinds): the queue of
+    :class:`tenure.Redlock` waiters on one master (see :mod:`tenure._plans.redlock`).
     """
 
     name: str
@@ -462,6 +464,7 @@ class LockKeys:
     released: str
     chain: str = field(default="", kw_only=True)
     foreign: str = field(default="", kw_only=True)
+    quorum: str = field(default="", kw_only=True)
 
 
 def fenced_keys(key: str) -> tuple[str, str]:
@@ -491,12 +494,15 @@ def lock_keys(name: str | None, *, key: str | None, prefix: str) -> LockKeys:
         key = check_name(key, "key")
         info = parse_key(key)
         if info is not None and info.kind == "Lock" and info.role == "lock":
-            return _siblings(key, key, key)  # a named Lock's main key: that lock
+            # a named Lock's main key: that lock
+            return replace(_siblings(key, key, key), quorum=key + ":quorum")
         base = _exact_base(key, EXACT_MARKER)
         keys = _siblings(key, key, base)
-        return replace(keys, chain=base + ":chain", foreign=base + ":foreign")
+        return replace(
+            keys, chain=base + ":chain", foreign=base + ":foreign", quorum=base + ":quorum"
+        )
     name, base = _named_base("Lock", name, prefix)
-    return _siblings(name, base, base)
+    return replace(_siblings(name, base, base), quorum=base + ":quorum")
 
 
 def _siblings(name: str, lock: str, base: str) -> LockKeys:

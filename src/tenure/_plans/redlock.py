@@ -96,7 +96,7 @@ def master_timeout(ttl: float) -> float:
 
 def quorum_key(keys: LockKeys) -> str:
     """The key of a Redlock's waiters on one master: ``<lock key>:quorum``."""
-    return keys.lock + ":quorum"
+    return keys.quorum
 
 
 def member(waiter: str, ttl_ms: int, token: str) -> str:
