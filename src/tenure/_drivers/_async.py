@@ -434,9 +434,14 @@ class _State:
     hub: _Hub
     watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
+    #: idle connections of run_each's quick path (outside the client's pool)
+    spare: list[Any] = field(default_factory=list)
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+
+#: The most idle connections of run_each's quick path kept per client and loop.
+SPARE_CONNECTIONS = 8
 
 
 def _state(client: Client) -> _State:
@@ -783,21 +788,19 @@ async def _scatter(
         try:
             for i, step in list(steps.items()):
                 client = jobs[i][0]
-                pool = client.connection_pool
-                conn = None
+                conn = _take_connection(client)
                 try:
-                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                        checkout = _library(type(client)).checkout
-                        conn = await pool.get_connection(*checkout)  # type: ignore[no-untyped-call]
-                        key = _pack_key(conn, step)
-                        data = packed.get(key)
-                        if data is None:
-                            data = packed[key] = conn.pack_commands(_commands(step))
+                    key = _pack_key(conn, step)
+                    data = packed.get(key)
+                    if data is None:
+                        data = packed[key] = conn.pack_commands(_commands(step))
+                    if getattr(conn, "is_connected", False):
                         await conn.send_packed_command(data)
+                    else:  # connecting (the handshake) may block on a paused server
+                        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                            await conn.send_packed_command(data)
                 except Exception as exc:
-                    if conn is not None:
-                        await conn.disconnect()
-                        await pool.release(conn)
+                    await _give_back(client, conn, broken=True)
                     _suspects[client] = None
                     advance(i, None, exc)
                     continue
@@ -810,13 +813,12 @@ async def _scatter(
                     raws = await _read_replies(conn, len(_commands(step)), deadline, library)
                 except Exception as exc:
                     sent.pop(0)
-                    await conn.disconnect()
-                    await client.connection_pool.release(conn)
+                    await _give_back(client, conn, broken=True)
                     _suspects[client] = None
                     advance(i, None, exc)
                     continue
                 sent.pop(0)
-                await client.connection_pool.release(conn)
+                await _give_back(client, conn, broken=False)
                 try:
                     reply = _replies(step, raws)
                 except _Fallback:
@@ -832,10 +834,26 @@ async def _scatter(
         except BaseException:
             for i, conn, _ in sent:  # cut off: their replies would be read by the next user
                 with contextlib.suppress(Exception):
-                    await conn.disconnect()
-                with contextlib.suppress(Exception):
-                    await jobs[i][0].connection_pool.release(conn)
+                    await _give_back(jobs[i][0], conn, broken=True)
             raise
+
+
+def _take_connection(client: Client) -> Any:
+    """An idle connection of :func:`_scatter` to ``client``'s server (made on the
+    client's pool settings, outside the pool: no checkout per round; it
+    connects when first used)."""
+    spare = _state(client).spare
+    return spare.pop() if spare else client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+
+
+async def _give_back(client: Client, conn: Any, *, broken: bool) -> None:
+    """Keep ``conn`` for the next round (disconnected first if ``broken``: a
+    reply may still be due on it), unless enough are kept."""
+    spare = _state(client).spare
+    if broken or len(spare) >= SPARE_CONNECTIONS:
+        await conn.disconnect()
+    if len(spare) < SPARE_CONNECTIONS:
+        spare.append(conn)
 
 
 def _pack_key(conn: Any, step: Any) -> tuple[int, str]:
