@@ -19,6 +19,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
@@ -525,3 +526,30 @@ def test_shared_server_refuses_a_directory_others_can_use(tmp_path: Path) -> Non
     with pytest.raises(ServerUnavailable, match="too long"):
         SharedServer(deep).ensure_running()
     assert not deep.exists()
+
+
+def test_run_with_several_urls_holds_a_redlock(make_server: Callable[..., Any]) -> None:
+    masters = [make_server() for _ in range(3)]
+    urls = [m.url for m in masters]
+    check = python(
+        f"""
+        import os, redis
+        urls = {urls!r}
+        held = [redis.Redis.from_url(u).get("tenure:{{nightly}}") for u in urls]
+        fences = [int(redis.Redis.from_url(u).get("tenure:{{nightly}}:fence")) for u in urls]
+        assert len(set(held)) == 1 and held[0], held
+        assert int(os.environ["TENURE_FENCE"]) == max(fences), (os.environ, fences)
+        print("held on", len(held))
+        """
+    )
+    args = [a for u in urls for a in ("--url", u)]
+    status, out, err = tenure("run", *args, "nightly", "--ttl", "5", "--", *check)
+    assert (status, out.strip()) == (0, "held on 3"), err
+    assert all(redis.Redis.from_url(u).get("tenure:{nightly}") is None for u in urls)
+    # an even number of masters is a usage error, and nothing runs
+    status, out, err = tenure("run", *args[:4], "nightly", "--", PY, "-c", "print('ran')")
+    assert status == 2 and out == "" and "not 2" in err
+    # one master stopped of three: still a majority
+    masters[1].stop()
+    status, out, err = tenure("run", *args, "nightly", "--ttl", "5", "--", PY, "-c", "print(1)")
+    assert (status, out.strip()) == (0, "1"), err

@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ls(commands, parents=[url_after])
     add_release(commands, parents=[url_after])
     add_doctor(commands, parents=[url_after])
-    add_run(commands, parents=[url_after])
+    add_run(commands, parents=[], url_help=url_help)
     add_server(commands, parents=[])
     return parser
 
@@ -514,8 +514,9 @@ def _run_doctor(args: argparse.Namespace, server: Server) -> int:
 def add_run(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
+    url_help: str = "",
 ) -> None:
-    """Add ``tenure run``."""
+    """Add ``tenure run`` (its ``--url`` may be given several times: a Redlock)."""
     run = commands.add_parser(
         "run",
         parents=parents,
@@ -536,6 +537,9 @@ def add_run(
             "unreachable until the lease ran out), CMD gets SIGTERM, then SIGKILL after\n"
             "--grace seconds.\n"
             "\n"
+            "Several --url (an odd number, at least 3: independent masters) hold a\n"
+            "tenure Redlock instead: the lock is held while a majority of them hold it.\n"
+            "\n"
             "Without --url or REDIS_URL, the lock lives in this user's shared embedded\n"
             "Valkey (${XDG_RUNTIME_DIR:-/tmp}/tenure-<uid>/valkey.sock), started on\n"
             "demand and left running: stop it with 'tenure server stop'."
@@ -551,6 +555,14 @@ def add_run(
             "  128+N        signal N interrupted the wait for the lock\n"
             f"  {EXIT_USAGE:<3}          a bad command line or an unreachable server"
         ),
+    )
+    run.add_argument(
+        "--url",
+        dest="urls",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="URL",
+        help=url_help + "; give it 3, 5, ... times to hold a Redlock over those masters",
     )
     run.add_argument("name", metavar="NAME", help="the lock's name")
     run.add_argument(
@@ -595,9 +607,10 @@ def _run_run(args: argparse.Namespace, server: Server) -> int:
     # Not closed here: closing the pool under the wake hub's lingering reader thread
     # (after a wait for the lock) can hang the interpreter's exit; the process ends
     # right after this anyway.
-    client = redis.Redis.from_url(server.url)
+    urls: list[str] = getattr(args, "urls", None) or [server.url]
+    clients = [redis.Redis.from_url(url) for url in urls]
     return _run.run(
-        client,
+        clients[0] if len(clients) == 1 else clients,
         args.name,
         args.after_dashes,
         ttl=args.ttl,
@@ -725,6 +738,9 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
         args.after_dashes = argv[dashes + 1 :]
     else:
         args = parser.parse_args(argv)
+    urls = getattr(args, "urls", None)
+    if urls:  # tenure run's own --url: the first also serves as the command's server
+        args.url = urls[0]
     if args.command == "run" and (args.cmd or not getattr(args, "after_dashes", None)):
         parser.exit(
             EXIT_USAGE,

@@ -1,7 +1,8 @@
 """``tenure run``: hold a lock while a command runs (a distributed ``flock(1)``).
 
 The lock is a :class:`tenure.Lock` whose lease the client's watchdog renews
-while the command runs. The command gets the lease's fence and the lock's name
+while the command runs (given several masters, a :class:`tenure.Redlock` over
+them, renewed on a majority). The command gets the lease's fence and the lock's name
 in its environment (``TENURE_FENCE``, ``TENURE_LOCK``; never the owner token).
 The main thread starts the command, then watches three things until it ends:
 the command's exit, the lease's ``lost`` event, and the signals sent to
@@ -42,7 +43,7 @@ from typing import Any, TextIO
 import redis
 import redis.exceptions
 
-from ._api._sync import Lease, Lock
+from ._api._sync import Lease, Lock, Redlock, RedlockLease
 from ._errors import LockLostError, NotOwnedError
 from ._keys import DEFAULT_PREFIX
 
@@ -173,7 +174,7 @@ def _signal_name(signum: int) -> str:
 
 
 def run(
-    client: redis.Redis,
+    client: redis.Redis | Sequence[redis.Redis],
     name: str,
     command: Sequence[str],
     *,
@@ -189,7 +190,9 @@ def run(
     """Take the lock ``name``, run ``command`` while holding it, release it.
 
     Args:
-        client: the client on the server that holds the lock.
+        client: the client on the server that holds the lock, or several
+            clients (an odd number, at least 3): a :class:`tenure.Redlock` over
+            those independent masters is held instead.
         name: the lock's name.
         command: the program and its arguments (run without a shell).
         ttl: the lease length in seconds; the watchdog renews it every ttl/3.
@@ -209,12 +212,19 @@ def run(
         wait for the lock.
 
     Raises:
-        InvalidArgument: a bad name, prefix or ttl.
+        InvalidArgument: a bad name, prefix or ttl; clients not an odd number, at
+            least 3, of independent masters.
+        NoQuorumError: (several clients) fewer than a majority of the masters
+            answered while taking the lock.
         redis.exceptions.ConnectionError: the server could not be reached while
             taking the lock.
     """
     out = err if err is not None else sys.stderr
-    lock = Lock(client, name, ttl=ttl, auto_renew=True, prefix=prefix)
+    lock: Lock | Redlock
+    if isinstance(client, redis.Redis):
+        lock = Lock(client, name, ttl=ttl, auto_renew=True, prefix=prefix)
+    else:
+        lock = Redlock(client, name, ttl=ttl, auto_renew=True, prefix=prefix)
     signals = _Signals()
     try:
         signals.install()
@@ -245,7 +255,12 @@ class _Supervisor:
     """Runs the command while the lease is held; then releases the lease."""
 
     def __init__(
-        self, lease: Lease, command: Sequence[str], signals: _Signals, grace: float, err: TextIO
+        self,
+        lease: Lease | RedlockLease,
+        command: Sequence[str],
+        signals: _Signals,
+        grace: float,
+        err: TextIO,
     ) -> None:
         self.lease = lease
         self.command = list(command)
