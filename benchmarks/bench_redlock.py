@@ -10,7 +10,9 @@ of its own, and the acquire call alone is timed. Every lock is warmed up first
 so that every implementation sees the same mix of the machine's fast and slow
 moments. Reported: acquire p50 and p90, cycle (acquire + release) p50, and the
 ratio of each acquire p50 to tenure ``Lock``'s (sync) or ``AsyncLock``'s
-(asyncio) acquire p50 on one master in the same run.
+(asyncio) acquire p50 on one master in the same run. Two raw floors, a bare
+``SET NX PX`` written to one master and to all five (then the replies read),
+show what talking to five servers costs on this machine by itself.
 
 Usage::
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import platform
+import secrets
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -81,11 +84,32 @@ def _async_cycle(
     return cycle
 
 
+def _raw_cycle(conns: Sequence[Any]) -> SyncCycle:
+    """The floor: ``SET key token NX PX`` written to every connection, then the
+    replies read; the same for a ``DEL`` (no script, no check, no fence)."""
+    token = secrets.token_hex(16)
+
+    def each(*args: Any) -> None:
+        for conn in conns:
+            conn.send_command(*args)
+        for conn in conns:
+            conn.read_response()
+
+    def acquire() -> bool:
+        each("SET", "bench-raw", token, "NX", "PX", int(TTL * 1000))
+        return True
+
+    return _sync_cycle(acquire, lambda _: each("DEL", "bench-raw"))
+
+
 def sync_locks(servers: Sequence[ServerProcess]) -> dict[str, SyncCycle]:
     """Every synchronous implementation's cycle, by name (peers that fail to
     import are left out, with a note)."""
     clients = [redis.Redis.from_url(s.url) for s in servers]
     out: dict[str, SyncCycle] = {}
+    conns = [c.connection_pool.make_connection() for c in clients]
+    out["raw floor (1 master)"] = _raw_cycle(conns[:1])
+    out["raw floor (5 masters)"] = _raw_cycle(conns)
     lock = tenure.Lock(clients[0], "bench-lock", ttl=TTL)
     out["tenure Lock (1 master)"] = _sync_cycle(lock.acquire, lambda lease: lease.release())
     red = tenure.Redlock(clients, "bench-redlock", ttl=TTL)
@@ -182,7 +206,11 @@ def table(results: list[Series]) -> str:
         " | acquire p50 / tenure Lock's |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    base = {s.kind: statistics.median(s.acquire) for s in results if "1 master" in s.name}
+    base = {
+        s.kind: statistics.median(s.acquire)
+        for s in results
+        if "1 master" in s.name and "raw" not in s.name
+    }
     for s in results:
         p50 = statistics.median(s.acquire)
         lines.append(
