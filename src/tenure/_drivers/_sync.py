@@ -783,7 +783,8 @@ def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> list[A
     answer (until it answers again: a new connection's handshake would block on
     a paused server), runs its plan on a worker thread of its own instead (a
     call still stuck when the time is up is left to finish there, its result
-    dropped).
+    dropped; while it is stuck, that client's next plans fail at once with
+    ``TimeoutError``, so that no thread piles up behind a paused server).
     """
     return _scatter(list(jobs), time.monotonic() + timeout)
 
@@ -803,7 +804,15 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     threaded: dict[int, concurrent.futures.Future[Any]] = {}
     for i, (client, plan) in enumerate(jobs):
         if client in _suspects or _state(client).server is None:
-            threaded[i] = _workers.submit(functools.partial(_run_trusted, client, plan))
+            earlier = _on_thread.get(client) if client in _suspects else None
+            if earlier is not None and not earlier.done():
+                # a call still stuck on that server (paused): no second thread for it
+                plan.close()
+                results[i] = TimeoutError("no reply in time (an earlier call still waits)")
+                continue
+            threaded[i] = _on_thread[client] = _workers.submit(
+                functools.partial(_run_trusted, client, plan)
+            )
 
     def advance(i: int, reply: Any, error: BaseException | None) -> None:
         plan = jobs[i][1]
@@ -817,7 +826,7 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
             steps.pop(i, None)
 
     for i in range(len(jobs)):
-        if i not in threaded:
+        if i not in threaded and results[i] is _NOT_DONE:
             advance(i, None, None)
     while steps:
         sent: list[tuple[int, Any, Any]] = []
@@ -885,6 +894,12 @@ def _own_connection(client: Client) -> Any:
 #: The clients whose server failed to answer :func:`_scatter` in time (or at
 #: all), until a call on a worker thread gets an answer again.
 _suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
+
+#: The last call made on a worker thread for each client: while it has not
+#: returned (a paused server, no socket timeout), no other is started for it.
+_on_thread: weakref.WeakKeyDictionary[Any, concurrent.futures.Future[Any]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _run_trusted(client: Client, plan: Plan[T]) -> T:
