@@ -120,6 +120,18 @@ def test_broadcast_sets_every_listener_and_lingers() -> None:
     assert book.stale(now=2.0 + LINGER) == ["z"]
 
 
+def test_redis_62_permission_probe_wakes_no_listener() -> None:
+    """On Redis 6.2 a script checks that it may publish on a channel by publishing
+    "probe" there (a Redlock waiter's own attempt probes its own channel): that
+    must not wake the listener, or it would poll."""
+    book = HubBook(Ch)
+    event = threading.Event()
+    ch, _ = book.listen("w", event)
+    book.route("subscribe", "w")
+    assert book.route("message", "w", "probe") is None
+    assert isinstance(book.route("message", "w", "recheck 0"), WakeEach)
+
+
 def test_a_late_hand_off_to_a_plan_that_took_the_lock_itself_is_not_passed_on() -> None:
     """A release hands the lock to t1 while t1's own retry is in flight; the retry
     finds t1 holding the lock and the plan ends with it. The hand-off message,

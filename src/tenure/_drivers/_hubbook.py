@@ -60,6 +60,10 @@ from .._keys import LockKeys
 from .._plans.kinds import of_keys
 from .._protocol import HandedOff, Plan, Recheck
 
+#: What a script publishes on a channel to check, on Redis 6.2, that the user
+#: may publish there (``_acl.lua``): never a wake.
+ACL_PROBE = "probe"
+
 #: Seconds a wake channel stays subscribed after its last waiter left.
 LINGER = 1.0
 
@@ -292,6 +296,8 @@ class HubBook(Generic[C]):
                 return WakeEach((ch.ready, ch.wake, *ch.listeners))
             return ch.ready
         if kind == "message" and ch is not None and ch.listeners:
+            if data == ACL_PROBE:
+                return None  # Redis 6.2's permission check, not a wake
             return WakeEach(tuple(ch.listeners))
         fence, _, token = data.partition(" ")
         if kind == "message" and fence == "recheck":
