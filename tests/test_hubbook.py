@@ -126,7 +126,7 @@ def test_redis_62_permission_probe_wakes_no_listener() -> None:
     must not wake the listener, or it would poll."""
     book = HubBook(Ch)
     event = threading.Event()
-    ch, _ = book.listen("w", event)
+    book.listen("w", event)
     book.route("subscribe", "w")
     assert book.route("message", "w", "probe") is None
     assert isinstance(book.route("message", "w", "recheck 0"), WakeEach)
