@@ -182,6 +182,23 @@ def test_a_paused_master_does_not_stall_acquire(
         masters[1].resume()
 
 
+def test_renewals_go_on_while_a_master_is_paused(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    lock = Redlock(clients, "renew-paused", ttl=1.0, auto_renew=True)
+    lease = lock.acquire()
+    assert lease
+    masters[2].pause()
+    try:
+        time.sleep(2.0)  # two ttls: only renewals on the 4 others keep it
+        assert lease.valid and not lease.lost.is_set()
+        live = [c for i, c in enumerate(clients) if i != 2]
+        assert all(c.pttl("tenure:{renew-paused}") > 300 for c in live)
+        lease.release()
+    finally:
+        masters[2].resume()
+
+
 def test_a_killed_holder_frees_the_lock_after_its_ttl(
     clients: list[redis.Redis], masters: list[ServerProcess]
 ) -> None:
@@ -356,6 +373,17 @@ def test_asyncio_paused_master_and_quorum_loss(
             masters[4].resume()
         # (the paused master may still hold that lease: the acquire it got while
         # paused ran on resuming, after the release; it ends by its ttl)
+        # renewals go on while a master is paused
+        lock = AsyncRedlock(aclients, "arenew", ttl=1.0, auto_renew=True, master_timeout=0.2)
+        lease = await lock.acquire()
+        assert lease
+        masters[3].pause()
+        try:
+            await asyncio.sleep(2.0)
+            assert lease.valid and not lease.lost.is_set()
+            await lease.release()
+        finally:
+            masters[3].resume()
         for i in (0, 1, 2):
             masters[i].stop()
         lock = AsyncRedlock(aclients, "aquorum", ttl=5, master_timeout=0.2)

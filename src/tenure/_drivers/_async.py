@@ -434,8 +434,10 @@ class _State:
     hub: _Hub
     watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
-    #: idle connections of run_each's quick path (outside the client's pool)
+    #: idle connected connections of run_each's quick path (outside the pool)
     spare: list[Any] = field(default_factory=list)
+    #: whether one is being connected in the background for it
+    connecting: bool = False
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -709,11 +711,16 @@ async def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> 
     deadline = time.monotonic() + timeout
     results: list[Any] = [_NOT_DONE] * len(todo)
     alone: dict[int, asyncio.Task[Any]] = {}
+    conns: dict[int, Any] = {}
     for i, (client, plan) in enumerate(todo):
-        if client in _suspects or _state(client).server is None:
-            alone[i] = asyncio.ensure_future(_run_trusted(client, plan, timeout))
+        if client not in _suspects and _state(client).server is not None:
+            conn = _take_connection(client)
+            if conn is not None:
+                conns[i] = conn
+                continue
+        alone[i] = asyncio.ensure_future(_run_trusted(client, plan, timeout))
     try:
-        await _scatter(todo, deadline, results, alone)
+        await _scatter(todo, deadline, results, conns)
         if alone:
             await asyncio.wait(alone.values(), timeout=max(0.0, deadline - time.monotonic()))
     finally:
@@ -723,6 +730,8 @@ async def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> 
         if task.done() and not task.cancelled():
             error = task.exception()
             results[i] = error if error is not None else task.result()
+        else:
+            _suspects[todo[i][0]] = None
     for i, result in enumerate(results):
         if result is _NOT_DONE:
             if i not in alone:
@@ -761,11 +770,11 @@ async def _scatter(
     jobs: list[tuple[Client, Plan[Any]]],
     deadline: float,
     results: list[Any],
-    skip: dict[int, Any],
+    conns: dict[int, Any],
 ) -> None:
-    """:func:`run_each`'s quick path for the jobs not in ``skip``: each round's
-    steps written to every server, then the replies read, until every plan is
-    done or ``deadline``; results into ``results``."""
+    """:func:`run_each`'s quick path for the jobs in ``conns`` (on the connection
+    given there): each round's steps written to every server, then the replies
+    read, until every plan is done or ``deadline``; results into ``results``."""
     steps: dict[int, Any] = {}
 
     def advance(i: int, reply: Any, error: BaseException | None) -> None:
@@ -779,16 +788,15 @@ async def _scatter(
             results[i] = exc
             steps.pop(i, None)
 
-    for i in range(len(jobs)):
-        if i not in skip:
-            advance(i, None, None)
+    for i in conns:
+        advance(i, None, None)
     while steps:
         sent: list[tuple[int, Any, Any]] = []
         packed: dict[tuple[int, str], Any] = {}  # the same step to every server: packed once
         try:
             for i, step in list(steps.items()):
                 client = jobs[i][0]
-                conn = _take_connection(client)
+                conn = conns[i]
                 try:
                     key = _pack_key(conn, step)
                     data = packed.get(key)
@@ -800,6 +808,7 @@ async def _scatter(
                         async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                             await conn.send_packed_command(data)
                 except Exception as exc:
+                    del conns[i]
                     await _give_back(client, conn, broken=True)
                     _suspects[client] = None
                     advance(i, None, exc)
@@ -813,12 +822,12 @@ async def _scatter(
                     raws = await _read_replies(conn, len(_commands(step)), deadline, library)
                 except Exception as exc:
                     sent.pop(0)
+                    del conns[i]
                     await _give_back(client, conn, broken=True)
                     _suspects[client] = None
                     advance(i, None, exc)
                     continue
                 sent.pop(0)
-                await _give_back(client, conn, broken=False)
                 try:
                     reply = _replies(step, raws)
                 except _Fallback:
@@ -833,27 +842,61 @@ async def _scatter(
                 advance(i, reply, None)
         except BaseException:
             for i, conn, _ in sent:  # cut off: their replies would be read by the next user
+                conns.pop(i, None)
                 with contextlib.suppress(Exception):
                     await _give_back(jobs[i][0], conn, broken=True)
             raise
+    for i, conn in conns.items():
+        await _give_back(jobs[i][0], conn, broken=False)
 
 
-def _take_connection(client: Client) -> Any:
-    """An idle connection of :func:`_scatter` to ``client``'s server (made on the
-    client's pool settings, outside the pool: no checkout per round; it
-    connects when first used)."""
-    spare = _state(client).spare
-    return spare.pop() if spare else client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+def _take_connection(client: Client) -> Any | None:
+    """An idle, connected connection of :func:`_scatter` to ``client``'s server
+    (made on the client's pool settings, outside the pool: no checkout per
+    round), or ``None`` when there is none: then one is connected in a task of
+    its own for the next rounds (connecting can block on a paused server), one
+    at a time."""
+    state = _state(client)
+    while state.spare:
+        conn = state.spare.pop()
+        if getattr(conn, "is_connected", False):
+            return conn
+    if not state.connecting:
+        state.connecting = True
+        task = asyncio.ensure_future(_connect_spare(client, state))
+        _connecting.add(task)
+        task.add_done_callback(_connecting.discard)
+    return None
+
+
+#: The tasks connecting a spare connection (kept referenced until done).
+_connecting: set[asyncio.Task[None]] = set()
+
+
+async def _connect_spare(client: Client, state: _State) -> None:
+    conn = client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+    try:
+        async with asyncio.timeout(SPARE_CONNECT_TIMEOUT):
+            await conn.connect()
+    except Exception:
+        return
+    finally:
+        state.connecting = False
+    await _give_back(client, conn, broken=False)
+
+
+#: The longest wait (seconds) for a spare connection to be made.
+SPARE_CONNECT_TIMEOUT = 30.0
 
 
 async def _give_back(client: Client, conn: Any, *, broken: bool) -> None:
-    """Keep ``conn`` for the next round (disconnected first if ``broken``: a
-    reply may still be due on it), unless enough are kept."""
+    """Keep ``conn`` for the next rounds unless ``broken`` (a reply may still be
+    due on it: it is disconnected) or enough are kept."""
     spare = _state(client).spare
     if broken or len(spare) >= SPARE_CONNECTIONS:
         await conn.disconnect()
-    if len(spare) < SPARE_CONNECTIONS:
-        spare.append(conn)
+        return
+    spare.append(conn)
 
 
 def _pack_key(conn: Any, step: Any) -> tuple[int, str]:

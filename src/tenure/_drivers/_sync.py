@@ -462,8 +462,10 @@ class _State:
     hub: _Hub
     watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
-    #: each thread's own connection for run_each (``conn``)
-    scatter: threading.local = field(default_factory=threading.local)
+    #: idle connected connections of run_each's quick path (outside the pool)
+    spare: list[Any] = field(default_factory=list)
+    #: whether one is being connected in the background for it
+    connecting: bool = False
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -802,17 +804,23 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     results: list[Any] = [_NOT_DONE] * len(jobs)
     steps: dict[int, Any] = {}
     threaded: dict[int, concurrent.futures.Future[Any]] = {}
+    conns: dict[int, Any] = {}
     for i, (client, plan) in enumerate(jobs):
-        if client in _suspects or _state(client).server is None:
-            earlier = _on_thread.get(client) if client in _suspects else None
-            if earlier is not None and not earlier.done():
-                # a call still stuck on that server (paused): no second thread for it
-                plan.close()
-                results[i] = TimeoutError("no reply in time (an earlier call still waits)")
+        suspect = client in _suspects
+        if not suspect and _state(client).server is not None:
+            conn = _take_connection(client)
+            if conn is not None:
+                conns[i] = conn
                 continue
-            threaded[i] = _on_thread[client] = _workers.submit(
-                functools.partial(_run_trusted, client, plan)
-            )
+        earlier = _on_thread.get(client) if suspect else None
+        if earlier is not None and not earlier.done():
+            # a call still stuck on that server (paused): no second thread for it
+            plan.close()
+            results[i] = TimeoutError("no reply in time (an earlier call still waits)")
+            continue
+        threaded[i] = _on_thread[client] = _workers.submit(
+            functools.partial(_run_trusted, client, plan)
+        )
 
     def advance(i: int, reply: Any, error: BaseException | None) -> None:
         plan = jobs[i][1]
@@ -833,7 +841,7 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
         packed: dict[tuple[int, str], Any] = {}  # the same step to every server: packed once
         for i, step in list(steps.items()):
             client = jobs[i][0]
-            conn = _own_connection(client)
+            conn = conns[i]
             try:
                 key = _pack_key(conn, step)
                 data = packed.get(key)
@@ -842,6 +850,7 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 conn.send_packed_command(data)
             except Exception as exc:
                 conn.disconnect()
+                del conns[i]
                 _suspects[client] = None
                 advance(i, None, exc)
                 continue
@@ -852,6 +861,7 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 raws = _read_replies(conn, len(_commands(step)), deadline, _library(type(client)))
             except Exception as exc:
                 conn.disconnect()
+                del conns[i]
                 _suspects[client] = None
                 advance(i, None, exc)
                 continue
@@ -867,11 +877,15 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 advance(i, None, exc)
                 continue
             advance(i, reply, None)
+    for i, conn in conns.items():
+        _give_back(jobs[i][0], conn)
     concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
     for i, future in threaded.items():
         if future.done():
             error = future.exception()
             results[i] = error if error is not None else future.result()
+        else:
+            _suspects[jobs[i][0]] = None
     for i, result in enumerate(results):
         if result is _NOT_DONE:
             if i not in threaded:
@@ -880,15 +894,50 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     return results
 
 
-def _own_connection(client: Client) -> Any:
-    """The calling thread's own connection to ``client``'s server for
-    :func:`_scatter` (made on the client's pool settings, outside the pool: no
-    checkout per round); it connects again after a failure."""
-    local = _state(client).scatter
-    conn = getattr(local, "conn", None)
-    if conn is None:
-        conn = local.conn = client.connection_pool.make_connection()
-    return conn
+def _take_connection(client: Client) -> Any | None:
+    """An idle, connected connection of :func:`_scatter` to ``client``'s server
+    (made on the client's pool settings, outside the pool: no checkout per
+    round), or ``None`` when there is none: then one is connected on a worker
+    thread for the next rounds (connecting can block on a paused server), one
+    at a time."""
+    state = _state(client)
+    with _spare_mutex:
+        while state.spare:
+            conn = state.spare.pop()
+            if getattr(conn, "_sock", None) is not None:
+                return conn
+        if state.connecting:
+            return None
+        state.connecting = True
+
+    def connect() -> None:
+        conn = client.connection_pool.make_connection()
+        try:
+            conn.connect()
+        except Exception:
+            return
+        finally:
+            state.connecting = False
+        _give_back(client, conn)
+
+    _workers.submit(connect)
+    return None
+
+
+def _give_back(client: Client, conn: Any) -> None:
+    """Keep ``conn`` for the next rounds, unless enough are kept."""
+    state = _state(client)
+    with _spare_mutex:
+        if len(state.spare) < SPARE_CONNECTIONS:
+            state.spare.append(conn)
+            return
+    conn.disconnect()
+
+
+#: The most idle connections of :func:`_scatter` kept per client.
+SPARE_CONNECTIONS = 8
+
+_spare_mutex = threading.Lock()
 
 
 #: The clients whose server failed to answer :func:`_scatter` in time (or at
