@@ -53,6 +53,7 @@ from tenure import (
     Semaphore,
     StaleFenceError,
 )
+from tenure._doctor import diagnose, gather_facts
 
 #: The lease the waiters wait behind, seconds: a waiter not woken waits this long.
 LEASE = 30.0
@@ -353,3 +354,21 @@ def test_without_min_replicas_the_new_master_grants_the_lock_again(group: Sentin
         group.wait_healthy()
         first.close()
         second.close()
+
+
+def test_doctor_on_a_sentinel_and_its_master(group: SentinelGroup) -> None:
+    """`tenure doctor` pointed at a Sentinel names what it monitors and how to
+    connect, and nothing about its own settings; at the master it names the
+    replica and min_replicas."""
+    with redis.Redis(port=group.addresses[0][1]) as sentinel:
+        report = diagnose(gather_facts(sentinel))
+    assert report.server is not None and report.server.mode == "sentinel"
+    assert [f.check for f in report.findings] == ["version", "sentinel"]
+    found = report.findings[1]
+    assert f"{SERVICE} (master 127.0.0.1:{group.master_port()})" in found.message
+    assert f"master_for({SERVICE!r})" in found.advice
+    with _on_master(group) as master:
+        report = diagnose(gather_facts(master))
+    replicas = next(f for f in report.findings if f.check == "replicas")
+    assert f"127.0.0.1:{group.replica.port}" in replicas.message
+    assert "min_replicas=1" in replicas.advice

@@ -22,7 +22,8 @@ renamed)::
 
 ``check`` is one of ``version``, ``appendonly``, ``appendfsync``,
 ``maxmemory-policy``, ``replication``, ``replica``, ``replicas``,
-``replication-lag``, ``cluster``, ``acl``, and with ``--name`` / ``--key``
+``replication-lag``, ``cluster``, ``acl``, ``sentinel`` (on a Sentinel: the
+masters it monitors; a Sentinel gets only this and ``version``), and with ``--name`` / ``--key``
 ``acl-primitive`` (whether the user has every key, channel and command
 permission that primitive needs: :func:`acl_needs`, checked with ``ACL
 DRYRUN``) and ``acl-rule`` (the ``ACL SETUSER`` rule a least-privilege user
@@ -194,6 +195,8 @@ class Facts:
     appendfsync: str | CantCheck = CantCheck("not asked")
     acl: AclCheck | CantCheck = CantCheck("not asked")
     primitive: tuple[AclNeeds, PrimitiveAcl | CantCheck] | None = None
+    #: a Sentinel's ``SENTINEL MASTERS``, by service name (asked of a Sentinel only)
+    sentinel_masters: Reply | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +261,7 @@ def check_version(server: Reply) -> Finding:
         info = parse_info(dict(server))
     except UnsupportedServer as exc:
         return Finding("version", Level.HAZARD, str(exc), "upgrade the server")
-    if info.mode == "sentinel" or server.get("server_mode") == "sentinel":
+    if _is_sentinel(server):
         return Finding(
             "version",
             Level.HAZARD,
@@ -266,6 +269,34 @@ def check_version(server: Reply) -> Finding:
             "point tenure at the master the Sentinels name",
         )
     return Finding("version", Level.OK, f"{info.name} {'.'.join(map(str, info.version))}")
+
+
+def _is_sentinel(server: Reply) -> bool:
+    return not isinstance(server, CantCheck) and "sentinel" in (
+        server.get("server_mode"),
+        server.get("redis_mode"),
+    )
+
+
+def check_sentinel(masters: Reply | None) -> Finding:
+    """What a Sentinel monitors: the services whose master a client should use."""
+    if masters is None or isinstance(masters, CantCheck):
+        why = masters.reason if isinstance(masters, CantCheck) else "not asked"
+        return Finding("sentinel", Level.NOTE, f"can't list the masters it monitors: {why}")
+    if not masters:
+        return Finding("sentinel", Level.NOTE, "this Sentinel monitors no master")
+    named = [
+        f"{name!s} (master {_text(state.get('ip', '?'))}:{_text(state.get('port', '?'))})"
+        for name, state in sorted(masters.items())
+    ]
+    first = sorted(masters)[0]
+    return Finding(
+        "sentinel",
+        Level.NOTE,
+        f"it monitors {', '.join(named)}; after a failover it names the new master",
+        f"give tenure the client of redis.sentinel.Sentinel([...]).master_for({first!r}), "
+        "which follows failovers, and acquire with min_replicas=1 (README, Sentinel)",
+    )
 
 
 def check_persistence(persistence: Reply, appendfsync: str | CantCheck) -> list[Finding]:
@@ -389,7 +420,8 @@ def check_replication(replication: Reply) -> list[Finding]:
             Level.NOTE,
             f"{count} replica(s): {', '.join(replicas)}. Replication is asynchronous: a "
             "failover can lose a lock granted just before it",
-            "use fences where correctness matters (README, Safety)",
+            "acquire with min_replicas=1 (the lease is on a replica when acquire returns), "
+            "and use fences where correctness matters (README, Safety)",
         ),
     )
     return findings
@@ -763,7 +795,13 @@ def check_primitive_acl(needs: AclNeeds, acl: PrimitiveAcl | CantCheck) -> list[
 
 
 def diagnose(facts: Facts) -> Report:
-    """Turn the server's replies into findings (no I/O)."""
+    """Turn the server's replies into findings (no I/O). A Sentinel gets only
+    the version and sentinel findings: its other settings hold no locks."""
+    if _is_sentinel(facts.server):
+        return Report(
+            identify(facts.server, facts.replication),
+            (check_version(facts.server), check_sentinel(facts.sentinel_masters)),
+        )
     findings = [
         check_version(facts.server),
         *check_persistence(facts.persistence, facts.appendfsync),
@@ -874,10 +912,15 @@ def gather_facts(
     whether the user (``acl_user``, else the connected one) has every
     permission of that primitive. A reply the server refuses becomes
     :class:`CantCheck`; connection errors propagate."""
+    server = _info(client, "server")
+    if _is_sentinel(server):
+        not_asked = CantCheck("a Sentinel")
+        masters = _ask(client.sentinel_masters)
+        return Facts(server, not_asked, not_asked, not_asked, not_asked, sentinel_masters=masters)
     cluster = _info(client, "cluster")
     cluster_on = not isinstance(cluster, CantCheck) and int(cluster.get("cluster_enabled", 0))
     return Facts(
-        server=_info(client, "server"),
+        server=server,
         persistence=_info(client, "persistence"),
         memory=_info(client, "memory"),
         replication=_info(client, "replication"),
