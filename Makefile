@@ -32,6 +32,7 @@ servers:
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests benchmarks scripts examples
 	$(BIN)/ruff format --check src tests benchmarks scripts examples
+	$(BIN)/lint-imports --no-cache --no-logo
 
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy

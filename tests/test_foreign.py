@@ -281,7 +281,8 @@ def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) ->
     """A member left behind by an earlier waiter of the caller's own process (its
     leave failed) heads the queue of a free key: it is dropped, not told to
     retry (which would only wake the caller again, at once, for ever)."""
-    from tenure._plans.lock import FENCE_KEEP_MS, FOREIGN_OTHERS_MS, FOREIGN_POLL_MS
+    from tenure._plans.common import FENCE_KEEP_MS
+    from tenure._plans.lock import FOREIGN_OTHERS_MS, FOREIGN_POLL_MS
     from tenure._scripts import LOCK_ACQUIRE
 
     keys = lock_keys(None, key="stale", prefix="tenure:")

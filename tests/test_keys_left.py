@@ -30,8 +30,9 @@ from tenure import (
     Semaphore,
 )
 from tenure._keys import parse_key
+from tenure._plans.common import FENCE_KEEP_MS
 from tenure._plans.latch import OPENED_KEEP_MS
-from tenure._plans.lock import FENCE_KEEP_MS, FOREIGN_MEMORY_MS
+from tenure._plans.lock import FOREIGN_MEMORY_MS
 from tenure._plans.semaphore import PERMITS_KEEP_MS
 from tenure._scripts import FAIR_ACQUIRE, LOCK_ACQUIRE, LOCK_RELEASE, SEMAPHORE_RELEASE
 

@@ -226,7 +226,7 @@ def test_a_release_by_anyone_else_is_reported_to_the_holder_as_lost(
 ) -> None:
     """The release record names the call, not only the token: a forced release
     (the same token, another call) is not taken for a retry of the holder's."""
-    from tenure._ops import Kind, force_release, target
+    from tenure._ops import force_release, target
 
     make: dict[str, Callable[[], Any]] = {
         "Lock": lambda: Lock(r, "other-call", ttl=30),
@@ -235,8 +235,7 @@ def test_a_release_by_anyone_else_is_reported_to_the_holder_as_lost(
     }
     lease = make[kind]().acquire()
     assert lease is not None
-    kinds: dict[str, Kind] = {"Lock": "Lock", "FairLock": "FairLock", "Semaphore": "Semaphore"}
-    assert force_release(r, target(kinds[kind], "other-call", prefix="tenure:")) is not None
+    assert force_release(r, target(kind, "other-call", prefix="tenure:")) is not None
     with pytest.raises(LockLostError):
         lease.release()
     assert lease.lost.is_set()

@@ -30,6 +30,7 @@ from tenure._doctor import (
     report_lines,
 )
 from tenure._errors import InvalidArgument
+from tenure._info import ReadWriteHolder, ReadWriteInfo, SemaphoreHolder, SemaphoreInfo
 from tenure._keys import LatchKeys, LockKeys
 from tenure._ops import (
     ForcedRelease,
@@ -41,7 +42,6 @@ from tenure._ops import (
     describe_release,
     glob_escape,
     group_keys,
-    hold_values,
     holder_summary,
     holds_of,
     ls_table,
@@ -52,8 +52,7 @@ from tenure._ops import (
     target,
     targets,
 )
-from tenure._plans.rwlock import ReadWriteHolder, ReadWriteInfo
-from tenure._plans.semaphore import SemaphoreHolder, SemaphoreInfo
+from tenure._plans.rwlock import hold_values
 from tenure._protocol import Command, Eval, Status
 from tenure._scripts import (
     FAIR_INSPECT,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from _plan_harness import Clock, finish, start
 
+import tenure._scripts
 from tenure import (
     AdaptiveTTL,
     AlreadyHeldError,
@@ -490,6 +492,13 @@ def test_every_script_has_a_header_contract() -> None:
         assert b"-- Returns" in spec.source and b"KEYS[1]" in spec.source
         assert b"--@include" not in spec.source  # the helpers were put in place
         assert b"--@acl" not in spec.source  # and the ACL guard's command list
+
+
+def test_every_script_file_is_loaded() -> None:
+    # A .lua file without its _load line would never be sent (nor checked above).
+    folder = Path(tenure._scripts.__file__).parent
+    files = {p.stem for p in folder.glob("*.lua") if not p.name.startswith("_")}
+    assert files == {spec.name for spec in ALL}
 
 
 def test_scripts_reply_with_the_status_names_of_the_enum() -> None:

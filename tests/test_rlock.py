@@ -310,14 +310,17 @@ def _raises(fn: Any) -> BaseException | None:
 
 def test_a_hand_off_message_for_a_departed_waiter_changes_nothing(r: redis.Redis) -> None:
     """The hub passes on a lock handed to a token no plan waits with by running
-    Lock's release with it; on an RLock's hash that is refused without a write
-    (a waiter that leaves gives back a hold handed to it by itself)."""
+    the pass-on plan of the lock's kind; an RLock has none (a waiter that leaves
+    gives back a hold handed to it by itself), and a Lock's release on its hash
+    is refused without a write."""
+    from tenure._drivers._hubbook import PassOn
     from tenure._keys import rlock_keys
     from tenure._plans import lock as lock_plans
 
     lease = RLock(r, "departed", ttl=5).acquire()
     assert lease is not None
     keys = rlock_keys("departed", prefix="tenure:")
+    _sync.run(r, PassOn(keys, lease.owner).plan())
     with pytest.raises(WrongTypeError):
         _sync.run(r, lock_plans.pass_on(keys, lease.owner))
     assert r.hgetall(KEY % "departed") == {lease.owner.encode(): b"1"}

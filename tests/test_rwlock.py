@@ -593,9 +593,11 @@ def test_min_replicas_for_both_modes(make_server: Callable[..., ServerProcess]) 
 
 def test_a_hand_off_message_for_a_departed_waiter_changes_nothing(r: redis.Redis) -> None:
     """The hub passes on a lock handed to a token no plan waits with by running
-    Lock's release with it; on a read-write lock's hash that is refused without
-    a write (a waiter that leaves gives back a hold handed to it by itself)."""
+    the pass-on plan of the lock's kind; a read-write lock has none (a waiter
+    that leaves gives back a hold handed to it by itself), and a Lock's release
+    on its hash is refused without a write."""
     from tenure._drivers import _sync
+    from tenure._drivers._hubbook import PassOn
     from tenure._keys import rwlock_keys
     from tenure._plans import lock as lock_plans
 
@@ -603,6 +605,8 @@ def test_a_hand_off_message_for_a_departed_waiter_changes_nothing(r: redis.Redis
     assert lease is not None
     before = r.hgetall(KEY % "departed")
     keys = rwlock_keys("departed", prefix="tenure:")
+    _sync.run(r, PassOn(keys, f"r:{lease.owner}:op").plan())
+    assert r.hgetall(KEY % "departed") == before
     with pytest.raises(WrongTypeError):
         _sync.run(r, lock_plans.pass_on(keys, f"r:{lease.owner}:op"))
     assert r.hgetall(KEY % "departed") == before

@@ -10,6 +10,7 @@ from _plan_harness import queue as queue_up
 
 from tenure import InvalidArgument, LockUpgradeError, NotOwnedError
 from tenure._errors import ProtocolError
+from tenure._info import ReadWriteHolder, ReadWriteInfo
 from tenure._keys import lock_keys, rlock_keys, rwlock_keys
 from tenure._plans import rwlock as plans
 from tenure._plans.common import FENCE_KEEP_MS
@@ -267,12 +268,12 @@ def test_inspect_reads_holders_in_order() -> None:
     reply = ["write", 12, 3, 1, 1, 2, OWNER, "w", 2, 900, 12, OWNER, "r", 1, 1500, 12]
     state = finish(plan, (Status.OK, reply))
     assert state.mine_read == 1 and state.mine_write == 2
-    assert state.info == plans.ReadWriteInfo(
+    assert state.info == ReadWriteInfo(
         "docs",
         "write",
         (
-            plans.ReadWriteHolder(OWNER, "write", 2, 0.9, 12),
-            plans.ReadWriteHolder(OWNER, "read", 1, 1.5, 12),
+            ReadWriteHolder(OWNER, "write", 2, 0.9, 12),
+            ReadWriteHolder(OWNER, "read", 1, 1.5, 12),
         ),
         3,
         1,

@@ -12,6 +12,7 @@ from redis.crc import key_slot
 
 from tenure import InvalidArgument, NotOwnedError
 from tenure._errors import ProtocolError
+from tenure._info import SemaphoreHolder, SemaphoreInfo
 from tenure._keys import lock_keys, semaphore_keys
 from tenure._plans import semaphore as plans
 from tenure._plans.common import FENCE_KEEP_MS
@@ -259,13 +260,13 @@ def test_inspect_groups_permits_by_lease() -> None:
     assert step.script is SEMAPHORE_INSPECT and step.keys == SCRIPT_KEYS and step.args == ()
     flat = [b"a:1#1", 900, b"b:2#1", 2500, b"b:2#2", 2500]
     info = finish(plan, (Status.OK, [3, 1, flat]))
-    assert info == plans.SemaphoreInfo(
+    assert info == SemaphoreInfo(
         "pool",
         3,
         0,
-        (plans.SemaphoreHolder("a:1", 1, 0.9), plans.SemaphoreHolder("b:2", 2, 2.5)),
+        (SemaphoreHolder("a:1", 1, 0.9), SemaphoreHolder("b:2", 2, 2.5)),
         1,
     )
     plan = plans.inspect(KEYS, 4)  # no count stored yet: the caller's; none held
     send(plan)
-    assert finish(plan, (Status.OK, [0, 0, []])) == plans.SemaphoreInfo("pool", 4, 4, (), 0)
+    assert finish(plan, (Status.OK, [0, 0, []])) == SemaphoreInfo("pool", 4, 4, (), 0)

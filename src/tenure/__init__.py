@@ -47,17 +47,17 @@ from ._errors import StaleFenceError as StaleFenceError
 from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
+from ._info import CountDownLatchInfo as CountDownLatchInfo
 from ._info import FairLockInfo as FairLockInfo
 from ._info import FairWaiter as FairWaiter
+from ._info import LockInfo as LockInfo
 from ._info import MultiLockInfo as MultiLockInfo
 from ._info import MultiPartInfo as MultiPartInfo
+from ._info import ReadWriteHolder as ReadWriteHolder
+from ._info import ReadWriteInfo as ReadWriteInfo
+from ._info import SemaphoreHolder as SemaphoreHolder
+from ._info import SemaphoreInfo as SemaphoreInfo
 from ._models import LeaseBase as LeaseBase
-from ._plans.latch import CountDownLatchInfo as CountDownLatchInfo
-from ._plans.lock import LockInfo as LockInfo
-from ._plans.rwlock import ReadWriteHolder as ReadWriteHolder
-from ._plans.rwlock import ReadWriteInfo as ReadWriteInfo
-from ._plans.semaphore import SemaphoreHolder as SemaphoreHolder
-from ._plans.semaphore import SemaphoreInfo as SemaphoreInfo
 
 __version__ = "0.1.0"
 

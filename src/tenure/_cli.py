@@ -16,7 +16,9 @@ needs another server than a private embedded one sets ``embedded`` (see
 
 The operator commands (``inspect``, ``ls``, ``release``, ``doctor``) keep their
 logic in :mod:`tenure._ops` and :mod:`tenure._doctor`; their handlers here only
-read arguments, print and choose the exit status.
+read arguments, print and choose the exit status. The kinds they take (the
+``release`` flags, ``doctor --kind``) come from the registry of kinds,
+:mod:`tenure._plans.kinds`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import redis.exceptions
 
 from . import __version__, _doctor, _ops, _run
 from ._errors import InvalidArgument, TenureError
+from ._keys import DEFAULT_PREFIX
+from ._plans.kinds import KINDS, by_name
 from ._server import ServerProcess, ServerUnavailable
 from ._shared_server import SharedServer
 from ._units import check_seconds, check_ttl
@@ -189,10 +193,6 @@ def _run_demo(args: argparse.Namespace, server: Server) -> int:
         return 1
 
 
-#: The key prefix of named locks unless ``--prefix`` says otherwise (the API's default).
-DEFAULT_PREFIX = "tenure:"
-
-
 def _client(server: Server) -> closing[redis.Redis]:
     return closing(redis.Redis.from_url(server.url))
 
@@ -323,13 +323,14 @@ def _run_ls(args: argparse.Namespace, server: Server) -> int:
     return 0
 
 
-#: ``release``'s flag for each kind it can release (a Lock needs none).
-RELEASE_FLAGS: dict[_ops.Kind, str] = {
-    "RLock": "--rlock",
-    "FairLock": "--fair",
-    "ReadWriteLock": "--rwlock",
-    "Semaphore": "--semaphore",
+#: ``release``'s flag for each kind it can release, from the registry (the
+#: default kind, a Lock, needs none).
+RELEASE_FLAGS: dict[str, str] = {
+    k.name: k.release_flag for k in KINDS if k.releasable and k.release_flag is not None
 }
+
+#: The kind ``release`` breaks when no flag picks one.
+DEFAULT_RELEASE = next(k.name for k in KINDS if k.releasable and k.release_flag is None)
 
 
 def add_release(
@@ -356,41 +357,45 @@ def add_release(
     release.add_argument("name", nargs="?", metavar="NAME", help="the lock's name")
     release.add_argument("--key", metavar="KEY", help="an exact-key Lock instead of a name")
     kinds = release.add_mutually_exclusive_group()
-    for kind, flag in RELEASE_FLAGS.items():
+    for k in KINDS:
+        if k.release_flag is None:
+            continue
+        what = f"the {k.name} named NAME"
+        if not k.releasable:
+            what = f"refused: a {k.name} is not a lock ({k.instead})"
         kinds.add_argument(
-            flag, dest="kind", action="store_const", const=kind, help=f"the {kind} named NAME"
+            k.release_flag, dest="kind", action="store_const", const=k.name, help=what
         )
-    kinds.add_argument(
-        "--latch",
-        dest="kind",
-        action="store_const",
-        const="CountDownLatch",
-        help="refused: a CountDownLatch is not a lock (count it down instead)",
-    )
     release.add_argument(
-        "--token", metavar="TOKEN", help="with --semaphore: only the lease with this token"
+        "--token", metavar="TOKEN", help=f"with {_lease_flags()}: only the lease with this token"
     )
     release.add_argument("--force", action="store_true", help="really remove the holder (required)")
     _add_prefix(release)
-    release.set_defaults(handler=_run_release, kind="Lock")
+    release.set_defaults(handler=_run_release, kind=DEFAULT_RELEASE)
+
+
+def _lease_flags() -> str:
+    """The flags of the kinds whose leases ``--token`` picks (``--semaphore``)."""
+    return " or ".join(str(k.release_flag) for k in KINDS if k.picks_lease)
 
 
 def _release_problem(args: argparse.Namespace) -> str | None:
     """An error message for a ``release`` command line that can't be run, or ``None``."""
-    kind: _ops.Kind = args.kind
-    if kind == "CountDownLatch":
+    kind = by_name(args.kind)
+    if not kind.releasable:
         return (
-            "tenure release: a CountDownLatch is not a lock: it has no holder to release "
-            "(count it down to open it)"
+            f"tenure release: a {kind.name} is not a lock: it has no holder to release"
+            f" ({kind.instead})"
         )
     problem = _one_lock(args, "release")
-    if not problem and kind != "Lock" and args.key is not None:
+    if not problem and not kind.exact_key and args.key is not None:
         problem = (
-            f"tenure release: {RELEASE_FLAGS[kind]} and --key don't mix "
+            f"tenure release: {kind.release_flag} and --key don't mix "
             "(only a Lock has an exact key)"
         )
-    if not problem and args.token is not None and kind != "Semaphore":
-        problem = "tenure release: --token picks a Semaphore lease: add --semaphore"
+    if not problem and args.token is not None and not kind.picks_lease:
+        leases = " or ".join(k.name for k in KINDS if k.picks_lease)
+        problem = f"tenure release: --token picks a {leases} lease: add {_lease_flags()}"
     if not problem and not args.force:
         problem = (
             "tenure release: refusing to remove a lock's holder without --force "
@@ -404,13 +409,13 @@ def _release_hint(client: redis.Redis, args: argparse.Namespace) -> str:
     RLock 'x' is held: add --rlock)``; or ``""``."""
     if args.key is not None:
         return ""
-    kind: _ops.Kind = args.kind
-    others = [_ops.target(k, args.name, prefix=args.prefix) for k in _ops.KINDS if k != kind]
+    kind: str = args.kind
+    others = [_ops.target(k.name, args.name, prefix=args.prefix) for k in KINDS if k.name != kind]
     views, _ = _ops.inspect(client, others)
     for view in views:
-        if view.kind == "CountDownLatch":
+        if not view.spec.releasable:
             if view.count:
-                return f" (the CountDownLatch {args.name!r} is not a lock: it can't be released)"
+                return f" (the {view.kind} {args.name!r} is not a lock: it can't be released)"
             continue
         if not view.held:
             continue
@@ -418,7 +423,7 @@ def _release_hint(client: redis.Redis, args: argparse.Namespace) -> str:
         other = RELEASE_FLAGS.get(view.kind, "")
         if not other:
             how = f"leave out {flag}"
-        elif kind == "Lock":
+        elif not flag:
             how = f"add {other}"
         else:
             how = f"use {other} instead of {flag}"
@@ -431,7 +436,7 @@ def _run_release(args: argparse.Namespace, server: Server) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return EXIT_USAGE
-    kind: _ops.Kind = args.kind
+    kind: str = args.kind
     target = _ops.target(kind, args.name, key=args.key, prefix=args.prefix)
     with _client(server) as client:
         done = _ops.force_release(client, target, token=args.token)

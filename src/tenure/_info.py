@@ -1,10 +1,40 @@
-"""Snapshots that ``info()`` returns: frozen dataclasses, no I/O."""
+"""Snapshots that ``info()`` returns: frozen dataclasses, no I/O.
+
+Every primitive's ``info()`` type lives here (and is exported by
+:mod:`tenure`); the plans build them, so this module imports nothing from
+:mod:`tenure._plans`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from ._plans.lock import LockInfo
+#: A read-write hold's mode.
+RWMode = Literal["read", "write"]
+
+
+@dataclass(frozen=True, slots=True)
+class LockInfo:
+    """A snapshot of a lock in Redis (what ``Lock.info()`` and ``RLock.info()`` return).
+
+    Attributes:
+        name: the lock's name (or exact key).
+        holder: the holder's owner token (``Lock``) or owner id (``RLock``);
+            ``None`` when the lock is free.
+        hold_count: the holder's hold count (1 for a ``Lock``; 0 when free).
+        ttl: seconds left of the holder's lease; ``None`` when free or when the
+            holder set no expiry.
+        fence: the last fence minted for the name (0 if none is known).
+        waiters: the number of processes queued for the lock.
+    """
+
+    name: str
+    holder: str | None
+    hold_count: int
+    ttl: float | None
+    fence: int
+    waiters: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +111,98 @@ class MultiLockInfo:
 
     held: bool
     parts: tuple[MultiPartInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadWriteHolder:
+    """One hold of a read-write lock, as :meth:`tenure.ReadWriteLock.info` saw it.
+
+    Attributes:
+        owner: the holding thread's or task's owner id.
+        mode: ``"read"`` or ``"write"`` (a write holder that also reads has two holds).
+        count: the hold count (>= 1).
+        ttl: seconds left of the hold's lease.
+        fence: the hold's fence.
+    """
+
+    owner: str
+    mode: RWMode
+    count: int
+    ttl: float
+    fence: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadWriteInfo:
+    """A snapshot of a read-write lock in Redis (:meth:`tenure.ReadWriteLock.info`).
+
+    Attributes:
+        name: the lock's name.
+        mode: ``"write"`` while a write hold exists, ``"read"`` while only read
+            holds do, ``None`` when the lock is free.
+        holders: the live holds, the latest expiry last.
+        waiters: how many waiters are queued (one per process and name).
+        waiting_writers: how many of them wait for the write lock.
+        fence: the last fence minted for the name (0 if none is known).
+    """
+
+    name: str
+    mode: RWMode | None
+    holders: tuple[ReadWriteHolder, ...]
+    waiters: int
+    waiting_writers: int
+    fence: int
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreHolder:
+    """One lease holding permits of a semaphore, as Redis said at the snapshot.
+
+    Attributes:
+        token: the lease's token (``SemaphoreLease.owner``).
+        permits: how many permits it holds.
+        ttl: seconds until its lease ends in Redis, unless extended.
+    """
+
+    token: str
+    permits: int
+    ttl: float
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreInfo:
+    """A snapshot of a semaphore in Redis (what ``Semaphore.info()`` returns).
+
+    Attributes:
+        name: the semaphore's name.
+        permits: the permit count stored in Redis, or the asking object's count
+            while none is stored.
+        available: permits free now: ``permits`` less those held (0 while more
+            are held than the count, after it shrank).
+        holders: the leases holding permits, first to expire first.
+        waiters: processes queued for permits (each process queues one waiting
+            thread or task at a time; its others wait behind that one locally).
+    """
+
+    name: str
+    permits: int
+    available: int
+    holders: tuple[SemaphoreHolder, ...]
+    waiters: int
+
+
+@dataclass(frozen=True, slots=True)
+class CountDownLatchInfo:
+    """A snapshot of a count-down latch in Redis (what ``CountDownLatch.info()`` returns).
+
+    Attributes:
+        name: the latch's name.
+        count: the count; 0 when the latch is open (no count set, or counted down).
+        opened: a number that grows each time the count reaches zero (0 when
+            none is known); two snapshots with different numbers saw the latch
+            open in between.
+    """
+
+    name: str
+    count: int
+    opened: int

@@ -102,7 +102,7 @@ the end of a longer lease), except those kept on purpose: a semaphore's
 ``:permits`` (7 days after the last acquire or ``set_permits``), a latch's
 count while it is not zero, and a ``FencedKey``'s seen key. Fence keys live
 10 minutes after each grant or renewal, or the lease if longer
-(:data:`tenure._plans.lock.FENCE_KEEP_MS` says what that costs), a latch's
+(:data:`tenure._plans.common.FENCE_KEEP_MS` says what that costs), a latch's
 ``:opened`` 10 minutes. README.md's "Keys and memory" lists each key's
 lifetime and size, and ``tests/test_keys_left.py`` checks them.
 

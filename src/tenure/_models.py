@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from ._drivers._identity import new_op, process_mark
 from ._leasebook import LeaseLife, Phase
-from ._plans.lock import Grant, validity
+from ._plans.waiting import Grant, validity
 
 _log = logging.getLogger("tenure")
 _callbacks_mutex = threading.Lock()

@@ -8,13 +8,13 @@ and is then unsubscribed by the hub's reader. A release hands the lock to a
 waiting token and says so on the channel ("<fence> <token>"), and tells the
 next waiter "recheck <ms>" (the new holder's claim window: if it stalled, the
 lock is free when that ends); the hub gives the fence to the plan waiting with
-that token (the recheck to whichever plan waits on the channel), or, if none does any more (it gave
-up meanwhile), releases the lock again so that it goes on to the next waiter
-(unless the channel was entered without ``keys``, or the token's plan ended
-holding the lock: its own attempt found the lock handed to it before the
-message arrived; then nothing is done). When
-no channel is left, the reader closes the pub/sub connection and stops; the
-next wait starts a new one.
+that token (the recheck to whichever plan waits on the channel), or, if none
+does any more (it gave up meanwhile), releases the lock again so that it goes
+on to the next waiter, with its kind's pass-on plan (:class:`PassOn`; unless
+the channel was entered without ``keys``, or the token's plan ended holding
+the lock: its own attempt found the lock handed to it before the message
+arrived; then nothing is done). When no channel is left, the reader closes the
+pub/sub connection and stops; the next wait starts a new one.
 
 A broadcast channel (a count-down latch reaching zero) is listened on by any
 number of plans of the process, each with its own event: every message on it
@@ -56,9 +56,8 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from .._errors import PermissionDenied
-from .._keys import FairKeys, LockKeys
-from .._plans import fair as fair_plans
-from .._plans import lock as lock_plans
+from .._keys import LockKeys
+from .._plans.kinds import of_keys
 from .._protocol import HandedOff, Plan, Recheck
 
 #: Seconds a wake channel stays subscribed after its last waiter left.
@@ -158,11 +157,20 @@ class PassOn:
     token: str
 
     def plan(self) -> Plan[None]:
-        """The plan that releases it, so that it goes on to the next waiter
-        (the fair lock's release for a fair lock's keys)."""
-        if isinstance(self.keys, FairKeys):
-            return fair_plans.pass_on(self.keys, self.token)
-        return lock_plans.pass_on(self.keys, self.token)
+        """The plan that releases it, so that it goes on to the next waiter: the
+        ``pass_on`` of the kind whose keys these are (looked up in the registry,
+        :func:`tenure._plans.kinds.of_keys`), or nothing for a kind that has
+        none (its waiters give back such a hand-off themselves)."""
+        kind = of_keys(self.keys)
+        if kind is None or kind.pass_on is None:
+            return _nothing()
+        return kind.pass_on(self.keys, self.token)
+
+
+def _nothing() -> Plan[None]:
+    """A plan that does nothing."""
+    return None
+    yield  # a generator
 
 
 @dataclass

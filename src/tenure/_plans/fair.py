@@ -37,11 +37,22 @@ from typing import Any
 
 from .._errors import InvalidArgument, NotOwnedError
 from .._info import FairLockInfo, FairWaiter
-from .._keys import FairKeys
+from .._keys import FairKeys, fair_keys
 from .._protocol import Eval, Plan
-from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE
+from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE, LOCK_EXTEND
 from .._units import check_count, check_seconds, lease_ms, to_ms
 from .common import FENCE_KEEP_MS, fence_keep_ms, released
+from .kind import (
+    Kind,
+    LockView,
+    Waiter,
+    holder_lines,
+    holder_or_free,
+    named,
+    pttl_ms,
+    token_release,
+    token_release_lines,
+)
 from .lock import _LockContender
 from .waiting import Clock, Grant, wait_turn
 
@@ -194,3 +205,47 @@ def parse_info(name: str, value: Any) -> FairLockInfo:
         int(waiting),
         tuple(queue),
     )
+
+
+# --- the kind, for the operator tools and the hub -------------------------------------------
+
+
+def _read(keys: FairKeys, waiting: int) -> Plan[LockView]:
+    # the queue comes with the inspect: no more round trips
+    info = yield from inspect(keys, max(0, waiting))
+    queue = tuple(Waiter(w.waiter, w.token, w.lease, None, deadline=w.deadline) for w in info.queue)
+    held = info.holder is not None
+    return LockView(
+        "FairLock",
+        keys.name,
+        keys.lock,
+        info.holder or "",
+        info.hold_count,
+        pttl_ms(info.ttl, held),
+        info.fence,
+        info.waiters,
+        queue,
+    )
+
+
+def _acl_keys(keys: FairKeys) -> tuple[str, ...]:
+    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released, keys.deadlines)
+
+
+#: The ``FairLock`` kind (see :class:`~tenure._plans.kind.Kind`). It extends its
+#: lease as a ``Lock`` does.
+FAIR: Kind[FairKeys] = Kind(
+    name="FairLock",
+    option="fair",
+    build=named("FairLock", fair_keys),
+    main_key=lambda keys: keys.lock,
+    read=_read,
+    describe=holder_lines,
+    summary=holder_or_free,
+    scripts=(FAIR_ACQUIRE, FAIR_RELEASE, LOCK_EXTEND, FAIR_INSPECT),
+    acl_keys=_acl_keys,
+    force_release=token_release(release),
+    release_lines=token_release_lines,
+    pass_on=pass_on,
+    release_flag="--fair",
+)

@@ -19,12 +19,14 @@ reads the count again (a count lost with the server's data reads as zero, open).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 from .. import _units
-from .._keys import LatchKeys
+from .._info import CountDownLatchInfo
+from .._keys import LatchKeys, latch_keys
 from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
 from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
+from .kind import Kind, LockView, named
 from .waiting import Clock
 
 #: How long the opened key (the number of the latch's last opening) is kept after
@@ -39,23 +41,6 @@ from .waiting import Clock
 #: server's clock once the key is gone, so numbers keep growing unless the
 #: server's clock is stepped back by more than this while the latch is idle.
 OPENED_KEEP_MS = 10 * 60 * 1000
-
-
-@dataclass(frozen=True, slots=True)
-class CountDownLatchInfo:
-    """A snapshot of a count-down latch in Redis (what ``CountDownLatch.info()`` returns).
-
-    Attributes:
-        name: the latch's name.
-        count: the count; 0 when the latch is open (no count set, or counted down).
-        opened: a number that grows each time the count reaches zero (0 when
-            none is known); two snapshots with different numbers saw the latch
-            open in between.
-    """
-
-    name: str
-    count: int
-    opened: int
 
 
 def check_count(value: object) -> int:
@@ -108,3 +93,65 @@ def wait(keys: LatchKeys, timeout: float | None, now: Clock) -> Plan[bool]:
             return True
         if not woken:
             return False
+
+
+# --- the kind, for the operator tools -------------------------------------------------------
+
+
+def _info(view: LockView) -> CountDownLatchInfo:
+    if not isinstance(view.detail, CountDownLatchInfo):
+        raise TypeError(f"a CountDownLatch snapshot needs its info, not {view.detail!r}")
+    return view.detail
+
+
+def _read(keys: LatchKeys, waiting: int) -> Plan[LockView]:
+    # a latch's waiters are not queued in Redis: ``waiting`` has nothing to read
+    info = yield from inspect(keys)
+    return LockView("CountDownLatch", keys.name, keys.count, "", info.count, -2, 0, 0, detail=info)
+
+
+def _exists(view: LockView) -> bool:
+    info = _info(view)
+    return info.count > 0 or info.opened > 0
+
+
+def _json_extras(view: LockView) -> dict[str, Any]:
+    info = _info(view)
+    return {"waiters": None, "open": info.count == 0, "opened": info.opened or None}
+
+
+def _describe(view: LockView) -> list[str]:
+    info = _info(view)
+    state = "open" if info.count == 0 else "closed"
+    return [f"  count    {info.count} ({state})", f"  opened   {info.opened or '-'}"]
+
+
+def _summary(view: LockView) -> str:
+    count = _info(view).count
+    return f"count {count}" if count else "open"
+
+
+def _acl_keys(keys: LatchKeys) -> tuple[str, ...]:
+    return (keys.count, keys.opened)
+
+
+#: The ``CountDownLatch`` kind (see :class:`~tenure._plans.kind.Kind`): it has
+#: no holder, so ``release --force`` refuses it (``--latch`` says why).
+LATCH: Kind[LatchKeys] = Kind(
+    name="CountDownLatch",
+    option="latch",
+    build=named("CountDownLatch", latch_keys),
+    main_key=lambda keys: keys.count,
+    read=_read,
+    describe=_describe,
+    summary=_summary,
+    scripts=(LATCH_SET, LATCH_COUNT_DOWN, LATCH_INSPECT),
+    acl_keys=_acl_keys,
+    holds=lambda view: (),
+    exists=_exists,
+    json_extras=_json_extras,
+    release_flag="--latch",
+    single_holder=False,
+    queued=False,
+    instead="count it down to open it",
+)

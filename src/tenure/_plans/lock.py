@@ -40,24 +40,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
-from .._keys import LockKeys
+from .._info import LockInfo
+from .._keys import LockKeys, lock_keys
 from .._protocol import Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
-
-# The "X as X" names are re-exported for code that reaches them through this
-# module (the facade's ``lock_plans.X``, ``_models``, tests); they belong to
-# .common and .waiting.
-from .common import FENCE_KEEP_MS as FENCE_KEEP_MS
-from .common import extended, least_left_ms, released
-from .common import fence_keep_ms as fence_keep_ms
-from .waiting import HANDOFF_CLAIM as HANDOFF_CLAIM
-from .waiting import HANDOFF_RESYNC as HANDOFF_RESYNC
-from .waiting import NO_EXPIRY_RECHECK as NO_EXPIRY_RECHECK
-from .waiting import Clock as Clock
-from .waiting import Contender, claim_window, handed_off_until, wait_turn
-from .waiting import Grant as Grant
-from .waiting import validity as validity
+from .common import FENCE_KEEP_MS, extended, fence_keep_ms, least_left_ms, released
+from .kind import (
+    Kind,
+    LockView,
+    holder_lines,
+    holder_or_free,
+    token_release,
+    token_release_lines,
+    with_waiting,
+)
+from .waiting import (
+    Clock,
+    Contender,
+    Grant,
+    claim_window,
+    handed_off_until,
+    validity,
+    wait_turn,
+)
 
 #: Exact-key mode: the most hand-offs in a row before a release leaves the key free.
 EXACT_CHAIN = 2
@@ -94,29 +100,6 @@ class LockState:
 
     holder: str
     pttl_ms: int
-    fence: int
-    waiters: int
-
-
-@dataclass(frozen=True, slots=True)
-class LockInfo:
-    """A snapshot of a lock in Redis (what ``Lock.info()`` and ``RLock.info()`` return).
-
-    Attributes:
-        name: the lock's name (or exact key).
-        holder: the holder's owner token (``Lock``) or owner id (``RLock``);
-            ``None`` when the lock is free.
-        hold_count: the holder's hold count (1 for a ``Lock``; 0 when free).
-        ttl: seconds left of the holder's lease; ``None`` when free or when the
-            holder set no expiry.
-        fence: the last fence minted for the name (0 if none is known).
-        waiters: the number of processes queued for the lock.
-    """
-
-    name: str
-    holder: str | None
-    hold_count: int
-    ttl: float | None
     fence: int
     waiters: int
 
@@ -335,3 +318,39 @@ def inspect(keys: LockKeys) -> Plan[LockState]:
         LOCK_INSPECT, (keys.lock, keys.fence, keys.waiters), ()
     )
     return LockState(str(holder), int(pttl), int(fence), int(waiters))
+
+
+# --- the kind, for the operator tools and the hub -------------------------------------------
+
+
+def _build(name: str | None, key: str | None, prefix: str) -> LockKeys:
+    return lock_keys(name, key=key, prefix=prefix)
+
+
+def _read(keys: LockKeys, waiting: int) -> Plan[LockView]:
+    s = yield from inspect(keys)
+    count = 1 if s.holder else 0
+    view = LockView("Lock", keys.name, keys.lock, s.holder, count, s.pttl_ms, s.fence, s.waiters)
+    return (yield from with_waiting(view, keys, waiting))
+
+
+def _acl_keys(keys: LockKeys) -> tuple[str, ...]:
+    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released)
+
+
+#: The ``Lock`` kind (see :class:`~tenure._plans.kind.Kind`).
+LOCK: Kind[LockKeys] = Kind(
+    name="Lock",
+    option="lock",
+    build=_build,
+    main_key=lambda keys: keys.lock,
+    read=_read,
+    describe=holder_lines,
+    summary=holder_or_free,
+    scripts=(LOCK_ACQUIRE, LOCK_RELEASE, LOCK_EXTEND, LOCK_INSPECT),
+    acl_keys=_acl_keys,
+    exact_key=True,
+    force_release=token_release(release),
+    release_lines=token_release_lines,
+    pass_on=pass_on,
+)

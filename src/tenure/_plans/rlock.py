@@ -32,15 +32,27 @@ same owner. At worst the lock then stays held until its lease runs out.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import NotOwnedError, ProtocolError
-from .._keys import LockKeys
+from .._keys import LockKeys, rlock_keys
 from .._protocol import Eval, Plan, Status
 from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
+from .kind import (
+    ForcedRelease,
+    Hold,
+    Kind,
+    LockView,
+    named,
+    one_holder_lines,
+    one_holder_release,
+    release_each,
+    with_waiting,
+)
 from .waiting import Clock, Contender, Grant, validity, wait_turn
 
 
@@ -224,3 +236,70 @@ def inspect(keys: LockKeys, owner: str = "") -> Plan[RLockState]:
         RLOCK_INSPECT, (keys.lock, keys.fence, keys.waiters), (owner,)
     )
     return RLockState(str(holder), int(count), int(pttl), int(fence), int(waiters), int(mine))
+
+
+# --- the kind, for the operator tools -------------------------------------------------------
+
+
+def _read(keys: LockKeys, waiting: int) -> Plan[LockView]:
+    r = yield from inspect(keys)
+    view = LockView("RLock", keys.name, keys.lock, r.holder, r.count, r.pttl_ms, r.fence, r.waiters)
+    return (yield from with_waiting(view, keys, waiting))
+
+
+def _holder(view: LockView) -> str:
+    return f"{view.holder} (hold count {view.count})"
+
+
+def _describe(view: LockView) -> list[str]:
+    return one_holder_lines(view, _holder(view))
+
+
+def _summary(view: LockView) -> str:
+    return f"{view.holder} x{view.count}" if view.held else "free"
+
+
+def _force_release(
+    keys: LockKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
+) -> Plan[tuple[list[Hold], list[Hold]]]:
+    def end(hold: Hold) -> Plan[bool]:
+        # once per hold level; a level gone meanwhile after the first still
+        # leaves the hold removed
+        released = False
+        try:
+            while True:
+                left = yield from release(keys, hold.holder, hold.fence)
+                released = True
+                if left <= 0:
+                    return True
+        except NotOwnedError:
+            if not released:
+                raise
+            return True
+
+    return (yield from release_each(holds, end))
+
+
+def _release_lines(done: ForcedRelease) -> list[str]:
+    return one_holder_release(done, _holder(done.before))
+
+
+def _acl_keys(keys: LockKeys) -> tuple[str, ...]:
+    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released)
+
+
+#: The ``RLock`` kind (see :class:`~tenure._plans.kind.Kind`).
+RLOCK: Kind[LockKeys] = Kind(
+    name="RLock",
+    option="rlock",
+    build=named("RLock", rlock_keys),
+    main_key=lambda keys: keys.lock,
+    read=_read,
+    describe=_describe,
+    summary=_summary,
+    scripts=(RLOCK_ACQUIRE, RLOCK_RELEASE, RLOCK_EXTEND, RLOCK_INSPECT),
+    acl_keys=_acl_keys,
+    force_release=_force_release,
+    release_lines=_release_lines,
+    release_flag="--rlock",
+)

@@ -38,15 +38,35 @@ made: the owner's last op says so), in one call.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, ProtocolError
-from .._keys import RWLockKeys
-from .._protocol import Eval, Plan, Status
+from .._info import ReadWriteHolder, ReadWriteInfo
+from .._keys import RWLockKeys, rwlock_keys
+from .._protocol import Command, Eval, Plan, Status
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
+from .kind import (
+    ForcedRelease,
+    Hold,
+    Kind,
+    LockView,
+    Waiter,
+    many_holders_release,
+    named,
+    no_expiry,
+    now_text,
+    pttl_ms,
+    queue_lines,
+    release_each,
+    seconds,
+    text,
+    with_waiting,
+)
 from .waiting import (
     Clock,
     Contender,
@@ -83,47 +103,6 @@ class RWGrant(Grant):
 
     mode: Mode
     hold: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReadWriteHolder:
-    """One hold of a read-write lock, as :meth:`tenure.ReadWriteLock.info` saw it.
-
-    Attributes:
-        owner: the holding thread's or task's owner id.
-        mode: ``"read"`` or ``"write"`` (a write holder that also reads has two holds).
-        count: the hold count (>= 1).
-        ttl: seconds left of the hold's lease.
-        fence: the hold's fence.
-    """
-
-    owner: str
-    mode: Mode
-    count: int
-    ttl: float
-    fence: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReadWriteInfo:
-    """A snapshot of a read-write lock in Redis (:meth:`tenure.ReadWriteLock.info`).
-
-    Attributes:
-        name: the lock's name.
-        mode: ``"write"`` while a write hold exists, ``"read"`` while only read
-            holds do, ``None`` when the lock is free.
-        holders: the live holds, the latest expiry last.
-        waiters: how many waiters are queued (one per process and name).
-        waiting_writers: how many of them wait for the write lock.
-        fence: the last fence minted for the name (0 if none is known).
-    """
-
-    name: str
-    mode: Mode | None
-    holders: tuple[ReadWriteHolder, ...]
-    waiters: int
-    waiting_writers: int
-    fence: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,3 +342,178 @@ def inspect(keys: RWLockKeys, owner: str = "") -> Plan[RWState]:
         keys.name, _MODE.get(str(mode)[:1]), holders, int(waiters), int(writers), int(fence)
     )
     return RWState(info, int(mine_r), int(mine_w))
+
+
+# --- the kind, for the operator tools -------------------------------------------------------
+
+_RW_TOKEN = re.compile(r"^([rw]):(.+):([^:]*)$", re.S)
+
+
+def _refine(waiter: Waiter) -> Waiter:
+    """A waiter whose member's holder is ``"<r or w>:<owner id>:<op id>"``, as its
+    mode and owner id (a member of another shape is left as it is)."""
+    match = _RW_TOKEN.match(waiter.holder)
+    if match:
+        mode = "read" if match[1] == "r" else "write"
+        return replace(waiter, holder=match[2], mode=mode)
+    return waiter
+
+
+def _info(view: LockView) -> ReadWriteInfo:
+    if not isinstance(view.detail, ReadWriteInfo):
+        raise TypeError(f"a ReadWriteLock snapshot needs its info, not {view.detail!r}")
+    return view.detail
+
+
+def _read(keys: RWLockKeys, waiting: int) -> Plan[LockView]:
+    state = yield from inspect(keys)
+    info = state.info
+    writers = [h for h in info.holders if h.mode == "write"]
+    first = writers[0] if writers else (info.holders[0] if info.holders else None)
+    latest = max((h.ttl for h in info.holders), default=None)
+    view = LockView(
+        "ReadWriteLock",
+        keys.name,
+        keys.lock,
+        first.owner if first else "",
+        first.count if first else 0,
+        pttl_ms(latest, first is not None),
+        info.fence,
+        info.waiters,
+        detail=info,
+    )
+    return (yield from with_waiting(view, keys, waiting, _refine))
+
+
+def _holds(view: LockView) -> tuple[Hold, ...]:
+    """Every hold, write holds first."""
+    ordered = sorted(_info(view).holders, key=lambda h: h.mode != "write")
+    return tuple(Hold(h.owner, h.count, h.ttl, h.fence, h.mode) for h in ordered)
+
+
+def _json_extras(view: LockView) -> dict[str, Any]:
+    info = _info(view)
+    return {
+        "mode": info.mode,
+        "waiting_writers": info.waiting_writers,
+        "holders": [
+            {"owner": h.owner, "mode": h.mode, "count": h.count, "ttl": h.ttl, "fence": h.fence}
+            for h in info.holders
+        ],
+    }
+
+
+def _describe(view: LockView) -> list[str]:
+    info = _info(view)
+    lines = [f"  mode     {info.mode or 'free'}", f"  holders  {len(info.holders) or 'none'}"]
+    for rw in _holds(view):
+        lines.append(
+            f"    {rw.mode:<5}  {rw.holder} (hold count {rw.count}, fence {rw.fence}, "
+            f"ttl {seconds(rw.ttl)})"
+        )
+    writers = ""
+    if info.waiting_writers:
+        s = "s" if info.waiting_writers != 1 else ""
+        writers = f" ({info.waiting_writers} writer{s})"
+    return lines + queue_lines(view, writers)
+
+
+def _summary(view: LockView) -> str:
+    holds = _holds(view)
+    if not holds:
+        return "free"
+    first, more = holds[0], f" +{len(holds) - 1} more" if len(holds) > 1 else ""
+    count = f" x{first.count}" if first.count > 1 else ""
+    return f"{first.holder}{count} ({first.mode}){more}"
+
+
+def _now_text(view: LockView) -> str:
+    info = _info(view)
+    if info.mode == "write":
+        return f"now write-held by {view.holder} (fence {view.fence})"
+    if info.mode == "read":
+        owners = len({h.owner for h in info.holders})
+        return f"now read-held by {owners} owner{'s' if owners != 1 else ''}"
+    return now_text(view)
+
+
+def read_hold_values(keys: RWLockKeys) -> Plan[dict[str, str]]:
+    """The lock's hash as it stands: ``{"w:<owner>": "<count>|<fence>|<hold
+    id>", ...}`` (a forced release needs the hold ids, which ``info()`` leaves out)."""
+    raw = yield Command(("HGETALL", keys.lock))
+    return hold_values(raw)
+
+
+def hold_values(raw: object) -> dict[str, str]:
+    """``HGETALL``'s reply (a dict, or a flat list) as text."""
+    if isinstance(raw, dict):
+        return {text(k): text(v) for k, v in raw.items()}
+    items = list(raw) if isinstance(raw, list | tuple) else []
+    return {text(k): text(v) for k, v in zip(items[::2], items[1::2], strict=False)}
+
+
+def _force_release(
+    keys: RWLockKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
+) -> Plan[tuple[list[Hold], list[Hold]]]:
+    values = yield from read_hold_values(keys)
+
+    def end(hold: Hold) -> Plan[bool]:
+        # its release once per level, with the hold's id (from its hash field's
+        # value, "<count>|<fence>|<hold id>")
+        value = values.get(("w:" if hold.mode == "write" else "r:") + hold.holder)
+        count, _, rest = (value or "").partition("|")
+        fence, _, hold_id = rest.partition("|")
+        if not count or not hold_id or fence != str(hold.fence):
+            return False  # the hold ended, or is another one now
+        mode: Mode = "write" if hold.mode == "write" else "read"
+        released = False
+        try:
+            while True:
+                left = yield from release(keys, hold.holder, mode, hold_id, hold.fence, op=new_op())
+                released = True
+                if left <= 0:
+                    return True
+        except NotOwnedError:
+            return released  # the hold ended meanwhile
+
+    return (yield from release_each(holds, end))
+
+
+def _hold_text(hold: Hold) -> str:
+    return (
+        f"{hold.mode} hold of {hold.holder} (hold count {hold.count}, fence {hold.fence}, "
+        f"ttl left {no_expiry(hold.ttl)})"
+    )
+
+
+def _release_lines(done: ForcedRelease) -> list[str]:
+    return many_holders_release(
+        done, _hold_text, lambda h: f"{h.holder} ({h.mode}, fence {h.fence})", fence=True
+    )
+
+
+def _acl_keys(keys: RWLockKeys) -> tuple[str, ...]:
+    # one owner's last-op key stands for all
+    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.holds, keys.last_op("owner"))
+
+
+#: The ``ReadWriteLock`` kind (see :class:`~tenure._plans.kind.Kind`).
+RWLOCK: Kind[RWLockKeys] = Kind(
+    name="ReadWriteLock",
+    option="rwlock",
+    build=named("ReadWriteLock", rwlock_keys),
+    main_key=lambda keys: keys.lock,
+    read=_read,
+    describe=_describe,
+    summary=_summary,
+    scripts=(RWLOCK_ACQUIRE, RWLOCK_RELEASE, RWLOCK_EXTEND, RWLOCK_INSPECT),
+    acl_keys=_acl_keys,
+    holds=_holds,
+    json_extras=_json_extras,
+    refine_waiter=_refine,
+    now_text=_now_text,
+    force_release=_force_release,
+    release_lines=_release_lines,
+    release_flag="--rwlock",
+    single_holder=False,
+)

@@ -30,12 +30,15 @@ returned to the caller by an attempt.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .._errors import InvalidArgument, NotOwnedError, ProtocolError
-from .._keys import SemaphoreKeys
-from .._protocol import Eval, Plan, Status
+from .._info import SemaphoreHolder, SemaphoreInfo
+from .._keys import SemaphoreKeys, semaphore_keys
+from .._protocol import Command, Eval, Plan, Status
 from .._scripts import (
     SEMAPHORE_ACQUIRE,
     SEMAPHORE_EXTEND,
@@ -45,6 +48,22 @@ from .._scripts import (
 )
 from .._units import MAX_LEASE_PERMITS, check_count, lease_ms
 from .common import FENCE_KEEP_MS, extended
+from .kind import (
+    ForcedRelease,
+    Hold,
+    Kind,
+    LockView,
+    Waiter,
+    many_holders_release,
+    named,
+    no_expiry,
+    permits_text,
+    pttl_ms,
+    queue_lines,
+    release_each,
+    seconds,
+    with_waiting,
+)
 from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validity, wait_turn
 
 #: How long the permits key (the stored count) is kept after the last acquire or
@@ -56,43 +75,6 @@ from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validi
 #: own: the fence key, like every lock's, lives
 #: :data:`~tenure._plans.common.FENCE_KEEP_MS`.
 PERMITS_KEEP_MS = 7 * 24 * 3600 * 1000
-
-
-@dataclass(frozen=True, slots=True)
-class SemaphoreHolder:
-    """One lease holding permits of a semaphore, as Redis said at the snapshot.
-
-    Attributes:
-        token: the lease's token (``SemaphoreLease.owner``).
-        permits: how many permits it holds.
-        ttl: seconds until its lease ends in Redis, unless extended.
-    """
-
-    token: str
-    permits: int
-    ttl: float
-
-
-@dataclass(frozen=True, slots=True)
-class SemaphoreInfo:
-    """A snapshot of a semaphore in Redis (what ``Semaphore.info()`` returns).
-
-    Attributes:
-        name: the semaphore's name.
-        permits: the permit count stored in Redis, or the asking object's count
-            while none is stored.
-        available: permits free now: ``permits`` less those held (0 while more
-            are held than the count, after it shrank).
-        holders: the leases holding permits, first to expire first.
-        waiters: processes queued for permits (each process queues one waiting
-            thread or task at a time; its others wait behind that one locally).
-    """
-
-    name: str
-    permits: int
-    available: int
-    holders: tuple[SemaphoreHolder, ...]
-    waiters: int
 
 
 def check_permits(value: object) -> int:
@@ -314,3 +296,149 @@ def inspect(keys: SemaphoreKeys, permits: int) -> Plan[SemaphoreInfo]:
     holders = tuple(SemaphoreHolder(token, counts[token], ttls[token]) for token in counts)
     held = sum(counts.values())
     return SemaphoreInfo(keys.name, total, max(0, total - held), holders, int(waiters))
+
+
+# --- the kind, for the operator tools -------------------------------------------------------
+
+_SEM_TOKEN = re.compile(r"^(\d+)\|(.+)$", re.S)
+
+
+def _refine(waiter: Waiter) -> Waiter:
+    """A waiter whose member's holder is ``"<n>|<token>"``, as its permits and
+    token (a member of another shape is left as it is)."""
+    match = _SEM_TOKEN.match(waiter.holder)
+    if match:
+        return replace(waiter, holder=match[2], permits=int(match[1]))
+    return waiter
+
+
+def _info(view: LockView) -> SemaphoreInfo:
+    if not isinstance(view.detail, SemaphoreInfo):
+        raise TypeError(f"a Semaphore snapshot needs its info, not {view.detail!r}")
+    return view.detail
+
+
+def _read(keys: SemaphoreKeys, waiting: int) -> Plan[LockView]:
+    info = yield from inspect(keys, 0)  # 0: no count stored
+    raw = yield Command(("GET", keys.fence))
+    try:
+        fence = int(_text(raw)) if raw is not None else 0
+    except ValueError:  # changed type since the inspect script checked it
+        fence = 0
+    first = info.holders[0] if info.holders else None
+    latest = max((h.ttl for h in info.holders), default=None)
+    view = LockView(
+        "Semaphore",
+        keys.name,
+        keys.lock,
+        first.token if first else "",
+        first.permits if first else 0,
+        pttl_ms(latest, first is not None),
+        fence,
+        info.waiters,
+        detail=info,
+    )
+    return (yield from with_waiting(view, keys, waiting, _refine))
+
+
+def _holds(view: LockView) -> tuple[Hold, ...]:
+    """Every lease (first to expire first)."""
+    return tuple(Hold(h.token, h.permits, h.ttl, 0) for h in _info(view).holders)
+
+
+def _exists(view: LockView) -> bool:
+    return _info(view).permits > 0  # its count is stored
+
+
+def _json_extras(view: LockView) -> dict[str, Any]:
+    info = _info(view)
+    return {
+        "permits": info.permits or None,
+        "available": info.available if info.permits else None,
+        "holders": [{"token": h.token, "permits": h.permits, "ttl": h.ttl} for h in info.holders],
+    }
+
+
+def _describe(view: LockView) -> list[str]:
+    info = _info(view)
+    lines = [
+        f"  permits  {info.permits or '?'} ({info.available} available)",
+        f"  holders  {len(info.holders) or 'none'}",
+    ]
+    for h in info.holders:
+        lines.append(f"    {h.token} ({permits_text(h.permits)}, ttl {seconds(h.ttl)})")
+    return lines + queue_lines(view)
+
+
+def _summary(view: LockView) -> str:
+    info = _info(view)
+    holds = _holds(view)
+    if not holds:
+        return f"free (0/{info.permits or '?'})"
+    first, more = holds[0], f" +{len(holds) - 1} more" if len(holds) > 1 else ""
+    held = sum(h.count for h in holds)
+    return f"{first.holder} x{first.count}{more} ({held}/{info.permits or '?'})"
+
+
+def _now_text(view: LockView) -> str:
+    info = _info(view)
+    held = sum(h.permits for h in info.holders)
+    return f"now {held} of {info.permits or '?'} permits held"
+
+
+def _force_release(
+    keys: SemaphoreKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
+) -> Plan[tuple[list[Hold], list[Hold]]]:
+    # The count, for the release script when Redis stores none (7 days after
+    # the last acquire or set_permits): the permits held, all free once released.
+    permits = _info(before).permits or max(1, sum(h.count for h in _holds(before)))
+
+    def end(hold: Hold) -> Plan[bool]:
+        yield from release(keys, hold.holder, hold.count, permits, 0)
+        return True
+
+    return (yield from release_each(holds, end))
+
+
+def _hold_text(hold: Hold) -> str:
+    return f"lease {hold.holder} ({permits_text(hold.count)}, ttl left {no_expiry(hold.ttl)})"
+
+
+def _release_lines(done: ForcedRelease) -> list[str]:
+    return many_holders_release(
+        done, _hold_text, lambda h: f"{h.holder} ({permits_text(h.count)})", fence=False
+    )
+
+
+def _acl_keys(keys: SemaphoreKeys) -> tuple[str, ...]:
+    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released, keys.permits)
+
+
+#: The ``Semaphore`` kind (see :class:`~tenure._plans.kind.Kind`).
+SEMAPHORE: Kind[SemaphoreKeys] = Kind(
+    name="Semaphore",
+    option="semaphore",
+    build=named("Semaphore", semaphore_keys),
+    main_key=lambda keys: keys.lock,
+    read=_read,
+    describe=_describe,
+    summary=_summary,
+    scripts=(
+        SEMAPHORE_ACQUIRE,
+        SEMAPHORE_RELEASE,
+        SEMAPHORE_EXTEND,
+        SEMAPHORE_SET_PERMITS,
+        SEMAPHORE_INSPECT,
+    ),
+    acl_keys=_acl_keys,
+    holds=_holds,
+    exists=_exists,
+    json_extras=_json_extras,
+    refine_waiter=_refine,
+    now_text=_now_text,
+    force_release=_force_release,
+    release_lines=_release_lines,
+    release_flag="--semaphore",
+    single_holder=False,
+    picks_lease=True,
+)

@@ -106,8 +106,14 @@ def script_commands(source: bytes) -> set[str]:
     return {m.decode() for text in texts for m in CALL.findall(text)}
 
 
+_LOADED: list[ScriptSpec] = []
+
+
 def _load(name: str) -> ScriptSpec:
-    return build(name, _read)
+    """Build the script ``name`` from the package's files and add it to :data:`ALL`."""
+    spec = build(name, _read)
+    _LOADED.append(spec)
+    return spec
 
 
 def build(name: str, read: Callable[[str], bytes]) -> ScriptSpec:
@@ -160,30 +166,5 @@ FAIR_RELEASE = _load("fair_release")
 FAIR_INSPECT = _load("fair_inspect")
 ACL_KEYS = _load("acl_keys")
 
-ALL = (
-    LOCK_ACQUIRE,
-    LOCK_RELEASE,
-    LOCK_EXTEND,
-    LOCK_INSPECT,
-    RLOCK_ACQUIRE,
-    RLOCK_RELEASE,
-    RLOCK_EXTEND,
-    RLOCK_INSPECT,
-    RWLOCK_ACQUIRE,
-    RWLOCK_RELEASE,
-    RWLOCK_EXTEND,
-    RWLOCK_INSPECT,
-    FENCED_SET,
-    SEMAPHORE_ACQUIRE,
-    SEMAPHORE_RELEASE,
-    SEMAPHORE_EXTEND,
-    SEMAPHORE_SET_PERMITS,
-    SEMAPHORE_INSPECT,
-    LATCH_SET,
-    LATCH_COUNT_DOWN,
-    LATCH_INSPECT,
-    FAIR_ACQUIRE,
-    FAIR_RELEASE,
-    FAIR_INSPECT,
-    ACL_KEYS,
-)
+#: Every script above, in the order loaded (one ``_load`` line per script).
+ALL = tuple(_LOADED)

@@ -17,8 +17,8 @@ from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from ..._leasebook import LeaseBook, Phase, Release
 from ..._models import LeaseBase, OpenBlocks, PerProcess
-from ..._plans import lock as lock_plans
 from ..._plans import replicas as replica_plans
+from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
 from ..._units import check_seconds, check_ttl, to_ms
 
@@ -246,7 +246,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
     lost: asyncio.Event
     __slots__ = ("_lock",)
 
-    def __init__(self, lock: LockT, grant: lock_plans.Grant) -> None:
+    def __init__(self, lock: LockT, grant: Grant) -> None:
         super().__init__(lock.name, grant, asyncio.Event())
         self._lock = lock
 

@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 from ..._drivers import _async as _driver
 from ..._drivers._watchbook import Watch
 from ..._leasebook import Phase
-from ..._plans import lock as lock_plans
+from ..._plans.waiting import Grant
 from ._base import _AsyncHeldLease, _LeaseOptions
 
 HoldsT = TypeVar("HoldsT", bound="_AsyncHolds[Any]")
@@ -31,7 +31,7 @@ class _AsyncHoldLease(_AsyncHeldLease[HoldsT]):
 
     __slots__ = ("_hold", "_key")
 
-    def __init__(self, lock: HoldsT, grant: lock_plans.Grant, key: Hashable, hold: str) -> None:
+    def __init__(self, lock: HoldsT, grant: Grant, key: Hashable, hold: str) -> None:
         super().__init__(lock, grant)
         self._key = key
         self._hold = hold

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from ..._drivers import _async as _driver
+from ..._info import CountDownLatchInfo
 from ..._keys import DEFAULT_PREFIX, latch_keys
 from ..._models import PerProcess
 from ..._plans import latch as latch_plans
@@ -124,7 +125,7 @@ class AsyncCountDownLatch(PerProcess):
             self._seen = 0
         return opened
 
-    async def info(self) -> latch_plans.CountDownLatchInfo:
+    async def info(self) -> CountDownLatchInfo:
         """A snapshot of the latch in Redis: its count and opening number.
 
         Raises:

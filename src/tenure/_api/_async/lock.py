@@ -9,8 +9,10 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
 from ..._errors import InvalidArgument, NotOwnedError
+from ..._info import LockInfo
 from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
+from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
 from ._base import _BOOK, _AsyncBlocks, _AsyncHeldLease, _LeaseOptions
 from ._docs import shared_args
@@ -30,7 +32,7 @@ class AsyncLease(_AsyncHeldLease["AsyncLock"]):
 
     __slots__ = ("_holder",)
 
-    def __init__(self, lock: AsyncLock, grant: lock_plans.Grant, holder: str) -> None:
+    def __init__(self, lock: AsyncLock, grant: Grant, holder: str) -> None:
         super().__init__(lock, grant)
         self._holder = holder
 
@@ -189,7 +191,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
 
     def _acquire_plan(
         self, owner: str, blocking: bool, timeout: float | None, maybe_held: bool
-    ) -> Plan[lock_plans.Grant | None]:
+    ) -> Plan[Grant | None]:
         return lock_plans.acquire(
             self._keys,
             owner,
@@ -234,7 +236,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         state = await _driver.run(self._client, lock_plans.inspect(self._keys))
         return state.holder != ""
 
-    async def info(self) -> lock_plans.LockInfo:
+    async def info(self) -> LockInfo:
         """A snapshot of the lock in Redis: holder, seconds left, last fence, waiters.
 
         Raises:

@@ -9,9 +9,11 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
+from ..._info import LockInfo
 from ..._keys import DEFAULT_PREFIX, rlock_keys
 from ..._plans import lock as lock_plans
 from ..._plans import rlock as rlock_plans
+from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
 from ._base import _AsyncBlocks, _LeaseOptions
 from ._docs import shared_args
@@ -34,7 +36,7 @@ class AsyncRLockLease(_AsyncHoldLease["AsyncRLock"]):
 
     __slots__ = ()
 
-    def __init__(self, lock: AsyncRLock, grant: lock_plans.Grant) -> None:
+    def __init__(self, lock: AsyncRLock, grant: Grant) -> None:
         super().__init__(lock, grant, grant.token, str(grant.fence))
 
     # Re-declared for its docstring alone: a release counts the hold down.
@@ -242,7 +244,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         """
         return await self.hold_count() > 0
 
-    async def info(self) -> lock_plans.LockInfo:
+    async def info(self) -> LockInfo:
         """A snapshot of the lock in Redis: holder (owner id) and its hold count,
         seconds left, last fence, waiters.
 

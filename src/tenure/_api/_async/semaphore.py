@@ -9,10 +9,12 @@ from types import TracebackType
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
 from ..._errors import NotOwnedError
+from ..._info import SemaphoreInfo
 from ..._keys import DEFAULT_PREFIX, semaphore_keys
 from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
+from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
 from ._base import _AsyncHeldLease, _AsyncHolding, _LeaseOptions
 from ._docs import shared_args
@@ -38,9 +40,7 @@ class AsyncSemaphoreLease(_AsyncHeldLease["AsyncSemaphore"]):
 
     __slots__ = ("_holder", "permits")
 
-    def __init__(
-        self, semaphore: AsyncSemaphore, grant: lock_plans.Grant, permits: int, holder: str
-    ) -> None:
+    def __init__(self, semaphore: AsyncSemaphore, grant: Grant, permits: int, holder: str) -> None:
         super().__init__(semaphore, grant)
         self._holder = holder
         self.permits = permits
@@ -293,7 +293,7 @@ class AsyncSemaphore(PerProcess):
         """
         return (await self.info()).available
 
-    async def info(self) -> semaphore_plans.SemaphoreInfo:
+    async def info(self) -> SemaphoreInfo:
         """A snapshot of the semaphore in Redis: its count, free permits, holders
         (token, permits, seconds left) and the number of queued waiters.
 

@@ -12,7 +12,7 @@ from ..._drivers._identity import new_token
 from ..._info import FairLockInfo
 from ..._keys import DEFAULT_PREFIX, fair_keys
 from ..._plans import fair as fair_plans
-from ..._plans import lock as lock_plans
+from ..._plans.waiting import Grant
 from ..._protocol import Plan
 from ._docs import shared_args
 from .lock import Lease, Lock
@@ -162,7 +162,7 @@ class FairLock(Lock):
 
     def _acquire_plan(
         self, owner: str, blocking: bool, timeout: float | None, maybe_held: bool
-    ) -> Plan[lock_plans.Grant | None]:
+    ) -> Plan[Grant | None]:
         return fair_plans.acquire(
             self._fair,
             owner,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from ..._drivers import _sync as _driver
+from ..._info import CountDownLatchInfo
 from ..._keys import DEFAULT_PREFIX, latch_keys
 from ..._models import PerProcess
 from ..._plans import latch as latch_plans
@@ -125,7 +126,7 @@ class CountDownLatch(PerProcess):
             self._seen = 0
         return opened
 
-    def info(self) -> latch_plans.CountDownLatchInfo:
+    def info(self) -> CountDownLatchInfo:
         """A snapshot of the latch in Redis: its count and opening number.
 
         Raises:

@@ -10,8 +10,10 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_token
 from ..._errors import InvalidArgument, NotOwnedError
+from ..._info import LockInfo
 from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
+from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
 from ._base import _BOOK, _Blocks, _HeldLease, _LeaseOptions
 from ._docs import shared_args
@@ -31,7 +33,7 @@ class Lease(_HeldLease["Lock"]):
 
     __slots__ = ("_holder",)
 
-    def __init__(self, lock: Lock, grant: lock_plans.Grant, holder: str) -> None:
+    def __init__(self, lock: Lock, grant: Grant, holder: str) -> None:
         super().__init__(lock, grant)
         self._holder = holder
 
@@ -190,7 +192,7 @@ class Lock(_Blocks[Lease]):
 
     def _acquire_plan(
         self, owner: str, blocking: bool, timeout: float | None, maybe_held: bool
-    ) -> Plan[lock_plans.Grant | None]:
+    ) -> Plan[Grant | None]:
         return lock_plans.acquire(
             self._keys,
             owner,
@@ -235,7 +237,7 @@ class Lock(_Blocks[Lease]):
         state = _driver.run(self._client, lock_plans.inspect(self._keys))
         return state.holder != ""
 
-    def info(self) -> lock_plans.LockInfo:
+    def info(self) -> LockInfo:
         """A snapshot of the lock in Redis: holder, seconds left, last fence, waiters.
 
         Raises:

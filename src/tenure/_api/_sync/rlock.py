@@ -10,9 +10,11 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
+from ..._info import LockInfo
 from ..._keys import DEFAULT_PREFIX, rlock_keys
 from ..._plans import lock as lock_plans
 from ..._plans import rlock as rlock_plans
+from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
 from ._base import _Blocks, _LeaseOptions
 from ._docs import shared_args
@@ -35,7 +37,7 @@ class RLockLease(_HoldLease["RLock"]):
 
     __slots__ = ()
 
-    def __init__(self, lock: RLock, grant: lock_plans.Grant) -> None:
+    def __init__(self, lock: RLock, grant: Grant) -> None:
         super().__init__(lock, grant, grant.token, str(grant.fence))
 
     # Re-declared for its docstring alone: a release counts the hold down.
@@ -243,7 +245,7 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         """
         return self.hold_count() > 0
 
-    def info(self) -> lock_plans.LockInfo:
+    def info(self) -> LockInfo:
         """A snapshot of the lock in Redis: holder (owner id) and its hold count,
         seconds left, last fence, waiters.
 

@@ -10,11 +10,11 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
+from ..._info import ReadWriteInfo
 from ..._keys import DEFAULT_PREFIX, rwlock_keys
 from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import rwlock as rwlock_plans
-from ..._plans.rwlock import ReadWriteInfo
 from ..._protocol import Eval, Plan
 from ._base import _Blocks, _LeaseOptions
 from ._docs import shared_args

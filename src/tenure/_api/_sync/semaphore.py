@@ -10,10 +10,12 @@ from types import TracebackType
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_token
 from ..._errors import NotOwnedError
+from ..._info import SemaphoreInfo
 from ..._keys import DEFAULT_PREFIX, semaphore_keys
 from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
+from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
 from ._base import _HeldLease, _Holding, _LeaseOptions
 from ._docs import shared_args
@@ -39,9 +41,7 @@ class SemaphoreLease(_HeldLease["Semaphore"]):
 
     __slots__ = ("_holder", "permits")
 
-    def __init__(
-        self, semaphore: Semaphore, grant: lock_plans.Grant, permits: int, holder: str
-    ) -> None:
+    def __init__(self, semaphore: Semaphore, grant: Grant, permits: int, holder: str) -> None:
         super().__init__(semaphore, grant)
         self._holder = holder
         self.permits = permits
@@ -294,7 +294,7 @@ class Semaphore(PerProcess):
         """
         return (self.info()).available
 
-    def info(self) -> semaphore_plans.SemaphoreInfo:
+    def info(self) -> SemaphoreInfo:
         """A snapshot of the semaphore in Redis: its count, free permits, holders
         (token, permits, seconds left) and the number of queued waiters.
 

@@ -1,0 +1,52 @@
+"""The registry of kinds: every primitive the operator tools, the CLI, doctor
+and the wake hub know, each described once by its plans module (see
+:mod:`.kind`).
+
+Adding a primitive means adding its :class:`~.kind.Kind` to :data:`KINDS`;
+``tests/test_kinds.py`` fails while a kind of :data:`tenure._keys.MARKERS` (or a
+public class of :mod:`tenure`) has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import InvalidArgument
+from .._keys import LatchKeys, LockKeys, parse_key
+from .fair import FAIR
+from .kind import Kind
+from .latch import LATCH
+from .lock import LOCK
+from .rlock import RLOCK
+from .rwlock import RWLOCK
+from .semaphore import SEMAPHORE
+
+#: Every kind, in the order ``tenure inspect`` shows them.
+KINDS: tuple[Kind[Any], ...] = (LOCK, RLOCK, FAIR, RWLOCK, SEMAPHORE, LATCH)
+
+_BY_NAME: dict[str, Kind[Any]] = {kind.name: kind for kind in KINDS}
+
+
+def names() -> tuple[str, ...]:
+    """The public names of every kind (``"Lock"``, ...), in :data:`KINDS`' order."""
+    return tuple(kind.name for kind in KINDS)
+
+
+def by_name(name: str) -> Kind[Any]:
+    """The kind whose public name is ``name`` (``"Lock"``, ``"FairLock"``, ...).
+
+    Raises:
+        InvalidArgument: no kind has that name.
+    """
+    kind = _BY_NAME.get(name)
+    if kind is None:
+        raise InvalidArgument(f"unknown kind {name!r}; one of {', '.join(_BY_NAME)}")
+    return kind
+
+
+def of_keys(keys: LockKeys | LatchKeys) -> Kind[Any] | None:
+    """The kind whose keys ``keys`` are (read back from a key tenure derives:
+    :func:`tenure._keys.parse_key`), or ``None`` if none is registered."""
+    derived = keys.opened if isinstance(keys, LatchKeys) else keys.fence
+    info = parse_key(derived)
+    return _BY_NAME.get(info.kind) if info is not None else None
