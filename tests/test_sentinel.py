@@ -372,3 +372,49 @@ def test_doctor_on_a_sentinel_and_its_master(group: SentinelGroup) -> None:
     replicas = next(f for f in report.findings if f.check == "replicas")
     assert f"127.0.0.1:{group.replica.port}" in replicas.message
     assert "min_replicas=1" in replicas.advice
+
+
+def test_valkey_py_master_for_clients(group: SentinelGroup) -> None:
+    """valkey-py's Sentinel clients, sync and asyncio: a lease, and a hand-off
+    to a waiter through the wake hub (valkey-py's own pub/sub class)."""
+    import valkey.asyncio.sentinel
+    import valkey.sentinel
+
+    sentinel = valkey.sentinel.Sentinel(group.addresses, socket_timeout=1)  # type: ignore[no-untyped-call]
+    client = sentinel.master_for(SERVICE, socket_timeout=1)  # type: ignore[no-untyped-call]
+    lease = FairLock(client, "v-fair", ttl=LEASE).acquire()
+    assert lease is not None
+    got: list[float] = []
+    waiting = sentinel.master_for(SERVICE, socket_timeout=1)  # type: ignore[no-untyped-call]
+    thread = threading.Thread(
+        target=lambda: (
+            got.append(time.monotonic())
+            if FairLock(waiting, "v-fair").acquire(timeout=10)
+            else None
+        )
+    )
+    thread.start()
+    time.sleep(0.3)
+    released = time.monotonic()
+    lease.release()
+    thread.join(10)
+    assert got and got[0] - released < PROMPT
+
+    async def main() -> None:
+        asentinel = valkey.asyncio.sentinel.Sentinel(group.addresses, socket_timeout=1)  # type: ignore[no-untyped-call]
+        holder = asentinel.master_for(SERVICE, socket_timeout=1)
+        other = asentinel.master_for(SERVICE, socket_timeout=1)
+        held = await AsyncLock(holder, "av-lock", ttl=LEASE).acquire()
+        assert held is not None
+        waiter = asyncio.create_task(AsyncLock(other, "av-lock").acquire(timeout=10))
+        await asyncio.sleep(0.3)
+        released = time.monotonic()
+        await held.release()
+        assert await waiter is not None
+        assert time.monotonic() - released < PROMPT
+        await holder.aclose()
+        await other.aclose()
+
+    asyncio.run(main())
+    client.close()
+    waiting.close()
