@@ -65,7 +65,7 @@ RENEWED = 8.0
 
 
 def _retry() -> Retry:
-    """Enough retries (about 10 s of them) to outlast a failover."""
+    """Enough retries (about 20 s of them) to outlast a failover."""
     return Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 40)
 
 
@@ -418,3 +418,19 @@ def test_valkey_py_master_for_clients(group: SentinelGroup) -> None:
     asyncio.run(main())
     client.close()
     waiting.close()
+
+
+def test_the_docs_name_tests_that_exist() -> None:
+    """Every test docs/topologies.md's Sentinel section cites is in this module
+    (``::name``) or names its file (``tests/x.py::name``)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    text = (root / "docs" / "topologies.md").read_text()
+    section = text.split("## Sentinel", 1)[1].split("\n## ", 1)[0]
+    cited = re.findall(r"`(tests/[\w/]+\.py)?::(\w+)`", section)
+    assert cited
+    for path, name in cited:
+        source = (root / (path or "tests/test_sentinel.py")).read_text()
+        assert f"def {name}(" in source, f"{path or 'tests/test_sentinel.py'}::{name}"
