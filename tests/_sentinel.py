@@ -160,12 +160,10 @@ class SentinelGroup:
                     return None
                 if int(state["num-slaves"]) < 1:
                     return None
+                # a replica it can promote (its view of the replica's link is
+                # refreshed only every 10 s: the replica's own INFO is checked above)
                 replicas = self._ask(s.port, "SENTINEL", "REPLICAS", SERVICE)
-                if not any(
-                    dict(_pairs(r))["flags"] == "slave"
-                    and dict(_pairs(r)).get("master-link-status") == "ok"
-                    for r in replicas
-                ):
+                if not any(dict(_pairs(r))["flags"] == "slave" for r in replicas):
                     return None
             return master
         except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
@@ -173,8 +171,8 @@ class SentinelGroup:
 
     def wait_healthy(self, timeout: float = SETTLE) -> int:
         """Wait until every sentinel names one master that answers as a master,
-        sees the other sentinels and a linked replica, and the other server
-        replicates from it with its link up; return the master's port.
+        sees the other sentinels and a replica that is not down, and the other
+        server replicates from it with its link up; return the master's port.
 
         Raises:
             AssertionError: not settled within ``timeout`` seconds.
@@ -218,6 +216,18 @@ class SentinelGroup:
                 assert time.monotonic() < deadline, f"SENTINEL FAILOVER: {exc}"
                 time.sleep(0.2)
         return self._wait_master(old)
+
+    def demote(self, port: int) -> None:
+        """Make the old master at ``port`` a replica of the current master, as the
+        Sentinels do when they see it again after a failover (some seconds
+        later: this does it at once), with the same commands: ``REPLICAOF``,
+        then ``CLIENT KILL TYPE normal`` (pub/sub connections stay open)."""
+        master = self.master_port()
+        with redis.Redis(port=port, socket_timeout=2) as old:
+            pipe = old.pipeline(transaction=True)
+            pipe.execute_command("REPLICAOF", "127.0.0.1", str(master))
+            pipe.execute_command("CLIENT", "KILL", "TYPE", "normal")
+            pipe.execute()
 
     def kill_master(self) -> ServerProcess:
         """SIGKILL the master (what it had not replicated is lost); return its process."""

@@ -434,3 +434,88 @@ def test_the_docs_name_tests_that_exist() -> None:
     for path, name in cited:
         source = (root / (path or "tests/test_sentinel.py")).read_text()
         assert f"def {name}(" in source, f"{path or 'tests/test_sentinel.py'}::{name}"
+
+
+@pytest.mark.parametrize("api", ["sync", "asyncio"])
+def test_wake_hub_leaves_a_demoted_master_that_went_silent(group: SentinelGroup, api: str) -> None:
+    """A manual failover (SENTINEL FAILOVER): the old master is made a replica,
+    which closes the client's connections but not its pub/sub connection, so
+    the wake hub stays on it; then it goes silent (paused: its host is gone).
+    The hub must move to the new master once its client learned where that is
+    (here: the holder's release, on the same client, reconnects), so that the
+    waiter gets the lock at once, not at the end of the holder's 30 s lease."""
+    old = group.master
+    got: list[float] = []
+    if api == "sync":
+        client = _client(group)
+        held = Lock(client, "d-held", ttl=LEASE, min_replicas=1).acquire()
+        assert held is not None
+
+        def wait() -> None:
+            if Lock(client, "d-held").acquire(timeout=20):
+                got.append(time.monotonic())
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(0.5)  # the waiter waits, subscribed on the old master
+        try:
+            group.failover()
+            group.demote(old.port)
+            old.pause()
+            released = time.monotonic()
+            held.release()
+            thread.join(25)
+        finally:
+            old.resume()
+            client.close()
+    else:
+
+        async def main() -> float:
+            client = _async_client(group)
+            held = await AsyncLock(client, "ad-held", ttl=LEASE, min_replicas=1).acquire()
+            assert held is not None
+
+            async def wait() -> None:
+                if await AsyncLock(client, "ad-held").acquire(timeout=20):
+                    got.append(time.monotonic())
+
+            waiter = asyncio.create_task(wait())
+            await asyncio.sleep(0.5)
+            try:
+                await asyncio.to_thread(group.failover)
+                await asyncio.to_thread(group.demote, old.port)
+                old.pause()
+                released = time.monotonic()
+                await held.release()
+                await asyncio.wait_for(waiter, 25)
+                return released
+            finally:
+                old.resume()
+                await client.aclose()
+
+        released = asyncio.run(main())
+    group.wait_healthy()
+    assert got, "the waiter did not get the lock"
+    assert got[0] - released < PROMPT, "the wake hub stayed on the old master"
+
+
+def test_left_master_only_for_a_sentinel_master_pool() -> None:
+    """The hub's check touches nothing but a Sentinel master pool that has
+    learned a master other than the connection's server."""
+    from types import SimpleNamespace
+
+    from tenure._drivers._clients import left_master
+
+    at = SimpleNamespace(host="127.0.0.1", port=7001)
+    assert not left_master(redis.ConnectionPool(), at)
+    sentinel = redis.sentinel.Sentinel([("127.0.0.1", 1)])  # type: ignore[no-untyped-call]
+    pool = redis.sentinel.SentinelConnectionPool(SERVICE, sentinel)  # type: ignore[no-untyped-call]
+    assert not left_master(pool, at)  # no master learned yet
+    pool.proxy.master_address = ("127.0.0.1", 7001)
+    assert not left_master(pool, at)
+    assert not left_master(pool, None)
+    pool.proxy.master_address = ("127.0.0.1", 7002)
+    assert left_master(pool, at)
+    replicas = redis.sentinel.SentinelConnectionPool(SERVICE, sentinel, is_master=False)  # type: ignore[no-untyped-call]
+    replicas.proxy.master_address = ("127.0.0.1", 7002)
+    assert not left_master(replicas, at)
