@@ -18,6 +18,13 @@ local function wrong(reply)
   return true
 end
 
+-- Whether `key` holds a value of another type than `want` ('zset', 'hash', ...;
+-- a missing key holds none, which is never wrong).
+local function other_type(key, want)
+  local t = redis.call('TYPE', key).ok
+  return t ~= 'none' and t ~= want
+end
+
 -- The server's clock in whole microseconds.
 local function now_us()
   local now = redis.call('TIME')

@@ -39,8 +39,7 @@ local F = {last = false, ttl = 0}
 -- key that holds another type, or nil.
 local function rw_open(fence_ttl)
   for _, k in ipairs({{LOCK, 'hash'}, {HOLDS, 'zset'}, {WAITERS, 'zset'}}) do
-    local t = redis.call('TYPE', k[1]).ok
-    if t ~= 'none' and t ~= k[2] then return k[1] end
+    if other_type(k[1], k[2]) then return k[1] end
   end
   local last = redis.pcall('GET', FENCE)
   if wrong(last) or (last and not tonumber(last)) then return FENCE end

@@ -53,8 +53,7 @@ local denied = acl_commands() or acl_channels(own, nil, ARGV[8] or '')
 if denied then return {DENIED, denied} end
 
 for i = 3, 4 do
-  local t = redis.call('TYPE', KEYS[i]).ok
-  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[i]} end
+  if other_type(KEYS[i], 'zset') then return {WRONG_TYPE, KEYS[i]} end
 end
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end

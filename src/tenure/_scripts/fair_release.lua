@@ -42,8 +42,7 @@ if denied then return {DENIED, denied} end
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 for i = 2, 3 do
-  local t = redis.call('TYPE', KEYS[i]).ok
-  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[i]} end
+  if other_type(KEYS[i], 'zset') then return {WRONG_TYPE, KEYS[i]} end
 end
 local last = redis.pcall('GET', KEYS[4])
 if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[4]} end

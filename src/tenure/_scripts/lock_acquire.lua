@@ -81,8 +81,7 @@ if exact then
   if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
 end
 if ARGV[4] ~= '' or exact then
-  local t = redis.call('TYPE', KEYS[3]).ok
-  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[3]} end
+  if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 end
 
 -- Queue the caller (if it asked to be) and reply BUSY: try again in pttl ms,

@@ -27,8 +27,7 @@
 local denied = acl_commands()
 if denied then return {DENIED, denied} end
 
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
+if other_type(KEYS[1], 'hash') then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
 if wrong(last) then return {WRONG_TYPE, KEYS[2]} end
 if last and not tonumber(last) then return {WRONG_TYPE, KEYS[2]} end

@@ -41,8 +41,7 @@
 local denied = acl_denied(nil, KEYS[2], ARGV[3])
 if denied then return {DENIED, denied} end
 
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
+if other_type(KEYS[1], 'hash') then return {WRONG_TYPE, KEYS[1]} end
 local waiting = redis.pcall('ZCARD', KEYS[2])
 if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
 local last = redis.pcall('GET', KEYS[3])
