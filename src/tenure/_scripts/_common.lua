@@ -72,6 +72,26 @@ local function released_has(key, t, member)
   return t == 'zset' and redis.call('ZSCORE', key, member) ~= false
 end
 
+-- The reply of a release that found no hold of its caller: OK, as the first
+-- time, when it is a retry of the release `member` recorded in `key` of type
+-- `t` (its reply was lost), else NOT_OWNED.
+local function not_held(key, t, member)
+  if member ~= '' and released_has(key, t, member) then return {OK, 0} end
+  return {NOT_OWNED, 0}
+end
+
+-- The lock-delay of a lease of `lease` ms granted to `owner`: `key` held by
+-- `owner` until `delay` ms after the lease would end. With no delay, a key left
+-- by an earlier holder is removed when `delayed` (its PTTL, read before; -2
+-- when there is none) is given and says there is one.
+local function delay_after(key, owner, lease, delay, delayed)
+  if delay > 0 then
+    redis.call('SET', key, owner, 'PX', tonumber(lease) + delay)
+  elseif delayed and delayed ~= -2 then
+    redis.call('DEL', key)
+  end
+end
+
 -- The fence after `last` (the fence key's value, or false when none is
 -- stored): the larger of last + 1 and the server's clock in µs. It increases
 -- when the fence key is lost (expiry, a restart without persistence), and

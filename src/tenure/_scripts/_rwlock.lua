@@ -146,7 +146,7 @@ local function begin(m, owner, lease, fence, id, now, delay)
   redis.call('ZADD', HOLDS, now + lease, field)
   if m == 'w' then
     redis.call('HSET', LOCK, 'mode', 'write')
-    if delay > 0 then redis.call('SET', DELAY, owner, 'PX', lease + delay) end
+    delay_after(DELAY, owner, lease, delay)
   else
     redis.call('HSETNX', LOCK, 'mode', 'read')
   end

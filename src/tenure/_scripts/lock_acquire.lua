@@ -121,12 +121,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
   if exact then redis.call('SET', KEYS[5], '0 ' .. ARGV[1], 'PX', ARGV[5]) end
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
-  local delay = tonumber(ARGV[6])
-  if delay > 0 then
-    redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[3]) + delay)
-  elseif delayed ~= -2 then
-    redis.call('DEL', KEYS[4])
-  end
+  delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]), delayed)
   return {OK, fence}
 end
 
@@ -136,8 +131,7 @@ if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 if holder == ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  local delay = tonumber(ARGV[6])
-  if delay > 0 then redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
+  delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]))
   return {OK, tonumber(redis.call('GET', KEYS[2]))}
 end
 

@@ -74,7 +74,7 @@ end
 -- the lease is set: guard it with the lock-delay, and note the op
 local function held()
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if delay > 0 then redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[2]) + delay) end
+  delay_after(KEYS[4], ARGV[1], ARGV[2], delay)
   redis.call('SET', KEYS[5], op, 'PX', 120000)
 end
 

@@ -71,7 +71,7 @@ if mine then
     note()
   end
   redis.call('ZADD', HOLDS, now + lease, field)
-  if m == 'w' and delay > 0 then redis.call('SET', DELAY, owner, 'PX', lease + delay) end
+  if m == 'w' then delay_after(DELAY, owner, lease, delay) end
   keep_fence(lease)
   if member ~= '' then redis.call('ZREM', WAITERS, member) end
   promote(now, prefix, delay, '')
