@@ -32,8 +32,9 @@
 
 local LOCK, HOLDS, FENCE, WAITERS, DELAY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
--- The last fence minted (a decimal string, or false) and the fence key's ttl (ms).
-local F = {last = false, ttl = 0}
+-- The last fence minted (a decimal string, or false), the fence key's ttl (ms),
+-- and the owner's last op (KEYS[6]'s value, or false; read by rw_open_op).
+local F = {last = false, ttl = 0, op = false}
 
 -- Check the keys' types and read the last fence into F. Returns the name of a
 -- key that holds another type, or nil.
@@ -44,6 +45,17 @@ local function rw_open(fence_ttl)
   local last = redis.pcall('GET', FENCE)
   if wrong(last) or (last and not tonumber(last)) then return FENCE end
   F.last, F.ttl = last, fence_ttl
+  return nil
+end
+
+-- rw_open, then read the owner's last op (KEYS[6]) into F.op: for the scripts
+-- that change a count. Returns the name of a key that holds another type, or nil.
+local function rw_open_op(fence_ttl)
+  local bad = rw_open(fence_ttl)
+  if bad then return bad end
+  local op = redis.pcall('GET', KEYS[6])
+  if wrong(op) then return KEYS[6] end
+  F.op = op
   return nil
 end
 
