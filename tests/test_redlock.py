@@ -28,6 +28,8 @@ from tenure import (
 from tenure._scripts import REDLOCK_WAKE
 from tenure._server import ServerProcess
 
+pytestmark = pytest.mark.topology
+
 SPAWN = multiprocessing.get_context("spawn")
 N = 5
 

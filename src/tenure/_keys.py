@@ -150,6 +150,7 @@ from __future__ import annotations
 import binascii
 import re
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from ._errors import InvalidArgument
 
@@ -506,7 +507,17 @@ def lock_keys(name: str | None, *, key: str | None, prefix: str) -> LockKeys:
 
 
 def _siblings(name: str, lock: str, base: str) -> LockKeys:
-    return LockKeys(
+    return _lock_family(LockKeys, name, lock, base)
+
+
+_K = TypeVar("_K", bound=LockKeys)
+
+
+def _lock_family(cls: type[_K], name: str, lock: str, base: str, *roles: str) -> _K:
+    """``cls``'s keys of ``name``: the main key ``lock``, a lock's sibling keys
+    at ``base``, then ``base:<role>`` for each of ``roles`` (``cls``' further
+    fields, in their order)."""
+    return cls(
         name,
         lock,
         base + ":fence",
@@ -514,6 +525,7 @@ def _siblings(name: str, lock: str, base: str) -> LockKeys:
         base + ":wake:",
         base + ":delay",
         base + ":released",
+        *(f"{base}:{role}" for role in roles),
     )
 
 
@@ -556,17 +568,7 @@ def semaphore_keys(name: str, *, prefix: str) -> SemaphoreKeys:
             a ``str`` or starts an empty hash tag.
     """
     name, base = _named_base("Semaphore", name, prefix)
-    keys = _siblings(name, base, base)
-    return SemaphoreKeys(
-        keys.name,
-        keys.lock,
-        keys.fence,
-        keys.waiters,
-        keys.wake_prefix,
-        keys.delay,
-        keys.released,
-        base + ":permits",
-    )
+    return _lock_family(SemaphoreKeys, name, base, base, "permits")
 
 
 @dataclass(frozen=True, slots=True)
@@ -642,14 +644,4 @@ def fair_keys(name: str, *, prefix: str) -> FairKeys:
             a ``str`` or starts an empty hash tag.
     """
     name, base = _named_base("FairLock", name, prefix)
-    keys = _siblings(name, base, base)
-    return FairKeys(
-        keys.name,
-        keys.lock,
-        keys.fence,
-        keys.waiters,
-        keys.wake_prefix,
-        keys.delay,
-        keys.released,
-        base + ":deadlines",
-    )
+    return _lock_family(FairKeys, name, base, base, "deadlines")

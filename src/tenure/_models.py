@@ -209,6 +209,12 @@ class LeaseBase(LostSignalBase):
         self._watch: Any = None  # the driver's watchdog entry
 
     @property
+    def _redis_ttl(self) -> float:
+        """The lease Redis holds (s): a hand-off's claim window until the watchdog
+        extends it to the ttl, then the ttl."""
+        return self._claim or self.ttl
+
+    @property
     def valid(self) -> bool:
         """``True`` while the lease is held (neither released, nor being released,
         nor lost) and not past ``expires_at``."""

@@ -22,7 +22,8 @@ renamed)::
 
 ``check`` is one of ``version``, ``appendonly``, ``appendfsync``,
 ``maxmemory-policy``, ``replication``, ``replica``, ``replicas``,
-``replication-lag``, ``cluster``, ``acl``, and with ``--name`` / ``--key``
+``replication-lag``, ``cluster``, ``acl``, ``sentinel`` (on a Sentinel: the
+masters it monitors; a Sentinel gets only this and ``version``), and with ``--name`` / ``--key``
 ``acl-primitive`` (whether the user has every key, channel and command
 permission that primitive needs: :func:`acl_needs`, checked with ``ACL
 DRYRUN``) and ``acl-rule`` (the ``ACL SETUSER`` rule a least-privilege user
@@ -58,5 +59,6 @@ from .server import check_cluster as check_cluster
 from .server import check_eviction as check_eviction
 from .server import check_persistence as check_persistence
 from .server import check_replication as check_replication
+from .server import check_sentinel as check_sentinel
 from .server import check_version as check_version
 from .server import identify as identify

@@ -153,6 +153,8 @@ class Facts:
     appendfsync: str | CantCheck = CantCheck("not asked")
     acl: AclCheck | CantCheck = CantCheck("not asked")
     primitive: tuple[AclNeeds, PrimitiveAcl | CantCheck] | None = None
+    #: a Sentinel's ``SENTINEL MASTERS``, by service name (asked of a Sentinel only)
+    sentinel_masters: Reply | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,13 +17,21 @@ from .server import (
     check_eviction,
     check_persistence,
     check_replication,
+    check_sentinel,
     check_version,
     identify,
+    is_sentinel,
 )
 
 
 def diagnose(facts: Facts) -> Report:
-    """Turn the server's replies into findings (no I/O)."""
+    """Turn the server's replies into findings (no I/O). A Sentinel gets only
+    the version and sentinel findings: its other settings hold no locks."""
+    if is_sentinel(facts.server):
+        return Report(
+            identify(facts.server, facts.replication),
+            (check_version(facts.server), check_sentinel(facts.sentinel_masters)),
+        )
     findings = [
         check_version(facts.server),
         *check_persistence(facts.persistence, facts.appendfsync),
@@ -134,10 +142,15 @@ def gather_facts(
     whether the user (``acl_user``, else the connected one) has every
     permission of that primitive. A reply the server refuses becomes
     :class:`CantCheck`; connection errors propagate."""
+    server = _info(client, "server")
+    if is_sentinel(server):
+        not_asked = CantCheck("a Sentinel")
+        masters = _ask(client.sentinel_masters)
+        return Facts(server, not_asked, not_asked, not_asked, not_asked, sentinel_masters=masters)
     cluster = _info(client, "cluster")
     cluster_on = not isinstance(cluster, CantCheck) and int(cluster.get("cluster_enabled", 0))
     return Facts(
-        server=_info(client, "server"),
+        server=server,
         persistence=_info(client, "persistence"),
         memory=_info(client, "memory"),
         replication=_info(client, "replication"),

@@ -1,4 +1,5 @@
-"""The server checks: version, persistence, eviction, replication, cluster, ACL."""
+"""The server checks: version, persistence, eviction, replication, cluster, ACL;
+and on a Sentinel, what it monitors."""
 
 from __future__ import annotations
 
@@ -31,6 +32,35 @@ def identify(server: Reply, replication: Reply) -> ServerIdentity | None:
     return ServerIdentity(name, version, mode)
 
 
+def is_sentinel(server: Reply) -> bool:
+    """Whether ``INFO server`` is a Sentinel's."""
+    return not isinstance(server, CantCheck) and "sentinel" in (
+        server.get("server_mode"),
+        server.get("redis_mode"),
+    )
+
+
+def check_sentinel(masters: Reply | None) -> Finding:
+    """What a Sentinel monitors: the services whose master a client should use."""
+    if masters is None or isinstance(masters, CantCheck):
+        why = masters.reason if isinstance(masters, CantCheck) else "not asked"
+        return Finding("sentinel", Level.NOTE, f"can't list the masters it monitors: {why}")
+    if not masters:
+        return Finding("sentinel", Level.NOTE, "this Sentinel monitors no master")
+    named = [
+        f"{name!s} (master {_text(state.get('ip', '?'))}:{_text(state.get('port', '?'))})"
+        for name, state in sorted(masters.items())
+    ]
+    first = sorted(masters)[0]
+    return Finding(
+        "sentinel",
+        Level.NOTE,
+        f"it monitors {', '.join(named)}; after a failover it names the new master",
+        f"give tenure the client of redis.sentinel.Sentinel([...]).master_for({first!r}), "
+        "which follows failovers, and acquire with min_replicas=1 (README, Sentinel)",
+    )
+
+
 def check_version(server: Reply) -> Finding:
     """Whether tenure supports this server (Redis >= 6.2, Valkey >= 7.2)."""
     if isinstance(server, CantCheck):
@@ -39,7 +69,7 @@ def check_version(server: Reply) -> Finding:
         info = parse_info(dict(server))
     except UnsupportedServer as exc:
         return Finding("version", Level.HAZARD, str(exc), "upgrade the server")
-    if info.mode == "sentinel" or server.get("server_mode") == "sentinel":
+    if is_sentinel(server):
         return Finding(
             "version",
             Level.HAZARD,
@@ -170,7 +200,8 @@ def check_replication(replication: Reply) -> list[Finding]:
             Level.NOTE,
             f"{count} replica(s): {', '.join(replicas)}. Replication is asynchronous: a "
             "failover can lose a lock granted just before it",
-            "use fences where correctness matters (README, Safety)",
+            "acquire with min_replicas=1 (the lease is on a replica when acquire returns), "
+            "and use fences where correctness matters (README, Safety)",
         ),
     )
     return findings

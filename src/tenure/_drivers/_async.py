@@ -121,6 +121,7 @@ class _HubPubSub(Protocol):
 
     hub: _Hub
     channels: dict[Any, Any]
+    connection: Any
 
     async def subscribe(self, *args: Any, **kwargs: Any) -> Any: ...
     def unsubscribe(self, *args: Any) -> Any: ...
@@ -307,6 +308,10 @@ class _Hub:
             message: dict[str, Any] | None = await pubsub.get_message(timeout=LINGER)
             for name in self._book.stale(time.monotonic()):
                 await pubsub.unsubscribe(name)
+            if _clients.left_master(self._pool, pubsub.connection):
+                # a Sentinel failover that this connection did not notice:
+                # the next read reconnects to the new master
+                await pubsub.connection.disconnect()
             return message
         except asyncio.CancelledError:
             raise

@@ -161,6 +161,22 @@ def check(client: object, owner: str, *, asyncio: bool) -> None:
     raise InvalidArgument(f"{needs}, not {what}")
 
 
+def left_master(pool: Any, connection: Any) -> bool:
+    """Whether ``connection``, taken from a Sentinel master pool (redis-py's or
+    valkey-py's ``SentinelConnectionPool``), talks to another server than the
+    master the pool last learned from the Sentinels: a failover this connection
+    has not noticed, because its server went silent (paused, cut off) or was
+    made a replica without closing it. ``False`` for any other pool, and
+    until the pool has learned a master."""
+    if connection is None or not getattr(pool, "is_master", False):
+        return False
+    master = getattr(pool, "master_address", None)
+    if not master:
+        return False
+    where = (getattr(connection, "host", None), getattr(connection, "port", None))
+    return where != tuple(master)
+
+
 def evalsha_args(step: Eval) -> tuple[Any, ...]:
     """The arguments of ``evalsha`` (of either library, client or pipeline) for ``step``:
     sha1, number of keys, keys, then arguments."""

@@ -42,6 +42,14 @@ yet confirmed (:meth:`HubBook.refused`): that channel is forgotten, marked
 ``refused`` and its plans woken, and each raises ``PermissionDenied`` at once
 rather than waiting out its timeout with no wake-up ever coming.
 
+Sentinel. A client from ``Sentinel.master_for()`` gets its connections from a
+pool that asks the Sentinels for the master whenever it connects. A failover
+that closes the hub's connection is a reconnection as above; one that does not
+(the old master made a replica, which closes only normal connections, or a
+master gone silent) is noticed by the driver: when the pool has learned another
+master than the one the hub's connection talks to (:func:`._clients.left_master`),
+it closes that connection, and the next read reconnects, to the new master.
+
 A read that fails (redis-py gave up reconnecting, or does not retry) wakes
 every waiter at once too (:meth:`HubBook.wake_all`), so that a waiter whose
 server is gone gets its connection error now; the channels are kept for the

@@ -148,6 +148,7 @@ class _HubPubSub(Protocol):
 
     reconnected: threading.Event
     channels: dict[Any, Any]
+    connection: Any
 
     def subscribe(self, *args: Any, **kwargs: Any) -> Any: ...
     def unsubscribe(self, *args: Any) -> Any: ...
@@ -317,6 +318,10 @@ class _Hub:
                     if message is None and self._book.empty():
                         self._pubsub = None  # the next wait starts a new reader
                         break
+                    if _clients.left_master(self._pool, pubsub.connection):
+                        # a Sentinel failover that this connection did not
+                        # notice: the next read reconnects to the new master
+                        pubsub.connection.disconnect()
             except Exception as exc:
                 if is_noperm(exc):  # a SUBSCRIBE refused by the ACL
                     self._refuse(pubsub)

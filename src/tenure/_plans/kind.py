@@ -19,7 +19,7 @@ kinds share. It imports no primitive's plans (they import it).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
@@ -29,6 +29,7 @@ from .._protocol import Command, Plan
 from .._scripts import ScriptSpec
 
 K = TypeVar("K", bound=LockKeys | LatchKeys)
+D = TypeVar("D")
 
 #: How a forced release ends holds: ``(keys, snapshot before, holds to end,
 #: new_op)`` -> a plan returning ``(removed, gone)``. ``new_op`` makes a new
@@ -206,6 +207,45 @@ class ForcedRelease:
 # --- reading --------------------------------------------------------------------------------
 
 
+def detail(view: LockView, of: type[D]) -> D:
+    """The ``info()`` snapshot that ``view`` carries (:attr:`LockView.detail`),
+    of type ``of`` (a ReadWriteLock's, Semaphore's or CountDownLatch's info).
+
+    Raises:
+        TypeError: ``view`` carries no snapshot of that type.
+    """
+    if not isinstance(view.detail, of):
+        raise TypeError(f"a {view.kind} snapshot needs its info, not {view.detail!r}")
+    return view.detail
+
+
+def many_holders_view(
+    kind: str,
+    keys: LockKeys,
+    first: tuple[str, int] | None,
+    ttls: Iterable[float],
+    fence: int,
+    waiters: int,
+    info: object,
+) -> LockView:
+    """The snapshot of a kind with several holds (a ReadWriteLock, a Semaphore):
+    ``first`` is the ``(holder, count)`` it names (``None``: nobody holds it), its
+    lease the longest of the holds' ``ttls`` (seconds), ``info`` its ``info()``."""
+    holder, count = first or ("", 0)
+    latest = max(ttls, default=None)
+    return LockView(
+        kind,
+        keys.name,
+        keys.lock,
+        holder,
+        count,
+        pttl_ms(latest, first is not None),
+        fence,
+        waiters,
+        detail=info,
+    )
+
+
 def pttl_ms(ttl: float | None, held: bool) -> int:
     """A lease left in seconds as Redis's PTTL would say it (-1 no expiry, -2 free)."""
     if not held:
@@ -339,6 +379,27 @@ def release_each(
             done = False
         (removed if done else gone).append(hold)
     return removed, gone
+
+
+def release_levels(release_one: Callable[[], Plan[int]]) -> Plan[bool]:
+    """End a reentrant hold: its normal release (``release_one``, returning the
+    hold count left) once per level, until the count is zero. Returns whether
+    it removed anything: a hold gone before its first release removed nothing,
+    and one gone meanwhile after its first is removed all the same."""
+    released = False
+    try:
+        while True:
+            left = yield from release_one()
+            released = True
+            if left <= 0:
+                return True
+    except NotOwnedError:
+        return released
+
+
+def more_text(holds: Sequence[Hold]) -> str:
+    """``ls``'s note of the holds after the first: `` +2 more``, or nothing."""
+    return f" +{len(holds) - 1} more" if len(holds) > 1 else ""
 
 
 def holder_lines(view: LockView) -> list[str]:

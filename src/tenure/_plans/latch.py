@@ -26,7 +26,7 @@ from .._info import CountDownLatchInfo
 from .._keys import LatchKeys, latch_keys
 from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
 from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
-from .kind import Kind, LockView, named
+from .kind import Kind, LockView, detail, named
 from .waiting import Clock
 
 #: How long the opened key (the number of the latch's last opening) is kept after
@@ -99,9 +99,7 @@ def wait(keys: LatchKeys, timeout: float | None, now: Clock) -> Plan[bool]:
 
 
 def _info(view: LockView) -> CountDownLatchInfo:
-    if not isinstance(view.detail, CountDownLatchInfo):
-        raise TypeError(f"a CountDownLatch snapshot needs its info, not {view.detail!r}")
-    return view.detail
+    return detail(view, CountDownLatchInfo)
 
 
 def _read(keys: LatchKeys, waiting: int) -> Plan[LockView]:

@@ -51,6 +51,7 @@ from .kind import (
     one_holder_lines,
     one_holder_release,
     release_each,
+    release_levels,
     with_waiting,
 )
 from .waiting import Clock, Contender, Grant, validity, wait_turn
@@ -263,19 +264,7 @@ def _force_release(
     keys: LockKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
 ) -> Plan[tuple[list[Hold], list[Hold]]]:
     def end(hold: Hold) -> Plan[bool]:
-        # once per hold level; a level gone meanwhile after the first still
-        # leaves the hold removed
-        released = False
-        try:
-            while True:
-                left = yield from release(keys, hold.holder, hold.fence)
-                released = True
-                if left <= 0:
-                    return True
-        except NotOwnedError:
-            if not released:
-                raise
-            return True
+        return (yield from release_levels(lambda: release(keys, hold.holder, hold.fence)))
 
     return (yield from release_each(holds, end))
 

@@ -56,13 +56,16 @@ from .kind import (
     Kind,
     LockView,
     Waiter,
+    detail,
     many_holders_release,
+    many_holders_view,
+    more_text,
     named,
     no_expiry,
     now_text,
-    pttl_ms,
     queue_lines,
     release_each,
+    release_levels,
     seconds,
     text,
     with_waiting,
@@ -360,9 +363,7 @@ def _refine(waiter: Waiter) -> Waiter:
 
 
 def _info(view: LockView) -> ReadWriteInfo:
-    if not isinstance(view.detail, ReadWriteInfo):
-        raise TypeError(f"a ReadWriteLock snapshot needs its info, not {view.detail!r}")
-    return view.detail
+    return detail(view, ReadWriteInfo)
 
 
 def _read(keys: RWLockKeys, waiting: int) -> Plan[LockView]:
@@ -370,17 +371,14 @@ def _read(keys: RWLockKeys, waiting: int) -> Plan[LockView]:
     info = state.info
     writers = [h for h in info.holders if h.mode == "write"]
     first = writers[0] if writers else (info.holders[0] if info.holders else None)
-    latest = max((h.ttl for h in info.holders), default=None)
-    view = LockView(
+    view = many_holders_view(
         "ReadWriteLock",
-        keys.name,
-        keys.lock,
-        first.owner if first else "",
-        first.count if first else 0,
-        pttl_ms(latest, first is not None),
+        keys,
+        (first.owner, first.count) if first else None,
+        (h.ttl for h in info.holders),
         info.fence,
         info.waiters,
-        detail=info,
+        info,
     )
     return (yield from with_waiting(view, keys, waiting, _refine))
 
@@ -422,9 +420,9 @@ def _summary(view: LockView) -> str:
     holds = _holds(view)
     if not holds:
         return "free"
-    first, more = holds[0], f" +{len(holds) - 1} more" if len(holds) > 1 else ""
+    first = holds[0]
     count = f" x{first.count}" if first.count > 1 else ""
-    return f"{first.holder}{count} ({first.mode}){more}"
+    return f"{first.holder}{count} ({first.mode}){more_text(holds)}"
 
 
 def _now_text(view: LockView) -> str:
@@ -466,15 +464,11 @@ def _force_release(
         if not count or not hold_id or fence != str(hold.fence):
             return False  # the hold ended, or is another one now
         mode: Mode = "write" if hold.mode == "write" else "read"
-        released = False
-        try:
-            while True:
-                left = yield from release(keys, hold.holder, mode, hold_id, hold.fence, op=new_op())
-                released = True
-                if left <= 0:
-                    return True
-        except NotOwnedError:
-            return released  # the hold ended meanwhile
+        return (
+            yield from release_levels(
+                lambda: release(keys, hold.holder, mode, hold_id, hold.fence, op=new_op())
+            )
+        )
 
     return (yield from release_each(holds, end))
 

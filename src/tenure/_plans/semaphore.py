@@ -54,11 +54,13 @@ from .kind import (
     Kind,
     LockView,
     Waiter,
+    detail,
     many_holders_release,
+    many_holders_view,
+    more_text,
     named,
     no_expiry,
     permits_text,
-    pttl_ms,
     queue_lines,
     release_each,
     seconds,
@@ -313,9 +315,7 @@ def _refine(waiter: Waiter) -> Waiter:
 
 
 def _info(view: LockView) -> SemaphoreInfo:
-    if not isinstance(view.detail, SemaphoreInfo):
-        raise TypeError(f"a Semaphore snapshot needs its info, not {view.detail!r}")
-    return view.detail
+    return detail(view, SemaphoreInfo)
 
 
 def _read(keys: SemaphoreKeys, waiting: int) -> Plan[LockView]:
@@ -326,17 +326,14 @@ def _read(keys: SemaphoreKeys, waiting: int) -> Plan[LockView]:
     except ValueError:  # changed type since the inspect script checked it
         fence = 0
     first = info.holders[0] if info.holders else None
-    latest = max((h.ttl for h in info.holders), default=None)
-    view = LockView(
+    view = many_holders_view(
         "Semaphore",
-        keys.name,
-        keys.lock,
-        first.token if first else "",
-        first.permits if first else 0,
-        pttl_ms(latest, first is not None),
+        keys,
+        (first.token, first.permits) if first else None,
+        (h.ttl for h in info.holders),
         fence,
         info.waiters,
-        detail=info,
+        info,
     )
     return (yield from with_waiting(view, keys, waiting, _refine))
 
@@ -375,9 +372,8 @@ def _summary(view: LockView) -> str:
     holds = _holds(view)
     if not holds:
         return f"free (0/{info.permits or '?'})"
-    first, more = holds[0], f" +{len(holds) - 1} more" if len(holds) > 1 else ""
-    held = sum(h.count for h in holds)
-    return f"{first.holder} x{first.count}{more} ({held}/{info.permits or '?'})"
+    first, held = holds[0], sum(h.count for h in holds)
+    return f"{first.holder} x{first.count}{more_text(holds)} ({held}/{info.permits or '?'})"
 
 
 def _now_text(view: LockView) -> str:

@@ -18,6 +18,13 @@ local function wrong(reply)
   return true
 end
 
+-- Whether `key` holds a value of another type than `want` ('zset', 'hash', ...;
+-- a missing key holds none, which is never wrong).
+local function other_type(key, want)
+  local t = redis.call('TYPE', key).ok
+  return t ~= 'none' and t ~= want
+end
+
 -- The server's clock in whole microseconds.
 local function now_us()
   local now = redis.call('TIME')
@@ -63,6 +70,26 @@ end
 -- Whether the release `member` was recorded (in the last 120 s) in `key` of type `t`.
 local function released_has(key, t, member)
   return t == 'zset' and redis.call('ZSCORE', key, member) ~= false
+end
+
+-- The reply of a release that found no hold of its caller: OK, as the first
+-- time, when it is a retry of the release `member` recorded in `key` of type
+-- `t` (its reply was lost), else NOT_OWNED.
+local function not_held(key, t, member)
+  if member ~= '' and released_has(key, t, member) then return {OK, 0} end
+  return {NOT_OWNED, 0}
+end
+
+-- The lock-delay of a lease of `lease` ms granted to `owner`: `key` held by
+-- `owner` until `delay` ms after the lease would end. With no delay, a key left
+-- by an earlier holder is removed when `delayed` (its PTTL, read before; -2
+-- when there is none) is given and says there is one.
+local function delay_after(key, owner, lease, delay, delayed)
+  if delay > 0 then
+    redis.call('SET', key, owner, 'PX', tonumber(lease) + delay)
+  elseif delayed and delayed ~= -2 then
+    redis.call('DEL', key)
+  end
 end
 
 -- The fence after `last` (the fence key's value, or false when none is

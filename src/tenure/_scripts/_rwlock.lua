@@ -32,19 +32,30 @@
 
 local LOCK, HOLDS, FENCE, WAITERS, DELAY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
--- The last fence minted (a decimal string, or false) and the fence key's ttl (ms).
-local F = {last = false, ttl = 0}
+-- The last fence minted (a decimal string, or false), the fence key's ttl (ms),
+-- and the owner's last op (KEYS[6]'s value, or false; read by rw_open_op).
+local F = {last = false, ttl = 0, op = false}
 
 -- Check the keys' types and read the last fence into F. Returns the name of a
 -- key that holds another type, or nil.
 local function rw_open(fence_ttl)
   for _, k in ipairs({{LOCK, 'hash'}, {HOLDS, 'zset'}, {WAITERS, 'zset'}}) do
-    local t = redis.call('TYPE', k[1]).ok
-    if t ~= 'none' and t ~= k[2] then return k[1] end
+    if other_type(k[1], k[2]) then return k[1] end
   end
   local last = redis.pcall('GET', FENCE)
   if wrong(last) or (last and not tonumber(last)) then return FENCE end
   F.last, F.ttl = last, fence_ttl
+  return nil
+end
+
+-- rw_open, then read the owner's last op (KEYS[6]) into F.op: for the scripts
+-- that change a count. Returns the name of a key that holds another type, or nil.
+local function rw_open_op(fence_ttl)
+  local bad = rw_open(fence_ttl)
+  if bad then return bad end
+  local op = redis.pcall('GET', KEYS[6])
+  if wrong(op) then return KEYS[6] end
+  F.op = op
   return nil
 end
 
@@ -147,7 +158,7 @@ local function begin(m, owner, lease, fence, id, now, delay)
   redis.call('ZADD', HOLDS, now + lease, field)
   if m == 'w' then
     redis.call('HSET', LOCK, 'mode', 'write')
-    if delay > 0 then redis.call('SET', DELAY, owner, 'PX', lease + delay) end
+    delay_after(DELAY, owner, lease, delay)
   else
     redis.call('HSETNX', LOCK, 'mode', 'read')
   end

@@ -53,8 +53,7 @@ local denied = acl_commands() or acl_channels(own, nil, ARGV[8] or '')
 if denied then return {DENIED, denied} end
 
 for i = 3, 4 do
-  local t = redis.call('TYPE', KEYS[i]).ok
-  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[i]} end
+  if other_type(KEYS[i], 'zset') then return {WRONG_TYPE, KEYS[i]} end
 end
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
@@ -101,8 +100,7 @@ if holder then
   if holder == ARGV[1] then
     leave_queue()
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    local delay = tonumber(ARGV[6])
-    if delay > 0 then redis.call('SET', KEYS[5], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
+    delay_after(KEYS[5], ARGV[1], ARGV[3], tonumber(ARGV[6]))
     return {OK, tonumber(last) or 0}
   end
   local pttl = redis.call('PTTL', KEYS[1])
@@ -124,10 +122,5 @@ local fence = next_fence(last)
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
 leave_queue()
-local delay = tonumber(ARGV[6])
-if delay > 0 then
-  redis.call('SET', KEYS[5], ARGV[1], 'PX', tonumber(ARGV[3]) + delay)
-elseif delayed ~= -2 then
-  redis.call('DEL', KEYS[5])
-end
+delay_after(KEYS[5], ARGV[1], ARGV[3], tonumber(ARGV[6]), delayed)
 return {OK, fence}

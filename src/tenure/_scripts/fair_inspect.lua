@@ -29,8 +29,7 @@ if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 local fence = redis.pcall('GET', KEYS[2])
 if wrong(fence) then return {WRONG_TYPE, KEYS[2]} end
 for i = 3, 4 do
-  local t = redis.call('TYPE', KEYS[i]).ok
-  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[i]} end
+  if other_type(KEYS[i], 'zset') then return {WRONG_TYPE, KEYS[i]} end
 end
 local now_ms = math.floor(now_us() / 1000)
 local limit = tonumber(ARGV[1])

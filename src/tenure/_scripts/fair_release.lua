@@ -42,8 +42,7 @@ if denied then return {DENIED, denied} end
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 for i = 2, 3 do
-  local t = redis.call('TYPE', KEYS[i]).ok
-  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[i]} end
+  if other_type(KEYS[i], 'zset') then return {WRONG_TYPE, KEYS[i]} end
 end
 local last = redis.pcall('GET', KEYS[4])
 if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[4]} end
@@ -54,12 +53,7 @@ if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[4])
   redis.call('ZREM', KEYS[3], ARGV[4])
 end
-if holder ~= ARGV[1] then
-  if ARGV[6] ~= '' and released_has(KEYS[6], rtype, ARGV[6]) then
-    return {OK, 0}
-  end
-  return {NOT_OWNED, 0}
-end
+if holder ~= ARGV[1] then return not_held(KEYS[6], rtype, ARGV[6]) end
 redis.call('DEL', KEYS[1], KEYS[5])
 released_record(KEYS[6], rtype, ARGV[6])
 
@@ -74,7 +68,7 @@ end
 local function grant(token, lease, fence)
   redis.call('SET', KEYS[1], token, 'PX', lease)
   redis.call('SET', KEYS[4], fence, 'PX', ARGV[3])
-  if delay > 0 then redis.call('SET', KEYS[5], token, 'PX', tonumber(lease) + delay) end
+  delay_after(KEYS[5], token, lease, delay)
 end
 if hand_off(KEYS[2], ARGV[2], last, grant, live) then return {OK, 1} end
 return {OK, 0}

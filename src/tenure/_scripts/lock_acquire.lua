@@ -81,8 +81,7 @@ if exact then
   if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
 end
 if ARGV[4] ~= '' or exact then
-  local t = redis.call('TYPE', KEYS[3]).ok
-  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[3]} end
+  if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 end
 
 -- Queue the caller (if it asked to be) and reply BUSY: try again in pttl ms,
@@ -122,12 +121,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
   if exact then redis.call('SET', KEYS[5], '0 ' .. ARGV[1], 'PX', ARGV[5]) end
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
-  local delay = tonumber(ARGV[6])
-  if delay > 0 then
-    redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[3]) + delay)
-  elseif delayed ~= -2 then
-    redis.call('DEL', KEYS[4])
-  end
+  delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]), delayed)
   return {OK, fence}
 end
 
@@ -137,8 +131,7 @@ if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 if holder == ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  local delay = tonumber(ARGV[6])
-  if delay > 0 then redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
+  delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]))
   return {OK, tonumber(redis.call('GET', KEYS[2]))}
 end
 

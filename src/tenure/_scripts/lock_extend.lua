@@ -31,7 +31,6 @@ if holder ~= ARGV[1] then return {NOT_OWNED, 0} end
 local left = redis.call('PTTL', KEYS[1])
 if left >= 0 and left < tonumber(ARGV[3]) then return {NOT_OWNED, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local delay = tonumber(ARGV[4])
-if delay > 0 then redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[2]) + delay) end
+delay_after(KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[4]))
 redis.call('PEXPIRE', KEYS[3], math.max(tonumber(ARGV[5]), tonumber(ARGV[2])))
 return {OK, 0}

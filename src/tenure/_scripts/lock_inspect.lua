@@ -22,7 +22,6 @@ local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 local fence = redis.pcall('GET', KEYS[2])
 if wrong(fence) then return {WRONG_TYPE, KEYS[2]} end
-local t = redis.call('TYPE', KEYS[3]).ok
-if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[3]} end
+if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 return {OK, {holder or '', redis.call('PTTL', KEYS[1]), tonumber(fence) or 0,
             redis.call('ZCARD', KEYS[3])}}

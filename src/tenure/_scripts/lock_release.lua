@@ -84,12 +84,7 @@ if waiting > 0 then
 end
 
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
-if holder ~= ARGV[1] then
-  if ARGV[6] ~= '' and released_has(KEYS[5], rtype, ARGV[6]) then
-    return {OK, 0}
-  end
-  return {NOT_OWNED, 0}
-end
+if holder ~= ARGV[1] then return not_held(KEYS[5], rtype, ARGV[6]) end
 redis.call('DEL', KEYS[1], KEYS[4])
 released_record(KEYS[5], rtype, ARGV[6])
 
@@ -104,7 +99,7 @@ local delay = tonumber(ARGV[5])
 local function grant(token, lease, fence)
   redis.call('SET', KEYS[1], token, 'PX', lease)
   redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
-  if delay > 0 then redis.call('SET', KEYS[4], token, 'PX', tonumber(lease) + delay) end
+  delay_after(KEYS[4], token, lease, delay)
   if exact then redis.call('SET', KEYS[6], (handoffs + 1) .. ' ' .. token, 'PX', ARGV[3]) end
 end
 if waiting > 0 then

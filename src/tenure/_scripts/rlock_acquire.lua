@@ -57,8 +57,7 @@ if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
 if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
 if ARGV[3] ~= '' then
-  local t = redis.call('TYPE', KEYS[3]).ok
-  if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[3]} end
+  if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 end
 local fence_ttl = math.max(tonumber(ARGV[4]), tonumber(ARGV[2]))
 local delay = tonumber(ARGV[5])
@@ -75,7 +74,7 @@ end
 -- the lease is set: guard it with the lock-delay, and note the op
 local function held()
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if delay > 0 then redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[2]) + delay) end
+  delay_after(KEYS[4], ARGV[1], ARGV[2], delay)
   redis.call('SET', KEYS[5], op, 'PX', 120000)
 end
 

@@ -27,8 +27,7 @@
 local denied = acl_commands()
 if denied then return {DENIED, denied} end
 
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
+if other_type(KEYS[1], 'hash') then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
 if wrong(last) then return {WRONG_TYPE, KEYS[2]} end
 if last and not tonumber(last) then return {WRONG_TYPE, KEYS[2]} end
@@ -38,7 +37,6 @@ if last and tonumber(last) ~= tonumber(ARGV[2]) then return {NOT_OWNED, 0} end
 local left = redis.call('PTTL', KEYS[1])
 if left >= 0 and left < tonumber(ARGV[5]) then return {NOT_OWNED, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-local delay = tonumber(ARGV[6])
-if delay > 0 then redis.call('SET', KEYS[3], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
+delay_after(KEYS[3], ARGV[1], ARGV[3], tonumber(ARGV[6]))
 if last then redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[4]), tonumber(ARGV[3]))) end
 return {OK, tonumber(count)}

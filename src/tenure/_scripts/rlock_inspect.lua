@@ -21,12 +21,10 @@
 local denied = acl_commands()
 if denied then return {DENIED, denied} end
 
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
+if other_type(KEYS[1], 'hash') then return {WRONG_TYPE, KEYS[1]} end
 local fence = redis.pcall('GET', KEYS[2])
 if wrong(fence) then return {WRONG_TYPE, KEYS[2]} end
-local t = redis.call('TYPE', KEYS[3]).ok
-if t ~= 'none' and t ~= 'zset' then return {WRONG_TYPE, KEYS[3]} end
+if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 local holder, count = '', 0
 local fields = redis.call('HGETALL', KEYS[1])
 if #fields > 0 then holder, count = fields[1], tonumber(fields[2]) or 0 end

@@ -41,8 +41,7 @@
 local denied = acl_denied(nil, KEYS[2], ARGV[3])
 if denied then return {DENIED, denied} end
 
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
+if other_type(KEYS[1], 'hash') then return {WRONG_TYPE, KEYS[1]} end
 local waiting = redis.pcall('ZCARD', KEYS[2])
 if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
 local last = redis.pcall('GET', KEYS[3])
@@ -68,7 +67,7 @@ local function grant(owner, lease, fence)
   redis.call('HSET', KEYS[1], owner, 1)
   redis.call('PEXPIRE', KEYS[1], lease)
   redis.call('SET', KEYS[3], fence, 'PX', math.max(tonumber(ARGV[4]), tonumber(lease)))
-  if delay > 0 then redis.call('SET', KEYS[4], owner, 'PX', tonumber(lease) + delay) end
+  delay_after(KEYS[4], owner, lease, delay)
 end
 if waiting > 0 then hand_off(KEYS[2], ARGV[3], last, grant) end
 return {OK, 0}

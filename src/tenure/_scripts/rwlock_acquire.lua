@@ -49,10 +49,9 @@ local own = ARGV[4] ~= '' and (ARGV[8] .. string.match(ARGV[4], '^([^|]*)')) or 
 local denied = acl_denied(own, KEYS[4], ARGV[8])
 if denied then return {DENIED, denied} end
 
-local bad = rw_open(tonumber(ARGV[5]))
+local bad = rw_open_op(tonumber(ARGV[5]))
 if bad then return {WRONG_TYPE, bad} end
-local lastop = redis.pcall('GET', KEYS[6])
-if wrong(lastop) then return {WRONG_TYPE, KEYS[6]} end
+local lastop = F.op
 
 local owner, m, lease, member = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local delay, op, prefix = tonumber(ARGV[6]), ARGV[7], ARGV[8]
@@ -71,7 +70,7 @@ if mine then
     note()
   end
   redis.call('ZADD', HOLDS, now + lease, field)
-  if m == 'w' and delay > 0 then redis.call('SET', DELAY, owner, 'PX', lease + delay) end
+  if m == 'w' then delay_after(DELAY, owner, lease, delay) end
   keep_fence(lease)
   if member ~= '' then redis.call('ZREM', WAITERS, member) end
   promote(now, prefix, delay, '')

@@ -38,8 +38,7 @@ local now = now_ms()
 if not expiry or expiry <= now then return {NOT_OWNED, 0} end
 if expiry - now < tonumber(ARGV[6]) then return {NOT_OWNED, 1} end
 redis.call('ZADD', HOLDS, now + lease, field)
-local delay = tonumber(ARGV[7])
-if m == 'w' and delay > 0 then redis.call('SET', DELAY, owner, 'PX', lease + delay) end
+if m == 'w' then delay_after(DELAY, owner, lease, tonumber(ARGV[7])) end
 keep_fence(lease)
 settle()
 return {OK, h.count}

@@ -37,10 +37,9 @@
 local denied = acl_denied(nil, KEYS[4], ARGV[4])
 if denied then return {DENIED, denied} end
 
-local bad = rw_open(tonumber(ARGV[5]))
+local bad = rw_open_op(tonumber(ARGV[5]))
 if bad then return {WRONG_TYPE, bad} end
-local lastop = redis.pcall('GET', KEYS[6])
-if wrong(lastop) then return {WRONG_TYPE, KEYS[6]} end
+local lastop = F.op
 
 local owner, m, id, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local member, op, delay = ARGV[6], ARGV[7], tonumber(ARGV[8])

@@ -50,7 +50,4 @@ end
 sem_promote(s, ARGV[5], tonumber(ARGV[6]), '')
 sem_touch(s)
 if held then return {OK, 0} end
-if ARGV[7] ~= '' and released_has(KEYS[5], rtype, ARGV[7]) then
-  return {OK, 0}
-end
-return {NOT_OWNED, 0}
+return not_held(KEYS[5], rtype, ARGV[7])

@@ -47,7 +47,7 @@ class AsyncLease(_AsyncHeldLease["AsyncLock"]):
             self.fence,
             seconds,
             time.monotonic,
-            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
+            ttl=self._redis_ttl,
             delay_ms=lock._opts.delay_ms,
         )
 
@@ -57,7 +57,7 @@ class AsyncLease(_AsyncHeldLease["AsyncLock"]):
             lock._keys,
             self.owner,
             self.ttl,
-            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
+            ttl=self._redis_ttl,
             delay_ms=lock._opts.delay_ms,
         )
 

@@ -26,12 +26,17 @@ _AsyncPartLease = AsyncLease | AsyncRLockLease
 def _server_of(client: object) -> str:
     """Which server a client talks to, the same in every process that names it
     alike: ``host:port/db`` or ``unix:path/db``; for a client without one
-    connection pool (a cluster client), its type and ``id`` (this process only)."""
+    connection pool (a cluster client), its type and ``id`` (this process only);
+    for a Sentinel ``master_for`` client, ``sentinel:<service name>/db`` (its
+    pool's host is not the master's, which the Sentinels name when it connects)."""
     pool = getattr(client, "connection_pool", None)
     kwargs = getattr(pool, "connection_kwargs", None)
     if not isinstance(kwargs, dict):
         return f"{type(client).__name__}@{id(client):x}"
     db = kwargs.get("db", 0)
+    service = getattr(pool, "service_name", None)
+    if isinstance(service, str):
+        return f"sentinel:{service}/{db}"
     if kwargs.get("path"):
         return f"unix:{kwargs['path']}/{db}"
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"

@@ -79,7 +79,7 @@ class AsyncReadWriteLease(_AsyncHoldLease["AsyncReadWriteLock"]):
             self._hold,
             seconds,
             time.monotonic,
-            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
+            ttl=self._redis_ttl,
             delay_ms=rw._opts.delay_ms,
             fence=self.fence,
         )
@@ -92,7 +92,7 @@ class AsyncReadWriteLease(_AsyncHoldLease["AsyncReadWriteLock"]):
             self.mode,
             self._hold,
             self.ttl,
-            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
+            ttl=self._redis_ttl,
             delay_ms=rw._opts.delay_ms,
         )
 

@@ -48,7 +48,7 @@ class Lease(_HeldLease["Lock"]):
             self.fence,
             seconds,
             time.monotonic,
-            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
+            ttl=self._redis_ttl,
             delay_ms=lock._opts.delay_ms,
         )
 
@@ -58,7 +58,7 @@ class Lease(_HeldLease["Lock"]):
             lock._keys,
             self.owner,
             self.ttl,
-            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
+            ttl=self._redis_ttl,
             delay_ms=lock._opts.delay_ms,
         )
 

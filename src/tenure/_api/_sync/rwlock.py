@@ -80,7 +80,7 @@ class ReadWriteLease(_HoldLease["ReadWriteLock"]):
             self._hold,
             seconds,
             time.monotonic,
-            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
+            ttl=self._redis_ttl,
             delay_ms=rw._opts.delay_ms,
             fence=self.fence,
         )
@@ -93,7 +93,7 @@ class ReadWriteLease(_HoldLease["ReadWriteLock"]):
             self.mode,
             self._hold,
             self.ttl,
-            ttl=self._claim or self.ttl,  # what Redis holds (a hand-off's claim window)
+            ttl=self._redis_ttl,
             delay_ms=rw._opts.delay_ms,
         )
 
