@@ -249,12 +249,15 @@ def test_bad_arguments(locks: Any, match: str) -> None:
 def test_sentinel_parts_are_told_apart_by_service() -> None:
     # master_for clients' pools all say localhost:6379 (the master is asked of
     # the Sentinels when they connect): the service names the server.
-    sentinel = redis.sentinel.Sentinel([("localhost", free_port())])  # nothing is sent
-    a, b = sentinel.master_for("a"), sentinel.master_for("b")
+    # nothing is sent to the Sentinel
+    sentinel = redis.sentinel.Sentinel([("localhost", free_port())])  # type: ignore[no-untyped-call]
+    a = sentinel.master_for("a")  # type: ignore[no-untyped-call]
+    b = sentinel.master_for("b")  # type: ignore[no-untyped-call]
     both = MultiLock([Lock(a, "x"), Lock(b, "x")])
     assert len(both.locks) == 2
+    again = sentinel.master_for("a")  # type: ignore[no-untyped-call]
     with pytest.raises(InvalidArgument, match=r"same lock \('tenure:\{x\}' on sentinel:a/0\)"):
-        MultiLock([Lock(a, "x"), Lock(sentinel.master_for("a"), "x")])
+        MultiLock([Lock(a, "x"), Lock(again, "x")])
 
 
 def test_bad_parts_and_callbacks() -> None:
