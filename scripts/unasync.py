@@ -24,6 +24,10 @@ TARGET = ROOT / "src" / "tenure" / "_api" / "_sync"
 
 RULES: list[tuple[str, str]] = [
     (r"from \.\.\._drivers import _async as _driver", "from ..._drivers import _sync as _driver"),
+    (
+        r"from \.\.\._drivers import _fanout_async as _fanout",
+        "from ..._drivers import _fanout_sync as _fanout",
+    ),
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
     (r"\bawait ", ""),

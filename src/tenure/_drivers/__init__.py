@@ -10,12 +10,16 @@ same names:
   nothing (the rules are :mod:`._clients`').
 - ``run(client, plan)``: drive a plan from :mod:`tenure._plans` to its result.
 - ``current_owner()``: this thread's / task's owner id (see :mod:`._identity`).
+- ``wait_event(event, timeout)``, ``sleep(seconds)``: wait (a Redlock waiter).
+
+``_fanout_sync`` and ``_fanout_async`` add, on top of them, the calls on
+several servers at once (a Redlock's masters):
+
 - ``run_each(jobs, timeout)``: drive one plan on each of several clients at
   once, each bounded by ``timeout`` (a Redlock's round over its masters: each
   round written to every server, then the replies read).
-- ``listen_each(clients, channel, event, timeout)``, ``wait_event(event,
-  timeout)``, ``sleep(seconds)``: listen on a broadcast channel on several
-  servers at once, and wait (a Redlock waiter).
+- ``listen_each(clients, channel, event, timeout)``: listen on a broadcast
+  channel on several servers at once.
 - ``watch_with(owner, lease, renew, send)`` (and ``stop_renewing_with``,
   ``unwatch_with``): a watchdog of ``owner``'s own that renews with ``send``
   (a Redlock's quorum renewal) instead of one client's pipeline.

@@ -2,7 +2,7 @@
 
 The decisions (quorum, validity, back-off, what a wake costs) are
 :mod:`tenure._plans.redlock`'s; this module sends each round to every master
-at once (``_driver.run_each``) and keeps the lease.
+at once (``_fanout.run_each``) and keeps the lease.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..._drivers import _async as _driver
+from ..._drivers import _fanout_async as _fanout
 from ..._drivers._identity import new_op, new_token, process_id, process_mark
 from ..._errors import AlreadyHeldError, InvalidArgument, LockLostError, NotOwnedError
 from ..._keys import DEFAULT_PREFIX, lock_keys
@@ -129,11 +130,11 @@ class AsyncRedlockLease(_AsyncHeldLease["AsyncRedlock"]):
 
     def _start_watch(self, renew: bool) -> None:
         lock = self._lock
-        self._watch = _driver.watch_with(lock, self, renew, lock._renew_all)
+        self._watch = _fanout.watch_with(lock, self, renew, lock._renew_all)
 
     def _stop_renewing(self) -> None:
         if self._watch is not None:
-            _driver.stop_renewing_with(self._lock, self._watch)
+            _fanout.stop_renewing_with(self._lock, self._watch)
 
 
 class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
@@ -339,7 +340,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
                 if not queued:
                     waiter = f"{process_id()[:8]}-{new_op()}"
                     channel = keys.wake_prefix + waiter
-                    stops = await _driver.listen_each(self._clients, channel, wake, self._timeout)
+                    stops = await _fanout.listen_each(self._clients, channel, wake, self._timeout)
                     queued = plans.member(waiter, ttl_ms, token)
                     continue  # queue with the next round: a release before it is seen by it
                 await _driver.wait_event(wake, plans.wait_for(t, remaining))
@@ -366,7 +367,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
     async def _send_on(self, masters: Sequence[int], steps: Sequence[Step]) -> list[Any]:
         """Send ``steps[k]`` to master ``masters[k]``, all at once: the replies."""
         jobs = [(self._clients[i], plans.one(step)) for i, step in zip(masters, steps, strict=True)]
-        return await _driver.run_each(jobs, self._timeout)
+        return await _fanout.run_each(jobs, self._timeout)
 
     async def _release_round(
         self, token: str, op: str, masters: Sequence[int], wake: bool = True
@@ -385,7 +386,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         """The watchdog's renewal of ``leases``: one pipeline per master, all
         masters at once; each lease renewed when a quorum renewed it."""
         steps = tuple(lease._renewal() for lease in leases)
-        replies = await _driver.run_each(
+        replies = await _fanout.run_each(
             [(client, plans.one(Pipeline(steps))) for client in self._clients],
             self._timeout,
         )
@@ -417,7 +418,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
     async def _holder(self) -> str | None:
         """The token a quorum of masters holds the lock with, or ``None``."""
         jobs = [(client, lock_plans.inspect(self._keys)) for client in self._clients]
-        states: list[Any] = await _driver.run_each(jobs, self._timeout)
+        states: list[Any] = await _fanout.run_each(jobs, self._timeout)
         holders = [s.holder for s in states if isinstance(s, lock_plans.LockState)]
         if self._n - len(holders) >= plans.quorum(self._n):
             t = plans.tally(states)
@@ -462,4 +463,4 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         if self._leases.get(lease._holder) is lease:
             del self._leases[lease._holder]
         if lease._watch is not None:
-            _driver.unwatch_with(self, lease._watch)
+            _fanout.unwatch_with(self, lease._watch)

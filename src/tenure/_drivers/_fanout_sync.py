@@ -1,0 +1,436 @@
+"""The synchronous driver's calls on several servers at once (a Redlock's
+masters): :func:`run_each` drives one plan per server in parallel within a
+deadline, :func:`listen_each` listens on a wake channel on each, and
+:func:`watch_with` renews leases with a watchdog of their owner's own (on a
+quorum). Split from :mod:`._sync`, whose connections, hub and watchdog it uses."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import redis
+import redis.client
+import redis.exceptions
+
+from .._protocol import (
+    Command,
+    Eval,
+    Pipeline,
+    Plan,
+    parse_reply,
+)
+from . import _clients, _identity
+from ._sync import (
+    _REDIS,
+    Client,
+    T,
+    _exiting,
+    _Library,
+    _library,
+    _perform,
+    _SendRenewals,
+    _start,
+    _state,
+    _states_mutex,
+    _Watchdog,
+    run,
+)
+from ._watchbook import Watch, Watchable
+
+_own_watchdogs: weakref.WeakKeyDictionary[Any, tuple[int, _Watchdog]] = weakref.WeakKeyDictionary()
+
+
+def watch_with(owner: object, lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
+    """Watch ``lease`` with a watchdog of ``owner``'s own (one per owner and
+    process), which renews with ``send`` instead of one client's pipeline (a
+    Redlock's leases, renewed on a quorum of masters). Stop and unwatch with
+    :func:`stop_renewing_with` and :func:`unwatch_with`."""
+    with _states_mutex:
+        entry = _own_watchdogs.get(owner)
+        if entry is None or entry[0] != _identity.generation():
+            entry = (_identity.generation(), _Watchdog(None, _REDIS, send))
+            _own_watchdogs[owner] = entry
+    return entry[1].watch(lease, renew)
+
+
+def _own_watchdog(owner: object) -> _Watchdog | None:
+    entry = _own_watchdogs.get(owner)
+    return None if entry is None else entry[1]
+
+
+def stop_renewing_with(owner: object, watch: Watch) -> None:
+    """:func:`stop_renewing` for a lease watched by :func:`watch_with`."""
+    dog = _own_watchdog(owner)
+    if dog is not None:
+        dog.stop_renewing(watch)
+
+
+def unwatch_with(owner: object, watch: Watch) -> None:
+    """:func:`unwatch` for a lease watched by :func:`watch_with`."""
+    dog = _own_watchdog(owner)
+    if dog is not None:
+        dog.unwatch(watch)
+
+
+class _Workers:
+    """Threads that run calls for :func:`run_each` and :func:`listen_each`: an
+    idle one is reused, else a new one starts, so that a call stuck on a paused
+    server (until its socket timeout, if ever) never holds up the next ones. A
+    thread idle for :data:`WORKER_IDLE` seconds ends."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
+
+    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def call() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        with self._mutex:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            _start(self._work, "tenure-parallel", inbox)
+        inbox.put(call)
+        return future
+
+    def _work(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+        while not _exiting.is_set():
+            try:
+                job = inbox.get(timeout=WORKER_IDLE)
+            except queue.Empty:
+                with self._mutex:
+                    if inbox in self._idle:
+                        self._idle.remove(inbox)
+                        return
+                continue  # handed a job just now: take it
+            if job is None:
+                return
+            job()
+            with self._mutex:
+                self._idle.append(inbox)
+
+
+#: Seconds an idle worker thread of :func:`run_each` waits for work before it ends.
+WORKER_IDLE = 30.0
+
+_workers = _Workers()
+
+
+def _gather(calls: Sequence[Callable[[], T]], timeout: float) -> list[T | BaseException]:
+    """Run ``calls`` at once on worker threads; each one's result or exception,
+    ``TimeoutError`` for one not done within ``timeout`` seconds (left running)."""
+    futures = [_workers.submit(call) for call in calls]
+    concurrent.futures.wait(futures, timeout)
+    out: list[T | BaseException] = []
+    for future in futures:
+        if not future.done():
+            out.append(TimeoutError(f"no reply within {timeout:g} s"))
+        else:
+            exc = future.exception()
+            out.append(exc if exc is not None else future.result())
+    return out
+
+
+def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> list[Any]:
+    """Drive every plan on its client at the same time, each for at most
+    ``timeout`` seconds; return, in order, each plan's result or the exception
+    it raised (``TimeoutError`` when it ran out of time). A slow or paused
+    server delays none of the others, and the whole call returns within
+    ``timeout`` (and a scheduling delay).
+
+    The plans may only yield :class:`Eval`, :class:`Command` and
+    :class:`Pipeline` steps. Once every client was used (its server probed),
+    each round of steps is written to every server first and the replies read
+    after (one thread; a server that does not answer in time has its
+    connection dropped). A client not yet used, or whose server failed to
+    answer (until it answers again: a new connection's handshake would block on
+    a paused server), runs its plan on a worker thread of its own instead (a
+    call still stuck when the time is up is left to finish there, its result
+    dropped; while it is stuck, that client's next plans fail at once with
+    ``TimeoutError``, so that no thread piles up behind a paused server).
+    """
+    return _scatter(list(jobs), time.monotonic() + timeout)
+
+
+_NOT_DONE = object()
+
+
+class _Fallback(Exception):
+    """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
+
+
+def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]:
+    """:func:`run_each` on one thread: each round's steps written to every
+    server, then the replies read, until every plan is done or ``deadline``."""
+    results: list[Any] = [_NOT_DONE] * len(jobs)
+    steps: dict[int, Any] = {}
+    threaded: dict[int, concurrent.futures.Future[Any]] = {}
+    conns: dict[int, Any] = {}
+    for i, (client, plan) in enumerate(jobs):
+        suspect = client in _suspects
+        if not suspect and _state(client).server is not None:
+            conn = _take_connection(client)
+            if conn is not None:
+                conns[i] = conn
+                continue
+        earlier = _on_thread.get(client) if suspect else None
+        if earlier is not None and not earlier.done():
+            # a call still stuck on that server (paused): no second thread for it
+            plan.close()
+            results[i] = TimeoutError("no reply in time (an earlier call still waits)")
+            continue
+        threaded[i] = _on_thread[client] = _workers.submit(
+            functools.partial(_run_trusted, client, plan)
+        )
+
+    def advance(i: int, reply: Any, error: BaseException | None) -> None:
+        plan = jobs[i][1]
+        try:
+            steps[i] = plan.send(reply) if error is None else plan.throw(error)
+        except StopIteration as stop:
+            results[i] = stop.value
+            steps.pop(i, None)
+        except Exception as exc:
+            results[i] = exc
+            steps.pop(i, None)
+
+    for i in range(len(jobs)):
+        if i not in threaded and results[i] is _NOT_DONE:
+            advance(i, None, None)
+    while steps:
+        sent: list[tuple[int, Any, Any]] = []
+        packed: dict[tuple[int, str], Any] = {}  # the same step to every server: packed once
+        for i, step in list(steps.items()):
+            client = jobs[i][0]
+            conn = conns[i]
+            try:
+                key = _pack_key(conn, step)
+                data = packed.get(key)
+                if data is None:
+                    data = packed[key] = conn.pack_commands(_commands(step))
+                conn.send_packed_command(data)
+            except Exception as exc:
+                conn.disconnect()
+                del conns[i]
+                _suspects[client] = None
+                advance(i, None, exc)
+                continue
+            sent.append((i, conn, step))
+        for i, conn, step in sent:
+            client = jobs[i][0]
+            try:
+                raws = _read_replies(conn, len(_commands(step)), deadline, _library(type(client)))
+            except Exception as exc:
+                conn.disconnect()
+                del conns[i]
+                _suspects[client] = None
+                advance(i, None, exc)
+                continue
+            try:
+                reply = _replies(step, raws)
+            except _Fallback:
+                try:  # NOSCRIPT, or an error reply: the ordinary path says it right
+                    reply = _perform(client, step, [])
+                except Exception as exc:
+                    advance(i, None, exc)
+                    continue
+            except Exception as exc:
+                advance(i, None, exc)
+                continue
+            advance(i, reply, None)
+    for i, conn in conns.items():
+        _give_back(jobs[i][0], conn)
+    concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
+    for i, future in threaded.items():
+        if future.done():
+            error = future.exception()
+            results[i] = error if error is not None else future.result()
+        else:
+            _suspects[jobs[i][0]] = None
+    for i, result in enumerate(results):
+        if result is _NOT_DONE:
+            if i not in threaded:
+                jobs[i][1].close()
+            results[i] = TimeoutError("no reply in time")
+    return results
+
+
+def _take_connection(client: Client) -> Any | None:
+    """An idle, connected connection of :func:`_scatter` to ``client``'s server
+    (made on the client's pool settings, outside the pool: no checkout per
+    round), or ``None`` when there is none: then one is connected on a worker
+    thread for the next rounds (connecting can block on a paused server), one
+    at a time."""
+    state = _state(client)
+    with _spare_mutex:
+        while state.spare:
+            conn = state.spare.pop()
+            if getattr(conn, "_sock", None) is not None:
+                return conn
+        if state.connecting:
+            return None
+        state.connecting = True
+
+    def connect() -> None:
+        conn = client.connection_pool.make_connection()
+        try:
+            conn.connect()
+        except Exception:
+            return
+        finally:
+            state.connecting = False
+        _give_back(client, conn)
+
+    _workers.submit(connect)
+    return None
+
+
+def _give_back(client: Client, conn: Any) -> None:
+    """Keep ``conn`` for the next rounds, unless enough are kept."""
+    state = _state(client)
+    with _spare_mutex:
+        if len(state.spare) < SPARE_CONNECTIONS:
+            state.spare.append(conn)
+            return
+    conn.disconnect()
+
+
+#: The most idle connections of :func:`_scatter` kept per client.
+SPARE_CONNECTIONS = 8
+
+_spare_mutex = threading.Lock()
+
+
+#: The clients whose server failed to answer :func:`_scatter` in time (or at
+#: all), until a call on a worker thread gets an answer again.
+_suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
+
+#: The last call made on a worker thread for each client: while it has not
+#: returned (a paused server, no socket timeout), no other is started for it.
+_on_thread: weakref.WeakKeyDictionary[Any, concurrent.futures.Future[Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _run_trusted(client: Client, plan: Plan[T]) -> T:
+    """:func:`run`; an answer (even an error reply) clears the client's suspicion."""
+    try:
+        result = run(client, plan)
+    except redis.exceptions.ConnectionError:
+        raise
+    except Exception:
+        _suspects.pop(client, None)
+        raise
+    _suspects.pop(client, None)
+    return result
+
+
+def _pack_key(conn: Any, step: Any) -> tuple[int, str]:
+    """What a packed step may be reused for: the same step, the same encoding."""
+    encoder = getattr(conn, "encoder", None)
+    how = (getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None))
+    return id(step), repr(how)
+
+
+def _commands(step: Any) -> list[tuple[Any, ...]]:
+    if isinstance(step, Eval):
+        return [("EVALSHA", *_clients.evalsha_args(step))]
+    if isinstance(step, Command):
+        return [step.args]
+    if isinstance(step, Pipeline):
+        return [c for part in step.steps for c in _commands(part)]
+    raise TypeError(f"run_each can't send {step!r}")
+
+
+def _read_replies(conn: Any, count: int, deadline: float, library: _Library) -> list[Any]:
+    """``count`` replies from ``conn``, an error reply in place of its reply.
+
+    Raises:
+        TimeoutError: the first did not come before ``deadline``.
+    """
+    left = max(0.0, deadline - time.monotonic())  # past it: only a reply already here
+    if not conn.can_read(timeout=left):
+        raise TimeoutError("no reply in time")
+    raws: list[Any] = []
+    for _ in range(count):
+        try:
+            raws.append(conn.read_response())
+        except library.response_error as exc:
+            raws.append(exc)
+    return raws
+
+
+def _replies(step: Any, raws: list[Any]) -> Any:
+    """The reply of ``step`` from its raw replies (as :func:`_perform` gives it).
+
+    Raises:
+        _Fallback: a raw reply is an error (NOSCRIPT, NOPERM, ...).
+    """
+    if any(isinstance(raw, Exception) for raw in raws):
+        raise _Fallback
+    if isinstance(step, Eval):
+        return parse_reply(step.script, raws[0])
+    if isinstance(step, Command):
+        return raws[0]
+    replies: list[Any] = []
+    for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval):
+            try:
+                raw = parse_reply(part.script, raw)
+            except Exception as exc:
+                raw = exc
+        replies.append(raw)
+    return replies
+
+
+def listen_each(
+    clients: Iterable[Client], channel: str, event: threading.Event, timeout: float
+) -> list[Callable[[], None] | None]:
+    """Subscribe the wake hub of every client to the broadcast ``channel`` at the
+    same time, each message (and each reconnection of a hub) setting ``event``;
+    wait at most ``timeout`` seconds for the confirmations. Returns, per client,
+    the function that stops listening, or ``None`` if its SUBSCRIBE failed or was
+    not confirmed in time (then nothing is left listening on it). Call the
+    functions when done: the channel then lingers and is unsubscribed."""
+
+    def one(client: Client) -> Callable[[], None] | None:
+        hub = _state(client).hub
+        ch = hub.listen(channel, event)
+        if not ch.ready.wait(timeout):
+            hub.unlisten(ch, event)
+            return None
+        return lambda: hub.unlisten(ch, event)
+
+    futures = [_workers.submit(functools.partial(one, client)) for client in clients]
+    concurrent.futures.wait(futures, timeout)
+    out: list[Callable[[], None] | None] = []
+    for future in futures:
+        if future.done() and future.exception() is None:
+            out.append(future.result())
+            continue
+        out.append(None)
+        # a SUBSCRIBE still in flight: stop listening once it is done
+        future.add_done_callback(_unlisten_late)
+    return out
+
+
+def _unlisten_late(future: concurrent.futures.Future[Callable[[], None] | None]) -> None:
+    if future.exception() is None:
+        stop = future.result()
+        if stop is not None:
+            stop()
