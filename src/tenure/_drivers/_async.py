@@ -6,6 +6,13 @@ makes itself on the client's connection pool (the wake hub's ``PubSub``, the
 clients of the watchdog's renewals and of the hub's hand-offs) and the
 ``NoScriptError`` it catches are those of the client's own library, found once
 per client class (see :mod:`._clients`).
+
+A redis-py Redis Cluster client (``redis.asyncio.cluster.RedisCluster``) is
+driven as the synchronous driver drives ``redis.cluster.RedisCluster``: scripts
+and commands through the client (routed by their keys' slot), the
+:func:`._clients.sharded` variant of every script, one wake hub per node it
+waits on (sharded pub/sub, on a connection pool of its own to that node), and
+watchdog renewals one round trip per lease.
 """
 
 from __future__ import annotations
@@ -144,9 +151,10 @@ class _Reconnects:
         self.hub.reconnected()  # before the SUBSCRIBEs: no confirmation comes first
         await super().on_connect(connection)  # type: ignore[misc]  # SUBSCRIBE again
         pubsub = cast(_HubPubSub, self)
-        strays = self.hub.strays(_text(name) for name in pubsub.channels)
-        if strays:
-            await pubsub.unsubscribe(*strays)
+        shard = getattr(pubsub, "shard_channels", {})
+        strays = self.hub.strays(_text(name) for name in [*pubsub.channels, *shard])
+        for name in strays:
+            await self.hub._unsubscribe(pubsub, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,11 +221,21 @@ class _Hub:
     SUBSCRIBEs wake every waiter.
     """
 
-    def __init__(self, pool: Any, library: _Library) -> None:
-        self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
+    def __init__(
+        self,
+        pool: Any,
+        library: _Library,
+        *,
+        waiter: str | None = None,
+        cluster: Callable[[], Client | None] | None = None,
+    ) -> None:
+        self.waiter = waiter or _identity.process_id()[:8] + "-" + os.urandom(4).hex()
         self._numbers = itertools.count(1)
         self._pool = pool
         self._library = library
+        # a Redis Cluster node's hub: the cluster client (or None once it is
+        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE
+        self._cluster = cluster
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -236,7 +254,11 @@ class _Hub:
     async def _subscribe(self, channel: str, new: bool) -> None:
         if new:
             try:
-                await self._listen().subscribe(channel)
+                pubsub = self._listen()
+                if self._cluster is not None:
+                    await cast(Any, pubsub).ssubscribe(channel)
+                else:
+                    await pubsub.subscribe(channel)
             except BaseException:
                 self._book.abort(channel)
                 raise
@@ -307,7 +329,7 @@ class _Hub:
         try:
             message: dict[str, Any] | None = await pubsub.get_message(timeout=LINGER)
             for name in self._book.stale(time.monotonic()):
-                await pubsub.unsubscribe(name)
+                await self._unsubscribe(pubsub, name)
             if _clients.left_master(self._pool, pubsub.connection):
                 # a Sentinel failover that this connection did not notice:
                 # the next read reconnects to the new master
@@ -320,7 +342,7 @@ class _Hub:
                 name, ch = self._book.refused()
                 if name:
                     with contextlib.suppress(Exception):
-                        await pubsub.unsubscribe(name)
+                        await self._unsubscribe(pubsub, name)
                 if ch is not None:
                     wake_refused(ch)
                 return None
@@ -329,16 +351,32 @@ class _Hub:
                 await asyncio.sleep(self._backoff.compute(failures + 1))
             return False
 
+    async def _unsubscribe(self, pubsub: _HubPubSub, name: str) -> None:
+        if self._cluster is not None:
+            await cast(Any, pubsub).sunsubscribe(name)
+        else:
+            await pubsub.unsubscribe(name)
+
     async def _dispatch(self, message: dict[str, Any]) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
-        route = self._book.route(message["type"], channel, data)
+        kind = _SHARDED_TYPES.get(message["type"], message["type"])
+        route = self._book.route(kind, channel, data)
         if isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
-                client = self._library.client(connection_pool=self._pool)
-                await _drive(client, route.plan())
+                client = (
+                    self._library.client(connection_pool=self._pool)
+                    if self._cluster is None
+                    else self._cluster()
+                )
+                if client is not None:
+                    await _drive(client, route.plan())
         elif route is not None:
             route.set()
+
+
+#: The types of sharded pub/sub messages, as the hub book names them.
+_SHARDED_TYPES = {"smessage": "message", "ssubscribe": "subscribe", "sunsubscribe": "unsubscribe"}
 
 
 def _text(value: Any) -> str:
@@ -443,6 +481,8 @@ class _State:
     spare: list[Any] = field(default_factory=list)
     #: whether one is being connected in the background for it
     connecting: bool = False
+    #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
+    nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -455,10 +495,52 @@ def _state(client: Client) -> _State:
     loop = asyncio.get_running_loop()
     state = _states.get(client)
     if state is None or state.generation != _identity.generation() or state.loop is not loop:
-        pool, library = client.connection_pool, _library(type(client))
-        state = _State(_identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library))
+        library = _library(type(client))
+        if _clients.is_cluster(type(client)):
+            ref = weakref.ref(client)
+
+            async def renew(leases: list[Any]) -> list[Any]:
+                return await _renew_each(ref, leases)
+
+            hub = _Hub(None, library)  # never listens: see _hub
+            state = _State(_identity.generation(), loop, hub, _Watchdog(None, library, send=renew))
+        else:
+            pool = client.connection_pool
+            state = _State(
+                _identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library)
+            )
         _states[client] = state
     return state
+
+
+def _hub(client: Client, channel: str) -> _Hub:
+    """The hub that listens on ``channel``: the client's, or on a Redis Cluster
+    the hub of the node that owns the channel's slot (made on first use, with a
+    connection pool of its own to that node)."""
+    state = _state(client)
+    if not _clients.is_cluster(type(client)):
+        return state.hub
+    node = client.get_node_from_key(channel)  # type: ignore[union-attr]
+    where = (node.host, node.port)
+    hub = state.nodes.get(where)
+    if hub is None:
+        # (only redis-py's cluster clients are accepted: see _clients.check)
+        pool = redis.asyncio.ConnectionPool(
+            connection_class=node.connection_class, **node.connection_kwargs
+        )
+        hub = _Hub(pool, state.hub._library, waiter=state.hub.waiter, cluster=weakref.ref(client))
+        state.nodes[where] = hub
+    return hub
+
+
+async def _renew_each(ref: Callable[[], Client | None], leases: list[Any]) -> list[Any]:
+    """A Redis Cluster client's watchdog renewals: one call per lease, each sent to
+    the node owning the lease's slot (``None`` for a lease to retry)."""
+    client = ref()
+    if client is None:
+        return [None] * len(leases)
+    step = Pipeline(tuple(lease._renewal() for lease in leases))
+    return [renewal_reply(reply) for reply in await _pipeline(client, step)]
 
 
 def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
@@ -486,12 +568,15 @@ async def run(client: Client, plan: Plan[T]) -> T:
     state = _state(client)
     if state.server is None:
         try:
-            state.server = await _drive(client, server_plans.probe())
+            server = await _drive(client, server_plans.probe())
         except Exception as exc:
             denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
             if denied is not None:
                 raise denied from exc
             raise
+        if _clients.is_cluster(type(client)):
+            _clients.check_cluster_server(server.name, server.version)
+        state.server = server
     return await _drive(client, plan)
 
 
@@ -550,9 +635,9 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         refusal(c.ch)
         return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
-        return _state(client).hub.listening(step.keys.wake_prefix)
+        return _hub(client, step.keys.wake_prefix).listening(step.keys.wake_prefix)
     if isinstance(step, Contend):
-        hub = _state(client).hub
+        hub = _hub(client, step.keys.wake_prefix)
         started = time.monotonic()
         keys = step.keys if step.pass_on else None
         waiter = hub.own_waiter() if step.own_channel else hub.waiter
@@ -574,7 +659,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
             c.entered = False
         return waiter if c.entered else None
     if isinstance(step, Subscribe):
-        hub = _state(client).hub
+        hub = _hub(client, step.channel)
         event = asyncio.Event()
         ch = await hub.listen(step.channel, event)
         held.append(_Contention(hub, ch, "", listener=event))
@@ -595,7 +680,11 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
 async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
-    (the steps of a pipeline are idempotent: lease rewrites and waits)."""
+    (the steps of a pipeline are idempotent: lease rewrites and waits).
+    On a Redis Cluster client each step is sent on its own (to its slot's node),
+    its error in its place."""
+    if _clients.is_cluster(type(client)):
+        return [await _one(client, part) for part in step.steps]
 
     async def send() -> list[Any]:
         async with client.pipeline(transaction=False) as pipe:
@@ -624,13 +713,24 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     return replies
 
 
+async def _one(client: Client, part: Eval | Command) -> Any:
+    """One step of a pipeline sent on its own: its parsed reply, or its error."""
+    try:
+        if isinstance(part, Eval):
+            return parse_reply(part.script, await _evalsha(client, part))
+        return await client.execute_command(*part.args)  # type: ignore[no-untyped-call]
+    except Exception as exc:
+        return exc
+
+
 async def _send(client: Client, step: Eval) -> Any:
     """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
+    cluster = _clients.is_cluster(type(client))
     try:
-        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, cluster)))
     except _library(type(client)).no_script:
-        await client.script_load(step.script.source)
-        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step)))
+        await client.script_load(_clients.source_of(step, cluster))
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, cluster)))
 
 
 async def _evalsha(client: Client, step: Eval) -> Any:

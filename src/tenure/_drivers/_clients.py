@@ -24,12 +24,14 @@ valkey-py client cannot exist otherwise.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from functools import cache
 from typing import Any, Literal
 
-from .._errors import InvalidArgument
+from .._errors import InvalidArgument, UnsupportedServer
 from .._protocol import Eval
+from .._scripts import ScriptSpec
 
 Library = Literal["redis", "valkey"]
 
@@ -124,6 +126,8 @@ def check(client: object, owner: str, *, asyncio: bool) -> None:
     wanted, other = (aio, sync) if asyncio else (sync, aio)
     if isinstance(client, wanted) and not isinstance(client, pipelines):
         return
+    if is_cluster(type(client)) and isinstance(client, _cluster_classes()[asyncio]):
+        return
     module = "redis.asyncio" if asyncio else "redis"
     expected = (
         "a redis.asyncio.Redis or valkey.asyncio.Valkey client"
@@ -142,11 +146,14 @@ def check(client: object, owner: str, *, asyncio: bool) -> None:
         raise InvalidArgument(
             f"{needs}, not {what}: a pipeline can't hold a lock: pass the client itself"
         )
-    if isinstance(client, clusters):
+    if isinstance(client, clusters) and not is_cluster(type(client)):
         raise InvalidArgument(
-            f"Redis Cluster clients are not supported yet: {needs} "
-            f"(connected to one server), not {what}"
+            f"valkey-py cluster clients are not supported yet: {needs} "
+            f"or a redis-py cluster client, not {what}"
         )
+    if isinstance(client, clusters):
+        twin = "redis.cluster.RedisCluster" if asyncio else "redis.asyncio.cluster.RedisCluster"
+        raise InvalidArgument(f"{needs}, not {what}: use {_twin(owner)} with this client ({twin})")
     if isinstance(client, other):
         kind = "a synchronous" if asyncio else "an asyncio"
         raise InvalidArgument(
@@ -159,6 +166,52 @@ def check(client: object, owner: str, *, asyncio: bool) -> None:
     if isinstance(client, type):
         raise InvalidArgument(f"{needs}, not the class {client.__module__}.{client.__qualname__}")
     raise InvalidArgument(f"{needs}, not {what}")
+
+
+@cache
+def _cluster_classes() -> tuple[type, type]:
+    """(redis-py's sync cluster client class, its asyncio one)."""
+    import redis.asyncio.cluster
+    import redis.cluster
+
+    return redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster
+
+
+def is_cluster(cls: type) -> bool:
+    """Whether ``cls`` is a redis-py Redis Cluster client class (sync or asyncio),
+    which the drivers drive per node (see the module docstring)."""
+    return issubclass(cls, _cluster_classes())
+
+
+#: Cluster mode needs sharded pub/sub (SSUBSCRIBE / SPUBLISH): Redis >= 7.0, any supported Valkey.
+CLUSTER_MINIMUM = {"redis": (7, 0), "valkey": (7, 2)}
+
+
+def check_cluster_server(name: str, version: tuple[int, ...]) -> None:
+    """Refuse a cluster whose servers have no sharded pub/sub.
+
+    Raises:
+        UnsupportedServer: a Redis 6.2 cluster (sharded pub/sub came in 7.0;
+            tenure does not fall back to cluster-wide PUBLISH).
+    """
+    if version[:2] < CLUSTER_MINIMUM.get(name, CLUSTER_MINIMUM["redis"]):
+        shown = ".".join(map(str, version))
+        raise UnsupportedServer(
+            f"{name} {shown} (cluster) is not supported: tenure waits on a Redis Cluster "
+            "by sharded pub/sub (SSUBSCRIBE / SPUBLISH), which needs Redis >= 7.0 or Valkey"
+        )
+
+
+@cache
+def sharded(spec: ScriptSpec) -> ScriptSpec:
+    """The variant of ``spec`` sent to a Redis Cluster: the same script with every
+    ``PUBLISH`` an ``SPUBLISH`` (so a wake reaches the subscribers of the slot's
+    node, on the channel's slot, which is the keys' slot), with its own SHA-1."""
+    if b"'PUBLISH'" not in spec.source:
+        return spec
+    source = spec.source.replace(b"'PUBLISH'", b"'SPUBLISH'")
+    commands = tuple(sorted("SPUBLISH" if c == "PUBLISH" else c for c in spec.commands))
+    return ScriptSpec(spec.name, source, hashlib.sha1(source).hexdigest(), commands, spec.writes)
 
 
 def left_master(pool: Any, connection: Any) -> bool:
@@ -177,7 +230,14 @@ def left_master(pool: Any, connection: Any) -> bool:
     return where != tuple(master)
 
 
-def evalsha_args(step: Eval) -> tuple[Any, ...]:
+def evalsha_args(step: Eval, cluster: bool = False) -> tuple[Any, ...]:
     """The arguments of ``evalsha`` (of either library, client or pipeline) for ``step``:
-    sha1, number of keys, keys, then arguments."""
-    return (step.script.sha1, len(step.keys), *step.keys, *step.args)
+    sha1, number of keys, keys, then arguments; for a ``cluster`` client, the
+    SHA-1 of the script's :func:`sharded` variant."""
+    spec = sharded(step.script) if cluster else step.script
+    return (spec.sha1, len(step.keys), *step.keys, *step.args)
+
+
+def source_of(step: Eval, cluster: bool = False) -> bytes:
+    """The source to ``SCRIPT LOAD`` for ``step`` (its :func:`sharded` variant on a cluster)."""
+    return (sharded(step.script) if cluster else step.script).source

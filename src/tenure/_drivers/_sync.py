@@ -6,6 +6,13 @@ makes itself on the client's connection pool (the wake hub's ``PubSub``, the
 clients of the watchdog's renewals and of the hub's hand-offs) and the
 ``NoScriptError`` it catches are those of the client's own library, found once
 per client class (see :mod:`._clients`).
+
+A redis-py Redis Cluster client (``redis.cluster.RedisCluster``) is driven
+through itself for scripts and commands (it sends each to the node owning its
+keys' slot, and ``SCRIPT LOAD`` to every master), with the :func:`._clients.sharded`
+variant of every script; it gets one wake hub per node it waits on, each a
+sharded pub/sub connection (``SSUBSCRIBE``) on that node's connection pool,
+and its watchdog renews lease by lease (one round trip per lease).
 """
 
 from __future__ import annotations
@@ -149,6 +156,8 @@ class _HubPubSub(Protocol):
 
     def subscribe(self, *args: Any, **kwargs: Any) -> Any: ...
     def unsubscribe(self, *args: Any) -> Any: ...
+    def ssubscribe(self, *args: Any, **kwargs: Any) -> Any: ...
+    def sunsubscribe(self, *args: Any) -> Any: ...
     def get_message(self, ignore_subscribe_messages: bool = ..., timeout: float = ...) -> Any: ...
     def close(self) -> None: ...
 
@@ -230,11 +239,21 @@ class _Hub:
     SUBSCRIBEs wake every waiter.
     """
 
-    def __init__(self, pool: Any, library: _Library) -> None:
-        self.waiter = _identity.process_id()[:8] + "-" + os.urandom(4).hex()
+    def __init__(
+        self,
+        pool: Any,
+        library: _Library,
+        *,
+        waiter: str | None = None,
+        cluster: Callable[[], Client | None] | None = None,
+    ) -> None:
+        self.waiter = waiter or _identity.process_id()[:8] + "-" + os.urandom(4).hex()
         self._numbers = itertools.count(1)
         self._pool = pool
         self._library = library
+        # a Redis Cluster node's hub: the cluster client (or None once it is
+        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE
+        self._cluster = cluster
         self._mutex = threading.Lock()
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
@@ -255,7 +274,11 @@ class _Hub:
     def _subscribe(self, channel: str, new: bool) -> None:
         if new:
             try:
-                self._listen().subscribe(channel)
+                pubsub = self._listen()
+                if self._cluster is not None:
+                    pubsub.ssubscribe(channel)
+                else:
+                    pubsub.subscribe(channel)
             except BaseException:
                 self._book.abort(channel)
                 raise
@@ -288,7 +311,14 @@ class _Hub:
         the reader, holding the mutex."""
         pubsub.reconnected.clear()
         self._book.reconnected()
-        for name in self._book.strays([_text(name) for name in pubsub.channels]):
+        subscribed = [*pubsub.channels, *getattr(pubsub, "shard_channels", ())]
+        for name in self._book.strays([_text(name) for name in subscribed]):
+            self._unsubscribe(pubsub, name)
+
+    def _unsubscribe(self, pubsub: _HubPubSub, name: str) -> None:
+        if self._cluster is not None:
+            pubsub.sunsubscribe(name)
+        else:
             pubsub.unsubscribe(name)
 
     def _listen(self) -> _HubPubSub:
@@ -311,7 +341,7 @@ class _Hub:
                     if pubsub.reconnected.is_set():
                         self._resubscribed(pubsub)
                     for name in self._book.stale(time.monotonic()):
-                        pubsub.unsubscribe(name)
+                        self._unsubscribe(pubsub, name)
                     if message is None and self._book.empty():
                         self._pubsub = None  # the next wait starts a new reader
                         break
@@ -342,21 +372,31 @@ class _Hub:
             name, ch = self._book.refused()
             if name:
                 with contextlib.suppress(Exception):
-                    pubsub.unsubscribe(name)
+                    self._unsubscribe(pubsub, name)
         if ch is not None:
             wake_refused(ch)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
+        kind = _SHARDED_TYPES.get(message["type"], message["type"])
         with self._mutex:
-            route = self._book.route(message["type"], channel, data)
+            route = self._book.route(kind, channel, data)
         if isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
-                client = self._library.client(connection_pool=self._pool)
-                _drive(client, route.plan())
+                client = (
+                    self._library.client(connection_pool=self._pool)
+                    if self._cluster is None
+                    else self._cluster()
+                )
+                if client is not None:
+                    _drive(client, route.plan())
         elif route is not None:
             route.set()
+
+
+#: The types of sharded pub/sub messages, as the hub book names them.
+_SHARDED_TYPES = {"smessage": "message", "ssubscribe": "subscribe", "sunsubscribe": "unsubscribe"}
 
 
 def _text(value: Any) -> str:
@@ -468,6 +508,8 @@ class _State:
     spare: list[Any] = field(default_factory=list)
     #: whether one is being connected in the background for it
     connecting: bool = False
+    #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
+    nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -480,12 +522,55 @@ def _state(client: Client) -> _State:
         with _states_mutex:
             state = _states.get(client)
             if state is None or state.generation != _identity.generation():
-                pool, library = client.connection_pool, _library(type(client))
-                state = _State(
-                    _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
-                )
+                library = _library(type(client))
+                if _clients.is_cluster(type(client)):
+                    ref = weakref.ref(client)
+                    state = _State(
+                        _identity.generation(),
+                        _Hub(None, library),  # never listens: see _hub
+                        _Watchdog(None, library, send=lambda leases: _renew_each(ref, leases)),
+                    )
+                else:
+                    pool = client.connection_pool
+                    state = _State(
+                        _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
+                    )
                 _states[client] = state
     return state
+
+
+def _hub(client: Client, channel: str) -> _Hub:
+    """The hub that listens on ``channel``: the client's, or on a Redis Cluster
+    the hub of the node that owns the channel's slot (made on first use)."""
+    state = _state(client)
+    if not _clients.is_cluster(type(client)):
+        return state.hub
+    node = client.get_node_from_key(channel)  # type: ignore[union-attr]
+    where = (node.host, node.port)
+    hub = state.nodes.get(where)
+    if hub is None:
+        with _states_mutex:
+            hub = state.nodes.get(where)
+            if hub is None:
+                ref = weakref.ref(client)
+                hub = _Hub(
+                    node.redis_connection.connection_pool,
+                    state.hub._library,
+                    waiter=state.hub.waiter,
+                    cluster=ref,
+                )
+                state.nodes[where] = hub
+    return hub
+
+
+def _renew_each(ref: Callable[[], Client | None], leases: list[Any]) -> list[Any]:
+    """A Redis Cluster client's watchdog renewals: one call per lease, each sent to
+    the node owning the lease's slot (``None`` for a lease to retry)."""
+    client = ref()
+    if client is None:
+        return [None] * len(leases)
+    step = Pipeline(tuple(lease._renewal() for lease in leases))
+    return [renewal_reply(reply) for reply in _pipeline(client, step)]
 
 
 def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
@@ -513,12 +598,15 @@ def run(client: Client, plan: Plan[T]) -> T:
     state = _state(client)
     if state.server is None:
         try:
-            state.server = _drive(client, server_plans.probe())
+            server = _drive(client, server_plans.probe())
         except Exception as exc:
             denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
             if denied is not None:
                 raise denied from exc
             raise
+        if _clients.is_cluster(type(client)):
+            _clients.check_cluster_server(server.name, server.version)
+        state.server = server
     return _drive(client, plan)
 
 
@@ -572,9 +660,9 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         refusal(c.ch)
         return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):
-        return _state(client).hub.listening(step.keys.wake_prefix)
+        return _hub(client, step.keys.wake_prefix).listening(step.keys.wake_prefix)
     if isinstance(step, Contend):
-        hub = _state(client).hub
+        hub = _hub(client, step.keys.wake_prefix)
         keys = step.keys if step.pass_on else None
         waiter = hub.own_waiter() if step.own_channel else hub.waiter
         ch = hub.enter(keys, step.keys.wake_prefix + waiter, step.token)
@@ -590,7 +678,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
             c.entered = ch.gate.acquire(timeout=left)
         return waiter if c.entered else None
     if isinstance(step, Subscribe):
-        hub = _state(client).hub
+        hub = _hub(client, step.channel)
         event = threading.Event()
         ch = hub.listen(step.channel, event)
         held.append(_Contention(hub, ch, "", listener=event))
@@ -607,7 +695,11 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
 def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
-    (the steps of a pipeline are idempotent: lease rewrites and waits)."""
+    (the steps of a pipeline are idempotent: lease rewrites and waits).
+    On a Redis Cluster client each step is sent on its own (to its slot's node),
+    its error in its place."""
+    if _clients.is_cluster(type(client)):
+        return [_one(client, part) for part in step.steps]
 
     def send() -> list[Any]:
         with client.pipeline(transaction=False) as pipe:
@@ -636,13 +728,24 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     return replies
 
 
+def _one(client: Client, part: Eval | Command) -> Any:
+    """One step of a pipeline sent on its own: its parsed reply, or its error."""
+    try:
+        if isinstance(part, Eval):
+            return parse_reply(part.script, _evalsha(client, part))
+        return client.execute_command(*part.args)  # type: ignore[no-untyped-call]
+    except Exception as exc:
+        return exc
+
+
 def _send(client: Client, step: Eval) -> Any:
     """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
+    cluster = _clients.is_cluster(type(client))
     try:
-        return client.evalsha(*_clients.evalsha_args(step))
+        return client.evalsha(*_clients.evalsha_args(step, cluster))
     except _library(type(client)).no_script:
-        client.script_load(step.script.source)
-        return client.evalsha(*_clients.evalsha_args(step))
+        client.script_load(_clients.source_of(step, cluster))
+        return client.evalsha(*_clients.evalsha_args(step, cluster))
 
 
 def _evalsha(client: Client, step: Eval) -> Any:
