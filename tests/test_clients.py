@@ -509,19 +509,14 @@ SYNC_WRONG: list[tuple[str, Callable[[], object], list[str]]] = [
     ),
     (
         # its constructor would connect to discover the cluster: an unset one
-        "redis-cluster",
-        lambda: redis.cluster.RedisCluster.__new__(redis.cluster.RedisCluster),
-        ["redis.cluster.RedisCluster", "Redis Cluster clients are not supported yet"],
-    ),
-    (
         "valkey-cluster",
         lambda: valkey.cluster.ValkeyCluster.__new__(valkey.cluster.ValkeyCluster),
-        ["valkey.cluster.ValkeyCluster", "Redis Cluster clients are not supported yet"],
+        ["valkey.cluster.ValkeyCluster", "Redis Cluster clients of valkey-py are not supported"],
     ),
     (
         "redis-asyncio-cluster",
         lambda: redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=1),
-        ["redis.asyncio.cluster.RedisCluster", "not supported yet"],
+        ["redis.asyncio.cluster.RedisCluster", "asyncio cluster client): use {twin}"],
     ),
     (
         "sentinel",
@@ -555,9 +550,9 @@ ASYNC_WRONG: list[tuple[str, Callable[[], object], list[str]]] = [
         ["valkey.asyncio.client.Pipeline", "a pipeline can't hold a lock"],
     ),
     (
-        "redis-asyncio-cluster",
-        lambda: redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=1),
-        ["redis.asyncio.cluster.RedisCluster", "Redis Cluster clients are not supported yet"],
+        "redis-sync-cluster",
+        lambda: redis.cluster.RedisCluster.__new__(redis.cluster.RedisCluster),
+        ["redis.cluster.RedisCluster", "synchronous cluster client): use {twin}"],
     ),
     (
         "valkey-asyncio-cluster",

@@ -148,12 +148,14 @@ def check(client: object, owner: str, *, asyncio: bool) -> None:
         )
     if isinstance(client, clusters) and not is_cluster(type(client)):
         raise InvalidArgument(
-            f"valkey-py cluster clients are not supported yet: {needs} "
+            f"Redis Cluster clients of valkey-py are not supported yet: {needs} "
             f"or a redis-py cluster client, not {what}"
         )
     if isinstance(client, clusters):
-        twin = "redis.cluster.RedisCluster" if asyncio else "redis.asyncio.cluster.RedisCluster"
-        raise InvalidArgument(f"{needs}, not {what}: use {_twin(owner)} with this client ({twin})")
+        kind = "a synchronous" if asyncio else "an asyncio"
+        raise InvalidArgument(
+            f"{needs}, not {what} ({kind} cluster client): use {_twin(owner)} with this client"
+        )
     if isinstance(client, other):
         kind = "a synchronous" if asyncio else "an asyncio"
         raise InvalidArgument(

@@ -1,0 +1,333 @@
+"""Redis Cluster: ``redis.cluster.RedisCluster`` and ``redis.asyncio.cluster.RedisCluster``
+clients with every primitive, on a real cluster of three masters.
+
+One cluster serves the module (``tests/_cluster.py``); the names used are
+picked so that each lands on a different master. What is checked: every
+primitive acquires and releases there (its keys on the master owning the
+name's slot); a waiter is woken by the release (sharded pub/sub on that
+master), long before the holder's ttl; contending threads never overlap and
+fences increase; the watchdog keeps a lease alive, and fires the lost signal
+when the lease's key is deleted. A Redis 6.2 cluster (no sharded pub/sub) is
+refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+import redis.asyncio.cluster
+import redis.cluster
+from _cluster import Cluster
+
+from tenure import (
+    AsyncCountDownLatch,
+    AsyncFairLock,
+    AsyncFencedKey,
+    AsyncLock,
+    AsyncReadWriteLock,
+    AsyncRLock,
+    AsyncSemaphore,
+    CountDownLatch,
+    FairLock,
+    FencedKey,
+    Lock,
+    ReadWriteLock,
+    RLock,
+    Semaphore,
+    UnsupportedServer,
+)
+from tenure._drivers import _clients
+from tenure._scripts import ALL
+from tenure._server import embedded_binary, server_version
+
+pytestmark = pytest.mark.topology
+
+#: A holder's lease in the hand-off tests, seconds: a waiter woken by the
+#: release gets the lock within PROMPT, far sooner.
+LEASE = 20.0
+PROMPT = 3.0
+
+
+def _binary() -> str:
+    return os.environ.get("TENURE_SERVER") or embedded_binary()
+
+
+def _sharded_pubsub(binary: str) -> bool:
+    """Whether the binary has sharded pub/sub (Redis >= 7.0, any Valkey)."""
+    line = server_version(binary)  # "Redis server v=7.0.15 sha=..."
+    version = tuple(int(p) for p in line.split("v=", 1)[1].split()[0].split(".")[:2])
+    return line.lower().startswith("valkey") or version >= (7, 0)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if not _sharded_pubsub(_binary()):
+        pytest.skip("a Redis 6.2 cluster is refused (no sharded pub/sub): see test_refuses_6_2")
+    with Cluster(os.environ.get("TENURE_SERVER") or None) as c:
+        yield c
+
+
+@pytest.fixture
+def rc(cluster: Cluster) -> Iterator[redis.cluster.RedisCluster]:
+    nodes = [redis.cluster.ClusterNode(host, port) for host, port in cluster.startup]
+    client = redis.cluster.RedisCluster(startup_nodes=nodes)
+    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+    yield client
+    client.close()
+
+
+def _async_client(cluster: Cluster) -> redis.asyncio.cluster.RedisCluster:
+    nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in cluster.startup]
+    return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes)
+
+
+def _names(rc: redis.cluster.RedisCluster, stem: str) -> list[str]:
+    """Three names, each hashing to a slot of another master (every key of a
+    primitive has its name as hash tag)."""
+    by_port: dict[int, str] = {}
+    i = 0
+    while len(by_port) < 3:
+        name = f"{stem}-{i}"
+        by_port.setdefault(rc.get_node_from_key(name).port, name)
+        i += 1
+    return list(by_port.values())
+
+
+def _port_of(rc: redis.cluster.RedisCluster, name: str) -> int:
+    return int(rc.get_node_from_key(name).port)
+
+
+def _on_node(rc: redis.cluster.RedisCluster, name: str, key: str) -> bool:
+    """Whether ``key`` exists on the master owning ``name``'s slot (asked of that node)."""
+    node = rc.get_node_from_key(name)
+    return bool(redis.Redis(port=node.port).exists(key))
+
+
+def test_refuses_6_2() -> None:
+    with pytest.raises(UnsupportedServer, match="sharded pub/sub"):
+        _clients.check_cluster_server("redis", (6, 2, 14))
+    _clients.check_cluster_server("redis", (7, 0, 15))
+    _clients.check_cluster_server("valkey", (8, 0, 0))
+
+
+def test_sharded_scripts_publish_on_the_slot() -> None:
+    """Every script sent to a cluster publishes by SPUBLISH only (a PUBLISH
+    there reaches every node and no sharded subscriber)."""
+    publishing = 0
+    for spec in ALL:
+        variant = _clients.sharded(spec)
+        assert b"'PUBLISH'" not in variant.source
+        if b"'PUBLISH'" in spec.source:
+            publishing += 1
+            assert b"'SPUBLISH'" in variant.source
+            assert variant.sha1 != spec.sha1
+            assert ("SPUBLISH" in variant.commands) == ("PUBLISH" in spec.commands)
+        else:
+            assert variant is spec
+    assert publishing >= 10
+
+
+def test_every_primitive_on_every_master(rc: redis.cluster.RedisCluster) -> None:
+    names = _names(rc, "every")
+    assert len({_port_of(rc, name) for name in names}) == 3
+    for name in names:
+        with Lock(rc, name, ttl=5) as lease:
+            assert lease.fence > 0 and _on_node(rc, name, f"tenure:{{{name}}}")
+        assert not _on_node(rc, name, f"tenure:{{{name}}}")
+        rlock = RLock(rc, name, ttl=5)
+        with rlock, rlock:
+            assert _on_node(rc, name, f"tenure:{{{name}}}:rlock")
+        with FairLock(rc, name, ttl=5) as fair:
+            assert fair.fence > lease.fence
+        rw = ReadWriteLock(rc, name, ttl=5)
+        with rw.read(), rw.read():
+            pass
+        with rw.write() as write:
+            assert write.fence > 0
+        pool = Semaphore(rc, name, 2, ttl=5)
+        with pool, pool:
+            assert _on_node(rc, name, f"tenure:{{{name}}}:semaphore")
+        latch = CountDownLatch(rc, name)
+        assert latch.try_set_count(2)
+        assert latch.count_down() == 1 and not latch.wait(timeout=0.05)
+        assert latch.count_down() == 0 and latch.wait(timeout=1)
+        FencedKey(rc, name).set("v", fence=lease.fence)
+        assert rc.get(name) == b"v"
+
+
+def test_every_primitive_on_every_master_async(cluster: Cluster) -> None:
+    async def main() -> None:
+        rc = _async_client(cluster)
+        try:
+            for name in names:
+                async with await AsyncLock(rc, name, ttl=5).acquire() as lease:
+                    assert lease.fence > 0
+                rlock = AsyncRLock(rc, name, ttl=5)
+                async with rlock, rlock:
+                    pass
+                async with await AsyncFairLock(rc, name, ttl=5).acquire() as fair:
+                    assert fair.fence > lease.fence
+                rw = AsyncReadWriteLock(rc, name, ttl=5)
+                async with rw.read(), rw.read():
+                    pass
+                async with rw.write():
+                    pass
+                pool = AsyncSemaphore(rc, name, 2, ttl=5)
+                async with pool, pool:
+                    pass
+                latch = AsyncCountDownLatch(rc, name)
+                assert await latch.try_set_count(1)
+                assert await latch.count_down() == 0 and await latch.wait(timeout=1)
+                await AsyncFencedKey(rc, name).set("v", fence=lease.fence)
+        finally:
+            await rc.aclose()
+
+    sync = redis.cluster.RedisCluster(
+        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in cluster.startup]
+    )
+    names = _names(sync, "every-async")
+    asyncio.run(main())
+    assert all(sync.get(name) == b"v" for name in names)
+    assert not any(sync.exists(f"tenure:{{{name}}}") for name in names)
+    sync.close()
+
+
+def _handoff(rc: redis.cluster.RedisCluster, make: type, name: str) -> float:
+    """Seconds from a release to the blocked waiter's acquire (the holder's lease
+    is LEASE seconds long)."""
+    holder = make(rc, name, ttl=LEASE).acquire()
+    got: list[float] = []
+
+    def wait() -> None:
+        with make(rc, name, ttl=LEASE).acquire(timeout=LEASE):
+            got.append(time.monotonic())
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.3)  # the waiter is subscribed and blocked
+    released = time.monotonic()
+    holder.release()
+    thread.join(LEASE)
+    assert got, "the waiter never got the lock"
+    return got[0] - released
+
+
+@pytest.mark.parametrize("make", [Lock, FairLock, RLock], ids=lambda k: k.__name__)
+def test_a_release_wakes_the_waiter(rc: redis.cluster.RedisCluster, make: type) -> None:
+    for name in _names(rc, f"wake-{make.__name__}"):
+        assert _handoff(rc, make, name) < PROMPT
+
+
+def test_a_release_wakes_the_waiter_semaphore_rwlock_latch(
+    rc: redis.cluster.RedisCluster,
+) -> None:
+    name = _names(rc, "wake-more")[0]
+    pool = Semaphore(rc, name, 1, ttl=LEASE)
+    rw = ReadWriteLock(rc, name, ttl=LEASE)
+    latch = CountDownLatch(rc, name)
+    latch.try_set_count(1)
+    held, write = pool.acquire(), rw.read.acquire()
+    got: dict[str, float] = {}
+
+    def semaphore() -> None:
+        with Semaphore(rc, name, 1, ttl=LEASE).acquire(timeout=LEASE):
+            got["semaphore"] = time.monotonic()
+
+    def writer() -> None:
+        with ReadWriteLock(rc, name, ttl=LEASE).write.acquire(timeout=LEASE):
+            got["rwlock"] = time.monotonic()
+
+    def opened() -> None:
+        if CountDownLatch(rc, name).wait(timeout=LEASE):
+            got["latch"] = time.monotonic()
+
+    threads = [threading.Thread(target=f) for f in (semaphore, writer, opened)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    released = time.monotonic()
+    held.release()
+    write.release()
+    latch.count_down()
+    for thread in threads:
+        thread.join(LEASE)
+    assert set(got) == {"semaphore", "rwlock", "latch"}
+    assert all(at - released < PROMPT for at in got.values()), got
+
+
+def test_a_release_wakes_the_waiter_async(cluster: Cluster) -> None:
+    async def main() -> list[float]:
+        rc = _async_client(cluster)
+        took = []
+        try:
+            for name in names:
+                holder = await AsyncLock(rc, name, ttl=LEASE).acquire()
+                waiter = asyncio.create_task(AsyncLock(rc, name, ttl=LEASE).acquire(timeout=LEASE))
+                await asyncio.sleep(0.3)
+                released = time.monotonic()
+                await holder.release()
+                lease = await waiter
+                took.append(time.monotonic() - released)
+                await lease.release()
+        finally:
+            await rc.aclose()
+        return took
+
+    sync = redis.cluster.RedisCluster(
+        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in cluster.startup]
+    )
+    names = _names(sync, "wake-async")
+    sync.close()
+    took = asyncio.run(main())
+    assert all(t < PROMPT for t in took), took
+
+
+def test_contending_threads_never_overlap(rc: redis.cluster.RedisCluster) -> None:
+    names = _names(rc, "contend")[:2]
+    inside = dict.fromkeys(names, 0)
+    overlaps: list[str] = []
+    fences: dict[str, list[int]] = {name: [] for name in names}
+    mutex = threading.Lock()
+
+    def work(name: str) -> None:
+        lock = Lock(rc, name, ttl=5)
+        for _ in range(8):
+            with lock.acquire(timeout=10) as lease:
+                with mutex:
+                    inside[name] += 1
+                    if inside[name] > 1:
+                        overlaps.append(name)
+                    fences[name].append(lease.fence)
+                time.sleep(0.002)
+                with mutex:
+                    inside[name] -= 1
+
+    threads = [threading.Thread(target=work, args=(name,)) for name in names for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not overlaps
+    for name in names:
+        assert len(fences[name]) == 24
+        assert fences[name] == sorted(fences[name]) and len(set(fences[name])) == 24
+
+
+def test_the_watchdog_renews_and_tells_a_loss(rc: redis.cluster.RedisCluster) -> None:
+    kept, dropped = _names(rc, "watch")[:2]
+    lost = threading.Event()
+    a = Lock(rc, kept, ttl=0.6, auto_renew=True).acquire()
+    b = Lock(rc, dropped, ttl=0.6, auto_renew=True, on_lost=lambda _: lost.set()).acquire()
+    time.sleep(1.5)  # over twice the ttl: renewed on both masters
+    assert rc.exists(f"tenure:{{{kept}}}") and rc.exists(f"tenure:{{{dropped}}}")
+    assert not a.lost.is_set() and not b.lost.is_set()
+    rc.delete(f"tenure:{{{dropped}}}")
+    assert lost.wait(3) and b.lost.is_set()
+    assert not a.lost.is_set()
+    a.release()
