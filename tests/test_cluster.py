@@ -37,6 +37,7 @@ from tenure import (
     FairLock,
     FencedKey,
     Lock,
+    MultiLock,
     ReadWriteLock,
     RLock,
     Semaphore,
@@ -331,3 +332,26 @@ def test_the_watchdog_renews_and_tells_a_loss(rc: redis.cluster.RedisCluster) ->
     assert lost.wait(3) and b.lost.is_set()
     assert not a.lost.is_set()
     a.release()
+
+
+def test_multilock_over_parts_on_three_masters(rc: redis.cluster.RedisCluster) -> None:
+    names = _names(rc, "multi")
+    multi = MultiLock([Lock(rc, name, ttl=5) for name in names])
+    with multi.acquire(timeout=5) as lease:
+        assert all(_on_node(rc, name, f"tenure:{{{name}}}") for name in names)
+        other: list[object] = []
+        thread = threading.Thread(
+            target=lambda: other.append(Lock(rc, names[1]).acquire(blocking=False))
+        )
+        thread.start()
+        thread.join(5)
+        assert other == [None]
+        assert lease is not None
+    assert not any(rc.exists(f"tenure:{{{name}}}") for name in names)
+
+
+def test_min_replicas_is_refused_before_anything_is_held(rc: redis.cluster.RedisCluster) -> None:
+    name = _names(rc, "replicas")[0]
+    with pytest.raises(UnsupportedServer, match="min_replicas"):
+        Lock(rc, name, ttl=5, min_replicas=1).acquire(timeout=1)
+    assert not rc.exists(f"tenure:{{{name}}}")

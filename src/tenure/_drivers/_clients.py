@@ -30,7 +30,7 @@ from functools import cache
 from typing import Any, Literal
 
 from .._errors import InvalidArgument, UnsupportedServer
-from .._protocol import Eval
+from .._protocol import Command, Eval, Pipeline
 from .._scripts import ScriptSpec
 
 Library = Literal["redis", "valkey"]
@@ -202,6 +202,23 @@ def check_cluster_server(name: str, version: tuple[int, ...]) -> None:
             f"{name} {shown} (cluster) is not supported: tenure waits on a Redis Cluster "
             "by sharded pub/sub (SSUBSCRIBE / SPUBLISH), which needs Redis >= 7.0 or Valkey"
         )
+
+
+def check_cluster_pipeline(step: Pipeline) -> None:
+    """Refuse, before anything is sent, a pipeline that a Redis Cluster client
+    can't send step by step: one with a command that acts on its connection's
+    writes (``WAIT`` / ``WAITAOF``, what ``min_replicas`` sends), which must go
+    on the connection of the write before it, to that slot's master.
+
+    Raises:
+        UnsupportedServer: ``min_replicas`` on a Redis Cluster (not supported yet).
+    """
+    for part in step.steps:
+        if isinstance(part, Command) and str(part.args[0]).upper() in ("WAIT", "WAITAOF"):
+            raise UnsupportedServer(
+                "min_replicas is not supported on a Redis Cluster yet: "
+                "acquire without it (leave min_replicas=0)"
+            )
 
 
 @cache

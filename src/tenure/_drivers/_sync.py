@@ -699,6 +699,7 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     On a Redis Cluster client each step is sent on its own (to its slot's node),
     its error in its place."""
     if _clients.is_cluster(type(client)):
+        _clients.check_cluster_pipeline(step)
         return [_one(client, part) for part in step.steps]
 
     def send() -> list[Any]:
