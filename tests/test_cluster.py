@@ -1,3 +1,5 @@
+# mypy: disable-error-code="no-untyped-call,union-attr"
+# (redis-py's cluster classes are untyped; a blocking acquire returns a lease, never None)
 """Redis Cluster: ``redis.cluster.RedisCluster`` and ``redis.asyncio.cluster.RedisCluster``
 clients with every primitive, on a real cluster of three masters.
 

@@ -71,9 +71,12 @@ from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
 _log = logging.getLogger("tenure")
 
 if TYPE_CHECKING:
+    import redis.asyncio.cluster
     import valkey.asyncio
 
-Client: TypeAlias = "redis.asyncio.Redis | valkey.asyncio.Valkey"
+Client: TypeAlias = (
+    "redis.asyncio.Redis | valkey.asyncio.Valkey | redis.asyncio.cluster.RedisCluster"
+)
 T = TypeVar("T")
 
 
@@ -505,7 +508,7 @@ def _state(client: Client) -> _State:
             hub = _Hub(None, library)  # never listens: see _hub
             state = _State(_identity.generation(), loop, hub, _Watchdog(None, library, send=renew))
         else:
-            pool = client.connection_pool
+            pool = client.connection_pool  # type: ignore[union-attr]
             state = _State(
                 _identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library)
             )
@@ -520,8 +523,8 @@ def _hub(client: Client, channel: str) -> _Hub:
     state = _state(client)
     if not _clients.is_cluster(type(client)):
         return state.hub
-    node = client.get_node_from_key(channel)  # type: ignore[union-attr]
-    where = (node.host, node.port)
+    node: Any = client.get_node_from_key(channel)  # type: ignore[union-attr]
+    where = (str(node.host), int(node.port))
     hub = state.nodes.get(where)
     if hub is None:
         # (only redis-py's cluster clients are accepted: see _clients.check)
@@ -671,7 +674,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         refusal(ch)
         return True
     if isinstance(step, Command):
-        return await client.execute_command(*step.args)  # type: ignore[no-untyped-call]
+        return await client.execute_command(*step.args)  # type: ignore[no-untyped-call,unused-ignore]
     if isinstance(step, Pipeline):
         return await _pipeline(client, step)
     raise TypeError(f"unknown step {step!r}")
@@ -719,7 +722,7 @@ async def _one(client: Client, part: Eval | Command) -> Any:
     try:
         if isinstance(part, Eval):
             return parse_reply(part.script, await _evalsha(client, part))
-        return await client.execute_command(*part.args)  # type: ignore[no-untyped-call]
+        return await client.execute_command(*part.args)  # type: ignore[no-untyped-call,unused-ignore]
     except Exception as exc:
         return exc
 

@@ -262,7 +262,7 @@ _connecting: set[asyncio.Task[None]] = set()
 
 
 async def _connect_spare(client: Client, state: _State) -> None:
-    conn = client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+    conn = client.connection_pool.make_connection()  # type: ignore[union-attr,no-untyped-call,unused-ignore]
     try:
         async with asyncio.timeout(SPARE_CONNECT_TIMEOUT):
             await conn.connect()

@@ -287,7 +287,7 @@ def _take_connection(client: Client) -> Any | None:
         state.connecting = True
 
     def connect() -> None:
-        conn = client.connection_pool.make_connection()
+        conn = client.connection_pool.make_connection()  # type: ignore[union-attr]
         try:
             conn.connect()
         except Exception:

@@ -103,9 +103,10 @@ def _start(
 
 
 if TYPE_CHECKING:
+    import redis.cluster
     import valkey
 
-Client: TypeAlias = "redis.Redis | valkey.Valkey"
+Client: TypeAlias = "redis.Redis | valkey.Valkey | redis.cluster.RedisCluster"
 T = TypeVar("T")
 
 
@@ -531,7 +532,7 @@ def _state(client: Client) -> _State:
                         _Watchdog(None, library, send=lambda leases: _renew_each(ref, leases)),
                     )
                 else:
-                    pool = client.connection_pool
+                    pool = client.connection_pool  # type: ignore[union-attr]
                     state = _State(
                         _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
                     )
@@ -708,7 +709,7 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
                 if isinstance(part, Eval):
                     pipe.evalsha(*_clients.evalsha_args(part))
                 else:
-                    pipe.execute_command(*part.args)  # type: ignore[no-untyped-call]
+                    pipe.execute_command(*part.args)
             return pipe.execute(raise_on_error=False)
 
     raws = send()
