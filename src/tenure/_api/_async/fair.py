@@ -60,7 +60,7 @@ class AsyncFairLock(AsyncLock):
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
-            ``None``, a client of the other API, a pipeline, a cluster client);
+            ``None``, a client of the other API, a pipeline, a valkey-py cluster client);
             an empty or non-``str`` name or prefix; a ttl or
             ``waiter_timeout`` out of that range; a bad
             ``auto_renew``, ``on_lost``, ``lock_delay``, ``min_replicas``,

@@ -38,7 +38,7 @@ class AsyncCountDownLatch(PerProcess):
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
-            ``None``, a client of the other API, a pipeline, a cluster client);
+            ``None``, a client of the other API, a pipeline, a valkey-py cluster client);
             an empty or non-``str`` name or prefix.
 
     Example::

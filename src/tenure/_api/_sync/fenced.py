@@ -31,7 +31,7 @@ class FencedKey(PerProcess):
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
-            ``None``, a client of the other API, a pipeline, a cluster client);
+            ``None``, a client of the other API, a pipeline, a valkey-py cluster client);
             ``key`` is not a non-empty ``str``.
 
     Example::

@@ -99,7 +99,7 @@ class Lock(_Blocks[Lease]):
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
-            ``None``, a client of the other API, a pipeline, a cluster client);
+            ``None``, a client of the other API, a pipeline, a valkey-py cluster client);
             both or neither of ``name`` and ``key``; a ``prefix`` with ``key``; an empty or
             non-``str`` name, key or prefix; a ttl that is not a number from 0.01 to a year;
             a bad ``auto_renew``, ``on_lost``, ``lock_delay``, ``min_replicas``,

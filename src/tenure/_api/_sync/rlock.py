@@ -110,7 +110,7 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
-            ``None``, a client of the other API, a pipeline, a cluster client);
+            ``None``, a client of the other API, a pipeline, a valkey-py cluster client);
             an empty or non-``str`` name or prefix; a ttl that is not
             a number from 0.01 to a year; a bad ``auto_renew``, ``on_lost``,
             ``lock_delay``, ``min_replicas``, ``replica_timeout`` or ``replica_fsync``.

@@ -138,7 +138,7 @@ class Semaphore(PerProcess):
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
-            ``None``, a client of the other API, a pipeline, a cluster client);
+            ``None``, a client of the other API, a pipeline, a valkey-py cluster client);
             an empty or non-``str`` name or prefix; ``permits`` not
             an ``int`` from 1 to 2**53 - 1; a ttl that is not a number from 0.01 to a year; a bad
             ``auto_renew``, ``on_lost``, ``min_replicas``, ``replica_timeout`` or
