@@ -357,3 +357,52 @@ def test_min_replicas_is_refused_before_anything_is_held(rc: redis.cluster.Redis
     with pytest.raises(UnsupportedServer, match="min_replicas"):
         Lock(rc, name, ttl=5, min_replicas=1).acquire(timeout=1)
     assert not rc.exists(f"tenure:{{{name}}}")
+
+
+def test_the_watchdog_renews_and_tells_a_loss_async(cluster: Cluster) -> None:
+    async def main() -> None:
+        rc = _async_client(cluster)
+        try:
+            lost = asyncio.Event()
+            a = await AsyncLock(rc, kept, ttl=0.6, auto_renew=True).acquire()
+            b = await AsyncLock(
+                rc, dropped, ttl=0.6, auto_renew=True, on_lost=lambda _: lost.set()
+            ).acquire()
+            await asyncio.sleep(1.5)  # over twice the ttl: renewed on both masters
+            assert await rc.exists(f"tenure:{{{kept}}}", f"tenure:{{{dropped}}}") == 2
+            assert not a.lost.is_set() and not b.lost.is_set()
+            await rc.delete(f"tenure:{{{dropped}}}")
+            async with asyncio.timeout(3):
+                await lost.wait()
+            assert b.lost.is_set() and not a.lost.is_set()
+            await a.release()
+        finally:
+            await rc.aclose()
+
+    sync = redis.cluster.RedisCluster(
+        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in cluster.startup]
+    )
+    kept, dropped = _names(sync, "watch-async")[:2]
+    sync.close()
+    asyncio.run(main())
+
+
+def _flush_scripts(cluster: Cluster) -> None:
+    for node in cluster.nodes:
+        with redis.Redis(port=node.port) as client:
+            client.script_flush()
+
+
+def test_scripts_flushed_on_a_master_are_loaded_again(
+    cluster: Cluster, rc: redis.cluster.RedisCluster
+) -> None:
+    """NOSCRIPT from the master owning the slot: the script is loaded (on every
+    master) and sent again, for a call and for the watchdog's renewals."""
+    name = _names(rc, "noscript")[0]
+    lease = Lock(rc, name, ttl=0.6, auto_renew=True).acquire()
+    _flush_scripts(cluster)
+    time.sleep(1.2)  # renewals after the flush
+    assert not lease.lost.is_set() and rc.exists(f"tenure:{{{name}}}")
+    _flush_scripts(cluster)
+    lease.release()
+    assert not rc.exists(f"tenure:{{{name}}}")
