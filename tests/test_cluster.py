@@ -33,14 +33,17 @@ from tenure import (
     AsyncFencedKey,
     AsyncLock,
     AsyncReadWriteLock,
+    AsyncRedlock,
     AsyncRLock,
     AsyncSemaphore,
     CountDownLatch,
     FairLock,
     FencedKey,
+    InvalidArgument,
     Lock,
     MultiLock,
     ReadWriteLock,
+    Redlock,
     RLock,
     Semaphore,
     UnsupportedServer,
@@ -406,3 +409,13 @@ def test_scripts_flushed_on_a_master_are_loaded_again(
     _flush_scripts(cluster)
     lease.release()
     assert not rc.exists(f"tenure:{{{name}}}")
+
+
+def test_a_redlock_refuses_a_cluster_client() -> None:
+    # unset clients: the check sends nothing
+    sync = redis.cluster.RedisCluster.__new__(redis.cluster.RedisCluster)
+    aio = redis.asyncio.cluster.RedisCluster.__new__(redis.asyncio.cluster.RedisCluster)
+    with pytest.raises(InvalidArgument, match="Redlock needs independent masters"):
+        Redlock([sync, sync, sync], "r")
+    with pytest.raises(InvalidArgument, match="AsyncRedlock needs independent masters"):
+        AsyncRedlock([aio, aio, aio], "r")

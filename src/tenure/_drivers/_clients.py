@@ -120,13 +120,19 @@ def check(client: object, owner: str, *, asyncio: bool) -> None:
         InvalidArgument: ``client`` is not a client of the API ``owner`` needs
             (``redis.Redis`` / ``valkey.Valkey`` or a subclass for a synchronous
             class, ``redis.asyncio.Redis`` / ``valkey.asyncio.Valkey`` for an
-            asyncio one); the message names what was passed and what is expected.
+            asyncio one, or redis-py's ``RedisCluster`` of that API, except for a
+            Redlock); the message names what was passed and what is expected.
     """
     sync, aio, pipelines, clusters, sentinels = _classes("valkey" in sys.modules)
     wanted, other = (aio, sync) if asyncio else (sync, aio)
     if isinstance(client, wanted) and not isinstance(client, pipelines):
         return
     if is_cluster(type(client)) and isinstance(client, _cluster_classes()[asyncio]):
+        if owner.endswith("Redlock"):
+            raise InvalidArgument(
+                f"{owner} needs independent masters, one client each, not "
+                f"{_described(client)} (a Redis Cluster client): use Lock with it"
+            )
         return
     module = "redis.asyncio" if asyncio else "redis"
     expected = (
