@@ -16,6 +16,7 @@ refused.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
@@ -42,12 +43,14 @@ from tenure import (
     InvalidArgument,
     Lock,
     MultiLock,
+    NotOwnedError,
     ReadWriteLock,
     Redlock,
     RLock,
     Semaphore,
     UnsupportedServer,
 )
+from tenure._cli import main
 from tenure._drivers import _clients
 from tenure._scripts import ALL
 from tenure._server import embedded_binary, server_version
@@ -419,3 +422,104 @@ def test_a_redlock_refuses_a_cluster_client() -> None:
         Redlock([sync, sync, sync], "r")
     with pytest.raises(InvalidArgument, match="AsyncRedlock needs independent masters"):
         AsyncRedlock([aio, aio, aio], "r")
+
+
+# --- the operator commands against a cluster URL --------------------------------------------
+
+
+def _tenure(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> tuple[int, str, str]:
+    """Run ``tenure --url URL ARGS`` in-process: (exit status, stdout, stderr)."""
+    status = main(["--url", url, *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_ls_lists_the_names_of_every_master(
+    rc: redis.cluster.RedisCluster, cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = _names(rc, "ls")
+    assert len({_port_of(rc, name) for name in names}) == 3
+    leases = [Lock(rc, names[0], ttl=30).acquire(), Semaphore(rc, names[1], 2, ttl=30).acquire()]
+    leases.append(FairLock(rc, names[2], ttl=30).acquire())
+    url = f"redis://127.0.0.1:{cluster.nodes[0].port}"
+    status, out, _ = _tenure(capsys, url, "ls")
+    assert status == 0
+    for kind, name in zip(("Lock", "Semaphore", "FairLock"), names, strict=True):
+        assert any(line.split()[:2] == [kind, name] for line in out.splitlines()), out
+    status, out, _ = _tenure(capsys, url, "ls", "--json")
+    assert status == 0
+    found = {(v["kind"], v["name"], v["held"]) for v in json.loads(out)["locks"]}
+    assert found == {("Lock", names[0], True), ("Semaphore", names[1], True)} | {
+        ("FairLock", names[2], True)
+    }
+    for lease in leases:
+        lease.release()
+
+
+def test_inspect_reads_a_name_on_another_master(
+    rc: redis.cluster.RedisCluster, cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url_port = cluster.nodes[0].port
+    name = next(n for n in _names(rc, "inspect") if _port_of(rc, n) != url_port)
+    lease = Lock(rc, name, ttl=30).acquire()
+    status, out, _ = _tenure(capsys, f"redis://127.0.0.1:{url_port}", "inspect", name, "--json")
+    assert status == 0
+    (view,) = json.loads(out)["locks"]
+    assert view["kind"] == "Lock" and view["held"] and view["holder"] == lease.owner
+    assert view["fence"] == lease.fence
+    lease.release()
+
+
+def test_a_forced_release_on_another_master_hands_to_the_waiter(
+    rc: redis.cluster.RedisCluster, cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url_port = cluster.nodes[0].port
+    name = next(n for n in _names(rc, "force") if _port_of(rc, n) != url_port)
+    holder = Lock(rc, name, ttl=LEASE).acquire()
+    got: list[float] = []
+
+    def wait() -> None:
+        with Lock(rc, name, ttl=5).acquire(timeout=LEASE):
+            got.append(time.monotonic())
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)  # the waiter is queued
+    start = time.monotonic()
+    status, out, _ = _tenure(capsys, f"redis://127.0.0.1:{url_port}", "release", name, "--force")
+    assert status == 0 and "released" in out
+    waiter.join(LEASE)
+    assert got and got[0] - start < PROMPT  # handed over, not left to expire
+    assert not rc.exists(f"tenure:{{{name}}}")  # the waiter came and went
+    with pytest.raises(NotOwnedError):
+        holder.release()
+
+
+def test_doctor_checks_every_master(cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"redis://127.0.0.1:{cluster.nodes[1].port}"
+    status, out, _ = _tenure(capsys, url, "doctor", "--json")
+    report = json.loads(out)
+    ports = sorted(f"127.0.0.1:{node.port}" for node in cluster.nodes)
+    assert sorted(n["node"] for n in report["nodes"]) == ports
+    for node in report["nodes"]:
+        cluster_finding = next(f for f in node["findings"] if f["check"] == "cluster")
+        assert cluster_finding["level"] == "ok"
+    # the test servers run without appendonly: a hazard on every master, so exit status 1
+    assert report["hazards"] == sum(n["hazards"] for n in report["nodes"]) > 0
+    assert status == 1
+    status, out, _ = _tenure(capsys, url, "doctor")
+    assert status == 1
+    for port in ports:
+        assert f"master {port}:" in out
+    assert "checked every master of the cluster (3)" in out
+    nodes = [redis.Redis(port=node.port) for node in cluster.nodes]
+    try:  # safe persistence on every master: no hazard left, exit status 0
+        for node in nodes:
+            node.config_set("appendonly", "yes")
+            node.config_set("appendfsync", "always")
+        status, out, _ = _tenure(capsys, url, "doctor")
+        assert status == 0, out
+    finally:
+        for node in nodes:
+            node.config_set("appendonly", "no")
+            node.close()

@@ -32,9 +32,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import redis
+import redis.cluster
 import redis.exceptions
 
 from . import __version__, _doctor, _ops, _run
+from ._drivers._sync import Client
 from ._errors import InvalidArgument, TenureError
 from ._keys import DEFAULT_PREFIX
 from ._plans.kinds import KINDS, by_name
@@ -193,8 +195,9 @@ def _run_demo(args: argparse.Namespace, server: Server) -> int:
         return 1
 
 
-def _client(server: Server) -> closing[redis.Redis]:
-    return closing(redis.Redis.from_url(server.url))
+def _client(server: Server) -> closing[redis.Redis | redis.cluster.RedisCluster]:
+    """A client for the server; a cluster client when it is in cluster mode."""
+    return closing(_ops.connect(server.url))
 
 
 def _add_prefix(parser: argparse.ArgumentParser) -> None:
@@ -404,7 +407,7 @@ def _release_problem(args: argparse.Namespace) -> str | None:
     return problem
 
 
-def _release_hint(client: redis.Redis, args: argparse.Namespace) -> str:
+def _release_hint(client: Client, args: argparse.Namespace) -> str:
     """Why nothing was held, when another kind of the same name is: `` (the
     RLock 'x' is held: add --rlock)``; or ``""``."""
     if args.key is not None:
@@ -500,15 +503,36 @@ def _run_doctor(args: argparse.Namespace, server: Server) -> int:
         kind = _doctor.KIND_NAMES[args.kind]
         needs = _doctor.acl_needs(kind, name=args.name, key=args.key, prefix=args.prefix)
     with _client(server) as client:
-        facts = _doctor.gather_facts(
-            client, prefix=args.prefix, needs=needs, acl_user=args.acl_user
-        )
-        report = _doctor.diagnose(facts)
-    if args.json:
-        print(_ops.dumps(report.to_json()))
+        reports = [
+            (
+                address,
+                _doctor.diagnose(
+                    _doctor.gather_facts(
+                        node, prefix=args.prefix, needs=needs, acl_user=args.acl_user
+                    )
+                ),
+            )
+            for address, node in _ops.masters(client)
+        ]
+    hazards = sum(report.hazards for _, report in reports)
+    if len(reports) == 1 and not reports[0][0]:  # one server, not a cluster
+        report = reports[0][1]
+        if args.json:
+            print(_ops.dumps(report.to_json()))
+        else:
+            _doctor.print_report(report)
+        return 1 if hazards else 0
+    if args.json:  # a cluster: one report per master
+        nodes = [{"node": address, **report.to_json()} for address, report in reports]
+        print(_ops.dumps({"cluster": True, "hazards": hazards, "nodes": nodes}))
     else:
-        _doctor.print_report(report)
-    return 1 if report.hazards else 0
+        for i, (address, report) in enumerate(reports):
+            if i:
+                print()
+            print(f"master {address}:")
+            _doctor.print_report(report)
+        print(f"\nchecked every master of the cluster ({len(reports)}): {hazards} hazard(s)")
+    return 1 if hazards else 0
 
 
 def add_run(

@@ -12,6 +12,12 @@ exactly as the holder's own release would hand them over. ``ls`` finds the
 primitives with ``SCAN`` (never ``KEYS``) and groups each one's keys (lock,
 fence, waiters, ...) under it.
 
+Against a Redis Cluster (:func:`connect` asks ``INFO cluster`` of the URL's
+node), the commands use a ``redis.cluster.RedisCluster`` client: ``ls`` scans
+every master (:func:`masters`) and merges what it finds; ``inspect`` and
+``release --force`` run their scripts through the cluster client, which
+routes each to the master owning the name's slot.
+
 JSON shape of one primitive, in ``inspect --json`` and ``ls --json`` (stable:
 new keys may be added, none removed or renamed)::
 
@@ -64,9 +70,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+import redis.cluster
+import redis.exceptions
 
 from ._drivers._identity import new_op
-from ._drivers._sync import run
+from ._drivers._sync import Client, run
 from ._errors import InvalidArgument, WrongTypeError
 from ._keys import LatchKeys, LockKeys, check_prefix
 from ._keys import parse_key as parse_any_key
@@ -86,6 +94,54 @@ WAITERS_SHOWN = 10
 
 #: Keys asked for per ``SCAN`` call by ``ls`` unless told otherwise.
 SCAN_COUNT = 1000
+
+
+# --- the client: one server, or a cluster ---------------------------------------------------
+
+
+def cluster_enabled(client: redis.Redis) -> bool:
+    """Whether the server ``client`` talks to says ``cluster_enabled:1`` in
+    ``INFO cluster`` (``False`` if the server refuses the question)."""
+    try:
+        info = client.info("cluster")
+    except redis.exceptions.ResponseError:
+        return False
+    return bool(int(info.get("cluster_enabled", 0) or 0))
+
+
+def connect(url: str) -> redis.Redis | redis.cluster.RedisCluster:
+    """A client for the server at ``url``: a ``redis.cluster.RedisCluster``
+    (which finds the other nodes from this one) if the server is in cluster
+    mode, else a ``redis.Redis``. A cluster node whose cluster can't be mapped
+    (slots not covered, say) gets a ``redis.Redis`` on that node alone, so that
+    the doctor can say what is wrong. The caller closes it.
+
+    Raises:
+        redis.exceptions.ConnectionError: the server can't be reached.
+    """
+    single = redis.Redis.from_url(url)
+    try:
+        if not cluster_enabled(single):
+            return single
+        cluster = redis.cluster.RedisCluster.from_url(url)
+    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException):
+        return single  # a broken cluster: this node alone (an unreachable one raises below)
+    except BaseException:
+        single.close()
+        raise
+    single.close()
+    return cluster
+
+
+def masters(client: Client) -> list[tuple[str, redis.Redis]]:
+    """``(address, client)`` of every server a command must visit: each master
+    of a cluster client (``host:port``, sorted), or the one server of another
+    client (labelled ``""``)."""
+    if isinstance(client, redis.cluster.RedisCluster):
+        primaries = client.get_primaries()  # type: ignore[no-untyped-call]
+        nodes = sorted(primaries, key=lambda n: (n.host, n.port))
+        return [(f"{n.host}:{n.port}", client.get_redis_connection(n)) for n in nodes]
+    return [("", client)]  # type: ignore[list-item]
 
 
 # --- one primitive, as the operator sees it -------------------------------------------------
@@ -147,7 +203,7 @@ def read_lock(lock: Target, *, waiting: int = 0) -> Plan[LockView]:
     return (yield from lock.spec.read(lock.keys, waiting))
 
 
-def inspect(client: redis.Redis, found: Sequence[Target]) -> tuple[list[LockView], list[str]]:
+def inspect(client: Client, found: Sequence[Target]) -> tuple[list[LockView], list[str]]:
     """The primitives among ``found`` that exist, with their first queued
     waiters; and a message for each one skipped because one of its keys holds
     another type."""
@@ -220,14 +276,15 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
-def scan(client: redis.Redis, prefix: str, count: int = SCAN_COUNT) -> Iterator[bytes]:
+def scan(client: Client, prefix: str, count: int = SCAN_COUNT) -> Iterator[bytes]:
     """Every key that starts with ``prefix``, by ``SCAN`` (never ``KEYS``), ``count``
-    keys asked for per call."""
-    yield from client.scan_iter(match=glob_escape(prefix) + "*", count=count)
+    keys asked for per call; on a cluster client, of every master in turn."""
+    for _, node in masters(client):
+        yield from node.scan_iter(match=glob_escape(prefix) + "*", count=count)
 
 
 def list_locks(
-    client: redis.Redis, *, prefix: str, pattern: str = "*", count: int = SCAN_COUNT
+    client: Client, *, prefix: str, pattern: str = "*", count: int = SCAN_COUNT
 ) -> tuple[list[LockView], list[str]]:
     """The named primitives under ``prefix`` whose name matches ``pattern``, read
     one by one after the scan; and a message for each one skipped because one
@@ -258,7 +315,7 @@ def holds_of(view: LockView) -> tuple[Hold, ...]:
 
 
 def force_release(
-    client: redis.Redis, lock: Target, *, token: str | None = None
+    client: Client, lock: Target, *, token: str | None = None
 ) -> ForcedRelease | None:
     """Break ``lock``'s holds: read them, then run the normal release with each
     holder's token (for an ``RLock`` and a read-write hold, once per hold
