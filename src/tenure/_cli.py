@@ -1,6 +1,8 @@
 """The ``tenure`` command line (also ``python -m tenure``).
 
-Every command talks to the server given by ``--url`` or ``REDIS_URL``. When
+Every command talks to the server given by ``--url`` or ``REDIS_URL`` (the
+operator commands: to the whole cluster when that server is a cluster node,
+see :func:`tenure._ops.connect`). When
 neither is given, the command starts an embedded Valkey on a unix socket in a
 private directory (``pip install 'tenure[embedded]'``) and stops it when the
 command ends, also on Ctrl-C or an error. ``tenure run`` is the exception: two

@@ -28,6 +28,12 @@ masters it monitors; a Sentinel gets only this and ``version``), and with ``--na
 permission that primitive needs: :func:`acl_needs`, checked with ``ACL
 DRYRUN``) and ``acl-rule`` (the ``ACL SETUSER`` rule a least-privilege user
 needs for it).
+
+Against a Redis Cluster (``tenure doctor`` given a cluster node's URL), each
+master is gathered and diagnosed on its own, and ``doctor --json`` prints
+``{"cluster": true, "hazards": <sum>, "nodes": [{"node": "host:port",
+"server": ..., "hazards": ..., "findings": [...]}, ...]}`` (one report per
+master, sorted by address).
 """
 
 from .acl import KIND_NAMES as KIND_NAMES
