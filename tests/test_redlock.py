@@ -91,6 +91,11 @@ def test_arguments_are_checked(clients: list[redis.Redis], masters: list[ServerP
     same_server = redis.Redis.from_url(masters[1].url)
     with pytest.raises(InvalidArgument, match="same master"):
         Redlock([clients[0], clients[1], same_server], "a")
+    # one server in two dbs is one master: it must not count twice in a quorum
+    kwargs = clients[1].connection_pool.connection_kwargs
+    other_db = redis.Redis(host=kwargs["host"], port=kwargs["port"], db=1)
+    with pytest.raises(InvalidArgument, match="same master"):
+        Redlock([clients[0], clients[1], other_db], "a")
     with pytest.raises(InvalidArgument):
         Redlock(clients[:3], "a", master_timeout=-1)
     with pytest.raises(InvalidArgument):

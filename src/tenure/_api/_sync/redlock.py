@@ -196,7 +196,7 @@ class Redlock(_Blocks[RedlockLease]):
     Raises:
         InvalidArgument: ``clients`` is not a sequence of N clients of this API
             (N odd and at least 3), or holds the same client (or the same
-            server) twice; a bad name, ttl, ``auto_renew``, ``on_lost``,
+            server, in any db) twice; a bad name, ttl, ``auto_renew``, ``on_lost``,
             ``master_timeout`` or prefix.
 
     Example::
@@ -223,11 +223,13 @@ class Redlock(_Blocks[RedlockLease]):
         seen: dict[object, int] = {}
         for i, client in enumerate(clients):
             _driver.check_client(client, "Redlock")
-            for where in (id(client), _server_of(client)):
+            # the server without its db: two dbs of one server are one master
+            server = _server_of(client).rsplit("/", 1)[0]
+            for where in (id(client), server):
                 if where in seen:
                     raise InvalidArgument(
                         f"clients[{seen[where]}] and clients[{i}] are the same master "
-                        f"({_server_of(client)}): a Redlock needs independent masters"
+                        f"({server}): a Redlock needs independent masters"
                     )
                 seen[where] = i
         self._clients: tuple[_driver.Client, ...] = tuple(clients)
