@@ -401,3 +401,38 @@ def test_asyncio_paused_master_and_quorum_loss(
 
     asyncio.run(main())
     assert _holders([clients[3], clients[4]], "aquorum") == [None, None]
+
+
+def test_a_forked_child_takes_a_redlock_at_once(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    # the parent's worker threads (idle after its rounds) do not exist in a
+    # forked child: its first rounds must not be handed to them
+    lock = Redlock(clients, "forked", ttl=5, master_timeout=0.5)
+    masters[1].pause()  # a round that times out: a suspect master, a worker thread stuck
+    try:
+        lease = lock.acquire(blocking=False)
+        assert lease
+        lease.release()
+    finally:
+        masters[1].resume()
+    fork = multiprocessing.get_context("fork")
+    result = fork.Queue()
+
+    def child() -> None:
+        try:
+            mine = Redlock(clients, "forked-child", ttl=5, master_timeout=0.5)
+            got = mine.acquire(blocking=False)
+            result.put(repr(got is not None and got.fence > 0))
+            if got:
+                got.release()
+        except BaseException as exc:
+            result.put(repr(exc))
+
+    proc = fork.Process(target=child)
+    proc.start()
+    try:
+        assert result.get(timeout=10) == "True"
+    finally:
+        proc.join(10)
+    assert _holders(clients, "forked-child") == [None] * N

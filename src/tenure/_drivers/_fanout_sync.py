@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import os
 import queue
 import threading
 import time
@@ -107,6 +108,12 @@ class _Workers:
             _start(self._work, "tenure-parallel", inbox)
         inbox.put(call)
         return future
+
+    def forget(self) -> None:
+        """In a forked child: drop the parent's idle threads (they do not exist
+        here; a call handed to one would never run) and a mutex one may have held."""
+        self._mutex = threading.Lock()
+        self._idle = []
 
     def _work(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
         while not _exiting.is_set():
@@ -434,3 +441,17 @@ def _unlisten_late(future: concurrent.futures.Future[Callable[[], None] | None])
         stop = future.result()
         if stop is not None:
             stop()
+
+
+def _after_fork() -> None:
+    """In a forked child: forget the parent's worker threads, its calls in
+    flight on them (they never finish here: their clients would stay suspect
+    for good) and its suspicions; a new mutex for the spare connections."""
+    global _spare_mutex
+    _workers.forget()
+    _suspects.clear()
+    _on_thread.clear()
+    _spare_mutex = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
