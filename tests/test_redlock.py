@@ -436,3 +436,28 @@ def test_a_forked_child_takes_a_redlock_at_once(
     finally:
         proc.join(10)
     assert _holders(clients, "forked-child") == [None] * N
+
+
+def test_too_few_answers_to_tell_is_no_quorum(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    lock = Redlock(clients, "tell", ttl=5, master_timeout=0.2)
+    lease = lock.acquire()
+    assert lease
+    for c in clients[:2]:
+        c.delete("tenure:{tell}")  # held on exactly 3: masters 2, 3 and 4
+    masters[2].pause()
+    try:
+        # 2 hold it, 2 do not: the paused master decides, nobody can tell
+        with pytest.raises(NoQuorumError, match="can't tell"):
+            lock.locked()
+        with pytest.raises(NoQuorumError, match="2 held it, 2 did not and 1 did not answer"):
+            lease.extend()
+    finally:
+        masters[2].resume()
+    time.sleep(0.3)  # the calls stuck on the paused master return (until then it fails at once)
+    lease.release()
+    for i in (0, 1, 3):
+        masters[i].stop()
+    with pytest.raises(NoQuorumError, match="2 of 5 masters answered"):
+        lock.locked()

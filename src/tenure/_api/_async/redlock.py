@@ -17,7 +17,13 @@ from typing import Any
 from ..._drivers import _async as _driver
 from ..._drivers import _fanout_async as _fanout
 from ..._drivers._identity import new_op, new_token, process_id, process_mark
-from ..._errors import AlreadyHeldError, InvalidArgument, LockLostError, NotOwnedError
+from ..._errors import (
+    AlreadyHeldError,
+    InvalidArgument,
+    LockLostError,
+    NoQuorumError,
+    NotOwnedError,
+)
 from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._leasebook import Phase, Release
 from ..._plans import lock as lock_plans
@@ -402,7 +408,8 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         """Whether a quorum of masters holds the lock for one holder now (a snapshot).
 
         Raises:
-            NoQuorumError: too few masters answered to tell.
+            NoQuorumError: too few masters answered to tell (the ones that did
+                not answer could make a quorum for a holder, or for none).
         """
         return (await self._holder()) is not None
 
@@ -422,13 +429,16 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         jobs = [(client, lock_plans.inspect(self._keys)) for client in self._clients]
         states: list[Any] = await _fanout.run_each(jobs, self._timeout)
         holders = [s.holder for s in states if isinstance(s, lock_plans.LockState)]
-        if self._n - len(holders) >= plans.quorum(self._n):
-            t = plans.tally(states)
-            raise plans.no_quorum(self.name, "inspect", t, self._n)
-        for holder in set(holders):
-            if holder and holders.count(holder) >= plans.quorum(self._n):
-                return holder
-        return None
+        known, holder = plans.quorum_holder(holders, self._n)
+        if not known:
+            failed = sum(1 for s in states if not isinstance(s, lock_plans.LockState))
+            answered = self._n - failed
+            raise NoQuorumError(
+                f"Redlock {self.name!r}: can't tell who holds it: {answered} of {self._n} "
+                f"masters answered within the per-master timeout, the others could make "
+                f"a quorum of {plans.quorum(self._n)}"
+            )
+        return holder
 
     async def release(self) -> None:
         """Release the calling thread's or task's lease (see :meth:`AsyncRedlockLease.release`).
