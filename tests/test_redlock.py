@@ -4,11 +4,13 @@ masters, a killed holder, contention across threads, processes and tasks."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
@@ -461,3 +463,32 @@ def test_too_few_answers_to_tell_is_no_quorum(
         masters[i].stop()
     with pytest.raises(NoQuorumError, match="2 of 5 masters answered"):
         lock.locked()
+
+
+def test_a_dropped_redlock_is_not_kept_alive(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    # a Redlock per request (with Redlock(...): ...) must not pile up: its
+    # watchdog (the value of its weak entry) held it through its renewal method
+    lock = Redlock(clients, "dropped", ttl=5)
+    lease = lock.acquire()
+    assert lease
+    lease.release()
+    ref = weakref.ref(lock)
+    del lock, lease
+    gc.collect()
+    assert ref() is None
+
+    async def main() -> weakref.ref[AsyncRedlock]:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        alock = AsyncRedlock(aclients, "adropped", ttl=5)
+        alease = await alock.acquire()
+        assert alease
+        await alease.release()
+        for c in aclients:
+            await c.aclose()
+        return weakref.ref(alock)
+
+    aref = asyncio.run(main())
+    gc.collect()
+    assert aref() is None
