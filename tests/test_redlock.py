@@ -478,6 +478,13 @@ def test_a_dropped_redlock_is_not_kept_alive(
     del lock, lease
     gc.collect()
     assert ref() is None
+    # but a lease kept without its Redlock is still renewed
+    kept = Redlock(clients, "kept", ttl=0.5, auto_renew=True).acquire()
+    assert kept
+    gc.collect()
+    time.sleep(1.2)  # past two ttls
+    assert kept.valid and not kept.lost.is_set()
+    kept.release()
 
     async def main() -> weakref.ref[AsyncRedlock]:
         aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
