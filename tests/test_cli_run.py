@@ -549,6 +549,14 @@ def test_run_with_several_urls_holds_a_redlock(make_server: Callable[..., Any]) 
     # an even number of masters is a usage error, and nothing runs
     status, out, err = tenure("run", *args[:4], "nightly", "--", PY, "-c", "print('ran')")
     assert status == 2 and out == "" and "not 2" in err
+    # --url before 'run' (the global option) given 3 times: the same Redlock,
+    # not a plain Lock on the last URL with the others dropped
+    status, out, err = tenure(*args, "run", "nightly", "--ttl", "5", "--", *check)
+    assert (status, out.strip()) == (0, "held on 3"), err
+    # the other commands take one server: several --url are a usage error
+    for argv in ([*args[:4], "inspect", "nightly"], ["inspect", *args[:4], "nightly"]):
+        status, out, err = tenure(*argv)
+        assert status == 2 and "only once" in err, (argv, status, err)
     # one master stopped of three: still a majority
     masters[1].stop()
     status, out, err = tenure("run", *args, "nightly", "--ttl", "5", "--", PY, "-c", "print(1)")

@@ -4,11 +4,13 @@ masters, a killed holder, contention across threads, processes and tasks."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
@@ -91,6 +93,11 @@ def test_arguments_are_checked(clients: list[redis.Redis], masters: list[ServerP
     same_server = redis.Redis.from_url(masters[1].url)
     with pytest.raises(InvalidArgument, match="same master"):
         Redlock([clients[0], clients[1], same_server], "a")
+    # one server in two dbs is one master: it must not count twice in a quorum
+    kwargs = clients[1].connection_pool.connection_kwargs
+    other_db = redis.Redis(host=kwargs["host"], port=kwargs["port"], db=1)
+    with pytest.raises(InvalidArgument, match="same master"):
+        Redlock([clients[0], clients[1], other_db], "a")
     with pytest.raises(InvalidArgument):
         Redlock(clients[:3], "a", master_timeout=-1)
     with pytest.raises(InvalidArgument):
@@ -396,3 +403,99 @@ def test_asyncio_paused_master_and_quorum_loss(
 
     asyncio.run(main())
     assert _holders([clients[3], clients[4]], "aquorum") == [None, None]
+
+
+def test_a_forked_child_takes_a_redlock_at_once(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    # the parent's worker threads (idle after its rounds) do not exist in a
+    # forked child: its first rounds must not be handed to them
+    lock = Redlock(clients, "forked", ttl=5, master_timeout=0.5)
+    masters[1].pause()  # a round that times out: a suspect master, a worker thread stuck
+    try:
+        lease = lock.acquire(blocking=False)
+        assert lease
+        lease.release()
+    finally:
+        masters[1].resume()
+    fork = multiprocessing.get_context("fork")
+    result = fork.Queue()
+
+    def child() -> None:
+        try:
+            mine = Redlock(clients, "forked-child", ttl=5, master_timeout=0.5)
+            got = mine.acquire(blocking=False)
+            result.put(repr(got is not None and got.fence > 0))
+            if got:
+                got.release()
+        except BaseException as exc:
+            result.put(repr(exc))
+
+    proc = fork.Process(target=child)
+    proc.start()
+    try:
+        assert result.get(timeout=10) == "True"
+    finally:
+        proc.join(10)
+    assert _holders(clients, "forked-child") == [None] * N
+
+
+def test_too_few_answers_to_tell_is_no_quorum(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    lock = Redlock(clients, "tell", ttl=5, master_timeout=0.2)
+    lease = lock.acquire()
+    assert lease
+    for c in clients[:2]:
+        c.delete("tenure:{tell}")  # held on exactly 3: masters 2, 3 and 4
+    masters[2].pause()
+    try:
+        # 2 hold it, 2 do not: the paused master decides, nobody can tell
+        with pytest.raises(NoQuorumError, match="can't tell"):
+            lock.locked()
+        with pytest.raises(NoQuorumError, match="2 held it, 2 did not and 1 did not answer"):
+            lease.extend()
+    finally:
+        masters[2].resume()
+    time.sleep(0.3)  # the calls stuck on the paused master return (until then it fails at once)
+    lease.release()
+    for i in (0, 1, 3):
+        masters[i].stop()
+    with pytest.raises(NoQuorumError, match="2 of 5 masters answered"):
+        lock.locked()
+
+
+def test_a_dropped_redlock_is_not_kept_alive(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    # a Redlock per request (with Redlock(...): ...) must not pile up: its
+    # watchdog (the value of its weak entry) held it through its renewal method
+    lock = Redlock(clients, "dropped", ttl=5)
+    lease = lock.acquire()
+    assert lease
+    lease.release()
+    ref = weakref.ref(lock)
+    del lock, lease
+    gc.collect()
+    assert ref() is None
+    # but a lease kept without its Redlock is still renewed
+    kept = Redlock(clients, "kept", ttl=0.5, auto_renew=True).acquire()
+    assert kept
+    gc.collect()
+    time.sleep(1.2)  # past two ttls
+    assert kept.valid and not kept.lost.is_set()
+    kept.release()
+
+    async def main() -> weakref.ref[AsyncRedlock]:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        alock = AsyncRedlock(aclients, "adropped", ttl=5)
+        alease = await alock.acquire()
+        assert alease
+        await alease.release()
+        for c in aclients:
+            await c.aclose()
+        return weakref.ref(alock)
+
+    aref = asyncio.run(main())
+    gc.collect()
+    assert aref() is None

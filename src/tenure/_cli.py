@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import redis
 import redis.cluster
@@ -115,6 +115,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _CountedUrl(argparse.Action):
+    """``--url``: the last one given, and every one given (``url_given``), so
+    that several are an error (or, before ``run``, a Redlock) rather than all but
+    the last silently dropped."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        seen: list[str] = list(getattr(namespace, "url_given", None) or [])
+        namespace.url_given = [*seen, str(values)]
+        setattr(namespace, self.dest, values)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of the whole command line, with one subparser per command."""
     url_help = (
@@ -126,10 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Distributed locks with fencing tokens for Redis and Valkey.",
     )
     parser.add_argument("--version", action="version", version=f"tenure {__version__}")
-    parser.add_argument("--url", default=os.environ.get("REDIS_URL") or None, help=url_help)
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("REDIS_URL") or None,
+        action=_CountedUrl,
+        help=url_help + "; give it several times only to 'tenure run' (a Redlock)",
+    )
     # Accept --url after the command name too; SUPPRESS keeps the global value otherwise.
     url_after = argparse.ArgumentParser(add_help=False)
-    url_after.add_argument("--url", default=argparse.SUPPRESS, help=url_help)
+    url_after.add_argument("--url", default=argparse.SUPPRESS, action=_CountedUrl, help=url_help)
 
     commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
     add_demo(commands, parents=[url_after])
@@ -764,6 +786,12 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
         args.after_dashes = argv[dashes + 1 :]
     else:
         args = parser.parse_args(argv)
+    given: list[str] = getattr(args, "url_given", None) or []
+    if len(given) > 1:
+        if args.command != "run":
+            parser.error("--url may be given only once (several only to tenure run: a Redlock)")
+        # before the command, they are the masters of a Redlock all the same
+        args.urls = [*given, *(getattr(args, "urls", None) or [])]
     urls = getattr(args, "urls", None)
     if urls:  # tenure run's own --url: the first also serves as the command's server
         args.url = urls[0]

@@ -22,6 +22,7 @@ from .._protocol import (
     Eval,
     Pipeline,
     Plan,
+    Status,
     parse_reply,
 )
 from . import _clients, _identity
@@ -54,9 +55,23 @@ def watch_with(owner: object, lease: Watchable, renew: bool, send: _SendRenewals
     loop = asyncio.get_running_loop()
     entry = _own_watchdogs.get(owner)
     if entry is None or entry[0] != _identity.generation() or entry[1] is not loop:
-        entry = (_identity.generation(), loop, _Watchdog(None, _REDIS, send))
+        entry = (_identity.generation(), loop, _Watchdog(None, _REDIS, _weakly(send)))
         _own_watchdogs[owner] = entry
     return entry[2].watch(lease, renew)
+
+
+def _weakly(send: _SendRenewals) -> _SendRenewals:
+    """``send``, a bound method of the watchdog's owner, without a strong
+    reference to the owner: the watchdog is the value of the owner's weak entry,
+    and through ``send`` it kept every owner (a Redlock per request) alive for
+    good. A watched lease holds its owner, so the owner lives while it renews."""
+    ref = weakref.WeakMethod(send)
+
+    async def call(leases: list[Any]) -> list[tuple[Status, Any] | None]:
+        bound = ref()
+        return [None] * len(leases) if bound is None else await bound(leases)
+
+    return call
 
 
 def _own_watchdog(owner: object) -> _Watchdog | None:

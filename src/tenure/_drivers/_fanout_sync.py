@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import os
 import queue
 import threading
 import time
@@ -24,6 +25,7 @@ from .._protocol import (
     Eval,
     Pipeline,
     Plan,
+    Status,
     parse_reply,
 )
 from . import _clients, _identity
@@ -55,9 +57,23 @@ def watch_with(owner: object, lease: Watchable, renew: bool, send: _SendRenewals
     with _states_mutex:
         entry = _own_watchdogs.get(owner)
         if entry is None or entry[0] != _identity.generation():
-            entry = (_identity.generation(), _Watchdog(None, _REDIS, send))
+            entry = (_identity.generation(), _Watchdog(None, _REDIS, _weakly(send)))
             _own_watchdogs[owner] = entry
     return entry[1].watch(lease, renew)
+
+
+def _weakly(send: _SendRenewals) -> _SendRenewals:
+    """``send``, a bound method of the watchdog's owner, without a strong
+    reference to the owner: the watchdog is the value of the owner's weak entry,
+    and through ``send`` it kept every owner (a Redlock per request) alive for
+    good. A watched lease holds its owner, so the owner lives while it renews."""
+    ref = weakref.WeakMethod(send)
+
+    def call(leases: list[Any]) -> list[tuple[Status, Any] | None]:
+        bound = ref()
+        return [None] * len(leases) if bound is None else bound(leases)
+
+    return call
 
 
 def _own_watchdog(owner: object) -> _Watchdog | None:
@@ -107,6 +123,12 @@ class _Workers:
             _start(self._work, "tenure-parallel", inbox)
         inbox.put(call)
         return future
+
+    def forget(self) -> None:
+        """In a forked child: drop the parent's idle threads (they do not exist
+        here; a call handed to one would never run) and a mutex one may have held."""
+        self._mutex = threading.Lock()
+        self._idle = []
 
     def _work(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
         while not _exiting.is_set():
@@ -434,3 +456,17 @@ def _unlisten_late(future: concurrent.futures.Future[Callable[[], None] | None])
         stop = future.result()
         if stop is not None:
             stop()
+
+
+def _after_fork() -> None:
+    """In a forked child: forget the parent's worker threads, its calls in
+    flight on them (they never finish here: their clients would stay suspect
+    for good) and its suspicions; a new mutex for the spare connections."""
+    global _spare_mutex
+    _workers.forget()
+    _suspects.clear()
+    _on_thread.clear()
+    _spare_mutex = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)

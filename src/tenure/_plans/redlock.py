@@ -310,9 +310,31 @@ def released_ok(t: Tally, n: int) -> bool | None:
     return None
 
 
+def quorum_holder(holders: Sequence[str], n: int) -> tuple[bool, str | None]:
+    """Who holds the lock on a quorum of the ``n`` masters, from the holder
+    each master that answered named (``""``: free; the others did not answer):
+    ``(True, token)``, ``(True, None)`` when no token can have a quorum, or
+    ``(False, None)`` when the masters that did not answer could make one (too
+    few answered to tell)."""
+    q, failed = quorum(n), n - len(holders)
+    for holder in set(holders):
+        if holder and holders.count(holder) >= q:
+            return True, holder
+    if failed >= q or any(h and holders.count(h) + failed >= q for h in holders):
+        return False, None
+    return True, None
+
+
 def no_quorum(name: str, what: str, t: Tally, n: int) -> NoQuorumError:
-    """The error of an ``what`` round of lock ``name`` that too few masters answered."""
+    """The error of an ``what`` round of lock ``name`` that too few masters
+    answered to tell the outcome."""
     answered = n - len(t.failed)
+    if answered >= quorum(n):  # enough answered, but split: the silent ones decide
+        return NoQuorumError(
+            f"Redlock {name!r}: {what} can't tell: of {n} masters, {len(t.ok)} held it, "
+            f"{len(t.refused)} did not and {len(t.failed)} did not answer within the "
+            f"per-master timeout (a quorum is {quorum(n)})"
+        )
     return NoQuorumError(
         f"Redlock {name!r}: {what} needs {quorum(n)} of {n} masters, "
         f"only {answered} answered within the per-master timeout"

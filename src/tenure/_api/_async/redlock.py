@@ -17,7 +17,13 @@ from typing import Any
 from ..._drivers import _async as _driver
 from ..._drivers import _fanout_async as _fanout
 from ..._drivers._identity import new_op, new_token, process_id, process_mark
-from ..._errors import AlreadyHeldError, InvalidArgument, LockLostError, NotOwnedError
+from ..._errors import (
+    AlreadyHeldError,
+    InvalidArgument,
+    LockLostError,
+    NoQuorumError,
+    NotOwnedError,
+)
 from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._leasebook import Phase, Release
 from ..._plans import lock as lock_plans
@@ -195,7 +201,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
     Raises:
         InvalidArgument: ``clients`` is not a sequence of N clients of this API
             (N odd and at least 3), or holds the same client (or the same
-            server) twice; a bad name, ttl, ``auto_renew``, ``on_lost``,
+            server, in any db) twice; a bad name, ttl, ``auto_renew``, ``on_lost``,
             ``master_timeout`` or prefix.
 
     Example::
@@ -222,11 +228,13 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         seen: dict[object, int] = {}
         for i, client in enumerate(clients):
             _driver.check_client(client, "AsyncRedlock")
-            for where in (id(client), _server_of(client)):
+            # the server without its db: two dbs of one server are one master
+            server = _server_of(client).rsplit("/", 1)[0]
+            for where in (id(client), server):
                 if where in seen:
                     raise InvalidArgument(
                         f"clients[{seen[where]}] and clients[{i}] are the same master "
-                        f"({_server_of(client)}): a Redlock needs independent masters"
+                        f"({server}): a Redlock needs independent masters"
                     )
                 seen[where] = i
         self._clients: tuple[_driver.Client, ...] = tuple(clients)
@@ -400,7 +408,8 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         """Whether a quorum of masters holds the lock for one holder now (a snapshot).
 
         Raises:
-            NoQuorumError: too few masters answered to tell.
+            NoQuorumError: too few masters answered to tell (the ones that did
+                not answer could make a quorum for a holder, or for none).
         """
         return (await self._holder()) is not None
 
@@ -420,13 +429,16 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         jobs = [(client, lock_plans.inspect(self._keys)) for client in self._clients]
         states: list[Any] = await _fanout.run_each(jobs, self._timeout)
         holders = [s.holder for s in states if isinstance(s, lock_plans.LockState)]
-        if self._n - len(holders) >= plans.quorum(self._n):
-            t = plans.tally(states)
-            raise plans.no_quorum(self.name, "inspect", t, self._n)
-        for holder in set(holders):
-            if holder and holders.count(holder) >= plans.quorum(self._n):
-                return holder
-        return None
+        known, holder = plans.quorum_holder(holders, self._n)
+        if not known:
+            failed = sum(1 for s in states if not isinstance(s, lock_plans.LockState))
+            answered = self._n - failed
+            raise NoQuorumError(
+                f"Redlock {self.name!r}: can't tell who holds it: {answered} of {self._n} "
+                f"masters answered within the per-master timeout, the others could make "
+                f"a quorum of {plans.quorum(self._n)}"
+            )
+        return holder
 
     async def release(self) -> None:
         """Release the calling thread's or task's lease (see :meth:`AsyncRedlockLease.release`).
