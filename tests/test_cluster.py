@@ -26,6 +26,7 @@ import pytest
 import redis
 import redis.asyncio.cluster
 import redis.cluster
+import redis.connection
 from _cluster import Cluster
 
 from tenure import (
@@ -523,3 +524,38 @@ def test_doctor_checks_every_master(cluster: Cluster, capsys: pytest.CaptureFixt
         for node in nodes:
             node.config_set("appendonly", "no")
             node.close()
+
+
+def test_the_watchdog_renews_in_one_round_trip_per_master(
+    rc: redis.cluster.RedisCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10 leases on 3 masters: each renewal round sends one pipelined request to
+    each master (counted on the client's connections: one send per round trip)."""
+    # (renewal thread, port) of each request sent; a thread per round (kept here:
+    # the idents of finished threads are reused)
+    sends: list[tuple[threading.Thread, int]] = []
+    real = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(self: redis.connection.AbstractConnection, *args: object, **kw: object) -> None:
+        if threading.current_thread().name.startswith("tenure-renewal"):
+            sends.append((threading.current_thread(), int(self.port)))  # type: ignore[attr-defined]
+        real(self, *args, **kw)  # type: ignore[arg-type]
+
+    names = [name for stem in range(4) for name in _names(rc, f"batch{stem}")][:10]
+    assert len({_port_of(rc, name) for name in names}) == 3
+    leases = [Lock(rc, name, ttl=0.9, auto_renew=True).acquire() for name in names]
+    time.sleep(0.8)  # a first round: the renewal script is loaded on every master
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    time.sleep(1.2)  # a few rounds
+    monkeypatch.undo()
+    assert all(rc.exists(f"tenure:{{{name}}}") for name in names)
+    assert not any(lease.lost.is_set() for lease in leases)
+    per_round: dict[threading.Thread, list[int]] = {}
+    for thread, port in sends:
+        per_round.setdefault(thread, []).append(port)
+    assert per_round, "no renewal in 1.2 s of 0.9 s leases"
+    for ports in per_round.values():
+        assert len(ports) == len(set(ports)), f"more than one round trip to a master: {ports}"
+    assert max(len(ports) for ports in per_round.values()) == 3
+    for lease in leases:
+        lease.release()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from collections.abc import Sequence
 from functools import cache
 from typing import Any, Literal
 
@@ -237,6 +238,20 @@ def sharded(spec: ScriptSpec) -> ScriptSpec:
     source = spec.source.replace(b"'PUBLISH'", b"'SPUBLISH'")
     commands = tuple(sorted("SPUBLISH" if c == "PUBLISH" else c for c in spec.commands))
     return ScriptSpec(spec.name, source, hashlib.sha1(source).hexdigest(), commands, spec.writes)
+
+
+def by_node(client: Any, steps: Sequence[Eval | Command]) -> list[tuple[Any, list[int]]]:
+    """The indexes of ``steps`` grouped by the Redis Cluster node (a redis-py
+    ``ClusterNode``) that owns each one's first key's slot, in the order the
+    nodes are first met. A step with no key is left out (the caller sends it
+    through the cluster client)."""
+    groups: dict[tuple[str, int], tuple[Any, list[int]]] = {}
+    for i, step in enumerate(steps):
+        if not isinstance(step, Eval) or not step.keys:
+            continue
+        node = client.get_node_from_key(step.keys[0])
+        groups.setdefault((node.host, node.port), (node, []))[1].append(i)
+    return list(groups.values())
 
 
 def left_master(pool: Any, connection: Any) -> bool:

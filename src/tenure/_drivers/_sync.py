@@ -35,7 +35,7 @@ import redis.client
 import redis.exceptions
 from redis.backoff import ExponentialWithJitterBackoff
 
-from .._errors import PermissionDenied
+from .._errors import PermissionDenied, WrongTypeError
 from .._keys import LockKeys
 from .._plans import server as server_plans
 from .._protocol import (
@@ -565,13 +565,31 @@ def _hub(client: Client, channel: str) -> _Hub:
 
 
 def _renew_each(ref: Callable[[], Client | None], leases: list[Any]) -> list[Any]:
-    """A Redis Cluster client's watchdog renewals: one call per lease, each sent to
-    the node owning the lease's slot (``None`` for a lease to retry)."""
+    """A Redis Cluster client's watchdog renewals, grouped by node: one pipelined
+    round trip per master owning some of the leases' slots. A renewal that fails
+    there (``MOVED`` / ``ASK`` while its slot moves, a node down) is sent once
+    more on its own through the cluster client, which follows redirections.
+    Returns one reply per lease (``None`` for a lease to retry)."""
     client = ref()
     if client is None:
         return [None] * len(leases)
-    step = Pipeline(tuple(lease._renewal() for lease in leases))
-    return [renewal_reply(reply) for reply in _pipeline(client, step)]
+    steps = [lease._renewal() for lease in leases]
+    raws: list[Any] = [None] * len(steps)
+    for node, indexes in _clients.by_node(client, steps):
+        try:
+            sent = _pipeline(
+                client.get_redis_connection(node),  # type: ignore[union-attr]
+                Pipeline(tuple(steps[i] for i in indexes)),
+                cluster=True,
+            )
+        except Exception as exc:
+            sent = [exc] * len(indexes)
+        for i, raw in zip(indexes, sent, strict=True):
+            raws[i] = raw
+    for i, raw in enumerate(raws):
+        if raw is None or (isinstance(raw, Exception) and not isinstance(raw, WrongTypeError)):
+            raws[i] = _one(client, steps[i])
+    return [renewal_reply(raw) for raw in raws]
 
 
 def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
@@ -693,12 +711,13 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     raise TypeError(f"unknown step {step!r}")
 
 
-def _pipeline(client: Client, step: Pipeline) -> list[Any]:
+def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
     (the steps of a pipeline are idempotent: lease rewrites and waits).
     On a Redis Cluster client each step is sent on its own (to its slot's node),
-    its error in its place."""
+    its error in its place. ``cluster``: ``client`` is one master of a cluster
+    (every step's keys in its slots), sent the scripts' sharded variants."""
     if _clients.is_cluster(type(client)):
         _clients.check_cluster_pipeline(step)
         return [_one(client, part) for part in step.steps]
@@ -707,7 +726,7 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
         with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
-                    pipe.evalsha(*_clients.evalsha_args(part))
+                    pipe.evalsha(*_clients.evalsha_args(part, cluster))
                 else:
                     pipe.execute_command(*part.args)
             return pipe.execute(raise_on_error=False)
@@ -715,7 +734,7 @@ def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     raws = send()
     if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
-            client.script_load(spec.source)
+            client.script_load((_clients.sharded(spec) if cluster else spec).source)
         raws = send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
