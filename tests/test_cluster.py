@@ -539,7 +539,7 @@ def test_the_watchdog_renews_in_one_round_trip_per_master(
     def counted(self: redis.connection.AbstractConnection, *args: object, **kw: object) -> None:
         if threading.current_thread().name.startswith("tenure-renewal"):
             sends.append((threading.current_thread(), int(self.port)))  # type: ignore[attr-defined]
-        real(self, *args, **kw)  # type: ignore[arg-type]
+        real(self, *args, **kw)
 
     names = [name for stem in range(4) for name in _names(rc, f"batch{stem}")][:10]
     assert len({_port_of(rc, name) for name in names}) == 3
