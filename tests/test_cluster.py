@@ -16,15 +16,19 @@ refused.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import itertools
 import json
 import os
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 import redis.asyncio.cluster
+import redis.asyncio.connection
 import redis.cluster
 import redis.connection
 from _cluster import Cluster
@@ -52,6 +56,7 @@ from tenure import (
     UnsupportedServer,
 )
 from tenure._cli import main
+from tenure._drivers import _async as _async_driver
 from tenure._drivers import _clients
 from tenure._scripts import ALL
 from tenure._server import embedded_binary, server_version
@@ -559,3 +564,55 @@ def test_the_watchdog_renews_in_one_round_trip_per_master(
     assert max(len(ports) for ports in per_round.values()) == 3
     for lease in leases:
         lease.release()
+
+
+def test_the_watchdog_renews_in_one_round_trip_per_master_async(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The asyncio twin: each renewal round sends one request to each master (the
+    round is marked in a context variable, which the tasks it starts inherit)."""
+    sends: list[tuple[int, int]] = []  # (renewal round, port) of each request sent
+    round_of: contextvars.ContextVar[int] = contextvars.ContextVar("round_of", default=0)
+    rounds = itertools.count(1)
+    real = redis.asyncio.connection.AbstractConnection.send_packed_command
+    real_renew = _async_driver._renew_each
+
+    async def counted(self: Any, *args: Any, **kw: Any) -> None:
+        if round_of.get():
+            sends.append((round_of.get(), int(self.port)))
+        await real(self, *args, **kw)
+
+    async def renew_each(*args: Any) -> list[Any]:
+        round_of.set(next(rounds))
+        return await real_renew(*args)
+
+    async def main() -> None:
+        client = _async_client(cluster)
+        sync = redis.cluster.RedisCluster(
+            startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in cluster.startup]
+        )
+        names = [name for stem in range(4) for name in _names(sync, f"abatch{stem}")][:10]
+        sync.close()
+        leases = [
+            await AsyncLock(client, name, ttl=0.9, auto_renew=True).acquire() for name in names
+        ]
+        await asyncio.sleep(0.8)  # a first round: the renewal script is loaded on every master
+        monkeypatch.setattr(
+            redis.asyncio.connection.AbstractConnection, "send_packed_command", counted
+        )
+        monkeypatch.setattr(_async_driver, "_renew_each", renew_each)
+        await asyncio.sleep(1.2)  # a few rounds
+        monkeypatch.undo()
+        assert not any(lease.lost.is_set() for lease in leases)
+        for lease in leases:
+            await lease.release()
+        await client.aclose()
+
+    asyncio.run(main())
+    per_round: dict[int, list[int]] = {}
+    for n, port in sends:
+        per_round.setdefault(n, []).append(port)
+    assert per_round, "no renewal in 1.2 s of 0.9 s leases"
+    for ports in per_round.values():
+        assert len(ports) == len(set(ports)), f"more than one round trip to a master: {ports}"
+    assert max(len(ports) for ports in per_round.values()) == 3

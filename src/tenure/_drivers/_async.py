@@ -34,7 +34,7 @@ import redis.asyncio.client
 import redis.exceptions
 from redis.backoff import ExponentialWithJitterBackoff
 
-from .._errors import PermissionDenied
+from .._errors import PermissionDenied, WrongTypeError
 from .._keys import LockKeys
 from .._plans import server as server_plans
 from .._protocol import (
@@ -537,13 +537,35 @@ def _hub(client: Client, channel: str) -> _Hub:
 
 
 async def _renew_each(ref: Callable[[], Client | None], leases: list[Any]) -> list[Any]:
-    """A Redis Cluster client's watchdog renewals: one call per lease, each sent to
-    the node owning the lease's slot (``None`` for a lease to retry)."""
+    """A Redis Cluster client's watchdog renewals, grouped by node: one cluster
+    pipeline, which sends one round trip to each master owning some of the
+    leases' slots. A renewal that fails there (``NOSCRIPT``, ``MOVED`` / ``ASK``
+    while its slot moves, a node down) is sent once more on its own through the
+    cluster client, which loads the script and follows redirections. Returns
+    one reply per lease (``None`` for a lease to retry)."""
     client = ref()
     if client is None:
         return [None] * len(leases)
-    step = Pipeline(tuple(lease._renewal() for lease in leases))
-    return [renewal_reply(reply) for reply in await _pipeline(client, step)]
+    steps = [lease._renewal() for lease in leases]
+    raws: list[Any]
+    try:
+        async with client.pipeline() as pipe:
+            for step in steps:
+                pipe.execute_command("EVALSHA", *_clients.evalsha_args(step, cluster=True))
+            raws = list(await pipe.execute(raise_on_error=False))
+    except Exception:
+        raws = [None] * len(steps)
+    replies: list[Any] = []
+    for step, raw in zip(steps, raws, strict=True):
+        if raw is not None and not isinstance(raw, Exception):
+            try:
+                raw = parse_reply(step.script, raw)
+            except Exception as exc:
+                raw = exc
+        if raw is None or (isinstance(raw, Exception) and not isinstance(raw, WrongTypeError)):
+            raw = await _one(client, step)
+        replies.append(renewal_reply(raw))
+    return replies
 
 
 def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
