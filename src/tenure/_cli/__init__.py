@@ -1,0 +1,173 @@
+"""The ``tenure`` command line (also ``python -m tenure``).
+
+Every command talks to the server given by ``--url`` or ``REDIS_URL`` (the
+operator commands: to the whole cluster when that server is a cluster node,
+see :func:`tenure._ops.connect`). When
+neither is given, the command starts an embedded Valkey on a unix socket in a
+private directory (``pip install 'tenure[embedded]'``) and stops it when the
+command ends, also on Ctrl-C or an error. ``tenure run`` is the exception: two
+of them must exclude each other, so without a URL they share one embedded
+server per user, started on demand and left running
+(:mod:`tenure._shared_server`; ``tenure server stop`` stops it).
+
+To add a command, write an ``add_<name>(commands)`` function that adds its
+subparser and sets ``handler`` to a function taking the parsed arguments and
+the :class:`Server`, then call it from :func:`build_parser`. A command that
+needs another server than a private embedded one sets ``embedded`` (see
+:data:`Embedded`).
+
+The operator commands (``inspect``, ``ls``, ``release``, ``doctor``) keep their
+logic in :mod:`tenure._ops` and :mod:`tenure._doctor`; their handlers here only
+read arguments, print and choose the exit status. The kinds they take (the
+``release`` flags, ``doctor --kind``) come from the registry of kinds,
+:mod:`tenure._plans.kinds`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import redis
+import redis.cluster
+import redis.exceptions
+
+from .. import __version__
+from .._errors import TenureError
+from .._server import ServerProcess, ServerUnavailable
+from .._shared_server import SharedServer
+from .common import EXIT_CONFLICT as EXIT_CONFLICT
+from .common import EXIT_INTERRUPTED, EXIT_USAGE, Embedded, Handler, Server, _CountedUrl
+from .common import EXIT_LOST as EXIT_LOST
+from .jobs import add_demo, add_run, add_server
+from .operate import DEFAULT_RELEASE as DEFAULT_RELEASE
+from .operate import RELEASE_FLAGS as RELEASE_FLAGS
+from .operate import add_doctor, add_inspect, add_ls, add_release
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of the whole command line, with one subparser per command."""
+    url_help = (
+        "the server, as a redis:// rediss:// or unix:// URL (default: $REDIS_URL; "
+        "without either, an embedded Valkey is started for the command)"
+    )
+    parser = argparse.ArgumentParser(
+        prog="tenure",
+        description="Distributed locks with fencing tokens for Redis and Valkey.",
+    )
+    parser.add_argument("--version", action="version", version=f"tenure {__version__}")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("REDIS_URL") or None,
+        action=_CountedUrl,
+        help=url_help + "; give it several times only to 'tenure run' (a Redlock)",
+    )
+    # Accept --url after the command name too; SUPPRESS keeps the global value otherwise.
+    url_after = argparse.ArgumentParser(add_help=False)
+    url_after.add_argument("--url", default=argparse.SUPPRESS, action=_CountedUrl, help=url_help)
+
+    commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
+    add_demo(commands, parents=[url_after])
+    add_inspect(commands, parents=[url_after])
+    add_ls(commands, parents=[url_after])
+    add_release(commands, parents=[url_after])
+    add_doctor(commands, parents=[url_after])
+    add_run(commands, parents=[], url_help=url_help)
+    add_server(commands, parents=[])
+    return parser
+
+
+@contextmanager
+def open_server(url: str | None, embedded: Embedded = "private") -> Iterator[Server]:
+    """The server at ``url``; without one, an embedded Valkey (see :data:`Embedded`):
+    a private one is stopped on exit, the shared one is left running.
+
+    Raises:
+        ServerUnavailable: no ``url``, and the embedded server is missing or did not start.
+    """
+    if url:
+        yield Server(url, embedded=False)
+        return
+    if embedded == "none":
+        yield Server("", embedded=False)
+        return
+    if embedded == "shared":
+        shared = SharedServer.default()
+        if shared.ensure_running():
+            print(
+                f"tenure: started the shared embedded server at {shared.url} "
+                "(stop it with 'tenure server stop')",
+                file=sys.stderr,
+            )
+        yield Server(shared.url, embedded=True)
+        return
+    process = ServerProcess(unix_socket=True)
+    try:
+        process.start()
+        yield Server(process.url, embedded=True)
+    finally:
+        process.close()
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv`` with ``parser`` (exiting with status 2 on a bad command line).
+
+    For ``tenure run``, everything after the first ``--`` is the command, kept
+    verbatim in ``after_dashes`` rather than left to argparse, which would drop
+    a ``--`` among the command's arguments.
+    """
+    argv = list(argv)
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+        i += 2 if argv[i] == "--url" else 1  # the global options before the command
+    if i < len(argv) and argv[i] == "run" and "--" in argv[i + 1 :]:
+        dashes = argv.index("--", i + 1)
+        args = parser.parse_args(argv[:dashes])
+        args.after_dashes = argv[dashes + 1 :]
+    else:
+        args = parser.parse_args(argv)
+    given: list[str] = getattr(args, "url_given", None) or []
+    if len(given) > 1:
+        if args.command != "run":
+            parser.error("--url may be given only once (several only to tenure run: a Redlock)")
+        # before the command, they are the masters of a Redlock all the same
+        args.urls = [*given, *(getattr(args, "urls", None) or [])]
+    urls = getattr(args, "urls", None)
+    if urls:  # tenure run's own --url: the first also serves as the command's server
+        args.url = urls[0]
+    if args.command == "run" and (args.cmd or not getattr(args, "after_dashes", None)):
+        parser.exit(
+            EXIT_USAGE,
+            "tenure run: give the command after --: tenure run NAME [options] -- CMD [ARG ...]\n",
+        )
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tenure`` command line with ``argv`` (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: the command's own, 2 for a bad command line or an
+        unreachable server, 130 after Ctrl-C.
+    """
+    parser = build_parser()
+    args = parse_args(parser, sys.argv[1:] if argv is None else argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        with open_server(args.url, getattr(args, "embedded", "private")) as server:
+            return handler(args, server)
+    except KeyboardInterrupt:
+        print("tenure: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (ServerUnavailable, redis.exceptions.ConnectionError) as exc:
+        print(f"tenure: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except TenureError as exc:  # a bad name, an unsupported server, a key of another type
+        print(f"tenure: {exc}", file=sys.stderr)
+        return EXIT_USAGE
