@@ -29,7 +29,7 @@ from tenure._doctor import (
     print_report,
     report_lines,
 )
-from tenure._errors import InvalidArgument
+from tenure._errors import InvalidArgument, WrongTypeError
 from tenure._info import ReadWriteHolder, ReadWriteInfo, SemaphoreHolder, SemaphoreInfo
 from tenure._keys import LatchKeys, LockKeys
 from tenure._ops import (
@@ -233,13 +233,15 @@ def test_read_lock_with_waiters() -> None:
         read_lock(lock, waiting=5),
         [
             (Status.OK, ["own.1:tok", 9500, 77, 1]),
+            0,
             [[b"hub|3000|own.2:tok", 1_000_000.0]],
             (3, 0),
         ],
     )
     assert isinstance(steps[0], Eval) and steps[0].script is LOCK_INSPECT
-    assert steps[1] == Command(("ZRANGE", "tenure:{orders}:waiters", "0", "4", "WITHSCORES"))
-    assert steps[2] == Command(("TIME",))
+    assert steps[1] == Command(("ZCARD", "tenure:{orders}:quorum"))
+    assert steps[2] == Command(("ZRANGE", "tenure:{orders}:waiters", "0", "4", "WITHSCORES"))
+    assert steps[3] == Command(("TIME",))
     assert view == LockView(
         "Lock",
         "orders",
@@ -255,6 +257,35 @@ def test_read_lock_with_waiters() -> None:
     assert view.to_json()["waiting"] == [
         {"waiter": "hub", "holder": "own.2:tok", "lease": 3.0, "queued_for": 2.0}
     ]
+
+
+def test_read_lock_counts_and_lists_a_redlocks_waiters() -> None:
+    # A Redlock holds an ordinary Lock on each master; its waiters queue in the
+    # name's quorum key, which the operator tools count and list after the
+    # Lock's own waiters.
+    lock = target("Lock", "orders", prefix="tenure:")
+    steps, view = drive(
+        read_lock(lock, waiting=5),
+        [
+            (Status.OK, ["rl:tok", 9500, 77, 0]),
+            2,
+            [[b"hub|1000|own.3:tok", 1_000_000.0], [b"hub2|1000|own.4:tok", 1_500_000.0]],
+            (3, 0),
+        ],
+    )
+    assert steps[1] == Command(("ZCARD", "tenure:{orders}:quorum"))
+    assert steps[2] == Command(("ZRANGE", "tenure:{orders}:quorum", "0", "4", "WITHSCORES"))
+    assert view.waiters == 2
+    assert [w.holder for w in view.waiting] == ["own.3:tok", "own.4:tok"]
+
+
+def test_read_lock_refuses_a_quorum_key_of_another_type() -> None:
+    plan = read_lock(target("Lock", "orders", prefix="tenure:"), waiting=5)
+    assert isinstance(next(plan), Eval)
+    assert plan.send((Status.OK, ["", -2, 0, 0])) == Command(("ZCARD", "tenure:{orders}:quorum"))
+    wrong = Exception("WRONGTYPE Operation against a key holding the wrong kind of value")
+    with pytest.raises(WrongTypeError, match="quorum"):
+        plan.throw(wrong)
 
 
 def test_read_an_rlock_without_waiters_is_one_call() -> None:

@@ -26,6 +26,7 @@ from tenure import (
     Lock,
     NoQuorumError,
     Redlock,
+    _ops,
 )
 from tenure._scripts import REDLOCK_WAKE
 from tenure._server import ServerProcess
@@ -499,3 +500,22 @@ def test_a_dropped_redlock_is_not_kept_alive(
     aref = asyncio.run(main())
     gc.collect()
     assert aref() is None
+
+
+def test_the_operator_tools_see_a_redlocks_waiters(clients: list[redis.Redis]) -> None:
+    lock = Redlock(clients, "seen", ttl=10)
+    lease = lock.acquire()
+    assert lease
+    waiter = threading.Thread(target=lambda: bool(lock.acquire(timeout=3)))
+    waiter.start()
+    try:
+        deadline = time.monotonic() + 2
+        while not clients[0].zcard("tenure:{seen}:quorum") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        views, _ = _ops.inspect(clients[0], _ops.targets("seen", key=None, prefix="tenure:"))
+        (view,) = views
+        assert view.kind == "Lock" and view.held and view.fence > 0
+        assert view.waiters == 1 and len(view.waiting) == 1
+    finally:
+        lease.release()
+        waiter.join(5)

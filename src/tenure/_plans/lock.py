@@ -36,13 +36,13 @@ key back: tenure's poll must land in that gap.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError
+from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError, WrongTypeError
 from .._info import LockInfo
 from .._keys import LockKeys, lock_keys
-from .._protocol import Eval, Plan, Status
+from .._protocol import Command, Eval, Plan, Status
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
 from .common import FENCE_KEEP_MS, extended, fence_keep_ms, least_left_ms, released
@@ -51,6 +51,7 @@ from .kind import (
     LockView,
     holder_lines,
     holder_or_free,
+    read_waiters,
     token_release,
     token_release_lines,
     with_waiting,
@@ -330,8 +331,33 @@ def _build(name: str | None, key: str | None, prefix: str) -> LockKeys:
 def _read(keys: LockKeys, waiting: int) -> Plan[LockView]:
     s = yield from inspect(keys)
     count = 1 if s.holder else 0
-    view = LockView("Lock", keys.name, keys.lock, s.holder, count, s.pttl_ms, s.fence, s.waiters)
-    return (yield from with_waiting(view, keys, waiting))
+    queued = yield from _redlock_queued(keys)
+    waiters = s.waiters + queued
+    view = LockView("Lock", keys.name, keys.lock, s.holder, count, s.pttl_ms, s.fence, waiters)
+    view = yield from with_waiting(replace(view, waiters=s.waiters), keys, waiting)
+    left = waiting - len(view.waiting)
+    if queued and left > 0:  # then a Redlock's waiters on this master, in their queue's order
+        more = yield from read_waiters(replace(keys, waiters=keys.quorum), left)
+        view = replace(view, waiting=view.waiting + more)
+    return replace(view, waiters=waiters)
+
+
+def _redlock_queued(keys: LockKeys) -> Plan[int]:
+    """How many waiters of a :class:`tenure.Redlock` of this name queue on this
+    master (its ``quorum`` key; a Lock's own waiters are in ``waiters``).
+
+    Raises:
+        WrongTypeError: the key holds another type than a sorted set.
+    """
+    if not keys.quorum:
+        return 0
+    try:
+        n = yield Command(("ZCARD", keys.quorum))
+    except Exception as exc:  # the client library's error for WRONGTYPE
+        if "WRONGTYPE" in str(exc):
+            raise WrongTypeError(keys.quorum) from exc
+        raise
+    return int(n or 0)
 
 
 def _acl_keys(keys: LockKeys) -> tuple[str, ...]:
