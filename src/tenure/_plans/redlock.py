@@ -67,6 +67,13 @@ MASTER_TIMEOUT_MAX = 0.5
 BACKOFF_BASE = 0.01
 BACKOFF_MAX = 0.2
 
+#: How many acquire rounds in a row may find too few masters answering for a
+#: quorum before a blocking acquire raises :class:`~tenure.NoQuorumError` (a
+#: loaded client or a brief network stall can time every master out once;
+#: masters that are really down fail every round, so the error still comes
+#: within a few per-master timeouts).
+UNREACHABLE_ROUNDS = 3
+
 
 def quorum(n: int) -> int:
     """How many of ``n`` masters must agree: a strict majority, ``n // 2 + 1``."""

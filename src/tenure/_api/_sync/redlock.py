@@ -157,9 +157,11 @@ class Redlock(_Blocks[RedlockLease]):
     (1 % of the ttl + 2 ms). Otherwise it is released on every master that granted
     it (or did not answer) at once, and the acquire tries again. It survives
     ``N // 2`` masters down; with more down, acquire raises
-    :class:`NoQuorumError`. ``release`` is token-checked on every master;
-    ``extend`` and the watchdog (``auto_renew``) renew on a quorum, and a lease
-    that no quorum holds any more is lost (``lease.lost``, ``on_lost``).
+    :class:`NoQuorumError` (after three rounds in a row without enough answers,
+    so that a brief stall of the client is not taken for an outage).
+    ``release`` is token-checked on every master; ``extend`` and the watchdog
+    (``auto_renew``) renew on a quorum, and a lease that no quorum holds any
+    more is lost (``lease.lost``, ``on_lost``).
 
     Each master holds an ordinary :class:`Lock` of the same name (same keys,
     same scripts: ``tenure inspect`` on one master shows it). Waiting does not
@@ -286,8 +288,10 @@ class Redlock(_Blocks[RedlockLease]):
         Raises:
             InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
             AlreadyHeldError: the caller already holds this lock.
-            NoQuorumError: fewer than a quorum of masters answered a round
-                within the per-master timeout; what was granted was released.
+            NoQuorumError: fewer than a quorum of masters answered within the
+                per-master timeout, in three rounds in a row (one round when
+                ``blocking=False`` or when the timeout ran out); what was
+                granted was released.
             WrongTypeError: a key of the lock holds a value of another type on
                 a master (what was granted was released).
         """
@@ -313,6 +317,7 @@ class Redlock(_Blocks[RedlockLease]):
         stops: list[Callable[[], None] | None] = []
         queued = ""  # our member of every master's queue, once we listen
         splits = 0  # split votes in a row
+        unreachable = 0  # rounds in a row with too few answers for a quorum
         taken = False
         try:
             while True:
@@ -326,9 +331,10 @@ class Redlock(_Blocks[RedlockLease]):
                         self._send_on(others, [plans.leave(keys, queued)] * len(others))
                     return Grant(token, plans.fence(t), ttl, sent_at + validity(ttl))
                 remaining = None if deadline is None else deadline - time.monotonic()
+                unreachable = 0 if plans.reachable(t, n) else unreachable + 1
                 going_on = (
                     t.error is None
-                    and plans.reachable(t, n)
+                    and unreachable < plans.UNREACHABLE_ROUNDS
                     and blocking
                     and (remaining is None or remaining > 0)
                 )
@@ -336,10 +342,14 @@ class Redlock(_Blocks[RedlockLease]):
                     self._release_round(token, "", [*t.ok, *t.failed], not going_on)
                 if t.error is not None:
                     raise t.error
-                if not plans.reachable(t, n):
+                if unreachable and not going_on:
                     raise plans.no_quorum(self.name, "acquire", t, n)
                 if not going_on:
                     return None
+                if unreachable:  # try again after a per-master timeout: it may have been a stall
+                    pause = max(self._timeout, plans.backoff(unreachable, random.random()))
+                    _driver.sleep(pause if remaining is None else min(pause, remaining))
+                    continue
                 if plans.split(t):
                     splits += 1
                     pause = plans.backoff(splits, random.random())
