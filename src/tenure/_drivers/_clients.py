@@ -24,7 +24,6 @@ valkey-py client cannot exist otherwise.
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from collections.abc import Sequence
 from functools import cache
@@ -32,7 +31,7 @@ from typing import Any, Literal
 
 from .._errors import InvalidArgument, UnsupportedServer
 from .._protocol import Command, Eval, Pipeline
-from .._scripts import ScriptSpec
+from .._scripts import sharded as sharded  # the drivers call it as _clients.sharded
 
 Library = Literal["redis", "valkey"]
 
@@ -226,18 +225,6 @@ def check_cluster_pipeline(step: Pipeline) -> None:
                 "min_replicas is not supported on a Redis Cluster yet: "
                 "acquire without it (leave min_replicas=0)"
             )
-
-
-@cache
-def sharded(spec: ScriptSpec) -> ScriptSpec:
-    """The variant of ``spec`` sent to a Redis Cluster: the same script with every
-    ``PUBLISH`` an ``SPUBLISH`` (so a wake reaches the subscribers of the slot's
-    node, on the channel's slot, which is the keys' slot), with its own SHA-1."""
-    if b"'PUBLISH'" not in spec.source:
-        return spec
-    source = spec.source.replace(b"'PUBLISH'", b"'SPUBLISH'")
-    commands = tuple(sorted("SPUBLISH" if c == "PUBLISH" else c for c in spec.commands))
-    return ScriptSpec(spec.name, source, hashlib.sha1(source).hexdigest(), commands, spec.writes)
 
 
 def by_node(client: Any, steps: Sequence[Eval | Command]) -> list[tuple[Any, list[int]]]:

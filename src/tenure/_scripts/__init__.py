@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import cache
 from importlib.resources import files
 
 
@@ -109,6 +110,15 @@ def script_commands(source: bytes) -> set[str]:
 _LOADED: list[ScriptSpec] = []
 
 
+@cache
+def sharded(spec: ScriptSpec) -> ScriptSpec:
+    """The Redis Cluster variant of the loaded script ``spec`` (see :func:`build`),
+    or ``spec`` itself when it names no ``PUBLISH`` (not even in its ACL guard)."""
+    if b"'PUBLISH'" not in spec.source:
+        return spec
+    return build(spec.name, _read, sharded=True)
+
+
 def _load(name: str) -> ScriptSpec:
     """Build the script ``name`` from the package's files and add it to :data:`ALL`."""
     spec = build(name, _read)
@@ -116,17 +126,22 @@ def _load(name: str) -> ScriptSpec:
     return spec
 
 
-def build(name: str, read: Callable[[str], bytes]) -> ScriptSpec:
+def build(name: str, read: Callable[[str], bytes], *, sharded: bool = False) -> ScriptSpec:
     """The script ``name`` as tenure sends it, from the files ``read`` returns
     (``<name>.lua`` and its includes): includes expanded, and the ACL guard's
     command list in place of its ``--@acl`` line, and the :class:`Status` locals
-    in place of ``_common.lua``'s ``--@status`` line.
+    in place of ``_common.lua``'s ``--@status`` line. ``sharded``: the variant a
+    Redis Cluster client sends, every ``PUBLISH`` an ``SPUBLISH`` (its wake
+    reaches the subscribers of the slot's node), with its own command list and
+    SHA-1.
 
     Raises:
         ValueError: the script does not include ``_common.lua`` (it would have no
             status names), or includes it twice.
     """
     source = expand(read(f"{name}.lua"), read)
+    if sharded:
+        source = source.replace(b"'PUBLISH'", b"'SPUBLISH'")  # the ACL guard's probe too
     source, found = STATUS_MARKER.subn(lambda _: STATUS_LOCALS, source)
     if found != 1:
         raise ValueError(f"{name}.lua must include _common.lua once (its status names)")
