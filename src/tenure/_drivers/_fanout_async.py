@@ -205,9 +205,8 @@ async def _scatter(
                     data = packed.get(key)
                     if data is None:
                         data = packed[key] = conn.pack_commands(_commands(step))
-                    if getattr(conn, "is_connected", False):
-                        await conn.send_packed_command(data)
-                    else:  # connecting (the handshake) may block on a paused server
+                    if not _write_now(conn, data):
+                        # connecting (the handshake) may block on a paused server
                         async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                             await conn.send_packed_command(data)
                 except Exception as exc:
@@ -217,12 +216,15 @@ async def _scatter(
                     advance(i, None, exc)
                     continue
                 sent.append((i, conn, step))
+            got = await _read_all(jobs, sent, deadline)
+            total = len(sent)
             while sent:
                 i, conn, step = sent[0]
                 client = jobs[i][0]
-                library = _library(type(client))
                 try:
-                    raws = await _read_replies(conn, len(_commands(step)), deadline, library)
+                    raws = got[total - len(sent)]
+                    if isinstance(raws, BaseException):
+                        raise raws
                 except Exception as exc:
                     sent.pop(0)
                     del conns[i]
@@ -251,6 +253,25 @@ async def _scatter(
             raise
     for i, conn in conns.items():
         await _give_back(jobs[i][0], conn, broken=False)
+
+
+def _write_now(conn: Any, data: list[bytes]) -> bool:
+    """Hand ``data`` to ``conn``'s transport at once, when it is connected, its
+    write buffer is empty (nothing to drain: no wait) and it makes no health
+    checks; ``False`` (nothing written) otherwise. What redis-py's
+    ``send_packed_command`` does in that case, without the task and the timer
+    its ``socket_timeout`` costs per call (each round is bounded by its own
+    deadline)."""
+    writer = getattr(conn, "_writer", None)
+    if writer is None or not getattr(conn, "is_connected", False):
+        return False
+    if getattr(conn, "health_check_interval", 0):
+        return False
+    transport = writer.transport
+    if transport.is_closing() or transport.get_write_buffer_size():
+        return False
+    writer.writelines(data)
+    return True
 
 
 def _take_connection(client: Client) -> Any | None:
@@ -317,6 +338,46 @@ def _commands(step: Any) -> list[tuple[Any, ...]]:
     if isinstance(step, Pipeline):
         return [c for part in step.steps for c in _commands(part)]
     raise TypeError(f"run_each can't send {step!r}")
+
+
+async def _read_all(
+    jobs: list[tuple[Client, Plan[Any]]], sent: list[tuple[int, Any, Any]], deadline: float
+) -> list[list[Any] | Exception]:
+    """The raw replies to each entry ``(i, connection, step)`` of ``sent``, in
+    order, or the exception reading them raised: read under one timeout for
+    all (not one per connection); once it has run out, the entry it cut off
+    fails with ``TimeoutError`` and each of the others gets
+    :func:`_read_replies`' short wait (its replies may be here already)."""
+    got: list[list[Any] | Exception] = []
+    try:
+        async with asyncio.timeout(max(0.001, deadline - time.monotonic())):
+            for i, conn, step in sent:
+                try:
+                    got.append(await _read_raw(conn, len(_commands(step)), jobs[i][0]))
+                except Exception as exc:
+                    got.append(exc)
+    except TimeoutError:
+        got.append(TimeoutError("no reply in time"))
+        for i, conn, step in sent[len(got) :]:
+            library = _library(type(jobs[i][0]))
+            try:
+                got.append(await _read_replies(conn, len(_commands(step)), deadline, library))
+            except Exception as exc:
+                got.append(exc)
+    return got
+
+
+async def _read_raw(conn: Any, count: int, client: Client) -> list[Any]:
+    """``count`` replies from ``conn`` (no time limit of its own), an error
+    reply in place of its reply."""
+    error = _library(type(client)).response_error
+    raws: list[Any] = []
+    for _ in range(count):
+        try:
+            raws.append(await conn.read_response())
+        except error as exc:
+            raws.append(exc)
+    return raws
 
 
 async def _read_replies(conn: Any, count: int, deadline: float, library: _Library) -> list[Any]:

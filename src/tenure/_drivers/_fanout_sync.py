@@ -10,10 +10,11 @@ import concurrent.futures
 import functools
 import os
 import queue
+import select
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import redis
@@ -253,10 +254,12 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 advance(i, None, exc)
                 continue
             sent.append((i, conn, step))
-        for i, conn, step in sent:
+        for (i, conn, step), arrived in _arrivals(sent, deadline):
             client = jobs[i][0]
             try:
-                raws = _read_replies(conn, len(_commands(step)), deadline, _library(type(client)))
+                raws = _read_replies(
+                    conn, len(_commands(step)), deadline, _library(type(client)), arrived
+                )
             except Exception as exc:
                 conn.disconnect()
                 del conns[i]
@@ -277,7 +280,8 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
             advance(i, reply, None)
     for i, conn in conns.items():
         _give_back(jobs[i][0], conn)
-    concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
+    if threaded:
+        concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
     for i, future in threaded.items():
         if future.done():
             error = future.exception()
@@ -379,14 +383,47 @@ def _commands(step: Any) -> list[tuple[Any, ...]]:
     raise TypeError(f"run_each can't send {step!r}")
 
 
-def _read_replies(conn: Any, count: int, deadline: float, library: _Library) -> list[Any]:
-    """``count`` replies from ``conn``, an error reply in place of its reply.
+Sent = tuple[int, Any, Any]
+
+
+def _arrivals(sent: list[Sent], deadline: float) -> Iterator[tuple[Sent, bool]]:
+    """The entries ``(i, connection, step)`` of ``sent`` in the order their
+    servers' replies arrive, each with ``True``, one ``poll`` watching them all
+    (instead of two per connection); then, at ``deadline``, those still without
+    a reply, and any whose socket can't be polled, with ``False`` (for
+    :func:`_read_replies` to wait on, or to time out)."""
+    poller = select.poll()
+    by_fd: dict[int, Sent] = {}
+    for entry in sent:
+        sock = getattr(entry[1], "_sock", None)
+        fd = sock.fileno() if sock is not None else -1
+        if fd < 0 or fd in by_fd:
+            yield entry, False
+            continue
+        by_fd[fd] = entry
+        poller.register(fd, select.POLLIN)
+    while by_fd:
+        ready = poller.poll(max(0.0, deadline - time.monotonic()) * 1000)
+        if not ready:
+            for entry in by_fd.values():
+                yield entry, False
+            return
+        for fd, _ in ready:
+            poller.unregister(fd)
+            yield by_fd.pop(fd), True
+
+
+def _read_replies(
+    conn: Any, count: int, deadline: float, library: _Library, arrived: bool = False
+) -> list[Any]:
+    """``count`` replies from ``conn``, an error reply in place of its reply;
+    ``arrived``: its socket was seen readable (a reply, or the server closing it).
 
     Raises:
         TimeoutError: the first did not come before ``deadline``.
     """
     left = max(0.0, deadline - time.monotonic())  # past it: only a reply already here
-    if not conn.can_read(timeout=left):
+    if not arrived and not conn.can_read(timeout=left):
         raise TimeoutError("no reply in time")
     raws: list[Any] = []
     for _ in range(count):
