@@ -195,7 +195,7 @@ async def _scatter(
         advance(i, None, None)
     while steps:
         sent: list[tuple[int, Any, Any]] = []
-        packed: dict[tuple[int, str], Any] = {}  # the same step to every server: packed once
+        packed: dict[tuple[int, Any, Any], Any] = {}  # the same step to every server: packed once
         try:
             for i, step in list(steps.items()):
                 client = jobs[i][0]
@@ -323,11 +323,17 @@ async def _give_back(client: Client, conn: Any, *, broken: bool) -> None:
     spare.append(conn)
 
 
-def _pack_key(conn: Any, step: Any) -> tuple[int, str]:
+def _pack_key(conn: Any, step: Any) -> tuple[int, Any, Any]:
     """What a packed step may be reused for: the same step, the same encoding."""
     encoder = getattr(conn, "encoder", None)
-    how = (getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None))
-    return id(step), repr(how)
+    return id(step), getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None)
+
+
+def _count(step: Any) -> int:
+    """How many commands ``step`` sends (and so how many replies to read)."""
+    if isinstance(step, Pipeline):
+        return sum(_count(part) for part in step.steps)
+    return 1
 
 
 def _commands(step: Any) -> list[tuple[Any, ...]]:
@@ -353,7 +359,7 @@ async def _read_all(
         async with asyncio.timeout(max(0.001, deadline - time.monotonic())):
             for i, conn, step in sent:
                 try:
-                    got.append(await _read_raw(conn, len(_commands(step)), jobs[i][0]))
+                    got.append(await _read_raw(conn, _count(step), jobs[i][0]))
                 except Exception as exc:
                     got.append(exc)
     except TimeoutError:
@@ -361,7 +367,7 @@ async def _read_all(
         for i, conn, step in sent[len(got) :]:
             library = _library(type(jobs[i][0]))
             try:
-                got.append(await _read_replies(conn, len(_commands(step)), deadline, library))
+                got.append(await _read_replies(conn, _count(step), deadline, library))
             except Exception as exc:
                 got.append(exc)
     return got

@@ -237,7 +237,7 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
             advance(i, None, None)
     while steps:
         sent: list[tuple[int, Any, Any]] = []
-        packed: dict[tuple[int, str], Any] = {}  # the same step to every server: packed once
+        packed: dict[tuple[int, Any, Any], Any] = {}  # the same step to every server: packed once
         for i, step in list(steps.items()):
             client = jobs[i][0]
             conn = conns[i]
@@ -257,9 +257,7 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
         for (i, conn, step), arrived in _arrivals(sent, deadline):
             client = jobs[i][0]
             try:
-                raws = _read_replies(
-                    conn, len(_commands(step)), deadline, _library(type(client)), arrived
-                )
+                raws = _read_replies(conn, _count(step), deadline, _library(type(client)), arrived)
             except Exception as exc:
                 conn.disconnect()
                 del conns[i]
@@ -366,11 +364,17 @@ def _run_trusted(client: Client, plan: Plan[T]) -> T:
     return result
 
 
-def _pack_key(conn: Any, step: Any) -> tuple[int, str]:
+def _pack_key(conn: Any, step: Any) -> tuple[int, Any, Any]:
     """What a packed step may be reused for: the same step, the same encoding."""
     encoder = getattr(conn, "encoder", None)
-    how = (getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None))
-    return id(step), repr(how)
+    return id(step), getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None)
+
+
+def _count(step: Any) -> int:
+    """How many commands ``step`` sends (and so how many replies to read)."""
+    if isinstance(step, Pipeline):
+        return sum(_count(part) for part in step.steps)
+    return 1
 
 
 def _commands(step: Any) -> list[tuple[Any, ...]]:
