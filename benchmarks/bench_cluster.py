@@ -34,6 +34,7 @@ Usage (``make bench-cluster`` runs the first line)::
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
@@ -44,7 +45,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +54,9 @@ from typing import Any
 import bench_locks as bl
 import bench_primitives as bp
 import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.connection
 import redis.cluster
 import redis.connection
 
@@ -72,6 +76,8 @@ PRIMITIVES: dict[str, str] = {
     "rw-write": "ReadWriteLock write",
     "latch": "CountDownLatch",
 }
+#: The asyncio row of part 1 (``AsyncLock``).
+ASYNC_LABEL = "AsyncLock (asyncio)"
 TOPOLOGIES = ("single", "cluster")
 HANDOFF_PROCESSES = 4
 #: The issue's target: the cluster's hand-off p50 at most this times one server's.
@@ -120,6 +126,24 @@ def counting_writes() -> Iterator[_Writes]:
     def send_packed_command(self: Any, command: Any, check_health: bool = True) -> None:
         writes.add(command)
         original(self, command, check_health)
+
+    setattr(cls, "send_packed_command", send_packed_command)  # noqa: B010
+    try:
+        yield writes
+    finally:
+        setattr(cls, "send_packed_command", original)  # noqa: B010
+
+
+@contextmanager
+def counting_async_writes() -> Iterator[_Writes]:
+    """:func:`counting_writes` for redis.asyncio's connections."""
+    cls = redis.asyncio.connection.AbstractConnection
+    original: Callable[..., Awaitable[None]] = cls.send_packed_command
+    writes = _Writes()
+
+    async def send_packed_command(self: Any, command: Any, check_health: bool = True) -> None:
+        writes.add(command)
+        await original(self, command, check_health)
 
     setattr(cls, "send_packed_command", send_packed_command)  # noqa: B010
     try:
@@ -231,6 +255,66 @@ def bench_uncontended(
     return out
 
 
+async def bench_uncontended_async(
+    urls: dict[str, str],
+    stats: dict[str, bl.InfoSource],
+    counted: int,
+    timed: int,
+    slice_: int,
+    tag: str,
+) -> list[Uncontended]:
+    """Part 1 for ``AsyncLock`` on a ``redis.asyncio`` client and a
+    ``redis.asyncio.cluster.RedisCluster``, the same way."""
+    clients: dict[str, Any] = {
+        "single": redis.asyncio.Redis.from_url(urls["single"]),
+        "cluster": redis.asyncio.cluster.RedisCluster.from_url(urls["cluster"]),
+    }
+    locks = {
+        top: tenure.AsyncLock(clients[top], f"{tag}:ua:{top}", ttl=bl.TTL) for top in TOPOLOGIES
+    }
+
+    async def cycle(top: str) -> float:
+        start = time.perf_counter()
+        lease = await locks[top].acquire()
+        assert lease is not None
+        await lease.release()
+        return time.perf_counter() - start
+
+    rows: dict[str, Uncontended] = {}
+    try:
+        for top in TOPOLOGIES:
+            for _ in range(50):
+                await cycle(top)
+            before = bl.command_calls(stats[top])
+            with counting_async_writes() as writes:
+                for _ in range(counted):
+                    await cycle(top)
+            after = bl.command_calls(stats[top])
+            server = {
+                name.removeprefix("cmdstat_"): n - before.get(name, 0)
+                for name, n in after.items()
+                if name != "cmdstat_info" and n != before.get(name, 0)
+            }
+            rows[top] = Uncontended(
+                "async-lock",
+                ASYNC_LABEL,
+                top,
+                counted,
+                writes.count / counted,
+                sum(server.values()) / counted,
+                dict(writes.commands),
+                server,
+            )
+        for n in range(timed // slice_):
+            for top in TOPOLOGIES if n % 2 == 0 else TOPOLOGIES[::-1]:
+                for _ in range(slice_):
+                    rows[top].cycle_us.append(await cycle(top) * 1e6)
+    finally:
+        for client in clients.values():
+            await client.aclose()
+    return list(rows.values())
+
+
 # --------------------------------------------------------------------------
 # Part 2: hand-off with 4 processes.
 # --------------------------------------------------------------------------
@@ -303,7 +387,9 @@ def report(meta: dict[str, Any], unc: list[Uncontended], hand: list[HandOff]) ->
         "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     notes: list[str] = []
-    for impl, label in PRIMITIVES.items():
+    for impl, label in [*PRIMITIVES.items(), ("async-lock", ASYNC_LABEL)]:
+        if (impl, "single") not in by:
+            continue
         s, c = by[(impl, "single")], by[(impl, "cluster")]
         equal = math.isclose(s.round_trips_per_cycle, c.round_trips_per_cycle) and math.isclose(
             s.server_cmds_per_cycle, c.server_cmds_per_cycle
@@ -422,6 +508,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         bl.log(f"server: {meta['server']}; cluster of {len(cluster.nodes)} masters")
         bl.log(f"uncontended: {len(PRIMITIVES)} primitives x 2 topologies")
         unc = bench_uncontended(clients, dict(stats), counted, timed, args.slice, tag)
+        unc += asyncio.run(
+            bench_uncontended_async(urls, dict(stats), counted, timed, args.slice, tag)
+        )
         bl.log(f"hand-off: starting {HANDOFF_PROCESSES} worker processes per topology (spawn)")
         pools["single"] = bl.WorkerPool(HANDOFF_PROCESSES, urls["single"])
         pools["cluster"] = bl.WorkerPool(
