@@ -115,15 +115,19 @@ async def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> 
     results: list[Any] = [_NOT_DONE] * len(todo)
     alone: dict[int, asyncio.Task[Any]] = {}
     conns: dict[int, Any] = {}
+    states: dict[int, _State] = {}
     for i, (client, plan) in enumerate(todo):
-        if client not in _suspects and _state(client).server is not None:
-            conn = _take_connection(client)
-            if conn is not None:
-                conns[i] = conn
-                continue
+        if client not in _suspects:
+            state = _state(client)
+            if state.server is not None:
+                conn = _take_connection(client, state)
+                if conn is not None:
+                    conns[i] = conn
+                    states[i] = state
+                    continue
         alone[i] = asyncio.ensure_future(_run_trusted(client, plan, timeout))
     try:
-        await _scatter(todo, deadline, results, conns)
+        await _scatter(todo, deadline, results, conns, states)
         if alone:
             await asyncio.wait(alone.values(), timeout=max(0.0, deadline - time.monotonic()))
     finally:
@@ -174,10 +178,12 @@ async def _scatter(
     deadline: float,
     results: list[Any],
     conns: dict[int, Any],
+    states: dict[int, _State],
 ) -> None:
     """:func:`run_each`'s quick path for the jobs in ``conns`` (on the connection
-    given there): each round's steps written to every server, then the replies
-    read, until every plan is done or ``deadline``; results into ``results``."""
+    given there; ``states``: their clients'): each round's steps written to
+    every server, then the replies read, until every plan is done or
+    ``deadline``; results into ``results``."""
     steps: dict[int, Any] = {}
 
     def advance(i: int, reply: Any, error: BaseException | None) -> None:
@@ -252,7 +258,11 @@ async def _scatter(
                     await _give_back(jobs[i][0], conn, broken=True)
             raise
     for i, conn in conns.items():
-        await _give_back(jobs[i][0], conn, broken=False)
+        spare = states[i].spare
+        if len(spare) < SPARE_CONNECTIONS:
+            spare.append(conn)
+        else:
+            await conn.disconnect()
 
 
 def _write_now(conn: Any, data: list[bytes]) -> bool:
@@ -274,13 +284,12 @@ def _write_now(conn: Any, data: list[bytes]) -> bool:
     return True
 
 
-def _take_connection(client: Client) -> Any | None:
+def _take_connection(client: Client, state: _State) -> Any | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
     (made on the client's pool settings, outside the pool: no checkout per
     round), or ``None`` when there is none: then one is connected in a task of
     its own for the next rounds (connecting can block on a paused server), one
-    at a time."""
-    state = _state(client)
+    at a time. ``state``: the client's."""
     while state.spare:
         conn = state.spare.pop()
         if getattr(conn, "is_connected", False):
@@ -409,8 +418,9 @@ def _replies(step: Any, raws: list[Any]) -> Any:
     Raises:
         _Fallback: a raw reply is an error (NOSCRIPT, NOPERM, ...).
     """
-    if any(isinstance(raw, Exception) for raw in raws):
-        raise _Fallback
+    for raw in raws:
+        if isinstance(raw, Exception):
+            raise _Fallback
     if isinstance(step, Eval):
         return parse_reply(step.script, raws[0])
     if isinstance(step, Command):

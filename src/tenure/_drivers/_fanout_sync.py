@@ -40,6 +40,7 @@ from ._sync import (
     _perform,
     _SendRenewals,
     _start,
+    _State,
     _state,
     _states_mutex,
     _Watchdog,
@@ -204,13 +205,17 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     steps: dict[int, Any] = {}
     threaded: dict[int, concurrent.futures.Future[Any]] = {}
     conns: dict[int, Any] = {}
+    states: dict[int, _State] = {}
     for i, (client, plan) in enumerate(jobs):
         suspect = client in _suspects
-        if not suspect and _state(client).server is not None:
-            conn = _take_connection(client)
-            if conn is not None:
-                conns[i] = conn
-                continue
+        if not suspect:
+            state = _state(client)
+            if state.server is not None:
+                conn = _take_connection(client, state)
+                if conn is not None:
+                    conns[i] = conn
+                    states[i] = state
+                    continue
         earlier = _on_thread.get(client) if suspect else None
         if earlier is not None and not earlier.done():
             # a call still stuck on that server (paused): no second thread for it
@@ -277,7 +282,7 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 continue
             advance(i, reply, None)
     for i, conn in conns.items():
-        _give_back(jobs[i][0], conn)
+        _give_back(states[i], conn)
     if threaded:
         concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
     for i, future in threaded.items():
@@ -294,13 +299,12 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     return results
 
 
-def _take_connection(client: Client) -> Any | None:
+def _take_connection(client: Client, state: _State) -> Any | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
     (made on the client's pool settings, outside the pool: no checkout per
     round), or ``None`` when there is none: then one is connected on a worker
     thread for the next rounds (connecting can block on a paused server), one
-    at a time."""
-    state = _state(client)
+    at a time. ``state``: the client's."""
     with _spare_mutex:
         while state.spare:
             conn = state.spare.pop()
@@ -318,15 +322,14 @@ def _take_connection(client: Client) -> Any | None:
             return
         finally:
             state.connecting = False
-        _give_back(client, conn)
+        _give_back(state, conn)
 
     _workers.submit(connect)
     return None
 
 
-def _give_back(client: Client, conn: Any) -> None:
-    """Keep ``conn`` for the next rounds, unless enough are kept."""
-    state = _state(client)
+def _give_back(state: _State, conn: Any) -> None:
+    """Keep ``conn`` for the next rounds (in its client's ``state``), unless enough are kept."""
     with _spare_mutex:
         if len(state.spare) < SPARE_CONNECTIONS:
             state.spare.append(conn)
@@ -444,8 +447,9 @@ def _replies(step: Any, raws: list[Any]) -> Any:
     Raises:
         _Fallback: a raw reply is an error (NOSCRIPT, NOPERM, ...).
     """
-    if any(isinstance(raw, Exception) for raw in raws):
-        raise _Fallback
+    for raw in raws:
+        if isinstance(raw, Exception):
+            raise _Fallback
     if isinstance(step, Eval):
         return parse_reply(step.script, raws[0])
     if isinstance(step, Command):
