@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -383,13 +384,15 @@ async def _read_all(
 
 
 async def _read_raw(conn: Any, count: int, client: Client) -> list[Any]:
-    """``count`` replies from ``conn`` (no time limit of its own), an error
-    reply in place of its reply."""
+    """``count`` replies from ``conn``, an error reply in place of its reply,
+    with no time limit of its own: the caller's bounds them all (an infinite
+    ``timeout`` spares the timer redis-py's ``read_response`` otherwise sets
+    for its ``socket_timeout`` on every call)."""
     error = _library(type(client)).response_error
     raws: list[Any] = []
     for _ in range(count):
         try:
-            raws.append(await conn.read_response())
+            raws.append(await conn.read_response(timeout=math.inf))
         except error as exc:
             raws.append(exc)
     return raws
