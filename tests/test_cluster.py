@@ -242,6 +242,38 @@ def test_a_release_wakes_the_waiter(rc: redis.cluster.RedisCluster, make: type) 
         assert _handoff(rc, make, name) < PROMPT
 
 
+def _bus_publishes(port: int) -> int:
+    """Pub/sub messages (PUBLISH and SPUBLISH copies) a node got over the cluster bus so far."""
+    with redis.Redis(port=port) as client:
+        info = client.execute_command("CLUSTER", "INFO").decode()
+    fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
+    return sum(
+        int(fields.get(f"cluster_stats_messages_{k}_received", 0))
+        for k in ("publish", "publishshard")
+    )
+
+
+def test_what_a_hand_off_sends_over_the_cluster_bus(
+    cluster: Cluster, rc: redis.cluster.RedisCluster
+) -> None:
+    """Sharded pub/sub: a hand-off's wake stays on the name's master (no other
+    master gets a copy). The Redis 6.2 fallback's PUBLISH is copied to every
+    other node: each gets at least one message per hand-off (about three: the
+    wake and, on 6.2, the ACL guard's probe PUBLISHes; docs/topologies.md)."""
+    name = _names(rc, "bus")[0]
+    others = [node.port for node in cluster.nodes if node.port != _port_of(rc, name)]
+    _handoff(rc, Lock, name)  # scripts loaded, hub subscribed
+    before = [_bus_publishes(port) for port in others]
+    for _ in range(3):
+        assert _handoff(rc, Lock, name) < PROMPT
+    time.sleep(0.2)  # the last copies arrive
+    got = [_bus_publishes(port) - b for port, b in zip(others, before, strict=True)]
+    if cluster.legacy:
+        assert all(n >= 3 for n in got), got
+    else:
+        assert got == [0, 0]
+
+
 def test_a_release_wakes_the_waiter_semaphore_rwlock_latch(
     rc: redis.cluster.RedisCluster,
 ) -> None:
