@@ -7,15 +7,15 @@ clients of the watchdog's renewals and of the hub's hand-offs) and the
 ``NoScriptError`` it catches are those of the client's own library, found once
 per client class (see :mod:`._clients`).
 
-A redis-py Redis Cluster client (``redis.asyncio.cluster.RedisCluster``) is
-driven as the synchronous driver drives ``redis.cluster.RedisCluster``: scripts
-and commands through the client (routed by their keys' slot), the
-:func:`._clients.sharded` variant of every script, one wake hub per node it
-waits on (sharded pub/sub, on a connection pool of its own to that node), and
-watchdog renewals in one cluster pipeline. On a cluster without sharded
-pub/sub (Redis 6.2, found by the first call's server probe) it falls back to
-the scripts' plain variants (``PUBLISH``, which the cluster bus copies to every
-node) and hubs that ``SUBSCRIBE``, still one per node waited on.
+A Redis Cluster client (``redis.asyncio.cluster.RedisCluster``,
+``valkey.asyncio.cluster.ValkeyCluster``) is driven as the synchronous driver
+drives a synchronous one: scripts and commands through the client (routed by
+their keys' slot), the :func:`._clients.sharded` variant of every script, one
+wake hub per node it waits on (sharded pub/sub, on a connection pool of its
+own to that node), and watchdog renewals in one cluster pipeline. On a cluster
+without sharded pub/sub (Redis 6.2, found by the first call's server probe) it
+falls back to the scripts' plain variants (``PUBLISH``, which the cluster bus
+copies to every node) and hubs that ``SUBSCRIBE``, still one per node waited on.
 """
 
 from __future__ import annotations
@@ -163,6 +163,56 @@ class _Reconnects:
             await self.hub._unsubscribe(pubsub, name)
 
 
+class _ShardedPubSub:
+    """Sharded pub/sub (``SSUBSCRIBE`` / ``SUNSUBSCRIBE``, ``smessage``), mixed into
+    valkey-py's asyncio PubSub, which lacks it (valkey-py 6.2; its synchronous
+    PubSub has it, as redis-py's both do): what a ``ValkeyCluster`` hub needs,
+    with the same attributes as redis-py's (``shard_channels``), subscribed
+    again on a new connection."""
+
+    shard_channels: dict[Any, Any]
+    pending_unsubscribe_shard_channels: set[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shard_channels = {}
+        self.pending_unsubscribe_shard_channels = set()
+
+    async def ssubscribe(self, *channels: Any) -> None:
+        pubsub = cast(Any, self)
+        await pubsub.execute_command("SSUBSCRIBE", *channels)
+        new = pubsub._normalize_keys(dict.fromkeys(channels))
+        self.shard_channels.update(new)
+        self.pending_unsubscribe_shard_channels.difference_update(new)
+
+    def sunsubscribe(self, *channels: Any) -> Awaitable[Any]:
+        pubsub = cast(Any, self)
+        self.pending_unsubscribe_shard_channels.update(
+            pubsub._normalize_keys(dict.fromkeys(channels))
+        )
+        return cast(Awaitable[Any], pubsub.execute_command("SUNSUBSCRIBE", *channels))
+
+    async def on_connect(self, connection: Any) -> None:
+        await cast(Any, super()).on_connect(connection)
+        self.pending_unsubscribe_shard_channels.clear()
+        if self.shard_channels:
+            await cast(Any, self).execute_command("SSUBSCRIBE", *self.shard_channels)
+
+    async def handle_message(self, response: Any, ignore_subscribe_messages: bool = False) -> Any:
+        message = await cast(Any, super()).handle_message(response, ignore_subscribe_messages)
+        if isinstance(message, dict) and message.get("type") in ("sunsubscribe", b"sunsubscribe"):
+            channel = message["channel"]
+            if channel in self.pending_unsubscribe_shard_channels:
+                self.pending_unsubscribe_shard_channels.discard(channel)
+                self.shard_channels.pop(channel, None)
+        return message
+
+    @property
+    def subscribed(self) -> bool:
+        pubsub = cast(Any, self)
+        return bool(pubsub.channels or pubsub.patterns or self.shard_channels)
+
+
 @dataclass(frozen=True, slots=True)
 class _Library:
     """The classes of one client library (redis-py or valkey-py) the driver uses."""
@@ -177,6 +227,8 @@ class _Library:
     response_error: type[Exception]
     #: the arguments of its pool's ``get_connection`` (valkey-py needs a command name)
     checkout: tuple[str, ...]
+    #: its connection pool class (a cluster hub's pool to one node)
+    pool: Callable[..., Any]
 
 
 class _RedisHubPubSub(_Reconnects, redis.asyncio.client.PubSub):
@@ -189,6 +241,7 @@ _REDIS = _Library(
     redis.exceptions.NoScriptError,
     redis.exceptions.ResponseError,
     (),
+    redis.asyncio.ConnectionPool,
 )
 
 
@@ -200,8 +253,9 @@ def _library_named(name: _clients.Library) -> _Library:
     import valkey.asyncio.client
     import valkey.exceptions
 
-    class _ValkeyHubPubSub(_Reconnects, valkey.asyncio.client.PubSub):
-        """valkey-py's PubSub, telling its hub when the connection is made again."""
+    class _ValkeyHubPubSub(_Reconnects, _ShardedPubSub, valkey.asyncio.client.PubSub):
+        """valkey-py's PubSub, with sharded pub/sub, telling its hub when the
+        connection is made again."""
 
     return _Library(
         valkey.asyncio.Valkey,
@@ -209,6 +263,7 @@ def _library_named(name: _clients.Library) -> _Library:
         valkey.exceptions.NoScriptError,
         valkey.exceptions.ResponseError,
         ("EVALSHA",),
+        valkey.asyncio.ConnectionPool,
     )
 
 
@@ -536,8 +591,7 @@ def _hub(client: Client, channel: str) -> _Hub:
     where = (str(node.host), int(node.port))
     hub = state.nodes.get(where)
     if hub is None:
-        # (only redis-py's cluster clients are accepted: see _clients.check)
-        pool = redis.asyncio.ConnectionPool(
+        pool = state.hub._library.pool(
             connection_class=node.connection_class, **node.connection_kwargs
         )
         hub = _Hub(

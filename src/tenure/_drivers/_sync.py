@@ -7,15 +7,16 @@ clients of the watchdog's renewals and of the hub's hand-offs) and the
 ``NoScriptError`` it catches are those of the client's own library, found once
 per client class (see :mod:`._clients`).
 
-A redis-py Redis Cluster client (``redis.cluster.RedisCluster``) is driven
-through itself for scripts and commands (it sends each to the node owning its
-keys' slot, and ``SCRIPT LOAD`` to every master), with the :func:`._clients.sharded`
-variant of every script; it gets one wake hub per node it waits on, each a
-sharded pub/sub connection (``SSUBSCRIBE``) on that node's connection pool,
-and its watchdog renews one pipelined round trip per node. On a cluster
-without sharded pub/sub (Redis 6.2, found by the first call's server probe) it
-falls back to the scripts' plain variants (``PUBLISH``, which the cluster bus
-copies to every node) and hubs that ``SUBSCRIBE``, still one per node waited on.
+A Redis Cluster client (``redis.cluster.RedisCluster``,
+``valkey.cluster.ValkeyCluster``) is driven through itself for scripts and
+commands (it sends each to the node owning its keys' slot, and ``SCRIPT LOAD``
+to every master), with the :func:`._clients.sharded` variant of every script;
+it gets one wake hub per node it waits on, each a sharded pub/sub connection
+(``SSUBSCRIBE``) on that node's connection pool, and its watchdog renews one
+pipelined round trip per node. On a cluster without sharded pub/sub (Redis
+6.2, found by the first call's server probe) it falls back to the scripts'
+plain variants (``PUBLISH``, which the cluster bus copies to every node) and
+hubs that ``SUBSCRIBE``, still one per node waited on.
 """
 
 from __future__ import annotations
