@@ -394,6 +394,62 @@ def test_a_release_wakes_the_waiter_async(cluster: Cluster, lib: Lib) -> None:
     assert all(t < PROMPT for t in took), took
 
 
+def _kill_pubsub(port: int) -> int:
+    """Close every pub/sub connection of one node (CLIENT KILL TYPE pubsub)."""
+    with redis.Redis(port=port) as node:
+        return int(node.client_kill_filter(_type="pubsub"))
+
+
+def test_a_waiter_is_woken_after_its_hub_connection_was_killed(crc: Any) -> None:
+    """The hub's connection to the name's master is closed while a waiter waits:
+    the library connects again and subscribes again (SSUBSCRIBE, or SUBSCRIBE
+    on 6.2), so the release still wakes the waiter, long before the holder's ttl."""
+    name = _names(crc, "killed")[0]
+    holder = Lock(crc, name, ttl=LEASE).acquire()
+    got: list[float] = []
+
+    def wait() -> None:
+        with Lock(crc, name, ttl=LEASE).acquire(timeout=LEASE):
+            got.append(time.monotonic())
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.3)  # the waiter is subscribed and blocked
+    assert _kill_pubsub(_port_of(crc, name)) >= 1, "no pub/sub connection to kill"
+    time.sleep(1.0)  # connected and subscribed again
+    released = time.monotonic()
+    holder.release()
+    thread.join(LEASE)
+    assert got and got[0] - released < PROMPT
+
+
+def test_a_waiter_is_woken_after_its_hub_connection_was_killed_async(
+    cluster: Cluster, lib: Lib
+) -> None:
+    async def main() -> float:
+        rc = _async_client(cluster, lib)
+        try:
+            holder = await AsyncLock(rc, name, ttl=LEASE).acquire()
+            waiter = asyncio.create_task(AsyncLock(rc, name, ttl=LEASE).acquire(timeout=LEASE))
+            await asyncio.sleep(0.3)
+            assert _kill_pubsub(port) >= 1, "no pub/sub connection to kill"
+            await asyncio.sleep(1.0)  # connected and subscribed again
+            released = time.monotonic()
+            await holder.release()
+            lease = await waiter
+            took = time.monotonic() - released
+            await lease.release()
+            return took
+        finally:
+            await rc.aclose()
+
+    sync = REDIS.client(cluster)
+    name = _names(sync, "killed-async")[0]
+    port = _port_of(sync, name)
+    sync.close()
+    assert asyncio.run(main()) < PROMPT
+
+
 def test_contending_threads_never_overlap(crc: Any) -> None:
     names = _names(crc, "contend")[:2]
     inside = dict.fromkeys(names, 0)
