@@ -450,6 +450,42 @@ def test_a_waiter_is_woken_after_its_hub_connection_was_killed_async(
     assert asyncio.run(main()) < PROMPT
 
 
+def _pubsub_connections(port: int) -> int:
+    with redis.Redis(port=port) as node:
+        return len(node.client_list(_type="pubsub"))
+
+
+def test_one_hub_connection_per_master_waited_on(cluster: Cluster, crc: Any) -> None:
+    """Waiters on four names, three of them on one master: the client listens
+    with one pub/sub connection on each of the two masters, none on the third."""
+    candidates = [f"hubs-{i}" for i in range(200)]
+    port = _port_of(crc, candidates[0])
+    crowded = [n for n in candidates if _port_of(crc, n) == port][:3]
+    other = next(n for n in candidates if _port_of(crc, n) != port)
+    names = [*crowded, other]
+    holders = [Lock(crc, name, ttl=LEASE).acquire() for name in names]
+    done: list[bool] = []
+
+    def wait(name: str) -> None:
+        lease = Lock(crc, name, ttl=LEASE).acquire(timeout=LEASE)
+        done.append(lease is not None)
+        if lease is not None:
+            lease.release()
+
+    threads = [threading.Thread(target=wait, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # every waiter subscribed
+    counts = {node.port: _pubsub_connections(node.port) for node in cluster.nodes}
+    for holder in holders:
+        holder.release()
+    for thread in threads:
+        thread.join(LEASE)
+    assert done == [True] * 4
+    assert counts[port] == 1 and counts[_port_of(crc, other)] == 1, counts
+    assert sum(counts.values()) == 2, counts
+
+
 def test_contending_threads_never_overlap(crc: Any) -> None:
     names = _names(crc, "contend")[:2]
     inside = dict.fromkeys(names, 0)
