@@ -564,3 +564,52 @@ def test_the_operator_tools_see_a_redlocks_waiters(clients: list[redis.Redis]) -
     finally:
         lease.release()
         waiter.join(5)
+
+
+def _watchdogs() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "tenure-watchdog")
+
+
+def test_many_redlocks_share_one_watchdog(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A Redlock per request does not start a watchdog thread (or task) per
+    object: the leases of every Redlock share one, renewed on each quorum."""
+    before = _watchdogs()
+    for i in range(50):
+        lease = Redlock(clients, f"many-{i}", ttl=5, auto_renew=True).acquire()
+        assert lease
+        lease.release()
+    assert _watchdogs() <= before + 1
+    # leases of several Redlocks (one of them over other masters' clients) renewed together
+    others = [redis.Redis.from_url(s.url) for s in masters]
+    locks = [Redlock(clients, f"shared-{i}", ttl=0.6, auto_renew=True) for i in range(3)]
+    locks.append(Redlock(others[::-1], "shared-other", ttl=0.6, auto_renew=True))
+    leases = [lock.acquire() for lock in locks]
+    assert all(leases)
+    assert _watchdogs() <= before + 1
+    time.sleep(1.5)  # past two ttls: only renewals keep them
+    assert all(lease.valid and not lease.lost.is_set() for lease in leases)  # type: ignore[union-attr]
+    for i in (0, 1, 2):
+        masters[i].stop()
+    assert all(lease.lost.wait(2.0) for lease in leases), "no quorum: each one lost"  # type: ignore[union-attr]
+    time.sleep(1.5)  # nothing watched for more than the linger: the thread ended
+    assert _watchdogs() <= before
+    for c in others:
+        c.close()
+
+    async def main() -> int:
+        for s in masters:
+            if not _up(s):
+                s.start()
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        for i in range(50):
+            alease = await AsyncRedlock(aclients, f"amany-{i}", ttl=5, auto_renew=True).acquire()
+            assert alease
+            await alease.release()
+        dogs = sum(1 for t in asyncio.all_tasks() if t.get_name() == "tenure-watchdog")
+        for c in aclients:
+            await c.aclose()
+        return dogs
+
+    assert asyncio.run(main()) <= 1

@@ -450,7 +450,7 @@ def _text(value: Any) -> str:
 
 
 #: What a watchdog that does not renew on one client's pipeline calls instead
-#: (a Redlock's, see :func:`watch_with`): the leases due, in order, to a list
+#: (a Redlock's, see ``watch_shared``): the leases due, in order, to a list
 #: of one renewal reply each (``(Status, value)``, or ``None`` to retry).
 _SendRenewals: TypeAlias = Callable[[list[Any]], Awaitable[list[tuple[Status, Any] | None]]]
 

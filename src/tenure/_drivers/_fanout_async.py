@@ -1,8 +1,9 @@
 """The asyncio driver's calls on several servers at once (a Redlock's
 masters): :func:`run_each` drives one plan per server in parallel within a
 deadline, :func:`listen_each` listens on a wake channel on each, and
-:func:`watch_with` renews leases with a watchdog of their owner's own (on a
-quorum). Split from :mod:`._async`, whose connections, hub and watchdog it uses."""
+:func:`watch_shared` renews leases with a watchdog shared by every lock of
+the kind (on a quorum of each lease's masters). Split from :mod:`._async`,
+whose connections, hub and watchdog it uses."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from .._protocol import (
     Eval,
     Pipeline,
     Plan,
-    Status,
     parse_reply,
 )
 from . import _clients, _identity
@@ -43,53 +43,45 @@ from ._async import (
 )
 from ._watchbook import Watch, Watchable
 
-_own_watchdogs: weakref.WeakKeyDictionary[Any, tuple[int, Any, _Watchdog]] = (
+#: The shared watchdogs of each event loop, one per renewal function (a
+#: Redlock's, which renews any set of leases on their masters' quorums):
+#: ``(generation, watchdog)``.
+_shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, tuple[int, _Watchdog]]] = (
     weakref.WeakKeyDictionary()
 )
 
-
-def watch_with(owner: object, lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
-    """Watch ``lease`` with a watchdog of ``owner``'s own (one per owner, process
-    and event loop), which renews with ``send`` instead of one client's pipeline
-    (a Redlock's leases, renewed on a quorum of masters). Stop and unwatch with
-    :func:`stop_renewing_with` and :func:`unwatch_with`. Call from a task."""
-    loop = asyncio.get_running_loop()
-    entry = _own_watchdogs.get(owner)
-    if entry is None or entry[0] != _identity.generation() or entry[1] is not loop:
-        entry = (_identity.generation(), loop, _Watchdog(None, _REDIS, _weakly(send)))
-        _own_watchdogs[owner] = entry
-    return entry[2].watch(lease, renew)
+#: The watchdog each watched lease was given to (a fork, another loop or a new
+#: watchdog never sends a lease's later calls to another one).
+_dog_of: weakref.WeakKeyDictionary[Watch, _Watchdog] = weakref.WeakKeyDictionary()
 
 
-def _weakly(send: _SendRenewals) -> _SendRenewals:
-    """``send``, a bound method of the watchdog's owner, without a strong
-    reference to the owner: the watchdog is the value of the owner's weak entry,
-    and through ``send`` it kept every owner (a Redlock per request) alive for
-    good. A watched lease holds its owner, so the owner lives while it renews."""
-    ref = weakref.WeakMethod(send)
-
-    async def call(leases: list[Any]) -> list[tuple[Status, Any] | None]:
-        bound = ref()
-        return [None] * len(leases) if bound is None else await bound(leases)
-
-    return call
-
-
-def _own_watchdog(owner: object) -> _Watchdog | None:
-    entry = _own_watchdogs.get(owner)
-    return None if entry is None else entry[2]
+def watch_shared(lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
+    """Watch ``lease`` with the event loop's watchdog for ``send`` (one per
+    ``send``, process and event loop, whatever the number of locks: a single
+    task, which ends :data:`~._watchbook.LINGER` seconds after its last lease),
+    which renews each batch of due leases with ``send`` instead of one client's
+    pipeline (a Redlock's leases, renewed on a quorum of their masters).
+    ``send`` must be a module-level function (it is the key). Stop and unwatch
+    with :func:`stop_renewing_shared` and :func:`unwatch_shared`. Call from a task."""
+    dogs = _shared.setdefault(asyncio.get_running_loop(), {})
+    entry = dogs.get(send)
+    if entry is None or entry[0] != _identity.generation():
+        entry = dogs[send] = (_identity.generation(), _Watchdog(None, _REDIS, send))
+    watch = entry[1].watch(lease, renew)
+    _dog_of[watch] = entry[1]
+    return watch
 
 
-def stop_renewing_with(owner: object, watch: Watch) -> None:
-    """:func:`stop_renewing` for a lease watched by :func:`watch_with`."""
-    dog = _own_watchdog(owner)
+def stop_renewing_shared(watch: Watch) -> None:
+    """:func:`stop_renewing` for a lease watched by :func:`watch_shared`."""
+    dog = _dog_of.get(watch)
     if dog is not None:
         dog.stop_renewing(watch)
 
 
-def unwatch_with(owner: object, watch: Watch) -> None:
-    """:func:`unwatch` for a lease watched by :func:`watch_with`."""
-    dog = _own_watchdog(owner)
+def unwatch_shared(watch: Watch) -> None:
+    """:func:`unwatch` for a lease watched by :func:`watch_shared`."""
+    dog = _dog_of.pop(watch, None)
     if dog is not None:
         dog.unwatch(watch)
 

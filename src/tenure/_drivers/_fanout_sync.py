@@ -1,8 +1,9 @@
 """The synchronous driver's calls on several servers at once (a Redlock's
 masters): :func:`run_each` drives one plan per server in parallel within a
 deadline, :func:`listen_each` listens on a wake channel on each, and
-:func:`watch_with` renews leases with a watchdog of their owner's own (on a
-quorum). Split from :mod:`._sync`, whose connections, hub and watchdog it uses."""
+:func:`watch_shared` renews leases with a watchdog shared by every lock of
+the kind (on a quorum of each lease's masters). Split from :mod:`._sync`,
+whose connections, hub and watchdog it uses."""
 
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ from .._protocol import (
     Eval,
     Pipeline,
     Plan,
-    Status,
     parse_reply,
 )
 from . import _clients, _identity
@@ -48,51 +48,45 @@ from ._sync import (
 )
 from ._watchbook import Watch, Watchable
 
-_own_watchdogs: weakref.WeakKeyDictionary[Any, tuple[int, _Watchdog]] = weakref.WeakKeyDictionary()
+#: The process's shared watchdogs, one per renewal function (a Redlock's, which
+#: renews any set of leases on their masters' quorums): ``(generation, watchdog)``.
+_shared: dict[Any, tuple[int, _Watchdog]] = {}
+
+#: The watchdog each watched lease was given to (a fork or a new watchdog
+#: never sends a lease's later calls to another one).
+_dog_of: weakref.WeakKeyDictionary[Watch, _Watchdog] = weakref.WeakKeyDictionary()
 
 
-def watch_with(owner: object, lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
-    """Watch ``lease`` with a watchdog of ``owner``'s own (one per owner and
-    process), which renews with ``send`` instead of one client's pipeline (a
-    Redlock's leases, renewed on a quorum of masters). Stop and unwatch with
-    :func:`stop_renewing_with` and :func:`unwatch_with`."""
+def watch_shared(lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
+    """Watch ``lease`` with the process's watchdog for ``send`` (one per
+    ``send`` and process, whatever the number of locks: a single thread, which
+    ends :data:`~._watchbook.LINGER` seconds after its last lease), which
+    renews each batch of due leases with ``send`` instead of one client's
+    pipeline (a Redlock's leases, renewed on a quorum of their masters).
+    ``send`` must be a module-level function (it is the key). Stop and unwatch
+    with :func:`stop_renewing_shared` and :func:`unwatch_shared`."""
     with _states_mutex:
-        entry = _own_watchdogs.get(owner)
+        entry = _shared.get(send)
         if entry is None or entry[0] != _identity.generation():
-            entry = (_identity.generation(), _Watchdog(None, _REDIS, _weakly(send)))
-            _own_watchdogs[owner] = entry
-    return entry[1].watch(lease, renew)
+            entry = _shared[send] = (_identity.generation(), _Watchdog(None, _REDIS, send))
+    watch = entry[1].watch(lease, renew)
+    with _states_mutex:
+        _dog_of[watch] = entry[1]
+    return watch
 
 
-def _weakly(send: _SendRenewals) -> _SendRenewals:
-    """``send``, a bound method of the watchdog's owner, without a strong
-    reference to the owner: the watchdog is the value of the owner's weak entry,
-    and through ``send`` it kept every owner (a Redlock per request) alive for
-    good. A watched lease holds its owner, so the owner lives while it renews."""
-    ref = weakref.WeakMethod(send)
-
-    def call(leases: list[Any]) -> list[tuple[Status, Any] | None]:
-        bound = ref()
-        return [None] * len(leases) if bound is None else bound(leases)
-
-    return call
-
-
-def _own_watchdog(owner: object) -> _Watchdog | None:
-    entry = _own_watchdogs.get(owner)
-    return None if entry is None else entry[1]
-
-
-def stop_renewing_with(owner: object, watch: Watch) -> None:
-    """:func:`stop_renewing` for a lease watched by :func:`watch_with`."""
-    dog = _own_watchdog(owner)
+def stop_renewing_shared(watch: Watch) -> None:
+    """:func:`stop_renewing` for a lease watched by :func:`watch_shared`."""
+    with _states_mutex:
+        dog = _dog_of.get(watch)
     if dog is not None:
         dog.stop_renewing(watch)
 
 
-def unwatch_with(owner: object, watch: Watch) -> None:
-    """:func:`unwatch` for a lease watched by :func:`watch_with`."""
-    dog = _own_watchdog(owner)
+def unwatch_shared(watch: Watch) -> None:
+    """:func:`unwatch` for a lease watched by :func:`watch_shared`."""
+    with _states_mutex:
+        dog = _dog_of.pop(watch, None)
     if dog is not None:
         dog.unwatch(watch)
 
@@ -506,9 +500,13 @@ def _unlisten_late(future: concurrent.futures.Future[Callable[[], None] | None])
 def _after_fork() -> None:
     """In a forked child: forget the parent's worker threads, its calls in
     flight on them (they never finish here: their clients would stay suspect
-    for good) and its suspicions; a new mutex for the spare connections."""
+    for good) and its suspicions; a new mutex for the spare connections; the
+    parent's shared watchdogs (their threads do not exist here, and a mutex of
+    theirs may be held: a parent's lease is never sent to one)."""
     global _spare_mutex
     _workers.forget()
+    _shared.clear()
+    _dog_of.clear()
     _suspects.clear()
     _on_thread.clear()
     _spare_mutex = threading.Lock()

@@ -136,12 +136,11 @@ class RedlockLease(_HeldLease["Redlock"]):
         return plans.renewal(self._lock._keys, self.owner, self.ttl, self.ttl)
 
     def _start_watch(self, renew: bool) -> None:
-        lock = self._lock
-        self._watch = _fanout.watch_with(lock, self, renew, lock._renew_all)
+        self._watch = _fanout.watch_shared(self, renew, _renew_quorums)
 
     def _stop_renewing(self) -> None:
         if self._watch is not None:
-            _fanout.stop_renewing_with(self._lock, self._watch)
+            _fanout.stop_renewing_shared(self._watch)
 
 
 class Redlock(_Blocks[RedlockLease]):
@@ -401,20 +400,6 @@ class Redlock(_Blocks[RedlockLease]):
                 self._send_on(queued, [plans.wake(self._keys)] * len(queued))
         return plans.tally(replies)
 
-    def _renew_all(self, leases: list[Any]) -> list[tuple[Status, Any] | None]:
-        """The watchdog's renewal of ``leases``: one pipeline per master, all
-        masters at once; each lease renewed when a quorum renewed it."""
-        steps = tuple(lease._renewal() for lease in leases)
-        replies = _fanout.run_each(
-            [(client, plans.one(Pipeline(steps))) for client in self._clients],
-            self._timeout,
-        )
-        out: list[tuple[Status, Any] | None] = []
-        for i in range(len(leases)):
-            column = [r if isinstance(r, BaseException) else r[i] for r in replies]
-            out.append(plans.renewed(plans.tally(column), self._n))
-        return out
-
     def locked(self) -> bool:
         """Whether a quorum of masters holds the lock for one holder now (a snapshot).
 
@@ -486,4 +471,29 @@ class Redlock(_Blocks[RedlockLease]):
         if self._leases.get(lease._holder) is lease:
             del self._leases[lease._holder]
         if lease._watch is not None:
-            _fanout.unwatch_with(self, lease._watch)
+            _fanout.unwatch_shared(lease._watch)
+
+
+def _renew_quorums(leases: list[Any]) -> list[tuple[Status, Any] | None]:
+    """The shared watchdog's renewal of ``leases`` (of any Redlocks): one
+    pipeline per master that holds some of them, all masters at once (the
+    longest per-master timeout of their locks); each lease renewed when a
+    quorum of its own masters renewed it."""
+    steps: list[Eval] = [lease._renewal() for lease in leases]
+    groups: dict[int, tuple[_driver.Client, list[int]]] = {}
+    for k, lease in enumerate(leases):
+        for client in lease._lock._clients:
+            groups.setdefault(id(client), (client, []))[1].append(k)
+    masters = list(groups.values())
+    replies = _fanout.run_each(
+        [(client, plans.one(Pipeline(tuple(steps[k] for k in ks)))) for client, ks in masters],
+        max(lease._lock._timeout for lease in leases),
+    )
+    columns: list[list[Any]] = [[] for _ in leases]
+    for (_, ks), reply in zip(masters, replies, strict=True):
+        for j, k in enumerate(ks):
+            columns[k].append(reply if isinstance(reply, BaseException) else reply[j])
+    return [
+        plans.renewed(plans.tally(column), lease._lock._n)
+        for column, lease in zip(columns, leases, strict=True)
+    ]
