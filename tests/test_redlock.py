@@ -613,3 +613,67 @@ def test_many_redlocks_share_one_watchdog(
         return dogs
 
     assert asyncio.run(main()) <= 1
+
+
+def _fence_on(client: redis.Redis, name: str) -> int:
+    return int(client.get(f"tenure:{{{name}}}:fence") or 0)
+
+
+def test_a_paused_master_is_not_waited_for_and_still_sees_the_release(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """An acquire returns once a quorum granted it, not at the per-master
+    timeout of a paused master; the release written on that master's
+    connection after the acquire runs after it when the master resumes, so
+    nothing is left held there."""
+    lock = Redlock(clients, "slow", ttl=10, master_timeout=1.0)
+    assert lock._keys.fence == "tenure:{slow}:fence"
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    before = _fence_on(clients[1], "slow")
+    masters[1].pause()
+    try:
+        started = time.monotonic()
+        lease = lock.acquire(blocking=False)
+        took = time.monotonic() - started
+        assert lease, "4 of 5 masters grant it"
+        assert took < 0.3, f"acquire took {took:.3f} s: it waited for the paused master"
+        lease.release()
+    finally:
+        masters[1].resume()
+    deadline = time.monotonic() + 5
+    while _fence_on(clients[1], "slow") == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _fence_on(clients[1], "slow") > before, "the acquire ran on resuming"
+    assert _holders(clients, "slow") == [None] * N, "and the release after it"
+    again = lock.acquire(blocking=False)  # the master answers again: back in the quick path
+    assert again
+    again.release()
+
+    async def main() -> float:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        alock = AsyncRedlock(aclients, "aslow", ttl=10, master_timeout=1.0)
+        for _ in range(3):  # servers probed, a connection of the quick path to each
+            alease = await alock.acquire(blocking=False)
+            assert alease
+            await alease.release()
+        masters[0].pause()  # the first in order: the replies here are read first
+        try:
+            started = time.monotonic()
+            alease = await alock.acquire(blocking=False)
+            took = time.monotonic() - started
+            assert alease
+            await alease.release()
+        finally:
+            masters[0].resume()
+        for c in aclients:
+            await c.aclose()
+        return took
+
+    before = _fence_on(clients[0], "aslow")
+    took = asyncio.run(main())
+    assert took < 0.3, f"acquire took {took:.3f} s: it waited for the paused master"
+    deadline = time.monotonic() + 5
+    while _fence_on(clients[0], "aslow") == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _holders(clients, "aslow") == [None] * N

@@ -164,12 +164,25 @@ def _gather(calls: Sequence[Callable[[], T]], timeout: float) -> list[T | BaseEx
     return out
 
 
-def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> list[Any]:
+def run_each(
+    jobs: Iterable[tuple[Client, Plan[Any]]],
+    timeout: float,
+    enough: Callable[[list[Any]], bool] | None = None,
+) -> list[Any]:
     """Drive every plan on its client at the same time, each for at most
     ``timeout`` seconds; return, in order, each plan's result or the exception
     it raised (``TimeoutError`` when it ran out of time). A slow or paused
     server delays none of the others, and the whole call returns within
     ``timeout`` (and a scheduling delay).
+
+    ``enough``, if given, is called with the results so far (a plan not done
+    yet has an object of no other use there) each time a plan of the quick
+    path finishes; once it returns ``True`` the call returns without waiting
+    for the other replies of the quick path: those plans are closed and their
+    result is a :class:`NotYet`. Their replies are still read, by the next call
+    on that server: its commands are written on the same connection, after the
+    ones whose replies are due, so that the server runs them in order (a
+    release sent next runs after the acquire whose reply was not waited for).
 
     The plans may only yield :class:`Eval`, :class:`Command` and
     :class:`Pipeline` steps. Once every client was used (its server probed),
@@ -182,32 +195,43 @@ def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> list[A
     dropped; while it is stuck, that client's next plans fail at once with
     ``TimeoutError``, so that no thread piles up behind a paused server).
     """
-    return _scatter(list(jobs), time.monotonic() + timeout)
+    return _scatter(list(jobs), time.monotonic() + timeout, enough)
 
 
 _NOT_DONE = object()
+
+
+class NotYet(TimeoutError):
+    """The result of a plan :func:`run_each` stopped waiting for (it had
+    ``enough``): its reply is still due, and the server may yet run it."""
 
 
 class _Fallback(Exception):
     """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
 
 
-def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]:
+def _scatter(
+    jobs: list[tuple[Client, Plan[Any]]],
+    deadline: float,
+    enough: Callable[[list[Any]], bool] | None = None,
+) -> list[Any]:
     """:func:`run_each` on one thread: each round's steps written to every
-    server, then the replies read, until every plan is done or ``deadline``."""
+    server, then the replies read, until every plan is done, ``enough`` says
+    so, or ``deadline``."""
     results: list[Any] = [_NOT_DONE] * len(jobs)
     steps: dict[int, Any] = {}
     threaded: dict[int, concurrent.futures.Future[Any]] = {}
     conns: dict[int, Any] = {}
+    due: dict[int, int] = {}  # replies due on conns[i] before its own
     states: dict[int, _State] = {}
     for i, (client, plan) in enumerate(jobs):
         suspect = client in _suspects
         if not suspect:
             state = _state(client)
             if state.server is not None:
-                conn = _take_connection(client, state)
-                if conn is not None:
-                    conns[i] = conn
+                taken = _take_connection(client, state)
+                if taken is not None:
+                    conns[i], due[i] = taken
                     states[i] = state
                     continue
         earlier = _on_thread.get(client) if suspect else None
@@ -234,7 +258,8 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     for i in range(len(jobs)):
         if i not in threaded and results[i] is _NOT_DONE:
             advance(i, None, None)
-    while steps:
+    stopped = False
+    while steps and not stopped:
         sent: list[tuple[int, Any, Any]] = []
         packed: dict[tuple[int, Any, Any], Any] = {}  # the same step to every server: packed once
         for i, step in list(steps.items()):
@@ -253,10 +278,15 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 advance(i, None, exc)
                 continue
             sent.append((i, conn, step))
+        unread = {i for i, _, _ in sent}
         for (i, conn, step), arrived in _arrivals(sent, deadline):
+            unread.discard(i)
             client = jobs[i][0]
             try:
-                raws = _read_replies(conn, _count(step), deadline, _library(type(client)), arrived)
+                skip = due.pop(i, 0)
+                raws = _read_replies(
+                    conn, skip + _count(step), deadline, _library(type(client)), arrived
+                )[skip:]
             except Exception as exc:
                 conn.disconnect()
                 del conns[i]
@@ -275,8 +305,20 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 advance(i, None, exc)
                 continue
             advance(i, reply, None)
+            if enough is not None and i not in steps and unread and enough(results):
+                stopped = True
+                break
+        if stopped:  # the unread replies are read by the next call on each connection
+            for i, conn, step in sent:
+                if i in unread:
+                    _owe(states[i], conn, due.pop(i, 0) + _count(step))
+                    del conns[i]
+            for i in list(steps):
+                jobs[i][1].close()
+                results[i] = NotYet("no reply waited for: enough others answered")
+            steps.clear()
     for i, conn in conns.items():
-        _give_back(states[i], conn)
+        _give_back(states[i], conn, due.get(i, 0))
     if threaded:
         concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
     for i, future in threaded.items():
@@ -293,17 +335,23 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     return results
 
 
-def _take_connection(client: Client, state: _State) -> Any | None:
+def _take_connection(client: Client, state: _State) -> tuple[Any, int] | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
     (made on the client's pool settings, outside the pool: no checkout per
-    round), or ``None`` when there is none: then one is connected on a worker
-    thread for the next rounds (connecting can block on a paused server), one
-    at a time. ``state``: the client's."""
+    round), with the number of replies still due on it (read before the next
+    call's own; a connection that owes some is taken first, so that the
+    server runs the next call after them); or ``None`` when there is none:
+    then one is connected on a worker thread for the next rounds (connecting
+    can block on a paused server), one at a time. ``state``: the client's."""
     with _spare_mutex:
+        while state.owed:
+            conn, count = state.owed.pop()
+            if getattr(conn, "_sock", None) is not None:
+                return conn, count
         while state.spare:
             conn = state.spare.pop()
             if getattr(conn, "_sock", None) is not None:
-                return conn
+                return conn, 0
         if state.connecting:
             return None
         state.connecting = True
@@ -322,13 +370,33 @@ def _take_connection(client: Client, state: _State) -> Any | None:
     return None
 
 
-def _give_back(state: _State, conn: Any) -> None:
-    """Keep ``conn`` for the next rounds (in its client's ``state``), unless enough are kept."""
+def _give_back(state: _State, conn: Any, due: int = 0) -> None:
+    """Keep ``conn`` for the next rounds (in its client's ``state``), unless
+    enough are kept; ``due``: replies still due on it (see :func:`_owe`)."""
+    if due:
+        _owe(state, conn, due)
+        return
     with _spare_mutex:
         if len(state.spare) < SPARE_CONNECTIONS:
             state.spare.append(conn)
             return
     conn.disconnect()
+
+
+def _owe(state: _State, conn: Any, due: int) -> None:
+    """Keep ``conn``, on which ``due`` replies are still to be read, for the
+    next call on its server (which reads them first), unless enough are kept
+    or too many replies are due on it (a server that stopped answering: it is
+    dropped; the commands already written still run, in order, if it resumes)."""
+    with _spare_mutex:
+        if len(state.owed) < SPARE_CONNECTIONS and due <= MAX_DUE:
+            state.owed.append((conn, due))
+            return
+    conn.disconnect()
+
+
+#: The most replies left unread on one connection of :func:`_scatter`.
+MAX_DUE = 16
 
 
 #: The most idle connections of :func:`_scatter` kept per client.

@@ -516,6 +516,10 @@ class _State:
     spare: list[Any] = field(default_factory=list)
     #: whether one is being connected in the background for it
     connecting: bool = False
+    #: connections of run_each's quick path left with replies still due (a
+    #: round that stopped once it had enough): ``(connection, replies due)``,
+    #: taken first, the next call's commands written after the due ones
+    owed: list[tuple[Any, int]] = field(default_factory=list)
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
     #: whether a Redis Cluster client's servers have sharded pub/sub (set by

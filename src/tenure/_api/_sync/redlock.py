@@ -153,7 +153,13 @@ class Redlock(_Blocks[RedlockLease]):
     below the ttl (``master_timeout``), so a dead or paused master never stalls
     it. The lock is held when a quorum (``N // 2 + 1``) granted it and the lease
     is still valid: ``ttl`` less the time the acquire took and a drift allowance
-    (1 % of the ttl + 2 ms). Otherwise it is released on every master that granted
+    (1 % of the ttl + 2 ms). The acquire returns as soon as a quorum granted it,
+    without waiting for the slower masters (the validity counts from the moment
+    the acquire was sent, so that wait would buy nothing): their replies are
+    read by the next call on each, whose commands go on the same connection
+    after the acquire, so that a release reaches a slow or paused master after
+    the acquire it may yet grant (the lease's release and renewals go to every
+    master anyway). Otherwise it is released on every master that granted
     it (or did not answer) at once, and the acquire tries again. It survives
     ``N // 2`` masters down; with more down, acquire raises
     :class:`NoQuorumError` (after three rounds in a row without enough answers,
@@ -170,7 +176,11 @@ class Redlock(_Blocks[RedlockLease]):
     waiters that each got a minority back off for a random delay.
 
     The fence. Each master mints ``max(last + 1, its TIME in µs)``; the lease's
-    ``fence`` is the largest its quorum minted. Any two quorums share a master,
+    ``fence`` is the largest its quorum minted: the masters that granted it
+    before the acquire returned (a master that grants it later, after the
+    quorum, mints a larger fence nobody hears of; leaving it out weakens
+    nothing below, which needs only one master shared by two quorums, and the
+    quorum that answered is a quorum). Any two quorums share a master,
     and on it the later holder's fence is larger, so the later lease's fence is
     larger than the earlier one's *as long as the masters' clocks agree to
     within the time between the two grants* (the clock part dominates). It is
@@ -322,7 +332,10 @@ class Redlock(_Blocks[RedlockLease]):
             while True:
                 wake.clear()
                 sent_at = time.monotonic()
-                t = self._round([plans.attempt(keys, token, ttl_ms, queued)] * n)
+                t = self._round(
+                    [plans.attempt(keys, token, ttl_ms, queued)] * n,
+                    lambda replies: plans.quorum_granted(replies, n),
+                )
                 if plans.granted(t, n, ttl, sent_at, time.monotonic()):
                     taken = True
                     if queued:  # the masters that granted it dropped us from their queue
@@ -375,17 +388,22 @@ class Redlock(_Blocks[RedlockLease]):
                 with contextlib.suppress(Exception):
                     self._send_on(range(n), [plans.leave(keys, queued)] * n)
 
-    def _round(self, steps: Sequence[Step]) -> plans.Tally:
-        """Send ``steps[i]`` to master ``i``, all at once, and sort the replies."""
-        return self._round_on(range(self._n), steps)
+    def _round(
+        self, steps: Sequence[Step], enough: Callable[[list[Any]], bool] | None = None
+    ) -> plans.Tally:
+        """Send ``steps[i]`` to master ``i``, all at once, and sort the replies
+        (those there once ``enough`` says so: see ``run_each``)."""
+        return plans.tally(self._send_on(range(self._n), steps, enough))
 
-    def _round_on(self, masters: Sequence[int], steps: Sequence[Step]) -> plans.Tally:
-        return plans.tally(self._send_on(masters, steps))
-
-    def _send_on(self, masters: Sequence[int], steps: Sequence[Step]) -> list[Any]:
+    def _send_on(
+        self,
+        masters: Sequence[int],
+        steps: Sequence[Step],
+        enough: Callable[[list[Any]], bool] | None = None,
+    ) -> list[Any]:
         """Send ``steps[k]`` to master ``masters[k]``, all at once: the replies."""
         jobs = [(self._clients[i], plans.one(step)) for i, step in zip(masters, steps, strict=True)]
-        return _fanout.run_each(jobs, self._timeout)
+        return _fanout.run_each(jobs, self._timeout, enough)
 
     def _release_round(
         self, token: str, op: str, masters: Sequence[int], wake: bool = True
