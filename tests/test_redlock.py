@@ -677,3 +677,49 @@ def test_a_paused_master_is_not_waited_for_and_still_sees_the_release(
     while _fence_on(clients[0], "aslow") == before and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _holders(clients, "aslow") == [None] * N
+
+
+# (a script's TIME is frozen while it runs: os.clock, the server's CPU time)
+BUSY = """
+local t0 = os.clock()
+while os.clock() - t0 < tonumber(ARGV[1]) / 1000 do end
+return 1
+"""
+
+
+def test_a_reply_due_from_a_late_master_never_blocks_the_next_call(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A master that answers the acquire after it returned, then stops: the
+    release on that connection reads the acquire's reply, then times out on
+    its own (no blocking read past the per-master timeout)."""
+    lock = Redlock(clients, "late", ttl=10, master_timeout=0.5)
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    busy_client = redis.Redis.from_url(masters[1].url)
+    busy = threading.Thread(target=lambda: busy_client.eval(BUSY, 0, 300))
+    busy.start()
+    time.sleep(0.05)  # master 1 runs a 0.3 s script: the acquire waits there
+    lease = lock.acquire(blocking=False)
+    assert lease, "4 of 5 masters grant it at once"
+    busy.join()
+    time.sleep(0.1)  # master 1 ran the acquire and answered (the reply waits in the socket)
+    masters[1].pause()
+    try:
+        done = threading.Event()
+
+        def release() -> None:
+            lease.release()
+            done.set()
+
+        started = time.monotonic()
+        threading.Thread(target=release, daemon=True).start()
+        assert done.wait(3), "the release blocked on the stopped master"
+        assert time.monotonic() - started < 0.5 + 0.5
+    finally:
+        masters[1].resume()
+        busy_client.close()
+    deadline = time.monotonic() + 5
+    while _holders(clients, "late") != [None] * N and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _holders(clients, "late") == [None] * N, "the release ran there on resuming"

@@ -492,6 +492,8 @@ async def _until_data(conns: list[Any]) -> None:
         for reader, waiter in mine:
             if reader._waiter is waiter:
                 reader._waiter = None
+            if waiter.done() and not waiter.cancelled():
+                waiter.exception()  # retrieved (a lost connection): the read raises it
             waiter.cancel()
 
 

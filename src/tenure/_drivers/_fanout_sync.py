@@ -489,13 +489,17 @@ def _read_replies(
     ``arrived``: its socket was seen readable (a reply, or the server closing it).
 
     Raises:
-        TimeoutError: the first did not come before ``deadline``.
+        TimeoutError: one did not come before ``deadline``.
     """
     left = max(0.0, deadline - time.monotonic())  # past it: only a reply already here
     if not arrived and not conn.can_read(timeout=left):
         raise TimeoutError("no reply in time")
     raws: list[Any] = []
-    for _ in range(count):
+    for k in range(count):
+        # the socket was readable for the first; a later one may not be here
+        # yet (one due from an earlier call came first): no blocking read
+        if k and not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
+            raise TimeoutError("no reply in time")
         try:
             raws.append(conn.read_response())
         except library.response_error as exc:
