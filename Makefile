@@ -120,9 +120,10 @@ bench-plots: $(VENV)/.dev-installed
 # The scale-out benchmarks (docs/benchmarks.md): a 3-master Redis Cluster
 # against one server (about 40 s, BENCH_ARGS=--quick about 15 s), and Redlock
 # over five masters against Lock on one and the Python Redlock peers (about
-# 35 s; its table is also written to .bench/ for `make bench-plots`).
+# 35 s; their tables are also written to .bench/ for `make bench-plots`).
 bench-cluster: $(VENV)/.dev-installed
-	$(BIN)/python benchmarks/bench_cluster.py $(BENCH_ARGS)
+	mkdir -p .bench
+	$(BIN)/python benchmarks/bench_cluster.py --markdown .bench/cluster.md $(BENCH_ARGS)
 
 bench-redlock: $(VENV)/.dev-installed
 	mkdir -p .bench
