@@ -589,8 +589,8 @@ def _flush_scripts(cluster: Cluster) -> None:
 
 
 def test_scripts_flushed_on_a_master_are_loaded_again(cluster: Cluster, crc: Any) -> None:
-    """NOSCRIPT from the master owning the slot: the script is loaded (on every
-    master) and sent again, for a call and for the watchdog's renewals."""
+    """NOSCRIPT from the master owning the slot: the script is sent again (by
+    EVAL, to that master), for a call and for the watchdog's renewals."""
     name = _names(crc, "noscript")[0]
     lease = Lock(crc, name, ttl=0.6, auto_renew=True).acquire()
     _flush_scripts(cluster)
@@ -599,6 +599,50 @@ def test_scripts_flushed_on_a_master_are_loaded_again(cluster: Cluster, crc: Any
     _flush_scripts(cluster)
     lease.release()
     assert not crc.exists(f"tenure:{{{name}}}")
+
+
+def test_a_dead_master_does_not_stop_scripts_on_the_live_ones() -> None:
+    """A master of the cluster is killed (no replica): a lock on a live master
+    whose scripts that master does not have yet (NOSCRIPT) is still taken and
+    released, sync and asyncio, with both libraries (the script is not loaded
+    by a ``SCRIPT LOAD`` the cluster client sends to every master, the dead
+    one too)."""
+    with Cluster(os.environ.get("TENURE_SERVER") or None) as cluster:
+        probe = REDIS.client(cluster)
+        victim = cluster.nodes[2]
+        live = {
+            stem: [n for n in _names(probe, stem) if _port_of(probe, n) != victim.port]
+            for stem in ("dead0", "dead1", "deada0", "deada1")
+        }
+        probe.close()
+        victim.stop()
+        for k, lib in enumerate((REDIS, VALKEY)):
+            for node in cluster.nodes[:2]:
+                with redis.Redis(port=node.port) as direct:
+                    direct.script_flush()
+            client = lib.client(cluster)
+            try:
+                for name in live[f"dead{k}"]:
+                    lease = Lock(client, name, ttl=5).acquire(timeout=5)
+                    assert lease
+                    lease.release()
+            finally:
+                client.close()
+
+            async def main(lib: Lib = lib, k: int = k) -> None:
+                for node in cluster.nodes[:2]:
+                    with redis.Redis(port=node.port) as direct:
+                        direct.script_flush()
+                client = lib.async_client(cluster)
+                try:
+                    for name in live[f"deada{k}"]:
+                        lease = await AsyncLock(client, name, ttl=5).acquire(timeout=5)
+                        assert lease
+                        await lease.release()
+                finally:
+                    await client.aclose()
+
+            asyncio.run(main())
 
 
 @pytest.mark.parametrize("lib", [REDIS, VALKEY], ids=lambda lib: lib.name)

@@ -824,11 +824,16 @@ async def _one(client: Client, part: Eval | Command) -> Any:
 
 
 async def _send(client: Client, step: Eval) -> Any:
-    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
+    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more
+    (on a cluster client: EVAL it, on the node owning its keys only)."""
     shard = _clients.is_cluster(type(client)) and _state(client).sharded
     try:
         return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
     except _library(type(client)).no_script:
+        if _clients.is_cluster(type(client)):
+            # EVAL goes to the node owning the keys (SCRIPT LOAD would go to
+            # every master, and fail on a dead one) and caches the script there
+            return await cast(Awaitable[Any], client.eval(*_clients.eval_args(step, shard)))
         await client.script_load(_clients.source_of(step, shard))
         return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
 

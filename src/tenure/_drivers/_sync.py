@@ -9,14 +9,15 @@ per client class (see :mod:`._clients`).
 
 A Redis Cluster client (``redis.cluster.RedisCluster``,
 ``valkey.cluster.ValkeyCluster``) is driven through itself for scripts and
-commands (it sends each to the node owning its keys' slot, and ``SCRIPT LOAD``
-to every master), with the :func:`._clients.sharded` variant of every script;
-it gets one wake hub per node it waits on, each a sharded pub/sub connection
-(``SSUBSCRIBE``) on that node's connection pool, and its watchdog renews one
-pipelined round trip per node. On a cluster without sharded pub/sub (Redis
-6.2, found by the first call's server probe) it falls back to the scripts'
-plain variants (``PUBLISH``, which the cluster bus copies to every node) and
-hubs that ``SUBSCRIBE``, still one per node waited on.
+commands (it sends each to the node owning its keys' slot; a script a node
+lacks is sent there by ``EVAL``, not loaded on every master), with the
+:func:`._clients.sharded` variant of every script; it gets one wake hub per
+node it waits on, each a sharded pub/sub connection (``SSUBSCRIBE``) on that
+node's connection pool, and its watchdog renews one pipelined round trip per
+node. On a cluster without sharded pub/sub (Redis 6.2, found by the first
+call's server probe) it falls back to the scripts' plain variants (``PUBLISH``,
+which the cluster bus copies to every node) and hubs that ``SUBSCRIBE``, still
+one per node waited on.
 """
 
 from __future__ import annotations
@@ -777,11 +778,16 @@ def _one(client: Client, part: Eval | Command) -> Any:
 
 
 def _send(client: Client, step: Eval) -> Any:
-    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
+    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more
+    (on a cluster client: EVAL it, on the node owning its keys only)."""
     shard = _clients.is_cluster(type(client)) and _state(client).sharded
     try:
         return client.evalsha(*_clients.evalsha_args(step, shard))
     except _library(type(client)).no_script:
+        if _clients.is_cluster(type(client)):
+            # EVAL goes to the node owning the keys (SCRIPT LOAD would go to
+            # every master, and fail on a dead one) and caches the script there
+            return client.eval(*_clients.eval_args(step, shard))
         client.script_load(_clients.source_of(step, shard))
         return client.evalsha(*_clients.evalsha_args(step, shard))
 
