@@ -723,3 +723,42 @@ def test_a_reply_due_from_a_late_master_never_blocks_the_next_call(
     while _holders(clients, "late") != [None] * N and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _holders(clients, "late") == [None] * N, "the release ran there on resuming"
+
+
+def test_a_suspect_master_is_not_waited_for_by_later_acquires_async(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """Once a paused master failed to answer in time (a suspect), each later
+    asyncio acquire still returns at the quorum, not at that master's
+    per-master timeout; and after the master resumes nothing is held past a ttl."""
+
+    async def main() -> list[float]:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        lock = AsyncRedlock(aclients, "suspect", ttl=2, master_timeout=0.5)
+        for _ in range(3):  # servers probed, a connection of the quick path to each
+            lease = await lock.acquire(blocking=False)
+            assert lease
+            await lease.release()
+        took: list[float] = []
+        last = 0
+        masters[3].pause()
+        try:
+            for _ in range(4):
+                started = time.monotonic()
+                lease = await lock.acquire(blocking=False)
+                took.append(time.monotonic() - started)
+                assert lease and lease.fence > last
+                last = lease.fence
+                await lease.release()
+        finally:
+            masters[3].resume()
+        for c in aclients:
+            await c.aclose()
+        return took
+
+    took = asyncio.run(main())
+    assert max(took) < 0.25, f"acquires took {took} s: one waited for the paused master"
+    deadline = time.monotonic() + 2 + 1
+    while _holders(clients, "suspect") != [None] * N and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _holders(clients, "suspect") == [None] * N

@@ -114,7 +114,11 @@ async def run_each(
     each round of steps is written to every server first and the replies read
     after, in this task. A client not yet used, or whose server failed to
     answer (until it answers again), runs its plan in a task of its own
-    instead, cancelled when the time is up.
+    instead, cancelled when the time is up; but once ``enough`` says so, a
+    task on a server under suspicion is not waited for (its result is a
+    :class:`NotYet`) and is left to end by its own timeout, and while it runs
+    that client's next plans fail at once with ``TimeoutError`` (no task piles
+    up behind a paused server).
 
     Raises:
         asyncio.CancelledError: the caller was cancelled (every job is).
@@ -126,6 +130,7 @@ async def run_each(
     conns: dict[int, Any] = {}
     due: dict[int, int] = {}  # replies due on conns[i] before its own
     states: dict[int, _State] = {}
+    suspects: set[int] = set()  # the jobs in ``alone`` whose server is under suspicion
     for i, (client, plan) in enumerate(todo):
         if client not in _suspects:
             state = _state(client)
@@ -135,16 +140,39 @@ async def run_each(
                     conns[i], due[i] = taken
                     states[i] = state
                     continue
-        alone[i] = asyncio.ensure_future(_run_trusted(client, plan, timeout))
+        else:
+            earlier = _probing.get(client)
+            if earlier is not None and not earlier.done():
+                # a call still waits on that server (paused?): no second one for it
+                plan.close()
+                results[i] = TimeoutError("no reply in time (an earlier call still waits)")
+                continue
+            suspects.add(i)
+        alone[i] = _probing[client] = asyncio.ensure_future(_run_trusted(client, plan, timeout))
+    unwaited: set[int] = set()
     try:
         await _scatter(todo, deadline, results, conns, states, due, enough)
-        if alone:
-            await asyncio.wait(alone.values(), timeout=max(0.0, deadline - time.monotonic()))
+        if enough is not None and enough(results):
+            # enough answered: a server under suspicion (paused?) is not waited
+            # for; its call ends by its own timeout, as it would have here
+            unwaited = {i for i in suspects if not alone[i].done()}
+        waited = [task for i, task in alone.items() if i not in unwaited]
+        if waited:
+            await asyncio.wait(waited, timeout=max(0.0, deadline - time.monotonic()))
+    except BaseException:
+        unwaited = set()
+        raise
     finally:
-        for task in alone.values():
-            task.cancel()
+        for i, task in alone.items():
+            if i in unwaited:
+                _lingering.add(task)
+                task.add_done_callback(_lingered)
+            else:
+                task.cancel()
     for i, task in alone.items():
-        if task.done() and not task.cancelled():
+        if i in unwaited:
+            results[i] = NotYet("no reply waited for: enough others answered")
+        elif task.done() and not task.cancelled():
             error = task.exception()
             results[i] = error if error is not None else task.result()
         else:
@@ -158,6 +186,21 @@ async def run_each(
 
 
 _NOT_DONE = object()
+
+#: The calls of :func:`run_each` on a suspect server left to end by their own
+#: timeout (kept referenced until done).
+_lingering: set[asyncio.Task[Any]] = set()
+
+
+#: The last call of :func:`run_each` in a task of its own for each client: while
+#: it runs on a server under suspicion, no other is started for it.
+_probing: weakref.WeakKeyDictionary[Any, asyncio.Task[Any]] = weakref.WeakKeyDictionary()
+
+
+def _lingered(task: asyncio.Task[Any]) -> None:
+    _lingering.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: nobody waits for its result
 
 
 Sent = tuple[int, Any, Any]
