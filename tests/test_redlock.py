@@ -762,3 +762,20 @@ def test_a_suspect_master_is_not_waited_for_by_later_acquires_async(
     while _holders(clients, "suspect") != [None] * N and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _holders(clients, "suspect") == [None] * N
+
+
+def test_no_quorum_says_why_each_master_failed(masters: list[ServerProcess]) -> None:
+    """A master that fails for another reason than a timeout (here: its
+    client's connection pool is full) is named with that reason, and the
+    error is chained to it: not just "did not answer within the timeout"."""
+    full = [redis.Redis.from_url(s.url, max_connections=1) for s in masters]
+    taken = [c.connection_pool.get_connection() for c in full[:3]]
+    try:
+        lock = Redlock(full, "full", ttl=5, master_timeout=0.2)
+        with pytest.raises(NoQuorumError, match="master 0: MaxConnectionsError") as caught:
+            lock.acquire(blocking=False)
+        assert isinstance(caught.value.__cause__, redis.exceptions.ConnectionError)
+    finally:
+        for c, conn in zip(full, taken, strict=False):
+            c.connection_pool.release(conn)
+            c.close()

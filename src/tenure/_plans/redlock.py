@@ -192,6 +192,7 @@ class Tally:
         late: for a renewal, whether a master refused for too little left.
         error: the first error that is tenure's own (a wrong type, a refused
             permission): to raise, not to count as a master down.
+        causes: why each ``failed`` master failed (same order).
     """
 
     ok: tuple[int, ...]
@@ -201,6 +202,7 @@ class Tally:
     failed: tuple[int, ...]
     late: bool = False
     error: BaseException | None = None
+    causes: tuple[BaseException, ...] = ()
 
 
 def tally(replies: Sequence[Any]) -> Tally:
@@ -213,6 +215,7 @@ def tally(replies: Sequence[Any]) -> Tally:
     refused: list[int] = []
     pttls: list[int] = []
     failed: list[int] = []
+    causes: list[BaseException] = []
     late = False
     error: BaseException | None = None
     for i, reply in enumerate(replies):
@@ -220,6 +223,7 @@ def tally(replies: Sequence[Any]) -> Tally:
             reply = reply[0] if reply else ConnectionError("empty pipeline reply")
         if isinstance(reply, BaseException):
             failed.append(i)
+            causes.append(reply)
             if isinstance(reply, TenureError) and error is None:
                 error = reply
             continue
@@ -232,7 +236,16 @@ def tally(replies: Sequence[Any]) -> Tally:
             if status is Status.BUSY:
                 pttls.append(int(value))
             late = late or (value == 1 and status is Status.NOT_OWNED)
-    return Tally(tuple(ok), tuple(fences), tuple(refused), tuple(pttls), tuple(failed), late, error)
+    return Tally(
+        tuple(ok),
+        tuple(fences),
+        tuple(refused),
+        tuple(pttls),
+        tuple(failed),
+        late,
+        error,
+        tuple(causes),
+    )
 
 
 def granted(t: Tally, n: int, ttl: float, sent_at: float, now: float) -> bool:
@@ -348,15 +361,29 @@ def quorum_holder(holders: Sequence[str], n: int) -> tuple[bool, str | None]:
 
 def no_quorum(name: str, what: str, t: Tally, n: int) -> NoQuorumError:
     """The error of an ``what`` round of lock ``name`` that too few masters
-    answered to tell the outcome."""
+    answered to tell the outcome; it names why each master failed (a timeout,
+    a refused connection, a client's full connection pool...) and is chained
+    to the first such error other than a timeout."""
     answered = n - len(t.failed)
     if answered >= quorum(n):  # enough answered, but split: the silent ones decide
-        return NoQuorumError(
+        error = NoQuorumError(
             f"Redlock {name!r}: {what} can't tell: of {n} masters, {len(t.ok)} held it, "
             f"{len(t.refused)} did not and {len(t.failed)} did not answer within the "
-            f"per-master timeout (a quorum is {quorum(n)})"
+            f"per-master timeout (a quorum is {quorum(n)}){_why(t)}"
         )
-    return NoQuorumError(
-        f"Redlock {name!r}: {what} needs {quorum(n)} of {n} masters, "
-        f"only {answered} answered within the per-master timeout"
-    )
+    else:
+        error = NoQuorumError(
+            f"Redlock {name!r}: {what} needs {quorum(n)} of {n} masters, "
+            f"only {answered} answered within the per-master timeout{_why(t)}"
+        )
+    error.__cause__ = next((c for c in t.causes if not isinstance(c, TimeoutError)), None)
+    return error
+
+
+def _why(t: Tally) -> str:
+    """``"; master 1: <error>, master 3: ..."`` for the failed masters of ``t``."""
+    parts = [
+        f"master {i}: {type(cause).__name__}: {cause}"
+        for i, cause in zip(t.failed, t.causes, strict=True)
+    ]
+    return "; " + ", ".join(parts) if parts else ""
