@@ -779,3 +779,50 @@ def test_no_quorum_says_why_each_master_failed(masters: list[ServerProcess]) -> 
         for c, conn in zip(full, taken, strict=False):
             c.connection_pool.release(conn)
             c.close()
+
+
+def test_a_short_lease_is_not_lost_waiting_on_another_locks_renewal(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The watchdog is shared by every Redlock of the process (per event loop):
+    while a master is paused, the renewal of a lock with a long per-master
+    timeout must not hold up (and so lose) the lease of a lock with a short
+    ttl, which survives the same pause alone. Sync, then asyncio."""
+    slow = Redlock(clients, "long", ttl=1.5, auto_renew=True, master_timeout=0.5)
+    quick = Redlock(clients, "short", ttl=0.4, auto_renew=True)
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        slow.acquire().release()  # type: ignore[union-attr]
+        quick.acquire().release()  # type: ignore[union-attr]
+    held, short = slow.acquire(), quick.acquire()
+    assert held and short
+    time.sleep(0.3)
+    masters[4].pause()
+    try:
+        time.sleep(3.0)
+        assert not short.lost.is_set() and short.valid, "the short lease was lost"
+    finally:
+        masters[4].resume()
+    short.release()
+    held.release()
+
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        aslow = AsyncRedlock(aclients, "along", ttl=1.5, auto_renew=True, master_timeout=0.5)
+        aquick = AsyncRedlock(aclients, "ashort", ttl=0.4, auto_renew=True)
+        for _ in range(3):
+            await (await aslow.acquire()).release()  # type: ignore[union-attr]
+            await (await aquick.acquire()).release()  # type: ignore[union-attr]
+        aheld, ashort = await aslow.acquire(), await aquick.acquire()
+        assert aheld and ashort
+        masters[3].pause()
+        try:
+            await asyncio.sleep(2.5)
+            assert not ashort.lost.is_set() and ashort.valid, "the short lease was lost"
+        finally:
+            masters[3].resume()
+        await ashort.release()
+        await aheld.release()
+        for c in aclients:
+            await c.aclose()
+
+    asyncio.run(main())

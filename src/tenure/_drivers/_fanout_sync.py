@@ -224,6 +224,7 @@ def _scatter(
     conns: dict[int, Any] = {}
     due: dict[int, int] = {}  # replies due on conns[i] before its own
     states: dict[int, _State] = {}
+    suspects: set[int] = set()  # the jobs in ``threaded`` whose server is under suspicion
     for i, (client, plan) in enumerate(jobs):
         suspect = client in _suspects
         if not suspect:
@@ -240,6 +241,8 @@ def _scatter(
             plan.close()
             results[i] = TimeoutError("no reply in time (an earlier call still waits)")
             continue
+        if suspect:
+            suspects.add(i)
         threaded[i] = _on_thread[client] = _workers.submit(
             functools.partial(_run_trusted, client, plan)
         )
@@ -279,20 +282,20 @@ def _scatter(
                 continue
             sent.append((i, conn, step))
         unread = {i for i, _, _ in sent}
-        for (i, conn, step), arrived in _arrivals(sent, deadline):
+        need = {i: due.get(i, 0) + _count(step) for i, _, step in sent}
+        read: dict[int, int] = {}  # replies read so far on each connection
+        libraries = {i: _library(type(jobs[i][0])) for i, _, _ in sent}
+        for (i, conn, step), got in _collect(sent, deadline, need, read, libraries):
             unread.discard(i)
             client = jobs[i][0]
-            try:
-                skip = due.pop(i, 0)
-                raws = _read_replies(
-                    conn, skip + _count(step), deadline, _library(type(client)), arrived
-                )[skip:]
-            except Exception as exc:
+            skip = due.pop(i, 0)
+            if isinstance(got, BaseException):
                 conn.disconnect()
                 del conns[i]
                 _suspects[client] = None
-                advance(i, None, exc)
+                advance(i, None, got)
                 continue
+            raws = got[skip:]
             try:
                 reply = _replies(step, raws)
             except _Fallback:
@@ -309,9 +312,10 @@ def _scatter(
                 stopped = True
                 break
         if stopped:  # the unread replies are read by the next call on each connection
-            for i, conn, step in sent:
-                if i in unread:
-                    _owe(states[i], conn, due.pop(i, 0) + _count(step))
+            for i, conn, _ in sent:
+                if i in unread:  # less the replies already read (an earlier call's)
+                    due.pop(i, None)
+                    _owe(states[i], conn, need[i] - read.get(i, 0))
                     del conns[i]
             for i in list(steps):
                 jobs[i][1].close()
@@ -319,10 +323,18 @@ def _scatter(
             steps.clear()
     for i, conn in conns.items():
         _give_back(states[i], conn, due.get(i, 0))
-    if threaded:
-        concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
+    unwaited: set[int] = set()
+    if enough is not None and enough(results):
+        # enough answered: a server under suspicion (paused?) is not waited
+        # for; its call goes on on its worker thread, its result dropped
+        unwaited = {i for i in suspects if not threaded[i].done()}
+    waited = [future for i, future in threaded.items() if i not in unwaited]
+    if waited:
+        concurrent.futures.wait(waited, max(0.0, deadline - time.monotonic()))
     for i, future in threaded.items():
-        if future.done():
+        if i in unwaited:
+            results[i] = NotYet("no reply waited for: enough others answered")
+        elif future.done():
             error = future.exception()
             results[i] = error if error is not None else future.result()
         else:
@@ -455,56 +467,84 @@ def _commands(step: Any) -> list[tuple[Any, ...]]:
 Sent = tuple[int, Any, Any]
 
 
-def _arrivals(sent: list[Sent], deadline: float) -> Iterator[tuple[Sent, bool]]:
-    """The entries ``(i, connection, step)`` of ``sent`` in the order their
-    servers' replies arrive, each with ``True``, one ``poll`` watching them all
-    (instead of two per connection); then, at ``deadline``, those still without
-    a reply, and any whose socket can't be polled, with ``False`` (for
-    :func:`_read_replies` to wait on, or to time out)."""
+def _collect(
+    sent: list[Sent],
+    deadline: float,
+    need: dict[int, int],
+    taken: dict[int, int],
+    libraries: dict[int, _Library],
+) -> Iterator[tuple[Sent, list[Any] | BaseException]]:
+    """The entries ``(i, connection, step)`` of ``sent`` as their ``need[i]``
+    replies (an error reply in place of its reply) are all read, each with
+    them; or with the exception reading them raised (``TimeoutError`` once
+    ``deadline`` passed). One ``poll`` watches every connection, and a
+    connection is read only as far as its replies are here: one whose first
+    replies (due from an earlier call) came, but not the others, never holds
+    up the reading of the other servers. ``taken[i]``: how many replies were
+    read so far on entry ``i``'s connection (for the caller that stops early)."""
     poller = select.poll()
     by_fd: dict[int, Sent] = {}
+    got: dict[int, list[Any]] = {}
+    ready: list[Sent] = []
     for entry in sent:
-        sock = getattr(entry[1], "_sock", None)
+        i, conn, _ = entry
+        got[i] = []
+        sock = getattr(conn, "_sock", None)
         fd = sock.fileno() if sock is not None else -1
-        if fd < 0 or fd in by_fd:
-            yield entry, False
+        if fd < 0 or fd in by_fd:  # can't be watched: read at the deadline at the latest
+            ready.append(entry)
             continue
         by_fd[fd] = entry
         poller.register(fd, select.POLLIN)
-    while by_fd:
-        ready = poller.poll(max(0.0, deadline - time.monotonic()) * 1000)
-        if not ready:
-            for entry in by_fd.values():
-                yield entry, False
+    for entry in list(by_fd.values()):
+        # replies of an earlier call may wait in the parser's buffer, not the socket
+        if need[entry[0]] > _count(entry[2]) and entry[1].can_read(timeout=0):
+            ready.append(entry)
+    while True:
+        for entry in ready:
+            i, conn, _ = entry
+            fd = _fd_of(by_fd, entry)
+            raws = got[i]
+            fresh = 0  # replies read in this turn
+            try:
+                while len(raws) < need[i]:
+                    if fd is None:  # not watched: wait for each reply, to the deadline
+                        if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
+                            raise TimeoutError("no reply in time")
+                    elif fresh and not conn.can_read(timeout=0):
+                        break  # the others are not here yet: read the other servers
+                    fresh += 1
+                    try:
+                        raws.append(conn.read_response())
+                    except libraries[i].response_error as exc:
+                        raws.append(exc)
+                    taken[i] = len(raws)
+            except Exception as exc:
+                if fd is not None:
+                    poller.unregister(fd)
+                    del by_fd[fd]
+                yield entry, exc
+                continue
+            if len(raws) >= need[i]:
+                if fd is not None:
+                    poller.unregister(fd)
+                    del by_fd[fd]
+                yield entry, raws
+        if not by_fd:
             return
-        for fd, _ in ready:
-            poller.unregister(fd)
-            yield by_fd.pop(fd), True
+        events = poller.poll(max(0.0, deadline - time.monotonic()) * 1000)
+        if not events:  # the deadline passed
+            for entry in by_fd.values():
+                yield entry, TimeoutError("no reply in time")
+            return
+        ready = [by_fd[fd] for fd, _ in events]
 
 
-def _read_replies(
-    conn: Any, count: int, deadline: float, library: _Library, arrived: bool = False
-) -> list[Any]:
-    """``count`` replies from ``conn``, an error reply in place of its reply;
-    ``arrived``: its socket was seen readable (a reply, or the server closing it).
-
-    Raises:
-        TimeoutError: one did not come before ``deadline``.
-    """
-    left = max(0.0, deadline - time.monotonic())  # past it: only a reply already here
-    if not arrived and not conn.can_read(timeout=left):
-        raise TimeoutError("no reply in time")
-    raws: list[Any] = []
-    for k in range(count):
-        # the socket was readable for the first; a later one may not be here
-        # yet (one due from an earlier call came first): no blocking read
-        if k and not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
-            raise TimeoutError("no reply in time")
-        try:
-            raws.append(conn.read_response())
-        except library.response_error as exc:
-            raws.append(exc)
-    return raws
+def _fd_of(by_fd: dict[int, Sent], entry: Sent) -> int | None:
+    """The polled descriptor of ``entry``'s connection (``None``: not polled)."""
+    sock = getattr(entry[1], "_sock", None)
+    fd = sock.fileno() if sock is not None else -1
+    return fd if by_fd.get(fd) is entry else None
 
 
 def _replies(step: Any, raws: list[Any]) -> Any:

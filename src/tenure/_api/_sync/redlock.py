@@ -496,22 +496,38 @@ def _renew_quorums(leases: list[Any]) -> list[tuple[Status, Any] | None]:
     """The shared watchdog's renewal of ``leases`` (of any Redlocks): one
     pipeline per master that holds some of them, all masters at once (the
     longest per-master timeout of their locks); each lease renewed when a
-    quorum of its own masters renewed it."""
+    quorum of its own masters renewed it. The round returns once every lease's
+    outcome is known (a paused or slow master is not waited for: a lease of
+    another lock, with a shorter ttl, is not kept waiting for it either)."""
     steps: list[Eval] = [lease._renewal() for lease in leases]
     groups: dict[int, tuple[_driver.Client, list[int]]] = {}
     for k, lease in enumerate(leases):
         for client in lease._lock._clients:
             groups.setdefault(id(client), (client, []))[1].append(k)
     masters = list(groups.values())
+
+    def outcomes(replies: list[Any]) -> list[tuple[Status, Any] | None]:
+        columns: list[list[Any]] = [[] for _ in leases]
+        for (_, ks), reply in zip(masters, replies, strict=True):
+            for j, k in enumerate(ks):
+                if isinstance(reply, list):
+                    columns[k].append(reply[j])
+                elif isinstance(reply, BaseException):
+                    columns[k].append(reply)
+                else:  # not in yet
+                    columns[k].append(_PENDING)
+        return [
+            plans.renewed(plans.tally(column), lease._lock._n)
+            for column, lease in zip(columns, leases, strict=True)
+        ]
+
     replies = _fanout.run_each(
         [(client, plans.one(Pipeline(tuple(steps[k] for k in ks)))) for client, ks in masters],
         max(lease._lock._timeout for lease in leases),
+        lambda replies: all(outcome is not None for outcome in outcomes(replies)),
     )
-    columns: list[list[Any]] = [[] for _ in leases]
-    for (_, ks), reply in zip(masters, replies, strict=True):
-        for j, k in enumerate(ks):
-            columns[k].append(reply if isinstance(reply, BaseException) else reply[j])
-    return [
-        plans.renewed(plans.tally(column), lease._lock._n)
-        for column, lease in zip(columns, leases, strict=True)
-    ]
+    return outcomes(replies)
+
+
+#: A master's reply not in yet, as :func:`_renew_quorums` counts it.
+_PENDING = TimeoutError("no reply yet")
