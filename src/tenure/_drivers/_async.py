@@ -416,6 +416,7 @@ class _Watchdog:
 
     def watch(self, lease: Watchable, renew: bool) -> Watch:
         watch = self._book.add(lease, renew, time.monotonic())
+        watch.dog = self
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="tenure-watchdog")
         elif self._book.first_due(watch) < self._sleep_until:
@@ -486,9 +487,19 @@ class _State:
     connecting: bool = False
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
+    #: the client's weak reference (the entry goes with the client)
+    client: Callable[[], Any] = lambda: None
 
 
-_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+#: The state of each client, by its id(), dropped with the client (looked up on
+#: every call: an id and a weak reference are cheaper than a WeakKeyDictionary).
+_states: dict[int, _State] = {}
+
+
+def _forget_state(key: int, ref: Any) -> None:
+    if (state := _states.get(key)) is not None and state.client is ref:
+        del _states[key]
+
 
 #: The most idle connections of run_each's quick path kept per client and loop.
 SPARE_CONNECTIONS = 8
@@ -496,8 +507,13 @@ SPARE_CONNECTIONS = 8
 
 def _state(client: Client) -> _State:
     loop = asyncio.get_running_loop()
-    state = _states.get(client)
-    if state is None or state.generation != _identity.generation() or state.loop is not loop:
+    state = _states.get(id(client))
+    if (
+        state is None
+        or state.client() is not client
+        or state.generation != _identity.generation()
+        or state.loop is not loop
+    ):
         library = _library(type(client))
         if _clients.is_cluster(type(client)):
             ref = weakref.ref(client)
@@ -512,7 +528,9 @@ def _state(client: Client) -> _State:
             state = _State(
                 _identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library)
             )
-        _states[client] = state
+        key = id(client)
+        state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
+        _states[key] = state
     return state
 
 
@@ -577,12 +595,13 @@ def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
 def stop_renewing(client: Client, watch: Watch) -> None:
     """Never renew ``watch``'s lease again (its release was attempted); its
     deadline is still watched."""
-    _state(client).watchdog.stop_renewing(watch)
+    if watch.renewable:  # (else there is nothing to stop)
+        (watch.dog or _state(client).watchdog).stop_renewing(watch)
 
 
 def unwatch(client: Client, watch: Watch) -> None:
     """Stop watching a lease (released or lost)."""
-    _state(client).watchdog.unwatch(watch)
+    (watch.dog or _state(client).watchdog).unwatch(watch)
 
 
 async def run(client: Client, plan: Plan[T]) -> T:
@@ -628,7 +647,10 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
                 return stop.value  # type: ignore[no-any-return]
             error = None
             try:
-                reply = await _perform(client, step, held)
+                if type(step) is Eval:  # (the common step, without _perform's dispatch)
+                    reply = parse_reply(step.script, await _evalsha(client, step))
+                else:
+                    reply = await _perform(client, step, held)
             except BaseException as exc:
                 reply, error = None, exc
     finally:
@@ -753,6 +775,8 @@ async def _send(client: Client, step: Eval) -> Any:
     """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
     cluster = _clients.is_cluster(type(client))
     try:
+        if not cluster:  # (what evalsha sends, without its wrappers: this is every call)
+            return await client.execute_command("EVALSHA", *_clients.evalsha_args(step))
         return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, cluster)))
     except _library(type(client)).no_script:
         await client.script_load(_clients.source_of(step, cluster))

@@ -185,10 +185,17 @@ def _cluster_classes() -> tuple[type, type]:
     return redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster
 
 
+#: :func:`is_cluster`'s answers, by client class (asked on every script call).
+_IS_CLUSTER: dict[type, bool] = {}
+
+
 def is_cluster(cls: type) -> bool:
     """Whether ``cls`` is a redis-py Redis Cluster client class (sync or asyncio),
     which the drivers drive per node (see the module docstring)."""
-    return issubclass(cls, _cluster_classes())
+    known = _IS_CLUSTER.get(cls)
+    if known is None:
+        known = _IS_CLUSTER[cls] = issubclass(cls, _cluster_classes())
+    return known
 
 
 #: Cluster mode needs sharded pub/sub (SSUBSCRIBE / SPUBLISH): Redis >= 7.0, any supported Valkey.

@@ -426,14 +426,16 @@ class _Watchdog:
         self._library = library
         self._send = send
         self._book = WatchBook()
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._thread: threading.Thread | None = None
         self._renewing = False
         self._sleep_until = 0.0
 
     def watch(self, lease: Watchable, renew: bool) -> Watch:
-        with self._cond:
+        with self._mutex:  # (the condition's lock, cheaper to enter than the condition)
             watch = self._book.add(lease, renew, time.monotonic())
+            watch.dog = self
             if self._thread is None:
                 # its renewal threads use the pool; it only schedules them
                 self._thread = _start(self._run, "tenure-watchdog", uses_pool=False)
@@ -442,11 +444,11 @@ class _Watchdog:
         return watch
 
     def stop_renewing(self, watch: Watch) -> None:
-        with self._cond:
+        with self._mutex:  # (the condition's lock: no wait or notify here)
             self._book.stop_renewing(watch)
 
     def unwatch(self, watch: Watch) -> None:
-        with self._cond:  # no wake-up: the watchdog notices within MAX_SLEEP
+        with self._mutex:  # no wake-up: the watchdog notices within MAX_SLEEP
             self._book.discard(watch, time.monotonic())
 
     def _run(self) -> None:
@@ -511,18 +513,31 @@ class _State:
     connecting: bool = False
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
+    #: the client's weak reference (the entry goes with the client)
+    client: Callable[[], Any] = lambda: None
 
 
-_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+#: The state of each client, by its id(), dropped with the client (looked up on
+#: every call: an id and a weak reference are cheaper than a WeakKeyDictionary).
+_states: dict[int, _State] = {}
 _states_mutex = threading.Lock()
 
 
+def _forget_state(key: int, ref: Any) -> None:
+    if (state := _states.get(key)) is not None and state.client is ref:
+        del _states[key]
+
+
 def _state(client: Client) -> _State:
-    state = _states.get(client)
-    if state is None or state.generation != _identity.generation():
+    state = _states.get(id(client))
+    if state is None or state.client() is not client or state.generation != _identity.generation():
         with _states_mutex:
-            state = _states.get(client)
-            if state is None or state.generation != _identity.generation():
+            state = _states.get(id(client))
+            if (
+                state is None
+                or state.client() is not client
+                or state.generation != _identity.generation()
+            ):
                 library = _library(type(client))
                 if _clients.is_cluster(type(client)):
                     ref = weakref.ref(client)
@@ -536,7 +551,9 @@ def _state(client: Client) -> _State:
                     state = _State(
                         _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
                     )
-                _states[client] = state
+                key = id(client)
+                state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
+                _states[key] = state
     return state
 
 
@@ -601,12 +618,13 @@ def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
 def stop_renewing(client: Client, watch: Watch) -> None:
     """Never renew ``watch``'s lease again (its release was attempted); its
     deadline is still watched."""
-    _state(client).watchdog.stop_renewing(watch)
+    if watch.renewable:  # (else there is nothing to stop)
+        (watch.dog or _state(client).watchdog).stop_renewing(watch)
 
 
 def unwatch(client: Client, watch: Watch) -> None:
     """Stop watching a lease (released or lost)."""
-    _state(client).watchdog.unwatch(watch)
+    (watch.dog or _state(client).watchdog).unwatch(watch)
 
 
 def run(client: Client, plan: Plan[T]) -> T:
@@ -652,7 +670,10 @@ def _drive(client: Client, plan: Plan[T]) -> T:
                 return stop.value  # type: ignore[no-any-return]
             error = None
             try:
-                reply = _perform(client, step, held)
+                if type(step) is Eval:  # (the common step, without _perform's dispatch)
+                    reply = parse_reply(step.script, _evalsha(client, step))
+                else:
+                    reply = _perform(client, step, held)
             except BaseException as exc:
                 reply, error = None, exc
     finally:
@@ -763,6 +784,8 @@ def _send(client: Client, step: Eval) -> Any:
     """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
     cluster = _clients.is_cluster(type(client))
     try:
+        if not cluster:  # (what evalsha sends, without its wrappers: this is every call)
+            return client.execute_command("EVALSHA", *_clients.evalsha_args(step))  # type: ignore[no-untyped-call]
         return client.evalsha(*_clients.evalsha_args(step, cluster))
     except _library(type(client)).no_script:
         client.script_load(_clients.source_of(step, cluster))

@@ -36,10 +36,12 @@ end
 -- bits, made with the lease: one lease, one release call), score = server ms.
 -- A release retried after its reply was lost finds its own member; a release
 -- by anyone else (a forced release, another call with the token) does not.
--- Members are kept 120 s, at most 1000 of them, so that releases by other
--- holders meanwhile (a hand-off chain) never push a retry's member out. A
--- release with no id ("") is not recorded. A string there is an older
--- tenure's record: it is replaced.
+-- Members are kept 120 s, at most 1000 of them (about: the record is trimmed
+-- at one release in 16, those whose id ends in a byte that is 0 modulo 16, a
+-- "0" hex digit, so that the other releases spend no command on it), so
+-- that releases by other holders meanwhile (a hand-off chain) never push a
+-- retry's member out. A release with no id ("") is not recorded. A string
+-- there is an older tenure's record: it is replaced.
 local RELEASED_KEEP_MS = 120000
 local RELEASED_MAX = 1000
 
@@ -56,15 +58,39 @@ local function released_wrong(key, t)
   return nil
 end
 
+-- Trim the record `key` (a sorted set) now and then (see above), `now_ms` the
+-- server's clock; and keep it RELEASED_KEEP_MS from now.
+local function released_keep(key, now_ms, member)
+  if string.byte(member, -1) % 16 == 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms - RELEASED_KEEP_MS)
+    redis.call('ZREMRANGEBYRANK', key, 0, -(RELEASED_MAX + 1))
+  end
+  redis.call('PEXPIRE', key, RELEASED_KEEP_MS)
+end
+
 -- Record the release `member` (write; nothing for ""), in `key` of type `t`.
 local function released_record(key, t, member)
   if member == '' then return end
   local now_ms = math.floor(now_us() / 1000)
   if t == 'string' then redis.call('DEL', key) end
   redis.call('ZADD', key, now_ms, member)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms - RELEASED_KEEP_MS)
-  redis.call('ZREMRANGEBYRANK', key, 0, -(RELEASED_MAX + 1))
-  redis.call('PEXPIRE', key, RELEASED_KEEP_MS)
+  released_keep(key, now_ms, member)
+end
+
+-- Record the release `member` (not "") in `key`, its type not read before:
+-- returns `key`, having written nothing, when it holds another type than a
+-- sorted set or an older tenure's string record; else nil. Its first write is
+-- the first of the release, so a caller that calls it first writes nothing
+-- either when it fails.
+local function released_add(key, member)
+  local now_ms = math.floor(now_us() / 1000)
+  if wrong(redis.pcall('ZADD', key, now_ms, member)) then
+    if released_type(key) ~= 'string' then return key end
+    redis.call('DEL', key)
+    redis.call('ZADD', key, now_ms, member)
+  end
+  released_keep(key, now_ms, member)
+  return nil
 end
 
 -- Whether the release `member` was recorded (in the last 120 s) in `key` of type `t`.
@@ -77,6 +103,19 @@ end
 -- `t` (its reply was lost), else NOT_OWNED.
 local function not_held(key, t, member)
   if member ~= '' and released_has(key, t, member) then return {OK, 0} end
+  return {NOT_OWNED, 0}
+end
+
+-- not_held for a record `key` whose type was not read before (read only): a
+-- key of another type than a sorted set or a string gives {WRONG_TYPE, key}.
+local function not_held_checked(key, member)
+  if member == '' then return {NOT_OWNED, 0} end
+  local score = redis.pcall('ZSCORE', key, member)
+  if wrong(score) then
+    if released_wrong(key, released_type(key)) then return {WRONG_TYPE, key} end
+    return {NOT_OWNED, 0}
+  end
+  if score then return {OK, 0} end
   return {NOT_OWNED, 0}
 end
 
