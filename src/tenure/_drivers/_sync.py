@@ -7,12 +7,16 @@ clients of the watchdog's renewals and of the hub's hand-offs) and the
 ``NoScriptError`` it catches are those of the client's own library, found once
 per client class (see :mod:`._clients`).
 
-A redis-py Redis Cluster client (``redis.cluster.RedisCluster``) is driven
-through itself for scripts and commands (it sends each to the node owning its
-keys' slot, and ``SCRIPT LOAD`` to every master), with the :func:`._clients.sharded`
-variant of every script; it gets one wake hub per node it waits on, each a
-sharded pub/sub connection (``SSUBSCRIBE``) on that node's connection pool,
-and its watchdog renews lease by lease (one round trip per lease).
+A Redis Cluster client (``redis.cluster.RedisCluster``,
+``valkey.cluster.ValkeyCluster``) is driven through itself for scripts and
+commands (it sends each to the node owning its keys' slot, and ``SCRIPT LOAD``
+to every master), with the :func:`._clients.sharded` variant of every script;
+it gets one wake hub per node it waits on, each a sharded pub/sub connection
+(``SSUBSCRIBE``) on that node's connection pool, and its watchdog renews one
+pipelined round trip per node. On a cluster without sharded pub/sub (Redis
+6.2, found by the first call's server probe) it falls back to the scripts'
+plain variants (``PUBLISH``, which the cluster bus copies to every node) and
+hubs that ``SUBSCRIBE``, still one per node waited on.
 """
 
 from __future__ import annotations
@@ -247,14 +251,17 @@ class _Hub:
         *,
         waiter: str | None = None,
         cluster: Callable[[], Client | None] | None = None,
+        sharded: bool = True,
     ) -> None:
         self.waiter = waiter or _identity.process_id()[:8] + "-" + os.urandom(4).hex()
         self._numbers = itertools.count(1)
         self._pool = pool
         self._library = library
         # a Redis Cluster node's hub: the cluster client (or None once it is
-        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE
+        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE, or by
+        # SUBSCRIBE on a cluster without sharded pub/sub (Redis 6.2)
         self._cluster = cluster
+        self._sharded = cluster is not None and sharded
         self._mutex = threading.Lock()
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
@@ -276,7 +283,7 @@ class _Hub:
         if new:
             try:
                 pubsub = self._listen()
-                if self._cluster is not None:
+                if self._sharded:
                     pubsub.ssubscribe(channel)
                 else:
                     pubsub.subscribe(channel)
@@ -317,7 +324,7 @@ class _Hub:
             self._unsubscribe(pubsub, name)
 
     def _unsubscribe(self, pubsub: _HubPubSub, name: str) -> None:
-        if self._cluster is not None:
+        if self._sharded:
             pubsub.sunsubscribe(name)
         else:
             pubsub.unsubscribe(name)
@@ -513,6 +520,9 @@ class _State:
     connecting: bool = False
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
+    #: whether a Redis Cluster client's servers have sharded pub/sub (set by
+    #: the probe; False on Redis 6.2: plain PUBLISH / SUBSCRIBE)
+    sharded: bool = True
     #: the client's weak reference (the entry goes with the client)
     client: Callable[[], Any] = lambda: None
 
@@ -572,10 +582,11 @@ def _hub(client: Client, channel: str) -> _Hub:
             if hub is None:
                 ref = weakref.ref(client)
                 hub = _Hub(
-                    node.redis_connection.connection_pool,
+                    _clients.node_client(client, node).connection_pool,
                     state.hub._library,
                     waiter=state.hub.waiter,
                     cluster=ref,
+                    sharded=state.sharded,
                 )
                 state.nodes[where] = hub
     return hub
@@ -592,12 +603,13 @@ def _renew_each(ref: Callable[[], Client | None], leases: list[Any]) -> list[Any
         return [None] * len(leases)
     steps = [lease._renewal() for lease in leases]
     raws: list[Any] = [None] * len(steps)
+    shard = _state(client).sharded
     for node, indexes in _clients.by_node(client, steps):
         try:
             sent = _pipeline(
-                client.get_redis_connection(node),  # type: ignore[union-attr]
+                _clients.node_client(client, node),
                 Pipeline(tuple(steps[i] for i in indexes)),
-                cluster=True,
+                shard=shard,
             )
         except Exception as exc:
             sent = [exc] * len(indexes)
@@ -642,7 +654,7 @@ def run(client: Client, plan: Plan[T]) -> T:
                 raise denied from exc
             raise
         if _clients.is_cluster(type(client)):
-            _clients.check_cluster_server(server.name, server.version)
+            state.sharded = _clients.sharded_pubsub(server.name, server.version)
         state.server = server
     return _drive(client, plan)
 
@@ -732,13 +744,14 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     raise TypeError(f"unknown step {step!r}")
 
 
-def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) -> list[Any]:
+def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
     (the steps of a pipeline are idempotent: lease rewrites and waits).
     On a Redis Cluster client each step is sent on its own (to its slot's node),
-    its error in its place. ``cluster``: ``client`` is one master of a cluster
-    (every step's keys in its slots), sent the scripts' sharded variants."""
+    its error in its place. ``shard``: ``client`` is one master of a cluster
+    with sharded pub/sub (every step's keys in its slots), sent the scripts'
+    sharded variants."""
     if _clients.is_cluster(type(client)):
         _clients.check_cluster_pipeline(step)
         return [_one(client, part) for part in step.steps]
@@ -747,7 +760,7 @@ def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) -> list[
         with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
-                    pipe.evalsha(*_clients.evalsha_args(part, cluster))
+                    pipe.evalsha(*_clients.evalsha_args(part, shard))
                 else:
                     pipe.execute_command(*part.args)
             return pipe.execute(raise_on_error=False)
@@ -755,7 +768,7 @@ def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) -> list[
     raws = send()
     if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
-            client.script_load((_clients.sharded(spec) if cluster else spec).source)
+            client.script_load((_clients.sharded(spec) if shard else spec).source)
         raws = send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
@@ -783,13 +796,14 @@ def _one(client: Client, part: Eval | Command) -> Any:
 def _send(client: Client, step: Eval) -> Any:
     """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
     cluster = _clients.is_cluster(type(client))
+    shard = cluster and _state(client).sharded
     try:
         if not cluster:  # (what evalsha sends, without its wrappers: this is every call)
             return client.execute_command("EVALSHA", *_clients.evalsha_args(step))  # type: ignore[no-untyped-call]
-        return client.evalsha(*_clients.evalsha_args(step, cluster))
+        return client.evalsha(*_clients.evalsha_args(step, shard))
     except _library(type(client)).no_script:
-        client.script_load(_clients.source_of(step, cluster))
-        return client.evalsha(*_clients.evalsha_args(step, cluster))
+        client.script_load(_clients.source_of(step, shard))
+        return client.evalsha(*_clients.evalsha_args(step, shard))
 
 
 def _evalsha(client: Client, step: Eval) -> Any:
