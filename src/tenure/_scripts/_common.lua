@@ -36,11 +36,11 @@ end
 -- bits, made with the lease: one lease, one release call), score = server ms.
 -- A release retried after its reply was lost finds its own member; a release
 -- by anyone else (a forced release, another call with the token) does not.
--- Members are kept 120 s, at most 1000 of them (about: the record is trimmed
--- at one release in 16, those whose id ends in a byte that is 0 modulo 16, a
--- "0" hex digit, so that the other releases spend no command on it), so
--- that releases by other holders meanwhile (a hand-off chain) never push a
--- retry's member out. A release with no id ("") is not recorded. A string
+-- Members are kept until 1000 newer ones were recorded (the oldest go first),
+-- so that releases by other holders meanwhile (a hand-off chain) never push
+-- a retry's member out, and the record expires 120 s after the last release.
+-- (A member may so outlive 120 s: a retry recognised that late was still
+-- that call, done.) A release with no id ("") is not recorded. A string
 -- there is an older tenure's record: it is replaced.
 local RELEASED_KEEP_MS = 120000
 local RELEASED_MAX = 1000
@@ -58,13 +58,10 @@ local function released_wrong(key, t)
   return nil
 end
 
--- Trim the record `key` (a sorted set) now and then (see above), `now_ms` the
--- server's clock; and keep it RELEASED_KEEP_MS from now.
-local function released_keep(key, now_ms, member)
-  if string.byte(member, -1) % 16 == 0 then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms - RELEASED_KEEP_MS)
-    redis.call('ZREMRANGEBYRANK', key, 0, -(RELEASED_MAX + 1))
-  end
+-- Keep the newest RELEASED_MAX members of the record `key` (a sorted set),
+-- and the record RELEASED_KEEP_MS from now.
+local function released_keep(key)
+  redis.call('ZREMRANGEBYRANK', key, 0, -(RELEASED_MAX + 1))
   redis.call('PEXPIRE', key, RELEASED_KEEP_MS)
 end
 
@@ -74,7 +71,7 @@ local function released_record(key, t, member)
   local now_ms = math.floor(now_us() / 1000)
   if t == 'string' then redis.call('DEL', key) end
   redis.call('ZADD', key, now_ms, member)
-  released_keep(key, now_ms, member)
+  released_keep(key)
 end
 
 -- Record the release `member` (not "") in `key`, its type not read before:
@@ -89,11 +86,11 @@ local function released_add(key, member)
     redis.call('DEL', key)
     redis.call('ZADD', key, now_ms, member)
   end
-  released_keep(key, now_ms, member)
+  released_keep(key)
   return nil
 end
 
--- Whether the release `member` was recorded (in the last 120 s) in `key` of type `t`.
+-- Whether the release `member` was recorded (and kept) in `key` of type `t`.
 local function released_has(key, t, member)
   return t == 'zset' and redis.call('ZSCORE', key, member) ~= false
 end

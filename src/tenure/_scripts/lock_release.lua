@@ -23,8 +23,8 @@
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  delay key     string: the lock-delay guard (see lock_acquire.lua);
 --                        a clean release deletes it
--- KEYS[5]  released key  sorted set: the call ids of the clean releases of
---                        the last 120 s (see released_record in _common.lua),
+-- KEYS[5]  released key  sorted set: the call ids of the last 1000 clean
+--                        releases, kept 120 s after the last (see released_record in _common.lua),
 --                        so that the same call retried after a lost reply is
 --                        recognised (and no other call with the token)
 -- KEYS[6]  chain key     (exact-key mode only) string: "<n> <token>" while a
