@@ -271,6 +271,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
 
     def _forget(self, lease: AsyncLease) -> None:
         if self._leases.get(lease._holder) is lease:
-            del self._leases[lease._holder]
+            # (two threads releasing one lease both end it: never a KeyError)
+            self._leases.pop(lease._holder, None)
         _driver.unwatch(self._client, lease._watch)
         self._opts.record(self._keys.lock, lease.acquired_at)

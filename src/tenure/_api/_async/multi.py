@@ -419,4 +419,4 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
 
     def _forget(self, lease: AsyncMultiLease) -> None:
         if self._leases.get(lease.owner) is lease:
-            del self._leases[lease.owner]
+            self._leases.pop(lease.owner, None)  # (never a KeyError: see AsyncLock._forget)

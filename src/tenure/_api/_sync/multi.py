@@ -420,4 +420,4 @@ class MultiLock(_Blocks[MultiLease]):
 
     def _forget(self, lease: MultiLease) -> None:
         if self._leases.get(lease.owner) is lease:
-            del self._leases[lease.owner]
+            self._leases.pop(lease.owner, None)  # (never a KeyError: see Lock._forget)
