@@ -46,7 +46,8 @@ class Cluster:
             for bus in self.bus_ports
         ]
         #: ``replicas`` per master, each its own process (see :meth:`_add_replicas`)
-        self.replica_nodes = [_replica_process(binary) for _ in range(replicas) for _ in RANGES]
+        self.replica_bus_ports = [free_port() for _ in range(replicas) for _ in RANGES]
+        self.replica_nodes = [_replica_process(binary, bus) for bus in self.replica_bus_ports]
 
     @property
     def startup(self) -> list[tuple[str, int]]:
@@ -114,11 +115,12 @@ class Cluster:
         for node in self.replica_nodes:
             node.start()
         with _client(self.nodes[0]) as first:
-            for node in self.replica_nodes:
-                first.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, node.bus_port)
+            for node, bus in zip(self.replica_nodes, self.replica_bus_ports, strict=True):
+                first.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
         ids = [self.node_id(node) for node in self.nodes]
         for i, node in enumerate(self.replica_nodes):
-            _until(lambda: _replicate(node, ids[i % len(ids)]), "a replica did not attach")
+            master = ids[i % len(ids)]
+            _until(lambda n=node, m=master: _replicate(n, m), "a replica did not attach")
         for node in self.processes:
             _fast_sync(node)
         _until(self._settled, "the test cluster's replicas did not settle")
@@ -243,17 +245,16 @@ class Cluster:
             return False
 
     def migrate_slot(self, slot: int, target: ServerProcess) -> ServerProcess:
-        """Move ``slot`` and its keys to ``target`` (the three steps above); return its old owner."""
+        """Move ``slot`` and its keys to ``target`` (the steps above); return its old owner."""
         source = self.begin_migration(slot, target)
         self.move_keys(slot, source, target)
         self.end_migration(slot, source, target)
         return source
 
 
-def _replica_process(binary: str | None) -> ServerProcess:
-    """A node process for a replica, its cluster bus port in ``bus_port``."""
-    bus = free_port()
-    node = ServerProcess(
+def _replica_process(binary: str | None, bus: int) -> ServerProcess:
+    """A node process for a replica, on cluster bus port ``bus``."""
+    return ServerProcess(
         binary,
         args=(
             "--cluster-enabled",
@@ -266,8 +267,6 @@ def _replica_process(binary: str | None) -> ServerProcess:
             "no",
         ),
     )
-    node.bus_port = bus  # type: ignore[attr-defined]
-    return node
 
 
 def _client(node: ServerProcess) -> redis.Redis:
