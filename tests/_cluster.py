@@ -130,13 +130,13 @@ class Cluster:
         with _client(node) as client:
             return str(client.execute_command("CLUSTER", "MYID"))
 
-    def _live(self) -> list[ServerProcess]:
+    def live(self) -> list[ServerProcess]:
         return [node for node in self.processes if _running(node)]
 
     def _settled(self) -> bool:
         """Every live node says ``cluster_state:ok``, knows every node, and every
         master's replicas that are alive are online (replication link up)."""
-        live = self._live()
+        live = self.live()
         for node in live:
             with _client(node) as client:
                 info = client.execute_command("CLUSTER", "INFO")
@@ -157,7 +157,7 @@ class Cluster:
             LookupError: they don't agree (yet).
         """
         named = set()
-        for node in self._live():
+        for node in self.live():
             with _client(node) as client:
                 named.add(_slot_owner(client.execute_command("CLUSTER", "NODES"), slot))
         if len(named) != 1 or None in named:
@@ -193,7 +193,7 @@ class Cluster:
         return found[-1]
 
     def _all_ok(self) -> bool:
-        for node in self._live():
+        for node in self.live():
             with _client(node) as client:
                 if "cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
                     return False
@@ -232,7 +232,7 @@ class Cluster:
         channels ``sunsubscribe``, then on the other masters) and wait until
         every live node agrees."""
         target_id = self.node_id(target)
-        others = [n for n in self._live() if n not in (source, target) and _role(n) == "master"]
+        others = [n for n in self.live() if n not in (source, target) and _role(n) == "master"]
         for node in (target, source, *others):
             with _client(node) as client:
                 client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)

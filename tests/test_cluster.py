@@ -10,7 +10,7 @@ name's slot); a waiter is woken by the release (sharded pub/sub on that
 master), long before the holder's ttl; contending threads never overlap and
 fences increase; the watchdog keeps a lease alive, and fires the lost signal
 when the lease's key is deleted. A Redis 6.2 cluster (no sharded pub/sub) is
-refused.
+refused. (Replicas, failover and slot migration: ``tests/test_cluster_ha.py``.)
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from tenure import (
     Lock,
     MultiLock,
     NotOwnedError,
+    NotReplicatedError,
     ReadWriteLock,
     Redlock,
     RLock,
@@ -364,11 +365,16 @@ def test_multilock_over_parts_on_three_masters(rc: redis.cluster.RedisCluster) -
     assert not any(rc.exists(f"tenure:{{{name}}}") for name in names)
 
 
-def test_min_replicas_is_refused_before_anything_is_held(rc: redis.cluster.RedisCluster) -> None:
-    name = _names(rc, "replicas")[0]
-    with pytest.raises(UnsupportedServer, match="min_replicas"):
-        Lock(rc, name, ttl=5, min_replicas=1).acquire(timeout=1)
-    assert not rc.exists(f"tenure:{{{name}}}")
+def test_min_replicas_without_replicas_fails_and_holds_nothing(
+    rc: redis.cluster.RedisCluster,
+) -> None:
+    """``WAIT`` goes to the master of the name's slot, which has no replica
+    here: acquire fails and the lease is released (with replicas:
+    ``tests/test_cluster_ha.py::test_min_replicas_on_a_cluster``)."""
+    for name in _names(rc, "replicas"):
+        with pytest.raises(NotReplicatedError):
+            Lock(rc, name, ttl=5, min_replicas=1, replica_timeout=0.1).acquire(timeout=1)
+        assert not rc.exists(f"tenure:{{{name}}}")
 
 
 def test_the_watchdog_renews_and_tells_a_loss_async(cluster: Cluster) -> None:

@@ -11,8 +11,10 @@ A redis-py Redis Cluster client (``redis.asyncio.cluster.RedisCluster``) is
 driven as the synchronous driver drives ``redis.cluster.RedisCluster``: scripts
 and commands through the client (routed by their keys' slot), the
 :func:`._clients.sharded` variant of every script, one wake hub per node it
-waits on (sharded pub/sub, on a connection pool of its own to that node), and
-watchdog renewals one round trip per lease.
+waits on (sharded pub/sub, on a connection pool of its own to that node,
+handing its channels to the new owner's hub when a slot moves or its master
+fails over), watchdog renewals in one cluster pipeline, and a pipeline with
+``WAIT`` (``min_replicas``) on a connection of the slot's master.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from .._scripts import ACL_KEYS
 from . import _clients, _identity
 from ._hubbook import (
     LINGER,
+    Dropped,
     HubBook,
     PassOn,
     Settable,
@@ -124,6 +127,9 @@ class _Channel:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: the hub whose book holds the channel (on a Redis Cluster it moves to the
+    #: hub of the slot's new owner: see _Hub.adopt)
+    home: Any = None
 
 
 class _HubPubSub(Protocol):
@@ -243,16 +249,75 @@ class _Hub:
         self._pubsub: _HubPubSub | None = None
         self._reader: asyncio.Task[None] | None = None
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
+        # a cluster node's channels that its server dropped (slot moved, node
+        # gone), waiting to be adopted by the hub of their slot's owner
+        self._orphans: dict[str, _Channel] = {}
+        self._orphan_failures = 0
+        self._rehome_at = 0.0
 
     async def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
         ch, subscribe = self._book.enter(channel, keys, token)
+        ch.home = self
         await self._subscribe(channel, subscribe)
         return ch
 
     async def listen(self, channel: str, event: asyncio.Event) -> _Channel:
         ch, subscribe = self._book.listen(channel, event)
+        ch.home = self
         await self._subscribe(channel, subscribe)
         return ch
+
+    async def adopt(self, channel: str, ch: _Channel) -> None:
+        """Listen on ``channel`` with the record another node's hub dropped (a
+        Redis Cluster slot now served by this hub's node): SSUBSCRIBE, whose
+        confirmation wakes its plans. Raises the library's error if the
+        SSUBSCRIBE can't be sent (the record is then not adopted)."""
+        if not self._book.adopt(channel, ch):
+            _wake_all_of(ch)
+            return
+        ch.home = self
+        try:
+            await cast(Any, self._listen()).ssubscribe(channel)
+        except BaseException:
+            self._book.forget(channel)
+            raise
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
+
+    def _orphan(self, orphans: dict[str, _Channel]) -> None:
+        """Keep channels the server dropped until a hub adopts them (the reader
+        calls :meth:`_rehome`)."""
+        self._orphans.update(orphans)
+        self._orphan_failures = 0
+        self._rehome_at = 0.0
+
+    async def _rehome(self) -> None:
+        """Give each orphaned channel to the hub of the node that owns its slot
+        now, after refreshing the cluster client's slot map; those that no hub
+        can take yet (the slot's new master is not known yet, or does not
+        answer) are tried again after a backoff. A channel nobody waits on any
+        more is just dropped."""
+        client = self._cluster() if self._cluster is not None else None
+        if client is None:
+            self._orphans.clear()
+            return
+        if time.monotonic() < self._rehome_at:
+            return
+        with contextlib.suppress(Exception):
+            await client.nodes_manager.initialize()  # type: ignore[union-attr]
+        for name, ch in list(self._orphans.items()):
+            adopted = ch.refs == 0
+            if not adopted:
+                with contextlib.suppress(Exception):
+                    hub = _hub(client, name)
+                    if hub is not self or self._pubsub is None:
+                        await hub.adopt(name, ch)
+                        adopted = True
+            if adopted:
+                self._orphans.pop(name, None)
+        if self._orphans:
+            self._orphan_failures += 1
+            self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
 
     async def _subscribe(self, channel: str, new: bool) -> None:
         if new:
@@ -308,15 +373,30 @@ class _Hub:
         failures = 0
         try:
             while True:
+                if self._orphans:
+                    await self._rehome()
                 message = await self._next(pubsub, failures)
                 failures = 0 if message is not False else failures + 1
                 # redis-py can swallow a cancellation while it reconnects; a
                 # pending one (the loop shutting down) still ends the reader.
                 if task is not None and task.cancelling():
                     break
+                if message is False and self._cluster is not None:
+                    # a cluster node gone (failover) or no longer serving a
+                    # channel (MOVED): its channels go to their slots' owners
+                    orphans = self._book.drop_all()
+                    self._pubsub = None  # an adoption here starts a new reader
+                    self._reader = None
+                    self._orphan(orphans)
+                    while self._orphans:
+                        await self._rehome()
+                        if self._orphans:
+                            wait = min(LINGER, self._rehome_at - time.monotonic())
+                            await asyncio.sleep(max(0.0, wait))
+                    break
                 if isinstance(message, dict):
-                    await self._dispatch(message)
-                elif message is None and self._book.empty():
+                    await self._dispatch(message, pubsub)
+                elif message is None and self._book.empty() and not self._orphans:
                     break
                 elif message is False and self._book.empty():
                     break  # nobody waits: don't reconnect
@@ -349,7 +429,7 @@ class _Hub:
                 if ch is not None:
                     wake_refused(ch)
                 return None
-            if not self._book.drop_idle():
+            if self._cluster is None and not self._book.drop_idle():
                 self._book.wake_all()
                 await asyncio.sleep(self._backoff.compute(failures + 1))
             return False
@@ -360,11 +440,15 @@ class _Hub:
         else:
             await pubsub.unsubscribe(name)
 
-    async def _dispatch(self, message: dict[str, Any]) -> None:
+    async def _dispatch(self, message: dict[str, Any], pubsub: _HubPubSub) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
         kind = _SHARDED_TYPES.get(message["type"], message["type"])
         route = self._book.route(kind, channel, data)
-        if isinstance(route, PassOn):
+        if isinstance(route, Dropped):
+            # redis-py forgets only the channels it was asked to unsubscribe
+            _forget_shard_channel(pubsub, message["channel"])
+            self._orphan({route.channel: route.record})
+        elif isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
                 client = (
@@ -376,6 +460,22 @@ class _Hub:
                     await _drive(client, route.plan())
         elif route is not None:
             route.set()
+
+
+def _wake_all_of(ch: _Channel) -> None:
+    """Wake every plan of ``ch`` to check Redis again."""
+    ch.ready.set()
+    ch.wake.set()
+    for event in list(ch.listeners):
+        event.set()
+
+
+def _forget_shard_channel(pubsub: Any, channel: Any) -> None:
+    """Remove ``channel`` from a PubSub's sharded subscriptions, which it would
+    subscribe again on a reconnection (the server dropped it)."""
+    channels = getattr(pubsub, "shard_channels", {})
+    for name in (channel, _text(channel), _text(channel).encode()):
+        channels.pop(name, None)
 
 
 #: The types of sharded pub/sub messages, as the hub book names them.
@@ -486,6 +586,9 @@ class _State:
     connecting: bool = False
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
+    #: a Redis Cluster client's connection pools to the masters it sent a
+    #: pipeline with WAIT, by (host, port) (see _on_master)
+    pools: dict[tuple[str, int], Any] = field(default_factory=dict)
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -607,11 +710,15 @@ async def run(client: Client, plan: Plan[T]) -> T:
 
 @dataclass(eq=False)
 class _Contention:
-    hub: _Hub
     ch: _Channel
     token: str
     entered: bool = False
     listener: asyncio.Event | None = None  # set for a Subscribe: its own wake event
+
+    @property
+    def hub(self) -> _Hub:
+        """The hub that holds the channel now (see ``_Channel.home``)."""
+        return self.ch.home  # type: ignore[no-any-return]
 
 
 async def _drive(client: Client, plan: Plan[T]) -> T:
@@ -667,7 +774,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         keys = step.keys if step.pass_on else None
         waiter = hub.own_waiter() if step.own_channel else hub.waiter
         ch = await hub.enter(keys, step.keys.wake_prefix + waiter, step.token)
-        c = _Contention(hub, ch, step.token)
+        c = _Contention(ch, step.token)
         held.append(c)
         try:
             async with asyncio.timeout(confirm_wait(step.timeout)):
@@ -687,7 +794,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         hub = _hub(client, step.channel)
         event = asyncio.Event()
         ch = await hub.listen(step.channel, event)
-        held.append(_Contention(hub, ch, "", listener=event))
+        held.append(_Contention(ch, "", listener=event))
         try:
             async with asyncio.timeout(step.timeout):
                 await ch.ready.wait()
@@ -702,21 +809,24 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     raise TypeError(f"unknown step {step!r}")
 
 
-async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
+async def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
     (the steps of a pipeline are idempotent: lease rewrites and waits).
     On a Redis Cluster client each step is sent on its own (to its slot's node),
-    its error in its place."""
+    its error in its place, except a pipeline with ``WAIT`` (``min_replicas``):
+    see :func:`_on_master`. ``cluster``: ``client`` is one master of a cluster
+    (every step's keys in its slots), sent the scripts' sharded variants."""
     if _clients.is_cluster(type(client)):
-        _clients.check_cluster_pipeline(step)
+        if _clients.on_one_connection(step):
+            return await _on_master(client, step)
         return [await _one(client, part) for part in step.steps]
 
     async def send() -> list[Any]:
         async with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
-                    pipe.evalsha(*_clients.evalsha_args(part))
+                    pipe.evalsha(*_clients.evalsha_args(part, cluster))
                 else:
                     pipe.execute_command(*part.args)
             return await pipe.execute(raise_on_error=False)
@@ -724,7 +834,7 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     raws = await send()
     if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
-            await client.script_load(spec.source)
+            await client.script_load((_clients.sharded(spec) if cluster else spec).source)
         raws = await send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
@@ -736,6 +846,42 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
             except Exception as exc:
                 raw = exc
         replies.append(raw)
+    return replies
+
+
+#: How many times a pipeline sent to a slot's master is sent again after the
+#: node answered that it does not serve the slot (the slot map is refreshed
+#: in between).
+REDIRECTED_TRIES = 3
+
+
+async def _on_master(client: Any, step: Pipeline) -> list[Any]:
+    """Send a pipeline that must share one connection (a write, then ``WAIT``)
+    to the master of its first script's slot, on a client of that master (from
+    a connection pool of its own, kept per node), in one round trip. If the
+    node answers that the slot is not (or no longer entirely) its own
+    (``MOVED``, ``ASK``, ``TRYAGAIN``: a migration, a failover), the cluster
+    client's slot map is refreshed and the whole pipeline sent again (its
+    steps are idempotent), up to :data:`REDIRECTED_TRIES` times in all."""
+    key = _clients.first_key(step)
+    state = _state(client)
+    replies: list[Any] = []
+    for attempt in range(REDIRECTED_TRIES):
+        node = client.get_node_from_key(key) if key is not None else client.get_default_node()
+        where = (str(node.host), int(node.port))
+        pool = state.pools.get(where)
+        if pool is None:
+            # (only redis-py's cluster clients are accepted: see _clients.check)
+            pool = state.pools[where] = redis.asyncio.ConnectionPool(
+                connection_class=node.connection_class, **node.connection_kwargs
+            )
+        master = state.hub._library.client(connection_pool=pool)
+        replies = await _pipeline(master, step, cluster=True)
+        if not any(_clients.redirected(reply) for reply in replies):
+            break
+        if attempt + 1 < REDIRECTED_TRIES:
+            await asyncio.sleep(0.05 * (attempt + 1))
+            await client.nodes_manager.initialize()
     return replies
 
 

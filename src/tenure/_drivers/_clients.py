@@ -210,21 +210,35 @@ def check_cluster_server(name: str, version: tuple[int, ...]) -> None:
         )
 
 
-def check_cluster_pipeline(step: Pipeline) -> None:
-    """Refuse, before anything is sent, a pipeline that a Redis Cluster client
-    can't send step by step: one with a command that acts on its connection's
-    writes (``WAIT`` / ``WAITAOF``, what ``min_replicas`` sends), which must go
-    on the connection of the write before it, to that slot's master.
+def on_one_connection(step: Pipeline) -> bool:
+    """Whether a pipeline must be sent on one connection, to the master of its
+    first script's slot, rather than step by step through a Redis Cluster
+    client: it has a command that acts on its connection's writes (``WAIT`` /
+    ``WAITAOF``, what ``min_replicas`` sends), which must follow the write on
+    that master's connection."""
+    return any(
+        isinstance(part, Command) and str(part.args[0]).upper() in ("WAIT", "WAITAOF")
+        for part in step.steps
+    )
 
-    Raises:
-        UnsupportedServer: ``min_replicas`` on a Redis Cluster (not supported yet).
-    """
+
+def first_key(step: Pipeline) -> str | None:
+    """The first key of the pipeline's first script with keys (``None``: none has)."""
     for part in step.steps:
-        if isinstance(part, Command) and str(part.args[0]).upper() in ("WAIT", "WAITAOF"):
-            raise UnsupportedServer(
-                "min_replicas is not supported on a Redis Cluster yet: "
-                "acquire without it (leave min_replicas=0)"
-            )
+        if isinstance(part, Eval) and part.keys:
+            return str(part.keys[0])
+    return None
+
+
+#: The error replies of a Redis Cluster node that mean "not here (now)": the
+#: slot moved (``MOVED``), is moving (``ASK``), or is split between two nodes
+#: mid-migration (``TRYAGAIN``); redis-py's exception class names.
+REDIRECTS = ("MovedError", "AskError", "TryAgainError")
+
+
+def redirected(reply: object) -> bool:
+    """Whether ``reply`` is one of :data:`REDIRECTS`."""
+    return type(reply).__name__ in REDIRECTS
 
 
 def by_node(client: Any, steps: Sequence[Eval | Command]) -> list[tuple[Any, list[int]]]:
