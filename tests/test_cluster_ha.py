@@ -17,6 +17,8 @@ PTTL); the holders never overlap and the fences strictly increase; the renewed
 lease is never lost and is renewed on the new owner. With ``min_replicas=1``
 a lease is on the replica when acquire returns (and acquire fails when the
 replica can't acknowledge), and is on the promoted replica after a failover.
+Waiters of clients whose slot map is stale (learned before a migration) end
+up on the new owner too.
 """
 
 from __future__ import annotations
@@ -364,3 +366,70 @@ def test_min_replicas_on_a_cluster(cluster: Cluster, rc: redis.cluster.RedisClus
         again.release()
     finally:
         cluster.revive(master)
+
+
+def test_a_waiter_whose_slot_map_is_stale(cluster: Cluster, rc: redis.cluster.RedisCluster) -> None:
+    """A client learned the slot's owner, then the slot moved: its waiters
+    (sync and asyncio) start waiting with the old map, and still end up
+    subscribed on the new owner and woken by the release there."""
+    name = _same_slot(rc, "stale", 1)[0]
+    slot = rc.keyslot(name)
+    holder = Lock(rc, name, ttl=LEASE).acquire()
+    assert holder is not None
+    history = History()
+    stale = _client(cluster)
+    stale.get(f"{{{name}}}:probe")  # its map names the slot's owner now
+    aio: list[redis.asyncio.cluster.RedisCluster] = []
+
+    async def learn() -> None:
+        nodes = [redis.asyncio.cluster.ClusterNode(h, p) for h, p in cluster.startup]
+        aio.append(redis.asyncio.cluster.RedisCluster(startup_nodes=nodes))
+        await aio[0].get(f"{{{name}}}:probe")
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(learn())
+    source = cluster.owner(slot)
+    target = _other_master(cluster, source)
+    cluster.migrate_slot(slot, target)
+
+    def sync_wait() -> None:
+        lease = Lock(stale, name).acquire(timeout=LEASE + 10)
+        start = time.monotonic()
+        time.sleep(HOLD)
+        history.held(start, time.monotonic(), lease.fence, "sync waiter")
+        lease.release()
+
+    async def async_wait() -> None:
+        lease = await AsyncLock(aio[0], name).acquire(timeout=LEASE + 10)
+        start = time.monotonic()
+        await asyncio.sleep(HOLD)
+        history.held(start, time.monotonic(), lease.fence, "async waiter")
+        await lease.release()
+        await aio[0].aclose()
+
+    def guarded(run: Callable[[], None]) -> Callable[[], None]:
+        def body() -> None:
+            try:
+                run()
+            except BaseException as exc:
+                history.errors.append(exc)
+
+        return body
+
+    waiters = [
+        threading.Thread(target=guarded(sync_wait), daemon=True),
+        threading.Thread(
+            target=guarded(lambda: loop.run_until_complete(async_wait())), daemon=True
+        ),
+    ]
+    for thread in waiters:
+        thread.start()
+    try:
+        _until(
+            lambda: _subscribed(target, name) >= 2, 10, "both waiters subscribed on the new owner"
+        )
+        _release_wakes_both(rc, holder, history, waiters)
+    finally:
+        stale.close()
+        if not waiters[1].is_alive():
+            loop.close()
