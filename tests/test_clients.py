@@ -508,10 +508,9 @@ SYNC_WRONG: list[tuple[str, Callable[[], object], list[str]]] = [
         ["valkey.client.Pipeline", "a pipeline can't hold a lock"],
     ),
     (
-        # its constructor would connect to discover the cluster: an unset one
-        "valkey-cluster",
-        lambda: valkey.cluster.ValkeyCluster.__new__(valkey.cluster.ValkeyCluster),
-        ["valkey.cluster.ValkeyCluster", "Redis Cluster clients of valkey-py are not supported"],
+        "valkey-asyncio-cluster",
+        lambda: valkey.asyncio.cluster.ValkeyCluster(host="127.0.0.1", port=1),
+        ["valkey.asyncio.cluster.ValkeyCluster", "asyncio cluster client): use {twin}"],
     ),
     (
         "redis-asyncio-cluster",
@@ -555,9 +554,10 @@ ASYNC_WRONG: list[tuple[str, Callable[[], object], list[str]]] = [
         ["redis.cluster.RedisCluster", "synchronous cluster client): use {twin}"],
     ),
     (
-        "valkey-asyncio-cluster",
-        lambda: valkey.asyncio.cluster.ValkeyCluster(host="127.0.0.1", port=1),
-        ["valkey.asyncio.cluster.ValkeyCluster", "not supported yet"],
+        # its constructor would connect to discover the cluster: an unset one
+        "valkey-sync-cluster",
+        lambda: valkey.cluster.ValkeyCluster.__new__(valkey.cluster.ValkeyCluster),
+        ["valkey.cluster.ValkeyCluster", "synchronous cluster client): use {twin}"],
     ),
 ]
 

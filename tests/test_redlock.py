@@ -125,6 +125,51 @@ def test_every_master_holds_a_lock_with_the_same_token(clients: list[redis.Redis
     assert not lock.locked()
 
 
+def _commands_run(client: redis.Redis) -> int:
+    """Every command the server ran so far (scripts' own included), less INFO."""
+    stats = client.info("commandstats")
+    return sum(int(v["calls"]) for name, v in stats.items() if name != "cmdstat_info")
+
+
+def test_an_uncontended_cycle_is_one_round_per_master(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An uncontended acquire is one write to each master and a release one more
+    (its script and a ZCARD, pipelined): no probe, no queue write, no
+    subscription; each master runs what a Lock's cycle runs, plus that ZCARD."""
+    writes: list[int] = []
+    original = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(
+        self: redis.connection.AbstractConnection, command: object, check_health: bool = True
+    ) -> None:
+        writes.append(1)
+        original(self, command, check_health)  # type: ignore[no-untyped-call]
+
+    red = Redlock(clients, "rounds", ttl=10)
+    lock = Lock(clients[0], "rounds-lock", ttl=10)
+    for _ in range(3):  # warm up: server probes, scripts, connections
+        red.acquire().release()  # type: ignore[union-attr]
+        lock.acquire().release()  # type: ignore[union-attr]
+    cycles = 20
+    before = [_commands_run(c) for c in clients]
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    for _ in range(cycles):
+        lease = red.acquire()
+        assert lease is not None
+        assert len(writes) % (2 * N) == N  # the acquire: one write per master
+        lease.release()
+    red_writes = len(writes)
+    monkeypatch.undo()
+    per_master = [(_commands_run(c) - b) / cycles for c, b in zip(clients, before, strict=True)]
+    before_lock = _commands_run(clients[0])
+    for _ in range(cycles):
+        lock.acquire().release()  # type: ignore[union-attr]
+    lock_commands = (_commands_run(clients[0]) - before_lock) / cycles
+    assert red_writes == cycles * 2 * N
+    assert per_master == [lock_commands + 1] * N
+
+
 def test_two_of_five_down_acquire_and_renew(
     clients: list[redis.Redis], masters: list[ServerProcess]
 ) -> None:

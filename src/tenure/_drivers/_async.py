@@ -7,14 +7,18 @@ clients of the watchdog's renewals and of the hub's hand-offs) and the
 ``NoScriptError`` it catches are those of the client's own library, found once
 per client class (see :mod:`._clients`).
 
-A redis-py Redis Cluster client (``redis.asyncio.cluster.RedisCluster``) is
-driven as the synchronous driver drives ``redis.cluster.RedisCluster``: scripts
-and commands through the client (routed by their keys' slot), the
-:func:`._clients.sharded` variant of every script, one wake hub per node it
-waits on (sharded pub/sub, on a connection pool of its own to that node,
-handing its channels to the new owner's hub when a slot moves or its master
-fails over), watchdog renewals in one cluster pipeline, and a pipeline with
-``WAIT`` (``min_replicas``) on a connection of the slot's master.
+A Redis Cluster client (``redis.asyncio.cluster.RedisCluster``,
+``valkey.asyncio.cluster.ValkeyCluster``) is driven as the synchronous driver
+drives a synchronous one: scripts and commands through the client (routed by
+their keys' slot), the :func:`._clients.sharded` variant of every script, one
+wake hub per node it waits on (sharded pub/sub, on a connection pool of its
+own to that node, handing its channels to the new owner's hub when a slot
+moves or its master fails over), watchdog renewals in one cluster pipeline,
+and a pipeline with ``WAIT`` (``min_replicas``) on a connection of the slot's
+master. On a cluster without sharded pub/sub (Redis 6.2, found by the first
+call's server probe) it falls back to the scripts' plain variants
+(``PUBLISH``, which the cluster bus copies to every node) and hubs that
+``SUBSCRIBE``, still one per node waited on.
 """
 
 from __future__ import annotations
@@ -166,6 +170,56 @@ class _Reconnects:
             await self.hub._unsubscribe(pubsub, name)
 
 
+class _ShardedPubSub:
+    """Sharded pub/sub (``SSUBSCRIBE`` / ``SUNSUBSCRIBE``, ``smessage``), mixed into
+    valkey-py's asyncio PubSub, which lacks it (valkey-py 6.2; its synchronous
+    PubSub has it, as redis-py's both do): what a ``ValkeyCluster`` hub needs,
+    with the same attributes as redis-py's (``shard_channels``), subscribed
+    again on a new connection."""
+
+    shard_channels: dict[Any, Any]
+    pending_unsubscribe_shard_channels: set[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shard_channels = {}
+        self.pending_unsubscribe_shard_channels = set()
+
+    async def ssubscribe(self, *channels: Any) -> None:
+        pubsub = cast(Any, self)
+        await pubsub.execute_command("SSUBSCRIBE", *channels)
+        new = pubsub._normalize_keys(dict.fromkeys(channels))
+        self.shard_channels.update(new)
+        self.pending_unsubscribe_shard_channels.difference_update(new)
+
+    def sunsubscribe(self, *channels: Any) -> Awaitable[Any]:
+        pubsub = cast(Any, self)
+        self.pending_unsubscribe_shard_channels.update(
+            pubsub._normalize_keys(dict.fromkeys(channels))
+        )
+        return cast(Awaitable[Any], pubsub.execute_command("SUNSUBSCRIBE", *channels))
+
+    async def on_connect(self, connection: Any) -> None:
+        await cast(Any, super()).on_connect(connection)
+        self.pending_unsubscribe_shard_channels.clear()
+        if self.shard_channels:
+            await cast(Any, self).execute_command("SSUBSCRIBE", *self.shard_channels)
+
+    async def handle_message(self, response: Any, ignore_subscribe_messages: bool = False) -> Any:
+        message = await cast(Any, super()).handle_message(response, ignore_subscribe_messages)
+        if isinstance(message, dict) and message.get("type") in ("sunsubscribe", b"sunsubscribe"):
+            channel = message["channel"]
+            if channel in self.pending_unsubscribe_shard_channels:
+                self.pending_unsubscribe_shard_channels.discard(channel)
+                self.shard_channels.pop(channel, None)
+        return message
+
+    @property
+    def subscribed(self) -> bool:
+        pubsub = cast(Any, self)
+        return bool(pubsub.channels or pubsub.patterns or self.shard_channels)
+
+
 @dataclass(frozen=True, slots=True)
 class _Library:
     """The classes of one client library (redis-py or valkey-py) the driver uses."""
@@ -180,6 +234,8 @@ class _Library:
     response_error: type[Exception]
     #: the arguments of its pool's ``get_connection`` (valkey-py needs a command name)
     checkout: tuple[str, ...]
+    #: its connection pool class (a cluster hub's pool to one node)
+    pool: Callable[..., Any]
 
 
 class _RedisHubPubSub(_Reconnects, redis.asyncio.client.PubSub):
@@ -192,6 +248,7 @@ _REDIS = _Library(
     redis.exceptions.NoScriptError,
     redis.exceptions.ResponseError,
     (),
+    redis.asyncio.ConnectionPool,
 )
 
 
@@ -203,8 +260,9 @@ def _library_named(name: _clients.Library) -> _Library:
     import valkey.asyncio.client
     import valkey.exceptions
 
-    class _ValkeyHubPubSub(_Reconnects, valkey.asyncio.client.PubSub):
-        """valkey-py's PubSub, telling its hub when the connection is made again."""
+    class _ValkeyHubPubSub(_Reconnects, _ShardedPubSub, valkey.asyncio.client.PubSub):
+        """valkey-py's PubSub, with sharded pub/sub, telling its hub when the
+        connection is made again."""
 
     return _Library(
         valkey.asyncio.Valkey,
@@ -212,6 +270,7 @@ def _library_named(name: _clients.Library) -> _Library:
         valkey.exceptions.NoScriptError,
         valkey.exceptions.ResponseError,
         ("EVALSHA",),
+        valkey.asyncio.ConnectionPool,
     )
 
 
@@ -237,14 +296,17 @@ class _Hub:
         *,
         waiter: str | None = None,
         cluster: Callable[[], Client | None] | None = None,
+        sharded: bool = True,
     ) -> None:
         self.waiter = waiter or _identity.process_id()[:8] + "-" + os.urandom(4).hex()
         self._numbers = itertools.count(1)
         self._pool = pool
         self._library = library
         # a Redis Cluster node's hub: the cluster client (or None once it is
-        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE
+        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE, or by
+        # SUBSCRIBE on a cluster without sharded pub/sub (Redis 6.2)
         self._cluster = cluster
+        self._sharded = cluster is not None and sharded
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -269,15 +331,20 @@ class _Hub:
 
     async def adopt(self, channel: str, ch: _Channel) -> None:
         """Listen on ``channel`` with the record another node's hub dropped (a
-        Redis Cluster slot now served by this hub's node): SSUBSCRIBE, whose
-        confirmation wakes its plans. Raises the library's error if the
-        SSUBSCRIBE can't be sent (the record is then not adopted)."""
+        Redis Cluster slot now served by this hub's node, or a node gone):
+        SSUBSCRIBE (SUBSCRIBE on Redis 6.2), whose confirmation wakes its
+        plans. Raises the library's error if it can't be sent (the record is
+        then not adopted)."""
         if not self._book.adopt(channel, ch):
             _wake_all_of(ch)
             return
         ch.home = self
         try:
-            await cast(Any, self._listen()).ssubscribe(channel)
+            pubsub = self._listen()
+            if self._sharded:
+                await cast(Any, pubsub).ssubscribe(channel)
+            else:
+                await pubsub.subscribe(channel)
         except BaseException:
             self._book.forget(channel)
             raise
@@ -323,7 +390,7 @@ class _Hub:
         if new:
             try:
                 pubsub = self._listen()
-                if self._cluster is not None:
+                if self._sharded:
                     await cast(Any, pubsub).ssubscribe(channel)
                 else:
                     await pubsub.subscribe(channel)
@@ -435,7 +502,7 @@ class _Hub:
             return False
 
     async def _unsubscribe(self, pubsub: _HubPubSub, name: str) -> None:
-        if self._cluster is not None:
+        if self._sharded:
             await cast(Any, pubsub).sunsubscribe(name)
         else:
             await pubsub.unsubscribe(name)
@@ -589,6 +656,9 @@ class _State:
     #: a Redis Cluster client's connection pools to the masters it sent a
     #: pipeline with WAIT, by (host, port) (see _on_master)
     pools: dict[tuple[str, int], Any] = field(default_factory=dict)
+    #: whether a Redis Cluster client's servers have sharded pub/sub (set by
+    #: the probe; False on Redis 6.2: plain PUBLISH / SUBSCRIBE)
+    sharded: bool = True
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -630,11 +700,16 @@ def _hub(client: Client, channel: str) -> _Hub:
     where = (str(node.host), int(node.port))
     hub = state.nodes.get(where)
     if hub is None:
-        # (only redis-py's cluster clients are accepted: see _clients.check)
-        pool = redis.asyncio.ConnectionPool(
+        pool = state.hub._library.pool(
             connection_class=node.connection_class, **node.connection_kwargs
         )
-        hub = _Hub(pool, state.hub._library, waiter=state.hub.waiter, cluster=weakref.ref(client))
+        hub = _Hub(
+            pool,
+            state.hub._library,
+            waiter=state.hub.waiter,
+            cluster=weakref.ref(client),
+            sharded=state.sharded,
+        )
         state.nodes[where] = hub
     return hub
 
@@ -650,11 +725,12 @@ async def _renew_each(ref: Callable[[], Client | None], leases: list[Any]) -> li
     if client is None:
         return [None] * len(leases)
     steps = [lease._renewal() for lease in leases]
+    shard = _state(client).sharded
     raws: list[Any]
     try:
         async with client.pipeline() as pipe:
             for step in steps:
-                pipe.execute_command("EVALSHA", *_clients.evalsha_args(step, cluster=True))
+                pipe.execute_command("EVALSHA", *_clients.evalsha_args(step, shard))
             raws = list(await pipe.execute(raise_on_error=False))
     except Exception:
         raws = [None] * len(steps)
@@ -703,7 +779,7 @@ async def run(client: Client, plan: Plan[T]) -> T:
                 raise denied from exc
             raise
         if _clients.is_cluster(type(client)):
-            _clients.check_cluster_server(server.name, server.version)
+            state.sharded = _clients.sharded_pubsub(server.name, server.version)
         state.server = server
     return await _drive(client, plan)
 
@@ -809,14 +885,15 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     raise TypeError(f"unknown step {step!r}")
 
 
-async def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) -> list[Any]:
+async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
     (the steps of a pipeline are idempotent: lease rewrites and waits).
     On a Redis Cluster client each step is sent on its own (to its slot's node),
     its error in its place, except a pipeline with ``WAIT`` (``min_replicas``):
-    see :func:`_on_master`. ``cluster``: ``client`` is one master of a cluster
-    (every step's keys in its slots), sent the scripts' sharded variants."""
+    see :func:`_on_master`. ``shard``: ``client`` is one master of a cluster
+    with sharded pub/sub (every step's keys in its slots), sent the scripts'
+    sharded variants."""
     if _clients.is_cluster(type(client)):
         if _clients.on_one_connection(step):
             return await _on_master(client, step)
@@ -826,7 +903,7 @@ async def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) ->
         async with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
-                    pipe.evalsha(*_clients.evalsha_args(part, cluster))
+                    pipe.evalsha(*_clients.evalsha_args(part, shard))
                 else:
                     pipe.execute_command(*part.args)
             return await pipe.execute(raise_on_error=False)
@@ -834,7 +911,7 @@ async def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) ->
     raws = await send()
     if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
-            await client.script_load((_clients.sharded(spec) if cluster else spec).source)
+            await client.script_load((_clients.sharded(spec) if shard else spec).source)
         raws = await send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
@@ -871,12 +948,11 @@ async def _on_master(client: Any, step: Pipeline) -> list[Any]:
         where = (str(node.host), int(node.port))
         pool = state.pools.get(where)
         if pool is None:
-            # (only redis-py's cluster clients are accepted: see _clients.check)
-            pool = state.pools[where] = redis.asyncio.ConnectionPool(
+            pool = state.pools[where] = state.hub._library.pool(
                 connection_class=node.connection_class, **node.connection_kwargs
             )
         master = state.hub._library.client(connection_pool=pool)
-        replies = await _pipeline(master, step, cluster=True)
+        replies = await _pipeline(master, step, shard=state.sharded)
         if not any(_clients.redirected(reply) for reply in replies):
             break
         if attempt + 1 < REDIRECTED_TRIES:
@@ -897,12 +973,12 @@ async def _one(client: Client, part: Eval | Command) -> Any:
 
 async def _send(client: Client, step: Eval) -> Any:
     """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
-    cluster = _clients.is_cluster(type(client))
+    shard = _clients.is_cluster(type(client)) and _state(client).sharded
     try:
-        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, cluster)))
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
     except _library(type(client)).no_script:
-        await client.script_load(_clients.source_of(step, cluster))
-        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, cluster)))
+        await client.script_load(_clients.source_of(step, shard))
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
 
 
 async def _evalsha(client: Client, step: Eval) -> Any:

@@ -17,9 +17,13 @@ on its ``client`` argument, before anything is sent: it refuses, with an
 :class:`~tenure.InvalidArgument` naming what was passed and what is expected,
 a URL (a ``str``), ``None``, a client of the other API (an asyncio client
 given to a synchronous class, or the reverse), a pipeline (a ``Pipeline`` is a
-subclass of its client class), a cluster client (not supported yet) and any
+subclass of its client class), a cluster client given to a Redlock, and any
 other object. valkey-py is looked at only if the program imported it: a
 valkey-py client cannot exist otherwise.
+
+Redis Cluster clients of both libraries (redis-py's ``RedisCluster``,
+valkey-py's ``ValkeyCluster``, sync and asyncio) are driven alike: routed by
+``get_node_from_key``, each node's own client from :func:`node_client`.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any, Literal
 
-from .._errors import InvalidArgument, UnsupportedServer
+from .._errors import InvalidArgument
 from .._protocol import Command, Eval, Pipeline
 from .._scripts import sharded as sharded  # the drivers call it as _clients.sharded
 
@@ -120,14 +124,15 @@ def check(client: object, owner: str, *, asyncio: bool) -> None:
         InvalidArgument: ``client`` is not a client of the API ``owner`` needs
             (``redis.Redis`` / ``valkey.Valkey`` or a subclass for a synchronous
             class, ``redis.asyncio.Redis`` / ``valkey.asyncio.Valkey`` for an
-            asyncio one, or redis-py's ``RedisCluster`` of that API, except for a
-            Redlock); the message names what was passed and what is expected.
+            asyncio one, or a ``RedisCluster`` / ``ValkeyCluster`` of that API,
+            except for a Redlock); the message names what was passed and what
+            is expected.
     """
     sync, aio, pipelines, clusters, sentinels = _classes("valkey" in sys.modules)
     wanted, other = (aio, sync) if asyncio else (sync, aio)
     if isinstance(client, wanted) and not isinstance(client, pipelines):
         return
-    if is_cluster(type(client)) and isinstance(client, _cluster_classes()[asyncio]):
+    if isinstance(client, _cluster_classes(asyncio)):
         if owner.endswith("Redlock"):
             raise InvalidArgument(
                 f"{owner} needs independent masters, one client each, not "
@@ -152,11 +157,6 @@ def check(client: object, owner: str, *, asyncio: bool) -> None:
         raise InvalidArgument(
             f"{needs}, not {what}: a pipeline can't hold a lock: pass the client itself"
         )
-    if isinstance(client, clusters) and not is_cluster(type(client)):
-        raise InvalidArgument(
-            f"Redis Cluster clients of valkey-py are not supported yet: {needs} "
-            f"or a redis-py cluster client, not {what}"
-        )
     if isinstance(client, clusters):
         kind = "a synchronous" if asyncio else "an asyncio"
         raise InvalidArgument(
@@ -176,38 +176,34 @@ def check(client: object, owner: str, *, asyncio: bool) -> None:
     raise InvalidArgument(f"{needs}, not {what}")
 
 
-@cache
-def _cluster_classes() -> tuple[type, type]:
-    """(redis-py's sync cluster client class, its asyncio one)."""
-    import redis.asyncio.cluster
-    import redis.cluster
-
-    return redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster
+def _cluster_classes(asyncio: bool | None = None) -> tuple[type, ...]:
+    """The Redis Cluster client classes: redis-py's ``RedisCluster`` and (if the
+    program imported valkey-py) valkey-py's ``ValkeyCluster``, the synchronous
+    ones (``asyncio=False``), the asyncio ones (``True``) or all (``None``)."""
+    clusters = _classes("valkey" in sys.modules)[3]  # (sync, asyncio) per library
+    if asyncio is None:
+        return clusters
+    return clusters[1::2] if asyncio else clusters[::2]
 
 
 def is_cluster(cls: type) -> bool:
-    """Whether ``cls`` is a redis-py Redis Cluster client class (sync or asyncio),
-    which the drivers drive per node (see the module docstring)."""
+    """Whether ``cls`` is a Redis Cluster client class of either library (sync or
+    asyncio), which the drivers drive per node (see the module docstring)."""
     return issubclass(cls, _cluster_classes())
 
 
-#: Cluster mode needs sharded pub/sub (SSUBSCRIBE / SPUBLISH): Redis >= 7.0, any supported Valkey.
-CLUSTER_MINIMUM = {"redis": (7, 0), "valkey": (7, 2)}
+#: Sharded pub/sub (SSUBSCRIBE / SPUBLISH): Redis >= 7.0, any supported Valkey.
+SHARDED_MINIMUM = {"redis": (7, 0), "valkey": (7, 2)}
 
 
-def check_cluster_server(name: str, version: tuple[int, ...]) -> None:
-    """Refuse a cluster whose servers have no sharded pub/sub.
-
-    Raises:
-        UnsupportedServer: a Redis 6.2 cluster (sharded pub/sub came in 7.0;
-            tenure does not fall back to cluster-wide PUBLISH).
-    """
-    if version[:2] < CLUSTER_MINIMUM.get(name, CLUSTER_MINIMUM["redis"]):
-        shown = ".".join(map(str, version))
-        raise UnsupportedServer(
-            f"{name} {shown} (cluster) is not supported: tenure waits on a Redis Cluster "
-            "by sharded pub/sub (SSUBSCRIBE / SPUBLISH), which needs Redis >= 7.0 or Valkey"
-        )
+def sharded_pubsub(name: str, version: tuple[int, ...]) -> bool:
+    """Whether a cluster of ``name`` (``"redis"`` / ``"valkey"``) servers of
+    ``version`` has sharded pub/sub. Without it (a Redis 6.2 cluster) the
+    drivers fall back to the scripts' plain variants, whose ``PUBLISH`` the
+    cluster bus copies to every node, and to hubs that ``SUBSCRIBE``: one
+    connection per master waited on, as with sharded pub/sub, though any node
+    would do (docs/topologies.md says what the fallback costs)."""
+    return version[:2] >= SHARDED_MINIMUM.get(name, SHARDED_MINIMUM["redis"])
 
 
 def on_one_connection(step: Pipeline) -> bool:
@@ -241,6 +237,14 @@ def redirected(reply: object) -> bool:
     return type(reply).__name__ in REDIRECTS
 
 
+def node_client(client: Any, node: Any) -> Any:
+    """The client (of the cluster client's library, on that node's own connection
+    pool) that a Redis Cluster ``client`` keeps for its ``node``."""
+    if library_of(type(client)) == "valkey":
+        return client.get_valkey_connection(node)
+    return client.get_redis_connection(node)
+
+
 def by_node(client: Any, steps: Sequence[Eval | Command]) -> list[tuple[Any, list[int]]]:
     """The indexes of ``steps`` grouped by the Redis Cluster node (a redis-py
     ``ClusterNode``) that owns each one's first key's slot, in the order the
@@ -271,14 +275,14 @@ def left_master(pool: Any, connection: Any) -> bool:
     return where != tuple(master)
 
 
-def evalsha_args(step: Eval, cluster: bool = False) -> tuple[Any, ...]:
+def evalsha_args(step: Eval, shard: bool = False) -> tuple[Any, ...]:
     """The arguments of ``evalsha`` (of either library, client or pipeline) for ``step``:
-    sha1, number of keys, keys, then arguments; for a ``cluster`` client, the
-    SHA-1 of the script's :func:`sharded` variant."""
-    spec = sharded(step.script) if cluster else step.script
+    sha1, number of keys, keys, then arguments; with ``shard`` (a cluster with
+    sharded pub/sub), the SHA-1 of the script's :func:`sharded` variant."""
+    spec = sharded(step.script) if shard else step.script
     return (spec.sha1, len(step.keys), *step.keys, *step.args)
 
 
-def source_of(step: Eval, cluster: bool = False) -> bytes:
-    """The source to ``SCRIPT LOAD`` for ``step`` (its :func:`sharded` variant on a cluster)."""
-    return (sharded(step.script) if cluster else step.script).source
+def source_of(step: Eval, shard: bool = False) -> bytes:
+    """The source to ``SCRIPT LOAD`` for ``step`` (its :func:`sharded` variant with ``shard``)."""
+    return (sharded(step.script) if shard else step.script).source

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -115,15 +116,19 @@ async def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> 
     results: list[Any] = [_NOT_DONE] * len(todo)
     alone: dict[int, asyncio.Task[Any]] = {}
     conns: dict[int, Any] = {}
+    states: dict[int, _State] = {}
     for i, (client, plan) in enumerate(todo):
-        if client not in _suspects and _state(client).server is not None:
-            conn = _take_connection(client)
-            if conn is not None:
-                conns[i] = conn
-                continue
+        if client not in _suspects:
+            state = _state(client)
+            if state.server is not None:
+                conn = _take_connection(client, state)
+                if conn is not None:
+                    conns[i] = conn
+                    states[i] = state
+                    continue
         alone[i] = asyncio.ensure_future(_run_trusted(client, plan, timeout))
     try:
-        await _scatter(todo, deadline, results, conns)
+        await _scatter(todo, deadline, results, conns, states)
         if alone:
             await asyncio.wait(alone.values(), timeout=max(0.0, deadline - time.monotonic()))
     finally:
@@ -174,10 +179,12 @@ async def _scatter(
     deadline: float,
     results: list[Any],
     conns: dict[int, Any],
+    states: dict[int, _State],
 ) -> None:
     """:func:`run_each`'s quick path for the jobs in ``conns`` (on the connection
-    given there): each round's steps written to every server, then the replies
-    read, until every plan is done or ``deadline``; results into ``results``."""
+    given there; ``states``: their clients'): each round's steps written to
+    every server, then the replies read, until every plan is done or
+    ``deadline``; results into ``results``."""
     steps: dict[int, Any] = {}
 
     def advance(i: int, reply: Any, error: BaseException | None) -> None:
@@ -195,7 +202,7 @@ async def _scatter(
         advance(i, None, None)
     while steps:
         sent: list[tuple[int, Any, Any]] = []
-        packed: dict[tuple[int, str], Any] = {}  # the same step to every server: packed once
+        packed: dict[tuple[int, Any, Any], Any] = {}  # the same step to every server: packed once
         try:
             for i, step in list(steps.items()):
                 client = jobs[i][0]
@@ -205,9 +212,8 @@ async def _scatter(
                     data = packed.get(key)
                     if data is None:
                         data = packed[key] = conn.pack_commands(_commands(step))
-                    if getattr(conn, "is_connected", False):
-                        await conn.send_packed_command(data)
-                    else:  # connecting (the handshake) may block on a paused server
+                    if not _write_now(conn, data):
+                        # connecting (the handshake) may block on a paused server
                         async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                             await conn.send_packed_command(data)
                 except Exception as exc:
@@ -217,12 +223,15 @@ async def _scatter(
                     advance(i, None, exc)
                     continue
                 sent.append((i, conn, step))
+            got = await _read_all(jobs, sent, deadline)
+            total = len(sent)
             while sent:
                 i, conn, step = sent[0]
                 client = jobs[i][0]
-                library = _library(type(client))
                 try:
-                    raws = await _read_replies(conn, len(_commands(step)), deadline, library)
+                    raws = got[total - len(sent)]
+                    if isinstance(raws, BaseException):
+                        raise raws
                 except Exception as exc:
                     sent.pop(0)
                     del conns[i]
@@ -250,16 +259,38 @@ async def _scatter(
                     await _give_back(jobs[i][0], conn, broken=True)
             raise
     for i, conn in conns.items():
-        await _give_back(jobs[i][0], conn, broken=False)
+        spare = states[i].spare
+        if len(spare) < SPARE_CONNECTIONS:
+            spare.append(conn)
+        else:
+            await conn.disconnect()
 
 
-def _take_connection(client: Client) -> Any | None:
+def _write_now(conn: Any, data: list[bytes]) -> bool:
+    """Hand ``data`` to ``conn``'s transport at once, when it is connected, its
+    write buffer is empty (nothing to drain: no wait) and it makes no health
+    checks; ``False`` (nothing written) otherwise. What redis-py's
+    ``send_packed_command`` does in that case, without the task and the timer
+    its ``socket_timeout`` costs per call (each round is bounded by its own
+    deadline)."""
+    writer = getattr(conn, "_writer", None)
+    if writer is None or not getattr(conn, "is_connected", False):
+        return False
+    if getattr(conn, "health_check_interval", 0):
+        return False
+    transport = writer.transport
+    if transport.is_closing() or transport.get_write_buffer_size():
+        return False
+    writer.writelines(data)
+    return True
+
+
+def _take_connection(client: Client, state: _State) -> Any | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
     (made on the client's pool settings, outside the pool: no checkout per
     round), or ``None`` when there is none: then one is connected in a task of
     its own for the next rounds (connecting can block on a paused server), one
-    at a time."""
-    state = _state(client)
+    at a time. ``state``: the client's."""
     while state.spare:
         conn = state.spare.pop()
         if getattr(conn, "is_connected", False):
@@ -302,11 +333,17 @@ async def _give_back(client: Client, conn: Any, *, broken: bool) -> None:
     spare.append(conn)
 
 
-def _pack_key(conn: Any, step: Any) -> tuple[int, str]:
+def _pack_key(conn: Any, step: Any) -> tuple[int, Any, Any]:
     """What a packed step may be reused for: the same step, the same encoding."""
     encoder = getattr(conn, "encoder", None)
-    how = (getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None))
-    return id(step), repr(how)
+    return id(step), getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None)
+
+
+def _count(step: Any) -> int:
+    """How many commands ``step`` sends (and so how many replies to read)."""
+    if isinstance(step, Pipeline):
+        return sum(_count(part) for part in step.steps)
+    return 1
 
 
 def _commands(step: Any) -> list[tuple[Any, ...]]:
@@ -317,6 +354,48 @@ def _commands(step: Any) -> list[tuple[Any, ...]]:
     if isinstance(step, Pipeline):
         return [c for part in step.steps for c in _commands(part)]
     raise TypeError(f"run_each can't send {step!r}")
+
+
+async def _read_all(
+    jobs: list[tuple[Client, Plan[Any]]], sent: list[tuple[int, Any, Any]], deadline: float
+) -> list[list[Any] | Exception]:
+    """The raw replies to each entry ``(i, connection, step)`` of ``sent``, in
+    order, or the exception reading them raised: read under one timeout for
+    all (not one per connection); once it has run out, the entry it cut off
+    fails with ``TimeoutError`` and each of the others gets
+    :func:`_read_replies`' short wait (its replies may be here already)."""
+    got: list[list[Any] | Exception] = []
+    try:
+        async with asyncio.timeout(max(0.001, deadline - time.monotonic())):
+            for i, conn, step in sent:
+                try:
+                    got.append(await _read_raw(conn, _count(step), jobs[i][0]))
+                except Exception as exc:
+                    got.append(exc)
+    except TimeoutError:
+        got.append(TimeoutError("no reply in time"))
+        for i, conn, step in sent[len(got) :]:
+            library = _library(type(jobs[i][0]))
+            try:
+                got.append(await _read_replies(conn, _count(step), deadline, library))
+            except Exception as exc:
+                got.append(exc)
+    return got
+
+
+async def _read_raw(conn: Any, count: int, client: Client) -> list[Any]:
+    """``count`` replies from ``conn``, an error reply in place of its reply,
+    with no time limit of its own: the caller's bounds them all (an infinite
+    ``timeout`` spares the timer redis-py's ``read_response`` otherwise sets
+    for its ``socket_timeout`` on every call)."""
+    error = _library(type(client)).response_error
+    raws: list[Any] = []
+    for _ in range(count):
+        try:
+            raws.append(await conn.read_response(timeout=math.inf))
+        except error as exc:
+            raws.append(exc)
+    return raws
 
 
 async def _read_replies(conn: Any, count: int, deadline: float, library: _Library) -> list[Any]:
@@ -342,8 +421,9 @@ def _replies(step: Any, raws: list[Any]) -> Any:
     Raises:
         _Fallback: a raw reply is an error (NOSCRIPT, NOPERM, ...).
     """
-    if any(isinstance(raw, Exception) for raw in raws):
-        raise _Fallback
+    for raw in raws:
+        if isinstance(raw, Exception):
+            raise _Fallback
     if isinstance(step, Eval):
         return parse_reply(step.script, raws[0])
     if isinstance(step, Command):

@@ -10,10 +10,11 @@ import concurrent.futures
 import functools
 import os
 import queue
+import select
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import redis
@@ -39,6 +40,7 @@ from ._sync import (
     _perform,
     _SendRenewals,
     _start,
+    _State,
     _state,
     _states_mutex,
     _Watchdog,
@@ -203,13 +205,17 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     steps: dict[int, Any] = {}
     threaded: dict[int, concurrent.futures.Future[Any]] = {}
     conns: dict[int, Any] = {}
+    states: dict[int, _State] = {}
     for i, (client, plan) in enumerate(jobs):
         suspect = client in _suspects
-        if not suspect and _state(client).server is not None:
-            conn = _take_connection(client)
-            if conn is not None:
-                conns[i] = conn
-                continue
+        if not suspect:
+            state = _state(client)
+            if state.server is not None:
+                conn = _take_connection(client, state)
+                if conn is not None:
+                    conns[i] = conn
+                    states[i] = state
+                    continue
         earlier = _on_thread.get(client) if suspect else None
         if earlier is not None and not earlier.done():
             # a call still stuck on that server (paused): no second thread for it
@@ -236,7 +242,7 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
             advance(i, None, None)
     while steps:
         sent: list[tuple[int, Any, Any]] = []
-        packed: dict[tuple[int, str], Any] = {}  # the same step to every server: packed once
+        packed: dict[tuple[int, Any, Any], Any] = {}  # the same step to every server: packed once
         for i, step in list(steps.items()):
             client = jobs[i][0]
             conn = conns[i]
@@ -253,10 +259,10 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 advance(i, None, exc)
                 continue
             sent.append((i, conn, step))
-        for i, conn, step in sent:
+        for (i, conn, step), arrived in _arrivals(sent, deadline):
             client = jobs[i][0]
             try:
-                raws = _read_replies(conn, len(_commands(step)), deadline, _library(type(client)))
+                raws = _read_replies(conn, _count(step), deadline, _library(type(client)), arrived)
             except Exception as exc:
                 conn.disconnect()
                 del conns[i]
@@ -276,8 +282,9 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 continue
             advance(i, reply, None)
     for i, conn in conns.items():
-        _give_back(jobs[i][0], conn)
-    concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
+        _give_back(states[i], conn)
+    if threaded:
+        concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
     for i, future in threaded.items():
         if future.done():
             error = future.exception()
@@ -292,13 +299,12 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     return results
 
 
-def _take_connection(client: Client) -> Any | None:
+def _take_connection(client: Client, state: _State) -> Any | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
     (made on the client's pool settings, outside the pool: no checkout per
     round), or ``None`` when there is none: then one is connected on a worker
     thread for the next rounds (connecting can block on a paused server), one
-    at a time."""
-    state = _state(client)
+    at a time. ``state``: the client's."""
     with _spare_mutex:
         while state.spare:
             conn = state.spare.pop()
@@ -316,15 +322,14 @@ def _take_connection(client: Client) -> Any | None:
             return
         finally:
             state.connecting = False
-        _give_back(client, conn)
+        _give_back(state, conn)
 
     _workers.submit(connect)
     return None
 
 
-def _give_back(client: Client, conn: Any) -> None:
-    """Keep ``conn`` for the next rounds, unless enough are kept."""
-    state = _state(client)
+def _give_back(state: _State, conn: Any) -> None:
+    """Keep ``conn`` for the next rounds (in its client's ``state``), unless enough are kept."""
     with _spare_mutex:
         if len(state.spare) < SPARE_CONNECTIONS:
             state.spare.append(conn)
@@ -362,11 +367,17 @@ def _run_trusted(client: Client, plan: Plan[T]) -> T:
     return result
 
 
-def _pack_key(conn: Any, step: Any) -> tuple[int, str]:
+def _pack_key(conn: Any, step: Any) -> tuple[int, Any, Any]:
     """What a packed step may be reused for: the same step, the same encoding."""
     encoder = getattr(conn, "encoder", None)
-    how = (getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None))
-    return id(step), repr(how)
+    return id(step), getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None)
+
+
+def _count(step: Any) -> int:
+    """How many commands ``step`` sends (and so how many replies to read)."""
+    if isinstance(step, Pipeline):
+        return sum(_count(part) for part in step.steps)
+    return 1
 
 
 def _commands(step: Any) -> list[tuple[Any, ...]]:
@@ -379,14 +390,47 @@ def _commands(step: Any) -> list[tuple[Any, ...]]:
     raise TypeError(f"run_each can't send {step!r}")
 
 
-def _read_replies(conn: Any, count: int, deadline: float, library: _Library) -> list[Any]:
-    """``count`` replies from ``conn``, an error reply in place of its reply.
+Sent = tuple[int, Any, Any]
+
+
+def _arrivals(sent: list[Sent], deadline: float) -> Iterator[tuple[Sent, bool]]:
+    """The entries ``(i, connection, step)`` of ``sent`` in the order their
+    servers' replies arrive, each with ``True``, one ``poll`` watching them all
+    (instead of two per connection); then, at ``deadline``, those still without
+    a reply, and any whose socket can't be polled, with ``False`` (for
+    :func:`_read_replies` to wait on, or to time out)."""
+    poller = select.poll()
+    by_fd: dict[int, Sent] = {}
+    for entry in sent:
+        sock = getattr(entry[1], "_sock", None)
+        fd = sock.fileno() if sock is not None else -1
+        if fd < 0 or fd in by_fd:
+            yield entry, False
+            continue
+        by_fd[fd] = entry
+        poller.register(fd, select.POLLIN)
+    while by_fd:
+        ready = poller.poll(max(0.0, deadline - time.monotonic()) * 1000)
+        if not ready:
+            for entry in by_fd.values():
+                yield entry, False
+            return
+        for fd, _ in ready:
+            poller.unregister(fd)
+            yield by_fd.pop(fd), True
+
+
+def _read_replies(
+    conn: Any, count: int, deadline: float, library: _Library, arrived: bool = False
+) -> list[Any]:
+    """``count`` replies from ``conn``, an error reply in place of its reply;
+    ``arrived``: its socket was seen readable (a reply, or the server closing it).
 
     Raises:
         TimeoutError: the first did not come before ``deadline``.
     """
     left = max(0.0, deadline - time.monotonic())  # past it: only a reply already here
-    if not conn.can_read(timeout=left):
+    if not arrived and not conn.can_read(timeout=left):
         raise TimeoutError("no reply in time")
     raws: list[Any] = []
     for _ in range(count):
@@ -403,8 +447,9 @@ def _replies(step: Any, raws: list[Any]) -> Any:
     Raises:
         _Fallback: a raw reply is an error (NOSCRIPT, NOPERM, ...).
     """
-    if any(isinstance(raw, Exception) for raw in raws):
-        raise _Fallback
+    for raw in raws:
+        if isinstance(raw, Exception):
+            raise _Fallback
     if isinstance(step, Eval):
         return parse_reply(step.script, raws[0])
     if isinstance(step, Command):

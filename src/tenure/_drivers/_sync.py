@@ -7,15 +7,20 @@ clients of the watchdog's renewals and of the hub's hand-offs) and the
 ``NoScriptError`` it catches are those of the client's own library, found once
 per client class (see :mod:`._clients`).
 
-A redis-py Redis Cluster client (``redis.cluster.RedisCluster``) is driven
-through itself for scripts and commands (it sends each to the node owning its
-keys' slot, and ``SCRIPT LOAD`` to every master), with the :func:`._clients.sharded`
-variant of every script; it gets one wake hub per node it waits on, each a
-sharded pub/sub connection (``SSUBSCRIBE``) on that node's connection pool,
-and its watchdog renews in one pipeline per node. When a slot moves or its
-master fails over, a node's hub hands the slot's channels to the hub of the
-new owner (see :mod:`._hubbook`). A pipeline with ``WAIT`` (``min_replicas``)
-is sent on the connection of the slot's master, in one round trip.
+A Redis Cluster client (``redis.cluster.RedisCluster``,
+``valkey.cluster.ValkeyCluster``) is driven through itself for scripts and
+commands (it sends each to the node owning its keys' slot, and ``SCRIPT LOAD``
+to every master), with the :func:`._clients.sharded` variant of every script;
+it gets one wake hub per node it waits on, each a sharded pub/sub connection
+(``SSUBSCRIBE``) on that node's connection pool, and its watchdog renews one
+pipelined round trip per node. On a cluster without sharded pub/sub (Redis
+6.2, found by the first call's server probe) it falls back to the scripts'
+plain variants (``PUBLISH``, which the cluster bus copies to every node) and
+hubs that ``SUBSCRIBE``, still one per node waited on. When a slot moves or
+its master fails over, a node's hub hands the slot's channels to the hub of
+the new owner (see :mod:`._hubbook`). A pipeline with ``WAIT``
+(``min_replicas``) is sent on the connection of the slot's master, in one
+round trip.
 """
 
 from __future__ import annotations
@@ -254,14 +259,17 @@ class _Hub:
         *,
         waiter: str | None = None,
         cluster: Callable[[], Client | None] | None = None,
+        sharded: bool = True,
     ) -> None:
         self.waiter = waiter or _identity.process_id()[:8] + "-" + os.urandom(4).hex()
         self._numbers = itertools.count(1)
         self._pool = pool
         self._library = library
         # a Redis Cluster node's hub: the cluster client (or None once it is
-        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE
+        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE, or by
+        # SUBSCRIBE on a cluster without sharded pub/sub (Redis 6.2)
         self._cluster = cluster
+        self._sharded = cluster is not None and sharded
         self._mutex = threading.Lock()
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
@@ -288,16 +296,21 @@ class _Hub:
 
     def adopt(self, channel: str, ch: _Channel) -> None:
         """Listen on ``channel`` with the record another node's hub dropped (a
-        Redis Cluster slot now served by this hub's node): SSUBSCRIBE, whose
-        confirmation wakes its plans. Raises the library's error if the
-        SSUBSCRIBE can't be sent (the record is then not adopted)."""
+        Redis Cluster slot now served by this hub's node, or a node gone):
+        SSUBSCRIBE (SUBSCRIBE on Redis 6.2), whose confirmation wakes its
+        plans. Raises the library's error if it can't be sent (the record is
+        then not adopted)."""
         with self._mutex:
             if not self._book.adopt(channel, ch):
                 _wake_all_of(ch)
                 return
             ch.home = self
             try:
-                self._listen().ssubscribe(channel)
+                pubsub = self._listen()
+                if self._sharded:
+                    pubsub.ssubscribe(channel)
+                else:
+                    pubsub.subscribe(channel)
             except BaseException:
                 self._book.forget(channel)
                 raise
@@ -345,7 +358,7 @@ class _Hub:
         if new:
             try:
                 pubsub = self._listen()
-                if self._cluster is not None:
+                if self._sharded:
                     pubsub.ssubscribe(channel)
                 else:
                     pubsub.subscribe(channel)
@@ -386,7 +399,7 @@ class _Hub:
             self._unsubscribe(pubsub, name)
 
     def _unsubscribe(self, pubsub: _HubPubSub, name: str) -> None:
-        if self._cluster is not None:
+        if self._sharded:
             pubsub.sunsubscribe(name)
         else:
             pubsub.unsubscribe(name)
@@ -618,6 +631,9 @@ class _State:
     connecting: bool = False
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
+    #: whether a Redis Cluster client's servers have sharded pub/sub (set by
+    #: the probe; False on Redis 6.2: plain PUBLISH / SUBSCRIBE)
+    sharded: bool = True
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -662,10 +678,11 @@ def _hub(client: Client, channel: str) -> _Hub:
             if hub is None:
                 ref = weakref.ref(client)
                 hub = _Hub(
-                    node.redis_connection.connection_pool,
+                    _clients.node_client(client, node).connection_pool,
                     state.hub._library,
                     waiter=state.hub.waiter,
                     cluster=ref,
+                    sharded=state.sharded,
                 )
                 state.nodes[where] = hub
     return hub
@@ -682,12 +699,13 @@ def _renew_each(ref: Callable[[], Client | None], leases: list[Any]) -> list[Any
         return [None] * len(leases)
     steps = [lease._renewal() for lease in leases]
     raws: list[Any] = [None] * len(steps)
+    shard = _state(client).sharded
     for node, indexes in _clients.by_node(client, steps):
         try:
             sent = _pipeline(
-                client.get_redis_connection(node),  # type: ignore[union-attr]
+                _clients.node_client(client, node),
                 Pipeline(tuple(steps[i] for i in indexes)),
-                cluster=True,
+                shard=shard,
             )
         except Exception as exc:
             sent = [exc] * len(indexes)
@@ -731,7 +749,7 @@ def run(client: Client, plan: Plan[T]) -> T:
                 raise denied from exc
             raise
         if _clients.is_cluster(type(client)):
-            _clients.check_cluster_server(server.name, server.version)
+            state.sharded = _clients.sharded_pubsub(server.name, server.version)
         state.server = server
     return _drive(client, plan)
 
@@ -822,14 +840,15 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     raise TypeError(f"unknown step {step!r}")
 
 
-def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) -> list[Any]:
+def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
     (the steps of a pipeline are idempotent: lease rewrites and waits).
     On a Redis Cluster client each step is sent on its own (to its slot's node),
     its error in its place, except a pipeline with ``WAIT`` (``min_replicas``):
-    see :func:`_on_master`. ``cluster``: ``client`` is one master of a cluster
-    (every step's keys in its slots), sent the scripts' sharded variants."""
+    see :func:`_on_master`. ``shard``: ``client`` is one master of a cluster
+    with sharded pub/sub (every step's keys in its slots), sent the scripts'
+    sharded variants."""
     if _clients.is_cluster(type(client)):
         if _clients.on_one_connection(step):
             return _on_master(client, step)
@@ -839,7 +858,7 @@ def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) -> list[
         with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
-                    pipe.evalsha(*_clients.evalsha_args(part, cluster))
+                    pipe.evalsha(*_clients.evalsha_args(part, shard))
                 else:
                     pipe.execute_command(*part.args)
             return pipe.execute(raise_on_error=False)
@@ -847,7 +866,7 @@ def _pipeline(client: Client, step: Pipeline, *, cluster: bool = False) -> list[
     raws = send()
     if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
-            client.script_load((_clients.sharded(spec) if cluster else spec).source)
+            client.script_load((_clients.sharded(spec) if shard else spec).source)
         raws = send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
@@ -877,10 +896,11 @@ def _on_master(client: Any, step: Pipeline) -> list[Any]:
     pipeline sent again (its steps are idempotent), up to
     :data:`REDIRECTED_TRIES` times in all."""
     key = _clients.first_key(step)
+    shard = _state(client).sharded
     replies: list[Any] = []
     for attempt in range(REDIRECTED_TRIES):
         node = client.get_node_from_key(key) if key is not None else client.get_default_node()
-        replies = _pipeline(client.get_redis_connection(node), step, cluster=True)
+        replies = _pipeline(_clients.node_client(client, node), step, shard=shard)
         if not any(_clients.redirected(reply) for reply in replies):
             break
         if attempt + 1 < REDIRECTED_TRIES:
@@ -901,12 +921,12 @@ def _one(client: Client, part: Eval | Command) -> Any:
 
 def _send(client: Client, step: Eval) -> Any:
     """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
-    cluster = _clients.is_cluster(type(client))
+    shard = _clients.is_cluster(type(client)) and _state(client).sharded
     try:
-        return client.evalsha(*_clients.evalsha_args(step, cluster))
+        return client.evalsha(*_clients.evalsha_args(step, shard))
     except _library(type(client)).no_script:
-        client.script_load(_clients.source_of(step, cluster))
-        return client.evalsha(*_clients.evalsha_args(step, cluster))
+        client.script_load(_clients.source_of(step, shard))
+        return client.evalsha(*_clients.evalsha_args(step, shard))
 
 
 def _evalsha(client: Client, step: Eval) -> Any:
