@@ -556,7 +556,7 @@ def _text(value: Any) -> str:
 
 
 #: What a watchdog that does not renew on one client's pipeline calls instead
-#: (a Redlock's, see :func:`watch_with`): the leases due, in order, to a list
+#: (a Redlock's, see ``watch_shared``): the leases due, in order, to a list
 #: of one renewal reply each (``(Status, value)``, or ``None`` to retry).
 _SendRenewals: TypeAlias = Callable[[list[Any]], Awaitable[list[tuple[Status, Any] | None]]]
 
@@ -651,6 +651,10 @@ class _State:
     spare: list[Any] = field(default_factory=list)
     #: whether one is being connected in the background for it
     connecting: bool = False
+    #: connections of run_each's quick path left with replies still due (a
+    #: round that stopped once it had enough): ``(connection, replies due)``,
+    #: taken first, the next call's commands written after the due ones
+    owed: list[tuple[Any, int]] = field(default_factory=list)
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
     #: a Redis Cluster client's connection pools to the masters it sent a
