@@ -177,9 +177,30 @@ class History:
 HOLD = 0.2
 
 
-def _sync_waiter(cluster: Cluster, name: str, history: History) -> threading.Thread:
+#: The client libraries, by name: (sync cluster client class, asyncio one).
+LIBRARIES = ("redis", "valkey")
+
+
+def _classes(lib: str) -> tuple[Any, Any]:
+    if lib == "valkey":
+        import valkey.asyncio.cluster
+        import valkey.cluster
+
+        return valkey.cluster.ValkeyCluster, valkey.asyncio.cluster.ValkeyCluster
+    return redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster
+
+
+def _lib_client(cluster: Cluster, lib: str, asyncio: bool = False) -> Any:
+    """A cluster client of the library ``lib`` (sync, or ``asyncio``)."""
+    host, port = cluster.startup[0]
+    return _classes(lib)[asyncio](host=host, port=port)
+
+
+def _sync_waiter(
+    cluster: Cluster, name: str, history: History, lib: str = "redis"
+) -> threading.Thread:
     def run() -> None:
-        client = _client(cluster)
+        client = _lib_client(cluster, lib)
         try:
             lease = Lock(client, name).acquire(timeout=LEASE + 10)
             start = time.monotonic()
@@ -197,13 +218,12 @@ def _sync_waiter(cluster: Cluster, name: str, history: History) -> threading.Thr
 
 
 def _async_waiter(
-    cluster: Cluster, name: str, renewed: str, ttl: float, history: History
+    cluster: Cluster, name: str, renewed: str, ttl: float, history: History, lib: str = "redis"
 ) -> threading.Thread:
     """An asyncio waiter on ``name`` that meanwhile holds ``renewed`` (watchdog)."""
 
     async def main() -> None:
-        nodes = [redis.asyncio.cluster.ClusterNode(h, p) for h, p in cluster.startup]
-        client = redis.asyncio.cluster.RedisCluster(startup_nodes=nodes)
+        client = _lib_client(cluster, lib, asyncio=True)
         try:
             lost: list[object] = []
             kept = await AsyncLock(
@@ -260,22 +280,25 @@ def _release_wakes_both(
     assert len(history.holds) == 3
 
 
+@pytest.mark.parametrize("lib", LIBRARIES)
 def test_a_slot_migration_while_waiters_wait(
-    cluster: Cluster, rc: redis.cluster.RedisCluster
+    cluster: Cluster, rc: redis.cluster.RedisCluster, lib: str
 ) -> None:
     """The slot of a held lock moves to another master in three steps while a
-    sync and an asyncio waiter wait and two leases of the slot are renewed."""
-    name, renewed, renewed_async = _same_slot(rc, "moving", 3)
+    sync and an asyncio waiter wait and two leases of the slot are renewed
+    (all of redis-py's cluster clients, or all of valkey-py's)."""
+    name, renewed, renewed_async = _same_slot(rc, f"moving-{lib}", 3)
     slot = rc.keyslot(name)
     history = History()
     lost: list[object] = []
-    holder = Lock(rc, name, ttl=LEASE).acquire()
+    client = _lib_client(cluster, lib)
+    holder = Lock(client, name, ttl=LEASE).acquire()
     assert holder is not None
-    kept = Lock(rc, renewed, ttl=RENEWED_TTL, auto_renew=True, on_lost=lost.append).acquire()
+    kept = Lock(client, renewed, ttl=RENEWED_TTL, auto_renew=True, on_lost=lost.append).acquire()
     source = cluster.owner(slot)
     waiters = [
-        _sync_waiter(cluster, name, history),
-        _async_waiter(cluster, name, renewed_async, RENEWED_TTL, history),
+        _sync_waiter(cluster, name, history, lib),
+        _async_waiter(cluster, name, renewed_async, RENEWED_TTL, history, lib),
     ]
     _until(lambda: _subscribed(source, name) >= 2, 10, "both waiters subscribed")
     target = _other_master(cluster, source)
@@ -293,6 +316,7 @@ def test_a_slot_migration_while_waiters_wait(
     _release_wakes_both(rc, holder, history, waiters)
     assert not lost
     kept.release()
+    client.close()
 
 
 def test_a_failover_while_waiters_wait(cluster: Cluster, rc: redis.cluster.RedisCluster) -> None:
