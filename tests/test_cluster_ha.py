@@ -466,3 +466,66 @@ def test_a_waiter_whose_slot_map_is_stale(cluster: Cluster, rc: redis.cluster.Re
         stale.close()
         if not waiters[1].is_alive():
             loop.close()
+
+
+#: How long the slot stays split in the test of calls made meanwhile, seconds:
+#: longer than redis-py's own retries of ``TRYAGAIN`` (about 0.4 s).
+LONG_SPLIT = 1.0
+
+
+def _split_for(
+    cluster: Cluster, slot: int, target: ServerProcess, seconds: float
+) -> threading.Thread:
+    """Split ``slot`` (``MIGRATING`` / ``IMPORTING``) now, and finish moving it
+    to ``target`` ``seconds`` later, in a thread."""
+    source = cluster.begin_migration(slot, target)
+
+    def finish() -> None:
+        time.sleep(seconds)
+        cluster.move_keys(slot, source, target)
+        cluster.end_migration(slot, source, target)
+
+    thread = threading.Thread(target=finish, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_calls_made_while_a_slot_is_split_wait_for_the_move(
+    cluster: Cluster, rc: redis.cluster.RedisCluster
+) -> None:
+    """While a slot is split mid-migration every script of it is answered
+    ``TRYAGAIN``; a release, an acquire (sync and asyncio) made then waits until
+    the slot has moved (up to ``_clients.SPLIT_PATIENCE``) instead of raising
+    redis-py's ``ClusterError('TTL exhausted.')``."""
+    (name,) = _same_slot(rc, "split", 1)
+    slot = rc.keyslot(name)
+    lease = Lock(rc, name, ttl=10).acquire()
+    first = lease.fence
+    source = cluster.owner(slot)
+    target = _other_master(cluster, source)
+    mover = _split_for(cluster, slot, target, LONG_SPLIT)
+    start = time.monotonic()
+    lease.release()
+    assert time.monotonic() - start >= LONG_SPLIT / 2, "the release did not meet the split"
+    mover.join(10)
+    assert _ask(target, "EXISTS", f"tenure:{{{name}}}") == 0
+
+    mover = _split_for(cluster, slot, source, LONG_SPLIT)
+    again = Lock(rc, name, ttl=10).acquire(timeout=0)
+    assert again is not None and again.fence > first
+    mover.join(10)
+    again.release()
+
+    async def asynchronously() -> int:
+        client = _lib_client(cluster, "redis", asyncio=True)
+        try:
+            lease = await AsyncLock(client, name, ttl=10).acquire(timeout=0)
+            assert lease is not None
+            await lease.release()
+            return lease.fence
+        finally:
+            await client.aclose()
+
+    mover = _split_for(cluster, slot, target, LONG_SPLIT)
+    assert asyncio.run(asynchronously()) > again.fence
+    mover.join(10)

@@ -976,8 +976,25 @@ async def _one(client: Client, part: Eval | Command) -> Any:
 
 
 async def _send(client: Client, step: Eval) -> Any:
-    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
-    shard = _clients.is_cluster(type(client)) and _state(client).sharded
+    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more.
+    On a Redis Cluster whose slot is split mid-migration, send it again, with a
+    growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
+    if not _clients.is_cluster(type(client)):
+        return await _send_once(client, step, False)
+    deadline = time.monotonic() + _clients.SPLIT_PATIENCE
+    backoff = ExponentialWithJitterBackoff(base=0.02, cap=0.5)
+    for failures in itertools.count(1):
+        try:
+            return await _send_once(client, step, _state(client).sharded)
+        except Exception as exc:
+            pause = backoff.compute(failures)
+            if not _clients.split_slot(exc) or time.monotonic() + pause > deadline:
+                raise
+            await asyncio.sleep(pause)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _send_once(client: Client, step: Eval, shard: bool) -> Any:
     try:
         return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
     except _library(type(client)).no_script:

@@ -232,6 +232,24 @@ def first_key(step: Pipeline) -> str | None:
 REDIRECTS = ("MovedError", "AskError", "TryAgainError")
 
 
+#: How long a script call on a Redis Cluster keeps trying, at the most, while
+#: its slot is split mid-migration (seconds): from ``CLUSTER SETSLOT ...
+#: MIGRATING`` until ``SETSLOT ... NODE`` the slot's nodes refuse every script
+#: of it (``TRYAGAIN``: its keys are not all on one node), and the client
+#: library gives up after its own few retries (about 0.4 s).
+SPLIT_PATIENCE = 5.0
+
+
+def split_slot(exc: BaseException) -> bool:
+    """Whether ``exc`` says that a call did not run because its slot is split
+    mid-migration: ``TRYAGAIN``, or the ``ClusterError('TTL exhausted.')``
+    that redis-py and valkey-py raise once their own retries of ``MOVED`` /
+    ``ASK`` / ``TRYAGAIN`` (none of which runs the call) are used up. Safe to
+    send again."""
+    name = type(exc).__name__
+    return name == "TryAgainError" or (name == "ClusterError" and "TTL exhausted" in str(exc))
+
+
 def redirected(reply: object) -> bool:
     """Whether ``reply`` is one of :data:`REDIRECTS`."""
     return type(reply).__name__ in REDIRECTS
