@@ -564,3 +564,162 @@ def test_the_operator_tools_see_a_redlocks_waiters(clients: list[redis.Redis]) -
     finally:
         lease.release()
         waiter.join(5)
+
+
+def _watchdogs() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "tenure-watchdog")
+
+
+def test_many_redlocks_share_one_watchdog(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A Redlock per request does not start a watchdog thread (or task) per
+    object: the leases of every Redlock share one, renewed on each quorum."""
+    before = _watchdogs()
+    for i in range(50):
+        lease = Redlock(clients, f"many-{i}", ttl=5, auto_renew=True).acquire()
+        assert lease
+        lease.release()
+    assert _watchdogs() <= before + 1
+    # leases of several Redlocks (one of them over other masters' clients) renewed together
+    others = [redis.Redis.from_url(s.url) for s in masters]
+    locks = [Redlock(clients, f"shared-{i}", ttl=0.6, auto_renew=True) for i in range(3)]
+    locks.append(Redlock(others[::-1], "shared-other", ttl=0.6, auto_renew=True))
+    leases = [lock.acquire() for lock in locks]
+    assert all(leases)
+    assert _watchdogs() <= before + 1
+    time.sleep(1.5)  # past two ttls: only renewals keep them
+    assert all(lease.valid and not lease.lost.is_set() for lease in leases)  # type: ignore[union-attr]
+    for i in (0, 1, 2):
+        masters[i].stop()
+    assert all(lease.lost.wait(2.0) for lease in leases), "no quorum: each one lost"  # type: ignore[union-attr]
+    time.sleep(1.5)  # nothing watched for more than the linger: the thread ended
+    assert _watchdogs() <= before
+    for c in others:
+        c.close()
+
+    async def main() -> int:
+        for s in masters:
+            if not _up(s):
+                s.start()
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        for i in range(50):
+            alease = await AsyncRedlock(aclients, f"amany-{i}", ttl=5, auto_renew=True).acquire()
+            assert alease
+            await alease.release()
+        dogs = sum(1 for t in asyncio.all_tasks() if t.get_name() == "tenure-watchdog")
+        for c in aclients:
+            await c.aclose()
+        return dogs
+
+    assert asyncio.run(main()) <= 1
+
+
+def _fence_on(client: redis.Redis, name: str) -> int:
+    return int(client.get(f"tenure:{{{name}}}:fence") or 0)
+
+
+def test_a_paused_master_is_not_waited_for_and_still_sees_the_release(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """An acquire returns once a quorum granted it, not at the per-master
+    timeout of a paused master; the release written on that master's
+    connection after the acquire runs after it when the master resumes, so
+    nothing is left held there."""
+    lock = Redlock(clients, "slow", ttl=10, master_timeout=1.0)
+    assert lock._keys.fence == "tenure:{slow}:fence"
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    before = _fence_on(clients[1], "slow")
+    masters[1].pause()
+    try:
+        started = time.monotonic()
+        lease = lock.acquire(blocking=False)
+        took = time.monotonic() - started
+        assert lease, "4 of 5 masters grant it"
+        assert took < 0.3, f"acquire took {took:.3f} s: it waited for the paused master"
+        lease.release()
+    finally:
+        masters[1].resume()
+    deadline = time.monotonic() + 5
+    while _fence_on(clients[1], "slow") == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _fence_on(clients[1], "slow") > before, "the acquire ran on resuming"
+    assert _holders(clients, "slow") == [None] * N, "and the release after it"
+    again = lock.acquire(blocking=False)  # the master answers again: back in the quick path
+    assert again
+    again.release()
+
+    async def main() -> float:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        alock = AsyncRedlock(aclients, "aslow", ttl=10, master_timeout=1.0)
+        for _ in range(3):  # servers probed, a connection of the quick path to each
+            alease = await alock.acquire(blocking=False)
+            assert alease
+            await alease.release()
+        masters[0].pause()  # the first in order: the replies here are read first
+        try:
+            started = time.monotonic()
+            alease = await alock.acquire(blocking=False)
+            took = time.monotonic() - started
+            assert alease
+            await alease.release()
+        finally:
+            masters[0].resume()
+        for c in aclients:
+            await c.aclose()
+        return took
+
+    before = _fence_on(clients[0], "aslow")
+    took = asyncio.run(main())
+    assert took < 0.3, f"acquire took {took:.3f} s: it waited for the paused master"
+    deadline = time.monotonic() + 5
+    while _fence_on(clients[0], "aslow") == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _holders(clients, "aslow") == [None] * N
+
+
+# (a script's TIME is frozen while it runs: os.clock, the server's CPU time)
+BUSY = """
+local t0 = os.clock()
+while os.clock() - t0 < tonumber(ARGV[1]) / 1000 do end
+return 1
+"""
+
+
+def test_a_reply_due_from_a_late_master_never_blocks_the_next_call(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A master that answers the acquire after it returned, then stops: the
+    release on that connection reads the acquire's reply, then times out on
+    its own (no blocking read past the per-master timeout)."""
+    lock = Redlock(clients, "late", ttl=10, master_timeout=0.5)
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    busy_client = redis.Redis.from_url(masters[1].url)
+    busy = threading.Thread(target=lambda: busy_client.eval(BUSY, 0, 300))
+    busy.start()
+    time.sleep(0.05)  # master 1 runs a 0.3 s script: the acquire waits there
+    lease = lock.acquire(blocking=False)
+    assert lease, "4 of 5 masters grant it at once"
+    busy.join()
+    time.sleep(0.1)  # master 1 ran the acquire and answered (the reply waits in the socket)
+    masters[1].pause()
+    try:
+        done = threading.Event()
+
+        def release() -> None:
+            lease.release()
+            done.set()
+
+        started = time.monotonic()
+        threading.Thread(target=release, daemon=True).start()
+        assert done.wait(3), "the release blocked on the stopped master"
+        assert time.monotonic() - started < 0.5 + 0.5
+    finally:
+        masters[1].resume()
+        busy_client.close()
+    deadline = time.monotonic() + 5
+    while _holders(clients, "late") != [None] * N and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _holders(clients, "late") == [None] * N, "the release ran there on resuming"

@@ -20,9 +20,10 @@ several servers at once (a Redlock's masters):
   round written to every server, then the replies read).
 - ``listen_each(clients, channel, event, timeout)``: listen on a broadcast
   channel on several servers at once.
-- ``watch_with(owner, lease, renew, send)`` (and ``stop_renewing_with``,
-  ``unwatch_with``): a watchdog of ``owner``'s own that renews with ``send``
-  (a Redlock's quorum renewal) instead of one client's pipeline.
+- ``watch_shared(lease, renew, send)`` (and ``stop_renewing_shared``,
+  ``unwatch_shared``): the watchdog shared by every lease renewed with
+  ``send`` (one per process, and per event loop; a Redlock's quorum renewal of
+  any leases, grouped by master) instead of one client's pipeline.
 
 Each client gets, per process, one state: the server's capabilities (probed on
 first use) and one wake hub (one pub/sub connection, channels subscribed on

@@ -1,13 +1,15 @@
 """The asyncio driver's calls on several servers at once (a Redlock's
 masters): :func:`run_each` drives one plan per server in parallel within a
 deadline, :func:`listen_each` listens on a wake channel on each, and
-:func:`watch_with` renews leases with a watchdog of their owner's own (on a
-quorum). Split from :mod:`._async`, whose connections, hub and watchdog it uses."""
+:func:`watch_shared` renews leases with a watchdog shared by every lock of
+the kind (on a quorum of each lease's masters). Split from :mod:`._async`,
+whose connections, hub and watchdog it uses."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import time
 import weakref
@@ -23,7 +25,6 @@ from .._protocol import (
     Eval,
     Pipeline,
     Plan,
-    Status,
     parse_reply,
 )
 from . import _clients, _identity
@@ -43,63 +44,70 @@ from ._async import (
 )
 from ._watchbook import Watch, Watchable
 
-_own_watchdogs: weakref.WeakKeyDictionary[Any, tuple[int, Any, _Watchdog]] = (
+#: The shared watchdogs of each event loop, one per renewal function (a
+#: Redlock's, which renews any set of leases on their masters' quorums):
+#: ``(generation, watchdog)``.
+_shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, tuple[int, _Watchdog]]] = (
     weakref.WeakKeyDictionary()
 )
 
-
-def watch_with(owner: object, lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
-    """Watch ``lease`` with a watchdog of ``owner``'s own (one per owner, process
-    and event loop), which renews with ``send`` instead of one client's pipeline
-    (a Redlock's leases, renewed on a quorum of masters). Stop and unwatch with
-    :func:`stop_renewing_with` and :func:`unwatch_with`. Call from a task."""
-    loop = asyncio.get_running_loop()
-    entry = _own_watchdogs.get(owner)
-    if entry is None or entry[0] != _identity.generation() or entry[1] is not loop:
-        entry = (_identity.generation(), loop, _Watchdog(None, _REDIS, _weakly(send)))
-        _own_watchdogs[owner] = entry
-    return entry[2].watch(lease, renew)
+#: The watchdog each watched lease was given to (a fork, another loop or a new
+#: watchdog never sends a lease's later calls to another one).
+_dog_of: weakref.WeakKeyDictionary[Watch, _Watchdog] = weakref.WeakKeyDictionary()
 
 
-def _weakly(send: _SendRenewals) -> _SendRenewals:
-    """``send``, a bound method of the watchdog's owner, without a strong
-    reference to the owner: the watchdog is the value of the owner's weak entry,
-    and through ``send`` it kept every owner (a Redlock per request) alive for
-    good. A watched lease holds its owner, so the owner lives while it renews."""
-    ref = weakref.WeakMethod(send)
-
-    async def call(leases: list[Any]) -> list[tuple[Status, Any] | None]:
-        bound = ref()
-        return [None] * len(leases) if bound is None else await bound(leases)
-
-    return call
-
-
-def _own_watchdog(owner: object) -> _Watchdog | None:
-    entry = _own_watchdogs.get(owner)
-    return None if entry is None else entry[2]
+def watch_shared(lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
+    """Watch ``lease`` with the event loop's watchdog for ``send`` (one per
+    ``send``, process and event loop, whatever the number of locks: a single
+    task, which ends :data:`~._watchbook.LINGER` seconds after its last lease),
+    which renews each batch of due leases with ``send`` instead of one client's
+    pipeline (a Redlock's leases, renewed on a quorum of their masters).
+    ``send`` must be a module-level function (it is the key). Stop and unwatch
+    with :func:`stop_renewing_shared` and :func:`unwatch_shared`. Call from a task."""
+    dogs = _shared.setdefault(asyncio.get_running_loop(), {})
+    entry = dogs.get(send)
+    if entry is None or entry[0] != _identity.generation():
+        entry = dogs[send] = (_identity.generation(), _Watchdog(None, _REDIS, send))
+    watch = entry[1].watch(lease, renew)
+    _dog_of[watch] = entry[1]
+    return watch
 
 
-def stop_renewing_with(owner: object, watch: Watch) -> None:
-    """:func:`stop_renewing` for a lease watched by :func:`watch_with`."""
-    dog = _own_watchdog(owner)
+def stop_renewing_shared(watch: Watch) -> None:
+    """:func:`stop_renewing` for a lease watched by :func:`watch_shared`."""
+    dog = _dog_of.get(watch)
     if dog is not None:
         dog.stop_renewing(watch)
 
 
-def unwatch_with(owner: object, watch: Watch) -> None:
-    """:func:`unwatch` for a lease watched by :func:`watch_with`."""
-    dog = _own_watchdog(owner)
+def unwatch_shared(watch: Watch) -> None:
+    """:func:`unwatch` for a lease watched by :func:`watch_shared`."""
+    dog = _dog_of.pop(watch, None)
     if dog is not None:
         dog.unwatch(watch)
 
 
-async def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> list[Any]:
+async def run_each(
+    jobs: Iterable[tuple[Client, Plan[Any]]],
+    timeout: float,
+    enough: Callable[[list[Any]], bool] | None = None,
+) -> list[Any]:
     """Drive every plan on its client at the same time, each for at most
     ``timeout`` seconds; return, in order, each plan's result or the exception
     it raised (``TimeoutError`` when it ran out of time). A slow or paused
     server delays none of the others, and the whole call returns within
     ``timeout`` (and a scheduling delay).
+
+    ``enough``, if given, is called with the results so far (a plan not done
+    yet has an object of no other use there) each time a plan of the quick
+    path finishes; once it returns ``True`` the call returns without waiting
+    for the other replies of the quick path: those plans are closed and their
+    result is a :class:`NotYet`. Their replies are still read, by the next call
+    on that server: its commands are written on the same connection, after the
+    ones whose replies are due, so that the server runs them in order (a
+    release sent next runs after the acquire whose reply was not waited for).
+    The replies already here are read first, so a slow server is waited for
+    only while no other reply is here.
 
     The plans may only yield :class:`Eval`, :class:`Command` and
     :class:`Pipeline` steps. Once every client was used (its server probed),
@@ -116,19 +124,20 @@ async def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> 
     results: list[Any] = [_NOT_DONE] * len(todo)
     alone: dict[int, asyncio.Task[Any]] = {}
     conns: dict[int, Any] = {}
+    due: dict[int, int] = {}  # replies due on conns[i] before its own
     states: dict[int, _State] = {}
     for i, (client, plan) in enumerate(todo):
         if client not in _suspects:
             state = _state(client)
             if state.server is not None:
-                conn = _take_connection(client, state)
-                if conn is not None:
-                    conns[i] = conn
+                taken = _take_connection(client, state)
+                if taken is not None:
+                    conns[i], due[i] = taken
                     states[i] = state
                     continue
         alone[i] = asyncio.ensure_future(_run_trusted(client, plan, timeout))
     try:
-        await _scatter(todo, deadline, results, conns, states)
+        await _scatter(todo, deadline, results, conns, states, due, enough)
         if alone:
             await asyncio.wait(alone.values(), timeout=max(0.0, deadline - time.monotonic()))
     finally:
@@ -149,6 +158,15 @@ async def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> 
 
 
 _NOT_DONE = object()
+
+
+Sent = tuple[int, Any, Any]
+
+
+class NotYet(TimeoutError):
+    """The result of a plan :func:`run_each` stopped waiting for (it had
+    ``enough``): its reply is still due, and the server may yet run it."""
+
 
 #: The clients whose server failed to answer :func:`run_each` in time (or at
 #: all), until a call in a task of its own gets an answer again.
@@ -180,11 +198,14 @@ async def _scatter(
     results: list[Any],
     conns: dict[int, Any],
     states: dict[int, _State],
+    due: dict[int, int],
+    enough: Callable[[list[Any]], bool] | None,
 ) -> None:
     """:func:`run_each`'s quick path for the jobs in ``conns`` (on the connection
-    given there; ``states``: their clients'): each round's steps written to
-    every server, then the replies read, until every plan is done or
-    ``deadline``; results into ``results``."""
+    given there, ``due[i]`` replies to read on it first; ``states``: their
+    clients'): each round's steps written to every server, then the replies
+    read, until every plan is done, ``enough`` says so, or ``deadline``;
+    results into ``results``."""
     steps: dict[int, Any] = {}
 
     def advance(i: int, reply: Any, error: BaseException | None) -> None:
@@ -198,9 +219,22 @@ async def _scatter(
             results[i] = exc
             steps.pop(i, None)
 
+    def arrived(sent: list[Sent], parsed: dict[int, Any], k: int, raws: Any) -> bool:
+        """Entry ``k`` of ``sent`` was read: advance its plan now if its reply
+        parses (into ``parsed``); whether that is ``enough``."""
+        i, _, step = sent[k]
+        try:
+            reply = _replies(step, raws)
+        except Exception:
+            return False  # an error reply: after the reads
+        parsed[k] = reply
+        advance(i, reply, None)
+        return enough is not None and i not in steps and enough(results)
+
     for i in conns:
         advance(i, None, None)
-    while steps:
+    stopped = False
+    while steps and not stopped:
         sent: list[tuple[int, Any, Any]] = []
         packed: dict[tuple[int, Any, Any], Any] = {}  # the same step to every server: packed once
         try:
@@ -218,28 +252,32 @@ async def _scatter(
                             await conn.send_packed_command(data)
                 except Exception as exc:
                     del conns[i]
+                    due.pop(i, None)
                     await _give_back(client, conn, broken=True)
                     _suspects[client] = None
                     advance(i, None, exc)
                     continue
                 sent.append((i, conn, step))
-            got = await _read_all(jobs, sent, deadline)
-            total = len(sent)
-            while sent:
-                i, conn, step = sent[0]
+            parsed: dict[int, Any] = {}  # replies parsed (and their plans advanced) while reading
+            got = await _read_all(
+                jobs, sent, deadline, due, functools.partial(arrived, sent, parsed)
+            )
+            for k, (i, conn, step) in enumerate(sent):
                 client = jobs[i][0]
-                try:
-                    raws = got[total - len(sent)]
-                    if isinstance(raws, BaseException):
-                        raise raws
-                except Exception as exc:
-                    sent.pop(0)
+                raws = got[k]
+                if raws is None:  # not read: enough others answered
+                    stopped = True
+                    continue
+                if isinstance(raws, BaseException):
                     del conns[i]
+                    due.pop(i, None)
                     await _give_back(client, conn, broken=True)
                     _suspects[client] = None
-                    advance(i, None, exc)
+                    advance(i, None, raws)
                     continue
-                sent.pop(0)
+                due.pop(i, None)
+                if k in parsed:
+                    continue
                 try:
                     reply = _replies(step, raws)
                 except _Fallback:
@@ -252,18 +290,35 @@ async def _scatter(
                     advance(i, None, exc)
                     continue
                 advance(i, reply, None)
+            if stopped:  # the unread replies are read by the next call on each connection
+                for k, (i, _, step) in enumerate(sent):
+                    if got[k] is None:
+                        due[i] = due.get(i, 0) + _count(step)
+                for i in list(steps):
+                    jobs[i][1].close()
+                    results[i] = NotYet("no reply waited for: enough others answered")
+                steps.clear()
         except BaseException:
             for i, conn, _ in sent:  # cut off: their replies would be read by the next user
-                conns.pop(i, None)
-                with contextlib.suppress(Exception):
-                    await _give_back(jobs[i][0], conn, broken=True)
+                if conns.pop(i, None) is not None:
+                    with contextlib.suppress(Exception):
+                        await _give_back(jobs[i][0], conn, broken=True)
             raise
     for i, conn in conns.items():
-        spare = states[i].spare
-        if len(spare) < SPARE_CONNECTIONS:
-            spare.append(conn)
+        state = states[i]
+        if due.get(i):
+            if len(state.owed) < SPARE_CONNECTIONS and due[i] <= MAX_DUE:
+                state.owed.append((conn, due[i]))
+            else:
+                await conn.disconnect()
+        elif len(state.spare) < SPARE_CONNECTIONS:
+            state.spare.append(conn)
         else:
             await conn.disconnect()
+
+
+#: The most replies left unread on one connection of :func:`_scatter`.
+MAX_DUE = 16
 
 
 def _write_now(conn: Any, data: list[bytes]) -> bool:
@@ -285,16 +340,22 @@ def _write_now(conn: Any, data: list[bytes]) -> bool:
     return True
 
 
-def _take_connection(client: Client, state: _State) -> Any | None:
+def _take_connection(client: Client, state: _State) -> tuple[Any, int] | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
     (made on the client's pool settings, outside the pool: no checkout per
-    round), or ``None`` when there is none: then one is connected in a task of
-    its own for the next rounds (connecting can block on a paused server), one
-    at a time. ``state``: the client's."""
+    round), with the number of replies still due on it (read before the next
+    call's own; a connection that owes some is taken first, so that the server
+    runs the next call after them); or ``None`` when there is none: then one
+    is connected in a task of its own for the next rounds (connecting can
+    block on a paused server), one at a time. ``state``: the client's."""
+    while state.owed:
+        conn, count = state.owed.pop()
+        if getattr(conn, "is_connected", False):
+            return conn, count
     while state.spare:
         conn = state.spare.pop()
         if getattr(conn, "is_connected", False):
-            return conn
+            return conn, 0
     if not state.connecting:
         state.connecting = True
         task = asyncio.ensure_future(_connect_spare(client, state))
@@ -357,30 +418,89 @@ def _commands(step: Any) -> list[tuple[Any, ...]]:
 
 
 async def _read_all(
-    jobs: list[tuple[Client, Plan[Any]]], sent: list[tuple[int, Any, Any]], deadline: float
-) -> list[list[Any] | Exception]:
+    jobs: list[tuple[Client, Plan[Any]]],
+    sent: list[tuple[int, Any, Any]],
+    deadline: float,
+    due: dict[int, int],
+    arrived: Callable[[int, list[Any]], bool],
+) -> list[list[Any] | Exception | None]:
     """The raw replies to each entry ``(i, connection, step)`` of ``sent``, in
-    order, or the exception reading them raised: read under one timeout for
-    all (not one per connection); once it has run out, the entry it cut off
-    fails with ``TimeoutError`` and each of the others gets
+    order (less the ``due[i]`` replies read first), or the exception reading
+    them raised, or ``None`` for those not read because ``arrived`` (called
+    with each entry's index and replies as they are read) returned ``True``.
+    Replies already here are read first, then the others in order, under one
+    timeout for all (not one per connection); once it has run out, the entry
+    it cut off fails with ``TimeoutError`` and each of the others gets
     :func:`_read_replies`' short wait (its replies may be here already)."""
-    got: list[list[Any] | Exception] = []
+    got: list[list[Any] | Exception | None] = [None] * len(sent)
+    left = list(range(len(sent)))
+    reading = -1
     try:
         async with asyncio.timeout(max(0.001, deadline - time.monotonic())):
-            for i, conn, step in sent:
+            while left:
+                k = next((k for k in left if _buffered(sent[k][1])), -1)
+                if k < 0 and len(left) > 1:
+                    await _until_data([sent[k][1] for k in left])
+                    k = next((k for k in left if _buffered(sent[k][1])), -1)
+                if k < 0:
+                    k = left[0]
+                left.remove(k)
+                i, conn, step = sent[k]
+                skip = due.get(i, 0)
+                reading = k
                 try:
-                    got.append(await _read_raw(conn, _count(step), jobs[i][0]))
+                    raws = (await _read_raw(conn, skip + _count(step), jobs[i][0]))[skip:]
                 except Exception as exc:
-                    got.append(exc)
+                    got[k] = exc
+                    continue
+                reading = -1
+                got[k] = raws
+                if arrived(k, raws):
+                    return got
     except TimeoutError:
-        got.append(TimeoutError("no reply in time"))
-        for i, conn, step in sent[len(got) :]:
+        if reading >= 0:
+            got[reading] = TimeoutError("no reply in time")
+        for k in left:
+            i, conn, step = sent[k]
+            skip = due.get(i, 0)
             library = _library(type(jobs[i][0]))
             try:
-                got.append(await _read_replies(conn, _count(step), deadline, library))
+                got[k] = (await _read_replies(conn, skip + _count(step), deadline, library))[skip:]
             except Exception as exc:
-                got.append(exc)
+                got[k] = exc
     return got
+
+
+async def _until_data(conns: list[Any]) -> None:
+    """Wait until some of a reply is in the read buffer of one of ``conns`` (or
+    one of them is closed), without reading: a slow server's reply is then not
+    waited for while others are here. Returns at once when a connection's
+    buffer can't be watched (then the replies are read in order)."""
+    loop = asyncio.get_running_loop()
+    mine: list[tuple[Any, asyncio.Future[None]]] = []
+    try:
+        for conn in conns:
+            reader = getattr(conn, "_reader", None)
+            # the waiter asyncio.StreamReader's own reads set, and feed_data wakes
+            if reader is None or getattr(reader, "_waiter", False) is not None or reader.at_eof():
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            reader._waiter = waiter
+            mine.append((reader, waiter))
+        await asyncio.wait([w for _, w in mine], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for reader, waiter in mine:
+            if reader._waiter is waiter:
+                reader._waiter = None
+            if waiter.done() and not waiter.cancelled():
+                waiter.exception()  # retrieved (a lost connection): the read raises it
+            waiter.cancel()
+
+
+def _buffered(conn: Any) -> bool:
+    """Whether some of a reply is already in ``conn``'s read buffer (read it
+    before those still on their way)."""
+    return bool(getattr(getattr(conn, "_reader", None), "_buffer", None))
 
 
 async def _read_raw(conn: Any, count: int, client: Client) -> list[Any]:

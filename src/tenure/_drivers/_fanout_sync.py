@@ -1,8 +1,9 @@
 """The synchronous driver's calls on several servers at once (a Redlock's
 masters): :func:`run_each` drives one plan per server in parallel within a
 deadline, :func:`listen_each` listens on a wake channel on each, and
-:func:`watch_with` renews leases with a watchdog of their owner's own (on a
-quorum). Split from :mod:`._sync`, whose connections, hub and watchdog it uses."""
+:func:`watch_shared` renews leases with a watchdog shared by every lock of
+the kind (on a quorum of each lease's masters). Split from :mod:`._sync`,
+whose connections, hub and watchdog it uses."""
 
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ from .._protocol import (
     Eval,
     Pipeline,
     Plan,
-    Status,
     parse_reply,
 )
 from . import _clients, _identity
@@ -48,51 +48,45 @@ from ._sync import (
 )
 from ._watchbook import Watch, Watchable
 
-_own_watchdogs: weakref.WeakKeyDictionary[Any, tuple[int, _Watchdog]] = weakref.WeakKeyDictionary()
+#: The process's shared watchdogs, one per renewal function (a Redlock's, which
+#: renews any set of leases on their masters' quorums): ``(generation, watchdog)``.
+_shared: dict[Any, tuple[int, _Watchdog]] = {}
+
+#: The watchdog each watched lease was given to (a fork or a new watchdog
+#: never sends a lease's later calls to another one).
+_dog_of: weakref.WeakKeyDictionary[Watch, _Watchdog] = weakref.WeakKeyDictionary()
 
 
-def watch_with(owner: object, lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
-    """Watch ``lease`` with a watchdog of ``owner``'s own (one per owner and
-    process), which renews with ``send`` instead of one client's pipeline (a
-    Redlock's leases, renewed on a quorum of masters). Stop and unwatch with
-    :func:`stop_renewing_with` and :func:`unwatch_with`."""
+def watch_shared(lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
+    """Watch ``lease`` with the process's watchdog for ``send`` (one per
+    ``send`` and process, whatever the number of locks: a single thread, which
+    ends :data:`~._watchbook.LINGER` seconds after its last lease), which
+    renews each batch of due leases with ``send`` instead of one client's
+    pipeline (a Redlock's leases, renewed on a quorum of their masters).
+    ``send`` must be a module-level function (it is the key). Stop and unwatch
+    with :func:`stop_renewing_shared` and :func:`unwatch_shared`."""
     with _states_mutex:
-        entry = _own_watchdogs.get(owner)
+        entry = _shared.get(send)
         if entry is None or entry[0] != _identity.generation():
-            entry = (_identity.generation(), _Watchdog(None, _REDIS, _weakly(send)))
-            _own_watchdogs[owner] = entry
-    return entry[1].watch(lease, renew)
+            entry = _shared[send] = (_identity.generation(), _Watchdog(None, _REDIS, send))
+    watch = entry[1].watch(lease, renew)
+    with _states_mutex:
+        _dog_of[watch] = entry[1]
+    return watch
 
 
-def _weakly(send: _SendRenewals) -> _SendRenewals:
-    """``send``, a bound method of the watchdog's owner, without a strong
-    reference to the owner: the watchdog is the value of the owner's weak entry,
-    and through ``send`` it kept every owner (a Redlock per request) alive for
-    good. A watched lease holds its owner, so the owner lives while it renews."""
-    ref = weakref.WeakMethod(send)
-
-    def call(leases: list[Any]) -> list[tuple[Status, Any] | None]:
-        bound = ref()
-        return [None] * len(leases) if bound is None else bound(leases)
-
-    return call
-
-
-def _own_watchdog(owner: object) -> _Watchdog | None:
-    entry = _own_watchdogs.get(owner)
-    return None if entry is None else entry[1]
-
-
-def stop_renewing_with(owner: object, watch: Watch) -> None:
-    """:func:`stop_renewing` for a lease watched by :func:`watch_with`."""
-    dog = _own_watchdog(owner)
+def stop_renewing_shared(watch: Watch) -> None:
+    """:func:`stop_renewing` for a lease watched by :func:`watch_shared`."""
+    with _states_mutex:
+        dog = _dog_of.get(watch)
     if dog is not None:
         dog.stop_renewing(watch)
 
 
-def unwatch_with(owner: object, watch: Watch) -> None:
-    """:func:`unwatch` for a lease watched by :func:`watch_with`."""
-    dog = _own_watchdog(owner)
+def unwatch_shared(watch: Watch) -> None:
+    """:func:`unwatch` for a lease watched by :func:`watch_shared`."""
+    with _states_mutex:
+        dog = _dog_of.pop(watch, None)
     if dog is not None:
         dog.unwatch(watch)
 
@@ -170,12 +164,25 @@ def _gather(calls: Sequence[Callable[[], T]], timeout: float) -> list[T | BaseEx
     return out
 
 
-def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> list[Any]:
+def run_each(
+    jobs: Iterable[tuple[Client, Plan[Any]]],
+    timeout: float,
+    enough: Callable[[list[Any]], bool] | None = None,
+) -> list[Any]:
     """Drive every plan on its client at the same time, each for at most
     ``timeout`` seconds; return, in order, each plan's result or the exception
     it raised (``TimeoutError`` when it ran out of time). A slow or paused
     server delays none of the others, and the whole call returns within
     ``timeout`` (and a scheduling delay).
+
+    ``enough``, if given, is called with the results so far (a plan not done
+    yet has an object of no other use there) each time a plan of the quick
+    path finishes; once it returns ``True`` the call returns without waiting
+    for the other replies of the quick path: those plans are closed and their
+    result is a :class:`NotYet`. Their replies are still read, by the next call
+    on that server: its commands are written on the same connection, after the
+    ones whose replies are due, so that the server runs them in order (a
+    release sent next runs after the acquire whose reply was not waited for).
 
     The plans may only yield :class:`Eval`, :class:`Command` and
     :class:`Pipeline` steps. Once every client was used (its server probed),
@@ -188,32 +195,43 @@ def run_each(jobs: Iterable[tuple[Client, Plan[Any]]], timeout: float) -> list[A
     dropped; while it is stuck, that client's next plans fail at once with
     ``TimeoutError``, so that no thread piles up behind a paused server).
     """
-    return _scatter(list(jobs), time.monotonic() + timeout)
+    return _scatter(list(jobs), time.monotonic() + timeout, enough)
 
 
 _NOT_DONE = object()
+
+
+class NotYet(TimeoutError):
+    """The result of a plan :func:`run_each` stopped waiting for (it had
+    ``enough``): its reply is still due, and the server may yet run it."""
 
 
 class _Fallback(Exception):
     """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
 
 
-def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]:
+def _scatter(
+    jobs: list[tuple[Client, Plan[Any]]],
+    deadline: float,
+    enough: Callable[[list[Any]], bool] | None = None,
+) -> list[Any]:
     """:func:`run_each` on one thread: each round's steps written to every
-    server, then the replies read, until every plan is done or ``deadline``."""
+    server, then the replies read, until every plan is done, ``enough`` says
+    so, or ``deadline``."""
     results: list[Any] = [_NOT_DONE] * len(jobs)
     steps: dict[int, Any] = {}
     threaded: dict[int, concurrent.futures.Future[Any]] = {}
     conns: dict[int, Any] = {}
+    due: dict[int, int] = {}  # replies due on conns[i] before its own
     states: dict[int, _State] = {}
     for i, (client, plan) in enumerate(jobs):
         suspect = client in _suspects
         if not suspect:
             state = _state(client)
             if state.server is not None:
-                conn = _take_connection(client, state)
-                if conn is not None:
-                    conns[i] = conn
+                taken = _take_connection(client, state)
+                if taken is not None:
+                    conns[i], due[i] = taken
                     states[i] = state
                     continue
         earlier = _on_thread.get(client) if suspect else None
@@ -240,7 +258,8 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     for i in range(len(jobs)):
         if i not in threaded and results[i] is _NOT_DONE:
             advance(i, None, None)
-    while steps:
+    stopped = False
+    while steps and not stopped:
         sent: list[tuple[int, Any, Any]] = []
         packed: dict[tuple[int, Any, Any], Any] = {}  # the same step to every server: packed once
         for i, step in list(steps.items()):
@@ -259,10 +278,15 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 advance(i, None, exc)
                 continue
             sent.append((i, conn, step))
+        unread = {i for i, _, _ in sent}
         for (i, conn, step), arrived in _arrivals(sent, deadline):
+            unread.discard(i)
             client = jobs[i][0]
             try:
-                raws = _read_replies(conn, _count(step), deadline, _library(type(client)), arrived)
+                skip = due.pop(i, 0)
+                raws = _read_replies(
+                    conn, skip + _count(step), deadline, _library(type(client)), arrived
+                )[skip:]
             except Exception as exc:
                 conn.disconnect()
                 del conns[i]
@@ -281,8 +305,20 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
                 advance(i, None, exc)
                 continue
             advance(i, reply, None)
+            if enough is not None and i not in steps and unread and enough(results):
+                stopped = True
+                break
+        if stopped:  # the unread replies are read by the next call on each connection
+            for i, conn, step in sent:
+                if i in unread:
+                    _owe(states[i], conn, due.pop(i, 0) + _count(step))
+                    del conns[i]
+            for i in list(steps):
+                jobs[i][1].close()
+                results[i] = NotYet("no reply waited for: enough others answered")
+            steps.clear()
     for i, conn in conns.items():
-        _give_back(states[i], conn)
+        _give_back(states[i], conn, due.get(i, 0))
     if threaded:
         concurrent.futures.wait(threaded.values(), max(0.0, deadline - time.monotonic()))
     for i, future in threaded.items():
@@ -299,17 +335,23 @@ def _scatter(jobs: list[tuple[Client, Plan[Any]]], deadline: float) -> list[Any]
     return results
 
 
-def _take_connection(client: Client, state: _State) -> Any | None:
+def _take_connection(client: Client, state: _State) -> tuple[Any, int] | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
     (made on the client's pool settings, outside the pool: no checkout per
-    round), or ``None`` when there is none: then one is connected on a worker
-    thread for the next rounds (connecting can block on a paused server), one
-    at a time. ``state``: the client's."""
+    round), with the number of replies still due on it (read before the next
+    call's own; a connection that owes some is taken first, so that the
+    server runs the next call after them); or ``None`` when there is none:
+    then one is connected on a worker thread for the next rounds (connecting
+    can block on a paused server), one at a time. ``state``: the client's."""
     with _spare_mutex:
+        while state.owed:
+            conn, count = state.owed.pop()
+            if getattr(conn, "_sock", None) is not None:
+                return conn, count
         while state.spare:
             conn = state.spare.pop()
             if getattr(conn, "_sock", None) is not None:
-                return conn
+                return conn, 0
         if state.connecting:
             return None
         state.connecting = True
@@ -328,13 +370,33 @@ def _take_connection(client: Client, state: _State) -> Any | None:
     return None
 
 
-def _give_back(state: _State, conn: Any) -> None:
-    """Keep ``conn`` for the next rounds (in its client's ``state``), unless enough are kept."""
+def _give_back(state: _State, conn: Any, due: int = 0) -> None:
+    """Keep ``conn`` for the next rounds (in its client's ``state``), unless
+    enough are kept; ``due``: replies still due on it (see :func:`_owe`)."""
+    if due:
+        _owe(state, conn, due)
+        return
     with _spare_mutex:
         if len(state.spare) < SPARE_CONNECTIONS:
             state.spare.append(conn)
             return
     conn.disconnect()
+
+
+def _owe(state: _State, conn: Any, due: int) -> None:
+    """Keep ``conn``, on which ``due`` replies are still to be read, for the
+    next call on its server (which reads them first), unless enough are kept
+    or too many replies are due on it (a server that stopped answering: it is
+    dropped; the commands already written still run, in order, if it resumes)."""
+    with _spare_mutex:
+        if len(state.owed) < SPARE_CONNECTIONS and due <= MAX_DUE:
+            state.owed.append((conn, due))
+            return
+    conn.disconnect()
+
+
+#: The most replies left unread on one connection of :func:`_scatter`.
+MAX_DUE = 16
 
 
 #: The most idle connections of :func:`_scatter` kept per client.
@@ -427,13 +489,17 @@ def _read_replies(
     ``arrived``: its socket was seen readable (a reply, or the server closing it).
 
     Raises:
-        TimeoutError: the first did not come before ``deadline``.
+        TimeoutError: one did not come before ``deadline``.
     """
     left = max(0.0, deadline - time.monotonic())  # past it: only a reply already here
     if not arrived and not conn.can_read(timeout=left):
         raise TimeoutError("no reply in time")
     raws: list[Any] = []
-    for _ in range(count):
+    for k in range(count):
+        # the socket was readable for the first; a later one may not be here
+        # yet (one due from an earlier call came first): no blocking read
+        if k and not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
+            raise TimeoutError("no reply in time")
         try:
             raws.append(conn.read_response())
         except library.response_error as exc:
@@ -506,9 +572,13 @@ def _unlisten_late(future: concurrent.futures.Future[Callable[[], None] | None])
 def _after_fork() -> None:
     """In a forked child: forget the parent's worker threads, its calls in
     flight on them (they never finish here: their clients would stay suspect
-    for good) and its suspicions; a new mutex for the spare connections."""
+    for good) and its suspicions; a new mutex for the spare connections; the
+    parent's shared watchdogs (their threads do not exist here, and a mutex of
+    theirs may be held: a parent's lease is never sent to one)."""
     global _spare_mutex
     _workers.forget()
+    _shared.clear()
+    _dog_of.clear()
     _suspects.clear()
     _on_thread.clear()
     _spare_mutex = threading.Lock()

@@ -16,7 +16,11 @@ it gets one wake hub per node it waits on, each a sharded pub/sub connection
 pipelined round trip per node. On a cluster without sharded pub/sub (Redis
 6.2, found by the first call's server probe) it falls back to the scripts'
 plain variants (``PUBLISH``, which the cluster bus copies to every node) and
-hubs that ``SUBSCRIBE``, still one per node waited on.
+hubs that ``SUBSCRIBE``, still one per node waited on. When a slot moves or
+its master fails over, a node's hub hands the slot's channels to the hub of
+the new owner (see :mod:`._hubbook`). A pipeline with ``WAIT``
+(``min_replicas``) is sent on the connection of the slot's master, in one
+round trip.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from .._protocol import (
 from .._scripts import ACL_KEYS
 from . import _clients, _identity
 from ._hubbook import (
+    Dropped,
     HubBook,
     PassOn,
     Settable,
@@ -150,6 +155,9 @@ class _Channel:
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     gate: threading.Lock = field(default_factory=threading.Lock)
+    #: the hub whose book holds the channel (on a Redis Cluster it moves to the
+    #: hub of the slot's new owner: see _Hub.adopt)
+    home: Any = None
 
 
 class _HubPubSub(Protocol):
@@ -266,18 +274,85 @@ class _Hub:
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
+        # a cluster node's channels that its server dropped (slot moved, node
+        # gone), waiting to be adopted by the hub of their slot's owner
+        self._orphans: dict[str, _Channel] = {}
+        self._orphan_failures = 0
+        self._rehome_at = 0.0
 
     def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
         with self._mutex:
             ch, subscribe = self._book.enter(channel, keys, token)
+            ch.home = self
             self._subscribe(channel, subscribe)
         return ch
 
     def listen(self, channel: str, event: threading.Event) -> _Channel:
         with self._mutex:
             ch, subscribe = self._book.listen(channel, event)
+            ch.home = self
             self._subscribe(channel, subscribe)
         return ch
+
+    def adopt(self, channel: str, ch: _Channel) -> None:
+        """Listen on ``channel`` with the record another node's hub dropped (a
+        Redis Cluster slot now served by this hub's node, or a node gone):
+        SSUBSCRIBE (SUBSCRIBE on Redis 6.2), whose confirmation wakes its
+        plans. Raises the library's error if it can't be sent (the record is
+        then not adopted)."""
+        with self._mutex:
+            if not self._book.adopt(channel, ch):
+                _wake_all_of(ch)
+                return
+            ch.home = self
+            try:
+                pubsub = self._listen()
+                if self._sharded:
+                    pubsub.ssubscribe(channel)
+                else:
+                    pubsub.subscribe(channel)
+            except BaseException:
+                self._book.forget(channel)
+                raise
+
+    def _orphan(self, orphans: dict[str, _Channel]) -> None:
+        """Keep channels the server dropped until a hub adopts them (the reader
+        calls :meth:`_rehome`)."""
+        with self._mutex:
+            self._orphans.update(orphans)
+            self._orphan_failures = 0
+            self._rehome_at = 0.0
+
+    def _rehome(self) -> None:
+        """Give each orphaned channel to the hub of the node that owns its slot
+        now, after refreshing the cluster client's slot map; those that no hub
+        can take yet (the slot's new master is not known yet, or does not
+        answer) are tried again after a backoff. A channel nobody waits on any
+        more is just dropped."""
+        client = self._cluster() if self._cluster is not None else None
+        with self._mutex:
+            orphans = dict(self._orphans)
+            if client is None or time.monotonic() < self._rehome_at:
+                if client is None:
+                    self._orphans.clear()
+                return
+        with contextlib.suppress(Exception):
+            client.nodes_manager.initialize()  # type: ignore[union-attr]
+        for name, ch in orphans.items():
+            adopted = ch.refs == 0
+            if not adopted:
+                with contextlib.suppress(Exception):
+                    hub = _hub(client, name)
+                    if hub is not self or self._pubsub is None:
+                        hub.adopt(name, ch)
+                        adopted = True
+            if adopted:
+                with self._mutex:
+                    self._orphans.pop(name, None)
+        with self._mutex:
+            if self._orphans:
+                self._orphan_failures += 1
+                self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
 
     def _subscribe(self, channel: str, new: bool) -> None:
         if new:
@@ -342,6 +417,8 @@ class _Hub:
         assert pubsub is not None
         failures = 0
         while not _exiting.is_set():
+            if self._orphans:
+                self._rehome()
             try:
                 message = pubsub.get_message(timeout=READ_POLL)
                 failures = 0
@@ -350,7 +427,7 @@ class _Hub:
                         self._resubscribed(pubsub)
                     for name in self._book.stale(time.monotonic()):
                         self._unsubscribe(pubsub, name)
-                    if message is None and self._book.empty():
+                    if message is None and self._book.empty() and not self._orphans:
                         self._pubsub = None  # the next wait starts a new reader
                         break
                     if _clients.left_master(self._pool, pubsub.connection):
@@ -361,6 +438,15 @@ class _Hub:
                 if is_noperm(exc):  # a SUBSCRIBE refused by the ACL
                     self._refuse(pubsub)
                     continue
+                if self._cluster is not None:
+                    # a cluster node gone (failover) or no longer serving a
+                    # channel (MOVED): its channels go to their slots' owners
+                    with self._mutex:
+                        orphans = self._book.drop_all()
+                        self._pubsub = None  # an adoption here starts a new reader
+                    self._orphan(orphans)
+                    self._rehome_all()
+                    break
                 with self._mutex:
                     if self._book.drop_idle():
                         self._pubsub = None  # nobody waits: don't reconnect
@@ -370,9 +456,16 @@ class _Hub:
                 threading.Event().wait(self._backoff.compute(failures))
                 continue
             if message is not None:
-                self._dispatch(message)
+                self._dispatch(message, pubsub)
         with contextlib.suppress(Exception):
             pubsub.close()
+
+    def _rehome_all(self) -> None:
+        """After this node's connection failed: rehome its orphans until none is left."""
+        while self._orphans and not _exiting.is_set():
+            self._rehome()
+            if self._orphans:
+                threading.Event().wait(max(0.0, min(READ_POLL, self._rehome_at - time.monotonic())))
 
     def _refuse(self, pubsub: _HubPubSub) -> None:
         """The server refused a SUBSCRIBE: fail that channel's plans now."""
@@ -384,12 +477,16 @@ class _Hub:
         if ch is not None:
             wake_refused(ch)
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
+    def _dispatch(self, message: dict[str, Any], pubsub: _HubPubSub) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
         kind = _SHARDED_TYPES.get(message["type"], message["type"])
         with self._mutex:
             route = self._book.route(kind, channel, data)
-        if isinstance(route, PassOn):
+        if isinstance(route, Dropped):
+            # redis-py forgets only the channels it was asked to unsubscribe
+            _forget_shard_channel(pubsub, message["channel"])
+            self._orphan({route.channel: route.record})
+        elif isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
                 client = (
@@ -403,6 +500,22 @@ class _Hub:
             route.set()
 
 
+def _wake_all_of(ch: _Channel) -> None:
+    """Wake every plan of ``ch`` to check Redis again."""
+    ch.ready.set()
+    ch.wake.set()
+    for event in list(ch.listeners):
+        event.set()
+
+
+def _forget_shard_channel(pubsub: Any, channel: Any) -> None:
+    """Remove ``channel`` from a PubSub's sharded subscriptions, which it would
+    subscribe again on a reconnection (the server dropped it)."""
+    channels = getattr(pubsub, "shard_channels", {})
+    for name in (channel, _text(channel), _text(channel).encode()):
+        channels.pop(name, None)
+
+
 #: The types of sharded pub/sub messages, as the hub book names them.
 _SHARDED_TYPES = {"smessage": "message", "ssubscribe": "subscribe", "sunsubscribe": "unsubscribe"}
 
@@ -414,7 +527,7 @@ def _text(value: Any) -> str:
 
 
 #: What a watchdog that does not renew on one client's pipeline calls instead
-#: (a Redlock's, see :func:`watch_with`): the leases due, in order, to a list
+#: (a Redlock's, see ``watch_shared``): the leases due, in order, to a list
 #: of one renewal reply each (``(Status, value)``, or ``None`` to retry).
 _SendRenewals: TypeAlias = Callable[[list[Any]], list[tuple[Status, Any] | None]]
 
@@ -518,6 +631,10 @@ class _State:
     spare: list[Any] = field(default_factory=list)
     #: whether one is being connected in the background for it
     connecting: bool = False
+    #: connections of run_each's quick path left with replies still due (a
+    #: round that stopped once it had enough): ``(connection, replies due)``,
+    #: taken first, the next call's commands written after the due ones
+    owed: list[tuple[Any, int]] = field(default_factory=list)
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
     #: whether a Redis Cluster client's servers have sharded pub/sub (set by
@@ -661,11 +778,15 @@ def run(client: Client, plan: Plan[T]) -> T:
 
 @dataclass(eq=False)
 class _Contention:
-    hub: _Hub
     ch: _Channel
     token: str
     entered: bool = False
     listener: threading.Event | None = None  # set for a Subscribe: its own wake event
+
+    @property
+    def hub(self) -> _Hub:
+        """The hub that holds the channel now (see ``_Channel.home``)."""
+        return self.ch.home  # type: ignore[no-any-return]
 
 
 def _drive(client: Client, plan: Plan[T]) -> T:
@@ -718,7 +839,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         keys = step.keys if step.pass_on else None
         waiter = hub.own_waiter() if step.own_channel else hub.waiter
         ch = hub.enter(keys, step.keys.wake_prefix + waiter, step.token)
-        c = _Contention(hub, ch, step.token)
+        c = _Contention(ch, step.token)
         held.append(c)
         started = time.monotonic()
         ch.ready.wait(confirm_wait(step.timeout))
@@ -733,7 +854,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         hub = _hub(client, step.channel)
         event = threading.Event()
         ch = hub.listen(step.channel, event)
-        held.append(_Contention(hub, ch, "", listener=event))
+        held.append(_Contention(ch, "", listener=event))
         confirmed = ch.ready.wait(step.timeout)
         refusal(ch)
         return confirmed
@@ -749,11 +870,13 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
     (the steps of a pipeline are idempotent: lease rewrites and waits).
     On a Redis Cluster client each step is sent on its own (to its slot's node),
-    its error in its place. ``shard``: ``client`` is one master of a cluster
+    its error in its place, except a pipeline with ``WAIT`` (``min_replicas``):
+    see :func:`_on_master`. ``shard``: ``client`` is one master of a cluster
     with sharded pub/sub (every step's keys in its slots), sent the scripts'
     sharded variants."""
     if _clients.is_cluster(type(client)):
-        _clients.check_cluster_pipeline(step)
+        if _clients.on_one_connection(step):
+            return _on_master(client, step)
         return [_one(client, part) for part in step.steps]
 
     def send() -> list[Any]:
@@ -783,6 +906,34 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
     return replies
 
 
+#: How many times a pipeline sent to a slot's master is sent again after the
+#: node answered that it does not serve the slot (the slot map is refreshed
+#: in between).
+REDIRECTED_TRIES = 3
+
+
+def _on_master(client: Any, step: Pipeline) -> list[Any]:
+    """Send a pipeline that must share one connection (a write, then ``WAIT``)
+    to the master of its first script's slot, on that master's own client,
+    in one round trip. If the node answers that the slot is not (or no longer
+    entirely) its own (``MOVED``, ``ASK``, ``TRYAGAIN``: a migration, a
+    failover), the cluster client's slot map is refreshed and the whole
+    pipeline sent again (its steps are idempotent), up to
+    :data:`REDIRECTED_TRIES` times in all."""
+    key = _clients.first_key(step)
+    shard = _state(client).sharded
+    replies: list[Any] = []
+    for attempt in range(REDIRECTED_TRIES):
+        node = client.get_node_from_key(key) if key is not None else client.get_default_node()
+        replies = _pipeline(_clients.node_client(client, node), step, shard=shard)
+        if not any(_clients.redirected(reply) for reply in replies):
+            break
+        if attempt + 1 < REDIRECTED_TRIES:
+            time.sleep(0.05 * (attempt + 1))
+            client.nodes_manager.initialize()
+    return replies
+
+
 def _one(client: Client, part: Eval | Command) -> Any:
     """One step of a pipeline sent on its own: its parsed reply, or its error."""
     try:
@@ -794,12 +945,30 @@ def _one(client: Client, part: Eval | Command) -> Any:
 
 
 def _send(client: Client, step: Eval) -> Any:
-    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more."""
-    cluster = _clients.is_cluster(type(client))
-    shard = cluster and _state(client).sharded
-    try:
-        if not cluster:  # (what evalsha sends, without its wrappers: this is every call)
+    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more.
+    On a Redis Cluster whose slot is split mid-migration, send it again, with a
+    growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
+    if not _clients.is_cluster(type(client)):
+        try:  # (what evalsha sends, without its wrappers: this is every call)
             return client.execute_command("EVALSHA", *_clients.evalsha_args(step))  # type: ignore[no-untyped-call]
+        except _library(type(client)).no_script:
+            client.script_load(_clients.source_of(step, False))
+            return client.evalsha(*_clients.evalsha_args(step, False))
+    deadline = time.monotonic() + _clients.SPLIT_PATIENCE
+    backoff = ExponentialWithJitterBackoff(base=0.02, cap=0.5)
+    for failures in itertools.count(1):
+        try:
+            return _send_once(client, step, _state(client).sharded)
+        except Exception as exc:
+            pause = backoff.compute(failures)
+            if not _clients.split_slot(exc) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _send_once(client: Client, step: Eval, shard: bool) -> Any:
+    try:
         return client.evalsha(*_clients.evalsha_args(step, shard))
     except _library(type(client)).no_script:
         client.script_load(_clients.source_of(step, shard))

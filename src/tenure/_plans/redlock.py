@@ -205,7 +205,9 @@ class Tally:
 
 def tally(replies: Sequence[Any]) -> Tally:
     """Sort one round's replies: each a script's ``(Status, value)``, a
-    :func:`release` pipeline's list (its first item counts), or an exception."""
+    :func:`release` pipeline's list (its first item counts), or an exception
+    (a master whose reply was not waited for counts as ``failed``: it may yet
+    grant it)."""
     ok: list[int] = []
     fences: list[int] = []
     refused: list[int] = []
@@ -240,13 +242,25 @@ def granted(t: Tally, n: int, ttl: float, sent_at: float, now: float) -> bool:
     return len(t.ok) >= quorum(n) and sent_at + validity(ttl) > now
 
 
+def quorum_granted(replies: Sequence[Any], n: int) -> bool:
+    """Whether the replies so far of an acquire round (one per master; any
+    other object for a master yet to answer) already hold a quorum of grants:
+    then the round need not wait for the other masters (see :func:`fence`)."""
+    return sum(1 for r in replies if isinstance(r, tuple) and r[0] is Status.OK) >= quorum(n)
+
+
 def reachable(t: Tally, n: int) -> bool:
     """Whether enough masters answered for a quorum to be possible at all."""
     return n - len(t.failed) >= quorum(n)
 
 
 def fence(t: Tally) -> int:
-    """The fence of a granted lock: the largest of those its quorum minted."""
+    """The fence of a granted lock: the largest of those its quorum minted,
+    among the masters that answered before the acquire returned (it returns
+    once a quorum granted it, see :func:`quorum_granted`; a master that grants
+    it later mints a fence nobody hears of). Leaving that one out keeps what
+    the fence promises: any later lease's quorum shares a master with the
+    quorum that answered, and the promise rests on that master alone."""
     return max(t.fences)
 
 

@@ -135,12 +135,11 @@ class AsyncRedlockLease(_AsyncHeldLease["AsyncRedlock"]):
         return plans.renewal(self._lock._keys, self.owner, self.ttl, self.ttl)
 
     def _start_watch(self, renew: bool) -> None:
-        lock = self._lock
-        self._watch = _fanout.watch_with(lock, self, renew, lock._renew_all)
+        self._watch = _fanout.watch_shared(self, renew, _renew_quorums)
 
     def _stop_renewing(self) -> None:
         if self._watch is not None:
-            _fanout.stop_renewing_with(self._lock, self._watch)
+            _fanout.stop_renewing_shared(self._watch)
 
 
 class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
@@ -153,7 +152,13 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
     below the ttl (``master_timeout``), so a dead or paused master never stalls
     it. The lock is held when a quorum (``N // 2 + 1``) granted it and the lease
     is still valid: ``ttl`` less the time the acquire took and a drift allowance
-    (1 % of the ttl + 2 ms). Otherwise it is released on every master that granted
+    (1 % of the ttl + 2 ms). The acquire returns as soon as a quorum granted it,
+    without waiting for the slower masters (the validity counts from the moment
+    the acquire was sent, so that wait would buy nothing): their replies are
+    read by the next call on each, whose commands go on the same connection
+    after the acquire, so that a release reaches a slow or paused master after
+    the acquire it may yet grant (the lease's release and renewals go to every
+    master anyway). Otherwise it is released on every master that granted
     it (or did not answer) at once, and the acquire tries again. It survives
     ``N // 2`` masters down; with more down, acquire raises
     :class:`NoQuorumError` (after three rounds in a row without enough answers,
@@ -170,7 +175,11 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
     waiters that each got a minority back off for a random delay.
 
     The fence. Each master mints ``max(last + 1, its TIME in µs)``; the lease's
-    ``fence`` is the largest its quorum minted. Any two quorums share a master,
+    ``fence`` is the largest its quorum minted: the masters that granted it
+    before the acquire returned (a master that grants it later, after the
+    quorum, mints a larger fence nobody hears of; leaving it out weakens
+    nothing below, which needs only one master shared by two quorums, and the
+    quorum that answered is a quorum). Any two quorums share a master,
     and on it the later holder's fence is larger, so the later lease's fence is
     larger than the earlier one's *as long as the masters' clocks agree to
     within the time between the two grants* (the clock part dominates). It is
@@ -322,7 +331,10 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             while True:
                 wake.clear()
                 sent_at = time.monotonic()
-                t = await self._round([plans.attempt(keys, token, ttl_ms, queued)] * n)
+                t = await self._round(
+                    [plans.attempt(keys, token, ttl_ms, queued)] * n,
+                    lambda replies: plans.quorum_granted(replies, n),
+                )
                 if plans.granted(t, n, ttl, sent_at, time.monotonic()):
                     taken = True
                     if queued:  # the masters that granted it dropped us from their queue
@@ -375,17 +387,22 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
                 with contextlib.suppress(Exception):
                     await self._send_on(range(n), [plans.leave(keys, queued)] * n)
 
-    async def _round(self, steps: Sequence[Step]) -> plans.Tally:
-        """Send ``steps[i]`` to master ``i``, all at once, and sort the replies."""
-        return await self._round_on(range(self._n), steps)
+    async def _round(
+        self, steps: Sequence[Step], enough: Callable[[list[Any]], bool] | None = None
+    ) -> plans.Tally:
+        """Send ``steps[i]`` to master ``i``, all at once, and sort the replies
+        (those there once ``enough`` says so: see ``run_each``)."""
+        return plans.tally(await self._send_on(range(self._n), steps, enough))
 
-    async def _round_on(self, masters: Sequence[int], steps: Sequence[Step]) -> plans.Tally:
-        return plans.tally(await self._send_on(masters, steps))
-
-    async def _send_on(self, masters: Sequence[int], steps: Sequence[Step]) -> list[Any]:
+    async def _send_on(
+        self,
+        masters: Sequence[int],
+        steps: Sequence[Step],
+        enough: Callable[[list[Any]], bool] | None = None,
+    ) -> list[Any]:
         """Send ``steps[k]`` to master ``masters[k]``, all at once: the replies."""
         jobs = [(self._clients[i], plans.one(step)) for i, step in zip(masters, steps, strict=True)]
-        return await _fanout.run_each(jobs, self._timeout)
+        return await _fanout.run_each(jobs, self._timeout, enough)
 
     async def _release_round(
         self, token: str, op: str, masters: Sequence[int], wake: bool = True
@@ -399,20 +416,6 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             with contextlib.suppress(Exception):
                 await self._send_on(queued, [plans.wake(self._keys)] * len(queued))
         return plans.tally(replies)
-
-    async def _renew_all(self, leases: list[Any]) -> list[tuple[Status, Any] | None]:
-        """The watchdog's renewal of ``leases``: one pipeline per master, all
-        masters at once; each lease renewed when a quorum renewed it."""
-        steps = tuple(lease._renewal() for lease in leases)
-        replies = await _fanout.run_each(
-            [(client, plans.one(Pipeline(steps))) for client in self._clients],
-            self._timeout,
-        )
-        out: list[tuple[Status, Any] | None] = []
-        for i in range(len(leases)):
-            column = [r if isinstance(r, BaseException) else r[i] for r in replies]
-            out.append(plans.renewed(plans.tally(column), self._n))
-        return out
 
     async def locked(self) -> bool:
         """Whether a quorum of masters holds the lock for one holder now (a snapshot).
@@ -486,4 +489,29 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             # (two threads releasing one lease both end it: never a KeyError)
             self._leases.pop(lease._holder, None)
         if lease._watch is not None:
-            _fanout.unwatch_with(self, lease._watch)
+            _fanout.unwatch_shared(lease._watch)
+
+
+async def _renew_quorums(leases: list[Any]) -> list[tuple[Status, Any] | None]:
+    """The shared watchdog's renewal of ``leases`` (of any Redlocks): one
+    pipeline per master that holds some of them, all masters at once (the
+    longest per-master timeout of their locks); each lease renewed when a
+    quorum of its own masters renewed it."""
+    steps: list[Eval] = [lease._renewal() for lease in leases]
+    groups: dict[int, tuple[_driver.Client, list[int]]] = {}
+    for k, lease in enumerate(leases):
+        for client in lease._lock._clients:
+            groups.setdefault(id(client), (client, []))[1].append(k)
+    masters = list(groups.values())
+    replies = await _fanout.run_each(
+        [(client, plans.one(Pipeline(tuple(steps[k] for k in ks)))) for client, ks in masters],
+        max(lease._lock._timeout for lease in leases),
+    )
+    columns: list[list[Any]] = [[] for _ in leases]
+    for (_, ks), reply in zip(masters, replies, strict=True):
+        for j, k in enumerate(ks):
+            columns[k].append(reply if isinstance(reply, BaseException) else reply[j])
+    return [
+        plans.renewed(plans.tally(column), lease._lock._n)
+        for column, lease in zip(columns, leases, strict=True)
+    ]
