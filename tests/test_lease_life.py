@@ -516,6 +516,7 @@ def _release_from_two_threads(*primitives: Any) -> None:
             for t in threads:
                 t.join(5)
             assert "ok" in outcomes and not any(o.startswith("lost") for o in outcomes), outcomes
+            assert len(outcomes) == 2, outcomes  # (each call returned or said why not)
             assert not lease.lost.is_set()
 
 

@@ -176,8 +176,10 @@ class LeaseLife:
     def released(self) -> bool:
         """Redis released the lease (or the hold it belongs to ended). Returns
         whether the lease had been lost meanwhile (then it stays LOST)."""
-        self._move("released")
-        return self.phase is Phase.LOST
+        with _mutex:  # (TRANSITIONS' "released" moves, without hashing the phase)
+            if self.phase is Phase.RELEASING or self.phase is Phase.HELD:
+                self.phase = Phase.RELEASED
+            return self.phase is Phase.LOST
 
     def lose(self, reason: str) -> bool:
         """The lease is lost. Returns whether this changed the phase (only then
@@ -221,6 +223,17 @@ class LeaseBook:
         """Whether the latest lease of ``key`` is HELD."""
         lease = self._leases.get(key)
         return lease is not None and lease._life.held
+
+    def look_up(self, key: Hashable) -> tuple[Any | None, bool]:
+        """:meth:`left_behind` and :meth:`held` of ``key``, in one look-up."""
+        lease = self._leases.get(key)
+        if lease is None:
+            return None, False
+        life: LeaseLife = lease._life
+        phase = life.phase
+        if phase is Phase.RELEASING or (phase is Phase.LOST and not life.cleaned):
+            return lease, False
+        return None, phase is Phase.HELD
 
     def left_behind(self, key: Hashable) -> Any | None:
         """The latest lease of ``key`` if Redis may still hold it although this

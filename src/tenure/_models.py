@@ -68,12 +68,27 @@ class LostSignalBase:
             ``asyncio.Event`` for the async one.
     """
 
-    __slots__ = ("_callbacks", "_life", "lost")
+    __slots__ = ("_callbacks", "_event", "_life", "_make_event")
 
-    def __init__(self, lost: LostSignal) -> None:
-        self.lost = lost
+    def __init__(self, make_event: Callable[[], LostSignal]) -> None:
+        # The event is made when first asked for (most leases never are): see `lost`.
+        self._make_event = make_event
+        self._event: LostSignal | None = None
         self._life = LeaseLife(process_mark(), new_op())
-        self._callbacks: list[Callable[[Any], object]] = []
+        self._callbacks: list[Callable[[Any], object]] | None = None
+
+    @property
+    def lost(self) -> Any:
+        """Set (once) when the lease is lost while held (see the class)."""
+        event = self._event
+        if event is None:
+            with _callbacks_mutex:
+                event = self._event
+                if event is None:
+                    event = self._event = self._make_event()
+                    if self._life.phase is Phase.LOST:
+                        event.set()
+        return event
 
     @property
     def lost_reason(self) -> str | None:
@@ -104,6 +119,8 @@ class LostSignalBase:
         """
         with _callbacks_mutex:
             if self._life.phase is not Phase.LOST:
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append(callback)
                 return
         self._run_callback(callback)
@@ -114,8 +131,10 @@ class LostSignalBase:
         with _callbacks_mutex:
             if not self._life.lose(reason):
                 return
-            callbacks, self._callbacks = self._callbacks, []
-        self.lost.set()
+            callbacks, self._callbacks = self._callbacks or [], None
+            event = self._event  # (one made later is made set)
+        if event is not None:
+            event.set()
         for callback in callbacks:
             self._run_callback(callback)
 
@@ -194,8 +213,8 @@ class LeaseBase(LostSignalBase):
         "ttl",
     )
 
-    def __init__(self, name: str, grant: Grant, lost: LostSignal) -> None:
-        super().__init__(lost)
+    def __init__(self, name: str, grant: Grant, make_event: Callable[[], LostSignal]) -> None:
+        super().__init__(make_event)
         self.name = name
         self.owner = grant.token
         self.fence = grant.fence

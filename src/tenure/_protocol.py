@@ -169,6 +169,8 @@ def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
     if status is None:
         raise ProtocolError(f"{script.name}: unknown status in reply {raw!r}")
     value = raw[1]
+    if type(value) is int and status is not Status.WRONG_TYPE and status is not Status.DENIED:
+        return status, value  # the common reply, {status, number}
     value = [_text(v) for v in value] if isinstance(value, list) else _text(value)
     if status is Status.WRONG_TYPE:
         raise WrongTypeError(str(value))

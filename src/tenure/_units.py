@@ -125,10 +125,23 @@ def check_count(value: object, what: str, *, minimum: int = 1, maximum: int = MA
     return value
 
 
+#: :func:`lease_ms` of the float lease lengths seen lately (a lock asks it at
+#: every acquire, nearly always for the same few lengths).
+_LEASE_MS: dict[float, int] = {}
+
+
 def lease_ms(value: object, what: str = "ttl") -> int:
     """A lease length in seconds (:func:`check_ttl`) as whole milliseconds, rounded up.
 
     Raises:
         InvalidArgument: as :func:`check_ttl`.
     """
+    if type(value) is float:
+        ms = _LEASE_MS.get(value)
+        if ms is None:
+            ms = to_ms(check_ttl(value, what), what)
+            if len(_LEASE_MS) >= 1024:
+                _LEASE_MS.clear()
+            _LEASE_MS[value] = ms
+        return ms
     return to_ms(check_ttl(value, what), what)

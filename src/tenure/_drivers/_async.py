@@ -12,10 +12,13 @@ A Redis Cluster client (``redis.asyncio.cluster.RedisCluster``,
 drives a synchronous one: scripts and commands through the client (routed by
 their keys' slot), the :func:`._clients.sharded` variant of every script, one
 wake hub per node it waits on (sharded pub/sub, on a connection pool of its
-own to that node), and watchdog renewals in one cluster pipeline. On a cluster
-without sharded pub/sub (Redis 6.2, found by the first call's server probe) it
-falls back to the scripts' plain variants (``PUBLISH``, which the cluster bus
-copies to every node) and hubs that ``SUBSCRIBE``, still one per node waited on.
+own to that node, handing its channels to the new owner's hub when a slot
+moves or its master fails over), watchdog renewals in one cluster pipeline,
+and a pipeline with ``WAIT`` (``min_replicas``) on a connection of the slot's
+master. On a cluster without sharded pub/sub (Redis 6.2, found by the first
+call's server probe) it falls back to the scripts' plain variants
+(``PUBLISH``, which the cluster bus copies to every node) and hubs that
+``SUBSCRIBE``, still one per node waited on.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from .._scripts import ACL_KEYS
 from . import _clients, _identity
 from ._hubbook import (
     LINGER,
+    Dropped,
     HubBook,
     PassOn,
     Settable,
@@ -127,6 +131,9 @@ class _Channel:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: the hub whose book holds the channel (on a Redis Cluster it moves to the
+    #: hub of the slot's new owner: see _Hub.adopt)
+    home: Any = None
 
 
 class _HubPubSub(Protocol):
@@ -304,16 +311,80 @@ class _Hub:
         self._pubsub: _HubPubSub | None = None
         self._reader: asyncio.Task[None] | None = None
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
+        # a cluster node's channels that its server dropped (slot moved, node
+        # gone), waiting to be adopted by the hub of their slot's owner
+        self._orphans: dict[str, _Channel] = {}
+        self._orphan_failures = 0
+        self._rehome_at = 0.0
 
     async def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
         ch, subscribe = self._book.enter(channel, keys, token)
+        ch.home = self
         await self._subscribe(channel, subscribe)
         return ch
 
     async def listen(self, channel: str, event: asyncio.Event) -> _Channel:
         ch, subscribe = self._book.listen(channel, event)
+        ch.home = self
         await self._subscribe(channel, subscribe)
         return ch
+
+    async def adopt(self, channel: str, ch: _Channel) -> None:
+        """Listen on ``channel`` with the record another node's hub dropped (a
+        Redis Cluster slot now served by this hub's node, or a node gone):
+        SSUBSCRIBE (SUBSCRIBE on Redis 6.2), whose confirmation wakes its
+        plans. Raises the library's error if it can't be sent (the record is
+        then not adopted)."""
+        if not self._book.adopt(channel, ch):
+            _wake_all_of(ch)
+            return
+        ch.home = self
+        try:
+            pubsub = self._listen()
+            if self._sharded:
+                await cast(Any, pubsub).ssubscribe(channel)
+            else:
+                await pubsub.subscribe(channel)
+        except BaseException:
+            self._book.forget(channel)
+            raise
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
+
+    def _orphan(self, orphans: dict[str, _Channel]) -> None:
+        """Keep channels the server dropped until a hub adopts them (the reader
+        calls :meth:`_rehome`)."""
+        self._orphans.update(orphans)
+        self._orphan_failures = 0
+        self._rehome_at = 0.0
+
+    async def _rehome(self) -> None:
+        """Give each orphaned channel to the hub of the node that owns its slot
+        now, after refreshing the cluster client's slot map; those that no hub
+        can take yet (the slot's new master is not known yet, or does not
+        answer) are tried again after a backoff. A channel nobody waits on any
+        more is just dropped."""
+        client = self._cluster() if self._cluster is not None else None
+        if client is None:
+            self._orphans.clear()
+            return
+        if time.monotonic() < self._rehome_at:
+            return
+        with contextlib.suppress(Exception):
+            await client.nodes_manager.initialize()  # type: ignore[union-attr]
+        for name, ch in list(self._orphans.items()):
+            adopted = ch.refs == 0
+            if not adopted:
+                with contextlib.suppress(Exception):
+                    hub = _hub(client, name)
+                    if hub is not self or self._pubsub is None:
+                        await hub.adopt(name, ch)
+                        adopted = True
+            if adopted:
+                self._orphans.pop(name, None)
+        if self._orphans:
+            self._orphan_failures += 1
+            self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
 
     async def _subscribe(self, channel: str, new: bool) -> None:
         if new:
@@ -369,15 +440,30 @@ class _Hub:
         failures = 0
         try:
             while True:
+                if self._orphans:
+                    await self._rehome()
                 message = await self._next(pubsub, failures)
                 failures = 0 if message is not False else failures + 1
                 # redis-py can swallow a cancellation while it reconnects; a
                 # pending one (the loop shutting down) still ends the reader.
                 if task is not None and task.cancelling():
                     break
+                if message is False and self._cluster is not None:
+                    # a cluster node gone (failover) or no longer serving a
+                    # channel (MOVED): its channels go to their slots' owners
+                    orphans = self._book.drop_all()
+                    self._pubsub = None  # an adoption here starts a new reader
+                    self._reader = None
+                    self._orphan(orphans)
+                    while self._orphans:
+                        await self._rehome()
+                        if self._orphans:
+                            wait = min(LINGER, self._rehome_at - time.monotonic())
+                            await asyncio.sleep(max(0.0, wait))
+                    break
                 if isinstance(message, dict):
-                    await self._dispatch(message)
-                elif message is None and self._book.empty():
+                    await self._dispatch(message, pubsub)
+                elif message is None and self._book.empty() and not self._orphans:
                     break
                 elif message is False and self._book.empty():
                     break  # nobody waits: don't reconnect
@@ -410,7 +496,7 @@ class _Hub:
                 if ch is not None:
                     wake_refused(ch)
                 return None
-            if not self._book.drop_idle():
+            if self._cluster is None and not self._book.drop_idle():
                 self._book.wake_all()
                 await asyncio.sleep(self._backoff.compute(failures + 1))
             return False
@@ -421,11 +507,15 @@ class _Hub:
         else:
             await pubsub.unsubscribe(name)
 
-    async def _dispatch(self, message: dict[str, Any]) -> None:
+    async def _dispatch(self, message: dict[str, Any], pubsub: _HubPubSub) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
         kind = _SHARDED_TYPES.get(message["type"], message["type"])
         route = self._book.route(kind, channel, data)
-        if isinstance(route, PassOn):
+        if isinstance(route, Dropped):
+            # redis-py forgets only the channels it was asked to unsubscribe
+            _forget_shard_channel(pubsub, message["channel"])
+            self._orphan({route.channel: route.record})
+        elif isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
                 client = (
@@ -437,6 +527,22 @@ class _Hub:
                     await _drive(client, route.plan())
         elif route is not None:
             route.set()
+
+
+def _wake_all_of(ch: _Channel) -> None:
+    """Wake every plan of ``ch`` to check Redis again."""
+    ch.ready.set()
+    ch.wake.set()
+    for event in list(ch.listeners):
+        event.set()
+
+
+def _forget_shard_channel(pubsub: Any, channel: Any) -> None:
+    """Remove ``channel`` from a PubSub's sharded subscriptions, which it would
+    subscribe again on a reconnection (the server dropped it)."""
+    channels = getattr(pubsub, "shard_channels", {})
+    for name in (channel, _text(channel), _text(channel).encode()):
+        channels.pop(name, None)
 
 
 #: The types of sharded pub/sub messages, as the hub book names them.
@@ -477,6 +583,7 @@ class _Watchdog:
 
     def watch(self, lease: Watchable, renew: bool) -> Watch:
         watch = self._book.add(lease, renew, time.monotonic())
+        watch.dog = self
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="tenure-watchdog")
         elif self._book.first_due(watch) < self._sleep_until:
@@ -551,12 +658,25 @@ class _State:
     owed: list[tuple[Any, int]] = field(default_factory=list)
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
+    #: a Redis Cluster client's connection pools to the masters it sent a
+    #: pipeline with WAIT, by (host, port) (see _on_master)
+    pools: dict[tuple[str, int], Any] = field(default_factory=dict)
     #: whether a Redis Cluster client's servers have sharded pub/sub (set by
     #: the probe; False on Redis 6.2: plain PUBLISH / SUBSCRIBE)
     sharded: bool = True
+    #: the client's weak reference (the entry goes with the client)
+    client: Callable[[], Any] = lambda: None
 
 
-_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+#: The state of each client, by its id(), dropped with the client (looked up on
+#: every call: an id and a weak reference are cheaper than a WeakKeyDictionary).
+_states: dict[int, _State] = {}
+
+
+def _forget_state(key: int, ref: Any) -> None:
+    if (state := _states.get(key)) is not None and state.client is ref:
+        del _states[key]
+
 
 #: The most idle connections of run_each's quick path kept per client and loop.
 SPARE_CONNECTIONS = 8
@@ -564,8 +684,13 @@ SPARE_CONNECTIONS = 8
 
 def _state(client: Client) -> _State:
     loop = asyncio.get_running_loop()
-    state = _states.get(client)
-    if state is None or state.generation != _identity.generation() or state.loop is not loop:
+    state = _states.get(id(client))
+    if (
+        state is None
+        or state.client() is not client
+        or state.generation != _identity.generation()
+        or state.loop is not loop
+    ):
         library = _library(type(client))
         if _clients.is_cluster(type(client)):
             ref = weakref.ref(client)
@@ -580,7 +705,9 @@ def _state(client: Client) -> _State:
             state = _State(
                 _identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library)
             )
-        _states[client] = state
+        key = id(client)
+        state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
+        _states[key] = state
     return state
 
 
@@ -651,12 +778,13 @@ def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
 def stop_renewing(client: Client, watch: Watch) -> None:
     """Never renew ``watch``'s lease again (its release was attempted); its
     deadline is still watched."""
-    _state(client).watchdog.stop_renewing(watch)
+    if watch.renewable:  # (else there is nothing to stop)
+        (watch.dog or _state(client).watchdog).stop_renewing(watch)
 
 
 def unwatch(client: Client, watch: Watch) -> None:
     """Stop watching a lease (released or lost)."""
-    _state(client).watchdog.unwatch(watch)
+    (watch.dog or _state(client).watchdog).unwatch(watch)
 
 
 async def run(client: Client, plan: Plan[T]) -> T:
@@ -681,11 +809,15 @@ async def run(client: Client, plan: Plan[T]) -> T:
 
 @dataclass(eq=False)
 class _Contention:
-    hub: _Hub
     ch: _Channel
     token: str
     entered: bool = False
     listener: asyncio.Event | None = None  # set for a Subscribe: its own wake event
+
+    @property
+    def hub(self) -> _Hub:
+        """The hub that holds the channel now (see ``_Channel.home``)."""
+        return self.ch.home  # type: ignore[no-any-return]
 
 
 async def _drive(client: Client, plan: Plan[T]) -> T:
@@ -702,7 +834,10 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
                 return stop.value  # type: ignore[no-any-return]
             error = None
             try:
-                reply = await _perform(client, step, held)
+                if type(step) is Eval:  # (the common step, without _perform's dispatch)
+                    reply = parse_reply(step.script, await _evalsha(client, step))
+                else:
+                    reply = await _perform(client, step, held)
             except BaseException as exc:
                 reply, error = None, exc
     finally:
@@ -741,7 +876,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         keys = step.keys if step.pass_on else None
         waiter = hub.own_waiter() if step.own_channel else hub.waiter
         ch = await hub.enter(keys, step.keys.wake_prefix + waiter, step.token)
-        c = _Contention(hub, ch, step.token)
+        c = _Contention(ch, step.token)
         held.append(c)
         try:
             async with asyncio.timeout(confirm_wait(step.timeout)):
@@ -761,7 +896,7 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         hub = _hub(client, step.channel)
         event = asyncio.Event()
         ch = await hub.listen(step.channel, event)
-        held.append(_Contention(hub, ch, "", listener=event))
+        held.append(_Contention(ch, "", listener=event))
         try:
             async with asyncio.timeout(step.timeout):
                 await ch.ready.wait()
@@ -776,21 +911,25 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     raise TypeError(f"unknown step {step!r}")
 
 
-async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
+async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
     (the steps of a pipeline are idempotent: lease rewrites and waits).
     On a Redis Cluster client each step is sent on its own (to its slot's node),
-    its error in its place."""
+    its error in its place, except a pipeline with ``WAIT`` (``min_replicas``):
+    see :func:`_on_master`. ``shard``: ``client`` is one master of a cluster
+    with sharded pub/sub (every step's keys in its slots), sent the scripts'
+    sharded variants."""
     if _clients.is_cluster(type(client)):
-        _clients.check_cluster_pipeline(step)
+        if _clients.on_one_connection(step):
+            return await _on_master(client, step)
         return [await _one(client, part) for part in step.steps]
 
     async def send() -> list[Any]:
         async with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
-                    pipe.evalsha(*_clients.evalsha_args(part))
+                    pipe.evalsha(*_clients.evalsha_args(part, shard))
                 else:
                     pipe.execute_command(*part.args)
             return await pipe.execute(raise_on_error=False)
@@ -798,7 +937,7 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     raws = await send()
     if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
-            await client.script_load(spec.source)
+            await client.script_load((_clients.sharded(spec) if shard else spec).source)
         raws = await send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
@@ -813,6 +952,41 @@ async def _pipeline(client: Client, step: Pipeline) -> list[Any]:
     return replies
 
 
+#: How many times a pipeline sent to a slot's master is sent again after the
+#: node answered that it does not serve the slot (the slot map is refreshed
+#: in between).
+REDIRECTED_TRIES = 3
+
+
+async def _on_master(client: Any, step: Pipeline) -> list[Any]:
+    """Send a pipeline that must share one connection (a write, then ``WAIT``)
+    to the master of its first script's slot, on a client of that master (from
+    a connection pool of its own, kept per node), in one round trip. If the
+    node answers that the slot is not (or no longer entirely) its own
+    (``MOVED``, ``ASK``, ``TRYAGAIN``: a migration, a failover), the cluster
+    client's slot map is refreshed and the whole pipeline sent again (its
+    steps are idempotent), up to :data:`REDIRECTED_TRIES` times in all."""
+    key = _clients.first_key(step)
+    state = _state(client)
+    replies: list[Any] = []
+    for attempt in range(REDIRECTED_TRIES):
+        node = client.get_node_from_key(key) if key is not None else client.get_default_node()
+        where = (str(node.host), int(node.port))
+        pool = state.pools.get(where)
+        if pool is None:
+            pool = state.pools[where] = state.hub._library.pool(
+                connection_class=node.connection_class, **node.connection_kwargs
+            )
+        master = state.hub._library.client(connection_pool=pool)
+        replies = await _pipeline(master, step, shard=state.sharded)
+        if not any(_clients.redirected(reply) for reply in replies):
+            break
+        if attempt + 1 < REDIRECTED_TRIES:
+            await asyncio.sleep(0.05 * (attempt + 1))
+            await client.nodes_manager.initialize()
+    return replies
+
+
 async def _one(client: Client, part: Eval | Command) -> Any:
     """One step of a pipeline sent on its own: its parsed reply, or its error."""
     try:
@@ -824,18 +998,36 @@ async def _one(client: Client, part: Eval | Command) -> Any:
 
 
 async def _send(client: Client, step: Eval) -> Any:
-    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more
-    (on a cluster client: EVAL it, on the node owning its keys only)."""
-    shard = _clients.is_cluster(type(client)) and _state(client).sharded
+    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more.
+    On a Redis Cluster whose slot is split mid-migration, send it again, with a
+    growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
+    if not _clients.is_cluster(type(client)):
+        try:  # (what evalsha sends, without its wrappers: this is every call)
+            return await client.execute_command("EVALSHA", *_clients.evalsha_args(step))
+        except _library(type(client)).no_script:
+            await client.script_load(_clients.source_of(step, False))
+            return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, False)))
+    deadline = time.monotonic() + _clients.SPLIT_PATIENCE
+    backoff = ExponentialWithJitterBackoff(base=0.02, cap=0.5)
+    for failures in itertools.count(1):
+        try:
+            return await _send_once(client, step, _state(client).sharded)
+        except Exception as exc:
+            pause = backoff.compute(failures)
+            if not _clients.split_slot(exc) or time.monotonic() + pause > deadline:
+                raise
+            await asyncio.sleep(pause)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _send_once(client: Client, step: Eval, shard: bool) -> Any:
+    """EVALSHA of ``step`` on a cluster client; on NOSCRIPT, EVAL it: it goes to
+    the node owning the keys (``SCRIPT LOAD`` would go to every master, and
+    fail on a dead one) and caches the script there."""
     try:
         return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
     except _library(type(client)).no_script:
-        if _clients.is_cluster(type(client)):
-            # EVAL goes to the node owning the keys (SCRIPT LOAD would go to
-            # every master, and fail on a dead one) and caches the script there
-            return await cast(Awaitable[Any], client.eval(*_clients.eval_args(step, shard)))
-        await client.script_load(_clients.source_of(step, shard))
-        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
+        return await cast(Awaitable[Any], client.eval(*_clients.eval_args(step, shard)))
 
 
 async def _evalsha(client: Client, step: Eval) -> Any:

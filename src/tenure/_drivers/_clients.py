@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any, Literal
 
-from .._errors import InvalidArgument, UnsupportedServer
+from .._errors import InvalidArgument
 from .._protocol import Command, Eval, Pipeline
 from .._scripts import sharded as sharded  # the drivers call it as _clients.sharded
 
@@ -186,10 +186,17 @@ def _cluster_classes(asyncio: bool | None = None) -> tuple[type, ...]:
     return clusters[1::2] if asyncio else clusters[::2]
 
 
+#: :func:`is_cluster`'s answers, by client class (asked on every script call).
+_IS_CLUSTER: dict[type, bool] = {}
+
+
 def is_cluster(cls: type) -> bool:
     """Whether ``cls`` is a Redis Cluster client class of either library (sync or
     asyncio), which the drivers drive per node (see the module docstring)."""
-    return issubclass(cls, _cluster_classes())
+    known = _IS_CLUSTER.get(cls)
+    if known is None:  # (a class's answer never changes: valkey-py's exist once imported)
+        known = _IS_CLUSTER[cls] = issubclass(cls, _cluster_classes())
+    return known
 
 
 #: Sharded pub/sub (SSUBSCRIBE / SPUBLISH): Redis >= 7.0, any supported Valkey.
@@ -206,21 +213,53 @@ def sharded_pubsub(name: str, version: tuple[int, ...]) -> bool:
     return version[:2] >= SHARDED_MINIMUM.get(name, SHARDED_MINIMUM["redis"])
 
 
-def check_cluster_pipeline(step: Pipeline) -> None:
-    """Refuse, before anything is sent, a pipeline that a Redis Cluster client
-    can't send step by step: one with a command that acts on its connection's
-    writes (``WAIT`` / ``WAITAOF``, what ``min_replicas`` sends), which must go
-    on the connection of the write before it, to that slot's master.
+def on_one_connection(step: Pipeline) -> bool:
+    """Whether a pipeline must be sent on one connection, to the master of its
+    first script's slot, rather than step by step through a Redis Cluster
+    client: it has a command that acts on its connection's writes (``WAIT`` /
+    ``WAITAOF``, what ``min_replicas`` sends), which must follow the write on
+    that master's connection."""
+    return any(
+        isinstance(part, Command) and str(part.args[0]).upper() in ("WAIT", "WAITAOF")
+        for part in step.steps
+    )
 
-    Raises:
-        UnsupportedServer: ``min_replicas`` on a Redis Cluster (not supported yet).
-    """
+
+def first_key(step: Pipeline) -> str | None:
+    """The first key of the pipeline's first script with keys (``None``: none has)."""
     for part in step.steps:
-        if isinstance(part, Command) and str(part.args[0]).upper() in ("WAIT", "WAITAOF"):
-            raise UnsupportedServer(
-                "min_replicas is not supported on a Redis Cluster yet: "
-                "acquire without it (leave min_replicas=0)"
-            )
+        if isinstance(part, Eval) and part.keys:
+            return str(part.keys[0])
+    return None
+
+
+#: The error replies of a Redis Cluster node that mean "not here (now)": the
+#: slot moved (``MOVED``), is moving (``ASK``), or is split between two nodes
+#: mid-migration (``TRYAGAIN``); redis-py's exception class names.
+REDIRECTS = ("MovedError", "AskError", "TryAgainError")
+
+
+#: How long a script call on a Redis Cluster keeps trying, at the most, while
+#: its slot is split mid-migration (seconds): from ``CLUSTER SETSLOT ...
+#: MIGRATING`` until ``SETSLOT ... NODE`` the slot's nodes refuse every script
+#: of it (``TRYAGAIN``: its keys are not all on one node), and the client
+#: library gives up after its own few retries (about 0.4 s).
+SPLIT_PATIENCE = 5.0
+
+
+def split_slot(exc: BaseException) -> bool:
+    """Whether ``exc`` says that a call did not run because its slot is split
+    mid-migration: ``TRYAGAIN``, or the ``ClusterError('TTL exhausted.')``
+    that redis-py and valkey-py raise once their own retries of ``MOVED`` /
+    ``ASK`` / ``TRYAGAIN`` (none of which runs the call) are used up. Safe to
+    send again."""
+    name = type(exc).__name__
+    return name == "TryAgainError" or (name == "ClusterError" and "TTL exhausted" in str(exc))
+
+
+def redirected(reply: object) -> bool:
+    """Whether ``reply`` is one of :data:`REDIRECTS`."""
+    return type(reply).__name__ in REDIRECTS
 
 
 def node_client(client: Any, node: Any) -> Any:

@@ -50,6 +50,20 @@ master gone silent) is noticed by the driver: when the pool has learned another
 master than the one the hub's connection talks to (:func:`._clients.left_master`),
 it closes that connection, and the next read reconnects, to the new master.
 
+Redis Cluster. A node's hub listens by sharded pub/sub on the channels of the
+slots that node serves. When a slot moves to another node (``CLUSTER SETSLOT
+... NODE``, the end of a migration) the server tells its sharded subscribers
+``sunsubscribe`` for that slot's channels, unasked; and after a failover the
+old master's connection is gone. Either way the hub forgets the channels
+(:meth:`HubBook.route` returns :class:`Dropped`; :meth:`HubBook.drop_all`)
+and the driver gives each channel's record, with its waiters, to the hub of
+the node that owns the slot now (:meth:`HubBook.adopt`), after refreshing the
+cluster client's slot map, retrying with a backoff while no node has it (a
+failover in progress). The adopted channel is subscribed there and, as after a
+reconnection, its confirmation wakes its waiters to check Redis again (a
+release published while it was not subscribed is lost). Meanwhile the waiters
+wait for a wake or their holder's PTTL, as always.
+
 A read that fails (redis-py gave up reconnecting, or does not retry) wakes
 every waiter at once too (:meth:`HubBook.wake_all`), so that a waiter whose
 server is gone gets its connection error now; the channels are kept for the
@@ -185,6 +199,16 @@ def _nothing() -> Plan[None]:
     yield  # a generator
 
 
+@dataclass(frozen=True)
+class Dropped(Generic[C]):
+    """The server dropped the subscription of ``channel`` without being asked
+    (a Redis Cluster slot moved to another node): the book forgot it; ``record``
+    (with its waiters) is for the hub of the slot's new owner to adopt."""
+
+    channel: str
+    record: C
+
+
 @dataclass
 class HubBook(Generic[C]):
     """Channels by name, their waiter counts, and channels being unsubscribed."""
@@ -281,7 +305,9 @@ class HubBook(Generic[C]):
             self.pending.pop(name, None)
         return names
 
-    def route(self, kind: str, channel: str, data: str = "") -> Settable | PassOn | None:
+    def route(
+        self, kind: str, channel: str, data: str = ""
+    ) -> Settable | PassOn | Dropped[C] | None:
         """What a pub/sub message of ``kind`` on ``channel`` with ``data`` asks for.
 
         Returns the event to set (a subscription confirmed, a hand-off recorded
@@ -289,10 +315,13 @@ class HubBook(Generic[C]):
         broadcast for every listener; a subscription confirmed after
         :meth:`reconnected` wakes every waiter and listener of the channel), a
         :class:`PassOn` (a lock handed to a token nobody here waits with, on a
-        channel entered with keys), or ``None`` (nothing to do).
+        channel entered with keys), a :class:`Dropped` (an unsubscription the
+        book did not ask for, of a channel it listens on: forgotten here), or
+        ``None`` (nothing to do).
         """
         if kind == "unsubscribe":
-            self.closing.pop(channel, None)
+            if self.closing.pop(channel, False) is False and channel in self.channels:
+                return Dropped(channel, self.forget(channel))
             return None
         ch = self.channels.get(channel)
         if kind == "subscribe":
@@ -350,6 +379,40 @@ class HubBook(Generic[C]):
         self.closing.clear()
         self.rewake.clear()
         self.pending.clear()
+        return True
+
+    def forget(self, channel: str) -> C:
+        """Stop listening on ``channel`` (the server no longer serves it here) and
+        return its record, waiters and all, for another hub to :meth:`adopt`."""
+        self.rewake.discard(channel)
+        self.pending.pop(channel, None)
+        return self.channels.pop(channel)
+
+    def drop_all(self) -> dict[str, C]:
+        """The connection failed on a Redis Cluster node: forget every channel and
+        return those that a plan still waits or listens on, by name, for the
+        hubs of their slots' owners to :meth:`adopt`."""
+        kept = {name: ch for name, ch in self.channels.items() if ch.refs}
+        self.channels.clear()
+        self.closing.clear()
+        self.rewake.clear()
+        self.pending.clear()
+        return kept
+
+    def adopt(self, channel: str, ch: C) -> bool:
+        """Listen on ``channel`` with a record another hub forgot (see
+        :class:`Dropped`); its subscription's confirmation will wake all its
+        plans, which check Redis again. Returns whether to SUBSCRIBE now:
+        ``False`` when the book already has a record for the channel (a plan
+        entered it here meanwhile: the caller wakes the adopted record's plans,
+        which check Redis again; their later waits on it are capped by the
+        holder's PTTL)."""
+        if channel in self.channels:
+            return False
+        self.channels[channel] = ch
+        self.closing.pop(channel, None)
+        self.pending[channel] = None
+        self.rewake.add(channel)
         return True
 
     def reconnected(self) -> None:

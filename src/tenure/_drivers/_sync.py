@@ -17,7 +17,10 @@ node's connection pool, and its watchdog renews one pipelined round trip per
 node. On a cluster without sharded pub/sub (Redis 6.2, found by the first
 call's server probe) it falls back to the scripts' plain variants (``PUBLISH``,
 which the cluster bus copies to every node) and hubs that ``SUBSCRIBE``, still
-one per node waited on.
+one per node waited on. When a slot moves or its master fails over, a node's
+hub hands the slot's channels to the hub of the new owner (see
+:mod:`._hubbook`). A pipeline with ``WAIT`` (``min_replicas``) is sent on the
+connection of the slot's master, in one round trip.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from .._protocol import (
 from .._scripts import ACL_KEYS
 from . import _clients, _identity
 from ._hubbook import (
+    Dropped,
     HubBook,
     PassOn,
     Settable,
@@ -151,6 +155,9 @@ class _Channel:
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     gate: threading.Lock = field(default_factory=threading.Lock)
+    #: the hub whose book holds the channel (on a Redis Cluster it moves to the
+    #: hub of the slot's new owner: see _Hub.adopt)
+    home: Any = None
 
 
 class _HubPubSub(Protocol):
@@ -267,18 +274,85 @@ class _Hub:
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
+        # a cluster node's channels that its server dropped (slot moved, node
+        # gone), waiting to be adopted by the hub of their slot's owner
+        self._orphans: dict[str, _Channel] = {}
+        self._orphan_failures = 0
+        self._rehome_at = 0.0
 
     def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
         with self._mutex:
             ch, subscribe = self._book.enter(channel, keys, token)
+            ch.home = self
             self._subscribe(channel, subscribe)
         return ch
 
     def listen(self, channel: str, event: threading.Event) -> _Channel:
         with self._mutex:
             ch, subscribe = self._book.listen(channel, event)
+            ch.home = self
             self._subscribe(channel, subscribe)
         return ch
+
+    def adopt(self, channel: str, ch: _Channel) -> None:
+        """Listen on ``channel`` with the record another node's hub dropped (a
+        Redis Cluster slot now served by this hub's node, or a node gone):
+        SSUBSCRIBE (SUBSCRIBE on Redis 6.2), whose confirmation wakes its
+        plans. Raises the library's error if it can't be sent (the record is
+        then not adopted)."""
+        with self._mutex:
+            if not self._book.adopt(channel, ch):
+                _wake_all_of(ch)
+                return
+            ch.home = self
+            try:
+                pubsub = self._listen()
+                if self._sharded:
+                    pubsub.ssubscribe(channel)
+                else:
+                    pubsub.subscribe(channel)
+            except BaseException:
+                self._book.forget(channel)
+                raise
+
+    def _orphan(self, orphans: dict[str, _Channel]) -> None:
+        """Keep channels the server dropped until a hub adopts them (the reader
+        calls :meth:`_rehome`)."""
+        with self._mutex:
+            self._orphans.update(orphans)
+            self._orphan_failures = 0
+            self._rehome_at = 0.0
+
+    def _rehome(self) -> None:
+        """Give each orphaned channel to the hub of the node that owns its slot
+        now, after refreshing the cluster client's slot map; those that no hub
+        can take yet (the slot's new master is not known yet, or does not
+        answer) are tried again after a backoff. A channel nobody waits on any
+        more is just dropped."""
+        client = self._cluster() if self._cluster is not None else None
+        with self._mutex:
+            orphans = dict(self._orphans)
+            if client is None or time.monotonic() < self._rehome_at:
+                if client is None:
+                    self._orphans.clear()
+                return
+        with contextlib.suppress(Exception):
+            client.nodes_manager.initialize()  # type: ignore[union-attr]
+        for name, ch in orphans.items():
+            adopted = ch.refs == 0
+            if not adopted:
+                with contextlib.suppress(Exception):
+                    hub = _hub(client, name)
+                    if hub is not self or self._pubsub is None:
+                        hub.adopt(name, ch)
+                        adopted = True
+            if adopted:
+                with self._mutex:
+                    self._orphans.pop(name, None)
+        with self._mutex:
+            if self._orphans:
+                self._orphan_failures += 1
+                self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
 
     def _subscribe(self, channel: str, new: bool) -> None:
         if new:
@@ -343,6 +417,8 @@ class _Hub:
         assert pubsub is not None
         failures = 0
         while not _exiting.is_set():
+            if self._orphans:
+                self._rehome()
             try:
                 message = pubsub.get_message(timeout=READ_POLL)
                 failures = 0
@@ -351,7 +427,7 @@ class _Hub:
                         self._resubscribed(pubsub)
                     for name in self._book.stale(time.monotonic()):
                         self._unsubscribe(pubsub, name)
-                    if message is None and self._book.empty():
+                    if message is None and self._book.empty() and not self._orphans:
                         self._pubsub = None  # the next wait starts a new reader
                         break
                     if _clients.left_master(self._pool, pubsub.connection):
@@ -362,6 +438,15 @@ class _Hub:
                 if is_noperm(exc):  # a SUBSCRIBE refused by the ACL
                     self._refuse(pubsub)
                     continue
+                if self._cluster is not None:
+                    # a cluster node gone (failover) or no longer serving a
+                    # channel (MOVED): its channels go to their slots' owners
+                    with self._mutex:
+                        orphans = self._book.drop_all()
+                        self._pubsub = None  # an adoption here starts a new reader
+                    self._orphan(orphans)
+                    self._rehome_all()
+                    break
                 with self._mutex:
                     if self._book.drop_idle():
                         self._pubsub = None  # nobody waits: don't reconnect
@@ -371,9 +456,16 @@ class _Hub:
                 threading.Event().wait(self._backoff.compute(failures))
                 continue
             if message is not None:
-                self._dispatch(message)
+                self._dispatch(message, pubsub)
         with contextlib.suppress(Exception):
             pubsub.close()
+
+    def _rehome_all(self) -> None:
+        """After this node's connection failed: rehome its orphans until none is left."""
+        while self._orphans and not _exiting.is_set():
+            self._rehome()
+            if self._orphans:
+                threading.Event().wait(max(0.0, min(READ_POLL, self._rehome_at - time.monotonic())))
 
     def _refuse(self, pubsub: _HubPubSub) -> None:
         """The server refused a SUBSCRIBE: fail that channel's plans now."""
@@ -385,12 +477,16 @@ class _Hub:
         if ch is not None:
             wake_refused(ch)
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
+    def _dispatch(self, message: dict[str, Any], pubsub: _HubPubSub) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
         kind = _SHARDED_TYPES.get(message["type"], message["type"])
         with self._mutex:
             route = self._book.route(kind, channel, data)
-        if isinstance(route, PassOn):
+        if isinstance(route, Dropped):
+            # redis-py forgets only the channels it was asked to unsubscribe
+            _forget_shard_channel(pubsub, message["channel"])
+            self._orphan({route.channel: route.record})
+        elif isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.
             with contextlib.suppress(Exception):
                 client = (
@@ -402,6 +498,22 @@ class _Hub:
                     _drive(client, route.plan())
         elif route is not None:
             route.set()
+
+
+def _wake_all_of(ch: _Channel) -> None:
+    """Wake every plan of ``ch`` to check Redis again."""
+    ch.ready.set()
+    ch.wake.set()
+    for event in list(ch.listeners):
+        event.set()
+
+
+def _forget_shard_channel(pubsub: Any, channel: Any) -> None:
+    """Remove ``channel`` from a PubSub's sharded subscriptions, which it would
+    subscribe again on a reconnection (the server dropped it)."""
+    channels = getattr(pubsub, "shard_channels", {})
+    for name in (channel, _text(channel), _text(channel).encode()):
+        channels.pop(name, None)
 
 
 #: The types of sharded pub/sub messages, as the hub book names them.
@@ -434,14 +546,16 @@ class _Watchdog:
         self._library = library
         self._send = send
         self._book = WatchBook()
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._thread: threading.Thread | None = None
         self._renewing = False
         self._sleep_until = 0.0
 
     def watch(self, lease: Watchable, renew: bool) -> Watch:
-        with self._cond:
+        with self._mutex:  # (the condition's lock, cheaper to enter than the condition)
             watch = self._book.add(lease, renew, time.monotonic())
+            watch.dog = self
             if self._thread is None:
                 # its renewal threads use the pool; it only schedules them
                 self._thread = _start(self._run, "tenure-watchdog", uses_pool=False)
@@ -450,11 +564,11 @@ class _Watchdog:
         return watch
 
     def stop_renewing(self, watch: Watch) -> None:
-        with self._cond:
+        with self._mutex:  # (the condition's lock: no wait or notify here)
             self._book.stop_renewing(watch)
 
     def unwatch(self, watch: Watch) -> None:
-        with self._cond:  # no wake-up: the watchdog notices within MAX_SLEEP
+        with self._mutex:  # no wake-up: the watchdog notices within MAX_SLEEP
             self._book.discard(watch, time.monotonic())
 
     def _run(self) -> None:
@@ -526,18 +640,31 @@ class _State:
     #: whether a Redis Cluster client's servers have sharded pub/sub (set by
     #: the probe; False on Redis 6.2: plain PUBLISH / SUBSCRIBE)
     sharded: bool = True
+    #: the client's weak reference (the entry goes with the client)
+    client: Callable[[], Any] = lambda: None
 
 
-_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+#: The state of each client, by its id(), dropped with the client (looked up on
+#: every call: an id and a weak reference are cheaper than a WeakKeyDictionary).
+_states: dict[int, _State] = {}
 _states_mutex = threading.Lock()
 
 
+def _forget_state(key: int, ref: Any) -> None:
+    if (state := _states.get(key)) is not None and state.client is ref:
+        del _states[key]
+
+
 def _state(client: Client) -> _State:
-    state = _states.get(client)
-    if state is None or state.generation != _identity.generation():
+    state = _states.get(id(client))
+    if state is None or state.client() is not client or state.generation != _identity.generation():
         with _states_mutex:
-            state = _states.get(client)
-            if state is None or state.generation != _identity.generation():
+            state = _states.get(id(client))
+            if (
+                state is None
+                or state.client() is not client
+                or state.generation != _identity.generation()
+            ):
                 library = _library(type(client))
                 if _clients.is_cluster(type(client)):
                     ref = weakref.ref(client)
@@ -551,7 +678,9 @@ def _state(client: Client) -> _State:
                     state = _State(
                         _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
                     )
-                _states[client] = state
+                key = id(client)
+                state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
+                _states[key] = state
     return state
 
 
@@ -618,12 +747,13 @@ def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
 def stop_renewing(client: Client, watch: Watch) -> None:
     """Never renew ``watch``'s lease again (its release was attempted); its
     deadline is still watched."""
-    _state(client).watchdog.stop_renewing(watch)
+    if watch.renewable:  # (else there is nothing to stop)
+        (watch.dog or _state(client).watchdog).stop_renewing(watch)
 
 
 def unwatch(client: Client, watch: Watch) -> None:
     """Stop watching a lease (released or lost)."""
-    _state(client).watchdog.unwatch(watch)
+    (watch.dog or _state(client).watchdog).unwatch(watch)
 
 
 def run(client: Client, plan: Plan[T]) -> T:
@@ -648,11 +778,15 @@ def run(client: Client, plan: Plan[T]) -> T:
 
 @dataclass(eq=False)
 class _Contention:
-    hub: _Hub
     ch: _Channel
     token: str
     entered: bool = False
     listener: threading.Event | None = None  # set for a Subscribe: its own wake event
+
+    @property
+    def hub(self) -> _Hub:
+        """The hub that holds the channel now (see ``_Channel.home``)."""
+        return self.ch.home  # type: ignore[no-any-return]
 
 
 def _drive(client: Client, plan: Plan[T]) -> T:
@@ -669,7 +803,10 @@ def _drive(client: Client, plan: Plan[T]) -> T:
                 return stop.value  # type: ignore[no-any-return]
             error = None
             try:
-                reply = _perform(client, step, held)
+                if type(step) is Eval:  # (the common step, without _perform's dispatch)
+                    reply = parse_reply(step.script, _evalsha(client, step))
+                else:
+                    reply = _perform(client, step, held)
             except BaseException as exc:
                 reply, error = None, exc
     finally:
@@ -702,7 +839,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         keys = step.keys if step.pass_on else None
         waiter = hub.own_waiter() if step.own_channel else hub.waiter
         ch = hub.enter(keys, step.keys.wake_prefix + waiter, step.token)
-        c = _Contention(hub, ch, step.token)
+        c = _Contention(ch, step.token)
         held.append(c)
         started = time.monotonic()
         ch.ready.wait(confirm_wait(step.timeout))
@@ -717,7 +854,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         hub = _hub(client, step.channel)
         event = threading.Event()
         ch = hub.listen(step.channel, event)
-        held.append(_Contention(hub, ch, "", listener=event))
+        held.append(_Contention(ch, "", listener=event))
         confirmed = ch.ready.wait(step.timeout)
         refusal(ch)
         return confirmed
@@ -733,11 +870,13 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
     After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
     (the steps of a pipeline are idempotent: lease rewrites and waits).
     On a Redis Cluster client each step is sent on its own (to its slot's node),
-    its error in its place. ``shard``: ``client`` is one master of a cluster
+    its error in its place, except a pipeline with ``WAIT`` (``min_replicas``):
+    see :func:`_on_master`. ``shard``: ``client`` is one master of a cluster
     with sharded pub/sub (every step's keys in its slots), sent the scripts'
     sharded variants."""
     if _clients.is_cluster(type(client)):
-        _clients.check_cluster_pipeline(step)
+        if _clients.on_one_connection(step):
+            return _on_master(client, step)
         return [_one(client, part) for part in step.steps]
 
     def send() -> list[Any]:
@@ -767,6 +906,34 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
     return replies
 
 
+#: How many times a pipeline sent to a slot's master is sent again after the
+#: node answered that it does not serve the slot (the slot map is refreshed
+#: in between).
+REDIRECTED_TRIES = 3
+
+
+def _on_master(client: Any, step: Pipeline) -> list[Any]:
+    """Send a pipeline that must share one connection (a write, then ``WAIT``)
+    to the master of its first script's slot, on that master's own client,
+    in one round trip. If the node answers that the slot is not (or no longer
+    entirely) its own (``MOVED``, ``ASK``, ``TRYAGAIN``: a migration, a
+    failover), the cluster client's slot map is refreshed and the whole
+    pipeline sent again (its steps are idempotent), up to
+    :data:`REDIRECTED_TRIES` times in all."""
+    key = _clients.first_key(step)
+    shard = _state(client).sharded
+    replies: list[Any] = []
+    for attempt in range(REDIRECTED_TRIES):
+        node = client.get_node_from_key(key) if key is not None else client.get_default_node()
+        replies = _pipeline(_clients.node_client(client, node), step, shard=shard)
+        if not any(_clients.redirected(reply) for reply in replies):
+            break
+        if attempt + 1 < REDIRECTED_TRIES:
+            time.sleep(0.05 * (attempt + 1))
+            client.nodes_manager.initialize()
+    return replies
+
+
 def _one(client: Client, part: Eval | Command) -> Any:
     """One step of a pipeline sent on its own: its parsed reply, or its error."""
     try:
@@ -778,18 +945,36 @@ def _one(client: Client, part: Eval | Command) -> Any:
 
 
 def _send(client: Client, step: Eval) -> Any:
-    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more
-    (on a cluster client: EVAL it, on the node owning its keys only)."""
-    shard = _clients.is_cluster(type(client)) and _state(client).sharded
+    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more.
+    On a Redis Cluster whose slot is split mid-migration, send it again, with a
+    growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
+    if not _clients.is_cluster(type(client)):
+        try:  # (what evalsha sends, without its wrappers: this is every call)
+            return client.execute_command("EVALSHA", *_clients.evalsha_args(step))  # type: ignore[no-untyped-call]
+        except _library(type(client)).no_script:
+            client.script_load(_clients.source_of(step, False))
+            return client.evalsha(*_clients.evalsha_args(step, False))
+    deadline = time.monotonic() + _clients.SPLIT_PATIENCE
+    backoff = ExponentialWithJitterBackoff(base=0.02, cap=0.5)
+    for failures in itertools.count(1):
+        try:
+            return _send_once(client, step, _state(client).sharded)
+        except Exception as exc:
+            pause = backoff.compute(failures)
+            if not _clients.split_slot(exc) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _send_once(client: Client, step: Eval, shard: bool) -> Any:
+    """EVALSHA of ``step`` on a cluster client; on NOSCRIPT, EVAL it: it goes to
+    the node owning the keys (``SCRIPT LOAD`` would go to every master, and
+    fail on a dead one) and caches the script there."""
     try:
         return client.evalsha(*_clients.evalsha_args(step, shard))
     except _library(type(client)).no_script:
-        if _clients.is_cluster(type(client)):
-            # EVAL goes to the node owning the keys (SCRIPT LOAD would go to
-            # every master, and fail on a dead one) and caches the script there
-            return client.eval(*_clients.eval_args(step, shard))
-        client.script_load(_clients.source_of(step, shard))
-        return client.evalsha(*_clients.evalsha_args(step, shard))
+        return client.eval(*_clients.eval_args(step, shard))
 
 
 def _evalsha(client: Client, step: Eval) -> Any:

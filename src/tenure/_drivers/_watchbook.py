@@ -92,6 +92,15 @@ class Watch:
     failures: int = 0
     claim: float = 0.0  # the claim window still to extend (seconds), 0.0 once done
     why: str = "its deadline passed before a renewal reached Redis"  # if lost at its deadline
+    #: the driver's watchdog that watches it (set by the driver), so that its
+    #: release and end reach that watchdog without looking the client up again
+    dog: Any = None
+
+    @property
+    def renewable(self) -> bool:
+        """Whether a renewal or a claim extend may still be sent for it (only
+        ever turns false)."""
+        return self.renew or bool(self.claim)
 
 
 def retry_after(ttl: float, failures: int) -> float:

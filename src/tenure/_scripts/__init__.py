@@ -88,23 +88,37 @@ FUNCTION = re.compile(rb"^local function (\w+)\(.*?^end$", re.MULTILINE | re.DOT
 COMMENT = re.compile(rb"--[^\n]*")
 
 
-def script_commands(source: bytes) -> set[str]:
-    """The commands an expanded script may run: those its body calls, and those
-    of the top-level functions it uses (and they use, and so on); an included
-    helper the script never uses does not count."""
+def _used(source: bytes) -> tuple[bytes, dict[bytes, bytes]]:
+    """The body of an expanded script without comments and top-level functions,
+    and the top-level functions it uses (and they use, and so on), by name."""
     source = COMMENT.sub(b"", source)
     functions = {m.group(1): m.group(0) for m in FUNCTION.finditer(source)}
     body = FUNCTION.sub(b"", source)
-    used: set[bytes] = set()
+    used: dict[bytes, bytes] = {}
     todo = [body]
     while todo:
         text = todo.pop()
         for fn, chunk in functions.items():
             if fn not in used and re.search(rb"\b" + fn + rb"\b", text):
-                used.add(fn)
+                used[fn] = chunk
                 todo.append(chunk)
-    texts = [body, *(functions[fn] for fn in used)]
-    return {m.decode() for text in texts for m in CALL.findall(text)}
+    return body, used
+
+
+def script_commands(source: bytes) -> set[str]:
+    """The commands an expanded script may run: those its body calls, and those
+    of the top-level functions it uses (and they use, and so on); an included
+    helper the script never uses does not count."""
+    body, used = _used(source)
+    return {m.decode() for text in (body, *used.values()) for m in CALL.findall(text)}
+
+
+def without_unused(source: bytes) -> bytes:
+    """``source`` (an expanded script) without the top-level functions it never
+    uses: every call of a script runs its whole chunk, and each function left
+    in it is made again (a closure) at every call."""
+    _, used = _used(source)
+    return FUNCTION.sub(lambda m: m.group(0) if m.group(1) in used else b"", source)
 
 
 _LOADED: list[ScriptSpec] = []
@@ -145,6 +159,7 @@ def build(name: str, read: Callable[[str], bytes], *, sharded: bool = False) -> 
     source, found = STATUS_MARKER.subn(lambda _: STATUS_LOCALS, source)
     if found != 1:
         raise ValueError(f"{name}.lua must include _common.lua once (its status names)")
+    source = without_unused(source)
     writes = not name.endswith("_inspect")
     commands = sorted(script_commands(source))
     if not writes:

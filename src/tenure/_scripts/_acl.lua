@@ -40,12 +40,14 @@ end
 local function acl_commands()
   local check = redis.acl_check_cmd
   if not check then return nil end
-  for _, command in ipairs(ACL_COMMANDS) do
+  local key = KEYS[1]
+  for i = 1, #ACL_COMMANDS do
+    local command = ACL_COMMANDS[i]
     local ok = true
     if command == 'TIME' then
       ok = check(command)
-    elseif command ~= 'PUBLISH' and KEYS[1] then
-      ok = check(command, KEYS[1])
+    elseif key and command ~= 'PUBLISH' then
+      ok = check(command, key)
     end
     if not ok then return {'command', command} end
   end

@@ -36,10 +36,12 @@ end
 -- bits, made with the lease: one lease, one release call), score = server ms.
 -- A release retried after its reply was lost finds its own member; a release
 -- by anyone else (a forced release, another call with the token) does not.
--- Members are kept 120 s, at most 1000 of them, so that releases by other
--- holders meanwhile (a hand-off chain) never push a retry's member out. A
--- release with no id ("") is not recorded. A string there is an older
--- tenure's record: it is replaced.
+-- Members are kept until 1000 newer ones were recorded (the oldest go first),
+-- so that releases by other holders meanwhile (a hand-off chain) never push
+-- a retry's member out, and the record expires 120 s after the last release.
+-- (A member may so outlive 120 s: a retry recognised that late was still
+-- that call, done.) A release with no id ("") is not recorded. A string
+-- there is an older tenure's record: it is replaced.
 local RELEASED_KEEP_MS = 120000
 local RELEASED_MAX = 1000
 
@@ -56,18 +58,39 @@ local function released_wrong(key, t)
   return nil
 end
 
+-- Keep the newest RELEASED_MAX members of the record `key` (a sorted set),
+-- and the record RELEASED_KEEP_MS from now.
+local function released_keep(key)
+  redis.call('ZREMRANGEBYRANK', key, 0, -(RELEASED_MAX + 1))
+  redis.call('PEXPIRE', key, RELEASED_KEEP_MS)
+end
+
 -- Record the release `member` (write; nothing for ""), in `key` of type `t`.
 local function released_record(key, t, member)
   if member == '' then return end
   local now_ms = math.floor(now_us() / 1000)
   if t == 'string' then redis.call('DEL', key) end
   redis.call('ZADD', key, now_ms, member)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms - RELEASED_KEEP_MS)
-  redis.call('ZREMRANGEBYRANK', key, 0, -(RELEASED_MAX + 1))
-  redis.call('PEXPIRE', key, RELEASED_KEEP_MS)
+  released_keep(key)
 end
 
--- Whether the release `member` was recorded (in the last 120 s) in `key` of type `t`.
+-- Record the release `member` (not "") in `key`, its type not read before:
+-- returns `key`, having written nothing, when it holds another type than a
+-- sorted set or an older tenure's string record; else nil. Its first write is
+-- the first of the release, so a caller that calls it first writes nothing
+-- either when it fails.
+local function released_add(key, member)
+  local now_ms = math.floor(now_us() / 1000)
+  if wrong(redis.pcall('ZADD', key, now_ms, member)) then
+    if released_type(key) ~= 'string' then return key end
+    redis.call('DEL', key)
+    redis.call('ZADD', key, now_ms, member)
+  end
+  released_keep(key)
+  return nil
+end
+
+-- Whether the release `member` was recorded (and kept) in `key` of type `t`.
 local function released_has(key, t, member)
   return t == 'zset' and redis.call('ZSCORE', key, member) ~= false
 end
@@ -77,6 +100,19 @@ end
 -- `t` (its reply was lost), else NOT_OWNED.
 local function not_held(key, t, member)
   if member ~= '' and released_has(key, t, member) then return {OK, 0} end
+  return {NOT_OWNED, 0}
+end
+
+-- not_held for a record `key` whose type was not read before (read only): a
+-- key of another type than a sorted set or a string gives {WRONG_TYPE, key}.
+local function not_held_checked(key, member)
+  if member == '' then return {NOT_OWNED, 0} end
+  local score = redis.pcall('ZSCORE', key, member)
+  if wrong(score) then
+    if released_wrong(key, released_type(key)) then return {WRONG_TYPE, key} end
+    return {NOT_OWNED, 0}
+  end
+  if score then return {OK, 0} end
   return {NOT_OWNED, 0}
 end
 

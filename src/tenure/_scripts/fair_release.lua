@@ -13,8 +13,8 @@
 -- KEYS[3]  deadlines key  sorted set, each member's deadline (server ms)
 -- KEYS[4]  fence key      string holding an integer: the last fence minted
 -- KEYS[5]  delay key      string: the lock-delay guard; a clean release deletes it
--- KEYS[6]  released key   sorted set: the call ids of the clean releases of
---                         the last 120 s (see released_record in _common.lua),
+-- KEYS[6]  released key   sorted set: the call ids of the last 1000 clean
+--                         releases, kept 120 s after the last (see released_record in _common.lua),
 --                         so that the same call retried after a lost reply is
 --                         recognised (and no other call with the token)
 -- ARGV[1]  token          string; the releasing lease's owner token

@@ -23,8 +23,8 @@
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  delay key     string: the lock-delay guard (see lock_acquire.lua);
 --                        a clean release deletes it
--- KEYS[5]  released key  sorted set: the call ids of the clean releases of
---                        the last 120 s (see released_record in _common.lua),
+-- KEYS[5]  released key  sorted set: the call ids of the last 1000 clean
+--                        releases, kept 120 s after the last (see released_record in _common.lua),
 --                        so that the same call retried after a lost reply is
 --                        recognised (and no other call with the token)
 -- KEYS[6]  chain key     (exact-key mode only) string: "<n> <token>" while a
@@ -62,15 +62,21 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_denied(nil, KEYS[2], ARGV[2])
+-- (The guard's commands first; its channel check reads the queue only when
+-- there is one: an uncontended release then runs GET, ZCARD, TIME, ZADD,
+-- PEXPIRE and DEL, and no TYPE: the record's type is checked by its ZADD.)
+local denied = acl_commands()
+if denied then return {DENIED, denied} end
+local waiting = redis.pcall('ZCARD', KEYS[2])
+if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
+denied = acl_channels(nil, waiting > 0 and KEYS[2] or nil, ARGV[2])
 if denied then return {DENIED, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
-local rtype = released_type(KEYS[5])
-if released_wrong(KEYS[5], rtype) then return {WRONG_TYPE, KEYS[5]} end
-local waiting = redis.pcall('ZCARD', KEYS[2])
-if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
+if ARGV[6] == '' then  -- nothing to record or look up: the record's type is checked here
+  if released_wrong(KEYS[5], released_type(KEYS[5])) then return {WRONG_TYPE, KEYS[5]} end
+end
 local exact = KEYS[6] ~= nil
 local chain = false
 if exact then
@@ -83,10 +89,15 @@ if waiting > 0 then
   if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[3]} end
 end
 
+if holder ~= ARGV[1] then
+  local reply = not_held_checked(KEYS[5], ARGV[6])  -- (reads only)
+  if reply[1] ~= WRONG_TYPE and ARGV[4] ~= '' then redis.call('ZREM', KEYS[2], ARGV[4]) end
+  return reply
+end
+-- the first write: nothing is written when the record holds another type
+if ARGV[6] ~= '' and released_add(KEYS[5], ARGV[6]) then return {WRONG_TYPE, KEYS[5]} end
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
-if holder ~= ARGV[1] then return not_held(KEYS[5], rtype, ARGV[6]) end
 redis.call('DEL', KEYS[1], KEYS[4])
-released_record(KEYS[5], rtype, ARGV[6])
 
 local handoffs = 0  -- exact-key mode: the hand-offs in a row that led to this hold
 if exact then

@@ -8,8 +8,8 @@
 -- KEYS[2]  permits key   string holding an integer: the permit count
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  waiters key   sorted set of waiters (see _semaphore.lua)
--- KEYS[5]  released key  sorted set: the call ids of the releases of the last
---                        120 s (see released_record in _common.lua); kept 120 s
+-- KEYS[5]  released key  sorted set: the call ids of the last 1000 releases
+--                        (see released_record in _common.lua); kept 120 s
 --                        so that the same call retried after a lost reply is
 --                        recognised (and no other call with the token)
 -- ARGV[1]  token         string; the lease's token

@@ -3,6 +3,7 @@ the leases of each hold, renewed, extended and lost together."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
@@ -138,9 +139,11 @@ class _AsyncHolds(Generic[HL]):
     def _forget(self, lease: HL) -> None:
         leases = self._holds.get(lease._key)
         if leases is not None and lease in leases:
-            leases.remove(lease)
+            # (two threads releasing one lease both end it: never an error here)
+            with contextlib.suppress(ValueError):
+                leases.remove(lease)
             if not leases:
-                del self._holds[lease._key]
+                self._holds.pop(lease._key, None)
 
     def _end_hold(self, lease: HL) -> None:
         """The hold of ``lease`` is over in Redis: every lease of it is released."""

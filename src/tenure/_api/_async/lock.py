@@ -174,12 +174,12 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         key = (id(self._client), self._keys.lock, owner)
-        left_behind = _BOOK.left_behind(key)
+        left_behind, held = _BOOK.look_up(key)
         if left_behind is not None:
             # Redis may still hold it with our token: never AlreadyHeldError for it.
             await left_behind._clean_up()
         # If held, the first attempt settles it, never queued behind our own gate.
-        plan = self._acquire_plan(owner, blocking, wait, _BOOK.held(key))
+        plan = self._acquire_plan(owner, blocking, wait, held)
         grant = await _driver.run(self._client, plan)
         if grant is None:
             return None
@@ -271,6 +271,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
 
     def _forget(self, lease: AsyncLease) -> None:
         if self._leases.get(lease._holder) is lease:
-            del self._leases[lease._holder]
+            # (two threads releasing one lease both end it: never a KeyError)
+            self._leases.pop(lease._holder, None)
         _driver.unwatch(self._client, lease._watch)
         self._opts.record(self._keys.lock, lease.acquired_at)

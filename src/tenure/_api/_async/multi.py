@@ -88,7 +88,7 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
     def __init__(
         self, multi: AsyncMultiLock, owner: str, leases: tuple[_AsyncPartLease, ...]
     ) -> None:
-        super().__init__(asyncio.Event())
+        super().__init__(asyncio.Event)
         self._multi = multi
         self.name = multi.name
         self.owner = owner
@@ -419,4 +419,4 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
 
     def _forget(self, lease: AsyncMultiLease) -> None:
         if self._leases.get(lease.owner) is lease:
-            del self._leases[lease.owner]
+            self._leases.pop(lease.owner, None)  # (never a KeyError: see AsyncLock._forget)

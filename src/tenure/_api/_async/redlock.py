@@ -486,7 +486,8 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
 
     def _forget(self, lease: AsyncRedlockLease) -> None:
         if self._leases.get(lease._holder) is lease:
-            del self._leases[lease._holder]
+            # (two threads releasing one lease both end it: never a KeyError)
+            self._leases.pop(lease._holder, None)
         if lease._watch is not None:
             _fanout.unwatch_shared(lease._watch)
 

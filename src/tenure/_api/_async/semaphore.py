@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -349,7 +350,9 @@ class AsyncSemaphore(PerProcess):
     def _forget(self, lease: AsyncSemaphoreLease) -> None:
         leases = self._held.get(lease._holder)
         if leases is not None and lease in leases:
-            leases.remove(lease)
+            # (two threads releasing one lease both end it: never an error here)
+            with contextlib.suppress(ValueError):
+                leases.remove(lease)
             if not leases:
-                del self._held[lease._holder]
+                self._held.pop(lease._holder, None)
         _driver.unwatch(self._client, lease._watch)

@@ -89,7 +89,7 @@ class MultiLease(_EntersItself, LostSignalBase):
     def __init__(
         self, multi: MultiLock, owner: str, leases: tuple[_PartLease, ...]
     ) -> None:
-        super().__init__(threading.Event())
+        super().__init__(threading.Event)
         self._multi = multi
         self.name = multi.name
         self.owner = owner
@@ -420,4 +420,4 @@ class MultiLock(_Blocks[MultiLease]):
 
     def _forget(self, lease: MultiLease) -> None:
         if self._leases.get(lease.owner) is lease:
-            del self._leases[lease.owner]
+            self._leases.pop(lease.owner, None)  # (never a KeyError: see Lock._forget)

@@ -487,7 +487,8 @@ class Redlock(_Blocks[RedlockLease]):
 
     def _forget(self, lease: RedlockLease) -> None:
         if self._leases.get(lease._holder) is lease:
-            del self._leases[lease._holder]
+            # (two threads releasing one lease both end it: never a KeyError)
+            self._leases.pop(lease._holder, None)
         if lease._watch is not None:
             _fanout.unwatch_shared(lease._watch)
 
