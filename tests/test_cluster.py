@@ -593,8 +593,8 @@ def _flush_scripts(cluster: Cluster) -> None:
 
 
 def test_scripts_flushed_on_a_master_are_loaded_again(cluster: Cluster, crc: Any) -> None:
-    """NOSCRIPT from the master owning the slot: the script is sent again (by
-    EVAL, to that master), for a call and for the watchdog's renewals."""
+    """NOSCRIPT from the master owning the slot: the script is loaded (on that
+    master) and sent again, for a call and for the watchdog's renewals."""
     name = _names(crc, "noscript")[0]
     lease = Lock(crc, name, ttl=0.6, auto_renew=True).acquire()
     _flush_scripts(cluster)

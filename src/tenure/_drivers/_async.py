@@ -1021,13 +1021,20 @@ async def _send(client: Client, step: Eval) -> Any:
 
 
 async def _send_once(client: Client, step: Eval, shard: bool) -> Any:
-    """EVALSHA of ``step`` on a cluster client; on NOSCRIPT, EVAL it: it goes to
-    the node owning the keys (``SCRIPT LOAD`` would go to every master, and
-    fail on a dead one) and caches the script there."""
+    """EVALSHA of ``step`` on a cluster client; on NOSCRIPT, load the script on
+    the node owning its keys only (the client's ``SCRIPT LOAD`` goes to every
+    master, and fails on a dead one) and send it once more."""
     try:
         return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
     except _library(type(client)).no_script:
-        return await cast(Awaitable[Any], client.eval(*_clients.eval_args(step, shard)))
+        source = _clients.source_of(step, shard)
+        if step.keys:
+            cluster: Any = client
+            node = cluster.get_node_from_key(step.keys[0])
+            await cluster.execute_command("SCRIPT LOAD", source, target_nodes=node)
+        else:  # sent to any node: loaded on every one
+            await client.script_load(source)
+        return await cast(Awaitable[Any], client.evalsha(*_clients.evalsha_args(step, shard)))
 
 
 async def _evalsha(client: Client, step: Eval) -> Any:

@@ -308,12 +308,6 @@ def evalsha_args(step: Eval, shard: bool = False) -> tuple[Any, ...]:
     return (spec.sha1, len(step.keys), *step.keys, *step.args)
 
 
-def eval_args(step: Eval, shard: bool = False) -> tuple[Any, ...]:
-    """The arguments of ``eval`` for ``step`` (as :func:`evalsha_args`, with the
-    script's source in place of its SHA-1)."""
-    return (source_of(step, shard), len(step.keys), *step.keys, *step.args)
-
-
 def source_of(step: Eval, shard: bool = False) -> bytes:
     """The source to ``SCRIPT LOAD`` for ``step`` (its :func:`sharded` variant with ``shard``)."""
     return (sharded(step.script) if shard else step.script).source

@@ -10,7 +10,7 @@ per client class (see :mod:`._clients`).
 A Redis Cluster client (``redis.cluster.RedisCluster``,
 ``valkey.cluster.ValkeyCluster``) is driven through itself for scripts and
 commands (it sends each to the node owning its keys' slot; a script a node
-lacks is sent there by ``EVAL``, not loaded on every master), with the
+lacks is loaded on that node only, not on every master), with the
 :func:`._clients.sharded` variant of every script; it gets one wake hub per
 node it waits on, each a sharded pub/sub connection (``SSUBSCRIBE``) on that
 node's connection pool, and its watchdog renews one pipelined round trip per
@@ -968,13 +968,20 @@ def _send(client: Client, step: Eval) -> Any:
 
 
 def _send_once(client: Client, step: Eval, shard: bool) -> Any:
-    """EVALSHA of ``step`` on a cluster client; on NOSCRIPT, EVAL it: it goes to
-    the node owning the keys (``SCRIPT LOAD`` would go to every master, and
-    fail on a dead one) and caches the script there."""
+    """EVALSHA of ``step`` on a cluster client; on NOSCRIPT, load the script on
+    the node owning its keys only (the client's ``SCRIPT LOAD`` goes to every
+    master, and fails on a dead one) and send it once more."""
     try:
         return client.evalsha(*_clients.evalsha_args(step, shard))
     except _library(type(client)).no_script:
-        return client.eval(*_clients.eval_args(step, shard))
+        source = _clients.source_of(step, shard)
+        if step.keys:
+            cluster: Any = client
+            node = cluster.get_node_from_key(step.keys[0])
+            cluster.execute_command("SCRIPT LOAD", source, target_nodes=node)
+        else:  # sent to any node: loaded on every one
+            client.script_load(source)
+        return client.evalsha(*_clients.evalsha_args(step, shard))
 
 
 def _evalsha(client: Client, step: Eval) -> Any:
