@@ -191,7 +191,9 @@ class LeaseBase(LostSignalBase):
             ttl + 2 ms). The watchdog moves it on at every renewal. A lease
             handed over by a release starts with a claim window of at most
             1 s in Redis (``HANDOFF_CLAIM``), which the watchdog extends to the
-            ttl at once: until then ``expires_at`` is the window's end.
+            ttl 50 ms after the hand-off if the lease is still held then
+            (``CLAIM_GRACE``; a shorter hold costs no extend): until then
+            ``expires_at`` is the window's end.
         lost: set when the lease is lost while held: the watchdog found it gone
             from Redis, or its deadline (``expires_at``) passed before a renewal
             reached Redis, or a ``release``/``extend`` found it gone. A
@@ -221,8 +223,8 @@ class LeaseBase(LostSignalBase):
         self.ttl = grant.ttl
         self.expires_at = grant.expires_at
         self.acquired_at = grant.expires_at - validity(grant.claim or grant.ttl)
-        # A hand-off's claim window (s), which the watchdog extends to the ttl at
-        # once (and then sets to 0.0); until then extends check the lease's drift
+        # A hand-off's claim window (s), which the watchdog extends to the ttl
+        # soon after (and then sets to 0.0); until then extends check the lease's drift
         # allowance against the window, which Redis holds, not the ttl.
         self._claim = grant.claim
         self._watch: Any = None  # the driver's watchdog entry

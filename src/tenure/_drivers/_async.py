@@ -73,7 +73,7 @@ from ._hubbook import (
     refusal,
     wake_refused,
 )
-from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
+from ._watchbook import CLAIM_GRACE, Watch, Watchable, WatchBook, lose, renewal_reply
 
 _log = logging.getLogger("tenure")
 
@@ -582,7 +582,7 @@ class _Watchdog:
         self._sleep_until = 0.0
 
     def watch(self, lease: Watchable, renew: bool) -> Watch:
-        watch = self._book.add(lease, renew, time.monotonic())
+        watch = self._book.add(lease, renew, time.monotonic(), CLAIM_GRACE)
         watch.dog = self
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="tenure-watchdog")

@@ -75,7 +75,7 @@ from ._hubbook import (
     refusal,
     wake_refused,
 )
-from ._watchbook import Watch, Watchable, WatchBook, lose, renewal_reply
+from ._watchbook import CLAIM_GRACE, Watch, Watchable, WatchBook, lose, renewal_reply
 
 _log = logging.getLogger("tenure")
 
@@ -142,6 +142,35 @@ def current_owner() -> str:
     return _identity.owner_of(number)
 
 
+class _Wake:
+    """A channel's wake-up for the one thread that waits on it (its process's
+    contender, or the plan of a channel of its own): set by the hub's reader,
+    or by any thread; a wait returns at once, consuming it, if it is set.
+
+    A bare lock, held while not set: setting it is one release, which the
+    waiting thread's acquire returns from, without ``threading.Event``'s
+    condition variable (whose own lock the waking thread holds while it
+    notifies, so the woken thread may block a second time on it)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        """Wake the waiter (or its next wait); idempotent."""
+        with contextlib.suppress(RuntimeError):  # set already
+            self._lock.release()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until set or ``timeout`` seconds pass (``None``: no limit); return
+        whether it was set, and unset it."""
+        if timeout is None:
+            return self._lock.acquire()
+        return self._lock.acquire(timeout=min(max(0.0, timeout), threading.TIMEOUT_MAX))
+
+
 @dataclass(eq=False)
 class _Channel:
     keys: LockKeys | None
@@ -153,7 +182,7 @@ class _Channel:
     listeners: set[Settable] = field(default_factory=set)
     refused: str = ""
     ready: threading.Event = field(default_factory=threading.Event)
-    wake: threading.Event = field(default_factory=threading.Event)
+    wake: _Wake = field(default_factory=_Wake)
     gate: threading.Lock = field(default_factory=threading.Lock)
     #: the hub whose book holds the channel (on a Redis Cluster it moves to the
     #: hub of the slot's new owner: see _Hub.adopt)
@@ -554,7 +583,7 @@ class _Watchdog:
 
     def watch(self, lease: Watchable, renew: bool) -> Watch:
         with self._mutex:  # (the condition's lock, cheaper to enter than the condition)
-            watch = self._book.add(lease, renew, time.monotonic())
+            watch = self._book.add(lease, renew, time.monotonic(), CLAIM_GRACE)
             watch.dog = self
             if self._thread is None:
                 # its renewal threads use the pool; it only schedules them
@@ -827,9 +856,11 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         return parse_reply(step.script, _evalsha(client, step))
     if isinstance(step, WaitWake):
         c = held[-1]
-        wake = c.ch.wake if c.listener is None else c.listener
-        woken = wake.wait(step.timeout)
-        wake.clear()
+        if c.listener is None:
+            woken = c.ch.wake.wait(step.timeout)
+        else:
+            woken = c.listener.wait(step.timeout)
+            c.listener.clear()
         refusal(c.ch)
         return c.hub.woken(c.ch, c.token, woken)
     if isinstance(step, Listening):

@@ -12,14 +12,17 @@ Every lease handed to :meth:`WatchBook.add` is watched until it is discarded:
   ttl, and the renewals that fall due close together go in one batch (one
   round trip);
 - a lease that a release handed over with a claim window (its ``_claim``, see
-  :data:`tenure._plans.waiting.HANDOFF_CLAIM`) is extended to its ttl at once,
-  whether or not it is renewed: its first renewal is due when it is added, and
-  retried on network failures after :func:`retry_after` of the window; from
-  then on only a renewed lease is renewed again. A claim extend that finds the
-  lease gone does not make it lost at once: a release sent while the extend was
-  in flight (a short hold) reaches Redis first and ends the watch; if the lease
-  is still watched at its deadline (the window's end, at most 1 s on), it is
-  lost then, for that reason;
+  :data:`tenure._plans.waiting.HANDOFF_CLAIM`) is extended to its ttl soon,
+  whether or not it is renewed: its first renewal is due when it is added, or,
+  in the drivers, :data:`CLAIM_GRACE` later (a hold released before then, the
+  common short critical section, spends no round trip on it; the lease clock
+  trusts the window meanwhile), and retried on network failures after
+  :func:`retry_after` of the window; from then on only a renewed lease is
+  renewed again. A claim extend that finds the lease gone does not make it
+  lost at once: a release sent while the extend was in flight (a short hold)
+  reaches Redis first and ends the watch; if the lease is still watched at its
+  deadline (the window's end, at most 1 s on), it is lost then, for that
+  reason;
 - a renewal that fails on the network is tried again after :func:`retry_after`,
   while the lease's deadline allows; a renewal that finds the lease gone makes
   it lost; a lost lease is never renewed again;
@@ -45,6 +48,14 @@ RENEW_EVERY = 1 / 3
 
 #: A renewal due within this part of the ttl joins the batch being sent now.
 BATCH_SLACK = 0.1
+
+#: How long after a hand-off (seconds) the drivers send the claim extend of a
+#: lease handed over with a claim window. A hold released before then (the
+#: common short critical section) spends no round trip on it. A hand-off is
+#: trusted only while at most 1/4 of its window has passed
+#: (:data:`tenure._plans.waiting.HANDOFF_RESYNC`), so the extend still has
+#: about 0.69 s of the 1 s window to reach Redis.
+CLAIM_GRACE = 0.05
 
 #: How long a watchdog with nothing to watch stays (seconds) before it ends.
 LINGER = 1.0
@@ -116,11 +127,13 @@ class WatchBook:
         self.watches: dict[int, Watch] = {}
         self.idle_since: float | None = None
 
-    def add(self, lease: Watchable, renew: bool, now: float) -> Watch:
+    def add(self, lease: Watchable, renew: bool, now: float, claim_after: float = 0.0) -> Watch:
         """Watch ``lease`` (renewed if ``renew``) from ``now``, when it was granted; a
-        lease in its claim window is due for its extend at once."""
+        lease in its claim window is due for its extend ``claim_after`` seconds
+        later (the drivers pass :data:`CLAIM_GRACE`)."""
         claim = lease._claim
-        watch = Watch(lease, renew, now if claim else now + lease.ttl * RENEW_EVERY, claim=claim)
+        due = now + claim_after if claim else now + lease.ttl * RENEW_EVERY
+        watch = Watch(lease, renew, due, claim=claim)
         self.watches[id(watch)] = watch
         self.idle_since = None
         return watch
@@ -151,11 +164,14 @@ class WatchBook:
     def take_due(self, now: float) -> list[Watch]:
         """The renewals to send now (marked busy until :meth:`settle`): those due,
         and those due within :data:`BATCH_SLACK` of their ttl, so that leases
-        taken close together are renewed together from then on."""
+        taken close together are renewed together from then on. A claim extend
+        goes only once due (not early: a hold released before then needs none)."""
         batch = [
             w
             for w in self.watches.values()
-            if (w.renew or w.claim) and not w.busy and w.due - w.lease.ttl * BATCH_SLACK <= now
+            if (w.renew or w.claim)
+            and not w.busy
+            and w.due - (0.0 if w.claim else w.lease.ttl * BATCH_SLACK) <= now
         ]
         for w in batch:
             w.busy = True

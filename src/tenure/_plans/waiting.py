@@ -14,7 +14,8 @@ the waiter's next attempt finds the lock held for it.
 
 The claim window: a hand-off gives the waiter a lease of only
 :func:`claim_window` of its ttl (the middle part of its queue member), and the
-waiter extends it to its full ttl at once. A waiter that is stalled (stopped,
+waiter extends it to its full ttl soon after (its watchdog, 50 ms on, if it
+still holds it). A waiter that is stalled (stopped,
 swapped out) while its wake connection stays open hears the message, so the
 release cannot tell it from a live one; it then keeps the others out for the
 claim window, not for a whole ttl. So that the next waiter does not sleep
@@ -41,7 +42,7 @@ from .._protocol import Contend, Eval, HandedOff, Listening, Plan, Recheck, Stat
 Clock = Callable[[], float]
 
 #: The claim window, seconds: the longest lease a release hands to a waiter
-#: (shorter ttls are handed whole). The waiter extends it to its ttl at once, in
+#: (shorter ttls are handed whole). The waiter extends it to its ttl soon, in
 #: the background (the watchdog) or before its acquire returns (see
 #: :func:`handed_off_until`), so a waiter that stalled with its wake connection
 #: open keeps the lock from the others for at most this long. It is far above a
@@ -93,7 +94,7 @@ class Grant:
     for a hand-off whose lease Redis holds only for the claim window (seconds)
     from the release, that window: ``expires_at`` is then the window's end (from
     the waiter's last queueing call), and the holder must extend the lease to its
-    ttl at once (the watchdog does: one extend, even for a lease it does not
+    ttl soon (the watchdog does: one extend, even for a lease it does not
     renew). Keyword-only.
     """
 
