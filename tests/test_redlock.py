@@ -828,3 +828,108 @@ def test_a_short_lease_is_not_lost_waiting_on_another_locks_renewal(
             await c.aclose()
 
     asyncio.run(main())
+
+
+def _gone_within(clients: list[redis.Redis], name: str, seconds: float) -> float:
+    """Seconds until no master holds ``name`` (at most ``seconds``: then the holders)."""
+    started = time.monotonic()
+    while _holders(clients, name) != [None] * N and time.monotonic() - started < seconds:
+        time.sleep(0.02)
+    assert _holders(clients, name) == [None] * N, f"still held after {seconds} s"
+    return time.monotonic() - started
+
+
+async def _agone_within(clients: list[redis.Redis], name: str, seconds: float) -> float:
+    """:func:`_gone_within` with the event loop running (a late release is sent
+    by a task of the loop)."""
+    started = time.monotonic()
+    while _holders(clients, name) != [None] * N and time.monotonic() - started < seconds:
+        await asyncio.sleep(0.02)
+    assert _holders(clients, name) == [None] * N, f"still held after {seconds} s"
+    return time.monotonic() - started
+
+
+def test_a_release_behind_a_call_stuck_on_a_paused_master_still_reaches_it(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """Acquire and release in a loop while a master is paused: the master
+    becomes a suspect, an acquire stuck there grants the lock when it resumes,
+    and the release made while that call was stuck is queued behind it (not
+    dropped), so the name is free there at once, not a ttl after the resume.
+    Sync, then asyncio."""
+    ttl = 2.0
+    lock = Redlock(clients, "behind", ttl=ttl, master_timeout=0.1)
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    last = 0
+    masters[4].pause()
+    try:
+        for _ in range(5):
+            lease = lock.acquire(timeout=1)
+            assert lease and lease.fence > last
+            last = lease.fence
+            lease.release()
+        time.sleep(0.3)
+    finally:
+        masters[4].resume()
+    assert _gone_within(clients, "behind", ttl) < 0.5 * ttl
+
+    async def main() -> float:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        alock = AsyncRedlock(aclients, "abehind", ttl=ttl, master_timeout=0.1)
+        for _ in range(3):
+            await (await alock.acquire(blocking=False)).release()  # type: ignore[union-attr]
+        last = 0
+        masters[3].pause()
+        try:
+            for _ in range(5):
+                alease = await alock.acquire(timeout=1)
+                assert alease and alease.fence > last
+                last = alease.fence
+                await alease.release()
+            await asyncio.sleep(0.3)
+        finally:
+            masters[3].resume()
+        gone = await _agone_within(clients, "abehind", ttl)
+        for c in aclients:
+            await c.aclose()
+        return gone
+
+    assert asyncio.run(main()) < 0.5 * ttl
+
+
+def test_a_cancelled_async_acquire_does_not_wait_for_a_paused_master(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """An AsyncRedlock acquire cancelled while it waits (a master paused)
+    releases what it may hold and leaves the queues in one round that does not
+    wait for the paused master (it gets that round once it answers): it
+    returns well within a per-master timeout of the cancel; nothing is left
+    held or queued once the master resumes."""
+    mt = 0.4
+
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        holder = AsyncRedlock(aclients, "cancel", ttl=5, master_timeout=mt)
+        waiter = AsyncRedlock(aclients, "cancel", ttl=5, master_timeout=mt)
+        for _ in range(3):
+            await (await waiter.acquire(blocking=False)).release()  # type: ignore[union-attr]
+        lease = await holder.acquire()
+        assert lease
+        masters[4].pause()
+        try:
+            started = time.monotonic()
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(waiter.acquire(), 2.5 * mt)
+            took = time.monotonic() - started - 2.5 * mt
+            await lease.release()
+        finally:
+            masters[4].resume()
+        assert took < 0.5 * mt, f"the cancelled acquire took {took:.2f} s more to return"
+        assert not await waiter.owned()
+        await _agone_within(clients, "cancel", 1.0)
+        for c in aclients:
+            await c.aclose()
+
+    asyncio.run(main())
+    assert [c.zcard("tenure:{cancel}:quorum") for c in clients] == [0] * N

@@ -119,3 +119,8 @@ def test_script_calls_use_the_lock_keys_and_the_quorum_queue() -> None:
     assert plans.leave(KEYS, "w|1000|o:t") == Command(
         ("ZREM", "tenure:{orders}:quorum", "w|1000|o:t")
     )
+    # a release that also leaves the queue (a cancelled waiter): the ZREM before
+    # the ZCARD, so that the waiter does not count itself
+    both = plans.release(KEYS, "o:t", "", "w|1000|o:t")
+    assert both.steps[1:] == (plans.leave(KEYS, "w|1000|o:t"), count)
+    assert plans.queued_on([[(OK, 0), 1, 0], [(OK, 0), 0, 2]]) == [1]

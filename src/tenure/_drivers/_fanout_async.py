@@ -25,6 +25,7 @@ from .._protocol import (
     Eval,
     Pipeline,
     Plan,
+    Step,
     parse_reply,
 )
 from . import _clients, _identity
@@ -145,10 +146,12 @@ async def run_each(
             if earlier is not None and not earlier.done():
                 # a call still waits on that server (paused?): no second one for it
                 plan.close()
-                results[i] = TimeoutError("no reply in time (an earlier call still waits)")
+                results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
                 continue
             suspects.add(i)
-        alone[i] = _probing[client] = asyncio.ensure_future(_run_trusted(client, plan, timeout))
+        alone[i] = _probing[client] = _watched(
+            client, asyncio.ensure_future(_run_trusted(client, plan, timeout))
+        )
     unwaited: set[int] = set()
     try:
         await _scatter(todo, deadline, results, conns, states, due, enough)
@@ -209,6 +212,84 @@ Sent = tuple[int, Any, Any]
 class NotYet(TimeoutError):
     """The result of a plan :func:`run_each` stopped waiting for (it had
     ``enough``): its reply is still due, and the server may yet run it."""
+
+
+class Unsent(TimeoutError):
+    """The result of a plan :func:`run_each` did not send at all: an earlier
+    call to that server still waits (paused?). The server never sees it; a
+    call that must still reach it (a release) can be queued behind the
+    earlier one with :func:`send_late`."""
+
+
+#: The steps queued by :func:`send_late` for each client, with the time
+#: (``time.monotonic()``) after which each is dropped.
+_late: weakref.WeakKeyDictionary[Any, list[tuple[Late, float]]] = weakref.WeakKeyDictionary()
+
+#: What :func:`send_late` sends.
+Late = Eval | Command | Pipeline
+
+#: The most steps :func:`send_late` queues for one client (the later ones are dropped).
+MAX_LATE = 16
+
+
+def send_late(client: Client, step: Late, until: float) -> bool:
+    """Send ``step`` to ``client``'s server after the call still stuck there
+    (the one that made a plan :class:`Unsent`), once that call ends (the
+    server answered, failed, or the call timed out); dropped if that is after
+    ``until`` (``time.monotonic()``) or if :data:`MAX_LATE` steps already wait.
+    The queued steps go in one round trip, which waits for the server's answer
+    until the last one's ``until`` (while it waits, that client's next calls
+    of :func:`run_each` are :class:`Unsent` again). If no call is stuck there
+    any more, it is sent now the same way. For calls whose only purpose is to
+    undo (a release): the server runs them after the stuck call. Returns
+    whether it was queued."""
+    queued = _late.setdefault(client, [])
+    if len(queued) >= MAX_LATE:
+        return False
+    queued.append((step, until))
+    earlier = _probing.get(client)
+    if earlier is None or earlier.done():
+        _deliver(client)
+    return True
+
+
+def _watched(client: Client, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+    """``task``, the call of :func:`run_each` on ``client`` in a task of its
+    own: when it ends, the steps :func:`send_late` queued behind it go."""
+    task.add_done_callback(lambda _: _deliver(client))
+    return task
+
+
+def _deliver(client: Client) -> None:
+    """Send the steps queued for ``client`` by :func:`send_late` (those still
+    wanted), in one round trip, in a task of its own that the next ones queue behind."""
+    now = time.monotonic()
+    steps = [(step, until) for step, until in _late.pop(client, []) if until > now]
+    if not steps:
+        return
+    earlier = _probing.get(client)
+    if earlier is not None and not earlier.done():  # another call got there first
+        _late[client] = steps
+        return
+    plan = _one(_flat([step for step, _ in steps]))
+    wait = max(until for _, until in steps) - now
+    task = _probing[client] = _watched(
+        client, asyncio.ensure_future(_run_trusted(client, plan, wait))
+    )
+    _lingering.add(task)
+    task.add_done_callback(_lingered)
+
+
+def _one(step: Step) -> Plan[Any]:
+    return (yield step)
+
+
+def _flat(steps: list[Late]) -> Pipeline:
+    """``steps`` as one pipeline (the parts of those that are pipelines)."""
+    parts: list[Eval | Command] = []
+    for step in steps:
+        parts.extend(step.steps if isinstance(step, Pipeline) else (step,))
+    return Pipeline(tuple(parts))
 
 
 #: The clients whose server failed to answer :func:`run_each` in time (or at

@@ -27,6 +27,7 @@ from .._protocol import (
     Eval,
     Pipeline,
     Plan,
+    Step,
     parse_reply,
 )
 from . import _clients, _identity
@@ -206,6 +207,80 @@ class NotYet(TimeoutError):
     ``enough``): its reply is still due, and the server may yet run it."""
 
 
+class Unsent(TimeoutError):
+    """The result of a plan :func:`run_each` did not send at all: an earlier
+    call to that server is still stuck (paused?). The server never sees it; a
+    call that must still reach it (a release) can be queued behind the
+    earlier one with :func:`send_late`."""
+
+
+#: The steps queued by :func:`send_late` for each client, with the time
+#: (``time.monotonic()``) after which each is dropped.
+_late: weakref.WeakKeyDictionary[Any, list[tuple[Late, float]]] = weakref.WeakKeyDictionary()
+
+#: What :func:`send_late` sends.
+Late = Eval | Command | Pipeline
+
+#: The most steps :func:`send_late` queues for one client (the later ones are dropped).
+MAX_LATE = 16
+
+_late_mutex = threading.Lock()
+
+
+def send_late(client: Client, step: Late, until: float) -> bool:
+    """Send ``step`` to ``client``'s server after the call still stuck there
+    (the one that made a plan :class:`Unsent`), once that call returns (the
+    server answered or failed); dropped if that is after ``until``
+    (``time.monotonic()``) or if :data:`MAX_LATE` steps already wait. The
+    queued steps go in one round trip on a worker thread (while it waits for
+    the answer, that client's next calls of :func:`run_each` are
+    :class:`Unsent` again). If no call is stuck there any more, it is sent now
+    the same way. For calls whose only purpose is to undo (a release): the
+    server runs them after the stuck call. Returns whether it was queued."""
+    with _late_mutex:
+        queued = _late.setdefault(client, [])
+        if len(queued) >= MAX_LATE:
+            return False
+        queued.append((step, until))
+        earlier = _on_thread.get(client)
+        if earlier is not None and not earlier.done():
+            return True
+    _deliver(client)
+    return True
+
+
+def _after(client: Client, _: concurrent.futures.Future[Any]) -> None:
+    _deliver(client)
+
+
+def _deliver(client: Client) -> None:
+    """Send the steps queued for ``client`` by :func:`send_late` (those still
+    wanted), in one round trip, on a worker thread that the next ones queue behind."""
+    with _late_mutex:
+        earlier = _on_thread.get(client)
+        if earlier is not None and not earlier.done():
+            return  # another call got there first: they go after it
+        now = time.monotonic()
+        steps = [step for step, until in _late.pop(client, []) if until > now]
+        if not steps:
+            return
+        plan = _one(_flat(steps))
+        future = _on_thread[client] = _workers.submit(functools.partial(_run_trusted, client, plan))
+    future.add_done_callback(functools.partial(_after, client))
+
+
+def _one(step: Step) -> Plan[Any]:
+    return (yield step)
+
+
+def _flat(steps: list[Late]) -> Pipeline:
+    """``steps`` as one pipeline (the parts of those that are pipelines)."""
+    parts: list[Eval | Command] = []
+    for step in steps:
+        parts.extend(step.steps if isinstance(step, Pipeline) else (step,))
+    return Pipeline(tuple(parts))
+
+
 class _Fallback(Exception):
     """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
 
@@ -239,13 +314,15 @@ def _scatter(
         if earlier is not None and not earlier.done():
             # a call still stuck on that server (paused): no second thread for it
             plan.close()
-            results[i] = TimeoutError("no reply in time (an earlier call still waits)")
+            results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
             continue
         if suspect:
             suspects.add(i)
-        threaded[i] = _on_thread[client] = _workers.submit(
-            functools.partial(_run_trusted, client, plan)
-        )
+        with _late_mutex:
+            threaded[i] = _on_thread[client] = _workers.submit(
+                functools.partial(_run_trusted, client, plan)
+            )
+        threaded[i].add_done_callback(functools.partial(_after, client))
 
     def advance(i: int, reply: Any, error: BaseException | None) -> None:
         plan = jobs[i][1]
@@ -615,13 +692,15 @@ def _after_fork() -> None:
     for good) and its suspicions; a new mutex for the spare connections; the
     parent's shared watchdogs (their threads do not exist here, and a mutex of
     theirs may be held: a parent's lease is never sent to one)."""
-    global _spare_mutex
+    global _spare_mutex, _late_mutex
     _workers.forget()
     _shared.clear()
     _dog_of.clear()
     _suspects.clear()
     _on_thread.clear()
+    _late.clear()
     _spare_mutex = threading.Lock()
+    _late_mutex = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork)

@@ -128,11 +128,13 @@ def attempt(keys: LockKeys, token: str, ttl_ms: int, queue_as: str) -> Eval:
     )
 
 
-def release(keys: LockKeys, token: str, op: str) -> Pipeline:
+def release(keys: LockKeys, token: str, op: str, queued: str = "") -> Pipeline:
     """One master's release, one round trip: the token-checked
     ``lock_release.lua`` (its reply ``(OK, _)`` or ``(NOT_OWNED, 0)``; ``op``
-    makes a retry of the same call succeed), then the length of that master's
-    queue (``ZCARD``): where it is not 0, :func:`wake` is sent next."""
+    makes a retry of the same call succeed), then, given ``queued`` (a
+    :func:`member`), :func:`leave` that master's queue, then the length of
+    its queue (``ZCARD``): where it is not 0, :func:`wake` is sent next."""
+    leave_too = (leave(keys, queued),) if queued else ()
     return Pipeline(
         (
             Eval(
@@ -140,6 +142,7 @@ def release(keys: LockKeys, token: str, op: str) -> Pipeline:
                 (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
                 (token, keys.wake_prefix, FENCE_KEEP_MS, "", 0, op),
             ),
+            *leave_too,
             Command(("ZCARD", quorum_key(keys))),
         )
     )
@@ -150,7 +153,7 @@ def queued_on(replies: Sequence[Any]) -> list[int]:
     return [
         i
         for i, reply in enumerate(replies)
-        if isinstance(reply, list) and len(reply) == 2 and isinstance(reply[1], int) and reply[1]
+        if isinstance(reply, list) and len(reply) >= 2 and isinstance(reply[-1], int) and reply[-1]
     ]
 
 
@@ -260,6 +263,14 @@ def quorum_granted(replies: Sequence[Any], n: int) -> bool:
     other object for a master yet to answer) already hold a quorum of grants:
     then the round need not wait for the other masters (see :func:`fence`)."""
     return sum(1 for r in replies if isinstance(r, tuple) and r[0] is Status.OK) >= quorum(n)
+
+
+def quorum_answered(replies: Sequence[Any], n: int) -> bool:
+    """Whether a quorum of the ``n`` masters answered a :func:`release` round so
+    far (any other object for a master yet to answer): enough for the
+    clean-up of a cancelled acquire, which needs no outcome (the others get
+    the release later, see the facade)."""
+    return sum(1 for r in replies if isinstance(r, list)) >= quorum(n)
 
 
 def reachable(t: Tally, n: int) -> bool:

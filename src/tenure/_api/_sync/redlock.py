@@ -12,7 +12,7 @@ import threading
 import contextlib
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ..._drivers import _sync as _driver
@@ -49,11 +49,14 @@ class RedlockLease(_HeldLease["Redlock"]):
     (see :class:`Redlock` for what it promises).
     """
 
-    __slots__ = ("_holder",)
+    __slots__ = ("_holder", "_reached")
 
-    def __init__(self, lock: Redlock, grant: Grant, holder: str) -> None:
+    def __init__(
+        self, lock: Redlock, grant: Grant, holder: str, reached: frozenset[int]
+    ) -> None:
         super().__init__(lock, grant)
         self._holder = holder
+        self._reached = reached  # the masters an acquire of this token was sent to
 
     def release(self) -> None:
         """Release the lock on every master at once (token-checked on each).
@@ -77,7 +80,9 @@ class RedlockLease(_HeldLease["Redlock"]):
             self._end_lost()
         self._stop_renewing()
         lock = self._lock
-        t = lock._release_round(self.owner, life.release_op, range(lock._n))
+        t = lock._release_round(
+            self.owner, life.release_op, range(lock._n), late=self._reached
+        )
         done = plans.released_ok(t, lock._n)
         if done is None:
             raise plans.no_quorum(self.name, "release", t, lock._n)
@@ -127,7 +132,9 @@ class RedlockLease(_HeldLease["Redlock"]):
         if life.phase is Phase.RELEASING:
             self._stop_renewing()
         lock = self._lock
-        t = lock._release_round(self.owner, life.release_op, range(lock._n))
+        t = lock._release_round(
+            self.owner, life.release_op, range(lock._n), late=self._reached
+        )
         if len(t.failed) < lock._n:
             life.cleaned = True
 
@@ -159,8 +166,11 @@ class Redlock(_Blocks[RedlockLease]):
     read by the next call on each, whose commands go on the same connection
     after the acquire, so that a release reaches a slow or paused master after
     the acquire it may yet grant (the lease's release and renewals go to every
-    master anyway). Otherwise it is released on every master that granted
-    it (or did not answer) at once, and the acquire tries again. It survives
+    master anyway; a release that a master did not answer in time, or that
+    can't be sent there because an earlier call is still stuck, is sent again
+    once that call ends, for up to a ttl). Otherwise it is released on every
+    master that granted it (or did not answer) at once, and the acquire tries
+    again. It survives
     ``N // 2`` masters down; with more down, acquire raises
     :class:`NoQuorumError` (after three rounds in a row without enough answers,
     so that a brief stall of the client is not taken for an outage).
@@ -309,16 +319,25 @@ class Redlock(_Blocks[RedlockLease]):
         held = self._leases.get(owner)
         if held is not None and held._life.held:
             raise AlreadyHeldError(self.name)
-        grant = self._take(new_token(owner), blocking, wait)
-        if grant is None:
+        taken = self._take(new_token(owner), blocking, wait)
+        if taken is None:
             return None
-        lease = RedlockLease(self, grant, owner)
+        grant, reached = taken
+        lease = RedlockLease(self, grant, owner, reached)
         self._leases[owner] = lease
         lease._start()
         return lease
 
-    def _take(self, token: str, blocking: bool, timeout: float | None) -> Grant | None:
-        """Rounds until a quorum grants ``token`` (see :mod:`tenure._plans.redlock`)."""
+    def _take(
+        self, token: str, blocking: bool, timeout: float | None
+    ) -> tuple[Grant, frozenset[int]] | None:
+        """Rounds until a quorum grants ``token`` (see :mod:`tenure._plans.redlock`):
+        the grant, and the masters an attempt was sent to (its release goes to
+        them even behind a call stuck there: see :meth:`_release_round`).
+
+        Cancelled (or failing) while it may hold something, it releases
+        ``token`` and leaves the queues in one round (bounded by the
+        per-master timeout) before it raises."""
         keys, n, ttl = self._keys, self._n, self._opts.ttl
         ttl_ms = lease_ms(ttl)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -327,21 +346,29 @@ class Redlock(_Blocks[RedlockLease]):
         queued = ""  # our member of every master's queue, once we listen
         splits = 0  # split votes in a row
         unreachable = 0  # rounds in a row with too few answers for a quorum
+        reached: set[int] = set()  # the masters an attempt was sent to
         taken = False
+        left = False  # our member left every queue
         try:
             while True:
                 wake.clear()
                 sent_at = time.monotonic()
-                t = self._round(
+                replies = self._send_on(
+                    range(n),
                     [plans.attempt(keys, token, ttl_ms, queued)] * n,
                     lambda replies: plans.quorum_granted(replies, n),
                 )
+                reached.update(
+                    i for i, r in enumerate(replies) if not isinstance(r, _fanout.Unsent)
+                )
+                t = plans.tally(replies)
                 if plans.granted(t, n, ttl, sent_at, time.monotonic()):
-                    taken = True
+                    grant = Grant(token, plans.fence(t), ttl, sent_at + validity(ttl))
                     if queued:  # the masters that granted it dropped us from their queue
                         others = [i for i in range(n) if i not in t.ok]
                         self._send_on(others, [plans.leave(keys, queued)] * len(others))
-                    return Grant(token, plans.fence(t), ttl, sent_at + validity(ttl))
+                    taken = True
+                    return grant, frozenset(reached)
                 remaining = None if deadline is None else deadline - time.monotonic()
                 unreachable = 0 if plans.reachable(t, n) else unreachable + 1
                 going_on = (
@@ -351,7 +378,9 @@ class Redlock(_Blocks[RedlockLease]):
                     and (remaining is None or remaining > 0)
                 )
                 if t.ok or t.failed:  # a split vote wakes nobody (see the plans)
-                    self._release_round(token, "", [*t.ok, *t.failed], not going_on)
+                    self._release_round(
+                        token, "", [*t.ok, *t.failed], not going_on, late=reached
+                    )
                 if t.error is not None:
                     raise t.error
                 if unreachable and not going_on:
@@ -377,14 +406,20 @@ class Redlock(_Blocks[RedlockLease]):
                 _driver.wait_event(wake, plans.wait_for(t, remaining))
         except BaseException:
             if not taken:  # a round cut off may have been granted somewhere
+                # one round, leaving the queues too, that returns once a quorum
+                # answered: a cancelled acquire does not wait for a paused
+                # master (which gets the release once it answers)
+                left = True
                 with contextlib.suppress(Exception):
-                    self._release_round(token, "", range(n))
+                    self._release_round(
+                        token, "", range(n), late=range(n), queued=queued, quick=True
+                    )
             raise
         finally:
             for stop in stops:
                 if stop is not None:
                     stop()
-            if queued and not taken:
+            if queued and not taken and not left:
                 with contextlib.suppress(Exception):
                     self._send_on(range(n), [plans.leave(keys, queued)] * n)
 
@@ -406,16 +441,40 @@ class Redlock(_Blocks[RedlockLease]):
         return _fanout.run_each(jobs, self._timeout, enough)
 
     def _release_round(
-        self, token: str, op: str, masters: Sequence[int], wake: bool = True
+        self,
+        token: str,
+        op: str,
+        masters: Sequence[int],
+        wake: bool = True,
+        *,
+        late: Collection[int] = (),
+        queued: str = "",
+        quick: bool = False,
     ) -> plans.Tally:
-        """Release ``token`` on ``masters`` at once; then, if ``wake``, wake the
-        first waiter of each master that has waiters (see :mod:`tenure._plans.redlock`)."""
-        step = plans.release(self._keys, token, op)
-        replies = self._send_on(masters, [step] * len(masters))
-        queued = [masters[k] for k in plans.queued_on(replies)]
-        if wake and queued:
+        """Release ``token`` on ``masters`` at once (and leave their queues as
+        ``queued``, if given); then, if ``wake``, wake the first waiter of each
+        master that has waiters (see :mod:`tenure._plans.redlock`). ``quick``:
+        return once a quorum answered (the outcome is then not known).
+
+        A master of ``late`` (one an acquire of ``token`` was sent to) that did
+        not answer in time gets the release again once it answers, if within a
+        ttl (``_fanout.send_late``: behind a call still stuck there, which kept
+        this one from being sent; or the release was given up before it was
+        written, on a new connection whose handshake the paused master did not
+        answer): an acquire stuck there runs when the master resumes, and
+        would otherwise hold the name there for a ttl after that. A second
+        release of the same token is harmless."""
+        step = plans.release(self._keys, token, op, queued)
+        enough = (lambda r: plans.quorum_answered(r, self._n)) if quick else None
+        replies = self._send_on(masters, [step] * len(masters), enough)
+        until = time.monotonic() + self._opts.ttl
+        for k, reply in enumerate(replies):
+            if isinstance(reply, TimeoutError) and masters[k] in late:
+                _fanout.send_late(self._clients[masters[k]], step, until)
+        busy = [masters[k] for k in plans.queued_on(replies)]
+        if wake and busy:
             with contextlib.suppress(Exception):
-                self._send_on(queued, [plans.wake(self._keys)] * len(queued))
+                self._send_on(busy, [plans.wake(self._keys)] * len(busy))
         return plans.tally(replies)
 
     def locked(self) -> bool:
