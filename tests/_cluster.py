@@ -81,24 +81,9 @@ class Cluster:
             return
         #: each node's cluster bus port (not its port + 10000, which may be taken)
         self.bus_ports = [free_port() for _ in RANGES]
-        self.nodes = [
-            ServerProcess(
-                binary,
-                args=(
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-port",
-                    str(bus),
-                    "--cluster-node-timeout",
-                    "2000",
-                    "--cluster-require-full-coverage",
-                    "no",
-                ),
-            )
-            for bus in self.bus_ports
-        ]
+        self.nodes = [_node_process(binary, bus) for bus in self.bus_ports]
         self.replica_bus_ports = [free_port() for _ in range(replicas) for _ in RANGES]
-        self.replica_nodes = [_replica_process(binary, bus) for bus in self.replica_bus_ports]
+        self.replica_nodes = [_node_process(binary, bus) for bus in self.replica_bus_ports]
 
     @property
     def startup(self) -> list[tuple[str, int]]:
@@ -174,7 +159,7 @@ class Cluster:
                     buses[i] = nodes[i].port + BUS_OFFSET
                 else:
                     buses[i] = free_port()
-                    nodes[i] = _replica_process(self._binary, buses[i])
+                    nodes[i] = _node_process(self._binary, buses[i])
 
     @property
     def processes(self) -> list[ServerProcess]:
@@ -325,7 +310,7 @@ class Cluster:
         return source
 
 
-def _replica_process(binary: str | None, bus: int) -> ServerProcess:
+def _node_process(binary: str | None, bus: int) -> ServerProcess:
     """A node process (a replica's, or a master's before its slots are
     assigned), on cluster bus port ``bus``."""
     return ServerProcess(

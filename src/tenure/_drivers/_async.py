@@ -340,16 +340,21 @@ class _Hub:
             return
         ch.home = self
         try:
-            pubsub = self._listen()
-            if self._sharded:
-                await cast(Any, pubsub).ssubscribe(channel)
-            else:
-                await pubsub.subscribe(channel)
+            await self._send_subscribe(channel)
         except BaseException:
             self._book.forget(channel)
             raise
         if self._reader is None:
             self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
+
+    async def _send_subscribe(self, channel: str) -> None:
+        """Subscribe the hub's connection to ``channel`` (``SSUBSCRIBE`` on a
+        cluster with sharded pub/sub, else ``SUBSCRIBE``)."""
+        pubsub = self._listen()
+        if self._sharded:
+            await cast(Any, pubsub).ssubscribe(channel)
+        else:
+            await pubsub.subscribe(channel)
 
     def _orphan(self, orphans: dict[str, _Channel]) -> None:
         """Keep channels the server dropped until a hub adopts them (the reader
@@ -389,11 +394,7 @@ class _Hub:
     async def _subscribe(self, channel: str, new: bool) -> None:
         if new:
             try:
-                pubsub = self._listen()
-                if self._sharded:
-                    await cast(Any, pubsub).ssubscribe(channel)
-                else:
-                    await pubsub.subscribe(channel)
+                await self._send_subscribe(channel)
             except BaseException:
                 self._book.abort(channel)
                 raise

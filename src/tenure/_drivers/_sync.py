@@ -335,14 +335,19 @@ class _Hub:
                 return
             ch.home = self
             try:
-                pubsub = self._listen()
-                if self._sharded:
-                    pubsub.ssubscribe(channel)
-                else:
-                    pubsub.subscribe(channel)
+                self._send_subscribe(channel)
             except BaseException:
                 self._book.forget(channel)
                 raise
+
+    def _send_subscribe(self, channel: str) -> None:
+        """Subscribe the hub's connection to ``channel`` (``SSUBSCRIBE`` on a
+        cluster with sharded pub/sub, else ``SUBSCRIBE``)."""
+        pubsub = self._listen()
+        if self._sharded:
+            pubsub.ssubscribe(channel)
+        else:
+            pubsub.subscribe(channel)
 
     def _orphan(self, orphans: dict[str, _Channel]) -> None:
         """Keep channels the server dropped until a hub adopts them (the reader
@@ -386,11 +391,7 @@ class _Hub:
     def _subscribe(self, channel: str, new: bool) -> None:
         if new:
             try:
-                pubsub = self._listen()
-                if self._sharded:
-                    pubsub.ssubscribe(channel)
-                else:
-                    pubsub.subscribe(channel)
+                self._send_subscribe(channel)
             except BaseException:
                 self._book.abort(channel)
                 raise
