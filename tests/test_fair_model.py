@@ -31,6 +31,8 @@ from tenure._drivers import _sync
 from tenure._server import ServerProcess
 
 OWNERS = 4
+#: How long a waiter waits, seconds: longer than any example takes.
+WAIT = 60.0
 T = TypeVar("T")
 _examples = itertools.count()
 
@@ -60,6 +62,13 @@ class FairLockMachine(RuleBasedStateMachine):
 
     def run(self, owner: int, fn: Callable[[], T]) -> T:
         return self.pools[owner].submit(fn).result(timeout=10)
+
+    def _waiters(self) -> dict[int, str]:
+        """What each waiting owner's acquire has come to (for failure messages)."""
+        return {
+            owner: repr(future.result()) if future.done() else "waiting"
+            for owner, future in self.waiting.items()
+        }
 
     def free(self, owner: int) -> bool:
         return owner not in self.waiting
@@ -109,7 +118,9 @@ class FairLockMachine(RuleBasedStateMachine):
     def wait(self, owner: int) -> None:
         if owner == self.holder or not self.free(owner):
             return
-        self.waiting[owner] = self.pools[owner].submit(self.lock.acquire, timeout=10)
+        # (a timeout no example reaches, however slow the machine: a waiter
+        # that gave up would leave the queue behind the model's back)
+        self.waiting[owner] = self.pools[owner].submit(self.lock.acquire, timeout=WAIT)
         end = time.monotonic() + 10
         while self.client.zcard(self.key + ":waiters") < len(self.queue) + 1:
             assert time.monotonic() < end, "the waiter never queued"
@@ -147,7 +158,8 @@ class FairLockMachine(RuleBasedStateMachine):
             # 0.5 s): nobody else may take it meanwhile, even without waiting.
             others = [o for o in range(OWNERS) if self.free(o) and o not in self.queue]
             if others:
-                assert self.run(others[0], lambda: self.lock.acquire(blocking=False)) is None
+                lease = self.run(others[0], lambda: self.lock.acquire(blocking=False))
+                assert lease is None, f"jumped the queue; waiters: {self._waiters()}"
             self.grant_to_head()  # the head sees the lock free at its next call
 
     @invariant()
