@@ -124,3 +124,15 @@ def test_script_calls_use_the_lock_keys_and_the_quorum_queue() -> None:
     both = plans.release(KEYS, "o:t", "", "w|1000|o:t")
     assert both.steps[1:] == (plans.leave(KEYS, "w|1000|o:t"), count)
     assert plans.queued_on([[(OK, 0), 1, 0], [(OK, 0), 0, 2]]) == [1]
+
+
+def test_calls_queued_behind_a_stuck_one_go_as_one_pipeline_in_order() -> None:
+    first = Command(("PING",))
+    released = Eval(LOCK_RELEASE, ("k",), ("t",))
+    cleanup = Pipeline((Command(("ECHO", "a")), Command(("ECHO", "b"))))
+    plan = plans.late_plan([first, cleanup, released])
+    step = next(plan)
+    assert step == Pipeline((first, *cleanup.steps, released))
+    with pytest.raises(StopIteration) as done:
+        plan.send(["PONG", "a", "b", (Status.OK, 1)])
+    assert done.value.value == ["PONG", "a", "b", (Status.OK, 1)]

@@ -311,3 +311,18 @@ def evalsha_args(step: Eval, shard: bool = False) -> tuple[Any, ...]:
 def source_of(step: Eval, shard: bool = False) -> bytes:
     """The source to ``SCRIPT LOAD`` for ``step`` (its :func:`sharded` variant with ``shard``)."""
     return (sharded(step.script) if shard else step.script).source
+
+
+#: The types of sharded pub/sub messages (``SSUBSCRIBE`` / ``SPUBLISH``), as
+#: the hub book names their plain counterparts.
+SHARDED_TYPES = {"smessage": "message", "ssubscribe": "subscribe", "sunsubscribe": "unsubscribe"}
+
+
+def forget_shard_channel(pubsub: Any, channel: Any) -> None:
+    """Remove ``channel`` (``str`` or ``bytes``) from a PubSub's sharded
+    subscriptions (redis-py's or valkey-py's, sync or asyncio), which it would
+    subscribe again on a reconnection: the server dropped it (the slot moved)."""
+    channels = getattr(pubsub, "shard_channels", {})
+    name = channel.decode() if isinstance(channel, bytes) else str(channel)
+    for key in (channel, name, name.encode()):
+        channels.pop(key, None)

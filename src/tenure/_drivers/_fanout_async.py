@@ -20,12 +20,12 @@ import redis.asyncio
 import redis.asyncio.client
 import redis.exceptions
 
+from .._plans import redlock as redlock_plans
 from .._protocol import (
     Command,
     Eval,
     Pipeline,
     Plan,
-    Step,
     parse_reply,
 )
 from . import _clients, _identity
@@ -223,16 +223,15 @@ class Unsent(TimeoutError):
 
 #: The steps queued by :func:`send_late` for each client, with the time
 #: (``time.monotonic()``) after which each is dropped.
-_late: weakref.WeakKeyDictionary[Any, list[tuple[Late, float]]] = weakref.WeakKeyDictionary()
-
-#: What :func:`send_late` sends.
-Late = Eval | Command | Pipeline
+_late: weakref.WeakKeyDictionary[Any, list[tuple[redlock_plans.Late, float]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 #: The most steps :func:`send_late` queues for one client (the later ones are dropped).
 MAX_LATE = 16
 
 
-def send_late(client: Client, step: Late, until: float) -> bool:
+def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
     """Send ``step`` to ``client``'s server after the call still stuck there
     (the one that made a plan :class:`Unsent`), once that call ends (the
     server answered, failed, or the call timed out); dropped if that is after
@@ -271,25 +270,13 @@ def _deliver(client: Client) -> None:
     if earlier is not None and not earlier.done():  # another call got there first
         _late[client] = steps
         return
-    plan = _one(_flat([step for step, _ in steps]))
+    plan = redlock_plans.late_plan([step for step, _ in steps])
     wait = max(until for _, until in steps) - now
     task = _probing[client] = _watched(
         client, asyncio.ensure_future(_run_trusted(client, plan, wait))
     )
     _lingering.add(task)
     task.add_done_callback(_lingered)
-
-
-def _one(step: Step) -> Plan[Any]:
-    return (yield step)
-
-
-def _flat(steps: list[Late]) -> Pipeline:
-    """``steps`` as one pipeline (the parts of those that are pipelines)."""
-    parts: list[Eval | Command] = []
-    for step in steps:
-        parts.extend(step.steps if isinstance(step, Pipeline) else (step,))
-    return Pipeline(tuple(parts))
 
 
 #: The clients whose server failed to answer :func:`run_each` in time (or at

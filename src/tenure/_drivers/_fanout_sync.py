@@ -22,12 +22,12 @@ import redis
 import redis.client
 import redis.exceptions
 
+from .._plans import redlock as redlock_plans
 from .._protocol import (
     Command,
     Eval,
     Pipeline,
     Plan,
-    Step,
     parse_reply,
 )
 from . import _clients, _identity
@@ -216,10 +216,9 @@ class Unsent(TimeoutError):
 
 #: The steps queued by :func:`send_late` for each client, with the time
 #: (``time.monotonic()``) after which each is dropped.
-_late: weakref.WeakKeyDictionary[Any, list[tuple[Late, float]]] = weakref.WeakKeyDictionary()
-
-#: What :func:`send_late` sends.
-Late = Eval | Command | Pipeline
+_late: weakref.WeakKeyDictionary[Any, list[tuple[redlock_plans.Late, float]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 #: The most steps :func:`send_late` queues for one client (the later ones are dropped).
 MAX_LATE = 16
@@ -227,7 +226,7 @@ MAX_LATE = 16
 _late_mutex = threading.Lock()
 
 
-def send_late(client: Client, step: Late, until: float) -> bool:
+def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
     """Send ``step`` to ``client``'s server after the call still stuck there
     (the one that made a plan :class:`Unsent`), once that call returns (the
     server answered or failed); dropped if that is after ``until``
@@ -264,21 +263,9 @@ def _deliver(client: Client) -> None:
         steps = [step for step, until in _late.pop(client, []) if until > now]
         if not steps:
             return
-        plan = _one(_flat(steps))
+        plan = redlock_plans.late_plan(steps)
         future = _on_thread[client] = _workers.submit(functools.partial(_run_trusted, client, plan))
     future.add_done_callback(functools.partial(_after, client))
-
-
-def _one(step: Step) -> Plan[Any]:
-    return (yield step)
-
-
-def _flat(steps: list[Late]) -> Pipeline:
-    """``steps`` as one pipeline (the parts of those that are pipelines)."""
-    parts: list[Eval | Command] = []
-    for step in steps:
-        parts.extend(step.steps if isinstance(step, Pipeline) else (step,))
-    return Pipeline(tuple(parts))
 
 
 class _Fallback(Exception):

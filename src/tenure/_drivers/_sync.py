@@ -509,12 +509,12 @@ class _Hub:
 
     def _dispatch(self, message: dict[str, Any], pubsub: _HubPubSub) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
-        kind = _SHARDED_TYPES.get(message["type"], message["type"])
+        kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
         with self._mutex:
             route = self._book.route(kind, channel, data)
         if isinstance(route, Dropped):
             # redis-py forgets only the channels it was asked to unsubscribe
-            _forget_shard_channel(pubsub, message["channel"])
+            _clients.forget_shard_channel(pubsub, message["channel"])
             self._orphan({route.channel: route.record})
         elif isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.
@@ -536,18 +536,6 @@ def _wake_all_of(ch: _Channel) -> None:
     ch.wake.set()
     for event in list(ch.listeners):
         event.set()
-
-
-def _forget_shard_channel(pubsub: Any, channel: Any) -> None:
-    """Remove ``channel`` from a PubSub's sharded subscriptions, which it would
-    subscribe again on a reconnection (the server dropped it)."""
-    channels = getattr(pubsub, "shard_channels", {})
-    for name in (channel, _text(channel), _text(channel).encode()):
-        channels.pop(name, None)
-
-
-#: The types of sharded pub/sub messages, as the hub book names them.
-_SHARDED_TYPES = {"smessage": "message", "ssubscribe": "subscribe", "sunsubscribe": "unsubscribe"}
 
 
 def _text(value: Any) -> str:

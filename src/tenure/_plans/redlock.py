@@ -398,3 +398,18 @@ def _why(t: Tally) -> str:
         for i, cause in zip(t.failed, t.causes, strict=True)
     ]
     return "; " + ", ".join(parts) if parts else ""
+
+
+#: A call queued for a master behind one still stuck there (a release, or the
+#: clean-up of an acquire): the fan-outs' ``send_late``.
+Late = Eval | Command | Pipeline
+
+
+def late_plan(steps: Sequence[Late]) -> Plan[Any]:
+    """The plan that sends the calls ``steps`` queued for one master as one
+    pipeline (a pipeline among them contributes its parts), in order, and
+    returns its replies."""
+    parts: list[Eval | Command] = []
+    for step in steps:
+        parts.extend(step.steps if isinstance(step, Pipeline) else (step,))
+    return (yield Pipeline(tuple(parts)))
