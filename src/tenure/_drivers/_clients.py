@@ -326,3 +326,73 @@ def forget_shard_channel(pubsub: Any, channel: Any) -> None:
     name = channel.decode() if isinstance(channel, bytes) else str(channel)
     for key in (channel, name, name.encode()):
         channels.pop(key, None)
+
+
+#: The most pool connections the drivers' quick path keeps per client (see
+#: :func:`quick_connections`).
+QUICK_CONNECTIONS = 8
+
+
+def quick_connections(client: Any) -> int:
+    """How many connections a (non-cluster) client's ``EVALSHA`` calls may
+    keep for the drivers' quick path (0: none, every call takes the ordinary
+    one). The quick path checks a connection out of the client's pool once and
+    keeps it, idle between its calls (no checkout per call, none of the
+    client's per-command wrappers); the command is packed by hiredis when the
+    connection uses it. As many calls at once take it as it keeps connections:
+    :data:`QUICK_CONNECTIONS`, at most a quarter of the pool's
+    ``max_connections`` (a smaller pool keeps its connections for its user).
+    None for a client with one connection of its own
+    (``single_connection_client``), nor for a ``BlockingConnectionPool`` (its
+    user waits for connections: tenure keeps none out)."""
+    if getattr(client, "connection", None) is not None:
+        return 0
+    pool = getattr(client, "connection_pool", None)
+    if pool is None or any(cls.__name__ == "BlockingConnectionPool" for cls in type(pool).__mro__):
+        return 0
+    limit = getattr(pool, "max_connections", None)
+    if not isinstance(limit, int):
+        return 0
+    return min(QUICK_CONNECTIONS, limit // 4)
+
+
+def checkout(pool: Any, library: Library) -> Any:
+    """A connection of a (sync or asyncio) pool, as its library asks for it
+    (valkey-py still wants a command name, redis-py warns when given one):
+    the connection, or for an asyncio pool the awaitable of it."""
+    if library == "valkey":
+        return pool.get_connection("EVALSHA")
+    return pool.get_connection()
+
+
+def retries_allowed(client: Any) -> bool:
+    """Whether the client's retry policy sends a command again after a
+    connection error (redis-py's and valkey-py's default does, 3 times): the
+    quick path then leaves a failed call to the ordinary path, which retries."""
+    get_retry = getattr(client, "get_retry", None)
+    retry = get_retry() if get_retry is not None else None
+    return retry is None or getattr(retry, "_retries", 1) != 0
+
+
+def packed_evalsha(conn: Any, step: Eval) -> Any:
+    """``EVALSHA`` of ``step`` (not sharded) in the protocol, for
+    ``conn.send_packed_command`` (a list of byte strings): by hiredis directly
+    when ``conn`` packs with it (as redis-py does, UTF-8), else by the
+    connection's own packer."""
+    args = ("EVALSHA", step.script.sha1, len(step.keys), *step.keys, *step.args)
+    if _HIREDIS is not None and type(getattr(conn, "_command_packer", None)).__name__ == (
+        "HiredisRespSerializer"
+    ):
+        return [_HIREDIS(args)]
+    return conn.pack_command(*args)
+
+
+def _hiredis_pack() -> Any:
+    try:
+        from hiredis import pack_command
+    except ImportError:  # (hiredis is an optional extra)
+        return None
+    return pack_command
+
+
+_HIREDIS = _hiredis_pack()

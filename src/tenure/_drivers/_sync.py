@@ -660,6 +660,14 @@ class _State:
     sharded: bool = True
     #: the client's weak reference (the entry goes with the client)
     client: Callable[[], Any] = lambda: None
+    #: how many pool connections its scripts' quick path may keep (see :func:`_quick`)
+    quick: int = 0
+    #: the quick path's idle connections, and how many it keeps in all
+    quick_idle: list[Any] = field(default_factory=list)
+    quick_open: int = 0
+    quick_mutex: threading.Lock = field(default_factory=threading.Lock)
+    #: whether its retry policy sends a command again after a connection error
+    retries: bool = True
 
 
 #: The state of each client, by its id(), dropped with the client (looked up on
@@ -696,6 +704,8 @@ def _state(client: Client) -> _State:
                     state = _State(
                         _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
                     )
+                    state.quick = _clients.quick_connections(client)
+                    state.retries = _clients.retries_allowed(client)
                 key = id(client)
                 state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
                 _states[key] = state
@@ -969,7 +979,13 @@ def _send(client: Client, step: Eval) -> Any:
     On a Redis Cluster whose slot is split mid-migration, send it again, with a
     growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
     if not _clients.is_cluster(type(client)):
-        try:  # (what evalsha sends, without its wrappers: this is every call)
+        state = _state(client)
+        if state.quick and state.server is not None:
+            try:
+                return _quick(client, state, step)
+            except _Fallback:
+                pass
+        try:  # (what evalsha sends, without its wrappers)
             return client.execute_command("EVALSHA", *_clients.evalsha_args(step))  # type: ignore[no-untyped-call]
         except _library(type(client)).no_script:
             client.script_load(_clients.source_of(step, False))
@@ -985,6 +1001,65 @@ def _send(client: Client, step: Eval) -> Any:
                 raise
             time.sleep(pause)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _Fallback(Exception):
+    """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
+
+
+def _quick(client: Client, state: _State, step: Eval) -> Any:
+    """``EVALSHA`` of ``step`` written and read on an idle connection of the
+    quick path (see :func:`_clients.quick_connections`): checked out of the
+    client's pool the first time, then kept by the client's ``state``, idle
+    between calls. Every uncontended acquire and release comes here: the pool
+    checkout and the client's per-command wrappers cost more than the script.
+
+    Raises:
+        _Fallback: none is idle and the quick path keeps all it may, the
+            server does not have the script (NOSCRIPT), or the connection
+            failed (it is closed, to connect again at its next use) and the
+            client's retry policy retries: the ordinary path sends it (again:
+            tenure's scripts are safe to run twice, as a retry after a lost
+            reply already runs them).
+        The reply's error (a ``ResponseError``), as the ordinary path raises
+        it; a connection error when the client does not retry.
+        ``KeyboardInterrupt`` and the like close the connection (a reply may
+        still be due on it).
+    """
+    try:
+        conn = state.quick_idle.pop()
+    except IndexError:
+        with state.quick_mutex:
+            if state.quick_open >= state.quick:
+                raise _Fallback from None
+            state.quick_open += 1
+        try:
+            conn = _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
+        except BaseException:
+            with state.quick_mutex:
+                state.quick_open -= 1
+            raise
+    library = _library(type(client))
+    try:
+        conn.send_packed_command(_clients.packed_evalsha(conn, step))
+        raw = conn.read_response()
+    except library.response_error as exc:  # a whole reply was read: the connection is sound
+        state.quick_idle.append(conn)
+        if isinstance(exc, library.no_script):
+            raise _Fallback from exc
+        raise
+    except Exception as exc:
+        conn.disconnect()
+        state.quick_idle.append(conn)
+        if state.retries:
+            raise _Fallback from exc
+        raise
+    except BaseException:
+        conn.disconnect()
+        state.quick_idle.append(conn)
+        raise
+    state.quick_idle.append(conn)
+    return raw
 
 
 def _send_once(client: Client, step: Eval, shard: bool) -> Any:

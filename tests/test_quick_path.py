@@ -1,0 +1,233 @@
+"""The drivers' quick path (tenure._drivers._clients.quick_connections): scripts
+written and read on connections tenure keeps checked out of the client's pool.
+What it must never do: keep a connection a user's pool needs, read a reply
+that belongs to an interrupted call, or turn a connection fault into anything
+but the ordinary path's behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from tenure import AsyncLock, Lock
+from tenure._drivers import _clients
+
+
+def _client_ids(r: redis.Redis, name: str) -> list[str]:
+    return [str(c["id"]) for c in r.client_list() if c.get("name") == name]
+
+
+def test_a_blocking_pool_keeps_all_its_connections_for_its_user(url: str) -> None:
+    """A BlockingConnectionPool of one connection: after tenure's calls the
+    user's next command gets that connection at once (tenure kept none out)."""
+    pool = redis.BlockingConnectionPool.from_url(url, max_connections=1, timeout=0.5)
+    client = redis.Redis(connection_pool=pool)
+    lock = Lock(client, "blocking-pool", ttl=10)
+    for _ in range(3):
+        lease = lock.acquire()
+        assert lease is not None
+        lease.release()
+    assert client.set("blocking-pool-user", "ok")  # would wait 0.5 s and fail
+    assert _clients.quick_connections(client) == 0
+
+
+def test_a_small_pool_keeps_three_quarters_for_its_user(url: str) -> None:
+    """A ConnectionPool of 4: tenure's quick path keeps at most one, so the
+    user can still hold 3 connections at once while tenure's calls go on."""
+    client = redis.Redis.from_url(url, max_connections=4)
+    assert _clients.quick_connections(client) == 1
+    lock = Lock(client, "small-pool", ttl=10)
+    lease = lock.acquire()
+    assert lease is not None
+    held = [client.connection_pool.get_connection() for _ in range(3)]
+    try:
+        lease.release()  # the quick path's own connection: no checkout
+        again = lock.acquire()
+        assert again is not None and again.fence > lease.fence
+        again.release()
+    finally:
+        for conn in held:
+            client.connection_pool.release(conn)
+
+
+def test_single_connection_clients_take_the_ordinary_path(url: str) -> None:
+    client = redis.Redis.from_url(url, single_connection_client=True)
+    assert _clients.quick_connections(client) == 0
+    with Lock(client, "single", ttl=10) as lease:
+        assert client.get("tenure:{single}") == lease.owner.encode()
+
+
+def test_a_killed_quick_connection_is_made_again_and_the_call_retried(
+    url: str, r: redis.Redis
+) -> None:
+    """The quick path's connection killed between two calls: the next acquire
+    still takes the lock (the client retries by default), with a larger fence."""
+    client = redis.Redis.from_url(url, client_name="quick-killed")
+    lock = Lock(client, "quick-killed", ttl=10)
+    first = lock.acquire()
+    assert first is not None
+    first.release()
+    for cid in _client_ids(r, "quick-killed"):
+        r.client_kill_filter(_id=cid)
+    second = lock.acquire()
+    assert second is not None and second.fence > first.fence
+    assert r.get("tenure:{quick-killed}") == second.owner.encode()
+    second.release()
+    assert not lock.locked()
+
+
+def test_without_retries_a_killed_connection_raises_and_nothing_is_held(
+    url: str, r: redis.Redis
+) -> None:
+    """A client that does not retry sees the connection error, as on the
+    ordinary path; nothing was taken, and the next call connects again."""
+    client = redis.Redis.from_url(url, client_name="quick-noretry", retry=Retry(NoBackoff(), 0))
+    lock = Lock(client, "quick-noretry", ttl=10)
+    lease = lock.acquire()
+    assert lease is not None
+    lease.release()
+    for cid in _client_ids(r, "quick-noretry"):
+        r.client_kill_filter(_id=cid)
+    with pytest.raises(redis.exceptions.ConnectionError):
+        lock.acquire()
+    assert r.get("tenure:{quick-noretry}") is None
+    again = lock.acquire()
+    assert again is not None and again.fence > lease.fence
+    again.release()
+
+
+class _Interrupted(redis.Connection):
+    """Raises KeyboardInterrupt instead of reading the next reply, once armed:
+    the reply is left unread on the socket."""
+
+    armed = False
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if _Interrupted.armed:
+            _Interrupted.armed = False
+            raise KeyboardInterrupt
+        return super().read_response(*args, **kwargs)
+
+
+def test_a_reply_left_unread_by_an_interrupt_is_never_read_as_the_next_calls(
+    url: str, r: redis.Redis
+) -> None:
+    """KeyboardInterrupt while the acquire's reply is due: the connection is
+    closed, so the calls after it (the interrupted acquire's clean-up, then
+    the next acquire and release) each read their own reply, never the one
+    left unread, and the lock ends free."""
+    client = redis.Redis.from_url(url)
+    client.connection_pool.connection_class = _Interrupted
+    lock = Lock(client, "quick-interrupted", ttl=10)
+    warm = lock.acquire()
+    assert warm is not None
+    warm.release()
+    _Interrupted.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire()
+    # the server granted it; the clean-up of the interrupted acquire released it
+    assert r.get("tenure:{quick-interrupted}") is None
+    lease = lock.acquire(blocking=False)
+    assert lease is not None and lease.fence > warm.fence
+    assert r.get("tenure:{quick-interrupted}") == lease.owner.encode()
+    lease.release()
+    assert not lock.locked()
+
+
+def test_threads_sharing_a_client_never_overlap_and_keep_few_connections(
+    url: str, r: redis.Redis
+) -> None:
+    """12 threads cycling one lock through one client: no two holders, fences
+    increasing in the order of the holds, and the client's connections stay
+    few (the quick path's are bounded; the other calls use the pool)."""
+    client = redis.Redis.from_url(url, client_name="quick-threads")
+    lock = Lock(client, "quick-threads", ttl=10)
+    holder: list[str] = []
+    fences: list[int] = []
+    overlaps: list[str] = []
+    mutex = threading.Lock()
+    deadline = time.monotonic() + 2.0
+
+    def work(n: int) -> None:
+        while time.monotonic() < deadline:
+            lease = lock.acquire(timeout=10)
+            assert lease is not None
+            with mutex:
+                if holder:
+                    overlaps.append(f"{n} entered while {holder[0]} held")
+                holder.append(str(n))
+                fences.append(lease.fence)
+            with mutex:
+                holder.remove(str(n))
+            lease.release()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not overlaps
+    assert len(fences) > 12 and fences == sorted(fences) and len(set(fences)) == len(fences)
+    # scripts: at most 8 kept + the pool's; plus the hub's pub/sub connection
+    assert len(_client_ids(r, "quick-threads")) <= 8 + 12 + 1
+
+
+def test_a_forked_child_uses_connections_of_its_own(url: str, r: redis.Redis) -> None:
+    """After a fork the child's calls never share the parent's quick
+    connection (a shared socket would mix the two processes' replies)."""
+    client = redis.Redis.from_url(url)
+    lock = Lock(client, "quick-fork-parent", ttl=10)
+    lease = lock.acquire()
+    assert lease is not None
+    lease.release()  # the parent's quick connection is now idle, connected
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            child_lock = Lock(client, "quick-fork-child", ttl=10)
+            for _ in range(200):
+                got = child_lock.acquire()
+                assert got is not None
+                got.release()
+            code = 0
+        finally:
+            os._exit(code)
+    for _ in range(200):
+        got = lock.acquire()
+        assert got is not None
+        got.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert not lock.locked() and r.get("tenure:{quick-fork-child}") is None
+
+
+def test_asyncio_clients_keep_their_quick_connections_per_client(url: str) -> None:
+    """The asyncio twin: cycles and a killed connection, as in sync."""
+    asyncio.run(_asyncio_cycles(url))
+
+
+async def _asyncio_cycles(url: str) -> None:
+    client = redis.asyncio.Redis.from_url(url, client_name="quick-async")
+    try:
+        lock = AsyncLock(client, "quick-async", ttl=10)
+        first = await lock.acquire()
+        assert first is not None
+        await first.release()
+        for c in await client.client_list():
+            if c.get("name") == "quick-async":
+                await client.client_kill_filter(_id=str(c["id"]))
+        second = await lock.acquire()
+        assert second is not None and second.fence > first.fence
+        await second.release()
+        assert not await lock.locked()
+    finally:
+        await client.aclose()
