@@ -637,14 +637,20 @@ class _State:
     hub: _Hub
     watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
-    #: idle connected connections of run_each's quick path (outside the pool)
+    #: idle connected connections of run_each's quick path (checked out of
+    #: the client's pool, kept until dropped: then given back to it)
     spare: list[Any] = field(default_factory=list)
-    #: whether one is being connected in the background for it
+    #: whether one is being checked out in the background for it
     connecting: bool = False
     #: connections of run_each's quick path left with replies still due (a
     #: round that stopped once it had enough): ``(connection, replies due)``,
     #: taken first, the next call's commands written after the due ones
     owed: list[tuple[Any, int]] = field(default_factory=list)
+    #: how many connections run_each's quick path has checked out of the
+    #: client's pool (idle, owing replies, in use or being checked out), and
+    #: how many it may (-1: not asked yet; see _clients.pool_share)
+    fan_open: int = 0
+    fan_most: int = -1
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
     #: a Redis Cluster client's connection pools to the masters it sent a
@@ -691,6 +697,8 @@ def _state(client: Client) -> _State:
             state = _State(_identity.generation(), loop, hub, _Watchdog(None, library, send=renew))
         else:
             pool = client.connection_pool  # type: ignore[union-attr]
+            if state is not None and state.client() is client:
+                _forsake(state, pool)
             state = _State(
                 _identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library)
             )
@@ -698,6 +706,34 @@ def _state(client: Client) -> _State:
         state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
         _states[key] = state
     return state
+
+
+def _forsake(state: _State, pool: Any) -> None:
+    """Give back to ``pool`` the connections that run_each's quick path kept
+    checked out of it in ``state``, the client's state of another event loop
+    (or before a fork): they are of no use in this one, and each would keep a
+    slot of the pool's ``max_connections``. Each is closed (as far as its own
+    loop, maybe closed, lets it) and released in a task of this loop."""
+    kept = [*state.spare, *(conn for conn, _ in state.owed)]
+    state.spare.clear()
+    state.owed.clear()
+    if not kept or state.generation != _identity.generation():
+        return  # (a forked child's pool starts afresh: the parent's are not its own)
+
+    async def give_back() -> None:
+        for conn in kept:
+            with contextlib.suppress(Exception):  # (its loop closed: it is dropped all the same)
+                await conn.disconnect(nowait=True)
+            with contextlib.suppress(Exception):
+                await pool.release(conn)
+
+    task = asyncio.ensure_future(give_back())
+    _forsaken.add(task)
+    task.add_done_callback(_forsaken.discard)
+
+
+#: The tasks of :func:`_forsake` (kept referenced until done).
+_forsaken: set[asyncio.Task[None]] = set()
 
 
 def _hub(client: Client, channel: str) -> _Hub:

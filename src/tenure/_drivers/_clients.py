@@ -340,20 +340,29 @@ def quick_connections(client: Any) -> int:
     keeps it, idle between its calls (no checkout per call, none of the
     client's per-command wrappers); the command is packed by hiredis when the
     connection uses it. As many calls at once take it as it keeps connections:
-    :data:`QUICK_CONNECTIONS`, at most a quarter of the pool's
-    ``max_connections`` (a smaller pool keeps its connections for its user).
-    None for a client with one connection of its own
-    (``single_connection_client``), nor for a ``BlockingConnectionPool`` (its
-    user waits for connections: tenure keeps none out)."""
+    :data:`QUICK_CONNECTIONS`, at most :func:`pool_share` of the pool."""
+    return pool_share(client, QUICK_CONNECTIONS)
+
+
+def pool_share(client: Any, most: int) -> int:
+    """How many connections tenure may keep checked out of a (non-cluster,
+    sync or asyncio) client's pool for one of its quick paths: ``most``, at
+    most a quarter of the pool's ``max_connections`` (a smaller pool keeps its
+    connections for its user). None (0) for a client with one connection of
+    its own (``single_connection_client``), nor for a
+    ``BlockingConnectionPool`` (its user waits for connections: tenure keeps
+    none out), nor for a pool without a ``max_connections``."""
     if getattr(client, "connection", None) is not None:
         return 0
+    if getattr(client, "single_connection_client", False) is True:
+        return 0  # (an asyncio client takes its connection at its first command)
     pool = getattr(client, "connection_pool", None)
     if pool is None or any(cls.__name__ == "BlockingConnectionPool" for cls in type(pool).__mro__):
         return 0
     limit = getattr(pool, "max_connections", None)
     if not isinstance(limit, int):
         return 0
-    return min(QUICK_CONNECTIONS, limit // 4)
+    return max(0, min(most, limit // 4))
 
 
 def checkout(pool: Any, library: Library) -> Any:

@@ -645,14 +645,20 @@ class _State:
     hub: _Hub
     watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
-    #: idle connected connections of run_each's quick path (outside the pool)
+    #: idle connected connections of run_each's quick path (checked out of
+    #: the client's pool, kept until dropped: then given back to it)
     spare: list[Any] = field(default_factory=list)
-    #: whether one is being connected in the background for it
+    #: whether one is being checked out in the background for it
     connecting: bool = False
     #: connections of run_each's quick path left with replies still due (a
     #: round that stopped once it had enough): ``(connection, replies due)``,
     #: taken first, the next call's commands written after the due ones
     owed: list[tuple[Any, int]] = field(default_factory=list)
+    #: how many connections run_each's quick path has checked out of the
+    #: client's pool (idle, owing replies, in use or being checked out), and
+    #: how many it may (-1: not asked yet; see _clients.pool_share)
+    fan_open: int = 0
+    fan_most: int = -1
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
     #: whether a Redis Cluster client's servers have sharded pub/sub (set by
