@@ -231,3 +231,48 @@ async def _asyncio_cycles(url: str) -> None:
         assert not await lock.locked()
     finally:
         await client.aclose()
+
+
+class _Stalls(redis.asyncio.Connection):
+    """Waits a second before reading the next reply, once armed: a task
+    cancelled meanwhile leaves the reply unread on the socket."""
+
+    armed = False
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if _Stalls.armed:
+            _Stalls.armed = False
+            await asyncio.sleep(1)
+        return await super().read_response(*args, **kwargs)
+
+
+def test_a_cancelled_asyncio_call_never_leaves_its_reply_to_the_next(url: str) -> None:
+    """An asyncio acquire cancelled while its reply is due: the calls after it
+    read their own replies (the connection was closed), the lock ends free."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        client.connection_pool.connection_class = _Stalls
+        check = redis.asyncio.Redis.from_url(url)
+        try:
+            lock = AsyncLock(client, "quick-cancelled", ttl=10)
+            warm = await lock.acquire()
+            assert warm is not None
+            await warm.release()
+            _Stalls.armed = True
+            task = asyncio.ensure_future(lock.acquire())
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            lease = await lock.acquire(blocking=False)
+            assert lease is not None and lease.fence > warm.fence
+            assert await check.get("tenure:{quick-cancelled}") == lease.owner.encode()
+            await lease.release()
+            assert not await lock.locked()
+            assert await check.get("tenure:{quick-cancelled}") is None
+        finally:
+            await client.aclose()
+            await check.aclose()
+
+    asyncio.run(main())

@@ -655,6 +655,13 @@ class _State:
     sharded: bool = True
     #: the client's weak reference (the entry goes with the client)
     client: Callable[[], Any] = lambda: None
+    #: how many pool connections its scripts' quick path may keep (see :func:`_quick`)
+    quick: int = 0
+    #: the quick path's idle connections, and how many it keeps in all
+    quick_idle: list[Any] = field(default_factory=list)
+    quick_open: int = 0
+    #: whether its retry policy sends a command again after a connection error
+    retries: bool = True
 
 
 #: The state of each client, by its id(), dropped with the client (looked up on
@@ -694,6 +701,8 @@ def _state(client: Client) -> _State:
             state = _State(
                 _identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library)
             )
+            state.quick = _clients.quick_connections(client)
+            state.retries = _clients.retries_allowed(client)
         key = id(client)
         state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
         _states[key] = state
@@ -991,7 +1000,13 @@ async def _send(client: Client, step: Eval) -> Any:
     On a Redis Cluster whose slot is split mid-migration, send it again, with a
     growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
     if not _clients.is_cluster(type(client)):
-        try:  # (what evalsha sends, without its wrappers: this is every call)
+        state = _state(client)
+        if state.quick and state.server is not None:
+            try:
+                return await _quick(client, state, step)
+            except _Fallback:
+                pass
+        try:  # (what evalsha sends, without its wrappers)
             return await client.execute_command("EVALSHA", *_clients.evalsha_args(step))
         except _library(type(client)).no_script:
             await client.script_load(_clients.source_of(step, False))
@@ -1007,6 +1022,75 @@ async def _send(client: Client, step: Eval) -> Any:
                 raise
             await asyncio.sleep(pause)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _Fallback(Exception):
+    """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
+
+
+async def _quick(client: Client, state: _State, step: Eval) -> Any:
+    """``EVALSHA`` of ``step`` written and read on an idle connection of the
+    quick path (see :func:`_clients.quick_connections`): checked out of the
+    client's pool the first time, then kept by the client's ``state`` (one per
+    event loop), idle between calls. The twin of the sync driver's.
+
+    Raises:
+        _Fallback: none is idle and the quick path keeps all it may, the
+            server does not have the script (NOSCRIPT), or the connection
+            failed (it is closed, to connect again at its next use) and the
+            client's retry policy retries: the ordinary path sends it (again:
+            tenure's scripts are safe to run twice, as a retry after a lost
+            reply already runs them).
+        The reply's error (a ``ResponseError``), as the ordinary path raises
+        it; a connection error when the client does not retry.
+        ``asyncio.CancelledError`` and the like close the connection (a reply
+        may still be due on it).
+    """
+    try:
+        conn = state.quick_idle.pop()
+    except IndexError:
+        if state.quick_open >= state.quick:
+            raise _Fallback from None
+        state.quick_open += 1
+        try:
+            pool: Any = client.connection_pool  # type: ignore[union-attr]
+            conn = await _clients.checkout(pool, _clients.library_of(type(client)))
+        except BaseException:
+            state.quick_open -= 1
+            raise
+    library = _library(type(client))
+    try:
+        await conn.send_packed_command(_clients.packed_evalsha(conn, step))
+        raw = await conn.read_response()
+    except library.response_error as exc:  # a whole reply was read: the connection is sound
+        state.quick_idle.append(conn)
+        if isinstance(exc, library.no_script):
+            raise _Fallback from exc
+        raise
+    except Exception as exc:
+        await _close(state, conn)
+        if state.retries:
+            raise _Fallback from exc
+        raise
+    except BaseException:
+        await _close(state, conn)
+        raise
+    state.quick_idle.append(conn)
+    return raw
+
+
+async def _close(state: _State, conn: Any) -> None:
+    """Close a connection of :func:`_quick` whose call failed or was
+    cancelled, and keep it (it connects again at its next use); if the close
+    itself is cancelled, the connection is let go instead (it may still have
+    a reply due)."""
+    try:
+        await conn.disconnect(nowait=True)
+    finally:
+        if getattr(conn, "is_connected", True):
+            state.quick_open -= 1
+        else:
+            state.quick_idle.append(conn)
 
 
 async def _send_once(client: Client, step: Eval, shard: bool) -> Any:
