@@ -231,3 +231,115 @@ async def _asyncio_cycles(url: str) -> None:
         assert not await lock.locked()
     finally:
         await client.aclose()
+
+
+class _Stalls(redis.asyncio.Connection):
+    """Waits a second before reading the next reply, once armed: a task
+    cancelled meanwhile leaves the reply unread on the socket."""
+
+    armed = False
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if _Stalls.armed:
+            _Stalls.armed = False
+            await asyncio.sleep(1)
+        return await super().read_response(*args, **kwargs)
+
+
+def test_a_cancelled_asyncio_call_never_leaves_its_reply_to_the_next(url: str) -> None:
+    """An asyncio acquire cancelled while its reply is due: the calls after it
+    read their own replies (the connection was closed), the lock ends free."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        client.connection_pool.connection_class = _Stalls
+        check = redis.asyncio.Redis.from_url(url)
+        try:
+            lock = AsyncLock(client, "quick-cancelled", ttl=10)
+            warm = await lock.acquire()
+            assert warm is not None
+            await warm.release()
+            _Stalls.armed = True
+            task = asyncio.ensure_future(lock.acquire())
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            lease = await lock.acquire(blocking=False)
+            assert lease is not None and lease.fence > warm.fence
+            assert await check.get("tenure:{quick-cancelled}") == lease.owner.encode()
+            await lease.release()
+            assert not await lock.locked()
+            assert await check.get("tenure:{quick-cancelled}") is None
+        finally:
+            await client.aclose()
+            await check.aclose()
+
+    asyncio.run(main())
+
+
+def test_asyncio_tasks_beyond_the_kept_connections_wait_for_them(url: str) -> None:
+    """100 tasks on a client whose pool holds 8 connections: tenure's calls
+    wait for the quick path's 2 (a quarter) instead of taking more from the
+    pool, so nothing runs out of connections; no two holders, fences increase.
+    (Before the wait, the calls beyond the kept ones took pool connections, and
+    100 tasks on redis-py's default pool of 100 raised MaxConnectionsError.)"""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url, max_connections=8)
+        try:
+            lock = AsyncLock(client, "quick-tasks", ttl=10)
+            holders: list[int] = []
+            fences: list[int] = []
+            overlaps = 0
+
+            async def task(n: int) -> None:
+                nonlocal overlaps
+                for _ in range(3):
+                    lease = await lock.acquire(timeout=30)
+                    assert lease is not None
+                    overlaps += bool(holders)
+                    holders.append(n)
+                    fences.append(lease.fence)
+                    await asyncio.sleep(0)
+                    holders.remove(n)
+                    await lease.release()
+
+            await asyncio.gather(*(task(n) for n in range(100)))
+            assert overlaps == 0
+            assert len(fences) == 300 and fences == sorted(set(fences))
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_threads_beyond_the_kept_connections_wait_for_them(url: str) -> None:
+    """24 threads on a client whose pool holds 12 connections (the quick path
+    keeps 3): every call gets a connection, none overlaps, fences increase."""
+    client = redis.Redis.from_url(url, max_connections=12)
+    assert _clients.quick_connections(client) == 3
+    lock = Lock(client, "quick-few", ttl=10)
+    fences: list[int] = []
+    errors: list[BaseException] = []
+    busy = threading.Lock()
+
+    def work() -> None:
+        try:
+            for _ in range(10):
+                lease = lock.acquire(timeout=30)
+                assert lease is not None
+                assert busy.acquire(blocking=False), "two holders"
+                fences.append(lease.fence)
+                busy.release()
+                lease.release()
+        except BaseException as exc:  # (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert len(fences) == 240 and fences == sorted(set(fences))

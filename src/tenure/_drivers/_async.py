@@ -24,6 +24,7 @@ call's server probe) it falls back to the scripts' plain variants
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -661,6 +662,17 @@ class _State:
     sharded: bool = True
     #: the client's weak reference (the entry goes with the client)
     client: Callable[[], Any] = lambda: None
+    #: held by the call that probes the server (the first)
+    probing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: how many pool connections its scripts' quick path may keep (see :func:`_quick`)
+    quick: int = 0
+    #: the quick path's idle connections, and how many it keeps in all
+    quick_idle: list[Any] = field(default_factory=list)
+    quick_open: int = 0
+    #: the calls waiting for one (all it may keep are busy), first come first served
+    quick_waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque)
+    #: whether its retry policy sends a command again after a connection error
+    retries: bool = True
 
 
 #: The state of each client, by its id(), dropped with the client (looked up on
@@ -702,6 +714,8 @@ def _state(client: Client) -> _State:
             state = _State(
                 _identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library)
             )
+            state.quick = _clients.quick_connections(client)
+            state.retries = _clients.retries_allowed(client)
         key = id(client)
         state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
         _states[key] = state
@@ -819,17 +833,23 @@ async def run(client: Client, plan: Plan[T]) -> T:
     """
     state = _state(client)
     if state.server is None:
-        try:
-            server = await _drive(client, server_plans.probe())
-        except Exception as exc:
-            denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
-            if denied is not None:
-                raise denied from exc
-            raise
-        if _clients.is_cluster(type(client)):
-            state.sharded = _clients.sharded_pubsub(server.name, server.version)
-        state.server = server
+        async with state.probing:  # (calls made at once share one probe)
+            if state.server is None:
+                await _probe(client, state)
     return await _drive(client, plan)
+
+
+async def _probe(client: Client, state: _State) -> None:
+    try:
+        server = await _drive(client, server_plans.probe())
+    except Exception as exc:
+        denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
+        if denied is not None:
+            raise denied from exc
+        raise
+    if _clients.is_cluster(type(client)):
+        state.sharded = _clients.sharded_pubsub(server.name, server.version)
+    state.server = server
 
 
 @dataclass(eq=False)
@@ -1027,7 +1047,13 @@ async def _send(client: Client, step: Eval) -> Any:
     On a Redis Cluster whose slot is split mid-migration, send it again, with a
     growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
     if not _clients.is_cluster(type(client)):
-        try:  # (what evalsha sends, without its wrappers: this is every call)
+        state = _state(client)
+        if state.quick and state.server is not None:
+            try:
+                return await _quick(client, state, step)
+            except _Fallback:
+                pass
+        try:  # (what evalsha sends, without its wrappers)
             return await client.execute_command("EVALSHA", *_clients.evalsha_args(step))
         except _library(type(client)).no_script:
             await client.script_load(_clients.source_of(step, False))
@@ -1043,6 +1069,125 @@ async def _send(client: Client, step: Eval) -> Any:
                 raise
             await asyncio.sleep(pause)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _Fallback(Exception):
+    """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
+
+
+async def _quick(client: Client, state: _State, step: Eval) -> Any:
+    """``EVALSHA`` of ``step`` written and read on a connection of the quick
+    path (see :func:`_clients.quick_connections`): checked out of the client's
+    pool the first time, then kept by the client's ``state`` (one per event
+    loop), idle between calls. When all it may keep are busy, the call waits
+    for one, first come first served (so tenure's calls never use more of the
+    pool than that). The twin of the sync driver's.
+
+    Raises:
+        _Fallback: the server does not have the script (NOSCRIPT), or a
+            connection could not be made or failed (it is closed, to connect
+            again at its next use) and the client's retry policy retries: the
+            ordinary path sends it (again: tenure's scripts are safe to run
+            twice, as a retry after a lost reply already runs them).
+        The reply's error (a ``ResponseError``), as the ordinary path raises
+        it; a connection error when the client does not retry.
+        ``asyncio.CancelledError`` and the like close the connection (a reply
+        may still be due on it).
+    """
+    conn = await _take(client, state)
+    library = _library(type(client))
+    try:
+        await conn.send_packed_command(_clients.packed_evalsha(conn, step))
+        raw = await conn.read_response()
+    except library.response_error as exc:  # a whole reply was read: the connection is sound
+        _give(state, conn)
+        if isinstance(exc, library.no_script):
+            raise _Fallback from exc
+        raise
+    except Exception as exc:
+        await _close(state, conn)
+        if state.retries:
+            raise _Fallback from exc
+        raise
+    except BaseException:
+        await _close(state, conn)
+        raise
+    _give(state, conn)
+    return raw
+
+
+async def _take(client: Client, state: _State) -> Any:
+    """An idle connection of the quick path; a new one from the pool while
+    fewer than it may keep are open; else the next one given back."""
+    if state.quick_idle:
+        return state.quick_idle.pop()
+    if state.quick_open >= state.quick:
+        waiter = state.loop.create_future()
+        state.quick_waiters.append(waiter)
+        try:
+            conn = await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                _pass_on(state, waiter.result())  # given to it as it was cancelled
+            elif waiter in state.quick_waiters:
+                state.quick_waiters.remove(waiter)
+            raise
+        if conn is not None:
+            return conn
+        # (None: one was let go, this call may open another)
+    state.quick_open += 1
+    try:
+        pool: Any = client.connection_pool  # type: ignore[union-attr]
+        return await _clients.checkout(pool, _clients.library_of(type(client)))
+    except BaseException as exc:
+        _let_go(state)
+        if isinstance(exc, Exception) and state.retries:
+            raise _Fallback from exc
+        raise
+
+
+def _give(state: _State, conn: Any) -> None:
+    """Give a connection of the quick path back: to the first waiting call, if any."""
+    while state.quick_waiters:
+        waiter = state.quick_waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(conn)
+            return
+    state.quick_idle.append(conn)
+
+
+def _pass_on(state: _State, conn: Any | None) -> None:
+    """What a cancelled waiter was given: a connection (given back), or the
+    leave to open one (passed to the next waiter)."""
+    if conn is not None:
+        _give(state, conn)
+    else:
+        state.quick_open += 1
+        _let_go(state)
+
+
+def _let_go(state: _State) -> None:
+    """One connection of the quick path fewer: the first waiting call may open one."""
+    state.quick_open -= 1
+    while state.quick_waiters:
+        waiter = state.quick_waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return
+
+
+async def _close(state: _State, conn: Any) -> None:
+    """Close a connection of :func:`_quick` whose call failed or was
+    cancelled, and keep it (it connects again at its next use); if the close
+    itself is cancelled, the connection is let go instead (it may still have
+    a reply due)."""
+    try:
+        await conn.disconnect(nowait=True)
+    finally:
+        if getattr(conn, "is_connected", True):
+            _let_go(state)
+        else:
+            _give(state, conn)
 
 
 async def _send_once(client: Client, step: Eval, shard: bool) -> Any:

@@ -386,14 +386,22 @@ def retries_allowed(client: Any) -> bool:
 def packed_evalsha(conn: Any, step: Eval) -> Any:
     """``EVALSHA`` of ``step`` (not sharded) in the protocol, for
     ``conn.send_packed_command`` (a list of byte strings): by hiredis directly
-    when ``conn`` packs with it (as redis-py does, UTF-8), else by the
-    connection's own packer."""
+    when the connection would encode alike (it packs with hiredis, as redis-py
+    does, or its encoder is strict UTF-8), else by the connection's own packer."""
     args = ("EVALSHA", step.script.sha1, len(step.keys), *step.keys, *step.args)
-    if _HIREDIS is not None and type(getattr(conn, "_command_packer", None)).__name__ == (
-        "HiredisRespSerializer"
-    ):
+    if _HIREDIS is not None and _utf8_packer(conn):
         return [_HIREDIS(args)]
     return conn.pack_command(*args)
+
+
+def _utf8_packer(conn: Any) -> bool:
+    if type(getattr(conn, "_command_packer", None)).__name__ == "HiredisRespSerializer":
+        return True
+    encoder = getattr(conn, "encoder", None)
+    return (
+        getattr(encoder, "encoding", None) in ("utf-8", "utf8")
+        and getattr(encoder, "encoding_errors", None) == "strict"
+    )
 
 
 def _hiredis_pack() -> Any:

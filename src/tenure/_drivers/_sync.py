@@ -666,12 +666,16 @@ class _State:
     sharded: bool = True
     #: the client's weak reference (the entry goes with the client)
     client: Callable[[], Any] = lambda: None
+    #: held by the call that probes the server (the first)
+    probing: threading.Lock = field(default_factory=threading.Lock)
     #: how many pool connections its scripts' quick path may keep (see :func:`_quick`)
     quick: int = 0
     #: the quick path's idle connections, and how many it keeps in all
     quick_idle: list[Any] = field(default_factory=list)
     quick_open: int = 0
-    quick_mutex: threading.Lock = field(default_factory=threading.Lock)
+    #: guards quick_open; its waiters wait for an idle one (quick_waiting of them)
+    quick_cond: threading.Condition = field(default_factory=threading.Condition)
+    quick_waiting: int = 0
     #: whether its retry policy sends a command again after a connection error
     retries: bool = True
 
@@ -797,17 +801,23 @@ def run(client: Client, plan: Plan[T]) -> T:
     """
     state = _state(client)
     if state.server is None:
-        try:
-            server = _drive(client, server_plans.probe())
-        except Exception as exc:
-            denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
-            if denied is not None:
-                raise denied from exc
-            raise
-        if _clients.is_cluster(type(client)):
-            state.sharded = _clients.sharded_pubsub(server.name, server.version)
-        state.server = server
+        with state.probing:  # (calls made at once share one probe)
+            if state.server is None:
+                _probe(client, state)
     return _drive(client, plan)
+
+
+def _probe(client: Client, state: _State) -> None:
+    try:
+        server = _drive(client, server_plans.probe())
+    except Exception as exc:
+        denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
+        if denied is not None:
+            raise denied from exc
+        raise
+    if _clients.is_cluster(type(client)):
+        state.sharded = _clients.sharded_pubsub(server.name, server.version)
+    state.server = server
 
 
 @dataclass(eq=False)
@@ -1014,58 +1024,84 @@ class _Fallback(Exception):
 
 
 def _quick(client: Client, state: _State, step: Eval) -> Any:
-    """``EVALSHA`` of ``step`` written and read on an idle connection of the
-    quick path (see :func:`_clients.quick_connections`): checked out of the
-    client's pool the first time, then kept by the client's ``state``, idle
-    between calls. Every uncontended acquire and release comes here: the pool
-    checkout and the client's per-command wrappers cost more than the script.
+    """``EVALSHA`` of ``step`` written and read on a connection of the quick
+    path (see :func:`_clients.quick_connections`): checked out of the client's
+    pool the first time, then kept by the client's ``state``, idle between
+    calls. When all it may keep are busy, the call waits for one (so tenure's
+    calls never use more of the pool than that; the pool's checkout and the
+    client's per-command wrappers cost more than the script itself).
 
     Raises:
-        _Fallback: none is idle and the quick path keeps all it may, the
-            server does not have the script (NOSCRIPT), or the connection
-            failed (it is closed, to connect again at its next use) and the
-            client's retry policy retries: the ordinary path sends it (again:
-            tenure's scripts are safe to run twice, as a retry after a lost
-            reply already runs them).
+        _Fallback: the server does not have the script (NOSCRIPT), or a
+            connection could not be made or failed (it is closed, to connect
+            again at its next use) and the client's retry policy retries: the
+            ordinary path sends it (again: tenure's scripts are safe to run
+            twice, as a retry after a lost reply already runs them).
         The reply's error (a ``ResponseError``), as the ordinary path raises
         it; a connection error when the client does not retry.
         ``KeyboardInterrupt`` and the like close the connection (a reply may
         still be due on it).
     """
-    try:
-        conn = state.quick_idle.pop()
-    except IndexError:
-        with state.quick_mutex:
-            if state.quick_open >= state.quick:
-                raise _Fallback from None
-            state.quick_open += 1
-        try:
-            conn = _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
-        except BaseException:
-            with state.quick_mutex:
-                state.quick_open -= 1
-            raise
+    conn = _take(client, state)
     library = _library(type(client))
     try:
         conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = conn.read_response()
     except library.response_error as exc:  # a whole reply was read: the connection is sound
-        state.quick_idle.append(conn)
+        _give(state, conn)
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
     except Exception as exc:
         conn.disconnect()
-        state.quick_idle.append(conn)
+        _give(state, conn)
         if state.retries:
             raise _Fallback from exc
         raise
     except BaseException:
         conn.disconnect()
-        state.quick_idle.append(conn)
+        _give(state, conn)
         raise
-    state.quick_idle.append(conn)
+    _give(state, conn)
     return raw
+
+
+def _take(client: Client, state: _State) -> Any:
+    """An idle connection of the quick path; a new one from the pool while
+    fewer than it may keep are open; else the first one given back."""
+    try:
+        return state.quick_idle.pop()
+    except IndexError:
+        pass
+    with state.quick_cond:
+        while True:
+            if state.quick_idle:
+                return state.quick_idle.pop()
+            if state.quick_open < state.quick:
+                state.quick_open += 1
+                break
+            state.quick_waiting += 1
+            try:
+                state.quick_cond.wait()
+            finally:
+                state.quick_waiting -= 1
+    try:
+        return _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
+    except BaseException as exc:
+        with state.quick_cond:
+            state.quick_open -= 1
+            state.quick_cond.notify()
+        if isinstance(exc, Exception) and state.retries:
+            raise _Fallback from exc
+        raise
+
+
+def _give(state: _State, conn: Any) -> None:
+    """Give a connection of the quick path back (to a waiting call, if any)."""
+    state.quick_idle.append(conn)
+    if state.quick_waiting:
+        with state.quick_cond:
+            state.quick_cond.notify()
 
 
 def _send_once(client: Client, step: Eval, shard: bool) -> Any:
