@@ -723,14 +723,16 @@ def _state(client: Client) -> _State:
 
 
 def _forsake(state: _State, pool: Any) -> None:
-    """Give back to ``pool`` the connections that run_each's quick path kept
-    checked out of it in ``state``, the client's state of another event loop
-    (or before a fork): they are of no use in this one, and each would keep a
-    slot of the pool's ``max_connections``. Each is closed (as far as its own
-    loop, maybe closed, lets it) and released in a task of this loop."""
-    kept = [*state.spare, *(conn for conn, _ in state.owed)]
+    """Give back to ``pool`` the idle connections that the quick paths (of
+    scripts, and of run_each) kept checked out of it in ``state``, the
+    client's state of another event loop (or before a fork): they are of no
+    use in this one, and each would keep a slot of the pool's
+    ``max_connections``. Each is closed (as far as its own loop, maybe closed,
+    lets it) and released in a task of this loop."""
+    kept = [*state.spare, *(conn for conn, _ in state.owed), *state.quick_idle]
     state.spare.clear()
     state.owed.clear()
+    state.quick_idle.clear()
     if not kept or state.generation != _identity.generation():
         return  # (a forked child's pool starts afresh: the parent's are not its own)
 

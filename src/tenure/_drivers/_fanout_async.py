@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import math
+import select
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Iterable
@@ -509,11 +510,23 @@ def _fan_most(client: Client, state: _State) -> int:
 
 def _sound(conn: Any) -> bool:
     """Whether an idle connection (no reply due on it) is still open: connected,
-    nothing in its read buffer, no end of stream seen (a server that closed it)."""
+    nothing in its read buffer, no end of stream seen, and nothing to read on
+    its socket (a server that closed it, and the loop did not see it yet)."""
     if not getattr(conn, "is_connected", False):
         return False
     reader = getattr(conn, "_reader", None)
-    return reader is None or not (reader.at_eof() or _buffered(conn))
+    if reader is not None and (reader.at_eof() or _buffered(conn)):
+        return False
+    writer = getattr(conn, "_writer", None)
+    sock = writer.get_extra_info("socket") if writer is not None else None
+    if sock is None:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return not poller.poll(0)
+    except (OSError, ValueError):
+        return False
 
 
 #: The tasks that check a connection out or give one back (kept referenced until done).
