@@ -343,3 +343,51 @@ def test_threads_beyond_the_kept_connections_wait_for_them(url: str) -> None:
         t.join()
     assert not errors, errors[:3]
     assert len(fences) == 240 and fences == sorted(set(fences))
+
+
+def test_clients_made_per_request_on_a_shared_pool_share_its_kept_connections(
+    url: str,
+) -> None:
+    """A client made per request on one shared pool, then dropped (a common web
+    pattern): the quick path's connections are the pool's, shared by every
+    client, so dropping clients loses none of the pool's slots (kept per
+    client, each dropped client took one for good: a pool of 40 ran out
+    after 40 requests)."""
+    import gc
+
+    pool = redis.ConnectionPool.from_url(url, max_connections=40)
+    fences: list[int] = []
+    for _ in range(60):
+        client = redis.Redis(connection_pool=pool)
+        lease = Lock(client, "per-request", ttl=10).acquire()
+        assert lease is not None
+        fences.append(lease.fence)
+        lease.release()
+        del client, lease
+        gc.collect()
+    assert fences == sorted(set(fences))
+    held = [pool.get_connection() for _ in range(30)]  # type: ignore[no-untyped-call]
+    for conn in held:
+        pool.release(conn)  # type: ignore[no-untyped-call]
+
+
+def test_asyncio_clients_made_per_request_share_the_pools_kept_connections(url: str) -> None:
+    """The asyncio twin: 60 clients made and dropped on a pool of 40."""
+
+    async def main() -> None:
+        import gc
+
+        pool = redis.asyncio.ConnectionPool.from_url(url, max_connections=40)
+        for _ in range(60):
+            client = redis.asyncio.Redis(connection_pool=pool)
+            lease = await AsyncLock(client, "per-request-async", ttl=10).acquire()
+            assert lease is not None
+            await lease.release()
+            del client, lease
+            gc.collect()
+        held = [await pool.get_connection() for _ in range(30)]
+        for conn in held:
+            await pool.release(conn)
+        await pool.disconnect()
+
+    asyncio.run(main())

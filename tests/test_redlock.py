@@ -1096,9 +1096,9 @@ def test_a_redlock_over_blocking_pools_keeps_none_of_their_connections(
         for c in mine:
             assert c.ping()
         for p in pools:  # (a pub/sub connection may be kept: the other 3 are free)
-            held = [p.get_connection() for _ in range(3)]
+            held = [p.get_connection() for _ in range(3)]  # type: ignore[no-untyped-call]
             for conn in held:
-                p.release(conn)
+                p.release(conn)  # type: ignore[no-untyped-call]
     finally:
         for c in mine:
             c.close()

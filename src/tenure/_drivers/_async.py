@@ -664,15 +664,53 @@ class _State:
     client: Callable[[], Any] = lambda: None
     #: held by the call that probes the server (the first)
     probing: asyncio.Lock = field(default_factory=asyncio.Lock)
-    #: how many pool connections its scripts' quick path may keep (see :func:`_quick`)
-    quick: int = 0
-    #: the quick path's idle connections, and how many it keeps in all
-    quick_idle: list[Any] = field(default_factory=list)
-    quick_open: int = 0
-    #: the calls waiting for one (all it may keep are busy), first come first served
-    quick_waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque)
+    #: the connections its scripts' quick path keeps, those of the client's
+    #: pool in this loop (None: it takes none; see :func:`_quick`)
+    kept: _Kept | None = None
     #: whether its retry policy sends a command again after a connection error
     retries: bool = True
+
+
+@dataclass(eq=False)
+class _Kept:
+    """The connections the scripts' quick path keeps checked out of one pool
+    (see :func:`_quick`) in one event loop, shared by every client on the
+    pool: a client made per request on a shared pool and dropped leaves them
+    to the next one (kept by each client, they would be lost with it, slots
+    of the pool never given back)."""
+
+    generation: int
+    loop: asyncio.AbstractEventLoop
+    #: how many it may keep (see _clients.quick_connections)
+    most: int
+    #: the idle ones, and how many it keeps in all
+    idle: list[Any] = field(default_factory=list)
+    open: int = 0
+    #: the calls waiting for one (all it may keep are busy), first come first served
+    waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque)
+
+
+#: The quick path's connections of each pool (made by the first client of a
+#: pool that may take it, in its loop; gone with the pool).
+_kept: weakref.WeakKeyDictionary[Any, _Kept] = weakref.WeakKeyDictionary()
+
+
+def _kept_for(client: Client, loop: asyncio.AbstractEventLoop) -> _Kept | None:
+    """The quick path's connections of ``client``'s pool in ``loop``, or
+    ``None`` when the client may take none (see
+    :func:`_clients.quick_connections`). Those the pool's kept in another
+    loop are given back to it (see :func:`_forsake`)."""
+    most = _clients.quick_connections(client)
+    if not most:
+        return None
+    pool = client.connection_pool  # type: ignore[union-attr]
+    kept = _kept.get(pool)
+    if kept is None or kept.generation != _identity.generation() or kept.loop is not loop:
+        if kept is not None and kept.generation == _identity.generation():
+            _forsake(kept.idle, pool)
+            kept.idle = []
+        kept = _kept[pool] = _Kept(_identity.generation(), loop, most)
+    return kept
 
 
 #: The state of each client, by its id(), dropped with the client (looked up on
@@ -709,12 +747,18 @@ def _state(client: Client) -> _State:
             state = _State(_identity.generation(), loop, hub, _Watchdog(None, library, send=renew))
         else:
             pool = client.connection_pool  # type: ignore[union-attr]
-            if state is not None and state.client() is client:
-                _forsake(state, pool)
+            if (
+                state is not None
+                and state.client() is client
+                and state.generation == _identity.generation()
+            ):  # (a forked child's pool starts afresh: the parent's are not its own)
+                _forsake([*state.spare, *(conn for conn, _ in state.owed)], pool)
+                state.spare.clear()
+                state.owed.clear()
             state = _State(
                 _identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library)
             )
-            state.quick = _clients.quick_connections(client)
+            state.kept = _kept_for(client, loop)
             state.retries = _clients.retries_allowed(client)
         key = id(client)
         state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
@@ -722,19 +766,15 @@ def _state(client: Client) -> _State:
     return state
 
 
-def _forsake(state: _State, pool: Any) -> None:
-    """Give back to ``pool`` the idle connections that the quick paths (of
-    scripts, and of run_each) kept checked out of it in ``state``, the
-    client's state of another event loop (or before a fork): they are of no
-    use in this one, and each would keep a slot of the pool's
-    ``max_connections``. Each is closed (as far as its own loop, maybe closed,
-    lets it) and released in a task of this loop."""
-    kept = [*state.spare, *(conn for conn, _ in state.owed), *state.quick_idle]
-    state.spare.clear()
-    state.owed.clear()
-    state.quick_idle.clear()
-    if not kept or state.generation != _identity.generation():
-        return  # (a forked child's pool starts afresh: the parent's are not its own)
+def _forsake(conns: list[Any], pool: Any) -> None:
+    """Give back to ``pool`` idle connections that a quick path (of scripts,
+    or of run_each) kept checked out of it in another event loop: they are of
+    no use in this one, and each would keep a slot of the pool's
+    ``max_connections``. Each is closed (as far as its own loop, maybe
+    closed, lets it) and released in a task of this loop."""
+    if not conns:
+        return
+    kept = list(conns)
 
     async def give_back() -> None:
         for conn in kept:
@@ -1050,9 +1090,9 @@ async def _send(client: Client, step: Eval) -> Any:
     growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
     if not _clients.is_cluster(type(client)):
         state = _state(client)
-        if state.quick and state.server is not None:
+        if state.kept is not None and state.server is not None:
             try:
-                return await _quick(client, state, step)
+                return await _quick(client, state.kept, state.retries, step)
             except _Fallback:
                 pass
         try:  # (what evalsha sends, without its wrappers)
@@ -1077,18 +1117,18 @@ class _Fallback(Exception):
     """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
-async def _quick(client: Client, state: _State, step: Eval) -> Any:
+async def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
     """``EVALSHA`` of ``step`` written and read on a connection of the quick
     path (see :func:`_clients.quick_connections`): checked out of the client's
-    pool the first time, then kept by the client's ``state`` (one per event
-    loop), idle between calls. When all it may keep are busy, the call waits
+    pool the first time, then ``kept`` for the pool (in this event loop),
+    idle between calls. When all it may keep are busy, the call waits
     for one, first come first served (so tenure's calls never use more of the
     pool than that). The twin of the sync driver's.
 
     Raises:
         _Fallback: the server does not have the script (NOSCRIPT), or a
             connection could not be made or failed (it is closed, to connect
-            again at its next use) and the client's retry policy retries: the
+            again at its next use) and the client's retry policy ``retries``: the
             ordinary path sends it (again: tenure's scripts are safe to run
             twice, as a retry after a lost reply already runs them).
         The reply's error (a ``ResponseError``), as the ordinary path raises
@@ -1096,89 +1136,89 @@ async def _quick(client: Client, state: _State, step: Eval) -> Any:
         ``asyncio.CancelledError`` and the like close the connection (a reply
         may still be due on it).
     """
-    conn = await _take(client, state)
+    conn = await _take(client, kept, retries)
     library = _library(type(client))
     try:
         await conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = await conn.read_response()
     except library.response_error as exc:  # a whole reply was read: the connection is sound
-        _give(state, conn)
+        _give(kept, conn)
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
     except Exception as exc:
-        await _close(state, conn)
-        if state.retries:
+        await _close(kept, conn)
+        if retries:
             raise _Fallback from exc
         raise
     except BaseException:
-        await _close(state, conn)
+        await _close(kept, conn)
         raise
-    _give(state, conn)
+    _give(kept, conn)
     return raw
 
 
-async def _take(client: Client, state: _State) -> Any:
+async def _take(client: Client, kept: _Kept, retries: bool) -> Any:
     """An idle connection of the quick path; a new one from the pool while
     fewer than it may keep are open; else the next one given back."""
-    if state.quick_idle:
-        return state.quick_idle.pop()
-    if state.quick_open >= state.quick:
-        waiter = state.loop.create_future()
-        state.quick_waiters.append(waiter)
+    if kept.idle:
+        return kept.idle.pop()
+    if kept.open >= kept.most:
+        waiter = kept.loop.create_future()
+        kept.waiters.append(waiter)
         try:
             conn = await waiter
         except BaseException:
             if waiter.done() and not waiter.cancelled():
-                _pass_on(state, waiter.result())  # given to it as it was cancelled
-            elif waiter in state.quick_waiters:
-                state.quick_waiters.remove(waiter)
+                _pass_on(kept, waiter.result())  # given to it as it was cancelled
+            elif waiter in kept.waiters:
+                kept.waiters.remove(waiter)
             raise
         if conn is not None:
             return conn
         # (None: one was let go, this call may open another)
-    state.quick_open += 1
+    kept.open += 1
     try:
         pool: Any = client.connection_pool  # type: ignore[union-attr]
         return await _clients.checkout(pool, _clients.library_of(type(client)))
     except BaseException as exc:
-        _let_go(state)
-        if isinstance(exc, Exception) and state.retries:
+        _let_go(kept)
+        if isinstance(exc, Exception) and retries:
             raise _Fallback from exc
         raise
 
 
-def _give(state: _State, conn: Any) -> None:
+def _give(kept: _Kept, conn: Any) -> None:
     """Give a connection of the quick path back: to the first waiting call, if any."""
-    while state.quick_waiters:
-        waiter = state.quick_waiters.popleft()
+    while kept.waiters:
+        waiter = kept.waiters.popleft()
         if not waiter.done():
             waiter.set_result(conn)
             return
-    state.quick_idle.append(conn)
+    kept.idle.append(conn)
 
 
-def _pass_on(state: _State, conn: Any | None) -> None:
+def _pass_on(kept: _Kept, conn: Any | None) -> None:
     """What a cancelled waiter was given: a connection (given back), or the
     leave to open one (passed to the next waiter)."""
     if conn is not None:
-        _give(state, conn)
+        _give(kept, conn)
     else:
-        state.quick_open += 1
-        _let_go(state)
+        kept.open += 1
+        _let_go(kept)
 
 
-def _let_go(state: _State) -> None:
+def _let_go(kept: _Kept) -> None:
     """One connection of the quick path fewer: the first waiting call may open one."""
-    state.quick_open -= 1
-    while state.quick_waiters:
-        waiter = state.quick_waiters.popleft()
+    kept.open -= 1
+    while kept.waiters:
+        waiter = kept.waiters.popleft()
         if not waiter.done():
             waiter.set_result(None)
             return
 
 
-async def _close(state: _State, conn: Any) -> None:
+async def _close(kept: _Kept, conn: Any) -> None:
     """Close a connection of :func:`_quick` whose call failed or was
     cancelled, and keep it (it connects again at its next use); if the close
     itself is cancelled, the connection is let go instead (it may still have
@@ -1187,9 +1227,9 @@ async def _close(state: _State, conn: Any) -> None:
         await conn.disconnect(nowait=True)
     finally:
         if getattr(conn, "is_connected", True):
-            _let_go(state)
+            _let_go(kept)
         else:
-            _give(state, conn)
+            _give(kept, conn)
 
 
 async def _send_once(client: Client, step: Eval, shard: bool) -> Any:

@@ -668,16 +668,49 @@ class _State:
     client: Callable[[], Any] = lambda: None
     #: held by the call that probes the server (the first)
     probing: threading.Lock = field(default_factory=threading.Lock)
-    #: how many pool connections its scripts' quick path may keep (see :func:`_quick`)
-    quick: int = 0
-    #: the quick path's idle connections, and how many it keeps in all
-    quick_idle: list[Any] = field(default_factory=list)
-    quick_open: int = 0
-    #: guards quick_open; its waiters wait for an idle one (quick_waiting of them)
-    quick_cond: threading.Condition = field(default_factory=threading.Condition)
-    quick_waiting: int = 0
+    #: the connections its scripts' quick path keeps, those of the client's
+    #: pool (None: it takes none; see :func:`_quick`)
+    kept: _Kept | None = None
     #: whether its retry policy sends a command again after a connection error
     retries: bool = True
+
+
+@dataclass(eq=False)
+class _Kept:
+    """The connections the scripts' quick path keeps checked out of one pool
+    (see :func:`_quick`), shared by every client on the pool: a client made
+    per request on a shared pool and dropped leaves them to the next one
+    (kept by each client, they would be lost with it, slots of the pool
+    never given back)."""
+
+    generation: int
+    #: how many it may keep (see _clients.quick_connections)
+    most: int
+    #: the idle ones, and how many it keeps in all
+    idle: list[Any] = field(default_factory=list)
+    open: int = 0
+    #: guards ``open``; its waiters wait for an idle one (``waiting`` of them)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    waiting: int = 0
+
+
+#: The quick path's connections of each pool (made by the first client of a
+#: pool that may take it, gone with the pool).
+_kept: weakref.WeakKeyDictionary[Any, _Kept] = weakref.WeakKeyDictionary()
+
+
+def _kept_for(client: Client) -> _Kept | None:
+    """The quick path's connections of ``client``'s pool, or ``None`` when
+    the client may take none (see :func:`_clients.quick_connections`).
+    Called with ``_states_mutex`` held."""
+    most = _clients.quick_connections(client)
+    if not most:
+        return None
+    pool = client.connection_pool  # type: ignore[union-attr]
+    kept = _kept.get(pool)
+    if kept is None or kept.generation != _identity.generation():  # (a fork's pool starts afresh)
+        kept = _kept[pool] = _Kept(_identity.generation(), most)
+    return kept
 
 
 #: The state of each client, by its id(), dropped with the client (looked up on
@@ -714,7 +747,7 @@ def _state(client: Client) -> _State:
                     state = _State(
                         _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
                     )
-                    state.quick = _clients.quick_connections(client)
+                    state.kept = _kept_for(client)
                     state.retries = _clients.retries_allowed(client)
                 key = id(client)
                 state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
@@ -996,9 +1029,9 @@ def _send(client: Client, step: Eval) -> Any:
     growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
     if not _clients.is_cluster(type(client)):
         state = _state(client)
-        if state.quick and state.server is not None:
+        if state.kept is not None and state.server is not None:
             try:
-                return _quick(client, state, step)
+                return _quick(client, state.kept, state.retries, step)
             except _Fallback:
                 pass
         try:  # (what evalsha sends, without its wrappers)
@@ -1023,12 +1056,12 @@ class _Fallback(Exception):
     """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
-def _quick(client: Client, state: _State, step: Eval) -> Any:
+def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
     """``EVALSHA`` of ``step`` written and read on a connection of the quick
     path (see :func:`_clients.quick_connections`): checked out of the client's
-    pool the first time, then kept by the client's ``state``, idle between
-    calls. When all it may keep are busy, the call waits for one (so tenure's
-    calls never use more of the pool than that; the pool's checkout and the
+    pool the first time, then ``kept`` for the pool, idle between calls.
+    When all it may keep are busy, the call waits for one (so tenure's calls
+    never use more of the pool than that; the pool's checkout and the
     client's per-command wrappers cost more than the script itself).
 
     Raises:
@@ -1042,66 +1075,66 @@ def _quick(client: Client, state: _State, step: Eval) -> Any:
         ``KeyboardInterrupt`` and the like close the connection (a reply may
         still be due on it).
     """
-    conn = _take(client, state)
+    conn = _take(client, kept, retries)
     library = _library(type(client))
     try:
         conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = conn.read_response()
     except library.response_error as exc:  # a whole reply was read: the connection is sound
-        _give(state, conn)
+        _give(kept, conn)
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
     except Exception as exc:
         conn.disconnect()
-        _give(state, conn)
-        if state.retries:
+        _give(kept, conn)
+        if retries:
             raise _Fallback from exc
         raise
     except BaseException:
         conn.disconnect()
-        _give(state, conn)
+        _give(kept, conn)
         raise
-    _give(state, conn)
+    _give(kept, conn)
     return raw
 
 
-def _take(client: Client, state: _State) -> Any:
+def _take(client: Client, kept: _Kept, retries: bool) -> Any:
     """An idle connection of the quick path; a new one from the pool while
     fewer than it may keep are open; else the first one given back."""
     try:
-        return state.quick_idle.pop()
+        return kept.idle.pop()
     except IndexError:
         pass
-    with state.quick_cond:
+    with kept.cond:
         while True:
-            if state.quick_idle:
-                return state.quick_idle.pop()
-            if state.quick_open < state.quick:
-                state.quick_open += 1
+            if kept.idle:
+                return kept.idle.pop()
+            if kept.open < kept.most:
+                kept.open += 1
                 break
-            state.quick_waiting += 1
+            kept.waiting += 1
             try:
-                state.quick_cond.wait()
+                kept.cond.wait()
             finally:
-                state.quick_waiting -= 1
+                kept.waiting -= 1
     try:
         return _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
     except BaseException as exc:
-        with state.quick_cond:
-            state.quick_open -= 1
-            state.quick_cond.notify()
-        if isinstance(exc, Exception) and state.retries:
+        with kept.cond:
+            kept.open -= 1
+            kept.cond.notify()
+        if isinstance(exc, Exception) and retries:
             raise _Fallback from exc
         raise
 
 
-def _give(state: _State, conn: Any) -> None:
+def _give(kept: _Kept, conn: Any) -> None:
     """Give a connection of the quick path back (to a waiting call, if any)."""
-    state.quick_idle.append(conn)
-    if state.quick_waiting:
-        with state.quick_cond:
-            state.quick_cond.notify()
+    kept.idle.append(conn)
+    if kept.waiting:
+        with kept.cond:
+            kept.cond.notify()
 
 
 def _send_once(client: Client, step: Eval, shard: bool) -> Any:
