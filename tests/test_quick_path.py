@@ -366,9 +366,9 @@ def test_clients_made_per_request_on_a_shared_pool_share_its_kept_connections(
         del client, lease
         gc.collect()
     assert fences == sorted(set(fences))
-    held = [pool.get_connection() for _ in range(30)]  # type: ignore[no-untyped-call]
+    held = [pool.get_connection() for _ in range(30)]
     for conn in held:
-        pool.release(conn)  # type: ignore[no-untyped-call]
+        pool.release(conn)
 
 
 def test_asyncio_clients_made_per_request_share_the_pools_kept_connections(url: str) -> None:
@@ -385,7 +385,7 @@ def test_asyncio_clients_made_per_request_share_the_pools_kept_connections(url: 
             await lease.release()
             del client, lease
             gc.collect()
-        held = [await pool.get_connection() for _ in range(30)]
+        held = [await pool.get_connection() for _ in range(30)]  # type: ignore[no-untyped-call]
         for conn in held:
             await pool.release(conn)
         await pool.disconnect()
