@@ -944,12 +944,12 @@ def test_a_cancelled_async_acquire_does_not_wait_for_a_paused_master(
 SMALL_POOL = 6
 
 
-def _free_slots(pool: Any, library: str) -> int:
-    """How many connections ``pool`` hands out at once now (each checked out,
-    counted, then all given back)."""
+def _free_slots(pool: Any, library: str, most: int = SMALL_POOL + 1) -> int:
+    """How many connections ``pool`` hands out at once now, up to ``most``
+    (each checked out, counted, then all given back)."""
     held: list[Any] = []
     try:
-        while len(held) < SMALL_POOL + 1:
+        while len(held) < most:
             held.append(
                 pool.get_connection("PING") if library == "valkey" else pool.get_connection()
             )
@@ -1102,3 +1102,116 @@ def test_a_redlock_over_blocking_pools_keeps_none_of_their_connections(
     finally:
         for c in mine:
             c.close()
+
+
+#: The pool size of the per-request tests: tenure keeps at most a quarter of
+#: it for Redlock's calls (3) and a quarter for its scripts' quick path (3).
+SHARED_POOL = 12
+
+
+@pytest.mark.parametrize("library", ["redis", "valkey"])
+def test_a_redlock_of_clients_made_per_request_keeps_none_of_their_pools(
+    clients: list[redis.Redis], masters: list[ServerProcess], library: str
+) -> None:
+    """A Redlock whose masters' clients are made per request on shared pools,
+    then dropped (a common web pattern): the connections its calls keep are
+    each pool's, shared by every client of the pool, so dropping clients
+    loses none of the pools' slots. (Kept per client, each dropped client
+    took up to 3 of each pool of 12 for good: the pools ran out after a few
+    requests.)"""
+    import concurrent.futures
+
+    cls: Any = valkey.Valkey if library == "valkey" else redis.Redis
+    pool_cls: Any = valkey.ConnectionPool if library == "valkey" else redis.ConnectionPool
+    pools = [pool_cls.from_url(s.url, max_connections=SHARED_POOL) for s in masters[:3]]
+    other = concurrent.futures.ThreadPoolExecutor(1)
+
+    def rival_check(rival: Redlock) -> None:  # (another thread: another owner)
+        assert other.submit(rival.acquire, blocking=False).result(10) is None
+
+    holds: list[tuple[float, float, int]] = []
+    try:
+        for r in range(36):
+            mine = [cls(connection_pool=p) for p in pools]
+            lock = Redlock(mine, "per-request", ttl=5, master_timeout=0.5)
+            rival = Redlock(mine, "per-request", ttl=5, master_timeout=0.5)
+            for _ in range(3):
+                lease = lock.acquire(blocking=False)
+                assert lease, f"round {r}: every master answers"
+                acquired = time.monotonic()
+                rival_check(rival)
+                fence = lease.fence
+                lease.release()
+                holds.append((acquired, time.monotonic(), fence))
+            del mine, lock, rival, lease
+            gc.collect()
+        check_history(holds)
+        assert len(holds) == 108
+        time.sleep(0.2)  # (a worker thread may still be checking one out)
+        free = [_free_slots(p, library, SHARED_POOL) for p in pools]
+        # tenure keeps at most a quarter of each pool for Redlock's calls and
+        # a quarter for its scripts: the user gets the rest
+        assert min(free) >= SHARED_POOL - 2 * (SHARED_POOL // 4), free
+    finally:
+        other.shutdown()
+        for p in pools:
+            p.disconnect()
+
+
+@pytest.mark.parametrize("library", ["redis", "valkey"])
+def test_an_async_redlock_of_clients_made_per_request_keeps_none_of_their_pools(
+    clients: list[redis.Redis], masters: list[ServerProcess], library: str
+) -> None:
+    """The asyncio twin of
+    :func:`test_a_redlock_of_clients_made_per_request_keeps_none_of_their_pools`."""
+
+    async def main() -> list[int]:
+        cls: Any = valkey.asyncio.Valkey if library == "valkey" else redis.asyncio.Redis
+        pool_cls: Any = (
+            valkey.asyncio.ConnectionPool if library == "valkey" else redis.asyncio.ConnectionPool
+        )
+        pools = [pool_cls.from_url(s.url, max_connections=SHARED_POOL) for s in masters[:3]]
+        holds: list[tuple[float, float, int]] = []
+        try:
+            for r in range(36):
+                mine = [cls(connection_pool=p) for p in pools]
+                lock = AsyncRedlock(mine, "per-request-async", ttl=5, master_timeout=0.5)
+                rival = AsyncRedlock(mine, "per-request-async", ttl=5, master_timeout=0.5)
+                for _ in range(3):
+                    lease = await lock.acquire(blocking=False)
+                    assert lease, f"round {r}: every master answers"
+                    acquired = time.monotonic()
+                    # (another task: another owner)
+                    assert await asyncio.ensure_future(rival.acquire(blocking=False)) is None
+                    fence = lease.fence
+                    await lease.release()
+                    holds.append((acquired, time.monotonic(), fence))
+                del mine, lock, rival, lease
+                gc.collect()
+            check_history(holds)
+            assert len(holds) == 108
+            await asyncio.sleep(0.2)  # (a task may still be checking one out)
+            free: list[int] = []
+            for p in pools:
+                held: list[Any] = []
+                try:
+                    while len(held) < SHARED_POOL:
+                        held.append(
+                            await (
+                                p.get_connection("PING")
+                                if library == "valkey"
+                                else p.get_connection()
+                            )
+                        )
+                except (redis.exceptions.ConnectionError, valkey.exceptions.ConnectionError):
+                    pass
+                for conn in held:
+                    await p.release(conn)
+                free.append(len(held))
+            return free
+        finally:
+            for p in pools:
+                await p.disconnect()
+
+    free = asyncio.run(main())
+    assert min(free) >= SHARED_POOL - 2 * (SHARED_POOL // 4), free

@@ -35,11 +35,11 @@ from ._async import (
     SPARE_CONNECTIONS,
     Client,
     T,
+    _Fan,
     _Library,
     _library,
     _perform,
     _SendRenewals,
-    _State,
     _state,
     _Watchdog,
     run,
@@ -123,8 +123,9 @@ async def run_each(
     up behind a paused server).
 
     The connections of the rounds in this task are checked out of each client's
-    own pool and kept between calls by tenure: at most
-    :data:`SPARE_CONNECTIONS` per client, and at most a quarter of the pool's
+    pool and kept between calls by tenure for the pool (in this event loop),
+    shared by every client of the pool (one dropped loses none of them): at
+    most :data:`SPARE_CONNECTIONS` per pool, and at most a quarter of its
     ``max_connections`` (none for a ``BlockingConnectionPool`` or a
     single-connection client: their plans all run the ordinary way); each one
     dropped (the server closed it, did not answer in time, or owes too many
@@ -140,16 +141,17 @@ async def run_each(
     alone: dict[int, asyncio.Task[Any]] = {}
     conns: dict[int, Any] = {}
     due: dict[int, int] = {}  # replies due on conns[i] before its own
-    states: dict[int, _State] = {}
+    fans: dict[int, _Fan] = {}  # the pool's connections conns[i] belongs to
     suspects: set[int] = set()  # the jobs in ``alone`` whose server is under suspicion
     for i, (client, plan) in enumerate(todo):
         if client not in _suspects:
             state = _state(client)
-            if state.server is not None:
-                taken = _take_connection(client, state)
+            fan = state.fan
+            if state.server is not None and fan is not None:
+                taken = _take_connection(client, fan)
                 if taken is not None:
                     conns[i], due[i] = taken
-                    states[i] = state
+                    fans[i] = fan
                     continue
         else:
             earlier = _probing.get(client)
@@ -164,7 +166,7 @@ async def run_each(
         )
     unwaited: set[int] = set()
     try:
-        await _scatter(todo, deadline, results, conns, states, due, enough)
+        await _scatter(todo, deadline, results, conns, fans, due, enough)
         if enough is not None and enough(results):
             # enough answered: a server under suspicion (paused?) is not waited
             # for; its call ends by its own timeout, as it would have here
@@ -318,13 +320,13 @@ async def _scatter(
     deadline: float,
     results: list[Any],
     conns: dict[int, Any],
-    states: dict[int, _State],
+    fans: dict[int, _Fan],
     due: dict[int, int],
     enough: Callable[[list[Any]], bool] | None,
 ) -> None:
     """:func:`run_each`'s quick path for the jobs in ``conns`` (on the connection
-    given there, ``due[i]`` replies to read on it first; ``states``: their
-    clients'): each round's steps written to every server, then the replies
+    given there, ``due[i]`` replies to read on it first; ``fans``: the kept
+    connections of their pools): each round's steps written to every server, then the replies
     read, until every plan is done, ``enough`` says so, or ``deadline``;
     results into ``results``."""
     steps: dict[int, Any] = {}
@@ -374,7 +376,7 @@ async def _scatter(
                 except Exception as exc:
                     del conns[i]
                     due.pop(i, None)
-                    await _drop(client, states[i], conn)
+                    await _drop(client, fans[i], conn)
                     _suspects[client] = None
                     advance(i, None, exc)
                     continue
@@ -392,7 +394,7 @@ async def _scatter(
                 if isinstance(raws, BaseException):
                     del conns[i]
                     due.pop(i, None)
-                    await _drop(client, states[i], conn)
+                    await _drop(client, fans[i], conn)
                     _suspects[client] = None
                     advance(i, None, raws)
                     continue
@@ -423,19 +425,19 @@ async def _scatter(
             for i, conn, _ in sent:  # cut off: their replies would be read by the next user
                 if conns.pop(i, None) is not None:
                     with contextlib.suppress(Exception):
-                        await _drop(jobs[i][0], states[i], conn)
+                        await _drop(jobs[i][0], fans[i], conn)
             raise
     for i, conn in conns.items():
-        state = states[i]
-        if due.get(i):
-            if len(state.owed) < SPARE_CONNECTIONS and due[i] <= MAX_DUE:
-                state.owed.append((conn, due[i]))
+        fan = fans[i]
+        if due.get(i):  # read by the next call on its server, whichever client of the pool
+            if len(fan.owed) < SPARE_CONNECTIONS and due[i] <= MAX_DUE:
+                fan.owed.append((conn, due[i]))
             else:  # a server that stopped answering: what was written still runs
-                await _drop(jobs[i][0], state, conn)
-        elif len(state.spare) < SPARE_CONNECTIONS:
-            state.spare.append(conn)
+                await _drop(jobs[i][0], fan, conn)
+        elif len(fan.spare) < SPARE_CONNECTIONS:
+            fan.spare.append(conn)
         else:
-            await _drop(jobs[i][0], state, conn)
+            await _drop(jobs[i][0], fan, conn)
 
 
 #: The most replies left unread on one connection of :func:`_scatter`.
@@ -461,51 +463,40 @@ def _write_now(conn: Any, data: list[bytes]) -> bool:
     return True
 
 
-def _take_connection(client: Client, state: _State) -> tuple[Any, int] | None:
+def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
-    (checked out of the client's pool once, then kept by its ``state``: no
-    checkout per call), with the number of replies still due on it (read before
-    the next call's own; a connection that owes some is taken first, so that
-    the server runs the next call after them); or ``None`` when there is none:
-    then, unless the quick path keeps all it may (:func:`_fan_most`), one is
-    checked out in a task of its own for the next calls (the pool may connect
-    it, which can block on a paused server), one at a time. A kept connection
-    the server closed (idle timeout, ``CLIENT KILL``, restart) is given back to
-    the pool, not used."""
+    (checked out of the client's pool once, then kept for the pool in ``fan``,
+    shared by every client of the pool: no checkout per call), with the number
+    of replies still due on it (read before the next call's own; a connection
+    that owes some is taken first, so that the server runs the next call after
+    them); or ``None`` when there is none: then, unless ``fan`` keeps all it
+    may, one is checked out in a task of its own for the next calls (the pool
+    may connect it, which can block on a paused server), one at a time. A
+    kept connection the server closed (idle timeout, ``CLIENT KILL``,
+    restart) is given back to the pool, not used."""
     stale: list[Any] = []
     taken: tuple[Any, int] | None = None
-    while state.owed and taken is None:
-        conn, count = state.owed.pop()
+    while fan.owed and taken is None:
+        conn, count = fan.owed.pop()
         if getattr(conn, "is_connected", False):
             taken = conn, count
         else:
             stale.append(conn)
-    while state.spare and taken is None:
-        conn = state.spare.pop()
+    while fan.spare and taken is None:
+        conn = fan.spare.pop()
         if _sound(conn):
             taken = conn, 0
         else:
             stale.append(conn)
     for conn in stale:
-        _background(_drop(client, state, conn))
+        _background(_drop(client, fan, conn))
     if taken is not None:
         return taken
-    if not state.connecting and state.fan_open < _fan_most(client, state):
-        state.connecting = True
-        state.fan_open += 1
-        _background(_check_out(client, state))
+    if not fan.connecting and fan.open < fan.most:
+        fan.connecting = True
+        fan.open += 1
+        _background(_check_out(client, fan))
     return None
-
-
-def _fan_most(client: Client, state: _State) -> int:
-    """How many connections :func:`_scatter` may keep checked out of
-    ``client``'s pool (idle, owing replies or in use): :data:`SPARE_CONNECTIONS`,
-    at most a quarter of the pool (see :func:`_clients.pool_share`); none for a
-    ``BlockingConnectionPool`` or a single-connection client (their calls all
-    take the ordinary path, in tasks of their own)."""
-    if state.fan_most < 0:
-        state.fan_most = _clients.pool_share(client, SPARE_CONNECTIONS)
-    return state.fan_most
 
 
 def _sound(conn: Any) -> bool:
@@ -539,9 +530,9 @@ def _background(work: Coroutine[Any, Any, None]) -> None:
     task.add_done_callback(_connecting.discard)
 
 
-async def _check_out(client: Client, state: _State) -> None:
+async def _check_out(client: Client, fan: _Fan) -> None:
     """A connection of ``client``'s pool for :func:`_scatter`'s next calls
-    (counted in ``state.fan_open`` by the caller), within
+    (counted in ``fan.open`` by the caller), within
     :data:`SPARE_CONNECT_TIMEOUT`."""
     conn = None
     try:
@@ -551,22 +542,22 @@ async def _check_out(client: Client, state: _State) -> None:
     except Exception:
         pass  # (too many connections, the server down: the ordinary path says so)
     finally:
-        state.connecting = False
+        fan.connecting = False
         if conn is None:
-            state.fan_open -= 1
+            fan.open -= 1
     if conn is None:
         return
-    if len(state.spare) < SPARE_CONNECTIONS:
-        state.spare.append(conn)
+    if len(fan.spare) < SPARE_CONNECTIONS:
+        fan.spare.append(conn)
     else:
-        await _drop(client, state, conn)
+        await _drop(client, fan, conn)
 
 
 #: The longest wait (seconds) for a spare connection to be checked out.
 SPARE_CONNECT_TIMEOUT = 30.0
 
 
-async def _drop(client: Client, state: _State, conn: Any) -> None:
+async def _drop(client: Client, fan: _Fan, conn: Any) -> None:
     """Close ``conn`` (a reply may still be due on it) and give it back to
     ``client``'s pool, which connects it again for its next user: the pool
     counts the connections it handed out, and a connection never given back
@@ -574,7 +565,7 @@ async def _drop(client: Client, state: _State, conn: Any) -> None:
     try:
         await conn.disconnect()
     finally:
-        state.fan_open -= 1
+        fan.open -= 1
         with contextlib.suppress(KeyError):  # (a pool that forgot it: reset)
             await client.connection_pool.release(conn)  # type: ignore[union-attr]
 

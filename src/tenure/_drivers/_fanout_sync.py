@@ -34,15 +34,16 @@ from .._protocol import (
 from . import _clients, _identity
 from ._sync import (
     _REDIS,
+    SPARE_CONNECTIONS,
     Client,
     T,
     _exiting,
+    _Fan,
     _Library,
     _library,
     _perform,
     _SendRenewals,
     _start,
-    _State,
     _state,
     _states_mutex,
     _Watchdog,
@@ -198,8 +199,9 @@ def run_each(
     ``TimeoutError``, so that no thread piles up behind a paused server).
 
     The connections of the one-thread rounds are checked out of each client's
-    own pool and kept between calls by tenure: at most
-    :data:`SPARE_CONNECTIONS` per client, and at most a quarter of the pool's
+    pool and kept between calls by tenure for the pool, shared by every
+    client of the pool (one dropped loses none of them): at most
+    :data:`SPARE_CONNECTIONS` per pool, and at most a quarter of its
     ``max_connections`` (none for a ``BlockingConnectionPool`` or a
     single-connection client: their plans all run the ordinary way); each one
     dropped (the server closed it, did not answer in time, or owes too many
@@ -295,17 +297,18 @@ def _scatter(
     threaded: dict[int, concurrent.futures.Future[Any]] = {}
     conns: dict[int, Any] = {}
     due: dict[int, int] = {}  # replies due on conns[i] before its own
-    states: dict[int, _State] = {}
+    fans: dict[int, _Fan] = {}  # the pool's connections conns[i] belongs to
     suspects: set[int] = set()  # the jobs in ``threaded`` whose server is under suspicion
     for i, (client, plan) in enumerate(jobs):
         suspect = client in _suspects
         if not suspect:
             state = _state(client)
-            if state.server is not None:
-                taken = _take_connection(client, state)
+            fan = state.fan
+            if state.server is not None and fan is not None:
+                taken = _take_connection(client, fan)
                 if taken is not None:
                     conns[i], due[i] = taken
-                    states[i] = state
+                    fans[i] = fan
                     continue
         earlier = _on_thread.get(client) if suspect else None
         if earlier is not None and not earlier.done():
@@ -353,7 +356,7 @@ def _scatter(
                     conn.send_packed_command(data)
                 except Exception as exc:
                     del conns[i]
-                    _drop(client, states[i], conn)
+                    _drop(client, fans[i], conn)
                     _suspects[client] = None
                     advance(i, None, exc)
                     continue
@@ -368,7 +371,7 @@ def _scatter(
                 skip = due.pop(i, 0)
                 if isinstance(got, BaseException):
                     del conns[i]
-                    _drop(client, states[i], conn)
+                    _drop(client, fans[i], conn)
                     _suspects[client] = None
                     advance(i, None, got)
                     continue
@@ -393,7 +396,7 @@ def _scatter(
                     if i in unread:  # less the replies already read (an earlier call's)
                         due.pop(i, None)
                         del conns[i]
-                        _owe(jobs[i][0], states[i], conn, need[i] - read.get(i, 0))
+                        _owe(jobs[i][0], fans[i], conn, need[i] - read.get(i, 0))
                 for i in list(steps):
                     jobs[i][1].close()
                     results[i] = NotYet("no reply waited for: enough others answered")
@@ -401,10 +404,10 @@ def _scatter(
     except BaseException:
         for i, conn in conns.items():  # cut off: a reply may still be due on each
             with contextlib.suppress(Exception):
-                _drop(jobs[i][0], states[i], conn)
+                _drop(jobs[i][0], fans[i], conn)
         raise
     for i, conn in conns.items():
-        _give_back(jobs[i][0], states[i], conn, due.get(i, 0))
+        _give_back(jobs[i][0], fans[i], conn, due.get(i, 0))
     unwaited: set[int] = set()
     if enough is not None and enough(results):
         # enough answered: a server under suspicion (paused?) is not waited
@@ -429,50 +432,39 @@ def _scatter(
     return results
 
 
-def _take_connection(client: Client, state: _State) -> tuple[Any, int] | None:
+def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
-    (checked out of the client's pool once, then kept by its ``state``: no
-    checkout per call), with the number of replies still due on it (read before
-    the next call's own; a connection that owes some is taken first, so that
-    the server runs the next call after them); or ``None`` when there is none:
-    then, unless the quick path keeps all it may (:func:`_fan_most`), one is
-    checked out on a worker thread for the next calls (the pool may connect it,
-    which can block on a paused server), one at a time. A kept connection the
-    server closed (idle timeout, ``CLIENT KILL``, restart) is given back to the
-    pool, not used."""
+    (checked out of the client's pool once, then kept for the pool in ``fan``,
+    shared by every client of the pool: no checkout per call), with the number
+    of replies still due on it (read before the next call's own; a connection
+    that owes some is taken first, so that the server runs the next call after
+    them); or ``None`` when there is none: then, unless ``fan`` keeps all it
+    may, one is checked out on a worker thread for the next calls (the pool
+    may connect it, which can block on a paused server), one at a time. A
+    kept connection the server closed (idle timeout, ``CLIENT KILL``,
+    restart) is given back to the pool, not used."""
     stale: list[Any] = []
     try:
         with _spare_mutex:
-            while state.owed:
-                conn, count = state.owed.pop()
+            while fan.owed:
+                conn, count = fan.owed.pop()
                 if getattr(conn, "_sock", None) is not None:
                     return conn, count
                 stale.append(conn)
-            while state.spare:
-                conn = state.spare.pop()
+            while fan.spare:
+                conn = fan.spare.pop()
                 if _sound(conn):
                     return conn, 0
                 stale.append(conn)
-            if state.connecting or state.fan_open - len(stale) >= _fan_most(client, state):
+            if fan.connecting or fan.open - len(stale) >= fan.most:
                 return None
-            state.connecting = True
-            state.fan_open += 1
+            fan.connecting = True
+            fan.open += 1
     finally:
         for conn in stale:
-            _drop(client, state, conn)
-    _workers.submit(functools.partial(_check_out, client, state))
+            _drop(client, fan, conn)
+    _workers.submit(functools.partial(_check_out, client, fan))
     return None
-
-
-def _fan_most(client: Client, state: _State) -> int:
-    """How many connections :func:`_scatter` may keep checked out of
-    ``client``'s pool (idle, owing replies or in use): :data:`SPARE_CONNECTIONS`,
-    at most a quarter of the pool (see :func:`_clients.pool_share`); none for a
-    ``BlockingConnectionPool`` or a single-connection client (their calls all
-    take the ordinary path, on worker threads)."""
-    if state.fan_most < 0:
-        state.fan_most = _clients.pool_share(client, SPARE_CONNECTIONS)
-    return state.fan_most
 
 
 def _sound(conn: Any) -> bool:
@@ -486,9 +478,9 @@ def _sound(conn: Any) -> bool:
         return False
 
 
-def _check_out(client: Client, state: _State) -> None:
+def _check_out(client: Client, fan: _Fan) -> None:
     """On a worker thread: a connection of ``client``'s pool for
-    :func:`_scatter`'s next calls (counted in ``state.fan_open`` by the caller)."""
+    :func:`_scatter`'s next calls (counted in ``fan.open`` by the caller)."""
     conn = None
     try:
         conn = _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
@@ -496,40 +488,41 @@ def _check_out(client: Client, state: _State) -> None:
         pass  # (too many connections, the server down: the ordinary path says so)
     finally:
         with _spare_mutex:
-            state.connecting = False
+            fan.connecting = False
             if conn is None:
-                state.fan_open -= 1
+                fan.open -= 1
     if conn is not None:
-        _give_back(client, state, conn)
+        _give_back(client, fan, conn)
 
 
-def _give_back(client: Client, state: _State, conn: Any, due: int = 0) -> None:
-    """Keep ``conn`` for the next calls (in its client's ``state``), unless
-    enough are kept (then it goes back to the pool); ``due``: replies still due
-    on it (see :func:`_owe`)."""
+def _give_back(client: Client, fan: _Fan, conn: Any, due: int = 0) -> None:
+    """Keep ``conn`` for the next calls on its pool (in ``fan``), unless enough
+    are kept (then it goes back to the pool); ``due``: replies still due on
+    it (see :func:`_owe`)."""
     if due:
-        _owe(client, state, conn, due)
+        _owe(client, fan, conn, due)
         return
     with _spare_mutex:
-        if len(state.spare) < SPARE_CONNECTIONS:
-            state.spare.append(conn)
+        if len(fan.spare) < SPARE_CONNECTIONS:
+            fan.spare.append(conn)
             return
-    _drop(client, state, conn)
+    _drop(client, fan, conn)
 
 
-def _owe(client: Client, state: _State, conn: Any, due: int) -> None:
+def _owe(client: Client, fan: _Fan, conn: Any, due: int) -> None:
     """Keep ``conn``, on which ``due`` replies are still to be read, for the
-    next call on its server (which reads them first), unless enough are kept
-    or too many replies are due on it (a server that stopped answering: it is
-    dropped; the commands already written still run, in order, if it resumes)."""
+    next call on its server (which reads them first, whichever client of the
+    pool makes it), unless enough are kept or too many replies are due on it
+    (a server that stopped answering: it is dropped; the commands already
+    written still run, in order, if it resumes)."""
     with _spare_mutex:
-        if len(state.owed) < SPARE_CONNECTIONS and due <= MAX_DUE:
-            state.owed.append((conn, due))
+        if len(fan.owed) < SPARE_CONNECTIONS and due <= MAX_DUE:
+            fan.owed.append((conn, due))
             return
-    _drop(client, state, conn)
+    _drop(client, fan, conn)
 
 
-def _drop(client: Client, state: _State, conn: Any) -> None:
+def _drop(client: Client, fan: _Fan, conn: Any) -> None:
     """Close ``conn`` (a reply may still be due on it) and give it back to
     ``client``'s pool, which connects it again for its next user: the pool
     counts the connections it handed out, and a connection never given back
@@ -539,18 +532,14 @@ def _drop(client: Client, state: _State, conn: Any) -> None:
         client.connection_pool.release(conn)  # type: ignore[union-attr]
     finally:
         with _spare_mutex:
-            state.fan_open -= 1
+            fan.open -= 1
 
 
 #: The most replies left unread on one connection of :func:`_scatter`.
 MAX_DUE = 16
 
 
-#: The most connections :func:`_scatter` keeps checked out of a client's pool
-#: (idle, owing replies or in use; at most a quarter of the pool: see
-#: :func:`_fan_most`).
-SPARE_CONNECTIONS = 8
-
+#: Guards every pool's :class:`_Fan` (see :func:`._sync._fan_for`).
 _spare_mutex = threading.Lock()
 
 

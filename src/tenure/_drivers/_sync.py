@@ -645,20 +645,6 @@ class _State:
     hub: _Hub
     watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
-    #: idle connected connections of run_each's quick path (checked out of
-    #: the client's pool, kept until dropped: then given back to it)
-    spare: list[Any] = field(default_factory=list)
-    #: whether one is being checked out in the background for it
-    connecting: bool = False
-    #: connections of run_each's quick path left with replies still due (a
-    #: round that stopped once it had enough): ``(connection, replies due)``,
-    #: taken first, the next call's commands written after the due ones
-    owed: list[tuple[Any, int]] = field(default_factory=list)
-    #: how many connections run_each's quick path has checked out of the
-    #: client's pool (idle, owing replies, in use or being checked out), and
-    #: how many it may (-1: not asked yet; see _clients.pool_share)
-    fan_open: int = 0
-    fan_most: int = -1
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
     #: whether a Redis Cluster client's servers have sharded pub/sub (set by
@@ -671,6 +657,9 @@ class _State:
     #: the connections its scripts' quick path keeps, those of the client's
     #: pool (None: it takes none; see :func:`_quick`)
     kept: _Kept | None = None
+    #: the connections run_each's quick path keeps, those of the client's
+    #: pool (None: it takes none; see :class:`_Fan`)
+    fan: _Fan | None = None
     #: whether its retry policy sends a command again after a connection error
     retries: bool = True
 
@@ -713,6 +702,58 @@ def _kept_for(client: Client) -> _Kept | None:
     return kept
 
 
+@dataclass(eq=False)
+class _Fan:
+    """The connections that run_each's quick path (Redlock's calls on one
+    thread, see :mod:`._fanout_sync`) keeps checked out of one pool, shared
+    by every client on the pool: a client made per request on a shared pool
+    and dropped leaves them to the next one (kept by each client, they would
+    be lost with it, slots of the pool never given back). Guarded by
+    ``_fanout_sync._spare_mutex``."""
+
+    generation: int
+    #: how many it may keep checked out (see _clients.pool_share)
+    most: int
+    #: idle connected ones (kept until dropped: then given back to the pool)
+    spare: list[Any] = field(default_factory=list)
+    #: those left with replies still due (a round that stopped once it had
+    #: enough): ``(connection, replies due)``, taken first, the next call's
+    #: commands written after the due ones
+    owed: list[tuple[Any, int]] = field(default_factory=list)
+    #: whether one is being checked out in the background
+    connecting: bool = False
+    #: how many it has checked out of the pool (idle, owing replies, in use
+    #: or being checked out)
+    open: int = 0
+
+
+#: The most connections run_each's quick path keeps checked out of a pool
+#: (idle, owing replies or in use; at most a quarter of the pool: see
+#: :func:`_fan_for`).
+SPARE_CONNECTIONS = 8
+
+#: run_each's quick-path connections of each pool (made by the first client
+#: of a pool that may take them, gone with the pool).
+_fans: weakref.WeakKeyDictionary[Any, _Fan] = weakref.WeakKeyDictionary()
+
+
+def _fan_for(client: Client) -> _Fan | None:
+    """run_each's quick-path connections of ``client``'s pool, or ``None``
+    when the client may keep none: :data:`SPARE_CONNECTIONS`, at most a
+    quarter of the pool (see :func:`_clients.pool_share`); none for a
+    ``BlockingConnectionPool`` or a single-connection client (their calls all
+    take the ordinary path, on worker threads). Called with ``_states_mutex``
+    held."""
+    most = _clients.pool_share(client, SPARE_CONNECTIONS)
+    if not most:
+        return None
+    pool = client.connection_pool  # type: ignore[union-attr]
+    fan = _fans.get(pool)
+    if fan is None or fan.generation != _identity.generation():  # (a fork's pool starts afresh)
+        fan = _fans[pool] = _Fan(_identity.generation(), most)
+    return fan
+
+
 #: The state of each client, by its id(), dropped with the client (looked up on
 #: every call: an id and a weak reference are cheaper than a WeakKeyDictionary).
 _states: dict[int, _State] = {}
@@ -748,6 +789,7 @@ def _state(client: Client) -> _State:
                         _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
                     )
                     state.kept = _kept_for(client)
+                    state.fan = _fan_for(client)
                     state.retries = _clients.retries_allowed(client)
                 key = id(client)
                 state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
