@@ -1215,3 +1215,83 @@ def test_an_async_redlock_of_clients_made_per_request_keeps_none_of_their_pools(
 
     free = asyncio.run(main())
     assert min(free) >= SHARED_POOL - 2 * (SHARED_POOL // 4), free
+
+
+def _unused_port() -> int:
+    """A local TCP port nothing listens on (a master that is down)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("library", ["redis", "valkey"])
+def test_dropped_clients_of_a_redlock_are_not_kept_alive(
+    clients: list[redis.Redis], masters: list[ServerProcess], library: str
+) -> None:
+    """Clients made per request with their own pool (``from_url``) and
+    dropped after a Redlock used them go with their pools and connections,
+    also one whose master is down (its calls fail on worker threads):
+    nothing of tenure's keeps them (before, a finished worker call's callback
+    kept its client for good, and the connections kept per pool kept a
+    redis-py pool, through its maintenance-notification handler, alive as the
+    key of their weak entry)."""
+    cls: Any = valkey.Valkey if library == "valkey" else redis.Redis
+    refs: list[weakref.ref[Any]] = []
+    fences: list[int] = []
+    down = f"redis://127.0.0.1:{_unused_port()}"
+    for _ in range(4):
+        mine = [cls.from_url(url) for url in [masters[0].url, masters[1].url, down]]
+        lock = Redlock(mine, "dropped-clients", ttl=5, master_timeout=0.5)
+        for _ in range(3):
+            lease = lock.acquire(blocking=False)
+            assert lease
+            fences.append(lease.fence)
+            lease.release()
+        refs += [weakref.ref(c) for c in mine] + [weakref.ref(c.connection_pool) for c in mine]
+        del mine, lock, lease
+        gc.collect()
+    assert fences == sorted(set(fences))
+    deadline = time.monotonic() + 2  # (a worker thread lets go of its call once it is done)
+    while any(r() is not None for r in refs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        gc.collect()
+    assert [r() for r in refs if r() is not None] == []
+
+
+@pytest.mark.parametrize("library", ["redis", "valkey"])
+def test_dropped_clients_of_an_async_redlock_are_not_kept_alive(
+    clients: list[redis.Redis], masters: list[ServerProcess], library: str
+) -> None:
+    """The asyncio twin of :func:`test_dropped_clients_of_a_redlock_are_not_kept_alive`
+    (each client closed before it is dropped, as asyncio clients must be;
+    one master down)."""
+
+    async def main() -> list[weakref.ref[Any]]:
+        cls: Any = valkey.asyncio.Valkey if library == "valkey" else redis.asyncio.Redis
+        refs: list[weakref.ref[Any]] = []
+        fences: list[int] = []
+        down = f"redis://127.0.0.1:{_unused_port()}"
+        for _ in range(4):
+            mine = [cls.from_url(url) for url in [masters[0].url, masters[1].url, down]]
+            lock = AsyncRedlock(mine, "dropped-aclients", ttl=5, master_timeout=0.5)
+            for _ in range(3):
+                lease = await lock.acquire(blocking=False)
+                assert lease
+                fences.append(lease.fence)
+                await lease.release()
+            refs += [weakref.ref(c) for c in mine]
+            refs += [weakref.ref(c.connection_pool) for c in mine]
+            for c in mine:
+                await c.aclose()
+            del mine, lock, lease
+            gc.collect()
+        assert fences == sorted(set(fences))
+        await asyncio.sleep(0.1)  # (a background task may still give a connection back)
+        gc.collect()
+        return refs
+
+    refs = asyncio.run(main())
+    gc.collect()
+    assert [r() for r in refs if r() is not None] == []

@@ -666,7 +666,8 @@ class _Kept:
     (see :func:`_quick`) in one event loop, shared by every client on the
     pool: a client made per request on a shared pool and dropped leaves them
     to the next one (kept by each client, they would be lost with it, slots
-    of the pool never given back)."""
+    of the pool never given back).
+    Kept on the pool itself (see :func:`_clients.keep_on`)."""
 
     generation: int
     loop: asyncio.AbstractEventLoop
@@ -679,11 +680,6 @@ class _Kept:
     waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque)
 
 
-#: The quick path's connections of each pool (made by the first client of a
-#: pool that may take it, in its loop; gone with the pool).
-_kept: weakref.WeakKeyDictionary[Any, _Kept] = weakref.WeakKeyDictionary()
-
-
 def _kept_for(client: Client, loop: asyncio.AbstractEventLoop) -> _Kept | None:
     """The quick path's connections of ``client``'s pool in ``loop``, or
     ``None`` when the client may take none (see
@@ -693,12 +689,14 @@ def _kept_for(client: Client, loop: asyncio.AbstractEventLoop) -> _Kept | None:
     if not most:
         return None
     pool = client.connection_pool  # type: ignore[union-attr]
-    kept = _kept.get(pool)
+    kept: _Kept | None = _clients.kept_on(pool, "kept")
     if kept is None or kept.generation != _identity.generation() or kept.loop is not loop:
         if kept is not None and kept.generation == _identity.generation():
             _forsake(kept.idle, pool)
             kept.idle = []
-        kept = _kept[pool] = _Kept(_identity.generation(), loop, most)
+        kept = _Kept(_identity.generation(), loop, most)
+        if not _clients.keep_on(pool, "kept", kept):  # (made by the first client, in its loop)
+            return None
     return kept
 
 
@@ -715,7 +713,8 @@ class _Fan:
     event loop, shared by every client on the pool: a client made per
     request on a shared pool and dropped leaves them to the next one (kept
     by each client, they would be lost with it, slots of the pool never
-    given back)."""
+    given back).
+    Kept on the pool itself (see :func:`_clients.keep_on`)."""
 
     generation: int
     loop: asyncio.AbstractEventLoop
@@ -734,11 +733,6 @@ class _Fan:
     open: int = 0
 
 
-#: run_each's quick-path connections of each pool (made by the first client
-#: of a pool that may take them, in its loop; gone with the pool).
-_fans: weakref.WeakKeyDictionary[Any, _Fan] = weakref.WeakKeyDictionary()
-
-
 def _fan_for(client: Client, loop: asyncio.AbstractEventLoop) -> _Fan | None:
     """run_each's quick-path connections of ``client``'s pool in ``loop``, or
     ``None`` when the client may keep none: :data:`SPARE_CONNECTIONS`, at
@@ -750,13 +744,15 @@ def _fan_for(client: Client, loop: asyncio.AbstractEventLoop) -> _Fan | None:
     if not most:
         return None
     pool = client.connection_pool  # type: ignore[union-attr]
-    fan = _fans.get(pool)
+    fan: _Fan | None = _clients.kept_on(pool, "fan")
     if fan is None or fan.generation != _identity.generation() or fan.loop is not loop:
         if fan is not None and fan.generation == _identity.generation():
             _forsake([*fan.spare, *(conn for conn, _ in fan.owed)], pool)
             fan.spare = []
             fan.owed = []
-        fan = _fans[pool] = _Fan(_identity.generation(), loop, most)
+        fan = _Fan(_identity.generation(), loop, most)
+        if not _clients.keep_on(pool, "fan", fan):  # (made by the first client, in its loop)
+            return None
     return fan
 
 

@@ -266,8 +266,17 @@ def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
 
 def _watched(client: Client, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
     """``task``, the call of :func:`run_each` on ``client`` in a task of its
-    own: when it ends, the steps :func:`send_late` queued behind it go."""
-    task.add_done_callback(lambda _: _deliver(client))
+    own: when it ends, it is forgotten (kept in ``_probing`` by the client,
+    its exception's traceback, with the frames that held the client, would
+    keep the client, its pool and connections, for good) and the steps
+    :func:`send_late` queued behind it go."""
+
+    def done(_: asyncio.Task[Any]) -> None:
+        if _probing.get(client) is task:
+            del _probing[client]
+        _deliver(client)
+
+    task.add_done_callback(done)
     return task
 
 

@@ -142,6 +142,7 @@ class _Workers:
             if job is None:
                 return
             job()
+            job = None  # (its closure would keep its client alive while idle)
             with self._mutex:
                 self._idle.append(inbox)
 
@@ -260,7 +261,18 @@ def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
     return True
 
 
-def _after(client: Client, _: concurrent.futures.Future[Any]) -> None:
+def _after(ref: weakref.ref[Any], future: concurrent.futures.Future[Any]) -> None:
+    """A worker thread's call on a client ended: forget it, and send what
+    queued behind it. (``ref``: the client's weak reference. A finished
+    future keeps its callbacks, and its exception's traceback the frames that
+    held the client: kept in ``_on_thread`` by the client, either would keep
+    the client, its pool and connections, for good.)"""
+    client = ref()
+    if client is None:
+        return
+    with _late_mutex:
+        if _on_thread.get(client) is future:
+            del _on_thread[client]
     _deliver(client)
 
 
@@ -277,7 +289,7 @@ def _deliver(client: Client) -> None:
             return
         plan = redlock_plans.late_plan(steps)
         future = _on_thread[client] = _workers.submit(functools.partial(_run_trusted, client, plan))
-    future.add_done_callback(functools.partial(_after, client))
+    future.add_done_callback(functools.partial(_after, weakref.ref(client)))
 
 
 class _Fallback(Exception):
@@ -322,7 +334,7 @@ def _scatter(
             threaded[i] = _on_thread[client] = _workers.submit(
                 functools.partial(_run_trusted, client, plan)
             )
-        threaded[i].add_done_callback(functools.partial(_after, client))
+        threaded[i].add_done_callback(functools.partial(_after, weakref.ref(client)))
 
     def advance(i: int, reply: Any, error: BaseException | None) -> None:
         plan = jobs[i][1]

@@ -670,7 +670,8 @@ class _Kept:
     (see :func:`_quick`), shared by every client on the pool: a client made
     per request on a shared pool and dropped leaves them to the next one
     (kept by each client, they would be lost with it, slots of the pool
-    never given back)."""
+    never given back).
+    Kept on the pool itself (see :func:`_clients.keep_on`)."""
 
     generation: int
     #: how many it may keep (see _clients.quick_connections)
@@ -683,11 +684,6 @@ class _Kept:
     waiting: int = 0
 
 
-#: The quick path's connections of each pool (made by the first client of a
-#: pool that may take it, gone with the pool).
-_kept: weakref.WeakKeyDictionary[Any, _Kept] = weakref.WeakKeyDictionary()
-
-
 def _kept_for(client: Client) -> _Kept | None:
     """The quick path's connections of ``client``'s pool, or ``None`` when
     the client may take none (see :func:`_clients.quick_connections`).
@@ -696,9 +692,11 @@ def _kept_for(client: Client) -> _Kept | None:
     if not most:
         return None
     pool = client.connection_pool  # type: ignore[union-attr]
-    kept = _kept.get(pool)
+    kept: _Kept | None = _clients.kept_on(pool, "kept")
     if kept is None or kept.generation != _identity.generation():  # (a fork's pool starts afresh)
-        kept = _kept[pool] = _Kept(_identity.generation(), most)
+        kept = _Kept(_identity.generation(), most)
+        if not _clients.keep_on(pool, "kept", kept):  # (made by the first client)
+            return None
     return kept
 
 
@@ -709,7 +707,8 @@ class _Fan:
     by every client on the pool: a client made per request on a shared pool
     and dropped leaves them to the next one (kept by each client, they would
     be lost with it, slots of the pool never given back). Guarded by
-    ``_fanout_sync._spare_mutex``."""
+    ``_fanout_sync._spare_mutex``.
+    Kept on the pool itself (see :func:`_clients.keep_on`)."""
 
     generation: int
     #: how many it may keep checked out (see _clients.pool_share)
@@ -732,10 +731,6 @@ class _Fan:
 #: :func:`_fan_for`).
 SPARE_CONNECTIONS = 8
 
-#: run_each's quick-path connections of each pool (made by the first client
-#: of a pool that may take them, gone with the pool).
-_fans: weakref.WeakKeyDictionary[Any, _Fan] = weakref.WeakKeyDictionary()
-
 
 def _fan_for(client: Client) -> _Fan | None:
     """run_each's quick-path connections of ``client``'s pool, or ``None``
@@ -748,9 +743,11 @@ def _fan_for(client: Client) -> _Fan | None:
     if not most:
         return None
     pool = client.connection_pool  # type: ignore[union-attr]
-    fan = _fans.get(pool)
+    fan: _Fan | None = _clients.kept_on(pool, "fan")
     if fan is None or fan.generation != _identity.generation():  # (a fork's pool starts afresh)
-        fan = _fans[pool] = _Fan(_identity.generation(), most)
+        fan = _Fan(_identity.generation(), most)
+        if not _clients.keep_on(pool, "fan", fan):  # (made by the first client)
+            return None
     return fan
 
 
