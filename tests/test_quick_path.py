@@ -7,6 +7,7 @@ but the ordinary path's behaviour."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 import time
@@ -276,3 +277,40 @@ def test_a_cancelled_asyncio_call_never_leaves_its_reply_to_the_next(url: str) -
             await check.aclose()
 
     asyncio.run(main())
+
+
+def test_clients_sharing_a_pool_share_its_quick_connections(url: str) -> None:
+    """30 short-lived clients on one pool of 16 (``Redis(connection_pool=pool)``
+    per request), each dropped after a Lock cycle: the pool is never exhausted
+    for its user, and the quick path keeps a quarter of it at most in all
+    (each dropped client's quick connection once stayed checked out for good:
+    the 17th client's acquire raised MaxConnectionsError)."""
+    pool = redis.ConnectionPool.from_url(url, max_connections=16)
+    for _ in range(30):
+        client = redis.Redis(connection_pool=pool)
+        with Lock(client, "shared-pool", ttl=10) as lease:
+            assert client.get("tenure:{shared-pool}") == lease.owner.encode()
+        del client
+        gc.collect()
+    assert len(pool._in_use_connections) <= 16 // 4  # type: ignore[attr-defined]
+    assert redis.Redis(connection_pool=pool).set("shared-pool-user", "ok")
+
+
+def test_an_asyncio_client_used_by_one_event_loop_after_another_keeps_few(url: str) -> None:
+    """One asyncio client used by 8 ``asyncio.run`` calls in turn (each closes
+    it at its end, as redis-py asks), its pool of 8: every run's Lock cycle
+    and its user's command succeed, and the quick path keeps at most 2
+    connections checked out (each loop's once stayed checked out for good:
+    the pool ran out at the 8th run)."""
+    client = redis.asyncio.Redis.from_url(url, max_connections=8)
+
+    async def run(n: int) -> None:
+        lock = AsyncLock(client, "loops", ttl=10)
+        async with lock as lease:
+            assert await client.get("tenure:{loops}") == lease.owner.encode()
+        await client.set("loops-user", n)
+        await client.aclose()
+
+    for n in range(8):
+        asyncio.run(run(n))
+    assert len(client.connection_pool._in_use_connections) <= 8 // 4

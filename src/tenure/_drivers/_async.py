@@ -657,9 +657,9 @@ class _State:
     client: Callable[[], Any] = lambda: None
     #: how many pool connections its scripts' quick path may keep (see :func:`_quick`)
     quick: int = 0
-    #: the quick path's idle connections, and how many it keeps in all
-    quick_idle: list[Any] = field(default_factory=list)
-    quick_open: int = 0
+    #: the quick path's connections, those of the client's pool (shared with
+    #: the pool's other clients, used by one event loop at a time)
+    quick_pool: _clients.QuickPool | None = None
     #: whether its retry policy sends a command again after a connection error
     retries: bool = True
 
@@ -702,6 +702,8 @@ def _state(client: Client) -> _State:
                 _identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library)
             )
             state.quick = _clients.quick_connections(client)
+            if state.quick:
+                state.quick_pool = _clients.quick_pool(pool, state.generation, state.quick)
             state.retries = _clients.retries_allowed(client)
         key = id(client)
         state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
@@ -1001,9 +1003,9 @@ async def _send(client: Client, step: Eval) -> Any:
     growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
     if not _clients.is_cluster(type(client)):
         state = _state(client)
-        if state.quick and state.server is not None:
+        if state.quick_pool is not None and state.server is not None:
             try:
-                return await _quick(client, state, step)
+                return await _quick(client, state, state.quick_pool, step)
             except _Fallback:
                 pass
         try:  # (what evalsha sends, without its wrappers)
@@ -1028,11 +1030,13 @@ class _Fallback(Exception):
     """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
-async def _quick(client: Client, state: _State, step: Eval) -> Any:
+async def _quick(client: Client, state: _State, quick: _clients.QuickPool, step: Eval) -> Any:
     """``EVALSHA`` of ``step`` written and read on an idle connection of the
     quick path (see :func:`_clients.quick_connections`): checked out of the
-    client's pool the first time, then kept by the client's ``state`` (one per
-    event loop), idle between calls. The twin of the sync driver's.
+    client's pool the first time, then kept by the pool's ``quick`` record,
+    idle between calls, for one event loop at a time (another loop's calls
+    take the ordinary path while that one is open). The twin of the sync
+    driver's.
 
     Raises:
         _Fallback: none is idle and the quick path keeps all it may, the
@@ -1046,40 +1050,45 @@ async def _quick(client: Client, state: _State, step: Eval) -> Any:
         ``asyncio.CancelledError`` and the like close the connection (a reply
         may still be due on it).
     """
+    if quick.loop is not state.loop:
+        with quick.mutex:  # (the loop of another thread may be using them)
+            if quick.loop is not None and not quick.loop.is_closed():
+                raise _Fallback
+            quick.loop = state.loop  # (after aclose() they connect again in this loop)
     try:
-        conn = state.quick_idle.pop()
+        conn = quick.idle.pop()
     except IndexError:
-        if state.quick_open >= state.quick:
+        if quick.open >= quick.limit:
             raise _Fallback from None
-        state.quick_open += 1
+        quick.open += 1
         try:
             pool: Any = client.connection_pool  # type: ignore[union-attr]
             conn = await _clients.checkout(pool, _clients.library_of(type(client)))
         except BaseException:
-            state.quick_open -= 1
+            quick.open -= 1
             raise
     library = _library(type(client))
     try:
         await conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = await conn.read_response()
     except library.response_error as exc:  # a whole reply was read: the connection is sound
-        state.quick_idle.append(conn)
+        quick.idle.append(conn)
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
     except Exception as exc:
-        await _close(state, conn)
+        await _close(quick, conn)
         if state.retries:
             raise _Fallback from exc
         raise
     except BaseException:
-        await _close(state, conn)
+        await _close(quick, conn)
         raise
-    state.quick_idle.append(conn)
+    quick.idle.append(conn)
     return raw
 
 
-async def _close(state: _State, conn: Any) -> None:
+async def _close(quick: _clients.QuickPool, conn: Any) -> None:
     """Close a connection of :func:`_quick` whose call failed or was
     cancelled, and keep it (it connects again at its next use); if the close
     itself is cancelled, the connection is let go instead (it may still have
@@ -1088,9 +1097,9 @@ async def _close(state: _State, conn: Any) -> None:
         await conn.disconnect(nowait=True)
     finally:
         if getattr(conn, "is_connected", True):
-            state.quick_open -= 1
+            quick.open -= 1
         else:
-            state.quick_idle.append(conn)
+            quick.idle.append(conn)
 
 
 async def _send_once(client: Client, step: Eval, shard: bool) -> Any:

@@ -29,7 +29,9 @@ valkey-py's ``ValkeyCluster``, sync and asyncio) are driven alike: routed by
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
@@ -354,6 +356,43 @@ def quick_connections(client: Any) -> int:
     if not isinstance(limit, int):
         return 0
     return min(QUICK_CONNECTIONS, limit // 4)
+
+
+@dataclass(eq=False)
+class QuickPool:
+    """The connections the drivers' quick path keeps checked out of one
+    connection pool: shared by every client of that pool (a quarter of the
+    pool's ``max_connections`` is the pool's, not each client's), and gone
+    with the pool (a client dropped while its pool lives on leaves them to
+    the next client of the pool, never checked out for good)."""
+
+    #: the process generation they were checked out in (a forked child's pool is new)
+    generation: int
+    #: how many the quick path may keep checked out at once (see :func:`quick_connections`)
+    limit: int
+    #: the idle ones, connected or closed (closed ones connect at their next use)
+    idle: list[Any] = field(default_factory=list)
+    #: how many are checked out in all, idle or in a call
+    open: int = 0
+    mutex: threading.Lock = field(default_factory=threading.Lock)
+    #: asyncio: the event loop whose calls use them (None: none yet)
+    loop: Any = None
+
+
+_QUICK_POOLS = threading.Lock()
+
+
+def quick_pool(pool: Any, generation: int, limit: int) -> QuickPool:
+    """The quick path's connections of ``pool`` in this process ``generation``,
+    kept on the pool itself (made the first time, allowed ``limit``)."""
+    record = getattr(pool, "_tenure_quick", None)
+    if record is None or record.generation != generation:
+        with _QUICK_POOLS:
+            record = getattr(pool, "_tenure_quick", None)
+            if record is None or record.generation != generation:
+                record = QuickPool(generation, limit)
+                pool._tenure_quick = record
+    return record
 
 
 def checkout(pool: Any, library: Library) -> Any:

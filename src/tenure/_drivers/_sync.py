@@ -662,10 +662,9 @@ class _State:
     client: Callable[[], Any] = lambda: None
     #: how many pool connections its scripts' quick path may keep (see :func:`_quick`)
     quick: int = 0
-    #: the quick path's idle connections, and how many it keeps in all
-    quick_idle: list[Any] = field(default_factory=list)
-    quick_open: int = 0
-    quick_mutex: threading.Lock = field(default_factory=threading.Lock)
+    #: the quick path's connections, those of the client's pool (shared with
+    #: the pool's other clients)
+    quick_pool: _clients.QuickPool | None = None
     #: whether its retry policy sends a command again after a connection error
     retries: bool = True
 
@@ -705,6 +704,8 @@ def _state(client: Client) -> _State:
                         _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
                     )
                     state.quick = _clients.quick_connections(client)
+                    if state.quick:
+                        state.quick_pool = _clients.quick_pool(pool, state.generation, state.quick)
                     state.retries = _clients.retries_allowed(client)
                 key = id(client)
                 state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
@@ -980,9 +981,9 @@ def _send(client: Client, step: Eval) -> Any:
     growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
     if not _clients.is_cluster(type(client)):
         state = _state(client)
-        if state.quick and state.server is not None:
+        if state.quick_pool is not None and state.server is not None:
             try:
-                return _quick(client, state, step)
+                return _quick(client, state.quick_pool, step)
             except _Fallback:
                 pass
         try:  # (what evalsha sends, without its wrappers)
@@ -1007,10 +1008,10 @@ class _Fallback(Exception):
     """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
-def _quick(client: Client, state: _State, step: Eval) -> Any:
+def _quick(client: Client, quick: _clients.QuickPool, step: Eval) -> Any:
     """``EVALSHA`` of ``step`` written and read on an idle connection of the
     quick path (see :func:`_clients.quick_connections`): checked out of the
-    client's pool the first time, then kept by the client's ``state``, idle
+    client's pool the first time, then kept by the pool's ``quick`` record, idle
     between calls. Every uncontended acquire and release comes here: the pool
     checkout and the client's per-command wrappers cost more than the script.
 
@@ -1027,38 +1028,38 @@ def _quick(client: Client, state: _State, step: Eval) -> Any:
         still be due on it).
     """
     try:
-        conn = state.quick_idle.pop()
+        conn = quick.idle.pop()
     except IndexError:
-        with state.quick_mutex:
-            if state.quick_open >= state.quick:
+        with quick.mutex:
+            if quick.open >= quick.limit:
                 raise _Fallback from None
-            state.quick_open += 1
+            quick.open += 1
         try:
             conn = _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
         except BaseException:
-            with state.quick_mutex:
-                state.quick_open -= 1
+            with quick.mutex:
+                quick.open -= 1
             raise
     library = _library(type(client))
     try:
         conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = conn.read_response()
     except library.response_error as exc:  # a whole reply was read: the connection is sound
-        state.quick_idle.append(conn)
+        quick.idle.append(conn)
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
     except Exception as exc:
         conn.disconnect()
-        state.quick_idle.append(conn)
-        if state.retries:
+        quick.idle.append(conn)
+        if _state(client).retries:
             raise _Fallback from exc
         raise
     except BaseException:
         conn.disconnect()
-        state.quick_idle.append(conn)
+        quick.idle.append(conn)
         raise
-    state.quick_idle.append(conn)
+    quick.idle.append(conn)
     return raw
 
 
