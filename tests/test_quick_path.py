@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -314,3 +316,45 @@ def test_an_asyncio_client_used_by_one_event_loop_after_another_keeps_few(url: s
     for n in range(8):
         asyncio.run(run(n))
     assert len(client.connection_pool._in_use_connections) <= 8 // 4
+
+
+_PACK_INTERRUPTED = """
+import signal
+import redis
+from tenure._drivers import _clients
+from tenure._protocol import Eval
+from tenure._scripts import LOCK_ACQUIRE
+def interrupt(*_):
+    raise KeyboardInterrupt
+signal.signal(signal.SIGALRM, interrupt)
+conn = redis.Redis().connection_pool.make_connection()
+step = Eval(LOCK_ACQUIRE, ("k" * 1000,) * 20_000, (7,))  # hiredis copies 20 MB, then an int
+interrupted = 0
+for _ in range(20):
+    signal.setitimer(signal.ITIMER_REAL, 0.001)
+    try:
+        _clients.packed_evalsha(conn, step)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except KeyboardInterrupt:
+        interrupted += 1
+print(interrupted)
+"""
+
+
+@pytest.mark.skipif(_clients._HIREDIS is None, reason="hiredis is not installed")
+def test_a_signal_while_hiredis_packs_raises_in_python_not_a_crash() -> None:
+    """A signal handler that raises (KeyboardInterrupt, a timeout alarm)
+    while the quick path packs a script's arguments: the exception is raised
+    and the process goes on. hiredis 3.5's pack_command formats an int with
+    PyObject_Repr, which runs the pending handler and returns NULL, and then
+    reads it: the process died of a segmentation fault (it did here, every
+    time, before the quick path gave hiredis only str and bytes)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PACK_INTERRUPTED],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert int(done.stdout) > 0  # the handler did run inside some of the calls
