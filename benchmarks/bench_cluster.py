@@ -439,8 +439,8 @@ def report(meta: dict[str, Any], unc: list[Uncontended], hand: list[HandOff]) ->
     out.append("")
     out.append(
         "hand-off: next acquire returned - previous release called, while another process "
-        "waited (as in bench_locks' table 2). RT: commands sent by the workers (redis-py's "
-        "`send_command`); srv cmds: summed over the masters."
+        "waited (as in bench_locks' table 2). RT: writes by the workers (redis-py's "
+        "`send_packed_command`); srv cmds: summed over the masters."
     )
     if ratios:
         worst = max(ratios)

@@ -116,31 +116,34 @@ SENT = _SentCounter()
 
 @contextmanager
 def counting_round_trips() -> Iterator[_SentCounter]:
-    """Count, while inside, every command sent through redis-py (one round trip each).
+    """Count, while inside, every write to a server through redis-py (one round
+    trip each): ``send_packed_command``, which every command goes through (a
+    pipeline's commands in one write count once, as one round trip; tenure's
+    quick path writes there directly).
 
     Commands that Lua scripts run inside the server are not sent, so they are
     not counted here; ``INFO commandstats`` counts them.
     """
     sync_cls = redis.connection.AbstractConnection
     async_cls = redis.asyncio.connection.AbstractConnection
-    sync_orig: Callable[..., None] = sync_cls.send_command
-    async_orig: Callable[..., Awaitable[None]] = async_cls.send_command
+    sync_orig: Callable[..., None] = sync_cls.send_packed_command
+    async_orig: Callable[..., Awaitable[None]] = async_cls.send_packed_command
 
-    def send_command(self: Any, *args: Any, **kwargs: Any) -> None:
+    def send_packed_command(self: Any, command: Any, check_health: bool = True) -> None:
         SENT.add()
-        sync_orig(self, *args, **kwargs)
+        sync_orig(self, command, check_health)
 
-    async def async_send_command(self: Any, *args: Any, **kwargs: Any) -> None:
+    async def async_send_packed_command(self: Any, command: Any, check_health: bool = True) -> None:
         SENT.add()
-        await async_orig(self, *args, **kwargs)
+        await async_orig(self, command, check_health)
 
-    setattr(sync_cls, "send_command", send_command)  # noqa: B010
-    setattr(async_cls, "send_command", async_send_command)  # noqa: B010
+    setattr(sync_cls, "send_packed_command", send_packed_command)  # noqa: B010
+    setattr(async_cls, "send_packed_command", async_send_packed_command)  # noqa: B010
     try:
         yield SENT
     finally:
-        setattr(sync_cls, "send_command", sync_orig)  # noqa: B010
-        setattr(async_cls, "send_command", async_orig)  # noqa: B010
+        setattr(sync_cls, "send_packed_command", sync_orig)  # noqa: B010
+        setattr(async_cls, "send_packed_command", async_orig)  # noqa: B010
 
 
 class InfoSource(Protocol):

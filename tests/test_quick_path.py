@@ -7,7 +7,6 @@ but the ordinary path's behaviour."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import subprocess
 import sys
@@ -281,21 +280,119 @@ def test_a_cancelled_asyncio_call_never_leaves_its_reply_to_the_next(url: str) -
     asyncio.run(main())
 
 
-def test_clients_sharing_a_pool_share_its_quick_connections(url: str) -> None:
-    """30 short-lived clients on one pool of 16 (``Redis(connection_pool=pool)``
-    per request), each dropped after a Lock cycle: the pool is never exhausted
-    for its user, and the quick path keeps a quarter of it at most in all
-    (each dropped client's quick connection once stayed checked out for good:
-    the 17th client's acquire raised MaxConnectionsError)."""
-    pool = redis.ConnectionPool.from_url(url, max_connections=16)
-    for _ in range(30):
+def test_asyncio_tasks_beyond_the_kept_connections_wait_for_them(url: str) -> None:
+    """100 tasks on a client whose pool holds 8 connections: tenure's calls
+    wait for the quick path's 2 (a quarter) instead of taking more from the
+    pool, so nothing runs out of connections; no two holders, fences increase.
+    (Before the wait, the calls beyond the kept ones took pool connections, and
+    100 tasks on redis-py's default pool of 100 raised MaxConnectionsError.)"""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url, max_connections=8)
+        try:
+            lock = AsyncLock(client, "quick-tasks", ttl=10)
+            holders: list[int] = []
+            fences: list[int] = []
+            overlaps = 0
+
+            async def task(n: int) -> None:
+                nonlocal overlaps
+                for _ in range(3):
+                    lease = await lock.acquire(timeout=30)
+                    assert lease is not None
+                    overlaps += bool(holders)
+                    holders.append(n)
+                    fences.append(lease.fence)
+                    await asyncio.sleep(0)
+                    holders.remove(n)
+                    await lease.release()
+
+            await asyncio.gather(*(task(n) for n in range(100)))
+            assert overlaps == 0
+            assert len(fences) == 300 and fences == sorted(set(fences))
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_threads_beyond_the_kept_connections_wait_for_them(url: str) -> None:
+    """24 threads on a client whose pool holds 12 connections (the quick path
+    keeps 3): every call gets a connection, none overlaps, fences increase."""
+    client = redis.Redis.from_url(url, max_connections=12)
+    assert _clients.quick_connections(client) == 3
+    lock = Lock(client, "quick-few", ttl=10)
+    fences: list[int] = []
+    errors: list[BaseException] = []
+    busy = threading.Lock()
+
+    def work() -> None:
+        try:
+            for _ in range(10):
+                lease = lock.acquire(timeout=30)
+                assert lease is not None
+                assert busy.acquire(blocking=False), "two holders"
+                fences.append(lease.fence)
+                busy.release()
+                lease.release()
+        except BaseException as exc:  # (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert len(fences) == 240 and fences == sorted(set(fences))
+
+
+def test_clients_made_per_request_on_a_shared_pool_share_its_kept_connections(
+    url: str,
+) -> None:
+    """A client made per request on one shared pool, then dropped (a common web
+    pattern): the quick path's connections are the pool's, shared by every
+    client, so dropping clients loses none of the pool's slots (kept per
+    client, each dropped client took one for good: a pool of 40 ran out
+    after 40 requests)."""
+    import gc
+
+    pool = redis.ConnectionPool.from_url(url, max_connections=40)
+    fences: list[int] = []
+    for _ in range(60):
         client = redis.Redis(connection_pool=pool)
-        with Lock(client, "shared-pool", ttl=10) as lease:
-            assert client.get("tenure:{shared-pool}") == lease.owner.encode()
-        del client
+        lease = Lock(client, "per-request", ttl=10).acquire()
+        assert lease is not None
+        fences.append(lease.fence)
+        lease.release()
+        del client, lease
         gc.collect()
-    assert len(pool._in_use_connections) <= 16 // 4  # type: ignore[attr-defined]
-    assert redis.Redis(connection_pool=pool).set("shared-pool-user", "ok")
+    assert fences == sorted(set(fences))
+    held = [pool.get_connection() for _ in range(30)]  # type: ignore[no-untyped-call]
+    for conn in held:
+        pool.release(conn)  # type: ignore[no-untyped-call]
+
+
+def test_asyncio_clients_made_per_request_share_the_pools_kept_connections(url: str) -> None:
+    """The asyncio twin: 60 clients made and dropped on a pool of 40."""
+
+    async def main() -> None:
+        import gc
+
+        pool = redis.asyncio.ConnectionPool.from_url(url, max_connections=40)
+        for _ in range(60):
+            client = redis.asyncio.Redis(connection_pool=pool)
+            lease = await AsyncLock(client, "per-request-async", ttl=10).acquire()
+            assert lease is not None
+            await lease.release()
+            del client, lease
+            gc.collect()
+        held = [await pool.get_connection() for _ in range(30)]
+        for conn in held:
+            await pool.release(conn)
+        await pool.disconnect()
+
+    asyncio.run(main())
 
 
 def test_an_asyncio_client_used_by_one_event_loop_after_another_keeps_few(url: str) -> None:

@@ -13,10 +13,14 @@ import time
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
+import valkey
+import valkey.asyncio
+import valkey.exceptions
 from _workers import Hold, check_history, redlock_holder, redlock_worker
 
 from tenure import (
@@ -933,3 +937,168 @@ def test_a_cancelled_async_acquire_does_not_wait_for_a_paused_master(
 
     asyncio.run(main())
     assert [c.zcard("tenure:{cancel}:quorum") for c in clients] == [0] * N
+
+
+#: The pool size of the clients of the pool-slot tests: far fewer than the
+#: connections their Redlock calls drop.
+SMALL_POOL = 6
+
+
+def _free_slots(pool: Any, library: str) -> int:
+    """How many connections ``pool`` hands out at once now (each checked out,
+    counted, then all given back)."""
+    held: list[Any] = []
+    try:
+        while len(held) < SMALL_POOL + 1:
+            held.append(
+                pool.get_connection("PING") if library == "valkey" else pool.get_connection()
+            )
+    except (redis.exceptions.ConnectionError, valkey.exceptions.ConnectionError):
+        pass  # MaxConnectionsError, "Too many connections"
+    for conn in held:
+        pool.release(conn)
+    return len(held)
+
+
+def _drop_connections(client: Any) -> None:
+    """Close every ordinary connection of ``client``'s server but the caller's."""
+    client.execute_command("CLIENT", "KILL", "TYPE", "normal")
+
+
+@pytest.mark.parametrize("library", ["redis", "valkey"])
+@pytest.mark.parametrize("how", ["killed", "paused"])
+def test_connections_the_fanout_drops_give_their_pool_slots_back(
+    clients: list[redis.Redis], masters: list[ServerProcess], library: str, how: str
+) -> None:
+    """Connections that Redlock's one-thread calls drop (their server closed
+    them, or did not answer in time) go back to their client's pool: after
+    far more drops than the pool has connections, the pool still hands out
+    all but the few tenure keeps, and a Redlock call still reaches that
+    master. (Before, each drop used up a pool slot for good: redis-py 8 and
+    valkey-py count the connections a pool makes.)"""
+    cls: Any = valkey.Valkey if library == "valkey" else redis.Redis
+    mine = [cls.from_url(s.url, max_connections=SMALL_POOL) for s in masters[:3]]
+    other = cls.from_url(masters[0].url)
+    lock = Redlock(mine, "slots", ttl=5, master_timeout=0.3)
+    pool = mine[0].connection_pool
+    cycles = 3 * SMALL_POOL if how == "killed" else SMALL_POOL + 2  # (one drop each)
+    try:
+        for _ in range(cycles):
+            for _ in range(3):  # the quick path to each master (back after a suspicion)
+                lease = lock.acquire(blocking=False)
+                assert lease, "every master answers"
+                lease.release()
+            if how == "killed":
+                _drop_connections(other)
+            else:  # two of three do not answer in time: their connections are dropped
+                masters[0].pause()
+                masters[1].pause()
+                try:
+                    with pytest.raises(NoQuorumError):
+                        lock.acquire(blocking=False)
+                finally:
+                    masters[0].resume()
+                    masters[1].resume()
+                time.sleep(0.2)  # the late acquire ran on resuming: it may hold it
+                for c in mine:
+                    c.flushall()
+        # tenure keeps at most a quarter of a pool (here 1) for Redlock, and a
+        # pub/sub connection: the user gets the rest
+        assert _free_slots(pool, library) >= SMALL_POOL - 2
+        assert mine[0].ping()
+        lease = lock.acquire(blocking=False)
+        assert lease
+        # (it may return with two masters' answers: the third's is on its way)
+        deadline = time.monotonic() + 2
+        while mine[0].get("tenure:{slots}") is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert mine[0].get("tenure:{slots}") == lease.owner.encode()
+        lease.release()
+    finally:
+        for c in [*mine, other]:
+            c.close()
+
+
+@pytest.mark.parametrize("library", ["redis", "valkey"])
+def test_connections_the_async_fanout_drops_give_their_pool_slots_back(
+    clients: list[redis.Redis], masters: list[ServerProcess], library: str
+) -> None:
+    """:func:`test_connections_the_fanout_drops_give_their_pool_slots_back`
+    (killed connections) for AsyncRedlock, whose connections are checked out
+    of the asyncio pool too."""
+
+    async def main() -> None:
+        cls: Any = valkey.asyncio.Valkey if library == "valkey" else redis.asyncio.Redis
+        mine = [cls.from_url(s.url, max_connections=SMALL_POOL) for s in masters[:3]]
+        other = cls.from_url(masters[0].url)
+        lock = AsyncRedlock(mine, "aslots", ttl=1, master_timeout=0.3)
+        pool = mine[0].connection_pool
+        try:
+            for _ in range(3 * SMALL_POOL):
+                for _ in range(3):
+                    lease = await lock.acquire(blocking=False)
+                    assert lease, "every master answers"
+                    await lease.release()
+                await other.execute_command("CLIENT", "KILL", "TYPE", "normal")
+            held: list[Any] = []
+            try:
+                while len(held) < SMALL_POOL + 1:
+                    held.append(
+                        await (
+                            pool.get_connection("PING")
+                            if library == "valkey"
+                            else pool.get_connection()
+                        )
+                    )
+            except (redis.exceptions.ConnectionError, valkey.exceptions.ConnectionError):
+                pass
+            for conn in held:
+                await pool.release(conn)
+            assert len(held) >= SMALL_POOL - 2
+            assert await mine[0].ping()
+            # (a release right after a kill may miss master 0: its key ends by its ttl)
+            deadline = time.monotonic() + 2
+            while await mine[0].exists("tenure:{aslots}") and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            lease = await lock.acquire(blocking=False)
+            assert lease
+            # (it may return with two masters' answers: the third's is on its way)
+            deadline = time.monotonic() + 2
+            while await mine[0].get("tenure:{aslots}") is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert await mine[0].get("tenure:{aslots}") == lease.owner.encode()
+            await lease.release()
+        finally:
+            for c in [*mine, other]:
+                await c.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_redlock_over_blocking_pools_keeps_none_of_their_connections(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A client on a ``BlockingConnectionPool`` (whose user waits for its
+    connections) lends tenure none to keep: each Redlock call checks one out
+    and gives it back, and all of them are back between calls."""
+    pools = [
+        redis.BlockingConnectionPool.from_url(s.url, max_connections=4, timeout=1)
+        for s in masters[:3]
+    ]
+    mine = [redis.Redis(connection_pool=p) for p in pools]
+    lock = Redlock(mine, "blocking", ttl=5, master_timeout=0.5)
+    try:
+        for _ in range(5):
+            lease = lock.acquire(blocking=False)
+            assert lease
+            lease.release()
+        time.sleep(0.1)  # (a worker thread gives its connection back after the call)
+        for c in mine:
+            assert c.ping()
+        for p in pools:  # (a pub/sub connection may be kept: the other 3 are free)
+            held = [p.get_connection() for _ in range(3)]  # type: ignore[no-untyped-call]
+            for conn in held:
+                p.release(conn)  # type: ignore[no-untyped-call]
+    finally:
+        for c in mine:
+            c.close()

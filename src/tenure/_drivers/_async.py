@@ -24,6 +24,7 @@ call's server probe) it falls back to the scripts' plain variants
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -637,14 +638,20 @@ class _State:
     hub: _Hub
     watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
-    #: idle connected connections of run_each's quick path (outside the pool)
+    #: idle connected connections of run_each's quick path (checked out of
+    #: the client's pool, kept until dropped: then given back to it)
     spare: list[Any] = field(default_factory=list)
-    #: whether one is being connected in the background for it
+    #: whether one is being checked out in the background for it
     connecting: bool = False
     #: connections of run_each's quick path left with replies still due (a
     #: round that stopped once it had enough): ``(connection, replies due)``,
     #: taken first, the next call's commands written after the due ones
     owed: list[tuple[Any, int]] = field(default_factory=list)
+    #: how many connections run_each's quick path has checked out of the
+    #: client's pool (idle, owing replies, in use or being checked out), and
+    #: how many it may (-1: not asked yet; see _clients.pool_share)
+    fan_open: int = 0
+    fan_most: int = -1
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
     #: a Redis Cluster client's connection pools to the masters it sent a
@@ -655,13 +662,55 @@ class _State:
     sharded: bool = True
     #: the client's weak reference (the entry goes with the client)
     client: Callable[[], Any] = lambda: None
-    #: how many pool connections its scripts' quick path may keep (see :func:`_quick`)
-    quick: int = 0
-    #: the quick path's connections, those of the client's pool (shared with
-    #: the pool's other clients, used by one event loop at a time)
-    quick_pool: _clients.QuickPool | None = None
+    #: held by the call that probes the server (the first)
+    probing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: the connections its scripts' quick path keeps, those of the client's
+    #: pool in this loop (None: it takes none; see :func:`_quick`)
+    kept: _Kept | None = None
     #: whether its retry policy sends a command again after a connection error
     retries: bool = True
+
+
+@dataclass(eq=False)
+class _Kept:
+    """The connections the scripts' quick path keeps checked out of one pool
+    (see :func:`_quick`) in one event loop, shared by every client on the
+    pool: a client made per request on a shared pool and dropped leaves them
+    to the next one (kept by each client, they would be lost with it, slots
+    of the pool never given back)."""
+
+    generation: int
+    loop: asyncio.AbstractEventLoop
+    #: how many it may keep (see _clients.quick_connections)
+    most: int
+    #: the idle ones, and how many it keeps in all
+    idle: list[Any] = field(default_factory=list)
+    open: int = 0
+    #: the calls waiting for one (all it may keep are busy), first come first served
+    waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque)
+
+
+#: The quick path's connections of each pool (made by the first client of a
+#: pool that may take it, in its loop; gone with the pool).
+_kept: weakref.WeakKeyDictionary[Any, _Kept] = weakref.WeakKeyDictionary()
+
+
+def _kept_for(client: Client, loop: asyncio.AbstractEventLoop) -> _Kept | None:
+    """The quick path's connections of ``client``'s pool in ``loop``, or
+    ``None`` when the client may take none (see
+    :func:`_clients.quick_connections`). Those the pool's kept in another
+    loop are given back to it (see :func:`_forsake`)."""
+    most = _clients.quick_connections(client)
+    if not most:
+        return None
+    pool = client.connection_pool  # type: ignore[union-attr]
+    kept = _kept.get(pool)
+    if kept is None or kept.generation != _identity.generation() or kept.loop is not loop:
+        if kept is not None and kept.generation == _identity.generation():
+            _forsake(kept.idle, pool)
+            kept.idle = []
+        kept = _kept[pool] = _Kept(_identity.generation(), loop, most)
+    return kept
 
 
 #: The state of each client, by its id(), dropped with the client (looked up on
@@ -698,17 +747,49 @@ def _state(client: Client) -> _State:
             state = _State(_identity.generation(), loop, hub, _Watchdog(None, library, send=renew))
         else:
             pool = client.connection_pool  # type: ignore[union-attr]
+            if (
+                state is not None
+                and state.client() is client
+                and state.generation == _identity.generation()
+            ):  # (a forked child's pool starts afresh: the parent's are not its own)
+                _forsake([*state.spare, *(conn for conn, _ in state.owed)], pool)
+                state.spare.clear()
+                state.owed.clear()
             state = _State(
                 _identity.generation(), loop, _Hub(pool, library), _Watchdog(pool, library)
             )
-            state.quick = _clients.quick_connections(client)
-            if state.quick:
-                state.quick_pool = _clients.quick_pool(pool, state.generation, state.quick)
+            state.kept = _kept_for(client, loop)
             state.retries = _clients.retries_allowed(client)
         key = id(client)
         state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
         _states[key] = state
     return state
+
+
+def _forsake(conns: list[Any], pool: Any) -> None:
+    """Give back to ``pool`` idle connections that a quick path (of scripts,
+    or of run_each) kept checked out of it in another event loop: they are of
+    no use in this one, and each would keep a slot of the pool's
+    ``max_connections``. Each is closed (as far as its own loop, maybe
+    closed, lets it) and released in a task of this loop."""
+    if not conns:
+        return
+    kept = list(conns)
+
+    async def give_back() -> None:
+        for conn in kept:
+            with contextlib.suppress(Exception):  # (its loop closed: it is dropped all the same)
+                await conn.disconnect(nowait=True)
+            with contextlib.suppress(Exception):
+                await pool.release(conn)
+
+    task = asyncio.ensure_future(give_back())
+    _forsaken.add(task)
+    task.add_done_callback(_forsaken.discard)
+
+
+#: The tasks of :func:`_forsake` (kept referenced until done).
+_forsaken: set[asyncio.Task[None]] = set()
 
 
 def _hub(client: Client, channel: str) -> _Hub:
@@ -794,17 +875,23 @@ async def run(client: Client, plan: Plan[T]) -> T:
     """
     state = _state(client)
     if state.server is None:
-        try:
-            server = await _drive(client, server_plans.probe())
-        except Exception as exc:
-            denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
-            if denied is not None:
-                raise denied from exc
-            raise
-        if _clients.is_cluster(type(client)):
-            state.sharded = _clients.sharded_pubsub(server.name, server.version)
-        state.server = server
+        async with state.probing:  # (calls made at once share one probe)
+            if state.server is None:
+                await _probe(client, state)
     return await _drive(client, plan)
+
+
+async def _probe(client: Client, state: _State) -> None:
+    try:
+        server = await _drive(client, server_plans.probe())
+    except Exception as exc:
+        denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
+        if denied is not None:
+            raise denied from exc
+        raise
+    if _clients.is_cluster(type(client)):
+        state.sharded = _clients.sharded_pubsub(server.name, server.version)
+    state.server = server
 
 
 @dataclass(eq=False)
@@ -1003,9 +1090,9 @@ async def _send(client: Client, step: Eval) -> Any:
     growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
     if not _clients.is_cluster(type(client)):
         state = _state(client)
-        if state.quick_pool is not None and state.server is not None:
+        if state.kept is not None and state.server is not None:
             try:
-                return await _quick(client, state, state.quick_pool, step)
+                return await _quick(client, state.kept, state.retries, step)
             except _Fallback:
                 pass
         try:  # (what evalsha sends, without its wrappers)
@@ -1030,65 +1117,108 @@ class _Fallback(Exception):
     """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
-async def _quick(client: Client, state: _State, quick: _clients.QuickPool, step: Eval) -> Any:
-    """``EVALSHA`` of ``step`` written and read on an idle connection of the
-    quick path (see :func:`_clients.quick_connections`): checked out of the
-    client's pool the first time, then kept by the pool's ``quick`` record,
-    idle between calls, for one event loop at a time (another loop's calls
-    take the ordinary path while that one is open). The twin of the sync
-    driver's.
+async def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
+    """``EVALSHA`` of ``step`` written and read on a connection of the quick
+    path (see :func:`_clients.quick_connections`): checked out of the client's
+    pool the first time, then ``kept`` for the pool (in this event loop),
+    idle between calls. When all it may keep are busy, the call waits
+    for one, first come first served (so tenure's calls never use more of the
+    pool than that). The twin of the sync driver's.
 
     Raises:
-        _Fallback: none is idle and the quick path keeps all it may, the
-            server does not have the script (NOSCRIPT), or the connection
-            failed (it is closed, to connect again at its next use) and the
-            client's retry policy retries: the ordinary path sends it (again:
-            tenure's scripts are safe to run twice, as a retry after a lost
-            reply already runs them).
+        _Fallback: the server does not have the script (NOSCRIPT), or a
+            connection could not be made or failed (it is closed, to connect
+            again at its next use) and the client's retry policy ``retries``: the
+            ordinary path sends it (again: tenure's scripts are safe to run
+            twice, as a retry after a lost reply already runs them).
         The reply's error (a ``ResponseError``), as the ordinary path raises
         it; a connection error when the client does not retry.
         ``asyncio.CancelledError`` and the like close the connection (a reply
         may still be due on it).
     """
-    if quick.loop is not state.loop:
-        with quick.mutex:  # (the loop of another thread may be using them)
-            if quick.loop is not None and not quick.loop.is_closed():
-                raise _Fallback
-            quick.loop = state.loop  # (after aclose() they connect again in this loop)
-    try:
-        conn = quick.idle.pop()
-    except IndexError:
-        if quick.open >= quick.limit:
-            raise _Fallback from None
-        quick.open += 1
-        try:
-            pool: Any = client.connection_pool  # type: ignore[union-attr]
-            conn = await _clients.checkout(pool, _clients.library_of(type(client)))
-        except BaseException:
-            quick.open -= 1
-            raise
+    conn = await _take(client, kept, retries)
     library = _library(type(client))
     try:
         await conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = await conn.read_response()
     except library.response_error as exc:  # a whole reply was read: the connection is sound
-        quick.idle.append(conn)
+        _give(kept, conn)
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
     except Exception as exc:
-        await _close(quick, conn)
-        if state.retries:
+        await _close(kept, conn)
+        if retries:
             raise _Fallback from exc
         raise
     except BaseException:
-        await _close(quick, conn)
+        await _close(kept, conn)
         raise
-    quick.idle.append(conn)
+    _give(kept, conn)
     return raw
 
 
-async def _close(quick: _clients.QuickPool, conn: Any) -> None:
+async def _take(client: Client, kept: _Kept, retries: bool) -> Any:
+    """An idle connection of the quick path; a new one from the pool while
+    fewer than it may keep are open; else the next one given back."""
+    if kept.idle:
+        return kept.idle.pop()
+    if kept.open >= kept.most:
+        waiter = kept.loop.create_future()
+        kept.waiters.append(waiter)
+        try:
+            conn = await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                _pass_on(kept, waiter.result())  # given to it as it was cancelled
+            elif waiter in kept.waiters:
+                kept.waiters.remove(waiter)
+            raise
+        if conn is not None:
+            return conn
+        # (None: one was let go, this call may open another)
+    kept.open += 1
+    try:
+        pool: Any = client.connection_pool  # type: ignore[union-attr]
+        return await _clients.checkout(pool, _clients.library_of(type(client)))
+    except BaseException as exc:
+        _let_go(kept)
+        if isinstance(exc, Exception) and retries:
+            raise _Fallback from exc
+        raise
+
+
+def _give(kept: _Kept, conn: Any) -> None:
+    """Give a connection of the quick path back: to the first waiting call, if any."""
+    while kept.waiters:
+        waiter = kept.waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(conn)
+            return
+    kept.idle.append(conn)
+
+
+def _pass_on(kept: _Kept, conn: Any | None) -> None:
+    """What a cancelled waiter was given: a connection (given back), or the
+    leave to open one (passed to the next waiter)."""
+    if conn is not None:
+        _give(kept, conn)
+    else:
+        kept.open += 1
+        _let_go(kept)
+
+
+def _let_go(kept: _Kept) -> None:
+    """One connection of the quick path fewer: the first waiting call may open one."""
+    kept.open -= 1
+    while kept.waiters:
+        waiter = kept.waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return
+
+
+async def _close(kept: _Kept, conn: Any) -> None:
     """Close a connection of :func:`_quick` whose call failed or was
     cancelled, and keep it (it connects again at its next use); if the close
     itself is cancelled, the connection is let go instead (it may still have
@@ -1097,9 +1227,9 @@ async def _close(quick: _clients.QuickPool, conn: Any) -> None:
         await conn.disconnect(nowait=True)
     finally:
         if getattr(conn, "is_connected", True):
-            quick.open -= 1
+            _let_go(kept)
         else:
-            quick.idle.append(conn)
+            _give(kept, conn)
 
 
 async def _send_once(client: Client, step: Eval, shard: bool) -> Any:

@@ -29,9 +29,7 @@ valkey-py's ``ValkeyCluster``, sync and asyncio) are driven alike: routed by
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
@@ -342,57 +340,29 @@ def quick_connections(client: Any) -> int:
     keeps it, idle between its calls (no checkout per call, none of the
     client's per-command wrappers); the command is packed by hiredis when the
     connection uses it. As many calls at once take it as it keeps connections:
-    :data:`QUICK_CONNECTIONS`, at most a quarter of the pool's
-    ``max_connections`` (a smaller pool keeps its connections for its user).
-    None for a client with one connection of its own
-    (``single_connection_client``), nor for a ``BlockingConnectionPool`` (its
-    user waits for connections: tenure keeps none out)."""
+    :data:`QUICK_CONNECTIONS`, at most :func:`pool_share` of the pool."""
+    return pool_share(client, QUICK_CONNECTIONS)
+
+
+def pool_share(client: Any, most: int) -> int:
+    """How many connections tenure may keep checked out of a (non-cluster,
+    sync or asyncio) client's pool for one of its quick paths: ``most``, at
+    most a quarter of the pool's ``max_connections`` (a smaller pool keeps its
+    connections for its user). None (0) for a client with one connection of
+    its own (``single_connection_client``), nor for a
+    ``BlockingConnectionPool`` (its user waits for connections: tenure keeps
+    none out), nor for a pool without a ``max_connections``."""
     if getattr(client, "connection", None) is not None:
         return 0
+    if getattr(client, "single_connection_client", False) is True:
+        return 0  # (an asyncio client takes its connection at its first command)
     pool = getattr(client, "connection_pool", None)
     if pool is None or any(cls.__name__ == "BlockingConnectionPool" for cls in type(pool).__mro__):
         return 0
     limit = getattr(pool, "max_connections", None)
     if not isinstance(limit, int):
         return 0
-    return min(QUICK_CONNECTIONS, limit // 4)
-
-
-@dataclass(eq=False)
-class QuickPool:
-    """The connections the drivers' quick path keeps checked out of one
-    connection pool: shared by every client of that pool (a quarter of the
-    pool's ``max_connections`` is the pool's, not each client's), and gone
-    with the pool (a client dropped while its pool lives on leaves them to
-    the next client of the pool, never checked out for good)."""
-
-    #: the process generation they were checked out in (a forked child's pool is new)
-    generation: int
-    #: how many the quick path may keep checked out at once (see :func:`quick_connections`)
-    limit: int
-    #: the idle ones, connected or closed (closed ones connect at their next use)
-    idle: list[Any] = field(default_factory=list)
-    #: how many are checked out in all, idle or in a call
-    open: int = 0
-    mutex: threading.Lock = field(default_factory=threading.Lock)
-    #: asyncio: the event loop whose calls use them (None: none yet)
-    loop: Any = None
-
-
-_QUICK_POOLS = threading.Lock()
-
-
-def quick_pool(pool: Any, generation: int, limit: int) -> QuickPool:
-    """The quick path's connections of ``pool`` in this process ``generation``,
-    kept on the pool itself (made the first time, allowed ``limit``)."""
-    record = getattr(pool, "_tenure_quick", None)
-    if record is None or record.generation != generation:
-        with _QUICK_POOLS:
-            record = getattr(pool, "_tenure_quick", None)
-            if record is None or record.generation != generation:
-                record = QuickPool(generation, limit)
-                pool._tenure_quick = record
-    return record
+    return max(0, min(most, limit // 4))
 
 
 def checkout(pool: Any, library: Library) -> Any:

@@ -11,9 +11,10 @@ import asyncio
 import contextlib
 import functools
 import math
+import select
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 import redis.asyncio
@@ -120,6 +121,15 @@ async def run_each(
     :class:`NotYet`) and is left to end by its own timeout, and while it runs
     that client's next plans fail at once with ``TimeoutError`` (no task piles
     up behind a paused server).
+
+    The connections of the rounds in this task are checked out of each client's
+    own pool and kept between calls by tenure: at most
+    :data:`SPARE_CONNECTIONS` per client, and at most a quarter of the pool's
+    ``max_connections`` (none for a ``BlockingConnectionPool`` or a
+    single-connection client: their plans all run the ordinary way); each one
+    dropped (the server closed it, did not answer in time, or owes too many
+    replies) is closed and given back to the pool, which connects it again for
+    its next user. They count against the pool's ``max_connections``.
 
     Raises:
         asyncio.CancelledError: the caller was cancelled (every job is).
@@ -364,7 +374,7 @@ async def _scatter(
                 except Exception as exc:
                     del conns[i]
                     due.pop(i, None)
-                    await _give_back(client, conn, broken=True)
+                    await _drop(client, states[i], conn)
                     _suspects[client] = None
                     advance(i, None, exc)
                     continue
@@ -382,7 +392,7 @@ async def _scatter(
                 if isinstance(raws, BaseException):
                     del conns[i]
                     due.pop(i, None)
-                    await _give_back(client, conn, broken=True)
+                    await _drop(client, states[i], conn)
                     _suspects[client] = None
                     advance(i, None, raws)
                     continue
@@ -413,19 +423,19 @@ async def _scatter(
             for i, conn, _ in sent:  # cut off: their replies would be read by the next user
                 if conns.pop(i, None) is not None:
                     with contextlib.suppress(Exception):
-                        await _give_back(jobs[i][0], conn, broken=True)
+                        await _drop(jobs[i][0], states[i], conn)
             raise
     for i, conn in conns.items():
         state = states[i]
         if due.get(i):
             if len(state.owed) < SPARE_CONNECTIONS and due[i] <= MAX_DUE:
                 state.owed.append((conn, due[i]))
-            else:
-                await conn.disconnect()
+            else:  # a server that stopped answering: what was written still runs
+                await _drop(jobs[i][0], state, conn)
         elif len(state.spare) < SPARE_CONNECTIONS:
             state.spare.append(conn)
         else:
-            await conn.disconnect()
+            await _drop(jobs[i][0], state, conn)
 
 
 #: The most replies left unread on one connection of :func:`_scatter`.
@@ -453,56 +463,120 @@ def _write_now(conn: Any, data: list[bytes]) -> bool:
 
 def _take_connection(client: Client, state: _State) -> tuple[Any, int] | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
-    (made on the client's pool settings, outside the pool: no checkout per
-    round), with the number of replies still due on it (read before the next
-    call's own; a connection that owes some is taken first, so that the server
-    runs the next call after them); or ``None`` when there is none: then one
-    is connected in a task of its own for the next rounds (connecting can
-    block on a paused server), one at a time. ``state``: the client's."""
-    while state.owed:
+    (checked out of the client's pool once, then kept by its ``state``: no
+    checkout per call), with the number of replies still due on it (read before
+    the next call's own; a connection that owes some is taken first, so that
+    the server runs the next call after them); or ``None`` when there is none:
+    then, unless the quick path keeps all it may (:func:`_fan_most`), one is
+    checked out in a task of its own for the next calls (the pool may connect
+    it, which can block on a paused server), one at a time. A kept connection
+    the server closed (idle timeout, ``CLIENT KILL``, restart) is given back to
+    the pool, not used."""
+    stale: list[Any] = []
+    taken: tuple[Any, int] | None = None
+    while state.owed and taken is None:
         conn, count = state.owed.pop()
         if getattr(conn, "is_connected", False):
-            return conn, count
-    while state.spare:
+            taken = conn, count
+        else:
+            stale.append(conn)
+    while state.spare and taken is None:
         conn = state.spare.pop()
-        if getattr(conn, "is_connected", False):
-            return conn, 0
-    if not state.connecting:
+        if _sound(conn):
+            taken = conn, 0
+        else:
+            stale.append(conn)
+    for conn in stale:
+        _background(_drop(client, state, conn))
+    if taken is not None:
+        return taken
+    if not state.connecting and state.fan_open < _fan_most(client, state):
         state.connecting = True
-        task = asyncio.ensure_future(_connect_spare(client, state))
-        _connecting.add(task)
-        task.add_done_callback(_connecting.discard)
+        state.fan_open += 1
+        _background(_check_out(client, state))
     return None
 
 
-#: The tasks connecting a spare connection (kept referenced until done).
+def _fan_most(client: Client, state: _State) -> int:
+    """How many connections :func:`_scatter` may keep checked out of
+    ``client``'s pool (idle, owing replies or in use): :data:`SPARE_CONNECTIONS`,
+    at most a quarter of the pool (see :func:`_clients.pool_share`); none for a
+    ``BlockingConnectionPool`` or a single-connection client (their calls all
+    take the ordinary path, in tasks of their own)."""
+    if state.fan_most < 0:
+        state.fan_most = _clients.pool_share(client, SPARE_CONNECTIONS)
+    return state.fan_most
+
+
+def _sound(conn: Any) -> bool:
+    """Whether an idle connection (no reply due on it) is still open: connected,
+    nothing in its read buffer, no end of stream seen, and nothing to read on
+    its socket (a server that closed it, and the loop did not see it yet)."""
+    if not getattr(conn, "is_connected", False):
+        return False
+    reader = getattr(conn, "_reader", None)
+    if reader is not None and (reader.at_eof() or _buffered(conn)):
+        return False
+    writer = getattr(conn, "_writer", None)
+    sock = writer.get_extra_info("socket") if writer is not None else None
+    if sock is None:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return not poller.poll(0)
+    except (OSError, ValueError):
+        return False
+
+
+#: The tasks that check a connection out or give one back (kept referenced until done).
 _connecting: set[asyncio.Task[None]] = set()
 
 
-async def _connect_spare(client: Client, state: _State) -> None:
-    conn = client.connection_pool.make_connection()  # type: ignore[union-attr,no-untyped-call,unused-ignore]
+def _background(work: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.ensure_future(work)
+    _connecting.add(task)
+    task.add_done_callback(_connecting.discard)
+
+
+async def _check_out(client: Client, state: _State) -> None:
+    """A connection of ``client``'s pool for :func:`_scatter`'s next calls
+    (counted in ``state.fan_open`` by the caller), within
+    :data:`SPARE_CONNECT_TIMEOUT`."""
+    conn = None
     try:
         async with asyncio.timeout(SPARE_CONNECT_TIMEOUT):
-            await conn.connect()
+            checkout = _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
+            conn = await checkout
     except Exception:
-        return
+        pass  # (too many connections, the server down: the ordinary path says so)
     finally:
         state.connecting = False
-    await _give_back(client, conn, broken=False)
+        if conn is None:
+            state.fan_open -= 1
+    if conn is None:
+        return
+    if len(state.spare) < SPARE_CONNECTIONS:
+        state.spare.append(conn)
+    else:
+        await _drop(client, state, conn)
 
 
-#: The longest wait (seconds) for a spare connection to be made.
+#: The longest wait (seconds) for a spare connection to be checked out.
 SPARE_CONNECT_TIMEOUT = 30.0
 
 
-async def _give_back(client: Client, conn: Any, *, broken: bool) -> None:
-    """Keep ``conn`` for the next rounds unless ``broken`` (a reply may still be
-    due on it: it is disconnected) or enough are kept."""
-    spare = _state(client).spare
-    if broken or len(spare) >= SPARE_CONNECTIONS:
+async def _drop(client: Client, state: _State, conn: Any) -> None:
+    """Close ``conn`` (a reply may still be due on it) and give it back to
+    ``client``'s pool, which connects it again for its next user: the pool
+    counts the connections it handed out, and a connection never given back
+    would take one of its ``max_connections`` for good."""
+    try:
         await conn.disconnect()
-        return
-    spare.append(conn)
+    finally:
+        state.fan_open -= 1
+        with contextlib.suppress(KeyError):  # (a pool that forgot it: reset)
+            await client.connection_pool.release(conn)  # type: ignore[union-attr]
 
 
 def _pack_key(conn: Any, step: Any) -> tuple[int, Any, Any]:

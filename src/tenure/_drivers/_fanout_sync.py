@@ -8,6 +8,7 @@ whose connections, hub and watchdog it uses."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import os
 import queue
@@ -195,6 +196,15 @@ def run_each(
     call still stuck when the time is up is left to finish there, its result
     dropped; while it is stuck, that client's next plans fail at once with
     ``TimeoutError``, so that no thread piles up behind a paused server).
+
+    The connections of the one-thread rounds are checked out of each client's
+    own pool and kept between calls by tenure: at most
+    :data:`SPARE_CONNECTIONS` per client, and at most a quarter of the pool's
+    ``max_connections`` (none for a ``BlockingConnectionPool`` or a
+    single-connection client: their plans all run the ordinary way); each one
+    dropped (the server closed it, did not answer in time, or owes too many
+    replies) is closed and given back to the pool, which connects it again for
+    its next user. They count against the pool's ``max_connections``.
     """
     return _scatter(list(jobs), time.monotonic() + timeout, enough)
 
@@ -322,71 +332,79 @@ def _scatter(
             results[i] = exc
             steps.pop(i, None)
 
-    for i in range(len(jobs)):
-        if i not in threaded and results[i] is _NOT_DONE:
-            advance(i, None, None)
-    stopped = False
-    while steps and not stopped:
-        sent: list[tuple[int, Any, Any]] = []
-        packed: dict[tuple[int, Any, Any], Any] = {}  # the same step to every server: packed once
-        for i, step in list(steps.items()):
-            client = jobs[i][0]
-            conn = conns[i]
-            try:
-                key = _pack_key(conn, step)
-                data = packed.get(key)
-                if data is None:
-                    data = packed[key] = conn.pack_commands(_commands(step))
-                conn.send_packed_command(data)
-            except Exception as exc:
-                conn.disconnect()
-                del conns[i]
-                _suspects[client] = None
-                advance(i, None, exc)
-                continue
-            sent.append((i, conn, step))
-        unread = {i for i, _, _ in sent}
-        need = {i: due.get(i, 0) + _count(step) for i, _, step in sent}
-        read: dict[int, int] = {}  # replies read so far on each connection
-        libraries = {i: _library(type(jobs[i][0])) for i, _, _ in sent}
-        for (i, conn, step), got in _collect(sent, deadline, need, read, libraries):
-            unread.discard(i)
-            client = jobs[i][0]
-            skip = due.pop(i, 0)
-            if isinstance(got, BaseException):
-                conn.disconnect()
-                del conns[i]
-                _suspects[client] = None
-                advance(i, None, got)
-                continue
-            raws = got[skip:]
-            try:
-                reply = _replies(step, raws)
-            except _Fallback:
-                try:  # NOSCRIPT, or an error reply: the ordinary path says it right
-                    reply = _perform(client, step, [])
+    try:
+        for i in range(len(jobs)):
+            if i not in threaded and results[i] is _NOT_DONE:
+                advance(i, None, None)
+        stopped = False
+        while steps and not stopped:
+            sent: list[tuple[int, Any, Any]] = []
+            packed: dict[
+                tuple[int, Any, Any], Any
+            ] = {}  # the same step to every server: packed once
+            for i, step in list(steps.items()):
+                client = jobs[i][0]
+                conn = conns[i]
+                try:
+                    key = _pack_key(conn, step)
+                    data = packed.get(key)
+                    if data is None:
+                        data = packed[key] = conn.pack_commands(_commands(step))
+                    conn.send_packed_command(data)
+                except Exception as exc:
+                    del conns[i]
+                    _drop(client, states[i], conn)
+                    _suspects[client] = None
+                    advance(i, None, exc)
+                    continue
+                sent.append((i, conn, step))
+            unread = {i for i, _, _ in sent}
+            need = {i: due.get(i, 0) + _count(step) for i, _, step in sent}
+            read: dict[int, int] = {}  # replies read so far on each connection
+            libraries = {i: _library(type(jobs[i][0])) for i, _, _ in sent}
+            for (i, conn, step), got in _collect(sent, deadline, need, read, libraries):
+                unread.discard(i)
+                client = jobs[i][0]
+                skip = due.pop(i, 0)
+                if isinstance(got, BaseException):
+                    del conns[i]
+                    _drop(client, states[i], conn)
+                    _suspects[client] = None
+                    advance(i, None, got)
+                    continue
+                raws = got[skip:]
+                try:
+                    reply = _replies(step, raws)
+                except _Fallback:
+                    try:  # NOSCRIPT, or an error reply: the ordinary path says it right
+                        reply = _perform(client, step, [])
+                    except Exception as exc:
+                        advance(i, None, exc)
+                        continue
                 except Exception as exc:
                     advance(i, None, exc)
                     continue
-            except Exception as exc:
-                advance(i, None, exc)
-                continue
-            advance(i, reply, None)
-            if enough is not None and i not in steps and unread and enough(results):
-                stopped = True
-                break
-        if stopped:  # the unread replies are read by the next call on each connection
-            for i, conn, _ in sent:
-                if i in unread:  # less the replies already read (an earlier call's)
-                    due.pop(i, None)
-                    _owe(states[i], conn, need[i] - read.get(i, 0))
-                    del conns[i]
-            for i in list(steps):
-                jobs[i][1].close()
-                results[i] = NotYet("no reply waited for: enough others answered")
-            steps.clear()
+                advance(i, reply, None)
+                if enough is not None and i not in steps and unread and enough(results):
+                    stopped = True
+                    break
+            if stopped:  # the unread replies are read by the next call on each connection
+                for i, conn, _ in sent:
+                    if i in unread:  # less the replies already read (an earlier call's)
+                        due.pop(i, None)
+                        del conns[i]
+                        _owe(jobs[i][0], states[i], conn, need[i] - read.get(i, 0))
+                for i in list(steps):
+                    jobs[i][1].close()
+                    results[i] = NotYet("no reply waited for: enough others answered")
+                steps.clear()
+    except BaseException:
+        for i, conn in conns.items():  # cut off: a reply may still be due on each
+            with contextlib.suppress(Exception):
+                _drop(jobs[i][0], states[i], conn)
+        raise
     for i, conn in conns.items():
-        _give_back(states[i], conn, due.get(i, 0))
+        _give_back(jobs[i][0], states[i], conn, due.get(i, 0))
     unwaited: set[int] = set()
     if enough is not None and enough(results):
         # enough answered: a server under suspicion (paused?) is not waited
@@ -413,53 +431,93 @@ def _scatter(
 
 def _take_connection(client: Client, state: _State) -> tuple[Any, int] | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
-    (made on the client's pool settings, outside the pool: no checkout per
-    round), with the number of replies still due on it (read before the next
-    call's own; a connection that owes some is taken first, so that the
-    server runs the next call after them); or ``None`` when there is none:
-    then one is connected on a worker thread for the next rounds (connecting
-    can block on a paused server), one at a time. ``state``: the client's."""
-    with _spare_mutex:
-        while state.owed:
-            conn, count = state.owed.pop()
-            if getattr(conn, "_sock", None) is not None:
-                return conn, count
-        while state.spare:
-            conn = state.spare.pop()
-            if getattr(conn, "_sock", None) is not None:
-                return conn, 0
-        if state.connecting:
-            return None
-        state.connecting = True
-
-    def connect() -> None:
-        conn = client.connection_pool.make_connection()  # type: ignore[union-attr]
-        try:
-            conn.connect()
-        except Exception:
-            return
-        finally:
-            state.connecting = False
-        _give_back(state, conn)
-
-    _workers.submit(connect)
+    (checked out of the client's pool once, then kept by its ``state``: no
+    checkout per call), with the number of replies still due on it (read before
+    the next call's own; a connection that owes some is taken first, so that
+    the server runs the next call after them); or ``None`` when there is none:
+    then, unless the quick path keeps all it may (:func:`_fan_most`), one is
+    checked out on a worker thread for the next calls (the pool may connect it,
+    which can block on a paused server), one at a time. A kept connection the
+    server closed (idle timeout, ``CLIENT KILL``, restart) is given back to the
+    pool, not used."""
+    stale: list[Any] = []
+    try:
+        with _spare_mutex:
+            while state.owed:
+                conn, count = state.owed.pop()
+                if getattr(conn, "_sock", None) is not None:
+                    return conn, count
+                stale.append(conn)
+            while state.spare:
+                conn = state.spare.pop()
+                if _sound(conn):
+                    return conn, 0
+                stale.append(conn)
+            if state.connecting or state.fan_open - len(stale) >= _fan_most(client, state):
+                return None
+            state.connecting = True
+            state.fan_open += 1
+    finally:
+        for conn in stale:
+            _drop(client, state, conn)
+    _workers.submit(functools.partial(_check_out, client, state))
     return None
 
 
-def _give_back(state: _State, conn: Any, due: int = 0) -> None:
-    """Keep ``conn`` for the next rounds (in its client's ``state``), unless
-    enough are kept; ``due``: replies still due on it (see :func:`_owe`)."""
+def _fan_most(client: Client, state: _State) -> int:
+    """How many connections :func:`_scatter` may keep checked out of
+    ``client``'s pool (idle, owing replies or in use): :data:`SPARE_CONNECTIONS`,
+    at most a quarter of the pool (see :func:`_clients.pool_share`); none for a
+    ``BlockingConnectionPool`` or a single-connection client (their calls all
+    take the ordinary path, on worker threads)."""
+    if state.fan_most < 0:
+        state.fan_most = _clients.pool_share(client, SPARE_CONNECTIONS)
+    return state.fan_most
+
+
+def _sound(conn: Any) -> bool:
+    """Whether an idle connection (no reply due on it) is still open: a socket
+    with nothing to read (a server that closed it shows as something to read)."""
+    if getattr(conn, "_sock", None) is None:
+        return False
+    try:
+        return not conn.can_read(timeout=0)
+    except Exception:
+        return False
+
+
+def _check_out(client: Client, state: _State) -> None:
+    """On a worker thread: a connection of ``client``'s pool for
+    :func:`_scatter`'s next calls (counted in ``state.fan_open`` by the caller)."""
+    conn = None
+    try:
+        conn = _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
+    except Exception:
+        pass  # (too many connections, the server down: the ordinary path says so)
+    finally:
+        with _spare_mutex:
+            state.connecting = False
+            if conn is None:
+                state.fan_open -= 1
+    if conn is not None:
+        _give_back(client, state, conn)
+
+
+def _give_back(client: Client, state: _State, conn: Any, due: int = 0) -> None:
+    """Keep ``conn`` for the next calls (in its client's ``state``), unless
+    enough are kept (then it goes back to the pool); ``due``: replies still due
+    on it (see :func:`_owe`)."""
     if due:
-        _owe(state, conn, due)
+        _owe(client, state, conn, due)
         return
     with _spare_mutex:
         if len(state.spare) < SPARE_CONNECTIONS:
             state.spare.append(conn)
             return
-    conn.disconnect()
+    _drop(client, state, conn)
 
 
-def _owe(state: _State, conn: Any, due: int) -> None:
+def _owe(client: Client, state: _State, conn: Any, due: int) -> None:
     """Keep ``conn``, on which ``due`` replies are still to be read, for the
     next call on its server (which reads them first), unless enough are kept
     or too many replies are due on it (a server that stopped answering: it is
@@ -468,14 +526,29 @@ def _owe(state: _State, conn: Any, due: int) -> None:
         if len(state.owed) < SPARE_CONNECTIONS and due <= MAX_DUE:
             state.owed.append((conn, due))
             return
-    conn.disconnect()
+    _drop(client, state, conn)
+
+
+def _drop(client: Client, state: _State, conn: Any) -> None:
+    """Close ``conn`` (a reply may still be due on it) and give it back to
+    ``client``'s pool, which connects it again for its next user: the pool
+    counts the connections it handed out, and a connection never given back
+    would take one of its ``max_connections`` for good."""
+    try:
+        conn.disconnect()
+        client.connection_pool.release(conn)  # type: ignore[union-attr]
+    finally:
+        with _spare_mutex:
+            state.fan_open -= 1
 
 
 #: The most replies left unread on one connection of :func:`_scatter`.
 MAX_DUE = 16
 
 
-#: The most idle connections of :func:`_scatter` kept per client.
+#: The most connections :func:`_scatter` keeps checked out of a client's pool
+#: (idle, owing replies or in use; at most a quarter of the pool: see
+#: :func:`_fan_most`).
 SPARE_CONNECTIONS = 8
 
 _spare_mutex = threading.Lock()

@@ -645,14 +645,20 @@ class _State:
     hub: _Hub
     watchdog: _Watchdog
     server: server_plans.ServerInfo | None = None
-    #: idle connected connections of run_each's quick path (outside the pool)
+    #: idle connected connections of run_each's quick path (checked out of
+    #: the client's pool, kept until dropped: then given back to it)
     spare: list[Any] = field(default_factory=list)
-    #: whether one is being connected in the background for it
+    #: whether one is being checked out in the background for it
     connecting: bool = False
     #: connections of run_each's quick path left with replies still due (a
     #: round that stopped once it had enough): ``(connection, replies due)``,
     #: taken first, the next call's commands written after the due ones
     owed: list[tuple[Any, int]] = field(default_factory=list)
+    #: how many connections run_each's quick path has checked out of the
+    #: client's pool (idle, owing replies, in use or being checked out), and
+    #: how many it may (-1: not asked yet; see _clients.pool_share)
+    fan_open: int = 0
+    fan_most: int = -1
     #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
     nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
     #: whether a Redis Cluster client's servers have sharded pub/sub (set by
@@ -660,13 +666,51 @@ class _State:
     sharded: bool = True
     #: the client's weak reference (the entry goes with the client)
     client: Callable[[], Any] = lambda: None
-    #: how many pool connections its scripts' quick path may keep (see :func:`_quick`)
-    quick: int = 0
-    #: the quick path's connections, those of the client's pool (shared with
-    #: the pool's other clients)
-    quick_pool: _clients.QuickPool | None = None
+    #: held by the call that probes the server (the first)
+    probing: threading.Lock = field(default_factory=threading.Lock)
+    #: the connections its scripts' quick path keeps, those of the client's
+    #: pool (None: it takes none; see :func:`_quick`)
+    kept: _Kept | None = None
     #: whether its retry policy sends a command again after a connection error
     retries: bool = True
+
+
+@dataclass(eq=False)
+class _Kept:
+    """The connections the scripts' quick path keeps checked out of one pool
+    (see :func:`_quick`), shared by every client on the pool: a client made
+    per request on a shared pool and dropped leaves them to the next one
+    (kept by each client, they would be lost with it, slots of the pool
+    never given back)."""
+
+    generation: int
+    #: how many it may keep (see _clients.quick_connections)
+    most: int
+    #: the idle ones, and how many it keeps in all
+    idle: list[Any] = field(default_factory=list)
+    open: int = 0
+    #: guards ``open``; its waiters wait for an idle one (``waiting`` of them)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    waiting: int = 0
+
+
+#: The quick path's connections of each pool (made by the first client of a
+#: pool that may take it, gone with the pool).
+_kept: weakref.WeakKeyDictionary[Any, _Kept] = weakref.WeakKeyDictionary()
+
+
+def _kept_for(client: Client) -> _Kept | None:
+    """The quick path's connections of ``client``'s pool, or ``None`` when
+    the client may take none (see :func:`_clients.quick_connections`).
+    Called with ``_states_mutex`` held."""
+    most = _clients.quick_connections(client)
+    if not most:
+        return None
+    pool = client.connection_pool  # type: ignore[union-attr]
+    kept = _kept.get(pool)
+    if kept is None or kept.generation != _identity.generation():  # (a fork's pool starts afresh)
+        kept = _kept[pool] = _Kept(_identity.generation(), most)
+    return kept
 
 
 #: The state of each client, by its id(), dropped with the client (looked up on
@@ -703,9 +747,7 @@ def _state(client: Client) -> _State:
                     state = _State(
                         _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
                     )
-                    state.quick = _clients.quick_connections(client)
-                    if state.quick:
-                        state.quick_pool = _clients.quick_pool(pool, state.generation, state.quick)
+                    state.kept = _kept_for(client)
                     state.retries = _clients.retries_allowed(client)
                 key = id(client)
                 state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
@@ -792,17 +834,23 @@ def run(client: Client, plan: Plan[T]) -> T:
     """
     state = _state(client)
     if state.server is None:
-        try:
-            server = _drive(client, server_plans.probe())
-        except Exception as exc:
-            denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
-            if denied is not None:
-                raise denied from exc
-            raise
-        if _clients.is_cluster(type(client)):
-            state.sharded = _clients.sharded_pubsub(server.name, server.version)
-        state.server = server
+        with state.probing:  # (calls made at once share one probe)
+            if state.server is None:
+                _probe(client, state)
     return _drive(client, plan)
+
+
+def _probe(client: Client, state: _State) -> None:
+    try:
+        server = _drive(client, server_plans.probe())
+    except Exception as exc:
+        denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
+        if denied is not None:
+            raise denied from exc
+        raise
+    if _clients.is_cluster(type(client)):
+        state.sharded = _clients.sharded_pubsub(server.name, server.version)
+    state.server = server
 
 
 @dataclass(eq=False)
@@ -981,9 +1029,9 @@ def _send(client: Client, step: Eval) -> Any:
     growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
     if not _clients.is_cluster(type(client)):
         state = _state(client)
-        if state.quick_pool is not None and state.server is not None:
+        if state.kept is not None and state.server is not None:
             try:
-                return _quick(client, state.quick_pool, step)
+                return _quick(client, state.kept, state.retries, step)
             except _Fallback:
                 pass
         try:  # (what evalsha sends, without its wrappers)
@@ -1008,59 +1056,85 @@ class _Fallback(Exception):
     """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
-def _quick(client: Client, quick: _clients.QuickPool, step: Eval) -> Any:
-    """``EVALSHA`` of ``step`` written and read on an idle connection of the
-    quick path (see :func:`_clients.quick_connections`): checked out of the
-    client's pool the first time, then kept by the pool's ``quick`` record, idle
-    between calls. Every uncontended acquire and release comes here: the pool
-    checkout and the client's per-command wrappers cost more than the script.
+def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
+    """``EVALSHA`` of ``step`` written and read on a connection of the quick
+    path (see :func:`_clients.quick_connections`): checked out of the client's
+    pool the first time, then ``kept`` for the pool, idle between calls.
+    When all it may keep are busy, the call waits for one (so tenure's calls
+    never use more of the pool than that; the pool's checkout and the
+    client's per-command wrappers cost more than the script itself).
 
     Raises:
-        _Fallback: none is idle and the quick path keeps all it may, the
-            server does not have the script (NOSCRIPT), or the connection
-            failed (it is closed, to connect again at its next use) and the
-            client's retry policy retries: the ordinary path sends it (again:
-            tenure's scripts are safe to run twice, as a retry after a lost
-            reply already runs them).
+        _Fallback: the server does not have the script (NOSCRIPT), or a
+            connection could not be made or failed (it is closed, to connect
+            again at its next use) and the client's retry policy retries: the
+            ordinary path sends it (again: tenure's scripts are safe to run
+            twice, as a retry after a lost reply already runs them).
         The reply's error (a ``ResponseError``), as the ordinary path raises
         it; a connection error when the client does not retry.
         ``KeyboardInterrupt`` and the like close the connection (a reply may
         still be due on it).
     """
-    try:
-        conn = quick.idle.pop()
-    except IndexError:
-        with quick.mutex:
-            if quick.open >= quick.limit:
-                raise _Fallback from None
-            quick.open += 1
-        try:
-            conn = _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
-        except BaseException:
-            with quick.mutex:
-                quick.open -= 1
-            raise
+    conn = _take(client, kept, retries)
     library = _library(type(client))
     try:
         conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = conn.read_response()
     except library.response_error as exc:  # a whole reply was read: the connection is sound
-        quick.idle.append(conn)
+        _give(kept, conn)
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
     except Exception as exc:
         conn.disconnect()
-        quick.idle.append(conn)
-        if _state(client).retries:
+        _give(kept, conn)
+        if retries:
             raise _Fallback from exc
         raise
     except BaseException:
         conn.disconnect()
-        quick.idle.append(conn)
+        _give(kept, conn)
         raise
-    quick.idle.append(conn)
+    _give(kept, conn)
     return raw
+
+
+def _take(client: Client, kept: _Kept, retries: bool) -> Any:
+    """An idle connection of the quick path; a new one from the pool while
+    fewer than it may keep are open; else the first one given back."""
+    try:
+        return kept.idle.pop()
+    except IndexError:
+        pass
+    with kept.cond:
+        while True:
+            if kept.idle:
+                return kept.idle.pop()
+            if kept.open < kept.most:
+                kept.open += 1
+                break
+            kept.waiting += 1
+            try:
+                kept.cond.wait()
+            finally:
+                kept.waiting -= 1
+    try:
+        return _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
+    except BaseException as exc:
+        with kept.cond:
+            kept.open -= 1
+            kept.cond.notify()
+        if isinstance(exc, Exception) and retries:
+            raise _Fallback from exc
+        raise
+
+
+def _give(kept: _Kept, conn: Any) -> None:
+    """Give a connection of the quick path back (to a waiting call, if any)."""
+    kept.idle.append(conn)
+    if kept.waiting:
+        with kept.cond:
+            kept.cond.notify()
 
 
 def _send_once(client: Client, step: Eval, shard: bool) -> Any:
