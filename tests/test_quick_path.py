@@ -368,9 +368,9 @@ def test_clients_made_per_request_on_a_shared_pool_share_its_kept_connections(
         del client, lease
         gc.collect()
     assert fences == sorted(set(fences))
-    held = [pool.get_connection() for _ in range(30)]  # type: ignore[no-untyped-call]
+    held = [pool.get_connection() for _ in range(30)]
     for conn in held:
-        pool.release(conn)  # type: ignore[no-untyped-call]
+        pool.release(conn)
 
 
 def test_asyncio_clients_made_per_request_share_the_pools_kept_connections(url: str) -> None:
@@ -387,7 +387,7 @@ def test_asyncio_clients_made_per_request_share_the_pools_kept_connections(url: 
             await lease.release()
             del client, lease
             gc.collect()
-        held = [await pool.get_connection() for _ in range(30)]
+        held = [await pool.get_connection() for _ in range(30)]  # type: ignore[no-untyped-call]
         for conn in held:
             await pool.release(conn)
         await pool.disconnect()
@@ -470,20 +470,12 @@ class _InterruptedTwice(redis.Connection):
         return super().read_response(*args, **kwargs)
 
     def disconnect(self, *args: Any, **kwargs: Any) -> None:
-        super().disconnect(*args, **kwargs)
+        super().disconnect(*args, **kwargs)  # type: ignore[no-untyped-call]
         if _InterruptedTwice.armed == 1:
             _InterruptedTwice.armed = 0
             raise KeyboardInterrupt
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an interrupt between the quick path's take and give loses the kept "
-    "connection's slot for good; once all its slots are lost (1 for a pool of 4, "
-    "8 at most) every script call of the pool waits forever in _take (before "
-    "e4636df it took the ordinary path); the sync stress in the report hangs after "
-    "a few hundred single interrupts too",
-)
 def test_a_call_after_an_interrupted_clean_up_does_not_wait_forever(url: str) -> None:
     """KeyboardInterrupt while the reply is due, and again in the close: the
     interrupted acquire (its clean-up included) and the next acquire finish."""
