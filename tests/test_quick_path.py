@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -391,3 +393,110 @@ def test_asyncio_clients_made_per_request_share_the_pools_kept_connections(url: 
         await pool.disconnect()
 
     asyncio.run(main())
+
+
+def test_an_asyncio_client_used_by_one_event_loop_after_another_keeps_few(url: str) -> None:
+    """One asyncio client used by 8 ``asyncio.run`` calls in turn (each closes
+    it at its end, as redis-py asks), its pool of 8: every run's Lock cycle
+    and its user's command succeed, and the quick path keeps at most 2
+    connections checked out (each loop's once stayed checked out for good:
+    the pool ran out at the 8th run)."""
+    client = redis.asyncio.Redis.from_url(url, max_connections=8)
+
+    async def run(n: int) -> None:
+        lock = AsyncLock(client, "loops", ttl=10)
+        async with lock as lease:
+            assert await client.get("tenure:{loops}") == lease.owner.encode()
+        await client.set("loops-user", n)
+        await client.aclose()
+
+    for n in range(8):
+        asyncio.run(run(n))
+    assert len(client.connection_pool._in_use_connections) <= 8 // 4
+
+
+_PACK_INTERRUPTED = """
+import signal
+import redis
+from tenure._drivers import _clients
+from tenure._protocol import Eval
+from tenure._scripts import LOCK_ACQUIRE
+def interrupt(*_):
+    raise KeyboardInterrupt
+signal.signal(signal.SIGALRM, interrupt)
+conn = redis.Redis().connection_pool.make_connection()
+step = Eval(LOCK_ACQUIRE, ("k" * 1000,) * 20_000, (7,))  # hiredis copies 20 MB, then an int
+interrupted = 0
+for _ in range(20):
+    signal.setitimer(signal.ITIMER_REAL, 0.001)
+    try:
+        _clients.packed_evalsha(conn, step)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except KeyboardInterrupt:
+        interrupted += 1
+print(interrupted)
+"""
+
+
+@pytest.mark.skipif(_clients._HIREDIS is None, reason="hiredis is not installed")
+def test_a_signal_while_hiredis_packs_raises_in_python_not_a_crash() -> None:
+    """A signal handler that raises (KeyboardInterrupt, a timeout alarm)
+    while the quick path packs a script's arguments: the exception is raised
+    and the process goes on. hiredis 3.5's pack_command formats an int with
+    PyObject_Repr, which runs the pending handler and returns NULL, and then
+    reads it: the process died of a segmentation fault (it did here, every
+    time, before the quick path gave hiredis only str and bytes)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PACK_INTERRUPTED],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert int(done.stdout) > 0  # the handler did run inside some of the calls
+
+
+class _InterruptedTwice(redis.Connection):
+    """Once armed: KeyboardInterrupt instead of reading the reply, and again
+    in the close that follows (a second Ctrl-C, or an alarm, during clean-up)."""
+
+    armed = 0
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if _InterruptedTwice.armed == 2:
+            _InterruptedTwice.armed = 1
+            raise KeyboardInterrupt
+        return super().read_response(*args, **kwargs)
+
+    def disconnect(self, *args: Any, **kwargs: Any) -> None:
+        super().disconnect(*args, **kwargs)  # type: ignore[no-untyped-call]
+        if _InterruptedTwice.armed == 1:
+            _InterruptedTwice.armed = 0
+            raise KeyboardInterrupt
+
+
+def test_a_call_after_an_interrupted_clean_up_does_not_wait_forever(url: str) -> None:
+    """KeyboardInterrupt while the reply is due, and again in the close: the
+    interrupted acquire (its clean-up included) and the next acquire finish."""
+    client = redis.Redis.from_url(url, max_connections=4)  # keeps 1
+    client.connection_pool.connection_class = _InterruptedTwice
+    lock = Lock(client, "quick-twice", ttl=1)
+    warm = lock.acquire()
+    assert warm is not None
+    warm.release()
+    done: list[object] = []
+
+    def calls() -> None:
+        _InterruptedTwice.armed = 2
+        try:
+            lock.acquire()
+        except KeyboardInterrupt:
+            done.append("interrupted")
+        _InterruptedTwice.armed = 0
+        done.append(lock.acquire(timeout=2))
+
+    worker = threading.Thread(target=calls, daemon=True)
+    worker.start()
+    worker.join(6)  # the acquire's own timeout is 2 s; the lock's ttl 1 s
+    assert len(done) == 2 and done[1] is not None, done

@@ -1125,8 +1125,10 @@ async def _send(client: Client, step: Eval) -> Any:
         if state.kept is not None and state.server is not None:
             try:
                 return await _quick(client, state.kept, state.retries, step)
-            except _Fallback:
-                pass
+            except _Fallback as fallback:
+                if isinstance(fallback.__cause__, _library(type(client)).no_script):
+                    # (the server lost its scripts: loaded first, not asked again)
+                    await client.script_load(_clients.source_of(step, False))
         try:  # (what evalsha sends, without its wrappers)
             return await client.execute_command("EVALSHA", *_clients.evalsha_args(step))
         except _library(type(client)).no_script:
@@ -1192,19 +1194,25 @@ async def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
 
 async def _take(client: Client, kept: _Kept, retries: bool) -> Any:
     """An idle connection of the quick path; a new one from the pool while
-    fewer than it may keep are open; else the next one given back."""
+    fewer than it may keep are open; else the next one given back within
+    :data:`QUICK_PATIENCE` (:class:`_Fallback` after it)."""
     if kept.idle:
         return kept.idle.pop()
     if kept.open >= kept.most:
         waiter = kept.loop.create_future()
         kept.waiters.append(waiter)
         try:
-            conn = await waiter
+            await asyncio.wait((waiter,), timeout=QUICK_PATIENCE)
+            if not waiter.done():
+                raise _Fallback
+            conn = waiter.result()
         except BaseException:
             if waiter.done() and not waiter.cancelled():
-                _pass_on(kept, waiter.result())  # given to it as it was cancelled
-            elif waiter in kept.waiters:
-                kept.waiters.remove(waiter)
+                _pass_on(kept, waiter.result())  # given to it as it gave up
+            else:
+                waiter.cancel()
+                if waiter in kept.waiters:
+                    kept.waiters.remove(waiter)
             raise
         if conn is not None:
             return conn
@@ -1218,6 +1226,12 @@ async def _take(client: Client, kept: _Kept, retries: bool) -> Any:
         if isinstance(exc, Exception) and retries:
             raise _Fallback from exc
         raise
+
+
+#: The longest a script call waits for a connection of the quick path when
+#: all it may keep are busy (a stalled server, say), in seconds: it then
+#: takes the ordinary path, through the client.
+QUICK_PATIENCE = 1.0
 
 
 def _give(kept: _Kept, conn: Any) -> None:

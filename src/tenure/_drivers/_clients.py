@@ -406,10 +406,22 @@ def packed_evalsha(conn: Any, step: Eval) -> Any:
     ``conn.send_packed_command`` (a list of byte strings): by hiredis directly
     when the connection would encode alike (it packs with hiredis, as redis-py
     does, or its encoder is strict UTF-8), else by the connection's own packer."""
-    args = ("EVALSHA", step.script.sha1, len(step.keys), *step.keys, *step.args)
     if _HIREDIS is not None and _utf8_packer(conn):
-        return [_HIREDIS(args)]
-    return conn.pack_command(*args)
+        # Numbers as str: hiredis formats an int (or float) with
+        # PyObject_Repr, which runs a pending signal handler, and reads its
+        # NULL if the handler raised (KeyboardInterrupt): a crash.
+        return [
+            _HIREDIS(
+                (
+                    "EVALSHA",
+                    step.script.sha1,
+                    str(len(step.keys)),
+                    *step.keys,
+                    *(str(a) if type(a) is int else a for a in step.args),
+                )
+            )
+        ]
+    return conn.pack_command("EVALSHA", step.script.sha1, len(step.keys), *step.keys, *step.args)
 
 
 def _utf8_packer(conn: Any) -> bool:

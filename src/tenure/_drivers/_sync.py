@@ -1071,8 +1071,10 @@ def _send(client: Client, step: Eval) -> Any:
         if state.kept is not None and state.server is not None:
             try:
                 return _quick(client, state.kept, state.retries, step)
-            except _Fallback:
-                pass
+            except _Fallback as fallback:
+                if isinstance(fallback.__cause__, _library(type(client)).no_script):
+                    # (the server lost its scripts: loaded first, not asked again)
+                    client.script_load(_clients.source_of(step, False))
         try:  # (what evalsha sends, without its wrappers)
             return client.execute_command("EVALSHA", *_clients.evalsha_args(step))  # type: ignore[no-untyped-call]
         except _library(type(client)).no_script:
@@ -1116,35 +1118,61 @@ def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
     """
     conn = _take(client, kept, retries)
     library = _library(type(client))
+    sound = False  # a whole reply was read: the connection may be used again as it is
     try:
         conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = conn.read_response()
-    except library.response_error as exc:  # a whole reply was read: the connection is sound
-        _give(kept, conn)
+        sound = True
+    except library.response_error as exc:
+        sound = True
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
     except Exception as exc:
-        conn.disconnect()
-        _give(kept, conn)
         if retries:
             raise _Fallback from exc
         raise
-    except BaseException:
-        conn.disconnect()
-        _give(kept, conn)
-        raise
-    _give(kept, conn)
+    finally:  # (whatever interrupts what: the connection is given back or let go)
+        if sound:
+            _give(kept, conn)
+        else:
+            _discard(client, kept, conn)
     return raw
+
+
+def _discard(client: Client, kept: _Kept, conn: Any) -> None:
+    """A connection of the quick path whose call failed or was interrupted:
+    closed (a reply may still be due on it) and kept; if the close itself is
+    interrupted, given back to the pool instead (whose checkout tests a
+    connection for unread data) and one fewer kept."""
+    try:
+        conn.disconnect()
+    finally:
+        if getattr(conn, "_sock", None) is None:
+            _give(kept, conn)
+        else:
+            with contextlib.suppress(Exception):
+                client.connection_pool.release(conn)  # type: ignore[union-attr]
+            with kept.cond:
+                kept.open -= 1
+                kept.cond.notify()
+
+
+#: The longest a script call waits for a connection of the quick path when
+#: all it may keep are busy (a stalled server, say), in seconds: it then
+#: takes the ordinary path, through the client.
+QUICK_PATIENCE = 1.0
 
 
 def _take(client: Client, kept: _Kept, retries: bool) -> Any:
     """An idle connection of the quick path; a new one from the pool while
-    fewer than it may keep are open; else the first one given back."""
+    fewer than it may keep are open; else the first one given back within
+    :data:`QUICK_PATIENCE` (:class:`_Fallback` after it)."""
     try:
         return kept.idle.pop()
     except IndexError:
         pass
+    waited = False
     with kept.cond:
         while True:
             if kept.idle:
@@ -1152,9 +1180,11 @@ def _take(client: Client, kept: _Kept, retries: bool) -> Any:
             if kept.open < kept.most:
                 kept.open += 1
                 break
+            if waited:  # (QUICK_PATIENCE passed)
+                raise _Fallback
             kept.waiting += 1
             try:
-                kept.cond.wait()
+                waited = not kept.cond.wait(QUICK_PATIENCE)
             finally:
                 kept.waiting -= 1
     try:
