@@ -401,11 +401,13 @@ def retries_allowed(client: Any) -> bool:
     return retry is None or getattr(retry, "_retries", 1) != 0
 
 
-def packed_evalsha(conn: Any, step: Eval) -> Any:
-    """``EVALSHA`` of ``step`` (not sharded) in the protocol, for
-    ``conn.send_packed_command`` (a list of byte strings): by hiredis directly
-    when the connection would encode alike (it packs with hiredis, as redis-py
-    does, or its encoder is strict UTF-8), else by the connection's own packer."""
+def packed_evalsha(conn: Any, step: Eval, shard: bool = False) -> Any:
+    """``EVALSHA`` of ``step`` in the protocol, for ``conn.send_packed_command``
+    (a list of byte strings): by hiredis directly when the connection would
+    encode alike (it packs with hiredis, as redis-py does, or its encoder is
+    strict UTF-8), else by the connection's own packer. ``shard``: the
+    script's :func:`sharded` variant (a cluster node with sharded pub/sub)."""
+    sha1 = (sharded(step.script) if shard else step.script).sha1
     if _HIREDIS is not None and _utf8_packer(conn):
         # Numbers as str: hiredis formats an int (or float) with
         # PyObject_Repr, which runs a pending signal handler, and reads its
@@ -414,14 +416,14 @@ def packed_evalsha(conn: Any, step: Eval) -> Any:
             _HIREDIS(
                 (
                     "EVALSHA",
-                    step.script.sha1,
+                    sha1,
                     str(len(step.keys)),
                     *step.keys,
                     *(str(a) if type(a) is int else a for a in step.args),
                 )
             )
         ]
-    return conn.pack_command("EVALSHA", step.script.sha1, len(step.keys), *step.keys, *step.args)
+    return conn.pack_command("EVALSHA", sha1, len(step.keys), *step.keys, *step.args)
 
 
 def _utf8_packer(conn: Any) -> bool:

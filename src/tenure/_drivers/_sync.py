@@ -1097,7 +1097,7 @@ class _Fallback(Exception):
     """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
-def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
+def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool = False) -> Any:
     """``EVALSHA`` of ``step`` written and read on a connection of the quick
     path (see :func:`_clients.quick_connections`): checked out of the client's
     pool the first time, then ``kept`` for the pool, idle between calls.
@@ -1120,7 +1120,7 @@ def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
     library = _library(type(client))
     sound = False  # a whole reply was read: the connection may be used again as it is
     try:
-        conn.send_packed_command(_clients.packed_evalsha(conn, step))
+        conn.send_packed_command(_clients.packed_evalsha(conn, step, shard))
         raw = conn.read_response()
         sound = True
     except library.response_error as exc:
@@ -1207,9 +1207,15 @@ def _give(kept: _Kept, conn: Any) -> None:
 
 
 def _send_once(client: Client, step: Eval, shard: bool) -> Any:
-    """EVALSHA of ``step`` on a cluster client; on NOSCRIPT, load the script on
-    the node owning its keys only (the client's ``SCRIPT LOAD`` goes to every
-    master, and fails on a dead one) and send it once more."""
+    """EVALSHA of ``step`` on a cluster client: on the quick path of the node
+    owning its keys (see :func:`_node_quick`), else through the cluster
+    client; on NOSCRIPT, load the script on the node owning its keys only
+    (the client's ``SCRIPT LOAD`` goes to every master, and fails on a dead
+    one) and send it once more."""
+    if step.keys:
+        reply = _node_quick(client, step, shard)
+        if reply is not _NOT_SENT:
+            return reply
     try:
         return client.evalsha(*_clients.evalsha_args(step, shard))
     except _library(type(client)).no_script:
@@ -1221,6 +1227,39 @@ def _send_once(client: Client, step: Eval, shard: bool) -> Any:
         else:  # sent to any node: loaded on every one
             client.script_load(source)
         return client.evalsha(*_clients.evalsha_args(step, shard))
+
+
+_NOT_SENT = object()
+
+
+def _node_quick(client: Client, step: Eval, shard: bool) -> Any:
+    """``EVALSHA`` of ``step`` on the quick path of the cluster node that owns
+    its first key's slot (in the cluster client's slot map), on connections
+    kept of that node's own pool (see :func:`_quick`); :data:`_NOT_SENT` when
+    it takes none, or when the node answered that the slot is not (or no
+    longer entirely) its own, did not have the script, or failed: the cluster
+    client then sends it (and follows the redirect, loads the script,
+    refreshes its map)."""
+    cluster: Any = client
+    try:
+        node_client = _clients.node_client(cluster, cluster.get_node_from_key(step.keys[0]))
+        pool = node_client.connection_pool
+    except Exception:
+        return _NOT_SENT
+    kept: _Kept | None = _clients.kept_on(pool, "kept")
+    if kept is None or kept.generation != _identity.generation():
+        with _states_mutex:
+            kept = _kept_for(node_client)
+    if kept is None:
+        return _NOT_SENT
+    try:
+        return _quick(node_client, kept, True, step, shard)
+    except _Fallback:
+        return _NOT_SENT
+    except Exception as exc:
+        if _clients.redirected(exc) or "CLUSTERDOWN" in str(exc):
+            return _NOT_SENT
+        raise
 
 
 def _evalsha(client: Client, step: Eval) -> Any:
