@@ -388,7 +388,9 @@ def test_asyncio_tasks_never_overlap(
 ) -> None:
     async def main() -> list[Hold]:
         aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
-        lock = AsyncRedlock(aclients, "tasks", ttl=5)
+        # (a per-master timeout a loaded CI machine's stalls can't reach: the
+        # default, 0.25 s for this ttl, once timed a release out on all five)
+        lock = AsyncRedlock(aclients, "tasks", ttl=5, master_timeout=2.0)
         holds: list[Hold] = []
 
         async def work() -> None:
