@@ -92,7 +92,8 @@ def test_takes_every_part_and_releases_them(r: redis.Redis) -> None:
     assert r.get("tenure:{b}") == lease.leases[0].owner.encode()
     assert r.hget("tenure:{a}:rlock", lease.leases[1].owner) == b"1"
     assert r.get("tenure:{c}:fair") == lease.leases[2].owner.encode()
-    assert multi.locked() and multi.owned() and 4.5 < lease.remaining <= 5
+    # (the 5 s ttl's, less what a loaded machine took since the acquire)
+    assert multi.locked() and multi.owned() and 2.5 < lease.remaining <= 5
     info = multi.info()
     assert info.held and [p.kind for p in info.parts] == ["Lock", "RLock", "FairLock"]
     assert [p.fence for p in info.parts] == list(lease.fence) and all(p.locked for p in info.parts)
@@ -100,7 +101,7 @@ def test_takes_every_part_and_releases_them(r: redis.Redis) -> None:
     assert "MultiLease 'b + a + c'" in repr(lease) and "valid" in repr(lease)
     assert not in_thread(multi.owned)  # another thread holds none of it
     lease.extend(8)
-    assert all(7000 < r.pttl(k) <= 8000 for k in ("tenure:{b}", "tenure:{c}:fair"))
+    assert all(6000 < r.pttl(k) <= 8000 for k in ("tenure:{b}", "tenure:{c}:fair"))
     lease.release()
     assert not r.exists("tenure:{b}", "tenure:{a}:rlock", "tenure:{c}:fair")
     assert not multi.locked() and not multi.owned() and not lease.valid
