@@ -913,6 +913,169 @@ async def run(client: Client, plan: Plan[T]) -> T:
     return await _drive(client, plan)
 
 
+def batch_key(client: Client) -> object | None:
+    """What :func:`run_together` shares among clients: their connection pool
+    (plans of clients with the same pool may be run together, on a client
+    of any of them); ``None`` for a Redis Cluster client (its calls go to
+    the node of each key's slot)."""
+    if _clients.is_cluster(type(client)):
+        return None
+    return getattr(client, "connection_pool", None)
+
+
+def listening(client: Client, keys: LockKeys) -> bool:
+    """Whether this process waits, or waited within the last second, on the
+    lock of ``keys`` through ``client`` (its hub listens on the wake channel:
+    the lock is contended). Sends nothing."""
+    return _hub(client, keys.wake_prefix).listening(keys.wake_prefix)
+
+
+async def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
+    """Drive ``plans`` side by side with ``client``: each round, the script
+    calls the plans yield (one each) are written back to back on one
+    connection and their replies read in order, one round trip for them all
+    (the quick path's connection, else a pipeline of the client's). Return,
+    in order, each plan's result or the exception it raised; each plan runs
+    to its end whatever the others do (a cancellation is thrown into every
+    plan whose call was in flight, which then cleans up as it would alone,
+    its clean-up calls sent together in the next round).
+
+    The plans may yield :class:`Eval`, :class:`Command`, :class:`Pipeline`
+    and :class:`Listening` steps (the others are thrown back as a
+    ``TypeError``). On a Redis Cluster client, or for one plan, the plans
+    run one after the other (an interruption then closes those not started).
+    """
+    state = _state(client)
+    if state.server is None:
+        async with state.probing:
+            if state.server is None:
+                await _probe(client, state)
+    results: list[Any] = [_PENDING] * len(plans)
+    if len(plans) == 1 or _clients.is_cluster(type(client)):
+        for i, plan in enumerate(plans):
+            try:
+                results[i] = await _drive(client, plan)
+            except Exception as exc:
+                results[i] = exc
+            except BaseException as exc:
+                results[i] = exc
+                for j in range(i + 1, len(plans)):
+                    plans[j].close()
+                    results[j] = exc
+                break
+        return results
+    replies: list[Any] = [None] * len(plans)
+    errors: list[BaseException | None] = [None] * len(plans)
+    try:
+        while True:
+            due: list[int] = []
+            for i, plan in enumerate(plans):
+                if results[i] is not _PENDING:
+                    continue
+                error = errors[i]
+                try:
+                    step = plan.send(replies[i]) if error is None else plan.throw(error)
+                except StopIteration as stop:
+                    results[i] = stop.value
+                    continue
+                except BaseException as exc:
+                    results[i] = exc
+                    continue
+                replies[i], errors[i] = None, None
+                if type(step) is Eval:
+                    replies[i] = step
+                    due.append(i)
+                    continue
+                try:
+                    if not isinstance(step, Command | Pipeline | Listening):
+                        raise TypeError(f"run_together runs no {type(step).__name__} step")
+                    replies[i] = await _perform(client, step, [])
+                except BaseException as exc:
+                    errors[i] = exc
+            if not due:
+                if all(result is not _PENDING for result in results):
+                    return results
+                continue
+            steps = [replies[i] for i in due]
+            try:
+                answers = await _send_together(client, state, steps)
+            except BaseException as exc:
+                for i in due:
+                    replies[i], errors[i] = None, exc
+                continue
+            for i, answer in zip(due, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    replies[i], errors[i] = None, answer
+                else:
+                    replies[i] = answer
+    finally:
+        for plan in plans:
+            plan.close()
+
+
+#: A plan of :func:`run_together` not yet ended.
+_PENDING: Any = object()
+
+
+async def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any]:
+    """The script calls ``steps`` in one round trip, on one connection: each
+    one's parsed reply, or the exception it raised (its error reply, a
+    ``WrongTypeError``, a ``PermissionDenied``)."""
+    if state.kept is not None:
+        try:
+            raws = await _quick_together(client, state.kept, state.retries, steps)
+        except _Fallback:
+            pass
+        else:
+            answers: list[Any] = []
+            for step, raw in zip(steps, raws, strict=True):
+                if isinstance(raw, Exception):
+                    answers.append(await _refusal(client, step, raw) or raw)
+                    continue
+                try:
+                    answers.append(parse_reply(step.script, raw))
+                except Exception as exc:
+                    answers.append(exc)
+            return answers
+    return await _pipeline(client, Pipeline(tuple(steps)))
+
+
+async def _quick_together(
+    client: Client, kept: _Kept, retries: bool, steps: list[Eval]
+) -> list[Any]:
+    """:func:`_quick` for several script calls: written back to back on one
+    connection of the quick path, their replies read in order (an error
+    reply in its place). Raises :class:`_Fallback` as :func:`_quick` does,
+    and when a reply is NOSCRIPT (after every reply was read: the ordinary
+    pipeline then loads the scripts and sends them all again, as a retry
+    would)."""
+    conn = await _take(client, kept, retries)
+    library = _library(type(client))
+    raws: list[Any] = []
+    try:
+        packed: list[Any] = []
+        for step in steps:
+            packed.extend(_clients.packed_evalsha(conn, step))
+        await conn.send_packed_command(packed)
+        for _ in steps:
+            try:
+                raws.append(await conn.read_response())
+            except library.response_error as exc:  # a whole reply was read
+                raws.append(exc)
+    except Exception as exc:
+        await _close(kept, conn)
+        if retries:
+            raise _Fallback from exc
+        raise
+    except BaseException:
+        await _close(kept, conn)
+        raise
+    _give(kept, conn)
+    if any(isinstance(raw, library.no_script) for raw in raws):
+        raise _Fallback
+    return raws
+
+
 async def _probe(client: Client, state: _State) -> None:
     try:
         server = await _drive(client, server_plans.probe())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 
@@ -14,6 +13,7 @@ from ..._info import MultiLockInfo, MultiPartInfo
 from ..._leasebook import Phase
 from ..._models import LostSignalBase
 from ..._plans import lock as lock_plans
+from ..._plans.waiting import Grant
 from ..._units import check_ttl
 from ._base import _AsyncBlocks, _AsyncEntersItself, _check_callback
 from .lock import AsyncLease, AsyncLock
@@ -43,10 +43,54 @@ def _server_of(client: object) -> str:
 
 
 async def _release_quietly(leases: Sequence[_AsyncPartLease]) -> None:
-    """Release ``leases`` in reverse order, each whatever the others do."""
-    for lease in reversed(leases):
-        with contextlib.suppress(Exception):
-            await lease.release()
+    """Release ``leases`` in reverse order, each whatever the others do
+    (an interruption or cancellation is raised once all were released)."""
+    errors = await _release_together(list(reversed(leases)))
+    _raise_first([e for e in errors if not isinstance(e, Exception)])
+
+
+async def _release_together(leases: list[_AsyncPartLease]) -> list[BaseException]:
+    """Release ``leases``, in this order, each whatever the others do; return
+    the errors. The held leases of one connection pool (one server) are
+    released together, in one round trip, where the first of them comes; the
+    others (a release retried, a lost lease's clean-up, a Redis Cluster's)
+    one by one, as ``release()`` does."""
+    errors: list[BaseException] = []
+    units: list[list[_AsyncPartLease]] = []
+    groups: dict[int, list[_AsyncPartLease]] = {}
+    for lease in leases:
+        pool = _driver.batch_key(lease._lock._client)
+        if pool is None or lease._life.phase is not Phase.HELD:
+            units.append([lease])
+        elif id(pool) in groups:
+            groups[id(pool)].append(lease)
+        else:
+            units.append(groups.setdefault(id(pool), [lease]))
+    for unit in units:
+        alone = unit if len(unit) == 1 else []
+        begun: list[_AsyncPartLease] = []
+        for lease in unit if not alone else ():
+            try:
+                if lease._release_begin():
+                    begun.append(lease)
+                else:  # lost meanwhile (the watchdog): its clean-up, alone
+                    alone.append(lease)
+            except BaseException as exc:
+                errors.append(exc)
+        if begun:
+            plans = [lease._release_plan() for lease in begun]
+            results = await _driver.run_together(begun[0]._lock._client, plans)
+            for lease, result in zip(begun, results, strict=True):
+                try:
+                    lease._release_end(result)
+                except BaseException as exc:
+                    errors.append(exc)
+        for lease in alone:
+            try:
+                await lease.release()
+            except BaseException as exc:
+                errors.append(exc)
+    return errors
 
 
 def _raise_first(errors: list[BaseException]) -> None:
@@ -141,15 +185,13 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
         life.begin_release(self.name, None)
         if life.cleaned:  # lost, and its parts' releases were sent already
             raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
-        errors: list[BaseException] = []
+        due = []
         for lease in reversed(self._multi._in_order(self.leases)):
             part = lease._life
             if part.phase is Phase.RELEASED or (part.phase is Phase.LOST and part.cleaned):
                 continue  # done by an earlier call
-            try:
-                await lease.release()
-            except BaseException as exc:
-                errors.append(exc)
+            due.append(lease)
+        errors = await _release_together(due)
         if any(lease._life.phase is Phase.RELEASING for lease in self.leases):
             pass  # a part's release did not complete: release() may be called again
         elif life.phase is Phase.LOST:
@@ -254,6 +296,14 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         self._parts: tuple[_AsyncPart, ...] = tuple(locks)
         # the acquire order: by lock key, then server (the same in every process)
         self._order = tuple(i for _, i in sorted(seen.items()))
+        # the parts of each connection pool (one server), in the acquire order,
+        # by the first one's place in it: tried together, one round trip each
+        groups: dict[tuple[bool, int], list[int]] = {}
+        for i in self._order:
+            pool = _driver.batch_key(self._parts[i]._client)
+            groups.setdefault((False, i) if pool is None else (True, id(pool)), []).append(i)
+        together = tuple(tuple(group) for group in groups.values())
+        self._groups = together if len(together) < len(self._parts) else None
         self._on_lost = _check_callback(on_lost)
         self._leases: dict[str, AsyncMultiLease] = {}
 
@@ -294,14 +344,21 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         deadline = None if wait is None else time.monotonic() + wait
-        while True:
-            taken = await self._take_all(blocking, deadline)
-            if taken is None:
+        taken = None
+        if self._groups is not None and not (blocking and self._contended()):
+            taken = await self._take_together(owner)
+            if taken is None and not blocking:
                 return None
+        while True:
+            if taken is None:
+                taken = await self._take_all(blocking, deadline)
+                if taken is None:
+                    return None
             if all(lease.valid for lease in taken):
                 break
             # a part's lease ran out while later parts were awaited: start over
             await _release_quietly(taken)
+            taken = None
             if not blocking or (deadline is not None and time.monotonic() >= deadline):
                 return None
         by_part = dict(zip(self._order, taken, strict=True))
@@ -333,6 +390,63 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
             await _release_quietly(taken)
             raise
         return taken
+
+    def _contended(self) -> bool:
+        """Whether this process waits, or waited within the last second, on a
+        part that is tried together with others (then an acquire that waits
+        takes the parts one by one at once: an attempt at them all would most
+        likely fail)."""
+        assert self._groups is not None
+        for group in self._groups:
+            if len(group) > 1:
+                for i in group:
+                    part = self._parts[i]
+                    if _driver.listening(part._client, part._keys):
+                        return True
+        return False
+
+    async def _take_together(self, owner: str) -> list[_AsyncPartLease] | None:
+        """One attempt at every part, without waiting: those of one connection
+        pool (one server) together, in one round trip. The parts in the acquire
+        order, or ``None`` (holding none) if one was busy.
+
+        Raises:
+            AlreadyHeldError, NotReplicatedError, WrongTypeError, ...: as a
+                part's acquire raises them; the parts taken were released.
+        """
+        assert self._groups is not None
+        taken: dict[int, _AsyncPartLease] = {}
+        errors: list[BaseException] = []
+        busy = False
+        try:
+            for group in self._groups:
+                parts = [self._parts[i] for i in group]
+                plans = [await part._prepare(owner, False, None) for part in parts]
+                results = await _driver.run_together(parts[0]._client, plans)
+                for i, part, result in zip(group, parts, results, strict=True):
+                    if isinstance(result, Grant):
+                        lease = part._granted(owner, result)
+                        try:
+                            await lease._start()  # (it releases itself if it fails)
+                        except BaseException as exc:
+                            errors.append(exc)
+                        else:
+                            taken[i] = lease
+                    elif isinstance(result, BaseException):
+                        errors.append(result)
+                    else:
+                        busy = True
+                if errors or busy:
+                    break
+        except BaseException as exc:
+            errors.append(exc)
+        leases = [taken[i] for i in self._order if i in taken]
+        if errors or busy:
+            released = await _release_together(list(reversed(leases)))
+            # (a release's error is not raised, as _release_quietly's)
+            _raise_first(errors + [e for e in released if not isinstance(e, Exception)])
+            return None
+        return leases
 
     def _in_order(self, leases: tuple[_AsyncPartLease, ...]) -> list[_AsyncPartLease]:
         """A multi-lease's part leases (given in the parts' order) in the acquire order."""
