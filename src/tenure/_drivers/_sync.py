@@ -889,13 +889,6 @@ def batch_key(client: Client) -> object | None:
     return getattr(client, "connection_pool", None)
 
 
-def listening(client: Client, keys: LockKeys) -> bool:
-    """Whether this process waits, or waited within the last second, on the
-    lock of ``keys`` through ``client`` (its hub listens on the wake channel:
-    the lock is contended). Sends nothing."""
-    return _hub(client, keys.wake_prefix).listening(keys.wake_prefix)
-
-
 def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
     """Drive ``plans`` side by side with ``client``: each round, the script
     calls the plans yield (one each) are written back to back on one
@@ -916,7 +909,7 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
         with state.probing:
             if state.server is None:
                 _probe(client, state)
-    results: list[Any] = [_PENDING] * len(plans)
+    results: list[Any] = [None] * len(plans)
     if len(plans) == 1 or _clients.is_cluster(type(client)):
         for i, plan in enumerate(plans):
             try:
@@ -932,25 +925,30 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
         return results
     replies: list[Any] = [None] * len(plans)
     errors: list[BaseException | None] = [None] * len(plans)
+    live: list[int] = list(range(len(plans)))
     try:
-        while True:
+        while live:
+            going: list[int] = []
             due: list[int] = []
-            for i, plan in enumerate(plans):
-                if results[i] is not _PENDING:
-                    continue
-                error = errors[i]
+            steps: list[Eval] = []
+            for i in live:
+                plan, error = plans[i], errors[i]
                 try:
-                    step = plan.send(replies[i]) if error is None else plan.throw(error)
+                    if error is None:
+                        step = plan.send(replies[i])
+                    else:
+                        errors[i] = None
+                        step = plan.throw(error)
                 except StopIteration as stop:
                     results[i] = stop.value
                     continue
                 except BaseException as exc:
                     results[i] = exc
                     continue
-                replies[i], errors[i] = None, None
+                going.append(i)
                 if type(step) is Eval:
-                    replies[i] = step
                     due.append(i)
+                    steps.append(step)
                     continue
                 try:
                     if not isinstance(step, Command | Pipeline | Listening):
@@ -958,38 +956,38 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
                     replies[i] = _perform(client, step, [])
                 except BaseException as exc:
                     errors[i] = exc
-            if not due:
-                if all(result is not _PENDING for result in results):
-                    return results
+            live = going
+            if not steps:
                 continue
-            steps = [replies[i] for i in due]
             try:
                 answers = _send_together(client, state, steps)
             except BaseException as exc:
                 for i in due:
-                    replies[i], errors[i] = None, exc
+                    errors[i] = exc
                 continue
             for i, answer in zip(due, answers, strict=True):
                 if isinstance(answer, BaseException):
-                    replies[i], errors[i] = None, answer
+                    errors[i] = answer
                 else:
                     replies[i] = answer
     finally:
         for plan in plans:
             plan.close()
-
-
-#: A plan of :func:`run_together` not yet ended.
-_PENDING: Any = object()
+    return results
 
 
 def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any]:
     """The script calls ``steps`` in one round trip, on one connection: each
     one's parsed reply, or the exception it raised (its error reply, a
-    ``WrongTypeError``, a ``PermissionDenied``)."""
-    if state.kept is not None:
+    ``WrongTypeError``, a ``PermissionDenied``). On the quick path (see
+    :func:`_quick`): written back to back on one of its connections, the
+    replies read in order; after NOSCRIPT (every reply read first), a failed
+    connection or a full quick path, a pipeline of the client's (which loads
+    the scripts and sends them all again, as a retry would)."""
+    kept = state.kept
+    if kept is not None:
         try:
-            raws = _quick_together(client, state.kept, state.retries, steps)
+            raws = _quick_together(client, kept, state.retries, steps)
         except _Fallback:
             pass
         else:
@@ -1007,26 +1005,23 @@ def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any
 
 
 def _quick_together(client: Client, kept: _Kept, retries: bool, steps: list[Eval]) -> list[Any]:
-    """:func:`_quick` for several script calls: written back to back on one
-    connection of the quick path, their replies read in order (an error
-    reply in its place). Raises :class:`_Fallback` as :func:`_quick` does,
-    and when a reply is NOSCRIPT (after every reply was read: the ordinary
-    pipeline then loads the scripts and sends them all again, as a retry
-    would)."""
+    """The replies of ``steps`` written back to back on a connection of the
+    quick path, read in order (an error reply in its place). Raises
+    :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply."""
     conn = _take(client, kept, retries)
     library = _library(type(client))
     raws: list[Any] = []
+    missing = False
     sound = False  # every reply was read: the connection may be used again as it is
     try:
-        packed: list[Any] = []
-        for step in steps:
-            packed.extend(_clients.packed_evalsha(conn, step))
-        conn.send_packed_command(packed)
+        packed = [part for step in steps for part in _clients.packed_evalsha(conn, step)]
+        conn.send_packed_command([b"".join(packed)])  # (one write, not one per part)
         for _ in steps:
             try:
                 raws.append(conn.read_response())
             except library.response_error as exc:  # a whole reply was read
                 raws.append(exc)
+                missing = missing or isinstance(exc, library.no_script)
         sound = True
     except Exception as exc:
         if retries:
@@ -1037,7 +1032,7 @@ def _quick_together(client: Client, kept: _Kept, retries: bool, steps: list[Eval
             _give(kept, conn)
         else:
             _discard(client, kept, conn)
-    if any(isinstance(raw, library.no_script) for raw in raws):
+    if missing:
         raise _Fallback
     return raws
 

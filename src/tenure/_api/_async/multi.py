@@ -19,6 +19,12 @@ from ._base import _AsyncBlocks, _AsyncEntersItself, _check_callback
 from .lock import AsyncLease, AsyncLock
 from .rlock import AsyncRLock, AsyncRLockLease
 
+#: Seconds after an attempt at all the parts together found one busy during
+#: which a waiting acquire of the same multi-lock object skips that attempt
+#: (it would most likely fail: a round trip lost, and one more to release
+#: what it took) and takes the parts one by one at once.
+BUSY_MEMORY = 1.0
+
 _AsyncPart = AsyncLock | AsyncRLock
 _AsyncPartLease = AsyncLease | AsyncRLockLease
 
@@ -304,6 +310,9 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
             groups.setdefault((False, i) if pool is None else (True, id(pool)), []).append(i)
         together = tuple(tuple(group) for group in groups.values())
         self._groups = together if len(together) < len(self._parts) else None
+        # until when (time.monotonic()) a waiting acquire takes the parts one by
+        # one at once: an attempt at them all found one busy lately
+        self._busy_until = 0.0
         self._on_lost = _check_callback(on_lost)
         self._leases: dict[str, AsyncMultiLease] = {}
 
@@ -345,10 +354,12 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         owner = _driver.current_owner()
         deadline = None if wait is None else time.monotonic() + wait
         taken = None
-        if self._groups is not None and not (blocking and self._contended()):
+        if self._groups is not None and (not blocking or time.monotonic() >= self._busy_until):
             taken = await self._take_together(owner)
-            if taken is None and not blocking:
-                return None
+            if taken is None:
+                if not blocking:
+                    return None
+                self._busy_until = time.monotonic() + BUSY_MEMORY
         while True:
             if taken is None:
                 taken = await self._take_all(blocking, deadline)
@@ -390,20 +401,6 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
             await _release_quietly(taken)
             raise
         return taken
-
-    def _contended(self) -> bool:
-        """Whether this process waits, or waited within the last second, on a
-        part that is tried together with others (then an acquire that waits
-        takes the parts one by one at once: an attempt at them all would most
-        likely fail)."""
-        assert self._groups is not None
-        for group in self._groups:
-            if len(group) > 1:
-                for i in group:
-                    part = self._parts[i]
-                    if _driver.listening(part._client, part._keys):
-                        return True
-        return False
 
     async def _take_together(self, owner: str) -> list[_AsyncPartLease] | None:
         """One attempt at every part, without waiting: those of one connection
