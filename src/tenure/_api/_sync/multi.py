@@ -303,6 +303,9 @@ class MultiLock(_Blocks[MultiLease]):
         self._parts: tuple[_Part, ...] = tuple(locks)
         # the acquire order: by lock key, then server (the same in every process)
         self._order = tuple(i for _, i in sorted(seen.items()))
+        # each part's place in the acquire order
+        self._place = tuple(sorted(range(len(locks)), key=self._order.__getitem__))
+        self._name = " + ".join(part.name for part in self._parts)
         # the parts of each connection pool (one server), in the acquire order,
         # by the first one's place in it: tried together, one round trip each
         groups: dict[tuple[bool, int], list[int]] = {}
@@ -320,7 +323,7 @@ class MultiLock(_Blocks[MultiLease]):
     @property
     def name(self) -> str:
         """The parts' names, in the order given, joined by ``" + "``."""
-        return " + ".join(part.name for part in self._parts)
+        return self._name
 
     @property
     def locks(self) -> tuple[Lock | RLock, ...]:
@@ -373,8 +376,7 @@ class MultiLock(_Blocks[MultiLease]):
             taken = None
             if not blocking or (deadline is not None and time.monotonic() >= deadline):
                 return None
-        by_part = dict(zip(self._order, taken, strict=True))
-        lease = MultiLease(self, owner, tuple(by_part[i] for i in range(len(self._parts))))
+        lease = MultiLease(self, owner, tuple([taken[at] for at in self._place]))
         self._leases[owner] = lease
         if self._on_lost is not None:
             lease.on_lost(self._on_lost)
