@@ -174,7 +174,8 @@ class MultiLease(_EntersItself, LostSignalBase):
 
     def release(self) -> None:
         """Release every part, in the reverse of the order they were taken, each
-        whatever the others do.
+        whatever the others do: the parts on one connection pool (one server)
+        together, in one round trip.
 
         Raises:
             LockLostError: a part's lease was lost (``lost`` is set); every
@@ -243,13 +244,20 @@ class MultiLock(_Blocks[MultiLease]):
 
     The parts may be any mix of :class:`Lock`, :class:`RLock` and
     :class:`FairLock` objects, on one client or on several (different
-    servers). An acquire takes the parts one by one in a fixed order, sorted by
-    lock key and then server (``host:port/db``), whatever order they were given
-    in: two multi-locks over overlapping parts then never wait for each other
-    in a circle (no deadlock). If a part is not taken in time, the parts already
-    taken are released, in reverse order, and the acquire returns ``None``:
-    nothing is left held. ``timeout`` is one budget for the whole acquire, not
-    per part.
+    servers). An acquire first makes one attempt at every part without
+    waiting, the parts on one connection pool (one server; not a Redis Cluster
+    client's) together in one round trip; a release of them is one round trip
+    too. If a part is busy, the parts that attempt took are released (one more
+    round trip) and an acquire that waits takes the parts one by one, in a
+    fixed order sorted by lock key and then server (``host:port/db``), whatever
+    order they were given in: two multi-locks over overlapping parts then never
+    wait for each other in a circle (no deadlock; nothing is held while the
+    first attempt runs, which does not wait). For a second after a first
+    attempt found a part busy, a waiting acquire of the same object goes
+    straight to the parts one by one. If a part is not taken in time, the
+    parts already taken are released, in reverse order, and the acquire
+    returns ``None``: nothing is left held. ``timeout`` is one budget for the
+    whole acquire, not per part.
 
     A part whose lease ran out while later parts were being waited for (a part
     with a short ``ttl`` and no renewal) makes the acquire release everything
@@ -337,8 +345,8 @@ class MultiLock(_Blocks[MultiLease]):
 
         Args:
             blocking: wait for the parts that are held (default). With
-                ``False``, make one attempt at each part, and give up (releasing
-                what was taken) at the first that is held.
+                ``False``, make one attempt at each part (those of one server
+                together), and give up (releasing what was taken) if one is held.
             timeout: the longest wait in seconds for the whole acquire, from 0 to a year;
                 ``None`` waits without limit. Not allowed with ``blocking=False``.
 
