@@ -522,7 +522,7 @@ class _InterruptedCall(redis.Connection):
         if _InterruptedCall.armed == "send":
             _InterruptedCall.armed = ""
             raise KeyboardInterrupt
-        super().send_packed_command(*args, **kwargs)
+        super().send_packed_command(*args, **kwargs)  # type: ignore[no-untyped-call]
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         if _InterruptedCall.armed == "reply":
