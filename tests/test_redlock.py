@@ -415,6 +415,87 @@ def test_asyncio_tasks_never_overlap(
     assert _holders(clients, "tasks") == [None] * N
 
 
+#: The lease of the prompt-wake tests, seconds: a waiter that misses its wake
+#: waits for the holder's lease to run out, so a lost wake shows as a wait of
+#: about this long (the acquire gives up at half of it).
+WAKE_TTL = 10.0
+#: The longest wait of one acquire in those tests, and of the whole run,
+#: seconds: far below the ttl, far above a loaded machine's stalls.
+WAKE_WAIT, WAKE_RUN = 2.5, 4.0
+
+
+def _check_prompt(holds: list[Hold], waits: list[float], took: float, count: int) -> None:
+    assert len(holds) == count
+    check_history(holds)
+    assert max(waits) < WAKE_WAIT, f"an acquire waited {max(waits):.2f} s (lost wake?)"
+    assert took < WAKE_RUN, f"{count} short sections took {took:.2f} s"
+
+
+def test_waiting_threads_are_woken_promptly(clients: list[redis.Redis]) -> None:
+    """Every release wakes a waiter that then tries at once: no waiter waits
+    for the holder's lease (the ttl) to run out, however the votes split."""
+    lock = Redlock(clients, "prompt", ttl=WAKE_TTL)
+    holds: list[Hold] = []
+    waits: list[float] = []
+
+    def work() -> None:
+        for _ in range(5):
+            asked = time.monotonic()
+            lease = lock.acquire(timeout=WAKE_TTL / 2)
+            assert lease, "not taken within half the ttl"
+            acquired = time.monotonic()
+            waits.append(acquired - asked)
+            time.sleep(0.001)
+            holds.append((acquired, time.monotonic(), lease.fence))
+            lease.release()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=work) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    _check_prompt(holds, waits, time.monotonic() - started, 25)
+
+
+def test_waiting_tasks_are_woken_promptly(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The asyncio test of the same, on fresh clients: the tasks that found the
+    lock busy at once subscribe at once on the clients' new wake hubs. (Each
+    hub's first concurrent SUBSCRIBEs went to connections nobody read: their
+    waiters' wakes were lost while the server counted them heard, so no one
+    else was woken either, and they slept until the holder's lease ran out.)"""
+
+    async def main() -> tuple[list[Hold], list[float], float]:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        lock = AsyncRedlock(aclients, "aprompt", ttl=WAKE_TTL)
+        holds: list[Hold] = []
+        waits: list[float] = []
+
+        async def work() -> None:
+            for _ in range(5):
+                asked = time.monotonic()
+                lease = await lock.acquire(timeout=WAKE_TTL / 2)
+                assert lease, "not taken within half the ttl"
+                acquired = time.monotonic()
+                waits.append(acquired - asked)
+                await asyncio.sleep(0.001)
+                holds.append((acquired, time.monotonic(), lease.fence))
+                await lease.release()
+
+        started = time.monotonic()
+        await asyncio.gather(*(work() for _ in range(5)))
+        took = time.monotonic() - started
+        for c in aclients:
+            await c.aclose()
+        return holds, waits, took
+
+    holds, waits, took = asyncio.run(main())
+    _check_prompt(holds, waits, took, 25)
+    assert _holders(clients, "aprompt") == [None] * N
+
+
 def test_asyncio_paused_master_and_quorum_loss(
     clients: list[redis.Redis], masters: list[ServerProcess]
 ) -> None:
