@@ -10,6 +10,7 @@ the holder's 15 s lease. A server restart is covered too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -37,6 +38,7 @@ from tenure import (
     RLock,
     Semaphore,
 )
+from tenure._drivers import _fanout_async as _fanout
 from tenure._server import ServerProcess
 
 #: The holder's lease, seconds: a waiter that misses the wake-up sleeps this long.
@@ -501,3 +503,46 @@ def test_async_lingering_channel_is_unsubscribed_after_a_reconnection(
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_first_subscribes_at_once_on_a_fresh_async_client_are_all_heard(
+    r: redis.Redis, url: str
+) -> None:
+    """Channels a fresh asyncio client's hub is asked to listen on at the same
+    moment (a Redlock's waiters that all found the lock busy at once) are all
+    read by the hub. (The library's asyncio PubSub took a connection from the
+    pool for each concurrent first SUBSCRIBE and kept only the last: the other
+    channels were subscribed on connections nobody read, so their messages
+    were lost while the server still counted a subscriber, and a Redlock
+    waiter that missed its wake slept until the holder's lease ran out.)"""
+    channels = [f"tenure:{{burst}}:wake:w{k}" for k in range(4)]
+
+    async def main() -> tuple[list[bool], int]:
+        client = redis.asyncio.Redis.from_url(url)  # no connection made yet
+        events = [asyncio.Event() for _ in channels]
+        stops = await asyncio.gather(
+            *(
+                _fanout.listen_each([client], ch, ev, 2.0)
+                for ch, ev in zip(channels, events, strict=True)
+            )
+        )
+        pubsubs = sum(1 for c in r.client_list() if c.get("sub") not in (None, "0"))
+        for ch in channels:
+            r.publish(ch, "recheck 0")
+
+        async def heard_on(event: asyncio.Event) -> bool:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(PROMPT):
+                    await event.wait()
+            return event.is_set()
+
+        heard = list(await asyncio.gather(*(heard_on(ev) for ev in events)))
+        for stop in stops:
+            if stop[0] is not None:
+                stop[0]()
+        await client.aclose()
+        return heard, pubsubs
+
+    heard, pubsubs = asyncio.run(main())
+    assert heard == [True] * len(channels)
+    assert pubsubs == 1, f"{pubsubs} pub/sub connections, not the hub's one"

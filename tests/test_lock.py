@@ -540,3 +540,73 @@ def test_info_snapshots(r: redis.Redis) -> None:
         assert rinfo.holder == held.owner and rinfo.hold_count == 2 and rinfo.fence == held.fence
     lease.release()
     assert lock.info().holder is None and lock.info().fence == lease.fence
+
+
+class _GateInterruptedAfterAcquire:
+    """A channel's process-local gate whose ``acquire`` is interrupted (a
+    KeyboardInterrupt, as a signal handler raises it between two bytecodes)
+    just after the lock was taken, before the caller could note it; once."""
+
+    armed = True
+
+    def __init__(self) -> None:
+        self._gate = threading.RLock()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got = self._gate.acquire(blocking, timeout)
+        if got and _GateInterruptedAfterAcquire.armed:
+            _GateInterruptedAfterAcquire.armed = False
+            raise KeyboardInterrupt
+        return got
+
+    def release(self) -> None:
+        self._gate.release()
+
+    def _is_owned(self) -> bool:
+        return bool(self._gate._is_owned())  # type: ignore[attr-defined]
+
+
+def test_an_interrupt_just_after_the_gate_was_taken_frees_it(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interrupted waiter's gate is given back: another thread of the process
+    then waits for the lock and gets it when it is released (before, it stalled
+    on the gate until its timeout, though the lock was free)."""
+    from dataclasses import dataclass, field
+
+    from tenure._drivers import _sync
+
+    @dataclass(eq=False)
+    class Channel(_sync._Channel):
+        gate: Any = field(default_factory=_GateInterruptedAfterAcquire)
+
+    monkeypatch.setattr(_GateInterruptedAfterAcquire, "armed", True)
+    monkeypatch.setattr(_sync, "_Channel", Channel)  # for the hub of the new client below
+    client = redis.Redis.from_url(url)
+    holder = Lock(client, "gate-interrupted", ttl=30).acquire()
+    assert holder is not None
+    interrupted: list[BaseException] = []
+
+    def interrupted_waiter() -> None:
+        try:
+            Lock(client, "gate-interrupted").acquire(timeout=3)
+        except BaseException as exc:
+            interrupted.append(exc)
+
+    first = threading.Thread(target=interrupted_waiter)
+    first.start()
+    first.join(5)
+    assert len(interrupted) == 1 and isinstance(interrupted[0], KeyboardInterrupt)
+    assert not _GateInterruptedAfterAcquire.armed  # (the interrupt came from the gate)
+    got: list[Any] = []
+    waiter = threading.Thread(
+        target=lambda: got.append(Lock(client, "gate-interrupted").acquire(timeout=3))
+    )
+    waiter.start()
+    time.sleep(0.2)
+    holder.release()
+    waiter.join(5)
+    assert got and got[0] is not None and got[0].fence > holder.fence
+    got[0].release()
+    assert not client.exists("tenure:{gate-interrupted}")
+    client.close()

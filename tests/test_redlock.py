@@ -32,6 +32,7 @@ from tenure import (
     Redlock,
     _ops,
 )
+from tenure._protocol import Command
 from tenure._scripts import REDLOCK_WAKE
 from tenure._server import ServerProcess
 
@@ -413,6 +414,180 @@ def test_asyncio_tasks_never_overlap(
     assert len(holds) == 25
     check_history(holds)
     assert _holders(clients, "tasks") == [None] * N
+
+
+#: The lease of the prompt-wake tests, seconds: a waiter that misses its wake
+#: waits for the holder's lease to run out, so a lost wake shows as a wait of
+#: about this long (the acquire gives up at half of it).
+WAKE_TTL = 10.0
+#: The longest wait of one acquire in those tests, and of the whole run,
+#: seconds: far below the ttl, far above a loaded machine's stalls.
+WAKE_WAIT, WAKE_RUN = 2.5, 4.0
+
+
+def _check_prompt(holds: list[Hold], waits: list[float], took: float, count: int) -> None:
+    assert len(holds) == count
+    check_history(holds)
+    assert max(waits) < WAKE_WAIT, f"an acquire waited {max(waits):.2f} s (lost wake?)"
+    assert took < WAKE_RUN, f"{count} short sections took {took:.2f} s"
+
+
+def test_waiting_threads_are_woken_promptly(clients: list[redis.Redis]) -> None:
+    """Every release wakes a waiter that then tries at once: no waiter waits
+    for the holder's lease (the ttl) to run out, however the votes split."""
+    lock = Redlock(clients, "prompt", ttl=WAKE_TTL)
+    holds: list[Hold] = []
+    waits: list[float] = []
+
+    def work() -> None:
+        for _ in range(5):
+            asked = time.monotonic()
+            lease = lock.acquire(timeout=WAKE_TTL / 2)
+            assert lease, "not taken within half the ttl"
+            acquired = time.monotonic()
+            waits.append(acquired - asked)
+            time.sleep(0.001)
+            holds.append((acquired, time.monotonic(), lease.fence))
+            lease.release()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=work) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    _check_prompt(holds, waits, time.monotonic() - started, 25)
+
+
+def test_waiting_tasks_are_woken_promptly(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The asyncio test of the same, on fresh clients: the tasks that found the
+    lock busy at once subscribe at once on the clients' new wake hubs. (Each
+    hub's first concurrent SUBSCRIBEs went to connections nobody read: their
+    waiters' wakes were lost while the server counted them heard, so no one
+    else was woken either, and they slept until the holder's lease ran out.)"""
+
+    async def main() -> tuple[list[Hold], list[float], float]:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        lock = AsyncRedlock(aclients, "aprompt", ttl=WAKE_TTL)
+        holds: list[Hold] = []
+        waits: list[float] = []
+
+        async def work() -> None:
+            for _ in range(5):
+                asked = time.monotonic()
+                lease = await lock.acquire(timeout=WAKE_TTL / 2)
+                assert lease, "not taken within half the ttl"
+                acquired = time.monotonic()
+                waits.append(acquired - asked)
+                await asyncio.sleep(0.001)
+                holds.append((acquired, time.monotonic(), lease.fence))
+                await lease.release()
+
+        started = time.monotonic()
+        await asyncio.gather(*(work() for _ in range(5)))
+        took = time.monotonic() - started
+        for c in aclients:
+            await c.aclose()
+        return holds, waits, took
+
+    holds, waits, took = asyncio.run(main())
+    _check_prompt(holds, waits, took, 25)
+    assert _holders(clients, "aprompt") == [None] * N
+
+
+def _queued(clients: list[redis.Redis], name: str, count: int) -> None:
+    """Wait until ``count`` Redlock waiters are queued on every master."""
+    deadline = time.monotonic() + 5
+    while any(c.zcard(f"tenure:{{{name}}}:quorum") < count for c in clients):
+        assert time.monotonic() < deadline, f"{count} waiters never queued"
+        time.sleep(0.005)
+
+
+def _is_leave(steps: Any) -> bool:
+    return isinstance(steps[0], Command) and steps[0].args[0] == "ZREM"
+
+
+def test_a_waiter_woken_as_it_gives_up_passes_the_wake_on(clients: list[redis.Redis]) -> None:
+    """The first waiter times out (its last attempt found the lock held), and
+    the holder releases just before it leaves the queues: the release wakes
+    it, the head, and it passes the wake on to the next waiter, which does not
+    wait for the lease to run out."""
+    holder = Redlock(clients, "quit", ttl=WAKE_TTL).acquire()
+    assert holder
+    quitter = Redlock(clients, "quit", ttl=WAKE_TTL)
+    released: list[float] = []
+    send_on = quitter._send_on
+
+    def leave_after_a_release(masters: Any, steps: Any, enough: Any = None) -> Any:
+        if _is_leave(steps) and not released:
+            holder.release()
+            released.append(time.monotonic())
+            time.sleep(0.05)  # the wake reaches the quitter's hub
+        return send_on(masters, steps, enough)
+
+    quitter._send_on = leave_after_a_release  # type: ignore[method-assign]
+    got: list[float] = []
+    quits = threading.Thread(target=lambda: quitter.acquire(timeout=1.0))
+    quits.start()
+    _queued(clients, "quit", 1)
+
+    def wait() -> None:
+        lease = Redlock(clients, "quit", ttl=WAKE_TTL).acquire(timeout=WAKE_TTL / 2)
+        if lease:
+            got.append(time.monotonic())
+            lease.release()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    _queued(clients, "quit", 2)
+    quits.join(5)
+    waiter.join(10)
+    assert released and got, "the waiter never got the lock"
+    assert got[0] - released[0] < WAKE_WAIT, f"woken {got[0] - released[0]:.2f} s after"
+
+
+def test_a_task_woken_as_it_gives_up_passes_the_wake_on(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The asyncio test of the same."""
+
+    async def main() -> float:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        holder = await AsyncRedlock(aclients, "aquit", ttl=WAKE_TTL).acquire()
+        assert holder
+        quitter = AsyncRedlock(aclients, "aquit", ttl=WAKE_TTL)
+        released: list[float] = []
+        send_on = quitter._send_on
+
+        async def leave_after_a_release(masters: Any, steps: Any, enough: Any = None) -> Any:
+            if _is_leave(steps) and not released:
+                await holder.release()
+                released.append(time.monotonic())
+                await asyncio.sleep(0.05)  # the wake reaches the quitter's hub
+            return await send_on(masters, steps, enough)
+
+        quitter._send_on = leave_after_a_release  # type: ignore[method-assign]
+        quits = asyncio.create_task(quitter.acquire(timeout=1.0))
+        while any(c.zcard("tenure:{aquit}:quorum") < 1 for c in clients):
+            await asyncio.sleep(0.005)
+        waiter = asyncio.create_task(
+            AsyncRedlock(aclients, "aquit", ttl=WAKE_TTL).acquire(timeout=WAKE_TTL / 2)
+        )
+        while any(c.zcard("tenure:{aquit}:quorum") < 2 for c in clients):
+            await asyncio.sleep(0.005)
+        assert await quits is None
+        lease = await waiter
+        got = time.monotonic()
+        assert released and lease, "the waiter never got the lock"
+        await lease.release()
+        for c in aclients:
+            await c.aclose()
+        return got - released[0]
+
+    late = asyncio.run(main())
+    assert late < WAKE_WAIT, f"woken {late:.2f} s after the release"
 
 
 def test_asyncio_paused_master_and_quorum_loss(

@@ -140,12 +140,17 @@ def test_contend_timeout_returns_none() -> None:
     assert finish(plan, None) is None
 
 
-def test_lost_reply_of_a_lone_attempt_is_not_undone() -> None:
-    """The owner may have held the lock already: counting down could free it."""
+def test_lost_reply_of_a_lone_attempt_is_undone_only_if_it_was_applied() -> None:
+    """The owner may have held the lock already: the undo counts down only if
+    that attempt's op is the lock's last op (its op id as the undone op), with
+    an op of its own so that a retry of the undo counts down once."""
     plan = acquire_plan(Clock())
     plan.send(None)
+    cleanup = plan.throw(ConnectionError("reply lost"))
+    assert isinstance(cleanup, Eval) and cleanup.script is RLOCK_RELEASE
+    assert cleanup.args == (OWNER, "", KEYS.wake_prefix, FENCE_KEEP_MS, "", 0, "op1-undo", "op1")
     with pytest.raises(ConnectionError, match="reply lost"):
-        plan.throw(ConnectionError("reply lost"))
+        plan.send((Status.NOT_OWNED, 0))
 
 
 def test_lost_reply_of_a_queued_attempt_gives_the_hold_back() -> None:

@@ -311,6 +311,12 @@ class _Hub:
         self._book = HubBook(_Channel)
         self._pubsub: _HubPubSub | None = None
         self._reader: asyncio.Task[None] | None = None
+        # one SUBSCRIBE at a time: the library's asyncio PubSub takes its
+        # connection from the pool on first use without a lock, so concurrent
+        # first SUBSCRIBEs would each take one, and every channel subscribed on
+        # a connection other than the last would be read by nobody (its wakes
+        # lost while PUBLISH still counts a subscriber) and hold a pool slot
+        self._sending = asyncio.Lock()
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
         # a cluster node's channels that its server dropped (slot moved, node
         # gone), waiting to be adopted by the hub of their slot's owner
@@ -350,12 +356,14 @@ class _Hub:
 
     async def _send_subscribe(self, channel: str) -> None:
         """Subscribe the hub's connection to ``channel`` (``SSUBSCRIBE`` on a
-        cluster with sharded pub/sub, else ``SUBSCRIBE``)."""
-        pubsub = self._listen()
-        if self._sharded:
-            await cast(Any, pubsub).ssubscribe(channel)
-        else:
-            await pubsub.subscribe(channel)
+        cluster with sharded pub/sub, else ``SUBSCRIBE``), one call at a time
+        (see ``_sending``)."""
+        async with self._sending:
+            pubsub = self._listen()
+            if self._sharded:
+                await cast(Any, pubsub).ssubscribe(channel)
+            else:
+                await pubsub.subscribe(channel)
 
     def _orphan(self, orphans: dict[str, _Channel]) -> None:
         """Keep channels the server dropped until a hub adopts them (the reader

@@ -183,7 +183,9 @@ class _Channel:
     refused: str = ""
     ready: threading.Event = field(default_factory=threading.Event)
     wake: _Wake = field(default_factory=_Wake)
-    gate: threading.Lock = field(default_factory=threading.Lock)
+    #: the process's contender (see _Contention.owned_before): reentrant only
+    #: so that an interrupted acquire can tell whether its thread holds it
+    gate: Any = field(default_factory=threading.RLock)
     #: the hub whose book holds the channel (on a Redis Cluster it moves to the
     #: hub of the slot's new owner: see _Hub.adopt)
     home: Any = None
@@ -1055,6 +1057,13 @@ class _Contention:
     ch: _Channel
     token: str
     entered: bool = False
+    #: whether the thread held the channel's gate before this contention asked
+    #: for it (True until that was read: nothing to give back before). An
+    #: interrupt (a signal handler's KeyboardInterrupt) between the gate's
+    #: acquire and ``entered``'s store leaves ``entered`` False while the thread
+    #: holds the gate: the clean-up gives it back when the thread holds it and
+    #: did not before, or the process's other waiters would stall on it.
+    owned_before: bool = True
     listener: threading.Event | None = None  # set for a Subscribe: its own wake event
 
     @property
@@ -1089,7 +1098,7 @@ def _drive(client: Client, plan: Plan[T]) -> T:
                 if c.listener is not None:
                     c.hub.unlisten(c.ch, c.listener)
                     continue
-                if c.entered:
+                if c.entered or (not c.owned_before and c.ch.gate._is_owned()):
                     c.ch.gate.release()
                 c.hub.leave(c.ch, c.token, kept)
         finally:
@@ -1120,6 +1129,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         started = time.monotonic()
         ch.ready.wait(confirm_wait(step.timeout))
         refusal(ch)
+        c.owned_before = ch.gate._is_owned()
         if step.timeout is None:
             c.entered = ch.gate.acquire()
         else:

@@ -38,10 +38,31 @@ lost or a holder died. A waiter leaves every queue when it stops waiting.
 
 Livelock: two waiters that each got a minority (a split vote) release what
 they got, without waking anyone, and back off for a random delay
-(:func:`backoff`), ignoring wakes meanwhile; the delay grows with each split in
-a row. The first to come back finds the masters free and takes a quorum; the
-others find it held and wait for its release's wake. A waiter that gives up
-(timeout, error) wakes the heads when it releases what it got.
+(:func:`backoff`); the delay grows with each split in a row. A wake that comes
+during the back-off is not acted on at once: the attempt the waiter makes when
+the back-off ends comes after the release that sent it, so it is not lost. The
+first to come back finds the masters free and takes a quorum; the others find
+it held and wait for its release's wake. A waiter that gives up (timeout,
+error) wakes the heads when it releases what it got; and one that stops
+waiting without the lock leaves every queue while it still listens, then
+passes on a wake that came since its last attempt (:func:`wake` on every
+master: it wakes the new heads), as it will not act on it.
+
+Why a release is never followed by a wait of a whole lease. A wake goes to a
+queued waiter that is still listening, and every such waiter makes one more
+attempt after it (at once, or when its back-off ends) or, if it stops waiting
+instead, passes the wake on. That attempt takes the lock (its release wakes
+the next head), finds it held by a quorum (whose release wakes the next head)
+or by the minorities of a split (whose holders try again after their
+back-off without waiting for a wake, and the one that takes the lock wakes
+the next head), or splits the vote itself (the same). So the end of the
+earliest lease (:func:`wait_for`) is only a fallback: for a lost message, a
+dead holder, or a wake still on its way to a client that stops listening
+(the leave's reply comes after the server sent the wake, so the hub has it
+in hand by then, but may not have read it yet). ``redlock_wake.lua`` takes a
+``PUBLISH`` that the server counted as heard for a wake delivered: a
+waiter's client must read every channel it subscribed (the drivers' wake
+hubs send one SUBSCRIBE at a time on one connection).
 """
 
 from __future__ import annotations

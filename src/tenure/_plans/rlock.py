@@ -24,9 +24,12 @@ Waiting is :mod:`.waiting`'s loop, with two differences from :class:`tenure.Lock
 
 A waiter that gives up (timeout, cancellation, a lost reply) leaves the queue
 and gives back a hold handed to it, in one call. A first attempt whose reply is
-lost is not undone: the owner might already have held the lock, and counting
-down a hold it did not take could free the lock under an older level of the
-same owner. At worst the lock then stays held until its lease runs out.
+lost (an interrupt, a cut connection) is undone by a release that counts down
+only if that attempt is the lock's last op (``rlock_release.lua``'s undone op):
+it was applied and nothing changed since, so the count it added is taken back
+and never a level the owner held before it. One case is left: an attempt whose
+command reaches Redis only after its undo (the undo goes on another
+connection); the lock then stays held until its lease runs out.
 """
 
 from __future__ import annotations
@@ -149,18 +152,38 @@ class _RLockContender(Contender):
         yield  # a generator
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
-        if member:  # an unqueued attempt is not undone (see the module docstring)
+        if member:  # queued: any hold it has came from this acquire
             with contextlib.suppress(Exception):
                 yield _release_step(self.keys, self.token, "", member, "", self.delay_ms)
+        elif in_flight and self.op:  # the first attempt, if applied (module docstring)
+            with contextlib.suppress(Exception):
+                op = self.op + "-undo"
+                yield _release_step(self.keys, self.token, "", "", op, self.delay_ms, self.op)
 
 
 def _release_step(
-    keys: LockKeys, owner: str, fence: str, member: str, op: str = "", delay_ms: int = 0
+    keys: LockKeys,
+    owner: str,
+    fence: str,
+    member: str,
+    op: str = "",
+    delay_ms: int = 0,
+    undone: str = "",
 ) -> Eval:
+    """``rlock_release.lua``; ``undone``: the op of an acquire to undo (if applied)."""
+    args: tuple[str | int, ...] = (
+        owner,
+        fence,
+        keys.wake_prefix,
+        FENCE_KEEP_MS,
+        member,
+        delay_ms,
+        op,
+    )
     return Eval(
         RLOCK_RELEASE,
         (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
-        (owner, fence, keys.wake_prefix, FENCE_KEEP_MS, member, delay_ms, op),
+        (*args, undone) if undone else args,
     )
 
 

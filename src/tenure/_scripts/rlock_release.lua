@@ -22,6 +22,11 @@
 -- ARGV[5]  member        a waiters member to remove first (a waiter leaving), or ""
 -- ARGV[6]  lock-delay    integer MILLISECONDS, >= 0, for the waiter handed the lock
 -- ARGV[7]  op id         string, unique per release call ("" for a waiter leaving)
+-- ARGV[8]  undone op     (optional) the op id of an acquire call of this owner
+--                        whose reply was lost (an interrupt, a cut connection):
+--                        the call counts down only if that acquire is the last
+--                        op (it was applied, and nothing changed since), so it
+--                        never counts down a hold the owner had before it
 --
 -- Returns  {1, count}    OK: the owner's hold count is now count. At 0 the lock
 --                        was handed to the first live waiter, or is free when
@@ -31,7 +36,8 @@
 --                        nothing changes and count is the count now.
 --          {4, 0}        NOT_OWNED: the owner holds no count, or its hold has
 --                        another fence than ARGV[2] (the lease expired and a new
---                        hold began); only ARGV[5] was removed.
+--                        hold began), or ARGV[8] is given and is not the last op
+--                        (that acquire was not applied); only ARGV[5] was removed.
 --          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
@@ -51,6 +57,9 @@ if ARGV[5] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[5]) e
 local op = ARGV[1] .. '|' .. ARGV[7]
 if ARGV[7] ~= '' and redis.call('GET', KEYS[5]) == op then
   return {OK, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or 0)}
+end
+if ARGV[8] and ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[1] .. '|' .. ARGV[8] then
+  return {NOT_OWNED, 0}
 end
 if not redis.call('HGET', KEYS[1], ARGV[1]) then return {NOT_OWNED, 0} end
 -- A missing fence key means none was minted since this hold began (a fence is

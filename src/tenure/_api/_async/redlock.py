@@ -415,12 +415,19 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
                     )
             raise
         finally:
+            if queued and not taken and not left:
+                # leave the queues while still listening: a wake sent before
+                # we left (a release after our last attempt) is then heard
+                with contextlib.suppress(Exception):
+                    await self._send_on(range(n), [plans.leave(keys, queued)] * n)
             for stop in stops:
                 if stop is not None:
                     stop()
-            if queued and not taken and not left:
+            if queued and not taken and not left and wake.is_set():
+                # a wake we will not act on: pass it on to the heads (a
+                # giving-up waiter's rule, see the plans)
                 with contextlib.suppress(Exception):
-                    await self._send_on(range(n), [plans.leave(keys, queued)] * n)
+                    await self._send_on(range(n), [plans.wake(keys)] * n)
 
     async def _round(
         self, steps: Sequence[Step], enough: Callable[[list[Any]], bool] | None = None
