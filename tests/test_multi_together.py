@@ -150,6 +150,28 @@ def test_a_part_already_held_by_the_caller_releases_the_others(r: redis.Redis) -
     again.release()
 
 
+def test_an_rlock_part_the_caller_holds_is_entered_and_given_back(r: redis.Redis) -> None:
+    """An RLock part already held by the caller: the attempt at every part
+    enters it again; when another part is busy, that level is given back and
+    the caller's own hold stays."""
+    rlock = RLock(r, "e1", ttl=10)
+    own = rlock.acquire()
+    assert own is not None
+    other = in_thread(lambda: Lock(r, "e2", ttl=10).acquire())
+    assert other is not None
+    multi = MultiLock([rlock, Lock(r, "e2", ttl=10)])
+    assert multi.acquire(blocking=False) is None
+    assert rlock.hold_count() == 1 and own.valid
+    in_thread(other.release)
+    lease = multi.acquire(blocking=False)
+    assert lease is not None and lease.fence[0] == own.fence
+    assert rlock.hold_count() == 2
+    lease.release()
+    assert rlock.hold_count() == 1 and not r.exists("tenure:{e2}")
+    own.release()
+    assert not r.exists("tenure:{e1}:rlock")
+
+
 def test_scripts_flushed_from_the_server_are_loaded_again(r: redis.Redis) -> None:
     multi = MultiLock([Lock(r, "f1", ttl=10), RLock(r, "f2", ttl=10)])
     multi.acquire().release()
@@ -183,7 +205,7 @@ def test_an_interrupt_while_the_replies_are_due_leaves_nothing_held(
     due leaves the release to be called again, which completes it."""
     client = redis.Redis.from_url(url)
     client.connection_pool.connection_class = _Interrupted
-    parts: list[Lock | RLock] = [Lock(client, "i1", ttl=10), Lock(client, "i2", ttl=10)]
+    parts: list[Lock | RLock] = [Lock(client, "i1", ttl=10), RLock(client, "i2", ttl=10)]
     parts.append(Lock(client, key="exact:i3", ttl=10))
     multi = MultiLock(parts)
     warm = multi.acquire()
@@ -192,7 +214,7 @@ def test_an_interrupt_while_the_replies_are_due_leaves_nothing_held(
     _Interrupted.armed = True
     with pytest.raises(KeyboardInterrupt):
         multi.acquire()
-    assert not r.exists("tenure:{i1}", "tenure:{i2}", "exact:i3")
+    assert not r.exists("tenure:{i1}", "tenure:{i2}:rlock", "exact:i3")
     assert not multi.owned()
     lease = multi.acquire(blocking=False)
     assert lease is not None
@@ -202,7 +224,7 @@ def test_an_interrupt_while_the_replies_are_due_leaves_nothing_held(
         lease.release()
     assert not lease.valid  # its release was attempted: never renewed again
     lease.release()  # sent again (the same calls): recognised, and completes
-    assert not r.exists("tenure:{i1}", "tenure:{i2}", "exact:i3")
+    assert not r.exists("tenure:{i1}", "tenure:{i2}:rlock", "exact:i3")
     assert not multi.owned() and not multi.locked()
     again = multi.acquire(blocking=False)
     assert again is not None and again.fence[0] > lease.fence[0]
