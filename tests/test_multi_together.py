@@ -44,7 +44,10 @@ class _Counted(redis.Connection):
         super().send_packed_command(*args, **kwargs)
 
 
-def _counted(url: str) -> redis.Redis:
+def _counted(url: str, blocking_pool: bool = False) -> redis.Redis:
+    if blocking_pool:  # (no quick path: a pipeline of the client's)
+        pool = redis.BlockingConnectionPool.from_url(url, connection_class=_Counted)
+        return redis.Redis(connection_pool=pool)
     client = redis.Redis.from_url(url)
     client.connection_pool.connection_class = _Counted
     return client
@@ -54,10 +57,13 @@ def _evalsha_calls(r: redis.Redis) -> int:
     return int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
-def test_an_uncontended_cycle_is_one_round_trip_each_way(url: str, r: redis.Redis) -> None:
+@pytest.mark.parametrize("blocking_pool", [False, True], ids=["quick-path", "blocking-pool"])
+def test_an_uncontended_cycle_is_one_round_trip_each_way(
+    url: str, r: redis.Redis, blocking_pool: bool
+) -> None:
     """Three parts on one server (a Lock, an RLock, a FairLock): the acquire
     is one round trip (three scripts), the release one more."""
-    client = _counted(url)
+    client = _counted(url, blocking_pool)
     parts: list[Lock | RLock] = [Lock(client, "t1", ttl=10), RLock(client, "t2", ttl=10)]
     parts.append(FairLock(client, "t3", ttl=10))
     multi = MultiLock(parts)
@@ -78,6 +84,35 @@ def test_an_uncontended_cycle_is_one_round_trip_each_way(url: str, r: redis.Redi
     with multi(timeout=1) as lease:  # a timed acquire tries them together first too
         assert _Counted.writes - writes == 1
     assert _Counted.writes - writes == 2
+
+
+class _AsyncCounted(redis.asyncio.Connection):
+    writes = 0
+
+    async def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        _AsyncCounted.writes += 1
+        await super().send_packed_command(*args, **kwargs)
+
+
+def test_an_asyncio_cycle_is_one_round_trip_each_way(url: str, r: redis.Redis) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        client.connection_pool.connection_class = _AsyncCounted
+        try:
+            multi = AsyncMultiLock([AsyncLock(client, n, ttl=10) for n in ("a1", "a2", "a3")])
+            first = await multi.acquire()
+            assert first is not None
+            await first.release()
+            writes, calls = _AsyncCounted.writes, _evalsha_calls(r)
+            async with multi as lease:
+                assert (_AsyncCounted.writes - writes, _evalsha_calls(r) - calls) == (1, 3)
+                assert all(f > g for f, g in zip(lease.fence, first.fence, strict=True))
+            assert (_AsyncCounted.writes - writes, _evalsha_calls(r) - calls) == (2, 6)
+            assert not r.exists("tenure:{a1}", "tenure:{a2}", "tenure:{a3}")
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
 
 
 def test_one_round_trip_per_server(make_server: Any, url: str, r: redis.Redis) -> None:
