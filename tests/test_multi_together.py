@@ -316,22 +316,40 @@ def test_an_asyncio_acquire_cancelled_while_the_replies_are_due_holds_nothing(
 
 
 def test_a_waiting_acquire_after_a_busy_attempt_takes_the_parts_one_by_one(
-    r: redis.Redis,
+    url: str, r: redis.Redis
 ) -> None:
     """For BUSY_MEMORY seconds after an attempt at every part found one busy,
-    a waiting acquire of the same multi-lock goes straight to taking the
-    parts one by one (the attempt would most likely fail again)."""
-    multi = MultiLock([Lock(r, "b1", ttl=10), Lock(r, "b2", ttl=10)])
+    a waiting acquire of any multi-lock with that part goes straight to taking
+    the parts one by one (the attempt would most likely fail again); then
+    they are tried together again."""
+    client = _counted(url)
+    multi = MultiLock([Lock(client, "b1", ttl=10), Lock(client, "b2", ttl=10)])
+    multi.acquire().release()
     other = in_thread(lambda: Lock(r, "b2", ttl=10).acquire())
     assert other is not None
-    assert multi.acquire(timeout=0.05) is None
-    assert multi._busy_until > time.monotonic()
-    assert multi._busy_until <= time.monotonic() + sync_multi.BUSY_MEMORY
+    writes = _Counted.writes
+    assert multi.acquire(timeout=0.05) is None  # the attempt found b2 busy
+    assert multi._busy()
+    assert _Counted.writes - writes >= 3  # the attempt, the release of b1, then b1 alone
+    # another multi-lock with b2 (in this process) skips the attempt too:
+    # b1, then b2 (busy): no write for an attempt at both
+    again = MultiLock([Lock(client, "b2", ttl=10), Lock(client, "b3", ttl=10)])
+    assert again._busy()
+    writes = _Counted.writes
+    assert again.acquire(timeout=0.05) is None
+    # b2 alone (busy, then its waiting and leaving), never b2 and b3 together
+    assert not r.exists("tenure:{b3}")
     in_thread(other.release)
     lease = multi.acquire(timeout=1)
     assert lease is not None
     lease.release()
     assert not r.exists("tenure:{b1}", "tenure:{b2}")
+    time.sleep(sync_multi.BUSY_MEMORY)
+    assert not multi._busy() and not again._busy()
+    writes = _Counted.writes
+    lease = again.acquire(timeout=1)  # together again: one round trip
+    assert lease is not None and _Counted.writes - writes == 1
+    lease.release()
 
 
 def test_threads_on_overlapping_parts_of_one_server_never_overlap(r: redis.Redis) -> None:

@@ -20,11 +20,18 @@ from ._base import _Blocks, _EntersItself, _check_callback
 from .lock import Lease, Lock
 from .rlock import RLock, RLockLease
 
-#: Seconds after an attempt at all the parts together found one busy during
-#: which a waiting acquire of the same multi-lock object skips that attempt
-#: (it would most likely fail: a round trip lost, and one more to release
-#: what it took) and takes the parts one by one at once.
+#: Seconds after an attempt at all the parts together found a part busy
+#: during which a waiting acquire of any multi-lock with that part (in this
+#: process) skips that attempt (it would most likely fail: a round trip lost,
+#: and one more to release what it took) and takes the parts one by one at once.
 BUSY_MEMORY = 1.0
+
+#: Until when (``time.monotonic()``) each part found busy is presumed busy
+#: still (see :data:`BUSY_MEMORY`), by (id of its connection pool, lock key).
+_busy: dict[tuple[int, str], float] = {}
+
+#: How many entries :data:`_busy` keeps before the expired ones are dropped.
+_BUSY_ENTRIES = 1024
 
 _Part = Lock | RLock
 _PartLease = Lease | RLockLease
@@ -98,6 +105,16 @@ def _release_together(leases: list[_PartLease]) -> list[BaseException]:
             except BaseException as exc:
                 errors.append(exc)
     return errors
+
+
+def _found_busy(where: tuple[int, str]) -> None:
+    """An attempt at all the parts found the part ``where`` busy (see :data:`_busy`)."""
+    now = time.monotonic()
+    if len(_busy) >= _BUSY_ENTRIES:
+        for key, until in list(_busy.items()):
+            if until <= now:
+                _busy.pop(key, None)
+    _busy[where] = now + BUSY_MEMORY
 
 
 def _raise_first(errors: list[BaseException]) -> None:
@@ -253,11 +270,11 @@ class MultiLock(_Blocks[MultiLease]):
     order they were given in: two multi-locks over overlapping parts then never
     wait for each other in a circle (no deadlock; nothing is held while the
     first attempt runs, which does not wait). For a second after a first
-    attempt found a part busy, a waiting acquire of the same object goes
-    straight to the parts one by one. If a part is not taken in time, the
-    parts already taken are released, in reverse order, and the acquire
-    returns ``None``: nothing is left held. ``timeout`` is one budget for the
-    whole acquire, not per part.
+    attempt found a part busy, a waiting acquire with that part (by any
+    multi-lock of this process) goes straight to the parts one by one. If a
+    part is not taken in time, the parts already taken are released, in
+    reverse order, and the acquire returns ``None``: nothing is left held.
+    ``timeout`` is one budget for the whole acquire, not per part.
 
     A part whose lease ran out while later parts were being waited for (a part
     with a short ``ttl`` and no renewal) makes the acquire release everything
@@ -322,9 +339,11 @@ class MultiLock(_Blocks[MultiLease]):
             groups.setdefault((False, i) if pool is None else (True, id(pool)), []).append(i)
         together = tuple(tuple(group) for group in groups.values())
         self._groups = together if len(together) < len(self._parts) else None
-        # until when (time.monotonic()) a waiting acquire takes the parts one by
-        # one at once: an attempt at them all found one busy lately
-        self._busy_until = 0.0
+        # each part's entry in _busy
+        self._where = tuple(
+            (id(_driver.batch_key(part._client) or part._client), part._keys.lock)
+            for part in self._parts
+        )
         self._on_lost = _check_callback(on_lost)
         self._leases: dict[str, MultiLease] = {}
 
@@ -366,12 +385,10 @@ class MultiLock(_Blocks[MultiLease]):
         owner = _driver.current_owner()
         deadline = None if wait is None else time.monotonic() + wait
         taken = None
-        if self._groups is not None and (not blocking or time.monotonic() >= self._busy_until):
+        if self._groups is not None and not (blocking and _busy and self._busy()):
             taken = self._take_together(owner)
-            if taken is None:
-                if not blocking:
-                    return None
-                self._busy_until = time.monotonic() + BUSY_MEMORY
+            if taken is None and not blocking:
+                return None
         while True:
             if taken is None:
                 taken = self._take_all(blocking, deadline)
@@ -413,6 +430,18 @@ class MultiLock(_Blocks[MultiLease]):
             raise
         return taken
 
+    def _busy(self) -> bool:
+        """Whether an attempt at all the parts found one of them busy within
+        the last :data:`BUSY_MEMORY` seconds (in this process)."""
+        now = time.monotonic()
+        for where in self._where:
+            until = _busy.get(where)
+            if until is not None:
+                if until > now:
+                    return True
+                _busy.pop(where, None)
+        return False
+
     def _take_together(self, owner: str) -> list[_PartLease] | None:
         """One attempt at every part, without waiting: those of one connection
         pool (one server) together, in one round trip. The parts in the acquire
@@ -444,6 +473,7 @@ class MultiLock(_Blocks[MultiLease]):
                         errors.append(result)
                     else:
                         busy = True
+                        _found_busy(self._where[i])
                 if errors or busy:
                     break
         except BaseException as exc:
