@@ -24,6 +24,7 @@ from tenure import (
     AsyncMultiLock,
     FairLock,
     Lock,
+    MultiLease,
     MultiLock,
     RLock,
 )
@@ -41,7 +42,7 @@ class _Counted(redis.Connection):
 
     def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
         _Counted.writes += 1
-        super().send_packed_command(*args, **kwargs)
+        super().send_packed_command(*args, **kwargs)  # type: ignore[no-untyped-call]
 
 
 def _counted(url: str, blocking_pool: bool = False) -> redis.Redis:
@@ -51,6 +52,13 @@ def _counted(url: str, blocking_pool: bool = False) -> redis.Redis:
     client = redis.Redis.from_url(url)
     client.connection_pool.connection_class = _Counted
     return client
+
+
+def _take(multi: MultiLock) -> MultiLease:
+    """``multi``'s lease, taken now (it is free)."""
+    lease = multi.acquire(blocking=False)
+    assert lease is not None
+    return lease
 
 
 def _evalsha_calls(r: redis.Redis) -> int:
@@ -67,7 +75,7 @@ def test_an_uncontended_cycle_is_one_round_trip_each_way(
     parts: list[Lock | RLock] = [Lock(client, "t1", ttl=10), RLock(client, "t2", ttl=10)]
     parts.append(FairLock(client, "t3", ttl=10))
     multi = MultiLock(parts)
-    multi.acquire().release()  # (the first call probes the server)
+    _take(multi).release()  # (the first call probes the server)
     for _ in range(3):
         writes, calls = _Counted.writes, _evalsha_calls(r)
         lease = multi.acquire()
@@ -209,7 +217,7 @@ def test_an_rlock_part_the_caller_holds_is_entered_and_given_back(r: redis.Redis
 
 def test_scripts_flushed_from_the_server_are_loaded_again(r: redis.Redis) -> None:
     multi = MultiLock([Lock(r, "f1", ttl=10), RLock(r, "f2", ttl=10)])
-    multi.acquire().release()
+    _take(multi).release()
     r.script_flush()
     lease = multi.acquire(blocking=False)
     assert lease is not None
@@ -324,7 +332,7 @@ def test_a_waiting_acquire_after_a_busy_attempt_takes_the_parts_one_by_one(
     they are tried together again."""
     client = _counted(url)
     multi = MultiLock([Lock(client, "b1", ttl=10), Lock(client, "b2", ttl=10)])
-    multi.acquire().release()
+    _take(multi).release()
     other = in_thread(lambda: Lock(r, "b2", ttl=10).acquire())
     assert other is not None
     writes = _Counted.writes
