@@ -947,6 +947,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     where.add_argument("--server", metavar="PATH", help="redis-server/valkey-server to start")
     where.add_argument("--url", help="use this running server instead of starting one")
     p.add_argument("--seconds", type=float, help="override the 4-process and asyncio phase length")
+    p.add_argument(
+        "--p1-only",
+        metavar="IMPLS",
+        help="run table P1 alone, for the raw floor, tenure Lock and these primitives"
+        " (comma-separated names of PRIMITIVES, e.g. multi), and print its rows",
+    )
     return p.parse_args(argv)
 
 
@@ -1004,10 +1010,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         sync_impls = [
             i for i in (*PRIMITIVES, *PORTALOCKER_SHARED, *PORTALOCKER_EXCLUSIVE) if available(i)
         ]
+        if args.p1_only:
+            wanted = {"raw", "lock", *args.p1_only.split(",")}
+            if not wanted <= set(PRIMITIVES):
+                unknown = sorted(wanted - set(PRIMITIVES))
+                raise SystemExit(f"--p1-only: not in PRIMITIVES: {unknown}")
+            sync_impls = [i for i in PRIMITIVES if i in wanted]
         bl.log(f"uncontended: {len(sync_impls)} locks x {rounds} rounds x {round_s:g} s")
         unc = bl.bench_uncontended(
             url, stats, round_s, rounds, tag, sync_impls, make_primitive, LABELS, counted
         )
+        if args.p1_only:
+            print(f"P1 on {meta['server']}: cycles/s, x raw, RT, srv cmds, client CPU us /cycle")
+            for u in unc:
+                print(
+                    f"{u.label:32} {u.cycles_per_s:8,.0f} {u.ratio_to_raw:5.2f}"
+                    f" {u.round_trips_per_cycle:5.2f} {u.server_cmds_per_cycle:6.2f}"
+                    f" {u.client_cpu_us_per_cycle:5.0f}"
+                )
+            stats.close()
+            return 0
 
         size = max(*COUNT_PROCESSES, HANDOFF_PROCESSES, MIXED_READERS + MIXED_WRITERS)
         bl.log(f"contended: starting {size} worker processes (spawn)")

@@ -12,7 +12,9 @@ moments. Reported: acquire p50 and p90, cycle (acquire + release) p50, and the
 ratio of each acquire p50 to tenure ``Lock``'s (sync) or ``AsyncLock``'s
 (asyncio) acquire p50 on one master in the same run. Two raw floors, a bare
 ``SET NX PX`` written to one master and to all five (then the replies read),
-show what talking to five servers costs on this machine by itself.
+show what talking to five servers costs on this machine by itself; the script
+floors (the Lock's scripts, and the leanest script that still mints a fence,
+on all five) what the servers' work costs with no client code at all.
 
 Usage::
 
@@ -141,6 +143,51 @@ def _script_cycle(conns: Sequence[Any], name: str) -> SyncCycle:
     return _sync_cycle(acquire, lambda _: each(packed[1]))
 
 
+#: The least a Redlock master's acquire can do and still mint a fence: ``SET NX
+#: PX``, then the fence ``max(last + 1, TIME µs)`` (no lock-delay guard, no ACL
+#: guard, no queue); its release a bare compare-and-delete.
+LEAN_ACQUIRE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+local now = redis.call('TIME')
+local fence = math.max(tonumber(now[1]) * 1000000 + tonumber(now[2]),
+                       (tonumber(redis.call('GET', KEYS[2])) or 0) + 1)
+redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
+return fence
+"""
+LEAN_RELEASE = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+)
+
+
+def _lean_cycle(conns: Sequence[Any], name: str) -> SyncCycle:
+    """The floor of a Redlock with the leanest script that still mints a fence
+    (:data:`LEAN_ACQUIRE`) on every master, written to every connection, then
+    the replies read: what a Redlock within 1.5x a Lock would need its per-master work to
+    fit in on these servers."""
+    token = secrets.token_hex(16)
+    packed = []
+    for source, args in (
+        (LEAN_ACQUIRE, (2, name, name + ":fence", token, int(TTL * 1000), 600000)),
+        (LEAN_RELEASE, (1, name, token)),
+    ):
+        for conn in conns:
+            conn.send_command("SCRIPT", "LOAD", source)
+            sha = conn.read_response()
+        packed.append(conns[0].pack_command("EVALSHA", sha, *args))
+
+    def each(data: Any) -> None:
+        for conn in conns:
+            conn.send_packed_command(data)
+        for conn in conns:
+            conn.read_response()
+
+    def acquire() -> bool:
+        each(packed[0])
+        return True
+
+    return _sync_cycle(acquire, lambda _: each(packed[1]))
+
+
 def sync_locks(servers: Sequence[ServerProcess]) -> dict[str, SyncCycle]:
     """Every synchronous implementation's cycle, by name (peers that fail to
     import are left out, with a note)."""
@@ -151,6 +198,7 @@ def sync_locks(servers: Sequence[ServerProcess]) -> dict[str, SyncCycle]:
     out["raw floor (5 masters)"] = _raw_cycle(conns)
     out["script floor (1 master)"] = _script_cycle(conns[:1], "bench-script-1")
     out["script floor (5 masters)"] = _script_cycle(conns, "bench-script-5")
+    out["lean script floor (5 masters)"] = _lean_cycle(conns, "bench-lean-5")
     lock = tenure.Lock(clients[0], "bench-lock", ttl=TTL)
     out["tenure Lock (1 master)"] = _sync_cycle(lock.acquire, lambda lease: lease.release())
     red = tenure.Redlock(clients, "bench-redlock", ttl=TTL)
@@ -272,6 +320,13 @@ def floors(p50: dict[str, float]) -> list[str]:
             f"Redlock / {kind} floor (5 masters): {red / five:.2f}x against "
             f"Lock / {kind} floor (1 master): {lock / one:.2f}x "
             f"(Redlock / Lock normalized by the floors: {(red / five) / (lock / one):.2f}x)"
+        )
+    lean = p50.get("lean script floor (5 masters)")
+    if lean is not None:
+        out.append(
+            f"- lean script floor (5 masters) / tenure Lock: {lean / lock:.2f}x "
+            "(the least any Redlock that mints a fence on each master costs here, "
+            "before any client code)"
         )
     return out
 

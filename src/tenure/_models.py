@@ -70,11 +70,12 @@ class LostSignalBase:
 
     __slots__ = ("_callbacks", "_event", "_life", "_make_event")
 
-    def __init__(self, make_event: Callable[[], LostSignal]) -> None:
+    def __init__(self, make_event: Callable[[], LostSignal], release_op: str | None = None) -> None:
         # The event is made when first asked for (most leases never are): see `lost`.
         self._make_event = make_event
         self._event: LostSignal | None = None
-        self._life = LeaseLife(process_mark(), new_op())
+        # (release_op "": a lease that sends no release of its own, a MultiLease's)
+        self._life = LeaseLife(process_mark(), new_op() if release_op is None else release_op)
         self._callbacks: list[Callable[[Any], object]] | None = None
 
     @property

@@ -9,6 +9,10 @@ same names:
   (naming what was passed) for one the class named ``owner`` can't use; sends
   nothing (the rules are :mod:`._clients`').
 - ``run(client, plan)``: drive a plan from :mod:`tenure._plans` to its result.
+- ``run_together(client, plans)``: drive several plans side by side on one
+  client, each round's script calls in one round trip (a ``MultiLock``'s
+  parts on one server); ``batch_key(client)`` tells which clients may share
+  it (their connection pool; ``None`` for a Redis Cluster client).
 - ``current_owner()``: this thread's / task's owner id (see :mod:`._identity`).
 - ``wait_event(event, timeout)``, ``sleep(seconds)``: wait (a Redlock waiter).
 

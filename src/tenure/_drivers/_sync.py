@@ -881,6 +881,164 @@ def run(client: Client, plan: Plan[T]) -> T:
     return _drive(client, plan)
 
 
+def batch_key(client: Client) -> object | None:
+    """What :func:`run_together` shares among clients: their connection pool
+    (plans of clients with the same pool may be run together, on a client
+    of any of them); ``None`` for a Redis Cluster client (its calls go to
+    the node of each key's slot)."""
+    if _clients.is_cluster(type(client)):
+        return None
+    return getattr(client, "connection_pool", None)
+
+
+def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
+    """Drive ``plans`` side by side with ``client``: each round, the script
+    calls the plans yield (one each) are written back to back on one
+    connection and their replies read in order, one round trip for them all
+    (the quick path's connection, else a pipeline of the client's). Return,
+    in order, each plan's result or the exception it raised; each plan runs
+    to its end whatever the others do (a cancellation is thrown into every
+    plan whose call was in flight, which then cleans up as it would alone,
+    its clean-up calls sent together in the next round).
+
+    The plans may yield :class:`Eval`, :class:`Command`, :class:`Pipeline`
+    and :class:`Listening` steps (the others are thrown back as a
+    ``TypeError``). On a Redis Cluster client, or for one plan, the plans
+    run one after the other (an interruption then closes those not started).
+    """
+    state = _state(client)
+    if state.server is None:
+        with state.probing:
+            if state.server is None:
+                _probe(client, state)
+    results: list[Any] = [None] * len(plans)
+    if len(plans) == 1 or _clients.is_cluster(type(client)):
+        for i, plan in enumerate(plans):
+            try:
+                results[i] = _drive(client, plan)
+            except Exception as exc:
+                results[i] = exc
+            except BaseException as exc:
+                results[i] = exc
+                for j in range(i + 1, len(plans)):
+                    plans[j].close()
+                    results[j] = exc
+                break
+        return results
+    replies: list[Any] = [None] * len(plans)
+    errors: list[BaseException | None] = [None] * len(plans)
+    live: list[int] = list(range(len(plans)))
+    try:
+        while live:
+            going: list[int] = []
+            due: list[int] = []
+            steps: list[Eval] = []
+            for i in live:
+                plan, error = plans[i], errors[i]
+                try:
+                    if error is None:
+                        step = plan.send(replies[i])
+                    else:
+                        errors[i] = None
+                        step = plan.throw(error)
+                except StopIteration as stop:
+                    results[i] = stop.value
+                    continue
+                except BaseException as exc:
+                    results[i] = exc
+                    continue
+                going.append(i)
+                if type(step) is Eval:
+                    due.append(i)
+                    steps.append(step)
+                    continue
+                try:
+                    if not isinstance(step, Command | Pipeline | Listening):
+                        raise TypeError(f"run_together runs no {type(step).__name__} step")
+                    replies[i] = _perform(client, step, [])
+                except BaseException as exc:
+                    errors[i] = exc
+            live = going
+            if not steps:
+                continue
+            try:
+                answers = _send_together(client, state, steps)
+            except BaseException as exc:
+                for i in due:
+                    errors[i] = exc
+                continue
+            for i, answer in zip(due, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    errors[i] = answer
+                else:
+                    replies[i] = answer
+    finally:
+        for plan in plans:
+            plan.close()
+    return results
+
+
+def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any]:
+    """The script calls ``steps`` in one round trip, on one connection: each
+    one's parsed reply, or the exception it raised (its error reply, a
+    ``WrongTypeError``, a ``PermissionDenied``). On the quick path (see
+    :func:`_quick`): written back to back on one of its connections, the
+    replies read in order; after NOSCRIPT (every reply read first), a failed
+    connection or a full quick path, a pipeline of the client's (which loads
+    the scripts and sends them all again, as a retry would)."""
+    kept = state.kept
+    if kept is not None:
+        try:
+            raws = _quick_together(client, kept, state.retries, steps)
+        except _Fallback:
+            pass
+        else:
+            answers: list[Any] = []
+            for step, raw in zip(steps, raws, strict=True):
+                if isinstance(raw, Exception):
+                    answers.append(_refusal(client, step, raw) or raw)
+                    continue
+                try:
+                    answers.append(parse_reply(step.script, raw))
+                except Exception as exc:
+                    answers.append(exc)
+            return answers
+    return _pipeline(client, Pipeline(tuple(steps)))
+
+
+def _quick_together(client: Client, kept: _Kept, retries: bool, steps: list[Eval]) -> list[Any]:
+    """The replies of ``steps`` written back to back on a connection of the
+    quick path, read in order (an error reply in its place). Raises
+    :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply."""
+    conn = _take(client, kept, retries)
+    library = _library(type(client))
+    raws: list[Any] = []
+    missing = False
+    sound = False  # every reply was read: the connection may be used again as it is
+    try:
+        packed = [part for step in steps for part in _clients.packed_evalsha(conn, step)]
+        conn.send_packed_command([b"".join(packed)])  # (one write, not one per part)
+        for _ in steps:
+            try:
+                raws.append(conn.read_response())
+            except library.response_error as exc:  # a whole reply was read
+                raws.append(exc)
+                missing = missing or isinstance(exc, library.no_script)
+        sound = True
+    except Exception as exc:
+        if retries:
+            raise _Fallback from exc
+        raise
+    finally:  # (whatever interrupts what: the connection is given back or let go)
+        if sound:
+            _give(kept, conn)
+        else:
+            _discard(client, kept, conn)
+    if missing:
+        raise _Fallback
+    return raws
+
+
 def _probe(client: Client, state: _State) -> None:
     try:
         server = _drive(client, server_plans.probe())

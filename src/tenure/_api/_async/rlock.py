@@ -185,23 +185,36 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         """
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
+        plan = await self._prepare(owner, blocking, wait)
+        grant = await _driver.run(self._client, plan)
+        if grant is None:
+            return None
+        lease = self._granted(owner, grant)
+        await lease._start()
+        return lease
+
+    async def _prepare(
+        self, owner: str, blocking: bool, timeout: float | None
+    ) -> Plan[Grant | None]:
+        """The acquire plan of ``owner``, once its releases that did not
+        complete were sent again."""
         await self._settle_releases(owner)
-        plan = rlock_plans.acquire(
+        return rlock_plans.acquire(
             self._keys,
             owner,
             self.ttl,
             blocking=blocking,
-            timeout=wait,
+            timeout=timeout,
             now=time.monotonic,
             op=new_op(),
             delay_ms=self._opts.delay_ms,
         )
-        grant = await _driver.run(self._client, plan)
-        if grant is None:
-            return None
+
+    def _granted(self, owner: str, grant: Grant) -> AsyncRLockLease:
+        """The lease of ``grant`` (the reply of :meth:`_prepare`'s plan), added
+        to its hold; its ``_start`` is the caller's."""
         lease = AsyncRLockLease(self, grant)
         self._add(lease)
-        await lease._start()
         return lease
 
     async def release(self) -> None:

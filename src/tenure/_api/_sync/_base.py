@@ -274,18 +274,41 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
             redis.exceptions.ConnectionError: Redis could not be reached (the
                 release may be tried again; the lease is no longer renewed).
         """
-        life = self._life
-        life.check_process(self.name, self.fence, process_mark(), "release")
-        if life.begin_release(self.name, self.fence) is Release.CLEAN_UP:
+        if not self._release_begin():
             self._clean_up()
             self._end_lost()
-        self._stop_renewing()
         try:
             left = _driver.run(self._lock._client, self._release_plan())
         except NotOwnedError as exc:
             self._lose(exc.reason)
             self._end_lost()
         self._released_one(left)
+
+    def _release_begin(self) -> bool:
+        """A release begins (the process checked, the lease RELEASING, never
+        renewed again): ``True`` when :meth:`_release_plan` is to be sent, and
+        :meth:`_release_end` given what it gave; ``False`` when the lease was
+        lost: its clean-up is due instead (``_clean_up``, then ``_end_lost``).
+
+        Raises:
+            NotOwnedError: as :meth:`release` does; nothing was changed.
+        """
+        life = self._life
+        life.check_process(self.name, self.fence, process_mark(), "release")
+        if life.begin_release(self.name, self.fence) is Release.CLEAN_UP:
+            return False
+        self._stop_renewing()
+        return True
+
+    def _release_end(self, outcome: object) -> None:
+        """What the release plan of :meth:`_release_begin` gave (its result, or
+        the exception it raised) ends the release, as :meth:`release` says."""
+        if isinstance(outcome, NotOwnedError):
+            self._lose(outcome.reason)
+            self._end_lost()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        self._released_one(outcome if isinstance(outcome, int) else None)
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).

@@ -174,20 +174,32 @@ class Lock(_Blocks[Lease]):
         """
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
-        key = (id(self._client), self._keys.lock, owner)
-        left_behind, held = _BOOK.look_up(key)
+        plan = self._prepare(owner, blocking, wait)
+        grant = _driver.run(self._client, plan)
+        if grant is None:
+            return None
+        lease = self._granted(owner, grant)
+        lease._start()
+        return lease
+
+    def _prepare(
+        self, owner: str, blocking: bool, timeout: float | None
+    ) -> Plan[Grant | None]:
+        """The acquire plan of ``owner``, once a lease it left behind (lost, or
+        its release not completed) was cleaned up."""
+        left_behind, held = _BOOK.look_up((id(self._client), self._keys.lock, owner))
         if left_behind is not None:
             # Redis may still hold it with our token: never AlreadyHeldError for it.
             left_behind._clean_up()
         # If held, the first attempt settles it, never queued behind our own gate.
-        plan = self._acquire_plan(owner, blocking, wait, held)
-        grant = _driver.run(self._client, plan)
-        if grant is None:
-            return None
+        return self._acquire_plan(owner, blocking, timeout, held)
+
+    def _granted(self, owner: str, grant: Grant) -> Lease:
+        """The lease of ``grant`` (the reply of :meth:`_prepare`'s plan), known
+        to this object and the lease book; its ``_start`` is the caller's."""
         lease = Lease(self, grant, owner)
         self._leases[owner] = lease
-        _BOOK.put(key, lease)
-        lease._start()
+        _BOOK.put((id(self._client), self._keys.lock, owner), lease)
         return lease
 
     def _acquire_plan(

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import threading
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 
@@ -15,10 +14,24 @@ from ..._info import MultiLockInfo, MultiPartInfo
 from ..._leasebook import Phase
 from ..._models import LostSignalBase
 from ..._plans import lock as lock_plans
+from ..._plans.waiting import Grant
 from ..._units import check_ttl
 from ._base import _Blocks, _EntersItself, _check_callback
 from .lock import Lease, Lock
 from .rlock import RLock, RLockLease
+
+#: Seconds after an attempt at all the parts together found a part busy
+#: during which a waiting acquire of any multi-lock with that part (in this
+#: process) skips that attempt (it would most likely fail: a round trip lost,
+#: and one more to release what it took) and takes the parts one by one at once.
+BUSY_MEMORY = 1.0
+
+#: Until when (``time.monotonic()``) each part found busy is presumed busy
+#: still (see :data:`BUSY_MEMORY`), by (id of its connection pool, lock key).
+_busy: dict[tuple[int, str], float] = {}
+
+#: How many entries :data:`_busy` keeps before the expired ones are dropped.
+_BUSY_ENTRIES = 1024
 
 _Part = Lock | RLock
 _PartLease = Lease | RLockLease
@@ -44,10 +57,64 @@ def _server_of(client: object) -> str:
 
 
 def _release_quietly(leases: Sequence[_PartLease]) -> None:
-    """Release ``leases`` in reverse order, each whatever the others do."""
-    for lease in reversed(leases):
-        with contextlib.suppress(Exception):
-            lease.release()
+    """Release ``leases`` in reverse order, each whatever the others do
+    (an interruption or cancellation is raised once all were released)."""
+    errors = _release_together(list(reversed(leases)))
+    _raise_first([e for e in errors if not isinstance(e, Exception)])
+
+
+def _release_together(leases: list[_PartLease]) -> list[BaseException]:
+    """Release ``leases``, in this order, each whatever the others do; return
+    the errors. The held leases of one connection pool (one server) are
+    released together, in one round trip, where the first of them comes; the
+    others (a release retried, a lost lease's clean-up, a Redis Cluster's)
+    one by one, as ``release()`` does."""
+    errors: list[BaseException] = []
+    units: list[list[_PartLease]] = []
+    groups: dict[int, list[_PartLease]] = {}
+    for lease in leases:
+        pool = _driver.batch_key(lease._lock._client)
+        if pool is None or lease._life.phase is not Phase.HELD:
+            units.append([lease])
+        elif id(pool) in groups:
+            groups[id(pool)].append(lease)
+        else:
+            units.append(groups.setdefault(id(pool), [lease]))
+    for unit in units:
+        alone = unit if len(unit) == 1 else []
+        begun: list[_PartLease] = []
+        for lease in unit if not alone else ():
+            try:
+                if lease._release_begin():
+                    begun.append(lease)
+                else:  # lost meanwhile (the watchdog): its clean-up, alone
+                    alone.append(lease)
+            except BaseException as exc:
+                errors.append(exc)
+        if begun:
+            plans = [lease._release_plan() for lease in begun]
+            results = _driver.run_together(begun[0]._lock._client, plans)
+            for lease, result in zip(begun, results, strict=True):
+                try:
+                    lease._release_end(result)
+                except BaseException as exc:
+                    errors.append(exc)
+        for lease in alone:
+            try:
+                lease.release()
+            except BaseException as exc:
+                errors.append(exc)
+    return errors
+
+
+def _found_busy(where: tuple[int, str]) -> None:
+    """An attempt at all the parts found the part ``where`` busy (see :data:`_busy`)."""
+    now = time.monotonic()
+    if len(_busy) >= _BUSY_ENTRIES:
+        for key, until in list(_busy.items()):
+            if until <= now:
+                _busy.pop(key, None)
+    _busy[where] = now + BUSY_MEMORY
 
 
 def _raise_first(errors: list[BaseException]) -> None:
@@ -89,7 +156,7 @@ class MultiLease(_EntersItself, LostSignalBase):
     def __init__(
         self, multi: MultiLock, owner: str, leases: tuple[_PartLease, ...]
     ) -> None:
-        super().__init__(threading.Event)
+        super().__init__(threading.Event, "")  # (its parts' leases send the releases)
         self._multi = multi
         self.name = multi.name
         self.owner = owner
@@ -124,7 +191,8 @@ class MultiLease(_EntersItself, LostSignalBase):
 
     def release(self) -> None:
         """Release every part, in the reverse of the order they were taken, each
-        whatever the others do.
+        whatever the others do: the parts on one connection pool (one server)
+        together, in one round trip.
 
         Raises:
             LockLostError: a part's lease was lost (``lost`` is set); every
@@ -142,15 +210,13 @@ class MultiLease(_EntersItself, LostSignalBase):
         life.begin_release(self.name, None)
         if life.cleaned:  # lost, and its parts' releases were sent already
             raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
-        errors: list[BaseException] = []
+        due = []
         for lease in reversed(self._multi._in_order(self.leases)):
             part = lease._life
             if part.phase is Phase.RELEASED or (part.phase is Phase.LOST and part.cleaned):
                 continue  # done by an earlier call
-            try:
-                lease.release()
-            except BaseException as exc:
-                errors.append(exc)
+            due.append(lease)
+        errors = _release_together(due)
         if any(lease._life.phase is Phase.RELEASING for lease in self.leases):
             pass  # a part's release did not complete: release() may be called again
         elif life.phase is Phase.LOST:
@@ -195,13 +261,20 @@ class MultiLock(_Blocks[MultiLease]):
 
     The parts may be any mix of :class:`Lock`, :class:`RLock` and
     :class:`FairLock` objects, on one client or on several (different
-    servers). An acquire takes the parts one by one in a fixed order, sorted by
-    lock key and then server (``host:port/db``), whatever order they were given
-    in: two multi-locks over overlapping parts then never wait for each other
-    in a circle (no deadlock). If a part is not taken in time, the parts already
-    taken are released, in reverse order, and the acquire returns ``None``:
-    nothing is left held. ``timeout`` is one budget for the whole acquire, not
-    per part.
+    servers). An acquire first makes one attempt at every part without
+    waiting, the parts on one connection pool (one server; not a Redis Cluster
+    client's) together in one round trip; a release of them is one round trip
+    too. If a part is busy, the parts that attempt took are released (one more
+    round trip) and an acquire that waits takes the parts one by one, in a
+    fixed order sorted by lock key and then server (``host:port/db``), whatever
+    order they were given in: two multi-locks over overlapping parts then never
+    wait for each other in a circle (no deadlock; nothing is held while the
+    first attempt runs, which does not wait). For a second after a first
+    attempt found a part busy, a waiting acquire with that part (by any
+    multi-lock of this process) goes straight to the parts one by one. If a
+    part is not taken in time, the parts already taken are released, in
+    reverse order, and the acquire returns ``None``: nothing is left held.
+    ``timeout`` is one budget for the whole acquire, not per part.
 
     A part whose lease ran out while later parts were being waited for (a part
     with a short ``ttl`` and no renewal) makes the acquire release everything
@@ -255,13 +328,29 @@ class MultiLock(_Blocks[MultiLease]):
         self._parts: tuple[_Part, ...] = tuple(locks)
         # the acquire order: by lock key, then server (the same in every process)
         self._order = tuple(i for _, i in sorted(seen.items()))
+        # each part's place in the acquire order
+        self._place = tuple(sorted(range(len(locks)), key=self._order.__getitem__))
+        self._name = " + ".join(part.name for part in self._parts)
+        # the parts of each connection pool (one server), in the acquire order,
+        # by the first one's place in it: tried together, one round trip each
+        groups: dict[tuple[bool, int], list[int]] = {}
+        for i in self._order:
+            pool = _driver.batch_key(self._parts[i]._client)
+            groups.setdefault((False, i) if pool is None else (True, id(pool)), []).append(i)
+        together = tuple(tuple(group) for group in groups.values())
+        self._groups = together if len(together) < len(self._parts) else None
+        # each part's entry in _busy
+        self._where = tuple(
+            (id(_driver.batch_key(part._client) or part._client), part._keys.lock)
+            for part in self._parts
+        )
         self._on_lost = _check_callback(on_lost)
         self._leases: dict[str, MultiLease] = {}
 
     @property
     def name(self) -> str:
         """The parts' names, in the order given, joined by ``" + "``."""
-        return " + ".join(part.name for part in self._parts)
+        return self._name
 
     @property
     def locks(self) -> tuple[Lock | RLock, ...]:
@@ -275,8 +364,8 @@ class MultiLock(_Blocks[MultiLease]):
 
         Args:
             blocking: wait for the parts that are held (default). With
-                ``False``, make one attempt at each part, and give up (releasing
-                what was taken) at the first that is held.
+                ``False``, make one attempt at each part (those of one server
+                together), and give up (releasing what was taken) if one is held.
             timeout: the longest wait in seconds for the whole acquire, from 0 to a year;
                 ``None`` waits without limit. Not allowed with ``blocking=False``.
 
@@ -295,18 +384,24 @@ class MultiLock(_Blocks[MultiLease]):
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         deadline = None if wait is None else time.monotonic() + wait
-        while True:
-            taken = self._take_all(blocking, deadline)
-            if taken is None:
+        taken = None
+        if self._groups is not None and not (blocking and _busy and self._busy()):
+            taken = self._take_together(owner)
+            if taken is None and not blocking:
                 return None
+        while True:
+            if taken is None:
+                taken = self._take_all(blocking, deadline)
+                if taken is None:
+                    return None
             if all(lease.valid for lease in taken):
                 break
             # a part's lease ran out while later parts were awaited: start over
             _release_quietly(taken)
+            taken = None
             if not blocking or (deadline is not None and time.monotonic() >= deadline):
                 return None
-        by_part = dict(zip(self._order, taken, strict=True))
-        lease = MultiLease(self, owner, tuple(by_part[i] for i in range(len(self._parts))))
+        lease = MultiLease(self, owner, tuple([taken[at] for at in self._place]))
         self._leases[owner] = lease
         if self._on_lost is not None:
             lease.on_lost(self._on_lost)
@@ -334,6 +429,62 @@ class MultiLock(_Blocks[MultiLease]):
             _release_quietly(taken)
             raise
         return taken
+
+    def _busy(self) -> bool:
+        """Whether an attempt at all the parts found one of them busy within
+        the last :data:`BUSY_MEMORY` seconds (in this process)."""
+        now = time.monotonic()
+        for where in self._where:
+            until = _busy.get(where)
+            if until is not None:
+                if until > now:
+                    return True
+                _busy.pop(where, None)
+        return False
+
+    def _take_together(self, owner: str) -> list[_PartLease] | None:
+        """One attempt at every part, without waiting: those of one connection
+        pool (one server) together, in one round trip. The parts in the acquire
+        order, or ``None`` (holding none) if one was busy.
+
+        Raises:
+            AlreadyHeldError, NotReplicatedError, WrongTypeError, ...: as a
+                part's acquire raises them; the parts taken were released.
+        """
+        assert self._groups is not None
+        taken: dict[int, _PartLease] = {}
+        errors: list[BaseException] = []
+        busy = False
+        try:
+            for group in self._groups:
+                parts = [self._parts[i] for i in group]
+                plans = [part._prepare(owner, False, None) for part in parts]
+                results = _driver.run_together(parts[0]._client, plans)
+                for i, part, result in zip(group, parts, results, strict=True):
+                    if isinstance(result, Grant):
+                        lease = part._granted(owner, result)
+                        try:
+                            lease._start()  # (it releases itself if it fails)
+                        except BaseException as exc:
+                            errors.append(exc)
+                        else:
+                            taken[i] = lease
+                    elif isinstance(result, BaseException):
+                        errors.append(result)
+                    else:
+                        busy = True
+                        _found_busy(self._where[i])
+                if errors or busy:
+                    break
+        except BaseException as exc:
+            errors.append(exc)
+        leases = [taken[i] for i in self._order if i in taken]
+        if errors or busy:
+            released = _release_together(list(reversed(leases)))
+            # (a release's error is not raised, as _release_quietly's)
+            _raise_first(errors + [e for e in released if not isinstance(e, Exception)])
+            return None
+        return leases
 
     def _in_order(self, leases: tuple[_PartLease, ...]) -> list[_PartLease]:
         """A multi-lease's part leases (given in the parts' order) in the acquire order."""

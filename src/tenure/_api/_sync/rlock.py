@@ -186,23 +186,36 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         """
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
+        plan = self._prepare(owner, blocking, wait)
+        grant = _driver.run(self._client, plan)
+        if grant is None:
+            return None
+        lease = self._granted(owner, grant)
+        lease._start()
+        return lease
+
+    def _prepare(
+        self, owner: str, blocking: bool, timeout: float | None
+    ) -> Plan[Grant | None]:
+        """The acquire plan of ``owner``, once its releases that did not
+        complete were sent again."""
         self._settle_releases(owner)
-        plan = rlock_plans.acquire(
+        return rlock_plans.acquire(
             self._keys,
             owner,
             self.ttl,
             blocking=blocking,
-            timeout=wait,
+            timeout=timeout,
             now=time.monotonic,
             op=new_op(),
             delay_ms=self._opts.delay_ms,
         )
-        grant = _driver.run(self._client, plan)
-        if grant is None:
-            return None
+
+    def _granted(self, owner: str, grant: Grant) -> RLockLease:
+        """The lease of ``grant`` (the reply of :meth:`_prepare`'s plan), added
+        to its hold; its ``_start`` is the caller's."""
         lease = RLockLease(self, grant)
         self._add(lease)
-        lease._start()
         return lease
 
     def release(self) -> None:

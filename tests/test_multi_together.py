@@ -1,0 +1,404 @@
+"""MultiLock's parts on one server taken and released together: one round trip
+for the attempt at every part of a server, one for their releases; all or none
+when a part is held; nothing held after an interruption or a cancellation;
+no overlap and increasing fences when multi-locks over shared parts contend."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from _fair_workers import PartHold, multi_worker
+from test_multi import check_parts, in_thread
+
+from tenure import (
+    AlreadyHeldError,
+    AsyncLock,
+    AsyncMultiLock,
+    FairLock,
+    Lock,
+    MultiLease,
+    MultiLock,
+    RLock,
+)
+from tenure._api._sync import multi as sync_multi
+from tenure._server import ServerProcess
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+class _Counted(redis.Connection):
+    """Counts the writes of commands (one per round trip: a round's commands
+    are written at once)."""
+
+    writes = 0
+
+    def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        _Counted.writes += 1
+        super().send_packed_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+
+def _counted(url: str, blocking_pool: bool = False) -> redis.Redis:
+    if blocking_pool:  # (no quick path: a pipeline of the client's)
+        pool = redis.BlockingConnectionPool.from_url(url, connection_class=_Counted)
+        return redis.Redis(connection_pool=pool)
+    client = redis.Redis.from_url(url)
+    client.connection_pool.connection_class = _Counted
+    return client
+
+
+def _take(multi: MultiLock) -> MultiLease:
+    """``multi``'s lease, taken now (it is free)."""
+    lease = multi.acquire(blocking=False)
+    assert lease is not None
+    return lease
+
+
+def _evalsha_calls(r: redis.Redis) -> int:
+    return int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+@pytest.mark.parametrize("blocking_pool", [False, True], ids=["quick-path", "blocking-pool"])
+def test_an_uncontended_cycle_is_one_round_trip_each_way(
+    url: str, r: redis.Redis, blocking_pool: bool
+) -> None:
+    """Three parts on one server (a Lock, an RLock, a FairLock): the acquire
+    is one round trip (three scripts), the release one more."""
+    client = _counted(url, blocking_pool)
+    parts: list[Lock | RLock] = [Lock(client, "t1", ttl=10), RLock(client, "t2", ttl=10)]
+    parts.append(FairLock(client, "t3", ttl=10))
+    multi = MultiLock(parts)
+    _take(multi).release()  # (the first call probes the server)
+    for _ in range(3):
+        writes, calls = _Counted.writes, _evalsha_calls(r)
+        lease = multi.acquire()
+        assert lease is not None and lease.valid
+        assert (_Counted.writes - writes, _evalsha_calls(r) - calls) == (1, 3)
+        assert r.get("tenure:{t1}") == lease.leases[0].owner.encode()
+        assert r.hget("tenure:{t2}:rlock", lease.leases[1].owner) == b"1"
+        assert r.get("tenure:{t3}:fair") == lease.leases[2].owner.encode()
+        writes, calls = _Counted.writes, _evalsha_calls(r)
+        lease.release()
+        assert (_Counted.writes - writes, _evalsha_calls(r) - calls) == (1, 3)
+        assert not r.exists("tenure:{t1}", "tenure:{t2}:rlock", "tenure:{t3}:fair")
+    writes = _Counted.writes
+    with multi(timeout=1) as lease:  # a timed acquire tries them together first too
+        assert _Counted.writes - writes == 1
+    assert _Counted.writes - writes == 2
+
+
+class _AsyncCounted(redis.asyncio.Connection):
+    writes = 0
+
+    async def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        _AsyncCounted.writes += 1
+        await super().send_packed_command(*args, **kwargs)
+
+
+def test_an_asyncio_cycle_is_one_round_trip_each_way(url: str, r: redis.Redis) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        client.connection_pool.connection_class = _AsyncCounted
+        try:
+            multi = AsyncMultiLock([AsyncLock(client, n, ttl=10) for n in ("a1", "a2", "a3")])
+            first = await multi.acquire()
+            assert first is not None
+            await first.release()
+            writes, calls = _AsyncCounted.writes, _evalsha_calls(r)
+            async with multi as lease:
+                assert (_AsyncCounted.writes - writes, _evalsha_calls(r) - calls) == (1, 3)
+                assert all(f > g for f, g in zip(lease.fence, first.fence, strict=True))
+            assert (_AsyncCounted.writes - writes, _evalsha_calls(r) - calls) == (2, 6)
+            assert not r.exists("tenure:{a1}", "tenure:{a2}", "tenure:{a3}")
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_one_round_trip_per_server(make_server: Any, url: str, r: redis.Redis) -> None:
+    """Two parts on one server and one on another: two round trips each way
+    (one per server), and the fences increase from one hold to the next."""
+    other = make_server().url
+    one, two = _counted(url), _counted(other)
+    multi = MultiLock([Lock(one, "s1", ttl=10), Lock(two, "s1", ttl=10), Lock(one, "s2", ttl=10)])
+    first = multi.acquire()
+    assert first is not None
+    first.release()
+    writes = _Counted.writes
+    lease = multi.acquire(blocking=False)
+    assert lease is not None and _Counted.writes - writes == 2
+    assert all(f > g for f, g in zip(lease.fence, first.fence, strict=True))
+    lease.release()
+    assert _Counted.writes - writes == 4
+    assert not r.exists("tenure:{s1}", "tenure:{s2}")
+    assert not redis.Redis.from_url(other).exists("tenure:{s1}")
+
+
+def test_a_part_held_by_another_owner_takes_none_then_waits_for_it(
+    url: str, r: redis.Redis
+) -> None:
+    """The middle part (in acquire order) held by another thread: a
+    non-blocking acquire takes none (the others, taken in the same round
+    trip, are released in one more); a blocking one waits for that part and
+    gets every part once it is released."""
+    client = _counted(url)
+    multi = MultiLock([Lock(client, n, ttl=10) for n in ("h3", "h1", "h2")])
+    before = multi.acquire()
+    assert before is not None
+    before.release()
+    other = in_thread(lambda: Lock(r, "h2", ttl=10).acquire())
+    assert other is not None
+    writes = _Counted.writes
+    assert multi.acquire(blocking=False) is None
+    assert _Counted.writes - writes == 2  # the attempt, then the releases of h1 and h3
+    assert not r.exists("tenure:{h1}", "tenure:{h3}")
+    assert r.get("tenure:{h2}") == other.owner.encode()
+    result: list[Any] = []
+    waiter = threading.Thread(target=lambda: result.append(multi.acquire(timeout=10)))
+    waiter.start()
+    time.sleep(0.3)
+    assert waiter.is_alive()  # waits for h2 (holding h1 only: the acquire order)
+    assert not r.exists("tenure:{h3}")
+    in_thread(other.release)
+    waiter.join(10)
+    lease = result[0]
+    assert lease is not None and lease.valid
+    assert all(f > g for f, g in zip(lease.fence, before.fence, strict=True))
+    assert lease.fence[2] > other.fence
+    in_thread(lease.release)
+    assert not r.exists("tenure:{h1}", "tenure:{h2}", "tenure:{h3}")
+    assert r.zcard("tenure:{h2}:waiters") == 0
+
+
+def test_a_part_already_held_by_the_caller_releases_the_others(r: redis.Redis) -> None:
+    held = Lock(r, "c2", ttl=10)
+    lease = held.acquire()
+    assert lease is not None
+    multi = MultiLock([Lock(r, "c1", ttl=10), held, Lock(r, "c3", ttl=10)])
+    with pytest.raises(AlreadyHeldError):
+        multi.acquire()
+    assert not r.exists("tenure:{c1}", "tenure:{c3}")
+    assert r.get("tenure:{c2}") == lease.owner.encode()
+    lease.release()
+    again = multi.acquire(blocking=False)
+    assert again is not None
+    again.release()
+
+
+def test_an_rlock_part_the_caller_holds_is_entered_and_given_back(r: redis.Redis) -> None:
+    """An RLock part already held by the caller: the attempt at every part
+    enters it again; when another part is busy, that level is given back and
+    the caller's own hold stays."""
+    rlock = RLock(r, "e1", ttl=10)
+    own = rlock.acquire()
+    assert own is not None
+    other = in_thread(lambda: Lock(r, "e2", ttl=10).acquire())
+    assert other is not None
+    multi = MultiLock([rlock, Lock(r, "e2", ttl=10)])
+    assert multi.acquire(blocking=False) is None
+    assert rlock.hold_count() == 1 and own.valid
+    in_thread(other.release)
+    lease = multi.acquire(blocking=False)
+    assert lease is not None and lease.fence[0] == own.fence
+    assert rlock.hold_count() == 2
+    lease.release()
+    assert rlock.hold_count() == 1 and not r.exists("tenure:{e2}")
+    own.release()
+    assert not r.exists("tenure:{e1}:rlock")
+
+
+def test_scripts_flushed_from_the_server_are_loaded_again(r: redis.Redis) -> None:
+    multi = MultiLock([Lock(r, "f1", ttl=10), RLock(r, "f2", ttl=10)])
+    _take(multi).release()
+    r.script_flush()
+    lease = multi.acquire(blocking=False)
+    assert lease is not None
+    r.script_flush()
+    lease.release()
+    assert not r.exists("tenure:{f1}", "tenure:{f2}:rlock")
+
+
+class _Interrupted(redis.Connection):
+    """Raises KeyboardInterrupt instead of reading the next reply, once armed:
+    the replies are left unread on the socket."""
+
+    armed = False
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if _Interrupted.armed:
+            _Interrupted.armed = False
+            raise KeyboardInterrupt
+        return super().read_response(*args, **kwargs)
+
+
+def test_an_interrupt_while_the_replies_are_due_leaves_nothing_held(
+    url: str, r: redis.Redis
+) -> None:
+    """KeyboardInterrupt while the replies of the attempt at every part are
+    due (the server granted them all): each part's clean-up releases its
+    token, so nothing is held; an interrupt while the releases' replies are
+    due leaves the release to be called again, which completes it."""
+    client = redis.Redis.from_url(url)
+    client.connection_pool.connection_class = _Interrupted
+    parts: list[Lock | RLock] = [Lock(client, "i1", ttl=10), RLock(client, "i2", ttl=10)]
+    parts.append(Lock(client, key="exact:i3", ttl=10))
+    multi = MultiLock(parts)
+    warm = multi.acquire()
+    assert warm is not None
+    warm.release()
+    _Interrupted.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        multi.acquire()
+    assert not r.exists("tenure:{i1}", "tenure:{i2}:rlock", "exact:i3")
+    assert not multi.owned()
+    lease = multi.acquire(blocking=False)
+    assert lease is not None
+    assert all(f > g for f, g in zip(lease.fence, warm.fence, strict=True))
+    _Interrupted.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        lease.release()
+    assert not lease.valid  # its release was attempted: never renewed again
+    lease.release()  # sent again (the same calls): recognised, and completes
+    assert not r.exists("tenure:{i1}", "tenure:{i2}:rlock", "exact:i3")
+    assert not multi.owned() and not multi.locked()
+    again = multi.acquire(blocking=False)
+    assert again is not None and again.fence[0] > lease.fence[0]
+    again.release()
+
+
+class _Stalls(redis.asyncio.Connection):
+    """Waits a second before reading the next reply, once armed: a task
+    cancelled meanwhile leaves the replies unread on the socket."""
+
+    armed = False
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if _Stalls.armed:
+            _Stalls.armed = False
+            await asyncio.sleep(1)
+        return await super().read_response(*args, **kwargs)
+
+
+def test_an_asyncio_acquire_cancelled_while_the_replies_are_due_holds_nothing(
+    url: str, r: redis.Redis
+) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        client.connection_pool.connection_class = _Stalls
+        try:
+            multi = AsyncMultiLock([AsyncLock(client, n, ttl=10) for n in ("x1", "x2", "x3")])
+            warm = await multi.acquire()
+            assert warm is not None
+            await warm.release()
+            _Stalls.armed = True
+            task = asyncio.ensure_future(multi.acquire())
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert not r.exists("tenure:{x1}", "tenure:{x2}", "tenure:{x3}")
+            lease = await multi.acquire(blocking=False)
+            assert lease is not None
+            assert all(f > g for f, g in zip(lease.fence, warm.fence, strict=True))
+            _Stalls.armed = True
+            task = asyncio.ensure_future(lease.release())
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await lease.release()  # sent again: completes
+            assert not r.exists("tenure:{x1}", "tenure:{x2}", "tenure:{x3}")
+            assert not await multi.locked()
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_waiting_acquire_after_a_busy_attempt_takes_the_parts_one_by_one(
+    url: str, r: redis.Redis
+) -> None:
+    """For BUSY_MEMORY seconds after an attempt at every part found one busy,
+    a waiting acquire of any multi-lock with that part goes straight to taking
+    the parts one by one (the attempt would most likely fail again); then
+    they are tried together again."""
+    client = _counted(url)
+    multi = MultiLock([Lock(client, "b1", ttl=10), Lock(client, "b2", ttl=10)])
+    _take(multi).release()
+    other = in_thread(lambda: Lock(r, "b2", ttl=10).acquire())
+    assert other is not None
+    writes = _Counted.writes
+    assert multi.acquire(timeout=0.05) is None  # the attempt found b2 busy
+    assert multi._busy()
+    assert _Counted.writes - writes >= 3  # the attempt, the release of b1, then b1 alone
+    # another multi-lock with b2 (in this process) skips the attempt too:
+    # b1, then b2 (busy): no write for an attempt at both
+    again = MultiLock([Lock(client, "b2", ttl=10), Lock(client, "b3", ttl=10)])
+    assert again._busy()
+    writes = _Counted.writes
+    assert again.acquire(timeout=0.05) is None
+    # b2 alone (busy, then its waiting and leaving), never b2 and b3 together
+    assert not r.exists("tenure:{b3}")
+    in_thread(other.release)
+    lease = multi.acquire(timeout=1)
+    assert lease is not None
+    lease.release()
+    assert not r.exists("tenure:{b1}", "tenure:{b2}")
+    time.sleep(sync_multi.BUSY_MEMORY)
+    assert not multi._busy() and not again._busy()
+    writes = _Counted.writes
+    lease = again.acquire(timeout=1)  # together again: one round trip
+    assert lease is not None and _Counted.writes - writes == 1
+    lease.release()
+
+
+def test_threads_on_overlapping_parts_of_one_server_never_overlap(r: redis.Redis) -> None:
+    orders = [("m", "n"), ("n", "m", "o"), ("o", "m"), ("n", "o"), ("m", "n", "o")]
+    holds: list[PartHold] = []
+    end = time.monotonic() + 1.0
+
+    def run(names: tuple[str, ...]) -> int:
+        client = redis.Redis(connection_pool=r.connection_pool)
+        multi = MultiLock([Lock(client, n, ttl=10) for n in names])
+        count = 0
+        while time.monotonic() < end:
+            lease = multi.acquire(blocking=False) if count % 3 == 2 else multi.acquire(timeout=20)
+            if lease is None:
+                continue
+            acquired = time.monotonic()
+            time.sleep(0.001)
+            released = time.monotonic()
+            lease.release()
+            holds.append((acquired, released, lease.fence, names))
+            count += 1
+        return count
+
+    with ThreadPoolExecutor(len(orders)) as pool:
+        counts = [f.result(timeout=60) for f in [pool.submit(run, o) for o in orders]]
+    assert all(counts), counts
+    assert check_parts(holds) == 3
+    assert not r.exists("tenure:{m}", "tenure:{n}", "tenure:{o}")
+
+
+def test_processes_on_overlapping_parts_of_one_server_never_overlap(
+    server: ServerProcess, r: redis.Redis
+) -> None:
+    url = server.url
+    a, b, c = (url, "pa"), (url, "pb"), (url, "pc")
+    orders = [[a, b, c], [c, b], [b, a], [a, c]]
+    manager = SPAWN.Manager()
+    start = manager.Barrier(len(orders))
+    with ProcessPoolExecutor(len(orders), mp_context=SPAWN) as pool:
+        futures = [pool.submit(multi_worker, parts, 1.0, start) for parts in orders]
+        per_process = [f.result(timeout=120) for f in futures]
+    manager.shutdown()
+    assert all(per_process), [len(h) for h in per_process]
+    assert check_parts([h for holds in per_process for h in holds]) == 3
