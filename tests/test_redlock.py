@@ -32,6 +32,8 @@ from tenure import (
     Redlock,
     _ops,
 )
+from tenure._drivers import _fanout_async as _fanout
+from tenure._drivers._hubbook import LINGER
 from tenure._protocol import Command
 from tenure._scripts import REDLOCK_WAKE
 from tenure._server import ServerProcess
@@ -588,6 +590,152 @@ def test_a_task_woken_as_it_gives_up_passes_the_wake_on(
 
     late = asyncio.run(main())
     assert late < WAKE_WAIT, f"woken {late:.2f} s after the release"
+
+
+def _wake_channels(clients: list[redis.Redis], name: str) -> list[int]:
+    """How many of the lock's wake channels each master has subscribed."""
+    return [len(c.pubsub_channels(f"tenure:{{{name}}}:wake:*")) for c in clients]
+
+
+def _unsubscribed(clients: list[redis.Redis], name: str) -> list[int]:
+    """The wake channels left once the hubs' lingering channels had their time."""
+    deadline = time.monotonic() + 3 * LINGER + 2
+    while any(_wake_channels(clients, name)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _wake_channels(clients, name)
+
+
+def test_an_interrupt_as_a_waiter_leaves_the_queues_still_stops_its_listening(
+    clients: list[redis.Redis],
+) -> None:
+    """KeyboardInterrupt while a waiter that gave up leaves the queues: it still
+    stops listening, so its wake channel is unsubscribed on every master once
+    it has lingered (before, the give-up's clean-up skipped it: the channel
+    stayed subscribed on every master's hub for good)."""
+    holder = Redlock(clients, "quit-cut", ttl=WAKE_TTL).acquire()
+    assert holder
+    quitter = Redlock(clients, "quit-cut", ttl=WAKE_TTL)
+    send_on = quitter._send_on
+
+    def interrupted_leave(masters: Any, steps: Any, enough: Any = None) -> Any:
+        if _is_leave(steps):
+            raise KeyboardInterrupt
+        return send_on(masters, steps, enough)
+
+    quitter._send_on = interrupted_leave  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        quitter.acquire(timeout=0.3)
+    assert _unsubscribed(clients, "quit-cut") == [0] * N
+    holder.release()
+
+
+def test_a_cancel_as_a_task_leaves_the_queues_still_stops_its_listening(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The asyncio test of the same: the task is cancelled during its give-up's
+    leave round (an outer timeout that ends with the acquire's own)."""
+
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        holder = await AsyncRedlock(aclients, "aquit-cut", ttl=WAKE_TTL).acquire()
+        assert holder
+        quitter = AsyncRedlock(aclients, "aquit-cut", ttl=WAKE_TTL)
+        send_on = quitter._send_on
+        leaving = asyncio.Event()
+
+        async def slow_leave(masters: Any, steps: Any, enough: Any = None) -> Any:
+            if _is_leave(steps):
+                leaving.set()
+                await asyncio.sleep(1.0)
+            return await send_on(masters, steps, enough)
+
+        quitter._send_on = slow_leave  # type: ignore[method-assign]
+        quits = asyncio.create_task(quitter.acquire(timeout=0.3))
+        await leaving.wait()
+        quits.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await quits
+        left = await asyncio.to_thread(_unsubscribed, clients, "aquit-cut")
+        assert left == [0] * N
+        await holder.release()
+        for c in aclients:
+            await c.aclose()
+
+    asyncio.run(main())
+
+
+def test_an_interrupt_while_the_listens_are_confirmed_leaves_nothing_listening(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """KeyboardInterrupt while a waiter's wake listens wait for their
+    confirmations (one master paused: its confirmation does not come): every
+    listen is stopped once done. (Before, the listens went on in the worker
+    threads, and the wake channel stayed subscribed on every master's hub for
+    good.)"""
+    holder = Redlock(clients, "cut-listen", ttl=WAKE_TTL).acquire()
+    assert holder
+    waiter = Redlock(clients, "cut-listen", ttl=WAKE_TTL, master_timeout=1.5)
+
+    def interrupt_in_listen_each(signum: int, frame: Any) -> None:
+        while frame is not None:
+            if frame.f_code.co_name == "listen_each":
+                raise KeyboardInterrupt
+            frame = frame.f_back
+        signal.setitimer(signal.ITIMER_REAL, 0.01)  # not there yet
+
+    before = signal.signal(signal.SIGALRM, interrupt_in_listen_each)
+    masters[4].pause()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        with pytest.raises(KeyboardInterrupt):
+            waiter.acquire(timeout=5)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+        masters[4].resume()
+    assert _unsubscribed(clients, "cut-listen") == [0] * N
+    holder.release()
+
+
+def test_a_task_cancelled_while_its_listens_are_confirmed_leaves_nothing_listening(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A task cancelled while its wake listens wait for their confirmations (one
+    master paused: its confirmation does not come) stops every listen: those
+    confirmed and the one still waiting. (Before, the confirmed ones were lost
+    with the cancelled gather and the waiting one was never counted out: the
+    wake channel stayed subscribed on every master's hub for good.)"""
+
+    async def main() -> list[int]:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        holder = await AsyncRedlock(aclients, "acut-listen", ttl=WAKE_TTL).acquire()
+        assert holder
+        # the hubs' connections are made (and kept open by a listen of their own)
+        kept = await _fanout.listen_each(aclients, "tenure:{acut-listen}:kept", asyncio.Event(), 2)
+        assert all(stop is not None for stop in kept)
+        waiter = AsyncRedlock(aclients, "acut-listen", ttl=WAKE_TTL, master_timeout=1.5)
+        masters[4].pause()
+        try:
+            task = asyncio.create_task(waiter.acquire(timeout=5))
+            deadline = time.monotonic() + 5
+            while _wake_channels(clients[:4], "acut-listen") != [1] * 4:
+                assert time.monotonic() < deadline, "the waiter never listened"
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            masters[4].resume()
+        for stop in kept:
+            assert stop is not None
+            stop()
+        left = await asyncio.to_thread(_unsubscribed, clients, "acut-listen")
+        await holder.release()
+        for c in aclients:
+            await c.aclose()
+        return left
+
+    assert asyncio.run(main()) == [0] * N
 
 
 def test_asyncio_paused_master_and_quorum_loss(

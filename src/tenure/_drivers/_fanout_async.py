@@ -752,7 +752,8 @@ async def listen_each(
     wait at most ``timeout`` seconds for the confirmations. Returns, per client,
     the function that stops listening, or ``None`` if its SUBSCRIBE failed or was
     not confirmed in time (then nothing is left listening on it). Call the
-    functions when done: the channel then lingers and is unsubscribed."""
+    functions when done: the channel then lingers and is unsubscribed.
+    Cancelled or interrupted, it stops every listen itself (once done)."""
 
     async def one(client: Client) -> Callable[[], None] | None:
         hub = _state(client).hub
@@ -767,6 +768,22 @@ async def listen_each(
         except TimeoutError:
             hub.unlisten(ch, event)
             return None
+        except BaseException:  # cancelled: nothing may be left listening either
+            hub.unlisten(ch, event)
+            raise
         return lambda: hub.unlisten(ch, event)
 
-    return list(await asyncio.gather(*(one(client) for client in clients)))
+    listens = [asyncio.ensure_future(one(client)) for client in clients]
+    try:
+        return list(await asyncio.gather(*listens))
+    except BaseException:  # cancelled: nothing may be left listening either
+        for listen in listens:
+            listen.add_done_callback(_unlisten_late)
+        raise
+
+
+def _unlisten_late(listen: asyncio.Future[Callable[[], None] | None]) -> None:
+    if not listen.cancelled() and listen.exception() is None:
+        stop = listen.result()
+        if stop is not None:
+            stop()

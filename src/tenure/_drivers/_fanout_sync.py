@@ -717,7 +717,8 @@ def listen_each(
     wait at most ``timeout`` seconds for the confirmations. Returns, per client,
     the function that stops listening, or ``None`` if its SUBSCRIBE failed or was
     not confirmed in time (then nothing is left listening on it). Call the
-    functions when done: the channel then lingers and is unsubscribed."""
+    functions when done: the channel then lingers and is unsubscribed.
+    Cancelled or interrupted, it stops every listen itself (once done)."""
 
     def one(client: Client) -> Callable[[], None] | None:
         hub = _state(client).hub
@@ -728,7 +729,12 @@ def listen_each(
         return lambda: hub.unlisten(ch, event)
 
     futures = [_workers.submit(functools.partial(one, client)) for client in clients]
-    concurrent.futures.wait(futures, timeout)
+    try:
+        concurrent.futures.wait(futures, timeout)
+    except BaseException:  # interrupted: nothing may be left listening either
+        for future in futures:
+            future.add_done_callback(_unlisten_late)
+        raise
     out: list[Callable[[], None] | None] = []
     for future in futures:
         if future.done() and future.exception() is None:

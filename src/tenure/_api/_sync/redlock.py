@@ -416,14 +416,16 @@ class Redlock(_Blocks[RedlockLease]):
                     )
             raise
         finally:
-            if queued and not taken and not left:
-                # leave the queues while still listening: a wake sent before
-                # we left (a release after our last attempt) is then heard
-                with contextlib.suppress(Exception):
-                    self._send_on(range(n), [plans.leave(keys, queued)] * n)
-            for stop in stops:
-                if stop is not None:
-                    stop()
+            try:
+                if queued and not taken and not left:
+                    # leave the queues while still listening: a wake sent before
+                    # we left (a release after our last attempt) is then heard
+                    with contextlib.suppress(Exception):
+                        self._send_on(range(n), [plans.leave(keys, queued)] * n)
+            finally:  # (even if that leave is cut off: else we listen for good)
+                for stop in stops:
+                    if stop is not None:
+                        stop()
             if queued and not taken and not left and wake.is_set():
                 # a wake we will not act on: pass it on to the heads (a
                 # giving-up waiter's rule, see the plans)
