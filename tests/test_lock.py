@@ -610,3 +610,78 @@ def test_an_interrupt_just_after_the_gate_was_taken_frees_it(
     got[0].release()
     assert not client.exists("tenure:{gate-interrupted}")
     client.close()
+
+
+@pytest.mark.parametrize("kind", [Lock, RLock])
+def test_an_interrupt_between_the_grant_and_the_caller_gives_the_lock_back(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: type[Lock] | type[RLock]
+) -> None:
+    """KeyboardInterrupt while the granted lease starts (its watchdog entry):
+    the grant is given back before the error reaches the caller, so the lock
+    is free and the same thread's next acquire goes ahead (before, the lock
+    stayed held under a token nobody used until its ttl, and a Lock's owner
+    got AlreadyHeldError meanwhile)."""
+    from tenure._api._sync import _base
+
+    started = _base._HeldLease._start
+    armed = [True]
+
+    def interrupted_start(self: Any) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt
+        started(self)
+
+    monkeypatch.setattr(_base._HeldLease, "_start", interrupted_start)
+    lock = kind(r, "grant-interrupted", ttl=30)
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire()
+    assert not lock.locked()
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+    assert not lock.locked()
+
+
+def test_an_interrupt_in_the_drivers_clean_up_after_a_hand_off_gives_the_lock_back(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt in the driver's clean-up just after a hand-off made a
+    waiter the holder (its plan returned the grant): the grant is given back,
+    and the waiter's thread can take the lock again at once."""
+    from tenure._drivers import _sync
+
+    left = _sync._Hub.leave
+    armed = [False]
+
+    def interrupted_leave(self: Any, ch: Any, token: str, kept: bool = False) -> None:
+        left(self, ch, token, kept)
+        if armed[0] and kept:
+            armed[0] = False
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_sync._Hub, "leave", interrupted_leave)
+    holder = Lock(r, "handed-interrupted", ttl=30).acquire()
+    assert holder is not None
+    outcome: list[Any] = []
+
+    def waiter() -> None:
+        lock = Lock(r, "handed-interrupted", ttl=30)
+        try:
+            lock.acquire(timeout=5)
+            outcome.append("returned")
+        except KeyboardInterrupt:
+            outcome.append(lock.locked())
+            again = lock.acquire(blocking=False)
+            outcome.append(again is not None and again.fence > holder.fence)
+            if again is not None:
+                again.release()
+
+    armed[0] = True
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    time.sleep(0.3)  # the waiter is queued
+    holder.release()  # hands the lock to the waiter
+    thread.join(10)
+    assert outcome == [False, True]
+    assert not r.exists("tenure:{handed-interrupted}")

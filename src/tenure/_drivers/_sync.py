@@ -1077,12 +1077,13 @@ def _drive(client: Client, plan: Plan[T]) -> T:
     reply: Any = None
     error: BaseException | None = None
     kept = False  # the plan ended holding what it waited for
+    result: Any = None
     try:
         while True:
             try:
                 step = plan.send(reply) if error is None else plan.throw(error)
             except StopIteration as stop:
-                kept = stop.value is not None
+                kept, result = stop.value is not None, stop.value
                 return stop.value  # type: ignore[no-any-return]
             error = None
             try:
@@ -1101,6 +1102,10 @@ def _drive(client: Client, plan: Plan[T]) -> T:
                 if c.entered or (not c.owned_before and c.ch.gate._is_owned()):
                     c.ch.gate.release()
                 c.hub.leave(c.ch, c.token, kept)
+        except BaseException as exc:
+            if kept:  # (an interrupt here): the caller may still give the result back
+                _clients.note_result(exc, result)
+            raise
         finally:
             plan.close()
 

@@ -212,10 +212,14 @@ def wait_turn(
             sent_at = now()
             in_flight = True
             status, value = yield c.attempt(member)
-            in_flight = False
-            result = c.outcome(status, value, sent_at)
+            try:
+                result = c.outcome(status, value, sent_at)
+            except Exception:
+                in_flight = False  # the reply said what happened: nothing taken
+                raise
             if isinstance(result, Grant):
-                return result
+                return result  # (in flight until returned: an interrupt gives it back)
+            in_flight = False
             queued_at = sent_at
             pttl = result
             remaining = None if deadline is None else deadline - now()

@@ -14,7 +14,7 @@ from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _BOOK, _AsyncBlocks, _AsyncHeldLease, _LeaseOptions
+from ._base import _BOOK, _AsyncBlocks, _AsyncHeldLease, _LeaseOptions, _take_grant
 from ._docs import shared_args
 
 
@@ -174,12 +174,12 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         plan = await self._prepare(owner, blocking, wait)
-        grant = await _driver.run(self._client, plan)
-        if grant is None:
-            return None
-        lease = self._granted(owner, grant)
-        await lease._start()
-        return lease
+        return await _take_grant(  # type: ignore[no-any-return]
+            self._client,
+            plan,
+            lambda grant: self._granted(owner, grant),
+            lambda grant: self._release_plan(grant.token, grant.fence, ""),
+        )
 
     async def _prepare(
         self, owner: str, blocking: bool, timeout: float | None

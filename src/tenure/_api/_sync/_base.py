@@ -14,6 +14,7 @@ from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar
 
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
+from ..._drivers._clients import result_lost_with
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from ..._leasebook import LeaseBook, Phase, Release
@@ -31,6 +32,47 @@ DEFAULT_TTL = 30.0
 #: asks Redis first instead of queueing behind this process's other waiters,
 #: and first cleans up a lease it left behind (lost, or its release failed).
 _BOOK = LeaseBook()
+
+
+def _take_grant(
+    client: Any,
+    plan: Plan[Grant | None],
+    hold: Callable[[Grant], Any],
+    give_back: Callable[[Grant], Plan[Any]],
+) -> Any:
+    """Run an acquire ``plan``; the lease ``hold`` makes of its grant (``None``
+    when it returned none), once the lease's ``_start`` is done.
+
+    A grant its caller would never see is given back (best effort) before the
+    error is raised: an interrupt or cancellation between the plan's grant
+    and the lease's return (the driver's clean-up, the lease's making, its
+    start), or a start that failed: the lease's own release if it was made,
+    else the ``give_back`` plan of the grant (a release of its token). Without
+    this the lock stayed held under a token nobody used until its ttl ran
+    out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
+    """
+    try:
+        grant = _driver.run(client, plan)
+    except BaseException as exc:
+        lost = result_lost_with(exc)
+        if isinstance(lost, Grant):
+            with contextlib.suppress(Exception):
+                _driver.run(client, give_back(lost))
+        raise
+    if grant is None:
+        return None
+    lease = None
+    try:
+        lease = hold(grant)
+        lease._start()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if lease is not None:
+                lease.release()  # (a start that failed released it already)
+            else:
+                _driver.run(client, give_back(grant))
+        raise
+    return lease
 
 
 def _check_callback(on_lost: C | None) -> C | None:

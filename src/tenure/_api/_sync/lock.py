@@ -15,7 +15,7 @@ from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _BOOK, _Blocks, _HeldLease, _LeaseOptions
+from ._base import _BOOK, _Blocks, _HeldLease, _LeaseOptions, _take_grant
 from ._docs import shared_args
 
 
@@ -175,12 +175,12 @@ class Lock(_Blocks[Lease]):
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         plan = self._prepare(owner, blocking, wait)
-        grant = _driver.run(self._client, plan)
-        if grant is None:
-            return None
-        lease = self._granted(owner, grant)
-        lease._start()
-        return lease
+        return _take_grant(  # type: ignore[no-any-return]
+            self._client,
+            plan,
+            lambda grant: self._granted(owner, grant),
+            lambda grant: self._release_plan(grant.token, grant.fence, ""),
+        )
 
     def _prepare(
         self, owner: str, blocking: bool, timeout: float | None

@@ -16,7 +16,7 @@ from ..._plans import lock as lock_plans
 from ..._plans import rlock as rlock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _Blocks, _LeaseOptions
+from ._base import _Blocks, _LeaseOptions, _take_grant
 from ._docs import shared_args
 from ._holds import _HoldLease, _Holds
 
@@ -187,12 +187,14 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         plan = self._prepare(owner, blocking, wait)
-        grant = _driver.run(self._client, plan)
-        if grant is None:
-            return None
-        lease = self._granted(owner, grant)
-        lease._start()
-        return lease
+        return _take_grant(  # type: ignore[no-any-return]
+            self._client,
+            plan,
+            lambda grant: self._granted(owner, grant),
+            lambda grant: rlock_plans.release(
+                self._keys, owner, grant.fence, delay_ms=self._opts.delay_ms
+            ),
+        )
 
     def _prepare(
         self, owner: str, blocking: bool, timeout: float | None
