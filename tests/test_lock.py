@@ -6,6 +6,7 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,11 +20,14 @@ from tenure import (
     AlreadyHeldError,
     AsyncLock,
     AsyncRLock,
+    FairLock,
     InvalidArgument,
     Lock,
     LockLostError,
     NotOwnedError,
+    ReadWriteLock,
     RLock,
+    Semaphore,
     WrongTypeError,
 )
 from tenure._server import ServerProcess, free_port
@@ -612,13 +616,31 @@ def test_an_interrupt_just_after_the_gate_was_taken_frees_it(
     client.close()
 
 
-@pytest.mark.parametrize("kind", [Lock, RLock])
+def in_thread(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` in another thread (another owner) and return its result."""
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(fn()))
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+_GRANTED_KINDS: dict[str, Callable[[redis.Redis], Any]] = {
+    "Lock": lambda r: Lock(r, "grant-interrupted", ttl=30),
+    "RLock": lambda r: RLock(r, "grant-interrupted", ttl=30),
+    "FairLock": lambda r: FairLock(r, "grant-interrupted", ttl=30),
+    "Semaphore": lambda r: Semaphore(r, "grant-interrupted", permits=1, ttl=30),
+    "ReadWriteLock.write": lambda r: ReadWriteLock(r, "grant-interrupted", ttl=30).write,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
 def test_an_interrupt_between_the_grant_and_the_caller_gives_the_lock_back(
-    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: type[Lock] | type[RLock]
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     """KeyboardInterrupt while the granted lease starts (its watchdog entry):
-    the grant is given back before the error reaches the caller, so the lock
-    is free and the same thread's next acquire goes ahead (before, the lock
+    the grant is given back before the error reaches the caller, so another
+    thread can take the lock at once and so can this one (before, the lock
     stayed held under a token nobody used until its ttl, and a Lock's owner
     got AlreadyHeldError meanwhile)."""
     from tenure._api._sync import _base
@@ -633,14 +655,23 @@ def test_an_interrupt_between_the_grant_and_the_caller_gives_the_lock_back(
         started(self)
 
     monkeypatch.setattr(_base._HeldLease, "_start", interrupted_start)
-    lock = kind(r, "grant-interrupted", ttl=30)
+    make = _GRANTED_KINDS[kind]
+    lock = make(r)
     with pytest.raises(KeyboardInterrupt):
         lock.acquire()
-    assert not lock.locked()
+    assert not armed[0]
+
+    def take_and_release() -> int:
+        other = make(r).acquire(blocking=False)
+        assert other is not None, "the interrupted grant was given back"
+        other.release()
+        return int(other.fence)
+
+    first = in_thread(take_and_release)
     lease = lock.acquire(blocking=False)
-    assert lease is not None
+    assert lease is not None and lease.fence > first
     lease.release()
-    assert not lock.locked()
+    assert in_thread(take_and_release) > lease.fence
 
 
 def test_an_interrupt_in_the_drivers_clean_up_after_a_hand_off_gives_the_lock_back(

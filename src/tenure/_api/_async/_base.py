@@ -33,11 +33,14 @@ DEFAULT_TTL = 30.0
 _BOOK = LeaseBook()
 
 
+G = TypeVar("G", bound=Grant)
+
+
 async def _take_grant(
     client: Any,
-    plan: Plan[Grant | None],
-    hold: Callable[[Grant], Any],
-    give_back: Callable[[Grant], Plan[Any]],
+    plan: Plan[G | None],
+    hold: Callable[[G], Any],
+    give_back: Callable[[G], Plan[Any]],
 ) -> Any:
     """Run an acquire ``plan``; the lease ``hold`` makes of its grant (``None``
     when it returned none), once the lease's ``_start`` is done.
@@ -53,8 +56,8 @@ async def _take_grant(
     try:
         grant = await _driver.run(client, plan)
     except BaseException as exc:
-        lost = result_lost_with(exc)
-        if isinstance(lost, Grant):
+        lost: G | None = result_lost_with(exc)
+        if lost is not None:
             with contextlib.suppress(Exception):
                 await _driver.run(client, give_back(lost))
         raise

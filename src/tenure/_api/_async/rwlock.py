@@ -15,7 +15,7 @@ from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import rwlock as rwlock_plans
 from ..._protocol import Eval, Plan
-from ._base import _AsyncBlocks, _LeaseOptions
+from ._base import _AsyncBlocks, _LeaseOptions, _take_grant
 from ._docs import shared_args
 from ._holds import _AsyncHoldLease, _AsyncHolds
 
@@ -380,13 +380,18 @@ class AsyncReadWriteLock(PerProcess, _AsyncHolds[AsyncReadWriteLease]):
             op=new_op(),
             delay_ms=self._opts.delay_ms,
         )
-        grant = await _driver.run(self._client, plan)
-        if grant is None:
-            return None
-        lease = AsyncReadWriteLease(self, grant)
-        self._add(lease)
-        await lease._start()
-        return lease
+
+        def hold(grant: rwlock_plans.RWGrant) -> AsyncReadWriteLease:
+            lease = AsyncReadWriteLease(self, grant)
+            self._add(lease)
+            return lease
+
+        return await _take_grant(  # type: ignore[no-any-return]
+            self._client,
+            plan,
+            hold,
+            lambda grant: AsyncReadWriteLease(self, grant)._release_plan(),
+        )
 
     def _latest(self, mode: str) -> AsyncReadWriteLease:
         leases = self._holds.get((_driver.current_owner(), mode))

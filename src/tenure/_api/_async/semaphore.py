@@ -17,7 +17,7 @@ from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _AsyncHeldLease, _AsyncHolding, _LeaseOptions
+from ._base import _AsyncHeldLease, _AsyncHolding, _LeaseOptions, _take_grant
 from ._docs import shared_args
 
 
@@ -240,14 +240,19 @@ class AsyncSemaphore(PerProcess):
             timeout=wait,
             now=time.monotonic,
         )
-        grant = await _driver.run(self._client, plan)
-        if grant is None:
-            return None
-        self._check = False
-        lease = AsyncSemaphoreLease(self, grant, n, owner)
-        self._held.setdefault(owner, []).append(lease)
-        await lease._start()
-        return lease
+
+        def hold(grant: Grant) -> AsyncSemaphoreLease:
+            self._check = False
+            lease = AsyncSemaphoreLease(self, grant, n, owner)
+            self._held.setdefault(owner, []).append(lease)
+            return lease
+
+        return await _take_grant(  # type: ignore[no-any-return]
+            self._client,
+            plan,
+            hold,
+            lambda grant: AsyncSemaphoreLease(self, grant, n, owner)._release_plan(),
+        )
 
     async def release(self) -> None:
         """Release the calling thread's or task's latest lease taken through this

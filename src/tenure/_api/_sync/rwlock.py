@@ -16,7 +16,7 @@ from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import rwlock as rwlock_plans
 from ..._protocol import Eval, Plan
-from ._base import _Blocks, _LeaseOptions
+from ._base import _Blocks, _LeaseOptions, _take_grant
 from ._docs import shared_args
 from ._holds import _HoldLease, _Holds
 
@@ -381,13 +381,18 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
             op=new_op(),
             delay_ms=self._opts.delay_ms,
         )
-        grant = _driver.run(self._client, plan)
-        if grant is None:
-            return None
-        lease = ReadWriteLease(self, grant)
-        self._add(lease)
-        lease._start()
-        return lease
+
+        def hold(grant: rwlock_plans.RWGrant) -> ReadWriteLease:
+            lease = ReadWriteLease(self, grant)
+            self._add(lease)
+            return lease
+
+        return _take_grant(  # type: ignore[no-any-return]
+            self._client,
+            plan,
+            hold,
+            lambda grant: ReadWriteLease(self, grant)._release_plan(),
+        )
 
     def _latest(self, mode: str) -> ReadWriteLease:
         leases = self._holds.get((_driver.current_owner(), mode))

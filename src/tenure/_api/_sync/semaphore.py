@@ -18,7 +18,7 @@ from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _HeldLease, _Holding, _LeaseOptions
+from ._base import _HeldLease, _Holding, _LeaseOptions, _take_grant
 from ._docs import shared_args
 
 
@@ -241,14 +241,19 @@ class Semaphore(PerProcess):
             timeout=wait,
             now=time.monotonic,
         )
-        grant = _driver.run(self._client, plan)
-        if grant is None:
-            return None
-        self._check = False
-        lease = SemaphoreLease(self, grant, n, owner)
-        self._held.setdefault(owner, []).append(lease)
-        lease._start()
-        return lease
+
+        def hold(grant: Grant) -> SemaphoreLease:
+            self._check = False
+            lease = SemaphoreLease(self, grant, n, owner)
+            self._held.setdefault(owner, []).append(lease)
+            return lease
+
+        return _take_grant(  # type: ignore[no-any-return]
+            self._client,
+            plan,
+            hold,
+            lambda grant: SemaphoreLease(self, grant, n, owner)._release_plan(),
+        )
 
     def release(self) -> None:
         """Release the calling thread's or task's latest lease taken through this
