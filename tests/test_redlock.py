@@ -1188,7 +1188,7 @@ def test_a_release_behind_a_call_stuck_on_a_paused_master_still_reaches_it(
     dropped), so the name is free there at once, not a ttl after the resume.
     Sync, then asyncio."""
     ttl = 2.0
-    lock = Redlock(clients, "behind", ttl=ttl, master_timeout=0.1)
+    lock = Redlock(clients, "behind", ttl=ttl, master_timeout=0.3)
     for _ in range(3):  # servers probed, a connection of the quick path to each
         lock.acquire(blocking=False).release()  # type: ignore[union-attr]
     last = 0
@@ -1206,7 +1206,7 @@ def test_a_release_behind_a_call_stuck_on_a_paused_master_still_reaches_it(
 
     async def main() -> float:
         aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
-        alock = AsyncRedlock(aclients, "abehind", ttl=ttl, master_timeout=0.1)
+        alock = AsyncRedlock(aclients, "abehind", ttl=ttl, master_timeout=0.3)
         for _ in range(3):
             await (await alock.acquire(blocking=False)).release()  # type: ignore[union-attr]
         last = 0
