@@ -108,27 +108,20 @@ def _raw_cycle(conns: Sequence[Any]) -> SyncCycle:
     return _sync_cycle(acquire, lambda _: each("DEL", "bench-raw"))
 
 
-def _script_cycle(conns: Sequence[Any], name: str) -> SyncCycle:
-    """The floor of a client that runs tenure's Lock scripts on these masters:
-    the ``EVALSHA`` of ``lock_acquire.lua`` a Redlock sends each master (the same
-    keys and arguments, packed once) written to every connection, then the
-    replies read, not parsed; the same for ``lock_release.lua``. No tenure code
-    runs in the loop: what it takes beyond the raw floor is the scripts' time
-    on the servers (and the machine's time to run them)."""
-    keys = lock_keys(name, key=None, prefix=DEFAULT_PREFIX)
-    token = secrets.token_hex(16)
-    take = redlock_plans.attempt(keys, token, int(TTL * 1000), "")
-    give = redlock_plans.release(keys, token, "").steps[0]
-    assert isinstance(give, Eval)
-    packed = []
-    for step in (take, give):
-        conns[0].send_command("SCRIPT", "LOAD", step.script.source)
-        conns[0].read_response()
-        packed.append(conns[0].pack_command("EVALSHA", *evalsha_args(step)))
-    for conn in conns[1:]:
-        for step in (take, give):
-            conn.send_command("SCRIPT", "LOAD", step.script.source)
-            conn.read_response()
+def _load(conns: Sequence[Any], source: str | bytes) -> Any:
+    """Load the script ``source`` on every connection; its SHA-1, as the servers gave it."""
+    sha = None
+    for conn in conns:
+        conn.send_command("SCRIPT", "LOAD", source)
+        sha = conn.read_response()
+    return sha
+
+
+def _evalsha_cycle(conns: Sequence[Any], take: Sequence[Any], give: Sequence[Any]) -> SyncCycle:
+    """A cycle of ``EVALSHA *take`` (packed once) written to every connection,
+    then the replies read, not parsed, to acquire; the same of ``give`` to
+    release."""
+    packed = [conns[0].pack_command("EVALSHA", *args) for args in (take, give)]
 
     def each(data: Any) -> None:
         for conn in conns:
@@ -141,6 +134,23 @@ def _script_cycle(conns: Sequence[Any], name: str) -> SyncCycle:
         return True
 
     return _sync_cycle(acquire, lambda _: each(packed[1]))
+
+
+def _script_cycle(conns: Sequence[Any], name: str) -> SyncCycle:
+    """The floor of a client that runs tenure's Lock scripts on these masters:
+    the ``EVALSHA`` of ``lock_acquire.lua`` a Redlock sends each master (the same
+    keys and arguments, packed once) written to every connection, then the
+    replies read, not parsed; the same for ``lock_release.lua``. No tenure code
+    runs in the loop: what it takes beyond the raw floor is the scripts' time
+    on the servers (and the machine's time to run them)."""
+    keys = lock_keys(name, key=None, prefix=DEFAULT_PREFIX)
+    token = secrets.token_hex(16)
+    take = redlock_plans.attempt(keys, token, int(TTL * 1000), "")
+    give = redlock_plans.release(keys, token, "").steps[0]
+    assert isinstance(give, Eval)
+    for step in (take, give):
+        _load(conns, step.script.source)
+    return _evalsha_cycle(conns, evalsha_args(take), evalsha_args(give))
 
 
 #: The least a Redlock master's acquire can do and still mint a fence: ``SET NX
@@ -162,30 +172,12 @@ LEAN_RELEASE = (
 def _lean_cycle(conns: Sequence[Any], name: str) -> SyncCycle:
     """The floor of a Redlock with the leanest script that still mints a fence
     (:data:`LEAN_ACQUIRE`) on every master, written to every connection, then
-    the replies read: what a Redlock within 1.5x a Lock would need its per-master work to
-    fit in on these servers."""
+    the replies read: what a Redlock within 1.5x a Lock would need its
+    per-master work to fit in on these servers."""
     token = secrets.token_hex(16)
-    packed = []
-    for source, args in (
-        (LEAN_ACQUIRE, (2, name, name + ":fence", token, int(TTL * 1000), 600000)),
-        (LEAN_RELEASE, (1, name, token)),
-    ):
-        for conn in conns:
-            conn.send_command("SCRIPT", "LOAD", source)
-            sha = conn.read_response()
-        packed.append(conns[0].pack_command("EVALSHA", sha, *args))
-
-    def each(data: Any) -> None:
-        for conn in conns:
-            conn.send_packed_command(data)
-        for conn in conns:
-            conn.read_response()
-
-    def acquire() -> bool:
-        each(packed[0])
-        return True
-
-    return _sync_cycle(acquire, lambda _: each(packed[1]))
+    take = (_load(conns, LEAN_ACQUIRE), 2, name, name + ":fence", token, int(TTL * 1000), 600000)
+    give = (_load(conns, LEAN_RELEASE), 1, name, token)
+    return _evalsha_cycle(conns, take, give)
 
 
 def sync_locks(servers: Sequence[ServerProcess]) -> dict[str, SyncCycle]:
