@@ -16,6 +16,7 @@ import pytest
 import redis
 import redis.asyncio
 from _fair_workers import PartHold, multi_worker
+from _interrupts import InterruptedCall
 from test_multi import check_parts, in_thread
 
 from tenure import (
@@ -239,19 +240,6 @@ def test_scripts_flushed_from_the_server_are_loaded_again(r: redis.Redis) -> Non
     assert not r.exists("tenure:{f1}", "tenure:{f2}:rlock")
 
 
-class _Interrupted(redis.Connection):
-    """Raises KeyboardInterrupt instead of reading the next reply, once armed:
-    the replies are left unread on the socket."""
-
-    armed = False
-
-    def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        if _Interrupted.armed:
-            _Interrupted.armed = False
-            raise KeyboardInterrupt
-        return super().read_response(*args, **kwargs)
-
-
 def test_an_interrupt_while_the_replies_are_due_leaves_nothing_held(
     url: str, r: redis.Redis
 ) -> None:
@@ -260,14 +248,14 @@ def test_an_interrupt_while_the_replies_are_due_leaves_nothing_held(
     token, so nothing is held; an interrupt while the releases' replies are
     due leaves the release to be called again, which completes it."""
     client = redis.Redis.from_url(url)
-    client.connection_pool.connection_class = _Interrupted
+    client.connection_pool.connection_class = InterruptedCall
     parts: list[Lock | RLock] = [Lock(client, "i1", ttl=10), RLock(client, "i2", ttl=10)]
     parts.append(Lock(client, key="exact:i3", ttl=10))
     multi = MultiLock(parts)
     warm = multi.acquire()
     assert warm is not None
     warm.release()
-    _Interrupted.armed = True
+    InterruptedCall.armed = "reply"
     with pytest.raises(KeyboardInterrupt):
         multi.acquire()
     assert not r.exists("tenure:{i1}", "tenure:{i2}:rlock", "exact:i3")
@@ -275,7 +263,7 @@ def test_an_interrupt_while_the_replies_are_due_leaves_nothing_held(
     lease = multi.acquire(blocking=False)
     assert lease is not None
     assert all(f > g for f, g in zip(lease.fence, warm.fence, strict=True))
-    _Interrupted.armed = True
+    InterruptedCall.armed = "reply"
     with pytest.raises(KeyboardInterrupt):
         lease.release()
     assert not lease.valid  # its release was attempted: never renewed again

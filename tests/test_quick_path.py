@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from _interrupts import InterruptedCall
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -107,19 +108,6 @@ def test_without_retries_a_killed_connection_raises_and_nothing_is_held(
     again.release()
 
 
-class _Interrupted(redis.Connection):
-    """Raises KeyboardInterrupt instead of reading the next reply, once armed:
-    the reply is left unread on the socket."""
-
-    armed = False
-
-    def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        if _Interrupted.armed:
-            _Interrupted.armed = False
-            raise KeyboardInterrupt
-        return super().read_response(*args, **kwargs)
-
-
 def test_a_reply_left_unread_by_an_interrupt_is_never_read_as_the_next_calls(
     url: str, r: redis.Redis
 ) -> None:
@@ -128,12 +116,12 @@ def test_a_reply_left_unread_by_an_interrupt_is_never_read_as_the_next_calls(
     the next acquire and release) each read their own reply, never the one
     left unread, and the lock ends free."""
     client = redis.Redis.from_url(url)
-    client.connection_pool.connection_class = _Interrupted
+    client.connection_pool.connection_class = InterruptedCall
     lock = Lock(client, "quick-interrupted", ttl=10)
     warm = lock.acquire()
     assert warm is not None
     warm.release()
-    _Interrupted.armed = True
+    InterruptedCall.armed = "reply"
     with pytest.raises(KeyboardInterrupt):
         lock.acquire()
     # the server granted it; the clean-up of the interrupted acquire released it

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from _interrupts import InterruptedCall
 from _workers import (
     Hold,
     async_rlock_worker,
@@ -511,26 +512,6 @@ def test_lock_delay_keeps_a_dead_holders_name_unavailable(r: redis.Redis) -> Non
     got[-1].release()
 
 
-class _InterruptedCall(redis.Connection):
-    """Raises KeyboardInterrupt once armed: ``"reply"`` instead of reading the
-    next reply (the command was sent: Redis applies it), ``"send"`` instead of
-    sending the next command (Redis never sees it)."""
-
-    armed = ""
-
-    def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
-        if _InterruptedCall.armed == "send":
-            _InterruptedCall.armed = ""
-            raise KeyboardInterrupt
-        super().send_packed_command(*args, **kwargs)  # type: ignore[no-untyped-call]
-
-    def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        if _InterruptedCall.armed == "reply":
-            _InterruptedCall.armed = ""
-            raise KeyboardInterrupt
-        return super().read_response(*args, **kwargs)
-
-
 @pytest.mark.parametrize("blocking", [True, False])
 def test_an_interrupted_first_attempt_is_undone_only_if_applied(
     r: redis.Redis, url: str, blocking: bool
@@ -542,22 +523,22 @@ def test_an_interrupted_first_attempt_is_undone_only_if_applied(
     back its level only, never the one held before; an acquire interrupted
     before it was sent takes back nothing."""
     client = redis.Redis.from_url(url)
-    client.connection_pool.connection_class = _InterruptedCall
+    client.connection_pool.connection_class = InterruptedCall
     lock = RLock(client, "undo", ttl=30)
     warm = lock.acquire()
     assert warm is not None
     warm.release()
-    _InterruptedCall.armed = "reply"
+    InterruptedCall.armed = "reply"
     with pytest.raises(KeyboardInterrupt):
         lock.acquire(blocking=blocking)
     assert not r.exists(KEY % "undo")  # taken back
     lease = lock.acquire(blocking=False)
     assert lease is not None and lease.fence > warm.fence
-    _InterruptedCall.armed = "reply"
+    InterruptedCall.armed = "reply"
     with pytest.raises(KeyboardInterrupt):
         lock.acquire(blocking=blocking)  # a re-entry, applied: 2, then back to 1
     assert r.hgetall(KEY % "undo") == {lease.owner.encode(): b"1"}
-    _InterruptedCall.armed = "send"
+    InterruptedCall.armed = "send"
     with pytest.raises(KeyboardInterrupt):
         lock.acquire(blocking=blocking)  # never sent: the hold of 1 stays
     assert r.hgetall(KEY % "undo") == {lease.owner.encode(): b"1"}
