@@ -716,3 +716,37 @@ def test_an_interrupt_in_the_drivers_clean_up_after_a_hand_off_gives_the_lock_ba
     thread.join(10)
     assert outcome == [False, True]
     assert not r.exists("tenure:{handed-interrupted}")
+
+
+def test_a_cancel_between_the_grant_and_the_caller_gives_the_lock_back(
+    server: ServerProcess, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asyncio: a task cancelled while its granted lease starts gives the lock
+    back before the CancelledError reaches it; another owner takes it at once."""
+    from tenure._api._async import _base
+
+    started = _base._AsyncHeldLease._start
+    armed = [True]
+
+    async def cancelled_start(self: Any) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise asyncio.CancelledError
+        await started(self)
+
+    monkeypatch.setattr(_base._AsyncHeldLease, "_start", cancelled_start)
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(server.url)
+        lock = AsyncLock(client, "grant-cancelled", ttl=30)
+        with pytest.raises(asyncio.CancelledError):
+            await lock.acquire()
+        assert not armed[0]
+        assert not await lock.locked()
+        lease = await AsyncLock(client, "grant-cancelled", ttl=30).acquire(blocking=False)
+        assert lease is not None
+        await lease.release()
+        await client.aclose()
+
+    asyncio.run(main())
+    assert not r.exists("tenure:{grant-cancelled}")
