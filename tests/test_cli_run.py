@@ -460,6 +460,31 @@ def test_command_line(url: str) -> None:
         assert exit_info.value.code == 2, bad
 
 
+def test_a_server_that_does_not_answer_exits_2(
+    make_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    # A stopped server (or one cut off by the network) times out rather than refusing
+    # the connection: that too is "the server could not be reached", status 2 and one
+    # line, not a traceback and status 1.
+    server = make_server()
+    slow = f"{server.url}?socket_timeout=0.3"
+    marker = tmp_path / "ran"
+    server.pause()
+    try:
+        runs = [
+            start("run", "--url", slow, "--wait", "1", "paused", "--", "touch", str(marker)),
+            start("ls", "--url", slow),
+        ]
+        for run in runs:
+            code, _, err = finish(run)
+            assert code == 2, err
+            assert "Traceback" not in err and err.startswith("tenure: "), err
+            assert "did not answer in time" in err
+    finally:
+        server.resume()
+    assert not marker.exists()
+
+
 # --- the shared embedded server ------------------------------------------------------------
 
 

@@ -218,6 +218,8 @@ def run(
             answered while taking the lock.
         redis.exceptions.ConnectionError: the server could not be reached while
             taking the lock.
+        redis.exceptions.TimeoutError: the server did not answer in time while
+            taking the lock (a stopped server, a cut-off network).
     """
     out = err if err is not None else sys.stderr
     lock: Lock | Redlock

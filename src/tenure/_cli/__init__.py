@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
         The exit status: the command's own, 2 for a bad command line or an
-        unreachable server, 130 after Ctrl-C.
+        unreachable server (refused, or not answering in time), 130 after Ctrl-C.
     """
     parser = build_parser()
     args = parse_args(parser, sys.argv[1:] if argv is None else argv)
@@ -167,6 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except (ServerUnavailable, redis.exceptions.ConnectionError) as exc:
         print(f"tenure: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except redis.exceptions.TimeoutError as exc:  # a stopped or cut-off server
+        print(f"tenure: the server did not answer in time ({exc})", file=sys.stderr)
         return EXIT_USAGE
     except TenureError as exc:  # a bad name, an unsupported server, a key of another type
         print(f"tenure: {exc}", file=sys.stderr)
