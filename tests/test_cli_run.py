@@ -169,6 +169,12 @@ def test_command_not_found(url: str, r: redis.Redis) -> None:
     assert code == 127
     assert "no-such-command-tenure: command not found" in err
     assert r.exists("tenure:{missing}") == 0 and fence_of(r, "missing") > 0
+    # An empty program name is not found either (as in a shell), not run as the exec
+    # shim's own bad command line (status 2, its usage on stderr).
+    code, _, err = tenure("run", "--url", url, "empty", "--", "", "arg")
+    assert code == 127, err
+    assert err.strip().splitlines() == ["tenure run: '': command not found"]
+    assert r.exists("tenure:{empty}") == 0
 
 
 def test_command_inherits_the_environment_and_signals_of_tenure_run(

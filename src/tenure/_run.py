@@ -281,6 +281,9 @@ class _Supervisor:
     def _run_command(self) -> int:
         lease = self.lease
         env = dict(os.environ, TENURE_FENCE=str(lease.fence), TENURE_LOCK=lease.name)
+        if not self.command[0]:  # as a shell says it (the shim would take it for its usage)
+            _say(self.err, "'': command not found")
+            return EXIT_NOT_FOUND
         try:
             process = _spawn(self.command, env)
         except FileNotFoundError:
