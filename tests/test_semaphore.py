@@ -19,6 +19,7 @@ from _workers import (
     async_semaphore_worker,
     check_at_most,
     semaphore_holder_until_killed,
+    semaphore_waiter_until_killed,
     semaphore_worker,
 )
 
@@ -531,6 +532,38 @@ def test_a_killed_holders_permit_returns_after_its_ttl(r: redis.Redis, url: str)
     assert acquired_at + ttl - 0.05 <= returned_at <= acquired_at + ttl + 0.5
     assert [h.token for h in sem.info().holders] == [lease.owner]
     lease.release()
+
+
+def test_a_killed_waiter_at_the_head_does_not_block_requests_that_fit(
+    r: redis.Redis, url: str
+) -> None:
+    # A dead waiter asking for more permits than are free sat at the queue's head for
+    # as long as the permits stayed held (its queue entry never expired while others
+    # queued behind it): nobody got the free permits. A live one keeps its turn.
+    sem = Semaphore(r, "dead-head", 3, ttl=30)
+    held = sem.acquire(1)
+    assert held is not None
+    waiter = SPAWN.Process(target=semaphore_waiter_until_killed, args=(url, "dead-head", 3, 3))
+    waiter.start()
+    until(lambda: sem.info().waiters == 1, timeout=30)
+    assert waiter.pid is not None
+    os.kill(waiter.pid, signal.SIGKILL)
+    waiter.join()
+    killed_at = time.monotonic()
+    other = redis.Redis.from_url(url)
+    small = Semaphore(other, "dead-head", 3).acquire(2, timeout=3)
+    assert small is not None and time.monotonic() - killed_at < 1.0
+    assert sem.info().waiters == 0 and sem.available() == 0
+    small.release()
+    # A live waiter that does not fit keeps the head: no barging past it.
+    big_t, big = background(lambda: Semaphore(other, "dead-head", 3).acquire(3, timeout=5))
+    until(lambda: sem.info().waiters == 1)
+    assert sem.acquire(blocking=False) is None and sem.available() == 2
+    held.release()
+    big_t.join()
+    assert isinstance(big[0], SemaphoreLease) and big[0].permits == 3
+    big[0].release()
+    other.close()
 
 
 def test_hundred_tasks_on_one_async_semaphore(r: redis.Redis, url: str) -> None:
