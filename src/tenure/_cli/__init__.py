@@ -33,6 +33,7 @@ from contextlib import contextmanager
 
 import redis
 import redis.cluster
+import redis.connection
 import redis.exceptions
 
 from .. import __version__
@@ -138,6 +139,12 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     urls = getattr(args, "urls", None)
     if urls:  # tenure run's own --url: the first also serves as the command's server
         args.url = urls[0]
+    if args.command not in (None, "server"):  # (those two never connect to a URL)
+        for url in urls or ([args.url] if args.url else []):
+            try:
+                redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
+            except ValueError as exc:  # not the URL itself: it may hold a password
+                parser.error(f"bad --url or REDIS_URL: {exc}")
     if args.command == "run" and (args.cmd or not getattr(args, "after_dashes", None)):
         parser.exit(
             EXIT_USAGE,
