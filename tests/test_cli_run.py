@@ -466,6 +466,20 @@ def test_command_line(url: str) -> None:
         assert exit_info.value.code == 2, bad
 
 
+def test_a_server_that_refuses_the_lock_exits_2(
+    make_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    # A replica (READONLY) or a full server (OOM) refuses the acquire script: one line
+    # naming the server's reason and status 2, not a traceback and status 1.
+    server = make_server(args=("--maxmemory", "1", "--maxmemory-policy", "noeviction"))
+    marker = tmp_path / "ran"
+    code, _, err = tenure("run", "--url", server.url, "full", "--", "touch", str(marker))
+    assert code == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("tenure: the server refused: command not allowed when used memory")
+    assert not marker.exists()
+
+
 def test_a_server_that_does_not_answer_exits_2(
     make_server: Callable[..., Any], tmp_path: Path
 ) -> None:

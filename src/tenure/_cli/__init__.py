@@ -158,7 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
         The exit status: the command's own, 2 for a bad command line or an
-        unreachable server (refused, or not answering in time), 130 after Ctrl-C.
+        unreachable server (refused, or not answering in time) or one that
+        refused a command (a replica, a full server), 130 after Ctrl-C.
     """
     parser = build_parser()
     args = parse_args(parser, sys.argv[1:] if argv is None else argv)
@@ -177,6 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except redis.exceptions.TimeoutError as exc:  # a stopped or cut-off server
         print(f"tenure: the server did not answer in time ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    except redis.exceptions.RedisError as exc:  # a replica (READONLY), a full server (OOM)
+        print(f"tenure: the server refused: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except TenureError as exc:  # a bad name, an unsupported server, a key of another type
         print(f"tenure: {exc}", file=sys.stderr)
