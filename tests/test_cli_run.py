@@ -280,6 +280,27 @@ def test_lost_lease_stops_the_command(url: str, r: redis.Redis, tmp_path: Path) 
     assert "SIGKILL" not in err
 
 
+def test_a_server_gone_while_the_command_runs_is_told_in_lines(
+    make_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    # Each failed renewal is one line naming the error; before, Python's last-resort
+    # handler printed a 40-line traceback for each, burying the lost-lease message.
+    server = make_server()
+    ready = tmp_path / "ready"
+    args = ("--url", server.url, "--ttl", "1.5", "outage")
+    run = start("run", *args, "--", *sleeper(ready, on_term=tmp_path / "stopped"))
+    wait_until(ready.exists)
+    server.stop()  # refused from now on: the renewals fail until the deadline
+    code, _, err = finish(run)
+    assert code == EXIT_LOST, err
+    assert "Traceback" not in err, err
+    failed = [line for line in err.splitlines() if "renewal failed" in line]
+    assert failed, err
+    for line in failed:
+        assert line.startswith("tenure watchdog: renewal failed; retrying (ConnectionError: ")
+    assert "lost the lock 'outage'" in err
+
+
 def test_command_that_ignores_sigterm_is_killed(url: str, r: redis.Redis, tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     args = ("--url", url, "--ttl", "1", "--grace", "0.5", "stubborn")

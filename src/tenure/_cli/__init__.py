@@ -26,6 +26,7 @@ read arguments, print and choose the exit status. The kinds they take (the
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -153,6 +154,36 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     return args
 
 
+class _OneLine(logging.Formatter):
+    """A record as one line: its message, then its exception's type and text (no
+    traceback: a watchdog retrying through an outage would print one per renewal)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            text += f" ({type(exc).__name__}: {exc})"
+        return text
+
+
+@contextmanager
+def _log_in_lines() -> Iterator[None]:
+    """While in the block, show the ``tenure`` logger's warnings and errors on
+    stderr, one line each, unless something configured that logger already."""
+    log = logging.getLogger("tenure")
+    if log.handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    handler.setLevel(logging.WARNING)
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tenure`` command line with ``argv`` (default: ``sys.argv[1:]``).
 
@@ -168,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        with open_server(args.url, getattr(args, "embedded", "private")) as server:
+        with _log_in_lines(), open_server(args.url, getattr(args, "embedded", "private")) as server:
             return handler(args, server)
     except KeyboardInterrupt:
         print("tenure: interrupted", file=sys.stderr)
