@@ -122,6 +122,8 @@ def current_owner() -> str:
 @dataclass(eq=False)
 class _Channel:
     keys: LockKeys | None
+    #: its name (set by the book)
+    name: str = ""
     refs: int = 0
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
