@@ -146,6 +146,7 @@ class ChannelBase(Protocol):
     """What the book needs of a driver's channel record."""
 
     keys: LockKeys | None  # None: hand-offs to tokens nobody waits with are not passed on
+    name: str  # the channel's name (set by the book)
     refs: int
     idle_since: float | None
     tokens: set[str]  # the lease tokens of this process's plans waiting on the lock
@@ -221,6 +222,10 @@ class HubBook(Generic[C]):
     rewake: set[str] = field(default_factory=set)
     # channels whose SUBSCRIBE is not confirmed yet, oldest first
     pending: dict[str, None] = field(default_factory=dict)
+    # the channels nobody waits or listens on, lingering, the longest idle
+    # first: what :meth:`stale` looks at (never every channel, so that a
+    # message costs the reader the same however many channels it listens on)
+    idle: dict[str, None] = field(default_factory=dict)
 
     def enter(self, channel: str, keys: LockKeys | None, token: str) -> tuple[C, bool]:
         """Count a waiter (waiting with ``token``) in; return its channel and
@@ -242,10 +247,12 @@ class HubBook(Generic[C]):
         new = ch is None
         if ch is None:
             ch = self.channels[channel] = self.make(keys)
+            ch.name = channel
             self.closing.pop(channel, None)
             self.pending[channel] = None
         ch.refs += 1
         ch.idle_since = None
+        self.idle.pop(channel, None)
         return ch, new
 
     def abort(self, channel: str) -> None:
@@ -291,14 +298,25 @@ class HubBook(Generic[C]):
         ch.refs -= 1
         if ch.refs == 0:
             ch.idle_since = now
+            self.idle.pop(ch.name, None)  # (to the end: the longest idle stay first)
+            self.idle[ch.name] = None
 
     def stale(self, now: float) -> list[str]:
-        """Channels idle for ``LINGER`` seconds: moved to closing, to UNSUBSCRIBE."""
-        names = [
-            name
-            for name, ch in self.channels.items()
-            if ch.idle_since is not None and now - ch.idle_since >= LINGER
-        ]
+        """Channels idle for ``LINGER`` seconds: moved to closing, to UNSUBSCRIBE.
+        Looks only at the idle channels, the longest idle first, up to the
+        first one still lingering."""
+        looked: list[str] = []
+        for name in self.idle:
+            ch = self.channels.get(name)
+            if ch is not None and ch.idle_since is not None and now - ch.idle_since < LINGER:
+                break
+            looked.append(name)
+        names = []
+        for name in looked:
+            del self.idle[name]
+            ch = self.channels.get(name)
+            if ch is not None and ch.idle_since is not None:  # (else gone, or in use again)
+                names.append(name)
         for name in names:
             self.closing[name] = self.channels.pop(name).keys
             self.rewake.discard(name)
@@ -379,6 +397,7 @@ class HubBook(Generic[C]):
         self.closing.clear()
         self.rewake.clear()
         self.pending.clear()
+        self.idle.clear()
         return True
 
     def forget(self, channel: str) -> C:
@@ -397,6 +416,7 @@ class HubBook(Generic[C]):
         self.closing.clear()
         self.rewake.clear()
         self.pending.clear()
+        self.idle.clear()
         return kept
 
     def adopt(self, channel: str, ch: C) -> bool:
@@ -410,6 +430,10 @@ class HubBook(Generic[C]):
         if channel in self.channels:
             return False
         self.channels[channel] = ch
+        ch.name = channel
+        if ch.refs == 0:  # (its plans left meanwhile: it lingers here)
+            ch.idle_since = ch.idle_since if ch.idle_since is not None else 0.0
+            self.idle[channel] = None
         self.closing.pop(channel, None)
         self.pending[channel] = None
         self.rewake.add(channel)

@@ -174,6 +174,8 @@ class _Wake:
 @dataclass(eq=False)
 class _Channel:
     keys: LockKeys | None
+    #: its name (set by the book)
+    name: str = ""
     refs: int = 0
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
@@ -929,52 +931,58 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
     errors: list[BaseException | None] = [None] * len(plans)
     live: list[int] = list(range(len(plans)))
     try:
-        while live:
-            going: list[int] = []
-            due: list[int] = []
-            steps: list[Eval] = []
-            for i in live:
-                plan, error = plans[i], errors[i]
+        try:
+            while live:
+                going: list[int] = []
+                due: list[int] = []
+                steps: list[Eval] = []
+                for i in live:
+                    plan, error = plans[i], errors[i]
+                    try:
+                        if error is None:
+                            step = plan.send(replies[i])
+                        else:
+                            errors[i] = None
+                            step = plan.throw(error)
+                    except StopIteration as stop:
+                        results[i] = stop.value
+                        continue
+                    except BaseException as exc:
+                        results[i] = exc
+                        continue
+                    going.append(i)
+                    if type(step) is Eval:
+                        due.append(i)
+                        steps.append(step)
+                        continue
+                    try:
+                        if not isinstance(step, Command | Pipeline | Listening):
+                            raise TypeError(f"run_together runs no {type(step).__name__} step")
+                        replies[i] = _perform(client, step, [])
+                    except BaseException as exc:
+                        errors[i] = exc
+                live = going
+                if not steps:
+                    continue
                 try:
-                    if error is None:
-                        step = plan.send(replies[i])
+                    answers = _send_together(client, state, steps)
+                except BaseException as exc:
+                    for i in due:
+                        errors[i] = exc
+                    continue
+                for i, answer in zip(due, answers, strict=True):
+                    if isinstance(answer, BaseException):
+                        errors[i] = answer
                     else:
-                        errors[i] = None
-                        step = plan.throw(error)
-                except StopIteration as stop:
-                    results[i] = stop.value
-                    continue
-                except BaseException as exc:
-                    results[i] = exc
-                    continue
-                going.append(i)
-                if type(step) is Eval:
-                    due.append(i)
-                    steps.append(step)
-                    continue
-                try:
-                    if not isinstance(step, Command | Pipeline | Listening):
-                        raise TypeError(f"run_together runs no {type(step).__name__} step")
-                    replies[i] = _perform(client, step, [])
-                except BaseException as exc:
-                    errors[i] = exc
-            live = going
-            if not steps:
-                continue
-            try:
-                answers = _send_together(client, state, steps)
-            except BaseException as exc:
-                for i in due:
-                    errors[i] = exc
-                continue
-            for i, answer in zip(due, answers, strict=True):
-                if isinstance(answer, BaseException):
-                    errors[i] = answer
-                else:
-                    replies[i] = answer
-    finally:
-        for plan in plans:
-            plan.close()
+                        replies[i] = answer
+        finally:
+            for plan in plans:
+                plan.close()
+    except BaseException as exc:
+        # cut off (an interrupt between rounds, or in the plans' close): the
+        # results the plans returned go with the error (see note_result)
+        _clients.note_result(exc, list(results))
+        raise
     return results
 
 
