@@ -22,6 +22,7 @@ class Ch:
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
+    wait_until: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     refused: str = ""
     ready: threading.Event = field(default_factory=threading.Event)
@@ -330,3 +331,23 @@ def test_an_adopted_idle_channel_lingers_then_goes() -> None:
     assert book.adopt("m", record)
     assert book.stale(now=5.0 + LINGER / 2) == []
     assert book.stale(now=5.0 + LINGER) == ["m"]
+
+
+def test_a_recheck_no_sooner_than_the_wait_ends_wakes_nobody() -> None:
+    """A recheck asks the waiter to try again within a claim window: when the
+    wait in progress ends by then anyway (and the waiter then tries again),
+    its thread or task is not woken for it; otherwise, or with no wait in
+    progress, it is woken and told, as before."""
+    book = HubBook(Ch)
+    ch, _ = book.enter("c", KEYS, "t")
+    ch.wait_until = 10.5
+    assert book.route("message", "c", "recheck 1000", now=10.0) is None
+    assert ch.recheck is None  # nothing recorded: its own timer comes first
+    assert book.route("message", "c", "recheck 400", now=10.0) is ch.wake
+    assert ch.recheck == 0.4
+    assert book.woken(ch, "t", True) == Recheck(0.4)
+    ch.wait_until = None  # between two waits: always told
+    assert book.route("message", "c", "recheck 1000", now=10.0) is ch.wake
+    assert book.woken(ch, "t", True) == Recheck(1.0)
+    ch.wait_until = 10.5
+    assert book.route("message", "c", "recheck 1000") is ch.wake  # no clock given: told

@@ -28,6 +28,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import math
 import os
 import time
 import weakref
@@ -129,6 +130,8 @@ class _Channel:
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
+    #: when the wait in progress ends anyway (see HubBook.route)
+    wait_until: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     refused: str = ""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -522,7 +525,7 @@ class _Hub:
     async def _dispatch(self, message: dict[str, Any], pubsub: _HubPubSub) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
         kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
-        route = self._book.route(kind, channel, data)
+        route = self._book.route(kind, channel, data, time.monotonic())
         if isinstance(route, Dropped):
             # redis-py forgets only the channels it was asked to unsubscribe
             _clients.forget_shard_channel(pubsub, message["channel"])
@@ -1157,12 +1160,16 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, WaitWake):
         c = held[-1]
         wake = c.ch.wake if c.listener is None else c.listener
+        if c.listener is None:
+            c.ch.wait_until = math.inf if step.timeout is None else time.monotonic() + step.timeout
         try:
             async with asyncio.timeout(step.timeout):
                 await wake.wait()
             woken = True
         except TimeoutError:
             woken = False
+        finally:
+            c.ch.wait_until = None
         wake.clear()
         refusal(c.ch)
         return c.hub.woken(c.ch, c.token, woken)

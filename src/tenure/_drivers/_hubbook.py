@@ -152,6 +152,9 @@ class ChannelBase(Protocol):
     tokens: set[str]  # the lease tokens of this process's plans waiting on the lock
     handoffs: dict[str, int]  # token -> fence, for locks handed to a waiting token
     recheck: float | None  # seconds: a release asked the waiter to retry within them
+    # when the wait in progress on the channel ends anyway (time.monotonic(); None:
+    # no wait in progress, or one the driver does not tell)
+    wait_until: float | None
     listeners: set[Settable]  # the events of plans listening on a broadcast channel
     refused: str  # the channel's name once the server refused its SUBSCRIBE (ACL)
 
@@ -324,7 +327,7 @@ class HubBook(Generic[C]):
         return names
 
     def route(
-        self, kind: str, channel: str, data: str = ""
+        self, kind: str, channel: str, data: str = "", now: float | None = None
     ) -> Settable | PassOn | Dropped[C] | None:
         """What a pub/sub message of ``kind`` on ``channel`` with ``data`` asks for.
 
@@ -335,7 +338,9 @@ class HubBook(Generic[C]):
         :class:`PassOn` (a lock handed to a token nobody here waits with, on a
         channel entered with keys), a :class:`Dropped` (an unsubscription the
         book did not ask for, of a channel it listens on: forgotten here), or
-        ``None`` (nothing to do).
+        ``None`` (nothing to do: also a recheck that asks the waiter to try
+        again no sooner than the wait in progress ends anyway, ``now`` being
+        ``time.monotonic()``: it then tries again all the same).
         """
         if kind == "unsubscribe":
             if self.closing.pop(channel, False) is False and channel in self.channels:
@@ -359,6 +364,8 @@ class HubBook(Generic[C]):
             if ch is None or not token.isdigit():
                 return None
             seconds = int(token) / 1000
+            if now is not None and ch.wait_until is not None and now + seconds >= ch.wait_until:
+                return None  # (its thread or task is not woken for nothing)
             ch.recheck = seconds if ch.recheck is None else min(ch.recheck, seconds)
             return ch.wake
         if kind != "message" or not fence.isdigit() or not token:

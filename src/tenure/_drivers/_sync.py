@@ -29,6 +29,7 @@ import atexit
 import contextlib
 import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -181,6 +182,8 @@ class _Channel:
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
+    #: when the wait in progress ends anyway (see HubBook.route)
+    wait_until: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     refused: str = ""
     ready: threading.Event = field(default_factory=threading.Event)
@@ -515,7 +518,7 @@ class _Hub:
         channel, data = _text(message["channel"]), _text(message["data"])
         kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
         with self._mutex:
-            route = self._book.route(kind, channel, data)
+            route = self._book.route(kind, channel, data, time.monotonic())
         if isinstance(route, Dropped):
             # redis-py forgets only the channels it was asked to unsubscribe
             _clients.forget_shard_channel(pubsub, message["channel"])
@@ -1124,7 +1127,12 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, WaitWake):
         c = held[-1]
         if c.listener is None:
-            woken = c.ch.wake.wait(step.timeout)
+            ch = c.ch
+            ch.wait_until = math.inf if step.timeout is None else time.monotonic() + step.timeout
+            try:
+                woken = ch.wake.wait(step.timeout)
+            finally:
+                ch.wait_until = None
         else:
             woken = c.listener.wait(step.timeout)
             c.listener.clear()
