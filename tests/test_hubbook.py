@@ -135,6 +135,18 @@ def test_redis_62_permission_probe_wakes_no_listener() -> None:
     assert isinstance(book.route("message", "w", "recheck 0"), WakeEach)
 
 
+def test_a_liveness_probe_wakes_no_waiter() -> None:
+    """A semaphore script asks whether the waiter at its queue's head still lives by
+    publishing "probe" on its channel (dropped if nobody hears it): a live waiter
+    must neither wake nor see a hand-off in it."""
+    book = HubBook(Ch)
+    for keys in (None, KEYS):
+        ch, _ = book.enter("h", keys, "t1")
+        assert book.route("message", "h", "probe") is None
+        assert not ch.wake.is_set() and ch.handoffs == {} and ch.recheck is None
+        book.leave(ch, "t1", now=0.0)
+
+
 def test_a_late_hand_off_to_a_plan_that_took_the_lock_itself_is_not_passed_on() -> None:
     """A release hands the lock to t1 while t1's own retry is in flight; the retry
     finds t1 holding the lock and the plan ends with it. The hand-off message,
