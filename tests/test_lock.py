@@ -442,6 +442,42 @@ def test_async_cancelled_waiter_leaves_no_trace(server: ServerProcess, r: redis.
     asyncio.run(main())
 
 
+def test_async_cancel_is_never_lost_whatever_the_moment(
+    server: ServerProcess, r: redis.Redis
+) -> None:
+    """A waiting acquire cancelled at any event-loop step raises CancelledError
+    at once. redis-py writes a command under ``asyncio.wait_for`` (its socket
+    timeout), which on Python 3.11 returns normally when the cancellation
+    lands just as the write completes: before the driver checked for that,
+    the acquire went on waiting (for the holder's lease, or until it took the
+    lock) in a task its caller had cancelled."""
+
+    async def main() -> None:
+        holder = redis.asyncio.Redis.from_url(server.url)
+        client = redis.asyncio.Redis.from_url(server.url, socket_timeout=5)
+        lease = await AsyncLock(holder, "sweep", ttl=5).acquire()
+        assert lease is not None
+        late: list[int] = []
+        for steps in range(40):  # cancel after 0, 1, ... loop iterations
+            waiter = asyncio.create_task(AsyncLock(client, "sweep").acquire())
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            waiter.cancel()
+            done, _ = await asyncio.wait({waiter}, timeout=1)
+            if not done or not waiter.cancelled():
+                late.append(steps)
+                await asyncio.wait({waiter}, timeout=10)
+        assert late == [], f"cancel lost after these loop steps: {late}"
+        assert await AsyncLock(holder, "sweep").locked()  # still the holder's
+        assert await client.zcard("tenure:{sweep}:waiters") == 0
+        await lease.release()
+        assert not await AsyncLock(holder, "sweep").locked()
+        await holder.aclose()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_second_acquire_raises_even_while_a_local_thread_waits(r: redis.Redis) -> None:
     """The owner's second acquire must not queue behind this process's waiter."""
     lease = Lock(r, "gate", ttl=30).acquire()

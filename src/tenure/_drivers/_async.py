@@ -992,20 +992,28 @@ async def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
                     due.append(i)
                     steps.append(step)
                     continue
+                asked = _cancel_requests()
                 try:
                     if not isinstance(step, Command | Pipeline | Listening):
                         raise TypeError(f"run_together runs no {type(step).__name__} step")
                     replies[i] = await _perform(client, step, [])
                 except BaseException as exc:
                     errors[i] = exc
+                else:
+                    errors[i] = _swallowed(asked)
             live = going
             if not steps:
                 continue
+            asked = _cancel_requests()
             try:
                 answers = await _send_together(client, state, steps)
             except BaseException as exc:
                 for i in due:
                     errors[i] = exc
+                continue
+            if (swallowed := _swallowed(asked)) is not None:
+                for i in due:
+                    errors[i] = swallowed
                 continue
             for i, answer in zip(due, answers, strict=True):
                 if isinstance(answer, BaseException):
@@ -1105,6 +1113,25 @@ class _Contention:
         return self.ch.home  # type: ignore[no-any-return]
 
 
+def _cancel_requests() -> int:
+    """How many cancellations of the current task are pending (0 outside a task)."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+def _swallowed(asked: int) -> asyncio.CancelledError | None:
+    """The cancellation that a call begun when :func:`_cancel_requests` was
+    ``asked`` returned through without raising, if any: redis-py writes each
+    command under ``asyncio.wait_for`` (its socket timeout), which on Python
+    3.11 returns the result when the cancellation lands just as the write
+    completes, so the caller's cancel (or its ``asyncio.timeout``) would be
+    lost and the plan would go on waiting. The plan gets it instead, as if it
+    had come during the call (it gives back what the call took)."""
+    if _cancel_requests() > asked:
+        return asyncio.CancelledError()
+    return None
+
+
 async def _drive(client: Client, plan: Plan[T]) -> T:
     held: list[_Contention] = []
     reply: Any = None
@@ -1119,6 +1146,7 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
                 kept, result = stop.value is not None, stop.value
                 return stop.value  # type: ignore[no-any-return]
             error = None
+            asked = _cancel_requests()
             try:
                 if type(step) is Eval:  # (the common step, without _perform's dispatch)
                     reply = parse_reply(step.script, await _evalsha(client, step))
@@ -1126,6 +1154,9 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
                     reply = await _perform(client, step, held)
             except BaseException as exc:
                 reply, error = None, exc
+            else:
+                if (error := _swallowed(asked)) is not None:
+                    reply = None
     finally:
         try:
             for c in reversed(held):
