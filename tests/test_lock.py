@@ -30,6 +30,7 @@ from tenure import (
     Semaphore,
     WrongTypeError,
 )
+from tenure._drivers import _async as _async_driver
 from tenure._server import ServerProcess, free_port
 
 
@@ -472,6 +473,45 @@ def test_async_cancel_is_never_lost_whatever_the_moment(
         assert await client.zcard("tenure:{sweep}:waiters") == 0
         await lease.release()
         assert not await AsyncLock(holder, "sweep").locked()
+        await holder.aclose()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_async_waiter_is_woken_when_the_task_subscribing_for_it_is_cancelled(
+    server: ServerProcess, r: redis.Redis
+) -> None:
+    """Two tasks of one client wait on a lock: the first to wait sends the
+    wake channel's SUBSCRIBE, the second counts on it. The first is cancelled
+    while its SUBSCRIBE waits its turn (the hub sends one at a time): the
+    second must still be woken by the release. Before the fix the cancel
+    forgot the channel's record with the second still in it, so the second
+    waited for a confirmation that never came (5 s), then for its timer."""
+
+    async def main() -> None:
+        holder = redis.asyncio.Redis.from_url(server.url)
+        client = redis.asyncio.Redis.from_url(server.url)
+        lease = await AsyncLock(holder, "subcancel", ttl=5).acquire()
+        assert lease is not None
+        hub = _async_driver._state(client).hub
+        async with hub._sending:  # (a SUBSCRIBE of another lock, in flight)
+            first = asyncio.create_task(AsyncLock(client, "subcancel").acquire())
+            second = asyncio.create_task(AsyncLock(client, "subcancel").acquire())
+            for _ in range(200):  # both counted in on the channel
+                if any(ch.refs == 2 for ch in hub._book.channels.values()):
+                    break
+                await asyncio.sleep(0.005)
+            first.cancel()
+            await asyncio.wait({first})
+        assert first.cancelled()
+        await asyncio.sleep(0.05)
+        await lease.release()
+        done, _ = await asyncio.wait({second}, timeout=1)
+        assert done, "the second waiter was not woken by the release"
+        got = second.result()
+        assert got is not None and got.fence > lease.fence
+        await got.release()
         await holder.aclose()
         await client.aclose()
 

@@ -321,19 +321,29 @@ class _Hub:
         # a cluster node's channels that its server dropped (slot moved, node
         # gone), waiting to be adopted by the hub of their slot's owner
         self._orphans: dict[str, _Channel] = {}
+        # the SUBSCRIBEs on their way (see _subscribe), referenced until done
+        self._opening: set[asyncio.Future[None]] = set()
         self._orphan_failures = 0
         self._rehome_at = 0.0
 
     async def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
         ch, subscribe = self._book.enter(channel, keys, token)
         ch.home = self
-        await self._subscribe(channel, subscribe)
+        try:
+            await self._subscribe(channel, subscribe)
+        except BaseException:
+            self._book.leave(ch, token, time.monotonic())
+            raise
         return ch
 
     async def listen(self, channel: str, event: asyncio.Event) -> _Channel:
         ch, subscribe = self._book.listen(channel, event)
         ch.home = self
-        await self._subscribe(channel, subscribe)
+        try:
+            await self._subscribe(channel, subscribe)
+        except BaseException:
+            self._book.unlisten(ch, event, time.monotonic())
+            raise
         return ch
 
     async def adopt(self, channel: str, ch: _Channel) -> None:
@@ -401,14 +411,39 @@ class _Hub:
             self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
 
     async def _subscribe(self, channel: str, new: bool) -> None:
-        if new:
-            try:
-                await self._send_subscribe(channel)
-            except BaseException:
-                self._book.abort(channel)
-                raise
-            if self._reader is None:
-                self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
+        """Subscribe to a ``new`` channel (else nothing to do). The SUBSCRIBE
+        is sent by a task of its own: other plans of the process may enter
+        the channel while it is on its way, and count on its confirmation, so
+        a cancellation of the plan that entered first (which the caller then
+        counts out) does not stop it."""
+        if not new:
+            return
+        opening = asyncio.ensure_future(self._open(channel))
+        self._opening.add(opening)
+        opening.add_done_callback(self._opened)
+        await asyncio.shield(opening)
+
+    async def _open(self, channel: str) -> None:
+        """SUBSCRIBE to ``channel`` and start the reader if it is not running.
+        If that fails, the channel is forgotten and every plan that entered
+        it is woken (to try again, and meet the error)."""
+        try:
+            await self._send_subscribe(channel)
+        except BaseException:
+            ch = self._book.channels.get(channel)
+            self._book.abort(channel)
+            if ch is not None:
+                _wake_all_of(ch)
+            raise
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
+
+    def _opened(self, opening: asyncio.Future[None]) -> None:
+        """A SUBSCRIBE of :meth:`_subscribe` is done: drop its reference and
+        retrieve its error (raised to its plan, if that still waited for it)."""
+        self._opening.discard(opening)
+        if not opening.cancelled():
+            opening.exception()
 
     def leave(self, ch: _Channel, token: str, kept: bool = False) -> None:
         self._book.leave(ch, token, time.monotonic(), kept)
