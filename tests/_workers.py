@@ -295,6 +295,12 @@ def semaphore_holder_until_killed(url: str, name: str, permits: int, ttl: float,
     time.sleep(120)
 
 
+def semaphore_waiter_until_killed(url: str, name: str, permits: int, n: int) -> None:
+    """Wait for ``n`` permits without limit (the test kills this process with SIGKILL
+    while it waits)."""
+    Semaphore(redis.Redis.from_url(url), name, permits).acquire(n)
+
+
 def latch_waiter(url: str, name: str, timeout: float) -> tuple[bool, float]:
     """Wait on a CountDownLatch; return the outcome and when it came (monotonic)."""
     opened = CountDownLatch(redis.Redis.from_url(url), name).wait(timeout)

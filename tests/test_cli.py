@@ -186,6 +186,28 @@ def test_url_before_or_after_the_command(monkeypatch: pytest.MonkeyPatch) -> Non
     assert build_parser().parse_args(["demo", "--url", "redis://b"]).url == "redis://b"
 
 
+def test_a_malformed_url_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: a ValueError from redis-py's URL parser, a traceback and status 1.
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    for bad in (
+        ["ls", "--url", "localhost:6379"],
+        ["--url", "redis://127.0.0.1:99999", "inspect", "x"],
+        ["run", "--url", "http://x", "n", "--", "true"],
+        ["--url", "redis://a:1", "--url", "foo", "--url", "redis://b:1", "run", "n", "--", "true"],
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(bad)
+        assert exit_info.value.code == 2, bad
+        assert "bad --url or REDIS_URL: " in capsys.readouterr().err, bad
+    monkeypatch.setenv("REDIS_URL", "not a url")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ls"])
+    assert exit_info.value.code == 2
+    assert "bad --url or REDIS_URL: Redis URL must specify" in capsys.readouterr().err
+
+
 def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "demo" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from tenure._drivers._hubbook import LINGER, Dropped, HubBook, PassOn, Settable, WakeEach
 from tenure._keys import LockKeys, lock_keys
@@ -15,11 +16,13 @@ KEYS = lock_keys("a", key=None, prefix="tenure:")
 @dataclass(eq=False)
 class Ch:
     keys: LockKeys | None
+    name: str = ""
     refs: int = 0
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
+    wait_until: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     refused: str = ""
     ready: threading.Event = field(default_factory=threading.Event)
@@ -130,6 +133,18 @@ def test_redis_62_permission_probe_wakes_no_listener() -> None:
     book.route("subscribe", "w")
     assert book.route("message", "w", "probe") is None
     assert isinstance(book.route("message", "w", "recheck 0"), WakeEach)
+
+
+def test_a_liveness_probe_wakes_no_waiter() -> None:
+    """A semaphore script asks whether the waiter at its queue's head still lives by
+    publishing "probe" on its channel (dropped if nobody hears it): a live waiter
+    must neither wake nor see a hand-off in it."""
+    book = HubBook(Ch)
+    for keys in (None, KEYS):
+        ch, _ = book.enter("h", keys, "t1")
+        assert book.route("message", "h", "probe") is None
+        assert not ch.wake.is_set() and ch.handoffs == {} and ch.recheck is None
+        book.leave(ch, "t1", now=0.0)
 
 
 def test_a_late_hand_off_to_a_plan_that_took_the_lock_itself_is_not_passed_on() -> None:
@@ -264,3 +279,75 @@ def test_drop_all_keeps_the_channels_someone_waits_on() -> None:
     book.leave(idle, "t2", now=0.0)
     assert book.drop_all() == {"busy": busy}
     assert book.empty() and not book.pending
+
+
+class _Unscanned(dict[str, Ch]):
+    """A book's channels that may be looked up one by one but not scanned."""
+
+    def items(self) -> Any:
+        raise AssertionError("stale() scanned every channel")
+
+    def values(self) -> Any:
+        raise AssertionError("stale() scanned every channel")
+
+    def __iter__(self) -> Any:
+        raise AssertionError("stale() scanned every channel")
+
+
+def test_stale_looks_only_at_idle_channels_longest_idle_first() -> None:
+    """A reader calls stale() after every message: it looks at the channels
+    nobody waits on, the longest idle first, and never at every channel (a
+    message then costs the same whether the process waits on one lock or ten
+    thousand)."""
+    book = HubBook(Ch)
+    book.channels = _Unscanned()
+    busy = [book.enter(f"busy{i}", KEYS, "t")[0] for i in range(50)]
+    a, _ = book.enter("a", KEYS, "ta")
+    b, _ = book.enter("b", KEYS, "tb")
+    c, _ = book.enter("c", KEYS, "tc")
+    book.leave(b, "tb", now=1.0)
+    book.leave(a, "ta", now=2.0)
+    book.leave(c, "tc", now=3.0)
+    assert list(book.idle) == ["b", "a", "c"]
+    assert book.stale(now=1.0 + LINGER / 2) == []
+    again, subscribe = book.enter("a", KEYS, "ta")  # in use again: no longer idle
+    assert again is a and not subscribe and list(book.idle) == ["b", "c"]
+    assert book.stale(now=2.0 + LINGER) == ["b"]  # c lingers on
+    assert book.stale(now=3.0 + LINGER) == ["c"]
+    assert not book.idle and "a" in book.channels and len(busy) == 50
+    book.leave(a, "ta", now=4.0)
+    forgotten = book.forget("a")  # (a Redis Cluster slot moved): skipped, not unsubscribed here
+    assert forgotten is a and book.stale(now=4.0 + LINGER) == [] and not book.idle
+
+
+def test_an_adopted_idle_channel_lingers_then_goes() -> None:
+    """A channel another node's hub dropped, whose plans all left meanwhile,
+    is adopted idle: it is unsubscribed once its linger ends, not kept forever."""
+    old = HubBook(Ch)
+    ch, _ = old.enter("m", KEYS, "t")
+    old.leave(ch, "t", now=5.0)
+    record = old.forget("m")
+    book = HubBook(Ch)
+    assert book.adopt("m", record)
+    assert book.stale(now=5.0 + LINGER / 2) == []
+    assert book.stale(now=5.0 + LINGER) == ["m"]
+
+
+def test_a_recheck_no_sooner_than_the_wait_ends_wakes_nobody() -> None:
+    """A recheck asks the waiter to try again within a claim window: when the
+    wait in progress ends by then anyway (and the waiter then tries again),
+    its thread or task is not woken for it; otherwise, or with no wait in
+    progress, it is woken and told, as before."""
+    book = HubBook(Ch)
+    ch, _ = book.enter("c", KEYS, "t")
+    ch.wait_until = 10.5
+    assert book.route("message", "c", "recheck 1000", now=10.0) is None
+    assert ch.recheck is None  # nothing recorded: its own timer comes first
+    assert book.route("message", "c", "recheck 400", now=10.0) is ch.wake
+    assert ch.recheck == 0.4
+    assert book.woken(ch, "t", True) == Recheck(0.4)
+    ch.wait_until = None  # between two waits: always told
+    assert book.route("message", "c", "recheck 1000", now=10.0) is ch.wake
+    assert book.woken(ch, "t", True) == Recheck(1.0)
+    ch.wait_until = 10.5
+    assert book.route("message", "c", "recheck 1000") is ch.wake  # no clock given: told

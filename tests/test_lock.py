@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -748,6 +751,63 @@ def test_an_interrupt_between_the_grant_and_the_caller_gives_the_lock_back(
     assert lease is not None and lease.fence > first
     lease.release()
     assert in_thread(take_and_release) > lease.fence
+
+
+def _interrupt_when_the_reply_is_due_to_the_plan() -> tuple[Any, list[int]]:
+    """A trace function that raises KeyboardInterrupt in the sync driver's loop
+    at the line that hands the plan a script's reply, once, the first time that
+    reply is a script's (not the server probe's): where Python may run a
+    signal handler between a reply and the plan that waits for it."""
+    from tenure._drivers import _sync
+
+    lines, first = inspect.getsourcelines(_sync._drive)
+    target = first + next(i for i, line in enumerate(lines) if "plan.send(reply)" in line)
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        due = event == "line" and frame.f_lineno == target and not fired
+        if due and isinstance(frame.f_locals.get("reply"), tuple):
+            fired.append(target)
+            raise KeyboardInterrupt
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is _sync._drive.__code__ else None
+
+    return calls, fired
+
+
+@pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
+def test_an_interrupt_between_a_reply_and_its_plan_gives_the_grant_back(
+    r: redis.Redis, kind: str
+) -> None:
+    """KeyboardInterrupt in the driver after the acquire's reply was read and
+    before its plan got it (the loop's jump back, where Python checks for
+    signals): the plan is told, and gives back what the attempt took. Before,
+    the interrupt left the driver without a word to the plan, and the lock
+    stayed held under a token nobody used until its ttl."""
+    make = _GRANTED_KINDS[kind]
+    lock = make(r)
+    tracer, fired = _interrupt_when_the_reply_is_due_to_the_plan()
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire()
+    finally:
+        sys.settrace(previous)
+    assert fired
+
+    def take_and_release() -> int:
+        other = make(r).acquire(blocking=False)
+        assert other is not None, "the interrupted attempt gave the lock back"
+        other.release()
+        return int(other.fence)
+
+    first = in_thread(take_and_release)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None and lease.fence > first
+    lease.release()
 
 
 def test_an_interrupt_in_the_drivers_clean_up_after_a_hand_off_gives_the_lock_back(

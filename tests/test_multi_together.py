@@ -403,3 +403,163 @@ def test_processes_on_overlapping_parts_of_one_server_never_overlap(
     manager.shutdown()
     assert all(per_process), [len(h) for h in per_process]
     assert check_parts([h for holds in per_process for h in holds]) == 3
+
+
+def _free_now(r: redis.Redis, url: str, names: tuple[str, ...]) -> None:
+    """Every part is free at once (not after its ttl): the key is gone and
+    another thread's multi-lock over the same names takes them all."""
+    assert not r.exists(*(f"tenure:{{{n}}}" for n in names))
+
+    def take() -> bool:
+        other = redis.Redis.from_url(url)
+        try:
+            lease = MultiLock([Lock(other, n, ttl=30) for n in names]).acquire(blocking=False)
+            if lease is None:
+                return False
+            lease.release()
+            return True
+        finally:
+            other.close()
+
+    assert in_thread(take)
+
+
+@pytest.mark.parametrize("together", [True, False], ids=["one-server", "two-clients"])
+def test_an_interrupt_while_the_multi_lease_is_made_gives_the_parts_back(
+    url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch, together: bool
+) -> None:
+    """KeyboardInterrupt after every part was taken, while the multi-lease is
+    made: the parts are released before the error reaches the caller (before,
+    they stayed held under tokens nobody used until their ttl), and the
+    caller can take them again at once."""
+    made = sync_multi.MultiLease.__init__
+    armed = [True]
+
+    def interrupted(self: Any, *args: Any) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt
+        made(self, *args)
+
+    monkeypatch.setattr(sync_multi.MultiLease, "__init__", interrupted)
+    first = redis.Redis.from_url(url)
+    second = first if together else redis.Redis.from_url(url)
+    multi = MultiLock([Lock(first, "m1", ttl=30), Lock(second, "m2", ttl=30)])
+    with pytest.raises(KeyboardInterrupt):
+        multi.acquire()
+    assert not armed[0] and not multi.owned()
+    _free_now(r, url, ("m1", "m2"))
+    lease = multi.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+    first.close()
+    second.close()
+
+
+def test_an_interrupt_between_two_parts_grants_gives_both_back(
+    url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt while the grants of one server's parts, taken
+    together, are made leases (the first made and started, the second not
+    yet): the started one is released and the other grant given back."""
+    from tenure._api._sync import lock as sync_lock
+
+    granted = sync_lock.Lock._granted
+    calls = [0]
+
+    def interrupted(self: Any, owner: str, grant: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+        return granted(self, owner, grant)
+
+    monkeypatch.setattr(sync_lock.Lock, "_granted", interrupted)
+    client = redis.Redis.from_url(url)
+    multi = MultiLock([Lock(client, "g1", ttl=30), Lock(client, "g2", ttl=30)])
+    with pytest.raises(KeyboardInterrupt):
+        multi.acquire()
+    assert calls[0] == 2
+    _free_now(r, url, ("g1", "g2"))
+    client.close()
+
+
+class _ClosesInterrupted:
+    """An acquire plan whose ``close`` raises KeyboardInterrupt once armed:
+    the driver is cut off after the plan returned its grant."""
+
+    armed = False
+
+    def __init__(self, plan: Any) -> None:
+        self._plan = plan
+
+    def send(self, value: Any) -> Any:
+        return self._plan.send(value)
+
+    def throw(self, exc: BaseException) -> Any:
+        return self._plan.throw(exc)
+
+    def close(self) -> None:
+        self._plan.close()
+        if _ClosesInterrupted.armed:
+            _ClosesInterrupted.armed = False
+            raise KeyboardInterrupt
+
+
+def test_an_interrupt_in_the_drivers_clean_up_after_the_grants_gives_them_back(
+    url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt in the driver's clean-up after the parts' plans
+    returned their grants (run_together cut off before it returned them):
+    the driver hands the results over with the error, and the grants are
+    given back."""
+    from tenure._api._sync import lock as sync_lock
+
+    prepared = sync_lock.Lock._prepare
+
+    def wrapped(self: Any, *args: Any) -> Any:
+        return _ClosesInterrupted(prepared(self, *args))
+
+    monkeypatch.setattr(sync_lock.Lock, "_prepare", wrapped)
+    client = redis.Redis.from_url(url)
+    multi = MultiLock([Lock(client, "d1", ttl=30), Lock(client, "d2", ttl=30)])
+    _ClosesInterrupted.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        multi.acquire()
+    assert not _ClosesInterrupted.armed
+    _free_now(r, url, ("d1", "d2"))
+    client.close()
+
+
+def test_an_asyncio_acquire_cancelled_while_the_multi_lease_is_made_gives_the_parts_back(
+    url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The asyncio twin: a cancellation after every part was taken, while the
+    multi-lease is made, releases the parts before it reaches the caller."""
+    from tenure._api._async import multi as async_multi
+
+    made = async_multi.AsyncMultiLease.__init__
+    armed = [True]
+
+    def cancelled(self: Any, *args: Any) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise asyncio.CancelledError
+        made(self, *args)
+
+    monkeypatch.setattr(async_multi.AsyncMultiLease, "__init__", cancelled)
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            multi = AsyncMultiLock([AsyncLock(client, n, ttl=30) for n in ("c1", "c2")])
+            with pytest.raises(asyncio.CancelledError):
+                await multi.acquire()
+            assert not armed[0]
+            _free_now(r, url, ("c1", "c2"))
+            lease = await multi.acquire(blocking=False)
+            assert lease is not None
+            await lease.release()
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())

@@ -19,6 +19,7 @@ from _workers import (
     async_semaphore_worker,
     check_at_most,
     semaphore_holder_until_killed,
+    semaphore_waiter_until_killed,
     semaphore_worker,
 )
 
@@ -282,6 +283,46 @@ def test_set_permits_keeps_held_permits_and_hands_new_ones_on(r: redis.Redis) ->
     assert sem.available() == 2
 
 
+def test_a_waiter_asking_more_than_a_shrunk_count_is_told_at_once(r: redis.Redis, url: str) -> None:
+    # A waiter whose request no longer fits the count must hear so when the count
+    # shrinks, not when its timer (the holders' leases, 30 s here) runs out: before,
+    # the queue dropped it without a word, or kept it behind the head.
+    sem = Semaphore(r, "shrink", 3, ttl=30)
+    held = sem.acquire(2)
+    assert held is not None
+    clients = [redis.Redis.from_url(url) for _ in range(2)]
+    head_t, head = background(lambda: Semaphore(clients[0], "shrink", 3).acquire(2, timeout=4))
+    until(lambda: sem.info().waiters == 1)
+    big_t, big = background(lambda: Semaphore(clients[1], "shrink", 3).acquire(3, timeout=4))
+    until(lambda: sem.info().waiters == 2)
+    shrunk_at = time.monotonic()
+    sem.set_permits(2)  # 2 held, so nothing is free: only the big request is refused
+    big_t.join()
+    assert isinstance(big[0], InvalidArgument) and "2 permits in Redis" in str(big[0])
+    assert time.monotonic() - shrunk_at < 1.0
+    assert not head and sem.info().waiters == 1  # the head still waits, untouched
+    held.release()  # the head's 2 permits fit the new count: handed on
+    head_t.join()
+    assert isinstance(head[0], SemaphoreLease) and head[0].permits == 2
+    assert time.monotonic() - shrunk_at < 1.5
+    head[0].release()
+    # The same with permits free: the one asking for more than the count is dropped
+    # from the queue's head, and told.
+    sem.set_permits(3)
+    held = sem.acquire(1)
+    assert held is not None
+    big_t, big = background(lambda: Semaphore(clients[1], "shrink", 3).acquire(3, timeout=4))
+    until(lambda: sem.info().waiters == 1)
+    shrunk_at = time.monotonic()
+    sem.set_permits(2)
+    big_t.join()
+    assert isinstance(big[0], InvalidArgument) and time.monotonic() - shrunk_at < 1.0
+    assert sem.info().waiters == 0 and sem.available() == 1
+    held.release()
+    for client in clients:
+        client.close()
+
+
 def test_info_repr_and_holders(r: redis.Redis) -> None:
     sem = Semaphore(r, "info", 3, ttl=5)
     assert sem.info() == SemaphoreInfo("info", 3, 3, (), 0)  # nothing stored yet
@@ -491,6 +532,38 @@ def test_a_killed_holders_permit_returns_after_its_ttl(r: redis.Redis, url: str)
     assert acquired_at + ttl - 0.05 <= returned_at <= acquired_at + ttl + 0.5
     assert [h.token for h in sem.info().holders] == [lease.owner]
     lease.release()
+
+
+def test_a_killed_waiter_at_the_head_does_not_block_requests_that_fit(
+    r: redis.Redis, url: str
+) -> None:
+    # A dead waiter asking for more permits than are free sat at the queue's head for
+    # as long as the permits stayed held (its queue entry never expired while others
+    # queued behind it): nobody got the free permits. A live one keeps its turn.
+    sem = Semaphore(r, "dead-head", 3, ttl=30)
+    held = sem.acquire(1)
+    assert held is not None
+    waiter = SPAWN.Process(target=semaphore_waiter_until_killed, args=(url, "dead-head", 3, 3))
+    waiter.start()
+    until(lambda: sem.info().waiters == 1, timeout=30)
+    assert waiter.pid is not None
+    os.kill(waiter.pid, signal.SIGKILL)
+    waiter.join()
+    killed_at = time.monotonic()
+    other = redis.Redis.from_url(url)
+    small = Semaphore(other, "dead-head", 3).acquire(2, timeout=3)
+    assert small is not None and time.monotonic() - killed_at < 1.0
+    assert sem.info().waiters == 0 and sem.available() == 0
+    small.release()
+    # A live waiter that does not fit keeps the head: no barging past it.
+    big_t, big = background(lambda: Semaphore(other, "dead-head", 3).acquire(3, timeout=5))
+    until(lambda: sem.info().waiters == 1)
+    assert sem.acquire(blocking=False) is None and sem.available() == 2
+    held.release()
+    big_t.join()
+    assert isinstance(big[0], SemaphoreLease) and big[0].permits == 3
+    big[0].release()
+    other.close()
 
 
 def test_hundred_tasks_on_one_async_semaphore(r: redis.Redis, url: str) -> None:

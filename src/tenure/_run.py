@@ -218,6 +218,8 @@ def run(
             answered while taking the lock.
         redis.exceptions.ConnectionError: the server could not be reached while
             taking the lock.
+        redis.exceptions.TimeoutError: the server did not answer in time while
+            taking the lock (a stopped server, a cut-off network).
     """
     out = err if err is not None else sys.stderr
     lock: Lock | Redlock
@@ -279,6 +281,9 @@ class _Supervisor:
     def _run_command(self) -> int:
         lease = self.lease
         env = dict(os.environ, TENURE_FENCE=str(lease.fence), TENURE_LOCK=lease.name)
+        if not self.command[0]:  # as a shell says it (the shim would take it for its usage)
+            _say(self.err, "'': command not found")
+            return EXIT_NOT_FOUND
         try:
             process = _spawn(self.command, env)
         except FileNotFoundError:

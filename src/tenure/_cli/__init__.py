@@ -26,6 +26,7 @@ read arguments, print and choose the exit status. The kinds they take (the
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,7 @@ from contextlib import contextmanager
 
 import redis
 import redis.cluster
+import redis.connection
 import redis.exceptions
 
 from .. import __version__
@@ -138,6 +140,12 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     urls = getattr(args, "urls", None)
     if urls:  # tenure run's own --url: the first also serves as the command's server
         args.url = urls[0]
+    if args.command not in (None, "server"):  # (those two never connect to a URL)
+        for url in urls or ([args.url] if args.url else []):
+            try:
+                redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
+            except ValueError as exc:  # not the URL itself: it may hold a password
+                parser.error(f"bad --url or REDIS_URL: {exc}")
     if args.command == "run" and (args.cmd or not getattr(args, "after_dashes", None)):
         parser.exit(
             EXIT_USAGE,
@@ -146,12 +154,43 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     return args
 
 
+class _OneLine(logging.Formatter):
+    """A record as one line: its message, then its exception's type and text (no
+    traceback: a watchdog retrying through an outage would print one per renewal)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            text += f" ({type(exc).__name__}: {exc})"
+        return text
+
+
+@contextmanager
+def _log_in_lines() -> Iterator[None]:
+    """While in the block, show the ``tenure`` logger's warnings and errors on
+    stderr, one line each, unless something configured that logger already."""
+    log = logging.getLogger("tenure")
+    if log.handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    handler.setLevel(logging.WARNING)
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tenure`` command line with ``argv`` (default: ``sys.argv[1:]``).
 
     Returns:
         The exit status: the command's own, 2 for a bad command line or an
-        unreachable server, 130 after Ctrl-C.
+        unreachable server (refused, or not answering in time) or one that
+        refused a command (a replica, a full server), 130 after Ctrl-C.
     """
     parser = build_parser()
     args = parse_args(parser, sys.argv[1:] if argv is None else argv)
@@ -160,13 +199,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        with open_server(args.url, getattr(args, "embedded", "private")) as server:
+        with _log_in_lines(), open_server(args.url, getattr(args, "embedded", "private")) as server:
             return handler(args, server)
     except KeyboardInterrupt:
         print("tenure: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (ServerUnavailable, redis.exceptions.ConnectionError) as exc:
         print(f"tenure: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except redis.exceptions.TimeoutError as exc:  # a stopped or cut-off server
+        print(f"tenure: the server did not answer in time ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    except redis.exceptions.RedisError as exc:  # a replica (READONLY), a full server (OOM)
+        print(f"tenure: the server refused: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except TenureError as exc:  # a bad name, an unsupported server, a key of another type
         print(f"tenure: {exc}", file=sys.stderr)

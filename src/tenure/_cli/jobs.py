@@ -120,7 +120,8 @@ def add_run(
             f"  {EXIT_LOST:<3}          the lease was lost while CMD ran\n"
             "  126, 127     CMD could not be started / was not found\n"
             "  128+N        signal N interrupted the wait for the lock\n"
-            f"  {EXIT_USAGE:<3}          a bad command line or an unreachable server"
+            f"  {EXIT_USAGE:<3}          a bad command line, an unreachable server or one\n"
+            "               that refused the lock (a replica, a full server)"
         ),
     )
     run.add_argument(

@@ -28,6 +28,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import math
 import os
 import time
 import weakref
@@ -122,11 +123,15 @@ def current_owner() -> str:
 @dataclass(eq=False)
 class _Channel:
     keys: LockKeys | None
+    #: its name (set by the book)
+    name: str = ""
     refs: int = 0
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
+    #: when the wait in progress ends anyway (see HubBook.route)
+    wait_until: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     refused: str = ""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -555,7 +560,7 @@ class _Hub:
     async def _dispatch(self, message: dict[str, Any], pubsub: _HubPubSub) -> None:
         channel, data = _text(message["channel"]), _text(message["data"])
         kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
-        route = self._book.route(kind, channel, data)
+        route = self._book.route(kind, channel, data, time.monotonic())
         if isinstance(route, Dropped):
             # redis-py forgets only the channels it was asked to unsubscribe
             _clients.forget_shard_channel(pubsub, message["channel"])
@@ -1004,60 +1009,66 @@ async def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
     errors: list[BaseException | None] = [None] * len(plans)
     live: list[int] = list(range(len(plans)))
     try:
-        while live:
-            going: list[int] = []
-            due: list[int] = []
-            steps: list[Eval] = []
-            for i in live:
-                plan, error = plans[i], errors[i]
-                try:
-                    if error is None:
-                        step = plan.send(replies[i])
+        try:
+            while live:
+                going: list[int] = []
+                due: list[int] = []
+                steps: list[Eval] = []
+                for i in live:
+                    plan, error = plans[i], errors[i]
+                    try:
+                        if error is None:
+                            step = plan.send(replies[i])
+                        else:
+                            errors[i] = None
+                            step = plan.throw(error)
+                    except StopIteration as stop:
+                        results[i] = stop.value
+                        continue
+                    except BaseException as exc:
+                        results[i] = exc
+                        continue
+                    going.append(i)
+                    if type(step) is Eval:
+                        due.append(i)
+                        steps.append(step)
+                        continue
+                    asked = _cancel_requests()
+                    try:
+                        if not isinstance(step, Command | Pipeline | Listening):
+                            raise TypeError(f"run_together runs no {type(step).__name__} step")
+                        replies[i] = await _perform(client, step, [])
+                    except BaseException as exc:
+                        errors[i] = exc
                     else:
-                        errors[i] = None
-                        step = plan.throw(error)
-                except StopIteration as stop:
-                    results[i] = stop.value
-                    continue
-                except BaseException as exc:
-                    results[i] = exc
-                    continue
-                going.append(i)
-                if type(step) is Eval:
-                    due.append(i)
-                    steps.append(step)
+                        errors[i] = _swallowed(asked)
+                live = going
+                if not steps:
                     continue
                 asked = _cancel_requests()
                 try:
-                    if not isinstance(step, Command | Pipeline | Listening):
-                        raise TypeError(f"run_together runs no {type(step).__name__} step")
-                    replies[i] = await _perform(client, step, [])
+                    answers = await _send_together(client, state, steps)
                 except BaseException as exc:
-                    errors[i] = exc
-                else:
-                    errors[i] = _swallowed(asked)
-            live = going
-            if not steps:
-                continue
-            asked = _cancel_requests()
-            try:
-                answers = await _send_together(client, state, steps)
-            except BaseException as exc:
-                for i in due:
-                    errors[i] = exc
-                continue
-            if (swallowed := _swallowed(asked)) is not None:
-                for i in due:
-                    errors[i] = swallowed
-                continue
-            for i, answer in zip(due, answers, strict=True):
-                if isinstance(answer, BaseException):
-                    errors[i] = answer
-                else:
-                    replies[i] = answer
-    finally:
-        for plan in plans:
-            plan.close()
+                    for i in due:
+                        errors[i] = exc
+                    continue
+                if (swallowed := _swallowed(asked)) is not None:
+                    for i in due:
+                        errors[i] = swallowed
+                    continue
+                for i, answer in zip(due, answers, strict=True):
+                    if isinstance(answer, BaseException):
+                        errors[i] = answer
+                    else:
+                        replies[i] = answer
+        finally:
+            for plan in plans:
+                plan.close()
+    except BaseException as exc:
+        # cut off (an interrupt between rounds, or in the plans' close): the
+        # results the plans returned go with the error (see note_result)
+        _clients.note_result(exc, list(results))
+        raise
     return results
 
 
@@ -1215,12 +1226,16 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, WaitWake):
         c = held[-1]
         wake = c.ch.wake if c.listener is None else c.listener
+        if c.listener is None:
+            c.ch.wait_until = math.inf if step.timeout is None else time.monotonic() + step.timeout
         try:
             async with asyncio.timeout(step.timeout):
                 await wake.wait()
             woken = True
         except TimeoutError:
             woken = False
+        finally:
+            c.ch.wait_until = None
         wake.clear()
         refusal(c.ch)
         return c.hub.woken(c.ch, c.token, woken)

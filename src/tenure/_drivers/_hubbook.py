@@ -146,11 +146,15 @@ class ChannelBase(Protocol):
     """What the book needs of a driver's channel record."""
 
     keys: LockKeys | None  # None: hand-offs to tokens nobody waits with are not passed on
+    name: str  # the channel's name (set by the book)
     refs: int
     idle_since: float | None
     tokens: set[str]  # the lease tokens of this process's plans waiting on the lock
     handoffs: dict[str, int]  # token -> fence, for locks handed to a waiting token
     recheck: float | None  # seconds: a release asked the waiter to retry within them
+    # when the wait in progress on the channel ends anyway (time.monotonic(); None:
+    # no wait in progress, or one the driver does not tell)
+    wait_until: float | None
     listeners: set[Settable]  # the events of plans listening on a broadcast channel
     refused: str  # the channel's name once the server refused its SUBSCRIBE (ACL)
 
@@ -221,6 +225,10 @@ class HubBook(Generic[C]):
     rewake: set[str] = field(default_factory=set)
     # channels whose SUBSCRIBE is not confirmed yet, oldest first
     pending: dict[str, None] = field(default_factory=dict)
+    # the channels nobody waits or listens on, lingering, the longest idle
+    # first: what :meth:`stale` looks at (never every channel, so that a
+    # message costs the reader the same however many channels it listens on)
+    idle: dict[str, None] = field(default_factory=dict)
 
     def enter(self, channel: str, keys: LockKeys | None, token: str) -> tuple[C, bool]:
         """Count a waiter (waiting with ``token``) in; return its channel and
@@ -242,10 +250,12 @@ class HubBook(Generic[C]):
         new = ch is None
         if ch is None:
             ch = self.channels[channel] = self.make(keys)
+            ch.name = channel
             self.closing.pop(channel, None)
             self.pending[channel] = None
         ch.refs += 1
         ch.idle_since = None
+        self.idle.pop(channel, None)
         return ch, new
 
     def abort(self, channel: str) -> None:
@@ -291,14 +301,25 @@ class HubBook(Generic[C]):
         ch.refs -= 1
         if ch.refs == 0:
             ch.idle_since = now
+            self.idle.pop(ch.name, None)  # (to the end: the longest idle stay first)
+            self.idle[ch.name] = None
 
     def stale(self, now: float) -> list[str]:
-        """Channels idle for ``LINGER`` seconds: moved to closing, to UNSUBSCRIBE."""
-        names = [
-            name
-            for name, ch in self.channels.items()
-            if ch.idle_since is not None and now - ch.idle_since >= LINGER
-        ]
+        """Channels idle for ``LINGER`` seconds: moved to closing, to UNSUBSCRIBE.
+        Looks only at the idle channels, the longest idle first, up to the
+        first one still lingering."""
+        looked: list[str] = []
+        for name in self.idle:
+            ch = self.channels.get(name)
+            if ch is not None and ch.idle_since is not None and now - ch.idle_since < LINGER:
+                break
+            looked.append(name)
+        names = []
+        for name in looked:
+            del self.idle[name]
+            ch = self.channels.get(name)
+            if ch is not None and ch.idle_since is not None:  # (else gone, or in use again)
+                names.append(name)
         for name in names:
             self.closing[name] = self.channels.pop(name).keys
             self.rewake.discard(name)
@@ -306,7 +327,7 @@ class HubBook(Generic[C]):
         return names
 
     def route(
-        self, kind: str, channel: str, data: str = ""
+        self, kind: str, channel: str, data: str = "", now: float | None = None
     ) -> Settable | PassOn | Dropped[C] | None:
         """What a pub/sub message of ``kind`` on ``channel`` with ``data`` asks for.
 
@@ -317,7 +338,9 @@ class HubBook(Generic[C]):
         :class:`PassOn` (a lock handed to a token nobody here waits with, on a
         channel entered with keys), a :class:`Dropped` (an unsubscription the
         book did not ask for, of a channel it listens on: forgotten here), or
-        ``None`` (nothing to do).
+        ``None`` (nothing to do: also a recheck that asks the waiter to try
+        again no sooner than the wait in progress ends anyway, ``now`` being
+        ``time.monotonic()``: it then tries again all the same).
         """
         if kind == "unsubscribe":
             if self.closing.pop(channel, False) is False and channel in self.channels:
@@ -341,6 +364,8 @@ class HubBook(Generic[C]):
             if ch is None or not token.isdigit():
                 return None
             seconds = int(token) / 1000
+            if now is not None and ch.wait_until is not None and now + seconds >= ch.wait_until:
+                return None  # (its thread or task is not woken for nothing)
             ch.recheck = seconds if ch.recheck is None else min(ch.recheck, seconds)
             return ch.wake
         if kind != "message" or not fence.isdigit() or not token:
@@ -379,6 +404,7 @@ class HubBook(Generic[C]):
         self.closing.clear()
         self.rewake.clear()
         self.pending.clear()
+        self.idle.clear()
         return True
 
     def forget(self, channel: str) -> C:
@@ -397,6 +423,7 @@ class HubBook(Generic[C]):
         self.closing.clear()
         self.rewake.clear()
         self.pending.clear()
+        self.idle.clear()
         return kept
 
     def adopt(self, channel: str, ch: C) -> bool:
@@ -410,6 +437,10 @@ class HubBook(Generic[C]):
         if channel in self.channels:
             return False
         self.channels[channel] = ch
+        ch.name = channel
+        if ch.refs == 0:  # (its plans left meanwhile: it lingers here)
+            ch.idle_since = ch.idle_since if ch.idle_since is not None else 0.0
+            self.idle[channel] = None
         self.closing.pop(channel, None)
         self.pending[channel] = None
         self.rewake.add(channel)

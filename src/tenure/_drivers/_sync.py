@@ -29,6 +29,7 @@ import atexit
 import contextlib
 import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -174,11 +175,15 @@ class _Wake:
 @dataclass(eq=False)
 class _Channel:
     keys: LockKeys | None
+    #: its name (set by the book)
+    name: str = ""
     refs: int = 0
     idle_since: float | None = None
     tokens: set[str] = field(default_factory=set)
     handoffs: dict[str, int] = field(default_factory=dict)
     recheck: float | None = None
+    #: when the wait in progress ends anyway (see HubBook.route)
+    wait_until: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     refused: str = ""
     ready: threading.Event = field(default_factory=threading.Event)
@@ -513,7 +518,7 @@ class _Hub:
         channel, data = _text(message["channel"]), _text(message["data"])
         kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
         with self._mutex:
-            route = self._book.route(kind, channel, data)
+            route = self._book.route(kind, channel, data, time.monotonic())
         if isinstance(route, Dropped):
             # redis-py forgets only the channels it was asked to unsubscribe
             _clients.forget_shard_channel(pubsub, message["channel"])
@@ -929,52 +934,58 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
     errors: list[BaseException | None] = [None] * len(plans)
     live: list[int] = list(range(len(plans)))
     try:
-        while live:
-            going: list[int] = []
-            due: list[int] = []
-            steps: list[Eval] = []
-            for i in live:
-                plan, error = plans[i], errors[i]
+        try:
+            while live:
+                going: list[int] = []
+                due: list[int] = []
+                steps: list[Eval] = []
+                for i in live:
+                    plan, error = plans[i], errors[i]
+                    try:
+                        if error is None:
+                            step = plan.send(replies[i])
+                        else:
+                            errors[i] = None
+                            step = plan.throw(error)
+                    except StopIteration as stop:
+                        results[i] = stop.value
+                        continue
+                    except BaseException as exc:
+                        results[i] = exc
+                        continue
+                    going.append(i)
+                    if type(step) is Eval:
+                        due.append(i)
+                        steps.append(step)
+                        continue
+                    try:
+                        if not isinstance(step, Command | Pipeline | Listening):
+                            raise TypeError(f"run_together runs no {type(step).__name__} step")
+                        replies[i] = _perform(client, step, [])
+                    except BaseException as exc:
+                        errors[i] = exc
+                live = going
+                if not steps:
+                    continue
                 try:
-                    if error is None:
-                        step = plan.send(replies[i])
+                    answers = _send_together(client, state, steps)
+                except BaseException as exc:
+                    for i in due:
+                        errors[i] = exc
+                    continue
+                for i, answer in zip(due, answers, strict=True):
+                    if isinstance(answer, BaseException):
+                        errors[i] = answer
                     else:
-                        errors[i] = None
-                        step = plan.throw(error)
-                except StopIteration as stop:
-                    results[i] = stop.value
-                    continue
-                except BaseException as exc:
-                    results[i] = exc
-                    continue
-                going.append(i)
-                if type(step) is Eval:
-                    due.append(i)
-                    steps.append(step)
-                    continue
-                try:
-                    if not isinstance(step, Command | Pipeline | Listening):
-                        raise TypeError(f"run_together runs no {type(step).__name__} step")
-                    replies[i] = _perform(client, step, [])
-                except BaseException as exc:
-                    errors[i] = exc
-            live = going
-            if not steps:
-                continue
-            try:
-                answers = _send_together(client, state, steps)
-            except BaseException as exc:
-                for i in due:
-                    errors[i] = exc
-                continue
-            for i, answer in zip(due, answers, strict=True):
-                if isinstance(answer, BaseException):
-                    errors[i] = answer
-                else:
-                    replies[i] = answer
-    finally:
-        for plan in plans:
-            plan.close()
+                        replies[i] = answer
+        finally:
+            for plan in plans:
+                plan.close()
+    except BaseException as exc:
+        # cut off (an interrupt between rounds, or in the plans' close): the
+        # results the plans returned go with the error (see note_result)
+        _clients.note_result(exc, list(results))
+        raise
     return results
 
 
@@ -1076,23 +1087,43 @@ def _drive(client: Client, plan: Plan[T]) -> T:
     held: list[_Contention] = []
     reply: Any = None
     error: BaseException | None = None
+    sending = False  # (for a plan that is not a generator: its send is running)
     kept = False  # the plan ended holding what it waited for
     result: Any = None
     try:
         while True:
             try:
-                step = plan.send(reply) if error is None else plan.throw(error)
+                # One try around the whole loop, its jump back included (where
+                # Python runs signal handlers): an interrupt anywhere between a
+                # reply and the plan's next step is thrown into the plan, which
+                # cleans up. The handlers make no calls (a call is where a
+                # signal handler may run again).
+                while True:
+                    sending = True
+                    step = plan.send(reply) if error is None else plan.throw(error)
+                    sending = False
+                    error = None
+                    if type(step) is Eval:  # (the common step, without _perform's dispatch)
+                        reply = parse_reply(step.script, _evalsha(client, step))
+                    else:
+                        reply = _perform(client, step, held)
             except StopIteration as stop:
-                kept, result = stop.value is not None, stop.value
-                return stop.value  # type: ignore[no-any-return]
-            error = None
-            try:
-                if type(step) is Eval:  # (the common step, without _perform's dispatch)
-                    reply = parse_reply(step.script, _evalsha(client, step))
-                else:
-                    reply = _perform(client, step, held)
+                try:
+                    ended = plan.gi_frame is None  # type: ignore[attr-defined]
+                except AttributeError:
+                    ended = sending
+                if ended:  # the plan returned
+                    kept, result = stop.value is not None, stop.value
+                    return stop.value  # type: ignore[no-any-return]
+                reply, error = None, stop
             except BaseException as exc:
-                reply, error = None, exc
+                try:
+                    ended = plan.gi_frame is None  # type: ignore[attr-defined]
+                except AttributeError:
+                    ended = sending
+                if ended:
+                    raise  # the plan raised it, after its own clean-up
+                reply, error = None, exc  # from the driver: the plan has not seen it
     finally:
         try:
             for c in reversed(held):
@@ -1116,7 +1147,12 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, WaitWake):
         c = held[-1]
         if c.listener is None:
-            woken = c.ch.wake.wait(step.timeout)
+            ch = c.ch
+            ch.wait_until = math.inf if step.timeout is None else time.monotonic() + step.timeout
+            try:
+                woken = ch.wake.wait(step.timeout)
+            finally:
+                ch.wait_until = None
         else:
             woken = c.listener.wait(step.timeout)
             c.listener.clear()

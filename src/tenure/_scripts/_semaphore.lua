@@ -101,8 +101,11 @@ end
 -- permits with a lease of its claim window and a new fence, and "<fence>
 -- <token>" is published on its wake channel (`wake_prefix` .. waiter id); the
 -- waiter extends the lease to its full length at once. A waiter whose PUBLISH
--- reaches no subscriber is gone: dropped, as is one asking for more permits
--- than the count (after the count shrank; its next attempt is told). After a
+-- reaches no subscriber is gone: dropped (a head that waits for more permits
+-- than are free is asked with "probe", so that a dead one does not keep the
+-- free permits from those behind it). One asking for more permits than the
+-- count (after the count shrank) is dropped and told "recheck 0", so that its
+-- next attempt, at once, is refused with the count. After a
 -- hand-off, the waiter then first in line is told "recheck <ms>" (see
 -- _common.lua), ms = the shortest claim handed. `own` is the caller's waiters
 -- member ("" if none): when reached, it is granted without a message, for
@@ -117,9 +120,16 @@ local function sem_promote(s, wake_prefix, fence_ttl, own, own_lease)
     if not head then break end
     local w, lease, n, token = string.match(head, '^([^|]*)|(%d+)|(%d+)|(.+)$')
     local fits = w and tonumber(n) >= 1 and tonumber(n) <= s.total
-    if fits and tonumber(n) > free then break end
+    local gone = false
+    if fits and tonumber(n) > free then
+      -- It keeps everyone behind it waiting, free permits or not: only while it
+      -- lives. "probe" (which hubs ignore) reaching nobody says it is gone.
+      if head == own or redis.call('PUBLISH', wake_prefix .. w, 'probe') > 0 then break end
+      gone = true
+    end
     redis.call('ZREM', KEYS[4], head)
-    if fits then
+    if w and not fits then recheck(wake_prefix, head, 0) end
+    if fits and not gone then
       n, lease = tonumber(n), tonumber(lease)
       local fence = sem_next_fence(s)
       if head == own then lease = tonumber(own_lease) end
@@ -139,6 +149,19 @@ local function sem_promote(s, wake_prefix, fence_ttl, own, own_lease)
     recheck(wake_prefix, redis.call('ZRANGE', KEYS[4], 0, 0)[1], shortest)
   end
   return granted
+end
+
+-- Drop from the queue every waiter asking for more permits than the count in
+-- force, telling each "recheck 0": its next attempt, at once, is refused with
+-- the count (rather than when its timer, a holder's lease, runs out).
+local function sem_drop_too_large(s, wake_prefix)
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+    local n = tonumber(string.match(member, '^[^|]*|%d+|(%d+)|'))
+    if n and n > s.total then
+      redis.call('ZREM', KEYS[4], member)
+      recheck(wake_prefix, member, 0)
+    end
+  end
 end
 
 -- Milliseconds until the first lease ends (-1 when no permit is held).

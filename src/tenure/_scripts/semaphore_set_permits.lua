@@ -1,6 +1,8 @@
 -- semaphore_set_permits.lua: store a new permit count. Held permits are kept
 -- (a smaller count makes new acquires wait until enough are given back); a
--- larger count hands the new permits to the first waiters that fit.
+-- larger count hands the new permits to the first waiters that fit. Waiters
+-- asking for more permits than the new count leave the queue and are told to
+-- try again at once (their attempt is then refused with the count).
 --
 -- KEYS[1]  holders key   sorted set, a member "<token>#<i>" per held permit,
 --                        score = expiry (server ms) (see _semaphore.lua)
@@ -30,6 +32,7 @@ local s = sem_open(ARGV[1])
 s.total = tonumber(ARGV[1])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[4])
 sem_prune(s)
+sem_drop_too_large(s, ARGV[2])
 sem_promote(s, ARGV[2], tonumber(ARGV[3]), '')
 sem_touch(s)
 return {OK, s.stored or 0}

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 
 from ..._drivers import _async as _driver
+from ..._drivers._clients import result_lost_with
 from ..._drivers._identity import process_mark
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
 from ..._info import MultiLockInfo, MultiPartInfo
@@ -53,6 +55,19 @@ def _server_of(client: object) -> str:
     if kwargs.get("path"):
         return f"unix:{kwargs['path']}/{db}"
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
+
+
+def _grants_of(group: Sequence[int], results: Sequence[object]) -> dict[int, Grant]:
+    """The parts of ``group`` whose result in ``results`` (in the group's
+    order) is a grant, or an error that cut a grant off (see
+    ``result_lost_with``), with the grant."""
+    grants: dict[int, Grant] = {}
+    for i, result in zip(group, results, strict=False):
+        if isinstance(result, BaseException):
+            result = result_lost_with(result)
+        if isinstance(result, Grant):
+            grants[i] = result
+    return grants
 
 
 async def _release_quietly(leases: Sequence[_AsyncPartLease]) -> None:
@@ -384,26 +399,36 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         owner = _driver.current_owner()
         deadline = None if wait is None else time.monotonic() + wait
         taken = None
-        if self._groups is not None and not (blocking and _busy and self._busy()):
-            taken = await self._take_together(owner)
-            if taken is None and not blocking:
-                return None
-        while True:
-            if taken is None:
-                taken = await self._take_all(blocking, deadline)
-                if taken is None:
+        lease = None
+        try:
+            if self._groups is not None and not (blocking and _busy and self._busy()):
+                taken = await self._take_together(owner)
+                if taken is None and not blocking:
                     return None
-            if all(lease.valid for lease in taken):
-                break
-            # a part's lease ran out while later parts were awaited: start over
-            await _release_quietly(taken)
-            taken = None
-            if not blocking or (deadline is not None and time.monotonic() >= deadline):
-                return None
-        lease = AsyncMultiLease(self, owner, tuple([taken[at] for at in self._place]))
-        self._leases[owner] = lease
-        if self._on_lost is not None:
-            lease.on_lost(self._on_lost)
+            while True:
+                if taken is None:
+                    taken = await self._take_all(blocking, deadline)
+                    if taken is None:
+                        return None
+                if all(part.valid for part in taken):
+                    break
+                # a part's lease ran out while later parts were awaited: start over
+                await _release_quietly(taken)
+                taken = None
+                if not blocking or (deadline is not None and time.monotonic() >= deadline):
+                    return None
+            lease = AsyncMultiLease(self, owner, tuple([taken[at] for at in self._place]))
+            self._leases[owner] = lease
+            if self._on_lost is not None:
+                lease.on_lost(self._on_lost)
+        except BaseException:
+            # interrupted or cancelled with parts taken: the caller never gets
+            # them, so they are given back now, not left until their ttl
+            if lease is not None and self._leases.get(owner) is lease:
+                del self._leases[owner]
+            if taken:
+                await _release_quietly(taken)
+            raise
         return lease
 
     async def _take_all(
@@ -454,20 +479,33 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         taken: dict[int, _AsyncPartLease] = {}
         errors: list[BaseException] = []
         busy = False
+        # the grants not yet made leases, and the leases not yet started: given
+        # back if an interruption or cancellation cuts them off from the caller
+        granted: dict[int, Grant] = {}
+        made: dict[int, _AsyncPartLease] = {}
         try:
             for group in self._groups:
                 parts = [self._parts[i] for i in group]
                 plans = [await part._prepare(owner, False, None) for part in parts]
-                results = await _driver.run_together(parts[0]._client, plans)
+                try:
+                    results = await _driver.run_together(parts[0]._client, plans)
+                except BaseException as exc:
+                    lost = result_lost_with(exc)
+                    if lost is not None:  # (the plans' results, cut off by exc)
+                        granted.update(_grants_of(group, lost))
+                    raise
+                granted.update(_grants_of(group, results))
                 for i, part, result in zip(group, parts, results, strict=True):
                     if isinstance(result, Grant):
-                        lease = part._granted(owner, result)
+                        made[i] = part._granted(owner, result)
+                        del granted[i]
                         try:
-                            await lease._start()  # (it releases itself if it fails)
+                            await made[i]._start()  # (it releases itself if it fails)
                         except BaseException as exc:
                             errors.append(exc)
                         else:
-                            taken[i] = lease
+                            taken[i] = made[i]
+                        del made[i]
                     elif isinstance(result, BaseException):
                         errors.append(result)
                     else:
@@ -477,6 +515,8 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
                     break
         except BaseException as exc:
             errors.append(exc)
+        if granted or made:
+            await self._give_back(owner, granted, [made[i] for i in made if i not in taken])
         leases = [taken[i] for i in self._order if i in taken]
         if errors or busy:
             released = await _release_together(list(reversed(leases)))
@@ -484,6 +524,19 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
             _raise_first(errors + [e for e in released if not isinstance(e, Exception)])
             return None
         return leases
+
+    async def _give_back(
+        self, owner: str, granted: dict[int, Grant], made: list[_AsyncPartLease]
+    ) -> None:
+        """Give back (best effort) grants that never became leases (part index
+        -> grant) and leases that never started."""
+        for i, grant in granted.items():
+            with contextlib.suppress(Exception):
+                part = self._parts[i]
+                await _driver.run(part._client, part._give_back(grant, owner))
+        for lease in made:
+            with contextlib.suppress(Exception):
+                await lease.release()
 
     def _in_order(self, leases: tuple[_AsyncPartLease, ...]) -> list[_AsyncPartLease]:
         """A multi-lease's part leases (given in the parts' order) in the acquire order."""

@@ -190,10 +190,13 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
             self._client,
             plan,
             lambda grant: self._granted(owner, grant),
-            lambda grant: rlock_plans.release(
-                self._keys, owner, grant.fence, delay_ms=self._opts.delay_ms
-            ),
+            lambda grant: self._give_back(grant, owner),
         )
+
+    def _give_back(self, grant: Grant, owner: str) -> Plan[int]:
+        """The release of ``owner``'s ``grant`` whose lease its caller never
+        got (see ``_take_grant``): one hold level."""
+        return rlock_plans.release(self._keys, owner, grant.fence, delay_ms=self._opts.delay_ms)
 
     async def _prepare(
         self, owner: str, blocking: bool, timeout: float | None

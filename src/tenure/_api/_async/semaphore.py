@@ -273,8 +273,8 @@ class AsyncSemaphore(PerProcess):
         Safe while the semaphore is in use: held permits are never taken back.
         With fewer permits, new acquires wait until enough are given back; with
         more, the new permits go to the first waiters that fit at once. A waiter
-        asking for more permits than the new count is told at its next attempt
-        (:class:`~tenure.InvalidArgument`).
+        asking for more permits than the new count leaves the queue and its
+        acquire raises :class:`~tenure.InvalidArgument` at once.
 
         Args:
             permits: the new count, an ``int`` from 1 to 2**53 - 1.

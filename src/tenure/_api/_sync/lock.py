@@ -179,7 +179,7 @@ class Lock(_Blocks[Lease]):
             self._client,
             plan,
             lambda grant: self._granted(owner, grant),
-            lambda grant: self._release_plan(grant.token, grant.fence, ""),
+            lambda grant: self._give_back(grant, owner),
         )
 
     def _prepare(
@@ -193,6 +193,11 @@ class Lock(_Blocks[Lease]):
             left_behind._clean_up()
         # If held, the first attempt settles it, never queued behind our own gate.
         return self._acquire_plan(owner, blocking, timeout, held)
+
+    def _give_back(self, grant: Grant, owner: str) -> Plan[None]:
+        """The release of ``owner``'s ``grant`` whose lease its caller never
+        got (see ``_take_grant``)."""
+        return self._release_plan(grant.token, grant.fence, "")
 
     def _granted(self, owner: str, grant: Grant) -> Lease:
         """The lease of ``grant`` (the reply of :meth:`_prepare`'s plan), known
