@@ -521,6 +521,36 @@ def test_async_waiter_is_woken_when_the_task_subscribing_for_it_is_cancelled(
     asyncio.run(main())
 
 
+def test_async_owner_under_wait_for_and_asyncio_timeout(
+    server: ServerProcess, r: redis.Redis
+) -> None:
+    """As the README says: ``asyncio.timeout()`` keeps the caller the owner; on
+    Python 3.11 ``asyncio.wait_for`` runs the acquire in a task of its own,
+    which owns the lease."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(server.url)
+        lock = AsyncRLock(client, "owner-under-timeout", ttl=5)
+        async with asyncio.timeout(1):
+            first = await lock.acquire()
+            again = await lock.acquire()  # re-entered: the same owner
+        assert first is not None and again is not None and again.fence == first.fence
+        assert await lock.owned()
+        await lock.release()
+        await lock.release()
+        assert not await lock.locked()
+        if sys.version_info < (3, 12):
+            plain = AsyncLock(client, "owner-under-wait-for", ttl=5)
+            lease = await asyncio.wait_for(plain.acquire(), 1)
+            assert lease is not None
+            with pytest.raises(NotOwnedError):
+                await plain.release()
+            await lease.release()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_second_acquire_raises_even_while_a_local_thread_waits(r: redis.Redis) -> None:
     """The owner's second acquire must not queue behind this process's waiter."""
     lease = Lock(r, "gate", ttl=30).acquire()
