@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -30,6 +33,7 @@ from tenure import (
     Semaphore,
     WrongTypeError,
 )
+from tenure._drivers import _async as _async_driver
 from tenure._server import ServerProcess, free_port
 
 
@@ -442,6 +446,111 @@ def test_async_cancelled_waiter_leaves_no_trace(server: ServerProcess, r: redis.
     asyncio.run(main())
 
 
+def test_async_cancel_is_never_lost_whatever_the_moment(
+    server: ServerProcess, r: redis.Redis
+) -> None:
+    """A waiting acquire cancelled at any event-loop step raises CancelledError
+    at once. redis-py writes a command under ``asyncio.wait_for`` (its socket
+    timeout), which on Python 3.11 returns normally when the cancellation
+    lands just as the write completes: before the driver checked for that,
+    the acquire went on waiting (for the holder's lease, or until it took the
+    lock) in a task its caller had cancelled."""
+
+    async def main() -> None:
+        holder = redis.asyncio.Redis.from_url(server.url)
+        client = redis.asyncio.Redis.from_url(server.url, socket_timeout=5)
+        lease = await AsyncLock(holder, "sweep", ttl=5).acquire()
+        assert lease is not None
+        late: list[int] = []
+        for steps in range(40):  # cancel after 0, 1, ... loop iterations
+            waiter = asyncio.create_task(AsyncLock(client, "sweep").acquire())
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            waiter.cancel()
+            done, _ = await asyncio.wait({waiter}, timeout=1)
+            if not done or not waiter.cancelled():
+                late.append(steps)
+                await asyncio.wait({waiter}, timeout=10)
+        assert late == [], f"cancel lost after these loop steps: {late}"
+        assert await AsyncLock(holder, "sweep").locked()  # still the holder's
+        assert await client.zcard("tenure:{sweep}:waiters") == 0
+        await lease.release()
+        assert not await AsyncLock(holder, "sweep").locked()
+        await holder.aclose()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_async_waiter_is_woken_when_the_task_subscribing_for_it_is_cancelled(
+    server: ServerProcess, r: redis.Redis
+) -> None:
+    """Two tasks of one client wait on a lock: the first to wait sends the
+    wake channel's SUBSCRIBE, the second counts on it. The first is cancelled
+    while its SUBSCRIBE waits its turn (the hub sends one at a time): the
+    second must still be woken by the release. Before the fix the cancel
+    forgot the channel's record with the second still in it, so the second
+    waited for a confirmation that never came (5 s), then for its timer."""
+
+    async def main() -> None:
+        holder = redis.asyncio.Redis.from_url(server.url)
+        client = redis.asyncio.Redis.from_url(server.url)
+        lease = await AsyncLock(holder, "subcancel", ttl=5).acquire()
+        assert lease is not None
+        hub = _async_driver._state(client).hub
+        async with hub._sending:  # (a SUBSCRIBE of another lock, in flight)
+            first = asyncio.create_task(AsyncLock(client, "subcancel").acquire())
+            second = asyncio.create_task(AsyncLock(client, "subcancel").acquire())
+            for _ in range(200):  # both counted in on the channel
+                if any(ch.refs == 2 for ch in hub._book.channels.values()):
+                    break
+                await asyncio.sleep(0.005)
+            first.cancel()
+            await asyncio.wait({first})
+        assert first.cancelled()
+        await asyncio.sleep(0.05)
+        await lease.release()
+        done, _ = await asyncio.wait({second}, timeout=1)
+        assert done, "the second waiter was not woken by the release"
+        got = second.result()
+        assert got is not None and got.fence > lease.fence
+        await got.release()
+        await holder.aclose()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_async_owner_under_wait_for_and_asyncio_timeout(
+    server: ServerProcess, r: redis.Redis
+) -> None:
+    """As the README says: ``asyncio.timeout()`` keeps the caller the owner; on
+    Python 3.11 ``asyncio.wait_for`` runs the acquire in a task of its own,
+    which owns the lease."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(server.url)
+        lock = AsyncRLock(client, "owner-under-timeout", ttl=5)
+        async with asyncio.timeout(1):
+            first = await lock.acquire()
+            again = await lock.acquire()  # re-entered: the same owner
+        assert first is not None and again is not None and again.fence == first.fence
+        assert await lock.owned()
+        await lock.release()
+        await lock.release()
+        assert not await lock.locked()
+        if sys.version_info < (3, 12):
+            plain = AsyncLock(client, "owner-under-wait-for", ttl=5)
+            lease = await asyncio.wait_for(plain.acquire(), 1)
+            assert lease is not None
+            with pytest.raises(NotOwnedError):
+                await plain.release()
+            await lease.release()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_second_acquire_raises_even_while_a_local_thread_waits(r: redis.Redis) -> None:
     """The owner's second acquire must not queue behind this process's waiter."""
     lease = Lock(r, "gate", ttl=30).acquire()
@@ -672,6 +781,63 @@ def test_an_interrupt_between_the_grant_and_the_caller_gives_the_lock_back(
     assert lease is not None and lease.fence > first
     lease.release()
     assert in_thread(take_and_release) > lease.fence
+
+
+def _interrupt_when_the_reply_is_due_to_the_plan() -> tuple[Any, list[int]]:
+    """A trace function that raises KeyboardInterrupt in the sync driver's loop
+    at the line that hands the plan a script's reply, once, the first time that
+    reply is a script's (not the server probe's): where Python may run a
+    signal handler between a reply and the plan that waits for it."""
+    from tenure._drivers import _sync
+
+    lines, first = inspect.getsourcelines(_sync._drive)
+    target = first + next(i for i, line in enumerate(lines) if "plan.send(reply)" in line)
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        due = event == "line" and frame.f_lineno == target and not fired
+        if due and isinstance(frame.f_locals.get("reply"), tuple):
+            fired.append(target)
+            raise KeyboardInterrupt
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is _sync._drive.__code__ else None
+
+    return calls, fired
+
+
+@pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
+def test_an_interrupt_between_a_reply_and_its_plan_gives_the_grant_back(
+    r: redis.Redis, kind: str
+) -> None:
+    """KeyboardInterrupt in the driver after the acquire's reply was read and
+    before its plan got it (the loop's jump back, where Python checks for
+    signals): the plan is told, and gives back what the attempt took. Before,
+    the interrupt left the driver without a word to the plan, and the lock
+    stayed held under a token nobody used until its ttl."""
+    make = _GRANTED_KINDS[kind]
+    lock = make(r)
+    tracer, fired = _interrupt_when_the_reply_is_due_to_the_plan()
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire()
+    finally:
+        sys.settrace(previous)
+    assert fired
+
+    def take_and_release() -> int:
+        other = make(r).acquire(blocking=False)
+        assert other is not None, "the interrupted attempt gave the lock back"
+        other.release()
+        return int(other.fence)
+
+    first = in_thread(take_and_release)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None and lease.fence > first
+    lease.release()
 
 
 def test_an_interrupt_in_the_drivers_clean_up_after_a_hand_off_gives_the_lock_back(

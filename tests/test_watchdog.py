@@ -297,6 +297,41 @@ async def _async_auto_renewal_and_lost_signal(url: str) -> None:
     await client.aclose()
 
 
+def test_async_on_lost_coroutine_callbacks_are_run(url: str) -> None:
+    """An ``async def`` on_lost callback of an asyncio lease is run in the
+    event loop (as a task), both the lock's and one added by ``on_lost``,
+    also once the lease is already lost. Before, it was called and its
+    coroutine dropped: it never ran (only a "never awaited" warning)."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        ran: list[str] = []
+
+        async def from_lock(lease: Any) -> None:
+            await asyncio.sleep(0)
+            ran.append("lock")
+
+        async def from_lease(lease: Any) -> None:
+            ran.append("lease")
+
+        lease = await AsyncLock(client, "acb", ttl=0.2, on_lost=from_lock).acquire()
+        assert lease is not None
+        lease.on_lost(from_lease)
+        async with asyncio.timeout(1):
+            await lease.lost.wait()
+        for _ in range(50):
+            if len(ran) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert sorted(ran) == ["lease", "lock"]
+        lease.on_lost(from_lease)  # already lost: run at once
+        await asyncio.sleep(0.05)
+        assert ran.count("lease") == 2
+        await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_a_short_outage_does_not_lose_the_lease(make_server: MakeServer) -> None:
     """Redis paused for less than the lease's remaining time: the hanging renewal
     completes when it comes back, in time, and the lease is kept."""

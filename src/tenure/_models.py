@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import threading
 import time
@@ -15,6 +17,9 @@ from ._plans.waiting import Grant, validity
 
 _log = logging.getLogger("tenure")
 _callbacks_mutex = threading.Lock()
+
+#: The tasks running ``async def`` on_lost callbacks (referenced until done).
+_callback_tasks: set[asyncio.Task[Any]] = set()
 
 
 def _a(name: str) -> str:
@@ -115,8 +120,9 @@ class LostSignalBase:
         """Call ``callback(lease)`` once when the lease is lost (at once if it is).
 
         Callbacks run on the watchdog's thread (sync API) or in the event loop
-        (async API); keep them short. An exception in one is logged to the
-        ``tenure`` logger and does not stop the others.
+        (async API); keep them short. An ``async def`` callback of an asyncio
+        lease runs as a task of that loop. An exception in one is logged to
+        the ``tenure`` logger and does not stop the others.
         """
         with _callbacks_mutex:
             if self._life.phase is not Phase.LOST:
@@ -164,9 +170,42 @@ class LostSignalBase:
 
     def _run_callback(self, callback: Callable[[Any], object]) -> None:
         try:
-            callback(self)
+            outcome = callback(self)
         except Exception:
             _log.exception("tenure: on_lost callback %r failed for %r", callback, self)
+            return
+        if inspect.iscoroutine(outcome):
+            self._run_coroutine(callback, outcome)
+
+    def _run_coroutine(self, callback: Callable[[Any], object], coro: Any) -> None:
+        """Run the coroutine an ``async def`` callback returned, as a task of the
+        event loop running here (the asyncio watchdog's, or the caller's of
+        ``on_lost``); its error is logged as a callback's. With no loop running
+        here (a sync lease's watchdog thread) it can't run: closed, and logged."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()
+            _log.error(
+                "tenure: on_lost callback %r of %r is a coroutine function, which only "
+                "an asyncio lease can run",
+                callback,
+                self,
+            )
+            return
+        task = loop.create_task(coro, name="tenure-on-lost")
+        _callback_tasks.add(task)
+        task.add_done_callback(lambda done: self._callback_done(callback, done))
+
+    def _callback_done(self, callback: Callable[[Any], object], task: asyncio.Task[Any]) -> None:
+        _callback_tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            _log.error(
+                "tenure: on_lost callback %r failed for %r",
+                callback,
+                self,
+                exc_info=(type(exc), exc, exc.__traceback__),
+            )
 
 
 class LeaseBase(LostSignalBase):

@@ -326,19 +326,29 @@ class _Hub:
         # a cluster node's channels that its server dropped (slot moved, node
         # gone), waiting to be adopted by the hub of their slot's owner
         self._orphans: dict[str, _Channel] = {}
+        # the SUBSCRIBEs on their way (see _subscribe), referenced until done
+        self._opening: set[asyncio.Future[None]] = set()
         self._orphan_failures = 0
         self._rehome_at = 0.0
 
     async def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
         ch, subscribe = self._book.enter(channel, keys, token)
         ch.home = self
-        await self._subscribe(channel, subscribe)
+        try:
+            await self._subscribe(channel, subscribe)
+        except BaseException:
+            self._book.leave(ch, token, time.monotonic())
+            raise
         return ch
 
     async def listen(self, channel: str, event: asyncio.Event) -> _Channel:
         ch, subscribe = self._book.listen(channel, event)
         ch.home = self
-        await self._subscribe(channel, subscribe)
+        try:
+            await self._subscribe(channel, subscribe)
+        except BaseException:
+            self._book.unlisten(ch, event, time.monotonic())
+            raise
         return ch
 
     async def adopt(self, channel: str, ch: _Channel) -> None:
@@ -406,14 +416,39 @@ class _Hub:
             self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
 
     async def _subscribe(self, channel: str, new: bool) -> None:
-        if new:
-            try:
-                await self._send_subscribe(channel)
-            except BaseException:
-                self._book.abort(channel)
-                raise
-            if self._reader is None:
-                self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
+        """Subscribe to a ``new`` channel (else nothing to do). The SUBSCRIBE
+        is sent by a task of its own: other plans of the process may enter
+        the channel while it is on its way, and count on its confirmation, so
+        a cancellation of the plan that entered first (which the caller then
+        counts out) does not stop it."""
+        if not new:
+            return
+        opening = asyncio.ensure_future(self._open(channel))
+        self._opening.add(opening)
+        opening.add_done_callback(self._opened)
+        await asyncio.shield(opening)
+
+    async def _open(self, channel: str) -> None:
+        """SUBSCRIBE to ``channel`` and start the reader if it is not running.
+        If that fails, the channel is forgotten and every plan that entered
+        it is woken (to try again, and meet the error)."""
+        try:
+            await self._send_subscribe(channel)
+        except BaseException:
+            ch = self._book.channels.get(channel)
+            self._book.abort(channel)
+            if ch is not None:
+                _wake_all_of(ch)
+            raise
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read(), name="tenure-wake-hub")
+
+    def _opened(self, opening: asyncio.Future[None]) -> None:
+        """A SUBSCRIBE of :meth:`_subscribe` is done: drop its reference and
+        retrieve its error (raised to its plan, if that still waited for it)."""
+        self._opening.discard(opening)
+        if not opening.cancelled():
+            opening.exception()
 
     def leave(self, ch: _Channel, token: str, kept: bool = False) -> None:
         self._book.leave(ch, token, time.monotonic(), kept)
@@ -998,20 +1033,28 @@ async def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
                         due.append(i)
                         steps.append(step)
                         continue
+                    asked = _cancel_requests()
                     try:
                         if not isinstance(step, Command | Pipeline | Listening):
                             raise TypeError(f"run_together runs no {type(step).__name__} step")
                         replies[i] = await _perform(client, step, [])
                     except BaseException as exc:
                         errors[i] = exc
+                    else:
+                        errors[i] = _swallowed(asked)
                 live = going
                 if not steps:
                     continue
+                asked = _cancel_requests()
                 try:
                     answers = await _send_together(client, state, steps)
                 except BaseException as exc:
                     for i in due:
                         errors[i] = exc
+                    continue
+                if (swallowed := _swallowed(asked)) is not None:
+                    for i in due:
+                        errors[i] = swallowed
                     continue
                 for i, answer in zip(due, answers, strict=True):
                     if isinstance(answer, BaseException):
@@ -1116,6 +1159,25 @@ class _Contention:
         return self.ch.home  # type: ignore[no-any-return]
 
 
+def _cancel_requests() -> int:
+    """How many cancellations of the current task are pending (0 outside a task)."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+def _swallowed(asked: int) -> asyncio.CancelledError | None:
+    """The cancellation that a call begun when :func:`_cancel_requests` was
+    ``asked`` returned through without raising, if any: redis-py writes each
+    command under ``asyncio.wait_for`` (its socket timeout), which on Python
+    3.11 returns the result when the cancellation lands just as the write
+    completes, so the caller's cancel (or its ``asyncio.timeout``) would be
+    lost and the plan would go on waiting. The plan gets it instead, as if it
+    had come during the call (it gives back what the call took)."""
+    if _cancel_requests() > asked:
+        return asyncio.CancelledError()
+    return None
+
+
 async def _drive(client: Client, plan: Plan[T]) -> T:
     held: list[_Contention] = []
     reply: Any = None
@@ -1130,6 +1192,7 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
                 kept, result = stop.value is not None, stop.value
                 return stop.value  # type: ignore[no-any-return]
             error = None
+            asked = _cancel_requests()
             try:
                 if type(step) is Eval:  # (the common step, without _perform's dispatch)
                     reply = parse_reply(step.script, await _evalsha(client, step))
@@ -1137,6 +1200,9 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
                     reply = await _perform(client, step, held)
             except BaseException as exc:
                 reply, error = None, exc
+            else:
+                if (error := _swallowed(asked)) is not None:
+                    reply = None
     finally:
         try:
             for c in reversed(held):

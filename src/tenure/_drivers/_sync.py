@@ -1087,23 +1087,43 @@ def _drive(client: Client, plan: Plan[T]) -> T:
     held: list[_Contention] = []
     reply: Any = None
     error: BaseException | None = None
+    sending = False  # (for a plan that is not a generator: its send is running)
     kept = False  # the plan ended holding what it waited for
     result: Any = None
     try:
         while True:
             try:
-                step = plan.send(reply) if error is None else plan.throw(error)
+                # One try around the whole loop, its jump back included (where
+                # Python runs signal handlers): an interrupt anywhere between a
+                # reply and the plan's next step is thrown into the plan, which
+                # cleans up. The handlers make no calls (a call is where a
+                # signal handler may run again).
+                while True:
+                    sending = True
+                    step = plan.send(reply) if error is None else plan.throw(error)
+                    sending = False
+                    error = None
+                    if type(step) is Eval:  # (the common step, without _perform's dispatch)
+                        reply = parse_reply(step.script, _evalsha(client, step))
+                    else:
+                        reply = _perform(client, step, held)
             except StopIteration as stop:
-                kept, result = stop.value is not None, stop.value
-                return stop.value  # type: ignore[no-any-return]
-            error = None
-            try:
-                if type(step) is Eval:  # (the common step, without _perform's dispatch)
-                    reply = parse_reply(step.script, _evalsha(client, step))
-                else:
-                    reply = _perform(client, step, held)
+                try:
+                    ended = plan.gi_frame is None  # type: ignore[attr-defined]
+                except AttributeError:
+                    ended = sending
+                if ended:  # the plan returned
+                    kept, result = stop.value is not None, stop.value
+                    return stop.value  # type: ignore[no-any-return]
+                reply, error = None, stop
             except BaseException as exc:
-                reply, error = None, exc
+                try:
+                    ended = plan.gi_frame is None  # type: ignore[attr-defined]
+                except AttributeError:
+                    ended = sending
+                if ended:
+                    raise  # the plan raised it, after its own clean-up
+                reply, error = None, exc  # from the driver: the plan has not seen it
     finally:
         try:
             for c in reversed(held):
