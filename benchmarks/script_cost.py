@@ -5,7 +5,9 @@ without their ACL guard, and of the leanest scripts that still do what a
 tenure ``Lock`` promises uncontended (the lock-delay check, ``SET NX PX``, a
 fence ``max(last + 1, TIME µs)``; a token-checked release recorded for a
 retried call, the lock-delay guard deleted), against the raw floor's
-compare-and-delete ``EVALSHA`` (its ``SET NX PX`` is no script).
+compare-and-delete ``EVALSHA`` (its ``SET NX PX`` is no script); and, for a
+contended hand-off, the server's time for a waiter's attempt that queues and
+the release that hands the lock to it, with and without the ACL guard.
 
 The calls are pipelined (2,000 cycles per pipeline, three pipelines per
 variant) so that no round trip is timed: only the server's time per call.
@@ -22,6 +24,7 @@ import argparse
 import re
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 import redis
 
@@ -115,6 +118,55 @@ def floor_per_call(r: redis.Redis, rounds: int = 3) -> tuple[float, float]:
     return statistics.median(sets), statistics.median(evals)
 
 
+def per_handoff(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> float:
+    """The server's µs per contended hand-off: a waiter's attempt that finds
+    the lock held and queues, then the holder's release that hands the lock
+    to it (a PUBLISH to a subscribed wake channel), two owners taking turns
+    (the median of ``rounds`` pipelines of 3,000 hand-offs)."""
+    sha_a, sha_r = r.script_load(acquire), r.script_load(release)
+    keys_a = ("tenure:{h}", "tenure:{h}:fence", "tenure:{h}:waiters", "tenure:{h}:delay")
+    keys_r = (
+        "tenure:{h}",
+        "tenure:{h}:waiters",
+        "tenure:{h}:fence",
+        "tenure:{h}:delay",
+        "tenure:{h}:released",
+    )
+    prefix = "tenure:{h}:wake:"
+    tokens = {w: f"{w * 32}.1:{w * 8}" for w in "ab"}
+
+    def attempt(pipe: Any, waiter: str, member: str) -> None:
+        token = tokens[waiter]
+        owner = token.split(":")[0] + ":"
+        pipe.evalsha(sha_a, 4, *keys_a, token, owner, 10000, member, 600000, 0, prefix)
+
+    listener = r.pubsub()  # type: ignore[no-untyped-call]
+    listener.subscribe(prefix + "wa", prefix + "wb")
+    times = []
+    try:
+        for _ in range(rounds):
+            r.delete(*keys_a, *keys_r)
+            first = r.pipeline(transaction=False)
+            attempt(first, "a", "")
+            if first.execute()[0][0] != 1:
+                raise RuntimeError("the first holder did not get the lock")
+            pipe = r.pipeline(transaction=False)
+            for i in range(1500):
+                for waiter, holder in (("b", "a"), ("a", "b")):
+                    attempt(pipe, waiter, f"w{waiter}|1000|{tokens[waiter]}")
+                    args = (tokens[holder], prefix, 600000, "", 0, f"op{holder}{i}")
+                    pipe.evalsha(sha_r, 5, *keys_r, *args)
+            r.config_resetstat()
+            replies = pipe.execute()
+            if replies[0][0] != 2 or list(replies[1]) != [1, 1]:
+                raise RuntimeError(f"unexpected replies {replies[:2]!r}")
+            usec = float(r.info("commandstats")["cmdstat_evalsha"]["usec"])
+            times.append(usec / (len(replies) / 2))
+    finally:
+        listener.close()
+    return statistics.median(times)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", help="redis-server/valkey-server to start")
@@ -134,12 +186,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
         }
         floor_set, floor_eval = floor_per_call(r)
+        handoffs = {
+            "tenure's scripts, as sent": per_handoff(r, acquire, release),
+            "the same without the ACL guard": per_handoff(
+                r, without_acl_guard(acquire), without_acl_guard(release)
+            ),
+        }
     print(f"{name} {info.get('valkey_version') or info['redis_version']}: server µs per cycle")
     print("| scripts | µs per EVALSHA | µs per cycle (2 calls) |")
     print("|---|--:|--:|")
     for label, us in rows.items():
         print(f"| {label} | {us:.1f} | {2 * us:.1f} |")
     print(f"| raw floor (SET NX PX + EVALSHA) | {floor_eval:.1f} | {floor_set + floor_eval:.1f} |")
+    print()
+    print("Contended: server µs per hand-off (a waiter's attempt that queues + the release")
+    print("that hands the lock to it)")
+    print("| scripts | µs per hand-off (2 calls) |")
+    print("|---|--:|")
+    for label, us in handoffs.items():
+        print(f"| {label} | {us:.1f} |")
     return 0
 
 
