@@ -34,6 +34,7 @@ from tenure import (
     WrongTypeError,
 )
 from tenure._drivers import _async as _async_driver
+from tenure._plans.waiting import Grant
 from tenure._server import ServerProcess, free_port
 
 
@@ -916,3 +917,52 @@ def test_a_cancel_between_the_grant_and_the_caller_gives_the_lock_back(
 
     asyncio.run(main())
     assert not r.exists("tenure:{grant-cancelled}")
+
+
+def _interrupt_after_the_plan_is_closed() -> tuple[Any, list[int]]:
+    """A profile function that raises KeyboardInterrupt as the driver's call
+    ``plan.close()`` returns (where Python checks for signals: a handler may
+    run there) in the clean-up after a plan returned a grant, once."""
+    from tenure._drivers import _sync
+
+    fired: list[int] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        due = event == "c_return" and not fired and frame.f_code is _sync._drive.__code__
+        closed = due and getattr(arg, "__name__", "") == "close"
+        if closed and isinstance(frame.f_locals.get("result"), Grant):
+            fired.append(frame.f_lineno)
+            raise KeyboardInterrupt
+
+    return profile, fired
+
+
+@pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
+def test_an_interrupt_as_the_driver_returns_the_grant_gives_it_back(
+    r: redis.Redis, kind: str
+) -> None:
+    """KeyboardInterrupt after the driver's clean-up closed the plan that
+    returned a grant (a signal handler may run as ``plan.close()`` returns):
+    the grant is given back before the error reaches the caller. Before, it
+    stayed held under a token nobody used until its ttl."""
+    make = _GRANTED_KINDS[kind]
+    lock = make(r)
+    profiler, fired = _interrupt_after_the_plan_is_closed()
+    sys.setprofile(profiler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire()
+    finally:
+        sys.setprofile(None)
+    assert fired
+
+    def take_and_release() -> int:
+        other = make(r).acquire(blocking=False)
+        assert other is not None, "the interrupted grant was given back"
+        other.release()
+        return int(other.fence)
+
+    first = in_thread(take_and_release)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None and lease.fence > first
+    lease.release()

@@ -6,10 +6,13 @@ no overlap and increasing fences when multi-locks over shared parts contend."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import multiprocessing
+import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -30,6 +33,7 @@ from tenure import (
     RLock,
 )
 from tenure._api._sync import multi as sync_multi
+from tenure._plans.waiting import Grant
 from tenure._server import ServerProcess
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -563,3 +567,41 @@ def test_an_asyncio_acquire_cancelled_while_the_multi_lease_is_made_gives_the_pa
             await client.aclose()
 
     asyncio.run(main())
+
+
+def test_an_interrupt_after_a_lone_parts_grant_in_the_driver_gives_it_back(
+    url: str, r: redis.Redis
+) -> None:
+    """KeyboardInterrupt in run_together's one-plan-at-a-time loop (a part
+    alone on its client: one plan) after the plan returned its grant, at the
+    loop's jump back (where Python checks for signals): the driver hands the
+    grant over with the error, and it is given back."""
+    from tenure._drivers import _sync
+
+    lines, first = inspect.getsourcelines(_sync.run_together)
+    target = first + next(i for i, line in enumerate(lines) if "for i, plan in enumerate" in line)
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        due = event == "line" and frame.f_lineno == target and not fired
+        if due and any(isinstance(x, Grant) for x in frame.f_locals.get("results") or ()):
+            fired.append(target)
+            raise KeyboardInterrupt
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is _sync.run_together.__code__ else None
+
+    one, two = redis.Redis.from_url(url), redis.Redis.from_url(url)
+    multi = MultiLock([Lock(one, "l1", ttl=30), Lock(one, "l2", ttl=30), Lock(two, "l3", ttl=30)])
+    previous = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            multi.acquire()
+    finally:
+        sys.settrace(previous)
+    assert fired
+    _free_now(r, url, ("l1", "l2", "l3"))
+    one.close()
+    two.close()

@@ -1621,3 +1621,81 @@ def test_dropped_clients_of_an_async_redlock_are_not_kept_alive(
     refs = asyncio.run(main())
     gc.collect()
     assert [r() for r in refs if r() is not None] == []
+
+
+def test_an_interrupt_while_the_redlock_lease_starts_gives_the_lock_back(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt after a quorum granted the lock, while its lease
+    starts (its watchdog entry): the grant is given back on every master
+    before the error reaches the caller, as for a single server's kinds, so
+    another owner takes the lock at once and the same owner can acquire again."""
+    from tenure._api._sync import redlock as sync_redlock
+
+    started = sync_redlock.RedlockLease._start
+    armed = [True]
+
+    def interrupted_start(self: Any) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt
+        started(self)
+
+    monkeypatch.setattr(sync_redlock.RedlockLease, "_start", interrupted_start)
+    lock = Redlock(clients, "rl-start-interrupted", ttl=30)
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire()
+    assert not armed[0]
+    assert not any(c.exists("tenure:{rl-start-interrupted}") for c in clients)
+    fences: list[int] = []
+
+    def take() -> None:
+        other = Redlock(clients, "rl-start-interrupted", ttl=30).acquire(blocking=False)
+        assert other is not None, "the interrupted grant was given back"
+        fences.append(int(other.fence))
+        other.release()
+
+    thread = threading.Thread(target=take)
+    thread.start()
+    thread.join(10)
+    assert fences
+    lease = lock.acquire(blocking=False)
+    assert lease is not None and lease.fence > fences[0]
+    lease.release()
+
+
+def test_an_interrupt_while_a_granted_waiter_stops_listening_gives_the_lock_back(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt after a quorum granted the lock to a waiter, while it
+    stops listening on its wake channel: the grant is given back on every
+    master before the error reaches the caller."""
+    from tenure._drivers import _sync
+
+    unlisten = _sync._Hub.unlisten
+    armed = [False]
+
+    def interrupted_unlisten(self: Any, *args: Any) -> None:
+        unlisten(self, *args)
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_sync._Hub, "unlisten", interrupted_unlisten)
+    name = "rl-unlisten-interrupted"
+    holder = Redlock(clients, name, ttl=30).acquire()
+    assert holder is not None
+    lock = Redlock(clients, name, ttl=30)
+    armed[0] = True
+    timer = threading.Timer(0.3, holder.release)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire(timeout=5)
+    finally:
+        timer.join()
+    assert not armed[0]
+    assert not any(c.exists(f"tenure:{{{name}}}") for c in clients)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None and lease.fence > holder.fence
+    lease.release()

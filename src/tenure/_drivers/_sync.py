@@ -918,17 +918,23 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
                 _probe(client, state)
     results: list[Any] = [None] * len(plans)
     if len(plans) == 1 or _clients.is_cluster(type(client)):
-        for i, plan in enumerate(plans):
-            try:
-                results[i] = _drive(client, plan)
-            except Exception as exc:
-                results[i] = exc
-            except BaseException as exc:
-                results[i] = exc
-                for j in range(i + 1, len(plans)):
-                    plans[j].close()
-                    results[j] = exc
-                break
+        try:
+            for i, plan in enumerate(plans):
+                try:
+                    results[i] = _drive(client, plan)
+                except Exception as exc:
+                    results[i] = exc
+                except BaseException as exc:
+                    results[i] = exc
+                    for j in range(i + 1, len(plans)):
+                        plans[j].close()
+                        results[j] = exc
+                    break
+        except BaseException as exc:
+            # cut off at the loop's jump back (where Python runs signal
+            # handlers): the results so far go with the error
+            _clients.note_result(exc, list(results))
+            raise
         return results
     replies: list[Any] = [None] * len(plans)
     errors: list[BaseException | None] = [None] * len(plans)
@@ -1126,19 +1132,22 @@ def _drive(client: Client, plan: Plan[T]) -> T:
                 reply, error = None, exc  # from the driver: the plan has not seen it
     finally:
         try:
-            for c in reversed(held):
-                if c.listener is not None:
-                    c.hub.unlisten(c.ch, c.listener)
-                    continue
-                if c.entered or (not c.owned_before and c.ch.gate._is_owned()):
-                    c.ch.gate.release()
-                c.hub.leave(c.ch, c.token, kept)
+            try:
+                for c in reversed(held):
+                    if c.listener is not None:
+                        c.hub.unlisten(c.ch, c.listener)
+                        continue
+                    if c.entered or (not c.owned_before and c.ch.gate._is_owned()):
+                        c.ch.gate.release()
+                    c.hub.leave(c.ch, c.token, kept)
+            finally:
+                plan.close()
         except BaseException as exc:
-            if kept:  # (an interrupt here): the caller may still give the result back
+            # (an interrupt here, even as plan.close() returns, where Python
+            # runs signal handlers): the caller may still give the result back
+            if kept:
                 _clients.note_result(exc, result)
             raise
-        finally:
-            plan.close()
 
 
 def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:

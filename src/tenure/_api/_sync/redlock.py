@@ -323,9 +323,22 @@ class Redlock(_Blocks[RedlockLease]):
         if taken is None:
             return None
         grant, reached = taken
-        lease = RedlockLease(self, grant, owner, reached)
-        self._leases[owner] = lease
-        lease._start()
+        lease = None
+        try:
+            lease = RedlockLease(self, grant, owner, reached)
+            self._leases[owner] = lease
+            lease._start()
+        except BaseException:
+            # cut off from the caller (an interrupt or cancellation while the
+            # lease is made or started): the grant is given back on every master
+            with contextlib.suppress(Exception):
+                if lease is not None:
+                    lease.release()
+                else:
+                    self._release_round(
+                        grant.token, "", range(self._n), late=reached, quick=True
+                    )
+            raise
         return lease
 
     def _take(
@@ -423,9 +436,17 @@ class Redlock(_Blocks[RedlockLease]):
                     with contextlib.suppress(Exception):
                         self._send_on(range(n), [plans.leave(keys, queued)] * n)
             finally:  # (even if that leave is cut off: else we listen for good)
-                for stop in stops:
-                    if stop is not None:
-                        stop()
+                try:
+                    for stop in stops:
+                        if stop is not None:
+                            stop()
+                except BaseException:
+                    if taken:  # granted, but cut off from the caller: given back
+                        with contextlib.suppress(Exception):
+                            self._release_round(
+                                token, "", range(n), late=range(n), quick=True
+                            )
+                    raise
             if queued and not taken and not left and wake.is_set():
                 # a wake we will not act on: pass it on to the heads (a
                 # giving-up waiter's rule, see the plans)
