@@ -841,6 +841,81 @@ def test_an_interrupt_between_a_reply_and_its_plan_gives_the_grant_back(
     lease.release()
 
 
+@pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
+def test_an_interrupt_as_a_with_blocks_release_begins_still_releases(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """KeyboardInterrupt as the release of a ``with`` block's exit begins (a
+    signal handler runs as a call starts), before it did anything: the block
+    is gone, so nobody could release the lease, which the watchdog would renew
+    for as long as the process lives (a Lock's owner then got AlreadyHeldError
+    at every ``with lock:``). The exit makes the release once more."""
+    make = _GRANTED_KINDS[kind]
+    lock = make(r)
+    first = lock.acquire()
+    assert first is not None
+    lease_type = type(first)
+    first.release()
+    released = lease_type.release
+    armed = [True]
+
+    def interrupted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt
+        return released(self, *args, **kwargs)
+
+    monkeypatch.setattr(lease_type, "release", interrupted)
+    with pytest.raises(KeyboardInterrupt), lock:
+        pass
+    assert not armed[0]
+
+    def take_and_release() -> int:
+        other = make(r).acquire(blocking=False)
+        assert other is not None, "the block's lease was released"
+        other.release()
+        return int(other.fence)
+
+    assert in_thread(take_and_release) > first.fence
+    with lock as again:
+        assert again.fence > first.fence
+
+
+def test_an_asyncio_block_cancelled_as_its_release_begins_still_releases(
+    url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The asyncio twin, for ``async with lock:``: a cancellation raised as the
+    release begins, before it did anything, is followed by the release."""
+    from tenure._api._async import lock as async_lock
+
+    released = async_lock.AsyncLease.release
+    armed = [True]
+
+    async def cancelled(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if armed[0]:
+            armed[0] = False
+            raise asyncio.CancelledError
+        return await released(self, *args, **kwargs)
+
+    monkeypatch.setattr(async_lock.AsyncLease, "release", cancelled)
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            lock = AsyncLock(client, "exit-cancelled")  # (renewed: default ttl)
+            with pytest.raises(asyncio.CancelledError):
+                async with lock:
+                    pass
+            assert not armed[0]
+            assert not r.exists("tenure:{exit-cancelled}")
+            async with lock:
+                pass
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_an_interrupt_in_the_drivers_clean_up_after_a_hand_off_gives_the_lock_back(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

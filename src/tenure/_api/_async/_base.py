@@ -196,7 +196,24 @@ class _AsyncHolding(Generic[L]):
         lease = self._open.pop(_driver.current_owner())
         if lease is None:
             raise NotOwnedError(self._lock.name, None, "no block of this guard is open")
+        await _release_on_exit(lease)
+
+
+async def _release_on_exit(lease: Any) -> None:
+    """``lease.release()`` as a block ends. An interrupt (or cancellation) that
+    comes as the call begins, before the release did anything, would leave the
+    lease held with nobody to release it (the block is gone), and renewed by the
+    watchdog for as long as the process lives (its owner's next acquire of a
+    ``Lock`` then raises ``AlreadyHeldError``): the release is made once more,
+    best effort, before the interrupt goes on."""
+    try:
         await lease.release()
+    except BaseException as exc:
+        life = getattr(lease, "_life", None)
+        if not isinstance(exc, Exception) and getattr(life, "phase", None) is Phase.HELD:
+            with contextlib.suppress(Exception):
+                await lease.release()
+        raise
 
 
 class _AsyncReleasedOnExit:
@@ -213,7 +230,7 @@ class _AsyncReleasedOnExit:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.release()
+        await _release_on_exit(self)
 
 
 class _AsyncBlocks(PerProcess, _AsyncReleasedOnExit, Generic[L]):

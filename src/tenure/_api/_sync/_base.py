@@ -197,7 +197,24 @@ class _Holding(Generic[L]):
         lease = self._open.pop(_driver.current_owner())
         if lease is None:
             raise NotOwnedError(self._lock.name, None, "no block of this guard is open")
+        _release_on_exit(lease)
+
+
+def _release_on_exit(lease: Any) -> None:
+    """``lease.release()`` as a block ends. An interrupt (or cancellation) that
+    comes as the call begins, before the release did anything, would leave the
+    lease held with nobody to release it (the block is gone), and renewed by the
+    watchdog for as long as the process lives (its owner's next acquire of a
+    ``Lock`` then raises ``AlreadyHeldError``): the release is made once more,
+    best effort, before the interrupt goes on."""
+    try:
         lease.release()
+    except BaseException as exc:
+        life = getattr(lease, "_life", None)
+        if not isinstance(exc, Exception) and getattr(life, "phase", None) is Phase.HELD:
+            with contextlib.suppress(Exception):
+                lease.release()
+        raise
 
 
 class _ReleasedOnExit:
@@ -214,7 +231,7 @@ class _ReleasedOnExit:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.release()
+        _release_on_exit(self)
 
 
 class _Blocks(PerProcess, _ReleasedOnExit, Generic[L]):
