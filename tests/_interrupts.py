@@ -1,9 +1,12 @@
-"""A connection class that raises ``KeyboardInterrupt`` at a chosen point of
-its next call, once: how a test interrupts a tenure call for real (the server
-is real; only the interrupt is placed by hand)."""
+"""How a test interrupts a tenure call for real (the server is real; only the
+interrupt is placed by hand): a connection class that raises
+``KeyboardInterrupt`` at a chosen point of its next call, once, and a
+stand-in for a method that raises instead of it, once."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -29,3 +32,37 @@ class InterruptedCall(redis.Connection):
             InterruptedCall.armed = ""
             raise KeyboardInterrupt
         return super().read_response(*args, **kwargs)
+
+
+def raise_once(
+    method: Callable[..., Any], error: type[BaseException] = KeyboardInterrupt, on_call: int = 1
+) -> tuple[Callable[..., Any], list[int]]:
+    """A stand-in for ``method`` (a plain or ``async def`` function, to be set
+    on its class with ``monkeypatch.setattr``) that raises ``error`` instead
+    of calling it on its ``on_call``-th call, once, and calls it otherwise;
+    and a list that is non-empty once it raised."""
+    calls: list[int] = []
+    fired: list[int] = []
+
+    def due() -> bool:
+        calls.append(1)
+        if len(calls) == on_call:
+            fired.append(1)
+            return True
+        return False
+
+    if inspect.iscoroutinefunction(method):
+
+        async def stand_in_async(*args: Any, **kwargs: Any) -> Any:
+            if due():
+                raise error
+            return await method(*args, **kwargs)
+
+        return stand_in_async, fired
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        if due():
+            raise error
+        return method(*args, **kwargs)
+
+    return stand_in, fired

@@ -394,6 +394,28 @@ def test_shim_whose_supervisor_died_before_it_started_runs_nothing(tmp_path: Pat
 # --- signals sent to tenure run ------------------------------------------------------------
 
 
+def _on_a_terminal(url: str, name: str, command: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """``tenure run NAME -- COMMAND`` in the foreground of a new pseudo-terminal
+    of its own (its controlling terminal): the process, and the terminal's
+    master side (writing b"\\x03" there is Ctrl-C)."""
+    master, slave = os.openpty()
+
+    def take_the_terminal() -> None:  # in the child: make the pty its controlling terminal
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    run = subprocess.Popen(
+        [PY, "-m", "tenure", "run", "--url", url, name, "--", *command],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=environment(),
+        start_new_session=True,
+        preexec_fn=take_the_terminal,
+    )
+    os.close(slave)
+    return run, master
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_is_forwarded_and_the_lock_released(
     url: str, r: redis.Redis, tmp_path: Path, signum: signal.Signals
@@ -435,21 +457,7 @@ def test_ctrl_c_in_a_terminal_reaches_the_command_once(url: str, tmp_path: Path)
         time.sleep(0.3)  # for a second SIGINT to arrive, if one comes
         open({str(count)!r}, "w").write(str(len(seen)))
     """)
-    master, slave = os.openpty()
-
-    def take_the_terminal() -> None:  # in the child: make the pty its controlling terminal
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    run = subprocess.Popen(
-        [PY, "-m", "tenure", "run", "--url", url, "tty", "--", *command],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=environment(),
-        start_new_session=True,
-        preexec_fn=take_the_terminal,
-    )
-    os.close(slave)
+    run, master = _on_a_terminal(url, "tty", command)
     try:
         wait_until(ready.exists)
         os.write(master, b"\x03")  # Ctrl-C
@@ -483,21 +491,7 @@ def test_sigint_sent_to_a_foreground_tenure_run_reaches_the_command(
             time.sleep(0.01)
         open({str(count)!r}, "w").write(str(len(seen)))
     """)
-    master, slave = os.openpty()
-
-    def take_the_terminal() -> None:  # in the child: make the pty its controlling terminal
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    run = subprocess.Popen(
-        [PY, "-m", "tenure", "run", "--url", url, "fg-kill", "--", *command],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=environment(),
-        start_new_session=True,
-        preexec_fn=take_the_terminal,
-    )
-    os.close(slave)
+    run, master = _on_a_terminal(url, "fg-kill", command)
     try:
         wait_until(ready.exists)
         run.send_signal(signal.SIGINT)  # kill -INT, not the terminal's Ctrl-C

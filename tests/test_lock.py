@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from _interrupts import raise_once
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -735,6 +736,29 @@ def in_thread(fn: Callable[[], Any]) -> Any:
     return out[0]
 
 
+def taken_at_once_by_another(make: Callable[[redis.Redis], Any], r: redis.Redis, why: str) -> int:
+    """Another thread (another owner) takes ``make(r)`` without waiting and
+    releases it (``why`` says what that shows); its fence."""
+
+    def take_and_release() -> int:
+        other = make(r).acquire(blocking=False)
+        assert other is not None, why
+        other.release()
+        return int(other.fence)
+
+    return int(in_thread(take_and_release))
+
+
+def given_back(lock: Any, make: Callable[[redis.Redis], Any], r: redis.Redis, why: str) -> int:
+    """After an interrupted acquire of ``lock``: another owner takes the lock
+    at once, and then so does this one, with a larger fence; that fence."""
+    first = taken_at_once_by_another(make, r, why)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None and lease.fence > first
+    lease.release()
+    return int(lease.fence)
+
+
 _GRANTED_KINDS: dict[str, Callable[[redis.Redis], Any]] = {
     "Lock": lambda r: Lock(r, "grant-interrupted", ttl=30),
     "RLock": lambda r: RLock(r, "grant-interrupted", ttl=30),
@@ -755,33 +779,16 @@ def test_an_interrupt_between_the_grant_and_the_caller_gives_the_lock_back(
     got AlreadyHeldError meanwhile)."""
     from tenure._api._sync import _base
 
-    started = _base._HeldLease._start
-    armed = [True]
-
-    def interrupted_start(self: Any) -> None:
-        if armed[0]:
-            armed[0] = False
-            raise KeyboardInterrupt
-        started(self)
-
+    interrupted_start, fired = raise_once(_base._HeldLease._start)
     monkeypatch.setattr(_base._HeldLease, "_start", interrupted_start)
     make = _GRANTED_KINDS[kind]
     lock = make(r)
     with pytest.raises(KeyboardInterrupt):
         lock.acquire()
-    assert not armed[0]
-
-    def take_and_release() -> int:
-        other = make(r).acquire(blocking=False)
-        assert other is not None, "the interrupted grant was given back"
-        other.release()
-        return int(other.fence)
-
-    first = in_thread(take_and_release)
-    lease = lock.acquire(blocking=False)
-    assert lease is not None and lease.fence > first
-    lease.release()
-    assert in_thread(take_and_release) > lease.fence
+    assert fired
+    why = "the interrupted grant was given back"
+    fence = given_back(lock, make, r, why)
+    assert taken_at_once_by_another(make, r, why) > fence
 
 
 def _interrupt_when_the_reply_is_due_to_the_plan() -> tuple[Any, list[int]]:
@@ -828,17 +835,7 @@ def test_an_interrupt_between_a_reply_and_its_plan_gives_the_grant_back(
     finally:
         sys.settrace(previous)
     assert fired
-
-    def take_and_release() -> int:
-        other = make(r).acquire(blocking=False)
-        assert other is not None, "the interrupted attempt gave the lock back"
-        other.release()
-        return int(other.fence)
-
-    first = in_thread(take_and_release)
-    lease = lock.acquire(blocking=False)
-    assert lease is not None and lease.fence > first
-    lease.release()
+    given_back(lock, make, r, "the interrupted attempt gave the lock back")
 
 
 @pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
@@ -856,27 +853,12 @@ def test_an_interrupt_as_a_with_blocks_release_begins_still_releases(
     assert first is not None
     lease_type = type(first)
     first.release()
-    released = lease_type.release
-    armed = [True]
-
-    def interrupted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if armed[0]:
-            armed[0] = False
-            raise KeyboardInterrupt
-        return released(self, *args, **kwargs)
-
+    interrupted, fired = raise_once(lease_type.release)
     monkeypatch.setattr(lease_type, "release", interrupted)
     with pytest.raises(KeyboardInterrupt), lock:
         pass
-    assert not armed[0]
-
-    def take_and_release() -> int:
-        other = make(r).acquire(blocking=False)
-        assert other is not None, "the block's lease was released"
-        other.release()
-        return int(other.fence)
-
-    assert in_thread(take_and_release) > first.fence
+    assert fired
+    assert taken_at_once_by_another(make, r, "the block's lease was released") > first.fence
     with lock as again:
         assert again.fence > first.fence
 
@@ -888,15 +870,7 @@ def test_an_asyncio_block_cancelled_as_its_release_begins_still_releases(
     release begins, before it did anything, is followed by the release."""
     from tenure._api._async import lock as async_lock
 
-    released = async_lock.AsyncLease.release
-    armed = [True]
-
-    async def cancelled(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if armed[0]:
-            armed[0] = False
-            raise asyncio.CancelledError
-        return await released(self, *args, **kwargs)
-
+    cancelled, fired = raise_once(async_lock.AsyncLease.release, asyncio.CancelledError)
     monkeypatch.setattr(async_lock.AsyncLease, "release", cancelled)
 
     async def main() -> None:
@@ -906,7 +880,7 @@ def test_an_asyncio_block_cancelled_as_its_release_begins_still_releases(
             with pytest.raises(asyncio.CancelledError):
                 async with lock:
                     pass
-            assert not armed[0]
+            assert fired
             assert not r.exists("tenure:{exit-cancelled}")
             async with lock:
                 pass
@@ -967,15 +941,7 @@ def test_a_cancel_between_the_grant_and_the_caller_gives_the_lock_back(
     back before the CancelledError reaches it; another owner takes it at once."""
     from tenure._api._async import _base
 
-    started = _base._AsyncHeldLease._start
-    armed = [True]
-
-    async def cancelled_start(self: Any) -> None:
-        if armed[0]:
-            armed[0] = False
-            raise asyncio.CancelledError
-        await started(self)
-
+    cancelled_start, fired = raise_once(_base._AsyncHeldLease._start, asyncio.CancelledError)
     monkeypatch.setattr(_base._AsyncHeldLease, "_start", cancelled_start)
 
     async def main() -> None:
@@ -983,7 +949,7 @@ def test_a_cancel_between_the_grant_and_the_caller_gives_the_lock_back(
         lock = AsyncLock(client, "grant-cancelled", ttl=30)
         with pytest.raises(asyncio.CancelledError):
             await lock.acquire()
-        assert not armed[0]
+        assert fired
         assert not await lock.locked()
         lease = await AsyncLock(client, "grant-cancelled", ttl=30).acquire(blocking=False)
         assert lease is not None
@@ -1030,14 +996,4 @@ def test_an_interrupt_as_the_driver_returns_the_grant_gives_it_back(
     finally:
         sys.setprofile(None)
     assert fired
-
-    def take_and_release() -> int:
-        other = make(r).acquire(blocking=False)
-        assert other is not None, "the interrupted grant was given back"
-        other.release()
-        return int(other.fence)
-
-    first = in_thread(take_and_release)
-    lease = lock.acquire(blocking=False)
-    assert lease is not None and lease.fence > first
-    lease.release()
+    given_back(lock, make, r, "the interrupted grant was given back")

@@ -19,7 +19,7 @@ import pytest
 import redis
 import redis.asyncio
 from _fair_workers import PartHold, multi_worker
-from _interrupts import InterruptedCall
+from _interrupts import InterruptedCall, raise_once
 from test_multi import check_parts, in_thread
 
 from tenure import (
@@ -436,22 +436,14 @@ def test_an_interrupt_while_the_multi_lease_is_made_gives_the_parts_back(
     made: the parts are released before the error reaches the caller (before,
     they stayed held under tokens nobody used until their ttl), and the
     caller can take them again at once."""
-    made = sync_multi.MultiLease.__init__
-    armed = [True]
-
-    def interrupted(self: Any, *args: Any) -> None:
-        if armed[0]:
-            armed[0] = False
-            raise KeyboardInterrupt
-        made(self, *args)
-
+    interrupted, fired = raise_once(sync_multi.MultiLease.__init__)
     monkeypatch.setattr(sync_multi.MultiLease, "__init__", interrupted)
     first = redis.Redis.from_url(url)
     second = first if together else redis.Redis.from_url(url)
     multi = MultiLock([Lock(first, "m1", ttl=30), Lock(second, "m2", ttl=30)])
     with pytest.raises(KeyboardInterrupt):
         multi.acquire()
-    assert not armed[0] and not multi.owned()
+    assert fired and not multi.owned()
     _free_now(r, url, ("m1", "m2"))
     lease = multi.acquire(blocking=False)
     assert lease is not None
@@ -468,21 +460,13 @@ def test_an_interrupt_between_two_parts_grants_gives_both_back(
     yet): the started one is released and the other grant given back."""
     from tenure._api._sync import lock as sync_lock
 
-    granted = sync_lock.Lock._granted
-    calls = [0]
-
-    def interrupted(self: Any, owner: str, grant: Any) -> Any:
-        calls[0] += 1
-        if calls[0] == 2:
-            raise KeyboardInterrupt
-        return granted(self, owner, grant)
-
+    interrupted, fired = raise_once(sync_lock.Lock._granted, on_call=2)
     monkeypatch.setattr(sync_lock.Lock, "_granted", interrupted)
     client = redis.Redis.from_url(url)
     multi = MultiLock([Lock(client, "g1", ttl=30), Lock(client, "g2", ttl=30)])
     with pytest.raises(KeyboardInterrupt):
         multi.acquire()
-    assert calls[0] == 2
+    assert fired
     _free_now(r, url, ("g1", "g2"))
     client.close()
 
@@ -541,15 +525,7 @@ def test_an_asyncio_acquire_cancelled_while_the_multi_lease_is_made_gives_the_pa
     multi-lease is made, releases the parts before it reaches the caller."""
     from tenure._api._async import multi as async_multi
 
-    made = async_multi.AsyncMultiLease.__init__
-    armed = [True]
-
-    def cancelled(self: Any, *args: Any) -> None:
-        if armed[0]:
-            armed[0] = False
-            raise asyncio.CancelledError
-        made(self, *args)
-
+    cancelled, fired = raise_once(async_multi.AsyncMultiLease.__init__, asyncio.CancelledError)
     monkeypatch.setattr(async_multi.AsyncMultiLease, "__init__", cancelled)
 
     async def main() -> None:
@@ -558,7 +534,7 @@ def test_an_asyncio_acquire_cancelled_while_the_multi_lease_is_made_gives_the_pa
             multi = AsyncMultiLock([AsyncLock(client, n, ttl=30) for n in ("c1", "c2")])
             with pytest.raises(asyncio.CancelledError):
                 await multi.acquire()
-            assert not armed[0]
+            assert fired
             _free_now(r, url, ("c1", "c2"))
             lease = await multi.acquire(blocking=False)
             assert lease is not None

@@ -21,6 +21,7 @@ import redis.asyncio
 import valkey
 import valkey.asyncio
 import valkey.exceptions
+from _interrupts import raise_once
 from _workers import Hold, check_history, redlock_holder, redlock_worker
 
 from tenure import (
@@ -1632,20 +1633,12 @@ def test_an_interrupt_while_the_redlock_lease_starts_gives_the_lock_back(
     another owner takes the lock at once and the same owner can acquire again."""
     from tenure._api._sync import redlock as sync_redlock
 
-    started = sync_redlock.RedlockLease._start
-    armed = [True]
-
-    def interrupted_start(self: Any) -> None:
-        if armed[0]:
-            armed[0] = False
-            raise KeyboardInterrupt
-        started(self)
-
+    interrupted_start, fired = raise_once(sync_redlock.RedlockLease._start)
     monkeypatch.setattr(sync_redlock.RedlockLease, "_start", interrupted_start)
     lock = Redlock(clients, "rl-start-interrupted", ttl=30)
     with pytest.raises(KeyboardInterrupt):
         lock.acquire()
-    assert not armed[0]
+    assert fired
     assert not any(c.exists("tenure:{rl-start-interrupted}") for c in clients)
     fences: list[int] = []
 
