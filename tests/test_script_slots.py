@@ -159,6 +159,10 @@ def _contend(make: Callable[[], Any], other: Callable[[], Any]) -> None:
     thread = threading.Thread(target=wait)
     thread.start()
     time.sleep(QUEUE)
+    if hasattr(holder, "info"):  # queued for sure, so that the release hands off (under load)
+        deadline = time.monotonic() + 5
+        while holder.info().waiters < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
     lease.extend(5)
     if hasattr(holder, "info"):
         holder.info()
