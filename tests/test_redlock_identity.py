@@ -79,6 +79,8 @@ def test_one_server_by_two_names_in_two_dbs_is_refused_with_a_master_paused(
             assert _held(three[0], 0, "dup") is None and _held(three[0], 1, "dup") is None
         with pytest.raises(InvalidArgument, match=run_id):
             lock.locked()
+        # refused before any lock write: the server never ran a script
+        assert "cmdstat_evalsha" not in clients[0].info("commandstats")
     finally:
         three[1].resume()
     assert _held(three[1], 0, "dup") is None
