@@ -136,3 +136,49 @@ def test_calls_queued_behind_a_stuck_one_go_as_one_pipeline_in_order() -> None:
     with pytest.raises(StopIteration) as done:
         plan.send(["PONG", "a", "b", (Status.OK, 1)])
     assert done.value.value == ["PONG", "a", "b", (Status.OK, 1)]
+
+
+RUN_A = "8f3e1c2b9a7d6e5f4c3b2a1908172635445362a1"
+RUN_B = "0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d"
+
+
+def test_a_masters_run_id_is_read_from_info_server_parsed_or_raw() -> None:
+    assert plans.run_id({"redis_version": "7.2.4", "run_id": RUN_A}) == RUN_A
+    raw = f"# Server\r\nredis_version:7.2.4\r\nrun_id:{RUN_A}\r\ntcp_port:6379\r\n"
+    assert plans.run_id(raw.encode()) == RUN_A
+    assert plans.run_id(raw) == RUN_A
+    # a reply without one (a proxy answering INFO itself): nothing to compare
+    assert plans.run_id({"redis_version": "7.2.4"}) == ""
+    assert plans.run_id(b"# Server\r\nredis_version:7.2.4\r\n") == ""
+    assert plans.run_id(None) == ""
+    plan = plans.identify()
+    assert next(plan) == Command(("INFO", "server"))
+    with pytest.raises(StopIteration) as done:
+        plan.send({"run_id": RUN_B})
+    assert done.value.value == RUN_B
+
+
+def test_a_master_that_did_not_answer_is_not_identified() -> None:
+    assert plans.identity(RUN_A) == RUN_A
+    assert plans.identity("") == ""
+    assert plans.identity(DOWN) is None
+    assert plans.identity(TimeoutError("no reply in time")) is None
+    assert plans.answered(RUN_A) and plans.answered("") and plans.answered(DOWN)
+    assert not plans.answered(object())  # a fan-out's "not done yet"
+
+
+def test_two_masters_with_one_run_id_are_one_server() -> None:
+    assert plans.same_server([RUN_A, RUN_B, "c" * 40]) is None
+    assert plans.same_server([RUN_A, RUN_B, RUN_A]) == (0, 2)
+    assert plans.same_server([RUN_B, RUN_A, RUN_A, RUN_B, "x"]) == (1, 2)
+    # not known (None) or no run_id (""): matches nothing, not even another such
+    assert plans.same_server([None, None, RUN_A]) is None
+    assert plans.same_server(["", "", RUN_A]) is None
+    assert plans.same_server([RUN_A, None, RUN_B, None, RUN_A]) == (0, 4)
+    error = plans.same_server_error(0, "localhost:7000/0", 2, "127.0.0.1:7000/1", RUN_A)
+    assert isinstance(error, InvalidArgument)
+    assert str(error) == (
+        f"clients[0] (localhost:7000/0) and clients[2] (127.0.0.1:7000/1) are the same "
+        f"server (run_id {RUN_A}): a Redlock needs independent masters, each counted "
+        f"once; nothing was taken"
+    )

@@ -21,6 +21,7 @@ import redis.asyncio
 import redis.asyncio.client
 import redis.exceptions
 
+from .._errors import TenureError
 from .._plans import redlock as redlock_plans
 from .._protocol import (
     Command,
@@ -190,8 +191,11 @@ async def run_each(
         elif task.done() and not task.cancelled():
             error = task.exception()
             results[i] = error if error is not None else task.result()
+            if error is not None and _no_answer(todo[i][0], error):
+                _broke(todo[i][0])
         else:
             _suspects[todo[i][0]] = None
+            _broke(todo[i][0])
     for i, result in enumerate(results):
         if result is _NOT_DONE:
             if i not in alone:
@@ -305,6 +309,54 @@ def _deliver(client: Client) -> None:
 _suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
 
 
+#: How many times :func:`run_each` found the connection to each pool's server
+#: broken: a kept connection the server had closed (a restart, an idle
+#: timeout), a call that failed to connect, write or read, or no answer in
+#: time. Behind a broken connection may be another server process (a
+#: restart, a failover, an address that now leads elsewhere): a Redlock asks
+#: such a master who it is again (see :func:`breaks`).
+_breaks: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+#: How many breaks :func:`run_each` saw in all (see :func:`broken`).
+_broken = 0
+
+
+def breaks(client: Client) -> int:
+    """How many times :func:`run_each` found the connection to ``client``'s
+    server broken (counted per connection pool)."""
+    return _breaks.get(_pool_of(client), 0)
+
+
+def broken() -> int:
+    """How many times :func:`run_each` found a connection broken, any server:
+    while it does not move, no :func:`breaks` did."""
+    return _broken
+
+
+def suspected(client: Client) -> bool:
+    """Whether ``client``'s server failed to answer :func:`run_each` in time
+    and has not answered since (a call that waits for it is not waited for
+    once ``enough`` says so)."""
+    return client in _suspects
+
+
+def _pool_of(client: Client) -> Any:
+    return getattr(client, "connection_pool", None) or client
+
+
+def _broke(client: Client) -> None:
+    global _broken
+    where = _pool_of(client)
+    _breaks[where] = _breaks.get(where, 0) + 1
+    _broken += 1
+
+
+def _no_answer(client: Client, error: BaseException) -> bool:
+    """Whether ``error``, what a call on ``client`` raised, says the server did
+    not answer (not an error reply, nor tenure's own verdict on a reply)."""
+    return not isinstance(error, _library(type(client)).response_error | TenureError)
+
+
 async def _run_trusted(client: Client, plan: Plan[T], timeout: float) -> T:
     """:func:`run` within ``timeout``; an answer (even an error reply) clears
     the client's suspicion."""
@@ -387,6 +439,7 @@ async def _scatter(
                     due.pop(i, None)
                     await _drop(client, fans[i], conn)
                     _suspects[client] = None
+                    _broke(client)
                     advance(i, None, exc)
                     continue
                 sent.append((i, conn, step))
@@ -405,6 +458,7 @@ async def _scatter(
                     due.pop(i, None)
                     await _drop(client, fans[i], conn)
                     _suspects[client] = None
+                    _broke(client)
                     advance(i, None, raws)
                     continue
                 due.pop(i, None)
@@ -499,6 +553,8 @@ def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
             stale.append(conn)
     for conn in stale:
         _background(_drop(client, fan, conn))
+    if stale:
+        _broke(client)
     if taken is not None:
         return taken
     if not fan.connecting and fan.open < fan.most:

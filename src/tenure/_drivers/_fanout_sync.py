@@ -23,6 +23,7 @@ import redis
 import redis.client
 import redis.exceptions
 
+from .._errors import TenureError
 from .._plans import redlock as redlock_plans
 from .._protocol import (
     Command,
@@ -370,6 +371,7 @@ def _scatter(
                     del conns[i]
                     _drop(client, fans[i], conn)
                     _suspects[client] = None
+                    _broke(client)
                     advance(i, None, exc)
                     continue
                 sent.append((i, conn, step))
@@ -385,6 +387,7 @@ def _scatter(
                     del conns[i]
                     _drop(client, fans[i], conn)
                     _suspects[client] = None
+                    _broke(client)
                     advance(i, None, got)
                     continue
                 raws = got[skip:]
@@ -434,8 +437,11 @@ def _scatter(
         elif future.done():
             error = future.exception()
             results[i] = error if error is not None else future.result()
+            if error is not None and _no_answer(jobs[i][0], error):
+                _broke(jobs[i][0])
         else:
             _suspects[jobs[i][0]] = None
+            _broke(jobs[i][0])
     for i, result in enumerate(results):
         if result is _NOT_DONE:
             if i not in threaded:
@@ -475,6 +481,8 @@ def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
     finally:
         for conn in stale:
             _drop(client, fan, conn)
+        if stale:
+            _broke(client)
     _workers.submit(functools.partial(_check_out, client, fan))
     return None
 
@@ -564,6 +572,54 @@ _suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
 _on_thread: weakref.WeakKeyDictionary[Any, concurrent.futures.Future[Any]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+#: How many times :func:`run_each` found the connection to each pool's server
+#: broken: a kept connection the server had closed (a restart, an idle
+#: timeout), a call that failed to connect, write or read, or no answer in
+#: time. Behind a broken connection may be another server process (a
+#: restart, a failover, an address that now leads elsewhere): a Redlock asks
+#: such a master who it is again (see :func:`breaks`).
+_breaks: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+#: How many breaks :func:`run_each` saw in all (see :func:`broken`).
+_broken = 0
+
+
+def breaks(client: Client) -> int:
+    """How many times :func:`run_each` found the connection to ``client``'s
+    server broken (counted per connection pool)."""
+    return _breaks.get(_pool_of(client), 0)
+
+
+def broken() -> int:
+    """How many times :func:`run_each` found a connection broken, any server:
+    while it does not move, no :func:`breaks` did."""
+    return _broken
+
+
+def suspected(client: Client) -> bool:
+    """Whether ``client``'s server failed to answer :func:`run_each` in time
+    and has not answered since (a call that waits for it is not waited for
+    once ``enough`` says so)."""
+    return client in _suspects
+
+
+def _pool_of(client: Client) -> Any:
+    return getattr(client, "connection_pool", None) or client
+
+
+def _broke(client: Client) -> None:
+    global _broken
+    where = _pool_of(client)
+    _breaks[where] = _breaks.get(where, 0) + 1
+    _broken += 1
+
+
+def _no_answer(client: Client, error: BaseException) -> bool:
+    """Whether ``error``, what a call on ``client`` raised, says the server did
+    not answer (not an error reply, nor tenure's own verdict on a reply)."""
+    return not isinstance(error, _library(type(client)).response_error | TenureError)
 
 
 def _run_trusted(client: Client, plan: Plan[T]) -> T:

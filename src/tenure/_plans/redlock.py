@@ -434,3 +434,62 @@ def late_plan(steps: Sequence[Late]) -> Plan[Any]:
     for step in steps:
         parts.extend(step.steps if isinstance(step, Pipeline) else (step,))
     return (yield Pipeline(tuple(parts)))
+
+
+def identify() -> Plan[str]:
+    """Ask one master which server process it is: its :func:`run_id`."""
+    info = yield Command(("INFO", "server"))
+    return run_id(info)
+
+
+def run_id(info: object) -> str:
+    """The ``run_id`` of an ``INFO server`` reply (the dict redis-py parses it
+    into, or the raw text): random for each start of a server process, so
+    two addresses (or dbs) that give the same one reach the same process.
+    ``""`` when the reply has none (a proxy that answers ``INFO`` itself)."""
+    if isinstance(info, dict):
+        value = info.get("run_id")
+        return str(value) if value is not None else ""
+    if isinstance(info, bytes):
+        info = info.decode("utf-8", "replace")
+    if isinstance(info, str):
+        for line in info.splitlines():
+            if line.startswith("run_id:"):
+                return line[len("run_id:") :].strip()
+    return ""
+
+
+def identity(result: object) -> str | None:
+    """A master's identity from the result of :func:`identify` on it: its
+    ``run_id`` (``""``: it answered without one), or ``None`` when it did not
+    answer (ask it again)."""
+    return result if isinstance(result, str) else None
+
+
+def answered(result: object) -> bool:
+    """Whether :func:`identify` on a master is done (a ``run_id`` or an error),
+    for a fan-out's ``enough``."""
+    return isinstance(result, str | BaseException)
+
+
+def same_server(ids: Sequence[str | None]) -> tuple[int, int] | None:
+    """The first two masters (indexes) that are one server process: they gave
+    the same ``run_id``; ``None`` when no two did. A master not identified
+    (``None``) or without a ``run_id`` (``""``) matches no other."""
+    first: dict[str, int] = {}
+    for j, ident in enumerate(ids):
+        if ident:
+            i = first.setdefault(ident, j)
+            if i != j:
+                return i, j
+    return None
+
+
+def same_server_error(i: int, where_i: str, j: int, where_j: str, run_id: str) -> InvalidArgument:
+    """The error of a Redlock whose masters ``i`` (at ``where_i``) and ``j``
+    (at ``where_j``) are one server process (``run_id``)."""
+    return InvalidArgument(
+        f"clients[{i}] ({where_i}) and clients[{j}] ({where_j}) are the same server "
+        f"(run_id {run_id}): a Redlock needs independent masters, each counted once; "
+        f"nothing was taken"
+    )

@@ -205,6 +205,26 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
     resource that rejects older fences; where a stalled holder must never
     write after its lease ended, use a consensus system.
 
+    Independent masters. Two clients of one server (two dbs of it, or two
+    addresses: ``localhost`` and ``127.0.0.1``, a unix socket and a TCP port)
+    would count one server twice in a quorum. The same client or address
+    twice is refused here; other duplicates by what each server says of
+    itself: before its first lock write (or ``locked()``, ``owned()``) the
+    Redlock asks every master its ``run_id`` (``INFO server``, which the
+    driver's first-call probe already needs), and asks a master again once
+    its connection was seen broken (a restart changes the ``run_id``; an
+    address may then lead to another server). Two masters with one
+    ``run_id`` make that call raise :class:`InvalidArgument`, leaving nothing
+    taken (a grant of that acquire is given back). Not detected: a master
+    that has not answered yet (asked again by each later call until it
+    does: until then its grant may count); a server behind a proxy that
+    answers ``INFO`` itself or gives no ``run_id`` (then only the addresses
+    are compared); an address that comes to lead to another master's server
+    while its connections stay open (a connection tenure sees closed or
+    failing is checked again); and a replica of another master, or two
+    masters replicating one another (each has its own ``run_id``: they are
+    not independent either).
+
     Args:
         clients: the N masters, one ``redis.asyncio.Redis`` or
             ``valkey.asyncio.Valkey`` client each (a sequence).
@@ -222,8 +242,9 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
     Raises:
         InvalidArgument: ``clients`` is not a sequence of N clients of this API
             (N odd and at least 3), or holds the same client (or the same
-            server, in any db) twice; a bad name, ttl, ``auto_renew``, ``on_lost``,
-            ``master_timeout`` or prefix.
+            address, in any db) twice; a bad name, ttl, ``auto_renew``, ``on_lost``,
+            ``master_timeout`` or prefix. (One server under two addresses is
+            refused by the first call: see above.)
 
     Example::
 
@@ -267,6 +288,13 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         else:
             self._timeout = check_seconds(master_timeout, "master_timeout")
         self._leases: dict[str, AsyncRedlockLease] = {}
+        # who each master is (its run_id; None: not asked yet, or it did not
+        # answer), with the fan-out's count of its broken connections when asked
+        self._ids: list[str | None] = [None] * self._n
+        self._ids_at = [0] * self._n
+        # the fan-out's count of broken connections when every master was known
+        # (-1: not all known): while it does not move, there is nobody to ask
+        self._known_at = -1
 
     @property
     def name(self) -> str:
@@ -305,6 +333,9 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
 
         Raises:
             InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
+                Or two masters are one server (the same ``run_id``; the error
+                names both clients' addresses and the ``run_id``): nothing was
+                taken (a grant is given back).
             AlreadyHeldError: the caller already holds this lock.
             NoQuorumError: fewer than a quorum of masters answered within the
                 per-master timeout, in three rounds in a row (one round when
@@ -318,12 +349,17 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         held = self._leases.get(owner)
         if held is not None and held._life.held:
             raise AlreadyHeldError(self.name)
+        await self._identify()
         taken = await self._take(new_token(owner), blocking, wait)
         if taken is None:
             return None
         grant, reached = taken
         lease = None
         try:
+            # a master whose connection broke during the take may be another
+            # server now: asked again before the lease is handed out (a
+            # duplicate gives the grant back, below)
+            await self._identify()
             lease = AsyncRedlockLease(self, grant, owner, reached)
             self._leases[owner] = lease
             await lease._start()
@@ -452,6 +488,50 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
                 with contextlib.suppress(Exception):
                     await self._send_on(range(n), [plans.wake(keys)] * n)
 
+    async def _identify(self) -> None:
+        """Ask each master not known yet which server process it is (``INFO
+        server``'s ``run_id``), all at once within the per-master timeout: at
+        the first call, and again for a master whose connection broke since
+        (a restart, a failover, an address that now leads to another server).
+        A master under suspicion (paused?) is not waited for: it is asked
+        again by the next call. Free while every master is known and no
+        connection broke.
+
+        Raises:
+            InvalidArgument: two masters are one server process (the same
+                ``run_id``: one server by two addresses, or in two dbs).
+        """
+        if self._known_at == _fanout.broken():
+            return
+        clients = self._clients
+        ask = [
+            i
+            for i, client in enumerate(clients)
+            if self._ids[i] is None or _fanout.breaks(client) != self._ids_at[i]
+        ]
+        known_at = _fanout.broken()
+        if ask:
+            marks = [_fanout.breaks(clients[i]) for i in ask]
+            wait = [k for k, i in enumerate(ask) if not _fanout.suspected(clients[i])]
+            replies = await _fanout.run_each(
+                [(clients[i], plans.identify()) for i in ask],
+                self._timeout,
+                lambda replies: all(plans.answered(replies[k]) for k in wait),
+            )
+            for k, i in enumerate(ask):
+                self._ids[i] = plans.identity(replies[k])
+                self._ids_at[i] = marks[k]
+        same = plans.same_server(self._ids)
+        if same is not None:
+            i, j = same
+            run_id = self._ids[i] or ""
+            self._ids[i] = self._ids[j] = None  # asked again by the next call
+            self._known_at = -1
+            raise plans.same_server_error(
+                i, _server_of(clients[i]), j, _server_of(clients[j]), run_id
+            )
+        self._known_at = known_at if None not in self._ids else -1
+
     async def _round(
         self, steps: Sequence[Step], enough: Callable[[list[Any]], bool] | None = None
     ) -> plans.Tally:
@@ -512,6 +592,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         Raises:
             NoQuorumError: too few masters answered to tell (the ones that did
                 not answer could make a quorum for a holder, or for none).
+            InvalidArgument: two masters are one server (see :meth:`acquire`).
         """
         return (await self._holder()) is not None
 
@@ -520,6 +601,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
 
         Raises:
             NoQuorumError: too few masters answered to tell.
+            InvalidArgument: two masters are one server (see :meth:`acquire`).
         """
         lease = self._leases.get(_driver.current_owner())
         if lease is None:
@@ -528,6 +610,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
 
     async def _holder(self) -> str | None:
         """The token a quorum of masters holds the lock with, or ``None``."""
+        await self._identify()
         jobs = [(client, lock_plans.inspect(self._keys)) for client in self._clients]
         states: list[Any] = await _fanout.run_each(jobs, self._timeout)
         holders = [s.holder for s in states if isinstance(s, lock_plans.LockState)]
