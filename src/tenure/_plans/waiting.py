@@ -219,6 +219,8 @@ def wait_turn(
     lock is busy, or when ``timeout`` seconds pass first.
 
     Raises whatever :meth:`Contender.outcome` raises, after leaving the queue.
+    Once queued, an attempt that meets no master for the slot (a Redis Cluster
+    failover) is sent again until the deadline (see :func:`_attempted`).
     """
     keys, token = c.keys, c.token
     deadline = None if timeout is None else now() + timeout
