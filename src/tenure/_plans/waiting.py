@@ -136,7 +136,10 @@ def handed_off_until(
     window is trusted from ``queued_at`` (no round trip; ``claim`` is the window
     when it is shorter than the ttl, for the watchdog to extend); else the lease
     is extended to the ttl at once with ``extend`` (the primitive's extend plan,
-    started only then), and ``claim`` is 0.0. ``None``: the lease is already gone.
+    started only then), and ``claim`` is 0.0. ``None``: the lease is already
+    gone, or the extend met no master for the slot (a Redis Cluster failover:
+    the waiter's next attempt, on the new master, finds the lock held for its
+    token or free).
     """
     claim = claim_window(ttl)
     if now() - queued_at <= claim * HANDOFF_RESYNC:
