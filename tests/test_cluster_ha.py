@@ -38,6 +38,8 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 from _cluster import Cluster
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from tenure import AsyncLock, Lease, Lock, NotReplicatedError
 from tenure._server import ServerProcess, embedded_binary, server_version
@@ -529,3 +531,225 @@ def test_calls_made_while_a_slot_is_split_wait_for_the_move(
     mover = _split_for(cluster, slot, target, LONG_SPLIT)
     assert asyncio.run(asynchronously()) > again.fence
     mover.join(10)
+
+
+#: The ride-out test (waiters whose timers fire while their slot has no
+#: master), seconds from the unrenewed lease's acquire: its ttl, when the
+#: other locks are released to a stalled waiter (whose claim window then ends
+#: 1 s later, while the slot has no master), when the master is killed (the
+#: promotion takes the node timeout, 2 s, plus the replica's election delay),
+#: and the short waiters' deadline (after the lease ends, before any promotion).
+RIDE_TTL = 3.7
+RIDE_RELEASE = 2.2
+RIDE_KILL = 2.5
+RIDE_SHORT = 4.5
+#: The other waiters' timeout, seconds: far beyond the failover.
+RIDE_TIMEOUT = 20.0
+#: How long the first of the unrenewed lock's waiters holds it after the
+#: promotion, seconds: the other waits meanwhile, on its hub (subscribed again
+#: on the new master) and the holder's PTTL (30 s).
+RIDE_HOLD = 1.5
+
+
+def _ride_client(cluster: Cluster, asyncio: bool, patient: bool) -> Any:
+    """A redis-py cluster client, with its default retries (3), or ``patient``:
+    60 retries with an exponential backoff, as one configures to ride out a
+    failover, which the client does not wait for: it refreshes its slot map
+    between its retries, and they run out within a few seconds (sometimes
+    after this test's promotion, so the other waiters have the default)."""
+    host, port = cluster.startup[0]
+    if not patient:
+        return _classes("redis")[asyncio](host=host, port=port)
+    retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 60)
+    return _classes("redis")[asyncio](host=host, port=port, retry=retry)
+
+
+class _Stalled:
+    """A waiter queued first on ``name`` that hears its hand-off and never
+    claims it (a stalled process whose wake connection is open): the release
+    hands it the lock for its claim window (1 s) and tells the next waiter to
+    check again when the window ends."""
+
+    TOKEN = "stalled-token"
+
+    def __init__(self, master: ServerProcess, name: str) -> None:
+        self.client = redis.Redis(port=master.port, decode_responses=True)
+        self.pubsub = self.client.pubsub()
+        self.pubsub.ssubscribe(f"tenure:{{{name}}}:wake:stalled")
+        assert self.pubsub.get_sharded_message(timeout=5)["type"] == "ssubscribe"
+        self.client.zadd(f"tenure:{{{name}}}:waiters", {f"stalled|1000|{self.TOKEN}": 0})
+
+    def handed(self) -> int:
+        """The fence of the hand-off it heard."""
+        message = self.pubsub.get_sharded_message(ignore_subscribe_messages=True, timeout=5)
+        assert message is not None, "the release did not hand the lock to the stalled waiter"
+        fence, token = message["data"].split()
+        assert token == self.TOKEN
+        return int(fence)
+
+    def close(self) -> None:
+        self.pubsub.close()
+        self.client.close()
+
+
+@dataclass
+class _Ride:
+    """One waiter of the ride-out test: its lock, its deadline (on the
+    monotonic clock) and what its acquire gave (when, and the lease or ``None``)."""
+
+    name: str
+    until: float
+    history: History
+    who: str
+    hold: float = HOLD
+    patient: bool = False
+    done: tuple[float, bool] | None = None
+    error: str = ""
+
+    def sync(self, cluster: Cluster) -> None:
+        client = _ride_client(cluster, False, self.patient)
+        try:
+            lease = Lock(client, self.name).acquire(timeout=self.until - time.monotonic())
+            self.done = (time.monotonic(), lease is not None)
+            if lease is not None:
+                start = time.monotonic()
+                time.sleep(self.hold)
+                self.history.held(start, time.monotonic(), lease.fence, self.who)
+                lease.release()
+        except BaseException as exc:
+            self.history.errors.append(exc)
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            client.close()
+
+    async def aio(self, cluster: Cluster) -> None:
+        client = _ride_client(cluster, True, self.patient)
+        try:
+            waiting = AsyncLock(client, self.name)
+            lease = await waiting.acquire(timeout=self.until - time.monotonic())
+            self.done = (time.monotonic(), lease is not None)
+            if lease is not None:
+                start = time.monotonic()
+                await asyncio.sleep(self.hold)
+                self.history.held(start, time.monotonic(), lease.fence, self.who)
+                await lease.release()
+        except BaseException as exc:
+            self.history.errors.append(exc)
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            await client.aclose()
+
+    def start(self, cluster: Cluster, aio: bool) -> threading.Thread:
+        target = partial(asyncio.run, self.aio(cluster)) if aio else partial(self.sync, cluster)
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+        return thread
+
+
+def _queued(node: ServerProcess, name: str) -> int:
+    return int(_ask(node, "ZCARD", f"tenure:{{{name}}}:waiters"))
+
+
+def _queued_two(node: ServerProcess, name: str) -> bool:
+    """The stalled waiter and one more are queued for ``name``."""
+    return _queued(node, name) == 2
+
+
+def _replica_has(node: ServerProcess, key: str, value: str | None = None) -> bool:
+    with redis.Redis(port=node.port, socket_timeout=2, decode_responses=True) as c:
+        c.execute_command("READONLY")
+        held = c.get(key)
+    return held is not None and (value is None or held == value)
+
+
+def test_waiters_ride_out_a_failover(cluster: Cluster, rc: redis.cluster.RedisCluster) -> None:
+    """The master of a slot dies while waiters of three of its locks wait,
+    sync and asyncio, each with its own cluster client (one with 60 retries):
+
+    - (a) on ``a``, the holder's lease (not renewed) ends while the slot has
+      no master: the waiters' timers fire and their attempts meet the dead
+      master;
+    - (b) on ``b_sync`` and ``b_async``, the holder released the lock to a
+      stalled waiter just before the kill, and told the waiter behind it to
+      check again when the claim window ends, while the slot has no master.
+
+    Each waiter keeps trying within its timeout and gets the lock from the
+    promoted replica (holders never overlap, fences increase); the short
+    waiters of ``a``, whose deadline comes before the promotion, get ``None``
+    at their deadline, not the client's ``ConnectionError``."""
+    a, b_sync, b_async = _same_slot(rc, "riding", 3)
+    slot = rc.keyslot(a)
+    master = cluster.owner(slot)
+    replica = _replica_of(cluster, master)
+    histories = {name: History() for name in (a, b_sync, b_async)}
+    rides: list[_Ride] = []
+    threads: list[threading.Thread] = []
+    far = time.monotonic() + RIDE_TIMEOUT
+    stalled = {name: _Stalled(master, name) for name in (b_sync, b_async)}
+    killed = 0.0
+    try:
+        holders = {name: Lock(rc, name, ttl=LEASE).acquire() for name in (b_sync, b_async)}
+        for name, aio in ((b_sync, False), (b_async, True)):
+            who = f"b {'async' if aio else 'sync'}"
+            rides.append(_Ride(name, far, histories[name], who, patient=not aio))
+            threads.append(rides[-1].start(cluster, aio))
+            _until(partial(_queued_two, master, name), 10, f"the waiter of {name} queued")
+
+        taken = time.monotonic()
+        holder = Lock(rc, a, ttl=RIDE_TTL).acquire()
+        histories[a].held(taken, taken + RIDE_TTL, holder.fence, "a's holder")
+        for who, until, aio in (
+            ("a sync", far, False),
+            ("a async", far, True),
+            ("a sync short", taken + RIDE_SHORT, False),
+            ("a async short", taken + RIDE_SHORT, True),
+        ):
+            rides.append(_Ride(a, until, histories[a], who, RIDE_HOLD))
+            threads.append(rides[-1].start(cluster, aio))
+        _until(lambda: _queued(master, a) == 4, RIDE_RELEASE, "a's four waiters queued")
+
+        time.sleep(max(0.0, taken + RIDE_RELEASE - time.monotonic()))
+        for name, lease in holders.items():
+            released = time.monotonic()
+            lease.release()
+            histories[name].held(0.0, released, lease.fence, f"{name} holder")
+            fence = stalled[name].handed()
+            histories[name].held(released, time.monotonic() + 1.0, fence, f"{name} stalled")
+        for name in (b_sync, b_async):
+            key = f"tenure:{{{name}}}"
+            _until(partial(_replica_has, replica, key, _Stalled.TOKEN), 1, f"{key} replicated")
+        _until(partial(_replica_has, replica, f"tenure:{{{a}}}"), 1, "a's lease replicated")
+        assert time.monotonic() < taken + RIDE_KILL, "the set-up took too long"
+        time.sleep(taken + RIDE_KILL - time.monotonic())
+        cluster.kill(master)
+        killed = time.monotonic()
+        assert cluster.wait_failover(slot, master) is replica
+        promoted = time.monotonic()
+        assert promoted > taken + RIDE_SHORT, "promoted before the short waiters' deadline"
+        failed = [(ride.who, ride.error) for ride in rides if ride.error]
+        assert not failed, failed  # (the client's ConnectionError, when not ridden out)
+        # the hubs subscribe again on the new master (nothing else subscribes there)
+        _until(lambda: _subscribed(replica, a) >= 1, PROMPT, "a's channels on the new master")
+        for thread in threads:
+            thread.join(far - time.monotonic() + 5)
+            assert not thread.is_alive(), "a waiter is still waiting"
+        for history in histories.values():
+            history.check()
+        # a's second waiter is woken by the first one's release (on its hub)
+        assert len(histories[a].holds) == 3, histories[a].holds
+        (_, first, _, _), (second, _, _, _) = sorted(histories[a].holds)[1:]
+        assert second - first < PROMPT, "a's second waiter was not woken by the release"
+        for ride in rides:
+            assert ride.done is not None
+            returned, got = ride.done
+            if ride.until == far:
+                assert got, f"{ride.who} did not get the lock"
+                assert returned > killed
+            else:
+                assert not got, f"{ride.who} got the lock before the promotion"
+                assert returned >= ride.until, f"{ride.who} returned before its deadline"
+    finally:
+        for s in stalled.values():
+            s.close()
+        if killed:
+            cluster.revive(master)

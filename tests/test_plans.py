@@ -36,6 +36,7 @@ from tenure._protocol import (
     Recheck,
     Status,
     WaitWake,
+    mark_masterless,
     parse_reply,
 )
 from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE, build
@@ -222,6 +223,87 @@ def test_timeout_returns_none_after_last_attempt() -> None:
     assert isinstance(leave, Eval) and leave.script is LOCK_RELEASE
     assert leave.args[0] == "own:tok" and leave.args[3] == "w1|1000|own:tok"
     assert finish(plan, (Status.NOT_OWNED, 0)) is None
+
+
+def _no_master() -> ConnectionError:
+    """A connection error as a driver marks it when the slot has no master."""
+    exc = ConnectionError("Error 111 connecting to the slot's master")
+    mark_masterless(exc)
+    return exc
+
+
+def test_a_queued_attempt_that_meets_no_master_is_sent_again() -> None:
+    """A Redis Cluster failover: the waiter's attempt is sent again after a
+    growing pause (a wake ends it early) until the slot's new master answers."""
+    clock = Clock()
+    plan = acquire_plan(clock, timeout=10.0)
+    start(plan)
+    plan.send((Status.BUSY, 2000))
+    plan.send("w1")
+    assert isinstance(plan.send((Status.BUSY, 2000)), WaitWake)
+    clock.t += 2.0
+    attempt = plan.send(False)  # the holder's lease ended: try again
+    pauses = []
+    for _ in range(6):
+        pause = plan.throw(_no_master())
+        assert isinstance(pause, WaitWake) and pause.timeout is not None
+        pauses.append(pause.timeout)
+        clock.t += pause.timeout
+        again = plan.send(False)
+        assert again == attempt  # the same call, queued as the same member
+    assert pauses == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.5, 0.5])
+    assert isinstance(plan.throw(_no_master()), WaitWake)
+    assert plan.send(HandedOff(9)) == attempt  # (a hand-off: the attempt finds it ours)
+    grant = finish(plan, (Status.OK, 44))
+    assert grant.fence == 44 and grant.expires_at > clock.t  # timed from the answered attempt
+
+
+def test_a_waiter_without_a_master_until_its_deadline_returns_none() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock, timeout=1.0)
+    start(plan)
+    plan.send((Status.BUSY, 500))
+    plan.send("w1")
+    plan.send((Status.BUSY, 500))
+    clock.t += 0.5
+    plan.send(False)
+    pause = plan.throw(_no_master())
+    assert isinstance(pause, WaitWake) and pause.timeout == pytest.approx(0.05)
+    clock.t += 0.4
+    pause = plan.send(False) and plan.throw(_no_master())
+    assert isinstance(pause, WaitWake) and pause.timeout == pytest.approx(0.1)
+    clock.t += 0.1
+    plan.send(False)
+    leave = plan.throw(_no_master())  # at the deadline: leave (and give back what it took)
+    assert isinstance(leave, Eval) and leave.script is LOCK_RELEASE
+    assert leave.args[0] == "own:tok" and leave.args[3] == "w1|1000|own:tok"
+    assert finish(plan, (Status.NOT_OWNED, 0)) is None
+
+
+def test_a_fresh_attempt_that_meets_no_master_raises() -> None:
+    """Only a waiting (queued) acquire rides out a failover: a first attempt raises."""
+    plan = acquire_plan(Clock(), timeout=10.0)
+    start(plan)
+    cleanup = plan.throw(_no_master())  # (its reply lost: gives back what it may have taken)
+    assert isinstance(cleanup, Eval) and cleanup.script is LOCK_RELEASE and cleanup.args[3] == ""
+    with pytest.raises(ConnectionError, match="111"):
+        plan.send((Status.NOT_OWNED, 0))
+
+
+def test_a_hand_off_whose_extend_meets_no_master_attempts_again() -> None:
+    clock = Clock()
+    plan = acquire_plan(clock)
+    start(plan)
+    plan.send((Status.BUSY, 9000))
+    plan.send("w1")
+    plan.send((Status.BUSY, 9000))
+    clock.t += 5.0
+    extend = plan.send(HandedOff(78))  # queued long ago: the lease clock is restarted
+    assert isinstance(extend, Eval) and extend.script is not LOCK_ACQUIRE
+    again = plan.throw(_no_master())
+    assert isinstance(again, Eval) and again.script is LOCK_ACQUIRE
+    assert again.args[3] == "w1|1000|own:tok"  # the attempt, on the slot's new master
+    assert finish(plan, (Status.OK, 78)).fence == 78
 
 
 def test_holder_without_expiry_is_rechecked() -> None:

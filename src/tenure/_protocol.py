@@ -209,3 +209,23 @@ def key_refusal(script: ScriptSpec, raw: object) -> PermissionDenied | None:
     except ProtocolError:
         return None
     return None
+
+
+#: The attribute :func:`mark_masterless` sets on an exception.
+_MASTERLESS = "_tenure_masterless"
+
+
+def mark_masterless(exc: BaseException) -> None:
+    """Note on ``exc``, a client library's error from a step sent to a Redis
+    Cluster, that the master of the step's slot could not be reached (its
+    node down, the slot without a master during a failover, the slot map not
+    yet naming the new one): the errors the cluster client retries itself,
+    after refreshing its slot map, until its retries run out. The step may
+    have run, or not. A plan that waits may send it again later (see
+    :func:`masterless`); any other lets it go to its caller as it is."""
+    vars(exc)[_MASTERLESS] = True
+
+
+def masterless(exc: BaseException) -> bool:
+    """Whether a driver marked ``exc`` with :func:`mark_masterless`."""
+    return getattr(exc, _MASTERLESS, False) is True

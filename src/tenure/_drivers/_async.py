@@ -60,6 +60,7 @@ from .._protocol import (
     WaitWake,
     command_refusal,
     key_refusal,
+    mark_masterless,
     parse_reply,
 )
 from .._scripts import ACL_KEYS
@@ -1392,6 +1393,8 @@ async def _send(client: Client, step: Eval) -> Any:
         try:
             return await _send_once(client, step, _state(client).sharded)
         except Exception as exc:
+            if _clients.master_unreached(client, exc):
+                mark_masterless(exc)  # (a waiting acquire tries again: see _plans.waiting)
             pause = backoff.compute(failures)
             if not _clients.split_slot(exc) or time.monotonic() + pause > deadline:
                 raise

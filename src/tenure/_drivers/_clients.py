@@ -257,6 +257,17 @@ def split_slot(exc: BaseException) -> bool:
     return name == "TryAgainError" or (name == "ClusterError" and "TTL exhausted" in str(exc))
 
 
+def master_unreached(client: Any, exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a Redis Cluster ``client``, says that the
+    master of the call's slot could not be reached: one of the errors its
+    class retries itself after refreshing its slot map (``ERRORS_ALLOW_RETRY``:
+    a connection error or timeout, ``CLUSTERDOWN``, a slot no node serves),
+    raised once those retries ran out (a master down until its replica is
+    promoted). Matched by exact class, as the client does (a subclass such
+    as ``AuthenticationError`` is not one)."""
+    return type(exc) in getattr(type(client), "ERRORS_ALLOW_RETRY", ())
+
+
 def redirected(reply: object) -> bool:
     """Whether ``reply`` is one of :data:`REDIRECTS`."""
     return type(reply).__name__ in REDIRECTS

@@ -62,6 +62,7 @@ from .._protocol import (
     WaitWake,
     command_refusal,
     key_refusal,
+    mark_masterless,
     parse_reply,
 )
 from .._scripts import ACL_KEYS
@@ -1304,6 +1305,8 @@ def _send(client: Client, step: Eval) -> Any:
         try:
             return _send_once(client, step, _state(client).sharded)
         except Exception as exc:
+            if _clients.master_unreached(client, exc):
+                mark_masterless(exc)  # (a waiting acquire tries again: see _plans.waiting)
             pause = backoff.compute(failures)
             if not _clients.split_slot(exc) or time.monotonic() + pause > deadline:
                 raise

@@ -29,7 +29,7 @@ hand-off gives it, and how it leaves the queue.
 
 from __future__ import annotations
 
-import contextlib
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +37,17 @@ from typing import Any
 
 from .._errors import NotOwnedError
 from .._keys import LockKeys
-from .._protocol import Contend, Eval, HandedOff, Listening, Plan, Recheck, Status, WaitWake
+from .._protocol import (
+    Contend,
+    Eval,
+    HandedOff,
+    Listening,
+    Plan,
+    Recheck,
+    Status,
+    WaitWake,
+    masterless,
+)
 
 Clock = Callable[[], float]
 
@@ -62,6 +72,14 @@ HANDOFF_RESYNC = 0.25
 #: How often a waiter re-checks a lock whose holder set no expiry (a foreign
 #: holder such as redis-py's Lock with ``timeout=None``), seconds.
 NO_EXPIRY_RECHECK = 1.0
+
+#: A queued plan's attempt that meets no master for its slot (a Redis Cluster
+#: failover, see :func:`tenure._protocol.masterless`) is sent again after a
+#: pause: this long at first, doubled after each such attempt up to
+#: :data:`MASTERLESS_PAUSE_CAP`, seconds. A wake ends a pause early: the hub
+#: wakes its waiters once it has subscribed again on the slot's new master.
+MASTERLESS_PAUSE = 0.05
+MASTERLESS_PAUSE_CAP = 0.5
 
 
 def validity(ttl: float) -> float:
@@ -118,14 +136,22 @@ def handed_off_until(
     window is trusted from ``queued_at`` (no round trip; ``claim`` is the window
     when it is shorter than the ttl, for the watchdog to extend); else the lease
     is extended to the ttl at once with ``extend`` (the primitive's extend plan,
-    started only then), and ``claim`` is 0.0. ``None``: the lease is already gone.
+    started only then), and ``claim`` is 0.0. ``None``: the lease is already
+    gone, or the extend met no master for the slot (a Redis Cluster failover:
+    the waiter's next attempt, on the new master, finds the lock held for its
+    token or free).
     """
     claim = claim_window(ttl)
     if now() - queued_at <= claim * HANDOFF_RESYNC:
         return queued_at + validity(claim), (claim if claim < ttl else 0.0)
-    with contextlib.suppress(NotOwnedError):  # else: gone already; try again
+    try:
         return (yield from extend), 0.0
-    return None
+    except NotOwnedError:
+        return None  # gone already: try again
+    except Exception as exc:
+        if masterless(exc):  # the next attempt, on the slot's new master, settles it
+            return None
+        raise
 
 
 class Contender(ABC):
@@ -196,6 +222,8 @@ def wait_turn(
     lock is busy, or when ``timeout`` seconds pass first.
 
     Raises whatever :meth:`Contender.outcome` raises, after leaving the queue.
+    Once queued, an attempt that meets no master for the slot (a Redis Cluster
+    failover) is sent again until the deadline (see :func:`_attempted`).
     """
     keys, token = c.keys, c.token
     deadline = None if timeout is None else now() + timeout
@@ -209,9 +237,12 @@ def wait_turn(
                 return None
             member = c.member(waiter)
         while True:
-            sent_at = now()
             in_flight = True
-            status, value = yield c.attempt(member)
+            attempted = yield from _attempted(c, member, deadline, now)
+            if attempted is None:  # no master for the slot until the deadline
+                yield from c.leave(member, True)
+                return None
+            sent_at, (status, value) = attempted
             try:
                 result = c.outcome(status, value, sent_at)
             except Exception:
@@ -257,3 +288,32 @@ def wait_turn(
         if in_flight or member:
             yield from c.leave(member, in_flight)
         raise
+
+
+def _attempted(
+    c: Contender, member: str, deadline: float | None, now: Clock
+) -> Plan[tuple[float, tuple[Status, Any]] | None]:
+    """Send ``c``'s attempt, queueing ``member``: when it was sent, and its reply.
+
+    A queued plan (``member`` given) waits within its timeout whatever the
+    slot's master does: its attempt that meets no master (a Redis Cluster
+    failover, :func:`tenure._protocol.masterless`) is sent again after a pause
+    (:data:`MASTERLESS_PAUSE`) that a wake ends early, until one is answered;
+    ``None`` once ``deadline`` has passed (the attempt may have run: the caller
+    leaves as after a lost reply). A hand-off or recheck heard meanwhile needs
+    nothing more: the next attempt finds the lock held for its token. Any other
+    error, and this one for a plan not queued (a fresh call), is raised."""
+    failures = 0
+    while True:
+        sent_at = now()
+        try:
+            return sent_at, (yield c.attempt(member))
+        except Exception as exc:
+            if not member or not masterless(exc):
+                raise
+        failures += 1
+        left = math.inf if deadline is None else deadline - now()
+        if left <= 0:
+            return None
+        pause = MASTERLESS_PAUSE * 2 ** min(failures - 1, 8)
+        yield WaitWake(min(left, pause, MASTERLESS_PAUSE_CAP))
