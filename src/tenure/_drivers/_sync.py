@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import itertools
 import logging
 import math
@@ -34,7 +35,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
@@ -1153,6 +1154,8 @@ def _drive(client: Client, plan: Plan[T]) -> T:
 def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Eval):
         return parse_reply(step.script, _evalsha(client, step))
+    if type(step) in _WAITS:
+        _let_pin_go()  # (a wait keeps no connection checked out)
     if isinstance(step, WaitWake):
         c = held[-1]
         if c.listener is None:
@@ -1214,8 +1217,15 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
         if _clients.on_one_connection(step):
             return _on_master(client, step)
         return [_one(client, part) for part in step.steps]
+    pin = _pin_for(client) if _clients.on_one_connection(step) else None
 
     def send() -> list[Any]:
+        nonlocal pin
+        if pin is not None:
+            try:
+                return _on_pin(client, pin, [_args(part) for part in step.steps])
+            except _Fallback:  # (its connection failed: the client's own way)
+                pin = None
         with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
@@ -1227,7 +1237,11 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
     raws = send()
     if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
-            client.script_load((_clients.sharded(spec) if shard else spec).source)
+            source = (_clients.sharded(spec) if shard else spec).source
+            if pin is not None:
+                _load_on_pin(client, pin, source)
+            else:
+                client.script_load(source)
         raws = send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
@@ -1287,11 +1301,16 @@ def _send(client: Client, step: Eval) -> Any:
     if not _clients.is_cluster(type(client)):
         state = _state(client)
         if state.kept is not None and state.server is not None:
+            pin = _pin_for(client)
             try:
-                return _quick(client, state.kept, state.retries, step)
+                return _quick(client, state.kept, state.retries, step, pin=pin)
             except _Fallback as fallback:
                 if isinstance(fallback.__cause__, _library(type(client)).no_script):
                     # (the server lost its scripts: loaded first, not asked again)
+                    if pin is not None and pin.conn is not None:
+                        with contextlib.suppress(_Fallback):
+                            _load_on_pin(client, pin, _clients.source_of(step, False))
+                            return _quick(client, state.kept, state.retries, step, pin=pin)
                     client.script_load(_clients.source_of(step, False))
         try:  # (what evalsha sends, without its wrappers)
             return client.execute_command("EVALSHA", *_clients.evalsha_args(step))  # type: ignore[no-untyped-call]
@@ -1315,7 +1334,14 @@ class _Fallback(Exception):
     """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
-def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool = False) -> Any:
+def _quick(
+    client: Client,
+    kept: _Kept,
+    retries: bool,
+    step: Eval,
+    shard: bool = False,
+    pin: _Pin | None = None,
+) -> Any:
     """``EVALSHA`` of ``step`` written and read on a connection of the quick
     path (see :func:`_clients.quick_connections`): checked out of the client's
     pool the first time, then ``kept`` for the pool, idle between calls.
@@ -1333,8 +1359,11 @@ def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool =
         it; a connection error when the client does not retry.
         ``KeyboardInterrupt`` and the like close the connection (a reply may
         still be due on it).
+
+    With a ``pin`` (see :func:`one_connection`), it is sent on the pinned
+    connection, and the connection stays pinned after a whole reply.
     """
-    conn = _take(client, kept, retries)
+    conn = _unpin(pin) if pin is not None and pin.conn is not None else _take(client, kept, retries)
     library = _library(type(client))
     sound = False  # a whole reply was read: the connection may be used again as it is
     try:
@@ -1352,7 +1381,7 @@ def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool =
         raise
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
-            _give(kept, conn)
+            _keep(kept, conn, pin)
         else:
             _discard(client, kept, conn)
     return raw
@@ -1422,6 +1451,136 @@ def _give(kept: _Kept, conn: Any) -> None:
     if kept.waiting:
         with kept.cond:
             kept.cond.notify()
+
+
+@dataclass(eq=False)
+class _Pin:
+    """The connection of the quick path (``kept``'s) that one thread's block of
+    calls (see :func:`one_connection`) keeps checked out between its calls:
+    the one that answered the block's last call, if any."""
+
+    kept: _Kept
+    thread: int
+    conn: Any = None
+
+
+#: The pin of the running block of :func:`one_connection`, if any.
+_pins: contextvars.ContextVar[_Pin | None] = contextvars.ContextVar("tenure_pin", default=None)
+
+#: The steps that wait (for a wake, a contention, a subscription): a block of
+#: :func:`one_connection` keeps no connection through them.
+_WAITS = (WaitWake, Contend, Subscribe)
+
+
+@contextlib.contextmanager
+def one_connection(client: Client) -> Iterator[None]:
+    """Send this thread's script calls on ``client`` inside the block, and its
+    pipelines with ``WAIT``, on one connection: the one that answered the
+    block's previous call. So a grant, the ``WAIT`` for its replicas (which
+    counts the acknowledgements of *this connection's* writes) and its
+    give-back all reach the server that made the grant, even if the client's
+    pool has meanwhile learned of another master (a Sentinel failover; the
+    old master, still reachable, is then a master no replica follows).
+
+    The connection is one of the quick path's (see :func:`_quick`), kept
+    checked out between the block's calls and given back before a step that
+    waits (a wake, a contention, a subscription: the next call after it may
+    take another) and when the block ends. If it fails, the next call takes
+    another. No effect on a cluster client (its pipelines with ``WAIT`` go to
+    the master of their slot: see :func:`_on_master`), nor on a client without
+    a quick path (each call takes a connection of the pool).
+    """
+    kept = None if _clients.is_cluster(type(client)) else _state(client).kept
+    if kept is None:
+        yield
+        return
+    pin = _Pin(kept, threading.get_ident())
+    token = _pins.set(pin)
+    try:
+        yield
+    finally:
+        _pins.reset(token)
+        if pin.conn is not None:
+            _give(kept, _unpin(pin))
+
+
+def _pin_for(client: Client) -> _Pin | None:
+    """The pin of this thread's block of :func:`one_connection` on ``client``'s
+    pool, if one runs."""
+    pin = _pins.get()
+    if pin is None or pin.thread != threading.get_ident():
+        return None
+    kept = _state(client).kept
+    return pin if kept is pin.kept else None
+
+
+def _unpin(pin: _Pin) -> Any:
+    """The pinned connection, no longer pinned (the caller gives it back or keeps it)."""
+    conn, pin.conn = pin.conn, None
+    return conn
+
+
+def _keep(kept: _Kept, conn: Any, pin: _Pin | None) -> None:
+    """A connection of the quick path whose call is done: pinned (the block's
+    next call goes on it), or given back."""
+    if pin is None:
+        _give(kept, conn)
+    else:
+        if pin.conn is not None:  # (not expected: one call at a time)
+            _give(kept, _unpin(pin))
+        pin.conn = conn
+
+
+def _let_pin_go() -> None:
+    """Give back the connection pinned by this thread's block of
+    :func:`one_connection`, if any (the block waits: it keeps none meanwhile)."""
+    pin = _pins.get()
+    if pin is not None and pin.conn is not None and pin.thread == threading.get_ident():
+        _give(pin.kept, _unpin(pin))
+
+
+def _args(part: Eval | Command) -> tuple[Any, ...]:
+    """The command of a pipeline's step: ``EVALSHA`` of a script call, or the command."""
+    if isinstance(part, Eval):
+        return ("EVALSHA", *_clients.evalsha_args(part))
+    return part.args
+
+
+def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """``commands`` written at once on the pinned connection (if none is, on one
+    the quick path takes, then pinned), their raw replies read in order (an
+    error reply in its place). Raises :class:`_Fallback` as :func:`_quick` does."""
+    kept, retries = pin.kept, _state(client).retries
+    conn = _unpin(pin) if pin.conn is not None else _take(client, kept, retries)
+    library = _library(type(client))
+    raws: list[Any] = []
+    sound = False  # every reply was read: the connection may be used again as it is
+    try:
+        conn.send_packed_command(conn.pack_commands(commands))
+        for _ in commands:
+            try:
+                raws.append(conn.read_response())
+            except library.response_error as exc:  # a whole reply was read
+                raws.append(exc)
+        sound = True
+    except Exception as exc:
+        if retries:
+            raise _Fallback from exc
+        raise
+    finally:  # (whatever interrupts what: the connection is pinned or let go)
+        if sound:
+            _keep(kept, conn, pin)
+        else:
+            _discard(client, kept, conn)
+    return raws
+
+
+def _load_on_pin(client: Client, pin: _Pin, source: bytes) -> None:
+    """``SCRIPT LOAD`` of ``source`` on the pinned connection's server (its
+    error reply raised)."""
+    (raw,) = _on_pin(client, pin, [("SCRIPT", "LOAD", source)])
+    if isinstance(raw, Exception):
+        raise raw
 
 
 def _send_once(client: Client, step: Eval, shard: bool) -> Any:

@@ -179,6 +179,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
             plan,
             lambda grant: self._granted(owner, grant),
             lambda grant: self._give_back(grant, owner),
+            replicated=self._opts.replicas is not None,
         )
 
     async def _prepare(

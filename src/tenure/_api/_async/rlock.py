@@ -191,6 +191,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
             plan,
             lambda grant: self._granted(owner, grant),
             lambda grant: self._give_back(grant, owner),
+            replicated=self._opts.replicas is not None,
         )
 
     def _give_back(self, grant: Grant, owner: str) -> Plan[int]:

@@ -391,6 +391,7 @@ class AsyncReadWriteLock(PerProcess, _AsyncHolds[AsyncReadWriteLease]):
             plan,
             hold,
             lambda grant: AsyncReadWriteLease(self, grant)._release_plan(),
+            replicated=self._opts.replicas is not None,
         )
 
     def _latest(self, mode: str) -> AsyncReadWriteLease:

@@ -252,6 +252,7 @@ class AsyncSemaphore(PerProcess):
             plan,
             hold,
             lambda grant: AsyncSemaphoreLease(self, grant, n, owner)._release_plan(),
+            replicated=self._opts.replicas is not None,
         )
 
     async def release(self) -> None:

@@ -180,6 +180,7 @@ class Lock(_Blocks[Lease]):
             plan,
             lambda grant: self._granted(owner, grant),
             lambda grant: self._give_back(grant, owner),
+            replicated=self._opts.replicas is not None,
         )
 
     def _prepare(

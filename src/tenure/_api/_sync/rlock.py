@@ -192,6 +192,7 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
             plan,
             lambda grant: self._granted(owner, grant),
             lambda grant: self._give_back(grant, owner),
+            replicated=self._opts.replicas is not None,
         )
 
     def _give_back(self, grant: Grant, owner: str) -> Plan[int]:

@@ -392,6 +392,7 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
             plan,
             hold,
             lambda grant: ReadWriteLease(self, grant)._release_plan(),
+            replicated=self._opts.replicas is not None,
         )
 
     def _latest(self, mode: str) -> ReadWriteLease:

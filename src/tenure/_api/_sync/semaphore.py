@@ -253,6 +253,7 @@ class Semaphore(PerProcess):
             plan,
             hold,
             lambda grant: SemaphoreLease(self, grant, n, owner)._release_plan(),
+            replicated=self._opts.replicas is not None,
         )
 
     def release(self) -> None:
