@@ -152,3 +152,22 @@ def test_fences_increase_across_a_failover(make_server: MakeServer) -> None:
     lease = Lock(promoted, "failover", ttl=30).acquire(timeout=5)
     assert lease is not None and lease.fence > max(fences)
     assert fences == sorted(set(fences))
+
+
+def test_a_lease_missing_where_the_wait_runs_is_not_replicated() -> None:
+    """The rewrite sent before the WAIT finds no lease on the server it reached
+    (not the one that granted it: the grant's connection failed after a
+    failover, and the wait went to the new master). The acquire raises its
+    documented NotReplicatedError (0 acknowledged, saying why), not
+    NotOwnedError."""
+    from tenure._plans.replicas import ReplicaPolicy, replicate
+    from tenure._protocol import Eval, Pipeline, Status
+    from tenure._scripts import ScriptSpec
+
+    write = Eval(ScriptSpec("lock_extend", b"", "0" * 40), ("tenure:{gone}",), ())
+    plan = replicate("gone", 7, write, ReplicaPolicy(1, 0.5, False))
+    step = next(plan)
+    assert isinstance(step, Pipeline) and step.steps[0] == write
+    with pytest.raises(NotReplicatedError, match="not on the server") as info:
+        plan.send([(Status.NOT_OWNED, None), 1])
+    assert info.value.wanted == 1 and info.value.acknowledged == 0

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from .._errors import (
     InvalidArgument,
-    NotOwnedError,
     NotReplicatedError,
     PermissionDenied,
     UnsupportedServer,
@@ -62,8 +61,9 @@ def replicate(name: str, fence: int, write: Eval, policy: ReplicaPolicy) -> Plan
     to acknowledge it. Returns how many did.
 
     Raises:
-        NotReplicatedError: fewer acknowledged within ``policy.timeout``.
-        NotOwnedError: the lease was gone before the rewrite.
+        NotReplicatedError: fewer acknowledged within ``policy.timeout``, or
+            the lease was not on the server the rewrite reached (none of its
+            replicas can have it: gone, or granted by another server).
         UnsupportedServer: ``fsync`` on a server without ``WAITAOF``.
         PermissionDenied: the user may not run ``WAIT`` (``WAITAOF``).
     """
@@ -74,7 +74,16 @@ def replicate(name: str, fence: int, write: Eval, policy: ReplicaPolicy) -> Plan
     if isinstance(written, BaseException):
         raise written
     if written[0] is not Status.OK:
-        raise NotOwnedError(name, fence, "the lease was gone before replicas acknowledged it")
+        # (the driver sends this on the grant's connection; if that failed,
+        # the rewrite reached another server, a new master after a failover)
+        raise NotReplicatedError(
+            name,
+            policy.replicas,
+            0,
+            policy.timeout,
+            "the lease was not on the server the wait for replicas reached "
+            "(gone, or granted by a master that was since failed over)",
+        )
     if isinstance(acks, BaseException):
         if policy.fsync and "unknown command" in str(acks).lower():
             raise UnsupportedServer(f"replica_fsync needs WAITAOF (Redis >= 7.2, Valkey): {acks}")
