@@ -1083,11 +1083,17 @@ async def _send_together(client: Client, state: _State, steps: list[Eval]) -> li
     the scripts and sends them all again, as a retry would)."""
     kept = state.kept
     if kept is not None:
+        pin = _pin_for(client)
+        raws: list[Any] | None = None
         try:
-            raws = await _quick_together(client, kept, state.retries, steps)
+            raws = await _quick_together(client, kept, state.retries, steps, pin)
         except _Fallback:
-            pass
-        else:
+            if pin is not None and pin.conn is not None:  # (NOSCRIPT: loaded there, sent again)
+                with contextlib.suppress(_Fallback):
+                    for spec in {step.script for step in steps}:
+                        await _load_on_pin(client, pin, spec.source)
+                    raws = await _quick_together(client, kept, state.retries, steps, pin)
+        if raws is not None:
             answers: list[Any] = []
             for step, raw in zip(steps, raws, strict=True):
                 if isinstance(raw, Exception):
@@ -1102,12 +1108,16 @@ async def _send_together(client: Client, state: _State, steps: list[Eval]) -> li
 
 
 async def _quick_together(
-    client: Client, kept: _Kept, retries: bool, steps: list[Eval]
+    client: Client, kept: _Kept, retries: bool, steps: list[Eval], pin: _Pin | None = None
 ) -> list[Any]:
     """The replies of ``steps`` written back to back on a connection of the
     quick path, read in order (an error reply in its place). Raises
-    :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply."""
-    conn = await _take(client, kept, retries)
+    :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply.
+    With a ``pin``, on the pinned connection, as :func:`_quick` does."""
+    if pin is not None and pin.conn is not None:
+        conn = _unpin(pin)
+    else:
+        conn = await _take(client, kept, retries)
     library = _library(type(client))
     raws: list[Any] = []
     missing = False
@@ -1128,7 +1138,7 @@ async def _quick_together(
     except BaseException:
         await _close(kept, conn)
         raise
-    _give(kept, conn)
+    _keep(kept, conn, pin)
     if missing:
         raise _Fallback
     return raws
@@ -1298,7 +1308,9 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
         if _clients.on_one_connection(step):
             return await _on_master(client, step)
         return [await _one(client, part) for part in step.steps]
-    pin = _pin_for(client) if _clients.on_one_connection(step) else None
+    pin = _pin_for(client)
+    if pin is not None and not _clients.on_one_connection(step):
+        pin = None  # (only what WAITs must follow the writes on their connection)
 
     async def send() -> list[Any]:
         nonlocal pin
@@ -1544,7 +1556,7 @@ _WAITS = (WaitWake, Contend, Subscribe)
 
 
 @contextlib.asynccontextmanager
-async def one_connection(client: Client) -> AsyncIterator[None]:
+async def one_connection(client: Client, wanted: bool = True) -> AsyncIterator[None]:
     """Send this task's script calls on ``client`` inside the block, and its
     pipelines with ``WAIT``, on one connection: the one that answered the
     block's previous call. So a grant, the ``WAIT`` for its replicas (which
@@ -1559,11 +1571,11 @@ async def one_connection(client: Client) -> AsyncIterator[None]:
     take another) and when the block ends. If it fails, the next call takes
     another. No effect on a cluster client (its pipelines with ``WAIT`` go to
     the master of their slot: see :func:`_on_master`), nor on a client without
-    a quick path (each call takes a connection of the pool). The twin of the
+    a quick path (each call takes a connection of the pool), nor unless ``wanted``. The twin of the
     sync driver's.
     """
-    kept = None if _clients.is_cluster(type(client)) else _state(client).kept
-    if kept is None or kept.loop is not asyncio.get_running_loop():
+    kept = None if not wanted or _clients.is_cluster(type(client)) else _state(client).kept
+    if kept is None:
         yield
         return
     pin = _Pin(kept, asyncio.current_task())

@@ -1006,11 +1006,17 @@ def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any
     the scripts and sends them all again, as a retry would)."""
     kept = state.kept
     if kept is not None:
+        pin = _pin_for(client)
+        raws: list[Any] | None = None
         try:
-            raws = _quick_together(client, kept, state.retries, steps)
+            raws = _quick_together(client, kept, state.retries, steps, pin)
         except _Fallback:
-            pass
-        else:
+            if pin is not None and pin.conn is not None:  # (NOSCRIPT: loaded there, sent again)
+                with contextlib.suppress(_Fallback):
+                    for spec in {step.script for step in steps}:
+                        _load_on_pin(client, pin, spec.source)
+                    raws = _quick_together(client, kept, state.retries, steps, pin)
+        if raws is not None:
             answers: list[Any] = []
             for step, raw in zip(steps, raws, strict=True):
                 if isinstance(raw, Exception):
@@ -1024,11 +1030,14 @@ def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any
     return _pipeline(client, Pipeline(tuple(steps)))
 
 
-def _quick_together(client: Client, kept: _Kept, retries: bool, steps: list[Eval]) -> list[Any]:
+def _quick_together(
+    client: Client, kept: _Kept, retries: bool, steps: list[Eval], pin: _Pin | None = None
+) -> list[Any]:
     """The replies of ``steps`` written back to back on a connection of the
     quick path, read in order (an error reply in its place). Raises
-    :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply."""
-    conn = _take(client, kept, retries)
+    :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply.
+    With a ``pin``, on the pinned connection, as :func:`_quick` does."""
+    conn = _unpin(pin) if pin is not None and pin.conn is not None else _take(client, kept, retries)
     library = _library(type(client))
     raws: list[Any] = []
     missing = False
@@ -1049,7 +1058,7 @@ def _quick_together(client: Client, kept: _Kept, retries: bool, steps: list[Eval
         raise
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
-            _give(kept, conn)
+            _keep(kept, conn, pin)
         else:
             _discard(client, kept, conn)
     if missing:
@@ -1217,7 +1226,9 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
         if _clients.on_one_connection(step):
             return _on_master(client, step)
         return [_one(client, part) for part in step.steps]
-    pin = _pin_for(client) if _clients.on_one_connection(step) else None
+    pin = _pin_for(client)
+    if pin is not None and not _clients.on_one_connection(step):
+        pin = None  # (only what WAITs must follow the writes on their connection)
 
     def send() -> list[Any]:
         nonlocal pin
@@ -1473,7 +1484,7 @@ _WAITS = (WaitWake, Contend, Subscribe)
 
 
 @contextlib.contextmanager
-def one_connection(client: Client) -> Iterator[None]:
+def one_connection(client: Client, wanted: bool = True) -> Iterator[None]:
     """Send this thread's script calls on ``client`` inside the block, and its
     pipelines with ``WAIT``, on one connection: the one that answered the
     block's previous call. So a grant, the ``WAIT`` for its replicas (which
@@ -1488,9 +1499,9 @@ def one_connection(client: Client) -> Iterator[None]:
     take another) and when the block ends. If it fails, the next call takes
     another. No effect on a cluster client (its pipelines with ``WAIT`` go to
     the master of their slot: see :func:`_on_master`), nor on a client without
-    a quick path (each call takes a connection of the pool).
+    a quick path (each call takes a connection of the pool), nor unless ``wanted``.
     """
-    kept = None if _clients.is_cluster(type(client)) else _state(client).kept
+    kept = None if not wanted or _clients.is_cluster(type(client)) else _state(client).kept
     if kept is None:
         yield
         return

@@ -60,9 +60,7 @@ async def _take_grant(
     this the lock stayed held under a token nobody used until its ttl ran
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
-    if not replicated:
-        return await _take(client, plan, hold, give_back)
-    async with _driver.one_connection(client):
+    async with _driver.one_connection(client, replicated):
         return await _take(client, plan, hold, give_back)
 
 

@@ -61,9 +61,7 @@ def _take_grant(
     this the lock stayed held under a token nobody used until its ttl ran
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
-    if not replicated:
-        return _take(client, plan, hold, give_back)
-    with _driver.one_connection(client):
+    with _driver.one_connection(client, replicated):
         return _take(client, plan, hold, give_back)
 
 
