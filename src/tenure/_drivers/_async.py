@@ -15,10 +15,11 @@ wake hub per node it waits on (sharded pub/sub, on a connection pool of its
 own to that node, handing its channels to the new owner's hub when a slot
 moves or its master fails over), watchdog renewals in one cluster pipeline,
 and a pipeline with ``WAIT`` (``min_replicas``) on a connection of the slot's
-master. On a cluster without sharded pub/sub (Redis 6.2, found by the first
-call's server probe) it falls back to the scripts' plain variants
-(``PUBLISH``, which the cluster bus copies to every node) and hubs that
-``SUBSCRIBE``, still one per node waited on.
+master (on any other client: on the connection that made the grant, see
+:func:`one_connection`). On a cluster without sharded pub/sub (Redis 6.2,
+found by the first call's server probe) it falls back to the scripts' plain
+variants (``PUBLISH``, which the cluster bus copies to every node) and hubs
+that ``SUBSCRIBE``, still one per node waited on.
 """
 
 from __future__ import annotations
@@ -1308,7 +1309,7 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
         if _clients.on_one_connection(step):
             return await _on_master(client, step)
         return [await _one(client, part) for part in step.steps]
-    pin = _pin_for(client)
+    pin = None if shard else _pin_for(client)
     if pin is not None and not _clients.on_one_connection(step):
         pin = None  # (only what WAITs must follow the writes on their connection)
 
@@ -1332,9 +1333,12 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
             source = (_clients.sharded(spec) if shard else spec).source
             if pin is not None:
-                await _load_on_pin(client, pin, source)
-            else:
-                await client.script_load(source)
+                try:
+                    await _load_on_pin(client, pin, source)
+                    continue
+                except _Fallback:  # (its connection failed: the client's own way)
+                    pin = None
+            await client.script_load(source)
         raws = await send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
@@ -1571,8 +1575,8 @@ async def one_connection(client: Client, wanted: bool = True) -> AsyncIterator[N
     take another) and when the block ends. If it fails, the next call takes
     another. No effect on a cluster client (its pipelines with ``WAIT`` go to
     the master of their slot: see :func:`_on_master`), nor on a client without
-    a quick path (each call takes a connection of the pool), nor unless ``wanted``. The twin of the
-    sync driver's.
+    a quick path (each call takes a connection of the pool), nor unless
+    ``wanted``. The twin of the sync driver's.
     """
     kept = None if not wanted or _clients.is_cluster(type(client)) else _state(client).kept
     if kept is None:

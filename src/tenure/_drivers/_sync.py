@@ -20,7 +20,8 @@ which the cluster bus copies to every node) and hubs that ``SUBSCRIBE``, still
 one per node waited on. When a slot moves or its master fails over, a node's
 hub hands the slot's channels to the hub of the new owner (see
 :mod:`._hubbook`). A pipeline with ``WAIT`` (``min_replicas``) is sent on the
-connection of the slot's master, in one round trip.
+connection of the slot's master, in one round trip. On any other client it
+is sent on the connection that made the grant (see :func:`one_connection`).
 """
 
 from __future__ import annotations
@@ -1226,7 +1227,7 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
         if _clients.on_one_connection(step):
             return _on_master(client, step)
         return [_one(client, part) for part in step.steps]
-    pin = _pin_for(client)
+    pin = None if shard else _pin_for(client)
     if pin is not None and not _clients.on_one_connection(step):
         pin = None  # (only what WAITs must follow the writes on their connection)
 
@@ -1250,9 +1251,12 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
             source = (_clients.sharded(spec) if shard else spec).source
             if pin is not None:
-                _load_on_pin(client, pin, source)
-            else:
-                client.script_load(source)
+                try:
+                    _load_on_pin(client, pin, source)
+                    continue
+                except _Fallback:  # (its connection failed: the client's own way)
+                    pin = None
+            client.script_load(source)
         raws = send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
@@ -1499,7 +1503,8 @@ def one_connection(client: Client, wanted: bool = True) -> Iterator[None]:
     take another) and when the block ends. If it fails, the next call takes
     another. No effect on a cluster client (its pipelines with ``WAIT`` go to
     the master of their slot: see :func:`_on_master`), nor on a client without
-    a quick path (each call takes a connection of the pool), nor unless ``wanted``.
+    a quick path (each call takes a connection of the pool), nor unless
+    ``wanted``.
     """
     kept = None if not wanted or _clients.is_cluster(type(client)) else _state(client).kept
     if kept is None:

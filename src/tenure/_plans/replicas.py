@@ -6,7 +6,12 @@ owner can take it. ``WAIT n timeout`` blocks until ``n`` replicas acknowledged
 every write made so far *on this connection*, so the lease's write and the
 ``WAIT`` must share one connection: the plan sends them as one
 :class:`~tenure._protocol.Pipeline` (the write is the lease's renewal, which
-rewrites the lease as it stands, so the plan works after any acquire). With
+rewrites the lease as it stands, so the plan works after any acquire). The
+facade runs the acquire, this plan and a failed wait's release inside the
+driver's ``one_connection``: that pipeline goes on the connection that made
+the grant, so the wait counts the replicas of the server that granted it (a
+Sentinel master that was failed over and came back isolated has none) and
+the release reaches that server. With
 ``fsync``, ``WAITAOF 0 n timeout`` (Redis >= 7.2, Valkey) waits instead until
 ``n`` replicas have written it to their append-only file.
 
