@@ -61,10 +61,10 @@ async def _take_grant(
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
     async with _driver.one_connection(client, replicated):
-        return await _take(client, plan, hold, give_back)
+        return await _grant_and_hold(client, plan, hold, give_back)
 
 
-async def _take(
+async def _grant_and_hold(
     client: Any,
     plan: Plan[G | None],
     hold: Callable[[G], Any],

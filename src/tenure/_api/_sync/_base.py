@@ -62,10 +62,10 @@ def _take_grant(
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
     with _driver.one_connection(client, replicated):
-        return _take(client, plan, hold, give_back)
+        return _grant_and_hold(client, plan, hold, give_back)
 
 
-def _take(
+def _grant_and_hold(
     client: Any,
     plan: Plan[G | None],
     hold: Callable[[G], Any],
