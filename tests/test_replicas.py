@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
@@ -14,6 +15,7 @@ from tenure import (
     AsyncLock,
     InvalidArgument,
     Lock,
+    MultiLock,
     NotReplicatedError,
     RLock,
     Semaphore,
@@ -152,3 +154,99 @@ def test_fences_increase_across_a_failover(make_server: MakeServer) -> None:
     lease = Lock(promoted, "failover", ttl=30).acquire(timeout=5)
     assert lease is not None and lease.fence > max(fences)
     assert fences == sorted(set(fences))
+
+
+def test_a_lease_missing_where_the_wait_runs_is_not_replicated() -> None:
+    """The rewrite sent before the WAIT finds no lease on the server it reached
+    (not the one that granted it: the grant's connection failed after a
+    failover, and the wait went to the new master). The acquire raises its
+    documented NotReplicatedError (0 acknowledged, saying why), not
+    NotOwnedError."""
+    from tenure._plans.replicas import ReplicaPolicy, replicate
+    from tenure._protocol import Eval, Pipeline, Status
+    from tenure._scripts import ScriptSpec
+
+    write = Eval(ScriptSpec("lock_extend", b"", "0" * 40), ("tenure:{gone}",), ())
+    plan = replicate("gone", 7, write, ReplicaPolicy(1, 0.5, False))
+    step = next(plan)
+    assert isinstance(step, Pipeline) and step.steps[0] == write
+    with pytest.raises(NotReplicatedError, match="not on the server") as info:
+        plan.send([(Status.NOT_OWNED, None), 1])
+    assert info.value.wanted == 1 and info.value.acknowledged == 0
+
+
+def _senders(monitor: Any, key: str, until: str) -> list[tuple[str, str]]:
+    """The (client port, command name) of each ``EVALSHA`` on ``key`` and each
+    ``WAIT`` that ``monitor`` saw, up to the command ``ECHO until`` (a
+    script's own commands, marked "lua", left out)."""
+    seen: list[tuple[str, str]] = []
+    while True:
+        entry = monitor.next_command()
+        command = str(entry["command"])
+        if entry["client_address"] == "lua":
+            continue
+        name = command.split(" ", 1)[0].upper()
+        if name == "WAIT" or (name == "EVALSHA" and key in command):
+            seen.append((str(entry["client_port"]), name))
+        if command == f"ECHO {until}":
+            return seen
+
+
+def test_the_grant_its_wait_and_its_give_back_share_one_connection(
+    make_server: MakeServer,
+) -> None:
+    """WAIT counts the replicas that acknowledged the writes of *its own
+    connection*; the grant, the WAIT and (when too few acknowledge) the
+    give-back go on one connection, so that they reach one server even if the
+    client's pool has meanwhile learned of another master (see test_sentinel's
+    split-brain test). Seen by MONITOR: every script call on the lock and every
+    WAIT comes from one client port: a Lock (sync and asyncio), the parts of a
+    MultiLock taken together, and a Lock whose replica is paused."""
+    master, replica = _pair(make_server)
+    watcher = redis.Redis.from_url(master.url, socket_timeout=5, decode_responses=True)
+    client = redis.Redis.from_url(master.url)
+
+    def sync_acquires() -> None:
+        lease = Lock(client, "one", ttl=30, auto_renew=False, min_replicas=1).acquire()
+        assert lease is not None
+        client.execute_command("ECHO", "acquired")  # type: ignore[no-untyped-call]
+        lease.release()
+        multi = MultiLock(
+            [Lock(client, "one", auto_renew=False, min_replicas=1), Lock(client, "two")]
+        ).acquire(blocking=False)
+        assert multi is not None
+        client.execute_command("ECHO", "multi")  # type: ignore[no-untyped-call]
+        multi.release()
+
+    async def async_acquires() -> None:
+        aclient = redis.asyncio.Redis.from_url(master.url)
+        lease = await AsyncLock(aclient, "one", ttl=30, auto_renew=False, min_replicas=1).acquire()
+        assert lease is not None
+        await aclient.execute_command("ECHO", "acquired")  # type: ignore[no-untyped-call]
+        await lease.release()
+        await aclient.aclose()
+
+    sync_acquires()  # (the scripts loaded: no NOSCRIPT round trips below)
+    for acquires in (sync_acquires, lambda: asyncio.run(async_acquires())):
+        with watcher.monitor() as monitor:  # type: ignore[no-untyped-call]
+            acquires()
+            seen = _senders(monitor, "tenure:{one}", "acquired")
+            assert [name for _, name in seen] == ["EVALSHA", "EVALSHA", "WAIT"], seen
+            assert len({port for port, _ in seen}) == 1, f"sent on several connections: {seen}"
+            if acquires is sync_acquires:
+                seen = _senders(monitor, "tenure:{one}", "multi")[1:]  # (the release before)
+                assert [name for _, name in seen] == ["EVALSHA", "EVALSHA", "WAIT"], seen
+                assert len({port for port, _ in seen}) == 1, f"several connections: {seen}"
+    # too few acknowledge: the give-back goes on the grant's connection too
+    replica.pause()
+    try:
+        with watcher.monitor() as monitor:  # type: ignore[no-untyped-call]
+            with pytest.raises(NotReplicatedError):
+                Lock(client, "one", ttl=30, min_replicas=1, replica_timeout=0.2).acquire()
+            client.execute_command("ECHO", "failed")  # type: ignore[no-untyped-call]
+            seen = _senders(monitor, "tenure:{one}", "failed")
+    finally:
+        replica.resume()
+    assert [name for _, name in seen] == ["EVALSHA", "EVALSHA", "WAIT", "EVALSHA"], seen
+    assert len({port for port, _ in seen}) == 1, f"sent on several connections: {seen}"
+    assert not Lock(client, "one").locked()

@@ -522,3 +522,168 @@ def test_left_master_only_for_a_sentinel_master_pool() -> None:
     replicas = redis.sentinel.SentinelConnectionPool(SERVICE, sentinel, is_master=False)  # type: ignore[no-untyped-call]
     replicas.proxy.master_address = ("127.0.0.1", 7002)
     assert not left_master(replicas, at)
+
+
+#: The kinds that honour min_replicas, each as (name, acquirer of a lock of
+#: that name on a client, whether a lock of that name on a client is held).
+_REPLICATED: list[tuple[str, Any, Any]] = [
+    ("lock", lambda c, n, **kw: Lock(c, n, **kw), lambda c, n: Lock(c, n).locked()),
+    ("rlock", lambda c, n, **kw: RLock(c, n, **kw), lambda c, n: RLock(c, n).locked()),
+    ("fair", lambda c, n, **kw: FairLock(c, n, **kw), lambda c, n: FairLock(c, n).locked()),
+    (
+        "write",
+        lambda c, n, **kw: ReadWriteLock(c, n, **kw).write,
+        lambda c, n: ReadWriteLock(c, n).locked(),
+    ),
+    (
+        "read",
+        lambda c, n, **kw: ReadWriteLock(c, n, **kw).read,
+        lambda c, n: ReadWriteLock(c, n).locked(),
+    ),
+    (
+        "semaphore",
+        lambda c, n, **kw: Semaphore(c, n, 1, **kw),
+        lambda c, n: Semaphore(c, n, 1).available() < 1,
+    ),
+    (
+        "multi",
+        lambda c, n, **kw: MultiLock([Lock(c, f"{n}-a", **kw), RLock(c, f"{n}-b", **kw)]),
+        lambda c, n: Lock(c, f"{n}-a").locked() or RLock(c, f"{n}-b").locked(),
+    ),
+]
+_ASYNC_REPLICATED: list[tuple[str, Any, Any]] = [
+    ("lock", lambda c, n, **kw: AsyncLock(c, n, **kw), lambda c, n: AsyncLock(c, n).locked()),
+    ("rlock", lambda c, n, **kw: AsyncRLock(c, n, **kw), lambda c, n: AsyncRLock(c, n).locked()),
+    (
+        "fair",
+        lambda c, n, **kw: AsyncFairLock(c, n, **kw),
+        lambda c, n: AsyncFairLock(c, n).locked(),
+    ),
+    (
+        "write",
+        lambda c, n, **kw: AsyncReadWriteLock(c, n, **kw).write,
+        lambda c, n: AsyncReadWriteLock(c, n).locked(),
+    ),
+    (
+        "read",
+        lambda c, n, **kw: AsyncReadWriteLock(c, n, **kw).read,
+        lambda c, n: AsyncReadWriteLock(c, n).locked(),
+    ),
+    ("semaphore", lambda c, n, **kw: AsyncSemaphore(c, n, 1, **kw), lambda c, n: _taken(c, n)),
+    (
+        "multi",
+        lambda c, n, **kw: AsyncMultiLock(
+            [AsyncLock(c, f"{n}-a", **kw), AsyncRLock(c, f"{n}-b", **kw)]
+        ),
+        lambda c, n: _either(c, n),
+    ),
+]
+
+
+async def _taken(client: redis.asyncio.Redis, name: str) -> bool:
+    return await AsyncSemaphore(client, name, 1).available() < 1
+
+
+async def _either(client: redis.asyncio.Redis, name: str) -> bool:
+    return (
+        await AsyncLock(client, f"{name}-a").locked()
+        or await AsyncRLock(client, f"{name}-b").locked()
+    )
+
+
+#: What NotReplicatedError says when the wait ran on the server that made the
+#: grant (an isolated old master has no replica), not on another one.
+WAITED_THERE = "0 of 1 replicas acknowledged"
+
+
+def _isolate_the_master(group: SentinelGroup, learn: Any) -> Any:
+    """Pause the master until the sentinels promoted the replica, have the
+    client's pool learn the new master (``learn()``: as it does when any of
+    its connections connects; it closes its idle connections to the old one,
+    not those checked out, as the quick path's are), then resume the old one:
+    an isolated master, with no replica, until the sentinels make it one
+    (some seconds later). Returns its process."""
+    old = group.master
+    old.pause()
+    try:
+        group.wait_promoted(old.port)
+        learn()
+    finally:
+        old.resume()
+    _still_isolated(group, old.port)
+    return old
+
+
+def _still_isolated(group: SentinelGroup, port: int) -> None:
+    """The old master at ``port`` has not been made a replica yet (the test's
+    window: the Sentinels do it some seconds after they see it again)."""
+    assert group._ask(port, "ROLE")[0] == "master", "the Sentinels demoted the old master too soon"
+
+
+@pytest.mark.parametrize("api", ["sync", "asyncio"])
+def test_a_replicated_acquire_on_an_isolated_old_master_gives_its_grant_back(
+    group: SentinelGroup, api: str
+) -> None:
+    """A client's quick path kept a connection to the master, which is paused
+    until it is failed over, then comes back as an isolated master (split
+    brain). An acquire with min_replicas=1 through that connection is granted
+    by the old master, whose wait for replicas runs there too (on the same
+    connection), finds none and raises NotReplicatedError (whichever server
+    the client's pool now points to), and the old master no longer holds the
+    grant. A MultiLock's parts, taken together in one round trip, alike."""
+    ttl, patience = 30.0, 0.3
+    if api == "sync":
+        client = _client(group)
+        Lock(client, "s-warm").acquire(blocking=False).release()  # type: ignore[union-attr]
+        pool: Any = client.connection_pool
+        old = _isolate_the_master(group, pool.get_master_address)
+        assert pool.master_address[1] != old.port  # the pool moved on, its quick path did not
+        try:
+            with redis.Redis(port=old.port, socket_timeout=2) as on_old:
+                for kind, make, held in _REPLICATED:
+                    name = f"s-split-{kind}"
+                    lock = make(client, name, ttl=ttl, min_replicas=1, replica_timeout=patience)
+                    with pytest.raises(NotReplicatedError, match=WAITED_THERE):
+                        try:
+                            lock.acquire(blocking=False)
+                        finally:
+                            _still_isolated(group, old.port)
+                    assert not held(on_old, name), f"{kind}: the old master holds the grant"
+        finally:
+            group.demote(old.port)
+            group.wait_healthy()
+            client.close()
+        return
+
+    async def main() -> None:
+        client = _async_client(group)
+        lease = await AsyncLock(client, "as-warm").acquire(blocking=False)
+        assert lease is not None
+        await lease.release()
+        pool: Any = client.connection_pool
+        learn = asyncio.run_coroutine_threadsafe
+        loop = asyncio.get_running_loop()
+        old = await asyncio.to_thread(
+            _isolate_the_master,
+            group,
+            lambda: learn(pool.get_master_address(), loop).result(10),
+        )
+        assert pool.master_address[1] != old.port
+        on_old = redis.asyncio.Redis(port=old.port, socket_timeout=2)
+        try:
+            for kind, make, held in _ASYNC_REPLICATED:
+                name = f"as-split-{kind}"
+                lock = make(client, name, ttl=ttl, min_replicas=1, replica_timeout=patience)
+                with pytest.raises(NotReplicatedError, match=WAITED_THERE):
+                    try:
+                        await lock.acquire(blocking=False)
+                    finally:
+                        await asyncio.to_thread(_still_isolated, group, old.port)
+                assert not await held(on_old, name), f"{kind}: the old master holds the grant"
+        finally:
+            await on_old.aclose()
+            await asyncio.to_thread(group.demote, old.port)
+            await asyncio.to_thread(group.wait_healthy)
+            await client.aclose()
+
+    asyncio.run(main())

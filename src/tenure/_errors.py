@@ -167,17 +167,22 @@ class NotReplicatedError(TenureError, TimeoutError):
         name: the lock's name (or exact key).
         wanted: ``min_replicas``.
         acknowledged: how many replicas acknowledged (``WAIT``), or wrote it to
-            their append-only file (``WAITAOF``, with ``replica_fsync``).
+            their append-only file (``WAITAOF``, with ``replica_fsync``); 0
+            when the server the wait reached did not hold the lease (``reason``
+            says so: it is not the server that granted it, after a failover).
     """
 
-    def __init__(self, name: str, wanted: int, acknowledged: int, timeout: float) -> None:
+    def __init__(
+        self, name: str, wanted: int, acknowledged: int, timeout: float, reason: str = ""
+    ) -> None:
         self.name = name
         self.wanted = wanted
         self.acknowledged = acknowledged
-        super().__init__(
-            f"lock {name!r}: {acknowledged} of {wanted} replicas acknowledged the lease "
-            f"within {timeout:g}s; the lease was released"
+        why = (
+            reason
+            or f"{acknowledged} of {wanted} replicas acknowledged the lease within {timeout:g}s"
         )
+        super().__init__(f"lock {name!r}: {why}; the lease was released")
 
 
 class PermissionDenied(TenureError, PermissionError):

@@ -15,10 +15,11 @@ wake hub per node it waits on (sharded pub/sub, on a connection pool of its
 own to that node, handing its channels to the new owner's hub when a slot
 moves or its master fails over), watchdog renewals in one cluster pipeline,
 and a pipeline with ``WAIT`` (``min_replicas``) on a connection of the slot's
-master. On a cluster without sharded pub/sub (Redis 6.2, found by the first
-call's server probe) it falls back to the scripts' plain variants
-(``PUBLISH``, which the cluster bus copies to every node) and hubs that
-``SUBSCRIBE``, still one per node waited on.
+master (on any other client: on the connection that made the grant, see
+:func:`one_connection`). On a cluster without sharded pub/sub (Redis 6.2,
+found by the first call's server probe) it falls back to the scripts' plain
+variants (``PUBLISH``, which the cluster bus copies to every node) and hubs
+that ``SUBSCRIBE``, still one per node waited on.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import itertools
 import logging
 import math
 import os
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
@@ -1083,11 +1085,17 @@ async def _send_together(client: Client, state: _State, steps: list[Eval]) -> li
     the scripts and sends them all again, as a retry would)."""
     kept = state.kept
     if kept is not None:
+        pin = _pin_for(client)
+        raws: list[Any] | None = None
         try:
-            raws = await _quick_together(client, kept, state.retries, steps)
+            raws = await _quick_together(client, kept, state.retries, steps, pin)
         except _Fallback:
-            pass
-        else:
+            if pin is not None and pin.conn is not None:  # (NOSCRIPT: loaded there, sent again)
+                with contextlib.suppress(_Fallback):
+                    for spec in {step.script for step in steps}:
+                        await _load_on_pin(client, pin, spec.source)
+                    raws = await _quick_together(client, kept, state.retries, steps, pin)
+        if raws is not None:
             answers: list[Any] = []
             for step, raw in zip(steps, raws, strict=True):
                 if isinstance(raw, Exception):
@@ -1102,12 +1110,16 @@ async def _send_together(client: Client, state: _State, steps: list[Eval]) -> li
 
 
 async def _quick_together(
-    client: Client, kept: _Kept, retries: bool, steps: list[Eval]
+    client: Client, kept: _Kept, retries: bool, steps: list[Eval], pin: _Pin | None = None
 ) -> list[Any]:
     """The replies of ``steps`` written back to back on a connection of the
     quick path, read in order (an error reply in its place). Raises
-    :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply."""
-    conn = await _take(client, kept, retries)
+    :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply.
+    With a ``pin``, on the pinned connection, as :func:`_quick` does."""
+    if pin is not None and pin.conn is not None:
+        conn = _unpin(pin)
+    else:
+        conn = await _take(client, kept, retries)
     library = _library(type(client))
     raws: list[Any] = []
     missing = False
@@ -1128,7 +1140,7 @@ async def _quick_together(
     except BaseException:
         await _close(kept, conn)
         raise
-    _give(kept, conn)
+    _keep(kept, conn, pin)
     if missing:
         raise _Fallback
     return raws
@@ -1224,6 +1236,8 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
 async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Eval):
         return parse_reply(step.script, await _evalsha(client, step))
+    if type(step) in _WAITS:
+        _let_pin_go()  # (a wait keeps no connection checked out)
     if isinstance(step, WaitWake):
         c = held[-1]
         wake = c.ch.wake if c.listener is None else c.listener
@@ -1296,8 +1310,17 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
         if _clients.on_one_connection(step):
             return await _on_master(client, step)
         return [await _one(client, part) for part in step.steps]
+    pin = None if shard else _pin_for(client)
+    if pin is not None and not _clients.on_one_connection(step):
+        pin = None  # (only what WAITs must follow the writes on their connection)
 
     async def send() -> list[Any]:
+        nonlocal pin
+        if pin is not None:
+            try:
+                return await _on_pin(client, pin, [_args(part) for part in step.steps])
+            except _Fallback:  # (its connection failed: the client's own way)
+                pin = None
         async with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
@@ -1309,7 +1332,14 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
     raws = await send()
     if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
-            await client.script_load((_clients.sharded(spec) if shard else spec).source)
+            source = (_clients.sharded(spec) if shard else spec).source
+            if pin is not None:
+                try:
+                    await _load_on_pin(client, pin, source)
+                    continue
+                except _Fallback:  # (its connection failed: the client's own way)
+                    pin = None
+            await client.script_load(source)
         raws = await send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
@@ -1376,11 +1406,16 @@ async def _send(client: Client, step: Eval) -> Any:
     if not _clients.is_cluster(type(client)):
         state = _state(client)
         if state.kept is not None and state.server is not None:
+            pin = _pin_for(client)
             try:
-                return await _quick(client, state.kept, state.retries, step)
+                return await _quick(client, state.kept, state.retries, step, pin)
             except _Fallback as fallback:
                 if isinstance(fallback.__cause__, _library(type(client)).no_script):
                     # (the server lost its scripts: loaded first, not asked again)
+                    if pin is not None and pin.conn is not None:
+                        with contextlib.suppress(_Fallback):
+                            await _load_on_pin(client, pin, _clients.source_of(step, False))
+                            return await _quick(client, state.kept, state.retries, step, pin)
                     await client.script_load(_clients.source_of(step, False))
         try:  # (what evalsha sends, without its wrappers)
             return await client.execute_command("EVALSHA", *_clients.evalsha_args(step))
@@ -1406,7 +1441,9 @@ class _Fallback(Exception):
     """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
-async def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
+async def _quick(
+    client: Client, kept: _Kept, retries: bool, step: Eval, pin: _Pin | None = None
+) -> Any:
     """``EVALSHA`` of ``step`` written and read on a connection of the quick
     path (see :func:`_clients.quick_connections`): checked out of the client's
     pool the first time, then ``kept`` for the pool (in this event loop),
@@ -1424,14 +1461,20 @@ async def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
         it; a connection error when the client does not retry.
         ``asyncio.CancelledError`` and the like close the connection (a reply
         may still be due on it).
+
+    With a ``pin`` (see :func:`one_connection`), it is sent on the pinned
+    connection, and the connection stays pinned after a whole reply.
     """
-    conn = await _take(client, kept, retries)
+    if pin is not None and pin.conn is not None:
+        conn = _unpin(pin)
+    else:
+        conn = await _take(client, kept, retries)
     library = _library(type(client))
     try:
         await conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = await conn.read_response()
     except library.response_error as exc:  # a whole reply was read: the connection is sound
-        _give(kept, conn)
+        _keep(kept, conn, pin)
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
@@ -1443,7 +1486,7 @@ async def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
     except BaseException:
         await _close(kept, conn)
         raise
-    _give(kept, conn)
+    _keep(kept, conn, pin)
     return raw
 
 
@@ -1497,6 +1540,136 @@ def _give(kept: _Kept, conn: Any) -> None:
             waiter.set_result(conn)
             return
     kept.idle.append(conn)
+
+
+@dataclass(eq=False)
+class _Pin:
+    """The connection of the quick path (``kept``'s) that one task's block of
+    calls (see :func:`one_connection`) keeps checked out between its calls:
+    the one that answered the block's last call, if any."""
+
+    kept: _Kept
+    task: asyncio.Task[Any] | None
+    conn: Any = None
+
+
+#: The pin of the running block of :func:`one_connection`, if any (a task
+#: started inside the block sees it too, and does not use it: see :func:`_pin_for`).
+_pins: contextvars.ContextVar[_Pin | None] = contextvars.ContextVar("tenure_pin", default=None)
+
+#: The steps that wait (for a wake, a contention, a subscription): a block of
+#: :func:`one_connection` keeps no connection through them.
+_WAITS = (WaitWake, Contend, Subscribe)
+
+
+@contextlib.asynccontextmanager
+async def one_connection(client: Client, wanted: bool = True) -> AsyncIterator[None]:
+    """Send this task's script calls on ``client`` inside the block, and its
+    pipelines with ``WAIT``, on one connection: the one that answered the
+    block's previous call. So a grant, the ``WAIT`` for its replicas (which
+    counts the acknowledgements of *this connection's* writes) and its
+    give-back all reach the server that made the grant, even if the client's
+    pool has meanwhile learned of another master (a Sentinel failover; the
+    old master, still reachable, is then a master no replica follows).
+
+    The connection is one of the quick path's (see :func:`_quick`), kept
+    checked out between the block's calls and given back before a step that
+    waits (a wake, a contention, a subscription: the next call after it may
+    take another) and when the block ends. If it fails, the next call takes
+    another. No effect on a cluster client (its pipelines with ``WAIT`` go to
+    the master of their slot: see :func:`_on_master`), nor on a client without
+    a quick path (each call takes a connection of the pool), nor unless
+    ``wanted``. The twin of the sync driver's.
+    """
+    kept = None if not wanted or _clients.is_cluster(type(client)) else _state(client).kept
+    if kept is None:
+        yield
+        return
+    pin = _Pin(kept, asyncio.current_task())
+    token = _pins.set(pin)
+    try:
+        yield
+    finally:
+        _pins.reset(token)
+        if pin.conn is not None:
+            _give(kept, _unpin(pin))
+
+
+def _pin_for(client: Client) -> _Pin | None:
+    """The pin of this task's block of :func:`one_connection` on ``client``'s
+    pool, if one runs."""
+    pin = _pins.get()
+    if pin is None or pin.task is not asyncio.current_task():
+        return None
+    kept = _state(client).kept
+    return pin if kept is pin.kept else None
+
+
+def _unpin(pin: _Pin) -> Any:
+    """The pinned connection, no longer pinned (the caller gives it back or keeps it)."""
+    conn, pin.conn = pin.conn, None
+    return conn
+
+
+def _keep(kept: _Kept, conn: Any, pin: _Pin | None) -> None:
+    """A connection of the quick path whose call is done: pinned (the block's
+    next call goes on it), or given back."""
+    if pin is None:
+        _give(kept, conn)
+    else:
+        if pin.conn is not None:  # (not expected: one call at a time)
+            _give(kept, _unpin(pin))
+        pin.conn = conn
+
+
+def _let_pin_go() -> None:
+    """Give back the connection pinned by this task's block of
+    :func:`one_connection`, if any (the block waits: it keeps none meanwhile)."""
+    pin = _pins.get()
+    if pin is not None and pin.conn is not None and pin.task is asyncio.current_task():
+        _give(pin.kept, _unpin(pin))
+
+
+def _args(part: Eval | Command) -> tuple[Any, ...]:
+    """The command of a pipeline's step: ``EVALSHA`` of a script call, or the command."""
+    if isinstance(part, Eval):
+        return ("EVALSHA", *_clients.evalsha_args(part))
+    return part.args
+
+
+async def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """``commands`` written at once on the pinned connection (if none is, on one
+    the quick path takes, then pinned), their raw replies read in order (an
+    error reply in its place). Raises :class:`_Fallback` as :func:`_quick` does."""
+    kept, retries = pin.kept, _state(client).retries
+    conn = _unpin(pin) if pin.conn is not None else await _take(client, kept, retries)
+    library = _library(type(client))
+    raws: list[Any] = []
+    try:
+        await conn.send_packed_command(conn.pack_commands(commands))
+        for _ in commands:
+            try:
+                raws.append(await conn.read_response())
+            except library.response_error as exc:  # a whole reply was read
+                raws.append(exc)
+    except Exception as exc:
+        await _close(kept, conn)
+        if retries:
+            raise _Fallback from exc
+        raise
+    except BaseException:
+        await _close(kept, conn)
+        raise
+    _keep(kept, conn, pin)
+    return raws
+
+
+async def _load_on_pin(client: Client, pin: _Pin, source: bytes) -> None:
+    """``SCRIPT LOAD`` of ``source`` on the pinned connection's server (its
+    error reply raised)."""
+    (raw,) = await _on_pin(client, pin, [("SCRIPT", "LOAD", source)])
+    if isinstance(raw, Exception):
+        raise raw
 
 
 def _pass_on(kept: _Kept, conn: Any | None) -> None:

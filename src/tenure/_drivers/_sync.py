@@ -20,13 +20,15 @@ which the cluster bus copies to every node) and hubs that ``SUBSCRIBE``, still
 one per node waited on. When a slot moves or its master fails over, a node's
 hub hands the slot's channels to the hub of the new owner (see
 :mod:`._hubbook`). A pipeline with ``WAIT`` (``min_replicas``) is sent on the
-connection of the slot's master, in one round trip.
+connection of the slot's master, in one round trip. On any other client it
+is sent on the connection that made the grant (see :func:`one_connection`).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import itertools
 import logging
 import math
@@ -34,7 +36,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
@@ -1006,11 +1008,17 @@ def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any
     the scripts and sends them all again, as a retry would)."""
     kept = state.kept
     if kept is not None:
+        pin = _pin_for(client)
+        raws: list[Any] | None = None
         try:
-            raws = _quick_together(client, kept, state.retries, steps)
+            raws = _quick_together(client, kept, state.retries, steps, pin)
         except _Fallback:
-            pass
-        else:
+            if pin is not None and pin.conn is not None:  # (NOSCRIPT: loaded there, sent again)
+                with contextlib.suppress(_Fallback):
+                    for spec in {step.script for step in steps}:
+                        _load_on_pin(client, pin, spec.source)
+                    raws = _quick_together(client, kept, state.retries, steps, pin)
+        if raws is not None:
             answers: list[Any] = []
             for step, raw in zip(steps, raws, strict=True):
                 if isinstance(raw, Exception):
@@ -1024,11 +1032,14 @@ def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any
     return _pipeline(client, Pipeline(tuple(steps)))
 
 
-def _quick_together(client: Client, kept: _Kept, retries: bool, steps: list[Eval]) -> list[Any]:
+def _quick_together(
+    client: Client, kept: _Kept, retries: bool, steps: list[Eval], pin: _Pin | None = None
+) -> list[Any]:
     """The replies of ``steps`` written back to back on a connection of the
     quick path, read in order (an error reply in its place). Raises
-    :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply."""
-    conn = _take(client, kept, retries)
+    :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply.
+    With a ``pin``, on the pinned connection, as :func:`_quick` does."""
+    conn = _unpin(pin) if pin is not None and pin.conn is not None else _take(client, kept, retries)
     library = _library(type(client))
     raws: list[Any] = []
     missing = False
@@ -1049,7 +1060,7 @@ def _quick_together(client: Client, kept: _Kept, retries: bool, steps: list[Eval
         raise
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
-            _give(kept, conn)
+            _keep(kept, conn, pin)
         else:
             _discard(client, kept, conn)
     if missing:
@@ -1154,6 +1165,8 @@ def _drive(client: Client, plan: Plan[T]) -> T:
 def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Eval):
         return parse_reply(step.script, _evalsha(client, step))
+    if type(step) in _WAITS:
+        _let_pin_go()  # (a wait keeps no connection checked out)
     if isinstance(step, WaitWake):
         c = held[-1]
         if c.listener is None:
@@ -1215,8 +1228,17 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
         if _clients.on_one_connection(step):
             return _on_master(client, step)
         return [_one(client, part) for part in step.steps]
+    pin = None if shard else _pin_for(client)
+    if pin is not None and not _clients.on_one_connection(step):
+        pin = None  # (only what WAITs must follow the writes on their connection)
 
     def send() -> list[Any]:
+        nonlocal pin
+        if pin is not None:
+            try:
+                return _on_pin(client, pin, [_args(part) for part in step.steps])
+            except _Fallback:  # (its connection failed: the client's own way)
+                pin = None
         with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
                 if isinstance(part, Eval):
@@ -1228,7 +1250,14 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
     raws = send()
     if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
-            client.script_load((_clients.sharded(spec) if shard else spec).source)
+            source = (_clients.sharded(spec) if shard else spec).source
+            if pin is not None:
+                try:
+                    _load_on_pin(client, pin, source)
+                    continue
+                except _Fallback:  # (its connection failed: the client's own way)
+                    pin = None
+            client.script_load(source)
         raws = send()
     replies: list[Any] = []
     for part, raw in zip(step.steps, raws, strict=True):
@@ -1288,11 +1317,16 @@ def _send(client: Client, step: Eval) -> Any:
     if not _clients.is_cluster(type(client)):
         state = _state(client)
         if state.kept is not None and state.server is not None:
+            pin = _pin_for(client)
             try:
-                return _quick(client, state.kept, state.retries, step)
+                return _quick(client, state.kept, state.retries, step, pin=pin)
             except _Fallback as fallback:
                 if isinstance(fallback.__cause__, _library(type(client)).no_script):
                     # (the server lost its scripts: loaded first, not asked again)
+                    if pin is not None and pin.conn is not None:
+                        with contextlib.suppress(_Fallback):
+                            _load_on_pin(client, pin, _clients.source_of(step, False))
+                            return _quick(client, state.kept, state.retries, step, pin=pin)
                     client.script_load(_clients.source_of(step, False))
         try:  # (what evalsha sends, without its wrappers)
             return client.execute_command("EVALSHA", *_clients.evalsha_args(step))  # type: ignore[no-untyped-call]
@@ -1318,7 +1352,14 @@ class _Fallback(Exception):
     """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
-def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool = False) -> Any:
+def _quick(
+    client: Client,
+    kept: _Kept,
+    retries: bool,
+    step: Eval,
+    shard: bool = False,
+    pin: _Pin | None = None,
+) -> Any:
     """``EVALSHA`` of ``step`` written and read on a connection of the quick
     path (see :func:`_clients.quick_connections`): checked out of the client's
     pool the first time, then ``kept`` for the pool, idle between calls.
@@ -1336,8 +1377,11 @@ def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool =
         it; a connection error when the client does not retry.
         ``KeyboardInterrupt`` and the like close the connection (a reply may
         still be due on it).
+
+    With a ``pin`` (see :func:`one_connection`), it is sent on the pinned
+    connection, and the connection stays pinned after a whole reply.
     """
-    conn = _take(client, kept, retries)
+    conn = _unpin(pin) if pin is not None and pin.conn is not None else _take(client, kept, retries)
     library = _library(type(client))
     sound = False  # a whole reply was read: the connection may be used again as it is
     try:
@@ -1355,7 +1399,7 @@ def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool =
         raise
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
-            _give(kept, conn)
+            _keep(kept, conn, pin)
         else:
             _discard(client, kept, conn)
     return raw
@@ -1425,6 +1469,137 @@ def _give(kept: _Kept, conn: Any) -> None:
     if kept.waiting:
         with kept.cond:
             kept.cond.notify()
+
+
+@dataclass(eq=False)
+class _Pin:
+    """The connection of the quick path (``kept``'s) that one thread's block of
+    calls (see :func:`one_connection`) keeps checked out between its calls:
+    the one that answered the block's last call, if any."""
+
+    kept: _Kept
+    thread: int
+    conn: Any = None
+
+
+#: The pin of the running block of :func:`one_connection`, if any.
+_pins: contextvars.ContextVar[_Pin | None] = contextvars.ContextVar("tenure_pin", default=None)
+
+#: The steps that wait (for a wake, a contention, a subscription): a block of
+#: :func:`one_connection` keeps no connection through them.
+_WAITS = (WaitWake, Contend, Subscribe)
+
+
+@contextlib.contextmanager
+def one_connection(client: Client, wanted: bool = True) -> Iterator[None]:
+    """Send this thread's script calls on ``client`` inside the block, and its
+    pipelines with ``WAIT``, on one connection: the one that answered the
+    block's previous call. So a grant, the ``WAIT`` for its replicas (which
+    counts the acknowledgements of *this connection's* writes) and its
+    give-back all reach the server that made the grant, even if the client's
+    pool has meanwhile learned of another master (a Sentinel failover; the
+    old master, still reachable, is then a master no replica follows).
+
+    The connection is one of the quick path's (see :func:`_quick`), kept
+    checked out between the block's calls and given back before a step that
+    waits (a wake, a contention, a subscription: the next call after it may
+    take another) and when the block ends. If it fails, the next call takes
+    another. No effect on a cluster client (its pipelines with ``WAIT`` go to
+    the master of their slot: see :func:`_on_master`), nor on a client without
+    a quick path (each call takes a connection of the pool), nor unless
+    ``wanted``.
+    """
+    kept = None if not wanted or _clients.is_cluster(type(client)) else _state(client).kept
+    if kept is None:
+        yield
+        return
+    pin = _Pin(kept, threading.get_ident())
+    token = _pins.set(pin)
+    try:
+        yield
+    finally:
+        _pins.reset(token)
+        if pin.conn is not None:
+            _give(kept, _unpin(pin))
+
+
+def _pin_for(client: Client) -> _Pin | None:
+    """The pin of this thread's block of :func:`one_connection` on ``client``'s
+    pool, if one runs."""
+    pin = _pins.get()
+    if pin is None or pin.thread != threading.get_ident():
+        return None
+    kept = _state(client).kept
+    return pin if kept is pin.kept else None
+
+
+def _unpin(pin: _Pin) -> Any:
+    """The pinned connection, no longer pinned (the caller gives it back or keeps it)."""
+    conn, pin.conn = pin.conn, None
+    return conn
+
+
+def _keep(kept: _Kept, conn: Any, pin: _Pin | None) -> None:
+    """A connection of the quick path whose call is done: pinned (the block's
+    next call goes on it), or given back."""
+    if pin is None:
+        _give(kept, conn)
+    else:
+        if pin.conn is not None:  # (not expected: one call at a time)
+            _give(kept, _unpin(pin))
+        pin.conn = conn
+
+
+def _let_pin_go() -> None:
+    """Give back the connection pinned by this thread's block of
+    :func:`one_connection`, if any (the block waits: it keeps none meanwhile)."""
+    pin = _pins.get()
+    if pin is not None and pin.conn is not None and pin.thread == threading.get_ident():
+        _give(pin.kept, _unpin(pin))
+
+
+def _args(part: Eval | Command) -> tuple[Any, ...]:
+    """The command of a pipeline's step: ``EVALSHA`` of a script call, or the command."""
+    if isinstance(part, Eval):
+        return ("EVALSHA", *_clients.evalsha_args(part))
+    return part.args
+
+
+def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """``commands`` written at once on the pinned connection (if none is, on one
+    the quick path takes, then pinned), their raw replies read in order (an
+    error reply in its place). Raises :class:`_Fallback` as :func:`_quick` does."""
+    kept, retries = pin.kept, _state(client).retries
+    conn = _unpin(pin) if pin.conn is not None else _take(client, kept, retries)
+    library = _library(type(client))
+    raws: list[Any] = []
+    sound = False  # every reply was read: the connection may be used again as it is
+    try:
+        conn.send_packed_command(conn.pack_commands(commands))
+        for _ in commands:
+            try:
+                raws.append(conn.read_response())
+            except library.response_error as exc:  # a whole reply was read
+                raws.append(exc)
+        sound = True
+    except Exception as exc:
+        if retries:
+            raise _Fallback from exc
+        raise
+    finally:  # (whatever interrupts what: the connection is pinned or let go)
+        if sound:
+            _keep(kept, conn, pin)
+        else:
+            _discard(client, kept, conn)
+    return raws
+
+
+def _load_on_pin(client: Client, pin: _Pin, source: bytes) -> None:
+    """``SCRIPT LOAD`` of ``source`` on the pinned connection's server (its
+    error reply raised)."""
+    (raw,) = _on_pin(client, pin, [("SCRIPT", "LOAD", source)])
+    if isinstance(raw, Exception):
+        raise raw
 
 
 def _send_once(client: Client, step: Eval, shard: bool) -> Any:

@@ -6,7 +6,12 @@ owner can take it. ``WAIT n timeout`` blocks until ``n`` replicas acknowledged
 every write made so far *on this connection*, so the lease's write and the
 ``WAIT`` must share one connection: the plan sends them as one
 :class:`~tenure._protocol.Pipeline` (the write is the lease's renewal, which
-rewrites the lease as it stands, so the plan works after any acquire). With
+rewrites the lease as it stands, so the plan works after any acquire). The
+facade runs the acquire, this plan and a failed wait's release inside the
+driver's ``one_connection``: that pipeline goes on the connection that made
+the grant, so the wait counts the replicas of the server that granted it (a
+Sentinel master that was failed over and came back isolated has none) and
+the release reaches that server. With
 ``fsync``, ``WAITAOF 0 n timeout`` (Redis >= 7.2, Valkey) waits instead until
 ``n`` replicas have written it to their append-only file.
 
@@ -22,7 +27,6 @@ from dataclasses import dataclass
 
 from .._errors import (
     InvalidArgument,
-    NotOwnedError,
     NotReplicatedError,
     PermissionDenied,
     UnsupportedServer,
@@ -62,8 +66,9 @@ def replicate(name: str, fence: int, write: Eval, policy: ReplicaPolicy) -> Plan
     to acknowledge it. Returns how many did.
 
     Raises:
-        NotReplicatedError: fewer acknowledged within ``policy.timeout``.
-        NotOwnedError: the lease was gone before the rewrite.
+        NotReplicatedError: fewer acknowledged within ``policy.timeout``, or
+            the lease was not on the server the rewrite reached (none of its
+            replicas can have it: gone, or granted by another server).
         UnsupportedServer: ``fsync`` on a server without ``WAITAOF``.
         PermissionDenied: the user may not run ``WAIT`` (``WAITAOF``).
     """
@@ -74,7 +79,16 @@ def replicate(name: str, fence: int, write: Eval, policy: ReplicaPolicy) -> Plan
     if isinstance(written, BaseException):
         raise written
     if written[0] is not Status.OK:
-        raise NotOwnedError(name, fence, "the lease was gone before replicas acknowledged it")
+        # (the driver sends this on the grant's connection; if that failed,
+        # the rewrite reached another server, a new master after a failover)
+        raise NotReplicatedError(
+            name,
+            policy.replicas,
+            0,
+            policy.timeout,
+            "the lease was not on the server the wait for replicas reached "
+            "(gone, or granted by a master that was since failed over)",
+        )
     if isinstance(acks, BaseException):
         if policy.fsync and "unknown command" in str(acks).lower():
             raise UnsupportedServer(f"replica_fsync needs WAITAOF (Redis >= 7.2, Valkey): {acks}")

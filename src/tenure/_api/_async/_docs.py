@@ -43,8 +43,9 @@ SHARED: dict[str, str] = {
     ),
     "min_replicas": (
         "after each acquire, wait until this many replicas acknowledge the lease"
-        " (``WAIT``, on the connection that wrote it); if fewer do within"
-        " ``replica_timeout``, release it and raise :class:`NotReplicatedError`."
+        " (``WAIT``, on the connection that made the grant, so on the server that"
+        " made it); if fewer do within ``replica_timeout``, release it there and raise"
+        " :class:`NotReplicatedError`."
         " Default 0: don't wait. This narrows, but does not close, the window in which"
         " a failover forgets a lock."
     ),

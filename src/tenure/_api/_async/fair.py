@@ -132,7 +132,9 @@ class AsyncFairLock(AsyncLock):
             InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
             AlreadyHeldError: the caller already holds this lock.
             NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
-                new lease in time; it was released.
+                new lease in time (or the server the wait reached did not hold
+                it); it was released, on the server that granted it (best
+                effort: else it ends by its ttl).
             WrongTypeError: a key of the lock holds a value of another type.
             UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
             redis.exceptions.ConnectionError: Redis could not be reached.

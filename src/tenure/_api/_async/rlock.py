@@ -178,7 +178,9 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         Raises:
             InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
             NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
-                acquire in time; it was undone.
+                acquire in time (or the server the wait reached did not hold
+                it); it was undone, on the server that granted it (best
+                effort: else it ends by its ttl).
             WrongTypeError: a key of the lock holds a value of another type.
             UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -191,6 +193,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
             plan,
             lambda grant: self._granted(owner, grant),
             lambda grant: self._give_back(grant, owner),
+            replicated=self._opts.replicas is not None,
         )
 
     def _give_back(self, grant: Grant, owner: str) -> Plan[int]:

@@ -151,7 +151,9 @@ class AsyncReadWriteView(_AsyncBlocks[AsyncReadWriteLease]):
             LockUpgradeError: (write lock) the caller holds the read lock and not
                 the write lock: an upgrade is refused, at once.
             NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
-                acquire in time; it was undone.
+                acquire in time (or the server the wait reached did not hold
+                it); it was undone, on the server that granted it (best
+                effort: else it ends by its ttl).
             WrongTypeError: a key of the lock holds a value of another type.
             UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -391,6 +393,7 @@ class AsyncReadWriteLock(PerProcess, _AsyncHolds[AsyncReadWriteLease]):
             plan,
             hold,
             lambda grant: AsyncReadWriteLease(self, grant)._release_plan(),
+            replicated=self._opts.replicas is not None,
         )
 
     def _latest(self, mode: str) -> AsyncReadWriteLease:

@@ -222,6 +222,10 @@ class AsyncSemaphore(PerProcess):
             InvalidArgument: a bad ``n``, ``blocking`` or ``timeout`` (nothing was
                 sent); Redis stores another permit count than this object's (at
                 its first acquire), or fewer than ``n`` (after ``set_permits``).
+            NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
+                permits in time (or the server the wait reached did not hold
+                them); they were given back, on the server that granted them
+                (best effort: else they end by their ttl).
             WrongTypeError: a key of the semaphore holds a value of another type.
             UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -252,6 +256,7 @@ class AsyncSemaphore(PerProcess):
             plan,
             hold,
             lambda grant: AsyncSemaphoreLease(self, grant, n, owner)._release_plan(),
+            replicated=self._opts.replicas is not None,
         )
 
     async def release(self) -> None:

@@ -42,9 +42,16 @@ def _take_grant(
     plan: Plan[G | None],
     hold: Callable[[G], Any],
     give_back: Callable[[G], Plan[Any]],
+    replicated: bool = False,
 ) -> Any:
     """Run an acquire ``plan``; the lease ``hold`` makes of its grant (``None``
     when it returned none), once the lease's ``_start`` is done.
+
+    A ``replicated`` lease (``min_replicas``) is granted, waited for and, if
+    that fails, given back on one connection (see the driver's
+    ``one_connection``): the ``WAIT`` counts the replicas of the server that
+    made the grant, and the give-back reaches that server, even if the
+    client's pool has meanwhile learned of another master (a failover).
 
     A grant its caller would never see is given back (best effort) before the
     error is raised: an interrupt or cancellation between the plan's grant
@@ -54,6 +61,17 @@ def _take_grant(
     this the lock stayed held under a token nobody used until its ttl ran
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
+    with _driver.one_connection(client, replicated):
+        return _grant_and_hold(client, plan, hold, give_back)
+
+
+def _grant_and_hold(
+    client: Any,
+    plan: Plan[G | None],
+    hold: Callable[[G], Any],
+    give_back: Callable[[G], Plan[Any]],
+) -> Any:
+    """:func:`_take_grant`'s work."""
     try:
         grant = _driver.run(client, plan)
     except BaseException as exc:

@@ -487,31 +487,34 @@ class MultiLock(_Blocks[MultiLease]):
         try:
             for group in self._groups:
                 parts = [self._parts[i] for i in group]
-                plans = [part._prepare(owner, False, None) for part in parts]
-                try:
-                    results = _driver.run_together(parts[0]._client, plans)
-                except BaseException as exc:
-                    lost = result_lost_with(exc)
-                    if lost is not None:  # (the plans' results, cut off by exc)
-                        granted.update(_grants_of(group, lost))
-                    raise
-                granted.update(_grants_of(group, results))
-                for i, part, result in zip(group, parts, results, strict=True):
-                    if isinstance(result, Grant):
-                        made[i] = part._granted(owner, result)
-                        del granted[i]
-                        try:
-                            made[i]._start()  # (it releases itself if it fails)
-                        except BaseException as exc:
-                            errors.append(exc)
+                # a grant, its wait for replicas and its give-back reach one server
+                replicated = any(part._opts.replicas is not None for part in parts)
+                with _driver.one_connection(parts[0]._client, replicated):
+                    plans = [part._prepare(owner, False, None) for part in parts]
+                    try:
+                        results = _driver.run_together(parts[0]._client, plans)
+                    except BaseException as exc:
+                        lost = result_lost_with(exc)
+                        if lost is not None:  # (the plans' results, cut off by exc)
+                            granted.update(_grants_of(group, lost))
+                        raise
+                    granted.update(_grants_of(group, results))
+                    for i, part, result in zip(group, parts, results, strict=True):
+                        if isinstance(result, Grant):
+                            made[i] = part._granted(owner, result)
+                            del granted[i]
+                            try:
+                                made[i]._start()  # (it releases itself if it fails)
+                            except BaseException as exc:
+                                errors.append(exc)
+                            else:
+                                taken[i] = made[i]
+                            del made[i]
+                        elif isinstance(result, BaseException):
+                            errors.append(result)
                         else:
-                            taken[i] = made[i]
-                        del made[i]
-                    elif isinstance(result, BaseException):
-                        errors.append(result)
-                    else:
-                        busy = True
-                        _found_busy(self._where[i])
+                            busy = True
+                            _found_busy(self._where[i])
                 if errors or busy:
                     break
         except BaseException as exc:

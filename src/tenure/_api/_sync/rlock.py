@@ -179,7 +179,9 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         Raises:
             InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
             NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
-                acquire in time; it was undone.
+                acquire in time (or the server the wait reached did not hold
+                it); it was undone, on the server that granted it (best
+                effort: else it ends by its ttl).
             WrongTypeError: a key of the lock holds a value of another type.
             UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -192,6 +194,7 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
             plan,
             lambda grant: self._granted(owner, grant),
             lambda grant: self._give_back(grant, owner),
+            replicated=self._opts.replicas is not None,
         )
 
     def _give_back(self, grant: Grant, owner: str) -> Plan[int]:

@@ -152,7 +152,9 @@ class ReadWriteView(_Blocks[ReadWriteLease]):
             LockUpgradeError: (write lock) the caller holds the read lock and not
                 the write lock: an upgrade is refused, at once.
             NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
-                acquire in time; it was undone.
+                acquire in time (or the server the wait reached did not hold
+                it); it was undone, on the server that granted it (best
+                effort: else it ends by its ttl).
             WrongTypeError: a key of the lock holds a value of another type.
             UnsupportedServer: the server is older than Redis 6.2 / Valkey 7.2.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -392,6 +394,7 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
             plan,
             hold,
             lambda grant: ReadWriteLease(self, grant)._release_plan(),
+            replicated=self._opts.replicas is not None,
         )
 
     def _latest(self, mode: str) -> ReadWriteLease:
