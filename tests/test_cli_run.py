@@ -568,6 +568,42 @@ def test_a_server_that_does_not_answer_exits_2(
     assert not marker.exists()
 
 
+def test_a_server_that_freezes_during_the_wait_is_given_up_soon_after_it(
+    make_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    # The server stops answering while 'tenure run --wait 3' waits: the run ends with
+    # status 2 and one line within a small bound of its wait, its clients' socket
+    # timeout bounded by the wait. Before, leaving the queue and the clean-up after it
+    # each waited for redis-py's 5 s socket timeout, twice: 23 s.
+    server = make_server()
+    holder = Lock(redis.Redis.from_url(server.url), "frozen", ttl=60, auto_renew=False)
+    assert holder.acquire() is not None
+    marker = tmp_path / "ran"
+    began = time.monotonic()
+    run = start("run", "--url", server.url, "--wait", "3", "frozen", "--", "touch", str(marker))
+    wait_until(lambda: holder.info().waiters == 1)
+    server.pause()
+    try:
+        code, _, err = finish(run)
+        took = time.monotonic() - began
+    finally:
+        server.resume()
+    assert code == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("tenure: the server did not answer in time"), err
+    assert took < 3 + 4 * _run.SHORTEST_SOCKET_TIMEOUT + 2, took  # (+2: start-up, load)
+    assert not marker.exists()
+
+
+def test_the_socket_timeout_of_tenure_run_follows_its_deadlines() -> None:
+    assert _run.socket_timeout(30, None) == _run.SOCKET_TIMEOUT  # redis-py's own
+    assert _run.socket_timeout(30, 3) == _run.SHORTEST_SOCKET_TIMEOUT
+    assert _run.socket_timeout(30, 0) == _run.SHORTEST_SOCKET_TIMEOUT  # --no-wait
+    assert _run.socket_timeout(30, 24) == 3.0
+    assert _run.socket_timeout(6, None) == 2.0  # a third of the ttl
+    assert _run.socket_timeout(0.3, 24) == _run.SHORTEST_SOCKET_TIMEOUT
+
+
 # --- the shared embedded server ------------------------------------------------------------
 
 

@@ -29,6 +29,7 @@ frozen executable), the command is started directly and can outlive a killed
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
@@ -163,6 +164,31 @@ class _Signals:
             return os.tcgetpgrp(self._tty) == os.getpgrp()
         except OSError:
             return False
+
+
+#: The longest socket (and connect) timeout of ``tenure run``'s clients:
+#: redis-py's own default.
+SOCKET_TIMEOUT = 5.0
+#: The shortest: a server slower than this to answer is taken for one that
+#: does not (a healthy one answers in well under a millisecond).
+SHORTEST_SOCKET_TIMEOUT = 0.5
+
+
+def socket_timeout(ttl: float, wait: float | None) -> float:
+    """The socket and connect timeout for ``tenure run``'s clients, bounded by
+    the command's own deadlines (a URL's ``socket_timeout`` still wins).
+
+    At most a third of ``ttl``: a renewal that waits longer for a server that
+    does not answer leaves no time for another before the lease runs out. At
+    most an eighth of ``wait`` (0 for one attempt, ``None`` for no limit): once
+    the wait has run out, leaving the queue and the clean-up after it failed
+    are up to four calls one after another against a server that does not
+    answer (each the quick path's, then the client's own), so a run gives up
+    within half its wait after it (2 s for a wait under 4 s) rather than four
+    of redis-py's 5 s timeouts after it. At least
+    :data:`SHORTEST_SOCKET_TIMEOUT`, at most :data:`SOCKET_TIMEOUT`."""
+    longest = min(SOCKET_TIMEOUT, ttl / 3, math.inf if wait is None else wait / 8)
+    return max(SHORTEST_SOCKET_TIMEOUT, longest)
 
 
 def _say(err: TextIO, message: str) -> None:

@@ -104,6 +104,10 @@ def add_run(
             "unreachable until the lease ran out), CMD gets SIGTERM, then SIGKILL after\n"
             "--grace seconds.\n"
             "\n"
+            "Each call waits for the server at most a third of --ttl and an eighth of\n"
+            "--wait (0.5 to 5 s; a socket_timeout in the URL wins): one that does not\n"
+            "answer while the lock is taken ends the run with exit status 2.\n"
+            "\n"
             "Several --url (an odd number, at least 3: independent masters) hold a\n"
             "tenure Redlock instead: the lock is held while a majority of them hold it.\n"
             "\n"
@@ -176,7 +180,12 @@ def _run_run(args: argparse.Namespace, server: Server) -> int:
     # (after a wait for the lock) can hang the interpreter's exit; the process ends
     # right after this anyway.
     urls: list[str] = getattr(args, "urls", None) or [server.url]
-    clients = [redis.Redis.from_url(url) for url in urls]
+    wait = 0.0 if args.no_wait else args.wait
+    timeout = _run.socket_timeout(args.ttl, wait)
+    clients = [
+        redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        for url in urls
+    ]
     return _run.run(
         clients[0] if len(clients) == 1 else clients,
         args.name,

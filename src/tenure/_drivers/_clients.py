@@ -314,9 +314,22 @@ def left_master(pool: Any, connection: Any) -> bool:
 def evalsha_args(step: Eval, shard: bool = False) -> tuple[Any, ...]:
     """The arguments of ``evalsha`` (of either library, client or pipeline) for ``step``:
     sha1, number of keys, keys, then arguments; with ``shard`` (a cluster with
-    sharded pub/sub), the SHA-1 of the script's :func:`sharded` variant."""
+    sharded pub/sub), the SHA-1 of the script's :func:`sharded` variant.
+
+    Every argument is ``str`` or ``bytes``, numbers in decimal (the bytes any
+    packer writes for them): hiredis (3.5) packs a number through
+    ``PyObject_Repr``, which runs a pending signal handler first, and
+    dereferences the NULL it returns when the handler raised
+    (``KeyboardInterrupt``, a timeout alarm): the process dies of SIGSEGV.
+    Text and bytes it copies without running any Python code. Every script
+    call tenure sends goes through here."""
     spec = sharded(step.script) if shard else step.script
-    return (spec.sha1, len(step.keys), *step.keys, *step.args)
+    return (
+        spec.sha1,
+        str(len(step.keys)),
+        *step.keys,
+        *[str(a) if type(a) is int else a for a in step.args],
+    )
 
 
 def source_of(step: Eval, shard: bool = False) -> bytes:
@@ -410,10 +423,51 @@ def result_lost_with(exc: BaseException) -> Any:
 def checkout(pool: Any, library: Library) -> Any:
     """A connection of a (sync or asyncio) pool, as its library asks for it
     (valkey-py still wants a command name, redis-py warns when given one):
-    the connection, or for an asyncio pool the awaitable of it."""
-    if library == "valkey":
-        return pool.get_connection("EVALSHA")
-    return pool.get_connection()
+    the connection, or for an asyncio pool the awaitable of it. A sync
+    connection packs numbers as text from then on (:func:`numbers_as_text`):
+    tenure keeps it, and connects it again after an interrupt."""
+    conn = pool.get_connection("EVALSHA") if library == "valkey" else pool.get_connection()
+    numbers_as_text(conn)
+    return conn
+
+
+#: The packers (redis-py's, valkey-py's) of a sync connection that packs with
+#: hiredis (libvalkey): numbers given to them go through ``PyObject_Repr``.
+_C_PACKERS = frozenset({"HiredisRespSerializer", "LibvalkeyRespSerializer"})
+
+
+class _TextNumbers:
+    """A connection's C packer, given every ``int`` and ``float`` as its
+    decimal text: the same bytes, without the packer running Python code.
+    hiredis (3.5) and libvalkey format a number with ``PyObject_Repr``, which
+    runs a pending signal handler first, and then read the NULL it returns
+    when the handler raised (``KeyboardInterrupt``): a segmentation fault.
+    What the connection itself sends is packed here too: the handshake of
+    each reconnection (``HELLO 3``, ``SELECT`` of the client's ``db``)."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def pack(self, *args: Any) -> Any:
+        if not _NUMBERS.isdisjoint(map(type, args)):  # (tenure's own are text already)
+            args = tuple(str(a) if type(a) in _NUMBERS else a for a in args)
+        return self.inner.pack(*args)
+
+
+_NUMBERS = frozenset({int, float})
+
+
+def numbers_as_text(conn: Any) -> None:
+    """Make a sync connection that packs with hiredis (libvalkey) give it
+    numbers as text (see :class:`_TextNumbers`), for good: a connection
+    tenure keeps is connected again after each interrupt of its call, and
+    each time sends its handshake, numbers in it. Nothing for another
+    connection (an asyncio one packs in Python), nor if done already."""
+    packer = getattr(conn, "_command_packer", None)
+    if type(packer).__name__ in _C_PACKERS:
+        conn._command_packer = _TextNumbers(packer)
 
 
 def retries_allowed(client: Any) -> bool:
@@ -431,27 +485,17 @@ def packed_evalsha(conn: Any, step: Eval, shard: bool = False) -> Any:
     encode alike (it packs with hiredis, as redis-py does, or its encoder is
     strict UTF-8), else by the connection's own packer. ``shard``: the
     script's :func:`sharded` variant (a cluster node with sharded pub/sub)."""
-    sha1 = (sharded(step.script) if shard else step.script).sha1
+    args = evalsha_args(step, shard)  # (text only: see there)
     if _HIREDIS is not None and _utf8_packer(conn):
-        # Numbers as str: hiredis formats an int (or float) with
-        # PyObject_Repr, which runs a pending signal handler, and reads its
-        # NULL if the handler raised (KeyboardInterrupt): a crash.
-        return [
-            _HIREDIS(
-                (
-                    "EVALSHA",
-                    sha1,
-                    str(len(step.keys)),
-                    *step.keys,
-                    *(str(a) if type(a) is int else a for a in step.args),
-                )
-            )
-        ]
-    return conn.pack_command("EVALSHA", sha1, len(step.keys), *step.keys, *step.args)
+        return [_HIREDIS(("EVALSHA", *args))]
+    return conn.pack_command("EVALSHA", *args)
 
 
 def _utf8_packer(conn: Any) -> bool:
-    if type(getattr(conn, "_command_packer", None)).__name__ == "HiredisRespSerializer":
+    packer = getattr(conn, "_command_packer", None)
+    if isinstance(packer, _TextNumbers):
+        packer = packer.inner
+    if type(packer).__name__ == "HiredisRespSerializer":
         return True
     encoder = getattr(conn, "encoder", None)
     return (

@@ -358,6 +358,7 @@ class _Hub:
             pubsub.ssubscribe(channel)
         else:
             pubsub.subscribe(channel)
+        _clients.numbers_as_text(pubsub.connection)  # (its handshake, when a waiter reconnects it)
 
     def _orphan(self, orphans: dict[str, _Channel]) -> None:
         """Keep channels the server dropped until a hub adopts them (the reader
