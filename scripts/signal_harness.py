@@ -1,0 +1,727 @@
+"""Random-signal fault harness: interrupts at random points of every primitive.
+
+For each primitive (Lock, RLock, FairLock, Semaphore, ReadWriteLock read and
+write, CountDownLatch, MultiLock over two servers, Redlock over three masters)
+and each interrupt style (a ``SIGALRM`` handler raising ``KeyboardInterrupt``,
+or raising ``AlarmTimeout``, an ``Exception`` subclass, as a timeout library
+would), a child process runs acquire / hold / release in a loop for
+``--seconds``, with a one-shot ``setitimer`` fired at a random point of each
+call, while a thread of the same process contends for the same name (and
+never is interrupted: Python runs signal handlers in the main thread). With
+hiredis as redis-py's parser (checked), so that a crash in C shows as the
+child dying of a signal.
+
+What it checks, with the alarms off:
+
+- **stranded**: after each iteration in which the loop holds nothing (every
+  lease acquire returned was released), Redis must hold nothing of the
+  loop's owner: a holder, a permit, a read or write hold (or a queued place
+  of a FairLock, counted apart as ``queued``) under the main thread's owner id
+  is something the library left behind. The harness's own part is excluded
+  by construction: a lease that acquire *returned* is always released in a
+  ``finally``; an interrupt that lands in the harness's own bookkeeping is
+  ignored (the handler raises only while a library call is under way).
+- **unfinished**: a release that was interrupted leaves the lease RELEASING;
+  every other such lease is left to the owner's next acquire, which must
+  send the release again (``src/tenure/_leasebook.py``); still held after
+  that acquire returned counts here. The others are released again at once.
+- **overlaps**: each holder adds its weight to a counter key while it holds
+  (1 for an exclusive hold, its permits for a semaphore, 1000 for a writer
+  against 1 per reader); a sum over the limit is two holders at once.
+- **crash**: the child died of a signal (e.g. ``SIGSEGV``), or hung (it is
+  killed after ``--seconds`` plus a grace; its threads' stacks are dumped).
+- at the end, with the contender stopped: the name must be free in Redis.
+
+``already-held`` counts ``AlreadyHeldError`` raised to an owner that held
+nothing it knew of; ``errors`` names any other exception. The exit status is
+1 if any cell stranded, overlapped, left a release unfinished, crashed or
+hung. ``make fault-signals`` runs the full grid (about 4 minutes);
+``--quick`` runs each cell for 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from types import FrameType
+from typing import Any
+
+import redis
+import redis.utils
+
+from tenure import (
+    AlreadyHeldError,
+    CountDownLatch,
+    FairLock,
+    Lock,
+    MultiLock,
+    NotOwnedError,
+    ReadWriteLock,
+    Redlock,
+    RLock,
+    Semaphore,
+)
+from tenure._drivers._sync import current_owner
+from tenure._server import ServerProcess
+
+KINDS = ("lock", "rlock", "fair", "semaphore", "rw-read", "rw-write", "latch", "multi", "redlock")
+STYLES = ("keyboard", "exception")
+#: Servers a kind needs (MultiLock's parts are on two, Redlock's masters three).
+SERVERS = {"multi": 2, "redlock": 3}
+
+TTL = 2.0  # renewed by the watchdog: a stranded lease the watchdog keeps shows as `renewed`
+ACQUIRE_TIMEOUT = 0.3
+PERMITS = 2
+WRITER = 1000  # a writer's weight on the overlap counter; a reader's is 1
+NAME = "sig"
+COUNTER = "harness:holding"
+
+
+class AlarmTimeout(Exception):
+    """What a timeout library's alarm raises: an ``Exception``, not a ``BaseException``."""
+
+
+INTERRUPTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, AlarmTimeout)
+
+
+@dataclass
+class Counts:
+    """One cell's results (the child prints them as JSON lines as it goes)."""
+
+    kind: str
+    style: str
+    iterations: int = 0
+    acquired: int = 0
+    raised: int = 0  # interrupts the handler raised (in the library's frames)
+    ignored: int = 0  # alarms that landed in the harness's own frames
+    caught: int = 0  # interrupts that reached the loop
+    stranded: int = 0
+    queued: int = 0  # a FairLock queue place of the loop's owner left behind
+    renewed: int = 0  # a stranded hold still there after 3 ttls: renewed for ever
+    release_interrupted: int = 0
+    release_left_held: int = 0  # the interrupted release left the hold in Redis (allowed)
+    unfinished: int = 0
+    overlaps: int = 0
+    already_held: int = 0
+    timeouts: int = 0
+    contender_holds: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    final_free: bool | None = None
+    done: bool = False
+    crash: str = ""
+
+    def error(self, where: str, exc: BaseException) -> None:
+        key = f"{where}:{type(exc).__name__}"
+        self.errors[key] = self.errors.get(key, 0) + 1
+        if self.errors[key] == 1:
+            self.note(f"{key}: {exc!r}"[:300])
+
+    def note(self, text: str) -> None:
+        if len(self.notes) < 20:
+            self.notes.append(text)
+
+    @property
+    def swallowed(self) -> int:
+        """Interrupts raised in the library that never reached the loop."""
+        return self.raised - self.caught
+
+    @property
+    def failed(self) -> bool:
+        return bool(
+            self.stranded
+            or self.renewed
+            or self.unfinished
+            or self.overlaps
+            or self.crash
+            or self.final_free is False
+            or not self.done
+        )
+
+
+# -- the interrupt ---------------------------------------------------------------
+
+
+class Alarm:
+    """A one-shot ``SIGALRM`` at a random point of the next library call. The
+    handler raises only while armed, so an alarm that lands in the harness's
+    own bookkeeping (or after the call returned) is ignored."""
+
+    def __init__(self, style: str, counts: Counts, rng: random.Random) -> None:
+        self.error: type[BaseException] = KeyboardInterrupt if style == "keyboard" else AlarmTimeout
+        self.counts = counts
+        self.rng = rng
+        self.armed = False
+        signal.signal(signal.SIGALRM, self._handler)
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        if not self.armed:
+            return
+        self.armed = False
+        if frame is not None and frame.f_code.co_filename == __file__:
+            # Landed in the harness's own frame: before the call began, or after
+            # it returned and before its result was stored (a lease the loop
+            # would never see). Not the library's window: not raised.
+            self.counts.ignored += 1
+            return
+        self.counts.raised += 1
+        raise self.error("alarm")
+
+    def arm(self, chance: float = 0.8) -> None:
+        if self.rng.random() < chance:
+            self.armed = True
+            signal.setitimer(signal.ITIMER_REAL, self.rng.uniform(0.00005, 0.002))
+
+    def disarm(self) -> None:
+        self.armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    @contextmanager
+    def off(self) -> Iterator[None]:
+        was = self.armed
+        self.disarm()
+        try:
+            yield
+        finally:
+            self.armed = was
+
+
+# -- the primitives --------------------------------------------------------------
+
+
+@dataclass
+class Kind:
+    """How the loop and its contender use one primitive, and how Redis shows it."""
+
+    acquire: Callable[[float], Any]  # the loop's: a lease or None
+    contend: Callable[[float], Any]  # the contender's (its own objects, the same clients)
+    weight: int  # the loop's weight on the overlap counter
+    contender_weight: Callable[[], int]
+    limit: int  # the largest legal sum; writers are checked apart
+    holders: Callable[[], list[str]]  # who holds what, in Redis (owner ids or tokens)
+    queued: Callable[[], list[str]] = lambda: []
+
+
+def build(kind: str, clients: list[redis.Redis], inspect: list[redis.Redis]) -> Kind:
+    """The loop's and the contender's objects for ``kind`` (on ``clients``),
+    and what reads Redis (on ``inspect``: other connections, the loop's pool
+    may have been interrupted mid-connect)."""
+    opts: dict[str, Any] = {"ttl": TTL, "auto_renew": True}
+
+    def lock_holders(name: str, client: redis.Redis) -> list[str]:
+        holder = Lock(client, name).info().holder
+        return [holder] if holder else []
+
+    if kind in ("lock", "rlock", "fair"):
+        cls: Any = {"lock": Lock, "rlock": RLock, "fair": FairLock}[kind]
+        mine, theirs, seen = cls(clients[0], NAME, **opts), cls(clients[0], NAME, **opts), cls(
+            inspect[0], NAME
+        )
+
+        def fair_queue() -> list[str]:
+            return [w.owner for w in seen.info().queue] if kind == "fair" else []
+
+        def one_holder() -> list[str]:
+            holder = seen.info().holder
+            return [holder] if holder else []
+
+        return Kind(
+            lambda t: mine.acquire(timeout=t),
+            lambda t: theirs.acquire(timeout=t),
+            1,
+            lambda: 1,
+            1,
+            one_holder,
+            fair_queue,
+        )
+    if kind == "semaphore":
+        sem = Semaphore(clients[0], NAME, PERMITS, **opts)
+        other = Semaphore(clients[0], NAME, PERMITS, **opts)
+        seen_sem = Semaphore(inspect[0], NAME, PERMITS)
+        return Kind(
+            lambda t: sem.acquire(PERMITS, timeout=t),
+            lambda t: other.acquire(timeout=t),
+            PERMITS,
+            lambda: 1,
+            PERMITS,
+            lambda: [h.token for h in seen_sem.info().holders],
+        )
+    if kind in ("rw-read", "rw-write"):
+        rw = ReadWriteLock(clients[0], NAME, **opts)
+        other_rw = ReadWriteLock(clients[0], NAME, **opts)
+        seen_rw = ReadWriteLock(inspect[0], NAME)
+        writing = kind == "rw-write"
+        turn = random.Random(7)
+        last = [1]
+
+        def contend(t: float) -> Any:
+            # the contender alternates at random between reading and writing
+            write = turn.random() < 0.5
+            last[0] = WRITER if write else 1
+            return (other_rw.write if write else other_rw.read).acquire(timeout=t)
+
+        return Kind(
+            lambda t: (rw.write if writing else rw.read).acquire(timeout=t),
+            contend,
+            WRITER if writing else 1,
+            lambda: last[0],
+            WRITER,
+            lambda: [h.owner for h in seen_rw.info().holders],
+        )
+    if kind == "multi":
+        multi = MultiLock([Lock(clients[0], "sig-a", **opts), Lock(clients[1], "sig-b", **opts)])
+        other_multi = MultiLock(
+            [Lock(clients[0], "sig-a", **opts), Lock(clients[1], "sig-b", **opts)]
+        )
+        return Kind(
+            lambda t: multi.acquire(timeout=t),
+            lambda t: other_multi.acquire(timeout=t),
+            1,
+            lambda: 1,
+            1,
+            lambda: lock_holders("sig-a", inspect[0]) + lock_holders("sig-b", inspect[1]),
+        )
+    if kind == "redlock":
+        red = Redlock(clients, NAME, **opts)
+        other_red = Redlock(clients, NAME, **opts)
+        return Kind(
+            lambda t: red.acquire(timeout=t),
+            lambda t: other_red.acquire(timeout=t),
+            1,
+            lambda: 1,
+            1,
+            lambda: [h for c in inspect for h in lock_holders(NAME, c)],
+        )
+    raise ValueError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
+
+
+# -- the child: one cell ---------------------------------------------------------
+
+
+def ours(holders: list[str], owner: str) -> list[str]:
+    """The holders that are the loop's owner (its owner id, or one of its tokens)."""
+    return [h for h in holders if h == owner or h.startswith(owner + ":")]
+
+
+class Cell:
+    def __init__(self, kind: str, style: str, urls: list[str], seconds: float, seed: int) -> None:
+        self.kind = kind
+        self.counts = Counts(kind, style)
+        self.rng = random.Random(seed)
+        self.seconds = seconds
+        self.clients = [redis.Redis.from_url(u) for u in urls]
+        self.inspect = [redis.Redis.from_url(u, socket_timeout=5) for u in urls]
+        self.counter = self.inspect[0]
+        self.alarm = Alarm(style, self.counts, self.rng)
+        self.owner = current_owner()
+        self.stop = threading.Event()
+        self.last_report = 0.0
+
+    def report(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self.last_report > 0.5:
+            self.last_report = now
+            print(json.dumps(asdict(self.counts)), flush=True)
+
+    # the overlap counter: the loop's own bookkeeping, never interrupted
+    def enter(self, weight: int, limit: int, valid: Callable[[], bool]) -> None:
+        total = int(self.counter.incrby(COUNTER, weight))
+        exclusive = weight == WRITER or limit == 1
+        if (total > limit or (exclusive and total != weight)) and valid():
+            self.counts.overlaps += 1
+            self.counts.note(f"overlap: weight {weight}, counter {total}")
+
+    def leave(self, weight: int) -> None:
+        self.counter.decrby(COUNTER, weight)
+
+    def contender(self, kind: Kind) -> None:
+        rng = random.Random(self.rng.random())
+        while not self.stop.is_set():
+            try:
+                lease = kind.contend(0.2)
+            except Exception as exc:
+                self.counts.error("contender", exc)
+                time.sleep(0.01)
+                continue
+            if lease is None:
+                continue
+            weight = kind.contender_weight()
+            try:
+                self.counts.contender_holds += 1
+                self.enter(weight, kind.limit, lambda: bool(lease.valid))
+                time.sleep(rng.uniform(0, 0.002))
+                self.leave(weight)
+            finally:
+                try:
+                    lease.release()
+                except Exception as exc:
+                    self.counts.error("contender-release", exc)
+            time.sleep(rng.uniform(0, 0.003))
+
+    def wait_until_clear(self, kind: Kind, found: list[str]) -> bool:
+        """Wait (alarms off) for what was stranded to end by its ttl; False if
+        it outlives 3 ttls (the watchdog renews it)."""
+        deadline = time.monotonic() + 3 * TTL + 1
+        while time.monotonic() < deadline:
+            if not set(found) & set(kind.holders() + kind.queued()):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def check(self, kind: Kind, pending_tokens: set[str]) -> bool:
+        """After an iteration that left the loop holding nothing: Redis holds
+        nothing of the loop's owner. False to stop the cell (a renewed strand)."""
+        held = ours(kind.holders(), self.owner)
+        queued = ours(kind.queued(), self.owner)
+        if not held and not queued:
+            return True
+        for h in held:
+            if h in pending_tokens or (pending_tokens and h == self.owner):
+                self.counts.unfinished += 1
+                self.counts.note(f"unfinished release: {h}")
+            else:
+                self.counts.stranded += 1
+                self.counts.note(f"stranded at iteration {self.counts.iterations}: {h}")
+        if queued:
+            self.counts.queued += 1
+            self.counts.note(f"queued place left at iteration {self.counts.iterations}")
+        if not self.wait_until_clear(kind, held + queued):
+            self.counts.renewed += 1
+            self.counts.note("a stranded hold outlived 3 ttls: stopping the cell")
+            return False
+        return True
+
+    def release(self, lease: Any, pending: list[Any], kind: Kind) -> bool:
+        """Release ``lease`` under a random alarm. An interrupted release is left
+        RELEASING for the next acquire (every other time, when no other is
+        pending), or sent again at once. True if it was left pending."""
+        self.alarm.arm()
+        try:
+            lease.release()
+        except INTERRUPTS:
+            self.alarm.disarm()
+            self.counts.caught += 1
+            self.counts.release_interrupted += 1
+            if ours(kind.holders(), self.owner):
+                self.counts.release_left_held += 1
+            if self.counts.release_interrupted % 2 and not pending:
+                pending.append(lease)
+                return True
+            self.release_quietly(lease)
+        except NotOwnedError as exc:
+            self.alarm.disarm()
+            self.counts.error("release", exc)
+        finally:
+            self.alarm.disarm()
+        return False
+
+    def release_quietly(self, lease: Any) -> None:
+        """Release with the alarms off; a lease already released is fine."""
+        with self.alarm.off(), suppress(NotOwnedError):
+            lease.release()
+
+    def run_locks(self, kind: Kind) -> None:
+        pending: list[Any] = []  # at most one lease whose release was interrupted
+        end = time.monotonic() + self.seconds
+        while time.monotonic() < end:
+            self.counts.iterations += 1
+            lease: Any = None
+            settled = False  # the acquire returned or refused: the pending lease is judged
+            pended = False
+            try:
+                self.alarm.arm()
+                try:
+                    lease = kind.acquire(ACQUIRE_TIMEOUT)
+                    settled = True
+                except AlreadyHeldError as exc:
+                    settled = True
+                    self.counts.already_held += 1
+                    self.counts.note(f"AlreadyHeldError: {exc}"[:200])
+                finally:
+                    self.alarm.disarm()
+                if settled and lease is None:
+                    self.counts.timeouts += 1
+                if lease is not None:
+                    self.counts.acquired += 1
+                    self.enter(kind.weight, kind.limit, lambda: bool(lease.valid))
+                    time.sleep(self.rng.uniform(0, 0.002))
+                    self.leave(kind.weight)
+            except INTERRUPTS:
+                self.counts.caught += 1
+            except Exception as exc:
+                self.counts.error("acquire", exc)
+            finally:
+                self.alarm.disarm()
+                if lease is not None:
+                    pended = self.release(lease, pending, kind)
+            if pended or (pending and not settled):
+                continue  # judged after the next acquire that returns
+            tokens = {str(getattr(p, "owner", "")) for p in pending}
+            if not self.check(kind, tokens):
+                break
+            for p in pending:
+                self.release_quietly(p)
+            pending.clear()
+            self.report()
+        for p in pending:
+            self.release_quietly(p)
+
+    def run_latch(self) -> None:
+        """Each iteration sets the count to 1 if it is 0, counts down and waits
+        (interrupted at random); then, alarms off, the count is 0 or 1 (once
+        counted down again, 0) and a wait returns True at once."""
+        latch = CountDownLatch(self.clients[0], NAME)
+        seen = CountDownLatch(self.inspect[0], NAME)
+        end = time.monotonic() + self.seconds
+        while time.monotonic() < end:
+            self.counts.iterations += 1
+            try:
+                self.alarm.arm()
+                latch.try_set_count(1)
+                latch.count_down()
+                if latch.wait(timeout=ACQUIRE_TIMEOUT):
+                    self.counts.acquired += 1
+                else:
+                    self.counts.timeouts += 1
+                self.alarm.disarm()
+            except INTERRUPTS:
+                self.alarm.disarm()
+                self.counts.caught += 1
+            except Exception as exc:
+                self.alarm.disarm()
+                self.counts.error("latch", exc)
+            self.alarm.disarm()
+            count = seen.count()
+            if count not in (0, 1):
+                self.counts.stranded += 1
+                self.counts.note(f"latch count {count} at iteration {self.counts.iterations}")
+            if count:
+                seen.count_down()
+            if not latch.wait(timeout=2.0):
+                self.counts.stranded += 1
+                self.counts.note(f"open latch not seen at iteration {self.counts.iterations}")
+            self.report()
+
+    def latch_waiter(self) -> None:
+        latch = CountDownLatch(self.clients[0], NAME)
+        while not self.stop.is_set():
+            try:
+                if latch.wait(timeout=0.2):
+                    self.counts.contender_holds += 1
+                time.sleep(0.002)
+            except Exception as exc:
+                self.counts.error("contender", exc)
+                time.sleep(0.01)
+
+    def run(self) -> None:
+        parser = type(self.clients[0].connection_pool.get_connection()._parser).__name__
+        if "Hiredis" not in parser or not redis.utils.HIREDIS_AVAILABLE:
+            self.counts.note(f"hiredis is not redis-py's parser here ({parser})")
+        if self.kind == "latch":
+            kind = None
+            helper = threading.Thread(target=self.latch_waiter, daemon=True)
+        else:
+            kind = build(self.kind, self.clients, self.inspect)
+            helper = threading.Thread(target=self.contender, args=(kind,), daemon=True)
+        helper.start()
+        try:
+            if kind is None:
+                self.run_latch()
+            else:
+                self.run_locks(kind)
+        finally:
+            self.alarm.disarm()
+            self.stop.set()
+        helper.join(10)
+        if helper.is_alive():
+            self.counts.crash = "contender hung"
+            self.counts.note("the contender thread did not stop within 10 s")
+        if kind is not None:
+            time.sleep(0.05)
+            left = kind.holders() + kind.queued()
+            self.counts.final_free = not left
+            if left:
+                self.counts.note(f"held at the end: {left}")
+        else:
+            self.counts.final_free = CountDownLatch(self.inspect[0], NAME).count() == 0
+        self.counts.done = True
+        self.report(force=True)
+
+
+def child(args: argparse.Namespace) -> int:
+    faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    Cell(args.kind[0], args.style[0], args.urls, args.seconds, args.seed).run()
+    return 0
+
+
+# -- the parent: the grid --------------------------------------------------------
+
+
+def run_cell(
+    kind: str, style: str, urls: list[str], seconds: float, seed: int, verbose: bool
+) -> Counts:
+    for url in urls:
+        redis.Redis.from_url(url).flushall()
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--kind", kind, "--style", style]
+    cmd += ["--seconds", str(seconds), "--seed", str(seed), "--urls", *urls]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    grace = seconds + 3 * TTL + 30
+    try:
+        out, err = proc.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # faulthandler: every thread's stack
+        time.sleep(1)
+        proc.kill()
+        out, err = proc.communicate()
+        counts = last_counts(out, kind, style)
+        counts.crash = f"hung (killed after {grace:.0f} s)"
+        counts.note(err[-2000:])
+        return counts
+    counts = last_counts(out, kind, style)
+    if proc.returncode < 0:
+        counts.crash = signal.Signals(-proc.returncode).name
+    elif proc.returncode > 0 or not counts.done:
+        counts.crash = counts.crash or f"exit {proc.returncode}"
+    if counts.crash:
+        counts.note(err[-2000:])
+    elif verbose and err.strip():
+        counts.note(err[-1000:])
+    return counts
+
+
+def last_counts(out: str, kind: str, style: str) -> Counts:
+    for line in reversed(out.splitlines()):
+        with suppress(ValueError, TypeError):
+            return Counts(**json.loads(line))
+    return Counts(kind, style)
+
+
+COLUMNS = (
+    "kind",
+    "style",
+    "iterations",
+    "raised",
+    "caught",
+    "swallowed",
+    "stranded",
+    "queued",
+    "renewed",
+    "unfinished",
+    "overlaps",
+    "already_held",
+    "release_interrupted",
+    "release_left_held",
+    "acquired",
+    "contender_holds",
+    "crash",
+)
+HEADERS = (
+    "primitive",
+    "style",
+    "iter",
+    "intr",
+    "caught",
+    "swallowed",
+    "stranded",
+    "queued",
+    "renewed",
+    "unfinished",
+    "overlap",
+    "already-held",
+    "rel-intr",
+    "rel-held",
+    "acq",
+    "contender",
+    "crash",
+)
+
+
+def table(rows: list[Counts]) -> str:
+    cells = [list(HEADERS)]
+    for c in rows:
+        line = [str(getattr(c, k)) for k in COLUMNS]
+        if c.kind == "latch":
+            line[COLUMNS.index("overlaps")] = "-"
+        if c.final_free is False:
+            line[COLUMNS.index("stranded")] += " (end: held)"
+        cells.append(line)
+    widths = [max(len(r[i]) for r in cells) for i in range(len(HEADERS))]
+    lines = ["| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in cells]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--kind", action="append", choices=KINDS, help="a primitive (repeatable)")
+    ap.add_argument("--style", action="append", choices=STYLES, help="an interrupt (repeatable)")
+    ap.add_argument("--seconds", type=float, default=12.0, help="per cell (default 12)")
+    ap.add_argument("--quick", action="store_true", help="2 s per cell")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--json", help="also write every cell's counts to this file")
+    ap.add_argument("--verbose", action="store_true", help="show each cell's notes")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--urls", nargs="*", default=[], help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.seconds <= 0:
+        ap.error(f"--seconds must be positive, not {args.seconds}")
+    if args.child:
+        return child(args)
+    seconds = 2.0 if args.quick else args.seconds
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    kinds = args.kind or list(KINDS)
+    styles = args.style or list(STYLES)
+    need = max(SERVERS.get(k, 1) for k in kinds)
+    binary = os.environ.get("TENURE_SERVER") or None
+    servers = [ServerProcess(binary).start() for _ in range(need)]
+    print(
+        f"signal harness: seed {seed}, {seconds:g} s per cell, hiredis "
+        f"{'on' if redis.utils.HIREDIS_AVAILABLE else 'OFF'}, redis-py {redis.__version__}",
+        flush=True,
+    )
+    rows: list[Counts] = []
+    try:
+        for kind in kinds:
+            urls = [s.url for s in servers[: SERVERS.get(kind, 1)]]
+            for style in styles:
+                counts = run_cell(kind, style, urls, seconds, seed, args.verbose)
+                rows.append(counts)
+                flag = "FAIL" if counts.failed else "ok"
+                print(
+                    f"  {kind:9} {style:9} {flag}: {counts.iterations} iterations, "
+                    f"{counts.raised} interrupts, {counts.stranded} stranded, "
+                    f"{counts.overlaps} overlaps{', ' + counts.crash if counts.crash else ''}",
+                    flush=True,
+                )
+                if args.verbose or counts.failed:
+                    for text in counts.notes:
+                        print("      " + text.replace("\n", "\n      "), flush=True)
+                    for key, n in counts.errors.items():
+                        print(f"      error {key} x{n}", flush=True)
+    finally:
+        for s in servers:
+            s.close()
+    print()
+    print(table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([asdict(c) for c in rows], f, indent=1)
+    failed = [f"{c.kind}/{c.style}" for c in rows if c.failed]
+    print(f"\n{len(failed)} of {len(rows)} cells failed{': ' + ', '.join(failed) if failed else ''}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
