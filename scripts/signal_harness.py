@@ -49,6 +49,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -114,6 +115,7 @@ class Counts:
     unfinished: int = 0
     overlaps: int = 0
     already_held: int = 0
+    pool_broken: int = 0  # redis-py's pool kept a half-connected connection (AttributeError)
     timeouts: int = 0
     contender_holds: int = 0
     errors: dict[str, int] = field(default_factory=dict)
@@ -163,6 +165,7 @@ class Alarm:
         self.counts = counts
         self.rng = rng
         self.armed = False
+        self.where = ""  # where the last interrupt was raised
         signal.signal(signal.SIGALRM, self._handler)
 
     def _handler(self, signum: int, frame: FrameType | None) -> None:
@@ -176,6 +179,10 @@ class Alarm:
             self.counts.ignored += 1
             return
         self.counts.raised += 1
+        self.where = (
+            f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} " if frame else ""
+        )
+        self.where += frame.f_code.co_name if frame else "?"
         raise self.error("alarm")
 
     def arm(self, chance: float = 0.8) -> None:
@@ -225,8 +232,10 @@ def build(kind: str, clients: list[redis.Redis], inspect: list[redis.Redis]) -> 
 
     if kind in ("lock", "rlock", "fair"):
         cls: Any = {"lock": Lock, "rlock": RLock, "fair": FairLock}[kind]
-        mine, theirs, seen = cls(clients[0], NAME, **opts), cls(clients[0], NAME, **opts), cls(
-            inspect[0], NAME
+        mine, theirs, seen = (
+            cls(clients[0], NAME, **opts),
+            cls(clients[0], NAME, **opts),
+            cls(inspect[0], NAME),
         )
 
         def fair_queue() -> list[str]:
@@ -325,6 +334,7 @@ class Cell:
         self.counter = self.inspect[0]
         self.alarm = Alarm(style, self.counts, self.rng)
         self.owner = current_owner()
+        self.settled_how = ""  # what the last acquire that returned did
         self.stop = threading.Event()
         self.last_report = 0.0
 
@@ -335,10 +345,10 @@ class Cell:
             print(json.dumps(asdict(self.counts)), flush=True)
 
     # the overlap counter: the loop's own bookkeeping, never interrupted
-    def enter(self, weight: int, limit: int, valid: Callable[[], bool]) -> None:
+    def enter(self, weight: int, limit: int, lease: Any) -> None:
         total = int(self.counter.incrby(COUNTER, weight))
         exclusive = weight == WRITER or limit == 1
-        if (total > limit or (exclusive and total != weight)) and valid():
+        if (total > limit or (exclusive and total != weight)) and lease.valid:
             self.counts.overlaps += 1
             self.counts.note(f"overlap: weight {weight}, counter {total}")
 
@@ -359,7 +369,7 @@ class Cell:
             weight = kind.contender_weight()
             try:
                 self.counts.contender_holds += 1
-                self.enter(weight, kind.limit, lambda: bool(lease.valid))
+                self.enter(weight, kind.limit, lease)
                 time.sleep(rng.uniform(0, 0.002))
                 self.leave(weight)
             finally:
@@ -389,13 +399,22 @@ class Cell:
         for h in held:
             if h in pending_tokens or (pending_tokens and h == self.owner):
                 self.counts.unfinished += 1
-                self.counts.note(f"unfinished release: {h}")
+                self.counts.note(
+                    f"unfinished release: {h} (still held after the next acquire,"
+                    f" which {self.settled_how})"
+                )
             else:
                 self.counts.stranded += 1
-                self.counts.note(f"stranded at iteration {self.counts.iterations}: {h}")
+                self.counts.note(
+                    f"stranded at iteration {self.counts.iterations}: {h}"
+                    f" (last interrupt in {self.alarm.where})"
+                )
         if queued:
             self.counts.queued += 1
-            self.counts.note(f"queued place left at iteration {self.counts.iterations}")
+            self.counts.note(
+                f"queued place left at iteration {self.counts.iterations}"
+                f" (last interrupt in {self.alarm.where})"
+            )
         if not self.wait_until_clear(kind, held + queued):
             self.counts.renewed += 1
             self.counts.note("a stranded hold outlived 3 ttls: stopping the cell")
@@ -426,6 +445,15 @@ class Cell:
             self.alarm.disarm()
         return False
 
+    def repair_pools(self) -> None:
+        """redis-py's pool can keep a connection whose connect() was interrupted
+        before its parser was set up (every later use raises AttributeError,
+        docs/safety.md, "Interrupted acquire"): redis-py's, not tenure's. The
+        idle connections are closed so the run goes on (counted as pool_broken)."""
+        self.counts.pool_broken += 1
+        for client in self.clients:
+            client.connection_pool.disconnect(inuse_connections=False)
+
     def release_quietly(self, lease: Any) -> None:
         """Release with the alarms off; a lease already released is fine."""
         with self.alarm.off(), suppress(NotOwnedError):
@@ -444,8 +472,10 @@ class Cell:
                 try:
                     lease = kind.acquire(ACQUIRE_TIMEOUT)
                     settled = True
+                    self.settled_how = "timed out" if lease is None else "returned a lease"
                 except AlreadyHeldError as exc:
                     settled = True
+                    self.settled_how = "raised AlreadyHeldError"
                     self.counts.already_held += 1
                     self.counts.note(f"AlreadyHeldError: {exc}"[:200])
                 finally:
@@ -454,13 +484,15 @@ class Cell:
                     self.counts.timeouts += 1
                 if lease is not None:
                     self.counts.acquired += 1
-                    self.enter(kind.weight, kind.limit, lambda: bool(lease.valid))
+                    self.enter(kind.weight, kind.limit, lease)
                     time.sleep(self.rng.uniform(0, 0.002))
                     self.leave(kind.weight)
             except INTERRUPTS:
                 self.counts.caught += 1
             except Exception as exc:
                 self.counts.error("acquire", exc)
+                if isinstance(exc, AttributeError):
+                    self.repair_pools()
             finally:
                 self.alarm.disarm()
                 if lease is not None:
@@ -543,10 +575,14 @@ class Cell:
         finally:
             self.alarm.disarm()
             self.stop.set()
-        helper.join(10)
+        helper.join(3)
         if helper.is_alive():
             self.counts.crash = "contender hung"
-            self.counts.note("the contender thread did not stop within 10 s")
+            with tempfile.TemporaryFile("w+") as f:
+                faulthandler.dump_traceback(f, all_threads=True)
+                f.seek(0)
+                stacks = f.read()
+            self.counts.note(f"the contender did not stop within 3 s:\n{stacks[-3000:]}")
         if kind is not None:
             time.sleep(0.05)
             left = kind.holders() + kind.queued()
@@ -577,7 +613,7 @@ def run_cell(
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--kind", kind, "--style", style]
     cmd += ["--seconds", str(seconds), "--seed", str(seed), "--urls", *urls]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    grace = seconds + 3 * TTL + 30
+    grace = seconds + 3 * TTL + 8
     try:
         out, err = proc.communicate(timeout=grace)
     except subprocess.TimeoutExpired:
@@ -621,6 +657,7 @@ COLUMNS = (
     "unfinished",
     "overlaps",
     "already_held",
+    "pool_broken",
     "release_interrupted",
     "release_left_held",
     "acquired",
@@ -640,6 +677,7 @@ HEADERS = (
     "unfinished",
     "overlap",
     "already-held",
+    "pool-broken",
     "rel-intr",
     "rel-held",
     "acq",
@@ -658,7 +696,9 @@ def table(rows: list[Counts]) -> str:
             line[COLUMNS.index("stranded")] += " (end: held)"
         cells.append(line)
     widths = [max(len(r[i]) for r in cells) for i in range(len(HEADERS))]
-    lines = ["| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in cells]
+    lines = [
+        "| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in cells
+    ]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
 
@@ -667,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--kind", action="append", choices=KINDS, help="a primitive (repeatable)")
     ap.add_argument("--style", action="append", choices=STYLES, help="an interrupt (repeatable)")
-    ap.add_argument("--seconds", type=float, default=12.0, help="per cell (default 12)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="per cell (default 10)")
     ap.add_argument("--quick", action="store_true", help="2 s per cell")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--json", help="also write every cell's counts to this file")
@@ -719,7 +759,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump([asdict(c) for c in rows], f, indent=1)
     failed = [f"{c.kind}/{c.style}" for c in rows if c.failed]
-    print(f"\n{len(failed)} of {len(rows)} cells failed{': ' + ', '.join(failed) if failed else ''}")
+    print(
+        f"\n{len(failed)} of {len(rows)} cells failed{': ' + ', '.join(failed) if failed else ''}"
+    )
     return 1 if failed else 0
 
 
