@@ -42,7 +42,9 @@ hung. ``make fault-signals`` runs the full grid (about 4 minutes);
 from __future__ import annotations
 
 import argparse
+import asyncio
 import faulthandler
+import io
 import json
 import os
 import random
@@ -52,17 +54,26 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
+import redis.asyncio
 import redis.utils
 
 from tenure import (
     AlreadyHeldError,
+    AsyncCountDownLatch,
+    AsyncFairLock,
+    AsyncLock,
+    AsyncMultiLock,
+    AsyncReadWriteLock,
+    AsyncRedlock,
+    AsyncRLock,
+    AsyncSemaphore,
     CountDownLatch,
     FairLock,
     Lock,
@@ -73,11 +84,14 @@ from tenure import (
     RLock,
     Semaphore,
 )
+from tenure._drivers._async import current_owner as async_owner
 from tenure._drivers._sync import current_owner
 from tenure._server import ServerProcess
 
 KINDS = ("lock", "rlock", "fair", "semaphore", "rw-read", "rw-write", "latch", "multi", "redlock")
-STYLES = ("keyboard", "exception")
+STYLES = ("keyboard", "exception")  # sync: what the SIGALRM handler raises
+ASYNC_STYLES = ("cancel", "timeout")  # asyncio: task.cancel() or asyncio.timeout()
+T = TypeVar("T")
 #: Servers a kind needs (MultiLock's parts are on two, Redlock's masters three).
 SERVERS = {"multi": 2, "redlock": 3}
 
@@ -102,6 +116,7 @@ class Counts:
 
     kind: str
     style: str
+    api: str = "sync"
     iterations: int = 0
     acquired: int = 0
     raised: int = 0  # interrupts the handler raised (in the library's frames)
@@ -220,22 +235,46 @@ class Kind:
     queued: Callable[[], list[str]] = lambda: []
 
 
-def build(kind: str, clients: list[redis.Redis], inspect: list[redis.Redis]) -> Kind:
-    """The loop's and the contender's objects for ``kind`` (on ``clients``),
-    and what reads Redis (on ``inspect``: other connections, the loop's pool
-    may have been interrupted mid-connect)."""
+#: The classes of each API (the asyncio twins' calls return coroutines).
+SYNC: dict[str, Any] = {
+    "Lock": Lock,
+    "RLock": RLock,
+    "FairLock": FairLock,
+    "Semaphore": Semaphore,
+    "ReadWriteLock": ReadWriteLock,
+    "MultiLock": MultiLock,
+    "Redlock": Redlock,
+}
+ASYNC: dict[str, Any] = {
+    "Lock": AsyncLock,
+    "RLock": AsyncRLock,
+    "FairLock": AsyncFairLock,
+    "Semaphore": AsyncSemaphore,
+    "ReadWriteLock": AsyncReadWriteLock,
+    "MultiLock": AsyncMultiLock,
+    "Redlock": AsyncRedlock,
+}
+
+
+def build(
+    kind: str, clients: list[Any], inspect: list[redis.Redis], api: dict[str, Any] = SYNC
+) -> Kind:
+    """The loop's and the contender's objects for ``kind`` (on ``clients``,
+    of ``api``'s classes), and what reads Redis (sync, on ``inspect``: other
+    connections, the loop's pool may have been interrupted mid-connect)."""
     opts: dict[str, Any] = {"ttl": TTL, "auto_renew": True}
+    Lock_, MultiLock_ = api["Lock"], api["MultiLock"]
 
     def lock_holders(name: str, client: redis.Redis) -> list[str]:
         holder = Lock(client, name).info().holder
         return [holder] if holder else []
 
     if kind in ("lock", "rlock", "fair"):
-        cls: Any = {"lock": Lock, "rlock": RLock, "fair": FairLock}[kind]
+        cls: Any = api[{"lock": "Lock", "rlock": "RLock", "fair": "FairLock"}[kind]]
         mine, theirs, seen = (
             cls(clients[0], NAME, **opts),
             cls(clients[0], NAME, **opts),
-            cls(inspect[0], NAME),
+            SYNC[cls.__name__.removeprefix("Async")](inspect[0], NAME),
         )
 
         def fair_queue() -> list[str]:
@@ -255,8 +294,8 @@ def build(kind: str, clients: list[redis.Redis], inspect: list[redis.Redis]) -> 
             fair_queue,
         )
     if kind == "semaphore":
-        sem = Semaphore(clients[0], NAME, PERMITS, **opts)
-        other = Semaphore(clients[0], NAME, PERMITS, **opts)
+        sem = api["Semaphore"](clients[0], NAME, PERMITS, **opts)
+        other = api["Semaphore"](clients[0], NAME, PERMITS, **opts)
         seen_sem = Semaphore(inspect[0], NAME, PERMITS)
         return Kind(
             lambda t: sem.acquire(PERMITS, timeout=t),
@@ -267,8 +306,8 @@ def build(kind: str, clients: list[redis.Redis], inspect: list[redis.Redis]) -> 
             lambda: [h.token for h in seen_sem.info().holders],
         )
     if kind in ("rw-read", "rw-write"):
-        rw = ReadWriteLock(clients[0], NAME, **opts)
-        other_rw = ReadWriteLock(clients[0], NAME, **opts)
+        rw = api["ReadWriteLock"](clients[0], NAME, **opts)
+        other_rw = api["ReadWriteLock"](clients[0], NAME, **opts)
         seen_rw = ReadWriteLock(inspect[0], NAME)
         writing = kind == "rw-write"
         turn = random.Random(7)
@@ -289,9 +328,9 @@ def build(kind: str, clients: list[redis.Redis], inspect: list[redis.Redis]) -> 
             lambda: [h.owner for h in seen_rw.info().holders],
         )
     if kind == "multi":
-        multi = MultiLock([Lock(clients[0], "sig-a", **opts), Lock(clients[1], "sig-b", **opts)])
-        other_multi = MultiLock(
-            [Lock(clients[0], "sig-a", **opts), Lock(clients[1], "sig-b", **opts)]
+        multi = MultiLock_([Lock_(clients[0], "sig-a", **opts), Lock_(clients[1], "sig-b", **opts)])
+        other_multi = MultiLock_(
+            [Lock_(clients[0], "sig-a", **opts), Lock_(clients[1], "sig-b", **opts)]
         )
         return Kind(
             lambda t: multi.acquire(timeout=t),
@@ -302,8 +341,8 @@ def build(kind: str, clients: list[redis.Redis], inspect: list[redis.Redis]) -> 
             lambda: lock_holders("sig-a", inspect[0]) + lock_holders("sig-b", inspect[1]),
         )
     if kind == "redlock":
-        red = Redlock(clients, NAME, **opts)
-        other_red = Redlock(clients, NAME, **opts)
+        red = api["Redlock"](clients, NAME, **opts)
+        other_red = api["Redlock"](clients, NAME, **opts)
         return Kind(
             lambda t: red.acquire(timeout=t),
             lambda t: other_red.acquire(timeout=t),
@@ -595,10 +634,238 @@ class Cell:
         self.report(force=True)
 
 
+class AsyncCell(Cell):
+    """The same loop on the asyncio API, where the interrupt is the loop's
+    task cancelled at a random point of each call: by ``task.cancel()`` from
+    a timer (style ``cancel``) or by ``asyncio.timeout()`` (style ``timeout``).
+    A cancellation reaches the task only at an ``await``, so one that comes
+    after the call returned is never raised (the timer is cancelled first):
+    every one raised landed in the library. The contender is a task of the
+    same loop, never cancelled."""
+
+    def __init__(self, kind: str, style: str, urls: list[str], seconds: float, seed: int) -> None:
+        super().__init__(kind, style, urls, seconds, seed)
+        self.counts.api = "async"
+        self.style = style
+        self.aclients = [redis.asyncio.Redis.from_url(u) for u in urls]
+        self.done_waiting = asyncio.Event()
+
+    async def interrupted(self, call: Callable[[], Awaitable[T]], chance: float = 0.8) -> T:
+        """``await call()``, cancelled at a random point (with ``chance``).
+        Raises CancelledError (``cancel``) or TimeoutError (``timeout``) when
+        the cancellation reached the caller; one the library swallowed is
+        counted as raised and not caught."""
+        if self.rng.random() >= chance:
+            return await call()
+        delay = self.rng.uniform(0.00005, 0.002)
+        task = asyncio.current_task()
+        assert task is not None
+        if self.style == "timeout":
+            async with asyncio.timeout(None) as cm:
+                cm.reschedule(asyncio.get_running_loop().time() + delay)
+                try:
+                    return await call()
+                finally:
+                    if cm.expired():
+                        self.counts.raised += 1
+
+        def cancel() -> None:
+            self.counts.raised += 1
+            task.cancel()
+
+        handle = asyncio.get_running_loop().call_later(delay, cancel)
+        try:
+            result = await call()
+        finally:
+            handle.cancel()
+        if task.cancelling():
+            task.uncancel()  # swallowed by the library: counted as raised, not caught
+        return result
+
+    def caught_one(self) -> None:
+        self.counts.caught += 1
+        task = asyncio.current_task()
+        if self.style == "cancel" and task is not None and task.cancelling():
+            task.uncancel()
+
+    async def contend(self, kind: Kind) -> None:
+        rng = random.Random(self.rng.random())
+        while not self.stop.is_set():
+            try:
+                lease = await kind.contend(0.2)
+            except Exception as exc:
+                self.counts.error("contender", exc)
+                await asyncio.sleep(0.01)
+                continue
+            if lease is None:
+                continue
+            weight = kind.contender_weight()
+            try:
+                self.counts.contender_holds += 1
+                self.enter(weight, kind.limit, lease)
+                await asyncio.sleep(rng.uniform(0, 0.002))
+                self.leave(weight)
+            finally:
+                try:
+                    await lease.release()
+                except Exception as exc:
+                    self.counts.error("contender-release", exc)
+            await asyncio.sleep(rng.uniform(0, 0.003))
+
+    async def release_async(self, lease: Any, pending: list[Any], kind: Kind) -> bool:
+        try:
+            await self.interrupted(lease.release)
+        except (asyncio.CancelledError, TimeoutError):
+            self.caught_one()
+            self.counts.release_interrupted += 1
+            if ours(kind.holders(), self.owner):
+                self.counts.release_left_held += 1
+            if self.counts.release_interrupted % 2 and not pending:
+                pending.append(lease)
+                return True
+            await self.release_quietly_async(lease)
+        except NotOwnedError as exc:
+            self.counts.error("release", exc)
+        return False
+
+    async def release_quietly_async(self, lease: Any) -> None:
+        with suppress(NotOwnedError):
+            await lease.release()
+
+    async def run_locks_async(self, kind: Kind) -> None:
+        pending: list[Any] = []
+        end = time.monotonic() + self.seconds
+        while time.monotonic() < end:
+            self.counts.iterations += 1
+            lease: Any = None
+            settled = pended = False
+            try:
+                try:
+                    lease = await self.interrupted(lambda: kind.acquire(ACQUIRE_TIMEOUT))
+                    settled = True
+                    self.settled_how = "timed out" if lease is None else "returned a lease"
+                except AlreadyHeldError as exc:
+                    settled = True
+                    self.settled_how = "raised AlreadyHeldError"
+                    self.counts.already_held += 1
+                    self.counts.note(f"AlreadyHeldError: {exc}"[:200])
+                if settled and lease is None:
+                    self.counts.timeouts += 1
+                if lease is not None:
+                    self.counts.acquired += 1
+                    self.enter(kind.weight, kind.limit, lease)
+                    await asyncio.sleep(self.rng.uniform(0, 0.002))
+                    self.leave(kind.weight)
+            except (asyncio.CancelledError, TimeoutError):
+                self.caught_one()
+            except Exception as exc:
+                self.counts.error("acquire", exc)
+                if isinstance(exc, AttributeError):
+                    self.counts.pool_broken += 1
+                    for client in self.aclients:
+                        await client.connection_pool.disconnect(inuse_connections=False)
+            finally:
+                if lease is not None:
+                    pended = await self.release_async(lease, pending, kind)
+            if pended or (pending and not settled):
+                continue
+            tokens = {str(getattr(p, "owner", "")) for p in pending}
+            if not self.check(kind, tokens):
+                break
+            for p in pending:
+                await self.release_quietly_async(p)
+            pending.clear()
+            self.report()
+            await asyncio.sleep(0)  # the contender's turn
+        for p in pending:
+            await self.release_quietly_async(p)
+
+    async def run_latch_async(self) -> None:
+        latch = AsyncCountDownLatch(self.aclients[0], NAME)
+        seen = CountDownLatch(self.inspect[0], NAME)
+
+        async def once() -> bool:
+            await latch.try_set_count(1)
+            await latch.count_down()
+            return await latch.wait(timeout=ACQUIRE_TIMEOUT)
+
+        end = time.monotonic() + self.seconds
+        while time.monotonic() < end:
+            self.counts.iterations += 1
+            try:
+                if await self.interrupted(once):
+                    self.counts.acquired += 1
+                else:
+                    self.counts.timeouts += 1
+            except (asyncio.CancelledError, TimeoutError):
+                self.caught_one()
+            except Exception as exc:
+                self.counts.error("latch", exc)
+            count = seen.count()
+            if count not in (0, 1):
+                self.counts.stranded += 1
+                self.counts.note(f"latch count {count} at iteration {self.counts.iterations}")
+            if count:
+                seen.count_down()
+            if not await latch.wait(timeout=2.0):
+                self.counts.stranded += 1
+                self.counts.note(f"open latch not seen at iteration {self.counts.iterations}")
+            self.report()
+            await asyncio.sleep(0)
+
+    async def latch_waiter_async(self) -> None:
+        latch = AsyncCountDownLatch(self.aclients[0], NAME)
+        while not self.stop.is_set():
+            try:
+                if await latch.wait(timeout=0.2):
+                    self.counts.contender_holds += 1
+                await asyncio.sleep(0.002)
+            except Exception as exc:
+                self.counts.error("contender", exc)
+                await asyncio.sleep(0.01)
+
+    async def run_async(self) -> None:
+        self.owner = async_owner()
+        kind = None
+        if self.kind == "latch":
+            helper = asyncio.create_task(self.latch_waiter_async())
+        else:
+            kind = build(self.kind, self.aclients, self.inspect, ASYNC)
+            helper = asyncio.create_task(self.contend(kind))
+        try:
+            if kind is None:
+                await self.run_latch_async()
+            else:
+                await self.run_locks_async(kind)
+        finally:
+            self.stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(helper), 3)
+        except TimeoutError:
+            self.counts.crash = "contender hung"
+            stack = io.StringIO()
+            helper.print_stack(file=stack)
+            self.counts.note(f"the contender did not stop within 3 s:\n{stack.getvalue()[-3000:]}")
+        if kind is not None:
+            await asyncio.sleep(0.05)
+            left = kind.holders() + kind.queued()
+            self.counts.final_free = not left
+            if left:
+                self.counts.note(f"held at the end: {left}")
+        else:
+            self.counts.final_free = CountDownLatch(self.inspect[0], NAME).count() == 0
+        self.counts.done = True
+        self.report(force=True)
+
+    def run(self) -> None:
+        asyncio.run(self.run_async())
+
+
 def child(args: argparse.Namespace) -> int:
     faulthandler.enable()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    Cell(args.kind[0], args.style[0], args.urls, args.seconds, args.seed).run()
+    cell = AsyncCell if args.api[0] == "async" else Cell
+    cell(args.kind[0], args.style[0], args.urls, args.seconds, args.seed).run()
     return 0
 
 
@@ -606,11 +873,12 @@ def child(args: argparse.Namespace) -> int:
 
 
 def run_cell(
-    kind: str, style: str, urls: list[str], seconds: float, seed: int, verbose: bool
+    api: str, kind: str, style: str, urls: list[str], seconds: float, seed: int, verbose: bool
 ) -> Counts:
     for url in urls:
         redis.Redis.from_url(url).flushall()
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--kind", kind, "--style", style]
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--api", api]
+    cmd += ["--kind", kind, "--style", style]
     cmd += ["--seconds", str(seconds), "--seed", str(seed), "--urls", *urls]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     grace = seconds + 3 * TTL + 8
@@ -621,11 +889,11 @@ def run_cell(
         time.sleep(1)
         proc.kill()
         out, err = proc.communicate()
-        counts = last_counts(out, kind, style)
+        counts = last_counts(out, api, kind, style)
         counts.crash = f"hung (killed after {grace:.0f} s)"
         counts.note(err[-2000:])
         return counts
-    counts = last_counts(out, kind, style)
+    counts = last_counts(out, api, kind, style)
     if proc.returncode < 0:
         counts.crash = signal.Signals(-proc.returncode).name
     elif proc.returncode > 0 or not counts.done:
@@ -637,14 +905,15 @@ def run_cell(
     return counts
 
 
-def last_counts(out: str, kind: str, style: str) -> Counts:
+def last_counts(out: str, api: str, kind: str, style: str) -> Counts:
     for line in reversed(out.splitlines()):
         with suppress(ValueError, TypeError):
             return Counts(**json.loads(line))
-    return Counts(kind, style)
+    return Counts(kind, style, api)
 
 
 COLUMNS = (
+    "api",
     "kind",
     "style",
     "iterations",
@@ -665,6 +934,7 @@ COLUMNS = (
     "crash",
 )
 HEADERS = (
+    "api",
     "primitive",
     "style",
     "iter",
@@ -706,8 +976,14 @@ def table(rows: list[Counts]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--kind", action="append", choices=KINDS, help="a primitive (repeatable)")
-    ap.add_argument("--style", action="append", choices=STYLES, help="an interrupt (repeatable)")
-    ap.add_argument("--seconds", type=float, default=10.0, help="per cell (default 10)")
+    ap.add_argument(
+        "--style",
+        action="append",
+        choices=STYLES + ASYNC_STYLES,
+        help="an interrupt (repeatable): keyboard, exception (sync); cancel, timeout (asyncio)",
+    )
+    ap.add_argument("--api", action="append", choices=("sync", "async"), help="default both")
+    ap.add_argument("--seconds", type=float, default=6.0, help="per cell (default 6)")
     ap.add_argument("--quick", action="store_true", help="2 s per cell")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--json", help="also write every cell's counts to this file")
@@ -722,7 +998,15 @@ def main(argv: list[str] | None = None) -> int:
     seconds = 2.0 if args.quick else args.seconds
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     kinds = args.kind or list(KINDS)
-    styles = args.style or list(STYLES)
+    grid = [
+        (api, style)
+        for api, styles in (("sync", STYLES), ("async", ASYNC_STYLES))
+        if api in (args.api or ("sync", "async"))
+        for style in styles
+        if style in (args.style or styles)
+    ]
+    if not grid:
+        ap.error(f"no interrupt style {args.style} belongs to the API {args.api}")
     need = max(SERVERS.get(k, 1) for k in kinds)
     binary = os.environ.get("TENURE_SERVER") or None
     servers = [ServerProcess(binary).start() for _ in range(need)]
@@ -735,12 +1019,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for kind in kinds:
             urls = [s.url for s in servers[: SERVERS.get(kind, 1)]]
-            for style in styles:
-                counts = run_cell(kind, style, urls, seconds, seed, args.verbose)
+            for api, style in grid:
+                counts = run_cell(api, kind, style, urls, seconds, seed, args.verbose)
                 rows.append(counts)
                 flag = "FAIL" if counts.failed else "ok"
                 print(
-                    f"  {kind:9} {style:9} {flag}: {counts.iterations} iterations, "
+                    f"  {api:5} {kind:9} {style:9} {flag}: {counts.iterations} iterations, "
                     f"{counts.raised} interrupts, {counts.stranded} stranded, "
                     f"{counts.overlaps} overlaps{', ' + counts.crash if counts.crash else ''}",
                     flush=True,
@@ -758,7 +1042,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump([asdict(c) for c in rows], f, indent=1)
-    failed = [f"{c.kind}/{c.style}" for c in rows if c.failed]
+    failed = [f"{c.api}/{c.kind}/{c.style}" for c in rows if c.failed]
     print(
         f"\n{len(failed)} of {len(rows)} cells failed{': ' + ', '.join(failed) if failed else ''}"
     )
