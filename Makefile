@@ -136,10 +136,11 @@ bench-redlock: $(VENV)/.dev-installed
 	mkdir -p .bench
 	$(BIN)/python benchmarks/bench_redlock.py --markdown .bench/redlock.md
 
-# Random SIGALRM interrupts through every primitive, sync, with hiredis
+# Random interrupts through every primitive, with hiredis
 # (scripts/signal_harness.py; docs/safety.md, "Interrupted acquire"): one
-# child process per primitive and interrupt style (KeyboardInterrupt, an
-# Exception subclass), 10 s each, about 4 minutes; fails if anything was
+# child process per primitive and interrupt style (sync: SIGALRM raising
+# KeyboardInterrupt or an Exception subclass; asyncio: task.cancel() or
+# asyncio.timeout()), 6 s each, about 5 minutes; fails if anything was
 # stranded, overlapped, crashed or hung. Not part of `make test`. E.g.
 # `make fault-signals SIGNAL_ARGS="--kind redlock --seconds 60"`.
 SIGNAL_ARGS ?=

@@ -2,25 +2,29 @@
 
 For each primitive (Lock, RLock, FairLock, Semaphore, ReadWriteLock read and
 write, CountDownLatch, MultiLock over two servers, Redlock over three masters)
-and each interrupt style (a ``SIGALRM`` handler raising ``KeyboardInterrupt``,
-or raising ``AlarmTimeout``, an ``Exception`` subclass, as a timeout library
-would), a child process runs acquire / hold / release in a loop for
-``--seconds``, with a one-shot ``setitimer`` fired at a random point of each
-call, while a thread of the same process contends for the same name (and
-never is interrupted: Python runs signal handlers in the main thread). With
-hiredis as redis-py's parser (checked), so that a crash in C shows as the
-child dying of a signal.
+and each interrupt style, a child process runs acquire / hold / release in a
+loop for ``--seconds`` while a thread (asyncio: a task) of the same process,
+never interrupted, contends for the same name. With hiredis as redis-py's
+parser (checked), so that a crash in C shows as the child dying of a signal.
+
+- sync, ``keyboard`` / ``exception``: a one-shot ``setitimer`` fires at a
+  random point of each call; the ``SIGALRM`` handler raises
+  ``KeyboardInterrupt``, or ``AlarmTimeout``, an ``Exception`` subclass, as
+  a timeout library would. Python runs handlers in the main thread only.
+- asyncio, ``cancel`` / ``timeout``: the loop's task is cancelled at a random
+  point of each call, by a timer's ``task.cancel()`` or an expiring
+  ``asyncio.timeout()``.
 
 What it checks, with the alarms off:
 
 - **stranded**: after each iteration in which the loop holds nothing (every
   lease acquire returned was released), Redis must hold nothing of the
   loop's owner: a holder, a permit, a read or write hold (or a queued place
-  of a FairLock, counted apart as ``queued``) under the main thread's owner id
-  is something the library left behind. The harness's own part is excluded
-  by construction: a lease that acquire *returned* is always released in a
-  ``finally``; an interrupt that lands in the harness's own bookkeeping is
-  ignored (the handler raises only while a library call is under way).
+  of a FairLock, counted apart as ``queued``) under the loop's owner id is
+  something the library left behind. The harness's own part is excluded by
+  construction: a lease that acquire *returned* is always released in a
+  ``finally``, and an alarm that lands in the harness's own frames (before
+  the call began, after it returned, in the bookkeeping) is not raised.
 - **unfinished**: a release that was interrupted leaves the lease RELEASING;
   every other such lease is left to the owner's next acquire, which must
   send the release again (``src/tenure/_leasebook.py``); still held after
@@ -29,16 +33,19 @@ What it checks, with the alarms off:
   (1 for an exclusive hold, its permits for a semaphore, 1000 for a writer
   against 1 per reader); a sum over the limit is two holders at once.
 - **crash**: the child died of a signal (e.g. ``SIGSEGV``), or hung (it is
-  killed after ``--seconds`` plus a grace; its threads' stacks are dumped).
+  killed after ``--seconds`` plus a grace, its threads' stacks dumped), or
+  the contender did not stop.
 - at the end, with the contender stopped: the name must be free in Redis.
 
-``already-held`` counts ``AlreadyHeldError`` raised to an owner that held
-nothing it knew of; ``errors`` names any other exception. The exit status is
-1 if any cell stranded, overlapped, left a release unfinished, crashed or
-hung. ``make fault-signals`` runs the full grid (about 4 minutes);
+``swallowed`` counts interrupts raised in the library that never reached
+the loop; ``already-held`` counts ``AlreadyHeldError`` raised to an owner
+that held nothing it knew of; ``pool-broken`` counts redis-py's pool handing
+out a connection whose connect() was interrupted (repaired, not tenure's);
+``errors`` names any other exception (``--verbose``). The exit status is 1
+if any cell stranded, overlapped, left a release unfinished, crashed or hung.
+``make fault-signals`` runs the full grid (36 cells, about 5 minutes);
 ``--quick`` runs each cell for 2 s.
 """
-
 from __future__ import annotations
 
 import argparse
