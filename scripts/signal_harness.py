@@ -46,6 +46,7 @@ if any cell stranded, overlapped, left a release unfinished, crashed or hung.
 ``make fault-signals`` runs the full grid (36 cells, about 5 minutes);
 ``--quick`` runs each cell for 2 s.
 """
+
 from __future__ import annotations
 
 import argparse
