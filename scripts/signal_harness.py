@@ -365,6 +365,13 @@ def build(
 # -- the child: one cell ---------------------------------------------------------
 
 
+def phase_of(lease: Any) -> str:
+    """The lease's phase (``src/tenure/_leasebook.py``), for the notes."""
+    life = getattr(lease, "_life", None)
+    phase = getattr(life, "phase", None)
+    return str(getattr(phase, "value", phase))
+
+
 def ours(holders: list[str], owner: str) -> list[str]:
     """The holders that are the loop's owner (its owner id, or one of its tokens)."""
     return [h for h in holders if h == owner or h.startswith(owner + ":")]
@@ -382,6 +389,8 @@ class Cell:
         self.alarm = Alarm(style, self.counts, self.rng)
         self.owner = current_owner()
         self.settled_how = ""  # what the last acquire that returned did
+        self.phases: dict[int, str] = {}
+        self.pending_phases = ""  # a pending lease's phase when its release was cut
         self.stop = threading.Event()
         self.last_report = 0.0
 
@@ -448,7 +457,8 @@ class Cell:
                 self.counts.unfinished += 1
                 self.counts.note(
                     f"unfinished release: {h} (still held after the next acquire,"
-                    f" which {self.settled_how})"
+                    f" which {self.settled_how}; the lease was {self.pending_phases}"
+                    " when its release was interrupted)"
                 )
             else:
                 self.counts.stranded += 1
@@ -479,6 +489,7 @@ class Cell:
             self.alarm.disarm()
             self.counts.caught += 1
             self.counts.release_interrupted += 1
+            self.phases[id(lease)] = phase_of(lease)
             if ours(kind.holders(), self.owner):
                 self.counts.release_left_held += 1
             if self.counts.release_interrupted % 2 and not pending:
@@ -547,6 +558,7 @@ class Cell:
             if pended or (pending and not settled):
                 continue  # judged after the next acquire that returns
             tokens = {str(getattr(p, "owner", "")) for p in pending}
+            self.pending_phases = ", ".join(self.phases.pop(id(p), "?") for p in pending)
             if not self.check(kind, tokens):
                 break
             for p in pending:
@@ -726,6 +738,7 @@ class AsyncCell(Cell):
         except (asyncio.CancelledError, TimeoutError):
             self.caught_one()
             self.counts.release_interrupted += 1
+            self.phases[id(lease)] = phase_of(lease)
             if ours(kind.holders(), self.owner):
                 self.counts.release_left_held += 1
             if self.counts.release_interrupted % 2 and not pending:
@@ -778,6 +791,7 @@ class AsyncCell(Cell):
             if pended or (pending and not settled):
                 continue
             tokens = {str(getattr(p, "owner", "")) for p in pending}
+            self.pending_phases = ", ".join(self.phases.pop(id(p), "?") for p in pending)
             if not self.check(kind, tokens):
                 break
             for p in pending:
