@@ -365,6 +365,13 @@ def build(
 # -- the child: one cell ---------------------------------------------------------
 
 
+def tokens_of(lease: Any) -> set[str]:
+    """What Redis holds for ``lease``: its token or owner id (a MultiLease: its parts')."""
+    parts = getattr(lease, "leases", None)
+    leases = parts if parts is not None else (lease,)
+    return {str(part.owner) for part in leases}
+
+
 def phase_of(lease: Any) -> str:
     """The lease's phase (``src/tenure/_leasebook.py``), for the notes."""
     life = getattr(lease, "_life", None)
@@ -448,31 +455,35 @@ class Cell:
     def check(self, kind: Kind, pending_tokens: set[str]) -> bool:
         """After an iteration that left the loop holding nothing: Redis holds
         nothing of the loop's owner. False to stop the cell (a renewed strand)."""
-        held = ours(kind.holders(), self.owner)
+        held = list(dict.fromkeys(ours(kind.holders(), self.owner)))  # once per token
         queued = ours(kind.queued(), self.owner)
-        if not held and not queued:
-            return True
-        for h in held:
-            if h in pending_tokens or (pending_tokens and h == self.owner):
-                self.counts.unfinished += 1
-                self.counts.note(
-                    f"unfinished release: {h} (still held after the next acquire,"
-                    f" which {self.settled_how}; the lease was {self.pending_phases}"
-                    " when its release was interrupted)"
-                )
-            else:
-                self.counts.stranded += 1
-                self.counts.note(
-                    f"stranded at iteration {self.counts.iterations}: {h}"
-                    f" (last interrupt in {self.alarm.where})"
-                )
+        unfinished = [
+            h for h in held if h in pending_tokens or (h == self.owner and pending_tokens)
+        ]
+        # (an RLock or read-write hold is the owner id itself)
+        stranded = [h for h in held if h not in unfinished]
+        for h in unfinished:
+            self.counts.unfinished += 1
+            self.counts.note(
+                f"unfinished release: {h} (still held after the next acquire,"
+                f" which {self.settled_how}; the lease was {self.pending_phases}"
+                " when its release was interrupted)"
+            )
+        for h in stranded:
+            self.counts.stranded += 1
+            self.counts.note(
+                f"stranded at iteration {self.counts.iterations}: {h}"
+                f" (last interrupt in {self.alarm.where})"
+            )
         if queued:
             self.counts.queued += 1
             self.counts.note(
                 f"queued place left at iteration {self.counts.iterations}"
                 f" (last interrupt in {self.alarm.where})"
             )
-        if not self.wait_until_clear(kind, held + queued):
+        if not stranded and not queued:
+            return True  # an unfinished release is released again next
+        if not self.wait_until_clear(kind, stranded + queued):
             self.counts.renewed += 1
             self.counts.note("a stranded hold outlived 3 ttls: stopping the cell")
             return False
@@ -557,7 +568,7 @@ class Cell:
                     pended = self.release(lease, pending, kind)
             if pended or (pending and not settled):
                 continue  # judged after the next acquire that returns
-            tokens = {str(getattr(p, "owner", "")) for p in pending}
+            tokens = {t for p in pending for t in tokens_of(p)}
             self.pending_phases = ", ".join(self.phases.pop(id(p), "?") for p in pending)
             if not self.check(kind, tokens):
                 break
@@ -702,8 +713,18 @@ class AsyncCell(Cell):
             task.uncancel()  # swallowed by the library: counted as raised, not caught
         return result
 
-    def caught_one(self) -> None:
+    def caught_one(self, exc: BaseException) -> None:
         self.counts.caught += 1
+        tb, last = exc.__traceback__, None
+        while tb is not None:  # the innermost frame of tenure or redis-py it went through
+            name = tb.tb_frame.f_code.co_filename
+            if f"{os.sep}tenure{os.sep}" in name or f"{os.sep}redis{os.sep}" in name:
+                last = tb
+            tb = tb.tb_next
+        if last is not None:
+            code = last.tb_frame.f_code
+            where = f"{os.path.basename(code.co_filename)}:{last.tb_lineno} {code.co_name}"
+            self.alarm.where = where
         task = asyncio.current_task()
         if self.style == "cancel" and task is not None and task.cancelling():
             task.uncancel()
@@ -735,8 +756,8 @@ class AsyncCell(Cell):
     async def release_async(self, lease: Any, pending: list[Any], kind: Kind) -> bool:
         try:
             await self.interrupted(lease.release)
-        except (asyncio.CancelledError, TimeoutError):
-            self.caught_one()
+        except (asyncio.CancelledError, TimeoutError) as exc:
+            self.caught_one(exc)
             self.counts.release_interrupted += 1
             self.phases[id(lease)] = phase_of(lease)
             if ours(kind.holders(), self.owner):
@@ -777,8 +798,8 @@ class AsyncCell(Cell):
                     self.enter(kind.weight, kind.limit, lease)
                     await asyncio.sleep(self.rng.uniform(0, 0.002))
                     self.leave(kind.weight)
-            except (asyncio.CancelledError, TimeoutError):
-                self.caught_one()
+            except (asyncio.CancelledError, TimeoutError) as exc:
+                self.caught_one(exc)
             except Exception as exc:
                 self.counts.error("acquire", exc)
                 if isinstance(exc, AttributeError):
@@ -790,7 +811,7 @@ class AsyncCell(Cell):
                     pended = await self.release_async(lease, pending, kind)
             if pended or (pending and not settled):
                 continue
-            tokens = {str(getattr(p, "owner", "")) for p in pending}
+            tokens = {t for p in pending for t in tokens_of(p)}
             self.pending_phases = ", ".join(self.phases.pop(id(p), "?") for p in pending)
             if not self.check(kind, tokens):
                 break
@@ -819,8 +840,8 @@ class AsyncCell(Cell):
                     self.counts.acquired += 1
                 else:
                     self.counts.timeouts += 1
-            except (asyncio.CancelledError, TimeoutError):
-                self.caught_one()
+            except (asyncio.CancelledError, TimeoutError) as exc:
+                self.caught_one(exc)
             except Exception as exc:
                 self.counts.error("latch", exc)
             count = seen.count()
