@@ -28,7 +28,8 @@ What it checks, with the alarms off:
 - **unfinished**: a release that was interrupted leaves the lease RELEASING;
   every other such lease is left to the owner's next acquire, which must
   send the release again (``src/tenure/_leasebook.py``); still held after
-  that acquire returned counts here. The others are released again at once.
+  that acquire returned counts here. The others (and a lease still HELD: its
+  release was cut off before it began) are released again at once.
 - **overlaps**: each holder adds its weight to a counter key while it holds
   (1 for an exclusive hold, its permits for a semaphore, 1000 for a writer
   against 1 per reader); a sum over the limit is two holders at once.
@@ -100,6 +101,8 @@ KINDS = ("lock", "rlock", "fair", "semaphore", "rw-read", "rw-write", "latch", "
 STYLES = ("keyboard", "exception")  # sync: what the SIGALRM handler raises
 ASYNC_STYLES = ("cancel", "timeout")  # asyncio: task.cancel() or asyncio.timeout()
 T = TypeVar("T")
+#: 0 under --control: the same loops and checks with no interrupt, which must pass
+ARMED = [1.0]
 #: Servers a kind needs (MultiLock's parts are on two, Redlock's masters three).
 SERVERS = {"multi": 2, "redlock": 3}
 
@@ -209,7 +212,7 @@ class Alarm:
         raise self.error("alarm")
 
     def arm(self, chance: float = 0.8) -> None:
-        if self.rng.random() < chance:
+        if self.rng.random() < chance * ARMED[0]:
             self.armed = True
             signal.setitimer(signal.ITIMER_REAL, self.rng.uniform(0.00005, 0.002))
 
@@ -372,6 +375,13 @@ def tokens_of(lease: Any) -> set[str]:
     return {str(part.owner) for part in leases}
 
 
+def begun(lease: Any) -> bool:
+    """Whether an interrupted release got as far as leaving HELD. One cut off
+    as the call began (its first line: no different from an interrupt just
+    before the call) is the caller's to send again, never left pending."""
+    return phase_of(lease) != "held"
+
+
 def phase_of(lease: Any) -> str:
     """The lease's phase (``src/tenure/_leasebook.py``), for the notes."""
     life = getattr(lease, "_life", None)
@@ -503,7 +513,7 @@ class Cell:
             self.phases[id(lease)] = phase_of(lease)
             if ours(kind.holders(), self.owner):
                 self.counts.release_left_held += 1
-            if self.counts.release_interrupted % 2 and not pending:
+            if self.counts.release_interrupted % 2 and not pending and begun(lease):
                 pending.append(lease)
                 return True
             self.release_quietly(lease)
@@ -686,7 +696,7 @@ class AsyncCell(Cell):
         Raises CancelledError (``cancel``) or TimeoutError (``timeout``) when
         the cancellation reached the caller; one the library swallowed is
         counted as raised and not caught."""
-        if self.rng.random() >= chance:
+        if self.rng.random() >= chance * ARMED[0]:
             return await call()
         delay = self.rng.uniform(0.00005, 0.002)
         task = asyncio.current_task()
@@ -762,7 +772,7 @@ class AsyncCell(Cell):
             self.phases[id(lease)] = phase_of(lease)
             if ours(kind.holders(), self.owner):
                 self.counts.release_left_held += 1
-            if self.counts.release_interrupted % 2 and not pending:
+            if self.counts.release_interrupted % 2 and not pending and begun(lease):
                 pending.append(lease)
                 return True
             await self.release_quietly_async(lease)
@@ -908,6 +918,8 @@ def child(args: argparse.Namespace) -> int:
     faulthandler.enable()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     cell = AsyncCell if args.api[0] == "async" else Cell
+    if args.control:
+        ARMED[0] = 0.0
     cell(args.kind[0], args.style[0], args.urls, args.seconds, args.seed).run()
     return 0
 
@@ -916,13 +928,21 @@ def child(args: argparse.Namespace) -> int:
 
 
 def run_cell(
-    api: str, kind: str, style: str, urls: list[str], seconds: float, seed: int, verbose: bool
+    api: str,
+    kind: str,
+    style: str,
+    urls: list[str],
+    seconds: float,
+    seed: int,
+    verbose: bool,
+    control: bool = False,
 ) -> Counts:
     for url in urls:
         redis.Redis.from_url(url).flushall()
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--api", api]
     cmd += ["--kind", kind, "--style", style]
     cmd += ["--seconds", str(seconds), "--seed", str(seed), "--urls", *urls]
+    cmd += ["--control"] if control else []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     grace = seconds + 3 * TTL + 8
     try:
@@ -1029,6 +1049,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=6.0, help="per cell (default 6)")
     ap.add_argument("--quick", action="store_true", help="2 s per cell")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument(
+        "--control",
+        action="store_true",
+        help="the same cells without interrupts: a check of the harness, which must pass",
+    )
     ap.add_argument("--json", help="also write every cell's counts to this file")
     ap.add_argument("--verbose", action="store_true", help="show each cell's notes")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -1063,7 +1088,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind in kinds:
             urls = [s.url for s in servers[: SERVERS.get(kind, 1)]]
             for api, style in grid:
-                counts = run_cell(api, kind, style, urls, seconds, seed, args.verbose)
+                counts = run_cell(api, kind, style, urls, seconds, seed, args.verbose, args.control)
                 rows.append(counts)
                 flag = "FAIL" if counts.failed else "ok"
                 print(

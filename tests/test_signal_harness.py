@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,15 +20,30 @@ import tenure
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "signal_harness.py"
 
 
-def test_the_signal_harness_interrupts_lock_and_checks_what_is_left(tmp_path: Path) -> None:
+def harness(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """Run one 2 s cell, Lock under KeyboardInterrupt: the process and the cell's counts."""
     out = tmp_path / "cells.json"
     env = dict(os.environ, PYTHONPATH=str(Path(tenure.__file__).resolve().parents[1]))
     cmd = [sys.executable, str(SCRIPT), "--quick", "--kind", "lock", "--style", "keyboard"]
     done = subprocess.run(
-        [*cmd, "--json", str(out)], env=env, capture_output=True, text=True, timeout=90
+        [*cmd, *args, "--json", str(out)], env=env, capture_output=True, text=True, timeout=90
     )
-    report = done.stdout + done.stderr
     [cell] = json.loads(out.read_text())
+    return done, cell
+
+
+def test_without_interrupts_the_signal_harness_finds_nothing(tmp_path: Path) -> None:
+    done, cell = harness(tmp_path, "--control")
+    report = done.stdout + done.stderr
+    assert done.returncode == 0, report
+    assert cell["raised"] == cell["caught"] == 0, report
+    assert cell["acquired"] > 100 and cell["contender_holds"] > 0, report
+    assert cell["final_free"] is True and cell["done"] is True, report
+
+
+def test_the_signal_harness_interrupts_lock_and_checks_what_is_left(tmp_path: Path) -> None:
+    done, cell = harness(tmp_path)
+    report = done.stdout + done.stderr
     assert (cell["kind"], cell["style"]) == ("lock", "keyboard"), report
     assert cell["raised"] >= 10, report  # interrupts raised inside tenure's calls
     assert cell["caught"] >= 10 and cell["acquired"] > 0 and cell["contender_holds"] > 0, report
