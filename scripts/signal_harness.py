@@ -520,6 +520,10 @@ class Cell:
         except NotOwnedError as exc:
             self.alarm.disarm()
             self.counts.error("release", exc)
+        except Exception as exc:  # e.g. NoQuorumError: sent again at once
+            self.alarm.disarm()
+            self.counts.error("release", exc)
+            self.release_quietly(lease)
         finally:
             self.alarm.disarm()
         return False
@@ -534,9 +538,15 @@ class Cell:
             client.connection_pool.disconnect(inuse_connections=False)
 
     def release_quietly(self, lease: Any) -> None:
-        """Release with the alarms off; a lease already released is fine."""
-        with self.alarm.off(), suppress(NotOwnedError):
-            lease.release()
+        """Release with the alarms off; a lease already released is fine, and
+        another error is counted (what it left is the next check's to find)."""
+        with self.alarm.off():
+            try:
+                lease.release()
+            except NotOwnedError:
+                pass
+            except Exception as exc:
+                self.counts.error("release-again", exc)
 
     def run_locks(self, kind: Kind) -> None:
         pending: list[Any] = []  # at most one lease whose release was interrupted
@@ -778,11 +788,18 @@ class AsyncCell(Cell):
             await self.release_quietly_async(lease)
         except NotOwnedError as exc:
             self.counts.error("release", exc)
+        except Exception as exc:  # e.g. NoQuorumError: sent again at once
+            self.counts.error("release", exc)
+            await self.release_quietly_async(lease)
         return False
 
     async def release_quietly_async(self, lease: Any) -> None:
-        with suppress(NotOwnedError):
+        try:
             await lease.release()
+        except NotOwnedError:
+            pass
+        except Exception as exc:
+            self.counts.error("release-again", exc)
 
     async def run_locks_async(self, kind: Kind) -> None:
         pending: list[Any] = []
