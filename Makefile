@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-plots clean
+.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-plots fault-signals clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -135,6 +135,17 @@ bench-cluster: $(VENV)/.dev-installed
 bench-redlock: $(VENV)/.dev-installed
 	mkdir -p .bench
 	$(BIN)/python benchmarks/bench_redlock.py --markdown .bench/redlock.md
+
+# Random interrupts through every primitive, with hiredis
+# (scripts/signal_harness.py; docs/safety.md, "Interrupted acquire"): one
+# child process per primitive and interrupt style (sync: SIGALRM raising
+# KeyboardInterrupt or an Exception subclass; asyncio: task.cancel() or
+# asyncio.timeout()), 6 s each, about 5 minutes; fails if anything was
+# stranded, overlapped, crashed or hung. Not part of `make test`. E.g.
+# `make fault-signals SIGNAL_ARGS="--kind redlock --seconds 60"`.
+SIGNAL_ARGS ?=
+fault-signals: $(VENV)/.dev-installed
+	$(BIN)/python scripts/signal_harness.py $(SIGNAL_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log .bench
