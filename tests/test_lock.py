@@ -22,8 +22,11 @@ from redis.retry import Retry
 from tenure import (
     AcquireTimeout,
     AlreadyHeldError,
+    AsyncFairLock,
     AsyncLock,
+    AsyncReadWriteLock,
     AsyncRLock,
+    AsyncSemaphore,
     FairLock,
     InvalidArgument,
     Lock,
@@ -836,6 +839,98 @@ def test_an_interrupt_between_a_reply_and_its_plan_gives_the_grant_back(
         sys.settrace(previous)
     assert fired
     given_back(lock, make, r, "the interrupted attempt gave the lock back")
+
+
+class AlarmTimeout(Exception):
+    """What a ``signal.alarm`` handler commonly raises: an ordinary ``Exception``."""
+
+
+def _interrupt_while_the_reply_is_read(error: type[BaseException]) -> tuple[Any, list[int]]:
+    """A trace function that raises ``error`` at the first line of a contender's
+    ``outcome`` (where the plan reads an attempt's reply), once, for a reply that
+    granted the attempt: where a signal handler may run after Redis took the lock
+    for the attempt and before the plan has its grant."""
+    from tenure._plans.waiting import Contender
+    from tenure._protocol import Status
+
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line" and not fired and frame.f_locals.get("status") is Status.OK:
+            fired.append(frame.f_lineno)
+            raise error
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code.co_name == "outcome" and isinstance(frame.f_locals.get("self"), Contender):
+            return local
+        return None
+
+    return calls, fired
+
+
+@pytest.mark.parametrize("error", [AlarmTimeout, KeyboardInterrupt])
+@pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
+def test_an_interrupt_of_any_class_while_the_reply_is_read_gives_the_grant_back(
+    r: redis.Redis, kind: str, error: type[BaseException]
+) -> None:
+    """An interrupt raised while the plan reads a granting reply, as an ordinary
+    ``Exception`` (a ``signal.alarm`` handler's) as well as a KeyboardInterrupt:
+    the attempt may have taken the lock, so it is given back before the error
+    goes on. Before, an ``Exception`` was taken for the reply's own refusal
+    (nothing taken), and the lock stayed held until its ttl."""
+    make = _GRANTED_KINDS[kind]
+    lock = make(r)
+    tracer, fired = _interrupt_while_the_reply_is_read(error)
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(error):
+            lock.acquire()
+    finally:
+        sys.settrace(previous)
+    assert fired
+    given_back(lock, make, r, "the interrupted attempt gave the lock back")
+
+
+_ASYNC_GRANTED_KINDS: dict[str, Callable[[Any], Any]] = {
+    "AsyncLock": lambda c: AsyncLock(c, "grant-interrupted", ttl=30),
+    "AsyncRLock": lambda c: AsyncRLock(c, "grant-interrupted", ttl=30),
+    "AsyncFairLock": lambda c: AsyncFairLock(c, "grant-interrupted", ttl=30),
+    "AsyncSemaphore": lambda c: AsyncSemaphore(c, "grant-interrupted", permits=1, ttl=30),
+    "AsyncReadWriteLock.write": lambda c: AsyncReadWriteLock(c, "grant-interrupted", ttl=30).write,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_ASYNC_GRANTED_KINDS))
+def test_an_asyncio_interrupt_of_any_class_while_the_reply_is_read_gives_the_grant_back(
+    url: str, r: redis.Redis, kind: str
+) -> None:
+    """The asyncio twin: an ``Exception`` raised in the task while its plan reads
+    a granting reply gives the lock back (another client takes it at once)."""
+    make = _ASYNC_GRANTED_KINDS[kind]
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            lock = make(client)
+            tracer, fired = _interrupt_while_the_reply_is_read(AlarmTimeout)
+            previous = sys.gettrace()
+            sys.settrace(tracer)
+            try:
+                with pytest.raises(AlarmTimeout):
+                    await lock.acquire()
+            finally:
+                sys.settrace(previous)
+            assert fired
+            other = make(client)
+            lease = await asyncio.wait_for(asyncio.create_task(other.acquire(blocking=False)), 5)
+            assert lease is not None, "the interrupted attempt gave the lock back"
+            await lease.release()
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))

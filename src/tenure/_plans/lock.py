@@ -60,6 +60,7 @@ from .waiting import (
     Clock,
     Contender,
     Grant,
+    Refused,
     claim_window,
     handed_off_until,
     validity,
@@ -203,11 +204,11 @@ class _LockContender(Contender):
             (*args, keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, FOREIGN_MEMORY_MS),
         )
 
-    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
         if status is Status.OK:
             return Grant(self.token, int(value), self.ttl, sent_at + validity(self.ttl))
         if status is Status.OWNED_BY_CALLER:
-            raise AlreadyHeldError(self.keys.name)
+            return Refused(AlreadyHeldError(self.keys.name))
         return int(value)
 
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:

@@ -57,7 +57,7 @@ from .kind import (
     release_levels,
     with_waiting,
 )
-from .waiting import Clock, Contender, Grant, validity, wait_turn
+from .waiting import Clock, Contender, Grant, Refused, validity, wait_turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +140,7 @@ class _RLockContender(Contender):
             ),
         )
 
-    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
         if status is Status.OK:
             return Grant(self.token, int(value), self.ttl, sent_at + validity(self.ttl))
         if status is Status.BUSY:

@@ -74,6 +74,7 @@ from .waiting import (
     Clock,
     Contender,
     Grant,
+    Refused,
     claim_window,
     handed_off_until,
     validity,
@@ -200,14 +201,14 @@ class _RWContender(Contender):
     def _grant(self, fence: int, hold: str, expires_at: float, claim: float = 0.0) -> RWGrant:
         return RWGrant(self.owner, fence, self.ttl, expires_at, self.mode, hold, claim=claim)
 
-    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
         if status is Status.OK:
             fence, hold = value
             return self._grant(int(fence), str(hold), sent_at + validity(self.ttl))
         if status is Status.BUSY:
             return int(value)
         if status is Status.OWNED_BY_CALLER:
-            raise LockUpgradeError(self.keys.name)
+            return Refused(LockUpgradeError(self.keys.name))
         raise ProtocolError(f"{RWLOCK_ACQUIRE.name}: unexpected status {status.name}")
 
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:

@@ -66,7 +66,16 @@ from .kind import (
     seconds,
     with_waiting,
 )
-from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validity, wait_turn
+from .waiting import (
+    Clock,
+    Contender,
+    Grant,
+    Refused,
+    claim_ms,
+    handed_off_until,
+    validity,
+    wait_turn,
+)
 
 #: How long the permits key (the stored count) is kept after the last acquire or
 #: :func:`set_permits` (ms): 7 days, or the acquire's lease when longer. It is
@@ -172,21 +181,25 @@ class _SemaphoreContender(Contender):
             ),
         )
 
-    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
         if status is Status.OK:
             return Grant(self.token, int(value), self.ttl, sent_at + validity(self.ttl))
         if status is Status.BUSY:
             return int(value)
         name = self.keys.name
         if status is Status.PERMITS_DIFFER:
-            raise InvalidArgument(
-                f"semaphore {name!r} has {value} permits in Redis, but this Semaphore was "
-                f"given {self.permits}; call set_permits({self.permits}) to change the count"
+            return Refused(
+                InvalidArgument(
+                    f"semaphore {name!r} has {value} permits in Redis, but this Semaphore was "
+                    f"given {self.permits}; call set_permits({self.permits}) to change the count"
+                )
             )
         if status is Status.TOO_MANY:
-            raise InvalidArgument(
-                f"semaphore {name!r} now has {value} permits in Redis (its count was "
-                f"changed), fewer than the {self.n} asked for"
+            return Refused(
+                InvalidArgument(
+                    f"semaphore {name!r} now has {value} permits in Redis (its count was "
+                    f"changed), fewer than the {self.n} asked for"
+                )
             )
         raise ProtocolError(f"{SEMAPHORE_ACQUIRE.name}: unexpected status {status.name}")
 
