@@ -933,9 +933,10 @@ def test_an_asyncio_interrupt_of_any_class_while_the_reply_is_read_gives_the_gra
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
 @pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
 def test_an_interrupt_as_a_with_blocks_release_begins_still_releases(
-    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str, error: type[BaseException]
 ) -> None:
     """KeyboardInterrupt as the release of a ``with`` block's exit begins (a
     signal handler runs as a call starts), before it did anything: the block
@@ -948,9 +949,9 @@ def test_an_interrupt_as_a_with_blocks_release_begins_still_releases(
     assert first is not None
     lease_type = type(first)
     first.release()
-    interrupted, fired = raise_once(lease_type.release)
+    interrupted, fired = raise_once(lease_type.release, error)
     monkeypatch.setattr(lease_type, "release", interrupted)
-    with pytest.raises(KeyboardInterrupt), lock:
+    with pytest.raises(error), lock:
         pass
     assert fired
     assert taken_at_once_by_another(make, r, "the block's lease was released") > first.fence

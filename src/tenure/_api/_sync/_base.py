@@ -201,17 +201,18 @@ class _Holding(Generic[L]):
 
 
 def _release_on_exit(lease: Any) -> None:
-    """``lease.release()`` as a block ends. An interrupt (or cancellation) that
-    comes as the call begins, before the release did anything, would leave the
-    lease held with nobody to release it (the block is gone), and renewed by the
-    watchdog for as long as the process lives (its owner's next acquire of a
-    ``Lock`` then raises ``AlreadyHeldError``): the release is made once more,
-    best effort, before the interrupt goes on."""
+    """``lease.release()`` as a block ends. An interrupt (or cancellation), of
+    any exception class, that comes as the call begins, before the release did
+    anything, would leave the lease held with nobody to release it (the block
+    is gone), and renewed by the watchdog for as long as the process lives (its
+    owner's next acquire of a ``Lock`` then raises ``AlreadyHeldError``): the
+    release is made once more, best effort, before the interrupt goes on. (A
+    release refused before it began, in a forked child, is refused again.)"""
     try:
         lease.release()
-    except BaseException as exc:
+    except BaseException:
         life = getattr(lease, "_life", None)
-        if not isinstance(exc, Exception) and getattr(life, "phase", None) is Phase.HELD:
+        if getattr(life, "phase", None) is Phase.HELD:
             with contextlib.suppress(Exception):
                 lease.release()
         raise
