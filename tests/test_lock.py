@@ -959,6 +959,33 @@ def test_an_interrupt_as_a_with_blocks_release_begins_still_releases(
         assert again.fence > first.fence
 
 
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
+@pytest.mark.parametrize("kind", ["FairLock", "Lock", "RLock", "ReadWriteLock.write"])
+def test_a_release_cut_off_before_it_began_is_finished_by_the_next_acquire(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str, error: type[BaseException]
+) -> None:
+    """An interrupt inside ``lease.release()`` before the release began (as it
+    checks the process): the owner's next acquire sends that release first and
+    takes a new hold. Before, the lease stayed held, so the next acquire raised
+    AlreadyHeldError (Lock, FairLock) or re-entered the old hold (RLock,
+    ReadWriteLock), which then outlived every release its owner made."""
+    from tenure._leasebook import LeaseLife
+
+    make = _GRANTED_KINDS[kind]
+    lock = make(r)
+    first = lock.acquire()
+    assert first is not None
+    interrupted, fired = raise_once(LeaseLife.check_process, error)
+    monkeypatch.setattr(LeaseLife, "check_process", interrupted)
+    with pytest.raises(error):
+        first.release()
+    assert fired
+    again = lock.acquire(timeout=2)
+    assert again is not None and again.fence > first.fence
+    again.release()
+    assert taken_at_once_by_another(make, r, "the owner's releases freed the lock") > again.fence
+
+
 def test_an_asyncio_block_cancelled_as_its_release_begins_still_releases(
     url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -336,6 +336,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
             redis.exceptions.ConnectionError: Redis could not be reached (the
                 release may be tried again; the lease is no longer renewed).
         """
+        self._life.asked = True  # first, no call before it: see LeaseLife.asked
         if not self._release_begin():
             await self._clean_up()
             self._end_lost()
@@ -407,6 +408,8 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         Redis marks it cleaned up (a connection error leaves it to be tried
         again by the owner's next acquire)."""
         life = self._life
+        if life.phase is Phase.HELD:  # a release() cut off before it began
+            life.begin_release(self.name, self.fence)
         if life.phase is Phase.RELEASING:
             self._stop_renewing()
         try:
