@@ -133,6 +133,65 @@ def test_a_reply_left_unread_by_an_interrupt_is_never_read_as_the_next_calls(
     assert not lock.locked()
 
 
+class AlarmTimeout(Exception):
+    """What a ``signal.alarm`` handler commonly raises: an ordinary ``Exception``."""
+
+
+@pytest.mark.parametrize("armed", ["send", "reply"])
+def test_an_interrupt_as_an_exception_on_the_quick_path_is_raised_and_given_back(
+    url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch, armed: str
+) -> None:
+    """An ordinary ``Exception`` (a signal handler's) while the acquire is
+    written or its reply is due: the caller gets it, and the lock ends free.
+    Before, the quick path took it for a failed connection and the client sent
+    the call again, so the interrupt was lost and the acquire went on."""
+    client = redis.Redis.from_url(url)  # (its default retry policy retries)
+    client.connection_pool.connection_class = InterruptedCall
+    monkeypatch.setattr(InterruptedCall, "error", AlarmTimeout)
+    lock = Lock(client, "quick-alarm", ttl=10)
+    warm = lock.acquire()
+    assert warm is not None
+    warm.release()
+    InterruptedCall.armed = armed
+    with pytest.raises(AlarmTimeout):
+        lock.acquire()
+    assert not InterruptedCall.armed
+    assert r.get("tenure:{quick-alarm}") is None
+    lease = lock.acquire(blocking=False)
+    assert lease is not None and lease.fence > warm.fence
+    lease.release()
+
+
+def test_an_asyncio_interrupt_as_an_exception_on_the_quick_path_is_raised_and_given_back(
+    url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The asyncio twin, with the exception raised as the acquire's reply is read."""
+    from _interrupts import raise_once
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            lock = AsyncLock(client, "quick-alarm", ttl=10)
+            warm = await lock.acquire()
+            assert warm is not None
+            await warm.release()
+            conn_type = redis.asyncio.connection.AbstractConnection
+            cut, fired = raise_once(conn_type.read_response, AlarmTimeout)
+            monkeypatch.setattr(conn_type, "read_response", cut)
+            with pytest.raises(AlarmTimeout):
+                await lock.acquire()
+            monkeypatch.undo()
+            assert fired
+            assert await client.get("tenure:{quick-alarm}") is None
+            lease = await lock.acquire(blocking=False)
+            assert lease is not None and lease.fence > warm.fence
+            await lease.release()
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_threads_sharing_a_client_never_overlap_and_keep_few_connections(
     url: str, r: redis.Redis
 ) -> None:

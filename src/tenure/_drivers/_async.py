@@ -1121,9 +1121,9 @@ async def _quick_together(
                 missing = missing or isinstance(exc, library.no_script)
     except Exception as exc:
         await _close(kept, conn)
-        if retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
-        raise
+        raise  # (an interrupt of any class: never swallowed by a second send)
     except BaseException:
         await _close(kept, conn)
         raise
@@ -1414,13 +1414,15 @@ async def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
     Raises:
         _Fallback: the server does not have the script (NOSCRIPT), or a
             connection could not be made or failed (it is closed, to connect
-            again at its next use) and the client's retry policy ``retries``: the
-            ordinary path sends it (again: tenure's scripts are safe to run
-            twice, as a retry after a lost reply already runs them).
+            again at its next use; see :func:`_clients.connection_fault`) and
+            the client's retry policy ``retries``: the ordinary path sends it
+            (again: tenure's scripts are safe to run twice, as a retry after a
+            lost reply already runs them).
         The reply's error (a ``ResponseError``), as the ordinary path raises
         it; a connection error when the client does not retry.
-        ``asyncio.CancelledError`` and the like close the connection (a reply
-        may still be due on it).
+        Any other exception (``asyncio.CancelledError``, an interrupt of any
+        class) closes the connection (a reply may still be due on it) and
+        goes on as it is.
     """
     conn = await _take(client, kept, retries)
     library = _library(type(client))
@@ -1434,9 +1436,9 @@ async def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
         raise
     except Exception as exc:
         await _close(kept, conn)
-        if retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
-        raise
+        raise  # (an interrupt of any class: never swallowed by a second send)
     except BaseException:
         await _close(kept, conn)
         raise
@@ -1475,7 +1477,7 @@ async def _take(client: Client, kept: _Kept, retries: bool) -> Any:
         return await _clients.checkout(pool, _clients.library_of(type(client)))
     except BaseException as exc:
         _let_go(kept)
-        if isinstance(exc, Exception) and retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
         raise
 

@@ -257,6 +257,22 @@ def split_slot(exc: BaseException) -> bool:
     return name == "TryAgainError" or (name == "ClusterError" and "TTL exhausted" in str(exc))
 
 
+def connection_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error of the client library (redis-py's
+    ``RedisError``, valkey-py's ``ValkeyError``) or of the socket (``OSError``,
+    timeouts included): a failed call, which the quick path leaves to the
+    client's ordinary path and its retry policy. Anything else, of any
+    exception class (an interrupt: a signal handler's exception), is not: the
+    call is not sent again, and the exception goes on as it is."""
+    if isinstance(exc, OSError):
+        return True
+    return any(
+        cls.__name__ in ("RedisError", "ValkeyError")
+        and cls.__module__ in ("redis.exceptions", "valkey.exceptions")
+        for cls in type(exc).__mro__
+    )
+
+
 def redirected(reply: object) -> bool:
     """Whether ``reply`` is one of :data:`REDIRECTS`."""
     return type(reply).__name__ in REDIRECTS

@@ -1043,7 +1043,7 @@ def _quick_together(client: Client, kept: _Kept, retries: bool, steps: list[Eval
                 missing = missing or isinstance(exc, library.no_script)
         sound = True
     except Exception as exc:
-        if retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
         raise
     finally:  # (whatever interrupts what: the connection is given back or let go)
@@ -1326,13 +1326,14 @@ def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool =
     Raises:
         _Fallback: the server does not have the script (NOSCRIPT), or a
             connection could not be made or failed (it is closed, to connect
-            again at its next use) and the client's retry policy retries: the
-            ordinary path sends it (again: tenure's scripts are safe to run
-            twice, as a retry after a lost reply already runs them).
+            again at its next use; see :func:`_clients.connection_fault`) and
+            the client's retry policy retries: the ordinary path sends it
+            (again: tenure's scripts are safe to run twice, as a retry after a
+            lost reply already runs them).
         The reply's error (a ``ResponseError``), as the ordinary path raises
         it; a connection error when the client does not retry.
-        ``KeyboardInterrupt`` and the like close the connection (a reply may
-        still be due on it).
+        Any other exception (an interrupt, of any class) closes the connection
+        (a reply may still be due on it) and goes on as it is.
     """
     conn = _take(client, kept, retries)
     library = _library(type(client))
@@ -1347,9 +1348,9 @@ def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool =
             raise _Fallback from exc
         raise
     except Exception as exc:
-        if retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
-        raise
+        raise  # (an interrupt of any class: never swallowed by a second send)
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
             _give(kept, conn)
@@ -1411,7 +1412,7 @@ def _take(client: Client, kept: _Kept, retries: bool) -> Any:
         with kept.cond:
             kept.open -= 1
             kept.cond.notify()
-        if isinstance(exc, Exception) and retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
         raise
 
