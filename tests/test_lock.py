@@ -893,6 +893,91 @@ def test_an_interrupt_of_any_class_while_the_reply_is_read_gives_the_grant_back(
     given_back(lock, make, r, "the interrupted attempt gave the lock back")
 
 
+def test_an_interrupt_as_a_timed_out_waiter_leaves_the_queue_is_raised(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ordinary ``Exception`` (a signal handler's) while a waiter whose
+    timeout ran out leaves the queue: the caller gets it, once the queue was
+    left (a hand-off may have just made the waiter holder). Before, the
+    leave's best effort swallowed it, and the acquire returned ``None`` as if
+    the alarm had not fired."""
+    from tenure._drivers import _sync
+    from tenure._scripts import LOCK_RELEASE
+
+    holder = Lock(r, "leave-interrupted", ttl=30).acquire()
+    assert holder is not None
+    evalsha = _sync._evalsha
+    fired: list[int] = []
+
+    def interrupted_leave(client: Any, step: Any) -> Any:
+        if step.script is LOCK_RELEASE and step.args[3] and not fired:  # (its queue member)
+            fired.append(1)
+            raise AlarmTimeout
+        return evalsha(client, step)
+
+    monkeypatch.setattr(_sync, "_evalsha", interrupted_leave)
+    with pytest.raises(AlarmTimeout):
+        in_thread_raising(lambda: Lock(r, "leave-interrupted").acquire(timeout=0.3))
+    assert fired
+    assert r.zcard("tenure:{leave-interrupted}:waiters") == 0, "the queue was left"
+    holder.release()
+    assert taken_at_once_by_another(
+        lambda c: Lock(c, "leave-interrupted"), r, "nobody holds it after the release"
+    )
+
+
+def test_an_interrupt_as_the_next_acquire_finishes_a_release_is_raised(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release that failed (a lost connection) is sent again by the owner's
+    next acquire; an ordinary ``Exception`` (a signal handler's) as it is sent
+    reaches the caller, and the acquire after it finishes the release. Before,
+    the clean-up took it for a failed call and swallowed it: the acquire went
+    on, and raised AlreadyHeldError for the lease still held."""
+    from tenure._drivers import _sync
+    from tenure._scripts import LOCK_RELEASE
+
+    lock = Lock(r, "clean-up-interrupted", ttl=30)
+    lease = lock.acquire()
+    assert lease is not None
+    evalsha = _sync._evalsha
+    raising: list[type[BaseException]] = [redis.exceptions.ConnectionError, AlarmTimeout]
+
+    def failing_release(client: Any, step: Any) -> Any:
+        if step.script is LOCK_RELEASE and raising:
+            raise raising.pop(0)
+        return evalsha(client, step)
+
+    monkeypatch.setattr(_sync, "_evalsha", failing_release)
+    with pytest.raises(redis.exceptions.ConnectionError):
+        lease.release()
+    with pytest.raises(AlarmTimeout):
+        lock.acquire(timeout=2)
+    assert not raising
+    again = lock.acquire(timeout=2)
+    assert again is not None and again.fence > lease.fence
+    again.release()
+
+
+def in_thread_raising(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` in another thread (another owner): its result, or its error raised here."""
+    out: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return out[0]
+
+
 _ASYNC_GRANTED_KINDS: dict[str, Callable[[Any], Any]] = {
     "AsyncLock": lambda c: AsyncLock(c, "grant-interrupted", ttl=30),
     "AsyncRLock": lambda c: AsyncRLock(c, "grant-interrupted", ttl=30),

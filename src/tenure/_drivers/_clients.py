@@ -34,7 +34,7 @@ from functools import cache
 from typing import Any, Literal
 
 from .._errors import InvalidArgument
-from .._protocol import Command, Eval, Pipeline
+from .._protocol import Command, Eval, Pipeline, client_error
 from .._scripts import sharded as sharded  # the drivers call it as _clients.sharded
 
 Library = Literal["redis", "valkey"]
@@ -264,13 +264,7 @@ def connection_fault(exc: BaseException) -> bool:
     client's ordinary path and its retry policy. Anything else, of any
     exception class (an interrupt: a signal handler's exception), is not: the
     call is not sent again, and the exception goes on as it is."""
-    if isinstance(exc, OSError):
-        return True
-    return any(
-        cls.__name__ in ("RedisError", "ValkeyError")
-        and cls.__module__ in ("redis.exceptions", "valkey.exceptions")
-        for cls in type(exc).__mro__
-    )
+    return client_error(exc)
 
 
 def redirected(reply: object) -> bool:

@@ -42,7 +42,7 @@ from typing import Any
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError, WrongTypeError
 from .._info import LockInfo
 from .._keys import LockKeys, lock_keys
-from .._protocol import Command, Eval, Plan, Status
+from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
 from .common import FENCE_KEEP_MS, extended, fence_keep_ms, least_left_ms, released
@@ -226,7 +226,7 @@ class _LockContender(Contender):
 def _abandon(keys: LockKeys, token: str, member: str) -> Plan[None]:
     """Best effort: leave the queue and release ``token`` if it holds the lock (the
     lease expires by itself, and a release skips waiters that are gone)."""
-    with contextlib.suppress(Exception):
+    with failed_calls_suppressed():
         yield _release_step(keys, token, member)
 
 

@@ -37,7 +37,6 @@ made: the owner's last op says so), in one call.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -46,7 +45,7 @@ from typing import Any, Literal
 from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, ProtocolError
 from .._info import ReadWriteHolder, ReadWriteInfo
 from .._keys import RWLockKeys, rwlock_keys
-from .._protocol import Command, Eval, Plan, Status
+from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
@@ -228,7 +227,7 @@ class _RWContender(Contender):
         return None if until is None else self._grant(fence, self.op, until[0], until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
-        with contextlib.suppress(Exception):
+        with failed_calls_suppressed():
             yield _release_step(
                 self.rw_keys, self.owner, self.letter, "", member, self.op, self.delay_ms
             )

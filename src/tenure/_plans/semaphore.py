@@ -29,7 +29,6 @@ returned to the caller by an attempt.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -38,7 +37,7 @@ from typing import Any
 from .._errors import InvalidArgument, NotOwnedError, ProtocolError
 from .._info import SemaphoreHolder, SemaphoreInfo
 from .._keys import SemaphoreKeys, semaphore_keys
-from .._protocol import Command, Eval, Plan, Status
+from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import (
     SEMAPHORE_ACQUIRE,
     SEMAPHORE_EXTEND,
@@ -210,7 +209,7 @@ class _SemaphoreContender(Contender):
         return None if until is None else Grant(token, fence, ttl, until[0], claim=until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
-        with contextlib.suppress(Exception):
+        with failed_calls_suppressed():
             yield _release_step(self.keys, self.token, self.n, self.permits, member)
 
 

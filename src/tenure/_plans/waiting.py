@@ -199,9 +199,10 @@ class Contender(ABC):
 
     @abstractmethod
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
-        """Best effort, errors suppressed: leave the queue (``member``, "" if not
-        queued) and give back a lock handed to us or taken by an attempt whose
-        reply was lost (``in_flight``)."""
+        """Best effort, the call's failures suppressed (never an interrupt, of
+        any class: see :func:`~tenure._protocol.failed_calls_suppressed`):
+        leave the queue (``member``, "" if not queued) and give back a lock
+        handed to us or taken by an attempt whose reply was lost (``in_flight``)."""
 
 
 def wait_turn(

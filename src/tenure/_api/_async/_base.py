@@ -20,7 +20,7 @@ from ..._leasebook import LeaseBook, Phase, Release
 from ..._models import LeaseBase, OpenBlocks, PerProcess
 from ..._plans import replicas as replica_plans
 from ..._plans.waiting import Grant
-from ..._protocol import Eval, Plan
+from ..._protocol import Eval, Plan, is_interrupt
 from ..._units import check_seconds, check_ttl, to_ms
 
 #: The lease length, in seconds, of a lock created without ``ttl``.
@@ -406,7 +406,8 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         release did not complete), so that Redis does not keep holding it with
         this lease's token; whatever Redis answers, quietly. Only a reply from
         Redis marks it cleaned up (a connection error leaves it to be tried
-        again by the owner's next acquire)."""
+        again by the owner's next acquire). An interrupt, of any exception
+        class, is raised (the release stays to be finished)."""
         life = self._life
         if life.phase is Phase.HELD:  # a release() cut off before it began
             life.begin_release(self.name, self.fence)
@@ -416,7 +417,9 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
             left = await _driver.run(self._lock._client, self._release_plan())
         except NotOwnedError as exc:
             self._lose(exc.reason)
-        except Exception:
+        except Exception as exc:
+            if is_interrupt(exc):  # (of any class: never swallowed)
+                raise
             return
         else:
             if life.phase is Phase.RELEASING:
