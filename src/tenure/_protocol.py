@@ -182,18 +182,19 @@ def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
     return status, value
 
 
+#: The modules of the client libraries' own errors (redis-py's ``RedisError``
+#: and ``RedisClusterException`` families, valkey-py's twins).
+_CLIENT_ERRORS = frozenset({"redis.exceptions", "valkey.exceptions"})
+
+
 def client_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is an error of the client library (redis-py's
-    ``RedisError``, valkey-py's ``ValkeyError``: an error reply, a lost
-    connection) or of the socket (``OSError``, timeouts included). Told by
-    the classes' names, so that no client library is imported here."""
+    """Whether ``exc`` is an error of the client library (an error reply, a
+    lost connection, a slot no node serves) or of the socket (``OSError``,
+    timeouts included). Told by the module of its classes, so that no client
+    library is imported here."""
     if isinstance(exc, OSError):
         return True
-    return any(
-        cls.__name__ in ("RedisError", "ValkeyError")
-        and cls.__module__ in ("redis.exceptions", "valkey.exceptions")
-        for cls in type(exc).__mro__
-    )
+    return any(cls.__module__ in _CLIENT_ERRORS for cls in type(exc).__mro__)
 
 
 def is_interrupt(exc: BaseException) -> bool:

@@ -1463,8 +1463,10 @@ def _node_quick(client: Client, step: Eval, shard: bool) -> Any:
     try:
         node_client = _clients.node_client(cluster, cluster.get_node_from_key(step.keys[0]))
         pool = node_client.connection_pool
-    except Exception:
-        return _NOT_SENT
+    except Exception as exc:
+        if _clients.connection_fault(exc):
+            return _NOT_SENT
+        raise  # (an interrupt of any class: never swallowed)
     kept: _Kept | None = _clients.kept_on(pool, "kept")
     if kept is None or kept.generation != _identity.generation():
         with _states_mutex:
