@@ -192,6 +192,56 @@ def test_an_asyncio_interrupt_as_an_exception_on_the_quick_path_is_raised_and_gi
     asyncio.run(main())
 
 
+def test_an_interrupt_as_a_sound_connection_is_given_back_loses_no_connection(
+    url: str, r: redis.Redis
+) -> None:
+    """An interrupt (of any class) at the first call made once a script's
+    reply was read, as its connection goes back to the quick path: where a
+    signal handler may run. The connection is back among the idle ones, so
+    the quick path keeps as many as before. Before, the interrupt came as the
+    give-back began: the connection stayed counted as open and was never
+    given back, one fewer for every later call, until each call waited a
+    second for a connection (seen under random SIGALRM: 8 of 8 gone in 30 s)."""
+    import sys
+    from types import FrameType
+
+    from tenure._drivers import _sync
+
+    client = redis.Redis.from_url(url)
+    lock = Lock(client, "quick-give-back", ttl=10)
+    warm = lock.acquire()
+    assert warm is not None
+    warm.release()
+    kept = _sync._state(client).kept
+    assert kept is not None and kept.open == len(kept.idle) > 0
+    fired: list[str] = []
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        caller = frame.f_back
+        if (
+            event == "call"
+            and not fired
+            and caller is not None
+            and caller.f_code is _sync._quick.__code__
+            and caller.f_locals.get("sound") is True
+        ):
+            fired.append(frame.f_code.co_name)
+            raise AlarmTimeout
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        with pytest.raises(AlarmTimeout):
+            lock.acquire()
+    finally:
+        sys.settrace(previous)
+    assert fired
+    assert kept.open == len(kept.idle), "no connection of the quick path was lost"
+    assert r.get("tenure:{quick-give-back}") is None  # (the grant was given back)
+    client.close()
+
+
 def test_threads_sharing_a_client_never_overlap_and_keep_few_connections(
     url: str, r: redis.Redis
 ) -> None:

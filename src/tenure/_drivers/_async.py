@@ -1127,7 +1127,10 @@ async def _quick_together(
     except BaseException:
         await _close(kept, conn)
         raise
-    _give(kept, conn)
+    if kept.waiters:
+        _give(kept, conn)
+    else:  # (no call before it, where an interrupt could lose the connection)
+        kept.idle.append(conn)
     if missing:
         raise _Fallback
     return raws
@@ -1430,7 +1433,10 @@ async def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
         await conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = await conn.read_response()
     except library.response_error as exc:  # a whole reply was read: the connection is sound
-        _give(kept, conn)
+        if kept.waiters:
+            _give(kept, conn)
+        else:  # (no call before it, where an interrupt could lose the connection)
+            kept.idle.append(conn)
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
@@ -1442,7 +1448,10 @@ async def _quick(client: Client, kept: _Kept, retries: bool, step: Eval) -> Any:
     except BaseException:
         await _close(kept, conn)
         raise
-    _give(kept, conn)
+    if kept.waiters:
+        _give(kept, conn)
+    else:  # (no call before it, where an interrupt could lose the connection)
+        kept.idle.append(conn)
     return raw
 
 

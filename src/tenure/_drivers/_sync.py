@@ -1048,7 +1048,8 @@ def _quick_together(client: Client, kept: _Kept, retries: bool, steps: list[Eval
         raise
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
-            _give(kept, conn)
+            kept.idle.append(conn)  # (no call before it, where an interrupt could lose it)
+            _wake_one(kept)
         else:
             _discard(client, kept, conn)
     if missing:
@@ -1353,7 +1354,8 @@ def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool =
         raise  # (an interrupt of any class: never swallowed by a second send)
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
-            _give(kept, conn)
+            kept.idle.append(conn)  # (no call before it, where an interrupt could lose it)
+            _wake_one(kept)
         else:
             _discard(client, kept, conn)
     return raw
@@ -1418,8 +1420,19 @@ def _take(client: Client, kept: _Kept, retries: bool) -> Any:
 
 
 def _give(kept: _Kept, conn: Any) -> None:
-    """Give a connection of the quick path back (to a waiting call, if any)."""
+    """Give a connection of the quick path back (to a waiting call, if any).
+    (A call whose connection is sound appends it itself, with no call before
+    the append: an interrupt at this function's entry would leave the
+    connection counted as open and never given back, one fewer for every
+    later call, until all were gone and each call waited QUICK_PATIENCE.)"""
     kept.idle.append(conn)
+    _wake_one(kept)
+
+
+def _wake_one(kept: _Kept) -> None:
+    """A connection was given back: wake a call that waits for one, if any (a
+    wake-up lost to an interrupt costs that call at most QUICK_PATIENCE: it
+    looks at the idle connections again then)."""
     if kept.waiting:
         with kept.cond:
             kept.cond.notify()
