@@ -1027,12 +1027,12 @@ def _quick_together(client: Client, kept: _Kept, retries: bool, steps: list[Eval
     """The replies of ``steps`` written back to back on a connection of the
     quick path, read in order (an error reply in its place). Raises
     :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply."""
-    conn = _take(client, kept, retries)
     library = _library(type(client))
     raws: list[Any] = []
     missing = False
     sound = False  # every reply was read: the connection may be used again as it is
-    try:
+    conn = _take(client, kept, retries)
+    try:  # (at once: no call between, where an interrupt could lose the connection)
         packed = [part for step in steps for part in _clients.packed_evalsha(conn, step)]
         conn.send_packed_command([b"".join(packed)])  # (one write, not one per part)
         for _ in steps:
@@ -1336,10 +1336,10 @@ def _quick(client: Client, kept: _Kept, retries: bool, step: Eval, shard: bool =
         Any other exception (an interrupt, of any class) closes the connection
         (a reply may still be due on it) and goes on as it is.
     """
-    conn = _take(client, kept, retries)
     library = _library(type(client))
     sound = False  # a whole reply was read: the connection may be used again as it is
-    try:
+    conn = _take(client, kept, retries)
+    try:  # (at once: no call between, where an interrupt could lose the connection)
         conn.send_packed_command(_clients.packed_evalsha(conn, step, shard))
         raw = conn.read_response()
         sound = True
