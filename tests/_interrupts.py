@@ -13,24 +13,25 @@ import redis
 
 
 class InterruptedCall(redis.Connection):
-    """Raises KeyboardInterrupt once armed (a class attribute, shared by every
-    connection of the class): ``"reply"`` instead of reading the next reply
-    (the command was sent: the server runs it, and its reply is left unread
-    on the socket), ``"send"`` instead of sending the next command (the
-    server never sees it)."""
+    """Raises ``error`` (KeyboardInterrupt unless set) once armed (class
+    attributes, shared by every connection of the class): ``"reply"`` instead
+    of reading the next reply (the command was sent: the server runs it, and
+    its reply is left unread on the socket), ``"send"`` instead of sending the
+    next command (the server never sees it)."""
 
     armed = ""
+    error: type[BaseException] = KeyboardInterrupt
 
     def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
         if InterruptedCall.armed == "send":
             InterruptedCall.armed = ""
-            raise KeyboardInterrupt
+            raise InterruptedCall.error
         super().send_packed_command(*args, **kwargs)  # type: ignore[no-untyped-call]
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         if InterruptedCall.armed == "reply":
             InterruptedCall.armed = ""
-            raise KeyboardInterrupt
+            raise InterruptedCall.error
         return super().read_response(*args, **kwargs)
 
 

@@ -22,8 +22,11 @@ from redis.retry import Retry
 from tenure import (
     AcquireTimeout,
     AlreadyHeldError,
+    AsyncFairLock,
     AsyncLock,
+    AsyncReadWriteLock,
     AsyncRLock,
+    AsyncSemaphore,
     FairLock,
     InvalidArgument,
     Lock,
@@ -838,9 +841,187 @@ def test_an_interrupt_between_a_reply_and_its_plan_gives_the_grant_back(
     given_back(lock, make, r, "the interrupted attempt gave the lock back")
 
 
+class AlarmTimeout(Exception):
+    """What a ``signal.alarm`` handler commonly raises: an ordinary ``Exception``."""
+
+
+def _interrupt_while_the_reply_is_read(error: type[BaseException]) -> tuple[Any, list[int]]:
+    """A trace function that raises ``error`` at the first line of a contender's
+    ``outcome`` (where the plan reads an attempt's reply), once, for a reply that
+    granted the attempt: where a signal handler may run after Redis took the lock
+    for the attempt and before the plan has its grant."""
+    from tenure._plans.waiting import Contender
+    from tenure._protocol import Status
+
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line" and not fired and frame.f_locals.get("status") is Status.OK:
+            fired.append(frame.f_lineno)
+            raise error
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code.co_name == "outcome" and isinstance(frame.f_locals.get("self"), Contender):
+            return local
+        return None
+
+    return calls, fired
+
+
+@pytest.mark.parametrize("error", [AlarmTimeout, KeyboardInterrupt])
+@pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
+def test_an_interrupt_of_any_class_while_the_reply_is_read_gives_the_grant_back(
+    r: redis.Redis, kind: str, error: type[BaseException]
+) -> None:
+    """An interrupt raised while the plan reads a granting reply, as an ordinary
+    ``Exception`` (a ``signal.alarm`` handler's) as well as a KeyboardInterrupt:
+    the attempt may have taken the lock, so it is given back before the error
+    goes on. Before, an ``Exception`` was taken for the reply's own refusal
+    (nothing taken), and the lock stayed held until its ttl."""
+    make = _GRANTED_KINDS[kind]
+    lock = make(r)
+    tracer, fired = _interrupt_while_the_reply_is_read(error)
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(error):
+            lock.acquire()
+    finally:
+        sys.settrace(previous)
+    assert fired
+    given_back(lock, make, r, "the interrupted attempt gave the lock back")
+
+
+def test_an_interrupt_as_a_timed_out_waiter_leaves_the_queue_is_raised(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ordinary ``Exception`` (a signal handler's) while a waiter whose
+    timeout ran out leaves the queue: the caller gets it, once the queue was
+    left (a hand-off may have just made the waiter holder). Before, the
+    leave's best effort swallowed it, and the acquire returned ``None`` as if
+    the alarm had not fired."""
+    from tenure._drivers import _sync
+    from tenure._scripts import LOCK_RELEASE
+
+    holder = Lock(r, "leave-interrupted", ttl=30).acquire()
+    assert holder is not None
+    evalsha = _sync._evalsha
+    fired: list[int] = []
+
+    def interrupted_leave(client: Any, step: Any) -> Any:
+        if step.script is LOCK_RELEASE and step.args[3] and not fired:  # (its queue member)
+            fired.append(1)
+            raise AlarmTimeout
+        return evalsha(client, step)
+
+    monkeypatch.setattr(_sync, "_evalsha", interrupted_leave)
+    with pytest.raises(AlarmTimeout):
+        in_thread_raising(lambda: Lock(r, "leave-interrupted").acquire(timeout=0.3))
+    assert fired
+    assert r.zcard("tenure:{leave-interrupted}:waiters") == 0, "the queue was left"
+    holder.release()
+    assert taken_at_once_by_another(
+        lambda c: Lock(c, "leave-interrupted"), r, "nobody holds it after the release"
+    )
+
+
+def test_an_interrupt_as_the_next_acquire_finishes_a_release_is_raised(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release that failed (a lost connection) is sent again by the owner's
+    next acquire; an ordinary ``Exception`` (a signal handler's) as it is sent
+    reaches the caller, and the acquire after it finishes the release. Before,
+    the clean-up took it for a failed call and swallowed it: the acquire went
+    on, and raised AlreadyHeldError for the lease still held."""
+    from tenure._drivers import _sync
+    from tenure._scripts import LOCK_RELEASE
+
+    lock = Lock(r, "clean-up-interrupted", ttl=30)
+    lease = lock.acquire()
+    assert lease is not None
+    evalsha = _sync._evalsha
+    raising: list[type[BaseException]] = [redis.exceptions.ConnectionError, AlarmTimeout]
+
+    def failing_release(client: Any, step: Any) -> Any:
+        if step.script is LOCK_RELEASE and raising:
+            raise raising.pop(0)
+        return evalsha(client, step)
+
+    monkeypatch.setattr(_sync, "_evalsha", failing_release)
+    with pytest.raises(redis.exceptions.ConnectionError):
+        lease.release()
+    with pytest.raises(AlarmTimeout):
+        lock.acquire(timeout=2)
+    assert not raising
+    again = lock.acquire(timeout=2)
+    assert again is not None and again.fence > lease.fence
+    again.release()
+
+
+def in_thread_raising(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` in another thread (another owner): its result, or its error raised here."""
+    out: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return out[0]
+
+
+_ASYNC_GRANTED_KINDS: dict[str, Callable[[Any], Any]] = {
+    "AsyncLock": lambda c: AsyncLock(c, "grant-interrupted", ttl=30),
+    "AsyncRLock": lambda c: AsyncRLock(c, "grant-interrupted", ttl=30),
+    "AsyncFairLock": lambda c: AsyncFairLock(c, "grant-interrupted", ttl=30),
+    "AsyncSemaphore": lambda c: AsyncSemaphore(c, "grant-interrupted", permits=1, ttl=30),
+    "AsyncReadWriteLock.write": lambda c: AsyncReadWriteLock(c, "grant-interrupted", ttl=30).write,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_ASYNC_GRANTED_KINDS))
+def test_an_asyncio_interrupt_of_any_class_while_the_reply_is_read_gives_the_grant_back(
+    url: str, r: redis.Redis, kind: str
+) -> None:
+    """The asyncio twin: an ``Exception`` raised in the task while its plan reads
+    a granting reply gives the lock back (another client takes it at once)."""
+    make = _ASYNC_GRANTED_KINDS[kind]
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            lock = make(client)
+            tracer, fired = _interrupt_while_the_reply_is_read(AlarmTimeout)
+            previous = sys.gettrace()
+            sys.settrace(tracer)
+            try:
+                with pytest.raises(AlarmTimeout):
+                    await lock.acquire()
+            finally:
+                sys.settrace(previous)
+            assert fired
+            other = make(client)
+            lease = await asyncio.wait_for(asyncio.create_task(other.acquire(blocking=False)), 5)
+            assert lease is not None, "the interrupted attempt gave the lock back"
+            await lease.release()
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
 @pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
 def test_an_interrupt_as_a_with_blocks_release_begins_still_releases(
-    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str, error: type[BaseException]
 ) -> None:
     """KeyboardInterrupt as the release of a ``with`` block's exit begins (a
     signal handler runs as a call starts), before it did anything: the block
@@ -853,14 +1034,41 @@ def test_an_interrupt_as_a_with_blocks_release_begins_still_releases(
     assert first is not None
     lease_type = type(first)
     first.release()
-    interrupted, fired = raise_once(lease_type.release)
+    interrupted, fired = raise_once(lease_type.release, error)
     monkeypatch.setattr(lease_type, "release", interrupted)
-    with pytest.raises(KeyboardInterrupt), lock:
+    with pytest.raises(error), lock:
         pass
     assert fired
     assert taken_at_once_by_another(make, r, "the block's lease was released") > first.fence
     with lock as again:
         assert again.fence > first.fence
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
+@pytest.mark.parametrize("kind", ["FairLock", "Lock", "RLock", "ReadWriteLock.write"])
+def test_a_release_cut_off_before_it_began_is_finished_by_the_next_acquire(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str, error: type[BaseException]
+) -> None:
+    """An interrupt inside ``lease.release()`` before the release began (as it
+    checks the process): the owner's next acquire sends that release first and
+    takes a new hold. Before, the lease stayed held, so the next acquire raised
+    AlreadyHeldError (Lock, FairLock) or re-entered the old hold (RLock,
+    ReadWriteLock), which then outlived every release its owner made."""
+    from tenure._leasebook import LeaseLife
+
+    make = _GRANTED_KINDS[kind]
+    lock = make(r)
+    first = lock.acquire()
+    assert first is not None
+    interrupted, fired = raise_once(LeaseLife.check_process, error)
+    monkeypatch.setattr(LeaseLife, "check_process", interrupted)
+    with pytest.raises(error):
+        first.release()
+    assert fired
+    again = lock.acquire(timeout=2)
+    assert again is not None and again.fence > first.fence
+    again.release()
+    assert taken_at_once_by_another(make, r, "the owner's releases freed the lock") > again.fence
 
 
 def test_an_asyncio_block_cancelled_as_its_release_begins_still_releases(

@@ -244,15 +244,21 @@ def test_scripts_flushed_from_the_server_are_loaded_again(r: redis.Redis) -> Non
     assert not r.exists("tenure:{f1}", "tenure:{f2}:rlock")
 
 
+class AlarmTimeout(Exception):
+    """What a ``signal.alarm`` handler commonly raises: an ordinary ``Exception``."""
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
 def test_an_interrupt_while_the_replies_are_due_leaves_nothing_held(
-    url: str, r: redis.Redis
+    url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
 ) -> None:
-    """KeyboardInterrupt while the replies of the attempt at every part are
-    due (the server granted them all): each part's clean-up releases its
-    token, so nothing is held; an interrupt while the releases' replies are
-    due leaves the release to be called again, which completes it."""
+    """An interrupt, of any exception class, while the replies of the attempt
+    at every part are due (the server granted them all): each part's clean-up
+    releases its token, so nothing is held; an interrupt while the releases'
+    replies are due leaves the release to be called again, which completes it."""
     client = redis.Redis.from_url(url)
     client.connection_pool.connection_class = InterruptedCall
+    monkeypatch.setattr(InterruptedCall, "error", error)
     parts: list[Lock | RLock] = [Lock(client, "i1", ttl=10), RLock(client, "i2", ttl=10)]
     parts.append(Lock(client, key="exact:i3", ttl=10))
     multi = MultiLock(parts)
@@ -260,7 +266,7 @@ def test_an_interrupt_while_the_replies_are_due_leaves_nothing_held(
     assert warm is not None
     warm.release()
     InterruptedCall.armed = "reply"
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(error):
         multi.acquire()
     assert not r.exists("tenure:{i1}", "tenure:{i2}:rlock", "exact:i3")
     assert not multi.owned()
@@ -268,7 +274,7 @@ def test_an_interrupt_while_the_replies_are_due_leaves_nothing_held(
     assert lease is not None
     assert all(f > g for f, g in zip(lease.fence, warm.fence, strict=True))
     InterruptedCall.armed = "reply"
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(error):
         lease.release()
     assert not lease.valid  # its release was attempted: never renewed again
     lease.release()  # sent again (the same calls): recognised, and completes

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.exceptions
+import valkey.exceptions
 from _plan_harness import Clock, finish, start
 
 import tenure._scripts
@@ -618,3 +621,44 @@ def test_plans_do_no_io() -> None:
                 continue
             for name in names:
                 assert name.split(".")[0] not in forbidden, f"{path.name} imports {name}"
+
+
+class _AlarmTimeout(Exception):
+    """What a ``signal.alarm`` handler commonly raises: an ordinary ``Exception``."""
+
+
+@pytest.mark.parametrize(
+    ("exc", "interrupt"),
+    [
+        (_AlarmTimeout(), True),
+        (KeyboardInterrupt(), True),
+        (asyncio.CancelledError(), True),
+        (RuntimeError("from a handler"), True),
+        (AlreadyHeldError("x"), False),
+        (WrongTypeError("k"), False),
+        (redis.exceptions.ConnectionError(), False),
+        (redis.exceptions.ResponseError("ERR"), False),
+        (redis.exceptions.SlotNotCoveredError(), False),
+        (valkey.exceptions.ValkeyClusterException(), False),
+        (valkey.exceptions.TimeoutError(), False),
+        (ConnectionResetError(), False),
+        (TimeoutError(), False),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
+)
+def test_an_interrupt_is_anything_a_call_to_redis_does_not_raise(
+    exc: BaseException, interrupt: bool
+) -> None:
+    """What best-effort calls may swallow (a failed call: tenure's errors, the
+    client library's, the socket's) and what they never do (an interrupt, of
+    any exception class)."""
+    from tenure._protocol import failed_calls_suppressed, is_interrupt
+
+    assert is_interrupt(exc) is interrupt
+    if isinstance(exc, Exception):
+        if interrupt:
+            with pytest.raises(type(exc)), failed_calls_suppressed():
+                raise exc
+        else:
+            with failed_calls_suppressed():
+                raise exc

@@ -174,8 +174,12 @@ def test_cancelled_wait_leaves_the_queue_even_if_cleanup_fails() -> None:
 
 
 def test_unexpected_acquire_status_is_a_protocol_error() -> None:
+    """A reply the plan can't read may have taken a count: it is undone
+    (the attempt's op, if applied) before the error."""
     plan = acquire_plan(Clock())
     plan.send(None)
+    undo = plan.send((Status.NOT_OWNED, 0))
+    assert isinstance(undo, Eval) and undo.script is RLOCK_RELEASE and undo.args[-1] == "op1"
     with pytest.raises(ProtocolError, match=r"rlock_acquire.*NOT_OWNED"):
         plan.send((Status.NOT_OWNED, 0))
 

@@ -199,8 +199,12 @@ def test_non_blocking_busy_returns_none() -> None:
 
 
 def test_unexpected_acquire_status_is_a_protocol_error() -> None:
+    """A reply the plan can't read may have taken a hold: it is given back
+    before the error."""
     plan = acquire_plan(Clock())
     plan.send(None)
+    give_back = plan.send((Status.NOT_OWNED, 0))
+    assert isinstance(give_back, Eval) and give_back.script is RWLOCK_RELEASE
     with pytest.raises(ProtocolError, match=r"rwlock_acquire.*NOT_OWNED"):
         plan.send((Status.NOT_OWNED, 0))
 

@@ -197,8 +197,12 @@ def test_count_mismatch_and_too_many_raise_after_leaving_the_queue() -> None:
 
 
 def test_unexpected_acquire_status_is_a_protocol_error() -> None:
+    """A reply the plan can't read may have taken a permit: it is given back
+    before the error."""
     plan = acquire_plan(Clock())
     start(plan)
+    give_back = send(plan, (Status.NOT_OWNED, 0))
+    assert isinstance(give_back, Eval) and give_back.script is SEMAPHORE_RELEASE
     with pytest.raises(ProtocolError, match=r"semaphore_acquire.*NOT_OWNED"):
         send(plan, (Status.NOT_OWNED, 0))
 

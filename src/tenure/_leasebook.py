@@ -31,6 +31,9 @@ HELD              sent       sent            sent; → RELEASING           ``Alr
                                                                          (RLock)
 RELEASING         never      NotOwnedError   sent again (the same call   first sends the
                                              is recognised by Redis)     release again
+                                                                         (also HELD after a
+                                                                         ``release()`` cut off
+                                                                         before it began)
 RELEASED          never      NotOwnedError   NotOwnedError               goes ahead
 LOST              never      LockLostError   a token-checked delete is   first sends the
                                              sent, then LockLostError    token-checked delete
@@ -101,9 +104,14 @@ class LeaseLife:
             release the lease (a retry by redis-py, a second ``release()``
             after a failure, two threads at once) sends this one, so that
             Redis tells a retry of it from a release by anyone else.
+        asked: ``release()`` was called. It is the call's first act, a plain
+            store with no call before it (where Python may run a signal
+            handler), so an interrupt of the call at any later point, even
+            before it reached :meth:`begin_release`, leaves a lease whose
+            release is :attr:`unfinished`.
     """
 
-    __slots__ = ("cleaned", "lost_reason", "phase", "process", "release_op")
+    __slots__ = ("asked", "cleaned", "lost_reason", "phase", "process", "release_op")
 
     def __init__(self, process: Hashable, release_op: str) -> None:
         self.phase = Phase.HELD
@@ -111,6 +119,7 @@ class LeaseLife:
         self.process = process
         self.cleaned = False
         self.release_op = release_op
+        self.asked = False
 
     def _move(self, event: str) -> bool:
         with _mutex:
@@ -124,6 +133,14 @@ class LeaseLife:
     def held(self) -> bool:
         """Whether the lease is HELD (renewals and extends may be sent)."""
         return self.phase is Phase.HELD
+
+    @property
+    def unfinished(self) -> bool:
+        """Whether a release of the lease was asked for and did not complete:
+        RELEASING, or HELD after a ``release()`` cut off before it began (the
+        owner's next acquire sends it first)."""
+        phase = self.phase
+        return phase is Phase.RELEASING or (phase is Phase.HELD and self.asked)
 
     @property
     def over(self) -> bool:
@@ -231,17 +248,18 @@ class LeaseBook:
             return None, False
         life: LeaseLife = lease._life
         phase = life.phase
-        if phase is Phase.RELEASING or (phase is Phase.LOST and not life.cleaned):
+        if life.unfinished or (phase is Phase.LOST and not life.cleaned):
             return lease, False
         return None, phase is Phase.HELD
 
     def left_behind(self, key: Hashable) -> Any | None:
         """The latest lease of ``key`` if Redis may still hold it although this
-        process gave it up: RELEASING, or LOST and not cleaned up."""
+        process gave it up: its release unfinished (:attr:`LeaseLife.unfinished`),
+        or LOST and not cleaned up."""
         lease = self._leases.get(key)
         if lease is None:
             return None
         life: LeaseLife = lease._life
-        if life.phase is Phase.RELEASING or (life.phase is Phase.LOST and not life.cleaned):
+        if life.unfinished or (life.phase is Phase.LOST and not life.cleaned):
             return lease
         return None

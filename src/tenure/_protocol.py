@@ -7,12 +7,13 @@ step type is given in the step's docstring.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ._errors import PermissionDenied, ProtocolError, WrongTypeError
+from ._errors import PermissionDenied, ProtocolError, TenureError, WrongTypeError
 from ._keys import LockKeys
 from ._scripts import ACL_KEYS, ScriptSpec
 from ._scripts import Status as Status  # defined beside the scripts, which use its names
@@ -179,6 +180,42 @@ def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
             raise ProtocolError(f"{script.name}: unexpected reply {raw!r}")
         raise PermissionDenied(str(value[0]), str(value[1]), script.name)
     return status, value
+
+
+#: The modules of the client libraries' own errors (redis-py's ``RedisError``
+#: and ``RedisClusterException`` families, valkey-py's twins).
+_CLIENT_ERRORS = frozenset({"redis.exceptions", "valkey.exceptions"})
+
+
+def client_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error of the client library (an error reply, a
+    lost connection, a slot no node serves) or of the socket (``OSError``,
+    timeouts included). Told by the module of its classes, so that no client
+    library is imported here."""
+    if isinstance(exc, OSError):
+        return True
+    return any(cls.__module__ in _CLIENT_ERRORS for cls in type(exc).__mro__)
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` cut a call short from outside: anything but what a call
+    to Redis itself raises (tenure's own errors, which say what a reply
+    said, and :func:`client_error`). A ``KeyboardInterrupt``, a cancellation,
+    and just as well an ordinary ``Exception`` raised by a signal handler:
+    after one, what the call did is unknown, and it is never swallowed."""
+    return not (isinstance(exc, TenureError) or client_error(exc))
+
+
+@contextlib.contextmanager
+def failed_calls_suppressed() -> Iterator[None]:
+    """Suppress what a best-effort call to Redis may fail with (its reply's
+    error, a client or socket error), never an interrupt of any class
+    (:func:`is_interrupt`)."""
+    try:
+        yield
+    except Exception as exc:
+        if is_interrupt(exc):
+            raise
 
 
 _REFUSED_COMMAND = re.compile(r"permissions? to (?:run|access) the '([^']+)' command", re.I)

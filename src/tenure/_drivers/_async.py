@@ -1134,13 +1134,16 @@ async def _quick_together(
                 missing = missing or isinstance(exc, library.no_script)
     except Exception as exc:
         await _close(kept, conn)
-        if retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
-        raise
+        raise  # (an interrupt of any class: never swallowed by a second send)
     except BaseException:
         await _close(kept, conn)
         raise
-    _keep(kept, conn, pin)
+    if pin is None and not kept.waiters:
+        kept.idle.append(conn)  # (no call before it, where an interrupt could lose it)
+    else:
+        _keep(kept, conn, pin)
     if missing:
         raise _Fallback
     return raws
@@ -1454,13 +1457,15 @@ async def _quick(
     Raises:
         _Fallback: the server does not have the script (NOSCRIPT), or a
             connection could not be made or failed (it is closed, to connect
-            again at its next use) and the client's retry policy ``retries``: the
-            ordinary path sends it (again: tenure's scripts are safe to run
-            twice, as a retry after a lost reply already runs them).
+            again at its next use; see :func:`_clients.connection_fault`) and
+            the client's retry policy ``retries``: the ordinary path sends it
+            (again: tenure's scripts are safe to run twice, as a retry after a
+            lost reply already runs them).
         The reply's error (a ``ResponseError``), as the ordinary path raises
         it; a connection error when the client does not retry.
-        ``asyncio.CancelledError`` and the like close the connection (a reply
-        may still be due on it).
+        Any other exception (``asyncio.CancelledError``, an interrupt of any
+        class) closes the connection (a reply may still be due on it) and
+        goes on as it is.
 
     With a ``pin`` (see :func:`one_connection`), it is sent on the pinned
     connection, and the connection stays pinned after a whole reply.
@@ -1474,19 +1479,25 @@ async def _quick(
         await conn.send_packed_command(_clients.packed_evalsha(conn, step))
         raw = await conn.read_response()
     except library.response_error as exc:  # a whole reply was read: the connection is sound
-        _keep(kept, conn, pin)
+        if pin is None and not kept.waiters:
+            kept.idle.append(conn)  # (no call before it, where an interrupt could lose it)
+        else:
+            _keep(kept, conn, pin)
         if isinstance(exc, library.no_script):
             raise _Fallback from exc
         raise
     except Exception as exc:
         await _close(kept, conn)
-        if retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
-        raise
+        raise  # (an interrupt of any class: never swallowed by a second send)
     except BaseException:
         await _close(kept, conn)
         raise
-    _keep(kept, conn, pin)
+    if pin is None and not kept.waiters:
+        kept.idle.append(conn)  # (no call before it, where an interrupt could lose it)
+    else:
+        _keep(kept, conn, pin)
     return raw
 
 
@@ -1521,7 +1532,7 @@ async def _take(client: Client, kept: _Kept, retries: bool) -> Any:
         return await _clients.checkout(pool, _clients.library_of(type(client)))
     except BaseException as exc:
         _let_go(kept)
-        if isinstance(exc, Exception) and retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
         raise
 

@@ -34,7 +34,7 @@ from functools import cache
 from typing import Any, Literal
 
 from .._errors import InvalidArgument
-from .._protocol import Command, Eval, Pipeline
+from .._protocol import Command, Eval, Pipeline, client_error
 from .._scripts import sharded as sharded  # the drivers call it as _clients.sharded
 
 Library = Literal["redis", "valkey"]
@@ -266,6 +266,16 @@ def master_unreached(client: Any, exc: BaseException) -> bool:
     promoted). Matched by exact class, as the client does (a subclass such
     as ``AuthenticationError`` is not one)."""
     return type(exc) in getattr(type(client), "ERRORS_ALLOW_RETRY", ())
+
+
+def connection_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error of the client library (redis-py's
+    ``RedisError``, valkey-py's ``ValkeyError``) or of the socket (``OSError``,
+    timeouts included): a failed call, which the quick path leaves to the
+    client's ordinary path and its retry policy. Anything else, of any
+    exception class (an interrupt: a signal handler's exception), is not: the
+    call is not sent again, and the exception goes on as it is."""
+    return client_error(exc)
 
 
 def redirected(reply: object) -> bool:

@@ -1040,12 +1040,15 @@ def _quick_together(
     quick path, read in order (an error reply in its place). Raises
     :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT reply.
     With a ``pin``, on the pinned connection, as :func:`_quick` does."""
-    conn = _unpin(pin) if pin is not None and pin.conn is not None else _take(client, kept, retries)
     library = _library(type(client))
     raws: list[Any] = []
     missing = False
     sound = False  # every reply was read: the connection may be used again as it is
-    try:
+    if pin is not None and pin.conn is not None:
+        conn, pin.conn = pin.conn, None  # (no call: see below)
+    else:
+        conn = _take(client, kept, retries)
+    try:  # (at once: no call between, where an interrupt could lose the connection)
         packed = [part for step in steps for part in _clients.packed_evalsha(conn, step)]
         conn.send_packed_command([b"".join(packed)])  # (one write, not one per part)
         for _ in steps:
@@ -1056,12 +1059,16 @@ def _quick_together(
                 missing = missing or isinstance(exc, library.no_script)
         sound = True
     except Exception as exc:
-        if retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
         raise
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
-            _keep(kept, conn, pin)
+            if pin is None:
+                kept.idle.append(conn)  # (no call before it, where an interrupt could lose it)
+                _wake_one(kept)
+            else:
+                _keep(kept, conn, pin)
         else:
             _discard(client, kept, conn)
     if missing:
@@ -1371,21 +1378,25 @@ def _quick(
     Raises:
         _Fallback: the server does not have the script (NOSCRIPT), or a
             connection could not be made or failed (it is closed, to connect
-            again at its next use) and the client's retry policy retries: the
-            ordinary path sends it (again: tenure's scripts are safe to run
-            twice, as a retry after a lost reply already runs them).
+            again at its next use; see :func:`_clients.connection_fault`) and
+            the client's retry policy retries: the ordinary path sends it
+            (again: tenure's scripts are safe to run twice, as a retry after a
+            lost reply already runs them).
         The reply's error (a ``ResponseError``), as the ordinary path raises
         it; a connection error when the client does not retry.
-        ``KeyboardInterrupt`` and the like close the connection (a reply may
-        still be due on it).
+        Any other exception (an interrupt, of any class) closes the connection
+        (a reply may still be due on it) and goes on as it is.
 
     With a ``pin`` (see :func:`one_connection`), it is sent on the pinned
     connection, and the connection stays pinned after a whole reply.
     """
-    conn = _unpin(pin) if pin is not None and pin.conn is not None else _take(client, kept, retries)
     library = _library(type(client))
     sound = False  # a whole reply was read: the connection may be used again as it is
-    try:
+    if pin is not None and pin.conn is not None:
+        conn, pin.conn = pin.conn, None  # (no call: see below)
+    else:
+        conn = _take(client, kept, retries)
+    try:  # (at once: no call between, where an interrupt could lose the connection)
         conn.send_packed_command(_clients.packed_evalsha(conn, step, shard))
         raw = conn.read_response()
         sound = True
@@ -1395,12 +1406,16 @@ def _quick(
             raise _Fallback from exc
         raise
     except Exception as exc:
-        if retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
-        raise
+        raise  # (an interrupt of any class: never swallowed by a second send)
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
-            _keep(kept, conn, pin)
+            if pin is None:
+                kept.idle.append(conn)  # (no call before it, where an interrupt could lose it)
+                _wake_one(kept)
+            else:
+                _keep(kept, conn, pin)
         else:
             _discard(client, kept, conn)
     return raw
@@ -1459,14 +1474,25 @@ def _take(client: Client, kept: _Kept, retries: bool) -> Any:
         with kept.cond:
             kept.open -= 1
             kept.cond.notify()
-        if isinstance(exc, Exception) and retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
         raise
 
 
 def _give(kept: _Kept, conn: Any) -> None:
-    """Give a connection of the quick path back (to a waiting call, if any)."""
+    """Give a connection of the quick path back (to a waiting call, if any).
+    (A call whose connection is sound appends it itself, with no call before
+    the append: an interrupt at this function's entry would leave the
+    connection counted as open and never given back, one fewer for every
+    later call, until all were gone and each call waited QUICK_PATIENCE.)"""
     kept.idle.append(conn)
+    _wake_one(kept)
+
+
+def _wake_one(kept: _Kept) -> None:
+    """A connection was given back: wake a call that waits for one, if any (a
+    wake-up lost to an interrupt costs that call at most QUICK_PATIENCE: it
+    looks at the idle connections again then)."""
     if kept.waiting:
         with kept.cond:
             kept.cond.notify()
@@ -1571,11 +1597,14 @@ def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) -> list[
     the quick path takes, then pinned), their raw replies read in order (an
     error reply in its place). Raises :class:`_Fallback` as :func:`_quick` does."""
     kept, retries = pin.kept, _state(client).retries
-    conn = _unpin(pin) if pin.conn is not None else _take(client, kept, retries)
     library = _library(type(client))
     raws: list[Any] = []
     sound = False  # every reply was read: the connection may be used again as it is
-    try:
+    if pin.conn is not None:
+        conn, pin.conn = pin.conn, None  # (no call: see _quick)
+    else:
+        conn = _take(client, kept, retries)
+    try:  # (at once: no call between, where an interrupt could lose the connection)
         conn.send_packed_command(conn.pack_commands(commands))
         for _ in commands:
             try:
@@ -1584,7 +1613,7 @@ def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) -> list[
                 raws.append(exc)
         sound = True
     except Exception as exc:
-        if retries:
+        if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
         raise
     finally:  # (whatever interrupts what: the connection is pinned or let go)
@@ -1641,8 +1670,10 @@ def _node_quick(client: Client, step: Eval, shard: bool) -> Any:
     try:
         node_client = _clients.node_client(cluster, cluster.get_node_from_key(step.keys[0]))
         pool = node_client.connection_pool
-    except Exception:
-        return _NOT_SENT
+    except Exception as exc:
+        if _clients.connection_fault(exc):
+            return _NOT_SENT
+        raise  # (an interrupt of any class: never swallowed)
     kept: _Kept | None = _clients.kept_on(pool, "kept")
     if kept is None or kept.generation != _identity.generation():
         with _states_mutex:

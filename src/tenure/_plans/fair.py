@@ -38,7 +38,7 @@ from typing import Any
 from .._errors import InvalidArgument, NotOwnedError
 from .._info import FairLockInfo, FairWaiter
 from .._keys import FairKeys, fair_keys
-from .._protocol import Eval, Plan
+from .._protocol import Eval, Plan, failed_calls_suppressed
 from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE, LOCK_EXTEND
 from .._units import check_count, check_seconds, lease_ms, to_ms
 from .common import FENCE_KEEP_MS, fence_keep_ms, released
@@ -129,7 +129,7 @@ class _FairContender(_LockContender):
         )
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
-        with contextlib.suppress(Exception):
+        with failed_calls_suppressed():
             yield _release_step(self.keys, self.token, member)
 
 

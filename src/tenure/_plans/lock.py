@@ -42,7 +42,7 @@ from typing import Any
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError, WrongTypeError
 from .._info import LockInfo
 from .._keys import LockKeys, lock_keys
-from .._protocol import Command, Eval, Plan, Status
+from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
 from .common import FENCE_KEEP_MS, extended, fence_keep_ms, least_left_ms, released
@@ -60,6 +60,7 @@ from .waiting import (
     Clock,
     Contender,
     Grant,
+    Refused,
     claim_window,
     handed_off_until,
     validity,
@@ -203,11 +204,11 @@ class _LockContender(Contender):
             (*args, keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, FOREIGN_MEMORY_MS),
         )
 
-    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
         if status is Status.OK:
             return Grant(self.token, int(value), self.ttl, sent_at + validity(self.ttl))
         if status is Status.OWNED_BY_CALLER:
-            raise AlreadyHeldError(self.keys.name)
+            return Refused(AlreadyHeldError(self.keys.name))
         return int(value)
 
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
@@ -225,7 +226,7 @@ class _LockContender(Contender):
 def _abandon(keys: LockKeys, token: str, member: str) -> Plan[None]:
     """Best effort: leave the queue and release ``token`` if it holds the lock (the
     lease expires by itself, and a release skips waiters that are gone)."""
-    with contextlib.suppress(Exception):
+    with failed_calls_suppressed():
         yield _release_step(keys, token, member)
 
 

@@ -34,14 +34,13 @@ connection); the lock then stays held until its lease runs out.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import NotOwnedError, ProtocolError
 from .._keys import LockKeys, rlock_keys
-from .._protocol import Eval, Plan, Status
+from .._protocol import Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
@@ -57,7 +56,7 @@ from .kind import (
     release_levels,
     with_waiting,
 )
-from .waiting import Clock, Contender, Grant, validity, wait_turn
+from .waiting import Clock, Contender, Grant, Refused, validity, wait_turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +139,7 @@ class _RLockContender(Contender):
             ),
         )
 
-    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
         if status is Status.OK:
             return Grant(self.token, int(value), self.ttl, sent_at + validity(self.ttl))
         if status is Status.BUSY:
@@ -153,10 +152,10 @@ class _RLockContender(Contender):
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         if member:  # queued: any hold it has came from this acquire
-            with contextlib.suppress(Exception):
+            with failed_calls_suppressed():
                 yield _release_step(self.keys, self.token, "", member, "", self.delay_ms)
         elif in_flight and self.op:  # the first attempt, if applied (module docstring)
-            with contextlib.suppress(Exception):
+            with failed_calls_suppressed():
                 op = self.op + "-undo"
                 yield _release_step(self.keys, self.token, "", "", op, self.delay_ms, self.op)
 

@@ -37,7 +37,6 @@ made: the owner's last op says so), in one call.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -46,7 +45,7 @@ from typing import Any, Literal
 from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, ProtocolError
 from .._info import ReadWriteHolder, ReadWriteInfo
 from .._keys import RWLockKeys, rwlock_keys
-from .._protocol import Command, Eval, Plan, Status
+from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
@@ -74,6 +73,7 @@ from .waiting import (
     Clock,
     Contender,
     Grant,
+    Refused,
     claim_window,
     handed_off_until,
     validity,
@@ -200,14 +200,14 @@ class _RWContender(Contender):
     def _grant(self, fence: int, hold: str, expires_at: float, claim: float = 0.0) -> RWGrant:
         return RWGrant(self.owner, fence, self.ttl, expires_at, self.mode, hold, claim=claim)
 
-    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
         if status is Status.OK:
             fence, hold = value
             return self._grant(int(fence), str(hold), sent_at + validity(self.ttl))
         if status is Status.BUSY:
             return int(value)
         if status is Status.OWNED_BY_CALLER:
-            raise LockUpgradeError(self.keys.name)
+            return Refused(LockUpgradeError(self.keys.name))
         raise ProtocolError(f"{RWLOCK_ACQUIRE.name}: unexpected status {status.name}")
 
     def handed_off(self, fence: int, queued_at: float) -> Plan[Grant | None]:
@@ -227,7 +227,7 @@ class _RWContender(Contender):
         return None if until is None else self._grant(fence, self.op, until[0], until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
-        with contextlib.suppress(Exception):
+        with failed_calls_suppressed():
             yield _release_step(
                 self.rw_keys, self.owner, self.letter, "", member, self.op, self.delay_ms
             )

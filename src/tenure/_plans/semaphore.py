@@ -29,7 +29,6 @@ returned to the caller by an attempt.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -38,7 +37,7 @@ from typing import Any
 from .._errors import InvalidArgument, NotOwnedError, ProtocolError
 from .._info import SemaphoreHolder, SemaphoreInfo
 from .._keys import SemaphoreKeys, semaphore_keys
-from .._protocol import Command, Eval, Plan, Status
+from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import (
     SEMAPHORE_ACQUIRE,
     SEMAPHORE_EXTEND,
@@ -66,7 +65,16 @@ from .kind import (
     seconds,
     with_waiting,
 )
-from .waiting import Clock, Contender, Grant, claim_ms, handed_off_until, validity, wait_turn
+from .waiting import (
+    Clock,
+    Contender,
+    Grant,
+    Refused,
+    claim_ms,
+    handed_off_until,
+    validity,
+    wait_turn,
+)
 
 #: How long the permits key (the stored count) is kept after the last acquire or
 #: :func:`set_permits` (ms): 7 days, or the acquire's lease when longer. It is
@@ -172,21 +180,25 @@ class _SemaphoreContender(Contender):
             ),
         )
 
-    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
         if status is Status.OK:
             return Grant(self.token, int(value), self.ttl, sent_at + validity(self.ttl))
         if status is Status.BUSY:
             return int(value)
         name = self.keys.name
         if status is Status.PERMITS_DIFFER:
-            raise InvalidArgument(
-                f"semaphore {name!r} has {value} permits in Redis, but this Semaphore was "
-                f"given {self.permits}; call set_permits({self.permits}) to change the count"
+            return Refused(
+                InvalidArgument(
+                    f"semaphore {name!r} has {value} permits in Redis, but this Semaphore was "
+                    f"given {self.permits}; call set_permits({self.permits}) to change the count"
+                )
             )
         if status is Status.TOO_MANY:
-            raise InvalidArgument(
-                f"semaphore {name!r} now has {value} permits in Redis (its count was "
-                f"changed), fewer than the {self.n} asked for"
+            return Refused(
+                InvalidArgument(
+                    f"semaphore {name!r} now has {value} permits in Redis (its count was "
+                    f"changed), fewer than the {self.n} asked for"
+                )
             )
         raise ProtocolError(f"{SEMAPHORE_ACQUIRE.name}: unexpected status {status.name}")
 
@@ -197,7 +209,7 @@ class _SemaphoreContender(Contender):
         return None if until is None else Grant(token, fence, ttl, until[0], claim=until[1])
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
-        with contextlib.suppress(Exception):
+        with failed_calls_suppressed():
             yield _release_step(self.keys, self.token, self.n, self.permits, member)
 
 

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import NotOwnedError
+from .._errors import NotOwnedError, TenureError
 from .._keys import LockKeys
 from .._protocol import (
     Contend,
@@ -123,6 +123,18 @@ class Grant:
     claim: float = field(default=0.0, kw_only=True)
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An attempt's reply that refused it, taking nothing (the caller already
+    holds the lock, the request does not fit what Redis has): ``error`` is
+    what the acquire raises. A contender returns it rather than raising it,
+    so that anything else that escapes while a reply is read (an interrupt of
+    any class, from a signal handler) counts as "something may have been taken".
+    """
+
+    error: TenureError
+
+
 def handed_off_until(
     ttl: float, queued_at: float, now: Clock, extend: Plan[float]
 ) -> Plan[tuple[float, float] | None]:
@@ -196,10 +208,13 @@ class Contender(ABC):
         """The script call that tries to take the lock, queueing ``member`` ("" = don't)."""
 
     @abstractmethod
-    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int:
-        """Read an attempt's reply: a :class:`Grant`, or the holder's pttl (ms) when busy.
+    def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
+        """Read an attempt's reply: a :class:`Grant`, the holder's pttl (ms) when
+        busy, or :class:`Refused` when the reply refused the attempt (for
+        instance when the caller already holds a non-reentrant lock).
 
-        May raise (for instance when the caller already holds a non-reentrant lock).
+        Whatever it raises is taken for an interrupt: the attempt may have taken
+        the lock, and is given back.
         """
 
     @abstractmethod
@@ -210,9 +225,10 @@ class Contender(ABC):
 
     @abstractmethod
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
-        """Best effort, errors suppressed: leave the queue (``member``, "" if not
-        queued) and give back a lock handed to us or taken by an attempt whose
-        reply was lost (``in_flight``)."""
+        """Best effort, the call's failures suppressed (never an interrupt, of
+        any class: see :func:`~tenure._protocol.failed_calls_suppressed`):
+        leave the queue (``member``, "" if not queued) and give back a lock
+        handed to us or taken by an attempt whose reply was lost (``in_flight``)."""
 
 
 def wait_turn(
@@ -221,7 +237,10 @@ def wait_turn(
     """Take the lock as the module says; ``None`` when ``blocking`` is false and the
     lock is busy, or when ``timeout`` seconds pass first.
 
-    Raises whatever :meth:`Contender.outcome` raises, after leaving the queue.
+    Raises the error of a :class:`Refused` reply, after leaving the queue;
+    anything else that escapes (an interrupt, a cancellation, a lost
+    connection) after leaving the queue and giving back what the attempt in
+    flight, or a hand-off, may have taken.
     Once queued, an attempt that meets no master for the slot (a Redis Cluster
     failover) is sent again until the deadline (see :func:`_attempted`).
     """
@@ -243,11 +262,12 @@ def wait_turn(
                 yield from c.leave(member, True)
                 return None
             sent_at, (status, value) = attempted
-            try:
-                result = c.outcome(status, value, sent_at)
-            except Exception:
+            # Until the reply is read, anything that escapes (an interrupt of any
+            # class) may have left the lock taken: in flight, given back.
+            result = c.outcome(status, value, sent_at)
+            if isinstance(result, Refused):
                 in_flight = False  # the reply said what happened: nothing taken
-                raise
+                raise result.error
             if isinstance(result, Grant):
                 return result  # (in flight until returned: an interrupt gives it back)
             in_flight = False

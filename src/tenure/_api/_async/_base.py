@@ -20,7 +20,7 @@ from ..._leasebook import LeaseBook, Phase, Release
 from ..._models import LeaseBase, OpenBlocks, PerProcess
 from ..._plans import replicas as replica_plans
 from ..._plans.waiting import Grant
-from ..._protocol import Eval, Plan
+from ..._protocol import Eval, Plan, is_interrupt
 from ..._units import check_seconds, check_ttl, to_ms
 
 #: The lease length, in seconds, of a lock created without ``ttl``.
@@ -218,17 +218,18 @@ class _AsyncHolding(Generic[L]):
 
 
 async def _release_on_exit(lease: Any) -> None:
-    """``lease.release()`` as a block ends. An interrupt (or cancellation) that
-    comes as the call begins, before the release did anything, would leave the
-    lease held with nobody to release it (the block is gone), and renewed by the
-    watchdog for as long as the process lives (its owner's next acquire of a
-    ``Lock`` then raises ``AlreadyHeldError``): the release is made once more,
-    best effort, before the interrupt goes on."""
+    """``lease.release()`` as a block ends. An interrupt (or cancellation), of
+    any exception class, that comes as the call begins, before the release did
+    anything, would leave the lease held with nobody to release it (the block
+    is gone), and renewed by the watchdog for as long as the process lives (its
+    owner's next acquire of a ``Lock`` then raises ``AlreadyHeldError``): the
+    release is made once more, best effort, before the interrupt goes on. (A
+    release refused before it began, in a forked child, is refused again.)"""
     try:
         await lease.release()
-    except BaseException as exc:
+    except BaseException:
         life = getattr(lease, "_life", None)
-        if not isinstance(exc, Exception) and getattr(life, "phase", None) is Phase.HELD:
+        if getattr(life, "phase", None) is Phase.HELD:
             with contextlib.suppress(Exception):
                 await lease.release()
         raise
@@ -353,6 +354,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
             redis.exceptions.ConnectionError: Redis could not be reached (the
                 release may be tried again; the lease is no longer renewed).
         """
+        self._life.asked = True  # first, no call before it: see LeaseLife.asked
         if not self._release_begin():
             await self._clean_up()
             self._end_lost()
@@ -422,15 +424,20 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         release did not complete), so that Redis does not keep holding it with
         this lease's token; whatever Redis answers, quietly. Only a reply from
         Redis marks it cleaned up (a connection error leaves it to be tried
-        again by the owner's next acquire)."""
+        again by the owner's next acquire). An interrupt, of any exception
+        class, is raised (the release stays to be finished)."""
         life = self._life
+        if life.phase is Phase.HELD:  # a release() cut off before it began
+            life.begin_release(self.name, self.fence)
         if life.phase is Phase.RELEASING:
             self._stop_renewing()
         try:
             left = await _driver.run(self._lock._client, self._release_plan())
         except NotOwnedError as exc:
             self._lose(exc.reason)
-        except Exception:
+        except Exception as exc:
+            if is_interrupt(exc):  # (of any class: never swallowed)
+                raise
             return
         else:
             if life.phase is Phase.RELEASING:

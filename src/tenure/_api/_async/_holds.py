@@ -9,7 +9,6 @@ from typing import Any, Generic, TypeVar
 
 from ..._drivers import _async as _driver
 from ..._drivers._watchbook import Watch
-from ..._leasebook import Phase
 from ..._plans.waiting import Grant
 from ._base import _AsyncHeldLease, _LeaseOptions
 
@@ -168,7 +167,7 @@ class _AsyncHolds(Generic[HL]):
         that release's, so the release is never counted twice."""
         for key in keys:
             for lease in list(self._holds.get(key, ())):
-                if lease._life.phase is Phase.RELEASING:
+                if lease._life.unfinished:
                     await lease._clean_up()
 
     def _unwatch(self, key: Hashable) -> None:

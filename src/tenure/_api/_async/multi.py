@@ -16,6 +16,7 @@ from ..._leasebook import Phase
 from ..._models import LostSignalBase
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
+from ..._protocol import is_interrupt
 from ..._units import check_ttl
 from ._base import _AsyncBlocks, _AsyncEntersItself, _check_callback
 from .lock import AsyncLease, AsyncLock
@@ -72,9 +73,10 @@ def _grants_of(group: Sequence[int], results: Sequence[object]) -> dict[int, Gra
 
 async def _release_quietly(leases: Sequence[_AsyncPartLease]) -> None:
     """Release ``leases`` in reverse order, each whatever the others do
-    (an interruption or cancellation is raised once all were released)."""
+    (an interruption or cancellation, of any exception class, is raised once
+    all were released)."""
     errors = await _release_together(list(reversed(leases)))
-    _raise_first([e for e in errors if not isinstance(e, Exception)])
+    _raise_first([e for e in errors if is_interrupt(e)])
 
 
 async def _release_together(leases: list[_AsyncPartLease]) -> list[BaseException]:
@@ -132,11 +134,11 @@ def _found_busy(where: tuple[int, str]) -> None:
 
 
 def _raise_first(errors: list[BaseException]) -> None:
-    """Raise the first error (an interruption or cancellation before any other),
-    with the others attached to it as notes."""
+    """Raise the first error (an interruption or cancellation, of any exception
+    class, before any other), with the others attached to it as notes."""
     if not errors:
         return
-    first = next((e for e in errors if not isinstance(e, Exception)), errors[0])
+    first = next((e for e in errors if is_interrupt(e)), errors[0])
     for other in errors:
         if other is not first:
             first.add_note(f"also: {type(other).__name__}: {other}")
@@ -524,7 +526,7 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         if errors or busy:
             released = await _release_together(list(reversed(leases)))
             # (a release's error is not raised, as _release_quietly's)
-            _raise_first(errors + [e for e in released if not isinstance(e, Exception)])
+            _raise_first(errors + [e for e in released if is_interrupt(e)])
             return None
         return leases
 

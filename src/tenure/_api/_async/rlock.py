@@ -51,6 +51,7 @@ class AsyncRLockLease(_AsyncHoldLease["AsyncRLock"]):
             NotOwnedError: this lease was already released. Nothing was changed.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
+        self._life.asked = True  # first, no call before it: see LeaseLife.asked
         return await super().release()
 
     def _release_plan(self) -> Plan[int]:

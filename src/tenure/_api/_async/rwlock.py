@@ -56,6 +56,7 @@ class AsyncReadWriteLease(_AsyncHoldLease["AsyncReadWriteLock"]):
             NotOwnedError: this lease was already released. Nothing was changed.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
+        self._life.asked = True  # first, no call before it: see LeaseLife.asked
         return await super().release()
 
     def _release_plan(self) -> Plan[int]:

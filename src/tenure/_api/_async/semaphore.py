@@ -60,6 +60,7 @@ class AsyncSemaphoreLease(_AsyncHeldLease["AsyncSemaphore"]):
             redis.exceptions.ConnectionError: Redis could not be reached (the
                 lease is kept: the release may be tried again).
         """
+        self._life.asked = True  # first, no call before it: see LeaseLife.asked
         return await super().release()
 
     def _release_plan(self) -> Plan[None]:

@@ -10,7 +10,6 @@ from typing import Any, Generic, TypeVar
 
 from ..._drivers import _sync as _driver
 from ..._drivers._watchbook import Watch
-from ..._leasebook import Phase
 from ..._plans.waiting import Grant
 from ._base import _HeldLease, _LeaseOptions
 
@@ -169,7 +168,7 @@ class _Holds(Generic[HL]):
         that release's, so the release is never counted twice."""
         for key in keys:
             for lease in list(self._holds.get(key, ())):
-                if lease._life.phase is Phase.RELEASING:
+                if lease._life.unfinished:
                     lease._clean_up()
 
     def _unwatch(self, key: Hashable) -> None:

@@ -17,6 +17,7 @@ from ..._leasebook import Phase
 from ..._models import LostSignalBase
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
+from ..._protocol import is_interrupt
 from ..._units import check_ttl
 from ._base import _Blocks, _EntersItself, _check_callback
 from .lock import Lease, Lock
@@ -73,9 +74,10 @@ def _grants_of(group: Sequence[int], results: Sequence[object]) -> dict[int, Gra
 
 def _release_quietly(leases: Sequence[_PartLease]) -> None:
     """Release ``leases`` in reverse order, each whatever the others do
-    (an interruption or cancellation is raised once all were released)."""
+    (an interruption or cancellation, of any exception class, is raised once
+    all were released)."""
     errors = _release_together(list(reversed(leases)))
-    _raise_first([e for e in errors if not isinstance(e, Exception)])
+    _raise_first([e for e in errors if is_interrupt(e)])
 
 
 def _release_together(leases: list[_PartLease]) -> list[BaseException]:
@@ -133,11 +135,11 @@ def _found_busy(where: tuple[int, str]) -> None:
 
 
 def _raise_first(errors: list[BaseException]) -> None:
-    """Raise the first error (an interruption or cancellation before any other),
-    with the others attached to it as notes."""
+    """Raise the first error (an interruption or cancellation, of any exception
+    class, before any other), with the others attached to it as notes."""
     if not errors:
         return
-    first = next((e for e in errors if not isinstance(e, Exception)), errors[0])
+    first = next((e for e in errors if is_interrupt(e)), errors[0])
     for other in errors:
         if other is not first:
             first.add_note(f"also: {type(other).__name__}: {other}")
@@ -525,7 +527,7 @@ class MultiLock(_Blocks[MultiLease]):
         if errors or busy:
             released = _release_together(list(reversed(leases)))
             # (a release's error is not raised, as _release_quietly's)
-            _raise_first(errors + [e for e in released if not isinstance(e, Exception)])
+            _raise_first(errors + [e for e in released if is_interrupt(e)])
             return None
         return leases
 

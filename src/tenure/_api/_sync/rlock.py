@@ -52,6 +52,7 @@ class RLockLease(_HoldLease["RLock"]):
             NotOwnedError: this lease was already released. Nothing was changed.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
+        self._life.asked = True  # first, no call before it: see LeaseLife.asked
         return super().release()
 
     def _release_plan(self) -> Plan[int]:

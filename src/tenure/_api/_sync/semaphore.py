@@ -61,6 +61,7 @@ class SemaphoreLease(_HeldLease["Semaphore"]):
             redis.exceptions.ConnectionError: Redis could not be reached (the
                 lease is kept: the release may be tried again).
         """
+        self._life.asked = True  # first, no call before it: see LeaseLife.asked
         return super().release()
 
     def _release_plan(self) -> Plan[None]:
