@@ -60,8 +60,20 @@ async def _take_grant(
     this the lock stayed held under a token nobody used until its ttl ran
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
-    async with _driver.one_connection(client, replicated):
+    if not replicated:
         return await _grant_and_hold(client, plan, hold, give_back)
+    lease = None
+    try:
+        async with _driver.one_connection(client):
+            lease = await _grant_and_hold(client, plan, hold, give_back)
+    except BaseException:
+        # a lease made, then cut off from its caller as the block ended
+        # (an interrupt in the block's exit): released, not left renewed
+        if lease is not None:
+            with contextlib.suppress(Exception):
+                await lease.release()
+        raise
+    return lease
 
 
 async def _grant_and_hold(

@@ -61,8 +61,20 @@ def _take_grant(
     this the lock stayed held under a token nobody used until its ttl ran
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
-    with _driver.one_connection(client, replicated):
+    if not replicated:
         return _grant_and_hold(client, plan, hold, give_back)
+    lease = None
+    try:
+        with _driver.one_connection(client):
+            lease = _grant_and_hold(client, plan, hold, give_back)
+    except BaseException:
+        # a lease made, then cut off from its caller as the block ended
+        # (an interrupt in the block's exit): released, not left renewed
+        if lease is not None:
+            with contextlib.suppress(Exception):
+                lease.release()
+        raise
+    return lease
 
 
 def _grant_and_hold(
