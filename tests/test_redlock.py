@@ -8,11 +8,13 @@ import gc
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -1692,3 +1694,102 @@ def test_an_interrupt_while_a_granted_waiter_stops_listening_gives_the_lock_back
     lease = lock.acquire(blocking=False)
     assert lease is not None and lease.fence > holder.fence
     lease.release()
+
+
+def _interrupt_after_the_grant(take: Any, at: int) -> tuple[Any, list[int]]:
+    """A trace function that raises KeyboardInterrupt once in ``_take``
+    (``take``: the sync or asyncio function), at the ``at``-th point after a
+    quorum granted the lock where Python may run a signal handler: each line
+    of ``_take`` once the grant is made (a handler runs before it, as the
+    previous call returns), and ``_take``'s return of the grant (the handler
+    runs in ``acquire``, as the call returns). Counted from 1; the list is
+    non-empty once it raised."""
+    code = take.__code__
+    seen: list[int] = []
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if fired or "grant" not in frame.f_locals:
+            return local
+        if event == "line" or (event == "return" and isinstance(arg, tuple)):
+            seen.append(frame.f_lineno)
+            if len(seen) == at:
+                fired.append(frame.f_lineno)
+                raise KeyboardInterrupt
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is code else None
+
+    return calls, fired
+
+
+def test_an_interrupt_as_the_quorums_grant_is_returned_gives_it_back(
+    clients: list[redis.Redis],
+) -> None:
+    """KeyboardInterrupt at each point after a quorum granted the lock as
+    ``_take`` hands the grant to ``acquire`` (the last line of ``_take``, its
+    return): the grant is given back on every master before the error
+    reaches the caller (a grant never outlives an interrupted acquire), so
+    another owner takes the lock at once."""
+    name = "rl-grant-returned"
+    lock = Redlock(clients, name, ttl=30)
+    at = 1
+    while True:
+        tracer, fired = _interrupt_after_the_grant(Redlock._take, at)
+        sys.settrace(tracer)
+        try:
+            lease = lock.acquire()
+        except KeyboardInterrupt:
+            lease = None
+        finally:
+            sys.settrace(None)
+        if not fired:  # past the last point: acquire returned the lease
+            assert lease is not None and at > 2
+            lease.release()
+            break
+        assert lease is None, "the interrupt reached the caller"
+        _gone_within(clients, name, 1.0)
+        other = Redlock(clients, name, ttl=30).acquire(blocking=False)
+        assert other is not None, f"the grant interrupted at line {fired[0]} was given back"
+        other.release()
+        at += 1
+
+
+def test_an_interrupt_as_an_async_quorums_grant_is_returned_gives_it_back(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The asyncio twin: KeyboardInterrupt at each point as
+    ``AsyncRedlock._take`` hands the grant to ``acquire`` gives it back on
+    every master before it is raised."""
+    name = "arl-grant-returned"
+
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        try:
+            lock = AsyncRedlock(aclients, name, ttl=30)
+            at = 1
+            while True:
+                tracer, fired = _interrupt_after_the_grant(AsyncRedlock._take, at)
+                sys.settrace(tracer)
+                try:
+                    lease = await lock.acquire()
+                except KeyboardInterrupt:
+                    lease = None
+                finally:
+                    sys.settrace(None)
+                if not fired:
+                    assert lease is not None and at > 2
+                    await lease.release()
+                    break
+                assert lease is None, "the interrupt reached the caller"
+                await _agone_within(clients, name, 1.0)
+                other = await AsyncRedlock(aclients, name, ttl=30).acquire(blocking=False)
+                assert other is not None, f"the grant interrupted at line {fired[0]} was given back"
+                await other.release()
+                at += 1
+        finally:
+            for c in aclients:
+                await c.aclose()
+
+    asyncio.run(main())
