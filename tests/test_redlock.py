@@ -525,12 +525,12 @@ def test_a_waiter_woken_as_it_gives_up_passes_the_wake_on(clients: list[redis.Re
     released: list[float] = []
     send_on = quitter._send_on
 
-    def leave_after_a_release(masters: Any, steps: Any, enough: Any = None) -> Any:
+    def leave_after_a_release(masters: Any, steps: Any, enough: Any = None, **kw: Any) -> Any:
         if _is_leave(steps) and not released:
             holder.release()
             released.append(time.monotonic())
             time.sleep(0.05)  # the wake reaches the quitter's hub
-        return send_on(masters, steps, enough)
+        return send_on(masters, steps, enough, **kw)
 
     quitter._send_on = leave_after_a_release  # type: ignore[method-assign]
     got: list[float] = []
@@ -566,12 +566,14 @@ def test_a_task_woken_as_it_gives_up_passes_the_wake_on(
         released: list[float] = []
         send_on = quitter._send_on
 
-        async def leave_after_a_release(masters: Any, steps: Any, enough: Any = None) -> Any:
+        async def leave_after_a_release(
+            masters: Any, steps: Any, enough: Any = None, **kw: Any
+        ) -> Any:
             if _is_leave(steps) and not released:
                 await holder.release()
                 released.append(time.monotonic())
                 await asyncio.sleep(0.05)  # the wake reaches the quitter's hub
-            return await send_on(masters, steps, enough)
+            return await send_on(masters, steps, enough, **kw)
 
         quitter._send_on = leave_after_a_release  # type: ignore[method-assign]
         quits = asyncio.create_task(quitter.acquire(timeout=1.0))
@@ -620,10 +622,10 @@ def test_an_interrupt_as_a_waiter_leaves_the_queues_still_stops_its_listening(
     quitter = Redlock(clients, "quit-cut", ttl=WAKE_TTL)
     send_on = quitter._send_on
 
-    def interrupted_leave(masters: Any, steps: Any, enough: Any = None) -> Any:
+    def interrupted_leave(masters: Any, steps: Any, enough: Any = None, **kw: Any) -> Any:
         if _is_leave(steps):
             raise KeyboardInterrupt
-        return send_on(masters, steps, enough)
+        return send_on(masters, steps, enough, **kw)
 
     quitter._send_on = interrupted_leave  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
@@ -646,11 +648,11 @@ def test_a_cancel_as_a_task_leaves_the_queues_still_stops_its_listening(
         send_on = quitter._send_on
         leaving = asyncio.Event()
 
-        async def slow_leave(masters: Any, steps: Any, enough: Any = None) -> Any:
+        async def slow_leave(masters: Any, steps: Any, enough: Any = None, **kw: Any) -> Any:
             if _is_leave(steps):
                 leaving.set()
                 await asyncio.sleep(1.0)
-            return await send_on(masters, steps, enough)
+            return await send_on(masters, steps, enough, **kw)
 
         quitter._send_on = slow_leave  # type: ignore[method-assign]
         quits = asyncio.create_task(quitter.acquire(timeout=0.3))
@@ -1793,3 +1795,66 @@ def test_an_interrupt_as_an_async_quorums_grant_is_returned_gives_it_back(
                 await c.aclose()
 
     asyncio.run(main())
+
+
+class _SlowFirstScript(redis.Connection):
+    """Holds its first script call (EVALSHA or EVAL) before sending it until
+    ``go`` is set, once armed (a class attribute, shared by the class's
+    connections): a master slow to get a fresh client's first acquire."""
+
+    armed = False
+    go = threading.Event()
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        data = command if isinstance(command, bytes) else b"".join(command)
+        if _SlowFirstScript.armed and b"EVAL" in data:
+            _SlowFirstScript.armed = False
+            _SlowFirstScript.go.wait(10)
+        super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
+
+
+def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
+    clients: list[redis.Redis], masters: list[ServerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt during a fresh Redlock's first round (its calls on
+    worker threads), while the acquire on master 0 is not sent yet: the
+    clean-up release for that master is queued behind the acquire still in
+    flight (a release never overtakes the acquire it undoes), so once the
+    acquire runs there the name is released at once, not held for the ttl."""
+    import concurrent.futures
+
+    name = "rl-first-round-interrupted"
+    pool = redis.ConnectionPool(
+        host="127.0.0.1", port=masters[0].port, connection_class=_SlowFirstScript
+    )
+    slow = redis.Redis(connection_pool=pool)
+    fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
+    lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
+    wait = concurrent.futures.wait
+    fired: list[int] = []
+
+    def interrupted_wait(fs: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        out = wait(fs, timeout, **kwargs)
+        if not fired:  # Ctrl-C as the round's wait ends, master 0's call still out
+            fired.append(1)
+            raise KeyboardInterrupt
+        return out
+
+    _SlowFirstScript.go.clear()
+    _SlowFirstScript.armed = True
+    monkeypatch.setattr(concurrent.futures, "wait", interrupted_wait)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire()
+    finally:
+        monkeypatch.undo()
+        _SlowFirstScript.armed = False
+        _SlowFirstScript.go.set()
+    assert fired
+    deadline = time.monotonic() + 5
+    while _fence_on(clients[0], name) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _fence_on(clients[0], name) > 0, "the held-up acquire ran on master 0"
+    _gone_within(clients, name, 2.0)
+    for c in fresh:
+        c.close()

@@ -93,6 +93,8 @@ async def run_each(
     jobs: Iterable[tuple[Client, Plan[Any]]],
     timeout: float,
     enough: Callable[[list[Any]], bool] | None = None,
+    *,
+    behind: bool = False,
 ) -> list[Any]:
     """Drive every plan on its client at the same time, each for at most
     ``timeout`` seconds; return, in order, each plan's result or the exception
@@ -132,8 +134,17 @@ async def run_each(
     replies) is closed and given back to the pool, which connects it again for
     its next user. They count against the pool's ``max_connections``.
 
+    ``behind``: a plan for a client with a call still in flight in a task of
+    its own (suspect or not: the first round of a fresh client, cut off) is
+    not sent but :class:`Unsent`, so that the caller queues it behind that
+    call with :func:`send_late` (for a clean-up release: it never overtakes
+    the acquire it undoes).
+
     Raises:
-        asyncio.CancelledError: the caller was cancelled (every job is).
+        asyncio.CancelledError: the caller was cancelled: the jobs of the
+            quick path are, those in tasks of their own are left to end by
+            their own timeout (what :func:`send_late` queues for their
+            clients goes after them).
     """
     todo = list(jobs)
     deadline = time.monotonic() + timeout
@@ -144,7 +155,15 @@ async def run_each(
     fans: dict[int, _Fan] = {}  # the pool's connections conns[i] belongs to
     suspects: set[int] = set()  # the jobs in ``alone`` whose server is under suspicion
     for i, (client, plan) in enumerate(todo):
-        if client not in _suspects:
+        suspect = client in _suspects
+        earlier = _probing.get(client) if suspect or behind else None
+        if earlier is not None and not earlier.done():
+            # a call still waits on that server (paused?): no second one for
+            # it; or one still in flight that this one must not overtake
+            plan.close()
+            results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
+            continue
+        if not suspect:
             state = _state(client)
             fan = state.fan
             if state.server is not None and fan is not None:
@@ -154,12 +173,6 @@ async def run_each(
                     fans[i] = fan
                     continue
         else:
-            earlier = _probing.get(client)
-            if earlier is not None and not earlier.done():
-                # a call still waits on that server (paused?): no second one for it
-                plan.close()
-                results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
-                continue
             suspects.add(i)
         alone[i] = _probing[client] = _watched(
             client, asyncio.ensure_future(_run_trusted(client, plan, timeout))
@@ -175,7 +188,9 @@ async def run_each(
         if waited:
             await asyncio.wait(waited, timeout=max(0.0, deadline - time.monotonic()))
     except BaseException:
-        unwaited = set()
+        # cut off: a call already on its way (an acquire) is left to end by
+        # its own timeout, so that a clean-up queued behind it goes after it
+        unwaited = {i for i, task in alone.items() if not task.done()}
         raise
     finally:
         for i, task in alone.items():

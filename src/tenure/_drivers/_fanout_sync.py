@@ -172,6 +172,8 @@ def run_each(
     jobs: Iterable[tuple[Client, Plan[Any]]],
     timeout: float,
     enough: Callable[[list[Any]], bool] | None = None,
+    *,
+    behind: bool = False,
 ) -> list[Any]:
     """Drive every plan on its client at the same time, each for at most
     ``timeout`` seconds; return, in order, each plan's result or the exception
@@ -208,8 +210,14 @@ def run_each(
     dropped (the server closed it, did not answer in time, or owes too many
     replies) is closed and given back to the pool, which connects it again for
     its next user. They count against the pool's ``max_connections``.
+
+    ``behind``: a plan for a client with a call still in flight on a worker
+    thread (suspect or not: the first round of a fresh client, cut off) is
+    not sent but :class:`Unsent`, so that the caller queues it behind that
+    call with :func:`send_late` (for a clean-up release: it never overtakes
+    the acquire it undoes).
     """
-    return _scatter(list(jobs), time.monotonic() + timeout, enough)
+    return _scatter(list(jobs), time.monotonic() + timeout, enough, behind)
 
 
 _NOT_DONE = object()
@@ -300,6 +308,7 @@ def _scatter(
     jobs: list[tuple[Client, Plan[Any]]],
     deadline: float,
     enough: Callable[[list[Any]], bool] | None = None,
+    behind: bool = False,
 ) -> list[Any]:
     """:func:`run_each` on one thread: each round's steps written to every
     server, then the replies read, until every plan is done, ``enough`` says
@@ -313,6 +322,13 @@ def _scatter(
     suspects: set[int] = set()  # the jobs in ``threaded`` whose server is under suspicion
     for i, (client, plan) in enumerate(jobs):
         suspect = client in _suspects
+        earlier = _on_thread.get(client) if suspect or behind else None
+        if earlier is not None and not earlier.done():
+            # a call still stuck on that server (paused): no second thread for
+            # it; or one still in flight that this one must not overtake
+            plan.close()
+            results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
+            continue
         if not suspect:
             state = _state(client)
             fan = state.fan
@@ -322,12 +338,6 @@ def _scatter(
                     conns[i], due[i] = taken
                     fans[i] = fan
                     continue
-        earlier = _on_thread.get(client) if suspect else None
-        if earlier is not None and not earlier.done():
-            # a call still stuck on that server (paused): no second thread for it
-            plan.close()
-            results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
-            continue
         if suspect:
             suspects.add(i)
         with _late_mutex:

@@ -467,10 +467,13 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         masters: Sequence[int],
         steps: Sequence[Step],
         enough: Callable[[list[Any]], bool] | None = None,
+        *,
+        behind: bool = False,
     ) -> list[Any]:
-        """Send ``steps[k]`` to master ``masters[k]``, all at once: the replies."""
+        """Send ``steps[k]`` to master ``masters[k]``, all at once: the replies
+        (``behind``: see ``run_each``)."""
         jobs = [(self._clients[i], plans.one(step)) for i, step in zip(masters, steps, strict=True)]
-        return await _fanout.run_each(jobs, self._timeout, enough)
+        return await _fanout.run_each(jobs, self._timeout, enough, behind=behind)
 
     async def _release_round(
         self,
@@ -485,8 +488,12 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
     ) -> plans.Tally:
         """Release ``token`` on ``masters`` at once (and leave their queues as
         ``queued``, if given); then, if ``wake``, wake the first waiter of each
-        master that has waiters (see :mod:`tenure._plans.redlock`). ``quick``:
-        return once a quorum answered (the outcome is then not known).
+        master that has waiters (see :mod:`tenure._plans.redlock`). ``quick``
+        (the clean-up of an acquire cut off): return once a quorum answered
+        (the outcome is then not known), and never send the release to a
+        master on another connection while a call there is still in flight
+        (the acquire it undoes, cut off on a worker thread or task: the
+        release is queued behind it, as for ``late`` below).
 
         A master of ``late`` (one an acquire of ``token`` was sent to) that did
         not answer in time gets the release again once it answers, if within a
@@ -498,7 +505,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         release of the same token is harmless."""
         step = plans.release(self._keys, token, op, queued)
         enough = (lambda r: plans.quorum_answered(r, self._n)) if quick else None
-        replies = await self._send_on(masters, [step] * len(masters), enough)
+        replies = await self._send_on(masters, [step] * len(masters), enough, behind=quick)
         until = time.monotonic() + self._opts.ttl
         for k, reply in enumerate(replies):
             if isinstance(reply, TimeoutError) and masters[k] in late:
