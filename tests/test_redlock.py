@@ -950,6 +950,24 @@ def test_many_redlocks_share_one_watchdog(
     assert asyncio.run(main()) <= 1
 
 
+def test_many_short_lived_redlocks_do_not_grow_the_thread_count(
+    clients: list[redis.Redis],
+) -> None:
+    """300 Redlock objects made, used and dropped in a tight loop (a Redlock
+    per request, each lease renewed) leave the process's thread count flat:
+    no thread per object outlives its lease (a watchdog per object lived a
+    second after its last lease: 300 objects made ~280 threads)."""
+    before = threading.active_count()
+    peak = before
+    for i in range(300):
+        lease = Redlock(clients, f"short-{i}", ttl=5, auto_renew=True).acquire()
+        assert lease
+        lease.release()
+        peak = max(peak, threading.active_count())
+    # the fan-out's worker threads (one per master at most, reused) and one watchdog
+    assert peak <= before + N + 3, f"{peak - before} more threads for 300 Redlocks"
+
+
 def _fence_on(client: redis.Redis, name: str) -> int:
     return int(client.get(f"tenure:{{{name}}}:fence") or 0)
 
@@ -1858,3 +1876,101 @@ def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
     _gone_within(clients, name, 2.0)
     for c in fresh:
         c.close()
+
+
+class AlarmTimeout(Exception):
+    """What a program's SIGALRM handler may raise: an ordinary Exception."""
+
+
+class _AlarmOnReply(redis.Connection):
+    """Raises :class:`AlarmTimeout` instead of reading its next reply, once
+    armed (a class attribute): a signal handler that runs while a master's
+    reply is read."""
+
+    armed = False
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if _AlarmOnReply.armed:
+            _AlarmOnReply.armed = False
+            raise AlarmTimeout
+        return super().read_response(*args, **kwargs)
+
+
+def test_an_exception_of_a_signal_handler_in_a_round_gives_the_grant_back(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """An ordinary Exception raised while a master's reply is read (a signal
+    handler's ``AlarmTimeout``) is not a master's failure: it cuts the round
+    off as KeyboardInterrupt does, reaches the caller, and what the round may
+    have taken is given back on every master."""
+    name = "rl-alarm"
+    alarmed = [
+        redis.Redis(
+            connection_pool=redis.ConnectionPool(
+                host="127.0.0.1", port=s.port, connection_class=_AlarmOnReply
+            )
+        )
+        for s in masters
+    ]
+    lock = Redlock(alarmed, name, ttl=30)
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    _AlarmOnReply.armed = True
+    try:
+        with pytest.raises(AlarmTimeout):
+            lock.acquire()
+    finally:
+        _AlarmOnReply.armed = False
+    _gone_within(clients, name, 1.0)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+    for c in alarmed:
+        c.close()
+
+
+class _AsyncAlarmOnReply(redis.asyncio.Connection):
+    """:class:`_AlarmOnReply` for asyncio connections."""
+
+    armed = False
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if _AsyncAlarmOnReply.armed:
+            _AsyncAlarmOnReply.armed = False
+            raise AlarmTimeout
+        return await super().read_response(*args, **kwargs)
+
+
+def test_an_exception_of_a_signal_handler_in_an_async_round_gives_the_grant_back(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The asyncio twin: ``AlarmTimeout`` raised while a master's reply is
+    read reaches the caller, and the grant is given back on every master."""
+    name = "arl-alarm"
+
+    async def main() -> None:
+        alarmed = [
+            redis.asyncio.Redis(
+                connection_pool=redis.asyncio.ConnectionPool(
+                    host="127.0.0.1", port=s.port, connection_class=_AsyncAlarmOnReply
+                )
+            )
+            for s in masters
+        ]
+        lock = AsyncRedlock(alarmed, name, ttl=30)
+        for _ in range(3):  # servers probed, a connection of the quick path to each
+            await (await lock.acquire(blocking=False)).release()  # type: ignore[union-attr]
+        _AsyncAlarmOnReply.armed = True
+        try:
+            with pytest.raises(AlarmTimeout):
+                await lock.acquire()
+        finally:
+            _AsyncAlarmOnReply.armed = False
+        await _agone_within(clients, name, 1.0)
+        lease = await lock.acquire(blocking=False)
+        assert lease is not None
+        await lease.release()
+        for c in alarmed:
+            await c.aclose()
+
+    asyncio.run(main())

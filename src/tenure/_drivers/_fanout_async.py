@@ -21,6 +21,7 @@ import redis.asyncio
 import redis.asyncio.client
 import redis.exceptions
 
+from .._errors import TenureError
 from .._plans import redlock as redlock_plans
 from .._protocol import (
     Command,
@@ -339,6 +340,17 @@ class _Fallback(Exception):
     """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
 
 
+def is_fault(exc: BaseException) -> bool:
+    """Whether ``exc``, raised in the calling task by one server's call, is
+    that server's failure (its connection, an error reply, tenure's reading of
+    it): counted as one server's outcome. Any other exception (one a signal
+    handler raised, such as a program's ``AlarmTimeout(Exception)``) cuts the
+    whole call off, as a cancellation does, so that the caller gives back
+    what the call may have taken."""
+    library_error = type(exc).__module__.partition(".")[0] in ("redis", "valkey")
+    return library_error or isinstance(exc, OSError | TenureError | _Fallback)
+
+
 async def _scatter(
     jobs: list[tuple[Client, Plan[Any]]],
     deadline: float,
@@ -363,6 +375,8 @@ async def _scatter(
             results[i] = stop.value
             steps.pop(i, None)
         except Exception as exc:
+            if not is_fault(exc):
+                raise
             results[i] = exc
             steps.pop(i, None)
 
@@ -398,6 +412,8 @@ async def _scatter(
                         async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                             await conn.send_packed_command(data)
                 except Exception as exc:
+                    if not is_fault(exc):
+                        raise  # (cut off: the connections are dropped below)
                     del conns[i]
                     due.pop(i, None)
                     await _drop(client, fans[i], conn)
@@ -431,9 +447,13 @@ async def _scatter(
                     try:  # NOSCRIPT, or an error reply: the ordinary path says it right
                         reply = await _perform(client, step, [])
                     except Exception as exc:
+                        if not is_fault(exc):
+                            raise
                         advance(i, None, exc)
                         continue
                 except Exception as exc:
+                    if not is_fault(exc):
+                        raise
                     advance(i, None, exc)
                     continue
                 advance(i, reply, None)
@@ -651,6 +671,8 @@ async def _read_all(
                 try:
                     raws = (await _read_raw(conn, skip + _count(step), jobs[i][0]))[skip:]
                 except Exception as exc:
+                    if not is_fault(exc):
+                        raise  # (cut off: the caller drops every connection)
                     got[k] = exc
                     continue
                 reading = -1
@@ -667,6 +689,8 @@ async def _read_all(
             try:
                 got[k] = (await _read_replies(conn, skip + _count(step), deadline, library))[skip:]
             except Exception as exc:
+                if not is_fault(exc):
+                    raise
                 got[k] = exc
     return got
 
@@ -754,6 +778,8 @@ def _replies(step: Any, raws: list[Any]) -> Any:
             try:
                 raw = parse_reply(part.script, raw)
             except Exception as exc:
+                if not is_fault(exc):
+                    raise
                 raw = exc
         replies.append(raw)
     return replies

@@ -23,6 +23,7 @@ import redis
 import redis.client
 import redis.exceptions
 
+from .._errors import TenureError
 from .._plans import redlock as redlock_plans
 from .._protocol import (
     Command,
@@ -304,6 +305,17 @@ class _Fallback(Exception):
     """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
 
 
+def is_fault(exc: BaseException) -> bool:
+    """Whether ``exc``, raised on the calling thread by one server's call, is
+    that server's failure (its connection, an error reply, tenure's reading of
+    it): counted as one server's outcome. Any other exception (one a signal
+    handler raised, such as a program's ``AlarmTimeout(Exception)``) cuts the
+    whole call off, as KeyboardInterrupt does, so that the caller gives back
+    what the call may have taken."""
+    library_error = type(exc).__module__.partition(".")[0] in ("redis", "valkey")
+    return library_error or isinstance(exc, OSError | TenureError | _Fallback)
+
+
 def _scatter(
     jobs: list[tuple[Client, Plan[Any]]],
     deadline: float,
@@ -354,6 +366,8 @@ def _scatter(
             results[i] = stop.value
             steps.pop(i, None)
         except Exception as exc:
+            if not is_fault(exc):
+                raise
             results[i] = exc
             steps.pop(i, None)
 
@@ -377,6 +391,8 @@ def _scatter(
                         data = packed[key] = conn.pack_commands(_commands(step))
                     conn.send_packed_command(data)
                 except Exception as exc:
+                    if not is_fault(exc):
+                        raise  # (cut off: the connections are dropped below)
                     del conns[i]
                     _drop(client, fans[i], conn)
                     _suspects[client] = None
@@ -404,9 +420,13 @@ def _scatter(
                     try:  # NOSCRIPT, or an error reply: the ordinary path says it right
                         reply = _perform(client, step, [])
                     except Exception as exc:
+                        if not is_fault(exc):
+                            raise
                         advance(i, None, exc)
                         continue
                 except Exception as exc:
+                    if not is_fault(exc):
+                        raise
                     advance(i, None, exc)
                     continue
                 advance(i, reply, None)
@@ -668,6 +688,8 @@ def _collect(
                         raws.append(exc)
                     taken[i] = len(raws)
             except Exception as exc:
+                if not is_fault(exc):
+                    raise  # (cut off: the caller drops every connection)
                 if fd is not None:
                     poller.unregister(fd)
                     del by_fd[fd]
@@ -714,6 +736,8 @@ def _replies(step: Any, raws: list[Any]) -> Any:
             try:
                 raw = parse_reply(part.script, raw)
             except Exception as exc:
+                if not is_fault(exc):
+                    raise
                 raw = exc
         replies.append(raw)
     return replies

@@ -443,8 +443,9 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
                 if queued and not granted and not left:
                     # leave the queues while still listening: a wake sent before
                     # we left (a release after our last attempt) is then heard
-                    with contextlib.suppress(Exception):
-                        await self._send_on(range(n), [plans.leave(keys, queued)] * n)
+                    # (a master's failure is its reply: what escapes is an
+                    # interrupt, of any class, and goes on as one)
+                    await self._send_on(range(n), [plans.leave(keys, queued)] * n)
             finally:  # (even if that leave is cut off: else we listen for good)
                 for stop in stops:  # (cut off once granted: the caller gives it back)
                     if stop is not None:
@@ -452,8 +453,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             if queued and not granted and not left and wake.is_set():
                 # a wake we will not act on: pass it on to the heads (a
                 # giving-up waiter's rule, see the plans)
-                with contextlib.suppress(Exception):
-                    await self._send_on(range(n), [plans.wake(keys)] * n)
+                await self._send_on(range(n), [plans.wake(keys)] * n)
 
     async def _round(
         self, steps: Sequence[Step], enough: Callable[[list[Any]], bool] | None = None
@@ -511,9 +511,8 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             if isinstance(reply, TimeoutError) and masters[k] in late:
                 _fanout.send_late(self._clients[masters[k]], step, until)
         busy = [masters[k] for k in plans.queued_on(replies)]
-        if wake and busy:
-            with contextlib.suppress(Exception):
-                await self._send_on(busy, [plans.wake(self._keys)] * len(busy))
+        if wake and busy:  # (what escapes the round is an interrupt: it goes on)
+            await self._send_on(busy, [plans.wake(self._keys)] * len(busy))
         return plans.tally(replies)
 
     async def locked(self) -> bool:
