@@ -135,18 +135,19 @@ async def run_each(
     replies) is closed and given back to the pool, which connects it again for
     its next user. They count against the pool's ``max_connections``.
 
-    ``behind``: a plan for a client with a call still in flight in a task of
-    its own (suspect or not: the first round of a fresh client, cut off) is
-    not sent but :class:`Unsent`, so that the caller queues it behind that
-    call with :func:`send_late` (for a clean-up release: it never overtakes
-    the acquire it undoes).
+    ``behind`` (the sync twin's clean-up flag) changes nothing here: a call
+    cut off is cancelled with its connection, so the caller's clean-up has
+    no call of its own in flight to wait behind (a call still waiting on a
+    suspect server is waited behind anyway). Holding the clean-up back
+    behind a cancelled call would only delay it past the loop's end.
 
     Raises:
-        asyncio.CancelledError: the caller was cancelled: the jobs of the
-            quick path are, those in tasks of their own are left to end by
-            their own timeout (what :func:`send_late` queues for their
-            clients goes after them).
+        asyncio.CancelledError: the caller was cancelled (every job is).
+        Exception: a plan's exception that is not its server's fault
+            (:func:`is_fault`: one a signal handler raised), as the call
+            ends (the jobs still running are cancelled).
     """
+    del behind
     todo = list(jobs)
     deadline = time.monotonic() + timeout
     results: list[Any] = [_NOT_DONE] * len(todo)
@@ -156,15 +157,7 @@ async def run_each(
     fans: dict[int, _Fan] = {}  # the pool's connections conns[i] belongs to
     suspects: set[int] = set()  # the jobs in ``alone`` whose server is under suspicion
     for i, (client, plan) in enumerate(todo):
-        suspect = client in _suspects
-        earlier = _probing.get(client) if suspect or behind else None
-        if earlier is not None and not earlier.done():
-            # a call still waits on that server (paused?): no second one for
-            # it; or one still in flight that this one must not overtake
-            plan.close()
-            results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
-            continue
-        if not suspect:
+        if client not in _suspects:
             state = _state(client)
             fan = state.fan
             if state.server is not None and fan is not None:
@@ -174,6 +167,12 @@ async def run_each(
                     fans[i] = fan
                     continue
         else:
+            earlier = _probing.get(client)
+            if earlier is not None and not earlier.done():
+                # a call still waits on that server (paused?): no second one for it
+                plan.close()
+                results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
+                continue
             suspects.add(i)
         alone[i] = _probing[client] = _watched(
             client, asyncio.ensure_future(_run_trusted(client, plan, timeout))
@@ -189,9 +188,7 @@ async def run_each(
         if waited:
             await asyncio.wait(waited, timeout=max(0.0, deadline - time.monotonic()))
     except BaseException:
-        # cut off: a call already on its way (an acquire) is left to end by
-        # its own timeout, so that a clean-up queued behind it goes after it
-        unwaited = {i for i, task in alone.items() if not task.done()}
+        unwaited = set()
         raise
     finally:
         for i, task in alone.items():
@@ -205,6 +202,8 @@ async def run_each(
             results[i] = NotYet("no reply waited for: enough others answered")
         elif task.done() and not task.cancelled():
             error = task.exception()
+            if error is not None and not is_fault(error):
+                raise error  # (a signal handler's, in that task: the caller's interrupt)
             results[i] = error if error is not None else task.result()
         else:
             _suspects[todo[i][0]] = None
