@@ -8,11 +8,13 @@ import gc
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -523,12 +525,12 @@ def test_a_waiter_woken_as_it_gives_up_passes_the_wake_on(clients: list[redis.Re
     released: list[float] = []
     send_on = quitter._send_on
 
-    def leave_after_a_release(masters: Any, steps: Any, enough: Any = None) -> Any:
+    def leave_after_a_release(masters: Any, steps: Any, enough: Any = None, **kw: Any) -> Any:
         if _is_leave(steps) and not released:
             holder.release()
             released.append(time.monotonic())
             time.sleep(0.05)  # the wake reaches the quitter's hub
-        return send_on(masters, steps, enough)
+        return send_on(masters, steps, enough, **kw)
 
     quitter._send_on = leave_after_a_release  # type: ignore[method-assign]
     got: list[float] = []
@@ -564,12 +566,14 @@ def test_a_task_woken_as_it_gives_up_passes_the_wake_on(
         released: list[float] = []
         send_on = quitter._send_on
 
-        async def leave_after_a_release(masters: Any, steps: Any, enough: Any = None) -> Any:
+        async def leave_after_a_release(
+            masters: Any, steps: Any, enough: Any = None, **kw: Any
+        ) -> Any:
             if _is_leave(steps) and not released:
                 await holder.release()
                 released.append(time.monotonic())
                 await asyncio.sleep(0.05)  # the wake reaches the quitter's hub
-            return await send_on(masters, steps, enough)
+            return await send_on(masters, steps, enough, **kw)
 
         quitter._send_on = leave_after_a_release  # type: ignore[method-assign]
         quits = asyncio.create_task(quitter.acquire(timeout=1.0))
@@ -618,10 +622,10 @@ def test_an_interrupt_as_a_waiter_leaves_the_queues_still_stops_its_listening(
     quitter = Redlock(clients, "quit-cut", ttl=WAKE_TTL)
     send_on = quitter._send_on
 
-    def interrupted_leave(masters: Any, steps: Any, enough: Any = None) -> Any:
+    def interrupted_leave(masters: Any, steps: Any, enough: Any = None, **kw: Any) -> Any:
         if _is_leave(steps):
             raise KeyboardInterrupt
-        return send_on(masters, steps, enough)
+        return send_on(masters, steps, enough, **kw)
 
     quitter._send_on = interrupted_leave  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
@@ -644,11 +648,11 @@ def test_a_cancel_as_a_task_leaves_the_queues_still_stops_its_listening(
         send_on = quitter._send_on
         leaving = asyncio.Event()
 
-        async def slow_leave(masters: Any, steps: Any, enough: Any = None) -> Any:
+        async def slow_leave(masters: Any, steps: Any, enough: Any = None, **kw: Any) -> Any:
             if _is_leave(steps):
                 leaving.set()
                 await asyncio.sleep(1.0)
-            return await send_on(masters, steps, enough)
+            return await send_on(masters, steps, enough, **kw)
 
         quitter._send_on = slow_leave  # type: ignore[method-assign]
         quits = asyncio.create_task(quitter.acquire(timeout=0.3))
@@ -944,6 +948,24 @@ def test_many_redlocks_share_one_watchdog(
         return dogs
 
     assert asyncio.run(main()) <= 1
+
+
+def test_many_short_lived_redlocks_do_not_grow_the_thread_count(
+    clients: list[redis.Redis],
+) -> None:
+    """300 Redlock objects made, used and dropped in a tight loop (a Redlock
+    per request, each lease renewed) leave the process's thread count flat:
+    no thread per object outlives its lease (a watchdog per object lived a
+    second after its last lease: 300 objects made ~280 threads)."""
+    before = threading.active_count()
+    peak = before
+    for i in range(300):
+        lease = Redlock(clients, f"short-{i}", ttl=5, auto_renew=True).acquire()
+        assert lease
+        lease.release()
+        peak = max(peak, threading.active_count())
+    # the fan-out's worker threads (one per master at most, reused) and one watchdog
+    assert peak <= before + N + 3, f"{peak - before} more threads for 300 Redlocks"
 
 
 def _fence_on(client: redis.Redis, name: str) -> int:
@@ -1692,3 +1714,267 @@ def test_an_interrupt_while_a_granted_waiter_stops_listening_gives_the_lock_back
     lease = lock.acquire(blocking=False)
     assert lease is not None and lease.fence > holder.fence
     lease.release()
+
+
+def _interrupt_after_the_grant(take: Any, at: int) -> tuple[Any, list[int]]:
+    """A trace function that raises KeyboardInterrupt once in ``_take``
+    (``take``: the sync or asyncio function), at the ``at``-th point after a
+    quorum granted the lock where Python may run a signal handler: each line
+    of ``_take`` once the grant is made (a handler runs before it, as the
+    previous call returns), and ``_take``'s return of the grant (the handler
+    runs in ``acquire``, as the call returns). Counted from 1; the list is
+    non-empty once it raised."""
+    code = take.__code__
+    seen: list[int] = []
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if fired or "grant" not in frame.f_locals:
+            return local
+        if event == "line" or (event == "return" and isinstance(arg, tuple)):
+            seen.append(frame.f_lineno)
+            if len(seen) == at:
+                fired.append(frame.f_lineno)
+                raise KeyboardInterrupt
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is code else None
+
+    return calls, fired
+
+
+def test_an_interrupt_as_the_quorums_grant_is_returned_gives_it_back(
+    clients: list[redis.Redis],
+) -> None:
+    """KeyboardInterrupt at each point after a quorum granted the lock as
+    ``_take`` hands the grant to ``acquire`` (the last line of ``_take``, its
+    return): the grant is given back on every master before the error
+    reaches the caller (a grant never outlives an interrupted acquire), so
+    another owner takes the lock at once."""
+    name = "rl-grant-returned"
+    lock = Redlock(clients, name, ttl=30)
+    at = 1
+    while True:
+        tracer, fired = _interrupt_after_the_grant(Redlock._take, at)
+        sys.settrace(tracer)
+        try:
+            lease = lock.acquire()
+        except KeyboardInterrupt:
+            lease = None
+        finally:
+            sys.settrace(None)
+        if not fired:  # past the last point: acquire returned the lease
+            assert lease is not None and at > 2
+            lease.release()
+            break
+        assert lease is None, "the interrupt reached the caller"
+        _gone_within(clients, name, 1.0)
+        other = Redlock(clients, name, ttl=30).acquire(blocking=False)
+        assert other is not None, f"the grant interrupted at line {fired[0]} was given back"
+        other.release()
+        at += 1
+
+
+def test_an_interrupt_as_an_async_quorums_grant_is_returned_gives_it_back(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The asyncio twin: KeyboardInterrupt at each point as
+    ``AsyncRedlock._take`` hands the grant to ``acquire`` gives it back on
+    every master before it is raised."""
+    name = "arl-grant-returned"
+
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        try:
+            lock = AsyncRedlock(aclients, name, ttl=30)
+            at = 1
+            while True:
+                tracer, fired = _interrupt_after_the_grant(AsyncRedlock._take, at)
+                sys.settrace(tracer)
+                try:
+                    lease = await lock.acquire()
+                except KeyboardInterrupt:
+                    lease = None
+                finally:
+                    sys.settrace(None)
+                if not fired:
+                    assert lease is not None and at > 2
+                    await lease.release()
+                    break
+                assert lease is None, "the interrupt reached the caller"
+                await _agone_within(clients, name, 1.0)
+                other = await AsyncRedlock(aclients, name, ttl=30).acquire(blocking=False)
+                assert other is not None, f"the grant interrupted at line {fired[0]} was given back"
+                await other.release()
+                at += 1
+        finally:
+            for c in aclients:
+                await c.aclose()
+
+    asyncio.run(main())
+
+
+class _SlowFirstScript(redis.Connection):
+    """Holds its first script call (EVALSHA or EVAL) before sending it until
+    ``go`` is set, once armed (a class attribute, shared by the class's
+    connections): a master slow to get a fresh client's first acquire."""
+
+    armed = False
+    go = threading.Event()
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        data = command if isinstance(command, bytes) else b"".join(command)
+        if _SlowFirstScript.armed and b"EVAL" in data:
+            _SlowFirstScript.armed = False
+            _SlowFirstScript.go.wait(10)
+        super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
+
+
+def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
+    clients: list[redis.Redis], masters: list[ServerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt during a fresh Redlock's first round (its calls on
+    worker threads), while the acquire on master 0 is not sent yet: the
+    clean-up release for that master is queued behind the acquire still in
+    flight (a release never overtakes the acquire it undoes), so once the
+    acquire runs there the name is released at once, not held for the ttl."""
+    import concurrent.futures
+
+    name = "rl-first-round-interrupted"
+    pool = redis.ConnectionPool(
+        host="127.0.0.1", port=masters[0].port, connection_class=_SlowFirstScript
+    )
+    slow = redis.Redis(connection_pool=pool)
+    fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
+    lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
+    wait = concurrent.futures.wait
+    fired: list[int] = []
+
+    def interrupted_wait(fs: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        out = wait(fs, timeout, **kwargs)
+        if not fired:  # Ctrl-C as the round's wait ends, master 0's call still out
+            fired.append(1)
+            raise KeyboardInterrupt
+        return out
+
+    _SlowFirstScript.go.clear()
+    _SlowFirstScript.armed = True
+    monkeypatch.setattr(concurrent.futures, "wait", interrupted_wait)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire()
+    finally:
+        monkeypatch.undo()
+        _SlowFirstScript.armed = False
+        _SlowFirstScript.go.set()
+    assert fired
+    deadline = time.monotonic() + 5
+    while _fence_on(clients[0], name) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _fence_on(clients[0], name) > 0, "the held-up acquire ran on master 0"
+    _gone_within(clients, name, 2.0)
+    for c in fresh:
+        c.close()
+
+
+class AlarmTimeout(Exception):
+    """What a program's SIGALRM handler may raise: an ordinary Exception."""
+
+
+class _AlarmOnReply(redis.Connection):
+    """Raises :class:`AlarmTimeout` instead of reading its next reply, once
+    armed (a class attribute): a signal handler that runs while a master's
+    reply is read."""
+
+    armed = False
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if _AlarmOnReply.armed:
+            _AlarmOnReply.armed = False
+            raise AlarmTimeout
+        return super().read_response(*args, **kwargs)
+
+
+def test_an_exception_of_a_signal_handler_in_a_round_gives_the_grant_back(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """An ordinary Exception raised while a master's reply is read (a signal
+    handler's ``AlarmTimeout``) is not a master's failure: it cuts the round
+    off as KeyboardInterrupt does, reaches the caller, and what the round may
+    have taken is given back on every master."""
+    name = "rl-alarm"
+    alarmed = [
+        redis.Redis(
+            connection_pool=redis.ConnectionPool(
+                host="127.0.0.1", port=s.port, connection_class=_AlarmOnReply
+            )
+        )
+        for s in masters
+    ]
+    lock = Redlock(alarmed, name, ttl=30)
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    _AlarmOnReply.armed = True
+    try:
+        with pytest.raises(AlarmTimeout):
+            lock.acquire()
+    finally:
+        _AlarmOnReply.armed = False
+    _gone_within(clients, name, 1.0)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+    for c in alarmed:
+        c.close()
+
+
+class _AsyncAlarmOnReply(redis.asyncio.Connection):
+    """:class:`_AlarmOnReply` for asyncio connections."""
+
+    armed = False
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if _AsyncAlarmOnReply.armed:
+            _AsyncAlarmOnReply.armed = False
+            raise AlarmTimeout
+        return await super().read_response(*args, **kwargs)
+
+
+@pytest.mark.parametrize("probed", [True, False])
+def test_an_exception_of_a_signal_handler_in_an_async_round_gives_the_grant_back(
+    clients: list[redis.Redis], masters: list[ServerProcess], probed: bool
+) -> None:
+    """The asyncio twin: ``AlarmTimeout`` raised while a master's reply is
+    read (in the round's own task once the masters were probed, in a task of
+    its own for a fresh client's first call: a signal handler runs in
+    whatever task runs) reaches the caller, and the grant is given back on
+    every master."""
+    name = f"arl-alarm-{probed}"
+
+    async def main() -> None:
+        alarmed = [
+            redis.asyncio.Redis(
+                connection_pool=redis.asyncio.ConnectionPool(
+                    host="127.0.0.1", port=s.port, connection_class=_AsyncAlarmOnReply
+                )
+            )
+            for s in masters
+        ]
+        lock = AsyncRedlock(alarmed, name, ttl=30)
+        for _ in range(3 if probed else 0):  # a connection of the quick path to each
+            await (await lock.acquire(blocking=False)).release()  # type: ignore[union-attr]
+        _AsyncAlarmOnReply.armed = True
+        try:
+            with pytest.raises(AlarmTimeout):
+                await lock.acquire()
+        finally:
+            _AsyncAlarmOnReply.armed = False
+        await _agone_within(clients, name, 1.0)
+        lease = await lock.acquire(blocking=False)
+        assert lease is not None
+        await lease.release()
+        for c in alarmed:
+            await c.aclose()
+
+    asyncio.run(main())

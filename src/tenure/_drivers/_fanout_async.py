@@ -94,6 +94,8 @@ async def run_each(
     jobs: Iterable[tuple[Client, Plan[Any]]],
     timeout: float,
     enough: Callable[[list[Any]], bool] | None = None,
+    *,
+    behind: bool = False,
 ) -> list[Any]:
     """Drive every plan on its client at the same time, each for at most
     ``timeout`` seconds; return, in order, each plan's result or the exception
@@ -133,9 +135,19 @@ async def run_each(
     replies) is closed and given back to the pool, which connects it again for
     its next user. They count against the pool's ``max_connections``.
 
+    ``behind`` (the sync twin's clean-up flag) changes nothing here: a call
+    cut off is cancelled with its connection, so the caller's clean-up has
+    no call of its own in flight to wait behind (a call still waiting on a
+    suspect server is waited behind anyway). Holding the clean-up back
+    behind a cancelled call would only delay it past the loop's end.
+
     Raises:
         asyncio.CancelledError: the caller was cancelled (every job is).
+        Exception: a plan's exception that is not its server's fault
+            (:func:`is_fault`: one a signal handler raised), as the call
+            ends (the jobs still running are cancelled).
     """
+    del behind
     todo = list(jobs)
     deadline = time.monotonic() + timeout
     results: list[Any] = [_NOT_DONE] * len(todo)
@@ -190,6 +202,8 @@ async def run_each(
             results[i] = NotYet("no reply waited for: enough others answered")
         elif task.done() and not task.cancelled():
             error = task.exception()
+            if error is not None and not is_fault(error):
+                raise error  # (a signal handler's, in that task: the caller's interrupt)
             results[i] = error if error is not None else task.result()
             if error is not None and _no_answer(todo[i][0], error):
                 _broke(todo[i][0])
@@ -376,6 +390,17 @@ class _Fallback(Exception):
     """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
 
 
+def is_fault(exc: BaseException) -> bool:
+    """Whether ``exc``, raised in the calling task by one server's call, is
+    that server's failure (its connection, an error reply, tenure's reading of
+    it): counted as one server's outcome. Any other exception (one a signal
+    handler raised, such as a program's ``AlarmTimeout(Exception)``) cuts the
+    whole call off, as a cancellation does, so that the caller gives back
+    what the call may have taken."""
+    library_error = type(exc).__module__.partition(".")[0] in ("redis", "valkey")
+    return library_error or isinstance(exc, OSError | TenureError | _Fallback)
+
+
 async def _scatter(
     jobs: list[tuple[Client, Plan[Any]]],
     deadline: float,
@@ -400,6 +425,8 @@ async def _scatter(
             results[i] = stop.value
             steps.pop(i, None)
         except Exception as exc:
+            if not is_fault(exc):
+                raise
             results[i] = exc
             steps.pop(i, None)
 
@@ -435,6 +462,8 @@ async def _scatter(
                         async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                             await conn.send_packed_command(data)
                 except Exception as exc:
+                    if not is_fault(exc):
+                        raise  # (cut off: the connections are dropped below)
                     del conns[i]
                     due.pop(i, None)
                     await _drop(client, fans[i], conn)
@@ -470,9 +499,13 @@ async def _scatter(
                     try:  # NOSCRIPT, or an error reply: the ordinary path says it right
                         reply = await _perform(client, step, [])
                     except Exception as exc:
+                        if not is_fault(exc):
+                            raise
                         advance(i, None, exc)
                         continue
                 except Exception as exc:
+                    if not is_fault(exc):
+                        raise
                     advance(i, None, exc)
                     continue
                 advance(i, reply, None)
@@ -692,6 +725,8 @@ async def _read_all(
                 try:
                     raws = (await _read_raw(conn, skip + _count(step), jobs[i][0]))[skip:]
                 except Exception as exc:
+                    if not is_fault(exc):
+                        raise  # (cut off: the caller drops every connection)
                     got[k] = exc
                     continue
                 reading = -1
@@ -708,6 +743,8 @@ async def _read_all(
             try:
                 got[k] = (await _read_replies(conn, skip + _count(step), deadline, library))[skip:]
             except Exception as exc:
+                if not is_fault(exc):
+                    raise
                 got[k] = exc
     return got
 
@@ -795,6 +832,8 @@ def _replies(step: Any, raws: list[Any]) -> Any:
             try:
                 raw = parse_reply(part.script, raw)
             except Exception as exc:
+                if not is_fault(exc):
+                    raise
                 raw = exc
         replies.append(raw)
     return replies

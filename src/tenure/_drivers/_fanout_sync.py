@@ -173,6 +173,8 @@ def run_each(
     jobs: Iterable[tuple[Client, Plan[Any]]],
     timeout: float,
     enough: Callable[[list[Any]], bool] | None = None,
+    *,
+    behind: bool = False,
 ) -> list[Any]:
     """Drive every plan on its client at the same time, each for at most
     ``timeout`` seconds; return, in order, each plan's result or the exception
@@ -209,8 +211,14 @@ def run_each(
     dropped (the server closed it, did not answer in time, or owes too many
     replies) is closed and given back to the pool, which connects it again for
     its next user. They count against the pool's ``max_connections``.
+
+    ``behind``: a plan for a client with a call still in flight on a worker
+    thread (suspect or not: the first round of a fresh client, cut off) is
+    not sent but :class:`Unsent`, so that the caller queues it behind that
+    call with :func:`send_late` (for a clean-up release: it never overtakes
+    the acquire it undoes).
     """
-    return _scatter(list(jobs), time.monotonic() + timeout, enough)
+    return _scatter(list(jobs), time.monotonic() + timeout, enough, behind)
 
 
 _NOT_DONE = object()
@@ -297,10 +305,22 @@ class _Fallback(Exception):
     """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
 
 
+def is_fault(exc: BaseException) -> bool:
+    """Whether ``exc``, raised on the calling thread by one server's call, is
+    that server's failure (its connection, an error reply, tenure's reading of
+    it): counted as one server's outcome. Any other exception (one a signal
+    handler raised, such as a program's ``AlarmTimeout(Exception)``) cuts the
+    whole call off, as KeyboardInterrupt does, so that the caller gives back
+    what the call may have taken."""
+    library_error = type(exc).__module__.partition(".")[0] in ("redis", "valkey")
+    return library_error or isinstance(exc, OSError | TenureError | _Fallback)
+
+
 def _scatter(
     jobs: list[tuple[Client, Plan[Any]]],
     deadline: float,
     enough: Callable[[list[Any]], bool] | None = None,
+    behind: bool = False,
 ) -> list[Any]:
     """:func:`run_each` on one thread: each round's steps written to every
     server, then the replies read, until every plan is done, ``enough`` says
@@ -314,6 +334,13 @@ def _scatter(
     suspects: set[int] = set()  # the jobs in ``threaded`` whose server is under suspicion
     for i, (client, plan) in enumerate(jobs):
         suspect = client in _suspects
+        earlier = _on_thread.get(client) if suspect or behind else None
+        if earlier is not None and not earlier.done():
+            # a call still stuck on that server (paused): no second thread for
+            # it; or one still in flight that this one must not overtake
+            plan.close()
+            results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
+            continue
         if not suspect:
             state = _state(client)
             fan = state.fan
@@ -323,12 +350,6 @@ def _scatter(
                     conns[i], due[i] = taken
                     fans[i] = fan
                     continue
-        earlier = _on_thread.get(client) if suspect else None
-        if earlier is not None and not earlier.done():
-            # a call still stuck on that server (paused): no second thread for it
-            plan.close()
-            results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
-            continue
         if suspect:
             suspects.add(i)
         with _late_mutex:
@@ -345,6 +366,8 @@ def _scatter(
             results[i] = stop.value
             steps.pop(i, None)
         except Exception as exc:
+            if not is_fault(exc):
+                raise
             results[i] = exc
             steps.pop(i, None)
 
@@ -368,6 +391,8 @@ def _scatter(
                         data = packed[key] = conn.pack_commands(_commands(step))
                     conn.send_packed_command(data)
                 except Exception as exc:
+                    if not is_fault(exc):
+                        raise  # (cut off: the connections are dropped below)
                     del conns[i]
                     _drop(client, fans[i], conn)
                     _suspects[client] = None
@@ -397,9 +422,13 @@ def _scatter(
                     try:  # NOSCRIPT, or an error reply: the ordinary path says it right
                         reply = _perform(client, step, [])
                     except Exception as exc:
+                        if not is_fault(exc):
+                            raise
                         advance(i, None, exc)
                         continue
                 except Exception as exc:
+                    if not is_fault(exc):
+                        raise
                     advance(i, None, exc)
                     continue
                 advance(i, reply, None)
@@ -714,6 +743,8 @@ def _collect(
                         raws.append(exc)
                     taken[i] = len(raws)
             except Exception as exc:
+                if not is_fault(exc):
+                    raise  # (cut off: the caller drops every connection)
                 if fd is not None:
                     poller.unregister(fd)
                     del by_fd[fd]
@@ -760,6 +791,8 @@ def _replies(step: Any, raws: list[Any]) -> Any:
             try:
                 raw = parse_reply(part.script, raw)
             except Exception as exc:
+                if not is_fault(exc):
+                    raise
                 raw = exc
         replies.append(raw)
     return replies

@@ -351,12 +351,13 @@ class Redlock(_Blocks[RedlockLease]):
         if held is not None and held._life.held:
             raise AlreadyHeldError(self.name)
         self._identify()
-        taken = self._take(new_token(owner), blocking, wait)
-        if taken is None:
-            return None
-        grant, reached = taken
+        granted: list[tuple[Grant, frozenset[int]]] = []  # set by _take with its grant
         lease = None
         try:
+            taken = self._take(new_token(owner), blocking, wait, granted)
+            if taken is None:
+                return None
+            grant, reached = taken
             # a master whose connection broke during the take may be another
             # server now: asked again before the lease is handed out (a
             # duplicate gives the grant back, below)
@@ -365,28 +366,38 @@ class Redlock(_Blocks[RedlockLease]):
             self._leases[owner] = lease
             lease._start()
         except BaseException:
-            # cut off from the caller (an interrupt or cancellation while the
-            # lease is made or started): the grant is given back on every master
-            with contextlib.suppress(Exception):
-                if lease is not None:
-                    lease.release()
-                else:
-                    self._release_round(
-                        grant.token, "", range(self._n), late=reached, quick=True
-                    )
+            # a grant never outlives an interrupted acquire: cut off from the
+            # caller (an interrupt or cancellation as _take returns it, or while
+            # the lease is made or started), it is given back on every master
+            if granted:
+                with contextlib.suppress(Exception):
+                    if lease is not None:
+                        lease.release()
+                    else:
+                        grant, reached = granted[0]
+                        self._release_round(
+                            grant.token, "", range(self._n), late=reached, quick=True
+                        )
             raise
         return lease
 
     def _take(
-        self, token: str, blocking: bool, timeout: float | None
+        self,
+        token: str,
+        blocking: bool,
+        timeout: float | None,
+        granted: list[tuple[Grant, frozenset[int]]],
     ) -> tuple[Grant, frozenset[int]] | None:
         """Rounds until a quorum grants ``token`` (see :mod:`tenure._plans.redlock`):
         the grant, and the masters an attempt was sent to (its release goes to
         them even behind a call stuck there: see :meth:`_release_round`).
 
-        Cancelled (or failing) while it may hold something, it releases
-        ``token`` and leaves the queues in one round (bounded by the
-        per-master timeout) before it raises."""
+        The grant is appended to ``granted`` before it is returned: from then
+        on the caller gives it back if anything cuts it off (a signal handler
+        may run as any call returns, this one's too). Cancelled (or failing)
+        before that while it may hold something, it releases ``token`` and
+        leaves the queues in one round (bounded by the per-master timeout)
+        before it raises."""
         keys, n, ttl = self._keys, self._n, self._opts.ttl
         ttl_ms = lease_ms(ttl)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -396,7 +407,6 @@ class Redlock(_Blocks[RedlockLease]):
         splits = 0  # split votes in a row
         unreachable = 0  # rounds in a row with too few answers for a quorum
         reached: set[int] = set()  # the masters an attempt was sent to
-        taken = False
         left = False  # our member left every queue
         try:
             while True:
@@ -416,8 +426,9 @@ class Redlock(_Blocks[RedlockLease]):
                     if queued:  # the masters that granted it dropped us from their queue
                         others = [i for i in range(n) if i not in t.ok]
                         self._send_on(others, [plans.leave(keys, queued)] * len(others))
-                    taken = True
-                    return grant, frozenset(reached)
+                    result = grant, frozenset(reached)
+                    granted.append(result)  # the caller's to give back from here on
+                    return result
                 remaining = None if deadline is None else deadline - time.monotonic()
                 unreachable = 0 if plans.reachable(t, n) else unreachable + 1
                 going_on = (
@@ -454,7 +465,7 @@ class Redlock(_Blocks[RedlockLease]):
                     continue  # queue with the next round: a release before it is seen by it
                 _driver.wait_event(wake, plans.wait_for(t, remaining))
         except BaseException:
-            if not taken:  # a round cut off may have been granted somewhere
+            if not granted:  # a round cut off may have been granted somewhere
                 # one round, leaving the queues too, that returns once a quorum
                 # answered: a cancelled acquire does not wait for a paused
                 # master (which gets the release once it answers)
@@ -466,28 +477,20 @@ class Redlock(_Blocks[RedlockLease]):
             raise
         finally:
             try:
-                if queued and not taken and not left:
+                if queued and not granted and not left:
                     # leave the queues while still listening: a wake sent before
                     # we left (a release after our last attempt) is then heard
-                    with contextlib.suppress(Exception):
-                        self._send_on(range(n), [plans.leave(keys, queued)] * n)
+                    # (a master's failure is its reply: what escapes is an
+                    # interrupt, of any class, and goes on as one)
+                    self._send_on(range(n), [plans.leave(keys, queued)] * n)
             finally:  # (even if that leave is cut off: else we listen for good)
-                try:
-                    for stop in stops:
-                        if stop is not None:
-                            stop()
-                except BaseException:
-                    if taken:  # granted, but cut off from the caller: given back
-                        with contextlib.suppress(Exception):
-                            self._release_round(
-                                token, "", range(n), late=range(n), quick=True
-                            )
-                    raise
-            if queued and not taken and not left and wake.is_set():
+                for stop in stops:  # (cut off once granted: the caller gives it back)
+                    if stop is not None:
+                        stop()
+            if queued and not granted and not left and wake.is_set():
                 # a wake we will not act on: pass it on to the heads (a
                 # giving-up waiter's rule, see the plans)
-                with contextlib.suppress(Exception):
-                    self._send_on(range(n), [plans.wake(keys)] * n)
+                self._send_on(range(n), [plans.wake(keys)] * n)
 
     def _identify(self) -> None:
         """Ask each master not known yet which server process it is (``INFO
@@ -545,10 +548,13 @@ class Redlock(_Blocks[RedlockLease]):
         masters: Sequence[int],
         steps: Sequence[Step],
         enough: Callable[[list[Any]], bool] | None = None,
+        *,
+        behind: bool = False,
     ) -> list[Any]:
-        """Send ``steps[k]`` to master ``masters[k]``, all at once: the replies."""
+        """Send ``steps[k]`` to master ``masters[k]``, all at once: the replies
+        (``behind``: see ``run_each``)."""
         jobs = [(self._clients[i], plans.one(step)) for i, step in zip(masters, steps, strict=True)]
-        return _fanout.run_each(jobs, self._timeout, enough)
+        return _fanout.run_each(jobs, self._timeout, enough, behind=behind)
 
     def _release_round(
         self,
@@ -563,8 +569,12 @@ class Redlock(_Blocks[RedlockLease]):
     ) -> plans.Tally:
         """Release ``token`` on ``masters`` at once (and leave their queues as
         ``queued``, if given); then, if ``wake``, wake the first waiter of each
-        master that has waiters (see :mod:`tenure._plans.redlock`). ``quick``:
-        return once a quorum answered (the outcome is then not known).
+        master that has waiters (see :mod:`tenure._plans.redlock`). ``quick``
+        (the clean-up of an acquire cut off): return once a quorum answered
+        (the outcome is then not known), and never send the release to a
+        master on another connection while a call there is still in flight
+        (the acquire it undoes, cut off on a worker thread or task: the
+        release is queued behind it, as for ``late`` below).
 
         A master of ``late`` (one an acquire of ``token`` was sent to) that did
         not answer in time gets the release again once it answers, if within a
@@ -576,15 +586,14 @@ class Redlock(_Blocks[RedlockLease]):
         release of the same token is harmless."""
         step = plans.release(self._keys, token, op, queued)
         enough = (lambda r: plans.quorum_answered(r, self._n)) if quick else None
-        replies = self._send_on(masters, [step] * len(masters), enough)
+        replies = self._send_on(masters, [step] * len(masters), enough, behind=quick)
         until = time.monotonic() + self._opts.ttl
         for k, reply in enumerate(replies):
             if isinstance(reply, TimeoutError) and masters[k] in late:
                 _fanout.send_late(self._clients[masters[k]], step, until)
         busy = [masters[k] for k in plans.queued_on(replies)]
-        if wake and busy:
-            with contextlib.suppress(Exception):
-                self._send_on(busy, [plans.wake(self._keys)] * len(busy))
+        if wake and busy:  # (what escapes the round is an interrupt: it goes on)
+            self._send_on(busy, [plans.wake(self._keys)] * len(busy))
         return plans.tally(replies)
 
     def locked(self) -> bool:
