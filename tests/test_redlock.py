@@ -1822,11 +1822,16 @@ class _SlowFirstScript(redis.Connection):
 
     armed = False
     go = threading.Event()
+    #: set once the held call is being held
+    holding = threading.Event()
+    #: what the held call's command holds (the lock's name: not a probe's script)
+    needle = b""
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         data = command if isinstance(command, bytes) else b"".join(command)
-        if _SlowFirstScript.armed and b"EVAL" in data:
+        if _SlowFirstScript.armed and b"EVAL" in data and _SlowFirstScript.needle in data:
             _SlowFirstScript.armed = False
+            _SlowFirstScript.holding.set()
             _SlowFirstScript.go.wait(10)
         super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
 
@@ -1853,12 +1858,16 @@ def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
 
     def interrupted_wait(fs: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         out = wait(fs, timeout, **kwargs)
-        if not fired:  # Ctrl-C as the round's wait ends, master 0's call still out
+        if not fired and _SlowFirstScript.holding.is_set():
+            # Ctrl-C as the acquire round's wait ends, master 0's call still out
+            # (not in the round before it, which asks the masters who they are)
             fired.append(1)
             raise KeyboardInterrupt
         return out
 
     _SlowFirstScript.go.clear()
+    _SlowFirstScript.holding.clear()
+    _SlowFirstScript.needle = name.encode()
     _SlowFirstScript.armed = True
     monkeypatch.setattr(concurrent.futures, "wait", interrupted_wait)
     try:
