@@ -1939,15 +1939,18 @@ def test_an_exception_of_a_signal_handler_in_a_round_gives_the_grant_back(
 
 
 class _AsyncAlarmOnReply(redis.asyncio.Connection):
-    """:class:`_AlarmOnReply` for asyncio connections."""
+    """:class:`_AlarmOnReply` for asyncio connections, once a script's reply
+    was read (a list: not the reply of the round that first asks who the
+    masters are, nor a handshake's, where an interrupt takes nothing)."""
 
     armed = False
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        if _AsyncAlarmOnReply.armed:
+        reply = await super().read_response(*args, **kwargs)
+        if _AsyncAlarmOnReply.armed and isinstance(reply, list):
             _AsyncAlarmOnReply.armed = False
             raise AlarmTimeout
-        return await super().read_response(*args, **kwargs)
+        return reply
 
 
 @pytest.mark.parametrize("probed", [True, False])
