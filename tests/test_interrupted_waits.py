@@ -310,3 +310,47 @@ def test_an_interrupt_waiting_for_a_quick_connection_strands_no_other_call(
         return bool(fired)
 
     assert _each_window(check) >= 1
+
+
+@pytest.mark.parametrize("style", sorted(_STYLES))
+def test_a_set_cut_short_still_wakes_the_waiting_threads(style: str) -> None:
+    """A ``set`` of the driver's event interrupted as any of its calls returns
+    (before it woke every waiter): threads already waiting, without a
+    timeout, still return within ``EVENT_RECHECK``."""
+    error = _STYLES[style]
+    code = _sync.SafeEvent.set.__code__
+
+    def check(window: int) -> bool:
+        event = _sync.new_event()
+        waiters = [_in_thread(event.wait) for _ in range(2)]
+        while len(event._waiters) < 2:  # type: ignore[attr-defined]
+            time.sleep(0.005)
+        returns: list[int] = []
+        fired: list[int] = []
+
+        def profile(frame: FrameType, kind: str, arg: Any) -> None:
+            if kind != "c_return" or fired or frame.f_code is not code:
+                return
+            returns.append(1)
+            if len(returns) == window:
+                fired.append(1)
+                raise error
+
+        def interrupted() -> None:
+            sys.setprofile(profile)
+            try:
+                event.set()
+            except error:
+                pass
+            finally:
+                sys.setprofile(None)
+
+        setter, _ = _in_thread(interrupted)
+        _joined(setter, "the interrupted set")
+        for thread, woken in waiters:
+            thread.join(_sync.EVENT_RECHECK + 2)
+            assert not thread.is_alive(), "a waiter missed the set"
+            assert woken == [True]
+        return bool(fired)
+
+    assert _each_window(check) >= 1
