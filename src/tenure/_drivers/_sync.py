@@ -1531,8 +1531,8 @@ def _take(client: Client, kept: _Kept, retries: bool) -> Any:
             with kept.mutex:
                 if wake in kept.waiting:
                     kept.waiting.remove(wake)
-                elif not woken:  # woken as it left (an interrupt): the next one is
-                    _notify(kept)
+                elif not woken:  # woken as its wait ended otherwise (a timeout,
+                    _notify(kept)  # an interrupt): the wake goes to the next one
         waited = not woken
     try:
         return _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
