@@ -14,7 +14,9 @@ same names:
   parts on one server); ``batch_key(client)`` tells which clients may share
   it (their connection pool; ``None`` for a Redis Cluster client).
 - ``current_owner()``: this thread's / task's owner id (see :mod:`._identity`).
-- ``wait_event(event, timeout)``, ``sleep(seconds)``: wait (a Redlock waiter).
+- ``wait_event(event, timeout)``, ``sleep(seconds)``: wait (a Redlock waiter);
+  ``new_event()``: the event a Redlock waiter waits on, and a lease's ``lost``
+  (the sync one a ``threading.Event`` that no interrupt leaves locked).
 
 ``_fanout_sync`` and ``_fanout_async`` add, on top of them, the calls on
 several servers at once (a Redlock's masters):

@@ -1759,6 +1759,11 @@ async def _refusal(client: Client, step: Eval, exc: BaseException) -> Permission
     return denied or command_refusal(exc, step.script.name)
 
 
+def new_event() -> asyncio.Event:
+    """An event for the facade (a lease's ``lost``, a Redlock waiter's wake)."""
+    return asyncio.Event()
+
+
 async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
     """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no limit);
     clear it and return whether it was set."""

@@ -175,6 +175,78 @@ class _Wake:
         return self._lock.acquire(timeout=min(max(0.0, timeout), threading.TIMEOUT_MAX))
 
 
+#: How often a thread waiting on a :class:`SafeEvent` reads its flag again
+#: (in case the ``set`` that raised it was interrupted before it woke the
+#: thread), seconds.
+EVENT_RECHECK = 1.0
+
+
+class SafeEvent(threading.Event):
+    """A ``threading.Event`` that no interrupt leaves locked: any thread may set
+    or clear it, several may wait on it.
+
+    ``threading.Event`` guards its flag with a ``Condition`` that Python code
+    enters by calling its lock's acquire; a signal handler that raises as that
+    call returns (Python runs handlers there) leaves the lock held with no
+    ``with`` block to give it back, and every later ``set``, ``clear`` or
+    ``wait`` then blocks for good. Here no lock is held between two calls:
+    the flag is one attribute, and each waiting thread waits on a
+    :class:`_Wake` of its own, registered before it reads the flag again,
+    which :meth:`set` sets after it sets the flag (so no wake is missed). An
+    interrupt leaves at most a stale registration, which a later ``set`` sets
+    to no effect; a ``set`` cut short by one before it woke every waiter
+    still wakes them within :data:`EVENT_RECHECK` (they read the flag again
+    that often)."""
+
+    def __init__(self) -> None:  # (no Condition: see the class)
+        self._flag = False
+        self._waiters: list[_Wake] = []
+
+    def _at_fork_reinit(self) -> None:
+        self._waiters = []
+
+    def is_set(self) -> bool:
+        """Whether it is set."""
+        return self._flag
+
+    def set(self) -> None:
+        """Set it and wake every thread waiting."""
+        self._flag = True
+        for wake in self._waiters.copy():
+            wake.set()
+
+    def clear(self) -> None:
+        """Unset it."""
+        self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until it is set or ``timeout`` seconds pass (``None``: no limit);
+        return whether it was set (it stays set)."""
+        if self._flag:
+            return True
+        wake = _Wake()
+        waiters = self._waiters
+        waiters.append(wake)
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self._flag:
+                left = EVENT_RECHECK if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if wake.wait(min(left, EVENT_RECHECK)):
+                    return True
+            return True
+        finally:
+            with contextlib.suppress(ValueError):
+                waiters.remove(wake)
+
+
+def new_event() -> threading.Event:
+    """An event for the facade (a lease's ``lost``, a Redlock waiter's wake):
+    a :class:`SafeEvent`, which no interrupt leaves locked."""
+    return SafeEvent()
+
+
 @dataclass(eq=False)
 class _Channel:
     keys: LockKeys | None
@@ -189,7 +261,7 @@ class _Channel:
     wait_until: float | None = None
     listeners: set[Settable] = field(default_factory=set)
     refused: str = ""
-    ready: threading.Event = field(default_factory=threading.Event)
+    ready: threading.Event = field(default_factory=SafeEvent)
     wake: _Wake = field(default_factory=_Wake)
     #: the process's contender (see _Contention.owned_before): reentrant only
     #: so that an interrupted acquire can tell whether its thread holds it
@@ -448,7 +520,7 @@ class _Hub:
     def _listen(self) -> _HubPubSub:
         if self._pubsub is None:
             pubsub = self._library.pubsub(connection_pool=self._pool)
-            pubsub.reconnected = threading.Event()
+            pubsub.reconnected = SafeEvent()
             self._pubsub = pubsub
             _start(self._read, "tenure-wake-hub")
         return self._pubsub
@@ -690,9 +762,11 @@ class _Kept:
     #: the idle ones, and how many it keeps in all
     idle: list[Any] = field(default_factory=list)
     open: int = 0
-    #: guards ``open``; its waiters wait for an idle one (``waiting`` of them)
-    cond: threading.Condition = field(default_factory=threading.Condition)
-    waiting: int = 0
+    #: guards ``open`` and ``waiting``: a bare lock, entered only by ``with``
+    #: (which no interrupt leaves held; a ``threading.Condition`` may be)
+    mutex: threading.Lock = field(default_factory=threading.Lock)
+    #: the wakes of the calls waiting for an idle one, first come first
+    waiting: list[_Wake] = field(default_factory=list)
 
 
 def _kept_for(client: Client) -> _Kept | None:
@@ -1210,7 +1284,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         return waiter if c.entered else None
     if isinstance(step, Subscribe):
         hub = _hub(client, step.channel)
-        event = threading.Event()
+        event = SafeEvent()
         ch = hub.listen(step.channel, event)
         held.append(_Contention(ch, "", listener=event))
         confirmed = ch.ready.wait(step.timeout)
@@ -1434,9 +1508,9 @@ def _discard(client: Client, kept: _Kept, conn: Any) -> None:
         else:
             with contextlib.suppress(Exception):
                 client.connection_pool.release(conn)  # type: ignore[union-attr]
-            with kept.cond:
+            with kept.mutex:
                 kept.open -= 1
-                kept.cond.notify()
+                _notify(kept)
 
 
 #: The longest a script call waits for a connection of the quick path when
@@ -1454,8 +1528,8 @@ def _take(client: Client, kept: _Kept, retries: bool) -> Any:
     except IndexError:
         pass
     waited = False
-    with kept.cond:
-        while True:
+    while True:
+        with kept.mutex:
             if kept.idle:
                 return kept.idle.pop()
             if kept.open < kept.most:
@@ -1463,17 +1537,24 @@ def _take(client: Client, kept: _Kept, retries: bool) -> Any:
                 break
             if waited:  # (QUICK_PATIENCE passed)
                 raise _Fallback
-            kept.waiting += 1
-            try:
-                waited = not kept.cond.wait(QUICK_PATIENCE)
-            finally:
-                kept.waiting -= 1
+            wake = _Wake()
+            kept.waiting.append(wake)
+        woken = False
+        try:
+            woken = wake.wait(QUICK_PATIENCE)
+        finally:
+            with kept.mutex:
+                if wake in kept.waiting:
+                    kept.waiting.remove(wake)
+                elif not woken:  # woken as its wait ended otherwise (a timeout,
+                    _notify(kept)  # an interrupt): the wake goes to the next one
+        waited = not woken
     try:
         return _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
     except BaseException as exc:
-        with kept.cond:
+        with kept.mutex:
             kept.open -= 1
-            kept.cond.notify()
+            _notify(kept)
         if retries and _clients.connection_fault(exc):
             raise _Fallback from exc
         raise
@@ -1494,8 +1575,15 @@ def _wake_one(kept: _Kept) -> None:
     wake-up lost to an interrupt costs that call at most QUICK_PATIENCE: it
     looks at the idle connections again then)."""
     if kept.waiting:
-        with kept.cond:
-            kept.cond.notify()
+        with kept.mutex:
+            _notify(kept)
+
+
+def _notify(kept: _Kept) -> None:
+    """Wake the first call waiting for a connection of the quick path, if
+    any. Called holding ``kept.mutex``."""
+    if kept.waiting:
+        kept.waiting.pop(0).set()
 
 
 @dataclass(eq=False)

@@ -340,7 +340,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
     __slots__ = ("_lock",)
 
     def __init__(self, lock: LockT, grant: Grant) -> None:
-        super().__init__(lock.name, grant, asyncio.Event)
+        super().__init__(lock.name, grant, _driver.new_event)
         self._lock = lock
 
     async def release(self) -> None:

@@ -172,7 +172,7 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
     def __init__(
         self, multi: AsyncMultiLock, owner: str, leases: tuple[_AsyncPartLease, ...]
     ) -> None:
-        super().__init__(asyncio.Event, "")  # (its parts' leases send the releases)
+        super().__init__(_driver.new_event, "")  # (its parts' leases send the releases)
         self._multi = multi
         self.name = multi.name
         self.owner = owner

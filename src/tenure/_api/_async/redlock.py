@@ -7,7 +7,6 @@ at once (``_fanout.run_each``) and keeps the lease.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import random
 import time
@@ -400,7 +399,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         keys, n, ttl = self._keys, self._n, self._opts.ttl
         ttl_ms = lease_ms(ttl)
         deadline = None if timeout is None else time.monotonic() + timeout
-        wake = asyncio.Event()
+        wake = _driver.new_event()
         stops: list[Callable[[], None] | None] = []
         queued = ""  # our member of every master's queue, once we listen
         splits = 0  # split votes in a row

@@ -341,7 +341,7 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
     __slots__ = ("_lock",)
 
     def __init__(self, lock: LockT, grant: Grant) -> None:
-        super().__init__(lock.name, grant, threading.Event)
+        super().__init__(lock.name, grant, _driver.new_event)
         self._lock = lock
 
     def release(self) -> None:

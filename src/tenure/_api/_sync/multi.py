@@ -173,7 +173,7 @@ class MultiLease(_EntersItself, LostSignalBase):
     def __init__(
         self, multi: MultiLock, owner: str, leases: tuple[_PartLease, ...]
     ) -> None:
-        super().__init__(threading.Event, "")  # (its parts' leases send the releases)
+        super().__init__(_driver.new_event, "")  # (its parts' leases send the releases)
         self._multi = multi
         self.name = multi.name
         self.owner = owner
