@@ -674,3 +674,33 @@ def test_a_call_after_an_interrupted_clean_up_does_not_wait_forever(url: str) ->
     worker.start()
     worker.join(6)  # the acquire's own timeout is 2 s; the lock's ttl 1 s
     assert len(done) == 2 and done[1] is not None, done
+
+
+@pytest.mark.skipif(_clients._HIREDIS is None, reason="hiredis is not installed")
+def test_a_pool_tenure_uses_never_hands_hiredis_a_number(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From a client's first tenure call on, no connection of its pool hands
+    hiredis a number to pack (hiredis runs a pending signal handler as it
+    formats one, and crashes when the handler raises): not the handshake of
+    the pool's first connection, made for tenure's first call (``HELLO 3``,
+    ``SELECT 1``), nor of one made later, nor the program's own commands."""
+    import hiredis
+
+    packed: list[type] = []
+    real = hiredis.pack_command
+
+    def spy(args: Any) -> Any:
+        packed.extend(type(a) for a in args)
+        return real(args)
+
+    monkeypatch.setattr(hiredis, "pack_command", spy)
+    client = redis.Redis.from_url(url, db=1, protocol=3)
+    lease = Lock(client, "numbers").acquire()
+    lease.release()
+    client.connection_pool.disconnect()  # every connection makes its handshake again
+    client.set("n", 5, px=60_000)
+    assert client.incrbyfloat("n", 1.5) == 6.5
+    assert packed, "hiredis packed nothing: the spy was not reached"
+    assert int not in packed and float not in packed
+    client.close()

@@ -438,7 +438,39 @@ def checkout(pool: Any, library: Library) -> Any:
     tenure keeps it, and connects it again after an interrupt."""
     conn = pool.get_connection("EVALSHA") if library == "valkey" else pool.get_connection()
     numbers_as_text(conn)
+    _pool_numbers_as_text(pool, conn)
     return conn
+
+
+def _pool_numbers_as_text(pool: Any, conn: Any) -> None:
+    """From now on, the connections ``pool`` makes pack numbers as text (see
+    :class:`_TextNumbers`) from their first handshake on: the packer of
+    ``conn``, a sync connection of it, given to the pool's connection
+    arguments (``command_packer``, which both libraries' connections take).
+    So no connection of a pool tenure uses, whether tenure's or the
+    client's own, hands the C packer a number: not the handshake of a
+    connection that redis-py's ordinary path makes for tenure's call, nor
+    the commands the program sends itself (the same bytes either way)."""
+    packer = getattr(conn, "_command_packer", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if isinstance(packer, _TextNumbers) and isinstance(kwargs, dict):
+        kwargs.setdefault("command_packer", packer)
+
+
+def pool_numbers_as_text(pool: Any) -> None:
+    """:func:`_pool_numbers_as_text` before ``pool`` made any connection for
+    tenure: its connection class is asked which packer it would use (a
+    connection object made and dropped, never connected). Nothing for a pool
+    whose connections pack in Python, or that was given a packer."""
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if not isinstance(kwargs, dict) or kwargs.get("command_packer") is not None:
+        return
+    try:
+        sample = pool.connection_class(**kwargs)
+    except Exception:  # (a pool of another shape: its connections are wrapped one by one)
+        return
+    numbers_as_text(sample)
+    _pool_numbers_as_text(pool, sample)
 
 
 #: The packers (redis-py's, valkey-py's) of a sync connection that packs with

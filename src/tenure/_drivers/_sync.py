@@ -867,6 +867,9 @@ def _state(client: Client) -> _State:
                     )
                 else:
                     pool = client.connection_pool  # type: ignore[union-attr]
+                    _clients.pool_numbers_as_text(pool)  # (before its first connection)
+                    if (single := getattr(client, "connection", None)) is not None:
+                        _clients.numbers_as_text(single)  # (a single_connection_client's)
                     state = _State(
                         _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
                     )
