@@ -697,6 +697,7 @@ def test_a_pool_tenure_uses_never_hands_hiredis_a_number(
     monkeypatch.setattr(hiredis, "pack_command", spy)
     client = redis.Redis.from_url(url, db=1, protocol=3)
     lease = Lock(client, "numbers").acquire()
+    assert lease is not None
     lease.release()
     client.connection_pool.disconnect()  # every connection makes its handshake again
     client.set("n", 5, px=60_000)
