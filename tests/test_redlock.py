@@ -32,6 +32,7 @@ from tenure import (
     InvalidArgument,
     Lock,
     NoQuorumError,
+    NotOwnedError,
     Redlock,
     _ops,
 )
@@ -1988,5 +1989,71 @@ def test_an_exception_of_a_signal_handler_in_an_async_round_gives_the_grant_back
         await lease.release()
         for c in alarmed:
             await c.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("where", ["as-it-begins", "releasing"])
+def test_the_owners_next_acquire_finishes_an_interrupted_release_first(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """KeyboardInterrupt inside ``lease.release()`` (as the call begins, or
+    once the lease is RELEASING, before the round is sent): every master
+    still holds the old token. The same owner's next acquire sends that
+    release again first: it neither answers ``AlreadyHeldError`` nor returns
+    while the old token holds a master, and the old lease is over."""
+    from tenure._leasebook import LeaseLife
+
+    name = f"rl-unfinished-{where}"
+    lock = Redlock(clients, name, ttl=30)
+    old = lock.acquire(blocking=False)
+    assert old is not None
+    if where == "as-it-begins":
+        stand_in, fired = raise_once(LeaseLife.check_process)
+        monkeypatch.setattr(LeaseLife, "check_process", stand_in)
+    else:
+        stand_in, fired = raise_once(Redlock._release_round)
+        monkeypatch.setattr(Redlock, "_release_round", stand_in)
+    with pytest.raises(KeyboardInterrupt):
+        old.release()
+    monkeypatch.undo()
+    assert fired
+    assert _holders(clients, name) == [old.owner.encode()] * N
+    new = lock.acquire(blocking=False)
+    assert new is not None, "the old lease's release was finished before the take"
+    assert _holders(clients, name) == [new.owner.encode()] * N
+    with pytest.raises(NotOwnedError):
+        old.release()
+    new.release()
+    assert _holders(clients, name) == [None] * N
+
+
+def test_the_owners_next_async_acquire_finishes_an_interrupted_release_first(
+    clients: list[redis.Redis], masters: list[ServerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The asyncio twin: a release cut off once the lease is RELEASING is
+    sent again by the same task's next acquire before it takes the lock."""
+    name = "arl-unfinished"
+
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        try:
+            lock = AsyncRedlock(aclients, name, ttl=30)
+            old = await lock.acquire(blocking=False)
+            assert old is not None
+            stand_in, fired = raise_once(AsyncRedlock._release_round)
+            monkeypatch.setattr(AsyncRedlock, "_release_round", stand_in)
+            with pytest.raises(KeyboardInterrupt):
+                await old.release()
+            monkeypatch.undo()
+            assert fired
+            assert _holders(clients, name) == [old.owner.encode()] * N
+            new = await lock.acquire(blocking=False)
+            assert new is not None, "the old lease's release was finished before the take"
+            assert _holders(clients, name) == [new.owner.encode()] * N
+            await new.release()
+        finally:
+            for c in aclients:
+                await c.aclose()
 
     asyncio.run(main())
