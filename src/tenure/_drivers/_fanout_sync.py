@@ -105,7 +105,17 @@ class _Workers:
         self._mutex = threading.Lock()
         self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
 
-    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+    def submit(
+        self,
+        fn: Callable[[], T],
+        before: Callable[[concurrent.futures.Future[T]], object] | None = None,
+    ) -> concurrent.futures.Future[T]:
+        """Run ``fn`` on a worker thread: its future. ``before``, if given, is
+        called with the future before ``fn`` is handed to a thread, so that
+        the caller knows of every call that may run, whatever interrupts this
+        one (a signal handler may raise as any call returns). Cut off, the
+        call is cancelled if it has not started (it never will), and the
+        thread it was handed to ends once done."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def call() -> None:
@@ -116,12 +126,23 @@ class _Workers:
             except BaseException as exc:
                 future.set_exception(exc)
 
-        with self._mutex:
-            inbox = self._idle.pop() if self._idle else None
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            _start(self._work, "tenure-parallel", inbox)
-        inbox.put(call)
+        inbox: queue.SimpleQueue[Callable[[], None] | None] | None = None
+        try:
+            if before is not None:
+                before(future)
+            with self._mutex:
+                inbox = self._idle.pop() if self._idle else None
+            if inbox is None:
+                inbox = queue.SimpleQueue()
+                inbox.put(call)  # (before the thread starts: it never waits for one lost)
+                _start(self._work, "tenure-parallel", inbox)
+            else:
+                inbox.put(call)
+        except BaseException:
+            future.cancel()
+            if inbox is not None:
+                inbox.put(None)  # (after the call, if it was handed over)
+            raise
         return future
 
     def forget(self) -> None:
@@ -270,6 +291,16 @@ def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
     return True
 
 
+def _in_flight(client: Client, future: concurrent.futures.Future[Any]) -> None:
+    """``future`` is the call on a worker thread for ``client`` (the one that
+    later calls queue behind), known before the call is handed over: a
+    release never overtakes a call of which an interrupt kept the caller
+    from hearing."""
+    with _late_mutex:
+        _on_thread[client] = future
+    future.add_done_callback(functools.partial(_after, weakref.ref(client)))
+
+
 def _after(ref: weakref.ref[Any], future: concurrent.futures.Future[Any]) -> None:
     """A worker thread's call on a client ended: forget it, and send what
     queued behind it. (``ref``: the client's weak reference. A finished
@@ -332,31 +363,6 @@ def _scatter(
     due: dict[int, int] = {}  # replies due on conns[i] before its own
     fans: dict[int, _Fan] = {}  # the pool's connections conns[i] belongs to
     suspects: set[int] = set()  # the jobs in ``threaded`` whose server is under suspicion
-    for i, (client, plan) in enumerate(jobs):
-        suspect = client in _suspects
-        earlier = _on_thread.get(client) if suspect or behind else None
-        if earlier is not None and not earlier.done():
-            # a call still stuck on that server (paused): no second thread for
-            # it; or one still in flight that this one must not overtake
-            plan.close()
-            results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
-            continue
-        if not suspect:
-            state = _state(client)
-            fan = state.fan
-            if state.server is not None and fan is not None:
-                taken = _take_connection(client, fan)
-                if taken is not None:
-                    conns[i], due[i] = taken
-                    fans[i] = fan
-                    continue
-        if suspect:
-            suspects.add(i)
-        with _late_mutex:
-            threaded[i] = _on_thread[client] = _workers.submit(
-                functools.partial(_run_trusted, client, plan)
-            )
-        threaded[i].add_done_callback(functools.partial(_after, weakref.ref(client)))
 
     def advance(i: int, reply: Any, error: BaseException | None) -> None:
         plan = jobs[i][1]
@@ -372,6 +378,30 @@ def _scatter(
             steps.pop(i, None)
 
     try:
+        # (a connection taken here is dropped if an interrupt cuts the loop off)
+        for i, (client, plan) in enumerate(jobs):
+            suspect = client in _suspects
+            earlier = _on_thread.get(client) if suspect or behind else None
+            if earlier is not None and not earlier.done():
+                # a call still stuck on that server (paused): no second thread for
+                # it; or one still in flight that this one must not overtake
+                plan.close()
+                results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
+                continue
+            if not suspect:
+                state = _state(client)
+                fan = state.fan
+                if state.server is not None and fan is not None:
+                    taken = _take_connection(client, fan)
+                    if taken is not None:
+                        conns[i], due[i] = taken
+                        fans[i] = fan
+                        continue
+            if suspect:
+                suspects.add(i)
+            threaded[i] = _workers.submit(
+                functools.partial(_run_trusted, client, plan), functools.partial(_in_flight, client)
+            )
         for i in range(len(jobs)):
             if i not in threaded and results[i] is _NOT_DONE:
                 advance(i, None, None)
@@ -512,8 +542,19 @@ def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
             _drop(client, fan, conn)
         if stale:
             _broke(client)
-    _workers.submit(functools.partial(_check_out, client, fan))
+    _workers.submit(
+        functools.partial(_check_out, client, fan),
+        lambda future: future.add_done_callback(functools.partial(_not_checked_out, fan)),
+    )
     return None
+
+
+def _not_checked_out(fan: _Fan, future: concurrent.futures.Future[Any]) -> None:
+    """A check-out an interrupt cut off before it began: the next call may start one."""
+    if future.cancelled():
+        with _spare_mutex:
+            fan.connecting = False
+            fan.open -= 1
 
 
 def _sound(conn: Any) -> bool:
@@ -817,8 +858,10 @@ def listen_each(
             return None
         return lambda: hub.unlisten(ch, event)
 
-    futures = [_workers.submit(functools.partial(one, client)) for client in clients]
-    try:
+    futures: list[concurrent.futures.Future[Callable[[], None] | None]] = []
+    try:  # (each listen known before it is handed over: see _Workers.submit)
+        for client in clients:
+            _workers.submit(functools.partial(one, client), futures.append)
         concurrent.futures.wait(futures, timeout)
     except BaseException:  # interrupted: nothing may be left listening either
         for future in futures:
@@ -836,7 +879,7 @@ def listen_each(
 
 
 def _unlisten_late(future: concurrent.futures.Future[Callable[[], None] | None]) -> None:
-    if future.exception() is None:
+    if not future.cancelled() and future.exception() is None:
         stop = future.result()
         if stop is not None:
             stop()
