@@ -318,18 +318,26 @@ def _after(ref: weakref.ref[Any], future: concurrent.futures.Future[Any]) -> Non
 
 def _deliver(client: Client) -> None:
     """Send the steps queued for ``client`` by :func:`send_late` (those still
-    wanted), in one round trip, on a worker thread that the next ones queue behind."""
+    wanted), in one round trip, on a worker thread that the next ones queue
+    behind. The worker takes them off the queue: a hand-over cut off by an
+    interrupt leaves them queued for the next delivery, never lost."""
     with _late_mutex:
         earlier = _on_thread.get(client)
         if earlier is not None and not earlier.done():
             return  # another call got there first: they go after it
+        if not _late.get(client):
+            return
+    _workers.submit(functools.partial(_send_queued, client), functools.partial(_in_flight, client))
+
+
+def _send_queued(client: Client) -> Any:
+    """On a worker thread: send the steps queued for ``client`` that are still wanted."""
+    with _late_mutex:
         now = time.monotonic()
         steps = [step for step, until in _late.pop(client, []) if until > now]
-        if not steps:
-            return
-        plan = redlock_plans.late_plan(steps)
-        future = _on_thread[client] = _workers.submit(functools.partial(_run_trusted, client, plan))
-    future.add_done_callback(functools.partial(_after, weakref.ref(client)))
+    if not steps:
+        return None
+    return _run_trusted(client, redlock_plans.late_plan(steps))
 
 
 class _Fallback(Exception):
