@@ -7,7 +7,6 @@ whose connections, hub and watchdog it uses."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import functools
 import os
@@ -17,7 +16,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Generic
 
 import redis
 import redis.client
@@ -37,6 +36,7 @@ from ._sync import (
     _REDIS,
     SPARE_CONNECTIONS,
     Client,
+    SafeEvent,
     T,
     _exiting,
     _Fan,
@@ -95,6 +95,95 @@ def unwatch_shared(watch: Watch) -> None:
         dog.unwatch(watch)
 
 
+class _Call(Generic[T]):
+    """A call handed to a worker thread (what ``concurrent.futures.Future``
+    is to an executor), which the calling thread reads and waits for without
+    entering a lock but by ``with``: ``Future`` guards its state with a
+    ``Condition`` that Python code enters by calling its lock's acquire, and
+    a signal handler that raises as that call returns leaves the lock held
+    for good (the worker then blocks as it sets the result, and every later
+    call on that server waits behind it). Waiting is on a
+    :class:`~._sync.SafeEvent`."""
+
+    __slots__ = ("_callbacks", "_done", "_error", "_mutex", "_result", "_state")
+
+    def __init__(self) -> None:
+        self._state = "pending"  # then "running" and "done", or "cancelled"
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self._done = SafeEvent()
+        self._callbacks: list[Callable[[_Call[T]], object]] = []
+        self._mutex = threading.Lock()  # (entered only by ``with``)
+
+    def start(self) -> bool:
+        """On the worker: whether to run the call (not cancelled); it is running."""
+        with self._mutex:
+            if self._state != "pending":
+                return False
+            self._state = "running"
+            return True
+
+    def cancel(self) -> bool:
+        """Cancel the call if it has not started: whether it never will run."""
+        with self._mutex:
+            if self._state != "pending":
+                return self._state == "cancelled"
+            self._state = "cancelled"
+        self._finish()
+        return True
+
+    def end(self, result: T | None, error: BaseException | None) -> None:
+        """On the worker: the call returned ``result`` or raised ``error``."""
+        with self._mutex:
+            self._result, self._error, self._state = result, error, "done"
+        self._finish()
+
+    def _finish(self) -> None:
+        self._done.set()
+        with self._mutex:
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            with contextlib.suppress(Exception):
+                callback(self)
+
+    def add_done_callback(self, callback: Callable[[_Call[T]], object]) -> None:
+        """Call ``callback`` with the call once it is done or cancelled (at once if it is)."""
+        with self._mutex:
+            if self._state in ("pending", "running"):
+                self._callbacks.append(callback)
+                return
+        with contextlib.suppress(Exception):
+            callback(self)
+
+    def done(self) -> bool:
+        """Whether it returned, raised or was cancelled."""
+        return self._state in ("done", "cancelled")
+
+    def cancelled(self) -> bool:
+        return self._state == "cancelled"
+
+    def exception(self) -> BaseException | None:
+        """(Done) what it raised, or ``None``."""
+        return self._error
+
+    def result(self) -> T:
+        """(Done, not raised) what it returned."""
+        return self._result  # type: ignore[return-value]
+
+    def wait(self, timeout: float) -> bool:
+        return self._done.wait(timeout)
+
+
+def _wait(calls: Iterable[_Call[Any]], timeout: float) -> None:
+    """Wait until every one of ``calls`` is done, for at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    for call in calls:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        call.wait(left)
+
+
 class _Workers:
     """Threads that run calls for :func:`run_each` and :func:`listen_each`: an
     idle one is reused, else a new one starts, so that a call stuck on a paused
@@ -108,23 +197,25 @@ class _Workers:
     def submit(
         self,
         fn: Callable[[], T],
-        before: Callable[[concurrent.futures.Future[T]], object] | None = None,
-    ) -> concurrent.futures.Future[T]:
+        before: Callable[[_Call[T]], object] | None = None,
+    ) -> _Call[T]:
         """Run ``fn`` on a worker thread: its future. ``before``, if given, is
         called with the future before ``fn`` is handed to a thread, so that
         the caller knows of every call that may run, whatever interrupts this
         one (a signal handler may raise as any call returns). Cut off, the
         call is cancelled if it has not started (it never will), and the
         thread it was handed to ends once done."""
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        future: _Call[T] = _Call()
 
         def call() -> None:
-            if not future.set_running_or_notify_cancel():
+            if not future.start():
                 return
             try:
-                future.set_result(fn())
+                result = fn()
             except BaseException as exc:
-                future.set_exception(exc)
+                future.end(None, exc)
+            else:
+                future.end(result, None)
 
         inbox: queue.SimpleQueue[Callable[[], None] | None] | None = None
         try:
@@ -179,7 +270,7 @@ def _gather(calls: Sequence[Callable[[], T]], timeout: float) -> list[T | BaseEx
     """Run ``calls`` at once on worker threads; each one's result or exception,
     ``TimeoutError`` for one not done within ``timeout`` seconds (left running)."""
     futures = [_workers.submit(call) for call in calls]
-    concurrent.futures.wait(futures, timeout)
+    _wait(futures, timeout)
     out: list[T | BaseException] = []
     for future in futures:
         if not future.done():
@@ -291,7 +382,7 @@ def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
     return True
 
 
-def _in_flight(client: Client, future: concurrent.futures.Future[Any]) -> None:
+def _in_flight(client: Client, future: _Call[Any]) -> None:
     """``future`` is the call on a worker thread for ``client`` (the one that
     later calls queue behind), known before the call is handed over: a
     release never overtakes a call of which an interrupt kept the caller
@@ -301,7 +392,7 @@ def _in_flight(client: Client, future: concurrent.futures.Future[Any]) -> None:
     future.add_done_callback(functools.partial(_after, weakref.ref(client)))
 
 
-def _after(ref: weakref.ref[Any], future: concurrent.futures.Future[Any]) -> None:
+def _after(ref: weakref.ref[Any], future: _Call[Any]) -> None:
     """A worker thread's call on a client ended: forget it, and send what
     queued behind it. (``ref``: the client's weak reference. A finished
     future keeps its callbacks, and its exception's traceback the frames that
@@ -366,7 +457,7 @@ def _scatter(
     so, or ``deadline``."""
     results: list[Any] = [_NOT_DONE] * len(jobs)
     steps: dict[int, Any] = {}
-    threaded: dict[int, concurrent.futures.Future[Any]] = {}
+    threaded: dict[int, _Call[Any]] = {}
     conns: dict[int, Any] = {}
     due: dict[int, int] = {}  # replies due on conns[i] before its own
     fans: dict[int, _Fan] = {}  # the pool's connections conns[i] belongs to
@@ -497,7 +588,7 @@ def _scatter(
         unwaited = {i for i in suspects if not threaded[i].done()}
     waited = [future for i, future in threaded.items() if i not in unwaited]
     if waited:
-        concurrent.futures.wait(waited, max(0.0, deadline - time.monotonic()))
+        _wait(waited, max(0.0, deadline - time.monotonic()))
     for i, future in threaded.items():
         if i in unwaited:
             results[i] = NotYet("no reply waited for: enough others answered")
@@ -557,7 +648,7 @@ def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
     return None
 
 
-def _not_checked_out(fan: _Fan, future: concurrent.futures.Future[Any]) -> None:
+def _not_checked_out(fan: _Fan, future: _Call[Any]) -> None:
     """A check-out an interrupt cut off before it began: the next call may start one."""
     if future.cancelled():
         with _spare_mutex:
@@ -647,9 +738,7 @@ _suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
 
 #: The last call made on a worker thread for each client: while it has not
 #: returned (a paused server, no socket timeout), no other is started for it.
-_on_thread: weakref.WeakKeyDictionary[Any, concurrent.futures.Future[Any]] = (
-    weakref.WeakKeyDictionary()
-)
+_on_thread: weakref.WeakKeyDictionary[Any, _Call[Any]] = weakref.WeakKeyDictionary()
 
 
 #: How many times :func:`run_each` found the connection to each pool's server
@@ -866,11 +955,11 @@ def listen_each(
             return None
         return lambda: hub.unlisten(ch, event)
 
-    futures: list[concurrent.futures.Future[Callable[[], None] | None]] = []
+    futures: list[_Call[Callable[[], None] | None]] = []
     try:  # (each listen known before it is handed over: see _Workers.submit)
         for client in clients:
             _workers.submit(functools.partial(one, client), futures.append)
-        concurrent.futures.wait(futures, timeout)
+        _wait(futures, timeout)
     except BaseException:  # interrupted: nothing may be left listening either
         for future in futures:
             future.add_done_callback(_unlisten_late)
@@ -886,7 +975,7 @@ def listen_each(
     return out
 
 
-def _unlisten_late(future: concurrent.futures.Future[Callable[[], None] | None]) -> None:
+def _unlisten_late(future: _Call[Callable[[], None] | None]) -> None:
     if not future.cancelled() and future.exception() is None:
         stop = future.result()
         if stop is not None:
