@@ -203,8 +203,7 @@ class _Workers:
         called with the future before ``fn`` is handed to a thread, so that
         the caller knows of every call that may run, whatever interrupts this
         one (a signal handler may raise as any call returns). Cut off, the
-        call is cancelled if it has not started (it never will), and the
-        thread it was handed to ends once done."""
+        call is cancelled if it has not started (it never will)."""
         future: _Call[T] = _Call()
 
         def call() -> None:
@@ -217,7 +216,6 @@ class _Workers:
             else:
                 future.end(result, None)
 
-        inbox: queue.SimpleQueue[Callable[[], None] | None] | None = None
         try:
             if before is not None:
                 before(future)
@@ -230,9 +228,9 @@ class _Workers:
             else:
                 inbox.put(call)
         except BaseException:
+            # (a thread taken off the idle list whose call never came ends
+            # after a second idle wait; one that ran it goes back to the list)
             future.cancel()
-            if inbox is not None:
-                inbox.put(None)  # (after the call, if it was handed over)
             raise
         return future
 
@@ -243,6 +241,7 @@ class _Workers:
         self._idle = []
 
     def _work(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+        taken = False  # taken off the idle list, no job seen since
         while not _exiting.is_set():
             try:
                 job = inbox.get(timeout=WORKER_IDLE)
@@ -251,7 +250,11 @@ class _Workers:
                     if inbox in self._idle:
                         self._idle.remove(inbox)
                         return
+                if taken:  # its job never came: the submit was cut off
+                    return
+                taken = True
                 continue  # handed a job just now: take it
+            taken = False
             if job is None:
                 return
             job()
