@@ -25,6 +25,12 @@ What it checks, with the alarms off:
   construction: a lease that acquire *returned* is always released in a
   ``finally``, and an alarm that lands in the harness's own frames (before
   the call began, after it returned, in the bookkeeping) is not raised.
+  A Redlock's clean-up round returns once a quorum of masters answered; a
+  slower master gets the release late (behind a call still in flight
+  there), within the per-master timeout. So for Redlock the check first
+  waits, alarms off, up to that timeout plus 0.25 s for the owner's holds
+  to go (counted as ``late``, not a failure); only what is still held
+  then is stranded (a real one stays until its ttl).
 - **unfinished**: a release that was interrupted leaves the lease RELEASING;
   every other such lease is left to the owner's next acquire, which must
   send the release again (``src/tenure/_leasebook.py``); still held after
@@ -107,6 +113,7 @@ ARMED = [1.0]
 SERVERS = {"multi": 2, "redlock": 3}
 
 TTL = 2.0  # renewed by the watchdog: a stranded lease the watchdog keeps shows as `renewed`
+SETTLE_GRACE = 0.25  # beyond a Redlock's per-master timeout, for a loaded machine
 ACQUIRE_TIMEOUT = 0.3
 PERMITS = 2
 WRITER = 1000  # a writer's weight on the overlap counter; a reader's is 1
@@ -139,6 +146,7 @@ class Counts:
     release_interrupted: int = 0
     release_left_held: int = 0  # the interrupted release left the hold in Redis (allowed)
     unfinished: int = 0
+    late: int = 0  # (Redlock) checks that waited for a late release first (see ``settling``)
     overlaps: int = 0
     already_held: int = 0
     pool_broken: int = 0  # redis-py's pool kept a half-connected connection (AttributeError)
@@ -244,6 +252,9 @@ class Kind:
     limit: int  # the largest legal sum; writers are checked apart
     holders: Callable[[], list[str]]  # who holds what, in Redis (owner ids or tokens)
     queued: Callable[[], list[str]] = lambda: []
+    #: how long a release may still be landing after its call returned (Redlock:
+    #: one round returns once a quorum answered; the others get it late)
+    settle: float = 0.0
 
 
 #: The classes of each API (the asyncio twins' calls return coroutines).
@@ -361,6 +372,7 @@ def build(
             lambda: 1,
             1,
             lambda: [h for c in inspect for h in lock_holders(NAME, c)],
+            settle=red._timeout + SETTLE_GRACE,
         )
     raise ValueError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
 
@@ -451,6 +463,21 @@ class Cell:
                 except Exception as exc:
                     self.counts.error("contender-release", exc)
             time.sleep(rng.uniform(0, 0.003))
+
+    def settling(self, kind: Kind, began: float) -> bool:
+        """Whether to wait on (alarms off) for a release still landing: a
+        Redlock whose round returned once a quorum answered sends it to the
+        others late, within its per-master timeout (``kind.settle``, plus a
+        grace). True while something of the loop's owner is held and that
+        time has not run out; what is still held then is the check's."""
+        return time.monotonic() < began + kind.settle and bool(ours(kind.holders(), self.owner))
+
+    def settle(self, kind: Kind) -> None:
+        began = time.monotonic()
+        if self.settling(kind, began):
+            self.counts.late += 1
+            while self.settling(kind, began):
+                time.sleep(0.005)
 
     def wait_until_clear(self, kind: Kind, found: list[str]) -> bool:
         """Wait (alarms off) for what was stranded to end by its ttl; False if
@@ -590,6 +617,7 @@ class Cell:
                 continue  # judged after the next acquire that returns
             tokens = {t for p in pending for t in tokens_of(p)}
             self.pending_phases = ", ".join(self.phases.pop(id(p), "?") for p in pending)
+            self.settle(kind)
             if not self.check(kind, tokens):
                 break
             for p in pending:
@@ -840,6 +868,11 @@ class AsyncCell(Cell):
                 continue
             tokens = {t for p in pending for t in tokens_of(p)}
             self.pending_phases = ", ".join(self.phases.pop(id(p), "?") for p in pending)
+            began = time.monotonic()
+            if self.settling(kind, began):  # (the loop's tasks send late releases)
+                self.counts.late += 1
+                while self.settling(kind, began):
+                    await asyncio.sleep(0.005)
             if not self.check(kind, tokens):
                 break
             for p in pending:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import linecache
 import multiprocessing
 import os
 import signal
@@ -32,6 +33,7 @@ from tenure import (
     InvalidArgument,
     Lock,
     NoQuorumError,
+    NotOwnedError,
     Redlock,
     _ops,
 )
@@ -1844,7 +1846,7 @@ def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
     clean-up release for that master is queued behind the acquire still in
     flight (a release never overtakes the acquire it undoes), so once the
     acquire runs there the name is released at once, not held for the ttl."""
-    import concurrent.futures
+    from tenure._drivers import _fanout_sync
 
     name = "rl-first-round-interrupted"
     pool = redis.ConnectionPool(
@@ -1853,23 +1855,22 @@ def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
     slow = redis.Redis(connection_pool=pool)
     fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
     lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
-    wait = concurrent.futures.wait
+    wait = _fanout_sync._wait
     fired: list[int] = []
 
-    def interrupted_wait(fs: Any, timeout: float | None = None, **kwargs: Any) -> Any:
-        out = wait(fs, timeout, **kwargs)
+    def interrupted_wait(calls: Any, timeout: float) -> None:
+        wait(calls, timeout)
         if not fired and _SlowFirstScript.holding.is_set():
             # Ctrl-C as the acquire round's wait ends, master 0's call still out
             # (not in the round before it, which asks the masters who they are)
             fired.append(1)
             raise KeyboardInterrupt
-        return out
 
     _SlowFirstScript.go.clear()
     _SlowFirstScript.holding.clear()
     _SlowFirstScript.needle = name.encode()
     _SlowFirstScript.armed = True
-    monkeypatch.setattr(concurrent.futures, "wait", interrupted_wait)
+    monkeypatch.setattr(_fanout_sync, "_wait", interrupted_wait)
     try:
         with pytest.raises(KeyboardInterrupt):
             lock.acquire()
@@ -1990,3 +1991,249 @@ def test_an_exception_of_a_signal_handler_in_an_async_round_gives_the_grant_back
             await c.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("where", ["as-it-begins", "releasing"])
+def test_the_owners_next_acquire_finishes_an_interrupted_release_first(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """KeyboardInterrupt inside ``lease.release()`` (as the call begins, or
+    once the lease is RELEASING, before the round is sent): every master
+    still holds the old token. The same owner's next acquire sends that
+    release again first: it neither answers ``AlreadyHeldError`` nor returns
+    while the old token holds a master, and the old lease is over."""
+    from tenure._leasebook import LeaseLife
+
+    name = f"rl-unfinished-{where}"
+    lock = Redlock(clients, name, ttl=30)
+    old = lock.acquire(blocking=False)
+    assert old is not None
+    if where == "as-it-begins":
+        stand_in, fired = raise_once(LeaseLife.check_process)
+        monkeypatch.setattr(LeaseLife, "check_process", stand_in)
+    else:
+        stand_in, fired = raise_once(Redlock._release_round)
+        monkeypatch.setattr(Redlock, "_release_round", stand_in)
+    with pytest.raises(KeyboardInterrupt):
+        old.release()
+    monkeypatch.undo()
+    assert fired
+    assert _holders(clients, name) == [old.owner.encode()] * N
+    new = lock.acquire(blocking=False)
+    assert new is not None, "the old lease's release was finished before the take"
+    assert old.owner.encode() not in _holders(clients, name)
+    assert _holders(clients, name).count(new.owner.encode()) >= 3
+    with pytest.raises(NotOwnedError):
+        old.release()
+    new.release()
+    assert _holders(clients, name) == [None] * N
+
+
+def test_the_owners_next_async_acquire_finishes_an_interrupted_release_first(
+    clients: list[redis.Redis], masters: list[ServerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The asyncio twin: a release cut off once the lease is RELEASING is
+    sent again by the same task's next acquire before it takes the lock."""
+    name = "arl-unfinished"
+
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        try:
+            lock = AsyncRedlock(aclients, name, ttl=30)
+            old = await lock.acquire(blocking=False)
+            assert old is not None
+            stand_in, fired = raise_once(AsyncRedlock._release_round)
+            monkeypatch.setattr(AsyncRedlock, "_release_round", stand_in)
+            with pytest.raises(KeyboardInterrupt):
+                await old.release()
+            monkeypatch.undo()
+            assert fired
+            assert _holders(clients, name) == [old.owner.encode()] * N
+            new = await lock.acquire(blocking=False)
+            assert new is not None, "the old lease's release was finished before the take"
+            assert old.owner.encode() not in _holders(clients, name)
+            await new.release()
+        finally:
+            for c in aclients:
+                await c.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("handed", [True, False])
+def test_an_interrupt_as_a_rounds_call_is_handed_to_a_thread_releases_after_it(
+    clients: list[redis.Redis], masters: list[ServerProcess], handed: bool
+) -> None:
+    """KeyboardInterrupt as a fresh Redlock's acquire round hands master 0's
+    call to a worker thread (``handed``: the call handed over and running,
+    before the round hears of it: a signal handler runs as ``put`` returns):
+    the clean-up release for master 0 is still queued behind that acquire,
+    so the name is released there once the acquire runs, not held for the
+    ttl. Cut off before it was handed over, the call never runs, and master
+    0 is not left waiting for it (the next acquire takes it there)."""
+    from tenure._drivers import _fanout_sync
+
+    name = f"rl-handed-over-interrupted-{handed}"
+    at = "return future" if handed else "inbox.put(call)"
+    pool = redis.ConnectionPool(
+        host="127.0.0.1", port=masters[0].port, connection_class=_SlowFirstScript
+    )
+    slow = redis.Redis(connection_pool=pool)
+    fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
+    lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
+    code = _fanout_sync._Workers.submit.__code__
+    fired: list[int] = []
+
+    def in_take(frame: FrameType | None) -> bool:
+        while frame is not None:
+            if frame.f_code.co_name == "_take":
+                return True
+            frame = frame.f_back
+        return False
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        fn = frame.f_locals.get("fn")
+        if (
+            not fired
+            and event == "line"
+            and at in linecache.getline(code.co_filename, frame.f_lineno)
+            and getattr(fn, "func", None) is _fanout_sync._run_trusted
+            and getattr(fn, "args", (None,))[0] is slow
+            and in_take(frame)
+        ):
+            # the acquire is on master 0's worker thread, held before it is sent
+            assert not handed or _SlowFirstScript.holding.wait(5)
+            fired.append(frame.f_lineno)
+            raise KeyboardInterrupt
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is code else None
+
+    _SlowFirstScript.go.clear()
+    _SlowFirstScript.holding.clear()
+    _SlowFirstScript.needle = name.encode()
+    _SlowFirstScript.armed = True
+    sys.settrace(calls)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire()
+    finally:
+        sys.settrace(None)
+        _SlowFirstScript.armed = False
+        _SlowFirstScript.go.set()
+    assert fired
+    if handed:
+        deadline = time.monotonic() + 5
+        while _fence_on(clients[0], name) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _fence_on(clients[0], name) > 0, "the handed-over acquire ran on master 0"
+    _gone_within(clients, name, 2.0)
+    if not handed:
+        assert _fence_on(clients[0], name) == 0, "the call cut off before it was handed over"
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    assert _holders(clients, name).count(lease.owner.encode()) >= 3
+    lease.release()
+    for c in fresh:
+        c.close()
+
+
+def _in(frame: FrameType | None, function: str) -> bool:
+    """Whether ``frame`` is (called by) a call of a function named ``function``."""
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _interrupt_in_the_rounds_wait(at: int) -> tuple[Any, list[str]]:
+    """A trace function that raises KeyboardInterrupt once, at the ``at``-th
+    line run by the sync round's wait for its calls on worker threads (in
+    the acquire round, once master 0's acquire is held on its thread); and
+    a list that names where, once it raised."""
+    from tenure._drivers import _fanout_sync
+
+    scatter = _fanout_sync._scatter.__code__
+    seen: list[int] = []
+    fired: list[str] = []
+
+    def under_wait(frame: FrameType | None) -> bool:
+        while frame is not None:
+            back = frame.f_back
+            if back is not None and back.f_code is scatter:
+                return frame.f_code.co_name in ("wait", "_wait")
+            frame = back
+        return False
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if fired or event != "line":
+            return local
+        seen.append(1)
+        if len(seen) == at:
+            fired.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+            raise KeyboardInterrupt
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        if fired or not under_wait(frame) or not _in(frame, "_take"):
+            return None  # (not the acquire round: the one that asks who the masters are)
+        assert _SlowFirstScript.holding.wait(5), "master 0's acquire is on its thread"
+        return local
+
+    return calls, fired
+
+
+def test_an_interrupt_anywhere_in_a_rounds_wait_for_its_threads_strands_nothing(
+    masters: list[ServerProcess], clients: list[redis.Redis]
+) -> None:
+    """KeyboardInterrupt at each line, in turn, of the sync round's wait for
+    its calls on worker threads (a fresh Redlock's first acquire round,
+    master 0's acquire held on its thread): once master 0's acquire runs,
+    the clean-up release queued behind it runs too, and the name is free on
+    every master. (The wait entered each call's lock by calling its
+    acquire: an interrupt as that call returned left the lock held, the
+    worker blocked for good as it set the result, and the queued release
+    never went out: the name stayed held on master 0 until its ttl.)"""
+    at = 1
+    while at <= 60:
+        name = f"rl-wait-interrupted-{at}"
+        pool = redis.ConnectionPool(
+            host="127.0.0.1", port=masters[0].port, connection_class=_SlowFirstScript
+        )
+        fresh = [redis.Redis(connection_pool=pool)] + [
+            redis.Redis.from_url(s.url) for s in masters[1:]
+        ]
+        lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
+        calls, fired = _interrupt_in_the_rounds_wait(at)
+        _SlowFirstScript.go.clear()
+        _SlowFirstScript.holding.clear()
+        _SlowFirstScript.needle = name.encode()
+        _SlowFirstScript.armed = True
+        sys.settrace(calls)
+        try:
+            lease = lock.acquire()
+        except KeyboardInterrupt:
+            lease = None
+        finally:
+            sys.settrace(None)
+            _SlowFirstScript.armed = False
+            _SlowFirstScript.go.set()
+        if lease is not None:  # past the wait's last line: nothing cut off
+            assert not fired
+            lease.release()
+            _gone_within(clients, name, 2.0)
+            break
+        assert fired
+        deadline = time.monotonic() + 5
+        while _fence_on(clients[0], name) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        try:
+            _gone_within(clients, name, 2.0)
+        except AssertionError:
+            raise AssertionError(f"held after an interrupt in {fired[0]}") from None
+        for c in fresh:
+            c.close()
+        at += 1
+    assert at > 10, f"only {at - 1} points of the wait were interrupted"

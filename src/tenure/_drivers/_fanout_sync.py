@@ -7,7 +7,6 @@ whose connections, hub and watchdog it uses."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import functools
 import os
@@ -17,7 +16,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Generic
 
 import redis
 import redis.client
@@ -37,6 +36,7 @@ from ._sync import (
     _REDIS,
     SPARE_CONNECTIONS,
     Client,
+    SafeEvent,
     T,
     _exiting,
     _Fan,
@@ -95,6 +95,95 @@ def unwatch_shared(watch: Watch) -> None:
         dog.unwatch(watch)
 
 
+class _Call(Generic[T]):
+    """A call handed to a worker thread (what ``concurrent.futures.Future``
+    is to an executor), which the calling thread reads and waits for without
+    entering a lock but by ``with``: ``Future`` guards its state with a
+    ``Condition`` that Python code enters by calling its lock's acquire, and
+    a signal handler that raises as that call returns leaves the lock held
+    for good (the worker then blocks as it sets the result, and every later
+    call on that server waits behind it). Waiting is on a
+    :class:`~._sync.SafeEvent`."""
+
+    __slots__ = ("_callbacks", "_done", "_error", "_mutex", "_result", "_state")
+
+    def __init__(self) -> None:
+        self._state = "pending"  # then "running" and "done", or "cancelled"
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self._done = SafeEvent()
+        self._callbacks: list[Callable[[_Call[T]], object]] = []
+        self._mutex = threading.Lock()  # (entered only by ``with``)
+
+    def start(self) -> bool:
+        """On the worker: whether to run the call (not cancelled); it is running."""
+        with self._mutex:
+            if self._state != "pending":
+                return False
+            self._state = "running"
+            return True
+
+    def cancel(self) -> bool:
+        """Cancel the call if it has not started: whether it never will run."""
+        with self._mutex:
+            if self._state != "pending":
+                return self._state == "cancelled"
+            self._state = "cancelled"
+        self._finish()
+        return True
+
+    def end(self, result: T | None, error: BaseException | None) -> None:
+        """On the worker: the call returned ``result`` or raised ``error``."""
+        with self._mutex:
+            self._result, self._error, self._state = result, error, "done"
+        self._finish()
+
+    def _finish(self) -> None:
+        self._done.set()
+        with self._mutex:
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            with contextlib.suppress(Exception):
+                callback(self)
+
+    def add_done_callback(self, callback: Callable[[_Call[T]], object]) -> None:
+        """Call ``callback`` with the call once it is done or cancelled (at once if it is)."""
+        with self._mutex:
+            if self._state in ("pending", "running"):
+                self._callbacks.append(callback)
+                return
+        with contextlib.suppress(Exception):
+            callback(self)
+
+    def done(self) -> bool:
+        """Whether it returned, raised or was cancelled."""
+        return self._state in ("done", "cancelled")
+
+    def cancelled(self) -> bool:
+        return self._state == "cancelled"
+
+    def exception(self) -> BaseException | None:
+        """(Done) what it raised, or ``None``."""
+        return self._error
+
+    def result(self) -> T:
+        """(Done, not raised) what it returned."""
+        return self._result  # type: ignore[return-value]
+
+    def wait(self, timeout: float) -> bool:
+        return self._done.wait(timeout)
+
+
+def _wait(calls: Iterable[_Call[Any]], timeout: float) -> None:
+    """Wait until every one of ``calls`` is done, for at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    for call in calls:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        call.wait(left)
+
+
 class _Workers:
     """Threads that run calls for :func:`run_each` and :func:`listen_each`: an
     idle one is reused, else a new one starts, so that a call stuck on a paused
@@ -105,23 +194,44 @@ class _Workers:
         self._mutex = threading.Lock()
         self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
 
-    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+    def submit(
+        self,
+        fn: Callable[[], T],
+        before: Callable[[_Call[T]], object] | None = None,
+    ) -> _Call[T]:
+        """Run ``fn`` on a worker thread: its future. ``before``, if given, is
+        called with the future before ``fn`` is handed to a thread, so that
+        the caller knows of every call that may run, whatever interrupts this
+        one (a signal handler may raise as any call returns). Cut off, the
+        call is cancelled if it has not started (it never will)."""
+        future: _Call[T] = _Call()
 
         def call() -> None:
-            if not future.set_running_or_notify_cancel():
+            if not future.start():
                 return
             try:
-                future.set_result(fn())
+                result = fn()
             except BaseException as exc:
-                future.set_exception(exc)
+                future.end(None, exc)
+            else:
+                future.end(result, None)
 
-        with self._mutex:
-            inbox = self._idle.pop() if self._idle else None
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            _start(self._work, "tenure-parallel", inbox)
-        inbox.put(call)
+        try:
+            if before is not None:
+                before(future)
+            with self._mutex:
+                inbox = self._idle.pop() if self._idle else None
+            if inbox is None:
+                inbox = queue.SimpleQueue()
+                inbox.put(call)  # (before the thread starts: it never waits for one lost)
+                _start(self._work, "tenure-parallel", inbox)
+            else:
+                inbox.put(call)
+        except BaseException:
+            # (a thread taken off the idle list whose call never came ends
+            # after a second idle wait; one that ran it goes back to the list)
+            future.cancel()
+            raise
         return future
 
     def forget(self) -> None:
@@ -131,6 +241,7 @@ class _Workers:
         self._idle = []
 
     def _work(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+        taken = False  # taken off the idle list, no job seen since
         while not _exiting.is_set():
             try:
                 job = inbox.get(timeout=WORKER_IDLE)
@@ -139,7 +250,11 @@ class _Workers:
                     if inbox in self._idle:
                         self._idle.remove(inbox)
                         return
+                if taken:  # its job never came: the submit was cut off
+                    return
+                taken = True
                 continue  # handed a job just now: take it
+            taken = False
             if job is None:
                 return
             job()
@@ -158,7 +273,7 @@ def _gather(calls: Sequence[Callable[[], T]], timeout: float) -> list[T | BaseEx
     """Run ``calls`` at once on worker threads; each one's result or exception,
     ``TimeoutError`` for one not done within ``timeout`` seconds (left running)."""
     futures = [_workers.submit(call) for call in calls]
-    concurrent.futures.wait(futures, timeout)
+    _wait(futures, timeout)
     out: list[T | BaseException] = []
     for future in futures:
         if not future.done():
@@ -270,7 +385,17 @@ def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
     return True
 
 
-def _after(ref: weakref.ref[Any], future: concurrent.futures.Future[Any]) -> None:
+def _in_flight(client: Client, future: _Call[Any]) -> None:
+    """``future`` is the call on a worker thread for ``client`` (the one that
+    later calls queue behind), known before the call is handed over: a
+    release never overtakes a call of which an interrupt kept the caller
+    from hearing."""
+    with _late_mutex:
+        _on_thread[client] = future
+    future.add_done_callback(functools.partial(_after, weakref.ref(client)))
+
+
+def _after(ref: weakref.ref[Any], future: _Call[Any]) -> None:
     """A worker thread's call on a client ended: forget it, and send what
     queued behind it. (``ref``: the client's weak reference. A finished
     future keeps its callbacks, and its exception's traceback the frames that
@@ -287,18 +412,26 @@ def _after(ref: weakref.ref[Any], future: concurrent.futures.Future[Any]) -> Non
 
 def _deliver(client: Client) -> None:
     """Send the steps queued for ``client`` by :func:`send_late` (those still
-    wanted), in one round trip, on a worker thread that the next ones queue behind."""
+    wanted), in one round trip, on a worker thread that the next ones queue
+    behind. The worker takes them off the queue: a hand-over cut off by an
+    interrupt leaves them queued for the next delivery, never lost."""
     with _late_mutex:
         earlier = _on_thread.get(client)
         if earlier is not None and not earlier.done():
             return  # another call got there first: they go after it
+        if not _late.get(client):
+            return
+    _workers.submit(functools.partial(_send_queued, client), functools.partial(_in_flight, client))
+
+
+def _send_queued(client: Client) -> Any:
+    """On a worker thread: send the steps queued for ``client`` that are still wanted."""
+    with _late_mutex:
         now = time.monotonic()
         steps = [step for step, until in _late.pop(client, []) if until > now]
-        if not steps:
-            return
-        plan = redlock_plans.late_plan(steps)
-        future = _on_thread[client] = _workers.submit(functools.partial(_run_trusted, client, plan))
-    future.add_done_callback(functools.partial(_after, weakref.ref(client)))
+    if not steps:
+        return None
+    return _run_trusted(client, redlock_plans.late_plan(steps))
 
 
 class _Fallback(Exception):
@@ -327,36 +460,11 @@ def _scatter(
     so, or ``deadline``."""
     results: list[Any] = [_NOT_DONE] * len(jobs)
     steps: dict[int, Any] = {}
-    threaded: dict[int, concurrent.futures.Future[Any]] = {}
+    threaded: dict[int, _Call[Any]] = {}
     conns: dict[int, Any] = {}
     due: dict[int, int] = {}  # replies due on conns[i] before its own
     fans: dict[int, _Fan] = {}  # the pool's connections conns[i] belongs to
     suspects: set[int] = set()  # the jobs in ``threaded`` whose server is under suspicion
-    for i, (client, plan) in enumerate(jobs):
-        suspect = client in _suspects
-        earlier = _on_thread.get(client) if suspect or behind else None
-        if earlier is not None and not earlier.done():
-            # a call still stuck on that server (paused): no second thread for
-            # it; or one still in flight that this one must not overtake
-            plan.close()
-            results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
-            continue
-        if not suspect:
-            state = _state(client)
-            fan = state.fan
-            if state.server is not None and fan is not None:
-                taken = _take_connection(client, fan)
-                if taken is not None:
-                    conns[i], due[i] = taken
-                    fans[i] = fan
-                    continue
-        if suspect:
-            suspects.add(i)
-        with _late_mutex:
-            threaded[i] = _on_thread[client] = _workers.submit(
-                functools.partial(_run_trusted, client, plan)
-            )
-        threaded[i].add_done_callback(functools.partial(_after, weakref.ref(client)))
 
     def advance(i: int, reply: Any, error: BaseException | None) -> None:
         plan = jobs[i][1]
@@ -372,6 +480,30 @@ def _scatter(
             steps.pop(i, None)
 
     try:
+        # (a connection taken here is dropped if an interrupt cuts the loop off)
+        for i, (client, plan) in enumerate(jobs):
+            suspect = client in _suspects
+            earlier = _on_thread.get(client) if suspect or behind else None
+            if earlier is not None and not earlier.done():
+                # a call still stuck on that server (paused): no second thread for
+                # it; or one still in flight that this one must not overtake
+                plan.close()
+                results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
+                continue
+            if not suspect:
+                state = _state(client)
+                fan = state.fan
+                if state.server is not None and fan is not None:
+                    taken = _take_connection(client, fan)
+                    if taken is not None:
+                        conns[i], due[i] = taken
+                        fans[i] = fan
+                        continue
+            if suspect:
+                suspects.add(i)
+            threaded[i] = _workers.submit(
+                functools.partial(_run_trusted, client, plan), functools.partial(_in_flight, client)
+            )
         for i in range(len(jobs)):
             if i not in threaded and results[i] is _NOT_DONE:
                 advance(i, None, None)
@@ -459,7 +591,7 @@ def _scatter(
         unwaited = {i for i in suspects if not threaded[i].done()}
     waited = [future for i, future in threaded.items() if i not in unwaited]
     if waited:
-        concurrent.futures.wait(waited, max(0.0, deadline - time.monotonic()))
+        _wait(waited, max(0.0, deadline - time.monotonic()))
     for i, future in threaded.items():
         if i in unwaited:
             results[i] = NotYet("no reply waited for: enough others answered")
@@ -512,8 +644,19 @@ def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
             _drop(client, fan, conn)
         if stale:
             _broke(client)
-    _workers.submit(functools.partial(_check_out, client, fan))
+    _workers.submit(
+        functools.partial(_check_out, client, fan),
+        lambda future: future.add_done_callback(functools.partial(_not_checked_out, fan)),
+    )
     return None
+
+
+def _not_checked_out(fan: _Fan, future: _Call[Any]) -> None:
+    """A check-out an interrupt cut off before it began: the next call may start one."""
+    if future.cancelled():
+        with _spare_mutex:
+            fan.connecting = False
+            fan.open -= 1
 
 
 def _sound(conn: Any) -> bool:
@@ -598,9 +741,7 @@ _suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
 
 #: The last call made on a worker thread for each client: while it has not
 #: returned (a paused server, no socket timeout), no other is started for it.
-_on_thread: weakref.WeakKeyDictionary[Any, concurrent.futures.Future[Any]] = (
-    weakref.WeakKeyDictionary()
-)
+_on_thread: weakref.WeakKeyDictionary[Any, _Call[Any]] = weakref.WeakKeyDictionary()
 
 
 #: How many times :func:`run_each` found the connection to each pool's server
@@ -817,9 +958,11 @@ def listen_each(
             return None
         return lambda: hub.unlisten(ch, event)
 
-    futures = [_workers.submit(functools.partial(one, client)) for client in clients]
-    try:
-        concurrent.futures.wait(futures, timeout)
+    futures: list[_Call[Callable[[], None] | None]] = []
+    try:  # (each listen known before it is handed over: see _Workers.submit)
+        for client in clients:
+            _workers.submit(functools.partial(one, client), futures.append)
+        _wait(futures, timeout)
     except BaseException:  # interrupted: nothing may be left listening either
         for future in futures:
             future.add_done_callback(_unlisten_late)
@@ -835,8 +978,8 @@ def listen_each(
     return out
 
 
-def _unlisten_late(future: concurrent.futures.Future[Callable[[], None] | None]) -> None:
-    if future.exception() is None:
+def _unlisten_late(future: _Call[Callable[[], None] | None]) -> None:
+    if not future.cancelled() and future.exception() is None:
         stop = future.result()
         if stop is not None:
             stop()

@@ -72,6 +72,7 @@ class RedlockLease(_HeldLease["Redlock"]):
             NoQuorumError: too few masters answered to tell (the lease ends by
                 its ttl at the latest; ``release()`` may be called again).
         """
+        self._life.asked = True  # first, no call before it: see LeaseLife.asked
         life = self._life
         life.check_process(self.name, self.fence, process_mark(), "release")
         if life.begin_release(self.name, self.fence) is Release.CLEAN_UP:
@@ -125,9 +126,14 @@ class RedlockLease(_HeldLease["Redlock"]):
         self._extended(seconds, expires_at)
 
     def _clean_up(self) -> None:
-        """Send the release of a lease this process gave up on to every master,
-        quietly; only replies from masters mark it cleaned up."""
+        """Send the release of a lease this process gave up on (lost, or whose
+        release did not complete) to every master, quietly; only replies from
+        masters mark it cleaned up. A release that a quorum answered ends the
+        lease (released, or lost if too many no longer held it); with fewer
+        answers it stays to be finished by the owner's next acquire."""
         life = self._life
+        if life.phase is Phase.HELD:  # a release() cut off before it began
+            life.begin_release(self.name, self.fence)
         if life.phase is Phase.RELEASING:
             self._stop_renewing()
         lock = self._lock
@@ -136,6 +142,14 @@ class RedlockLease(_HeldLease["Redlock"]):
         )
         if len(t.failed) < lock._n:
             life.cleaned = True
+        if life.phase is not Phase.RELEASING:
+            return
+        done = plans.released_ok(t, lock._n)
+        if done is False:
+            self._lose("can't release: the lease expired on a quorum of masters before release")
+        if done is not None:
+            life.released()
+            self._end()
 
     def _renewal(self) -> Eval:
         """One master's renewal of the lease (the watchdog sends it to every master)."""
@@ -321,6 +335,10 @@ class Redlock(_Blocks[RedlockLease]):
     ) -> RedlockLease | None:
         """Take the lock on a quorum of masters for the calling thread or task.
 
+        A lease of the caller whose release did not complete (cut off by an
+        interrupt or a cancellation), or that was lost, is released on every
+        master first (never ``AlreadyHeldError`` for it).
+
         Args:
             blocking: wait for the lock if it is held (default). With ``False``,
                 make one round.
@@ -347,8 +365,15 @@ class Redlock(_Blocks[RedlockLease]):
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         held = self._leases.get(owner)
-        if held is not None and held._life.held:
-            raise AlreadyHeldError(self.name)
+        if held is not None:
+            life = held._life
+            if life.unfinished or (life.phase is Phase.LOST and not life.cleaned):
+                # a lease of ours that the masters may still hold (its release
+                # cut off, or lost): released on every master before the take,
+                # which never returns while our old token holds a master
+                held._clean_up()
+            elif life.held:
+                raise AlreadyHeldError(self.name)
         self._identify()
         granted: list[tuple[Grant, frozenset[int]]] = []  # set by _take with its grant
         lease = None
