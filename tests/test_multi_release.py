@@ -1,0 +1,245 @@
+"""An interrupted ``MultiLease.release()``, of any exception class and at any
+point of the call (before it began, inside a part's release, between two
+parts): no part is left held once the owner calls ``release()`` again or
+acquires again (the multi-lock, or a part on its own), and the multi-lease
+never says it is released while a part may still hold."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from _interrupts import raise_once
+from test_multi import in_thread
+
+from tenure import (
+    AsyncLock,
+    AsyncMultiLock,
+    AsyncRLock,
+    Lock,
+    MultiLease,
+    MultiLock,
+    NotOwnedError,
+    RLock,
+)
+from tenure._api._sync import _base as sync_base
+from tenure._api._sync import multi as sync_multi
+from tenure._leasebook import LeaseLife, Phase
+
+#: The parts' keys: a Lock ("p1") and an RLock ("p2", released first: the
+#: acquire order is by key, the release order its reverse).
+KEYS = ("tenure:{p1}", "tenure:{p2}:rlock")
+
+
+class AlarmTimeout(Exception):
+    """What a ``signal.alarm`` handler commonly raises: an ordinary ``Exception``."""
+
+
+def _multi(url: str, layout: str) -> MultiLock:
+    """The parts on one client (released together, in one round trip) or on
+    two clients of the same server (two pools: released one by one)."""
+    first = redis.Redis.from_url(url)
+    second = first if layout == "one-server" else redis.Redis.from_url(url)
+    return MultiLock([Lock(first, "p1", ttl=30), RLock(second, "p2", ttl=30)])
+
+
+def _between_parts(error: type[BaseException]) -> tuple[Any, list[int]]:
+    """A trace function that raises ``error`` in the multi-lease's release
+    loop (``_release_together``) at its first line once a part's release has
+    begun, while another part's has not: between two parts."""
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line" and not fired:
+            phases = [lease._life.phase for lease in frame.f_locals.get("leases", ())]
+            if Phase.HELD in phases and any(p is not Phase.HELD for p in phases):
+                fired.append(frame.f_lineno)
+                raise error
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is sync_multi._release_together.__code__ else None
+
+    return calls, fired
+
+
+def _phase(lease: Any) -> Phase:
+    """The lease's phase, read afresh (another call may have changed it)."""
+    phase: Phase = lease._life.phase
+    return phase
+
+
+@contextmanager
+def _interrupted(
+    point: str, error: type[BaseException], lease: MultiLease, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[int]]:
+    """``error`` raised once at ``point`` of the next ``lease.release()``;
+    yields a list that is non-empty once it was raised."""
+    if point == "between":
+        tracer, fired = _between_parts(error)
+        previous = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            yield fired
+        finally:
+            sys.settrace(previous)
+        return
+    target: tuple[Any, str, int]
+    if point == "before":  # the multi-lease's own check, before its release began
+        target = (LeaseLife, "check_process", 1)
+    elif point == "part-begin":  # the first part's begin_release (the first is the whole's)
+        target = (LeaseLife, "begin_release", 2)
+    elif point == "part-mark":  # the first part's process check
+        target = (sync_base, "process_mark", 1)
+    else:  # "part-entry": as the first part's release() is called, before it did anything
+        target = (type(lease.leases[1]), "release", 1)
+    owner, name, on_call = target
+    stand_in, fired = raise_once(getattr(owner, name), error, on_call)
+    with monkeypatch.context() as patched:
+        patched.setattr(owner, name, stand_in)
+        yield fired
+
+
+POINTS = [
+    pytest.param("one-server", "before"),
+    pytest.param("one-server", "part-begin"),
+    pytest.param("one-server", "part-mark"),
+    pytest.param("one-server", "between"),
+    pytest.param("two-clients", "before"),
+    pytest.param("two-clients", "part-begin"),
+    pytest.param("two-clients", "part-mark"),
+    pytest.param("two-clients", "part-entry"),
+    pytest.param("two-clients", "between"),
+]
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
+@pytest.mark.parametrize(("layout", "point"), POINTS)
+@pytest.mark.parametrize("then", ["release-again", "acquire-again", "parts-again"])
+def test_an_interrupted_multi_release_leaves_no_part_held(
+    url: str,
+    r: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    layout: str,
+    point: str,
+    error: type[BaseException],
+    then: str,
+) -> None:
+    """An interrupt at ``point`` of ``release()``, then the owner's next step:
+    ``release()`` again finishes the release (it never raises NotOwnedError
+    while a part holds); the owner's next acquire of the multi-lock, or of
+    each part on its own, first finishes it (never AlreadyHeldError, nor a
+    re-entry of the RLock part's old hold). Then nothing is held, and the
+    multi-lease says it is released. Before, a part whose release was cut off
+    stayed held (renewed by the watchdog, with ``auto_renew``) while the
+    multi-lease said it was released."""
+    multi = _multi(url, layout)
+    lease = multi.acquire(blocking=False)
+    assert lease is not None
+    with _interrupted(point, error, lease, monkeypatch) as fired, pytest.raises(error):
+        lease.release()
+    assert fired
+    if r.exists(*KEYS):  # a part still holds: the multi-lease is not released
+        assert lease._life.phase is not Phase.RELEASED
+    if then == "release-again":
+        lease.release()  # finishes it
+    elif then == "acquire-again":
+        again = multi.acquire(blocking=False)
+        assert again is not None
+        assert all(f > g for f, g in zip(again.fence, lease.fence, strict=True))
+        again.release()
+    else:
+        for part, old in zip(multi.locks, lease.leases, strict=True):
+            one = part.acquire(blocking=False)
+            assert one is not None and one.fence > old.fence
+            one.release()
+        lease.release()  # nothing left to send: the multi-lease ends
+    assert not r.exists(*KEYS)
+    assert not lease.valid and lease._life.phase is Phase.RELEASED
+    with pytest.raises(NotOwnedError):
+        lease.release()
+    _taken_at_once_by_another(url)
+
+
+def _taken_at_once_by_another(url: str) -> None:
+    """Another thread's multi-lock over the same parts takes them at once."""
+
+    def take() -> bool:
+        other = redis.Redis.from_url(url)
+        try:
+            lease = MultiLock([Lock(other, "p1", ttl=30), RLock(other, "p2", ttl=30)]).acquire(
+                blocking=False
+            )
+            if lease is None:
+                return False
+            lease.release()
+            return True
+        finally:
+            other.close()
+
+    assert in_thread(take)
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
+@pytest.mark.parametrize("layout", ["one-server", "two-clients"])
+def test_a_with_block_whose_release_is_interrupted_inside_a_part_is_finished_next_time(
+    url: str,
+    r: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    layout: str,
+    error: type[BaseException],
+) -> None:
+    """``with multi:`` whose exit is interrupted inside the first part's
+    release: the owner's next ``with multi:`` finishes it and takes every
+    part again, and its exit leaves nothing held."""
+    multi = _multi(url, layout)
+    stand_in, fired = raise_once(LeaseLife.begin_release, error, on_call=2)
+    with pytest.raises(error), multi as lease:
+        monkeypatch.setattr(LeaseLife, "begin_release", stand_in)
+    monkeypatch.undo()
+    assert fired
+    if r.exists(*KEYS):  # a part still holds: the multi-lease is not released
+        assert lease._life.phase is not Phase.RELEASED
+    with multi as again:
+        assert all(f > g for f, g in zip(again.fence, lease.fence, strict=True))
+    assert not r.exists(*KEYS)
+    _taken_at_once_by_another(url)
+
+
+@pytest.mark.parametrize("layout", ["one-server", "two-clients"])
+def test_an_asyncio_multi_release_cancelled_inside_a_part_is_finished_next_time(
+    url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """The asyncio twin: a cancellation inside the first part's release; the
+    owner's next acquire finishes it, and the old multi-lease says it is
+    released."""
+
+    async def main() -> None:
+        first = redis.asyncio.Redis.from_url(url)
+        second = first if layout == "one-server" else redis.asyncio.Redis.from_url(url)
+        multi = AsyncMultiLock([AsyncLock(first, "p1", ttl=30), AsyncRLock(second, "p2", ttl=30)])
+        lease = await multi.acquire(blocking=False)
+        assert lease is not None
+        stand_in, fired = raise_once(LeaseLife.begin_release, asyncio.CancelledError, 2)
+        with monkeypatch.context() as patched, pytest.raises(asyncio.CancelledError):
+            patched.setattr(LeaseLife, "begin_release", stand_in)
+            await lease.release()
+        assert fired
+        assert r.exists(*KEYS) and _phase(lease) is not Phase.RELEASED
+        again = await multi.acquire(blocking=False)
+        assert again is not None
+        await again.release()
+        assert not r.exists(*KEYS)
+        assert _phase(lease) is Phase.RELEASED
+        await first.aclose()
+        if second is not first:
+            await second.aclose()
+
+    asyncio.run(main())
