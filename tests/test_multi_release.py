@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import FrameType
 from typing import Any
 
@@ -188,25 +188,27 @@ def _taken_at_once_by_another(url: str) -> None:
 
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
-@pytest.mark.parametrize("layout", ["one-server", "two-clients"])
-def test_a_with_block_whose_release_is_interrupted_inside_a_part_is_finished_next_time(
+@pytest.mark.parametrize(("layout", "point"), POINTS)
+def test_a_with_blocks_interrupted_release_leaves_no_part_held(
     url: str,
     r: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
     layout: str,
+    point: str,
     error: type[BaseException],
 ) -> None:
-    """``with multi:`` whose exit is interrupted inside the first part's
-    release: the owner's next ``with multi:`` finishes it and takes every
-    part again, and its exit leaves nothing held."""
+    """``with multi:`` whose exit is interrupted at ``point``: the block is
+    gone, so nobody would call ``release()`` again, and a part left HELD would
+    be renewed by the watchdog until the owner's next acquire. The exit makes
+    the release once more: nothing is held when the interrupt reaches the
+    caller, and the owner's next block takes every part again."""
     multi = _multi(url, layout)
-    stand_in, fired = raise_once(LeaseLife.begin_release, error, on_call=2)
-    with pytest.raises(error), multi as lease:
-        monkeypatch.setattr(LeaseLife, "begin_release", stand_in)
-    monkeypatch.undo()
-    assert fired
-    if r.exists(*KEYS):  # a part still holds: the multi-lease is not released
-        assert lease._life.phase is not Phase.RELEASED
+    with ExitStack() as patches:
+        with pytest.raises(error), multi as lease:
+            fired = patches.enter_context(_interrupted(point, error, lease, monkeypatch))
+        assert fired
+    assert not r.exists(*KEYS)
+    assert _phase(lease) is Phase.RELEASED
     with multi as again:
         assert all(f > g for f, g in zip(again.fence, lease.fence, strict=True))
     assert not r.exists(*KEYS)
@@ -238,6 +240,34 @@ def test_an_asyncio_multi_release_cancelled_inside_a_part_is_finished_next_time(
         await again.release()
         assert not r.exists(*KEYS)
         assert _phase(lease) is Phase.RELEASED
+        await first.aclose()
+        if second is not first:
+            await second.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("layout", ["one-server", "two-clients"])
+def test_an_asyncio_blocks_release_cancelled_inside_a_part_leaves_no_part_held(
+    url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """``async with multi:`` whose exit is cancelled inside the first part's
+    release: the exit makes the release once more, so nothing is held when
+    the cancellation reaches the caller."""
+
+    async def main() -> None:
+        first = redis.asyncio.Redis.from_url(url)
+        second = first if layout == "one-server" else redis.asyncio.Redis.from_url(url)
+        multi = AsyncMultiLock([AsyncLock(first, "p1", ttl=30), AsyncRLock(second, "p2", ttl=30)])
+        stand_in, fired = raise_once(LeaseLife.begin_release, asyncio.CancelledError, 2)
+        with monkeypatch.context() as patched, pytest.raises(asyncio.CancelledError):
+            async with multi as lease:
+                patched.setattr(LeaseLife, "begin_release", stand_in)
+        assert fired
+        assert not r.exists(*KEYS) and _phase(lease) is Phase.RELEASED
+        async with multi as again:
+            assert all(f > g for f, g in zip(again.fence, lease.fence, strict=True))
+        assert not r.exists(*KEYS)
         await first.aclose()
         if second is not first:
             await second.aclose()

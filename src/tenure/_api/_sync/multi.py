@@ -249,6 +249,12 @@ class MultiLease(_EntersItself, LostSignalBase):
         if life.phase is Phase.LOST:
             raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
 
+    def _parts_due(self) -> bool:
+        """Whether a release was asked and a part's release is still due (a
+        part left HELD is renewed by the watchdog, one left RELEASING may hold
+        until its ttl, until ``release()`` again or the owner's next acquire)."""
+        return self._life.asked and any(_due(lease) for lease in self.leases)
+
     def _settle(self) -> None:
         """Once no part's release is due any more, the multi-lease is over:
         released (cleaned up, if lost). Until then it stays as it is (never
