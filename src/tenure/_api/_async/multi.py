@@ -408,7 +408,9 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
     async def acquire(
         self, blocking: bool = True, timeout: float | None = None
     ) -> AsyncMultiLease | None:
-        """Take every part for the calling thread or task, or none of them.
+        """Take every part for the calling thread or task, or none of them. A
+        release of the caller's multi-lease that did not complete (cut off by
+        an error or an interrupt) is finished first.
 
         Args:
             blocking: wait for the parts that are held (default). With
