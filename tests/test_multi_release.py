@@ -273,3 +273,48 @@ def test_an_asyncio_blocks_release_cancelled_inside_a_part_leaves_no_part_held(
             await second.aclose()
 
     asyncio.run(main())
+
+
+def _interrupt_after_an_answer_is_kept(error: type[BaseException]) -> tuple[Any, list[int]]:
+    """A profile function that raises ``error`` as the driver's
+    ``_send_together`` has just appended a step's parsed reply to its answers
+    (a signal handler may run as that call returns), once."""
+    from tenure._drivers import _sync
+
+    fired: list[int] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        due = event == "c_return" and not fired and frame.f_code is _sync._send_together.__code__
+        if due and getattr(arg, "__name__", "") == "append":
+            fired.append(frame.f_lineno)
+            raise error("alarm")
+
+    return profile, fired
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
+def test_an_interrupt_as_a_release_reply_is_kept_reaches_the_caller(
+    url: str, r: redis.Redis, error: type[BaseException]
+) -> None:
+    """An interrupt as the driver keeps the parsed reply of one part's
+    release (the parts of one server, released in one round trip): the
+    caller gets that interrupt, and ``release()`` again finishes the release.
+    Before, an ``Exception``-class interrupt was also kept as the next
+    step's answer, and the caller got ``ValueError`` (one answer too many)."""
+    multi = _multi(url, "one-server")
+    warm = multi.acquire(blocking=False)  # (the first call probes the server)
+    assert warm is not None
+    warm.release()
+    lease = multi.acquire(blocking=False)
+    assert lease is not None
+    profiler, fired = _interrupt_after_an_answer_is_kept(error)
+    sys.setprofile(profiler)
+    try:
+        with pytest.raises(error):
+            lease.release()
+    finally:
+        sys.setprofile(None)
+    assert fired
+    lease.release()
+    assert not r.exists(*KEYS) and _phase(lease) is Phase.RELEASED
+    _taken_at_once_by_another(url)
