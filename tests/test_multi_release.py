@@ -318,3 +318,70 @@ def test_an_interrupt_as_a_release_reply_is_kept_reaches_the_caller(
     lease.release()
     assert not r.exists(*KEYS) and _phase(lease) is Phase.RELEASED
     _taken_at_once_by_another(url)
+
+
+def _interrupt_at(n: int, error: type[BaseException], fired: list[str]) -> Any:
+    """A profile function that raises ``error`` at the ``n``-th point of
+    tenure's own code where CPython may run a signal handler: a function's
+    entry, or just after a call returns (not in a finaliser the garbage
+    collector runs meanwhile), once; ``fired`` then names the point."""
+    seen = [0]
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if fired or event not in ("call", "return", "c_return"):
+            return
+        if "/tenure/" not in frame.f_code.co_filename:
+            return
+        up: FrameType | None = frame
+        while up is not None:
+            if up.f_code.co_name in ("__del__", "remove"):
+                return
+            up = up.f_back
+        seen[0] += 1
+        if seen[0] == n:
+            fired.append(f"{event} {frame.f_code.co_name}:{frame.f_lineno}")
+            raise error("alarm")
+
+    return profile
+
+
+@pytest.mark.parametrize("error", [AlarmTimeout])
+def test_an_interrupt_at_any_point_of_a_multi_release_is_finished_by_the_next_acquire(
+    url: str, r: redis.Redis, error: type[BaseException]
+) -> None:
+    """An interrupt placed, in turn, at every point of ``release()`` (parts on
+    two clients) where a signal handler may run: after each, the owner's next
+    acquire takes every part (never ``AlreadyHeldError``), its release leaves
+    nothing held, and the interrupted multi-lease says it is released. (At
+    the very entry of ``release()``, before its first statement, the call is
+    as if not made: the owner makes it again.)"""
+    multi = _multi(url, "two-clients")
+    warm = multi.acquire(blocking=False)
+    assert warm is not None
+    warm.release()
+    n = 0
+    while True:
+        n += 1
+        lease = multi.acquire(blocking=False)
+        assert lease is not None, f"point {n - 1}"
+        fired: list[str] = []
+        sys.setprofile(_interrupt_at(n, error, fired))
+        try:
+            lease.release()
+        except error:
+            pass
+        finally:
+            sys.setprofile(None)
+        if not fired:
+            break  # every point was tried
+        if n == 1:  # at the call's entry: as if not called
+            assert fired[0].startswith("call release:"), fired[0]
+            lease.release()
+        if r.exists(*KEYS):
+            assert _phase(lease) is not Phase.RELEASED, fired[0]
+        again = multi.acquire(blocking=False)
+        assert again is not None, fired[0]
+        again.release()
+        assert not r.exists(*KEYS), fired[0]
+        assert _phase(lease) is Phase.RELEASED, fired[0]
+    assert n > 50  # (the points were found)

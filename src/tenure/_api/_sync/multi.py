@@ -262,11 +262,11 @@ class MultiLease(_EntersItself, LostSignalBase):
         if any(_due(lease) for lease in self.leases):
             return  # release() may be called again; the owner's next acquire finishes it
         life = self._life
-        self._multi._forget(self)
         if life.phase is Phase.LOST:
             life.cleaned = True
         else:
             life.released()
+        self._multi._forget(self)  # (if cut off before: the owner's next acquire does it)
 
     def _clean_up(self) -> None:
         """Finish a release of the multi-lease that was asked for and did not
