@@ -109,9 +109,14 @@ class LeaseLife:
             handler), so an interrupt of the call at any later point, even
             before it reached :meth:`begin_release`, leaves a lease whose
             release is :attr:`unfinished`.
+        whole: the life of the lease this one is a part of (a MultiLease's),
+            or ``None``. A release asked of the whole (its :attr:`asked`, one
+            store for every part) is asked of each part, so that an
+            interrupt before a part's own ``release()`` set its flag still
+            leaves that part's release :attr:`unfinished`.
     """
 
-    __slots__ = ("asked", "cleaned", "lost_reason", "phase", "process", "release_op")
+    __slots__ = ("asked", "cleaned", "lost_reason", "phase", "process", "release_op", "whole")
 
     def __init__(self, process: Hashable, release_op: str) -> None:
         self.phase = Phase.HELD
@@ -120,6 +125,7 @@ class LeaseLife:
         self.cleaned = False
         self.release_op = release_op
         self.asked = False
+        self.whole: LeaseLife | None = None
 
     def _move(self, event: str) -> bool:
         with _mutex:
@@ -138,9 +144,14 @@ class LeaseLife:
     def unfinished(self) -> bool:
         """Whether a release of the lease was asked for and did not complete:
         RELEASING, or HELD after a ``release()`` cut off before it began (the
-        owner's next acquire sends it first)."""
+        owner's next acquire sends it first), its own or its whole's."""
         phase = self.phase
-        return phase is Phase.RELEASING or (phase is Phase.HELD and self.asked)
+        if phase is Phase.RELEASING:
+            return True
+        if phase is not Phase.HELD:
+            return False
+        whole = self.whole
+        return self.asked or (whole is not None and whole.asked)
 
     @property
     def over(self) -> bool:

@@ -1102,10 +1102,13 @@ def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any
                 if isinstance(raw, Exception):
                     answers.append(_refusal(client, step, raw) or raw)
                     continue
+                # one answer per step, appended once: an interrupt (of any
+                # class) after the append goes to the caller, not in the list
                 try:
-                    answers.append(parse_reply(step.script, raw))
+                    answer: Any = parse_reply(step.script, raw)
                 except Exception as exc:
-                    answers.append(exc)
+                    answer = exc
+                answers.append(answer)
             return answers
     return _pipeline(client, Pipeline(tuple(steps)))
 

@@ -235,13 +235,16 @@ async def _release_on_exit(lease: Any) -> None:
     anything, would leave the lease held with nobody to release it (the block
     is gone), and renewed by the watchdog for as long as the process lives (its
     owner's next acquire of a ``Lock`` then raises ``AlreadyHeldError``): the
-    release is made once more, best effort, before the interrupt goes on. (A
-    release refused before it began, in a forked child, is refused again.)"""
+    release is made once more, best effort, before the interrupt goes on. So
+    is a multi-lease's whose release stopped with a part's release still due
+    (see its ``_parts_due``). (A release refused before it began, in a forked
+    child, is refused again.)"""
     try:
         await lease.release()
     except BaseException:
         life = getattr(lease, "_life", None)
-        if getattr(life, "phase", None) is Phase.HELD:
+        parts_due = getattr(lease, "_parts_due", None)
+        if getattr(life, "phase", None) is Phase.HELD or (parts_due is not None and parts_due()):
             with contextlib.suppress(Exception):
                 await lease.release()
         raise

@@ -123,6 +123,13 @@ async def _release_together(leases: list[_AsyncPartLease]) -> list[BaseException
     return errors
 
 
+def _due(lease: _AsyncPartLease) -> bool:
+    """Whether a part's release is still to be sent: neither RELEASED nor
+    LOST and cleaned up."""
+    life = lease._life
+    return not (life.phase is Phase.RELEASED or (life.phase is Phase.LOST and life.cleaned))
+
+
 def _found_busy(where: tuple[int, str]) -> None:
     """An attempt at all the parts found the part ``where`` busy (see :data:`_busy`)."""
     now = time.monotonic()
@@ -179,6 +186,7 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
         self.leases = leases
         self.fence = tuple(lease.fence for lease in leases)
         for lease in leases:
+            lease._life.whole = self._life  # (a release asked of this is asked of each part)
             lease.on_lost(self._part_lost)
 
     def _part_lost(self, lease: _AsyncPartLease) -> None:
@@ -220,30 +228,54 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
             When several parts fail, the first error is raised (a cancellation
             or interruption before any other), and the others are attached to
             it as notes (``exc.__notes__``).
+
+        A release that does not complete (an error, a cancellation or an
+        interrupt of any exception class, at any point of the call) leaves the
+        multi-lease unreleased until every part's release is done: calling
+        ``release()`` again releases the parts not yet released, and so does
+        the owner's next acquire of the multi-lock or of a part.
         """
+        self._life.asked = True  # first, no call before it: see LeaseLife.asked, .whole
         life = self._life
         life.check_process(self.name, None, process_mark(), "release")
         life.begin_release(self.name, None)
         if life.cleaned:  # lost, and its parts' releases were sent already
             raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
-        due = []
-        for lease in reversed(self._multi._in_order(self.leases)):
-            part = lease._life
-            if part.phase is Phase.RELEASED or (part.phase is Phase.LOST and part.cleaned):
-                continue  # done by an earlier call
-            due.append(lease)
+        due = [lease for lease in reversed(self._multi._in_order(self.leases)) if _due(lease)]
         errors = await _release_together(due)
-        if any(lease._life.phase is Phase.RELEASING for lease in self.leases):
-            pass  # a part's release did not complete: release() may be called again
-        elif life.phase is Phase.LOST:
-            life.cleaned = True
-            self._multi._forget(self)
-        else:
-            life.released()
-            self._multi._forget(self)
+        self._settle()
         _raise_first(errors)
         if life.phase is Phase.LOST:
             raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
+
+    def _parts_due(self) -> bool:
+        """Whether a release was asked and a part's release is still due (a
+        part left HELD is renewed by the watchdog, one left RELEASING may hold
+        until its ttl, until ``release()`` again or the owner's next acquire)."""
+        return self._life.asked and any(_due(lease) for lease in self.leases)
+
+    def _settle(self) -> None:
+        """Once no part's release is due any more, the multi-lease is over:
+        released (cleaned up, if lost). Until then it stays as it is (never
+        released while a part may still hold)."""
+        if any(_due(lease) for lease in self.leases):
+            return  # release() may be called again; the owner's next acquire finishes it
+        life = self._life
+        if life.phase is Phase.LOST:
+            life.cleaned = True
+        else:
+            life.released()
+        self._multi._forget(self)  # (if cut off before: the owner's next acquire does it)
+
+    async def _clean_up(self) -> None:
+        """Finish a release of the multi-lease that was asked for and did not
+        complete (the owner acquires again): send the release of each part
+        still due, quietly (as a part's ``_clean_up``). An interrupt, of any
+        exception class, is raised (what is left stays due)."""
+        for lease in reversed(self._multi._in_order(self.leases)):
+            if _due(lease):
+                await lease._clean_up()
+        self._settle()
 
     async def extend(self, seconds: float | None = None) -> None:
         """Reset every part's lease to end ``seconds`` from now (default: each
@@ -376,7 +408,9 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
     async def acquire(
         self, blocking: bool = True, timeout: float | None = None
     ) -> AsyncMultiLease | None:
-        """Take every part for the calling thread or task, or none of them.
+        """Take every part for the calling thread or task, or none of them. A
+        release of the caller's multi-lease that did not complete (cut off by
+        an error or an interrupt) is finished first.
 
         Args:
             blocking: wait for the parts that are held (default). With
@@ -399,6 +433,11 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         """
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
+        left = self._leases.get(owner)
+        if left is not None and left._life.asked:
+            # the owner's last release of it did not complete: finish it first
+            # (its parts' own acquires would too), so that the multi-lease ends
+            await left._clean_up()
         deadline = None if wait is None else time.monotonic() + wait
         taken = None
         lease = None
