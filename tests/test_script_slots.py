@@ -178,9 +178,9 @@ def _queued(holder: Any) -> bool:
         return bool(holder.info().waiters >= 1)
     if not isinstance(holder, Redlock):
         return True  # (a read-write view: its lock's info() is the writer's, asked by the caller)
-    masters = holder._clients
-    queued = sum(1 for m in masters if m.zcard(holder._keys.quorum) >= 1)
-    return queued > len(masters) // 2
+    masters: tuple[redis.Redis, ...] = holder._clients  # type: ignore[assignment]
+    queued = [m for m in masters if int(m.zcard(holder._keys.quorum)) >= 1]
+    return len(queued) > len(masters) // 2
 
 
 def _exercise(r: redis.Redis, r2: redis.Redis, name: str) -> None:
