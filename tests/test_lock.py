@@ -1045,7 +1045,7 @@ def test_an_interrupt_as_a_with_blocks_release_begins_still_releases(
 
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
-@pytest.mark.parametrize("kind", ["FairLock", "Lock", "RLock", "ReadWriteLock.write"])
+@pytest.mark.parametrize("kind", ["FairLock", "Lock", "RLock", "ReadWriteLock.write", "Semaphore"])
 def test_a_release_cut_off_before_it_began_is_finished_by_the_next_acquire(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str, error: type[BaseException]
 ) -> None:
@@ -1053,7 +1053,8 @@ def test_a_release_cut_off_before_it_began_is_finished_by_the_next_acquire(
     checks the process): the owner's next acquire sends that release first and
     takes a new hold. Before, the lease stayed held, so the next acquire raised
     AlreadyHeldError (Lock, FairLock) or re-entered the old hold (RLock,
-    ReadWriteLock), which then outlived every release its owner made."""
+    ReadWriteLock), which then outlived every release its owner made, or, for
+    a Semaphore of one permit, waited for the old lease's ttl."""
     from tenure._leasebook import LeaseLife
 
     make = _GRANTED_KINDS[kind]
