@@ -703,6 +703,11 @@ class Cell:
             self.counts.note(f"the contender did not stop within 3 s:\n{stacks[-3000:]}")
         if kind is not None:
             time.sleep(0.05)
+        self.finish(kind)
+
+    def finish(self, kind: Kind | None) -> None:
+        """The end of a cell: whether Redis holds nothing of it (a latch: open)."""
+        if kind is not None:
             left = kind.holders() + kind.queued()
             self.counts.final_free = not left
             if left:
@@ -951,14 +956,7 @@ class AsyncCell(Cell):
             self.counts.note(f"the contender did not stop within 3 s:\n{stack.getvalue()[-3000:]}")
         if kind is not None:
             await asyncio.sleep(0.05)
-            left = kind.holders() + kind.queued()
-            self.counts.final_free = not left
-            if left:
-                self.counts.note(f"held at the end: {left}")
-        else:
-            self.counts.final_free = CountDownLatch(self.inspect[0], NAME).count() == 0
-        self.counts.done = True
-        self.report(force=True)
+        self.finish(kind)
 
     def run(self) -> None:
         asyncio.run(self.run_async())
