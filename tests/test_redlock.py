@@ -1888,6 +1888,76 @@ def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
         c.close()
 
 
+def test_a_clean_up_release_waits_for_its_acquire_whatever_ran_there_since(
+    clients: list[redis.Redis], masters: list[ServerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt during a fresh Redlock's first round while master 0's
+    acquire is held on its worker thread, after another call to master 0 (of
+    another lock of the same clients) went out on a worker thread of its own
+    and came back: the clean-up release for master 0 still waits for the
+    acquire still in flight (a release never overtakes the acquire it undoes,
+    whatever other calls to that master started or ended meanwhile), so once
+    the acquire runs there the name is released at once, not held for the ttl."""
+    from tenure._drivers import _fanout_sync
+    from tenure._drivers._sync import _state
+    from tenure._plans import redlock as redlock_plans
+
+    name = "rl-clean-up-behind-its-acquire"
+    pool = redis.ConnectionPool(
+        host="127.0.0.1", port=masters[0].port, connection_class=_SlowFirstScript
+    )
+    slow = redis.Redis(connection_pool=pool)
+    fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
+    lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
+    wait = _fanout_sync._wait
+    fired: list[object] = []
+
+    def interrupted_wait(calls: Any, timeout: float) -> None:
+        wait(calls, timeout)
+        if not fired and _SlowFirstScript.holding.is_set():
+            # another lock's call to master 0, handed to a worker thread of
+            # its own (the kept connections all in use), done while the
+            # acquire is still held there
+            fan = _state(slow).fan
+            assert fan is not None
+            with _fanout_sync._spare_mutex:
+                busy, fan.spare[:] = list(fan.spare), []
+                owed, fan.owed[:] = list(fan.owed), []
+                connecting, fan.connecting = fan.connecting, True
+            fired.append(None)  # (its own wait is not this one)
+            try:
+                fired[0] = _fanout_sync.run_each(
+                    [(slow, redlock_plans.one(Command(("PING",))))], 5.0
+                )
+            finally:
+                with _fanout_sync._spare_mutex:
+                    fan.spare.extend(busy)
+                    fan.owed.extend(owed)
+                    fan.connecting = connecting
+            raise KeyboardInterrupt
+
+    _SlowFirstScript.go.clear()
+    _SlowFirstScript.holding.clear()
+    _SlowFirstScript.needle = name.encode()
+    _SlowFirstScript.armed = True
+    monkeypatch.setattr(_fanout_sync, "_wait", interrupted_wait)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire()
+    finally:
+        monkeypatch.undo()
+        _SlowFirstScript.armed = False
+        _SlowFirstScript.go.set()
+    assert fired and fired[0] in ([True], [b"PONG"]), fired  # (the PING answered)
+    deadline = time.monotonic() + 5
+    while _fence_on(clients[0], name) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _fence_on(clients[0], name) > 0, "the held-up acquire ran on master 0"
+    _gone_within(clients, name, 2.0)
+    for c in fresh:
+        c.close()
+
+
 class AlarmTimeout(Exception):
     """What a program's SIGALRM handler may raise: an ordinary Exception."""
 

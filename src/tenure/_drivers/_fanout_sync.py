@@ -378,21 +378,26 @@ def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
         if len(queued) >= MAX_LATE:
             return False
         queued.append((step, until))
-        earlier = _on_thread.get(client)
-        if earlier is not None and not earlier.done():
+        if _busy(client):
             return True
     _deliver(client)
     return True
 
 
 def _in_flight(client: Client, future: _Call[Any]) -> None:
-    """``future`` is the call on a worker thread for ``client`` (the one that
-    later calls queue behind), known before the call is handed over: a
-    release never overtakes a call of which an interrupt kept the caller
-    from hearing."""
+    """``future`` is a call on a worker thread for ``client`` (later calls
+    queue behind it until it returns), known before the call is handed
+    over: a release never overtakes a call of which an interrupt kept the
+    caller from hearing, whatever other calls to that server start or end
+    meanwhile (each one is waited for, not only the last)."""
     with _late_mutex:
-        _on_thread[client] = future
+        _on_thread.setdefault(client, []).append(future)
     future.add_done_callback(functools.partial(_after, weakref.ref(client)))
+
+
+def _busy(client: Client) -> bool:
+    """Whether a call on a worker thread for ``client`` has not returned yet."""
+    return any(not call.done() for call in _on_thread.get(client, ()))
 
 
 def _after(ref: weakref.ref[Any], future: _Call[Any]) -> None:
@@ -405,8 +410,11 @@ def _after(ref: weakref.ref[Any], future: _Call[Any]) -> None:
     if client is None:
         return
     with _late_mutex:
-        if _on_thread.get(client) is future:
-            del _on_thread[client]
+        calls = _on_thread.get(client)
+        if calls is not None:
+            calls[:] = [call for call in calls if call is not future and not call.done()]
+            if not calls:
+                del _on_thread[client]
     _deliver(client)
 
 
@@ -416,8 +424,7 @@ def _deliver(client: Client) -> None:
     behind. The worker takes them off the queue: a hand-over cut off by an
     interrupt leaves them queued for the next delivery, never lost."""
     with _late_mutex:
-        earlier = _on_thread.get(client)
-        if earlier is not None and not earlier.done():
+        if _busy(client):
             return  # another call got there first: they go after it
         if not _late.get(client):
             return
@@ -483,8 +490,7 @@ def _scatter(
         # (a connection taken here is dropped if an interrupt cuts the loop off)
         for i, (client, plan) in enumerate(jobs):
             suspect = client in _suspects
-            earlier = _on_thread.get(client) if suspect or behind else None
-            if earlier is not None and not earlier.done():
+            if (suspect or behind) and _busy(client):
                 # a call still stuck on that server (paused): no second thread for
                 # it; or one still in flight that this one must not overtake
                 plan.close()
@@ -739,9 +745,10 @@ _spare_mutex = threading.Lock()
 #: all), until a call on a worker thread gets an answer again.
 _suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
 
-#: The last call made on a worker thread for each client: while it has not
-#: returned (a paused server, no socket timeout), no other is started for it.
-_on_thread: weakref.WeakKeyDictionary[Any, _Call[Any]] = weakref.WeakKeyDictionary()
+#: The calls made on a worker thread for each client that have not returned
+#: yet: while one has not (a paused server, no socket timeout), no other is
+#: started for a suspect client, and a late release waits for all of them.
+_on_thread: weakref.WeakKeyDictionary[Any, list[_Call[Any]]] = weakref.WeakKeyDictionary()
 
 
 #: How many times :func:`run_each` found the connection to each pool's server
