@@ -351,9 +351,10 @@ class Unsent(TimeoutError):
     earlier one with :func:`send_late`."""
 
 
-#: The steps queued by :func:`send_late` for each client, with the time
-#: (``time.monotonic()``) after which each is dropped.
-_late: weakref.WeakKeyDictionary[Any, list[tuple[redlock_plans.Late, float]]] = (
+#: The steps queued by :func:`send_late` for each client, each with the time
+#: (``time.monotonic()``) after which it is dropped and the calls on worker
+#: threads it waits for (those in flight when it was queued, until they return).
+_late: weakref.WeakKeyDictionary[Any, list[tuple[redlock_plans.Late, float, list[_Call[Any]]]]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -377,8 +378,12 @@ def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
         queued = _late.setdefault(client, [])
         if len(queued) >= MAX_LATE:
             return False
-        queued.append((step, until))
-        if _busy(client):
+        # it waits for every call in flight there now (any may be the one it
+        # undoes), and for none started later (a busy server's later calls
+        # never hold it up)
+        behind = [call for call in _on_thread.get(client, ()) if not call.done()]
+        queued.append((step, until, behind))
+        if behind:
             return True
     _deliver(client)
     return True
@@ -415,19 +420,25 @@ def _after(ref: weakref.ref[Any], future: _Call[Any]) -> None:
             calls[:] = [call for call in calls if call is not future and not call.done()]
             if not calls:
                 del _on_thread[client]
+        for _, _, behind in _late.get(client, ()):
+            behind[:] = [call for call in behind if call is not future and not call.done()]
     _deliver(client)
 
 
+def _ready(behind: list[_Call[Any]]) -> bool:
+    """Whether every call a queued step waits for has returned."""
+    return all(call.done() for call in behind)
+
+
 def _deliver(client: Client) -> None:
-    """Send the steps queued for ``client`` by :func:`send_late` (those still
-    wanted), in one round trip, on a worker thread that the next ones queue
-    behind. The worker takes them off the queue: a hand-over cut off by an
-    interrupt leaves them queued for the next delivery, never lost."""
+    """Send the steps queued for ``client`` by :func:`send_late` whose calls
+    waited for have all returned (those still wanted), in one round trip, on
+    a worker thread that the next ones queue behind. The worker takes them
+    off the queue: a hand-over cut off by an interrupt leaves them queued for
+    the next delivery, never lost."""
     with _late_mutex:
-        if _busy(client):
-            return  # another call got there first: they go after it
-        if not _late.get(client):
-            return
+        if not any(_ready(behind) for _, _, behind in _late.get(client, ())):
+            return  # none yet: each goes once the calls it waits for returned
     _workers.submit(functools.partial(_send_queued, client), functools.partial(_in_flight, client))
 
 
@@ -435,7 +446,11 @@ def _send_queued(client: Client) -> Any:
     """On a worker thread: send the steps queued for ``client`` that are still wanted."""
     with _late_mutex:
         now = time.monotonic()
-        steps = [step for step, until in _late.pop(client, []) if until > now]
+        queued = _late.pop(client, [])
+        steps = [step for step, until, behind in queued if until > now and _ready(behind)]
+        rest = [entry for entry in queued if entry[1] > now and not _ready(entry[2])]
+        if rest:
+            _late[client] = rest
     if not steps:
         return None
     return _run_trusted(client, redlock_plans.late_plan(steps))
