@@ -4,6 +4,7 @@ masters, a killed holder, contention across threads, processes and tasks."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import linecache
 import multiprocessing
@@ -1956,6 +1957,44 @@ def test_a_clean_up_release_waits_for_its_acquire_whatever_ran_there_since(
     _gone_within(clients, name, 2.0)
     for c in fresh:
         c.close()
+
+
+def test_a_queued_release_waits_for_the_calls_before_it_not_after(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A release queued behind a call in flight on a worker thread goes once
+    that call returned, even while a call to the same master that started
+    after it was queued is still in flight (a master that other locks keep
+    busy never holds it up)."""
+    from tenure._drivers import _fanout_sync
+    from tenure._plans import redlock as redlock_plans
+
+    name = "rl-late-release-not-held-up"
+    client = redis.Redis.from_url(masters[0].url)
+    lock = Redlock([client, *clients[1:]], name, ttl=30)
+    token = "late-release-token"
+    taken = _fanout_sync.run_each(
+        [(client, redlock_plans.one(redlock_plans.attempt(lock._keys, token, 30_000, "")))], 5.0
+    )
+    assert not isinstance(taken[0], BaseException), taken
+    assert _holders(clients, name)[0] == token.encode()
+    before, after = threading.Event(), threading.Event()
+    in_flight = functools.partial(_fanout_sync._in_flight, client)
+    first = _fanout_sync._workers.submit(lambda: before.wait(10), in_flight)
+    step = redlock_plans.release(lock._keys, token, "")
+    assert _fanout_sync.send_late(client, step, time.monotonic() + 30)
+    second = _fanout_sync._workers.submit(lambda: after.wait(10), in_flight)
+    try:
+        time.sleep(0.2)
+        assert _holders(clients, name)[0] == token.encode(), "sent before the call before it"
+        before.set()
+        _gone_within(clients, name, 2.0)
+        assert not second.done(), "the call after it is still in flight"
+    finally:
+        before.set()
+        after.set()
+    assert first.wait(5) and second.wait(5)
+    client.close()
 
 
 class AlarmTimeout(Exception):
