@@ -4,6 +4,7 @@ masters, a killed holder, contention across threads, processes and tasks."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import linecache
 import multiprocessing
@@ -1886,6 +1887,114 @@ def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
     _gone_within(clients, name, 2.0)
     for c in fresh:
         c.close()
+
+
+def test_a_clean_up_release_waits_for_its_acquire_whatever_ran_there_since(
+    clients: list[redis.Redis], masters: list[ServerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt during a fresh Redlock's first round while master 0's
+    acquire is held on its worker thread, after another call to master 0 (of
+    another lock of the same clients) went out on a worker thread of its own
+    and came back: the clean-up release for master 0 still waits for the
+    acquire still in flight (a release never overtakes the acquire it undoes,
+    whatever other calls to that master started or ended meanwhile), so once
+    the acquire runs there the name is released at once, not held for the ttl."""
+    from tenure._drivers import _fanout_sync
+    from tenure._drivers._sync import _state
+    from tenure._plans import redlock as redlock_plans
+
+    name = "rl-clean-up-behind-its-acquire"
+    pool = redis.ConnectionPool(
+        host="127.0.0.1", port=masters[0].port, connection_class=_SlowFirstScript
+    )
+    slow = redis.Redis(connection_pool=pool)
+    fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
+    lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
+    wait = _fanout_sync._wait
+    fired: list[object] = []
+
+    def interrupted_wait(calls: Any, timeout: float) -> None:
+        wait(calls, timeout)
+        if not fired and _SlowFirstScript.holding.is_set():
+            # another lock's call to master 0, handed to a worker thread of
+            # its own (the kept connections all in use), done while the
+            # acquire is still held there
+            fan = _state(slow).fan
+            assert fan is not None
+            with _fanout_sync._spare_mutex:
+                busy, fan.spare[:] = list(fan.spare), []
+                owed, fan.owed[:] = list(fan.owed), []
+                connecting, fan.connecting = fan.connecting, True
+            fired.append(None)  # (its own wait is not this one)
+            try:
+                fired[0] = _fanout_sync.run_each(
+                    [(slow, redlock_plans.one(Command(("PING",))))], 5.0
+                )
+            finally:
+                with _fanout_sync._spare_mutex:
+                    fan.spare.extend(busy)
+                    fan.owed.extend(owed)
+                    fan.connecting = connecting
+            raise KeyboardInterrupt
+
+    _SlowFirstScript.go.clear()
+    _SlowFirstScript.holding.clear()
+    _SlowFirstScript.needle = name.encode()
+    _SlowFirstScript.armed = True
+    monkeypatch.setattr(_fanout_sync, "_wait", interrupted_wait)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire()
+    finally:
+        monkeypatch.undo()
+        _SlowFirstScript.armed = False
+        _SlowFirstScript.go.set()
+    assert fired and fired[0] in ([True], [b"PONG"]), fired  # (the PING answered)
+    deadline = time.monotonic() + 5
+    while _fence_on(clients[0], name) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _fence_on(clients[0], name) > 0, "the held-up acquire ran on master 0"
+    _gone_within(clients, name, 2.0)
+    for c in fresh:
+        c.close()
+
+
+def test_a_queued_release_waits_for_the_calls_before_it_not_after(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A release queued behind a call in flight on a worker thread goes once
+    that call returned, even while a call to the same master that started
+    after it was queued is still in flight (a master that other locks keep
+    busy never holds it up)."""
+    from tenure._drivers import _fanout_sync
+    from tenure._plans import redlock as redlock_plans
+
+    name = "rl-late-release-not-held-up"
+    client = redis.Redis.from_url(masters[0].url)
+    lock = Redlock([client, *clients[1:]], name, ttl=30)
+    token = "late-release-token"
+    taken = _fanout_sync.run_each(
+        [(client, redlock_plans.one(redlock_plans.attempt(lock._keys, token, 30_000, "")))], 5.0
+    )
+    assert not isinstance(taken[0], BaseException), taken
+    assert _holders(clients, name)[0] == token.encode()
+    before, after = threading.Event(), threading.Event()
+    in_flight = functools.partial(_fanout_sync._in_flight, client)
+    first = _fanout_sync._workers.submit(lambda: before.wait(10), in_flight)
+    step = redlock_plans.release(lock._keys, token, "")
+    assert _fanout_sync.send_late(client, step, time.monotonic() + 30)
+    second = _fanout_sync._workers.submit(lambda: after.wait(10), in_flight)
+    try:
+        time.sleep(0.2)
+        assert _holders(clients, name)[0] == token.encode(), "sent before the call before it"
+        before.set()
+        _gone_within(clients, name, 2.0)
+        assert not second.done(), "the call after it is still in flight"
+    finally:
+        before.set()
+        after.set()
+    assert first.wait(5) and second.wait(5)
+    client.close()
 
 
 class AlarmTimeout(Exception):

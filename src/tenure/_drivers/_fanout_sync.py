@@ -351,9 +351,10 @@ class Unsent(TimeoutError):
     earlier one with :func:`send_late`."""
 
 
-#: The steps queued by :func:`send_late` for each client, with the time
-#: (``time.monotonic()``) after which each is dropped.
-_late: weakref.WeakKeyDictionary[Any, list[tuple[redlock_plans.Late, float]]] = (
+#: The steps queued by :func:`send_late` for each client, each with the time
+#: (``time.monotonic()``) after which it is dropped and the calls on worker
+#: threads it waits for (those in flight when it was queued, until they return).
+_late: weakref.WeakKeyDictionary[Any, list[tuple[redlock_plans.Late, float, list[_Call[Any]]]]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -377,22 +378,31 @@ def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
         queued = _late.setdefault(client, [])
         if len(queued) >= MAX_LATE:
             return False
-        queued.append((step, until))
-        earlier = _on_thread.get(client)
-        if earlier is not None and not earlier.done():
+        # it waits for every call in flight there now (any may be the one it
+        # undoes), and for none started later (a busy server's later calls
+        # never hold it up)
+        behind = [call for call in _on_thread.get(client, ()) if not call.done()]
+        queued.append((step, until, behind))
+        if behind:
             return True
     _deliver(client)
     return True
 
 
 def _in_flight(client: Client, future: _Call[Any]) -> None:
-    """``future`` is the call on a worker thread for ``client`` (the one that
-    later calls queue behind), known before the call is handed over: a
-    release never overtakes a call of which an interrupt kept the caller
-    from hearing."""
+    """``future`` is a call on a worker thread for ``client`` (later calls
+    queue behind it until it returns), known before the call is handed
+    over: a release never overtakes a call of which an interrupt kept the
+    caller from hearing, whatever other calls to that server start or end
+    meanwhile (each one is waited for, not only the last)."""
     with _late_mutex:
-        _on_thread[client] = future
+        _on_thread.setdefault(client, []).append(future)
     future.add_done_callback(functools.partial(_after, weakref.ref(client)))
+
+
+def _busy(client: Client) -> bool:
+    """Whether a call on a worker thread for ``client`` has not returned yet."""
+    return any(not call.done() for call in _on_thread.get(client, ()))
 
 
 def _after(ref: weakref.ref[Any], future: _Call[Any]) -> None:
@@ -405,22 +415,30 @@ def _after(ref: weakref.ref[Any], future: _Call[Any]) -> None:
     if client is None:
         return
     with _late_mutex:
-        if _on_thread.get(client) is future:
-            del _on_thread[client]
+        calls = _on_thread.get(client)
+        if calls is not None:
+            calls[:] = [call for call in calls if call is not future and not call.done()]
+            if not calls:
+                del _on_thread[client]
+        for _, _, behind in _late.get(client, ()):
+            behind[:] = [call for call in behind if call is not future and not call.done()]
     _deliver(client)
 
 
+def _ready(behind: list[_Call[Any]]) -> bool:
+    """Whether every call a queued step waits for has returned."""
+    return all(call.done() for call in behind)
+
+
 def _deliver(client: Client) -> None:
-    """Send the steps queued for ``client`` by :func:`send_late` (those still
-    wanted), in one round trip, on a worker thread that the next ones queue
-    behind. The worker takes them off the queue: a hand-over cut off by an
-    interrupt leaves them queued for the next delivery, never lost."""
+    """Send the steps queued for ``client`` by :func:`send_late` whose calls
+    waited for have all returned (those still wanted), in one round trip, on
+    a worker thread that the next ones queue behind. The worker takes them
+    off the queue: a hand-over cut off by an interrupt leaves them queued for
+    the next delivery, never lost."""
     with _late_mutex:
-        earlier = _on_thread.get(client)
-        if earlier is not None and not earlier.done():
-            return  # another call got there first: they go after it
-        if not _late.get(client):
-            return
+        if not any(_ready(behind) for _, _, behind in _late.get(client, ())):
+            return  # none yet: each goes once the calls it waits for returned
     _workers.submit(functools.partial(_send_queued, client), functools.partial(_in_flight, client))
 
 
@@ -428,7 +446,11 @@ def _send_queued(client: Client) -> Any:
     """On a worker thread: send the steps queued for ``client`` that are still wanted."""
     with _late_mutex:
         now = time.monotonic()
-        steps = [step for step, until in _late.pop(client, []) if until > now]
+        queued = _late.pop(client, [])
+        steps = [step for step, until, behind in queued if until > now and _ready(behind)]
+        rest = [entry for entry in queued if entry[1] > now and not _ready(entry[2])]
+        if rest:
+            _late[client] = rest
     if not steps:
         return None
     return _run_trusted(client, redlock_plans.late_plan(steps))
@@ -483,8 +505,7 @@ def _scatter(
         # (a connection taken here is dropped if an interrupt cuts the loop off)
         for i, (client, plan) in enumerate(jobs):
             suspect = client in _suspects
-            earlier = _on_thread.get(client) if suspect or behind else None
-            if earlier is not None and not earlier.done():
+            if (suspect or behind) and _busy(client):
                 # a call still stuck on that server (paused): no second thread for
                 # it; or one still in flight that this one must not overtake
                 plan.close()
@@ -739,9 +760,10 @@ _spare_mutex = threading.Lock()
 #: all), until a call on a worker thread gets an answer again.
 _suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
 
-#: The last call made on a worker thread for each client: while it has not
-#: returned (a paused server, no socket timeout), no other is started for it.
-_on_thread: weakref.WeakKeyDictionary[Any, _Call[Any]] = weakref.WeakKeyDictionary()
+#: The calls made on a worker thread for each client that have not returned
+#: yet: while one has not (a paused server, no socket timeout), no other is
+#: started for a suspect client, and a late release waits for all of them.
+_on_thread: weakref.WeakKeyDictionary[Any, list[_Call[Any]]] = weakref.WeakKeyDictionary()
 
 
 #: How many times :func:`run_each` found the connection to each pool's server
