@@ -154,6 +154,13 @@ class LeaseLife:
         return self.asked or (whole is not None and whole.asked)
 
     @property
+    def left_behind(self) -> bool:
+        """Whether Redis may still hold the lease although this process gave it
+        up: its release :attr:`unfinished`, or LOST and not cleaned up (the
+        owner's next acquire sends its release first)."""
+        return self.unfinished or (self.phase is Phase.LOST and not self.cleaned)
+
+    @property
     def over(self) -> bool:
         """Whether the lease is RELEASED or LOST: nothing more will come of it."""
         return self.phase is Phase.RELEASED or self.phase is Phase.LOST
@@ -258,10 +265,9 @@ class LeaseBook:
         if lease is None:
             return None, False
         life: LeaseLife = lease._life
-        phase = life.phase
-        if life.unfinished or (phase is Phase.LOST and not life.cleaned):
+        if life.left_behind:
             return lease, False
-        return None, phase is Phase.HELD
+        return None, life.held
 
     def left_behind(self, key: Hashable) -> Any | None:
         """The latest lease of ``key`` if Redis may still hold it although this
@@ -270,7 +276,4 @@ class LeaseBook:
         lease = self._leases.get(key)
         if lease is None:
             return None
-        life: LeaseLife = lease._life
-        if life.unfinished or (life.phase is Phase.LOST and not life.cleaned):
-            return lease
-        return None
+        return lease if lease._life.left_behind else None

@@ -366,7 +366,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         held = self._leases.get(owner)
         if held is not None:
             life = held._life
-            if life.unfinished or (life.phase is Phase.LOST and not life.cleaned):
+            if life.left_behind:
                 # a lease of ours that the masters may still hold (its release
                 # cut off, or lost): released on every master before the take,
                 # which never returns while our old token holds a master

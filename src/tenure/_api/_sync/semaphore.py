@@ -13,7 +13,6 @@ from ..._drivers._identity import new_token
 from ..._errors import NotOwnedError
 from ..._info import SemaphoreInfo
 from ..._keys import DEFAULT_PREFIX, semaphore_keys
-from ..._leasebook import Phase
 from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
@@ -239,8 +238,7 @@ class Semaphore(PerProcess):
         for left in list(self._held.get(owner, ())):
             # a lease of this owner whose release was cut off (or that was
             # lost) is released first: its permits are not ours to keep
-            life = left._life
-            if life.unfinished or (life.phase is Phase.LOST and not life.cleaned):
+            if left._life.left_behind:
                 left._clean_up()
         plan = semaphore_plans.acquire(
             self._keys,
