@@ -2048,6 +2048,52 @@ def test_an_exception_of_a_signal_handler_in_a_round_gives_the_grant_back(
         c.close()
 
 
+class _AlarmOnCheck(redis.Connection):
+    """Raises :class:`AlarmTimeout` as it checks whether an idle connection
+    has something to read, once armed: a signal handler that runs while the
+    quick path picks a connection it kept."""
+
+    armed = False
+
+    def can_read(self, *args: Any, **kwargs: Any) -> bool:
+        if _AlarmOnCheck.armed:
+            _AlarmOnCheck.armed = False
+            raise AlarmTimeout
+        return bool(super().can_read(*args, **kwargs))
+
+
+def test_an_exception_of_a_signal_handler_as_a_connection_is_picked_reaches_the_caller(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """An interrupt of any class raised while the quick path checks a kept
+    connection is the caller's, not a sign of a broken connection: acquire
+    raises it (it is never swallowed) and holds nothing after."""
+    name = "rl-alarm-check"
+    alarmed = [
+        redis.Redis(
+            connection_pool=redis.ConnectionPool(
+                host="127.0.0.1", port=s.port, connection_class=_AlarmOnCheck
+            )
+        )
+        for s in masters
+    ]
+    lock = Redlock(alarmed, name, ttl=30)
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    _AlarmOnCheck.armed = True
+    try:
+        with pytest.raises(AlarmTimeout):
+            lock.acquire()
+    finally:
+        _AlarmOnCheck.armed = False
+    _gone_within(clients, name, 1.0)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+    for c in alarmed:
+        c.close()
+
+
 class _AsyncAlarmOnReply(redis.asyncio.Connection):
     """:class:`_AlarmOnReply` for asyncio connections, once a script's reply
     was read (a list: not the reply of the round that first asks who the

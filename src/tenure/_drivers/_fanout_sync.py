@@ -652,8 +652,10 @@ def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
                     return conn, count
                 stale.append(conn)
             while fan.spare:
-                conn = fan.spare.pop()
-                if _sound(conn):
+                conn = fan.spare[-1]  # (kept while it is checked: an interrupt loses none)
+                sound = _sound(conn)
+                fan.spare.pop()
+                if sound:
                     return conn, 0
                 stale.append(conn)
             if fan.connecting or fan.open - len(stale) >= fan.most:
@@ -687,7 +689,9 @@ def _sound(conn: Any) -> bool:
         return False
     try:
         return not conn.can_read(timeout=0)
-    except Exception:
+    except Exception as exc:
+        if not is_fault(exc):
+            raise  # an interrupt, of any class, is the caller's
         return False
 
 
