@@ -69,6 +69,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
@@ -99,6 +100,7 @@ from tenure import (
     RLock,
     Semaphore,
 )
+from tenure._drivers import _fanout_async, _fanout_sync
 from tenure._drivers._async import current_owner as async_owner
 from tenure._drivers._sync import current_owner
 from tenure._server import ServerProcess
@@ -217,6 +219,14 @@ class Alarm:
             f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} " if frame else ""
         )
         self.where += frame.f_code.co_name if frame else "?"
+        if frame is not None:
+            # the library frames above it, innermost first: who was waiting
+            chain = [
+                f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                for f in reversed(traceback.extract_stack(frame))
+                if "tenure" in f.filename
+            ]
+            self.where += " <- " + " <- ".join(chain[1:6]) if chain[1:] else ""
         raise self.error("alarm")
 
     def arm(self, chance: float = 0.8) -> None:
@@ -255,6 +265,10 @@ class Kind:
     #: how long a release may still be landing after its call returned (Redlock:
     #: one round returns once a quorum answered; the others get it late)
     settle: float = 0.0
+    #: whether the library still has calls in flight or releases queued behind
+    #: them (Redlock: an acquire cut off on a worker thread or task may land
+    #: after the interrupt, its release queued behind it)
+    in_flight: Callable[[], bool] = lambda: False
 
 
 #: The classes of each API (the asyncio twins' calls return coroutines).
@@ -276,6 +290,18 @@ ASYNC: dict[str, Any] = {
     "MultiLock": AsyncMultiLock,
     "Redlock": AsyncRedlock,
 }
+
+
+def fanout_in_flight(asyncio_api: bool) -> bool:
+    """Whether a Redlock call of this process is still on its way to a master
+    (on a worker thread or task of the fan-out) or a release waits behind one."""
+    if asyncio_api:
+        return bool(_fanout_async._late) or any(
+            not task.done() for task in list(_fanout_async._probing.values())
+        )
+    return bool(_fanout_sync._late) or any(
+        not call.done() for calls in list(_fanout_sync._on_thread.values()) for call in calls
+    )
 
 
 def build(
@@ -373,6 +399,7 @@ def build(
             1,
             lambda: [h for c in inspect for h in lock_holders(NAME, c)],
             settle=red._timeout + SETTLE_GRACE,
+            in_flight=lambda: fanout_in_flight(api is ASYNC),
         )
     raise ValueError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
 
@@ -468,9 +495,13 @@ class Cell:
         """Whether to wait on (alarms off) for a release still landing: a
         Redlock whose round returned once a quorum answered sends it to the
         others late, within its per-master timeout (``kind.settle``, plus a
-        grace). True while something of the loop's owner is held and that
-        time has not run out; what is still held then is the check's."""
-        return time.monotonic() < began + kind.settle and bool(ours(kind.holders(), self.owner))
+        grace). True while that time has not run out and something of the
+        loop's owner is held or a call of the library is still on its way (an
+        acquire cut off on a worker thread may land after the interrupt, its
+        release queued behind it); what is still held then is the check's."""
+        if time.monotonic() >= began + kind.settle:
+            return False
+        return kind.in_flight() or bool(ours(kind.holders(), self.owner))
 
     def settle(self, kind: Kind) -> None:
         began = time.monotonic()
@@ -526,13 +557,20 @@ class Cell:
             return False
         return True
 
+    def swallowed(self, call: str, raised: int) -> None:
+        """A call returned although an interrupt was raised in it: note where."""
+        if self.counts.raised != raised:
+            self.counts.note(f"{call} swallowed an interrupt raised in {self.alarm.where}")
+
     def release(self, lease: Any, pending: list[Any], kind: Kind) -> bool:
         """Release ``lease`` under a random alarm. An interrupted release is left
         RELEASING for the next acquire (every other time, when no other is
         pending), or sent again at once. True if it was left pending."""
+        raised = self.counts.raised
         self.alarm.arm()
         try:
             lease.release()
+            self.swallowed("release", raised)
         except INTERRUPTS:
             self.alarm.disarm()
             self.counts.caught += 1
@@ -584,11 +622,13 @@ class Cell:
             settled = False  # the acquire returned or refused: the pending lease is judged
             pended = False
             try:
+                raised = self.counts.raised
                 self.alarm.arm()
                 try:
                     lease = kind.acquire(ACQUIRE_TIMEOUT)
                     settled = True
                     self.settled_how = "timed out" if lease is None else "returned a lease"
+                    self.swallowed("acquire", raised)
                 except AlreadyHeldError as exc:
                     settled = True
                     self.settled_how = "raised AlreadyHeldError"
