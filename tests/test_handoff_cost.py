@@ -25,6 +25,7 @@ TTL = 10.0
 
 class _Fake:
     ttl = TTL
+    _given_up = False
 
     def __init__(self, expires_at: float, claim: float) -> None:
         self.expires_at, self._claim = expires_at, claim

@@ -117,6 +117,7 @@ def test_watch_book_after_a_release_attempt() -> None:
         ttl: float
         expires_at: float
         _claim: float = 0.0
+        _given_up: bool = False
 
         def _renewal(self) -> Any:
             return None

@@ -192,6 +192,7 @@ class FakeLease:
     ttl: float
     expires_at: float
     _claim: float = 0.0
+    _given_up: bool = False
     renewed_until: float | None = None
 
     def _renewal(self) -> Any:

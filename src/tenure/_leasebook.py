@@ -52,7 +52,7 @@ from __future__ import annotations
 import enum
 import threading
 import weakref
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from ._errors import LockLostError, NotOwnedError
@@ -114,9 +114,24 @@ class LeaseLife:
             store for every part) is asked of each part, so that an
             interrupt before a part's own ``release()`` set its flag still
             leaves that part's release :attr:`unfinished`.
+        block: a weak reference to the exit of the ``with`` statement that
+            entered the lease (see ``tenure._models.block_exit``), or
+            ``None``. The statement holds that exit until it is done with it,
+            so once the reference is dead the block is left: its release is
+            asked, whether or not the exit's call got as far as asking it (an
+            interrupt may cut the exit off at its first instruction).
     """
 
-    __slots__ = ("asked", "cleaned", "lost_reason", "phase", "process", "release_op", "whole")
+    __slots__ = (
+        "asked",
+        "block",
+        "cleaned",
+        "lost_reason",
+        "phase",
+        "process",
+        "release_op",
+        "whole",
+    )
 
     def __init__(self, process: Hashable, release_op: str) -> None:
         self.phase = Phase.HELD
@@ -126,6 +141,7 @@ class LeaseLife:
         self.release_op = release_op
         self.asked = False
         self.whole: LeaseLife | None = None
+        self.block: Callable[[], object] | None = None
 
     def _move(self, event: str) -> bool:
         with _mutex:
@@ -143,15 +159,29 @@ class LeaseLife:
     @property
     def unfinished(self) -> bool:
         """Whether a release of the lease was asked for and did not complete:
-        RELEASING, or HELD after a ``release()`` cut off before it began (the
-        owner's next acquire sends it first), its own or its whole's."""
+        RELEASING, or HELD after a ``release()`` cut off before it began, or
+        after the ``with`` block that entered it was left without its exit
+        releasing it (the owner's next acquire sends it first), its own or its
+        whole's."""
         phase = self.phase
         if phase is Phase.RELEASING:
             return True
         if phase is not Phase.HELD:
             return False
         whole = self.whole
-        return self.asked or (whole is not None and whole.asked)
+        return self.asked or self.block_left or (whole is not None and whole.asked_or_left)
+
+    @property
+    def block_left(self) -> bool:
+        """Whether the ``with`` statement that entered the lease is over (see
+        :attr:`block`): a lease still HELD then is one whose exit was cut off."""
+        block = self.block
+        return block is not None and block() is None
+
+    @property
+    def asked_or_left(self) -> bool:
+        """Whether a release was asked (:attr:`asked`) or the block left."""
+        return self.asked or self.block_left
 
     @property
     def left_behind(self) -> bool:

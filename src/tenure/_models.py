@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from ._drivers._identity import new_op, process_mark
 from ._leasebook import LeaseLife, Phase
@@ -270,6 +272,12 @@ class LeaseBase(LostSignalBase):
         self._watch: Any = None  # the driver's watchdog entry
 
     @property
+    def _given_up(self) -> bool:
+        """(The watchdog's) whether this process gave the lease up and its
+        release did not complete (see ``LeaseLife.unfinished``)."""
+        return self._life.unfinished
+
+    @property
     def _redis_ttl(self) -> float:
         """The lease Redis holds (s): a hand-off's claim window until the watchdog
         extends it to the ttl, then the ttl."""
@@ -320,3 +328,116 @@ class OpenBlocks(Generic[T]):
                 if self._open[i][0] == owner:
                     return self._open.pop(i)[1]
             return self._open.pop()[1] if self._open else None
+
+
+# -- ``with`` blocks whose exit is cut off ---------------------------------------
+#
+# An interrupt (a signal handler's exception) may come at the first instruction
+# of a block's ``__exit__``, before any line of it ran: no code of the exit can
+# note that the block is left. What can: the statement itself. Python looks up
+# ``__enter__`` and then ``__exit__`` on the manager's type (calling their
+# ``__get__``), keeps the bound exit on the frame's stack for the whole block,
+# then calls the enter; it drops the exit once the block is done with it,
+# called to its end or cut off. So each statement gets an exit object of its
+# own (:class:`BlockExit`), and the lease its enter returns keeps a weak
+# reference to it (``LeaseLife.block``): dead, the block is left, and a lease
+# still HELD is one whose exit was cut off, its release due (the owner's next
+# acquire sends it; the watchdog never renews it). Entered another way (an
+# ``ExitStack``, which reads the methods off the class; or ``__enter__`` called
+# by hand), a lease is linked to nothing and stays the caller's to release.
+
+_pending = threading.local()  # .exit: the exit looked up last (weakly), .target: its manager's id
+
+
+class BlockExit:
+    """The exit of one ``with`` statement: calls the manager's exit; the lease
+    entered by the statement refers to it weakly (see above)."""
+
+    __slots__ = ("__weakref__", "_fn", "_target")
+
+    def __init__(self, fn: Callable[..., Any], target: object) -> None:
+        self._fn = fn
+        self._target = target
+
+    def __call__(self, *args: Any) -> Any:
+        return self._fn(self._target, *args)
+
+
+class _ExitOf:
+    """Decorates a manager's ``__exit__`` / ``__aexit__``: looked up on an
+    instance, a :class:`BlockExit` of its own, made the pending one of the
+    thread; looked up on the class, the plain function."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self._fn
+        exit_ = BlockExit(self._fn, instance)
+        # (the manager by id: the thread keeps nothing alive; while the exit
+        # lives, so does its manager, whose id is then no other's)
+        _pending.exit, _pending.target = weakref.ref(exit_), id(instance)
+        return exit_
+
+
+class _EnterOf:
+    """Decorates a manager's ``__enter__`` / ``__aenter__``: looked up on an
+    instance, it clears the thread's pending exit; called, it takes the exit
+    looked up since (the statement's, if it was a ``with`` statement) at once,
+    before any other code of the thread can look one up, and links the lease
+    the enter returns to it."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self._fn
+        _pending.exit = None
+        return functools.partial(_enter, self._fn, instance)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def block_exit(fn: F) -> F:
+    """Decorate a manager's ``__exit__`` / ``__aexit__`` (see :class:`_ExitOf`);
+    typed as the method it decorates, which it behaves as."""
+    return cast(F, _ExitOf(fn))
+
+
+def block_enter(fn: F) -> F:
+    """Decorate a manager's ``__enter__`` / ``__aenter__`` (see :class:`_EnterOf`);
+    typed as the method it decorates, which it behaves as."""
+    return cast(F, _EnterOf(fn))
+
+
+def _enter(fn: Callable[..., Any], instance: object) -> Any:
+    """Call the enter ``fn`` of ``instance``; link what it returns (or, for an
+    ``async with``, what its coroutine returns) to the pending exit of the
+    statement, if it is ``instance``'s."""
+    exit_ref: Callable[[], object] | None = getattr(_pending, "exit", None)
+    if exit_ref is not None:
+        _pending.exit = None
+        if getattr(_pending, "target", None) != id(instance):
+            exit_ref = None
+    result = fn(instance)
+    if exit_ref is None:
+        return result
+    if inspect.isawaitable(result):
+        return _linked(result, exit_ref)
+    _link(result, exit_ref)
+    return result
+
+
+async def _linked(entered: Any, exit_ref: Callable[[], object]) -> Any:
+    lease = await entered
+    _link(lease, exit_ref)
+    return lease
+
+
+def _link(lease: object, exit_ref: Callable[[], object]) -> None:
+    life = getattr(lease, "_life", None)
+    if isinstance(life, LeaseLife) and exit_ref() is not None:
+        life.block = exit_ref

@@ -82,6 +82,13 @@ class Watchable(Protocol):
     #: watch book sets it to 0.0 once the claim extend succeeded.
     _claim: float
 
+    @property
+    def _given_up(self) -> bool:
+        """Whether the owner gave the lease up without its release completing
+        (the ``with`` block that entered it was left with its exit cut off):
+        never renewed again, it ends by its ttl unless the owner's next
+        acquire releases it first."""
+
     def _renewal(self) -> Eval:
         """The script call that renews the lease for its ttl."""
 
@@ -171,6 +178,7 @@ class WatchBook:
             for w in self.watches.values()
             if (w.renew or w.claim)
             and not w.busy
+            and not w.lease._given_up
             and w.due - (0.0 if w.claim else w.lease.ttl * BATCH_SLACK) <= now
         ]
         for w in batch:

@@ -17,7 +17,7 @@ from ..._drivers._clients import result_lost_with
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from ..._leasebook import LeaseBook, Phase, Release
-from ..._models import LeaseBase, OpenBlocks, PerProcess
+from ..._models import LeaseBase, OpenBlocks, PerProcess, block_enter, block_exit
 from ..._plans import replicas as replica_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan, is_interrupt
@@ -210,6 +210,7 @@ class _AsyncHolding(Generic[L]):
         self._timeout = timeout
         self._open: OpenBlocks[L] = OpenBlocks()
 
+    @block_enter
     async def __aenter__(self) -> L:
         lease = await self._lock.acquire(timeout=self._timeout)
         if lease is None:
@@ -217,6 +218,7 @@ class _AsyncHolding(Generic[L]):
         self._open.push(_driver.current_owner(), lease)
         return lease
 
+    @block_exit
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
@@ -258,6 +260,7 @@ class _AsyncReleasedOnExit:
     async def release(self) -> None:
         raise NotImplementedError
 
+    @block_exit
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
@@ -292,9 +295,11 @@ class _AsyncBlocks(PerProcess, _AsyncReleasedOnExit, Generic[L]):
             guard = self.__dict__.setdefault("_guard", _AsyncHolding(self, None))
         return guard
 
+    @block_enter
     async def __aenter__(self) -> L:
         return await self._blocks().__aenter__()
 
+    @block_exit
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
@@ -309,6 +314,7 @@ class _AsyncEntersItself(_AsyncReleasedOnExit):
 
     __slots__ = ()
 
+    @block_enter
     async def __aenter__(self) -> Self:
         return self
 

@@ -52,6 +52,13 @@ class _AsyncHoldLease(_AsyncHeldLease[HoldsT]):
         """
         return await super().extend(seconds)
 
+    @property
+    def _given_up(self) -> bool:
+        """(The watchdog's, which watches a hold through one of its leases)
+        whether every lease of the hold still here was given up."""
+        hold = self._lock._same_hold(self)
+        return bool(hold) and all(one._life.unfinished for one in hold)
+
     def _released_one(self, left: int | None) -> None:
         self._life.released()
         self._lock._forget(self)

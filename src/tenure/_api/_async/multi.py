@@ -252,7 +252,7 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
         """Whether a release was asked and a part's release is still due (a
         part left HELD is renewed by the watchdog, one left RELEASING may hold
         until its ttl, until ``release()`` again or the owner's next acquire)."""
-        return self._life.asked and any(_due(lease) for lease in self.leases)
+        return self._life.asked_or_left and any(_due(lease) for lease in self.leases)
 
     def _settle(self) -> None:
         """Once no part's release is due any more, the multi-lease is over:
@@ -434,7 +434,7 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()
         left = self._leases.get(owner)
-        if left is not None and left._life.asked:
+        if left is not None and left._life.asked_or_left:
             # the owner's last release of it did not complete: finish it first
             # (its parts' own acquires would too), so that the multi-lease ends
             await left._clean_up()

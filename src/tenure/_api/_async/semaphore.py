@@ -12,7 +12,7 @@ from ..._drivers._identity import new_token
 from ..._errors import NotOwnedError
 from ..._info import SemaphoreInfo
 from ..._keys import DEFAULT_PREFIX, semaphore_keys
-from ..._models import PerProcess
+from ..._models import PerProcess, block_enter, block_exit
 from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._plans.waiting import Grant
@@ -332,6 +332,7 @@ class AsyncSemaphore(PerProcess):
         """
         return _AsyncHolding(_AsyncPermitsOf(self, n), timeout)
 
+    @block_enter
     async def __aenter__(self) -> AsyncSemaphoreLease:
         """Take one permit, waiting as long as it takes; the block's exit gives
         back exactly this lease.
@@ -342,6 +343,7 @@ class AsyncSemaphore(PerProcess):
         """
         return await self._blocks.__aenter__()
 
+    @block_exit
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,

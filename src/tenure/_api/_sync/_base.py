@@ -18,7 +18,7 @@ from ..._drivers._clients import result_lost_with
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from ..._leasebook import LeaseBook, Phase, Release
-from ..._models import LeaseBase, OpenBlocks, PerProcess
+from ..._models import LeaseBase, OpenBlocks, PerProcess, block_enter, block_exit
 from ..._plans import replicas as replica_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan, is_interrupt
@@ -211,6 +211,7 @@ class _Holding(Generic[L]):
         self._timeout = timeout
         self._open: OpenBlocks[L] = OpenBlocks()
 
+    @block_enter
     def __enter__(self) -> L:
         lease = self._lock.acquire(timeout=self._timeout)
         if lease is None:
@@ -218,6 +219,7 @@ class _Holding(Generic[L]):
         self._open.push(_driver.current_owner(), lease)
         return lease
 
+    @block_exit
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -259,6 +261,7 @@ class _ReleasedOnExit:
     def release(self) -> None:
         raise NotImplementedError
 
+    @block_exit
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -293,9 +296,11 @@ class _Blocks(PerProcess, _ReleasedOnExit, Generic[L]):
             guard = self.__dict__.setdefault("_guard", _Holding(self, None))
         return guard
 
+    @block_enter
     def __enter__(self) -> L:
         return self._blocks().__enter__()
 
+    @block_exit
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -310,6 +315,7 @@ class _EntersItself(_ReleasedOnExit):
 
     __slots__ = ()
 
+    @block_enter
     def __enter__(self) -> Self:
         return self
 

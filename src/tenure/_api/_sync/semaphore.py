@@ -13,7 +13,7 @@ from ..._drivers._identity import new_token
 from ..._errors import NotOwnedError
 from ..._info import SemaphoreInfo
 from ..._keys import DEFAULT_PREFIX, semaphore_keys
-from ..._models import PerProcess
+from ..._models import PerProcess, block_enter, block_exit
 from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._plans.waiting import Grant
@@ -333,6 +333,7 @@ class Semaphore(PerProcess):
         """
         return _Holding(_PermitsOf(self, n), timeout)
 
+    @block_enter
     def __enter__(self) -> SemaphoreLease:
         """Take one permit, waiting as long as it takes; the block's exit gives
         back exactly this lease.
@@ -343,6 +344,7 @@ class Semaphore(PerProcess):
         """
         return self._blocks.__enter__()
 
+    @block_exit
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
