@@ -10,6 +10,7 @@ from .._keys import DEFAULT_PREFIX, FENCED_MARKER, LatchKeys, fenced_keys
 from .._ops import glob_escape
 from .._plans.kinds import KINDS, by_name
 from .._scripts import LOCK_ACQUIRE, ScriptSpec
+from .._views import VIEWS
 from .findings import NEEDED_COMMANDS, CantCheck, Finding, Level
 from .server import _unknown_command
 
@@ -24,7 +25,7 @@ KIND_SCRIPTS: dict[str, tuple[ScriptSpec, ...]] = {
 
 #: ``--kind`` values of ``tenure doctor`` and the kinds they name.
 KIND_NAMES: dict[str, str] = {
-    **{k.option: k.name for k in KINDS},
+    **{v.option: v.name for v in VIEWS},
     FENCED_MARKER: "FencedKey",
 }
 

@@ -48,21 +48,14 @@ from .._scripts import (
 from .._units import MAX_LEASE_PERMITS, check_count, lease_ms
 from .common import FENCE_KEEP_MS, extended
 from .kind import (
-    ForcedRelease,
     Hold,
     Kind,
     LockView,
     Waiter,
     detail,
-    many_holders_release,
     many_holders_view,
-    more_text,
     named,
-    no_expiry,
-    permits_text,
-    queue_lines,
     release_each,
-    seconds,
     with_waiting,
 )
 from .waiting import (
@@ -359,41 +352,6 @@ def _exists(view: LockView) -> bool:
     return _info(view).permits > 0  # its count is stored
 
 
-def _json_extras(view: LockView) -> dict[str, Any]:
-    info = _info(view)
-    return {
-        "permits": info.permits or None,
-        "available": info.available if info.permits else None,
-        "holders": [{"token": h.token, "permits": h.permits, "ttl": h.ttl} for h in info.holders],
-    }
-
-
-def _describe(view: LockView) -> list[str]:
-    info = _info(view)
-    lines = [
-        f"  permits  {info.permits or '?'} ({info.available} available)",
-        f"  holders  {len(info.holders) or 'none'}",
-    ]
-    for h in info.holders:
-        lines.append(f"    {h.token} ({permits_text(h.permits)}, ttl {seconds(h.ttl)})")
-    return lines + queue_lines(view)
-
-
-def _summary(view: LockView) -> str:
-    info = _info(view)
-    holds = _holds(view)
-    if not holds:
-        return f"free (0/{info.permits or '?'})"
-    first, held = holds[0], sum(h.count for h in holds)
-    return f"{first.holder} x{first.count}{more_text(holds)} ({held}/{info.permits or '?'})"
-
-
-def _now_text(view: LockView) -> str:
-    info = _info(view)
-    held = sum(h.permits for h in info.holders)
-    return f"now {held} of {info.permits or '?'} permits held"
-
-
 def _force_release(
     keys: SemaphoreKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
 ) -> Plan[tuple[list[Hold], list[Hold]]]:
@@ -408,16 +366,6 @@ def _force_release(
     return (yield from release_each(holds, end))
 
 
-def _hold_text(hold: Hold) -> str:
-    return f"lease {hold.holder} ({permits_text(hold.count)}, ttl left {no_expiry(hold.ttl)})"
-
-
-def _release_lines(done: ForcedRelease) -> list[str]:
-    return many_holders_release(
-        done, _hold_text, lambda h: f"{h.holder} ({permits_text(h.count)})", fence=False
-    )
-
-
 def _acl_keys(keys: SemaphoreKeys) -> tuple[str, ...]:
     return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released, keys.permits)
 
@@ -425,12 +373,8 @@ def _acl_keys(keys: SemaphoreKeys) -> tuple[str, ...]:
 #: The ``Semaphore`` kind (see :class:`~tenure._plans.kind.Kind`).
 SEMAPHORE: Kind[SemaphoreKeys] = Kind(
     name="Semaphore",
-    option="semaphore",
     build=named("Semaphore", semaphore_keys),
-    main_key=lambda keys: keys.lock,
     read=_read,
-    describe=_describe,
-    summary=_summary,
     scripts=(
         SEMAPHORE_ACQUIRE,
         SEMAPHORE_RELEASE,
@@ -441,12 +385,7 @@ SEMAPHORE: Kind[SemaphoreKeys] = Kind(
     acl_keys=_acl_keys,
     holds=_holds,
     exists=_exists,
-    json_extras=_json_extras,
     refine_waiter=_refine,
-    now_text=_now_text,
     force_release=_force_release,
-    release_lines=_release_lines,
-    release_flag="--semaphore",
-    single_holder=False,
     picks_lease=True,
 )
