@@ -47,7 +47,7 @@ from ._plans.kind import Waiter as Waiter
 from ._plans.kind import parse_waiters as parse_waiters
 from ._plans.kind import read_waiters as read_waiters
 from ._plans.kinds import KINDS, by_name
-from ._protocol import Plan
+from ._protocol import Plan, text
 
 #: How many queued waiters ``inspect`` lists (all of them are counted).
 WAITERS_SHOWN = 10
@@ -220,7 +220,7 @@ def group_keys(keys: Iterable[str | bytes], *, prefix: str, pattern: str = "*") 
     roles: dict[tuple[str, str], set[str]] = {}
     for raw in keys:
         try:
-            key = raw.decode() if isinstance(raw, bytes) else raw
+            key = text(raw)
         except UnicodeDecodeError:
             continue  # not a key tenure wrote: names are str
         parsed = parse_key(key, prefix)

@@ -15,10 +15,6 @@ if TYPE_CHECKING:  # annotations only: .acl imports this module
     from .acl import AclNeeds, PrimitiveAcl
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 @dataclass(frozen=True, slots=True)
 class Needed:
     """A command tenure needs, with sample arguments for ``ACL DRYRUN``.

@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from .._errors import InvalidArgument, NotOwnedError
 from .._keys import MARKERS, ROLES, LatchKeys, LockKeys
-from .._protocol import Command, Plan
+from .._protocol import Command, Plan, text
 from .._scripts import ScriptSpec
 
 K = TypeVar("K", bound=LockKeys | LatchKeys)
@@ -39,11 +39,6 @@ ForceRelease = Callable[
     [K, "LockView", Sequence["Hold"], Callable[[], str]],
     Plan[tuple[list["Hold"], list["Hold"]]],
 ]
-
-
-def text(value: object) -> str:
-    """A reply item as ``str`` (``bytes`` decoded as UTF-8)."""
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 # --- one primitive, as the operator sees it -------------------------------------------------

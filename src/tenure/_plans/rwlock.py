@@ -45,7 +45,7 @@ from typing import Any, Literal
 from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, ProtocolError
 from .._info import ReadWriteHolder, ReadWriteInfo
 from .._keys import RWLockKeys, rwlock_keys
-from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
+from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, text
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
@@ -59,7 +59,6 @@ from .kind import (
     named,
     release_each,
     release_levels,
-    text,
     with_waiting,
 )
 from .waiting import (

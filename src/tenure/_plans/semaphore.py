@@ -37,7 +37,7 @@ from typing import Any
 from .._errors import InvalidArgument, NotOwnedError, ProtocolError
 from .._info import SemaphoreHolder, SemaphoreInfo
 from .._keys import SemaphoreKeys, semaphore_keys
-from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
+from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, text
 from .._scripts import (
     SEMAPHORE_ACQUIRE,
     SEMAPHORE_EXTEND,
@@ -285,10 +285,6 @@ def set_permits(keys: SemaphoreKeys, permits: int) -> Plan[int]:
     return int(old)
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def inspect(keys: SemaphoreKeys, permits: int) -> Plan[SemaphoreInfo]:
     """Read the count (``permits``, the caller's, when Redis stores none), the
     leases holding permits, and the number of queued waiters."""
@@ -297,7 +293,7 @@ def inspect(keys: SemaphoreKeys, permits: int) -> Plan[SemaphoreInfo]:
     counts: dict[str, int] = {}
     ttls: dict[str, float] = {}
     for member, pttl in zip(flat[::2], flat[1::2], strict=True):
-        token = _text(member).rpartition("#")[0]
+        token = text(member).rpartition("#")[0]
         counts[token] = counts.get(token, 0) + 1
         ttls[token] = int(pttl) / 1000
     holders = tuple(SemaphoreHolder(token, counts[token], ttls[token]) for token in counts)
@@ -327,7 +323,7 @@ def _read(keys: SemaphoreKeys, waiting: int) -> Plan[LockView]:
     info = yield from inspect(keys, 0)  # 0: no count stored
     raw = yield Command(("GET", keys.fence))
     try:
-        fence = int(_text(raw)) if raw is not None else 0
+        fence = int(text(raw)) if raw is not None else 0
     except ValueError:  # changed type since the inspect script checked it
         fence = 0
     first = info.holders[0] if info.holders else None
