@@ -38,6 +38,7 @@ from tenure._ops import (
     LockView,
     Target,
     Waiter,
+    exists,
     glob_escape,
     group_keys,
     holds_of,
@@ -257,7 +258,7 @@ def test_read_lock_with_waiters() -> None:
         1,
         (Waiter("hub", "own.2:tok", 3.0, 2.0),),
     )
-    assert view.held and view.exists and view.ttl == 9.5
+    assert view.held and exists(view) and view.ttl == 9.5
     assert to_json(view)["waiting"] == [
         {"waiter": "hub", "holder": "own.2:tok", "lease": 3.0, "queued_for": 2.0}
     ]
@@ -312,9 +313,9 @@ def test_read_an_rlock_without_waiters_is_one_call() -> None:
 
 def test_a_lock_exists_while_any_key_does() -> None:
     free = LockView("Lock", "n", "k", "", 0, -2, 0, 0)
-    assert not free.exists and not free.held and free.ttl is None
-    assert LockView("Lock", "n", "k", "", 0, -2, 12, 0).exists  # its fence key is left
-    assert LockView("Lock", "n", "k", "", 0, -2, 0, 1).exists  # a waiter is queued
+    assert not exists(free) and not free.held and free.ttl is None
+    assert exists(LockView("Lock", "n", "k", "", 0, -2, 12, 0))  # its fence key is left
+    assert exists(LockView("Lock", "n", "k", "", 0, -2, 0, 1))  # a waiter is queued
 
 
 def test_text_output() -> None:
@@ -397,11 +398,11 @@ def test_read_a_semaphore_with_a_waiter() -> None:
 def test_a_free_semaphore_and_one_with_no_count_stored() -> None:
     sem = target("Semaphore", "gpus", prefix="tenure:")
     _, free = drive(read_lock(sem, waiting=5), [(Status.OK, [4, 0, []]), b"7"])
-    assert free.exists and not free.held and free.ttl is None
+    assert exists(free) and not free.held and free.ttl is None
     assert holder_summary(free) == "free (0/4)"
     assert to_json(free, waiting=False)["holders"] == []
     _, gone = drive(read_lock(sem), [(Status.OK, [0, 0, []]), None])
-    assert not gone.exists
+    assert not exists(gone)
     data = to_json(gone)
     assert data["permits"] is None and data["available"] is None and data["fence"] is None
 
@@ -445,7 +446,7 @@ def test_a_write_hold_comes_first() -> None:
     assert [(h.mode, h.ttl) for h in holds_of(view)] == [("write", 4.0), ("read", 5.0)]
     assert holder_summary(view) == "a.1 (write) +1 more"
     _, free = drive(read_lock(rw), [(Status.OK, ["", "13", "0", "0", "0", "0"])])
-    assert free.exists and not free.held and holder_summary(free) == "free"
+    assert exists(free) and not free.held and holder_summary(free) == "free"
     assert to_json(free)["mode"] is None and to_json(free)["holders"] == []
 
 
@@ -473,14 +474,14 @@ def test_read_a_fair_lock_and_its_queue() -> None:
         describe(view)
     )
     _, free = drive(read_lock(fair), [(Status.OK, ["", "-2", "55", "0"])])
-    assert free.exists and not free.held and free.ttl is None and free.count == 0
+    assert exists(free) and not free.held and free.ttl is None and free.count == 0
 
 
 def test_read_a_latch() -> None:
     latch = target("CountDownLatch", "batch", prefix="tenure:")
     steps, closed = drive(read_lock(latch, waiting=5), [(Status.OK, [3, 0])])
     assert len(steps) == 1 and steps[0].script is LATCH_INSPECT
-    assert closed.exists and not closed.held and holder_summary(closed) == "count 3"
+    assert exists(closed) and not closed.held and holder_summary(closed) == "count 3"
     assert to_json(closed) == {
         "kind": "CountDownLatch",
         "name": "batch",
@@ -496,11 +497,11 @@ def test_read_a_latch() -> None:
         "waiting": [],
     }
     _, opened = drive(read_lock(latch), [(Status.OK, [0, 1754300000000001])])
-    assert opened.exists and holder_summary(opened) == "open"
+    assert exists(opened) and holder_summary(opened) == "open"
     assert to_json(opened)["open"] is True and to_json(opened)["opened"] == 1754300000000001
     assert describe(opened)[1:] == ["  count    0 (open)", "  opened   1754300000000001"]
     _, nothing = drive(read_lock(latch), [(Status.OK, [0, 0])])
-    assert not nothing.exists
+    assert not exists(nothing)
     [row] = ls_table([opened])[1:]
     assert row.split() == ["CountDownLatch", "batch", "open", "-", "-", "-"]
 

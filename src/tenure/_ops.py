@@ -46,7 +46,8 @@ from ._plans.kind import LockView as LockView
 from ._plans.kind import Waiter as Waiter
 from ._plans.kind import parse_waiters as parse_waiters
 from ._plans.kind import read_waiters as read_waiters
-from ._plans.kinds import KINDS, by_name
+from ._plans.kinds import KINDS, by_name, kind_of
+from ._plans.kinds import exists as exists
 from ._protocol import Plan, text
 
 #: How many queued waiters ``inspect`` lists (all of them are counted).
@@ -175,7 +176,7 @@ def inspect(client: Client, found: Sequence[Target]) -> tuple[list[LockView], li
         except WrongTypeError as exc:  # not one of tenure's primitives
             skipped.append(f"{t.kind} {t.keys.name!r}: {exc}")
             continue
-        if view.exists:
+        if exists(view):
             views.append(view)
     return views, skipped
 
@@ -271,7 +272,7 @@ def list_locks(
 def holds_of(view: LockView) -> tuple[Hold, ...]:
     """The holds of a snapshot: the holder of a kind with one holder; every
     hold of a ReadWriteLock (write holds first); every lease of a Semaphore."""
-    return view.spec.holds(view)
+    return kind_of(view).holds(view)
 
 
 def force_release(

@@ -210,7 +210,7 @@ def _release_hint(client: Client, args: argparse.Namespace) -> str:
     others = [_ops.target(k.name, args.name, prefix=args.prefix) for k in KINDS if k.name != kind]
     views, _ = _ops.inspect(client, others)
     for view in views:
-        if not view.spec.releasable:
+        if not by_name(view.kind).releasable:
             if view.count:
                 return f" (the {view.kind} {args.name!r} is not a lock: it can't be released)"
             continue

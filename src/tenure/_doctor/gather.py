@@ -10,8 +10,18 @@ import redis.exceptions
 
 from .._keys import DEFAULT_PREFIX
 from .._protocol import text
-from .acl import AclNeeds, PrimitiveAcl, acl_probes, check_primitive_acl
-from .findings import NEEDED_COMMANDS, AclCheck, CantCheck, Facts, Reply, Report, dryrun_args
+from .acl import acl_probes, check_primitive_acl
+from .findings import (
+    NEEDED_COMMANDS,
+    AclCheck,
+    AclNeeds,
+    CantCheck,
+    Facts,
+    PrimitiveAcl,
+    Reply,
+    Report,
+    dryrun_args,
+)
 from .server import (
     check_acl,
     check_cluster,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from .._errors import InvalidArgument, NotOwnedError
 from .._keys import MARKERS, ROLES, LatchKeys, LockKeys
@@ -74,9 +74,11 @@ class Waiter:
 
 @dataclass(frozen=True, slots=True)
 class LockView:
-    """A snapshot of one primitive (see :mod:`tenure._ops` for its JSON shape).
+    """A snapshot of one primitive (see :mod:`tenure._views` for its JSON shape).
 
-    ``kind`` is the kind's public name (``"Lock"``, ...: :attr:`Kind.name`);
+    ``kind`` is the kind's public name (``"Lock"``, ...: :attr:`Kind.name`;
+    :func:`.kinds.kind_of` finds the kind, :func:`.kinds.exists` says whether
+    any of its keys exists);
     ``holder`` and ``count`` describe the one holder (the first of several);
     ``pttl_ms`` is the lease left in milliseconds (-1: no expiry, -2: free);
     ``detail`` is the library's ``info()`` snapshot for a kind whose holders
@@ -96,26 +98,9 @@ class LockView:
     detail: object = None
 
     @property
-    def spec(self) -> Kind[Any]:
-        """This snapshot's kind, from the registry.
-
-        Raises:
-            InvalidArgument: no kind of that name is registered.
-        """
-        from .kinds import by_name  # the registry imports every kind, which import this
-
-        return by_name(self.kind)
-
-    @property
     def held(self) -> bool:
         """Whether someone holds the lock (or a semaphore's permits)."""
         return bool(self.holder)
-
-    @property
-    def exists(self) -> bool:
-        """Whether any of its keys exists (a free lock keeps its fence key, an
-        open latch its opening number, a semaphore its count)."""
-        return self.held or self.fence > 0 or self.waiters > 0 or self.spec.exists(self)
 
     @property
     def ttl(self) -> float | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._plans.kind import ForcedRelease, Hold, LockView
+from .._plans.kinds import kind_of
 
 # --- text -----------------------------------------------------------------------------------
 
@@ -130,8 +131,8 @@ def many_holders_release(
     lines += [f"  gone     {hold_text(h)}: it ended first" for h in done.gone]
     if fence:
         lines.append(f"  fence    {b.fence or '-'}")
-    before = {(h.holder, h.mode) for h in b.spec.holds(b)}
-    after = a.spec.holds(a)
+    before = {(h.holder, h.mode) for h in kind_of(b).holds(b)}
+    after = kind_of(a).holds(a)
     handed = [h for h in after if (h.holder, h.mode) not in before]
     lines += [f"  handed to a waiter: {handed_text(h)}" for h in handed]
     if not handed and not after:

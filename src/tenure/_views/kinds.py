@@ -12,6 +12,7 @@ from .._errors import InvalidArgument
 from .._info import CountDownLatchInfo, ReadWriteInfo, SemaphoreInfo
 from .._keys import LatchKeys, LockKeys
 from .._plans.kind import ForcedRelease, Hold, LockView, detail
+from .._plans.kinds import kind_of
 from .kind import (
     KindView,
     holder_lines,
@@ -107,7 +108,7 @@ def _rw_json_extras(view: LockView) -> dict[str, Any]:
 def _rw_describe(view: LockView) -> list[str]:
     info = _rw_info(view)
     lines = [f"  mode     {info.mode or 'free'}", f"  holders  {len(info.holders) or 'none'}"]
-    for rw in view.spec.holds(view):
+    for rw in kind_of(view).holds(view):
         lines.append(
             f"    {rw.mode:<5}  {rw.holder} (hold count {rw.count}, fence {rw.fence}, "
             f"ttl {seconds(rw.ttl)})"
@@ -120,7 +121,7 @@ def _rw_describe(view: LockView) -> list[str]:
 
 
 def _rw_summary(view: LockView) -> str:
-    holds = view.spec.holds(view)
+    holds = kind_of(view).holds(view)
     if not holds:
         return "free"
     first = holds[0]
@@ -197,7 +198,7 @@ def _sem_describe(view: LockView) -> list[str]:
 
 def _sem_summary(view: LockView) -> str:
     info = _sem_info(view)
-    holds = view.spec.holds(view)
+    holds = kind_of(view).holds(view)
     if not holds:
         return f"free (0/{info.permits or '?'})"
     first, held = holds[0], sum(h.count for h in holds)
