@@ -18,7 +18,7 @@ from tenure._drivers._hubbook import PassOn
 from tenure._errors import WrongTypeError
 from tenure._keys import LatchKeys, LockKeys, parse_key
 from tenure._plans.kind import Hold, Kind, LockView
-from tenure._plans.kinds import KINDS, by_name, kind_of, names, of_keys
+from tenure._plans.kinds import KINDS, by_name, kind_of, of_keys
 from tenure._plans.lock import LOCK
 from tenure._plans.rlock import RLOCK
 from tenure._protocol import Command, Eval, Status
@@ -32,6 +32,13 @@ pytestmark = pytest.mark.once
 NOT_KINDS = {"MultiLock"}
 
 NAMES = ("orders:42", "a{b}%c", "x")
+
+
+def names() -> tuple[str, ...]:
+    """The public names of every registered kind, in the registry's order."""
+    return tuple(kind.name for kind in KINDS)
+
+
 PREFIXES = ("tenure:", "app:{x}:")
 
 

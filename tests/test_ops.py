@@ -38,17 +38,16 @@ from tenure._ops import (
     LockView,
     Target,
     Waiter,
-    exists,
     glob_escape,
     group_keys,
     holds_of,
     parse_key,
-    parse_waiters,
     read_lock,
-    refine_waiter,
     target,
     targets,
 )
+from tenure._plans.kind import parse_waiters
+from tenure._plans.kinds import by_name, exists
 from tenure._plans.rwlock import hold_values
 from tenure._protocol import Command, Eval, Status
 from tenure._scripts import (
@@ -333,6 +332,12 @@ def test_text_output() -> None:
         ["RLock", "jobs", "own.1", "x2", "1.50s", "9", "0"],
         ["Lock", "orders", "free", "-", "8", "0"],
     ]
+
+
+def refine_waiter(kind: str, waiter: Waiter) -> Waiter:
+    """``waiter`` as its kind's inspect reads it (a Semaphore's permits, a
+    ReadWriteLock's mode split out of the member's holder)."""
+    return by_name(kind).refine_waiter(waiter)
 
 
 def test_refine_waiter_splits_what_a_member_adds() -> None:

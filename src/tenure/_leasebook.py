@@ -169,11 +169,6 @@ class LeaseLife:
         owner's next acquire sends its release first)."""
         return self.unfinished or (self.phase is Phase.LOST and not self.cleaned)
 
-    @property
-    def over(self) -> bool:
-        """Whether the lease is RELEASED or LOST: nothing more will come of it."""
-        return self.phase is Phase.RELEASED or self.phase is Phase.LOST
-
     def check_process(self, name: str, fence: object, process: Hashable, what: str) -> None:
         """Refuse ``what`` in a process other than the one that acquired the lease.
 

@@ -44,10 +44,7 @@ from ._plans.kind import Hold as Hold
 from ._plans.kind import Kind
 from ._plans.kind import LockView as LockView
 from ._plans.kind import Waiter as Waiter
-from ._plans.kind import parse_waiters as parse_waiters
-from ._plans.kind import read_waiters as read_waiters
-from ._plans.kinds import KINDS, by_name, kind_of
-from ._plans.kinds import exists as exists
+from ._plans.kinds import KINDS, by_name, exists, kind_of
 from ._protocol import Plan, text
 
 #: How many queued waiters ``inspect`` lists (all of them are counted).
@@ -144,13 +141,6 @@ def targets(name: str | None, *, key: str | None, prefix: str) -> list[Target]:
     if key is not None or name is None:
         return [target(k.name, name, key=key, prefix=prefix) for k in KINDS if k.exact_key]
     return [target(k.name, name, prefix=prefix) for k in KINDS]
-
-
-def refine_waiter(kind: str, waiter: Waiter) -> Waiter:
-    """Split what a ``kind`` waiter's member adds to its holder (a Semaphore's
-    permits, a ReadWriteLock's mode); other kinds, and members of another
-    shape, are left as they are."""
-    return by_name(kind).refine_waiter(waiter)
 
 
 def read_lock(lock: Target, *, waiting: int = 0) -> Plan[LockView]:

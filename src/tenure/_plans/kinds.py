@@ -27,11 +27,6 @@ KINDS: tuple[Kind[Any], ...] = (LOCK, RLOCK, FAIR, RWLOCK, SEMAPHORE, LATCH)
 _BY_NAME: dict[str, Kind[Any]] = {kind.name: kind for kind in KINDS}
 
 
-def names() -> tuple[str, ...]:
-    """The public names of every kind (``"Lock"``, ...), in :data:`KINDS`' order."""
-    return tuple(kind.name for kind in KINDS)
-
-
 def by_name(name: str) -> Kind[Any]:
     """The kind whose public name is ``name`` (``"Lock"``, ``"FairLock"``, ...).
 
