@@ -62,3 +62,37 @@ def test_shared_args_refuses_a_class_without_placeholder_or_a_stray_note() -> No
         shared_args()(Plain)
     with pytest.raises(ValueError, match="no shared paragraph"):
         shared_args(colour="red")
+
+
+#: A line of the error tree in ``tenure._errors``' docstring: its depth (the
+#: text before the branch), the class and the builtin it also derives from.
+TREE_LINE = re.compile(r"^    ([│ ]*)[├└]── (\w+)(?: \((\w+)\))?")
+
+
+def test_the_drawn_error_tree_is_the_real_one() -> None:
+    from tenure import _errors
+
+    drawn: dict[str, tuple[str, str | None]] = {}
+    parents = ["TenureError"]
+    for line in (_errors.__doc__ or "").splitlines():
+        match = TREE_LINE.match(line)
+        if match is None:
+            continue
+        depth = len(match[1]) // 4
+        del parents[depth + 1 :]
+        drawn[match[2]] = (parents[depth], match[3])
+        parents.append(match[2])
+    errors = {
+        name: cls
+        for name in tenure.__all__
+        if inspect.isclass(cls := getattr(tenure, name))
+        and issubclass(cls, tenure.TenureError)
+        and cls is not tenure.TenureError
+    }
+    assert set(drawn) == set(errors)
+    for name, (parent, builtin) in drawn.items():
+        cls = errors[name]
+        assert cls.__bases__[0].__name__ == parent, name
+        builtins = [b.__name__ for b in cls.__mro__ if b.__module__ == "builtins"]
+        assert builtin is None or builtin in builtins, name
+        assert builtin is not None or len(cls.__bases__) == 1, name  # inherits its parent's

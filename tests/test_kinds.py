@@ -18,11 +18,12 @@ from tenure._drivers._hubbook import PassOn
 from tenure._errors import WrongTypeError
 from tenure._keys import LatchKeys, LockKeys, parse_key
 from tenure._plans.kind import Hold, Kind, LockView
-from tenure._plans.kinds import KINDS, by_name, names, of_keys
+from tenure._plans.kinds import KINDS, by_name, kind_of, of_keys
 from tenure._plans.lock import LOCK
 from tenure._plans.rlock import RLOCK
 from tenure._protocol import Command, Eval, Status
 from tenure._scripts import LOCK_RELEASE
+from tenure._views import VIEWS, view_of
 
 pytestmark = pytest.mark.once
 
@@ -31,6 +32,13 @@ pytestmark = pytest.mark.once
 NOT_KINDS = {"MultiLock"}
 
 NAMES = ("orders:42", "a{b}%c", "x")
+
+
+def names() -> tuple[str, ...]:
+    """The public names of every registered kind, in the registry's order."""
+    return tuple(kind.name for kind in KINDS)
+
+
 PREFIXES = ("tenure:", "app:{x}:")
 
 
@@ -92,24 +100,30 @@ def test_every_kind_reads_its_main_key(kind: Kind[Any]) -> None:
     step = next(plan)
     assert isinstance(step, Eval | Command)
     touched = step.keys if isinstance(step, Eval) else step.args
-    assert kind.main_key(keys) in touched
-    assert kind.main_key(keys) == key_strings(keys).get("lock", key_strings(keys).get("count"))
+    main_key = view_of(kind.name).main_key(keys)
+    assert main_key in touched
+    assert main_key == key_strings(keys).get("lock", key_strings(keys).get("count"))
     plan.close()
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
 def test_every_kind_describes_a_snapshot_of_itself(kind: Kind[Any]) -> None:
     keys = kind.keys("orders", prefix="tenure:")
-    assert kind.acl_keys(keys)[0] == kind.main_key(keys)
+    view = view_of(kind.name)
+    assert kind.acl_keys(keys)[0] == view.main_key(keys)
     assert kind.scripts
     assert kind.releasable == (kind.force_release is not None)
-    assert kind.single_holder <= kind.releasable
-    assert (kind.release_flag is None) <= kind.releasable  # only the default kind has none
-    assert kind.instead or kind.releasable
+    assert (view.release_flag is None) <= kind.releasable  # only the default kind has none
+    assert view.instead or kind.releasable
+
+
+def test_every_kind_has_one_view_in_the_same_order() -> None:
+    assert [v.name for v in VIEWS] == list(names())
+    assert len({v.option for v in VIEWS}) == len(VIEWS)
 
 
 def test_one_kind_is_the_default_of_release() -> None:
-    defaults = [k for k in KINDS if k.release_flag is None]
+    defaults = [k for k in KINDS if view_of(k.name).release_flag is None]
     assert [k.name for k in defaults] == [_cli.DEFAULT_RELEASE] == ["Lock"]
 
 
@@ -125,13 +139,13 @@ def _release_flags() -> dict[str, str]:
 
 
 def test_the_clis_release_flags_come_from_the_registry() -> None:
-    flags = {k.name: k.release_flag for k in KINDS if k.release_flag is not None}
+    flags = {v.name: v.release_flag for v in VIEWS if v.release_flag is not None}
     assert _release_flags() == flags
     assert {k: f for k, f in flags.items() if by_name(k).releasable} == _cli.RELEASE_FLAGS
 
 
 def test_the_doctors_kinds_come_from_the_registry() -> None:
-    assert {k.option: k.name for k in KINDS}.items() <= _doctor.KIND_NAMES.items()
+    assert {v.option: v.name for v in VIEWS}.items() <= _doctor.KIND_NAMES.items()
     assert set(_doctor.KIND_NAMES.values()) == set(names()) | {"FencedKey"}
     for kind in KINDS:
         assert _doctor.KIND_SCRIPTS[kind.name] == kind.scripts
@@ -149,7 +163,7 @@ def test_every_public_primitive_is_a_registered_kind() -> None:
 def test_a_snapshot_finds_its_kind() -> None:
     for kind in KINDS:
         view = LockView(kind.name, "n", "k", "", 0, -2, 0, 0)
-        assert view.spec is kind
+        assert kind_of(view) is kind
 
 
 def test_a_forced_release_takes_a_hold_gone_meanwhile_as_gone() -> None:
@@ -193,7 +207,7 @@ def test_a_forced_release_lets_other_errors_through() -> None:
         plan.throw(WrongTypeError(keys.lock))  # as the driver throws a step's error in
 
 
-@pytest.mark.parametrize("kind", [k for k in KINDS if k.queued], ids=lambda k: k.name)
+@pytest.mark.parametrize("kind", [k for k in KINDS if view_of(k.name).queued], ids=lambda k: k.name)
 def test_the_hub_passes_a_hand_off_on_with_its_kinds_plan(kind: Kind[Any]) -> None:
     keys = kind.keys("orders", prefix="tenure:")
     plan = PassOn(keys, "own.1:tok").plan()

@@ -35,7 +35,7 @@ from tenure import (
     RLock,
     Semaphore,
 )
-from tenure._leasebook import LeaseBook, LeaseLife, Phase, Release
+from tenure._leasebook import TRANSITIONS, LeaseBook, LeaseLife, Phase, Release
 from tenure._server import ServerProcess
 
 MakeServer = Callable[..., ServerProcess]
@@ -51,7 +51,7 @@ def test_release_then_done() -> None:
     assert life.phase is Phase.RELEASING and not life.may_move_deadline()
     assert life.begin_release("x", 1) is Release.SEND  # a failed release is sent again
     assert life.released() is False
-    assert life.over and life.phase.value == "released"
+    assert life.phase.value == "released"
     with pytest.raises(NotOwnedError, match="already released"):
         life.begin_release("x", 1)
     with pytest.raises(NotOwnedError, match="already released"):
@@ -75,6 +75,26 @@ def test_releasing_refuses_extend_and_may_be_lost() -> None:
     with pytest.raises(NotOwnedError, match="release was attempted"):
         life.begin_extend("x", 1)
     assert life.lose("deadline") is True and life.phase is Phase.LOST
+
+
+#: Each event of the table, as the lease's owner or watchdog reports it.
+EVENTS: dict[str, Callable[[LeaseLife], object]] = {
+    "release sent": lambda life: life.begin_release("x", 1),
+    "released": lambda life: life.released(),
+    "lost": lambda life: life.lose("gone"),
+}
+
+
+@pytest.mark.parametrize("event", EVENTS)
+@pytest.mark.parametrize("start", list(Phase), ids=lambda p: p.value)
+def test_every_phase_change_is_a_move_of_the_table(start: Phase, event: str) -> None:
+    life = LeaseLife(0, "op1")
+    life.phase = start
+    try:
+        EVENTS[event](life)
+    except NotOwnedError:
+        assert (start, event) == (Phase.RELEASED, "release sent")
+    assert life.phase is TRANSITIONS.get((start, event), start)
 
 
 def test_other_process_is_refused() -> None:

@@ -38,20 +38,16 @@ from tenure._ops import (
     LockView,
     Target,
     Waiter,
-    describe,
-    describe_release,
     glob_escape,
     group_keys,
-    holder_summary,
     holds_of,
-    ls_table,
     parse_key,
-    parse_waiters,
     read_lock,
-    refine_waiter,
     target,
     targets,
 )
+from tenure._plans.kind import parse_waiters
+from tenure._plans.kinds import by_name, exists
 from tenure._plans.rwlock import hold_values
 from tenure._protocol import Command, Eval, Status
 from tenure._scripts import (
@@ -61,6 +57,14 @@ from tenure._scripts import (
     RLOCK_INSPECT,
     RWLOCK_INSPECT,
     SEMAPHORE_INSPECT,
+)
+from tenure._views import (
+    describe,
+    describe_release,
+    holder_summary,
+    ls_table,
+    to_json,
+    waiter_json,
 )
 
 # --- keys ----------------------------------------------------------------------------------
@@ -253,8 +257,8 @@ def test_read_lock_with_waiters() -> None:
         1,
         (Waiter("hub", "own.2:tok", 3.0, 2.0),),
     )
-    assert view.held and view.exists and view.ttl == 9.5
-    assert view.to_json()["waiting"] == [
+    assert view.held and exists(view) and view.ttl == 9.5
+    assert to_json(view)["waiting"] == [
         {"waiter": "hub", "holder": "own.2:tok", "lease": 3.0, "queued_for": 2.0}
     ]
 
@@ -293,7 +297,7 @@ def test_read_an_rlock_without_waiters_is_one_call() -> None:
     steps, view = drive(read_lock(rlock, waiting=5), [(Status.OK, ["own.1", 2, -1, 5, 0, 0])])
     assert len(steps) == 1 and steps[0].script is RLOCK_INSPECT
     assert (view.kind, view.holder, view.count, view.ttl) == ("RLock", "own.1", 2, None)
-    assert view.to_json(waiting=False) == {
+    assert to_json(view, waiting=False) == {
         "kind": "RLock",
         "name": "jobs",
         "key": "tenure:{jobs}:rlock",
@@ -308,9 +312,9 @@ def test_read_an_rlock_without_waiters_is_one_call() -> None:
 
 def test_a_lock_exists_while_any_key_does() -> None:
     free = LockView("Lock", "n", "k", "", 0, -2, 0, 0)
-    assert not free.exists and not free.held and free.ttl is None
-    assert LockView("Lock", "n", "k", "", 0, -2, 12, 0).exists  # its fence key is left
-    assert LockView("Lock", "n", "k", "", 0, -2, 0, 1).exists  # a waiter is queued
+    assert not exists(free) and not free.held and free.ttl is None
+    assert exists(LockView("Lock", "n", "k", "", 0, -2, 12, 0))  # its fence key is left
+    assert exists(LockView("Lock", "n", "k", "", 0, -2, 0, 1))  # a waiter is queued
 
 
 def test_text_output() -> None:
@@ -330,6 +334,12 @@ def test_text_output() -> None:
     ]
 
 
+def refine_waiter(kind: str, waiter: Waiter) -> Waiter:
+    """``waiter`` as its kind's inspect reads it (a Semaphore's permits, a
+    ReadWriteLock's mode split out of the member's holder)."""
+    return by_name(kind).refine_waiter(waiter)
+
+
 def test_refine_waiter_splits_what_a_member_adds() -> None:
     sem = refine_waiter("Semaphore", Waiter("hub", "2|own.2:tok", 5.0, 1.0))
     assert (sem.holder, sem.permits, sem.mode) == ("own.2:tok", 2, None)
@@ -340,7 +350,7 @@ def test_refine_waiter_splits_what_a_member_adds() -> None:
     assert refine_waiter("Semaphore", odd) == odd
     assert refine_waiter("ReadWriteLock", odd) == odd
     assert refine_waiter("Lock", Waiter("h", "2|x", 1.0, 0.0)).permits is None
-    assert sem.to_json() == {
+    assert waiter_json(sem) == {
         "waiter": "hub",
         "holder": "own.2:tok",
         "lease": 5.0,
@@ -373,7 +383,7 @@ def test_read_a_semaphore_with_a_waiter() -> None:
         2,
     )
     assert view.ttl == 20.0 and view.fence == 41 and view.waiters == 1
-    data = view.to_json()
+    data = to_json(view)
     assert data["permits"] == 3 and data["available"] == 0
     assert data["holders"] == [
         {"token": "own.1:a", "permits": 2, "ttl": 9.0},
@@ -393,12 +403,12 @@ def test_read_a_semaphore_with_a_waiter() -> None:
 def test_a_free_semaphore_and_one_with_no_count_stored() -> None:
     sem = target("Semaphore", "gpus", prefix="tenure:")
     _, free = drive(read_lock(sem, waiting=5), [(Status.OK, [4, 0, []]), b"7"])
-    assert free.exists and not free.held and free.ttl is None
+    assert exists(free) and not free.held and free.ttl is None
     assert holder_summary(free) == "free (0/4)"
-    assert free.to_json(waiting=False)["holders"] == []
+    assert to_json(free, waiting=False)["holders"] == []
     _, gone = drive(read_lock(sem), [(Status.OK, [0, 0, []]), None])
-    assert not gone.exists
-    data = gone.to_json()
+    assert not exists(gone)
+    data = to_json(gone)
     assert data["permits"] is None and data["available"] is None and data["fence"] is None
 
 
@@ -416,7 +426,7 @@ def test_read_a_read_write_lock() -> None:
     )
     assert isinstance(steps[0], Eval) and steps[0].script is RWLOCK_INSPECT
     assert (view.holder, view.count, view.ttl, view.fence, view.waiters) == ("a.1", 2, 8.0, 12, 2)
-    data = view.to_json()
+    data = to_json(view)
     assert data["mode"] == "read" and data["waiting_writers"] == 1
     assert data["holders"] == [
         {"owner": "a.1", "mode": "read", "count": 2, "ttl": 5.0, "fence": 12},
@@ -441,8 +451,8 @@ def test_a_write_hold_comes_first() -> None:
     assert [(h.mode, h.ttl) for h in holds_of(view)] == [("write", 4.0), ("read", 5.0)]
     assert holder_summary(view) == "a.1 (write) +1 more"
     _, free = drive(read_lock(rw), [(Status.OK, ["", "13", "0", "0", "0", "0"])])
-    assert free.exists and not free.held and holder_summary(free) == "free"
-    assert free.to_json()["mode"] is None and free.to_json()["holders"] == []
+    assert exists(free) and not free.held and holder_summary(free) == "free"
+    assert to_json(free)["mode"] is None and to_json(free)["holders"] == []
 
 
 def test_read_a_fair_lock_and_its_queue() -> None:
@@ -458,7 +468,7 @@ def test_read_a_fair_lock_and_its_queue() -> None:
         1,
     )
     assert view.ttl == 9.0 and view.fence == 55 and view.waiters == 2
-    assert view.to_json()["waiting"][0] == {
+    assert to_json(view)["waiting"][0] == {
         "waiter": "w1",
         "holder": "own.2:t2",
         "lease": 3.0,
@@ -469,15 +479,15 @@ def test_read_a_fair_lock_and_its_queue() -> None:
         describe(view)
     )
     _, free = drive(read_lock(fair), [(Status.OK, ["", "-2", "55", "0"])])
-    assert free.exists and not free.held and free.ttl is None and free.count == 0
+    assert exists(free) and not free.held and free.ttl is None and free.count == 0
 
 
 def test_read_a_latch() -> None:
     latch = target("CountDownLatch", "batch", prefix="tenure:")
     steps, closed = drive(read_lock(latch, waiting=5), [(Status.OK, [3, 0])])
     assert len(steps) == 1 and steps[0].script is LATCH_INSPECT
-    assert closed.exists and not closed.held and holder_summary(closed) == "count 3"
-    assert closed.to_json() == {
+    assert exists(closed) and not closed.held and holder_summary(closed) == "count 3"
+    assert to_json(closed) == {
         "kind": "CountDownLatch",
         "name": "batch",
         "key": "tenure:{batch}:latch",
@@ -492,11 +502,11 @@ def test_read_a_latch() -> None:
         "waiting": [],
     }
     _, opened = drive(read_lock(latch), [(Status.OK, [0, 1754300000000001])])
-    assert opened.exists and holder_summary(opened) == "open"
-    assert opened.to_json()["open"] is True and opened.to_json()["opened"] == 1754300000000001
+    assert exists(opened) and holder_summary(opened) == "open"
+    assert to_json(opened)["open"] is True and to_json(opened)["opened"] == 1754300000000001
     assert describe(opened)[1:] == ["  count    0 (open)", "  opened   1754300000000001"]
     _, nothing = drive(read_lock(latch), [(Status.OK, [0, 0])])
-    assert not nothing.exists
+    assert not exists(nothing)
     [row] = ls_table([opened])[1:]
     assert row.split() == ["CountDownLatch", "batch", "open", "-", "-", "-"]
 

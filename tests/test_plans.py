@@ -22,7 +22,6 @@ from tenure import (
 )
 from tenure._errors import ProtocolError, WrongTypeError
 from tenure._keys import lock_keys
-from tenure._ops import shown, table
 from tenure._plans import common, waiting
 from tenure._plans import fair as fair_plans
 from tenure._plans import fenced as fenced_plans
@@ -53,6 +52,7 @@ from tenure._units import (
     check_ttl,
     to_ms,
 )
+from tenure._views import shown, table
 
 KEYS = lock_keys("orders", key=None, prefix="tenure:")
 

@@ -11,10 +11,12 @@ Every error derives from :class:`TenureError` and from the nearest builtin, so
     ├── AlreadyHeldError (RuntimeError)   a non-reentrant lock taken twice by one owner
     ├── LockUpgradeError (RuntimeError)   a read lock's holder asked for the write lock
     ├── StaleFenceError (RuntimeError)    a fenced write refused: a newer holder wrote
-    ├── InvalidArgument (ValueError)      a bad argument; nothing was sent to Redis
-    │   └── WrongTypeError                a key holds a value of another type
+    ├── InvalidArgument (ValueError)      a bad argument; nothing was changed in Redis
+    │   └── WrongTypeError                a key holds a value of another type (found by
+    │                                     the script that reads it, before any write)
     ├── PermissionDenied (PermissionError) the Redis user's ACL lacks a key, channel
     │                                      or command permission; nothing was written
+    ├── NoQuorumError (ConnectionError)   too few of a Redlock's masters answered
     ├── UnsupportedServer (RuntimeError)  the server is older than Redis 6.2 / Valkey 7.2
     └── ProtocolError (RuntimeError)      a script reply tenure does not understand (a bug)
 
@@ -141,11 +143,22 @@ class StaleFenceError(TenureError, RuntimeError):
 
 
 class InvalidArgument(TenureError, ValueError):
-    """A bad argument. Raised before any I/O, so nothing was written to Redis."""
+    """A bad argument. The operation changed nothing in Redis.
+
+    Most are found before any I/O (a bad value, a client tenure can't use).
+    Some are found only in what Redis holds, by the script that reads it and
+    refuses before it writes anything: a key of another type
+    (:class:`WrongTypeError`: the name or key given points at another
+    program's key), or a ``Semaphore`` given another count than the one
+    stored."""
 
 
 class WrongTypeError(InvalidArgument):
     """A key tenure uses holds a Redis value of another type (another program's key).
+
+    Raised after the key was read (by the script that found it, before it
+    wrote anything, or by ``tenure inspect``'s reads); an :class:`InvalidArgument`
+    because the name, key or prefix given is what must change.
 
     Attributes:
         key: the offending Redis key.

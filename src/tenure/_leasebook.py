@@ -66,6 +66,10 @@ class Phase(enum.Enum):
     RELEASED = "released"
     LOST = "lost"
 
+    # A member is its only instance: hashing by identity is exact, and runs no
+    # Python code when :data:`TRANSITIONS` is looked up.
+    __hash__ = object.__hash__
+
 
 class Release(enum.Enum):
     """What :meth:`LeaseLife.begin_release` tells the facade to do."""
@@ -74,7 +78,8 @@ class Release(enum.Enum):
     CLEAN_UP = "clean up"  # the lease is lost: send the token-checked delete, then raise
 
 
-#: The phases from which each event moves a lease, and where to. An event not
+#: The phases from which each event moves a lease, and where to: every phase
+#: change of a lease is one of these (:meth:`LeaseLife._move`). An event not
 #: listed for a phase leaves the phase as it is (e.g. a second loss).
 TRANSITIONS: dict[tuple[Phase, str], Phase] = {
     (Phase.HELD, "release sent"): Phase.RELEASING,
@@ -143,13 +148,17 @@ class LeaseLife:
         self.whole: LeaseLife | None = None
         self.block: Callable[[], object] | None = None
 
-    def _move(self, event: str) -> bool:
-        with _mutex:
-            after = TRANSITIONS.get((self.phase, event))
-            if after is None:
-                return False
-            self.phase = after
-            return True
+    def _move(self, event: str, reason: str | None = None) -> bool:
+        """Move the phase as :data:`TRANSITIONS` says for ``event`` (the caller
+        holds ``_mutex``); a move to LOST records ``reason`` first. Returns
+        whether the table has a move for the phase."""
+        after = TRANSITIONS.get((self.phase, event))
+        if after is None:
+            return False
+        if after is Phase.LOST:
+            self.lost_reason = reason
+        self.phase = after
+        return True
 
     @property
     def held(self) -> bool:
@@ -190,11 +199,6 @@ class LeaseLife:
         owner's next acquire sends its release first)."""
         return self.unfinished or (self.phase is Phase.LOST and not self.cleaned)
 
-    @property
-    def over(self) -> bool:
-        """Whether the lease is RELEASED or LOST: nothing more will come of it."""
-        return self.phase is Phase.RELEASED or self.phase is Phase.LOST
-
     def check_process(self, name: str, fence: object, process: Hashable, what: str) -> None:
         """Refuse ``what`` in a process other than the one that acquired the lease.
 
@@ -217,12 +221,11 @@ class LeaseLife:
             NotOwnedError: the lease was released already; nothing is to be sent.
         """
         with _mutex:
-            if self.phase is Phase.RELEASED:
-                raise NotOwnedError(name, fence, "can't release: already released")
+            if self._move("release sent"):
+                return Release.SEND
             if self.phase is Phase.LOST:
                 return Release.CLEAN_UP
-            self.phase = Phase.RELEASING
-            return Release.SEND
+        raise NotOwnedError(name, fence, "can't release: already released")
 
     def begin_extend(self, name: str, fence: int | None) -> None:
         """An ``extend()`` begins.
@@ -241,20 +244,15 @@ class LeaseLife:
     def released(self) -> bool:
         """Redis released the lease (or the hold it belongs to ended). Returns
         whether the lease had been lost meanwhile (then it stays LOST)."""
-        with _mutex:  # (TRANSITIONS' "released" moves, without hashing the phase)
-            if self.phase is Phase.RELEASING or self.phase is Phase.HELD:
-                self.phase = Phase.RELEASED
+        with _mutex:
+            self._move("released")
             return self.phase is Phase.LOST
 
     def lose(self, reason: str) -> bool:
         """The lease is lost. Returns whether this changed the phase (only then
         fire the lost signal): never after a clean release, nor twice."""
         with _mutex:
-            after = TRANSITIONS.get((self.phase, "lost"))
-            if after is None:
-                return False
-            self.phase, self.lost_reason = after, reason
-            return True
+            return self._move("lost", reason)
 
     def may_move_deadline(self) -> bool:
         """Whether a renewal's or an extend's reply may move the deadline."""

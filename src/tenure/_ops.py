@@ -4,7 +4,7 @@ The commands know no kind by name: every kind (``Lock``, ``RLock``,
 ``FairLock``, ``ReadWriteLock``, ``Semaphore``, ``CountDownLatch``) is a
 :class:`~tenure._plans.kind.Kind` in the registry :mod:`tenure._plans.kinds`,
 which says how to read it (with the library's own inspect plan, run here
-through the sync driver), describe it and break its holds. A forced release
+through the sync driver) and break its holds. A forced release
 reads the holders, then runs the normal, token-checked release script with
 each holder's token (an RLock's or a read-write hold's once per hold level, a
 semaphore's once per lease), so the lock or the permits go to the queue
@@ -18,52 +18,13 @@ every master (:func:`masters`) and merges what it finds; ``inspect`` and
 ``release --force`` run their scripts through the cluster client, which
 routes each to the master owning the name's slot.
 
-JSON shape of one primitive, in ``inspect --json`` and ``ls --json`` (stable:
-new keys may be added, none removed or renamed)::
-
-    {"kind": "Lock" | "RLock" | "FairLock" | "ReadWriteLock" | "Semaphore"
-             | "CountDownLatch",
-     "name": "orders:42", "key": "tenure:{orders:42}",
-     "held": true, "holder": "<token or owner id>" | null, "count": 1,
-     "ttl": 9.52 | null, "fence": 1754300000000001 | null, "waiters": 1,
-     "waiting": [{"waiter": "<hub id>", "holder": "<token or owner id>",
-                  "lease": 10.0 | null, "queued_for": 0.41 | null}]}
-
-``key`` is the primitive's main key (a semaphore's holders, a latch's count).
-``holder`` is the lease token (Lock, FairLock, Semaphore) or owner id (RLock,
-ReadWriteLock) of the holder; where several hold (ReadWriteLock, Semaphore)
-it is the first of ``holders`` (the writer, or else the hold that ends
-first). ``count`` is ``holder``'s hold count (1 for a held Lock or FairLock, a
-semaphore lease's permits, 0 when free). ``ttl`` is the seconds left, null
-when free or held with no expiry; where several hold, the seconds until the
-last of them ends. ``fence`` is the last fence minted for the name, null if
-none is known. ``waiting`` (``inspect`` only) lists the first
-:data:`WAITERS_SHOWN` queued waiters in queue order, each with the lease it
-asked for and how long it has been queued (by the server's clock).
-
-Per kind, these keys are added (each kind's ``json_extras``):
-
-- ``FairLock``: each ``waiting`` entry has ``"deadline"``: seconds until the
-  waiter is dropped unless it calls again (``queued_for`` is null).
-- ``ReadWriteLock``: ``"mode": "read" | "write" | null``, ``"waiting_writers"``,
-  ``"holders": [{"owner", "mode", "count", "ttl", "fence"}]`` (latest expiry
-  last); each ``waiting`` entry has ``"mode"``, and its ``holder`` is the owner id.
-- ``Semaphore``: ``"permits"`` (the stored count, null when none is stored),
-  ``"available"`` (null likewise), ``"holders": [{"token", "permits", "ttl"}]``
-  (first to expire first); each ``waiting`` entry has ``"permits"``.
-- ``CountDownLatch``: ``"count"`` is the latch's count, ``"open"`` whether it
-  is zero, ``"opened"`` the number that grows each time it opens (null if none
-  is known); ``held`` is false, ``holder``, ``ttl``, ``fence`` and ``waiters``
-  are null (a latch's waiters are not queued in Redis).
-
-``inspect --json`` prints ``{"name", "key", "prefix", "locks": [...]}``;
-``ls --json`` prints ``{"prefix", "pattern", "locks": [...]}``.
+What the commands print, as text and JSON (and the JSON shape of one
+primitive), is :mod:`tenure._views`.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -83,11 +44,8 @@ from ._plans.kind import Hold as Hold
 from ._plans.kind import Kind
 from ._plans.kind import LockView as LockView
 from ._plans.kind import Waiter as Waiter
-from ._plans.kind import parse_waiters as parse_waiters
-from ._plans.kind import read_waiters as read_waiters
-from ._plans.kind import seconds as seconds
-from ._plans.kinds import KINDS, by_name
-from ._protocol import Plan
+from ._plans.kinds import KINDS, by_name, exists, kind_of
+from ._protocol import Plan, text
 
 #: How many queued waiters ``inspect`` lists (all of them are counted).
 WAITERS_SHOWN = 10
@@ -185,13 +143,6 @@ def targets(name: str | None, *, key: str | None, prefix: str) -> list[Target]:
     return [target(k.name, name, prefix=prefix) for k in KINDS]
 
 
-def refine_waiter(kind: str, waiter: Waiter) -> Waiter:
-    """Split what a ``kind`` waiter's member adds to its holder (a Semaphore's
-    permits, a ReadWriteLock's mode); other kinds, and members of another
-    shape, are left as they are."""
-    return by_name(kind).refine_waiter(waiter)
-
-
 def read_lock(lock: Target, *, waiting: int = 0) -> Plan[LockView]:
     """Read one primitive with the library's inspect plan, and its first
     ``waiting`` queued waiters (two more round trips, only when someone waits;
@@ -215,7 +166,7 @@ def inspect(client: Client, found: Sequence[Target]) -> tuple[list[LockView], li
         except WrongTypeError as exc:  # not one of tenure's primitives
             skipped.append(f"{t.kind} {t.keys.name!r}: {exc}")
             continue
-        if view.exists:
+        if exists(view):
             views.append(view)
     return views, skipped
 
@@ -260,7 +211,7 @@ def group_keys(keys: Iterable[str | bytes], *, prefix: str, pattern: str = "*") 
     roles: dict[tuple[str, str], set[str]] = {}
     for raw in keys:
         try:
-            key = raw.decode() if isinstance(raw, bytes) else raw
+            key = text(raw)
         except UnicodeDecodeError:
             continue  # not a key tenure wrote: names are str
         parsed = parse_key(key, prefix)
@@ -311,7 +262,7 @@ def list_locks(
 def holds_of(view: LockView) -> tuple[Hold, ...]:
     """The holds of a snapshot: the holder of a kind with one holder; every
     hold of a ReadWriteLock (write holds first); every lease of a Semaphore."""
-    return view.spec.holds(view)
+    return kind_of(view).holds(view)
 
 
 def force_release(
@@ -343,78 +294,3 @@ def force_release(
         return None
     removed, gone = run(client, spec.force_release(lock.keys, before, holds, new_op))
     return ForcedRelease(before, run(client, read_lock(lock)), tuple(removed), tuple(gone))
-
-
-# --- text output ----------------------------------------------------------------------------
-
-
-def shown(text: str) -> str:
-    """``text`` for a line of text output: as it is if every character is
-    printable, else as a Python literal (``'a\\nb'``), so that a name holding a
-    newline, tab or other control character can't break a line or a table's
-    columns. (JSON output keeps the exact text.)"""
-    return text if text.isprintable() else repr(text)
-
-
-def _one_line(line: str) -> str:
-    """``line`` with each character that is not printable (a newline, a tab, an
-    escape) written as its backslash escape: a holder Redis returned can't break
-    the output's lines."""
-    if line.isprintable():
-        return line
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
-
-
-def _label(view: LockView) -> str:
-    return f"{view.kind} {view.name!r} (key {shown(view.key)})"
-
-
-def describe(view: LockView) -> list[str]:
-    """``inspect``'s text for one primitive (names and keys :func:`shown`, no
-    control character left in a line)."""
-    return [_one_line(line) for line in (_label(view), *view.spec.describe(view))]
-
-
-def holder_summary(view: LockView) -> str:
-    """``ls``'s HOLDER column: who holds it (the first of several, and how many
-    more), or ``free``; a latch's count, or ``open``."""
-    return view.spec.summary(view)
-
-
-def describe_release(done: ForcedRelease) -> list[str]:
-    """``release --force``'s text: what was removed, and where the lock went (no
-    control character left in a line)."""
-    return [_one_line(line) for line in _describe_release(done)]
-
-
-def _describe_release(done: ForcedRelease) -> list[str]:
-    label = _label(done.before)
-    if not done.released:
-        now = done.after.spec.now_text(done.after)
-        return [f"{label} changed hands before the release: nothing was removed; {now}"]
-    return [f"released {label}", *done.before.spec.release_lines(done)]
-
-
-def table(rows: Sequence[Sequence[str]]) -> list[str]:
-    """Rows as left-aligned columns (two spaces apart), the first row a header;
-    a cell with a character that is not printable is :func:`shown` escaped."""
-    rows = [[shown(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-
-
-def ls_table(views: Sequence[LockView]) -> list[str]:
-    """``ls``'s text: one row per primitive."""
-    rows = [("KIND", "NAME", "HOLDER", "TTL", "FENCE", "WAITERS")]
-    for v in views:
-        ttl = seconds(v.ttl) if v.held and v.ttl is not None else ("no expiry" if v.held else "-")
-        waiters = str(v.waiters) if v.spec.queued else "-"
-        rows.append((v.kind, v.name, holder_summary(v), ttl, str(v.fence or "-"), waiters))
-    return table(rows)
-
-
-def dumps(value: object) -> str:
-    """``value`` as indented JSON."""
-    return json.dumps(value, indent=2, sort_keys=False)

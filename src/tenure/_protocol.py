@@ -146,7 +146,15 @@ Step = Eval | Command | Listening | Contend | Subscribe | WaitWake | Pipeline
 Plan = Generator[Step, Any, T]
 
 
+def text(value: object) -> str:
+    """A reply item, key, channel name or message as ``str``: ``bytes`` decoded
+    as UTF-8 (redis-py gives ``bytes`` unless the client decodes responses),
+    anything else by ``str()``. The one decoding helper of the package."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _text(value: object) -> object:
+    # bytes decoded, numbers and nested replies kept as they are
     return value.decode() if isinstance(value, bytes) else value
 
 

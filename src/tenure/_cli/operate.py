@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import _doctor, _ops
+from .. import _doctor, _ops, _views
 from .._drivers._sync import Client
 from .._plans.kinds import KINDS, by_name
+from .._views import view_of
 from .common import EXIT_USAGE, Server, _add_json, _add_prefix, _client, _one_lock, _positive_int
 
 
@@ -51,11 +52,11 @@ def _run_inspect(args: argparse.Namespace, server: Server) -> int:
             "name": args.name,
             "key": args.key,
             "prefix": args.prefix,
-            "locks": [v.to_json() for v in views],
+            "locks": [_views.to_json(v) for v in views],
         }
-        print(_ops.dumps(out))
+        print(_views.dumps(out))
     elif views:
-        print("\n\n".join("\n".join(_ops.describe(v)) for v in views))
+        print("\n\n".join("\n".join(_views.describe(v)) for v in views))
     if not views:
         what = f"key {args.key!r}" if args.key is not None else f"{args.name!r}"
         where = "" if args.key is not None else f" under prefix {args.prefix!r}"
@@ -108,11 +109,11 @@ def _run_ls(args: argparse.Namespace, server: Server) -> int:
         out = {
             "prefix": args.prefix,
             "pattern": args.pattern,
-            "locks": [v.to_json(waiting=False) for v in views],
+            "locks": [_views.to_json(v, waiting=False) for v in views],
         }
-        print(_ops.dumps(out))
+        print(_views.dumps(out))
     elif views:
-        print("\n".join(_ops.ls_table(views)))
+        print("\n".join(_views.ls_table(views)))
     else:
         print(f"no locks under prefix {args.prefix!r} match {args.pattern!r}")
     return 0
@@ -121,11 +122,13 @@ def _run_ls(args: argparse.Namespace, server: Server) -> int:
 #: ``release``'s flag for each kind it can release, from the registry (the
 #: default kind, a Lock, needs none).
 RELEASE_FLAGS: dict[str, str] = {
-    k.name: k.release_flag for k in KINDS if k.releasable and k.release_flag is not None
+    k.name: flag for k in KINDS if k.releasable and (flag := view_of(k.name).release_flag)
 }
 
 #: The kind ``release`` breaks when no flag picks one.
-DEFAULT_RELEASE = next(k.name for k in KINDS if k.releasable and k.release_flag is None)
+DEFAULT_RELEASE = next(
+    k.name for k in KINDS if k.releasable and view_of(k.name).release_flag is None
+)
 
 
 def add_release(
@@ -153,14 +156,13 @@ def add_release(
     release.add_argument("--key", metavar="KEY", help="an exact-key Lock instead of a name")
     kinds = release.add_mutually_exclusive_group()
     for k in KINDS:
-        if k.release_flag is None:
+        flag = view_of(k.name).release_flag
+        if flag is None:
             continue
         what = f"the {k.name} named NAME"
         if not k.releasable:
-            what = f"refused: a {k.name} is not a lock ({k.instead})"
-        kinds.add_argument(
-            k.release_flag, dest="kind", action="store_const", const=k.name, help=what
-        )
+            what = f"refused: a {k.name} is not a lock ({view_of(k.name).instead})"
+        kinds.add_argument(flag, dest="kind", action="store_const", const=k.name, help=what)
     release.add_argument(
         "--token", metavar="TOKEN", help=f"with {_lease_flags()}: only the lease with this token"
     )
@@ -171,7 +173,7 @@ def add_release(
 
 def _lease_flags() -> str:
     """The flags of the kinds whose leases ``--token`` picks (``--semaphore``)."""
-    return " or ".join(str(k.release_flag) for k in KINDS if k.picks_lease)
+    return " or ".join(str(view_of(k.name).release_flag) for k in KINDS if k.picks_lease)
 
 
 def _release_problem(args: argparse.Namespace) -> str | None:
@@ -180,12 +182,12 @@ def _release_problem(args: argparse.Namespace) -> str | None:
     if not kind.releasable:
         return (
             f"tenure release: a {kind.name} is not a lock: it has no holder to release"
-            f" ({kind.instead})"
+            f" ({view_of(kind.name).instead})"
         )
     problem = _one_lock(args, "release")
     if not problem and not kind.exact_key and args.key is not None:
         problem = (
-            f"tenure release: {kind.release_flag} and --key don't mix "
+            f"tenure release: {view_of(kind.name).release_flag} and --key don't mix "
             "(only a Lock has an exact key)"
         )
     if not problem and args.token is not None and not kind.picks_lease:
@@ -208,7 +210,7 @@ def _release_hint(client: Client, args: argparse.Namespace) -> str:
     others = [_ops.target(k.name, args.name, prefix=args.prefix) for k in KINDS if k.name != kind]
     views, _ = _ops.inspect(client, others)
     for view in views:
-        if not view.spec.releasable:
+        if not by_name(view.kind).releasable:
             if view.count:
                 return f" (the {view.kind} {args.name!r} is not a lock: it can't be released)"
             continue
@@ -243,7 +245,8 @@ def _run_release(args: argparse.Namespace, server: Server) -> int:
         else:
             print(f"tenure release: {label} is not held{hint}", file=sys.stderr)
         return 1
-    print("\n".join(_ops.describe_release(done)), file=sys.stdout if done.released else sys.stderr)
+    out = sys.stdout if done.released else sys.stderr
+    print("\n".join(_views.describe_release(done)), file=out)
     return 0 if done.released else 1
 
 
@@ -310,13 +313,13 @@ def _run_doctor(args: argparse.Namespace, server: Server) -> int:
     if len(reports) == 1 and not reports[0][0]:  # one server, not a cluster
         report = reports[0][1]
         if args.json:
-            print(_ops.dumps(report.to_json()))
+            print(_views.dumps(report.to_json()))
         else:
             _doctor.print_report(report)
         return 1 if hazards else 0
     if args.json:  # a cluster: one report per master
         nodes = [{"node": address, **report.to_json()} for address, report in reports]
-        print(_ops.dumps({"cluster": True, "hazards": hazards, "nodes": nodes}))
+        print(_views.dumps({"cluster": True, "hazards": hazards, "nodes": nodes}))
     else:
         for i, (address, report) in enumerate(reports):
             if i:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .. import _scripts as scripts
 from .._errors import InvalidArgument
 from .._keys import DEFAULT_PREFIX, FENCED_MARKER, LatchKeys, fenced_keys
 from .._ops import glob_escape
 from .._plans.kinds import KINDS, by_name
 from .._scripts import LOCK_ACQUIRE, ScriptSpec
-from .findings import NEEDED_COMMANDS, CantCheck, Finding, Level
+from .._views import VIEWS
+from .findings import NEEDED_COMMANDS, AclNeeds, CantCheck, Finding, Level, PrimitiveAcl
 from .server import _unknown_command
 
 # --- the permissions of one primitive ---------------------------------------------------------
@@ -24,80 +23,12 @@ KIND_SCRIPTS: dict[str, tuple[ScriptSpec, ...]] = {
 
 #: ``--kind`` values of ``tenure doctor`` and the kinds they name.
 KIND_NAMES: dict[str, str] = {
-    **{k.option: k.name for k in KINDS},
+    **{v.option: v.name for v in VIEWS},
     FENCED_MARKER: "FencedKey",
 }
 
 #: A waiter id standing for every waiter in the sample wake channel.
 SAMPLE_WAITER = "0123abcd-0123abcd"
-
-
-@dataclass(frozen=True, slots=True)
-class AclNeeds:
-    """Every permission one primitive needs from the Redis user.
-
-    ``keys``: each key the primitive uses (for a ``ReadWriteLock``, one owner's
-    last-op key stands for all); ``channels``: a wake channel (one waiter's
-    stands for all) or a latch's channel, empty for a ``FencedKey``;
-    ``key_patterns`` / ``channel_patterns``: the ACL glob patterns (``~`` /
-    ``&``, without the sign) that cover exactly them; ``commands``: what the
-    library sends and its scripts call, upper case (``"SCRIPT LOAD"``);
-    ``optional``: what only ``min_replicas`` needs.
-    """
-
-    label: str
-    keys: tuple[str, ...]
-    channels: tuple[str, ...]
-    key_patterns: tuple[str, ...]
-    channel_patterns: tuple[str, ...]
-    commands: tuple[str, ...]
-    optional: tuple[str, ...] = ("WAIT", "WAITAOF")
-
-    def rule(self, user: str = "app") -> str:
-        """The ``ACL SETUSER`` command that gives ``user`` exactly these
-        permissions (a password still to set; without :attr:`optional`, see
-        :meth:`advice`)."""
-        parts = [f"ACL SETUSER {user} on >PASSWORD resetkeys resetchannels"]
-        parts += [_cli_word(f"~{p}") for p in self.key_patterns]
-        parts += [_cli_word(f"&{p}") for p in self.channel_patterns]
-        parts.append("-@all")
-        parts += ["+" + c.lower().replace(" ", "|") for c in self.commands]
-        return " ".join(parts)
-
-    def advice(self, user: str = "app") -> str:
-        """:meth:`rule`, and what ``min_replicas`` adds to it."""
-        text = self.rule(user)
-        if self.optional:
-            text += (
-                "; with min_replicas add +wait (with replica_fsync +waitaof, a command of "
-                "Redis 7.2+ and Valkey)"
-            )
-        return text
-
-
-def _cli_word(word: str) -> str:
-    """ACL pattern ``word`` as one argument of a ``redis-cli`` command line. The
-    server refuses a pattern with white space in it, so each white-space
-    character becomes ``?`` (any one character: the pattern is a little wider);
-    then the word is as it is when it has no quote, backslash or unprintable
-    character, else in double quotes with ``redis-cli``'s escapes (``\\"``,
-    ``\\\\``, ``\\xHH``)."""
-    word = "".join("?" if c.isspace() else c for c in word)
-    if word and not any(c.isspace() or c in "\"'\\" or not c.isprintable() for c in word):
-        return word
-    out = []
-    for c in word:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\t":
-            out.append("\\t")
-        elif not c.isprintable() and ord(c) < 256:
-            out.append(f"\\x{ord(c):02x}")
-        else:
-            out.append(c)
-    return '"' + "".join(out) + '"'
 
 
 def acl_needs(
@@ -184,16 +115,6 @@ def acl_probes(needs: AclNeeds) -> list[tuple[str, str, tuple[str, ...]]]:
     for c in needs.optional:
         probes.append(("optional", c, _probe_args(c, needs)))
     return probes
-
-
-@dataclass(frozen=True, slots=True)
-class PrimitiveAcl:
-    """``ACL DRYRUN`` of :func:`acl_probes` for one primitive: the user and each
-    denied probe as ``(permission, target, reason)``."""
-
-    needs: AclNeeds
-    user: str
-    denied: tuple[tuple[str, str, str], ...]
 
 
 def check_primitive_acl(needs: AclNeeds, acl: PrimitiveAcl | CantCheck) -> list[Finding]:

@@ -5,18 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .._keys import lock_keys, rlock_keys
 from .._ops import glob_escape
 from .._scripts import LOCK_ACQUIRE
-
-if TYPE_CHECKING:  # annotations only: .acl imports this module
-    from .acl import AclNeeds, PrimitiveAcl
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +131,84 @@ class AclCheck:
 
 
 Reply = Mapping[str, Any] | CantCheck
+
+
+@dataclass(frozen=True, slots=True)
+class AclNeeds:
+    """Every permission one primitive needs from the Redis user.
+
+    ``keys``: each key the primitive uses (for a ``ReadWriteLock``, one owner's
+    last-op key stands for all); ``channels``: a wake channel (one waiter's
+    stands for all) or a latch's channel, empty for a ``FencedKey``;
+    ``key_patterns`` / ``channel_patterns``: the ACL glob patterns (``~`` /
+    ``&``, without the sign) that cover exactly them; ``commands``: what the
+    library sends and its scripts call, upper case (``"SCRIPT LOAD"``);
+    ``optional``: what only ``min_replicas`` needs.
+    """
+
+    label: str
+    keys: tuple[str, ...]
+    channels: tuple[str, ...]
+    key_patterns: tuple[str, ...]
+    channel_patterns: tuple[str, ...]
+    commands: tuple[str, ...]
+    optional: tuple[str, ...] = ("WAIT", "WAITAOF")
+
+    def rule(self, user: str = "app") -> str:
+        """The ``ACL SETUSER`` command that gives ``user`` exactly these
+        permissions (a password still to set; without :attr:`optional`, see
+        :meth:`advice`)."""
+        parts = [f"ACL SETUSER {user} on >PASSWORD resetkeys resetchannels"]
+        parts += [_cli_word(f"~{p}") for p in self.key_patterns]
+        parts += [_cli_word(f"&{p}") for p in self.channel_patterns]
+        parts.append("-@all")
+        parts += ["+" + c.lower().replace(" ", "|") for c in self.commands]
+        return " ".join(parts)
+
+    def advice(self, user: str = "app") -> str:
+        """:meth:`rule`, and what ``min_replicas`` adds to it."""
+        text = self.rule(user)
+        if self.optional:
+            text += (
+                "; with min_replicas add +wait (with replica_fsync +waitaof, a command of "
+                "Redis 7.2+ and Valkey)"
+            )
+        return text
+
+
+def _cli_word(word: str) -> str:
+    """ACL pattern ``word`` as one argument of a ``redis-cli`` command line. The
+    server refuses a pattern with white space in it, so each white-space
+    character becomes ``?`` (any one character: the pattern is a little wider);
+    then the word is as it is when it has no quote, backslash or unprintable
+    character, else in double quotes with ``redis-cli``'s escapes (``\\"``,
+    ``\\\\``, ``\\xHH``)."""
+    word = "".join("?" if c.isspace() else c for c in word)
+    if word and not any(c.isspace() or c in "\"'\\" or not c.isprintable() for c in word):
+        return word
+    out = []
+    for c in word:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif not c.isprintable() and ord(c) < 256:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+@dataclass(frozen=True, slots=True)
+class PrimitiveAcl:
+    """``ACL DRYRUN`` of :func:`acl_probes` for one primitive: the user and each
+    denied probe as ``(permission, target, reason)``."""
+
+    needs: AclNeeds
+    user: str
+    denied: tuple[tuple[str, str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,19 @@ import redis
 import redis.exceptions
 
 from .._keys import DEFAULT_PREFIX
-from .acl import AclNeeds, PrimitiveAcl, acl_probes, check_primitive_acl
-from .findings import NEEDED_COMMANDS, AclCheck, CantCheck, Facts, Reply, Report, _text, dryrun_args
+from .._protocol import text
+from .acl import acl_probes, check_primitive_acl
+from .findings import (
+    NEEDED_COMMANDS,
+    AclCheck,
+    AclNeeds,
+    CantCheck,
+    Facts,
+    PrimitiveAcl,
+    Reply,
+    Report,
+    dryrun_args,
+)
 from .server import (
     check_acl,
     check_cluster,
@@ -63,7 +74,7 @@ def _dryrun_all(
         user = _ask(client.execute_command, "ACL", "WHOAMI")
         if isinstance(user, CantCheck):
             return user
-        user = _text(user)
+        user = text(user)
     pipe = client.pipeline(transaction=False)
     for line in lines:
         pipe.execute_command("ACL", "DRYRUN", user, *line)  # type: ignore[no-untyped-call]
@@ -72,14 +83,14 @@ def _dryrun_all(
     if isinstance(first, redis.exceptions.NoPermissionError):
         return CantCheck(f"user {user!r} may not run ACL DRYRUN ({first})")
     if isinstance(first, redis.exceptions.ResponseError):
-        text = str(first)
-        if "dryrun" in text.lower():
+        message = str(first)
+        if "dryrun" in message.lower():
             return CantCheck(
                 "this server has no ACL DRYRUN (it came in Redis 7.0); on Redis 6.2 tenure's "
                 "scripts check keys and channels before they write, but can't check commands"
             )
-        return CantCheck(f"ACL DRYRUN failed: {text}")
-    return user, [str(r) if isinstance(r, Exception) else _text(r) for r in replies]
+        return CantCheck(f"ACL DRYRUN failed: {message}")
+    return user, [str(r) if isinstance(r, Exception) else text(r) for r in replies]
 
 
 def _dryruns(client: redis.Redis, prefix: str, user: str | None = None) -> AclCheck | CantCheck:
@@ -103,9 +114,9 @@ def _primitive_dryruns(
         return done
     user, replies = done
     denied: list[tuple[str, str, str]] = []
-    for (what, target, _), text in zip(probes, replies, strict=True):
-        if text != "OK" and (what, target) not in {(w, t) for w, t, _ in denied}:
-            denied.append((what, target, text))
+    for (what, target, _), reply in zip(probes, replies, strict=True):
+        if reply != "OK" and (what, target) not in {(w, t) for w, t, _ in denied}:
+            denied.append((what, target, reply))
     return PrimitiveAcl(needs, user, tuple(denied))
 
 
@@ -120,14 +131,14 @@ def _config(client: redis.Redis, name: str) -> str | CantCheck:
         return reply
     if name not in reply:
         return CantCheck(f"CONFIG GET {name} returned nothing")
-    return _text(reply[name])
+    return text(reply[name])
 
 
 def _cluster_info(client: redis.Redis) -> Reply:
     reply = _ask(client.execute_command, "CLUSTER", "INFO")
     if isinstance(reply, CantCheck | Mapping):
         return reply
-    lines = (line.split(":", 1) for line in _text(reply).splitlines() if ":" in line)
+    lines = (line.split(":", 1) for line in text(reply).splitlines() if ":" in line)
     return {k.strip(): v.strip() for k, v in lines}
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from .._errors import UnsupportedServer
 from .._plans.server import parse_info
+from .._protocol import text
 from .findings import (
     NEEDED_COMMANDS,
     AclCheck,
@@ -16,7 +17,6 @@ from .findings import (
     Reply,
     ServerIdentity,
     _cant,
-    _text,
 )
 
 
@@ -48,7 +48,7 @@ def check_sentinel(masters: Reply | None) -> Finding:
     if not masters:
         return Finding("sentinel", Level.NOTE, "this Sentinel monitors no master")
     named = [
-        f"{name!s} (master {_text(state.get('ip', '?'))}:{_text(state.get('port', '?'))})"
+        f"{name!s} (master {text(state.get('ip', '?'))}:{text(state.get('port', '?'))})"
         for name, state in sorted(masters.items())
     ]
     first = sorted(masters)[0]
@@ -118,7 +118,7 @@ def check_eviction(memory: Reply) -> Finding:
     """The ``maxmemory-policy`` rule: no eviction of keys with a ttl (every held lock)."""
     if isinstance(memory, CantCheck):
         return _cant("maxmemory-policy", memory)
-    policy = _text(memory.get("maxmemory_policy", "noeviction"))
+    policy = text(memory.get("maxmemory_policy", "noeviction"))
     limit = int(memory.get("maxmemory", 0) or 0)
     advice = "set maxmemory-policy noeviction (keep locks on a server that is not a cache)"
     if policy == "noeviction":
@@ -145,8 +145,8 @@ def check_eviction(memory: Reply) -> Finding:
 def _replica_fields(value: object) -> dict[str, str]:
     """A ``slaveN`` line of ``INFO replication``, parsed or not."""
     if isinstance(value, Mapping):
-        return {str(k): _text(v) for k, v in value.items()}
-    pairs = (p.split("=", 1) for p in _text(value).split(",") if "=" in p)
+        return {str(k): text(v) for k, v in value.items()}
+    pairs = (p.split("=", 1) for p in text(value).split(",") if "=" in p)
     return {k: v for k, v in pairs}
 
 
@@ -160,9 +160,9 @@ def check_replication(replication: Reply) -> list[Finding]:
     if isinstance(replication, CantCheck):
         return [_cant("replication", replication)]
     if replication.get("role") == "slave":
-        master = f"{_text(replication.get('master_host', '?'))}:"
-        master += _text(replication.get("master_port", "?"))
-        link = _text(replication.get("master_link_status", "?"))
+        master = f"{text(replication.get('master_host', '?'))}:"
+        master += text(replication.get("master_port", "?"))
+        link = text(replication.get("master_link_status", "?"))
         return [
             Finding(
                 "replica",
@@ -215,7 +215,7 @@ def check_cluster(cluster: Reply, cluster_info: Reply | None) -> Finding:
         return Finding("cluster", Level.OK, "not a cluster")
     if cluster_info is None or isinstance(cluster_info, CantCheck):
         return _cant("cluster", cluster_info or CantCheck("CLUSTER INFO not asked"))
-    state = _text(cluster_info.get("cluster_state", "?"))
+    state = text(cluster_info.get("cluster_state", "?"))
     if state != "ok":
         return Finding(
             "cluster",

@@ -34,7 +34,7 @@ from functools import cache
 from typing import Any, Literal
 
 from .._errors import InvalidArgument
-from .._protocol import Command, Eval, Pipeline, client_error
+from .._protocol import Command, Eval, Pipeline, client_error, text
 from .._scripts import sharded as sharded  # the drivers call it as _clients.sharded
 
 Library = Literal["redis", "valkey"]
@@ -357,7 +357,7 @@ def forget_shard_channel(pubsub: Any, channel: Any) -> None:
     subscriptions (redis-py's or valkey-py's, sync or asyncio), which it would
     subscribe again on a reconnection: the server dropped it (the slot moved)."""
     channels = getattr(pubsub, "shard_channels", {})
-    name = channel.decode() if isinstance(channel, bytes) else str(channel)
+    name = text(channel)
     for key in (channel, name, name.encode()):
         channels.pop(key, None)
 

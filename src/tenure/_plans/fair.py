@@ -46,12 +46,9 @@ from .kind import (
     Kind,
     LockView,
     Waiter,
-    holder_lines,
-    holder_or_free,
     named,
     pttl_ms,
     token_release,
-    token_release_lines,
 )
 from .lock import _LockContender
 from .waiting import Clock, Grant, wait_turn
@@ -236,16 +233,10 @@ def _acl_keys(keys: FairKeys) -> tuple[str, ...]:
 #: lease as a ``Lock`` does.
 FAIR: Kind[FairKeys] = Kind(
     name="FairLock",
-    option="fair",
     build=named("FairLock", fair_keys),
-    main_key=lambda keys: keys.lock,
     read=_read,
-    describe=holder_lines,
-    summary=holder_or_free,
     scripts=(FAIR_ACQUIRE, FAIR_RELEASE, LOCK_EXTEND, FAIR_INSPECT),
     acl_keys=_acl_keys,
     force_release=token_release(release),
-    release_lines=token_release_lines,
     pass_on=pass_on,
-    release_flag="--fair",
 )

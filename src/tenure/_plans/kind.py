@@ -1,4 +1,4 @@
-"""What a kind of primitive is, for the operator tools, the CLI, doctor and the hub.
+"""What a kind of primitive is, for the decisions of the operator tools, doctor and the hub.
 
 Each primitive's plans module ends with one :class:`Kind` (``lock.LOCK``,
 ``rlock.RLOCK``, ``fair.FAIR``, ``rwlock.RWLOCK``, ``semaphore.SEMAPHORE``,
@@ -7,13 +7,14 @@ Each primitive's plans module ends with one :class:`Kind` (``lock.LOCK``,
 there and never switch on its name. A kind says its public name, its keys
 (built by :mod:`tenure._keys`, whose :data:`~tenure._keys.MARKERS` and
 :data:`~tenure._keys.ROLES` it reads rather than copies), how to read it into
-the operator's snapshot (:class:`LockView`, a plan), how to describe that
-snapshot in text and JSON, how to break its holds (a plan running the normal,
-token-checked release of each hold), what the hub runs to pass on a hand-off
-nobody waits for, and its ``release`` flag.
+the operator's snapshot (:class:`LockView`, a plan), how to break its holds (a
+plan running the normal, token-checked release of each hold), what the hub
+runs to pass on a hand-off nobody waits for, and what doctor checks of it.
+How the commands show a snapshot, in text and JSON, is not decided here: see
+:mod:`tenure._views`, a layer above.
 
-This module also holds the snapshot types and the text helpers that the
-kinds share. It imports no primitive's plans (they import it).
+This module also holds the snapshot types that the kinds share. It imports no
+primitive's plans (they import it).
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from .._errors import InvalidArgument, NotOwnedError
 from .._keys import MARKERS, ROLES, LatchKeys, LockKeys
-from .._protocol import Command, Plan
+from .._protocol import Command, Plan, text
 from .._scripts import ScriptSpec
 
 K = TypeVar("K", bound=LockKeys | LatchKeys)
@@ -38,11 +39,6 @@ ForceRelease = Callable[
     [K, "LockView", Sequence["Hold"], Callable[[], str]],
     Plan[tuple[list["Hold"], list["Hold"]]],
 ]
-
-
-def text(value: object) -> str:
-    """A reply item as ``str`` (``bytes`` decoded as UTF-8)."""
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 # --- one primitive, as the operator sees it -------------------------------------------------
@@ -75,27 +71,14 @@ class Waiter:
     permits: int | None = None
     deadline: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """This waiter as a JSON object (``mode``, ``permits`` and ``deadline``
-        only for the kinds that have them)."""
-        out: dict[str, Any] = {
-            "waiter": self.waiter,
-            "holder": self.holder,
-            "lease": self.lease,
-            "queued_for": self.queued_for,
-        }
-        for name in ("mode", "permits", "deadline"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        return out
-
 
 @dataclass(frozen=True, slots=True)
 class LockView:
-    """A snapshot of one primitive (see :mod:`tenure._ops` for its JSON shape).
+    """A snapshot of one primitive (see :mod:`tenure._views` for its JSON shape).
 
-    ``kind`` is the kind's public name (``"Lock"``, ...: :attr:`Kind.name`);
+    ``kind`` is the kind's public name (``"Lock"``, ...: :attr:`Kind.name`;
+    :func:`.kinds.kind_of` finds the kind, :func:`.kinds.exists` says whether
+    any of its keys exists);
     ``holder`` and ``count`` describe the one holder (the first of several);
     ``pttl_ms`` is the lease left in milliseconds (-1: no expiry, -2: free);
     ``detail`` is the library's ``info()`` snapshot for a kind whose holders
@@ -115,49 +98,14 @@ class LockView:
     detail: object = None
 
     @property
-    def spec(self) -> Kind[Any]:
-        """This snapshot's kind, from the registry.
-
-        Raises:
-            InvalidArgument: no kind of that name is registered.
-        """
-        from .kinds import by_name  # the registry imports every kind, which import this
-
-        return by_name(self.kind)
-
-    @property
     def held(self) -> bool:
         """Whether someone holds the lock (or a semaphore's permits)."""
         return bool(self.holder)
 
     @property
-    def exists(self) -> bool:
-        """Whether any of its keys exists (a free lock keeps its fence key, an
-        open latch its opening number, a semaphore its count)."""
-        return self.held or self.fence > 0 or self.waiters > 0 or self.spec.exists(self)
-
-    @property
     def ttl(self) -> float | None:
         """Seconds left on the lease; ``None`` when free or held with no expiry."""
         return self.pttl_ms / 1000 if self.held and self.pttl_ms >= 0 else None
-
-    def to_json(self, *, waiting: bool = True) -> dict[str, Any]:
-        """This primitive as a JSON object; ``waiting=False`` leaves out the waiter list."""
-        out: dict[str, Any] = {
-            "kind": self.kind,
-            "name": self.name,
-            "key": self.key,
-            "held": self.held,
-            "holder": self.holder or None,
-            "count": self.count,
-            "ttl": self.ttl,
-            "fence": self.fence or None,
-            "waiters": self.waiters,
-        }
-        out.update(self.spec.json_extras(self))
-        if waiting:
-            out["waiting"] = [w.to_json() for w in self.waiting]
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,61 +256,6 @@ def with_waiting(
     return view
 
 
-# --- text -----------------------------------------------------------------------------------
-
-
-def seconds(value: float | None) -> str:
-    """A duration for people: ``9.52s``, or ``-`` for none."""
-    return "-" if value is None else f"{value:.2f}s"
-
-
-def no_expiry(ttl: float | None) -> str:
-    """A lease left for people: ``9.52s``, or ``no expiry``."""
-    return "no expiry" if ttl is None else seconds(ttl)
-
-
-def permits_text(n: int) -> str:
-    """``1 permit``, ``3 permits``."""
-    return f"{n} permit{'s' if n != 1 else ''}"
-
-
-def waiting_lines(view: LockView) -> list[str]:
-    """``inspect``'s lines of the queued waiters listed in ``view``."""
-    lines = []
-    for i, w in enumerate(view.waiting, 1):
-        what = [f"lease {seconds(w.lease) if w.lease is not None else '?'}"]
-        if w.permits is not None:
-            what.insert(0, permits_text(w.permits))
-        if w.queued_for is not None:
-            what.append(f"queued {seconds(w.queued_for)} ago")
-        if w.deadline is not None:
-            what.append(f"dropped in {seconds(w.deadline)} unless it calls again")
-        mode = f"{w.mode} " if w.mode else ""
-        lines.append(f"    {i}. {mode}{w.holder} ({', '.join(what)}, waiter {w.waiter})")
-    if view.waiters > len(view.waiting) > 0:
-        lines.append(f"    ... and {view.waiters - len(view.waiting)} more")
-    return lines
-
-
-def queue_lines(view: LockView, writers: str = "") -> list[str]:
-    """``inspect``'s closing lines of a lock: its fence, its waiter count (and
-    ``writers``, what to say of them) and the waiters listed."""
-    return [
-        f"  fence    {view.fence or '-'}",
-        f"  waiters  {view.waiters}{writers}",
-        *waiting_lines(view),
-    ]
-
-
-def one_holder_lines(view: LockView, holder: str) -> list[str]:
-    """``inspect``'s lines of a lock with one holder (described as ``holder``)."""
-    if view.held:
-        lines = [f"  holder   {holder}", f"  ttl      {no_expiry(view.ttl)}"]
-    else:
-        lines = ["  holder   free"]
-    return lines + queue_lines(view)
-
-
 def release_each(
     holds: Sequence[Hold], end: Callable[[Hold], Plan[bool]]
 ) -> Plan[tuple[list[Hold], list[Hold]]]:
@@ -397,21 +290,6 @@ def release_levels(release_one: Callable[[], Plan[int]]) -> Plan[bool]:
         return released
 
 
-def more_text(holds: Sequence[Hold]) -> str:
-    """``ls``'s note of the holds after the first: `` +2 more``, or nothing."""
-    return f" +{len(holds) - 1} more" if len(holds) > 1 else ""
-
-
-def holder_lines(view: LockView) -> list[str]:
-    """``inspect``'s lines of a lock held by one lease token (a Lock, a FairLock)."""
-    return one_holder_lines(view, view.holder)
-
-
-def holder_or_free(view: LockView) -> str:
-    """``ls``'s HOLDER column of a lock held by one lease token: it, or ``free``."""
-    return view.holder if view.held else "free"
-
-
 def token_release(
     release: Callable[[K, str, int], Plan[None]],
 ) -> ForceRelease[K]:
@@ -430,60 +308,6 @@ def token_release(
     return force
 
 
-def token_release_lines(done: ForcedRelease) -> list[str]:
-    """``release --force``'s lines of a lock held by one lease token."""
-    return one_holder_release(done, done.before.holder)
-
-
-def now_text(view: LockView) -> str:
-    """Where a lock with one holder stands after a forced release, in a few words."""
-    return f"now held by {view.holder} (fence {view.fence})" if view.held else "now free"
-
-
-def one_holder_release(done: ForcedRelease, holder: str) -> list[str]:
-    """``release --force``'s lines after ``released <label>`` for a kind with one
-    holder (described as ``holder``): what was removed and where the lock went."""
-    b, a = done.before, done.after
-    lines = [
-        f"  removed  holder {holder}",
-        f"  fence    {b.fence or '-'}",
-        f"  ttl left {no_expiry(b.ttl)}",
-    ]
-    if a.held and a.holder != b.holder:
-        lines.append(f"  handed to the first waiter: {a.holder} (fence {a.fence})")
-    elif a.held:
-        lines.append(f"  {a.spec.now_text(a)}")
-    else:
-        lines.append("  now free (nobody was waiting)")
-    return lines
-
-
-def many_holders_release(
-    done: ForcedRelease,
-    hold_text: Callable[[Hold], str],
-    handed_text: Callable[[Hold], str],
-    fence: bool,
-) -> list[str]:
-    """``release --force``'s lines after ``released <label>`` for a kind with
-    several holds: each hold removed or gone (``hold_text``), the fence if
-    ``fence``, each new hold a waiter was handed (``handed_text``), and where
-    the primitive stands now."""
-    b, a = done.before, done.after
-    lines = [f"  removed  {hold_text(h)}" for h in done.removed]
-    lines += [f"  gone     {hold_text(h)}: it ended first" for h in done.gone]
-    if fence:
-        lines.append(f"  fence    {b.fence or '-'}")
-    before = {(h.holder, h.mode) for h in b.spec.holds(b)}
-    after = a.spec.holds(a)
-    handed = [h for h in after if (h.holder, h.mode) not in before]
-    lines += [f"  handed to a waiter: {handed_text(h)}" for h in handed]
-    if not handed and not after:
-        lines.append("  now free (nobody was waiting)")
-    else:
-        lines.append(f"  {a.spec.now_text(a)}")
-    return lines
-
-
 # --- the descriptor -------------------------------------------------------------------------
 
 
@@ -492,37 +316,24 @@ def one_holder(view: LockView) -> tuple[Hold, ...]:
     return (Hold(view.holder, view.count, view.ttl, view.fence),) if view.held else ()
 
 
-def no_extras(view: LockView) -> dict[str, Any]:
-    """No JSON keys beyond the common ones."""
-    return {}
-
-
 def nothing_else(view: LockView) -> bool:
     """No key beyond the lock, its fence and its queue says it exists."""
     return False
 
 
-def no_release_lines(done: ForcedRelease) -> list[str]:
-    """Nothing to say (a kind that can't be released)."""
-    return []
-
-
 @dataclass(frozen=True, slots=True)
 class Kind(Generic[K]):
-    """Everything the operator tools, the CLI, doctor and the hub need of one kind.
+    """What the code decides about one kind: its keys, how to read it, how to
+    break its holds, what the hub runs for it and what doctor checks of it.
+    How the operator commands show it is its view
+    (:class:`tenure._views.kind.KindView`, of the same ``name``).
 
     Attributes:
         name: the public class name (``"Lock"``), as ``inspect`` and the JSON say it.
-        option: its ``tenure doctor --kind`` value (``"lock"``, ``"fair"``, ...).
         build: its keys from ``(name, exact key, prefix)``, one of the first two
             ``None`` (a :mod:`tenure._keys` builder; see :func:`named`).
-        main_key: the key ``inspect`` shows (the lock, a semaphore's holders, a
-            latch's count).
         read: a plan reading it into a :class:`LockView`, with its first
             ``waiting`` queued waiters: ``read(keys, waiting)``.
-        describe: ``inspect``'s lines for it after the ``<kind> '<name>' (key
-            <key>)`` line.
-        summary: ``ls``'s HOLDER column.
         scripts: the scripts it runs (``doctor`` checks their commands).
         acl_keys: every key it uses, main key first (``doctor``'s ACL check; a
             ReadWriteLock's owner key stands for all).
@@ -530,47 +341,27 @@ class Kind(Generic[K]):
         holds: its holds in a snapshot (holder first).
         exists: whether a snapshot shows it exists when it is not held and has
             neither fence nor waiters (a semaphore's count, a latch's count).
-        json_extras: the JSON keys it adds to the common ones.
         refine_waiter: what its waiters members add to the holder, split out.
-        now_text: where it stands after a forced release, in a few words.
         force_release: a plan ending the given holds with the normal release,
             or ``None`` if it has no holder (a latch).
-        release_lines: ``release --force``'s lines after ``released <label>``.
         pass_on: the plan the wake hub runs on a hand-off to a token nobody in
             the process waits with any more, or ``None`` when its waiters give
             back such a hand-off themselves.
-        release_flag: ``tenure release``'s flag picking it (``None``: the
-            default kind, or not releasable).
-        single_holder: whether one lease holds it (``holder`` and ``count`` say all).
-        queued: whether its waiters queue in Redis (``ls`` counts them).
         picks_lease: whether ``release --token`` may pick one of its leases.
-        instead: what to do instead of ``release``, for a kind that has no
-            holder (``"count it down to open it"``).
     """
 
     name: str
-    option: str
     build: Callable[[str | None, str | None, str], K]
-    main_key: Callable[[K], str]
     read: Callable[[K, int], Plan[LockView]]
-    describe: Callable[[LockView], list[str]]
-    summary: Callable[[LockView], str]
     scripts: tuple[ScriptSpec, ...]
     acl_keys: Callable[[K], tuple[str, ...]]
     exact_key: bool = False
     holds: Callable[[LockView], tuple[Hold, ...]] = one_holder
     exists: Callable[[LockView], bool] = nothing_else
-    json_extras: Callable[[LockView], dict[str, Any]] = no_extras
     refine_waiter: Callable[[Waiter], Waiter] = same_waiter
-    now_text: Callable[[LockView], str] = now_text
     force_release: ForceRelease[K] | None = None
-    release_lines: Callable[[ForcedRelease], list[str]] = no_release_lines
     pass_on: Callable[[K, str], Plan[None]] | None = None
-    release_flag: str | None = None
-    single_holder: bool = True
-    queued: bool = True
     picks_lease: bool = False
-    instead: str = ""
 
     @property
     def marker(self) -> str:

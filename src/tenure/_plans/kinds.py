@@ -14,7 +14,7 @@ from typing import Any
 from .._errors import InvalidArgument
 from .._keys import LatchKeys, LockKeys, parse_key
 from .fair import FAIR
-from .kind import Kind
+from .kind import Kind, LockView
 from .latch import LATCH
 from .lock import LOCK
 from .rlock import RLOCK
@@ -25,11 +25,6 @@ from .semaphore import SEMAPHORE
 KINDS: tuple[Kind[Any], ...] = (LOCK, RLOCK, FAIR, RWLOCK, SEMAPHORE, LATCH)
 
 _BY_NAME: dict[str, Kind[Any]] = {kind.name: kind for kind in KINDS}
-
-
-def names() -> tuple[str, ...]:
-    """The public names of every kind (``"Lock"``, ...), in :data:`KINDS`' order."""
-    return tuple(kind.name for kind in KINDS)
 
 
 def by_name(name: str) -> Kind[Any]:
@@ -50,3 +45,19 @@ def of_keys(keys: LockKeys | LatchKeys) -> Kind[Any] | None:
     derived = keys.opened if isinstance(keys, LatchKeys) else keys.fence
     info = parse_key(derived)
     return _BY_NAME.get(info.kind) if info is not None else None
+
+
+def kind_of(view: LockView) -> Kind[Any]:
+    """The kind of the snapshot ``view`` (by its :attr:`~.kind.LockView.kind`).
+
+    Raises:
+        InvalidArgument: no kind of that name is registered.
+    """
+    return by_name(view.kind)
+
+
+def exists(view: LockView) -> bool:
+    """Whether any of the keys of the primitive ``view`` shows exists (a free
+    lock keeps its fence key, an open latch its opening number, a semaphore its
+    count)."""
+    return view.held or view.fence > 0 or view.waiters > 0 or kind_of(view).exists(view)

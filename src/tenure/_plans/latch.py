@@ -19,8 +19,6 @@ reads the count again (a count lost with the server's data reads as zero, open).
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import _units
 from .._info import CountDownLatchInfo
 from .._keys import LatchKeys, latch_keys
@@ -113,22 +111,6 @@ def _exists(view: LockView) -> bool:
     return info.count > 0 or info.opened > 0
 
 
-def _json_extras(view: LockView) -> dict[str, Any]:
-    info = _info(view)
-    return {"waiters": None, "open": info.count == 0, "opened": info.opened or None}
-
-
-def _describe(view: LockView) -> list[str]:
-    info = _info(view)
-    state = "open" if info.count == 0 else "closed"
-    return [f"  count    {info.count} ({state})", f"  opened   {info.opened or '-'}"]
-
-
-def _summary(view: LockView) -> str:
-    count = _info(view).count
-    return f"count {count}" if count else "open"
-
-
 def _acl_keys(keys: LatchKeys) -> tuple[str, ...]:
     return (keys.count, keys.opened)
 
@@ -137,19 +119,10 @@ def _acl_keys(keys: LatchKeys) -> tuple[str, ...]:
 #: no holder, so ``release --force`` refuses it (``--latch`` says why).
 LATCH: Kind[LatchKeys] = Kind(
     name="CountDownLatch",
-    option="latch",
     build=named("CountDownLatch", latch_keys),
-    main_key=lambda keys: keys.count,
     read=_read,
-    describe=_describe,
-    summary=_summary,
     scripts=(LATCH_SET, LATCH_COUNT_DOWN, LATCH_INSPECT),
     acl_keys=_acl_keys,
     holds=lambda view: (),
     exists=_exists,
-    json_extras=_json_extras,
-    release_flag="--latch",
-    single_holder=False,
-    queued=False,
-    instead="count it down to open it",
 )

@@ -49,11 +49,8 @@ from .common import FENCE_KEEP_MS, extended, fence_keep_ms, least_left_ms, relea
 from .kind import (
     Kind,
     LockView,
-    holder_lines,
-    holder_or_free,
     read_waiters,
     token_release,
-    token_release_lines,
     with_waiting,
 )
 from .waiting import (
@@ -368,16 +365,11 @@ def _acl_keys(keys: LockKeys) -> tuple[str, ...]:
 #: The ``Lock`` kind (see :class:`~tenure._plans.kind.Kind`).
 LOCK: Kind[LockKeys] = Kind(
     name="Lock",
-    option="lock",
     build=_build,
-    main_key=lambda keys: keys.lock,
     read=_read,
-    describe=holder_lines,
-    summary=holder_or_free,
     scripts=(LOCK_ACQUIRE, LOCK_RELEASE, LOCK_EXTEND, LOCK_INSPECT),
     acl_keys=_acl_keys,
     exact_key=True,
     force_release=token_release(release),
-    release_lines=token_release_lines,
     pass_on=pass_on,
 )

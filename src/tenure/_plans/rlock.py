@@ -45,13 +45,10 @@ from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
 from .kind import (
-    ForcedRelease,
     Hold,
     Kind,
     LockView,
     named,
-    one_holder_lines,
-    one_holder_release,
     release_each,
     release_levels,
     with_waiting,
@@ -270,18 +267,6 @@ def _read(keys: LockKeys, waiting: int) -> Plan[LockView]:
     return (yield from with_waiting(view, keys, waiting))
 
 
-def _holder(view: LockView) -> str:
-    return f"{view.holder} (hold count {view.count})"
-
-
-def _describe(view: LockView) -> list[str]:
-    return one_holder_lines(view, _holder(view))
-
-
-def _summary(view: LockView) -> str:
-    return f"{view.holder} x{view.count}" if view.held else "free"
-
-
 def _force_release(
     keys: LockKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
 ) -> Plan[tuple[list[Hold], list[Hold]]]:
@@ -291,10 +276,6 @@ def _force_release(
     return (yield from release_each(holds, end))
 
 
-def _release_lines(done: ForcedRelease) -> list[str]:
-    return one_holder_release(done, _holder(done.before))
-
-
 def _acl_keys(keys: LockKeys) -> tuple[str, ...]:
     return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released)
 
@@ -302,15 +283,9 @@ def _acl_keys(keys: LockKeys) -> tuple[str, ...]:
 #: The ``RLock`` kind (see :class:`~tenure._plans.kind.Kind`).
 RLOCK: Kind[LockKeys] = Kind(
     name="RLock",
-    option="rlock",
     build=named("RLock", rlock_keys),
-    main_key=lambda keys: keys.lock,
     read=_read,
-    describe=_describe,
-    summary=_summary,
     scripts=(RLOCK_ACQUIRE, RLOCK_RELEASE, RLOCK_EXTEND, RLOCK_INSPECT),
     acl_keys=_acl_keys,
     force_release=_force_release,
-    release_lines=_release_lines,
-    release_flag="--rlock",
 )

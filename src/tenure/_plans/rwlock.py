@@ -45,28 +45,20 @@ from typing import Any, Literal
 from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, ProtocolError
 from .._info import ReadWriteHolder, ReadWriteInfo
 from .._keys import RWLockKeys, rwlock_keys
-from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
+from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, text
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
 from .kind import (
-    ForcedRelease,
     Hold,
     Kind,
     LockView,
     Waiter,
     detail,
-    many_holders_release,
     many_holders_view,
-    more_text,
     named,
-    no_expiry,
-    now_text,
-    queue_lines,
     release_each,
     release_levels,
-    seconds,
-    text,
     with_waiting,
 )
 from .waiting import (
@@ -389,52 +381,6 @@ def _holds(view: LockView) -> tuple[Hold, ...]:
     return tuple(Hold(h.owner, h.count, h.ttl, h.fence, h.mode) for h in ordered)
 
 
-def _json_extras(view: LockView) -> dict[str, Any]:
-    info = _info(view)
-    return {
-        "mode": info.mode,
-        "waiting_writers": info.waiting_writers,
-        "holders": [
-            {"owner": h.owner, "mode": h.mode, "count": h.count, "ttl": h.ttl, "fence": h.fence}
-            for h in info.holders
-        ],
-    }
-
-
-def _describe(view: LockView) -> list[str]:
-    info = _info(view)
-    lines = [f"  mode     {info.mode or 'free'}", f"  holders  {len(info.holders) or 'none'}"]
-    for rw in _holds(view):
-        lines.append(
-            f"    {rw.mode:<5}  {rw.holder} (hold count {rw.count}, fence {rw.fence}, "
-            f"ttl {seconds(rw.ttl)})"
-        )
-    writers = ""
-    if info.waiting_writers:
-        s = "s" if info.waiting_writers != 1 else ""
-        writers = f" ({info.waiting_writers} writer{s})"
-    return lines + queue_lines(view, writers)
-
-
-def _summary(view: LockView) -> str:
-    holds = _holds(view)
-    if not holds:
-        return "free"
-    first = holds[0]
-    count = f" x{first.count}" if first.count > 1 else ""
-    return f"{first.holder}{count} ({first.mode}){more_text(holds)}"
-
-
-def _now_text(view: LockView) -> str:
-    info = _info(view)
-    if info.mode == "write":
-        return f"now write-held by {view.holder} (fence {view.fence})"
-    if info.mode == "read":
-        owners = len({h.owner for h in info.holders})
-        return f"now read-held by {owners} owner{'s' if owners != 1 else ''}"
-    return now_text(view)
-
-
 def read_hold_values(keys: RWLockKeys) -> Plan[dict[str, str]]:
     """The lock's hash as it stands: ``{"w:<owner>": "<count>|<fence>|<hold
     id>", ...}`` (a forced release needs the hold ids, which ``info()`` leaves out)."""
@@ -473,19 +419,6 @@ def _force_release(
     return (yield from release_each(holds, end))
 
 
-def _hold_text(hold: Hold) -> str:
-    return (
-        f"{hold.mode} hold of {hold.holder} (hold count {hold.count}, fence {hold.fence}, "
-        f"ttl left {no_expiry(hold.ttl)})"
-    )
-
-
-def _release_lines(done: ForcedRelease) -> list[str]:
-    return many_holders_release(
-        done, _hold_text, lambda h: f"{h.holder} ({h.mode}, fence {h.fence})", fence=True
-    )
-
-
 def _acl_keys(keys: RWLockKeys) -> tuple[str, ...]:
     # one owner's last-op key stands for all
     return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.holds, keys.last_op("owner"))
@@ -494,20 +427,11 @@ def _acl_keys(keys: RWLockKeys) -> tuple[str, ...]:
 #: The ``ReadWriteLock`` kind (see :class:`~tenure._plans.kind.Kind`).
 RWLOCK: Kind[RWLockKeys] = Kind(
     name="ReadWriteLock",
-    option="rwlock",
     build=named("ReadWriteLock", rwlock_keys),
-    main_key=lambda keys: keys.lock,
     read=_read,
-    describe=_describe,
-    summary=_summary,
     scripts=(RWLOCK_ACQUIRE, RWLOCK_RELEASE, RWLOCK_EXTEND, RWLOCK_INSPECT),
     acl_keys=_acl_keys,
     holds=_holds,
-    json_extras=_json_extras,
     refine_waiter=_refine,
-    now_text=_now_text,
     force_release=_force_release,
-    release_lines=_release_lines,
-    release_flag="--rwlock",
-    single_holder=False,
 )

@@ -37,7 +37,7 @@ from typing import Any
 from .._errors import InvalidArgument, NotOwnedError, ProtocolError
 from .._info import SemaphoreHolder, SemaphoreInfo
 from .._keys import SemaphoreKeys, semaphore_keys
-from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
+from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, text
 from .._scripts import (
     SEMAPHORE_ACQUIRE,
     SEMAPHORE_EXTEND,
@@ -48,21 +48,14 @@ from .._scripts import (
 from .._units import MAX_LEASE_PERMITS, check_count, lease_ms
 from .common import FENCE_KEEP_MS, extended
 from .kind import (
-    ForcedRelease,
     Hold,
     Kind,
     LockView,
     Waiter,
     detail,
-    many_holders_release,
     many_holders_view,
-    more_text,
     named,
-    no_expiry,
-    permits_text,
-    queue_lines,
     release_each,
-    seconds,
     with_waiting,
 )
 from .waiting import (
@@ -292,10 +285,6 @@ def set_permits(keys: SemaphoreKeys, permits: int) -> Plan[int]:
     return int(old)
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def inspect(keys: SemaphoreKeys, permits: int) -> Plan[SemaphoreInfo]:
     """Read the count (``permits``, the caller's, when Redis stores none), the
     leases holding permits, and the number of queued waiters."""
@@ -304,7 +293,7 @@ def inspect(keys: SemaphoreKeys, permits: int) -> Plan[SemaphoreInfo]:
     counts: dict[str, int] = {}
     ttls: dict[str, float] = {}
     for member, pttl in zip(flat[::2], flat[1::2], strict=True):
-        token = _text(member).rpartition("#")[0]
+        token = text(member).rpartition("#")[0]
         counts[token] = counts.get(token, 0) + 1
         ttls[token] = int(pttl) / 1000
     holders = tuple(SemaphoreHolder(token, counts[token], ttls[token]) for token in counts)
@@ -334,7 +323,7 @@ def _read(keys: SemaphoreKeys, waiting: int) -> Plan[LockView]:
     info = yield from inspect(keys, 0)  # 0: no count stored
     raw = yield Command(("GET", keys.fence))
     try:
-        fence = int(_text(raw)) if raw is not None else 0
+        fence = int(text(raw)) if raw is not None else 0
     except ValueError:  # changed type since the inspect script checked it
         fence = 0
     first = info.holders[0] if info.holders else None
@@ -359,41 +348,6 @@ def _exists(view: LockView) -> bool:
     return _info(view).permits > 0  # its count is stored
 
 
-def _json_extras(view: LockView) -> dict[str, Any]:
-    info = _info(view)
-    return {
-        "permits": info.permits or None,
-        "available": info.available if info.permits else None,
-        "holders": [{"token": h.token, "permits": h.permits, "ttl": h.ttl} for h in info.holders],
-    }
-
-
-def _describe(view: LockView) -> list[str]:
-    info = _info(view)
-    lines = [
-        f"  permits  {info.permits or '?'} ({info.available} available)",
-        f"  holders  {len(info.holders) or 'none'}",
-    ]
-    for h in info.holders:
-        lines.append(f"    {h.token} ({permits_text(h.permits)}, ttl {seconds(h.ttl)})")
-    return lines + queue_lines(view)
-
-
-def _summary(view: LockView) -> str:
-    info = _info(view)
-    holds = _holds(view)
-    if not holds:
-        return f"free (0/{info.permits or '?'})"
-    first, held = holds[0], sum(h.count for h in holds)
-    return f"{first.holder} x{first.count}{more_text(holds)} ({held}/{info.permits or '?'})"
-
-
-def _now_text(view: LockView) -> str:
-    info = _info(view)
-    held = sum(h.permits for h in info.holders)
-    return f"now {held} of {info.permits or '?'} permits held"
-
-
 def _force_release(
     keys: SemaphoreKeys, before: LockView, holds: Sequence[Hold], new_op: Callable[[], str]
 ) -> Plan[tuple[list[Hold], list[Hold]]]:
@@ -408,16 +362,6 @@ def _force_release(
     return (yield from release_each(holds, end))
 
 
-def _hold_text(hold: Hold) -> str:
-    return f"lease {hold.holder} ({permits_text(hold.count)}, ttl left {no_expiry(hold.ttl)})"
-
-
-def _release_lines(done: ForcedRelease) -> list[str]:
-    return many_holders_release(
-        done, _hold_text, lambda h: f"{h.holder} ({permits_text(h.count)})", fence=False
-    )
-
-
 def _acl_keys(keys: SemaphoreKeys) -> tuple[str, ...]:
     return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released, keys.permits)
 
@@ -425,12 +369,8 @@ def _acl_keys(keys: SemaphoreKeys) -> tuple[str, ...]:
 #: The ``Semaphore`` kind (see :class:`~tenure._plans.kind.Kind`).
 SEMAPHORE: Kind[SemaphoreKeys] = Kind(
     name="Semaphore",
-    option="semaphore",
     build=named("Semaphore", semaphore_keys),
-    main_key=lambda keys: keys.lock,
     read=_read,
-    describe=_describe,
-    summary=_summary,
     scripts=(
         SEMAPHORE_ACQUIRE,
         SEMAPHORE_RELEASE,
@@ -441,12 +381,7 @@ SEMAPHORE: Kind[SemaphoreKeys] = Kind(
     acl_keys=_acl_keys,
     holds=_holds,
     exists=_exists,
-    json_extras=_json_extras,
     refine_waiter=_refine,
-    now_text=_now_text,
     force_release=_force_release,
-    release_lines=_release_lines,
-    release_flag="--semaphore",
-    single_holder=False,
     picks_lease=True,
 )

@@ -1,0 +1,299 @@
+"""The views of every registered kind (:class:`~.kind.KindView`), one section a
+kind, in the order of :data:`tenure._plans.kinds.KINDS`.
+
+``tests/test_kinds.py`` fails while a registered kind has no view here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import InvalidArgument
+from .._info import CountDownLatchInfo, ReadWriteInfo, SemaphoreInfo
+from .._keys import LatchKeys, LockKeys
+from .._plans.kind import ForcedRelease, Hold, LockView, detail
+from .._plans.kinds import kind_of
+from .kind import (
+    KindView,
+    holder_lines,
+    holder_or_free,
+    many_holders_release,
+    more_text,
+    no_expiry,
+    now_text,
+    one_holder_lines,
+    one_holder_release,
+    permits_text,
+    queue_lines,
+    seconds,
+    token_release_lines,
+)
+
+
+def _lock_key(keys: LockKeys) -> str:
+    return keys.lock
+
+
+# --- Lock, FairLock: one lease token ----------------------------------------------------------
+
+LOCK = KindView(
+    name="Lock",
+    option="lock",
+    main_key=_lock_key,
+    describe=holder_lines,
+    summary=holder_or_free,
+    release_lines=token_release_lines,
+)
+
+FAIR = KindView(
+    name="FairLock",
+    option="fair",
+    main_key=_lock_key,
+    describe=holder_lines,
+    summary=holder_or_free,
+    release_lines=token_release_lines,
+    release_flag="--fair",
+)
+
+
+# --- RLock: one owner, several levels ---------------------------------------------------------
+
+
+def _rlock_holder(view: LockView) -> str:
+    return f"{view.holder} (hold count {view.count})"
+
+
+def _rlock_describe(view: LockView) -> list[str]:
+    return one_holder_lines(view, _rlock_holder(view))
+
+
+def _rlock_summary(view: LockView) -> str:
+    return f"{view.holder} x{view.count}" if view.held else "free"
+
+
+def _rlock_release_lines(done: ForcedRelease) -> list[str]:
+    return one_holder_release(done, _rlock_holder(done.before))
+
+
+RLOCK = KindView(
+    name="RLock",
+    option="rlock",
+    main_key=_lock_key,
+    describe=_rlock_describe,
+    summary=_rlock_summary,
+    release_lines=_rlock_release_lines,
+    release_flag="--rlock",
+)
+
+
+# --- ReadWriteLock ----------------------------------------------------------------------------
+
+
+def _rw_info(view: LockView) -> ReadWriteInfo:
+    return detail(view, ReadWriteInfo)
+
+
+def _rw_json_extras(view: LockView) -> dict[str, Any]:
+    info = _rw_info(view)
+    return {
+        "mode": info.mode,
+        "waiting_writers": info.waiting_writers,
+        "holders": [
+            {"owner": h.owner, "mode": h.mode, "count": h.count, "ttl": h.ttl, "fence": h.fence}
+            for h in info.holders
+        ],
+    }
+
+
+def _rw_describe(view: LockView) -> list[str]:
+    info = _rw_info(view)
+    lines = [f"  mode     {info.mode or 'free'}", f"  holders  {len(info.holders) or 'none'}"]
+    for rw in kind_of(view).holds(view):
+        lines.append(
+            f"    {rw.mode:<5}  {rw.holder} (hold count {rw.count}, fence {rw.fence}, "
+            f"ttl {seconds(rw.ttl)})"
+        )
+    writers = ""
+    if info.waiting_writers:
+        s = "s" if info.waiting_writers != 1 else ""
+        writers = f" ({info.waiting_writers} writer{s})"
+    return lines + queue_lines(view, writers)
+
+
+def _rw_summary(view: LockView) -> str:
+    holds = kind_of(view).holds(view)
+    if not holds:
+        return "free"
+    first = holds[0]
+    count = f" x{first.count}" if first.count > 1 else ""
+    return f"{first.holder}{count} ({first.mode}){more_text(holds)}"
+
+
+def _rw_now_text(view: LockView) -> str:
+    info = _rw_info(view)
+    if info.mode == "write":
+        return f"now write-held by {view.holder} (fence {view.fence})"
+    if info.mode == "read":
+        owners = len({h.owner for h in info.holders})
+        return f"now read-held by {owners} owner{'s' if owners != 1 else ''}"
+    return now_text(view)
+
+
+def _rw_hold_text(hold: Hold) -> str:
+    return (
+        f"{hold.mode} hold of {hold.holder} (hold count {hold.count}, fence {hold.fence}, "
+        f"ttl left {no_expiry(hold.ttl)})"
+    )
+
+
+def _rw_release_lines(done: ForcedRelease) -> list[str]:
+    return many_holders_release(
+        done,
+        _rw_hold_text,
+        lambda h: f"{h.holder} ({h.mode}, fence {h.fence})",
+        _rw_now_text,
+        fence=True,
+    )
+
+
+RWLOCK = KindView(
+    name="ReadWriteLock",
+    option="rwlock",
+    main_key=_lock_key,
+    describe=_rw_describe,
+    summary=_rw_summary,
+    json_extras=_rw_json_extras,
+    now_text=_rw_now_text,
+    release_lines=_rw_release_lines,
+    release_flag="--rwlock",
+)
+
+
+# --- Semaphore --------------------------------------------------------------------------------
+
+
+def _sem_info(view: LockView) -> SemaphoreInfo:
+    return detail(view, SemaphoreInfo)
+
+
+def _sem_json_extras(view: LockView) -> dict[str, Any]:
+    info = _sem_info(view)
+    return {
+        "permits": info.permits or None,
+        "available": info.available if info.permits else None,
+        "holders": [{"token": h.token, "permits": h.permits, "ttl": h.ttl} for h in info.holders],
+    }
+
+
+def _sem_describe(view: LockView) -> list[str]:
+    info = _sem_info(view)
+    lines = [
+        f"  permits  {info.permits or '?'} ({info.available} available)",
+        f"  holders  {len(info.holders) or 'none'}",
+    ]
+    for h in info.holders:
+        lines.append(f"    {h.token} ({permits_text(h.permits)}, ttl {seconds(h.ttl)})")
+    return lines + queue_lines(view)
+
+
+def _sem_summary(view: LockView) -> str:
+    info = _sem_info(view)
+    holds = kind_of(view).holds(view)
+    if not holds:
+        return f"free (0/{info.permits or '?'})"
+    first, held = holds[0], sum(h.count for h in holds)
+    return f"{first.holder} x{first.count}{more_text(holds)} ({held}/{info.permits or '?'})"
+
+
+def _sem_now_text(view: LockView) -> str:
+    info = _sem_info(view)
+    held = sum(h.permits for h in info.holders)
+    return f"now {held} of {info.permits or '?'} permits held"
+
+
+def _sem_hold_text(hold: Hold) -> str:
+    return f"lease {hold.holder} ({permits_text(hold.count)}, ttl left {no_expiry(hold.ttl)})"
+
+
+def _sem_release_lines(done: ForcedRelease) -> list[str]:
+    return many_holders_release(
+        done,
+        _sem_hold_text,
+        lambda h: f"{h.holder} ({permits_text(h.count)})",
+        _sem_now_text,
+        fence=False,
+    )
+
+
+SEMAPHORE = KindView(
+    name="Semaphore",
+    option="semaphore",
+    main_key=_lock_key,
+    describe=_sem_describe,
+    summary=_sem_summary,
+    json_extras=_sem_json_extras,
+    now_text=_sem_now_text,
+    release_lines=_sem_release_lines,
+    release_flag="--semaphore",
+)
+
+
+# --- CountDownLatch: no holder ----------------------------------------------------------------
+
+
+def _latch_info(view: LockView) -> CountDownLatchInfo:
+    return detail(view, CountDownLatchInfo)
+
+
+def _latch_key(keys: LatchKeys) -> str:
+    return keys.count
+
+
+def _latch_json_extras(view: LockView) -> dict[str, Any]:
+    info = _latch_info(view)
+    return {"waiters": None, "open": info.count == 0, "opened": info.opened or None}
+
+
+def _latch_describe(view: LockView) -> list[str]:
+    info = _latch_info(view)
+    state = "open" if info.count == 0 else "closed"
+    return [f"  count    {info.count} ({state})", f"  opened   {info.opened or '-'}"]
+
+
+def _latch_summary(view: LockView) -> str:
+    count = _latch_info(view).count
+    return f"count {count}" if count else "open"
+
+
+#: ``release --force`` refuses a latch (it has no holder); ``--latch`` says why.
+LATCH = KindView(
+    name="CountDownLatch",
+    option="latch",
+    main_key=_latch_key,
+    describe=_latch_describe,
+    summary=_latch_summary,
+    json_extras=_latch_json_extras,
+    release_flag="--latch",
+    queued=False,
+    instead="count it down to open it",
+)
+
+
+# --- the registry -----------------------------------------------------------------------------
+
+#: Every kind's view, in the order of :data:`tenure._plans.kinds.KINDS`.
+VIEWS: tuple[KindView, ...] = (LOCK, RLOCK, FAIR, RWLOCK, SEMAPHORE, LATCH)
+
+_BY_NAME: dict[str, KindView] = {v.name: v for v in VIEWS}
+
+
+def view_of(name: str) -> KindView:
+    """The view of the kind whose public name is ``name`` (``"Lock"``, ...).
+
+    Raises:
+        InvalidArgument: no kind has that name.
+    """
+    found = _BY_NAME.get(name)
+    if found is None:
+        raise InvalidArgument(f"unknown kind {name!r}; one of {', '.join(_BY_NAME)}")
+    return found
