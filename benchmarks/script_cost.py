@@ -56,6 +56,46 @@ redis.call('DEL', KEYS[1], KEYS[4])
 return {1, 0}
 """
 
+#: The anchor: a reentrant lock as Redisson's ``RedissonLock`` keeps it (a hash
+#: of owner -> hold count, its expiry the lease), re-written here from its
+#: documented protocol. KEYS: the lock, the release channel, the release's
+#: record; the record (one string per release call, PX ``ARGV[4]``) answers a
+#: retried release as the first time.
+ANCHOR_ACQUIRE = """
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  return false
+end
+return redis.call('PTTL', KEYS[1])
+"""
+
+#: The anchor with a fence: as above, and a counter ``INCR`` per acquire that
+#: takes the lock (Redisson's ``RFencedLock``); KEYS[2] is the counter.
+ANCHOR_FENCED_ACQUIRE = """
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  return redis.call('INCR', KEYS[2])
+end
+return redis.call('PTTL', KEYS[1])
+"""
+
+ANCHOR_RELEASE = """
+local done = redis.call('GET', KEYS[3])
+if done then return tonumber(done) end
+if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then return false end
+if redis.call('HINCRBY', KEYS[1], ARGV[3], -1) > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('SET', KEYS[3], 0, 'PX', ARGV[4])
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[3], 1, 'PX', ARGV[4])
+return 1
+"""
+
 FLOOR_RELEASE = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 )
@@ -71,6 +111,82 @@ def without_acl_guard(source: str) -> str:
     return out.replace(
         "denied = acl_channels(nil, waiting > 0 and KEYS[2] or nil, ARGV[2])", "denied = nil"
     )
+
+
+#: Benchmark-only builds of the Lock scripts, each with one promise switched off
+#: (a substitution of the built source: (pattern, replacement) pairs, each of
+#: which must match), to price each promise on the uncontended cycle.
+PROMISES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
+    "the fence (GET, TIME, SET of the fence key)": (
+        [
+            (
+                r"  local last = redis\.pcall\('GET', KEYS\[2\]\)\n"
+                r"  if wrong\(last\)[^\n]*\n    redis\.call\('DEL', KEYS\[1\]\)[^\n]*\n"
+                r"    return \{WRONG_TYPE, KEYS\[2\]\}\n  end\n"
+                r"  local fence = next_fence\(last\)\n  redis\.call\('SET', KEYS\[2\][^\n]*\n",
+                "  local fence = 1\n",
+            )
+        ],
+        [],
+    ),
+    "the lock-delay (PTTL of its key; its DEL)": (
+        [
+            (r"local delayed = redis\.call\('PTTL', KEYS\[4\]\)", "local delayed = -2"),
+            (r"  delay_after\(KEYS\[4\], ARGV\[1\], ARGV\[3\], [^\n]*, delayed\)\n", ""),
+        ],
+        [(r"redis\.call\('DEL', KEYS\[1\], KEYS\[4\]\)", "redis.call('DEL', KEYS[1])")],
+    ),
+    "the release's retry record (TIME, ZADD, trim, PEXPIRE)": (
+        [],
+        [
+            (
+                r"if ARGV\[6\] ~= '' and released_add\(KEYS\[5\], ARGV\[6\]\) then "
+                r"return \{WRONG_TYPE, KEYS\[5\]\} end\n",
+                "",
+            )
+        ],
+    ),
+    "the queue check of a release (ZCARD)": (
+        [],
+        [
+            (
+                r"local waiting = redis\.pcall\('ZCARD', KEYS\[2\]\)\n"
+                r"if wrong\(waiting\)[^\n]*\n",
+                "local waiting = 0\n",
+            )
+        ],
+    ),
+}
+
+
+def switched_off(source: str, rules: list[tuple[str, str]]) -> str:
+    """``source`` with each of ``rules`` applied; every rule must match."""
+    for pattern, replacement in rules:
+        source, count = re.subn(pattern, replacement, source)
+        if count == 0:
+            raise SystemExit(f"script_cost: {pattern!r} no longer matches the script")
+    return source
+
+
+def anchor_per_call(r: redis.Redis, acquire: str, rounds: int = 3) -> float:
+    """The server's µs per EVALSHA of the anchor's ``acquire`` and its release
+    in turn (the median of ``rounds`` pipelines of 2,000 cycles)."""
+    sha_a, sha_r = r.script_load(acquire), r.script_load(ANCHOR_RELEASE)
+    owner = "f723fa15-eb45-be50-5031-b65fcf3054fc:1"
+    keys_a = ("anchor{c}", "anchor{c}:fence")
+    times = []
+    for n in range(rounds):
+        r.config_resetstat()
+        pipe = r.pipeline(transaction=False)
+        for i in range(2000):
+            pipe.evalsha(sha_a, 2, *keys_a, 10000, owner)
+            latch = f"anchor{{c}}:unlock:{n}:{i}"
+            pipe.evalsha(sha_r, 3, "anchor{c}", "anchor{c}:channel", latch, 0, 10000, owner, 13000)
+        replies = pipe.execute()
+        if replies[1] != 1:
+            raise RuntimeError(f"unexpected replies {replies[:2]!r}")
+        times.append(float(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]))
+    return statistics.median(times)
 
 
 def per_call(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> float:
@@ -185,6 +301,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 r, LEAN_ACQUIRE, LEAN_RELEASE
             ),
         }
+        anchors = {
+            "Redisson's RedissonLock, re-written (hash lock, release record)": anchor_per_call(
+                r, ANCHOR_ACQUIRE
+            ),
+            "the same with RFencedLock's fence (INCR)": anchor_per_call(r, ANCHOR_FENCED_ACQUIRE),
+        }
+        bare_a, bare_r = without_acl_guard(acquire), without_acl_guard(release)
+        base = rows["the same without the ACL guard"]
+        promises = {"the ACL guard": rows["tenure's scripts, as sent"] - base}
+        for label, (rules_a, rules_r) in PROMISES.items():
+            us = per_call(r, switched_off(bare_a, rules_a), switched_off(bare_r, rules_r))
+            promises[label] = base - us
         floor_set, floor_eval = floor_per_call(r)
         handoffs = {
             "tenure's scripts, as sent": per_handoff(r, acquire, release),
@@ -198,6 +326,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, us in rows.items():
         print(f"| {label} | {us:.1f} | {2 * us:.1f} |")
     print(f"| raw floor (SET NX PX + EVALSHA) | {floor_eval:.1f} | {floor_set + floor_eval:.1f} |")
+    for label, us in anchors.items():
+        print(f"| {label} | {us:.1f} | {2 * us:.1f} |")
+    print()
+    print("What each promise costs an uncontended cycle (server µs per cycle, measured by")
+    print("switching it off alone in a benchmark-only build of the scripts without the")
+    print("ACL guard; the guard's own row against the scripts as sent)")
+    print("| promise | µs per cycle | share of the cycle as sent |")
+    print("|---|--:|--:|")
+    whole = 2 * rows["tenure's scripts, as sent"]
+    for label, us in promises.items():
+        print(f"| {label} | {2 * us:.1f} | {2 * us / whole:.0%} |")
     print()
     print("Contended: server µs per hand-off (a waiter's attempt that queues + the release")
     print("that hands the lock to it)")
