@@ -175,3 +175,58 @@ def test_an_open_block_is_renewed_for_as_long_as_it_lasts(r: redis.Redis, how: s
         with pytest.raises(StopIteration):
             next(blocks)
     assert not _held(r, key)
+
+
+def _raise_after(monkeypatch: pytest.MonkeyPatch, cls: type, error: type[BaseException]) -> None:
+    """``cls.acquire`` raises ``error`` once, after the real acquire returned: an
+    interrupt as the acquire returns into the block's enter."""
+    real = cls.acquire
+    fired: list[int] = []
+
+    def acquire(self: Any, *args: Any, **kwargs: Any) -> Any:
+        lease = real(self, *args, **kwargs)
+        if not fired:
+            fired.append(1)
+            raise error
+        return lease
+
+    monkeypatch.setattr(cls, "acquire", acquire)
+
+
+@pytest.mark.parametrize("form", ["with lock", "with lock(timeout=...)"])
+def test_a_block_cut_off_as_its_acquire_returns_gives_the_lease_up(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    """An interrupt as the acquire returns into the block's enter (the lease
+    made, the block never begun): the lease is given up all the same (linked
+    to the statement as it started), not renewed for good."""
+    lock = Lock(r, "bx-enter", ttl=TTL, auto_renew=True)
+    _raise_after(monkeypatch, Lock, AlarmTimeout)
+    with pytest.raises(AlarmTimeout), FORMS[form](lock):
+        pytest.fail("the block ran")
+    monkeypatch.undo()
+    assert _held(r, "tenure:{bx-enter}")
+    with lock(timeout=1) as lease:
+        assert lease.valid
+    assert not _held(r, "tenure:{bx-enter}")
+    _raise_after(monkeypatch, Lock, AlarmTimeout)
+    with pytest.raises(AlarmTimeout), FORMS[form](lock):
+        pytest.fail("the block ran")
+    monkeypatch.undo()
+    deadline = time.monotonic() + 3 * TTL
+    while _held(r, "tenure:{bx-enter}") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _held(r, "tenure:{bx-enter}"), "the watchdog still renews the lease"
+
+
+def test_a_multi_lock_block_cut_off_as_its_acquire_returns_gives_its_parts_up(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    multi = MultiLock([Lock(r, "bx-me1", ttl=30), Lock(r, "bx-me2", ttl=30)])
+    _raise_after(monkeypatch, MultiLock, KeyboardInterrupt)
+    with pytest.raises(KeyboardInterrupt), multi:
+        pytest.fail("the block ran")
+    monkeypatch.undo()
+    with multi(timeout=1) as lease:
+        assert lease.valid
+    assert not _held(r, "tenure:{bx-me1}") and not _held(r, "tenure:{bx-me2}")

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from ._drivers._identity import new_op, process_mark
@@ -413,31 +414,75 @@ def block_enter(fn: F) -> F:
     return cast(F, _EnterOf(fn))
 
 
+#: The exit of the ``with`` statement whose enter is acquiring (see
+#: :func:`link_to_block`), or ``None``: a context variable, so that the task
+#: of an ``async with`` keeps its own across awaits.
+_block_link: contextvars.ContextVar[Callable[[], object] | None] = contextvars.ContextVar(
+    "tenure_block_link", default=None
+)
+
+
+def take_block_link() -> Callable[[], object] | None:
+    """The exit of the ``with`` statement whose enter is acquiring now, if any,
+    taken (a later lease of the same acquire, a part's, does not see it)."""
+    ref = _block_link.get()
+    if ref is not None:
+        _block_link.set(None)
+    return ref
+
+
+def link_to_block(lease: object) -> None:
+    """Link ``lease`` to the ``with`` statement whose enter is acquiring it, if
+    any. An acquire calls it as the lease starts, inside the part where an
+    interrupt gives the grant back: from then on a block cut off before its
+    enter returned (an interrupt as the acquire returns) gives it up too."""
+    ref = take_block_link()
+    if ref is not None:
+        link(lease, ref)
+
+
 def _enter(fn: Callable[..., Any], instance: object) -> Any:
-    """Call the enter ``fn`` of ``instance``; link what it returns (or, for an
-    ``async with``, what its coroutine returns) to the pending exit of the
-    statement, if it is ``instance``'s."""
+    """Call the enter ``fn`` of ``instance``; link the lease it returns (or, for
+    an ``async with``, its coroutine returns) to the pending exit of the
+    statement, if it is ``instance``'s: a lease entered itself at once; a
+    lock's acquire as its lease starts (see :func:`link_to_block`)."""
     exit_ref: Callable[[], object] | None = getattr(_pending, "exit", None)
     if exit_ref is not None:
         _pending.exit = None
         if getattr(_pending, "target", None) != id(instance):
             exit_ref = None
-    result = fn(instance)
     if exit_ref is None:
-        return result
+        return fn(instance)
+    if isinstance(getattr(instance, "_life", None), LeaseLife):
+        link(instance, exit_ref)
+        return fn(instance)
+    token = _block_link.set(exit_ref)
+    try:
+        result = fn(instance)
+    except BaseException:
+        _block_link.reset(token)
+        raise
     if inspect.isawaitable(result):
-        return _linked(result, exit_ref)
-    _link(result, exit_ref)
+        return _linked(result, exit_ref, token)
+    _block_link.reset(token)
+    link(result, exit_ref)
     return result
 
 
-async def _linked(entered: Any, exit_ref: Callable[[], object]) -> Any:
-    lease = await entered
-    _link(lease, exit_ref)
+async def _linked(
+    entered: Awaitable[Any], exit_ref: Callable[[], object], token: contextvars.Token[Any]
+) -> Any:
+    try:
+        lease = await entered
+    finally:
+        _block_link.reset(token)
+    link(lease, exit_ref)
     return lease
 
 
-def _link(lease: object, exit_ref: Callable[[], object]) -> None:
+def link(lease: object, exit_ref: Callable[[], object]) -> None:
+    """Link ``lease`` (a lease, or anything else: then nothing) to the exit
+    ``exit_ref`` refers to, if that exit still lives."""
     life = getattr(lease, "_life", None)
     if isinstance(life, LeaseLife) and exit_ref() is not None:
         life.block = exit_ref

@@ -17,7 +17,14 @@ from ..._drivers._clients import result_lost_with
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from ..._leasebook import LeaseBook, Phase, Release
-from ..._models import LeaseBase, OpenBlocks, PerProcess, block_enter, block_exit
+from ..._models import (
+    LeaseBase,
+    OpenBlocks,
+    PerProcess,
+    block_enter,
+    block_exit,
+    link_to_block,
+)
 from ..._plans import replicas as replica_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan, is_interrupt
@@ -469,6 +476,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
     async def _start(self) -> None:
         """The lease was just granted: give it the lock's ``on_lost`` callback,
         have the watchdog watch it, and wait for the replicas (else release it)."""
+        link_to_block(self)  # (first: a block cut off from here on gives it up)
         opts = self._lock._opts
         if opts.on_lost is not None:
             self.on_lost(opts.on_lost)

@@ -13,7 +13,7 @@ from ..._drivers._identity import process_mark
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
 from ..._info import MultiLockInfo, MultiPartInfo
 from ..._leasebook import Phase
-from ..._models import LostSignalBase
+from ..._models import LostSignalBase, link, take_block_link
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import is_interrupt
@@ -439,6 +439,7 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
             # (its parts' own acquires would too), so that the multi-lease ends
             await left._clean_up()
         deadline = None if wait is None else time.monotonic() + wait
+        block = take_block_link()  # (the multi-lease's, not a part's)
         taken = None
         lease = None
         try:
@@ -460,6 +461,8 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
                     return None
             lease = AsyncMultiLease(self, owner, tuple([taken[at] for at in self._place]))
             self._leases[owner] = lease
+            if block is not None:
+                link(lease, block)
             if self._on_lost is not None:
                 lease.on_lost(self._on_lost)
         except BaseException:

@@ -14,7 +14,7 @@ from ..._drivers._identity import process_mark
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
 from ..._info import MultiLockInfo, MultiPartInfo
 from ..._leasebook import Phase
-from ..._models import LostSignalBase
+from ..._models import LostSignalBase, link, take_block_link
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import is_interrupt
@@ -440,6 +440,7 @@ class MultiLock(_Blocks[MultiLease]):
             # (its parts' own acquires would too), so that the multi-lease ends
             left._clean_up()
         deadline = None if wait is None else time.monotonic() + wait
+        block = take_block_link()  # (the multi-lease's, not a part's)
         taken = None
         lease = None
         try:
@@ -461,6 +462,8 @@ class MultiLock(_Blocks[MultiLease]):
                     return None
             lease = MultiLease(self, owner, tuple([taken[at] for at in self._place]))
             self._leases[owner] = lease
+            if block is not None:
+                link(lease, block)
             if self._on_lost is not None:
                 lease.on_lost(self._on_lost)
         except BaseException:
