@@ -10,6 +10,7 @@ servers, sleeping or chance (``tests/test_redlock_rounds.py``).
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Collection, Sequence
 
 from .._keys import LockKeys
@@ -166,9 +167,16 @@ def take(
             )
             if t.ok or t.failed:  # a split vote wakes nobody (see .redlock)
                 yield from release_round(
-                    keys, n, ttl, token, "", (*t.ok, *t.failed), not going_on,
-                    late=reached, now=now,
-                )  # fmt: skip
+                    keys,
+                    n,
+                    ttl,
+                    token,
+                    "",
+                    (*t.ok, *t.failed),
+                    not going_on,
+                    late=reached,
+                    now=now,
+                )
             if t.error is not None:
                 raise t.error
             if unreachable and not going_on:
@@ -191,6 +199,8 @@ def take(
                 queued = plans.member(waiter, ttl_ms, token)
                 continue  # queue with the next round: a release before it is seen by it
             yield WaitWoken(plans.wait_for(t, remaining))
+    except GeneratorExit:  # closed by its driver: no step may follow
+        raise
     except BaseException:
         if not granted:  # a round cut off may have been granted somewhere
             # one round, leaving the queues too, that returns once a quorum
@@ -199,21 +209,30 @@ def take(
             left = True
             with contextlib.suppress(Exception):
                 yield from release_round(
-                    keys, n, ttl, token, "", everyone,
-                    late=everyone, queued=queued, quick=True, now=now,
-                )  # fmt: skip
+                    keys,
+                    n,
+                    ttl,
+                    token,
+                    "",
+                    everyone,
+                    late=everyone,
+                    queued=queued,
+                    quick=True,
+                    now=now,
+                )
         raise
     finally:
         woken = False
+        closed = isinstance(sys.exc_info()[1], GeneratorExit)  # (no step may follow)
         try:
-            if queued and not granted and not left:
+            if queued and not granted and not left and not closed:
                 # leave the queues while still listening: a wake sent before
                 # we left (a release after our last attempt) is then heard
                 # (a master's failure is its reply: what escapes is an
                 # interrupt, of any class, and goes on as one)
                 yield Fan(everyone, (plans.leave(keys, queued),) * n)
         finally:  # (even if that leave is cut off: else we listen for good)
-            if queued:  # (cut off once granted: the caller gives it back)
+            if queued and not closed:  # (cut off once granted: the caller gives it back)
                 woken = yield StopListening()
         if queued and not granted and not left and woken:
             # a wake we will not act on: pass it on to the heads (a

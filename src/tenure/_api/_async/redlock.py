@@ -441,10 +441,18 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         and leaves the queues in one round (bounded by the per-master
         timeout) before it raises."""
         plan = rounds.take(
-            self._keys, self._n, self._opts.ttl, token, blocking, timeout, granted,
-            master_timeout=self._timeout, now=time.monotonic, rand=random.random,
+            self._keys,
+            self._n,
+            self._opts.ttl,
+            token,
+            blocking,
+            timeout,
+            granted,
+            master_timeout=self._timeout,
+            now=time.monotonic,
+            rand=random.random,
             new_waiter=_new_waiter,
-        )  # fmt: skip
+        )
         grant = await self._drive(plan)
         return grant
 
@@ -527,9 +535,18 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         (the plan :func:`tenure._plans.rounds.release_round`, whose arguments
         these are)."""
         plan = rounds.release_round(
-            self._keys, self._n, self._opts.ttl, token, op, masters, wake,
-            late=late, queued=queued, quick=quick, now=time.monotonic,
-        )  # fmt: skip
+            self._keys,
+            self._n,
+            self._opts.ttl,
+            token,
+            op,
+            masters,
+            wake,
+            late=late,
+            queued=queued,
+            quick=quick,
+            now=time.monotonic,
+        )
         return await self._drive(plan)
 
     async def _drive(self, plan: FanPlan[T]) -> T:

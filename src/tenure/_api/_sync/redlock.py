@@ -442,10 +442,18 @@ class Redlock(_Blocks[RedlockLease]):
         and leaves the queues in one round (bounded by the per-master
         timeout) before it raises."""
         plan = rounds.take(
-            self._keys, self._n, self._opts.ttl, token, blocking, timeout, granted,
-            master_timeout=self._timeout, now=time.monotonic, rand=random.random,
+            self._keys,
+            self._n,
+            self._opts.ttl,
+            token,
+            blocking,
+            timeout,
+            granted,
+            master_timeout=self._timeout,
+            now=time.monotonic,
+            rand=random.random,
             new_waiter=_new_waiter,
-        )  # fmt: skip
+        )
         grant = self._drive(plan)
         return grant
 
@@ -528,9 +536,18 @@ class Redlock(_Blocks[RedlockLease]):
         (the plan :func:`tenure._plans.rounds.release_round`, whose arguments
         these are)."""
         plan = rounds.release_round(
-            self._keys, self._n, self._opts.ttl, token, op, masters, wake,
-            late=late, queued=queued, quick=quick, now=time.monotonic,
-        )  # fmt: skip
+            self._keys,
+            self._n,
+            self._opts.ttl,
+            token,
+            op,
+            masters,
+            wake,
+            late=late,
+            queued=queued,
+            quick=quick,
+            now=time.monotonic,
+        )
         return self._drive(plan)
 
     def _drive(self, plan: FanPlan[T]) -> T:
