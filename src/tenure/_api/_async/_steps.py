@@ -6,14 +6,20 @@ servers at once or a part's own acquire.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Generator
 from inspect import GEN_CLOSED, getgeneratorstate
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
 
-async def drive(plan: Generator[Any, Any, T], perform: Callable[[Any], Awaitable[Any]]) -> T:
+class Perform(Protocol):
+    """What performs a plan's step: its reply."""
+
+    async def __call__(self, step: Any, /) -> Any: ...
+
+
+async def drive(plan: Generator[Any, Any, T], perform: Perform) -> T:
     """Drive ``plan`` to its result, ``perform`` doing each step and giving its
     reply. Whatever cuts a step off, or comes between a reply and the plan's
     next step (an interrupt of any class: Python runs signal handlers at
