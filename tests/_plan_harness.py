@@ -3,16 +3,21 @@ generator of :mod:`tenure._protocol` steps) with canned replies, no Redis.
 
 A test sends each step's reply as the driver would (``(Status, value)`` for an
 :class:`~tenure._protocol.Eval`, the waiter id for a ``Contend``, ...) and reads
-the next step, or the plan's result with :func:`finish`.
+the next step, or the plan's result with :func:`finish`. The plans over
+several servers (:mod:`tenure._plans.fanout` steps, which the facade performs)
+take the same replies, one per server at once (:func:`fanned`); a test
+throws an interrupt into a plan at a step with ``plan.throw``, as the facade
+does when it cuts that step off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from typing import Any
 
 import pytest
 
+from tenure._plans.fanout import Fanned
 from tenure._protocol import Contend, Eval, Listening, Status, WaitWake
 
 PlanGen = Generator[Any, Any, Any]
@@ -76,3 +81,16 @@ def queue(plan: PlanGen, *, slot: int, member: str, busy: int, asks_first: bool 
     assert isinstance(queued, Eval) and queued.args[slot] == member
     assert isinstance(plan.send((Status.BUSY, busy)), WaitWake)
     return contend
+
+
+def fanned(*results: Any, unsent: Iterable[int] = ()) -> Fanned:
+    """A :class:`~tenure._plans.fanout.Fan` step's reply: ``results``, one per
+    master of the step (in its order); ``unsent``: the positions never sent."""
+    return Fanned(list(results), frozenset(unsent))
+
+
+def raised(plan: PlanGen, error: BaseException, reply: Any = None) -> None:
+    """Send ``reply``, which must end the plan by raising ``error`` (that very object)."""
+    with pytest.raises(type(error)) as caught:
+        plan.send(reply)
+    assert caught.value is error

@@ -177,7 +177,7 @@ def test_an_open_block_is_renewed_for_as_long_as_it_lasts(r: redis.Redis, how: s
     assert not _held(r, key)
 
 
-def _raise_after(monkeypatch: pytest.MonkeyPatch, cls: type, error: type[BaseException]) -> None:
+def _raise_after(monkeypatch: pytest.MonkeyPatch, cls: Any, error: type[BaseException]) -> None:
     """``cls.acquire`` raises ``error`` once, after the real acquire returned: an
     interrupt as the acquire returns into the block's enter."""
     real = cls.acquire

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import threading
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..._drivers import _sync as _driver
 from ..._drivers._clients import result_lost_with
@@ -16,9 +18,11 @@ from ..._info import MultiLockInfo, MultiPartInfo
 from ..._leasebook import Phase
 from ..._models import LostSignalBase, link, take_block_link
 from ..._plans import lock as lock_plans
+from ..._plans import multi as multi_plans
 from ..._plans.waiting import Grant
 from ..._protocol import is_interrupt
 from ..._units import check_ttl
+from . import _steps
 from ._base import _Blocks, _EntersItself, _check_callback
 from .lock import Lease, Lock
 from .rlock import RLock, RLockLease
@@ -376,18 +380,16 @@ class MultiLock(_Blocks[MultiLease]):
             seen[where] = i
         self._parts: tuple[_Part, ...] = tuple(locks)
         # the acquire order: by lock key, then server (the same in every process)
-        self._order = tuple(i for _, i in sorted(seen.items()))
+        self._order = multi_plans.order(list(seen))  # (seen: in the parts' order)
         # each part's place in the acquire order
         self._place = tuple(sorted(range(len(locks)), key=self._order.__getitem__))
         self._name = " + ".join(part.name for part in self._parts)
         # the parts of each connection pool (one server), in the acquire order,
         # by the first one's place in it: tried together, one round trip each
-        groups: dict[tuple[bool, int], list[int]] = {}
-        for i in self._order:
-            pool = _driver.batch_key(self._parts[i]._client)
-            groups.setdefault((False, i) if pool is None else (True, id(pool)), []).append(i)
-        together = tuple(tuple(group) for group in groups.values())
-        self._groups = together if len(together) < len(self._parts) else None
+        pools = [_driver.batch_key(part._client) for part in self._parts]
+        self._groups = multi_plans.groups(
+            self._order, [None if p is None else id(p) for p in pools]
+        )
         # each part's entry in _busy
         self._where = tuple(
             (id(_driver.batch_key(part._client) or part._client), part._keys.lock)
@@ -439,27 +441,18 @@ class MultiLock(_Blocks[MultiLease]):
             # the owner's last release of it did not complete: finish it first
             # (its parts' own acquires would too), so that the multi-lease ends
             left._clean_up()
-        deadline = None if wait is None else time.monotonic() + wait
         block = take_block_link()  # (the multi-lease's, not a part's)
-        taken = None
+        held: list[_PartLease] = []  # the parts, once the plan hands them over
         lease = None
         try:
-            if self._groups is not None and not (blocking and _busy and self._busy()):
-                taken = self._take_together(owner)
-                if taken is None and not blocking:
-                    return None
-            while True:
-                if taken is None:
-                    taken = self._take_all(blocking, deadline)
-                    if taken is None:
-                        return None
-                if all(part.valid for part in taken):
-                    break
-                # a part's lease ran out while later parts were awaited: start over
-                _release_quietly(taken)
-                taken = None
-                if not blocking or (deadline is not None and time.monotonic() >= deadline):
-                    return None
+            grouped = self._groups is not None
+            busy = blocking and grouped and bool(_busy) and self._busy()
+            plan = multi_plans.acquire(
+                self._order, grouped, busy, blocking, wait, held, now=time.monotonic
+            )
+            taken = _steps.drive(plan, functools.partial(self._perform, owner))
+            if taken is None:
+                return None
             lease = MultiLease(self, owner, tuple([taken[at] for at in self._place]))
             self._leases[owner] = lease
             if block is not None:
@@ -467,37 +460,30 @@ class MultiLock(_Blocks[MultiLease]):
             if self._on_lost is not None:
                 lease.on_lost(self._on_lost)
         except BaseException:
-            # interrupted or cancelled with parts taken: the caller never gets
-            # them, so they are given back now, not left until their ttl
+            # interrupted or cancelled with the parts handed over: the caller
+            # never gets them, so they are given back now, not left until their ttl
             if lease is not None and self._leases.get(owner) is lease:
                 del self._leases[owner]
-            if taken:
-                _release_quietly(taken)
+            if held:
+                _release_quietly(held)
             raise
         return lease
 
-    def _take_all(
-        self, blocking: bool, deadline: float | None
-    ) -> list[_PartLease] | None:
-        """Take the parts in the acquire order; ``None`` (holding none) if one
-        was not taken in time."""
-        taken: list[_PartLease] = []
-        try:
-            for i in self._order:
-                part = self._parts[i]
-                if not blocking:
-                    lease = part.acquire(blocking=False)
-                else:
-                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    lease = part.acquire(timeout=left)
-                if lease is None:
-                    _release_quietly(taken)
-                    return None
-                taken.append(lease)
-        except BaseException:
-            _release_quietly(taken)
-            raise
-        return taken
+    def _perform(self, owner: str, step: multi_plans.MultiStep) -> Any:
+        """Perform a step of the acquire's plan (:mod:`tenure._plans.multi`) for ``owner``."""
+        if isinstance(step, multi_plans.TakePart):
+            part = self._parts[step.part]
+            if not step.blocking:
+                return part.acquire(blocking=False)
+            return part.acquire(timeout=step.timeout)
+        if isinstance(step, multi_plans.AllValid):
+            return all(lease.valid for lease in step.leases)
+        if isinstance(step, multi_plans.GiveBack):
+            _release_quietly(step.leases)
+            return None
+        if isinstance(step, multi_plans.TakeTogether):
+            return self._take_together(owner)
+        raise TypeError(f"not a step of a multi-lock's acquire: {step!r}")
 
     def _busy(self) -> bool:
         """Whether an attempt at all the parts found one of them busy within

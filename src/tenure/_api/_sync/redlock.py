@@ -2,8 +2,10 @@
 """``Redlock``: one lock over N independent masters (Redlock), and its lease.
 
 The decisions (quorum, validity, back-off, what a wake costs) are
-:mod:`tenure._plans.redlock`'s; this module sends each round to every master
-at once (``_fanout.run_each``) and keeps the lease.
+:mod:`tenure._plans.redlock`'s, and the acquire's rounds and the release
+round are plans (:mod:`tenure._plans.rounds`); this module performs their
+steps (each round sent to every master at once, ``_fanout.run_each``) and
+keeps the lease.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ..._drivers import _sync as _driver
 from ..._drivers import _fanout_sync as _fanout
@@ -28,11 +30,27 @@ from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._leasebook import Phase, Release
 from ..._plans import lock as lock_plans
 from ..._plans import redlock as plans
-from ..._plans.waiting import Grant, validity
+from ..._plans import rounds
+from ..._plans.fanout import (
+    ClearWake,
+    Fan,
+    Fanned,
+    FanPlan,
+    FanStep,
+    Listen,
+    SendLate,
+    Sleep,
+    StopListening,
+    WaitWoken,
+)
+from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
-from ..._units import check_seconds, check_ttl, lease_ms
+from ..._units import check_seconds, check_ttl
+from . import _steps
 from ._base import _Blocks, _HeldLease, _LeaseOptions
 from .multi import _server_of
+
+T = TypeVar("T")
 
 
 class RedlockLease(_HeldLease["Redlock"]):
@@ -412,109 +430,32 @@ class Redlock(_Blocks[RedlockLease]):
         timeout: float | None,
         granted: list[tuple[Grant, frozenset[int]]],
     ) -> tuple[Grant, frozenset[int]] | None:
-        """Rounds until a quorum grants ``token`` (see :mod:`tenure._plans.redlock`):
-        the grant, and the masters an attempt was sent to (its release goes to
-        them even behind a call stuck there: see :meth:`_release_round`).
+        """Rounds until a quorum grants ``token`` (the plan
+        :func:`tenure._plans.rounds.take`): the grant, and the masters an
+        attempt was sent to (its release goes to them even behind a call
+        stuck there: see :meth:`_release_round`).
 
         The grant is appended to ``granted`` before it is returned: from then
         on the caller gives it back if anything cuts it off (a signal handler
         may run as any call returns, this one's too). Cancelled (or failing)
-        before that while it may hold something, it releases ``token`` and
-        leaves the queues in one round (bounded by the per-master timeout)
-        before it raises."""
-        keys, n, ttl = self._keys, self._n, self._opts.ttl
-        ttl_ms = lease_ms(ttl)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        wake = _driver.new_event()
-        stops: list[Callable[[], None] | None] = []
-        queued = ""  # our member of every master's queue, once we listen
-        splits = 0  # split votes in a row
-        unreachable = 0  # rounds in a row with too few answers for a quorum
-        reached: set[int] = set()  # the masters an attempt was sent to
-        left = False  # our member left every queue
-        try:
-            while True:
-                wake.clear()
-                sent_at = time.monotonic()
-                replies = self._send_on(
-                    range(n),
-                    [plans.attempt(keys, token, ttl_ms, queued)] * n,
-                    lambda replies: plans.quorum_granted(replies, n),
-                )
-                reached.update(
-                    i for i, r in enumerate(replies) if not isinstance(r, _fanout.Unsent)
-                )
-                t = plans.tally(replies)
-                if plans.granted(t, n, ttl, sent_at, time.monotonic()):
-                    grant = Grant(token, plans.fence(t), ttl, sent_at + validity(ttl))
-                    if queued:  # the masters that granted it dropped us from their queue
-                        others = [i for i in range(n) if i not in t.ok]
-                        self._send_on(others, [plans.leave(keys, queued)] * len(others))
-                    result = grant, frozenset(reached)
-                    granted.append(result)  # the caller's to give back from here on
-                    return result
-                remaining = None if deadline is None else deadline - time.monotonic()
-                unreachable = 0 if plans.reachable(t, n) else unreachable + 1
-                going_on = (
-                    t.error is None
-                    and unreachable < plans.UNREACHABLE_ROUNDS
-                    and blocking
-                    and (remaining is None or remaining > 0)
-                )
-                if t.ok or t.failed:  # a split vote wakes nobody (see the plans)
-                    self._release_round(
-                        token, "", [*t.ok, *t.failed], not going_on, late=reached
-                    )
-                if t.error is not None:
-                    raise t.error
-                if unreachable and not going_on:
-                    raise plans.no_quorum(self.name, "acquire", t, n)
-                if not going_on:
-                    return None
-                if unreachable:  # try again after a per-master timeout: it may have been a stall
-                    pause = max(self._timeout, plans.backoff(unreachable, random.random()))
-                    _driver.sleep(pause if remaining is None else min(pause, remaining))
-                    continue
-                if plans.split(t):
-                    splits += 1
-                    pause = plans.backoff(splits, random.random())
-                    _driver.sleep(pause if remaining is None else min(pause, remaining))
-                    continue
-                splits = 0
-                if not queued:
-                    waiter = f"{process_id()[:8]}-{new_op()}"
-                    channel = keys.wake_prefix + waiter
-                    stops = _fanout.listen_each(self._clients, channel, wake, self._timeout)
-                    queued = plans.member(waiter, ttl_ms, token)
-                    continue  # queue with the next round: a release before it is seen by it
-                _driver.wait_event(wake, plans.wait_for(t, remaining))
-        except BaseException:
-            if not granted:  # a round cut off may have been granted somewhere
-                # one round, leaving the queues too, that returns once a quorum
-                # answered: a cancelled acquire does not wait for a paused
-                # master (which gets the release once it answers)
-                left = True
-                with contextlib.suppress(Exception):
-                    self._release_round(
-                        token, "", range(n), late=range(n), queued=queued, quick=True
-                    )
-            raise
-        finally:
-            try:
-                if queued and not granted and not left:
-                    # leave the queues while still listening: a wake sent before
-                    # we left (a release after our last attempt) is then heard
-                    # (a master's failure is its reply: what escapes is an
-                    # interrupt, of any class, and goes on as one)
-                    self._send_on(range(n), [plans.leave(keys, queued)] * n)
-            finally:  # (even if that leave is cut off: else we listen for good)
-                for stop in stops:  # (cut off once granted: the caller gives it back)
-                    if stop is not None:
-                        stop()
-            if queued and not granted and not left and wake.is_set():
-                # a wake we will not act on: pass it on to the heads (a
-                # giving-up waiter's rule, see the plans)
-                self._send_on(range(n), [plans.wake(keys)] * n)
+        before that while it may hold something, the plan releases ``token``
+        and leaves the queues in one round (bounded by the per-master
+        timeout) before it raises."""
+        plan = rounds.take(
+            self._keys,
+            self._n,
+            self._opts.ttl,
+            token,
+            blocking,
+            timeout,
+            granted,
+            master_timeout=self._timeout,
+            now=time.monotonic,
+            rand=random.random,
+            new_waiter=_new_waiter,
+        )
+        grant = self._drive(plan)
+        return grant
 
     def _identify(self) -> None:
         """Ask each master not known yet which server process it is (``INFO
@@ -591,34 +532,32 @@ class Redlock(_Blocks[RedlockLease]):
         queued: str = "",
         quick: bool = False,
     ) -> plans.Tally:
-        """Release ``token`` on ``masters`` at once (and leave their queues as
-        ``queued``, if given); then, if ``wake``, wake the first waiter of each
-        master that has waiters (see :mod:`tenure._plans.redlock`). ``quick``
-        (the clean-up of an acquire cut off): return once a quorum answered
-        (the outcome is then not known), and never send the release to a
-        master on another connection while a call there is still in flight
-        (the acquire it undoes, cut off on a worker thread or task: the
-        release is queued behind it, as for ``late`` below).
+        """Release ``token`` on ``masters`` at once, and wake the queues' heads
+        (the plan :func:`tenure._plans.rounds.release_round`, whose arguments
+        these are)."""
+        plan = rounds.release_round(
+            self._keys,
+            self._n,
+            self._opts.ttl,
+            token,
+            op,
+            masters,
+            wake,
+            late=late,
+            queued=queued,
+            quick=quick,
+            now=time.monotonic,
+        )
+        return self._drive(plan)
 
-        A master of ``late`` (one an acquire of ``token`` was sent to) that did
-        not answer in time gets the release again once it answers, if within a
-        ttl (``_fanout.send_late``: behind a call still stuck there, which kept
-        this one from being sent; or the release was given up before it was
-        written, on a new connection whose handshake the paused master did not
-        answer): an acquire stuck there runs when the master resumes, and
-        would otherwise hold the name there for a ttl after that. A second
-        release of the same token is harmless."""
-        step = plans.release(self._keys, token, op, queued)
-        enough = (lambda r: plans.quorum_answered(r, self._n)) if quick else None
-        replies = self._send_on(masters, [step] * len(masters), enough, behind=quick)
-        until = time.monotonic() + self._opts.ttl
-        for k, reply in enumerate(replies):
-            if isinstance(reply, TimeoutError) and masters[k] in late:
-                _fanout.send_late(self._clients[masters[k]], step, until)
-        busy = [masters[k] for k in plans.queued_on(replies)]
-        if wake and busy:  # (what escapes the round is an interrupt: it goes on)
-            self._send_on(busy, [plans.wake(self._keys)] * len(busy))
-        return plans.tally(replies)
+    def _drive(self, plan: FanPlan[T]) -> T:
+        """Drive a plan of rounds on the masters (:mod:`tenure._plans.fanout`
+        steps); whatever it left listening is stopped when it ends."""
+        fan = _Rounds(self)
+        try:
+            return _steps.drive(plan, fan.perform)
+        finally:
+            fan.stop()
 
     def locked(self) -> bool:
         """Whether a quorum of masters holds the lock for one holder now (a snapshot).
@@ -696,6 +635,55 @@ class Redlock(_Blocks[RedlockLease]):
             self._leases.pop(lease._holder, None)
         if lease._watch is not None:
             _fanout.unwatch_shared(lease._watch)
+
+
+def _new_waiter() -> str:
+    """A Redlock waiter's id: its wake channel's suffix, and its queue member's head."""
+    return f"{process_id()[:8]}-{new_op()}"
+
+
+class _Rounds:
+    """Performs the steps of one plan of rounds of ``lock`` (see
+    :mod:`tenure._plans.fanout`), and holds its wake and its listening."""
+
+    __slots__ = ("_lock", "_stops", "_wake")
+
+    def __init__(self, lock: Redlock) -> None:
+        self._lock = lock
+        self._wake = _driver.new_event()
+        self._stops: list[Callable[[], None] | None] = []
+
+    def perform(self, step: FanStep) -> Any:
+        lock = self._lock
+        if isinstance(step, Fan):
+            results = lock._send_on(step.masters, step.steps, step.enough, behind=step.behind)
+            unsent = (k for k, r in enumerate(results) if isinstance(r, _fanout.Unsent))
+            return Fanned(results, frozenset(unsent))
+        if isinstance(step, ClearWake):
+            self._wake.clear()
+        elif isinstance(step, WaitWoken):
+            return _driver.wait_event(self._wake, step.timeout)
+        elif isinstance(step, Sleep):
+            _driver.sleep(step.seconds)
+        elif isinstance(step, Listen):
+            listen = _fanout.listen_each(lock._clients, step.channel, self._wake, lock._timeout)
+            self._stops.extend(listen)
+        elif isinstance(step, StopListening):
+            self.stop()
+            return self._wake.is_set()
+        elif isinstance(step, SendLate):
+            for i in step.masters:
+                _fanout.send_late(lock._clients[i], step.step, step.until)
+        else:
+            raise TypeError(f"not a step of a plan of rounds: {step!r}")
+        return None
+
+    def stop(self) -> None:
+        """Stop listening (each listening once, whatever cuts this off)."""
+        while self._stops:
+            stop = self._stops.pop()
+            if stop is not None:
+                stop()
 
 
 def _renew_quorums(leases: list[Any]) -> list[tuple[Status, Any] | None]:
