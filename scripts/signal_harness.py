@@ -299,9 +299,7 @@ def fanout_in_flight(asyncio_api: bool) -> bool:
         return bool(_fanout_async._late) or any(
             not task.done() for task in list(_fanout_async._probing.values())
         )
-    return bool(_fanout_sync._late) or any(
-        not call.done() for calls in list(_fanout_sync._on_thread.values()) for call in calls
-    )
+    return _fanout_sync._book.pending()
 
 
 def build(
