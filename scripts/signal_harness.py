@@ -296,9 +296,7 @@ def fanout_in_flight(asyncio_api: bool) -> bool:
     """Whether a Redlock call of this process is still on its way to a master
     (on a worker thread or task of the fan-out) or a release waits behind one."""
     if asyncio_api:
-        return bool(_fanout_async._late) or any(
-            not task.done() for task in list(_fanout_async._probing.values())
-        )
+        return _fanout_async._book.pending()
     return _fanout_sync._book.pending()
 
 
