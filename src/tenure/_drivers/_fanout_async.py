@@ -50,6 +50,7 @@ from ._fanout_shared import (
     no_answer,
     pack_key,
     replies,
+    unlisten_late,
 )
 from ._watchbook import Watch, Watchable
 
@@ -710,12 +711,5 @@ async def listen_each(
         return list(await asyncio.gather(*listens))
     except BaseException:  # cancelled: nothing may be left listening either
         for listen in listens:
-            listen.add_done_callback(_unlisten_late)
+            listen.add_done_callback(unlisten_late)
         raise
-
-
-def _unlisten_late(listen: asyncio.Future[Callable[[], None] | None]) -> None:
-    if not listen.cancelled() and listen.exception() is None:
-        stop = listen.result()
-        if stop is not None:
-            stop()

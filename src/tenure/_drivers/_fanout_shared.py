@@ -177,6 +177,25 @@ class Call(Protocol):
     def done(self) -> bool: ...
 
 
+class Listen(Protocol):
+    """A done call of ``listen_each`` (a worker's future, a task)."""
+
+    def cancelled(self) -> bool: ...
+
+    def exception(self) -> BaseException | None: ...
+
+    def result(self) -> Callable[[], None] | None: ...
+
+
+def unlisten_late(listen: Listen) -> None:
+    """(A done callback) stop the listening a call of ``listen_each`` started,
+    if it did: the caller gave up waiting for it (cut off, or out of time)."""
+    if not listen.cancelled() and listen.exception() is None:
+        stop = listen.result()
+        if stop is not None:
+            stop()
+
+
 #: What :meth:`LateBook.queue` did with a step: dropped (too many wait),
 #: queued behind calls in flight, or queued with none to wait for.
 Queued = Literal["dropped", "behind", "ready"]

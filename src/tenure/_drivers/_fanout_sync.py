@@ -38,6 +38,7 @@ from ._fanout_shared import (
     no_answer,
     pack_key,
     replies,
+    unlisten_late,
 )
 from ._sync import (
     REDIS,
@@ -819,7 +820,7 @@ def listen_each(
         _wait(futures, timeout)
     except BaseException:  # interrupted: nothing may be left listening either
         for future in futures:
-            future.add_done_callback(_unlisten_late)
+            future.add_done_callback(unlisten_late)
         raise
     out: list[Callable[[], None] | None] = []
     for future in futures:
@@ -828,15 +829,8 @@ def listen_each(
             continue
         out.append(None)
         # a SUBSCRIBE still in flight: stop listening once it is done
-        future.add_done_callback(_unlisten_late)
+        future.add_done_callback(unlisten_late)
     return out
-
-
-def _unlisten_late(future: _Call[Callable[[], None] | None]) -> None:
-    if not future.cancelled() and future.exception() is None:
-        stop = future.result()
-        if stop is not None:
-            stop()
 
 
 def _after_fork() -> None:
