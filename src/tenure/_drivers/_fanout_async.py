@@ -54,6 +54,21 @@ from ._fanout_shared import (
 )
 from ._watchbook import Watch, Watchable
 
+__all__ = [
+    "run_each",
+    "NotYet",
+    "Unsent",
+    "send_late",
+    "is_fault",
+    "suspected",
+    "breaks",
+    "broken",
+    "listen_each",
+    "watch_shared",
+    "stop_renewing_shared",
+    "unwatch_shared",
+]
+
 #: The shared watchdogs of each event loop, one per renewal function (a
 #: Redlock's, which renews any set of leases on their masters' quorums):
 #: ``(generation, watchdog)``.

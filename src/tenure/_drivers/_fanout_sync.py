@@ -58,6 +58,21 @@ from ._sync import (
 )
 from ._watchbook import Watch, Watchable
 
+__all__ = [
+    "run_each",
+    "NotYet",
+    "Unsent",
+    "send_late",
+    "is_fault",
+    "suspected",
+    "breaks",
+    "broken",
+    "listen_each",
+    "watch_shared",
+    "stop_renewing_shared",
+    "unwatch_shared",
+]
+
 #: The process's shared watchdogs, one per renewal function (a Redlock's, which
 #: renews any set of leases on their masters' quorums): ``(generation, watchdog)``.
 _shared: dict[Any, tuple[int, Watchdog]] = {}
