@@ -296,12 +296,8 @@ def fanout_in_flight(asyncio_api: bool) -> bool:
     """Whether a Redlock call of this process is still on its way to a master
     (on a worker thread or task of the fan-out) or a release waits behind one."""
     if asyncio_api:
-        return bool(_fanout_async._late) or any(
-            not task.done() for task in list(_fanout_async._probing.values())
-        )
-    return bool(_fanout_sync._late) or any(
-        not call.done() for calls in list(_fanout_sync._on_thread.values()) for call in calls
-    )
+        return _fanout_async._book.pending()
+    return _fanout_sync._book.pending()
 
 
 def build(

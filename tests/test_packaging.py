@@ -175,7 +175,7 @@ def test_lock_tests_pass_on_the_oldest_redis_py_allowed(tmp_path: Path) -> None:
     assert Version(seen) == Version(floor), seen
     tests = subprocess.run(
         [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
-        + ["tests/test_lock.py"]
+        + ["tests/test_lock.py", "tests/test_internals.py"]
         + [f"tests/test_watchdog.py::{name}" for name in _WATCHDOG_TESTS],
         capture_output=True,
         text=True,

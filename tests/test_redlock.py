@@ -1997,6 +1997,139 @@ def test_a_queued_release_waits_for_the_calls_before_it_not_after(
     client.close()
 
 
+def _after_blpop(key: str, seconds: float, step: Any) -> Any:
+    """A plan that waits ``seconds`` on the server (a ``BLPOP`` of ``key``,
+    which nobody pushes to) and then sends ``step``: a call that stays in
+    flight for that long."""
+    yield Command(("BLPOP", key, f"{seconds}"))
+    return (yield step)
+
+
+def test_an_async_queued_release_waits_for_every_call_before_it_not_after(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The asyncio twin of
+    :func:`test_a_queued_release_waits_for_the_calls_before_it_not_after`: a
+    release queued behind two calls in tasks of their own on one master
+    (a client whose blocking pool lends tenure no connection to keep) goes
+    once both ended, not once the later one did (the earlier one, still in
+    flight, may be the acquire it undoes); a call that started after it was
+    queued does not hold it up."""
+    from tenure._plans import redlock as redlock_plans
+
+    name = "arl-late-release-every-call"
+    idle = f"tenure-test:{{{name}}}:never-pushed"
+
+    async def main() -> None:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            masters[0].url, max_connections=8, timeout=5
+        )
+        client = redis.asyncio.Redis(connection_pool=pool)
+        others = [redis.asyncio.Redis.from_url(s.url) for s in masters[1:]]
+        lock = AsyncRedlock([client, *others], name, ttl=30)
+        token = "late-release-every-call"
+        take = redlock_plans.attempt(lock._keys, token, 30_000, "")
+        first = asyncio.ensure_future(
+            _fanout.run_each([(client, _after_blpop(idle, 1.0, take))], 5.0)
+        )
+        await asyncio.sleep(0.2)
+        second = asyncio.ensure_future(
+            _fanout.run_each([(client, _after_blpop(idle, 0.3, Command(("PING",))))], 5.0)
+        )
+        await asyncio.sleep(0.1)
+        step = redlock_plans.release(lock._keys, token, "")
+        assert _fanout.send_late(client, step, time.monotonic() + 30)
+        third = asyncio.ensure_future(
+            _fanout.run_each([(client, _after_blpop(idle, 3.0, Command(("PING",))))], 5.0)
+        )
+        try:
+            assert not isinstance((await second)[0], BaseException)
+            taken = await first
+            assert not isinstance(taken[0], BaseException), taken
+            await _agone_within(clients, name, 1.0)  # (sent after the acquire, not before)
+            assert not third.done(), "the call after it is still in flight"
+        finally:
+            await asyncio.wait([first, second, third], timeout=5)
+            for c in [client, *others]:
+                await c.aclose()
+
+    asyncio.run(main())
+
+
+class _AsyncHangOnWrite(redis.asyncio.Connection):
+    """Hangs as it writes a command, once armed: a write of the quick path
+    that waits (its connections make health checks, so it awaits each write),
+    where a cancellation lands."""
+
+    armed = False
+    hung: asyncio.Event | None = None
+
+    async def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        if _AsyncHangOnWrite.armed and _AsyncHangOnWrite.hung is not None:
+            _AsyncHangOnWrite.armed = False
+            _AsyncHangOnWrite.hung.set()
+            await asyncio.sleep(30)
+        await super().send_packed_command(*args, **kwargs)
+
+
+def test_a_cancel_as_the_async_quick_path_writes_gives_every_connection_back(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """An AsyncRedlock call cancelled while its round writes to a master
+    (the quick path, in the caller's task) gives back every connection the
+    round took, the one being written to and those of the masters not
+    written to yet: each pool's kept connections are all idle or owing
+    replies, none counted as taken for good, and the lock still works."""
+    from tenure._drivers import _async
+
+    name = "arl-cancel-write"
+
+    async def main() -> None:
+        mine = [
+            redis.asyncio.Redis(
+                connection_pool=redis.asyncio.ConnectionPool(
+                    host="127.0.0.1",
+                    port=s.port,
+                    connection_class=_AsyncHangOnWrite,
+                    health_check_interval=3600,
+                    max_connections=4 * SMALL_POOL,
+                )
+            )
+            for s in masters
+        ]
+        lock = AsyncRedlock(mine, name, ttl=30, master_timeout=0.3)
+        try:
+            for _ in range(3):  # servers probed, a connection of the quick path to each
+                await (await lock.acquire(blocking=False)).release()  # type: ignore[union-attr]
+            fans = [_async.state_of(c).fan for c in mine]
+            for _ in range(3):
+                hung = _AsyncHangOnWrite.hung = asyncio.Event()
+                _AsyncHangOnWrite.armed = True
+                task = asyncio.ensure_future(lock.acquire(blocking=False))
+                try:
+                    await asyncio.wait_for(hung.wait(), 5)
+                finally:
+                    _AsyncHangOnWrite.armed = False
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                await asyncio.sleep(0.3)  # (connections are closed in the background)
+                for k, fan in enumerate(fans):
+                    assert fan is not None
+                    kept = len(fan.spare) + len(fan.owed) + int(fan.connecting)
+                    assert fan.open == kept, f"master {k}: {fan.open - kept} taken for good"
+                await _agone_within(clients, name, 2.0)
+            lease = await lock.acquire(blocking=False)
+            assert lease is not None
+            await lease.release()
+        finally:
+            _AsyncHangOnWrite.hung = None
+            for c in mine:
+                await c.aclose()
+
+    asyncio.run(main())
+
+
 class AlarmTimeout(Exception):
     """What a program's SIGALRM handler may raise: an ordinary Exception."""
 

@@ -66,7 +66,7 @@ from .._protocol import (
     parse_reply,
 )
 from .._scripts import ACL_KEYS
-from . import _clients, _identity
+from . import _clients, _identity, _internals
 from ._hubbook import (
     LINGER,
     Dropped,
@@ -197,14 +197,14 @@ class _ShardedPubSub:
     async def ssubscribe(self, *channels: Any) -> None:
         pubsub = cast(Any, self)
         await pubsub.execute_command("SSUBSCRIBE", *channels)
-        new = pubsub._normalize_keys(dict.fromkeys(channels))
+        new = _internals.normalize_keys(pubsub, dict.fromkeys(channels))
         self.shard_channels.update(new)
         self.pending_unsubscribe_shard_channels.difference_update(new)
 
     def sunsubscribe(self, *channels: Any) -> Awaitable[Any]:
         pubsub = cast(Any, self)
         self.pending_unsubscribe_shard_channels.update(
-            pubsub._normalize_keys(dict.fromkeys(channels))
+            _internals.normalize_keys(pubsub, dict.fromkeys(channels))
         )
         return cast(Awaitable[Any], pubsub.execute_command("SUNSUBSCRIBE", *channels))
 
@@ -1783,3 +1783,13 @@ async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
 async def sleep(seconds: float) -> None:
     """Sleep ``seconds``."""
     await asyncio.sleep(seconds)
+
+
+# -- names for the fan-out (:mod:`._fanout_async`): public aliases, nothing else --
+Fan = _Fan
+SendRenewals: TypeAlias = _SendRenewals
+Watchdog = _Watchdog
+REDIS = _REDIS
+library_of = _library
+perform = _perform
+state_of = _state

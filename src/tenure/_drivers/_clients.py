@@ -36,6 +36,7 @@ from typing import Any, Literal
 from .._errors import InvalidArgument
 from .._protocol import Command, Eval, Pipeline, client_error, text
 from .._scripts import sharded as sharded  # the drivers call it as _clients.sharded
+from . import _internals
 
 Library = Literal["redis", "valkey"]
 
@@ -451,7 +452,7 @@ def _pool_numbers_as_text(pool: Any, conn: Any) -> None:
     client's own, hands the C packer a number: not the handshake of a
     connection that redis-py's ordinary path makes for tenure's call, nor
     the commands the program sends itself (the same bytes either way)."""
-    packer = getattr(conn, "_command_packer", None)
+    packer = _internals.command_packer(conn)
     kwargs = getattr(pool, "connection_kwargs", None)
     if isinstance(packer, _TextNumbers) and isinstance(kwargs, dict):
         kwargs.setdefault("command_packer", packer)
@@ -507,9 +508,9 @@ def numbers_as_text(conn: Any) -> None:
     tenure keeps is connected again after each interrupt of its call, and
     each time sends its handshake, numbers in it. Nothing for another
     connection (an asyncio one packs in Python), nor if done already."""
-    packer = getattr(conn, "_command_packer", None)
+    packer = _internals.command_packer(conn)
     if type(packer).__name__ in _C_PACKERS:
-        conn._command_packer = _TextNumbers(packer)
+        _internals.set_command_packer(conn, _TextNumbers(packer))
 
 
 def retries_allowed(client: Any) -> bool:
@@ -518,7 +519,7 @@ def retries_allowed(client: Any) -> bool:
     quick path then leaves a failed call to the ordinary path, which retries."""
     get_retry = getattr(client, "get_retry", None)
     retry = get_retry() if get_retry is not None else None
-    return retry is None or getattr(retry, "_retries", 1) != 0
+    return retry is None or _internals.retries_of(retry) != 0
 
 
 def packed_evalsha(conn: Any, step: Eval, shard: bool = False) -> Any:
@@ -534,7 +535,7 @@ def packed_evalsha(conn: Any, step: Eval, shard: bool = False) -> Any:
 
 
 def _utf8_packer(conn: Any) -> bool:
-    packer = getattr(conn, "_command_packer", None)
+    packer = _internals.command_packer(conn)
     if isinstance(packer, _TextNumbers):
         packer = packer.inner
     if type(packer).__name__ == "HiredisRespSerializer":

@@ -17,49 +17,71 @@ import weakref
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
-import redis.asyncio
-import redis.asyncio.client
 import redis.exceptions
 
-from .._errors import TenureError
 from .._plans import redlock as redlock_plans
-from .._protocol import (
-    Command,
-    Eval,
-    Pipeline,
-    Plan,
-    parse_reply,
-)
-from . import _clients, _identity
+from .._protocol import Plan
+from . import _clients, _identity, _internals
 from ._async import (
-    _REDIS,
+    REDIS,
     SPARE_CONNECTIONS,
     Client,
+    Fan,
+    SendRenewals,
     T,
-    _Fan,
-    _Library,
-    _library,
-    _perform,
-    _SendRenewals,
-    _state,
-    _Watchdog,
+    Watchdog,
+    library_of,
+    perform,
     run,
+    state_of,
+)
+from ._fanout_shared import (
+    MAX_DUE,
+    NOT_DONE,
+    Breaks,
+    Fallback,
+    LateBook,
+    NotYet,
+    Unsent,
+    advance,
+    commands,
+    count,
+    is_fault,
+    no_answer,
+    pack_key,
+    replies,
+    unlisten_late,
 )
 from ._watchbook import Watch, Watchable
+
+__all__ = [
+    "run_each",
+    "NotYet",
+    "Unsent",
+    "send_late",
+    "is_fault",
+    "suspected",
+    "breaks",
+    "broken",
+    "listen_each",
+    "watch_shared",
+    "stop_renewing_shared",
+    "unwatch_shared",
+]
 
 #: The shared watchdogs of each event loop, one per renewal function (a
 #: Redlock's, which renews any set of leases on their masters' quorums):
 #: ``(generation, watchdog)``.
-_shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, tuple[int, _Watchdog]]] = (
+_shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, tuple[int, Watchdog]]] = (
     weakref.WeakKeyDictionary()
 )
 
 #: The watchdog each watched lease was given to (a fork, another loop or a new
 #: watchdog never sends a lease's later calls to another one).
-_dog_of: weakref.WeakKeyDictionary[Watch, _Watchdog] = weakref.WeakKeyDictionary()
+_dog_of: weakref.WeakKeyDictionary[Watch, Watchdog] = weakref.WeakKeyDictionary()
 
 
-def watch_shared(lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
+def watch_shared(lease: Watchable, renew: bool, send: SendRenewals) -> Watch:
     """Watch ``lease`` with the event loop's watchdog for ``send`` (one per
     ``send``, process and event loop, whatever the number of locks: a single
     task, which ends :data:`~._watchbook.LINGER` seconds after its last lease),
@@ -70,7 +92,7 @@ def watch_shared(lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
     dogs = _shared.setdefault(asyncio.get_running_loop(), {})
     entry = dogs.get(send)
     if entry is None or entry[0] != _identity.generation():
-        entry = dogs[send] = (_identity.generation(), _Watchdog(None, _REDIS, send))
+        entry = dogs[send] = (_identity.generation(), Watchdog(None, REDIS, send))
     watch = entry[1].watch(lease, renew)
     _dog_of[watch] = entry[1]
     return watch
@@ -141,6 +163,11 @@ async def run_each(
     suspect server is waited behind anyway). Holding the clean-up back
     behind a cancelled call would only delay it past the loop's end.
 
+    Every connection a call takes for the quick path is kept for the next
+    calls or dropped, whichever way the call ends (cancelled or cut off by
+    an interrupt too: those still in the call's hands are then closed and
+    given back to their pools by tasks of their own).
+
     Raises:
         asyncio.CancelledError: the caller was cancelled (every job is).
         Exception: a plan's exception that is not its server's fault
@@ -150,35 +177,32 @@ async def run_each(
     del behind
     todo = list(jobs)
     deadline = time.monotonic() + timeout
-    results: list[Any] = [_NOT_DONE] * len(todo)
+    results: list[Any] = [NOT_DONE] * len(todo)
     alone: dict[int, asyncio.Task[Any]] = {}
-    conns: dict[int, Any] = {}
+    conns: dict[int, Any] = {}  # the connections taken, until each is kept or dropped
     due: dict[int, int] = {}  # replies due on conns[i] before its own
-    fans: dict[int, _Fan] = {}  # the pool's connections conns[i] belongs to
+    fans: dict[int, Fan] = {}  # the pool's connections conns[i] belongs to
     suspects: set[int] = set()  # the jobs in ``alone`` whose server is under suspicion
-    for i, (client, plan) in enumerate(todo):
-        if client not in _suspects:
-            state = _state(client)
-            fan = state.fan
-            if state.server is not None and fan is not None:
-                taken = _take_connection(client, fan)
-                if taken is not None:
-                    conns[i], due[i] = taken
-                    fans[i] = fan
-                    continue
-        else:
-            earlier = _probing.get(client)
-            if earlier is not None and not earlier.done():
-                # a call still waits on that server (paused?): no second one for it
-                plan.close()
-                results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
-                continue
-            suspects.add(i)
-        alone[i] = _probing[client] = _watched(
-            client, asyncio.ensure_future(_run_trusted(client, plan, timeout))
-        )
     unwaited: set[int] = set()
     try:
+        for i, (client, plan) in enumerate(todo):
+            if client not in _suspects:
+                state = state_of(client)
+                fan = state.fan
+                if state.server is not None and fan is not None:
+                    taken = _take_connection(client, fan)
+                    if taken is not None:
+                        conns[i], due[i] = taken
+                        fans[i] = fan
+                        continue
+            else:
+                if _book.busy(client):
+                    # a call still waits on that server (paused?): no second one for it
+                    plan.close()
+                    results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
+                    continue
+                suspects.add(i)
+            alone[i] = _watched(client, asyncio.ensure_future(_run_trusted(client, plan, timeout)))
         await _scatter(todo, deadline, results, conns, fans, due, enough)
         if enough is not None and enough(results):
             # enough answered: a server under suspicion (paused?) is not waited
@@ -189,6 +213,8 @@ async def run_each(
             await asyncio.wait(waited, timeout=max(0.0, deadline - time.monotonic()))
     except BaseException:
         unwaited = set()
+        for i in list(conns):  # cut off: a reply may still be due on each
+            _let_go(todo[i][0], fans[i], conns.pop(i))
         raise
     finally:
         for i, task in alone.items():
@@ -211,23 +237,22 @@ async def run_each(
             _suspects[todo[i][0]] = None
             _broke(todo[i][0])
     for i, result in enumerate(results):
-        if result is _NOT_DONE:
+        if result is NOT_DONE:
             if i not in alone:
                 todo[i][1].close()
             results[i] = TimeoutError("no reply in time")
     return results
 
 
-_NOT_DONE = object()
-
 #: The calls of :func:`run_each` on a suspect server left to end by their own
 #: timeout (kept referenced until done).
 _lingering: set[asyncio.Task[Any]] = set()
 
 
-#: The last call of :func:`run_each` in a task of its own for each client: while
-#: it runs on a server under suspicion, no other is started for it.
-_probing: weakref.WeakKeyDictionary[Any, asyncio.Task[Any]] = weakref.WeakKeyDictionary()
+#: The calls of :func:`run_each` in a task of its own for each client that have
+#: not ended yet (while one runs on a server under suspicion, no other is
+#: started for it), and the steps :func:`send_late` queued behind them.
+_book = LateBook(contextlib.nullcontext)
 
 
 def _lingered(task: asyncio.Task[Any]) -> None:
@@ -239,81 +264,60 @@ def _lingered(task: asyncio.Task[Any]) -> None:
 Sent = tuple[int, Any, Any]
 
 
-class NotYet(TimeoutError):
-    """The result of a plan :func:`run_each` stopped waiting for (it had
-    ``enough``): its reply is still due, and the server may yet run it."""
-
-
-class Unsent(TimeoutError):
-    """The result of a plan :func:`run_each` did not send at all: an earlier
-    call to that server still waits (paused?). The server never sees it; a
-    call that must still reach it (a release) can be queued behind the
-    earlier one with :func:`send_late`."""
-
-
-#: The steps queued by :func:`send_late` for each client, with the time
-#: (``time.monotonic()``) after which each is dropped.
-_late: weakref.WeakKeyDictionary[Any, list[tuple[redlock_plans.Late, float]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-#: The most steps :func:`send_late` queues for one client (the later ones are dropped).
-MAX_LATE = 16
-
-
 def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
-    """Send ``step`` to ``client``'s server after the call still stuck there
-    (the one that made a plan :class:`Unsent`), once that call ends (the
-    server answered, failed, or the call timed out); dropped if that is after
-    ``until`` (``time.monotonic()``) or if :data:`MAX_LATE` steps already wait.
-    The queued steps go in one round trip, which waits for the server's answer
-    until the last one's ``until`` (while it waits, that client's next calls
-    of :func:`run_each` are :class:`Unsent` again). If no call is stuck there
-    any more, it is sent now the same way. For calls whose only purpose is to
-    undo (a release): the server runs them after the stuck call. Returns
-    whether it was queued."""
-    queued = _late.setdefault(client, [])
-    if len(queued) >= MAX_LATE:
-        return False
-    queued.append((step, until))
-    earlier = _probing.get(client)
-    if earlier is None or earlier.done():
+    """Send ``step`` to ``client``'s server after the calls still in flight
+    there in tasks of their own (the one stuck there that made a plan
+    :class:`Unsent`, or any other: each may be the one it undoes), once each
+    of them ended (the server answered, failed, or the call timed out), and
+    none started later (a busy server's later calls never hold it up);
+    dropped if that is after ``until`` (``time.monotonic()``) or if
+    :data:`~._fanout_shared.MAX_LATE` steps already wait. The queued steps
+    go in one round trip, which waits for the server's answer until the last
+    one's ``until`` (while it waits, that client's next calls of
+    :func:`run_each` are :class:`Unsent` again if it is under suspicion). If
+    no call is in flight there, it is sent now the same way. For calls whose
+    only purpose is to undo (a release): the server runs them after the
+    calls before them. Returns whether it was queued. Call from a task."""
+    queued = _book.queue(client, step, until)
+    if queued == "ready":
         _deliver(client)
-    return True
+    return queued != "dropped"
 
 
 def _watched(client: Client, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
-    """``task``, the call of :func:`run_each` on ``client`` in a task of its
-    own: when it ends, it is forgotten (kept in ``_probing`` by the client,
-    its exception's traceback, with the frames that held the client, would
-    keep the client, its pool and connections, for good) and the steps
-    :func:`send_late` queued behind it go."""
-
-    def done(_: asyncio.Task[Any]) -> None:
-        if _probing.get(client) is task:
-            del _probing[client]
-        _deliver(client)
-
-    task.add_done_callback(done)
+    """``task``, a call of :func:`run_each` on ``client`` in a task of its
+    own, in the book until it ends (a step :func:`send_late` queues waits for
+    it); then forgotten, and the steps that waited for it go."""
+    _book.started(client, task)
+    task.add_done_callback(functools.partial(_ended, weakref.ref(client)))
     return task
 
 
-def _deliver(client: Client) -> None:
-    """Send the steps queued for ``client`` by :func:`send_late` (those still
-    wanted), in one round trip, in a task of its own that the next ones queue behind."""
-    now = time.monotonic()
-    steps = [(step, until) for step, until in _late.pop(client, []) if until > now]
-    if not steps:
+def _ended(ref: weakref.ref[Any], task: asyncio.Task[Any]) -> None:
+    """A call in a task of its own on a client ended. (``ref``: the client's
+    weak reference. A task's exception keeps, in its traceback, the frames
+    that held the client: kept in the book by the client, it would keep the
+    client, its pool and connections, for good.)"""
+    client = ref()
+    if client is None:
         return
-    earlier = _probing.get(client)
-    if earlier is not None and not earlier.done():  # another call got there first
-        _late[client] = steps
+    _book.ended(client, task)
+    _deliver(client)
+
+
+def _deliver(client: Client) -> None:
+    """Send the steps queued for ``client`` by :func:`send_late` whose calls
+    waited for have all ended (those still wanted), in one round trip, in a
+    task of its own that the next ones queue behind."""
+    if not _book.any_ready(client):
+        return  # none yet: each goes once the calls it waits for ended
+    now = time.monotonic()
+    steps = _book.take(client, now)
+    if not steps:
         return
     plan = redlock_plans.late_plan([step for step, _ in steps])
     wait = max(until for _, until in steps) - now
-    task = _probing[client] = _watched(
-        client, asyncio.ensure_future(_run_trusted(client, plan, wait))
-    )
+    task = _watched(client, asyncio.ensure_future(_run_trusted(client, plan, wait)))
     _lingering.add(task)
     task.add_done_callback(_lingered)
 
@@ -324,27 +328,12 @@ _suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
 
 
 #: How many times :func:`run_each` found the connection to each pool's server
-#: broken: a kept connection the server had closed (a restart, an idle
-#: timeout), a call that failed to connect, write or read, or no answer in
-#: time. Behind a broken connection may be another server process (a
-#: restart, a failover, an address that now leads elsewhere): a Redlock asks
-#: such a master who it is again (see :func:`breaks`).
-_breaks: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-
-#: How many breaks :func:`run_each` saw in all (see :func:`broken`).
-_broken = 0
-
-
-def breaks(client: Client) -> int:
-    """How many times :func:`run_each` found the connection to ``client``'s
-    server broken (counted per connection pool)."""
-    return _breaks.get(_pool_of(client), 0)
-
-
-def broken() -> int:
-    """How many times :func:`run_each` found a connection broken, any server:
-    while it does not move, no :func:`breaks` did."""
-    return _broken
+#: broken (see :class:`~._fanout_shared.Breaks`): a Redlock asks such a master
+#: who it is again.
+_breaks = Breaks()
+breaks = _breaks.breaks
+broken = _breaks.broken
+_broke = _breaks.broke
 
 
 def suspected(client: Client) -> bool:
@@ -354,21 +343,10 @@ def suspected(client: Client) -> bool:
     return client in _suspects
 
 
-def _pool_of(client: Client) -> Any:
-    return getattr(client, "connection_pool", None) or client
-
-
-def _broke(client: Client) -> None:
-    global _broken
-    where = _pool_of(client)
-    _breaks[where] = _breaks.get(where, 0) + 1
-    _broken += 1
-
-
 def _no_answer(client: Client, error: BaseException) -> bool:
     """Whether ``error``, what a call on ``client`` raised, says the server did
     not answer (not an error reply, nor tenure's own verdict on a reply)."""
-    return not isinstance(error, _library(type(client)).response_error | TenureError)
+    return no_answer(library_of(type(client)).response_error, error)
 
 
 async def _run_trusted(client: Client, plan: Plan[T], timeout: float) -> T:
@@ -386,180 +364,136 @@ async def _run_trusted(client: Client, plan: Plan[T], timeout: float) -> T:
     return result
 
 
-class _Fallback(Exception):
-    """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
-
-
-def is_fault(exc: BaseException) -> bool:
-    """Whether ``exc``, raised in the calling task by one server's call, is
-    that server's failure (its connection, an error reply, tenure's reading of
-    it): counted as one server's outcome. Any other exception (one a signal
-    handler raised, such as a program's ``AlarmTimeout(Exception)``) cuts the
-    whole call off, as a cancellation does, so that the caller gives back
-    what the call may have taken."""
-    library_error = type(exc).__module__.partition(".")[0] in ("redis", "valkey")
-    return library_error or isinstance(exc, OSError | TenureError | _Fallback)
-
-
 async def _scatter(
     jobs: list[tuple[Client, Plan[Any]]],
     deadline: float,
     results: list[Any],
     conns: dict[int, Any],
-    fans: dict[int, _Fan],
+    fans: dict[int, Fan],
     due: dict[int, int],
     enough: Callable[[list[Any]], bool] | None,
 ) -> None:
-    """:func:`run_each`'s quick path for the jobs in ``conns`` (on the connection
-    given there, ``due[i]`` replies to read on it first; ``fans``: the kept
-    connections of their pools): each round's steps written to every server, then the replies
-    read, until every plan is done, ``enough`` says so, or ``deadline``;
-    results into ``results``."""
+    """:func:`run_each`'s quick path for the jobs in ``conns`` (on the
+    connection given there, ``due[i]`` replies to read on it first; ``fans``:
+    the kept connections of their pools): each round's steps written to every
+    server, then the replies read, until every plan is done, ``enough`` says
+    so, or ``deadline``; results into ``results``. A connection leaves
+    ``conns`` as it is dropped or kept: cut off, the caller drops those
+    still there."""
     steps: dict[int, Any] = {}
-
-    def advance(i: int, reply: Any, error: BaseException | None) -> None:
-        plan = jobs[i][1]
-        try:
-            steps[i] = plan.send(reply) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            results[i] = stop.value
-            steps.pop(i, None)
-        except Exception as exc:
-            if not is_fault(exc):
-                raise
-            results[i] = exc
-            steps.pop(i, None)
+    step_on = functools.partial(advance, jobs, steps, results)
 
     def arrived(sent: list[Sent], parsed: dict[int, Any], k: int, raws: Any) -> bool:
         """Entry ``k`` of ``sent`` was read: advance its plan now if its reply
         parses (into ``parsed``); whether that is ``enough``."""
         i, _, step = sent[k]
         try:
-            reply = _replies(step, raws)
+            reply = replies(step, raws)
         except Exception:
             return False  # an error reply: after the reads
         parsed[k] = reply
-        advance(i, reply, None)
+        step_on(i, reply, None)
         return enough is not None and i not in steps and enough(results)
 
     for i in conns:
-        advance(i, None, None)
+        step_on(i, None, None)
     stopped = False
     while steps and not stopped:
         sent: list[tuple[int, Any, Any]] = []
         packed: dict[tuple[int, Any, Any], Any] = {}  # the same step to every server: packed once
-        try:
-            for i, step in list(steps.items()):
-                client = jobs[i][0]
-                conn = conns[i]
-                try:
-                    key = _pack_key(conn, step)
-                    data = packed.get(key)
-                    if data is None:
-                        data = packed[key] = conn.pack_commands(_commands(step))
-                    if not _write_now(conn, data):
-                        # connecting (the handshake) may block on a paused server
-                        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                            await conn.send_packed_command(data)
-                except Exception as exc:
-                    if not is_fault(exc):
-                        raise  # (cut off: the connections are dropped below)
-                    del conns[i]
-                    due.pop(i, None)
-                    await _drop(client, fans[i], conn)
-                    _suspects[client] = None
-                    _broke(client)
-                    advance(i, None, exc)
-                    continue
-                sent.append((i, conn, step))
-            parsed: dict[int, Any] = {}  # replies parsed (and their plans advanced) while reading
-            got = await _read_all(
-                jobs, sent, deadline, due, functools.partial(arrived, sent, parsed)
-            )
-            for k, (i, conn, step) in enumerate(sent):
-                client = jobs[i][0]
-                raws = got[k]
-                if raws is None:  # not read: enough others answered
-                    stopped = True
-                    continue
-                if isinstance(raws, BaseException):
-                    del conns[i]
-                    due.pop(i, None)
-                    await _drop(client, fans[i], conn)
-                    _suspects[client] = None
-                    _broke(client)
-                    advance(i, None, raws)
-                    continue
+        for i, step in list(steps.items()):
+            client = jobs[i][0]
+            conn = conns[i]
+            try:
+                key = pack_key(conn, step)
+                data = packed.get(key)
+                if data is None:
+                    data = packed[key] = conn.pack_commands(commands(step, _clients.evalsha_args))
+                if not _internals.write_now(conn, data):
+                    # connecting (the handshake) may block on a paused server
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        await conn.send_packed_command(data)
+            except Exception as exc:
+                if not is_fault(exc):
+                    raise  # (cut off: the caller drops the connections)
+                del conns[i]
                 due.pop(i, None)
-                if k in parsed:
-                    continue
-                try:
-                    reply = _replies(step, raws)
-                except _Fallback:
-                    try:  # NOSCRIPT, or an error reply: the ordinary path says it right
-                        reply = await _perform(client, step, [])
-                    except Exception as exc:
-                        if not is_fault(exc):
-                            raise
-                        advance(i, None, exc)
-                        continue
+                await _drop(client, fans[i], conn)
+                _suspects[client] = None
+                _broke(client)
+                step_on(i, None, exc)
+                continue
+            sent.append((i, conn, step))
+        parsed: dict[int, Any] = {}  # replies parsed (and their plans advanced) while reading
+        got = await _read_all(jobs, sent, deadline, due, functools.partial(arrived, sent, parsed))
+        for k, (i, conn, step) in enumerate(sent):
+            client = jobs[i][0]
+            raws = got[k]
+            if raws is None:  # not read: enough others answered
+                stopped = True
+                continue
+            if isinstance(raws, BaseException):
+                del conns[i]
+                due.pop(i, None)
+                await _drop(client, fans[i], conn)
+                _suspects[client] = None
+                _broke(client)
+                step_on(i, None, raws)
+                continue
+            due.pop(i, None)
+            if k in parsed:
+                continue
+            try:
+                reply = replies(step, raws)
+            except Fallback:
+                try:  # NOSCRIPT, or an error reply: the ordinary path says it right
+                    reply = await perform(client, step, [])
                 except Exception as exc:
                     if not is_fault(exc):
                         raise
-                    advance(i, None, exc)
+                    step_on(i, None, exc)
                     continue
-                advance(i, reply, None)
-            if stopped:  # the unread replies are read by the next call on each connection
-                for k, (i, _, step) in enumerate(sent):
-                    if got[k] is None:
-                        due[i] = due.get(i, 0) + _count(step)
-                for i in list(steps):
-                    jobs[i][1].close()
-                    results[i] = NotYet("no reply waited for: enough others answered")
-                steps.clear()
-        except BaseException:
-            for i, conn, _ in sent:  # cut off: their replies would be read by the next user
-                if conns.pop(i, None) is not None:
-                    with contextlib.suppress(Exception):
-                        await _drop(jobs[i][0], fans[i], conn)
-            raise
-    for i, conn in conns.items():
-        fan = fans[i]
-        if due.get(i):  # read by the next call on its server, whichever client of the pool
-            if len(fan.owed) < SPARE_CONNECTIONS and due[i] <= MAX_DUE:
-                fan.owed.append((conn, due[i]))
-            else:  # a server that stopped answering: what was written still runs
-                await _drop(jobs[i][0], fan, conn)
-        elif len(fan.spare) < SPARE_CONNECTIONS:
-            fan.spare.append(conn)
-        else:
-            await _drop(jobs[i][0], fan, conn)
+            except Exception as exc:
+                if not is_fault(exc):
+                    raise
+                step_on(i, None, exc)
+                continue
+            step_on(i, reply, None)
+        if stopped:  # the unread replies are read by the next call on each connection
+            for k, (i, _, step) in enumerate(sent):
+                if got[k] is None:
+                    due[i] = due.get(i, 0) + count(step)
+            for i in list(steps):
+                jobs[i][1].close()
+                results[i] = NotYet("no reply waited for: enough others answered")
+            steps.clear()
+    for i in list(conns):  # (no wait in this loop: nothing can cut it off)
+        _keep(jobs[i][0], fans[i], conns.pop(i), due.get(i, 0))
 
 
-#: The most replies left unread on one connection of :func:`_scatter`.
-MAX_DUE = 16
+def _keep(client: Client, fan: Fan, conn: Any, due: int) -> None:
+    """Keep ``conn`` for the next calls on its pool (in ``fan``), ``due``
+    replies still to read on it first (by the next call on its server,
+    whichever client of the pool makes it); unless enough are kept or too
+    many replies are due on it (a server that stopped answering: what was
+    written still runs), then it is dropped."""
+    if due:
+        if len(fan.owed) < SPARE_CONNECTIONS and due <= MAX_DUE:
+            fan.owed.append((conn, due))
+            return
+    elif len(fan.spare) < SPARE_CONNECTIONS:
+        fan.spare.append(conn)
+        return
+    _let_go(client, fan, conn)
 
 
-def _write_now(conn: Any, data: list[bytes]) -> bool:
-    """Hand ``data`` to ``conn``'s transport at once, when it is connected, its
-    write buffer is empty (nothing to drain: no wait) and it makes no health
-    checks; ``False`` (nothing written) otherwise. What redis-py's
-    ``send_packed_command`` does in that case, without the task and the timer
-    its ``socket_timeout`` costs per call (each round is bounded by its own
-    deadline)."""
-    writer = getattr(conn, "_writer", None)
-    if writer is None or not getattr(conn, "is_connected", False):
-        return False
-    if getattr(conn, "health_check_interval", 0):
-        return False
-    transport = writer.transport
-    if transport.is_closing() or transport.get_write_buffer_size():
-        return False
-    writer.writelines(data)
-    return True
+def _let_go(client: Client, fan: Fan, conn: Any) -> None:
+    """:func:`_drop` ``conn`` in a task of its own (a caller cut off or
+    cancelled can't wait for it, and nothing can cut it off half-way)."""
+    _background(_drop(client, fan, conn))
 
 
-def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
+def _take_connection(client: Client, fan: Fan) -> tuple[Any, int] | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
     (checked out of the client's pool once, then kept for the pool in ``fan``,
     shared by every client of the pool: no checkout per call), with the number
@@ -603,10 +537,10 @@ def _sound(conn: Any) -> bool:
     its socket (a server that closed it, and the loop did not see it yet)."""
     if not getattr(conn, "is_connected", False):
         return False
-    reader = getattr(conn, "_reader", None)
-    if reader is not None and (reader.at_eof() or _buffered(conn)):
+    reader = _internals.reader_of(conn)
+    if reader is not None and (reader.at_eof() or _internals.buffered(conn)):
         return False
-    writer = getattr(conn, "_writer", None)
+    writer = _internals.writer_of(conn)
     sock = writer.get_extra_info("socket") if writer is not None else None
     if sock is None:
         return True
@@ -628,7 +562,7 @@ def _background(work: Coroutine[Any, Any, None]) -> None:
     task.add_done_callback(_connecting.discard)
 
 
-async def _check_out(client: Client, fan: _Fan) -> None:
+async def _check_out(client: Client, fan: Fan) -> None:
     """A connection of ``client``'s pool for :func:`_scatter`'s next calls
     (counted in ``fan.open`` by the caller), within
     :data:`SPARE_CONNECT_TIMEOUT`."""
@@ -655,7 +589,7 @@ async def _check_out(client: Client, fan: _Fan) -> None:
 SPARE_CONNECT_TIMEOUT = 30.0
 
 
-async def _drop(client: Client, fan: _Fan, conn: Any) -> None:
+async def _drop(client: Client, fan: Fan, conn: Any) -> None:
     """Close ``conn`` (a reply may still be due on it) and give it back to
     ``client``'s pool, which connects it again for its next user: the pool
     counts the connections it handed out, and a connection never given back
@@ -666,29 +600,6 @@ async def _drop(client: Client, fan: _Fan, conn: Any) -> None:
         fan.open -= 1
         with contextlib.suppress(KeyError):  # (a pool that forgot it: reset)
             await client.connection_pool.release(conn)  # type: ignore[union-attr]
-
-
-def _pack_key(conn: Any, step: Any) -> tuple[int, Any, Any]:
-    """What a packed step may be reused for: the same step, the same encoding."""
-    encoder = getattr(conn, "encoder", None)
-    return id(step), getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None)
-
-
-def _count(step: Any) -> int:
-    """How many commands ``step`` sends (and so how many replies to read)."""
-    if isinstance(step, Pipeline):
-        return sum(_count(part) for part in step.steps)
-    return 1
-
-
-def _commands(step: Any) -> list[tuple[Any, ...]]:
-    if isinstance(step, Eval):
-        return [("EVALSHA", *_clients.evalsha_args(step))]
-    if isinstance(step, Command):
-        return [step.args]
-    if isinstance(step, Pipeline):
-        return [c for part in step.steps for c in _commands(part)]
-    raise TypeError(f"run_each can't send {step!r}")
 
 
 async def _read_all(
@@ -712,10 +623,10 @@ async def _read_all(
     try:
         async with asyncio.timeout(max(0.001, deadline - time.monotonic())):
             while left:
-                k = next((k for k in left if _buffered(sent[k][1])), -1)
+                k = next((k for k in left if _internals.buffered(sent[k][1])), -1)
                 if k < 0 and len(left) > 1:
-                    await _until_data([sent[k][1] for k in left])
-                    k = next((k for k in left if _buffered(sent[k][1])), -1)
+                    await _internals.until_data([sent[k][1] for k in left])
+                    k = next((k for k in left if _internals.buffered(sent[k][1])), -1)
                 if k < 0:
                     k = left[0]
                 left.remove(k)
@@ -723,7 +634,7 @@ async def _read_all(
                 skip = due.get(i, 0)
                 reading = k
                 try:
-                    raws = (await _read_raw(conn, skip + _count(step), jobs[i][0]))[skip:]
+                    raws = (await _read_raw(conn, skip + count(step), jobs[i][0]))[skip:]
                 except Exception as exc:
                     if not is_fault(exc):
                         raise  # (cut off: the caller drops every connection)
@@ -739,9 +650,9 @@ async def _read_all(
         for k in left:
             i, conn, step = sent[k]
             skip = due.get(i, 0)
-            library = _library(type(jobs[i][0]))
+            error = library_of(type(jobs[i][0])).response_error
             try:
-                got[k] = (await _read_replies(conn, skip + _count(step), deadline, library))[skip:]
+                got[k] = (await _read_replies(conn, skip + count(step), deadline, error))[skip:]
             except Exception as exc:
                 if not is_fault(exc):
                     raise
@@ -749,46 +660,14 @@ async def _read_all(
     return got
 
 
-async def _until_data(conns: list[Any]) -> None:
-    """Wait until some of a reply is in the read buffer of one of ``conns`` (or
-    one of them is closed), without reading: a slow server's reply is then not
-    waited for while others are here. Returns at once when a connection's
-    buffer can't be watched (then the replies are read in order)."""
-    loop = asyncio.get_running_loop()
-    mine: list[tuple[Any, asyncio.Future[None]]] = []
-    try:
-        for conn in conns:
-            reader = getattr(conn, "_reader", None)
-            # the waiter asyncio.StreamReader's own reads set, and feed_data wakes
-            if reader is None or getattr(reader, "_waiter", False) is not None or reader.at_eof():
-                return
-            waiter: asyncio.Future[None] = loop.create_future()
-            reader._waiter = waiter
-            mine.append((reader, waiter))
-        await asyncio.wait([w for _, w in mine], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for reader, waiter in mine:
-            if reader._waiter is waiter:
-                reader._waiter = None
-            if waiter.done() and not waiter.cancelled():
-                waiter.exception()  # retrieved (a lost connection): the read raises it
-            waiter.cancel()
-
-
-def _buffered(conn: Any) -> bool:
-    """Whether some of a reply is already in ``conn``'s read buffer (read it
-    before those still on their way)."""
-    return bool(getattr(getattr(conn, "_reader", None), "_buffer", None))
-
-
-async def _read_raw(conn: Any, count: int, client: Client) -> list[Any]:
-    """``count`` replies from ``conn``, an error reply in place of its reply,
+async def _read_raw(conn: Any, n: int, client: Client) -> list[Any]:
+    """``n`` replies from ``conn``, an error reply in place of its reply,
     with no time limit of its own: the caller's bounds them all (an infinite
     ``timeout`` spares the timer redis-py's ``read_response`` otherwise sets
     for its ``socket_timeout`` on every call)."""
-    error = _library(type(client)).response_error
+    error = library_of(type(client)).response_error
     raws: list[Any] = []
-    for _ in range(count):
+    for _ in range(n):
         try:
             raws.append(await conn.read_response(timeout=math.inf))
         except error as exc:
@@ -796,8 +675,8 @@ async def _read_raw(conn: Any, count: int, client: Client) -> list[Any]:
     return raws
 
 
-async def _read_replies(conn: Any, count: int, deadline: float, library: _Library) -> list[Any]:
-    """``count`` replies from ``conn``, an error reply in place of its reply.
+async def _read_replies(conn: Any, n: int, deadline: float, error: type[Exception]) -> list[Any]:
+    """``n`` replies from ``conn``, an error reply (``error``) in place of its reply.
 
     Raises:
         TimeoutError: they did not all come before ``deadline``.
@@ -805,38 +684,12 @@ async def _read_replies(conn: Any, count: int, deadline: float, library: _Librar
     raws: list[Any] = []
     # past the deadline: only replies already here (a zero wait still reads them)
     async with asyncio.timeout(max(0.001, deadline - time.monotonic())):
-        for _ in range(count):
+        for _ in range(n):
             try:
                 raws.append(await conn.read_response())
-            except library.response_error as exc:
+            except error as exc:
                 raws.append(exc)
     return raws
-
-
-def _replies(step: Any, raws: list[Any]) -> Any:
-    """The reply of ``step`` from its raw replies (as :func:`_perform` gives it).
-
-    Raises:
-        _Fallback: a raw reply is an error (NOSCRIPT, NOPERM, ...).
-    """
-    for raw in raws:
-        if isinstance(raw, Exception):
-            raise _Fallback
-    if isinstance(step, Eval):
-        return parse_reply(step.script, raws[0])
-    if isinstance(step, Command):
-        return raws[0]
-    replies: list[Any] = []
-    for part, raw in zip(step.steps, raws, strict=True):
-        if isinstance(part, Eval):
-            try:
-                raw = parse_reply(part.script, raw)
-            except Exception as exc:
-                if not is_fault(exc):
-                    raise
-                raw = exc
-        replies.append(raw)
-    return replies
 
 
 async def listen_each(
@@ -851,7 +704,7 @@ async def listen_each(
     Cancelled or interrupted, it stops every listen itself (once done)."""
 
     async def one(client: Client) -> Callable[[], None] | None:
-        hub = _state(client).hub
+        hub = state_of(client).hub
         try:
             async with asyncio.timeout(timeout):
                 ch = await hub.listen(channel, event)
@@ -873,12 +726,5 @@ async def listen_each(
         return list(await asyncio.gather(*listens))
     except BaseException:  # cancelled: nothing may be left listening either
         for listen in listens:
-            listen.add_done_callback(_unlisten_late)
+            listen.add_done_callback(unlisten_late)
         raise
-
-
-def _unlisten_late(listen: asyncio.Future[Callable[[], None] | None]) -> None:
-    if not listen.cancelled() and listen.exception() is None:
-        stop = listen.result()
-        if stop is not None:
-            stop()

@@ -15,53 +15,77 @@ import select
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic
 
-import redis
-import redis.client
 import redis.exceptions
 
-from .._errors import TenureError
 from .._plans import redlock as redlock_plans
-from .._protocol import (
-    Command,
-    Eval,
-    Pipeline,
-    Plan,
-    parse_reply,
+from .._protocol import Plan
+from . import _clients, _identity, _internals
+from ._fanout_shared import (
+    MAX_DUE,
+    NOT_DONE,
+    Breaks,
+    Fallback,
+    LateBook,
+    NotYet,
+    Unsent,
+    advance,
+    commands,
+    count,
+    is_fault,
+    no_answer,
+    pack_key,
+    replies,
+    unlisten_late,
 )
-from . import _clients, _identity
 from ._sync import (
-    _REDIS,
+    REDIS,
     SPARE_CONNECTIONS,
     Client,
+    Fan,
     SafeEvent,
+    SendRenewals,
     T,
-    _exiting,
-    _Fan,
-    _Library,
-    _library,
-    _perform,
-    _SendRenewals,
-    _start,
-    _state,
-    _states_mutex,
-    _Watchdog,
+    Watchdog,
+    exiting,
+    library_of,
+    perform,
     run,
+    start_thread,
+    state_of,
 )
 from ._watchbook import Watch, Watchable
 
+__all__ = [
+    "run_each",
+    "NotYet",
+    "Unsent",
+    "send_late",
+    "is_fault",
+    "suspected",
+    "breaks",
+    "broken",
+    "listen_each",
+    "watch_shared",
+    "stop_renewing_shared",
+    "unwatch_shared",
+]
+
 #: The process's shared watchdogs, one per renewal function (a Redlock's, which
 #: renews any set of leases on their masters' quorums): ``(generation, watchdog)``.
-_shared: dict[Any, tuple[int, _Watchdog]] = {}
+_shared: dict[Any, tuple[int, Watchdog]] = {}
 
 #: The watchdog each watched lease was given to (a fork or a new watchdog
 #: never sends a lease's later calls to another one).
-_dog_of: weakref.WeakKeyDictionary[Watch, _Watchdog] = weakref.WeakKeyDictionary()
+_dog_of: weakref.WeakKeyDictionary[Watch, Watchdog] = weakref.WeakKeyDictionary()
+
+#: Guards :data:`_shared` and :data:`_dog_of`.
+_shared_mutex = threading.Lock()
 
 
-def watch_shared(lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
+def watch_shared(lease: Watchable, renew: bool, send: SendRenewals) -> Watch:
     """Watch ``lease`` with the process's watchdog for ``send`` (one per
     ``send`` and process, whatever the number of locks: a single thread, which
     ends :data:`~._watchbook.LINGER` seconds after its last lease), which
@@ -69,19 +93,19 @@ def watch_shared(lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
     pipeline (a Redlock's leases, renewed on a quorum of their masters).
     ``send`` must be a module-level function (it is the key). Stop and unwatch
     with :func:`stop_renewing_shared` and :func:`unwatch_shared`."""
-    with _states_mutex:
+    with _shared_mutex:
         entry = _shared.get(send)
         if entry is None or entry[0] != _identity.generation():
-            entry = _shared[send] = (_identity.generation(), _Watchdog(None, _REDIS, send))
+            entry = _shared[send] = (_identity.generation(), Watchdog(None, REDIS, send))
     watch = entry[1].watch(lease, renew)
-    with _states_mutex:
+    with _shared_mutex:
         _dog_of[watch] = entry[1]
     return watch
 
 
 def stop_renewing_shared(watch: Watch) -> None:
     """:func:`stop_renewing` for a lease watched by :func:`watch_shared`."""
-    with _states_mutex:
+    with _shared_mutex:
         dog = _dog_of.get(watch)
     if dog is not None:
         dog.stop_renewing(watch)
@@ -89,7 +113,7 @@ def stop_renewing_shared(watch: Watch) -> None:
 
 def unwatch_shared(watch: Watch) -> None:
     """:func:`unwatch` for a lease watched by :func:`watch_shared`."""
-    with _states_mutex:
+    with _shared_mutex:
         dog = _dog_of.pop(watch, None)
     if dog is not None:
         dog.unwatch(watch)
@@ -224,7 +248,7 @@ class _Workers:
             if inbox is None:
                 inbox = queue.SimpleQueue()
                 inbox.put(call)  # (before the thread starts: it never waits for one lost)
-                _start(self._work, "tenure-parallel", inbox)
+                start_thread(self._work, "tenure-parallel", inbox)
             else:
                 inbox.put(call)
         except BaseException:
@@ -242,7 +266,7 @@ class _Workers:
 
     def _work(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
         taken = False  # taken off the idle list, no job seen since
-        while not _exiting.is_set():
+        while not exiting.is_set():
             try:
                 job = inbox.get(timeout=WORKER_IDLE)
             except queue.Empty:
@@ -267,21 +291,6 @@ class _Workers:
 WORKER_IDLE = 30.0
 
 _workers = _Workers()
-
-
-def _gather(calls: Sequence[Callable[[], T]], timeout: float) -> list[T | BaseException]:
-    """Run ``calls`` at once on worker threads; each one's result or exception,
-    ``TimeoutError`` for one not done within ``timeout`` seconds (left running)."""
-    futures = [_workers.submit(call) for call in calls]
-    _wait(futures, timeout)
-    out: list[T | BaseException] = []
-    for future in futures:
-        if not future.done():
-            out.append(TimeoutError(f"no reply within {timeout:g} s"))
-        else:
-            exc = future.exception()
-            out.append(exc if exc is not None else future.result())
-    return out
 
 
 def run_each(
@@ -336,57 +345,29 @@ def run_each(
     return _scatter(list(jobs), time.monotonic() + timeout, enough, behind)
 
 
-_NOT_DONE = object()
-
-
-class NotYet(TimeoutError):
-    """The result of a plan :func:`run_each` stopped waiting for (it had
-    ``enough``): its reply is still due, and the server may yet run it."""
-
-
-class Unsent(TimeoutError):
-    """The result of a plan :func:`run_each` did not send at all: an earlier
-    call to that server is still stuck (paused?). The server never sees it; a
-    call that must still reach it (a release) can be queued behind the
-    earlier one with :func:`send_late`."""
-
-
-#: The steps queued by :func:`send_late` for each client, each with the time
-#: (``time.monotonic()``) after which it is dropped and the calls on worker
-#: threads it waits for (those in flight when it was queued, until they return).
-_late: weakref.WeakKeyDictionary[Any, list[tuple[redlock_plans.Late, float, list[_Call[Any]]]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-#: The most steps :func:`send_late` queues for one client (the later ones are dropped).
-MAX_LATE = 16
-
-_late_mutex = threading.Lock()
+#: The calls made on a worker thread for each client that have not returned
+#: yet (while one has not, no other is started for a suspect client: a paused
+#: server, no socket timeout), and the steps :func:`send_late` queued behind them.
+_book = LateBook(threading.Lock)
 
 
 def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
     """Send ``step`` to ``client``'s server after the call still stuck there
     (the one that made a plan :class:`Unsent`), once that call returns (the
     server answered or failed); dropped if that is after ``until``
-    (``time.monotonic()``) or if :data:`MAX_LATE` steps already wait. The
-    queued steps go in one round trip on a worker thread (while it waits for
-    the answer, that client's next calls of :func:`run_each` are
-    :class:`Unsent` again). If no call is stuck there any more, it is sent now
-    the same way. For calls whose only purpose is to undo (a release): the
-    server runs them after the stuck call. Returns whether it was queued."""
-    with _late_mutex:
-        queued = _late.setdefault(client, [])
-        if len(queued) >= MAX_LATE:
-            return False
-        # it waits for every call in flight there now (any may be the one it
-        # undoes), and for none started later (a busy server's later calls
-        # never hold it up)
-        behind = [call for call in _on_thread.get(client, ()) if not call.done()]
-        queued.append((step, until, behind))
-        if behind:
-            return True
-    _deliver(client)
-    return True
+    (``time.monotonic()``) or if :data:`~._fanout_shared.MAX_LATE` steps
+    already wait. It waits for every call on a worker thread in flight there
+    now (any may be the one it undoes), and for none started later (a busy
+    server's later calls never hold it up). The queued steps go in one round
+    trip on a worker thread (while it waits for the answer, that client's
+    next calls of :func:`run_each` are :class:`Unsent` again). If no call is
+    stuck there any more, it is sent now the same way. For calls whose only
+    purpose is to undo (a release): the server runs them after the stuck
+    call. Returns whether it was queued."""
+    queued = _book.queue(client, step, until)
+    if queued == "ready":
+        _deliver(client)
+    return queued != "dropped"
 
 
 def _in_flight(client: Client, future: _Call[Any]) -> None:
@@ -395,39 +376,21 @@ def _in_flight(client: Client, future: _Call[Any]) -> None:
     over: a release never overtakes a call of which an interrupt kept the
     caller from hearing, whatever other calls to that server start or end
     meanwhile (each one is waited for, not only the last)."""
-    with _late_mutex:
-        _on_thread.setdefault(client, []).append(future)
+    _book.started(client, future)
     future.add_done_callback(functools.partial(_after, weakref.ref(client)))
-
-
-def _busy(client: Client) -> bool:
-    """Whether a call on a worker thread for ``client`` has not returned yet."""
-    return any(not call.done() for call in _on_thread.get(client, ()))
 
 
 def _after(ref: weakref.ref[Any], future: _Call[Any]) -> None:
     """A worker thread's call on a client ended: forget it, and send what
     queued behind it. (``ref``: the client's weak reference. A finished
     future keeps its callbacks, and its exception's traceback the frames that
-    held the client: kept in ``_on_thread`` by the client, either would keep
+    held the client: kept in the book by the client, either would keep
     the client, its pool and connections, for good.)"""
     client = ref()
     if client is None:
         return
-    with _late_mutex:
-        calls = _on_thread.get(client)
-        if calls is not None:
-            calls[:] = [call for call in calls if call is not future and not call.done()]
-            if not calls:
-                del _on_thread[client]
-        for _, _, behind in _late.get(client, ()):
-            behind[:] = [call for call in behind if call is not future and not call.done()]
+    _book.ended(client, future)
     _deliver(client)
-
-
-def _ready(behind: list[_Call[Any]]) -> bool:
-    """Whether every call a queued step waits for has returned."""
-    return all(call.done() for call in behind)
 
 
 def _deliver(client: Client) -> None:
@@ -436,39 +399,17 @@ def _deliver(client: Client) -> None:
     a worker thread that the next ones queue behind. The worker takes them
     off the queue: a hand-over cut off by an interrupt leaves them queued for
     the next delivery, never lost."""
-    with _late_mutex:
-        if not any(_ready(behind) for _, _, behind in _late.get(client, ())):
-            return  # none yet: each goes once the calls it waits for returned
+    if not _book.any_ready(client):
+        return  # none yet: each goes once the calls it waits for returned
     _workers.submit(functools.partial(_send_queued, client), functools.partial(_in_flight, client))
 
 
 def _send_queued(client: Client) -> Any:
     """On a worker thread: send the steps queued for ``client`` that are still wanted."""
-    with _late_mutex:
-        now = time.monotonic()
-        queued = _late.pop(client, [])
-        steps = [step for step, until, behind in queued if until > now and _ready(behind)]
-        rest = [entry for entry in queued if entry[1] > now and not _ready(entry[2])]
-        if rest:
-            _late[client] = rest
+    steps = [step for step, _ in _book.take(client, time.monotonic())]
     if not steps:
         return None
     return _run_trusted(client, redlock_plans.late_plan(steps))
-
-
-class _Fallback(Exception):
-    """A reply the quick path of :func:`_scatter` leaves to the ordinary one."""
-
-
-def is_fault(exc: BaseException) -> bool:
-    """Whether ``exc``, raised on the calling thread by one server's call, is
-    that server's failure (its connection, an error reply, tenure's reading of
-    it): counted as one server's outcome. Any other exception (one a signal
-    handler raised, such as a program's ``AlarmTimeout(Exception)``) cuts the
-    whole call off, as KeyboardInterrupt does, so that the caller gives back
-    what the call may have taken."""
-    library_error = type(exc).__module__.partition(".")[0] in ("redis", "valkey")
-    return library_error or isinstance(exc, OSError | TenureError | _Fallback)
 
 
 def _scatter(
@@ -480,39 +421,27 @@ def _scatter(
     """:func:`run_each` on one thread: each round's steps written to every
     server, then the replies read, until every plan is done, ``enough`` says
     so, or ``deadline``."""
-    results: list[Any] = [_NOT_DONE] * len(jobs)
+    results: list[Any] = [NOT_DONE] * len(jobs)
     steps: dict[int, Any] = {}
     threaded: dict[int, _Call[Any]] = {}
     conns: dict[int, Any] = {}
     due: dict[int, int] = {}  # replies due on conns[i] before its own
-    fans: dict[int, _Fan] = {}  # the pool's connections conns[i] belongs to
+    fans: dict[int, Fan] = {}  # the pool's connections conns[i] belongs to
     suspects: set[int] = set()  # the jobs in ``threaded`` whose server is under suspicion
-
-    def advance(i: int, reply: Any, error: BaseException | None) -> None:
-        plan = jobs[i][1]
-        try:
-            steps[i] = plan.send(reply) if error is None else plan.throw(error)
-        except StopIteration as stop:
-            results[i] = stop.value
-            steps.pop(i, None)
-        except Exception as exc:
-            if not is_fault(exc):
-                raise
-            results[i] = exc
-            steps.pop(i, None)
+    step_on = functools.partial(advance, jobs, steps, results)
 
     try:
         # (a connection taken here is dropped if an interrupt cuts the loop off)
         for i, (client, plan) in enumerate(jobs):
             suspect = client in _suspects
-            if (suspect or behind) and _busy(client):
+            if (suspect or behind) and _book.busy(client):
                 # a call still stuck on that server (paused): no second thread for
                 # it; or one still in flight that this one must not overtake
                 plan.close()
                 results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
                 continue
             if not suspect:
-                state = _state(client)
+                state = state_of(client)
                 fan = state.fan
                 if state.server is not None and fan is not None:
                     taken = _take_connection(client, fan)
@@ -526,8 +455,8 @@ def _scatter(
                 functools.partial(_run_trusted, client, plan), functools.partial(_in_flight, client)
             )
         for i in range(len(jobs)):
-            if i not in threaded and results[i] is _NOT_DONE:
-                advance(i, None, None)
+            if i not in threaded and results[i] is NOT_DONE:
+                step_on(i, None, None)
         stopped = False
         while steps and not stopped:
             sent: list[tuple[int, Any, Any]] = []
@@ -538,10 +467,12 @@ def _scatter(
                 client = jobs[i][0]
                 conn = conns[i]
                 try:
-                    key = _pack_key(conn, step)
+                    key = pack_key(conn, step)
                     data = packed.get(key)
                     if data is None:
-                        data = packed[key] = conn.pack_commands(_commands(step))
+                        data = packed[key] = conn.pack_commands(
+                            commands(step, _clients.evalsha_args)
+                        )
                     conn.send_packed_command(data)
                 except Exception as exc:
                     if not is_fault(exc):
@@ -550,14 +481,14 @@ def _scatter(
                     _drop(client, fans[i], conn)
                     _suspects[client] = None
                     _broke(client)
-                    advance(i, None, exc)
+                    step_on(i, None, exc)
                     continue
                 sent.append((i, conn, step))
             unread = {i for i, _, _ in sent}
-            need = {i: due.get(i, 0) + _count(step) for i, _, step in sent}
+            need = {i: due.get(i, 0) + count(step) for i, _, step in sent}
             read: dict[int, int] = {}  # replies read so far on each connection
-            libraries = {i: _library(type(jobs[i][0])) for i, _, _ in sent}
-            for (i, conn, step), got in _collect(sent, deadline, need, read, libraries):
+            errors = {i: library_of(type(jobs[i][0])).response_error for i, _, _ in sent}
+            for (i, conn, step), got in _collect(sent, deadline, need, read, errors):
                 unread.discard(i)
                 client = jobs[i][0]
                 skip = due.pop(i, 0)
@@ -566,25 +497,25 @@ def _scatter(
                     _drop(client, fans[i], conn)
                     _suspects[client] = None
                     _broke(client)
-                    advance(i, None, got)
+                    step_on(i, None, got)
                     continue
                 raws = got[skip:]
                 try:
-                    reply = _replies(step, raws)
-                except _Fallback:
+                    reply = replies(step, raws)
+                except Fallback:
                     try:  # NOSCRIPT, or an error reply: the ordinary path says it right
-                        reply = _perform(client, step, [])
+                        reply = perform(client, step, [])
                     except Exception as exc:
                         if not is_fault(exc):
                             raise
-                        advance(i, None, exc)
+                        step_on(i, None, exc)
                         continue
                 except Exception as exc:
                     if not is_fault(exc):
                         raise
-                    advance(i, None, exc)
+                    step_on(i, None, exc)
                     continue
-                advance(i, reply, None)
+                step_on(i, reply, None)
                 if enough is not None and i not in steps and unread and enough(results):
                     stopped = True
                     break
@@ -625,14 +556,14 @@ def _scatter(
             _suspects[jobs[i][0]] = None
             _broke(jobs[i][0])
     for i, result in enumerate(results):
-        if result is _NOT_DONE:
+        if result is NOT_DONE:
             if i not in threaded:
                 jobs[i][1].close()
             results[i] = TimeoutError("no reply in time")
     return results
 
 
-def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
+def _take_connection(client: Client, fan: Fan) -> tuple[Any, int] | None:
     """An idle, connected connection of :func:`_scatter` to ``client``'s server
     (checked out of the client's pool once, then kept for the pool in ``fan``,
     shared by every client of the pool: no checkout per call), with the number
@@ -648,7 +579,7 @@ def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
         with _spare_mutex:
             while fan.owed:
                 conn, count = fan.owed.pop()
-                if getattr(conn, "_sock", None) is not None:
+                if _internals.sock_of(conn) is not None:
                     return conn, count
                 stale.append(conn)
             while fan.spare:
@@ -674,7 +605,7 @@ def _take_connection(client: Client, fan: _Fan) -> tuple[Any, int] | None:
     return None
 
 
-def _not_checked_out(fan: _Fan, future: _Call[Any]) -> None:
+def _not_checked_out(fan: Fan, future: _Call[Any]) -> None:
     """A check-out an interrupt cut off before it began: the next call may start one."""
     if future.cancelled():
         with _spare_mutex:
@@ -685,7 +616,7 @@ def _not_checked_out(fan: _Fan, future: _Call[Any]) -> None:
 def _sound(conn: Any) -> bool:
     """Whether an idle connection (no reply due on it) is still open: a socket
     with nothing to read (a server that closed it shows as something to read)."""
-    if getattr(conn, "_sock", None) is None:
+    if _internals.sock_of(conn) is None:
         return False
     try:
         return not conn.can_read(timeout=0)
@@ -695,7 +626,7 @@ def _sound(conn: Any) -> bool:
         return False
 
 
-def _check_out(client: Client, fan: _Fan) -> None:
+def _check_out(client: Client, fan: Fan) -> None:
     """On a worker thread: a connection of ``client``'s pool for
     :func:`_scatter`'s next calls (counted in ``fan.open`` by the caller)."""
     conn = None
@@ -712,7 +643,7 @@ def _check_out(client: Client, fan: _Fan) -> None:
         _give_back(client, fan, conn)
 
 
-def _give_back(client: Client, fan: _Fan, conn: Any, due: int = 0) -> None:
+def _give_back(client: Client, fan: Fan, conn: Any, due: int = 0) -> None:
     """Keep ``conn`` for the next calls on its pool (in ``fan``), unless enough
     are kept (then it goes back to the pool); ``due``: replies still due on
     it (see :func:`_owe`)."""
@@ -726,7 +657,7 @@ def _give_back(client: Client, fan: _Fan, conn: Any, due: int = 0) -> None:
     _drop(client, fan, conn)
 
 
-def _owe(client: Client, fan: _Fan, conn: Any, due: int) -> None:
+def _owe(client: Client, fan: Fan, conn: Any, due: int) -> None:
     """Keep ``conn``, on which ``due`` replies are still to be read, for the
     next call on its server (which reads them first, whichever client of the
     pool makes it), unless enough are kept or too many replies are due on it
@@ -739,7 +670,7 @@ def _owe(client: Client, fan: _Fan, conn: Any, due: int) -> None:
     _drop(client, fan, conn)
 
 
-def _drop(client: Client, fan: _Fan, conn: Any) -> None:
+def _drop(client: Client, fan: Fan, conn: Any) -> None:
     """Close ``conn`` (a reply may still be due on it) and give it back to
     ``client``'s pool, which connects it again for its next user: the pool
     counts the connections it handed out, and a connection never given back
@@ -752,11 +683,7 @@ def _drop(client: Client, fan: _Fan, conn: Any) -> None:
             fan.open -= 1
 
 
-#: The most replies left unread on one connection of :func:`_scatter`.
-MAX_DUE = 16
-
-
-#: Guards every pool's :class:`_Fan` (see :func:`._sync._fan_for`).
+#: Guards every pool's :class:`~._sync.Fan` (see :func:`._sync._fan_for`).
 _spare_mutex = threading.Lock()
 
 
@@ -764,34 +691,13 @@ _spare_mutex = threading.Lock()
 #: all), until a call on a worker thread gets an answer again.
 _suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
 
-#: The calls made on a worker thread for each client that have not returned
-#: yet: while one has not (a paused server, no socket timeout), no other is
-#: started for a suspect client, and a late release waits for all of them.
-_on_thread: weakref.WeakKeyDictionary[Any, list[_Call[Any]]] = weakref.WeakKeyDictionary()
-
-
 #: How many times :func:`run_each` found the connection to each pool's server
-#: broken: a kept connection the server had closed (a restart, an idle
-#: timeout), a call that failed to connect, write or read, or no answer in
-#: time. Behind a broken connection may be another server process (a
-#: restart, a failover, an address that now leads elsewhere): a Redlock asks
-#: such a master who it is again (see :func:`breaks`).
-_breaks: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-
-#: How many breaks :func:`run_each` saw in all (see :func:`broken`).
-_broken = 0
-
-
-def breaks(client: Client) -> int:
-    """How many times :func:`run_each` found the connection to ``client``'s
-    server broken (counted per connection pool)."""
-    return _breaks.get(_pool_of(client), 0)
-
-
-def broken() -> int:
-    """How many times :func:`run_each` found a connection broken, any server:
-    while it does not move, no :func:`breaks` did."""
-    return _broken
+#: broken (see :class:`~._fanout_shared.Breaks`): a Redlock asks such a master
+#: who it is again.
+_breaks = Breaks()
+breaks = _breaks.breaks
+broken = _breaks.broken
+_broke = _breaks.broke
 
 
 def suspected(client: Client) -> bool:
@@ -801,21 +707,10 @@ def suspected(client: Client) -> bool:
     return client in _suspects
 
 
-def _pool_of(client: Client) -> Any:
-    return getattr(client, "connection_pool", None) or client
-
-
-def _broke(client: Client) -> None:
-    global _broken
-    where = _pool_of(client)
-    _breaks[where] = _breaks.get(where, 0) + 1
-    _broken += 1
-
-
 def _no_answer(client: Client, error: BaseException) -> bool:
     """Whether ``error``, what a call on ``client`` raised, says the server did
     not answer (not an error reply, nor tenure's own verdict on a reply)."""
-    return not isinstance(error, _library(type(client)).response_error | TenureError)
+    return no_answer(library_of(type(client)).response_error, error)
 
 
 def _run_trusted(client: Client, plan: Plan[T]) -> T:
@@ -831,29 +726,6 @@ def _run_trusted(client: Client, plan: Plan[T]) -> T:
     return result
 
 
-def _pack_key(conn: Any, step: Any) -> tuple[int, Any, Any]:
-    """What a packed step may be reused for: the same step, the same encoding."""
-    encoder = getattr(conn, "encoder", None)
-    return id(step), getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None)
-
-
-def _count(step: Any) -> int:
-    """How many commands ``step`` sends (and so how many replies to read)."""
-    if isinstance(step, Pipeline):
-        return sum(_count(part) for part in step.steps)
-    return 1
-
-
-def _commands(step: Any) -> list[tuple[Any, ...]]:
-    if isinstance(step, Eval):
-        return [("EVALSHA", *_clients.evalsha_args(step))]
-    if isinstance(step, Command):
-        return [step.args]
-    if isinstance(step, Pipeline):
-        return [c for part in step.steps for c in _commands(part)]
-    raise TypeError(f"run_each can't send {step!r}")
-
-
 Sent = tuple[int, Any, Any]
 
 
@@ -862,7 +734,7 @@ def _collect(
     deadline: float,
     need: dict[int, int],
     taken: dict[int, int],
-    libraries: dict[int, _Library],
+    errors: dict[int, type[Exception]],
 ) -> Iterator[tuple[Sent, list[Any] | BaseException]]:
     """The entries ``(i, connection, step)`` of ``sent`` as their ``need[i]``
     replies (an error reply in place of its reply) are all read, each with
@@ -879,16 +751,15 @@ def _collect(
     for entry in sent:
         i, conn, _ = entry
         got[i] = []
-        sock = getattr(conn, "_sock", None)
-        fd = sock.fileno() if sock is not None else -1
-        if fd < 0 or fd in by_fd:  # can't be watched: read at the deadline at the latest
+        watched = _internals.fileno_of(conn)
+        if watched < 0 or watched in by_fd:  # can't be: read at the deadline at the latest
             ready.append(entry)
             continue
-        by_fd[fd] = entry
-        poller.register(fd, select.POLLIN)
+        by_fd[watched] = entry
+        poller.register(watched, select.POLLIN)
     for entry in list(by_fd.values()):
         # replies of an earlier call may wait in the parser's buffer, not the socket
-        if need[entry[0]] > _count(entry[2]) and entry[1].can_read(timeout=0):
+        if need[entry[0]] > count(entry[2]) and entry[1].can_read(timeout=0):
             ready.append(entry)
     while True:
         for entry in ready:
@@ -906,7 +777,7 @@ def _collect(
                     fresh += 1
                     try:
                         raws.append(conn.read_response())
-                    except libraries[i].response_error as exc:
+                    except errors[i] as exc:
                         raws.append(exc)
                     taken[i] = len(raws)
             except Exception as exc:
@@ -934,35 +805,8 @@ def _collect(
 
 def _fd_of(by_fd: dict[int, Sent], entry: Sent) -> int | None:
     """The polled descriptor of ``entry``'s connection (``None``: not polled)."""
-    sock = getattr(entry[1], "_sock", None)
-    fd = sock.fileno() if sock is not None else -1
+    fd = _internals.fileno_of(entry[1])
     return fd if by_fd.get(fd) is entry else None
-
-
-def _replies(step: Any, raws: list[Any]) -> Any:
-    """The reply of ``step`` from its raw replies (as :func:`_perform` gives it).
-
-    Raises:
-        _Fallback: a raw reply is an error (NOSCRIPT, NOPERM, ...).
-    """
-    for raw in raws:
-        if isinstance(raw, Exception):
-            raise _Fallback
-    if isinstance(step, Eval):
-        return parse_reply(step.script, raws[0])
-    if isinstance(step, Command):
-        return raws[0]
-    replies: list[Any] = []
-    for part, raw in zip(step.steps, raws, strict=True):
-        if isinstance(part, Eval):
-            try:
-                raw = parse_reply(part.script, raw)
-            except Exception as exc:
-                if not is_fault(exc):
-                    raise
-                raw = exc
-        replies.append(raw)
-    return replies
 
 
 def listen_each(
@@ -977,7 +821,7 @@ def listen_each(
     Cancelled or interrupted, it stops every listen itself (once done)."""
 
     def one(client: Client) -> Callable[[], None] | None:
-        hub = _state(client).hub
+        hub = state_of(client).hub
         ch = hub.listen(channel, event)
         if not ch.ready.wait(timeout):
             hub.unlisten(ch, event)
@@ -991,7 +835,7 @@ def listen_each(
         _wait(futures, timeout)
     except BaseException:  # interrupted: nothing may be left listening either
         for future in futures:
-            future.add_done_callback(_unlisten_late)
+            future.add_done_callback(unlisten_late)
         raise
     out: list[Callable[[], None] | None] = []
     for future in futures:
@@ -1000,15 +844,8 @@ def listen_each(
             continue
         out.append(None)
         # a SUBSCRIBE still in flight: stop listening once it is done
-        future.add_done_callback(_unlisten_late)
+        future.add_done_callback(unlisten_late)
     return out
-
-
-def _unlisten_late(future: _Call[Callable[[], None] | None]) -> None:
-    if not future.cancelled() and future.exception() is None:
-        stop = future.result()
-        if stop is not None:
-            stop()
 
 
 def _after_fork() -> None:
@@ -1017,15 +854,14 @@ def _after_fork() -> None:
     for good) and its suspicions; a new mutex for the spare connections; the
     parent's shared watchdogs (their threads do not exist here, and a mutex of
     theirs may be held: a parent's lease is never sent to one)."""
-    global _spare_mutex, _late_mutex
+    global _spare_mutex, _shared_mutex
     _workers.forget()
     _shared.clear()
     _dog_of.clear()
     _suspects.clear()
-    _on_thread.clear()
-    _late.clear()
+    _book.forget()
     _spare_mutex = threading.Lock()
-    _late_mutex = threading.Lock()
+    _shared_mutex = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork)

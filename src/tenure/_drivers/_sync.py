@@ -68,7 +68,7 @@ from .._protocol import (
     parse_reply,
 )
 from .._scripts import ACL_KEYS
-from . import _clients, _identity
+from . import _clients, _identity, _internals
 from ._hubbook import (
     Dropped,
     HubBook,
@@ -1509,7 +1509,7 @@ def _discard(client: Client, kept: _Kept, conn: Any) -> None:
     try:
         conn.disconnect()
     finally:
-        if getattr(conn, "_sock", None) is None:
+        if _internals.sock_of(conn) is None:
             _give(kept, conn)
         else:
             with contextlib.suppress(Exception):
@@ -1820,3 +1820,15 @@ def wait_event(event: threading.Event, timeout: float | None) -> bool:
 def sleep(seconds: float) -> None:
     """Sleep ``seconds``."""
     time.sleep(seconds)
+
+
+# -- names for the fan-out (:mod:`._fanout_sync`): public aliases, nothing else --
+Fan = _Fan
+SendRenewals: TypeAlias = _SendRenewals
+Watchdog = _Watchdog
+REDIS = _REDIS
+library_of = _library
+perform = _perform
+state_of = _state
+start_thread = _start
+exiting = _exiting

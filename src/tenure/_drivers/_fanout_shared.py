@@ -1,0 +1,292 @@
+"""What the two fan-outs (:mod:`._fanout_sync`, :mod:`._fanout_async`) share:
+the steps they may send and how their replies are read, the results of a
+plan they did not wait for or did not send, the count of broken
+connections, and the book of the calls in flight on each client with the
+clean-up steps queued behind them. No I/O: the fan-outs do it."""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
+
+from .._errors import TenureError
+from .._plans.redlock import Late
+from .._protocol import Command, Eval, Pipeline, Plan, parse_reply
+
+#: A plan's place in the results of ``run_each`` while it is not done.
+NOT_DONE = object()
+
+#: The most steps ``send_late`` queues for one client (the later ones are dropped).
+MAX_LATE = 16
+
+#: The most replies left unread on one connection of the quick path.
+MAX_DUE = 16
+
+
+class NotYet(TimeoutError):
+    """The result of a plan ``run_each`` stopped waiting for (it had
+    ``enough``): its reply is still due, and the server may yet run it."""
+
+
+class Unsent(TimeoutError):
+    """The result of a plan ``run_each`` did not send at all: an earlier call
+    to that server is still in flight (a paused server?), or a clean-up must
+    not overtake one. The server never sees it; a call that must still reach
+    it (a release) can be queued behind the earlier one with ``send_late``."""
+
+
+class Fallback(Exception):
+    """A reply the quick path leaves to the ordinary one (an error reply:
+    NOSCRIPT, NOPERM, ...), which says it right."""
+
+
+def is_fault(exc: BaseException) -> bool:
+    """Whether ``exc``, raised in the calling thread or task by one server's
+    call, is that server's failure (its connection, an error reply, tenure's
+    reading of it): counted as one server's outcome. Any other exception
+    (one a signal handler raised, such as a program's
+    ``AlarmTimeout(Exception)``) cuts the whole call off, as
+    ``KeyboardInterrupt`` or a cancellation does, so that the caller gives
+    back what the call may have taken."""
+    library_error = type(exc).__module__.partition(".")[0] in ("redis", "valkey")
+    return library_error or isinstance(exc, OSError | TenureError | Fallback)
+
+
+def no_answer(response_error: type[Exception], error: BaseException) -> bool:
+    """Whether ``error``, what a call raised, says the server did not answer
+    (not an error reply, ``response_error`` of its library, nor tenure's own
+    verdict on a reply)."""
+    return not isinstance(error, response_error | TenureError)
+
+
+def advance(
+    jobs: list[tuple[Any, Plan[Any]]],
+    steps: dict[int, Any],
+    results: list[Any],
+    i: int,
+    reply: Any,
+    error: BaseException | None,
+) -> None:
+    """Give job ``i``'s plan ``reply`` (or throw ``error`` into it): its next
+    step into ``steps``, or, once it is done, its result (or the server's
+    fault it raised) into ``results``. An exception that is no server's
+    fault (:func:`is_fault`) is raised."""
+    plan = jobs[i][1]
+    try:
+        steps[i] = plan.send(reply) if error is None else plan.throw(error)
+    except StopIteration as stop:
+        results[i] = stop.value
+        steps.pop(i, None)
+    except Exception as exc:
+        if not is_fault(exc):
+            raise
+        results[i] = exc
+        steps.pop(i, None)
+
+
+def pack_key(conn: Any, step: Any) -> tuple[int, Any, Any]:
+    """What a packed step may be reused for: the same step, the same encoding."""
+    encoder = getattr(conn, "encoder", None)
+    return id(step), getattr(encoder, "encoding", None), getattr(encoder, "encoding_errors", None)
+
+
+def count(step: Any) -> int:
+    """How many commands ``step`` sends (and so how many replies to read)."""
+    if isinstance(step, Pipeline):
+        return sum(count(part) for part in step.steps)
+    return 1
+
+
+def commands(step: Any, evalsha_args: Callable[[Eval], tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The commands ``step`` sends (``evalsha_args``: a script call's arguments)."""
+    if isinstance(step, Eval):
+        return [("EVALSHA", *evalsha_args(step))]
+    if isinstance(step, Command):
+        return [step.args]
+    if isinstance(step, Pipeline):
+        return [c for part in step.steps for c in commands(part, evalsha_args)]
+    raise TypeError(f"run_each can't send {step!r}")
+
+
+def replies(step: Any, raws: list[Any]) -> Any:
+    """The reply of ``step`` from its raw replies (as the driver's ordinary
+    path gives it).
+
+    Raises:
+        Fallback: a raw reply is an error (NOSCRIPT, NOPERM, ...).
+    """
+    for raw in raws:
+        if isinstance(raw, Exception):
+            raise Fallback
+    if isinstance(step, Eval):
+        return parse_reply(step.script, raws[0])
+    if isinstance(step, Command):
+        return raws[0]
+    out: list[Any] = []
+    for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval):
+            try:
+                raw = parse_reply(part.script, raw)
+            except Exception as exc:
+                if not is_fault(exc):
+                    raise
+                raw = exc
+        out.append(raw)
+    return out
+
+
+def pool_of(client: Any) -> Any:
+    """What breaks are counted by: the client's connection pool (or the client)."""
+    return getattr(client, "connection_pool", None) or client
+
+
+class Breaks:
+    """How many times ``run_each`` found the connection to each pool's server
+    broken: a kept connection the server had closed (a restart, an idle
+    timeout), a call that failed to connect, write or read, or no answer in
+    time. Behind a broken connection may be another server process (a
+    restart, a failover, an address that now leads elsewhere): a Redlock
+    asks such a master who it is again."""
+
+    def __init__(self) -> None:
+        self._by_pool: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._total = 0
+
+    def breaks(self, client: Any) -> int:
+        """How many times the connection to ``client``'s server was found
+        broken (counted per connection pool)."""
+        return self._by_pool.get(pool_of(client), 0)
+
+    def broken(self) -> int:
+        """How many breaks were seen in all, any server: while it does not
+        move, no :meth:`breaks` did."""
+        return self._total
+
+    def broke(self, client: Any) -> None:
+        """The connection to ``client``'s server was found broken."""
+        where = pool_of(client)
+        self._by_pool[where] = self._by_pool.get(where, 0) + 1
+        self._total += 1
+
+
+class Call(Protocol):
+    """A call in flight on a worker thread or in a task of its own."""
+
+    def done(self) -> bool: ...
+
+
+class Listen(Protocol):
+    """A done call of ``listen_each`` (a worker's future, a task)."""
+
+    def cancelled(self) -> bool: ...
+
+    def exception(self) -> BaseException | None: ...
+
+    def result(self) -> Callable[[], None] | None: ...
+
+
+def unlisten_late(listen: Listen) -> None:
+    """(A done callback) stop the listening a call of ``listen_each`` started,
+    if it did: the caller gave up waiting for it (cut off, or out of time)."""
+    if not listen.cancelled() and listen.exception() is None:
+        stop = listen.result()
+        if stop is not None:
+            stop()
+
+
+#: What :meth:`LateBook.queue` did with a step: dropped (too many wait),
+#: queued behind calls in flight, or queued with none to wait for.
+Queued = Literal["dropped", "behind", "ready"]
+
+
+class LateBook:
+    """The calls of ``run_each`` in flight on each client (on a worker thread
+    or in a task of its own), and the steps ``send_late`` queued for each
+    client, each with the time (``time.monotonic()``) after which it is
+    dropped and the calls it waits for: every call in flight on that client
+    when it was queued (any of them may be the one it undoes), until each
+    one ended; none started later (a busy server's later calls never hold it
+    up). The fan-out records each call before it is handed over
+    (:meth:`started`), and as it ends (:meth:`ended`), then sends the steps
+    :meth:`take` gives. ``mutex`` guards the book (a lock for threads, a
+    null context for one event loop)."""
+
+    def __init__(self, mutex: Callable[[], contextlib.AbstractContextManager[Any]]) -> None:
+        self._make_mutex = mutex
+        self.mutex = mutex()
+        self._calls: weakref.WeakKeyDictionary[Any, list[Call]] = weakref.WeakKeyDictionary()
+        self._late: weakref.WeakKeyDictionary[Any, list[tuple[Late, float, list[Call]]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def started(self, client: Any, call: Call) -> None:
+        """``call`` on ``client`` is (about to be) in flight."""
+        with self.mutex:
+            self._calls.setdefault(client, []).append(call)
+
+    def ended(self, client: Any, call: Call) -> None:
+        """``call`` on ``client`` ended: forgotten, and no step waits for it."""
+        with self.mutex:
+            calls = self._calls.get(client)
+            if calls is not None:
+                calls[:] = [c for c in calls if c is not call and not c.done()]
+                if not calls:
+                    del self._calls[client]
+            for _, _, behind in self._late.get(client, ()):
+                behind[:] = [c for c in behind if c is not call and not c.done()]
+
+    def busy(self, client: Any) -> bool:
+        """Whether a call on ``client`` is still in flight."""
+        with self.mutex:
+            return any(not call.done() for call in self._calls.get(client, ()))
+
+    def queue(self, client: Any, step: Late, until: float) -> Queued:
+        """Queue ``step`` for ``client``, behind every call in flight there now."""
+        with self.mutex:
+            queued = self._late.setdefault(client, [])
+            if len(queued) >= MAX_LATE:
+                return "dropped"
+            behind = [call for call in self._calls.get(client, ()) if not call.done()]
+            queued.append((step, until, behind))
+            return "behind" if behind else "ready"
+
+    def any_ready(self, client: Any) -> bool:
+        """Whether a step queued for ``client`` waits for no call any more."""
+        with self.mutex:
+            return any(_ready(behind) for _, _, behind in self._late.get(client, ()))
+
+    def take(self, client: Any, now: float) -> list[tuple[Late, float]]:
+        """The steps queued for ``client`` that wait for no call any more and
+        are still wanted at ``now``, with their ``until``, off the queue (the
+        others stay queued, those no longer wanted are dropped)."""
+        with self.mutex:
+            queued = self._late.pop(client, [])
+            ready = [
+                (step, until) for step, until, behind in queued if until > now and _ready(behind)
+            ]
+            rest = [entry for entry in queued if entry[1] > now and not _ready(entry[2])]
+            if rest:
+                self._late[client] = rest
+        return ready
+
+    def pending(self) -> bool:
+        """Whether any call is in flight or any step queued, on any client."""
+        with self.mutex:
+            return bool(self._late) or any(
+                not call.done() for calls in self._calls.values() for call in calls
+            )
+
+    def forget(self) -> None:
+        """In a forked child: the parent's calls never end here (their clients
+        would stay busy for good), nor are its steps sent; a new mutex (the
+        parent's may have been held)."""
+        self.mutex = self._make_mutex()
+        self._calls.clear()
+        self._late.clear()
+
+
+def _ready(behind: list[Call]) -> bool:
+    """Whether every call a queued step waits for has ended."""
+    return all(call.done() for call in behind)
