@@ -214,6 +214,12 @@ class Alarm:
             # would never see). Not the library's window: not raised.
             self.counts.ignored += 1
             return
+        if frame is not None and os.path.basename(frame.f_code.co_filename) == "weakref.py":
+            # A weak reference's callback, run by the interpreter as an object
+            # dies: Python prints and drops whatever it raises ("Exception
+            # ignored in"), so an interrupt there never reaches anyone's code.
+            self.counts.ignored += 1
+            return
         self.counts.raised += 1
         self.where = (
             f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} " if frame else ""

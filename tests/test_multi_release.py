@@ -385,3 +385,38 @@ def test_an_interrupt_at_any_point_of_a_multi_release_is_finished_by_the_next_ac
         assert not r.exists(*KEYS), fired[0]
         assert _phase(lease) is Phase.RELEASED, fired[0]
     assert n > 50  # (the points were found)
+
+
+class _AlarmTimeout(Exception):
+    """What a program's SIGALRM handler may raise: an ordinary Exception."""
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, _AlarmTimeout])
+def test_a_part_whose_acquire_return_is_cut_off_is_given_back(
+    r: redis.Redis, url: str, monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
+) -> None:
+    """An interrupt as a part's acquire returns (its lease made and started,
+    on its way back to the multi-lock): the part is given back before the
+    interrupt is raised, not left held and renewed."""
+    other = redis.Redis.from_url(url)  # (another pool: the parts are taken one by one)
+    multi = MultiLock([Lock(r, "cut-p1", ttl=0.6, auto_renew=True), Lock(other, "cut-p2")])
+    real = Lock.acquire
+    fired: list[int] = []
+
+    def acquire(self: Lock, *args: Any, **kwargs: Any) -> Any:
+        lease = real(self, *args, **kwargs)
+        if not fired:
+            fired.append(1)
+            raise error
+        return lease
+
+    monkeypatch.setattr(Lock, "acquire", acquire)
+    with pytest.raises(error):
+        multi.acquire(timeout=2)
+    monkeypatch.undo()
+    assert fired
+    assert not r.exists("tenure:{cut-p1}", "tenure:{cut-p2}"), "a part was left held"
+    lease = multi.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+    other.close()

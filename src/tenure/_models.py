@@ -441,6 +441,35 @@ def link_to_block(lease: object) -> None:
         link(lease, ref)
 
 
+class Started(list[Any]):
+    """The leases started by an acquire that collects them (a MultiLock's,
+    for its parts), while it is ``open``: closed by one attribute store, which
+    no interrupt can cut in two."""
+
+    open = True
+
+
+#: The collector of the acquire in progress (see :func:`collect_into`), or ``None``.
+_started: contextvars.ContextVar[Started | None] = contextvars.ContextVar(
+    "tenure_started", default=None
+)
+
+
+def note_started(lease: object) -> None:
+    """``lease`` starts (inside its acquire, where an interrupt gives a grant
+    back): the acquire in progress that collects leases knows of it from now
+    on, whatever cuts its return off."""
+    started = _started.get()
+    if started is not None and started.open:
+        started.append(lease)
+
+
+def collect_into(started: Started) -> None:
+    """Collect in ``started``, until it is closed, the leases started from now
+    on in this thread or task (and the tasks it starts)."""
+    _started.set(started)
+
+
 def _enter(fn: Callable[..., Any], instance: object) -> Any:
     """Call the enter ``fn`` of ``instance``; link the lease it returns (or, for
     an ``async with``, its coroutine returns) to the pending exit of the

@@ -24,6 +24,7 @@ from ..._models import (
     block_enter,
     block_exit,
     link_to_block,
+    note_started,
 )
 from ..._plans import replicas as replica_plans
 from ..._plans.waiting import Grant
@@ -476,7 +477,10 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
     async def _start(self) -> None:
         """The lease was just granted: give it the lock's ``on_lost`` callback,
         have the watchdog watch it, and wait for the replicas (else release it)."""
-        link_to_block(self)  # (first: a block cut off from here on gives it up)
+        # first: from here on a block cut off gives the lease up, and an acquire
+        # that collects its leases (a MultiLock's) knows of it
+        link_to_block(self)
+        note_started(self)
         opts = self._lock._opts
         if opts.on_lost is not None:
             self.on_lost(opts.on_lost)

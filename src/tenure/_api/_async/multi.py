@@ -15,7 +15,7 @@ from ..._drivers._identity import process_mark
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
 from ..._info import MultiLockInfo, MultiPartInfo
 from ..._leasebook import Phase
-from ..._models import LostSignalBase, link, take_block_link
+from ..._models import LostSignalBase, Started, collect_into, link, take_block_link
 from ..._plans import lock as lock_plans
 from ..._plans import multi as multi_plans
 from ..._plans.waiting import Grant
@@ -442,6 +442,10 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
             await left._clean_up()
         block = take_block_link()  # (the multi-lease's, not a part's)
         held: list[_AsyncPartLease] = []  # the parts, once the plan hands them over
+        # every part's lease as it starts, before its acquire returns: a lease
+        # whose return an interrupt cut off (on its way to the plan) is known
+        started = Started()
+        collect_into(started)
         lease = None
         try:
             grouped = self._groups is not None
@@ -450,6 +454,7 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
                 self._order, grouped, busy, blocking, wait, held, now=time.monotonic
             )
             taken = await _steps.drive(plan, functools.partial(self._perform, owner))
+            started.open = False  # (every part is the plan's now, or given back)
             if taken is None:
                 return None
             lease = AsyncMultiLease(self, owner, tuple([taken[at] for at in self._place]))
@@ -463,8 +468,10 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
             # never gets them, so they are given back now, not left until their ttl
             if lease is not None and self._leases.get(owner) is lease:
                 del self._leases[owner]
-            if held:
-                await _release_quietly(held)
+            started.open = False
+            unseen = [one for one in started if one._life.held and one not in held]
+            if held or unseen:
+                await _release_quietly([*held, *unseen])
             raise
         return lease
 

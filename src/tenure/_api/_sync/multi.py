@@ -16,7 +16,7 @@ from ..._drivers._identity import process_mark
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
 from ..._info import MultiLockInfo, MultiPartInfo
 from ..._leasebook import Phase
-from ..._models import LostSignalBase, link, take_block_link
+from ..._models import LostSignalBase, Started, collect_into, link, take_block_link
 from ..._plans import lock as lock_plans
 from ..._plans import multi as multi_plans
 from ..._plans.waiting import Grant
@@ -443,6 +443,10 @@ class MultiLock(_Blocks[MultiLease]):
             left._clean_up()
         block = take_block_link()  # (the multi-lease's, not a part's)
         held: list[_PartLease] = []  # the parts, once the plan hands them over
+        # every part's lease as it starts, before its acquire returns: a lease
+        # whose return an interrupt cut off (on its way to the plan) is known
+        started = Started()
+        collect_into(started)
         lease = None
         try:
             grouped = self._groups is not None
@@ -451,6 +455,7 @@ class MultiLock(_Blocks[MultiLease]):
                 self._order, grouped, busy, blocking, wait, held, now=time.monotonic
             )
             taken = _steps.drive(plan, functools.partial(self._perform, owner))
+            started.open = False  # (every part is the plan's now, or given back)
             if taken is None:
                 return None
             lease = MultiLease(self, owner, tuple([taken[at] for at in self._place]))
@@ -464,8 +469,10 @@ class MultiLock(_Blocks[MultiLease]):
             # never gets them, so they are given back now, not left until their ttl
             if lease is not None and self._leases.get(owner) is lease:
                 del self._leases[owner]
-            if held:
-                _release_quietly(held)
+            started.open = False
+            unseen = [one for one in started if one._life.held and one not in held]
+            if held or unseen:
+                _release_quietly([*held, *unseen])
             raise
         return lease
 
