@@ -38,6 +38,7 @@ compare numbers within one run).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -160,6 +161,7 @@ class Result:
     handoffs: int  # between parties, in the sections' order
     cross: int  # foreign <-> tenure among them
     longest_tenure_run: int  # tenure sections in a row between foreign ones
+    longest_run_at_ms: float  # when that run began, after the first section
     longest_foreign_gap_ms: float  # the longest time the foreign client went without the key
     per_second: float
     idle: float  # the share of the time the key was held by nobody
@@ -169,17 +171,19 @@ class Result:
 
 def analyse(foreign: str, seconds: float, sections: list[Section], give_ups: int) -> Result:
     ordered = sorted(sections, key=lambda s: s[1])
-    overlaps = sum(1 for a, b in zip(ordered, ordered[1:], strict=False) if a[2] > b[1])
+    overlaps = sum(1 for a, b in itertools.pairwise(ordered) if a[2] > b[1])
     counts: dict[str, int] = {}
     for who, _, _ in ordered:
         counts[who] = counts.get(who, 0) + 1
     side = ["foreign" if who == foreign else "tenure" for who, _, _ in ordered]
-    handoffs = sum(1 for a, b in zip(ordered, ordered[1:], strict=False) if a[0] != b[0])
-    cross = sum(1 for a, b in zip(side, side[1:], strict=False) if a != b)
+    handoffs = sum(1 for a, b in itertools.pairwise(ordered) if a[0] != b[0])
+    cross = sum(1 for a, b in itertools.pairwise(side) if a != b)
     run = longest = 0
-    for s in side:
+    longest_at = 0.0
+    for i, s in enumerate(side):
         run = run + 1 if s == "tenure" else 0
-        longest = max(longest, run)
+        if run > longest:
+            longest, longest_at = run, ordered[i - run + 1][1] - ordered[0][1]
     mine = [s for s in ordered if s[0] == foreign]
     first = ordered[0][1] if ordered else 0.0
     last = ordered[-1][2] if ordered else 0.0
@@ -195,6 +199,7 @@ def analyse(foreign: str, seconds: float, sections: list[Section], give_ups: int
         handoffs,
         cross,
         longest,
+        longest_at * 1000,
         max(gaps, default=0.0) * 1000,
         total / seconds,
         1 - held / (last - first) if last > first else 0.0,
@@ -258,9 +263,11 @@ def show(r: Result) -> str:
     return (
         f"{r.foreign:>12}: {total} sections ({parts}); foreign share {r.share:.1%}; "
         f"hand-offs {r.handoffs}, foreign<->tenure {r.cross} ({r.cross / max(total, 1):.1%} of "
-        f"sections); longest tenure run {r.longest_tenure_run}; longest foreign gap "
+        f"sections); longest tenure run {r.longest_tenure_run} (at {r.longest_run_at_ms:.0f} ms); "
+        f"longest foreign gap "
         f"{r.longest_foreign_gap_ms:.0f} ms; {r.per_second:.0f} sections/s; key idle "
-        f"{r.idle:.0%}" + (f"; give-ups {r.give_ups}" if r.give_ups else "")
+        f"{r.idle:.0%}"
+        + (f"; give-ups {r.give_ups}" if r.give_ups else "")
         + (f"; OVERLAPS {r.overlaps}" if r.overlaps else "")
     )
 

@@ -70,10 +70,18 @@ from .waiting import (
 #: Exact-key mode: the most hand-offs in a row before a release leaves the key free.
 EXACT_CHAIN = 2
 
-#: Exact-key mode: how long (ms) a release at the chain bound leaves the key to
-#: foreign clients before tenure's first waiter takes it again, while a foreign
-#: holder was seen in the last :data:`FOREIGN_MEMORY_MS`.
+#: Exact-key mode: the least time (ms) a release at the chain bound leaves the
+#: key to foreign clients before tenure's first waiter takes it again, while a
+#: foreign holder was seen in the last :data:`FOREIGN_MEMORY_MS`.
 EXACT_WINDOW_MS = 10
+
+#: Exact-key mode: the full window (ms), left after a window in which (or after
+#: which) tenure saw a foreign client hold the key; it ends early when tenure's
+#: first waiter sees a foreign client take the key. Each window in which none
+#: was seen halves the next, down to :data:`EXACT_WINDOW_MS`. Longer than the
+#: retry period of node-redlock's defaults (100-300 ms) and redis-py's (0.1 s),
+#: so that such a client retrying all along lands in every full window.
+FOREIGN_WINDOW_MS = 500
 
 #: Exact-key mode: the window when no foreign holder was seen lately (ms): the
 #: cost when only tenure uses the key, and enough for a poller to get in at
@@ -201,7 +209,14 @@ class _LockContender(Contender):
         return Eval(
             LOCK_ACQUIRE,
             (keys.lock, keys.fence, keys.waiters, keys.delay, keys.chain, keys.foreign),
-            (*args, keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, FOREIGN_MEMORY_MS),
+            (
+                *args,
+                keys.wake_prefix,
+                FOREIGN_POLL_MS,
+                FOREIGN_OTHERS_MS,
+                FOREIGN_MEMORY_MS,
+                FOREIGN_WINDOW_MS,
+            ),
         )
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
@@ -238,7 +253,7 @@ def _release_step(keys: LockKeys, token: str, member: str, delay_ms: int = 0, op
     return Eval(
         LOCK_RELEASE,
         (*names, keys.chain, keys.foreign),
-        (*args, EXACT_CHAIN, EXACT_WINDOW_MS, EXACT_SHORT_WINDOW_MS),
+        (*args, EXACT_CHAIN, EXACT_WINDOW_MS, EXACT_SHORT_WINDOW_MS, FOREIGN_POLL_MS),
     )
 
 
