@@ -331,6 +331,41 @@ def test_a_foreign_holder_seen_in_a_window_ends_it(r: redis.Redis) -> None:
     lease.release()
 
 
+def test_a_hold_after_nobody_queued_counts_on_while_foreigners_are_about(r: redis.Redis) -> None:
+    """A release that leaves the key free with nobody queued lets the next tenure
+    acquire count on (while a foreign holder was seen lately), so a tenure
+    releaser that asks again at once can't start a new chain: its release at
+    the bound leaves the window. Without a foreign holder seen, the count starts
+    again (no cost when only tenure uses the key)."""
+    keys = lock_keys(None, key="counted", prefix="tenure:")
+    pubsub = r.pubsub()  # type: ignore[no-untyped-call]
+    pubsub.subscribe(keys.wake_prefix + "w1")  # a live waiter that does not act
+    assert pubsub.get_message(timeout=1) is not None
+    lock = Lock(r, key="counted", ttl=5)
+    for seen in (False, True):
+        if seen:
+            r.set(keys.foreign, f"7 {FOREIGN_WINDOW_MS} x", px=FOREIGN_MEMORY_MS)
+        lease = lock.acquire(blocking=False)
+        assert lease is not None
+        r.set(keys.chain, f"{EXACT_CHAIN} {lease.owner}")  # as after EXACT_CHAIN hand-offs
+        lease.release()  # nobody queued: left free
+        assert r.get(keys.chain) == (str(EXACT_CHAIN + 1).encode() if seen else None)
+        lease = lock.acquire(blocking=False)  # the releaser asks again at once
+        assert lease is not None
+        counted = EXACT_CHAIN + 1 if seen else 0
+        assert r.get(keys.chain) == f"{counted} {lease.owner}".encode()
+        r.zadd(keys.waiters, {"w1|1000|their-token": 1})
+        lease.release()
+        if seen:  # at the bound: left free for the window
+            assert r.get("counted") is None
+            assert r.get(keys.chain) in (f"free {FOREIGN_WINDOW_MS}".encode(), None)
+        else:  # handed to w1
+            assert r.get("counted") == b"their-token"
+            r.delete("counted")
+        r.delete(keys.waiters, keys.chain, keys.foreign)
+    pubsub.close()
+
+
 def _first_poll(r: redis.Redis, key: str, chain: str) -> Any:
     """The reply of a queued caller's acquire on the free ``key`` while its chain
     key says ``chain`` (PX its window)."""

@@ -43,7 +43,8 @@
 --                        the key is left to foreign clients (ms: the window's
 --                        length); "<n>" alone (PX the window a release
 --                        at the bound would leave) after a release that left
---                        the key free with nobody queued: a tenure acquire that
+--                        the key free with nobody queued while a foreign
+--                        holder was seen lately: a tenure acquire that
 --                        takes it meanwhile counts on from n. A clean release
 --                        deletes it (and sets it again for a hand-off or a
 --                        window).
@@ -167,9 +168,10 @@ if waiting > 0 then
     end
   end
 end
-if exact then
-  -- left free with no tenure waiter: a tenure acquire that takes the key within
-  -- the window a release at the chain bound would leave goes on counting
+if exact and redis.call('EXISTS', KEYS[7]) == 1 then
+  -- left free with no tenure waiter while foreign clients are about: a tenure
+  -- acquire that takes the key within the window a release at the chain bound
+  -- would leave goes on counting
   local window = foreign_window(false)
   redis.call('SET', KEYS[6], tostring(handoffs + 1), 'PX', window)
 end
