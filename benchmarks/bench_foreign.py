@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -53,6 +54,7 @@ from typing import Any
 import redis
 
 from tenure import Lock
+from tenure._keys import lock_keys
 from tenure._server import ServerProcess, server_version
 
 HERE = Path(__file__).resolve().parent
@@ -167,10 +169,22 @@ class Result:
     idle: float  # the share of the time the key was held by nobody
     give_ups: int  # node-redlock: lock() calls that ran out of retries
     overlaps: int
+    # from the foreign client's first section after tenure first saw it hold the
+    # key (its foreign key appeared), when the documented bound applies:
+    seen_ms: float | None  # when tenure first saw it, after the start
+    steady_sections: int
+    steady_share: float | None
+    steady_longest_tenure_run: int | None
+    steady_per_second: float | None
 
 
-def analyse(foreign: str, seconds: float, sections: list[Section], give_ups: int) -> Result:
+def analyse(
+    foreign: str, seconds: float, sections: list[Section], give_ups: int, seen: float = math.inf
+) -> Result:
+    """The figures of one run; ``seen``: when tenure first saw a foreign holder,
+    in seconds after the start (the bound holds from then on)."""
     ordered = sorted(sections, key=lambda s: s[1])
+    steady = _after(ordered, foreign, (ordered[0][1] if ordered else 0.0) + seen)
     overlaps = sum(1 for a, b in itertools.pairwise(ordered) if a[2] > b[1])
     counts: dict[str, int] = {}
     for who, _, _ in ordered:
@@ -191,6 +205,8 @@ def analyse(foreign: str, seconds: float, sections: list[Section], give_ups: int
     gaps = [edges[i + 1] - edges[i] for i in range(0, len(edges) - 1, 2)]
     held = sum(e - b for _, b, e in ordered)
     total = len(ordered)
+    mine_after = [i for i, s in enumerate(steady) if s[0] == foreign]
+    steady_runs = [b - a - 1 for a, b in itertools.pairwise(mine_after)]
     return Result(
         foreign,
         seconds,
@@ -205,7 +221,20 @@ def analyse(foreign: str, seconds: float, sections: list[Section], give_ups: int
         1 - held / (last - first) if last > first else 0.0,
         give_ups,
         overlaps,
+        seen * 1000 if math.isfinite(seen) else None,
+        len(steady),
+        (len(mine_after) / len(steady)) if steady else None,
+        max(steady_runs, default=None),
+        len(steady) / (steady[-1][2] - steady[0][1]) if len(steady) > 1 else None,
     )
+
+
+def _after(ordered: list[Section], foreign: str, t: float) -> list[Section]:
+    """The sections from the foreign client's first one that began after ``t``."""
+    for i, s in enumerate(ordered):
+        if s[0] == foreign and s[1] > t:
+            return ordered[i:]
+    return []
 
 
 def run_once(args: argparse.Namespace, port: int, foreign: str, n: int) -> Result | str:
@@ -242,6 +271,7 @@ def run_once(args: argparse.Namespace, port: int, foreign: str, n: int) -> Resul
             out = Path(tmp) / "f.json"
             cmd = [*cmd, *common, repr(args.foreign_think), str(out)]
             procs.append((foreign, subprocess.Popen(cmd, env=env), out))
+        seen = _first_seen(port, key, end)
         sections: list[Section] = []
         for name, proc, out in procs:
             if proc.wait(timeout=args.seconds + 60) != 0:
@@ -250,7 +280,22 @@ def run_once(args: argparse.Namespace, port: int, foreign: str, n: int) -> Resul
             give_ups += int(data.get("give_ups", 0))
             sections += [(name, float(b), float(e)) for b, e in data["sections"]]
     # every tenure party is "tenure" for the shares; the foreign keeps its name
-    return analyse(foreign, args.seconds, sections, give_ups)
+    return analyse(foreign, args.seconds, sections, give_ups, seen - start)
+
+
+def _first_seen(port: int, key: str, end: float) -> float:
+    """When tenure first saw a foreign holder of ``key`` (its foreign key
+    appeared), watching until ``end``; ``inf`` if never."""
+    foreign = lock_keys(None, key=key, prefix="tenure:").foreign
+    client = redis.Redis(port=port)
+    try:
+        while time.monotonic() < end:
+            if client.exists(foreign):
+                return time.monotonic()
+            time.sleep(0.001)
+    finally:
+        client.close()
+    return math.inf
 
 
 def log(message: str) -> None:
@@ -269,6 +314,13 @@ def show(r: Result) -> str:
         f"{r.idle:.0%}"
         + (f"; give-ups {r.give_ups}" if r.give_ups else "")
         + (f"; OVERLAPS {r.overlaps}" if r.overlaps else "")
+        + (
+            f"\n{'':>14}tenure first saw it at {r.seen_ms:.0f} ms; from its next section: "
+            f"{r.steady_sections} sections, foreign share {r.steady_share:.1%}, longest "
+            f"tenure run {r.steady_longest_tenure_run}, {r.steady_per_second:.0f} sections/s"
+            if r.seen_ms is not None and r.steady_sections > 1
+            else ""
+        )
     )
 
 
