@@ -120,11 +120,16 @@ def test_redis_py_poller_and_tenure_waiters_share_an_exact_key(url: str) -> None
     assert min(sides["redis-py"], sides["tenure"]) >= total / 4, sides
 
 
-def _share_a_key(url: str, key: str, seconds: float, sleep: float) -> tuple[list[Section], float]:
+def _share_a_key(
+    url: str, key: str, seconds: float, sleep: float, held_first: float = 0.0
+) -> tuple[list[Section], float]:
     """Two tenure clients and redis-py's Lock (polling every ``sleep`` s) loop on
     ``key`` for ``seconds``: their sections in order, checked for overlaps, and
     when tenure first saw a foreign holder (its foreign key appeared; ``inf``
-    if never)."""
+    if never). ``held_first``: a foreign holder holds ``key`` that long (s) as
+    they start, so that tenure sees one at once."""
+    if held_first:
+        redis.Redis.from_url(url).set(key, "first", px=int(held_first * 1000))
     out: list[Section] = []
     start = threading.Barrier(3)
     end = time.monotonic() + seconds
@@ -159,12 +164,13 @@ def _share_a_key(url: str, key: str, seconds: float, sleep: float) -> tuple[list
 def test_a_slow_poller_gets_a_turn_after_every_chain(url: str) -> None:
     """redis-py's Lock at its default poll period (0.1 s, like node-redlock's
     100-300 ms) against two tenure clients that always wait: once tenure has seen
-    it hold the key, tenure takes at most EXACT_CHAIN + 1 sections in a row before
-    it gets the key again, so it has at least one section in EXACT_CHAIN + 2.
+    it hold the key (a foreign holder at the start makes sure it does), tenure
+    takes at most EXACT_CHAIN + 1 sections in a row before it gets the key
+    again, so it has at least one section in EXACT_CHAIN + 2.
     (Before the full window it got about 8 % of the sections, with runs of 40
     tenure sections and more between its own: the key was left free for 10 ms
     every 3 sections, and a poll every 0.1 s seldom fell in one.)"""
-    ordered, seen = _share_a_key(url, "slow:42", 2.5, 0.1)
+    ordered, seen = _share_a_key(url, "slow:42", 2.5, 0.1, held_first=0.1)
     # from its first section after tenure saw a foreign holder
     ours = [i for i, (who, b, _) in enumerate(ordered) if who == "redis-py" and b > seen]
     assert len(ours) >= 5, Counter(who for who, _, _ in ordered)
