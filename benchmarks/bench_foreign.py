@@ -176,6 +176,7 @@ class Result:
     steady_share: float | None
     steady_longest_tenure_run: int | None
     steady_per_second: float | None
+    calls_per_section: float = 0.0  # script calls (every party's) per section
 
 
 def analyse(
@@ -244,6 +245,7 @@ def run_once(args: argparse.Namespace, port: int, foreign: str, n: int) -> Resul
     common = [str(port), key, repr(start), repr(end), repr(args.hold)]
     procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
     give_ups = 0
+    calls_before = _calls(port)
     with tempfile.TemporaryDirectory(prefix="bench-foreign-") as tmp:
         me = [sys.executable, str(Path(__file__).resolve()), "--worker"]
         for i in range(args.tenure):
@@ -279,8 +281,25 @@ def run_once(args: argparse.Namespace, port: int, foreign: str, n: int) -> Resul
             data = json.loads(out.read_text())
             give_ups += int(data.get("give_ups", 0))
             sections += [(name, float(b), float(e)) for b, e in data["sections"]]
+    calls = _calls(port) - calls_before
     # every tenure party is "tenure" for the shares; the foreign keeps its name
-    return analyse(foreign, args.seconds, sections, give_ups, seen - start)
+    result = analyse(foreign, args.seconds, sections, give_ups, seen - start)
+    result.calls_per_section = calls / max(1, len(sections))
+    return result
+
+
+def _calls(port: int) -> int:
+    """Script calls (EVAL, EVALSHA) the server has run so far, every client's:
+    tenure's attempts, polls and releases, node-redlock's locks and unlocks,
+    redis-py's releases (its SET NX polls are not counted)."""
+    client = redis.Redis(port=port)
+    try:
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    return sum(
+        int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_eval", "cmdstat_evalsha")
+    )
 
 
 def _first_seen(port: int, key: str, end: float) -> float:
@@ -311,7 +330,7 @@ def show(r: Result) -> str:
         f"sections); longest tenure run {r.longest_tenure_run} (at {r.longest_run_at_ms:.0f} ms); "
         f"longest foreign gap "
         f"{r.longest_foreign_gap_ms:.0f} ms; {r.per_second:.0f} sections/s; key idle "
-        f"{r.idle:.0%}"
+        f"{r.idle:.0%}; {r.calls_per_section:.1f} script calls per section"
         + (f"; give-ups {r.give_ups}" if r.give_ups else "")
         + (f"; OVERLAPS {r.overlaps}" if r.overlaps else "")
         + (
