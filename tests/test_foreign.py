@@ -167,9 +167,8 @@ def test_a_slow_poller_gets_a_turn_after_every_chain(url: str) -> None:
     it hold the key (a foreign holder at the start makes sure it does), tenure
     takes at most EXACT_CHAIN + 1 sections in a row before it gets the key
     again, so it has at least one section in EXACT_CHAIN + 2.
-    (Before the full window it got about 8 % of the sections, with runs of 40
-    tenure sections and more between its own: the key was left free for 10 ms
-    every 3 sections, and a poll every 0.1 s seldom fell in one.)"""
+    (With 10 ms windows only it got 6-10 % of the sections, with runs of 20 to
+    40 tenure sections between its own: a poll every 0.1 s lands at most once.)"""
     ordered, seen = _share_a_key(url, "slow:42", 2.5, 0.1, held_first=0.1)
     # from its first section after tenure saw a foreign holder
     ours = [i for i, (who, b, _) in enumerate(ordered) if who == "redis-py" and b > seen]
