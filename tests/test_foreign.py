@@ -353,8 +353,12 @@ def test_a_hold_after_nobody_queued_counts_on_while_foreigners_are_about(r: redi
         lease = lock.acquire(blocking=False)
         assert lease is not None
         r.set(keys.chain, f"{EXACT_CHAIN} {lease.owner}")  # as after EXACT_CHAIN hand-offs
-        lease.release()  # nobody queued: left free
+        r.zadd(keys.waiters, {"gone|1000|old-token": 1})  # a waiter nobody hears
+        lease.release()  # nobody live queued: left free, and no window was left
         assert r.get(keys.chain) == (str(EXACT_CHAIN + 1).encode() if seen else None)
+        assert r.zcard(keys.waiters) == 0
+        if seen:  # no window was left: the next one is still a full one
+            assert r.get(keys.foreign) == f"7 {FOREIGN_WINDOW_MS} x".encode()
         lease = lock.acquire(blocking=False)  # the releaser asks again at once
         assert lease is not None
         counted = EXACT_CHAIN + 1 if seen else 0

@@ -131,39 +131,39 @@ local function grant(token, lease, fence)
   delay_after(KEYS[4], token, lease, delay)
   if exact then redis.call('SET', KEYS[6], (handoffs + 1) .. ' ' .. token, 'PX', ARGV[3]) end
 end
--- Exact-key mode: how long the key is left to foreign clients (ms), and when to
--- tell the first waiter to look again: ARGV[9] when no foreign holder was seen
--- lately, else the foreign key's window, at least ARGV[8]. `decay`: this
--- window is left now, so the foreign key's window for the next one is halved
--- (at least ARGV[8]) unless a foreign holder is seen meanwhile (lock_acquire.lua
--- then makes it full again).
-local function foreign_window(decay)
+-- Exact-key mode: how long the key is left to foreign clients (ms), when to
+-- tell the first waiter to look again, and the foreign key's fields (or nil):
+-- ARGV[9] when no foreign holder was seen lately, else the foreign key's
+-- window, at least ARGV[8].
+local function foreign_window()
   local seen = redis.pcall('GET', KEYS[7])
   if not seen then return tonumber(ARGV[9]), tonumber(ARGV[9]) end
   local window = tonumber(ARGV[8])
   local since, full, who
   if type(seen) == 'string' then since, full, who = string.match(seen, '^(%d+) (%d+) (.*)$') end
   full = tonumber(full)
-  if full and full > window then
-    window = full
-    local keep = redis.call('PTTL', KEYS[7])
-    if decay and keep > 0 then
-      local half = math.max(tonumber(ARGV[8]), math.floor(full / 2))
-      redis.call('SET', KEYS[7], string.format('%s %d %s', since, half, who), 'PX', keep)
-    end
-  end
+  if not (full and full > window) then full = nil end
+  window = full or window
   local poll = tonumber(ARGV[10])
-  if poll and window > 2 * poll then return window, poll end
-  return window, window
+  local tell = window
+  if poll and window > 2 * poll then tell = poll end
+  return window, tell, full and {since, full, who}
 end
 
 if waiting > 0 then
   if not exact or handoffs < tonumber(ARGV[7]) then
     if hand_off(KEYS[2], ARGV[2], last, grant) then return {OK, 1} end
   else
-    local window, tell = foreign_window(true)
+    local window, tell, seen = foreign_window()
     if wake_head(KEYS[2], ARGV[2], tell) then
       redis.call('SET', KEYS[6], 'free ' .. string.format('%d', window), 'PX', window)
+      local keep = redis.call('PTTL', KEYS[7])
+      if seen and keep > 0 then
+        -- the next window half as long, unless a foreign holder is seen
+        -- meanwhile (lock_acquire.lua then makes it full again)
+        local half = math.max(tonumber(ARGV[8]), math.floor(seen[2] / 2))
+        redis.call('SET', KEYS[7], string.format('%s %d %s', seen[1], half, seen[3]), 'PX', keep)
+      end
       return {OK, 0}
     end
   end
@@ -172,7 +172,6 @@ if exact and redis.call('EXISTS', KEYS[7]) == 1 then
   -- left free with no tenure waiter while foreign clients are about: a tenure
   -- acquire that takes the key within the window a release at the chain bound
   -- would leave goes on counting
-  local window = foreign_window(false)
-  redis.call('SET', KEYS[6], tostring(handoffs + 1), 'PX', window)
+  redis.call('SET', KEYS[6], tostring(handoffs + 1), 'PX', (foreign_window()))
 end
 return {OK, 0}
