@@ -33,6 +33,13 @@ Usage::
 
 ``--rounds N`` alternates the foreign clients N times (the machine is shared:
 compare numbers within one run).
+
+A poller gets at most one hold per poll, so its share follows its retry period
+(node-redlock's ``retryDelay`` / ``retryJitter``, redis-py's ``sleep``), not the
+client: with 10 ms windows every third hold, node-redlock at ``retryDelay`` 10
+and redis-py at ``sleep=0.01`` got about the same share, and so did node-redlock
+at its defaults and redis-py at ``sleep=0.2`` (``--redlock-retry-delay 10
+--redlock-retry-jitter 5``, ``--redis-py-sleep 0.2``).
 """
 
 from __future__ import annotations
