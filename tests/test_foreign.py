@@ -9,6 +9,7 @@ foreign client holds; named locks hand off as before.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from collections import Counter
@@ -24,6 +25,8 @@ from tenure._plans.lock import (
     EXACT_SHORT_WINDOW_MS,
     EXACT_WINDOW_MS,
     FOREIGN_MEMORY_MS,
+    FOREIGN_POLL_MS,
+    FOREIGN_WINDOW_MS,
 )
 
 Section = tuple[str, float, float]  # (who, start, end) on time.monotonic()
@@ -48,13 +51,19 @@ def _tenure_worker(
 
 
 def _redis_py_worker(
-    url: str, key: str, start: threading.Barrier, end: float, out: list[Section]
+    url: str,
+    key: str,
+    start: threading.Barrier,
+    end: float,
+    out: list[Section],
+    sleep: float = 0.01,
 ) -> None:
-    """redis-py's Lock polling every 10 ms: acquire, hold 1 ms, release, then 2 ms
-    of work outside the lock before asking again (asking again at once, redis-py
-    would take the key back before any other client's poll could see it free)."""
+    """redis-py's Lock polling every ``sleep`` seconds: acquire, hold 1 ms, release,
+    then 2 ms of work outside the lock before asking again (asking again at once,
+    redis-py would take the key back before any other client's poll could see it
+    free)."""
     client = redis.Redis.from_url(url)
-    theirs = client.lock(key, timeout=5, sleep=0.01)
+    theirs = client.lock(key, timeout=5, sleep=sleep)
     start.wait()
     while time.monotonic() < end:
         if not theirs.acquire(blocking_timeout=max(0.01, end - time.monotonic())):
@@ -109,6 +118,66 @@ def test_redis_py_poller_and_tenure_waiters_share_an_exact_key(url: str) -> None
     total = sum(sides.values())
     assert total >= 100, sides
     assert min(sides["redis-py"], sides["tenure"]) >= total / 4, sides
+
+
+def _share_a_key(
+    url: str, key: str, seconds: float, sleep: float, held_first: float = 0.0
+) -> tuple[list[Section], float]:
+    """Two tenure clients and redis-py's Lock (polling every ``sleep`` s) loop on
+    ``key`` for ``seconds``: their sections in order, checked for overlaps, and
+    when tenure first saw a foreign holder (its foreign key appeared; ``inf``
+    if never). ``held_first``: a foreign holder holds ``key`` that long (s) as
+    they start, so that tenure sees one at once."""
+    if held_first:
+        redis.Redis.from_url(url).set(key, "first", px=int(held_first * 1000))
+    out: list[Section] = []
+    start = threading.Barrier(3)
+    end = time.monotonic() + seconds
+    seen = [math.inf]
+    foreign = lock_keys(None, key=key, prefix="tenure:").foreign
+
+    def watch() -> None:
+        watcher = redis.Redis.from_url(url)
+        while time.monotonic() < end and not watcher.exists(foreign):
+            time.sleep(0.001)
+        if watcher.exists(foreign):
+            seen[0] = time.monotonic()
+        watcher.close()
+
+    threads = [
+        threading.Thread(target=_tenure_worker, args=(url, key, f"t{i}", start, end, out))
+        for i in range(2)
+    ]
+    threads.append(
+        threading.Thread(target=_redis_py_worker, args=(url, key, start, end, out, sleep))
+    )
+    threads.append(threading.Thread(target=watch))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+    _check_exclusion(out)
+    return sorted(out, key=lambda s: s[1]), seen[0]
+
+
+def test_a_slow_poller_gets_a_turn_after_every_chain(url: str) -> None:
+    """redis-py's Lock at its default poll period (0.1 s, like node-redlock's
+    100-300 ms) against two tenure clients that always wait: once tenure has seen
+    it hold the key (a foreign holder at the start makes sure it does), tenure
+    takes at most EXACT_CHAIN + 1 sections in a row before it gets the key
+    again, so it has at least one section in EXACT_CHAIN + 2.
+    (With 10 ms windows only it got 6-10 % of the sections, with runs of 20 to
+    40 tenure sections between its own: a poll every 0.1 s lands at most once.)"""
+    ordered, seen = _share_a_key(url, "slow:42", 2.5, 0.1, held_first=0.1)
+    # from its first section after tenure saw a foreign holder
+    ours = [i for i, (who, b, _) in enumerate(ordered) if who == "redis-py" and b > seen]
+    assert len(ours) >= 5, Counter(who for who, _, _ in ordered)
+    runs = [b - a - 1 for a, b in itertools.pairwise(ours)]
+    assert max(runs) <= EXACT_CHAIN + 1, runs
+    after = ordered[ours[0] :]
+    share = sum(1 for who, _, _ in after if who == "redis-py") / len(after)
+    assert share >= 1 / (EXACT_CHAIN + 2), share
 
 
 def _queued(r: redis.Redis, waiters: str, n: int, timeout: float = 5.0) -> None:
@@ -174,7 +243,7 @@ def test_releaser_asking_again_queues_behind_a_tenure_waiter(r: redis.Redis) -> 
     assert r.get("behind") is None
     message = _told(pubsub, 1)
     assert message is not None and message["data"] == b"recheck 0"
-    r.set(keys.chain, "free", px=EXACT_WINDOW_MS * 50)  # a release's window
+    r.set(keys.chain, f"free {EXACT_WINDOW_MS}", px=EXACT_WINDOW_MS * 50)  # a release's window
     assert mine.acquire(blocking=False) is None
     assert _told(pubsub, 0.05) is None  # nobody is told during the window
     r.delete(keys.chain)
@@ -205,29 +274,132 @@ def test_tenure_waiter_polls_a_key_held_by_redis_py(r: redis.Redis, url: str) ->
     lease.release()
 
 
-def test_the_window_is_long_only_after_a_foreign_holder_was_seen(r: redis.Redis) -> None:
-    """A release at the chain bound leaves the key free and tells the first waiter
-    to take it when the window ends: the long window if a foreign holder was
-    seen lately, else the short one."""
+def test_the_window_follows_the_foreign_holders_seen(r: redis.Redis) -> None:
+    """A release at the chain bound leaves the key free for a window and tells the
+    first waiter when to look again: the short window when no foreign holder was
+    seen lately; else the foreign key's window (full after a foreign holder was
+    seen), the first waiter asked to look every FOREIGN_POLL_MS, and the next
+    window halved (down to EXACT_WINDOW_MS) unless a foreign holder is seen."""
     keys = lock_keys(None, key="window", prefix="tenure:")
     pubsub = r.pubsub()  # type: ignore[no-untyped-call]
     pubsub.subscribe(keys.wake_prefix + "w1")  # a live waiter that does not act
     assert pubsub.get_message(timeout=1) is not None
     lock = Lock(r, key="window", ttl=5)
-    for seen, window in ((False, EXACT_SHORT_WINDOW_MS), (True, EXACT_WINDOW_MS)):
-        if seen:
-            r.set(keys.foreign, "1", px=FOREIGN_MEMORY_MS)
+    full, floor = FOREIGN_WINDOW_MS, EXACT_WINDOW_MS
+    cases = [  # (foreign key before, window, told, foreign key after)
+        (None, EXACT_SHORT_WINDOW_MS, EXACT_SHORT_WINDOW_MS, None),
+        (f"7 {full} x y", full, FOREIGN_POLL_MS, f"7 {full // 2} x y"),
+        (f"7 {full // 2} x y", full // 2, FOREIGN_POLL_MS, f"7 {full // 4} x y"),
+        (f"7 {floor + 2} x", floor + 2, FOREIGN_POLL_MS, f"7 {floor} x"),
+        (f"7 {floor} x", floor, floor, f"7 {floor} x"),  # (floor <= 2 * FOREIGN_POLL_MS)
+        ("7 x", floor, floor, "7 x"),  # an older tenure's foreign key: the least window
+    ]
+    for before, window, told, after in cases:
+        if before is not None:
+            r.set(keys.foreign, before, px=FOREIGN_MEMORY_MS)
         lease = lock.acquire(blocking=False)
         assert lease is not None
         r.set(keys.chain, f"{EXACT_CHAIN} {lease.owner}")  # as after EXACT_CHAIN hand-offs
         r.zadd(keys.waiters, {"w1|1000|their-token": 1})
         lease.release()
         assert r.get("window") is None  # left free (w1 doesn't act)
-        assert r.get(keys.chain) in (b"free", None)  # the window (or its end already)
+        assert r.get(keys.chain) in (f"free {window}".encode(), None)  # (or its end already)
         message = _told(pubsub, 1)
-        assert message is not None and message["data"] == f"recheck {window}".encode()
-        r.delete(keys.waiters, keys.chain)
+        assert message is not None and message["data"] == f"recheck {told}".encode(), before
+        assert r.get(keys.foreign) == (after.encode() if after else None), before
+        if after:
+            assert FOREIGN_MEMORY_MS - 1000 < r.pttl(keys.foreign) <= FOREIGN_MEMORY_MS
+        r.delete(keys.waiters, keys.chain, keys.foreign)
     pubsub.close()
+
+
+def test_a_foreign_holder_seen_in_a_window_ends_it(r: redis.Redis) -> None:
+    """While a long window is open the first waiter is asked to look again every
+    FOREIGN_POLL_MS; once it finds a foreign client holding the key, the window is
+    over (so it takes the key as soon as that client lets go) and the next
+    window is a full one again."""
+    keys = lock_keys(None, key="ended", prefix="tenure:")
+    r.set(keys.foreign, "7 20 old", px=FOREIGN_MEMORY_MS)  # a decayed window
+    r.set(keys.chain, f"free {FOREIGN_WINDOW_MS}", px=FOREIGN_WINDOW_MS)
+    lock = Lock(r, key="ended", ttl=5)
+    assert lock.acquire(blocking=False) is None  # free, but the window is open
+    assert r.get(keys.chain) == f"free {FOREIGN_WINDOW_MS}".encode()
+    theirs = r.lock("ended", timeout=10)
+    assert theirs.acquire(blocking=False)  # the foreign client lands in the window
+    assert lock.acquire(blocking=False) is None  # and is seen holding it
+    assert r.get(keys.chain) is None  # the window is over
+    _since, window, holder = r.get(keys.foreign).decode().split(" ", 2)  # type: ignore[union-attr]
+    assert int(window) == FOREIGN_WINDOW_MS and holder.encode() == r.get("ended")
+    theirs.release()
+    lease = lock.acquire(blocking=False)  # the key is tenure's again at once
+    assert lease is not None
+    lease.release()
+
+
+def test_a_hold_after_nobody_queued_counts_on_while_foreigners_are_about(r: redis.Redis) -> None:
+    """A release that leaves the key free with nobody queued lets the next tenure
+    acquire count on (while a foreign holder was seen lately), so a tenure
+    releaser that asks again at once can't start a new chain: its release at
+    the bound leaves the window. Without a foreign holder seen, the count starts
+    again (no cost when only tenure uses the key)."""
+    keys = lock_keys(None, key="counted", prefix="tenure:")
+    pubsub = r.pubsub()  # type: ignore[no-untyped-call]
+    pubsub.subscribe(keys.wake_prefix + "w1")  # a live waiter that does not act
+    assert pubsub.get_message(timeout=1) is not None
+    lock = Lock(r, key="counted", ttl=5)
+    for seen in (False, True):
+        if seen:
+            r.set(keys.foreign, f"7 {FOREIGN_WINDOW_MS} x", px=FOREIGN_MEMORY_MS)
+        lease = lock.acquire(blocking=False)
+        assert lease is not None
+        r.set(keys.chain, f"{EXACT_CHAIN} {lease.owner}")  # as after EXACT_CHAIN hand-offs
+        r.zadd(keys.waiters, {"gone|1000|old-token": 1})  # a waiter nobody hears
+        lease.release()  # nobody live queued: left free, and no window was left
+        assert r.get(keys.chain) == (str(EXACT_CHAIN + 1).encode() if seen else None)
+        assert r.zcard(keys.waiters) == 0
+        if seen:  # no window was left: the next one is still a full one
+            assert r.get(keys.foreign) == f"7 {FOREIGN_WINDOW_MS} x".encode()
+        lease = lock.acquire(blocking=False)  # the releaser asks again at once
+        assert lease is not None
+        counted = EXACT_CHAIN + 1 if seen else 0
+        assert r.get(keys.chain) == f"{counted} {lease.owner}".encode()
+        r.zadd(keys.waiters, {"w1|1000|their-token": 1})
+        lease.release()
+        if seen:  # at the bound: left free for the window
+            assert r.get("counted") is None
+            assert r.get(keys.chain) in (f"free {FOREIGN_WINDOW_MS}".encode(), None)
+        else:  # handed to w1
+            assert r.get("counted") == b"their-token"
+            r.delete("counted")
+        r.delete(keys.waiters, keys.chain, keys.foreign)
+    pubsub.close()
+
+
+def _first_poll(r: redis.Redis, key: str, chain: str) -> Any:
+    """The reply of a queued caller's acquire on the free ``key`` while its chain
+    key says ``chain`` (PX its window)."""
+    from tenure._plans.common import FENCE_KEEP_MS
+    from tenure._plans.lock import FOREIGN_OTHERS_MS
+    from tenure._scripts import LOCK_ACQUIRE
+
+    keys = lock_keys(None, key=key, prefix="tenure:")
+    r.set(keys.chain, chain, px=int(chain.split()[1]))
+    return r.eval(
+        LOCK_ACQUIRE.source.decode(),
+        6,
+        *(keys.lock, keys.fence, keys.waiters, keys.delay, keys.chain, keys.foreign),
+        *("tok", "own:", 5000, "w9|1000|tok", FENCE_KEEP_MS, 0, keys.wake_prefix),
+        *(FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, FOREIGN_MEMORY_MS, FOREIGN_WINDOW_MS),
+    )
+
+
+def test_the_first_waiter_looks_every_poll_in_a_long_window_only(r: redis.Redis) -> None:
+    """In a long window the first queued waiter is told to try again in
+    FOREIGN_POLL_MS; a short window it sleeps through."""
+    status, wait = _first_poll(r, "polls", f"free {FOREIGN_WINDOW_MS}")
+    assert status == 2 and wait == FOREIGN_POLL_MS
+    status, wait = _first_poll(r, "polls2", f"free {EXACT_WINDOW_MS}")
+    assert status == 2 and FOREIGN_POLL_MS < wait <= EXACT_WINDOW_MS
 
 
 def test_wrong_type_chain_key_names_the_key(r: redis.Redis) -> None:
@@ -282,7 +454,7 @@ def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) ->
     leave failed) heads the queue of a free key: it is dropped, not told to
     retry (which would only wake the caller again, at once, for ever)."""
     from tenure._plans.common import FENCE_KEEP_MS
-    from tenure._plans.lock import FOREIGN_OTHERS_MS, FOREIGN_POLL_MS
+    from tenure._plans.lock import FOREIGN_OTHERS_MS
     from tenure._scripts import LOCK_ACQUIRE
 
     keys = lock_keys(None, key="stale", prefix="tenure:")
@@ -295,7 +467,7 @@ def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) ->
         6,
         *(keys.lock, keys.fence, keys.waiters, keys.delay, keys.chain, keys.foreign),
         *("new-token", "own:", 5000, "w1|1000|new-token", FENCE_KEEP_MS, 0),
-        *(keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, 5000),
+        *(keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, 5000, FOREIGN_WINDOW_MS),
     )
     assert reply[0] == 1 and r.get("stale") == b"new-token"
     assert r.zcard(keys.waiters) == 0

@@ -388,6 +388,7 @@ def test_exact_key_steps_carry_the_chain_and_foreign_keys() -> None:
         plans.FOREIGN_POLL_MS,
         plans.FOREIGN_OTHERS_MS,
         plans.FOREIGN_MEMORY_MS,
+        plans.FOREIGN_WINDOW_MS,
     )
     release = start(plans.release(exact, "own:tok", 1))
     assert release.keys[5:] == ("{orders:42}:key:chain", "{orders:42}:key:foreign")
@@ -395,6 +396,7 @@ def test_exact_key_steps_carry_the_chain_and_foreign_keys() -> None:
         plans.EXACT_CHAIN,
         plans.EXACT_WINDOW_MS,
         plans.EXACT_SHORT_WINDOW_MS,
+        plans.FOREIGN_POLL_MS,
     )
 
 

@@ -14,23 +14,35 @@ trusted as it is.
 
 Exact-key mode (``Lock(key=K)``, :attr:`LockKeys.chain` set): foreign clients
 (redis-py's ``Lock``, node-redlock, redsync) poll ``K`` with ``SET NX`` and
-hear no hand-off, so an endless chain of hand-offs would starve them. There a
-release hands on at most :data:`EXACT_CHAIN` times in a row; the next one
-leaves ``K`` free for :data:`EXACT_WINDOW_MS` (tenure's own acquires stay off it
-meanwhile; :data:`EXACT_SHORT_WINDOW_MS` unless a foreign holder was seen in
-the last :data:`FOREIGN_MEMORY_MS`) and then the first waiter takes it with
-``SET NX`` (or a foreign client got it first). Tenure's order is kept: while
-tenure waiters are queued and ``K`` is free, only the first of them takes it,
-so a releaser that asks again still queues behind them. A foreign holder's
+hear no hand-off, so an endless chain of hand-offs would starve them, and a
+poller lands at most once per poll whatever tenure does. So a release hands on
+at most :data:`EXACT_CHAIN` times in a row; the next one leaves ``K`` free for
+a window (tenure's own acquires stay off it meanwhile) and then the first
+waiter takes it with ``SET NX`` (or a foreign client got it first). The window:
+
+- :data:`EXACT_SHORT_WINDOW_MS` when no foreign holder was seen in the last
+  :data:`FOREIGN_MEMORY_MS`: the cost when only tenure uses the key;
+- once one was seen, up to :data:`FOREIGN_WINDOW_MS` (longer than the retry
+  period of node-redlock's and redis-py's defaults): the first waiter looks
+  every :data:`FOREIGN_POLL_MS` and ends the window when it finds a foreign
+  client holding ``K``; a window in which it found none halves the next one,
+  down to :data:`EXACT_WINDOW_MS`, and a foreign holder seen makes the next
+  one full again.
+
+A release that leaves ``K`` free with nobody queued, while a foreign holder was
+seen lately, lets the next tenure acquire count on, so the bound is: while a
+foreign client keeps asking, retrying at least every :data:`FOREIGN_WINDOW_MS`,
+tenure holds ``K`` at most ``EXACT_CHAIN + 1`` times in a row between two of its
+holds (from the first time tenure saw it hold ``K``). Tenure's order is kept:
+while tenure waiters are queued and ``K`` is free, only the first of them takes
+it, so a releaser that asks again still queues behind them. A foreign holder's
 release publishes nothing, so while one holds ``K`` the first tenure waiter
-polls (every :data:`FOREIGN_POLL_MS` at first, then every tenth of the time
-the holder has held ``K`` so far, up to :data:`FOREIGN_OTHERS_MS`; the others
-every :data:`FOREIGN_OTHERS_MS`, in case the first is gone) instead of
-sleeping through the holder's whole lease. The cost, when only tenure uses ``K`` and
-waiters are always queued: the key idles :data:`EXACT_SHORT_WINDOW_MS` every
-``EXACT_CHAIN + 1`` sections. A foreign client that asks again at once after
-its own release (redis-py's ``Lock`` in a loop) can't be kept from taking the
-key back: tenure's poll must land in that gap.
+polls (every :data:`FOREIGN_POLL_MS` at first, then every tenth of the time the
+holder has held ``K`` so far, up to :data:`FOREIGN_OTHERS_MS`; the others every
+:data:`FOREIGN_OTHERS_MS`, in case the first is gone) instead of sleeping
+through the holder's whole lease. A foreign client that asks again at once
+after its own release (redis-py's ``Lock`` in a loop) can't be kept from taking
+the key back: tenure's poll must land in that gap.
 """
 
 from __future__ import annotations
@@ -67,10 +79,18 @@ from .waiting import (
 #: Exact-key mode: the most hand-offs in a row before a release leaves the key free.
 EXACT_CHAIN = 2
 
-#: Exact-key mode: how long (ms) a release at the chain bound leaves the key to
-#: foreign clients before tenure's first waiter takes it again, while a foreign
-#: holder was seen in the last :data:`FOREIGN_MEMORY_MS`.
+#: Exact-key mode: the least time (ms) a release at the chain bound leaves the
+#: key to foreign clients before tenure's first waiter takes it again, while a
+#: foreign holder was seen in the last :data:`FOREIGN_MEMORY_MS`.
 EXACT_WINDOW_MS = 10
+
+#: Exact-key mode: the full window (ms), left after a window in which (or after
+#: which) tenure saw a foreign client hold the key; it ends early when tenure's
+#: first waiter sees a foreign client take the key. Each window in which none
+#: was seen halves the next, down to :data:`EXACT_WINDOW_MS`. Longer than the
+#: retry period of node-redlock's defaults (100-300 ms) and redis-py's (0.1 s),
+#: so that such a client retrying all along lands in every full window.
+FOREIGN_WINDOW_MS = 500
 
 #: Exact-key mode: the window when no foreign holder was seen lately (ms): the
 #: cost when only tenure uses the key, and enough for a poller to get in at
@@ -85,6 +105,8 @@ FOREIGN_MEMORY_MS = 5000
 #: re-tries a key held by a foreign client (whose release wakes nobody): every
 #: tenth of the time that holder has been seen holding it, at least this often
 #: and at most every :data:`FOREIGN_OTHERS_MS` (never beyond its remaining lease).
+#: Also how often it looks whether a foreign client took the key during a
+#: window longer than twice this (the window ends when it finds one).
 FOREIGN_POLL_MS = 5
 
 #: Exact-key mode: how often (ms) the other queued waiters re-try a key that a
@@ -198,7 +220,14 @@ class _LockContender(Contender):
         return Eval(
             LOCK_ACQUIRE,
             (keys.lock, keys.fence, keys.waiters, keys.delay, keys.chain, keys.foreign),
-            (*args, keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, FOREIGN_MEMORY_MS),
+            (
+                *args,
+                keys.wake_prefix,
+                FOREIGN_POLL_MS,
+                FOREIGN_OTHERS_MS,
+                FOREIGN_MEMORY_MS,
+                FOREIGN_WINDOW_MS,
+            ),
         )
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
@@ -235,7 +264,7 @@ def _release_step(keys: LockKeys, token: str, member: str, delay_ms: int = 0, op
     return Eval(
         LOCK_RELEASE,
         (*names, keys.chain, keys.foreign),
-        (*args, EXACT_CHAIN, EXACT_WINDOW_MS, EXACT_SHORT_WINDOW_MS),
+        (*args, EXACT_CHAIN, EXACT_WINDOW_MS, EXACT_SHORT_WINDOW_MS, FOREIGN_POLL_MS),
     )
 
 

@@ -4,8 +4,10 @@
 --
 -- Exact-key mode (KEYS[5] given: a key that foreign clients such as redis-py's
 -- Lock or node-redlock may take with SET NX, and release without a word):
---   * while the chain key says "free" (a release left the key to foreign
---     clients, see lock_release.lua) every caller is BUSY until it expires;
+--   * while the chain key says "free <window ms>" (a release left the key to
+--     foreign clients, see lock_release.lua) every caller is BUSY until it
+--     expires; the first queued member is asked to check again every ARGV[8]
+--     ms when the window is longer than 2 * ARGV[8], else when it ends;
 --   * while the key is free and others are queued, a caller that is not the
 --     first queued member does not take it: the first live member is told
 --     "recheck 0" (members nobody hears are dropped) and the caller is BUSY, so
@@ -15,7 +17,10 @@
 --     member to poll again in a tenth of the time this holder has been seen
 --     holding the key (the foreign key), but at least ARGV[8] and at most
 --     ARGV[9] ms, and the others in ARGV[9] ms (never beyond the holder's pttl);
---     the foreign key is kept for ARGV[10] ms more.
+--     the foreign key is kept for ARGV[10] ms more, and says that the next
+--     window a release leaves is a full one (ARGV[11] ms). A foreign holder
+--     seen during a window ends it (the chain key is deleted), so that the
+--     first queued member takes the key as soon as that holder lets go.
 --
 -- KEYS[1]  lock key      string; value = the holder's owner token
 -- KEYS[2]  fence key     string holding an integer: the last fence minted for the name
@@ -29,10 +34,14 @@
 --                        the lock key a dead holder's lease ended unreleased
 --                        and the name stays unavailable.
 -- KEYS[5]  chain key     (exact-key mode only) string, see lock_release.lua; a
---                        successful SET NX sets it to "0 <token>" (PX ARGV[5])
--- KEYS[6]  foreign key   (exact-key mode only) string "<server ms> <holder>", PX
---                        ARGV[10]: the last holder tenure did not grant, seen
---                        within ARGV[10] ms, and since when it was seen holding
+--                        successful SET NX sets it to "<n> <token>" (PX ARGV[5]),
+--                        n = the count it held alone (a tenure release left the
+--                        key with nobody queued, moments ago), else 0
+-- KEYS[6]  foreign key   (exact-key mode only) string "<server ms> <window ms>
+--                        <holder>", PX ARGV[10]: the last holder tenure did not
+--                        grant, seen within ARGV[10] ms, since when it was seen
+--                        holding, and how long the next window a release leaves
+--                        to foreign clients lasts (see lock_release.lua)
 -- ARGV[1]  token         string; the acquiring lease's owner token
 -- ARGV[2]  owner prefix  string; a holder token that starts with it belongs to the caller
 -- ARGV[3]  lease         integer MILLISECONDS, > 0
@@ -45,6 +54,8 @@
 -- ARGV[8]  head poll     (exact-key mode) integer MILLISECONDS > 0, the shortest
 -- ARGV[9]  others' poll  (exact-key mode) integer MILLISECONDS >= ARGV[8]
 -- ARGV[10] foreign memory (exact-key mode) integer MILLISECONDS > 0
+-- ARGV[11] full window   (exact-key mode) integer MILLISECONDS > 0: the window
+--                        after one in which a foreign holder was seen
 --
 -- Returns  {1, fence}     OK: acquired. fence = the larger of the last fence + 1
 --                         and the server's TIME in µs, so it increases even
@@ -103,9 +114,18 @@ if delayed > 0 and redis.call('EXISTS', KEYS[1]) == 0 then return busy(delayed) 
 
 if exact and redis.call('EXISTS', KEYS[1]) == 0 then
   local others = tonumber(ARGV[9])
-  if chain == 'free' then
+  local window = string.match(chain or '', '^free ?(%d*)$')
+  if window then
+    -- a window left to foreign clients: the first waiter checks every ARGV[8]
+    -- ms whether a foreign client took the key, which ends the window (below);
+    -- a short window it sleeps through
     local left = redis.call('PTTL', KEYS[5])
-    if left > 0 then return busy(left, left, math.max(left, others)) end
+    if left > 0 then
+      local head, poll = left, tonumber(ARGV[8])
+      window = tonumber(window)
+      if window and window > 2 * poll then head = math.min(left, poll) end
+      return busy(left, head, math.max(left, others))
+    end
   end
   if wake_head(KEYS[3], ARGV[7], 0, ARGV[4]) then return busy(others) end
 end
@@ -119,7 +139,11 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   end
   local fence = next_fence(last)
   redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
-  if exact then redis.call('SET', KEYS[5], '0 ' .. ARGV[1], 'PX', ARGV[5]) end
+  if exact then
+    -- a count alone: tenure's last hold ended with nobody queued, moments ago
+    local n = tonumber(string.match(chain or '', '^(%d+)$')) or 0
+    redis.call('SET', KEYS[5], string.format('%d ', n) .. ARGV[1], 'PX', ARGV[5])
+  end
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]), delayed)
   return {OK, fence}
@@ -142,10 +166,13 @@ if exact and string.match(chain or '', '^%d+ (.+)$') ~= holder then
   local seen = redis.pcall('GET', KEYS[6])
   if wrong(seen) then return {WRONG_TYPE, KEYS[6]} end
   local now_ms = math.floor(now_us() / 1000)
-  local since, who = string.match(seen or '', '^(%d+) (.*)$')
+  local since, who = string.match(seen or '', '^(%d+) %d+ (.*)$')
   since = tonumber(since)
   if who ~= holder or since > now_ms then since = now_ms end
-  redis.call('SET', KEYS[6], string.format('%.0f', since) .. ' ' .. holder, 'PX', ARGV[10])
+  -- seen: the next window a release leaves is a full one; a window open now is over
+  redis.call('SET', KEYS[6], string.format('%.0f %d ', since, tonumber(ARGV[11])) .. holder,
+    'PX', ARGV[10])
+  if chain and not string.match(chain, '^%d+ ') then redis.call('DEL', KEYS[5]) end
   local others = tonumber(ARGV[9])
   local head = math.max(tonumber(ARGV[8]), math.min(others, math.floor((now_ms - since) / 10)))
   if pttl >= 0 then return busy(pttl, math.min(pttl, head), math.min(pttl, others)) end

@@ -10,12 +10,20 @@
 -- Exact-key mode (KEYS[6] given: a key that foreign clients such as redis-py's
 -- Lock or node-redlock may poll with SET NX): hand-offs in a row are counted in
 -- the chain key, and once ARGV[7] of them were made the release hands nothing
--- on: the key is left free, the chain key says "free" for a window (tenure's
--- acquires stay off the key meanwhile, see lock_acquire.lua), and the first
--- live waiter is told "recheck <window ms>". The window is ARGV[8] ms while the
--- foreign key says a foreign holder was seen lately, else ARGV[9] ms (the cost
--- when only tenure uses the key). So tenure's waiters can't keep the key busy
--- for ever: a foreign poller finds it free at least once per chain.
+-- on: the key is left free, the chain key says "free <window ms>" for a window
+-- (tenure's acquires stay off the key meanwhile, see lock_acquire.lua), and the
+-- first live waiter is told "recheck <ms>": when the window ends, or in ARGV[10]
+-- ms for a window longer than 2 * ARGV[10] (it then checks whether a foreign
+-- client took the key, which ends the window). The window:
+--   * ARGV[9] ms when no foreign holder was seen lately (the foreign key is
+--     gone): the cost when only tenure uses the key;
+--   * the foreign key's window (lock_acquire.lua sets it to the full window
+--     when it sees a foreign holder), at least ARGV[8] ms; the foreign key is
+--     then set to half of it (at least ARGV[8]) for the next window, unless a
+--     foreign holder is seen meanwhile.
+-- So tenure's waiters can't keep the key busy for ever: a foreign poller finds
+-- it free at least once per chain, and a poller that retries at least once a
+-- full window lands in every full window.
 --
 -- KEYS[1]  lock key      string; value = the holder's owner token
 -- KEYS[2]  waiters key   sorted set, score = arrival, member =
@@ -29,12 +37,19 @@
 --                        recognised (and no other call with the token)
 -- KEYS[6]  chain key     (exact-key mode only) string: "<n> <token>" while a
 --                        token that tenure granted holds the key, n = the
---                        hand-offs in a row that led to it (0: taken by an
---                        acquire), PX ARGV[3]; "free" (PX the window) while
---                        the key is left to foreign clients. A clean release
+--                        tenure holds in a row before it (hand-offs, and holds
+--                        taken by an acquire that counted on), PX ARGV[3];
+--                        "free <ms>" (PX the window) while
+--                        the key is left to foreign clients (ms: the window's
+--                        length); "<n>" alone (PX the window a release
+--                        at the bound would leave) after a release that left
+--                        the key free with nobody queued while a foreign
+--                        holder was seen lately: a tenure acquire that
+--                        takes it meanwhile counts on from n. A clean release
 --                        deletes it (and sets it again for a hand-off or a
 --                        window).
--- KEYS[7]  foreign key   (exact-key mode only) read only, see lock_acquire.lua
+-- KEYS[7]  foreign key   (exact-key mode only) see lock_acquire.lua; a window
+--                        it gave halves its window for the next one
 -- ARGV[1]  token         string; the releasing lease's owner token
 -- ARGV[2]  wake prefix   string; waiter w is told by PUBLISH on ARGV[2] .. w
 -- ARGV[3]  fence ttl     integer MILLISECONDS the fence key outlives its last use
@@ -43,11 +58,14 @@
 -- ARGV[6]  op            string; this release call's id (a retry of the call
 --                        sends the same), or "" for a release never retried
 -- ARGV[7]  chain bound   (exact-key mode) integer >= 0: the most hand-offs in a row
--- ARGV[8]  free window   (exact-key mode) integer MILLISECONDS > 0 the key is
---                        left free to foreign clients after the chain bound,
---                        when a foreign holder was seen lately (KEYS[7])
+-- ARGV[8]  free window   (exact-key mode) integer MILLISECONDS > 0: the least
+--                        window the key is left free to foreign clients after
+--                        the chain bound, when a foreign holder was seen lately
+--                        (KEYS[7])
 -- ARGV[9]  short window  (exact-key mode) integer MILLISECONDS > 0: the window
 --                        when no foreign holder was seen lately
+-- ARGV[10] head poll     (exact-key mode) integer MILLISECONDS > 0: when the
+--                        first waiter checks a long window first
 --
 -- Returns  {1, handed}   OK: released; handed = 1 if a live waiter now holds the
 --                        lock, 0 if nobody waits (the lock is free), if the
@@ -113,15 +131,47 @@ local function grant(token, lease, fence)
   delay_after(KEYS[4], token, lease, delay)
   if exact then redis.call('SET', KEYS[6], (handoffs + 1) .. ' ' .. token, 'PX', ARGV[3]) end
 end
+-- Exact-key mode: how long the key is left to foreign clients (ms), when to
+-- tell the first waiter to look again, and the foreign key's fields (or nil):
+-- ARGV[9] when no foreign holder was seen lately, else the foreign key's
+-- window, at least ARGV[8].
+local function foreign_window()
+  local seen = redis.pcall('GET', KEYS[7])
+  if not seen then return tonumber(ARGV[9]), tonumber(ARGV[9]) end
+  local window = tonumber(ARGV[8])
+  local since, full, who
+  if type(seen) == 'string' then since, full, who = string.match(seen, '^(%d+) (%d+) (.*)$') end
+  full = tonumber(full)
+  if not (full and full > window) then full = nil end
+  window = full or window
+  local poll = tonumber(ARGV[10])
+  local tell = window
+  if poll and window > 2 * poll then tell = poll end
+  return window, tell, full and {since, full, who}
+end
+
 if waiting > 0 then
   if not exact or handoffs < tonumber(ARGV[7]) then
     if hand_off(KEYS[2], ARGV[2], last, grant) then return {OK, 1} end
   else
-    local window = ARGV[9]
-    if redis.call('EXISTS', KEYS[7]) == 1 then window = ARGV[8] end
-    if wake_head(KEYS[2], ARGV[2], window) then
-      redis.call('SET', KEYS[6], 'free', 'PX', window)
+    local window, tell, seen = foreign_window()
+    if wake_head(KEYS[2], ARGV[2], tell) then
+      redis.call('SET', KEYS[6], 'free ' .. string.format('%d', window), 'PX', window)
+      local keep = redis.call('PTTL', KEYS[7])
+      if seen and keep > 0 then
+        -- the next window half as long, unless a foreign holder is seen
+        -- meanwhile (lock_acquire.lua then makes it full again)
+        local half = math.max(tonumber(ARGV[8]), math.floor(seen[2] / 2))
+        redis.call('SET', KEYS[7], string.format('%s %d %s', seen[1], half, seen[3]), 'PX', keep)
+      end
+      return {OK, 0}
     end
   end
+end
+if exact and redis.call('EXISTS', KEYS[7]) == 1 then
+  -- left free with no tenure waiter while foreign clients are about: a tenure
+  -- acquire that takes the key within the window a release at the chain bound
+  -- would leave goes on counting
+  redis.call('SET', KEYS[6], tostring(handoffs + 1), 'PX', (foreign_window()))
 end
 return {OK, 0}
