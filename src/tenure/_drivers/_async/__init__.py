@@ -28,104 +28,93 @@ connections), :mod:`.hub` (the wake hub), :mod:`.watchdog`, :mod:`.pins`
 tenure uses.
 """
 
-from .._runtime_async import *  # noqa: F403  (the flavour's own names)
+from .._runtime_async import *  # noqa: F403  (the flavour's own names, its __all__)
 from .drive import (
-    _Contention as _Contention,
-)
-from .drive import (
-    _drive as _drive,
-)
-from .drive import (
-    _perform as _perform,
-)
-from .drive import (
-    _send_together as _send_together,
-)
-from .drive import (
-    batch_key as batch_key,
-)
-from .drive import (
-    run as run,
-)
-from .drive import (
-    run_together as run_together,
+    _Contention,
+    _drive,
+    _perform,
+    _send_together,
+    batch_key,
+    run,
+    run_together,
+    stop_renewing,
+    unwatch,
+    watch,
 )
 from .hub import (
-    _REDIS as _REDIS,
+    _REDIS,
+    _Channel,
+    _Hub,
+    _Library,
+    _library,
 )
-from .hub import (
-    _Channel as _Channel,
-)
-from .hub import (
-    _Hub as _Hub,
-)
-from .hub import (
-    _Library as _Library,
-)
-from .hub import (
-    _library as _library,
-)
-from .pins import one_connection as one_connection
-from .reserve import (
-    QUICK_PATIENCE as QUICK_PATIENCE,
+from .pins import (
+    one_connection,
 )
 from .reserve import (
-    _Fallback as _Fallback,
+    QUICK_PATIENCE,
+    _Fallback,
+    _Reserve,
+    _take,
 )
-from .reserve import (
-    _Reserve as _Reserve,
-)
-from .reserve import (
-    _take as _take,
-)
-from .send import _evalsha as _evalsha
-from .send import _pipeline as _pipeline
-from .send import _quick as _quick
-from .state import (
-    SPARE_CONNECTIONS as SPARE_CONNECTIONS,
+from .send import (
+    _evalsha,
+    _pipeline,
+    _quick,
 )
 from .state import (
-    Client as Client,
-)
-from .state import (
-    T as T,
-)
-from .state import (
-    _Fan as _Fan,
-)
-from .state import (
-    _fan_for as _fan_for,
-)
-from .state import (
-    _hub as _hub,
-)
-from .state import (
-    _State as _State,
-)
-from .state import (
-    _state as _state,
-)
-from .state import (
-    check_client as check_client,
-)
-from .state import (
-    current_owner as current_owner,
-)
-from .state import (
-    stop_renewing as stop_renewing,
-)
-from .state import (
-    unwatch as unwatch,
-)
-from .state import (
-    watch as watch,
+    SPARE_CONNECTIONS,
+    Client,
+    T,
+    _Fan,
+    _fan_for,
+    _hub,
+    _State,
+    _state,
+    check_client,
+    current_owner,
 )
 from .watchdog import (
-    _renew_each as _renew_each,
+    _renew_each,
+    _SendRenewals,
+    _Watchdog,
 )
-from .watchdog import (
-    _SendRenewals as _SendRenewals,
-)
-from .watchdog import (
-    _Watchdog as _Watchdog,
-)
+
+__all__ = [
+    "Client",
+    "QUICK_PATIENCE",
+    "SPARE_CONNECTIONS",
+    "T",
+    "_Channel",
+    "_Contention",
+    "_Fallback",
+    "_Fan",
+    "_Hub",
+    "_Library",
+    "_REDIS",
+    "_Reserve",
+    "_SendRenewals",
+    "_State",
+    "_Watchdog",
+    "_drive",
+    "_evalsha",
+    "_fan_for",
+    "_hub",
+    "_library",
+    "_perform",
+    "_pipeline",
+    "_quick",
+    "_renew_each",
+    "_send_together",
+    "_state",
+    "_take",
+    "batch_key",
+    "check_client",
+    "current_owner",
+    "one_connection",
+    "run",
+    "run_together",
+    "stop_renewing",
+    "unwatch",
+    "watch",
+]

@@ -42,6 +42,7 @@ from .._runtime_async import (
     wait_set,
     wait_wake,
 )
+from .._watchbook import Watch, Watchable
 from .hub import _Channel, _Hub
 from .pins import _let_pin_go, _pin_for
 from .reserve import _Fallback
@@ -369,3 +370,22 @@ async def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
     if isinstance(step, Pipeline):
         return await _pipeline(client, step)
     raise TypeError(f"unknown step {step!r}")
+
+
+def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
+    """Watch ``lease`` with the client's watchdog (renewing it if ``renew``) until
+    :func:`unwatch`; its ``_lose`` is called when it is lost (in the asyncio
+    flavour: call from a task)."""
+    return _state(client).watchdog.watch(lease, renew)
+
+
+def stop_renewing(client: Client, watch: Watch) -> None:
+    """Never renew ``watch``'s lease again (its release was attempted); its
+    deadline is still watched."""
+    if watch.renewable:  # (else there is nothing to stop)
+        (watch.dog or _state(client).watchdog).stop_renewing(watch)
+
+
+def unwatch(client: Client, watch: Watch) -> None:
+    """Stop watching a lease (released or lost)."""
+    (watch.dog or _state(client).watchdog).unwatch(watch)

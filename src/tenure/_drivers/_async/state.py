@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ..._plans import server as server_plans
 from .. import _clients, _identity
-from .._watchbook import Watch, Watchable
 from .hub import _Hub, _library
 from .reserve import _forsake, _Reserve, _reserve_for
 from .watchdog import _renew_each, _Watchdog
@@ -216,24 +215,6 @@ def _hub(client: Client, channel: str) -> _Hub:
         )
         state.nodes[where] = hub
     return hub
-
-
-def watch(client: Client, lease: Watchable, renew: bool) -> Watch:
-    """Watch ``lease`` with the client's watchdog (renewing it if ``renew``) until
-    :func:`unwatch`; its ``_lose`` is called when it is lost. Call from a task."""
-    return _state(client).watchdog.watch(lease, renew)
-
-
-def stop_renewing(client: Client, watch: Watch) -> None:
-    """Never renew ``watch``'s lease again (its release was attempted); its
-    deadline is still watched."""
-    if watch.renewable:  # (else there is nothing to stop)
-        (watch.dog or _state(client).watchdog).stop_renewing(watch)
-
-
-def unwatch(client: Client, watch: Watch) -> None:
-    """Stop watching a lease (released or lost)."""
-    (watch.dog or _state(client).watchdog).unwatch(watch)
 
 
 def _master_client(client: Client, state: _State, node: Any) -> Any:

@@ -1,0 +1,426 @@
+"""The wake hub: one pub/sub connection per client and process (per node
+waited on, on a Redis Cluster) that wakes the waiting plans, and the client
+library's classes it uses.
+
+Written by hand for the synchronous flavour (a daemon reader thread, a mutex
+around the book, SUBSCRIBEs sent by the waiting thread);
+``_async/hub.py`` is the asyncio one (a reader task). The bookkeeping of both
+is :class:`.._hubbook.HubBook`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any, Protocol
+
+import redis
+import redis.client
+import redis.exceptions
+from redis.backoff import ExponentialWithJitterBackoff
+
+from ..._keys import LockKeys
+from ..._protocol import HandedOff, Recheck
+from .. import _clients, _identity
+from .._hubbook import (
+    Dropped,
+    HubBook,
+    PassOn,
+    Settable,
+    is_noperm,
+    wake_refused,
+)
+from .._runtime_sync import READ_POLL, SafeEvent, _exiting, _start, _Wake
+
+if TYPE_CHECKING:
+    from .state import Client
+
+
+@dataclass(eq=False)
+class _Channel:
+    keys: LockKeys | None
+    #: its name (set by the book)
+    name: str = ""
+    refs: int = 0
+    idle_since: float | None = None
+    tokens: set[str] = field(default_factory=set)
+    handoffs: dict[str, int] = field(default_factory=dict)
+    recheck: float | None = None
+    #: when the wait in progress ends anyway (see HubBook.route)
+    wait_until: float | None = None
+    listeners: set[Settable] = field(default_factory=set)
+    refused: str = ""
+    ready: threading.Event = field(default_factory=SafeEvent)
+    wake: _Wake = field(default_factory=_Wake)
+    #: the process's contender (see _Contention.owned_before): reentrant only
+    #: so that an interrupted acquire can tell whether its thread holds it
+    gate: Any = field(default_factory=threading.RLock)
+    #: the hub whose book holds the channel (on a Redis Cluster it moves to the
+    #: hub of the slot's new owner: see _Hub.adopt)
+    home: Any = None
+
+
+class _HubPubSub(Protocol):
+    """What the hub uses of a library's PubSub (with :class:`_Reconnects` mixed in)."""
+
+    reconnected: threading.Event
+    channels: dict[Any, Any]
+    connection: Any
+
+    def subscribe(self, *args: Any, **kwargs: Any) -> Any: ...
+    def unsubscribe(self, *args: Any) -> Any: ...
+    def ssubscribe(self, *args: Any, **kwargs: Any) -> Any: ...
+    def sunsubscribe(self, *args: Any) -> Any: ...
+    def get_message(self, ignore_subscribe_messages: bool = ..., timeout: float = ...) -> Any: ...
+    def close(self) -> None: ...
+
+
+class _Reconnects:
+    """Mixed into a library's PubSub class: tells its hub when the connection
+    is made again."""
+
+    # Set when the library made the connection again and re-sent SUBSCRIBE;
+    # the reader thread handles it before it routes the next message.
+    reconnected: threading.Event
+
+    def on_connect(self, connection: Any) -> None:
+        # redis-py registers this callback after the pool's first connect, so it
+        # runs on reconnections only, in whichever thread found the connection
+        # broken: the reader (inside get_message or an UNSUBSCRIBE) or a waiter
+        # (inside a SUBSCRIBE, holding the hub's mutex). It only raises a flag,
+        # before the SUBSCRIBEs go out, so the reader sees it before it reads
+        # any confirmation; it handles it holding the mutex, so after they went.
+        self.reconnected.set()
+        super().on_connect(connection)  # type: ignore[misc]  # SUBSCRIBE again
+
+
+@dataclass(frozen=True, slots=True)
+class _Library:
+    """The classes of one client library (redis-py or valkey-py) the driver uses."""
+
+    #: makes a client of the library: ``client(connection_pool=pool)``
+    client: Callable[..., Client]
+    #: the hub's PubSub: ``pubsub(connection_pool=pool)``
+    pubsub: Callable[..., _HubPubSub]
+    #: what ``EVALSHA`` raises for a script the server does not have
+    no_script: type[Exception]
+    #: what reading an error reply raises
+    response_error: type[Exception]
+
+
+class _RedisHubPubSub(_Reconnects, redis.client.PubSub):
+    """redis-py's PubSub, telling its hub when the connection is made again."""
+
+
+_REDIS = _Library(
+    redis.Redis, _RedisHubPubSub, redis.exceptions.NoScriptError, redis.exceptions.ResponseError
+)
+
+
+@cache
+def _library_named(name: _clients.Library) -> _Library:
+    if name == "redis":
+        return _REDIS
+    import valkey
+    import valkey.client
+    import valkey.exceptions
+
+    class _ValkeyHubPubSub(_Reconnects, valkey.client.PubSub):
+        """valkey-py's PubSub, telling its hub when the connection is made again."""
+
+    return _Library(
+        valkey.Valkey,
+        _ValkeyHubPubSub,
+        valkey.exceptions.NoScriptError,
+        valkey.exceptions.ResponseError,
+    )
+
+
+@cache
+def _library(cls: type) -> _Library:
+    """The classes of the library that the client class ``cls`` belongs to."""
+    return _library_named(_clients.library_of(cls))
+
+
+class _Hub:
+    """One pub/sub connection per client and process; wakes waiting threads.
+
+    The bookkeeping is :class:`._hubbook.HubBook`'s; this class does the I/O:
+    SUBSCRIBE / UNSUBSCRIBE, and a daemon reader thread that routes messages.
+    After a reconnection (see the book's module docstring) the reader tells the
+    book before it routes the next message, so the confirmations of the new
+    SUBSCRIBEs wake every waiter.
+    """
+
+    def __init__(
+        self,
+        pool: Any,
+        library: _Library,
+        *,
+        waiter: str | None = None,
+        cluster: Callable[[], Client | None] | None = None,
+        sharded: bool = True,
+    ) -> None:
+        self.waiter = waiter or _identity.process_id()[:8] + "-" + os.urandom(4).hex()
+        self._numbers = itertools.count(1)
+        self._pool = pool
+        self._library = library
+        # a Redis Cluster node's hub: the cluster client (or None once it is
+        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE, or by
+        # SUBSCRIBE on a cluster without sharded pub/sub (Redis 6.2)
+        self._cluster = cluster
+        self._sharded = cluster is not None and sharded
+        self._mutex = threading.Lock()
+        self._book = HubBook(_Channel)
+        self._pubsub: _HubPubSub | None = None
+        self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
+        # a cluster node's channels that its server dropped (slot moved, node
+        # gone), waiting to be adopted by the hub of their slot's owner
+        self._orphans: dict[str, _Channel] = {}
+        self._orphan_failures = 0
+        self._rehome_at = 0.0
+
+    def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
+        with self._mutex:
+            ch, subscribe = self._book.enter(channel, keys, token)
+            ch.home = self
+            self._subscribe(channel, subscribe)
+        return ch
+
+    def listen(self, channel: str, event: threading.Event) -> _Channel:
+        with self._mutex:
+            ch, subscribe = self._book.listen(channel, event)
+            ch.home = self
+            self._subscribe(channel, subscribe)
+        return ch
+
+    def adopt(self, channel: str, ch: _Channel) -> None:
+        """Listen on ``channel`` with the record another node's hub dropped (a
+        Redis Cluster slot now served by this hub's node, or a node gone):
+        SSUBSCRIBE (SUBSCRIBE on Redis 6.2), whose confirmation wakes its
+        plans. Raises the library's error if it can't be sent (the record is
+        then not adopted)."""
+        with self._mutex:
+            if not self._book.adopt(channel, ch):
+                _wake_all_of(ch)
+                return
+            ch.home = self
+            try:
+                self._send_subscribe(channel)
+            except BaseException:
+                self._book.forget(channel)
+                raise
+
+    def _send_subscribe(self, channel: str) -> None:
+        """Subscribe the hub's connection to ``channel`` (``SSUBSCRIBE`` on a
+        cluster with sharded pub/sub, else ``SUBSCRIBE``)."""
+        pubsub = self._listen()
+        if self._sharded:
+            pubsub.ssubscribe(channel)
+        else:
+            pubsub.subscribe(channel)
+        _clients.numbers_as_text(pubsub.connection)  # (its handshake, when a waiter reconnects it)
+
+    def _orphan(self, orphans: dict[str, _Channel]) -> None:
+        """Keep channels the server dropped until a hub adopts them (the reader
+        calls :meth:`_rehome`)."""
+        with self._mutex:
+            self._orphans.update(orphans)
+            self._orphan_failures = 0
+            self._rehome_at = 0.0
+
+    def _rehome(self) -> None:
+        """Give each orphaned channel to the hub of the node that owns its slot
+        now, after refreshing the cluster client's slot map; those that no hub
+        can take yet (the slot's new master is not known yet, or does not
+        answer) are tried again after a backoff. A channel nobody waits on any
+        more is just dropped."""
+        from .state import _hub  # (above this module: imported when used)
+
+        client = self._cluster() if self._cluster is not None else None
+        with self._mutex:
+            orphans = dict(self._orphans)
+            if client is None or time.monotonic() < self._rehome_at:
+                if client is None:
+                    self._orphans.clear()
+                return
+        with contextlib.suppress(Exception):
+            client.nodes_manager.initialize()  # type: ignore[union-attr]
+        for name, ch in orphans.items():
+            adopted = ch.refs == 0
+            if not adopted:
+                with contextlib.suppress(Exception):
+                    hub = _hub(client, name)
+                    if hub is not self or self._pubsub is None:
+                        hub.adopt(name, ch)
+                        adopted = True
+            if adopted:
+                with self._mutex:
+                    self._orphans.pop(name, None)
+        with self._mutex:
+            if self._orphans:
+                self._orphan_failures += 1
+                self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
+
+    def _subscribe(self, channel: str, new: bool) -> None:
+        if new:
+            try:
+                self._send_subscribe(channel)
+            except BaseException:
+                self._book.abort(channel)
+                raise
+
+    def leave(self, ch: _Channel, token: str, kept: bool = False) -> None:
+        with self._mutex:
+            self._book.leave(ch, token, time.monotonic(), kept)
+
+    def woken(self, ch: _Channel, token: str, woken: bool) -> bool | HandedOff | Recheck:
+        """The reply to a wait of the plan waiting with ``token`` on ``ch``."""
+        with self._mutex:
+            return self._book.woken(ch, token, woken)
+
+    def unlisten(self, ch: _Channel, event: threading.Event) -> None:
+        with self._mutex:
+            self._book.unlisten(ch, event, time.monotonic())
+
+    def own_waiter(self) -> str:
+        """A waiter id new for one plan that waits on a channel of its own."""
+        return f"{self.waiter}.{next(self._numbers)}"
+
+    def listening(self, wake_prefix: str) -> bool:
+        """Whether this hub listens (or lingers) on the lock with this wake prefix."""
+        return (wake_prefix + self.waiter) in self._book.channels
+
+    def _resubscribed(self, pubsub: _HubPubSub) -> None:
+        """The connection was made again: let the confirmations of the channels
+        subscribed again wake every waiter, and unsubscribe again the channels
+        redis-py subscribed again that the book no longer listens on. Called by
+        the reader, holding the mutex."""
+        pubsub.reconnected.clear()
+        self._book.reconnected()
+        subscribed = [*pubsub.channels, *getattr(pubsub, "shard_channels", ())]
+        for name in self._book.strays([_text(name) for name in subscribed]):
+            self._unsubscribe(pubsub, name)
+
+    def _unsubscribe(self, pubsub: _HubPubSub, name: str) -> None:
+        if self._sharded:
+            pubsub.sunsubscribe(name)
+        else:
+            pubsub.unsubscribe(name)
+
+    def _listen(self) -> _HubPubSub:
+        if self._pubsub is None:
+            pubsub = self._library.pubsub(connection_pool=self._pool)
+            pubsub.reconnected = SafeEvent()
+            self._pubsub = pubsub
+            _start(self._read, "tenure-wake-hub")
+        return self._pubsub
+
+    def _read(self) -> None:
+        pubsub = self._pubsub
+        assert pubsub is not None
+        failures = 0
+        while not _exiting.is_set():
+            if self._orphans:
+                self._rehome()
+            try:
+                message = pubsub.get_message(timeout=READ_POLL)
+                failures = 0
+                with self._mutex:
+                    if pubsub.reconnected.is_set():
+                        self._resubscribed(pubsub)
+                    for name in self._book.stale(time.monotonic()):
+                        self._unsubscribe(pubsub, name)
+                    if message is None and self._book.empty() and not self._orphans:
+                        self._pubsub = None  # the next wait starts a new reader
+                        break
+                    if _clients.left_master(self._pool, pubsub.connection):
+                        # a Sentinel failover that this connection did not
+                        # notice: the next read reconnects to the new master
+                        pubsub.connection.disconnect()
+            except Exception as exc:
+                if is_noperm(exc):  # a SUBSCRIBE refused by the ACL
+                    self._refuse(pubsub)
+                    continue
+                if self._cluster is not None:
+                    # a cluster node gone (failover) or no longer serving a
+                    # channel (MOVED): its channels go to their slots' owners
+                    with self._mutex:
+                        orphans = self._book.drop_all()
+                        self._pubsub = None  # an adoption here starts a new reader
+                    self._orphan(orphans)
+                    self._rehome_all()
+                    break
+                with self._mutex:
+                    if self._book.drop_idle():
+                        self._pubsub = None  # nobody waits: don't reconnect
+                        break
+                self._book.wake_all()
+                failures += 1
+                threading.Event().wait(self._backoff.compute(failures))
+                continue
+            if message is not None:
+                self._dispatch(message, pubsub)
+        with contextlib.suppress(Exception):
+            pubsub.close()
+
+    def _rehome_all(self) -> None:
+        """After this node's connection failed: rehome its orphans until none is left."""
+        while self._orphans and not _exiting.is_set():
+            self._rehome()
+            if self._orphans:
+                threading.Event().wait(max(0.0, min(READ_POLL, self._rehome_at - time.monotonic())))
+
+    def _refuse(self, pubsub: _HubPubSub) -> None:
+        """The server refused a SUBSCRIBE: fail that channel's plans now."""
+        with self._mutex:
+            name, ch = self._book.refused()
+            if name:
+                with contextlib.suppress(Exception):
+                    self._unsubscribe(pubsub, name)
+        if ch is not None:
+            wake_refused(ch)
+
+    def _dispatch(self, message: dict[str, Any], pubsub: _HubPubSub) -> None:
+        from .drive import _drive  # (above this module: imported when used)
+
+        channel, data = _text(message["channel"]), _text(message["data"])
+        kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
+        with self._mutex:
+            route = self._book.route(kind, channel, data, time.monotonic())
+        if isinstance(route, Dropped):
+            # redis-py forgets only the channels it was asked to unsubscribe
+            _clients.forget_shard_channel(pubsub, message["channel"])
+            self._orphan({route.channel: route.record})
+        elif isinstance(route, PassOn):
+            # On failure the lease runs out and the waiters' timers fire.
+            with contextlib.suppress(Exception):
+                client = (
+                    self._library.client(connection_pool=self._pool)
+                    if self._cluster is None
+                    else self._cluster()
+                )
+                if client is not None:
+                    _drive(client, route.plan())
+        elif route is not None:
+            route.set()
+
+
+def _wake_all_of(ch: _Channel) -> None:
+    """Wake every plan of ``ch`` to check Redis again."""
+    ch.ready.set()
+    ch.wake.set()
+    for event in list(ch.listeners):
+        event.set()
+
+
+def _text(value: Any) -> str:
+    """A channel name or message payload as ``str`` (redis-py gives ``bytes``
+    unless the client decodes responses)."""
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,208 @@
+"""Per-client state: the client type, the owner id of the calling thread,
+and what the driver keeps for each client (its hub, its watchdog, its quick
+path's reserve, its server's facts), made on first use.
+
+Written by hand for the synchronous flavour (made under ``_states_mutex``);
+``_async/state.py`` is the asyncio one (one state per client and event loop).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+from ..._plans import server as server_plans
+from .. import _clients, _identity
+from .._runtime_sync import _states_mutex
+from .hub import _Hub, _library
+from .reserve import _Reserve, _reserve_for
+from .watchdog import _renew_each, _Watchdog
+
+if TYPE_CHECKING:
+    import redis
+    import redis.cluster
+    import valkey
+
+
+Client: TypeAlias = "redis.Redis | valkey.Valkey | redis.cluster.RedisCluster"
+
+
+T = TypeVar("T")
+
+
+def check_client(client: object, owner: str) -> Client:
+    """``client``, if the synchronous class named ``owner`` can use it (a
+    ``redis.Redis`` or ``valkey.Valkey``, or a subclass). Sends nothing.
+
+    Raises:
+        InvalidArgument: anything else (a URL, an asyncio client, a pipeline,
+            a cluster client, ``None``, ...), naming what was passed.
+    """
+    _clients.check(client, owner, asyncio=False)
+    return client  # type: ignore[return-value]
+
+
+_local = threading.local()
+
+
+def current_owner() -> str:
+    """The calling thread's owner id (stable for the thread's life, new after fork)."""
+    number = getattr(_local, "number", None)
+    if number is None:
+        number = _local.number = _identity.next_number()
+    return _identity.owner_of(number)
+
+
+@dataclass(eq=False)
+class _State:
+    generation: int
+    hub: _Hub
+    watchdog: _Watchdog
+    server: server_plans.ServerInfo | None = None
+    #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
+    nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
+    #: whether a Redis Cluster client's servers have sharded pub/sub (set by
+    #: the probe; False on Redis 6.2: plain PUBLISH / SUBSCRIBE)
+    sharded: bool = True
+    #: the client's weak reference (the entry goes with the client)
+    client: Callable[[], Any] = lambda: None
+    #: held by the call that probes the server (the first)
+    probing: threading.Lock = field(default_factory=threading.Lock)
+    #: the reserve of its scripts' quick path, that of the client's pool
+    #: (None: it takes none; see :mod:`.reserve`)
+    reserve: _Reserve | None = None
+    #: the connections run_each's quick path keeps, those of the client's
+    #: pool (None: it takes none; see :class:`_Fan`)
+    fan: _Fan | None = None
+    #: whether its retry policy sends a command again after a connection error
+    retries: bool = True
+
+
+#: The most connections run_each's quick path keeps checked out of a pool
+#: (idle, owing replies or in use; at most a quarter of the pool: see
+#: :func:`_fan_for`).
+SPARE_CONNECTIONS = 8
+
+
+@dataclass(eq=False)
+class _Fan:
+    """The connections that run_each's quick path (Redlock's calls on one
+    thread, see :mod:`._fanout_sync`) keeps checked out of one pool, shared
+    by every client on the pool: a client made per request on a shared pool
+    and dropped leaves them to the next one (kept by each client, they would
+    be lost with it, slots of the pool never given back). Guarded by
+    ``_fanout_sync._spare_mutex``.
+    Kept on the pool itself (see :func:`_clients.keep_on`)."""
+
+    generation: int
+    #: how many it may keep checked out (see _clients.pool_share)
+    most: int
+    #: idle connected ones (kept until dropped: then given back to the pool)
+    spare: list[Any] = field(default_factory=list)
+    #: those left with replies still due (a round that stopped once it had
+    #: enough): ``(connection, replies due)``, taken first, the next call's
+    #: commands written after the due ones
+    owed: list[tuple[Any, int]] = field(default_factory=list)
+    #: whether one is being checked out in the background
+    connecting: bool = False
+    #: how many it has checked out of the pool (idle, owing replies, in use
+    #: or being checked out)
+    open: int = 0
+
+
+def _fan_for(client: Client) -> _Fan | None:
+    """run_each's quick-path connections of ``client``'s pool, or ``None``
+    when the client may keep none: :data:`SPARE_CONNECTIONS`, at most a
+    quarter of the pool (see :func:`_clients.pool_share`); none for a
+    ``BlockingConnectionPool`` or a single-connection client (their calls all
+    take the ordinary path, on worker threads). Called with ``_states_mutex``
+    held."""
+    most = _clients.pool_share(client, SPARE_CONNECTIONS)
+    if not most:
+        return None
+    pool = client.connection_pool  # type: ignore[union-attr]
+    fan: _Fan | None = _clients.kept_on(pool, "fan")
+    if fan is None or fan.generation != _identity.generation():  # (a fork's pool starts afresh)
+        fan = _Fan(_identity.generation(), most)
+        if not _clients.keep_on(pool, "fan", fan):  # (made by the first client)
+            return None
+    return fan
+
+
+#: The state of each client, by its id(), dropped with the client (looked up on
+#: every call: an id and a weak reference are cheaper than a WeakKeyDictionary).
+_states: dict[int, _State] = {}
+
+
+def _forget_state(key: int, ref: Any) -> None:
+    if (state := _states.get(key)) is not None and state.client is ref:
+        del _states[key]
+
+
+def _state(client: Client) -> _State:
+    state = _states.get(id(client))
+    if state is None or state.client() is not client or state.generation != _identity.generation():
+        with _states_mutex:
+            state = _states.get(id(client))
+            if (
+                state is None
+                or state.client() is not client
+                or state.generation != _identity.generation()
+            ):
+                library = _library(type(client))
+                if _clients.is_cluster(type(client)):
+                    ref = weakref.ref(client)
+                    state = _State(
+                        _identity.generation(),
+                        _Hub(None, library),  # never listens: see _hub
+                        _Watchdog(None, library, send=lambda leases: _renew_each(ref, leases)),
+                    )
+                else:
+                    pool = client.connection_pool  # type: ignore[union-attr]
+                    _clients.pool_numbers_as_text(pool)  # (before its first connection)
+                    if (single := getattr(client, "connection", None)) is not None:
+                        _clients.numbers_as_text(single)  # (a single_connection_client's)
+                    state = _State(
+                        _identity.generation(), _Hub(pool, library), _Watchdog(pool, library)
+                    )
+                    state.reserve = _reserve_for(client)
+                    state.fan = _fan_for(client)
+                    state.retries = _clients.retries_allowed(client)
+                key = id(client)
+                state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
+                _states[key] = state
+    return state
+
+
+def _hub(client: Client, channel: str) -> _Hub:
+    """The hub that listens on ``channel``: the client's, or on a Redis Cluster
+    the hub of the node that owns the channel's slot (made on first use)."""
+    state = _state(client)
+    if not _clients.is_cluster(type(client)):
+        return state.hub
+    node = client.get_node_from_key(channel)  # type: ignore[union-attr]
+    where = (node.host, node.port)
+    hub = state.nodes.get(where)
+    if hub is None:
+        with _states_mutex:
+            hub = state.nodes.get(where)
+            if hub is None:
+                ref = weakref.ref(client)
+                hub = _Hub(
+                    _clients.node_client(client, node).connection_pool,
+                    state.hub._library,
+                    waiter=state.hub.waiter,
+                    cluster=ref,
+                    sharded=state.sharded,
+                )
+                state.nodes[where] = hub
+    return hub
+
+
+def _master_client(client: Client, state: _State, node: Any) -> Any:
+    """The client of the cluster node ``node`` (a slot's master; see
+    :func:`.send._on_master`)."""
+    return _clients.node_client(client, node)
