@@ -417,19 +417,6 @@ def keep_on(pool: Any, kind: str, value: Any) -> bool:
     return True
 
 
-def note_result(exc: BaseException, value: object) -> None:
-    """Attach to ``exc`` the result a plan returned just before ``exc`` (an
-    interrupt in the driver's clean-up) cut the driver off: the caller may
-    then give it back (see :func:`result_lost_with`)."""
-    vars(exc)["_tenure_result"] = value
-
-
-def result_lost_with(exc: BaseException) -> Any:
-    """The result of a plan that ``exc`` cut off from its caller after the
-    plan returned it (:func:`note_result`), or ``None``."""
-    return vars(exc).get("_tenure_result")
-
-
 def checkout(pool: Any, library: Library) -> Any:
     """A connection of a (sync or asyncio) pool, as its library asks for it
     (valkey-py still wants a command name, redis-py warns when given one):

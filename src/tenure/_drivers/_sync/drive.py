@@ -28,6 +28,7 @@ from ..._protocol import (
     Subscribe,
     WaitWake,
     command_refusal,
+    note_result,
     parse_reply,
 )
 from .. import _clients
@@ -111,7 +112,7 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
         except BaseException as exc:
             # cut off at the loop's jump back (where Python runs signal
             # handlers): the results so far go with the error
-            _clients.note_result(exc, list(results))
+            note_result(exc, list(results))
             raise
         return results
     replies: list[Any] = [None] * len(plans)
@@ -176,7 +177,7 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
     except BaseException as exc:
         # cut off (an interrupt between rounds, or in the plans' close): the
         # results the plans returned go with the error (see note_result)
-        _clients.note_result(exc, list(results))
+        note_result(exc, list(results))
         raise
     return results
 
@@ -320,7 +321,7 @@ def _drive(client: Client, plan: Plan[T]) -> T:
             # (an interrupt here, even as plan.close() returns, where Python
             # runs signal handlers): the caller may still give the result back
             if granted:
-                _clients.note_result(exc, result)
+                note_result(exc, result)
             raise
 
 
