@@ -189,18 +189,18 @@ async def _send_together(client: Client, state: _State, steps: list[Eval]) -> li
     replies read in order; after NOSCRIPT (every reply read first), a failed
     connection or a full quick path, a pipeline of the client's (which loads
     the scripts and sends them all again, as a retry would)."""
-    kept = state.reserve
-    if kept is not None:
+    reserve = state.reserve
+    if reserve is not None:
         pin = _pin_for(client)
         raws: list[Any] | None = None
         try:
-            raws = await _quick_together(client, kept, state.retries, steps, pin)
+            raws = await _quick_together(client, reserve, state.retries, steps, pin)
         except _Fallback:
             if pin is not None and pin.conn is not None:  # (NOSCRIPT: loaded there, sent again)
                 with contextlib.suppress(_Fallback):
                     for spec in {step.script for step in steps}:
                         await _load_on_pin(client, pin, spec.source)
-                    raws = await _quick_together(client, kept, state.retries, steps, pin)
+                    raws = await _quick_together(client, reserve, state.retries, steps, pin)
         if raws is not None:
             answers: list[Any] = []
             for step, raw in zip(steps, raws, strict=True):

@@ -374,8 +374,8 @@ class _Hub:
         if not opening.cancelled():
             opening.exception()
 
-    def leave(self, ch: _Channel, token: str, kept: bool = False) -> None:
-        self._book.leave(ch, token, time.monotonic(), kept)
+    def leave(self, ch: _Channel, token: str, granted: bool = False) -> None:
+        self._book.leave(ch, token, time.monotonic(), granted)
 
     def woken(self, ch: _Channel, token: str, woken: bool) -> bool | HandedOff | Recheck:
         """The reply to a wait of the plan waiting with ``token`` on ``ch``."""

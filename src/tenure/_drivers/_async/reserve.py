@@ -34,7 +34,7 @@ class _Reserve:
     shared by every client on the pool: a client made per request on a shared
     pool and dropped leaves them to the next one (held by each client, they
     would be lost with it, slots of the pool never given back). Kept on the
-    pool itself (see :func:`_clients.keep_on`)."""
+    pool itself (see :func:`_clients.store_on`)."""
 
     generation: int
     loop: asyncio.AbstractEventLoop
@@ -56,13 +56,13 @@ def _reserve_for(client: Client, loop: asyncio.AbstractEventLoop) -> _Reserve | 
     if not most:
         return None
     pool = client.connection_pool  # type: ignore[union-attr]
-    reserve: _Reserve | None = _clients.kept_on(pool, "reserve")
+    reserve: _Reserve | None = _clients.stored_on(pool, "reserve")
     if reserve is None or reserve.generation != _identity.generation() or reserve.loop is not loop:
         if reserve is not None and reserve.generation == _identity.generation():
             _forsake(reserve.idle, pool)
             reserve.idle = []
         reserve = _Reserve(_identity.generation(), loop, most)
-        if not _clients.keep_on(
+        if not _clients.store_on(
             pool, "reserve", reserve
         ):  # (made by the first client, in its loop)
             return None

@@ -108,7 +108,7 @@ class _Fan:
     request on a shared pool and dropped leaves them to the next one (kept
     by each client, they would be lost with it, slots of the pool never
     given back).
-    Kept on the pool itself (see :func:`_clients.keep_on`)."""
+    Kept on the pool itself (see :func:`_clients.store_on`)."""
 
     generation: int
     loop: asyncio.AbstractEventLoop
@@ -138,14 +138,14 @@ def _fan_for(client: Client, loop: asyncio.AbstractEventLoop) -> _Fan | None:
     if not most:
         return None
     pool = client.connection_pool  # type: ignore[union-attr]
-    fan: _Fan | None = _clients.kept_on(pool, "fan")
+    fan: _Fan | None = _clients.stored_on(pool, "fan")
     if fan is None or fan.generation != _identity.generation() or fan.loop is not loop:
         if fan is not None and fan.generation == _identity.generation():
             _forsake([*fan.spare, *(conn for conn, _ in fan.owed)], pool)
             fan.spare = []
             fan.owed = []
         fan = _Fan(_identity.generation(), loop, most)
-        if not _clients.keep_on(pool, "fan", fan):  # (made by the first client, in its loop)
+        if not _clients.store_on(pool, "fan", fan):  # (made by the first client, in its loop)
             return None
     return fan
 

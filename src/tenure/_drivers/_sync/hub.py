@@ -276,9 +276,9 @@ class _Hub:
                 self._book.abort(channel)
                 raise
 
-    def leave(self, ch: _Channel, token: str, kept: bool = False) -> None:
+    def leave(self, ch: _Channel, token: str, granted: bool = False) -> None:
         with self._mutex:
-            self._book.leave(ch, token, time.monotonic(), kept)
+            self._book.leave(ch, token, time.monotonic(), granted)
 
     def woken(self, ch: _Channel, token: str, woken: bool) -> bool | HandedOff | Recheck:
         """The reply to a wait of the plan waiting with ``token`` on ``ch``."""

@@ -34,7 +34,7 @@ class _Reserve:
     client on the pool: a client made per request on a shared pool and
     dropped leaves them to the next one (held by each client, they would be
     lost with it, slots of the pool never given back). Kept on the pool
-    itself (see :func:`_clients.keep_on`)."""
+    itself (see :func:`_clients.store_on`)."""
 
     generation: int
     #: how many it may hold (see _clients.quick_connections)
@@ -57,11 +57,11 @@ def _reserve_for(client: Client) -> _Reserve | None:
     if not most:
         return None
     pool = client.connection_pool  # type: ignore[union-attr]
-    reserve: _Reserve | None = _clients.kept_on(pool, "reserve")
+    reserve: _Reserve | None = _clients.stored_on(pool, "reserve")
     # (a fork's pool starts afresh)
     if reserve is None or reserve.generation != _identity.generation():
         reserve = _Reserve(_identity.generation(), most)
-        if not _clients.keep_on(pool, "reserve", reserve):  # (made by the first client)
+        if not _clients.store_on(pool, "reserve", reserve):  # (made by the first client)
             return None
     return reserve
 
@@ -170,7 +170,7 @@ def _node_reserve(client: Client, step: Eval) -> tuple[Any, _Reserve] | None:
         if _clients.connection_fault(exc):
             return None
         raise  # (an interrupt of any class: never swallowed)
-    reserve: _Reserve | None = _clients.kept_on(pool, "reserve")
+    reserve: _Reserve | None = _clients.stored_on(pool, "reserve")
     if reserve is None or reserve.generation != _identity.generation():
         with _states_mutex:
             reserve = _reserve_for(node_client)

@@ -95,7 +95,7 @@ class _Fan:
     and dropped leaves them to the next one (kept by each client, they would
     be lost with it, slots of the pool never given back). Guarded by
     ``_fanout_sync._spare_mutex``.
-    Kept on the pool itself (see :func:`_clients.keep_on`)."""
+    Kept on the pool itself (see :func:`_clients.store_on`)."""
 
     generation: int
     #: how many it may keep checked out (see _clients.pool_share)
@@ -124,10 +124,10 @@ def _fan_for(client: Client) -> _Fan | None:
     if not most:
         return None
     pool = client.connection_pool  # type: ignore[union-attr]
-    fan: _Fan | None = _clients.kept_on(pool, "fan")
+    fan: _Fan | None = _clients.stored_on(pool, "fan")
     if fan is None or fan.generation != _identity.generation():  # (a fork's pool starts afresh)
         fan = _Fan(_identity.generation(), most)
-        if not _clients.keep_on(pool, "fan", fan):  # (made by the first client)
+        if not _clients.store_on(pool, "fan", fan):  # (made by the first client)
             return None
     return fan
 
