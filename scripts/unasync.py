@@ -63,6 +63,8 @@ DRIVER_RULES: list[tuple[str, str]] = [
     (r"\bawait ", ""),
     (r"\bcontextlib\.asynccontextmanager\b", "contextlib.contextmanager"),
     (r"\bcollections\.abc\.AsyncIterator\b", "collections.abc.Iterator"),
+    (r"Awaitable\[(list\[tuple\[Status, Any\] \| None\])\]", r"\1"),
+    (r"from collections\.abc import Awaitable, Callable", "from collections.abc import Callable"),
     (
         r"The asyncio driver: ``redis\.asyncio\.Redis`` / ``valkey\.asyncio\.Valkey``\n"
         r"clients, tasks, ``asyncio`` waits\. The synchronous driver \(``_sync/``\) is\n"
@@ -97,7 +99,7 @@ PAIRS = [
         ROOT / "src" / "tenure" / "_drivers" / "_sync",
         DRIVER_RULES,
         # what differs per flavour beyond the runtime modules' names
-        frozenset({"hub.py", "reserve.py", "state.py", "watchdog.py"}),
+        frozenset({"hub.py", "reserve.py", "state.py"}),
     ),
 ]
 

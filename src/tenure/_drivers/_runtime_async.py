@@ -11,6 +11,8 @@ a cancellation (:func:`cancel_requests`, :func:`swallowed`), ``sleep``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeAlias
 
 __all__ = ["Event", "new_event", "sleep", "wait_event"]
@@ -69,6 +71,48 @@ async def acquire(gate: asyncio.Lock, timeout: float | None) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+def new_mutex() -> contextlib.nullcontext[None]:
+    """A mutex of the driver's bookkeeping: none is needed between two
+    ``await``s of one event loop (a ``with`` of it does nothing)."""
+    return contextlib.nullcontext()
+
+
+class _Condition:
+    """What a watchdog waits on between its rounds: woken by :meth:`notify`,
+    or when a wait's timeout passes."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until notified or ``timeout`` seconds pass; whether notified."""
+        return await wait_event(self._event, timeout)
+
+    def notify(self) -> None:
+        """Wake the wait (or the next one)."""
+        self._event.set()
+
+
+def new_condition(mutex: contextlib.nullcontext[None]) -> _Condition:
+    """A condition for ``mutex`` (see :class:`_Condition`)."""
+    return _Condition()
+
+
+def spawn(
+    target: Callable[..., Coroutine[Any, Any, None]], name: str, *args: Any, uses_pool: bool = True
+) -> asyncio.Task[None]:
+    """Run ``target(*args)`` in the background: a task of the running loop
+    (the caller keeps it referenced)."""
+    return asyncio.create_task(target(*args), name=name)
+
+
+def exiting() -> bool:
+    """``False``: a loop's tasks end with the loop."""
+    return False
 
 
 def runner() -> asyncio.Task[Any] | None:

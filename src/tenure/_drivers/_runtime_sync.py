@@ -230,6 +230,29 @@ def swallowed(asked: int) -> BaseException | None:
     return None
 
 
+def new_mutex() -> threading.Lock:
+    """A mutex of the driver's bookkeeping (a hub's, a watchdog's): a bare
+    lock, entered only by ``with`` (which no interrupt leaves held)."""
+    return threading.Lock()
+
+
+def new_condition(mutex: threading.Lock) -> threading.Condition:
+    """A condition on ``mutex``, waited on and notified by background threads
+    only (a watchdog's): never in the main thread, where an interrupt may
+    leave its lock held."""
+    return threading.Condition(mutex)
+
+
+def spawn(target: Callable[..., None], name: str, *args: Any, uses_pool: bool = True) -> Any:
+    """Run ``target(*args)`` in the background: a daemon thread (see :func:`_start`)."""
+    return _start(target, name, *args, uses_pool=uses_pool)
+
+
+def exiting() -> bool:
+    """Whether the interpreter exits: background threads stop (see ``_exiting``)."""
+    return _exiting.is_set()
+
+
 #: Held while a client's driver state (or a cluster node's hub, or a
 #: quick path's reserve) is made; a bare lock, entered only by ``with``.
 _states_mutex = threading.Lock()

@@ -69,13 +69,13 @@ from .state import (
     _Fan,
     _fan_for,
     _hub,
+    _renew_each,
     _State,
     _state,
     check_client,
     current_owner,
 )
 from .watchdog import (
-    _renew_each,
     _SendRenewals,
     _Watchdog,
 )

@@ -14,11 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from ..._errors import WrongTypeError
 from ..._plans import server as server_plans
+from ..._protocol import parse_reply
 from .. import _clients, _identity
+from .._watchbook import renewal_reply
 from .hub import _Hub, _library
 from .reserve import _forsake, _Reserve, _reserve_for
-from .watchdog import _renew_each, _Watchdog
+from .watchdog import _Watchdog
 
 if TYPE_CHECKING:
     import redis.asyncio
@@ -227,3 +230,38 @@ def _master_client(client: Client, state: _State, node: Any) -> Any:
             connection_class=node.connection_class, **node.connection_kwargs
         )
     return state.hub._library.client(connection_pool=pool)
+
+
+async def _renew_each(ref: Callable[[], Client | None], leases: list[Any]) -> list[Any]:
+    """A Redis Cluster client's watchdog renewals, grouped by node: one cluster
+    pipeline, which sends one round trip to each master owning some of the
+    leases' slots. A renewal that fails there (``NOSCRIPT``, ``MOVED`` / ``ASK``
+    while its slot moves, a node down) is sent once more on its own through the
+    cluster client, which loads the script and follows redirections. Returns
+    one reply per lease (``None`` for a lease to retry)."""
+    from .send import _one  # (above this module: imported when used)
+
+    client = ref()
+    if client is None:
+        return [None] * len(leases)
+    steps = [lease._renewal() for lease in leases]
+    shard = _state(client).sharded
+    raws: list[Any]
+    try:
+        async with client.pipeline() as pipe:
+            for step in steps:
+                pipe.execute_command("EVALSHA", *_clients.evalsha_args(step, shard))
+            raws = list(await pipe.execute(raise_on_error=False))
+    except Exception:
+        raws = [None] * len(steps)
+    replies: list[Any] = []
+    for step, raw in zip(steps, raws, strict=True):
+        if raw is not None and not isinstance(raw, Exception):
+            try:
+                raw = parse_reply(step.script, raw)
+            except Exception as exc:
+                raw = exc
+        if raw is None or (isinstance(raw, Exception) and not isinstance(raw, WrongTypeError)):
+            raw = await _one(client, step)
+        replies.append(renewal_reply(raw))
+    return replies

@@ -14,12 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from ..._errors import WrongTypeError
 from ..._plans import server as server_plans
+from ..._protocol import Pipeline
 from .. import _clients, _identity
 from .._runtime_sync import _states_mutex
+from .._watchbook import renewal_reply
 from .hub import _Hub, _library
 from .reserve import _Reserve, _reserve_for
-from .watchdog import _renew_each, _Watchdog
+from .watchdog import _Watchdog
 
 if TYPE_CHECKING:
     import redis
@@ -206,3 +209,34 @@ def _master_client(client: Client, state: _State, node: Any) -> Any:
     """The client of the cluster node ``node`` (a slot's master; see
     :func:`.send._on_master`)."""
     return _clients.node_client(client, node)
+
+
+def _renew_each(ref: Callable[[], Client | None], leases: list[Any]) -> list[Any]:
+    """A Redis Cluster client's watchdog renewals, grouped by node: one pipelined
+    round trip per master owning some of the leases' slots. A renewal that fails
+    there (``MOVED`` / ``ASK`` while its slot moves, a node down) is sent once
+    more on its own through the cluster client, which follows redirections.
+    Returns one reply per lease (``None`` for a lease to retry)."""
+    from .send import _one, _pipeline  # (above this module: imported when used)
+
+    client = ref()
+    if client is None:
+        return [None] * len(leases)
+    steps = [lease._renewal() for lease in leases]
+    raws: list[Any] = [None] * len(steps)
+    shard = _state(client).sharded
+    for node, indexes in _clients.by_node(client, steps):
+        try:
+            sent = _pipeline(
+                _clients.node_client(client, node),
+                Pipeline(tuple(steps[i] for i in indexes)),
+                shard=shard,
+            )
+        except Exception as exc:
+            sent = [exc] * len(indexes)
+        for i, raw in zip(indexes, sent, strict=True):
+            raws[i] = raw
+    for i, raw in enumerate(raws):
+        if raw is None or (isinstance(raw, Exception) and not isinstance(raw, WrongTypeError)):
+            raws[i] = _one(client, steps[i])
+    return [renewal_reply(raw) for raw in raws]
