@@ -46,6 +46,11 @@ async def wait_set(event: asyncio.Event, timeout: float | None) -> bool:
     return True
 
 
+def new_wake() -> asyncio.Event:
+    """A channel's wake-up for the one task that waits on it."""
+    return asyncio.Event()
+
+
 async def wait_wake(wake: asyncio.Event, timeout: float | None) -> bool:
     """Wait on a channel's wake-up; return whether it was set, consuming it."""
     return await wait_event(wake, timeout)

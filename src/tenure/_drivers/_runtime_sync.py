@@ -188,6 +188,11 @@ def wait_set(event: threading.Event, timeout: float | None) -> bool:
     return event.wait(timeout)
 
 
+def new_wake() -> _Wake:
+    """A channel's wake-up for the one thread that waits on it (see :class:`_Wake`)."""
+    return _Wake()
+
+
 def wait_wake(wake: _Wake, timeout: float | None) -> bool:
     """Wait on a channel's wake-up (see :class:`_Wake`); return whether it was
     set, consuming it."""

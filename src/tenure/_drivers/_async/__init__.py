@@ -43,11 +43,11 @@ from .drive import (
 )
 from .hub import (
     _REDIS,
-    _Channel,
     _Hub,
     _Library,
     _library,
 )
+from .hubbase import _Channel
 from .pins import (
     one_connection,
 )

@@ -44,7 +44,8 @@ from .._runtime_async import (
     wait_wake,
 )
 from .._watchbook import Watch, Watchable
-from .hub import _Channel, _Hub
+from .hub import _Hub
+from .hubbase import _Channel
 from .pins import _let_pin_go, _pin_for
 from .reserve import _Fallback
 from .send import _evalsha, _load_on_pin, _pipeline, _quick_together, _refusal

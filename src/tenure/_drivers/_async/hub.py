@@ -16,7 +16,7 @@ import itertools
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -26,42 +26,18 @@ import redis.exceptions
 from redis.backoff import ExponentialWithJitterBackoff
 
 from ..._keys import LockKeys
-from ..._protocol import HandedOff, Recheck
 from .. import _clients, _identity
 from .._hubbook import (
     LINGER,
-    Dropped,
     HubBook,
-    PassOn,
-    Settable,
     is_noperm,
     wake_refused,
 )
+from .._runtime_async import new_mutex
+from .hubbase import _Channel, _HubBase, _text, _wake_all_of
 
 if TYPE_CHECKING:
     from .state import Client
-
-
-@dataclass(eq=False)
-class _Channel:
-    keys: LockKeys | None
-    #: its name (set by the book)
-    name: str = ""
-    refs: int = 0
-    idle_since: float | None = None
-    tokens: set[str] = field(default_factory=set)
-    handoffs: dict[str, int] = field(default_factory=dict)
-    recheck: float | None = None
-    #: when the wait in progress ends anyway (see HubBook.route)
-    wait_until: float | None = None
-    listeners: set[Settable] = field(default_factory=set)
-    refused: str = ""
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    gate: asyncio.Lock = field(default_factory=asyncio.Lock)
-    #: the hub whose book holds the channel (on a Redis Cluster it moves to the
-    #: hub of the slot's new owner: see _Hub.adopt)
-    home: Any = None
 
 
 class _HubPubSub(Protocol):
@@ -208,7 +184,7 @@ def _library(cls: type) -> _Library:
     return _library_named(_clients.library_of(cls))
 
 
-class _Hub:
+class _Hub(_HubBase):
     """One pub/sub connection per client, process and event loop; wakes waiting tasks.
 
     The bookkeeping is :class:`._hubbook.HubBook`'s; this class does the I/O:
@@ -244,6 +220,7 @@ class _Hub:
         # a connection other than the last would be read by nobody (its wakes
         # lost while PUBLISH still counts a subscriber) and hold a pool slot
         self._sending = asyncio.Lock()
+        self._mutex = new_mutex()  # (nothing to guard between two awaits)
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
         # a cluster node's channels that its server dropped (slot moved, node
         # gone), waiting to be adopted by the hub of their slot's owner
@@ -302,43 +279,6 @@ class _Hub:
             else:
                 await pubsub.subscribe(channel)
 
-    def _orphan(self, orphans: dict[str, _Channel]) -> None:
-        """Keep channels the server dropped until a hub adopts them (the reader
-        calls :meth:`_rehome`)."""
-        self._orphans.update(orphans)
-        self._orphan_failures = 0
-        self._rehome_at = 0.0
-
-    async def _rehome(self) -> None:
-        """Give each orphaned channel to the hub of the node that owns its slot
-        now, after refreshing the cluster client's slot map; those that no hub
-        can take yet (the slot's new master is not known yet, or does not
-        answer) are tried again after a backoff. A channel nobody waits on any
-        more is just dropped."""
-        from .state import _hub  # (above this module: imported when used)
-
-        client = self._cluster() if self._cluster is not None else None
-        if client is None:
-            self._orphans.clear()
-            return
-        if time.monotonic() < self._rehome_at:
-            return
-        with contextlib.suppress(Exception):
-            await client.nodes_manager.initialize()  # type: ignore[union-attr]
-        for name, ch in list(self._orphans.items()):
-            adopted = ch.refs == 0
-            if not adopted:
-                with contextlib.suppress(Exception):
-                    hub = _hub(client, name)
-                    if hub is not self or self._pubsub is None:
-                        await hub.adopt(name, ch)
-                        adopted = True
-            if adopted:
-                self._orphans.pop(name, None)
-        if self._orphans:
-            self._orphan_failures += 1
-            self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
-
     async def _subscribe(self, channel: str, new: bool) -> None:
         """Subscribe to a ``new`` channel (else nothing to do). The SUBSCRIBE
         is sent by a task of its own: other plans of the process may enter
@@ -373,24 +313,6 @@ class _Hub:
         self._opening.discard(opening)
         if not opening.cancelled():
             opening.exception()
-
-    def leave(self, ch: _Channel, token: str, granted: bool = False) -> None:
-        self._book.leave(ch, token, time.monotonic(), granted)
-
-    def woken(self, ch: _Channel, token: str, woken: bool) -> bool | HandedOff | Recheck:
-        """The reply to a wait of the plan waiting with ``token`` on ``ch``."""
-        return self._book.woken(ch, token, woken)
-
-    def unlisten(self, ch: _Channel, event: asyncio.Event) -> None:
-        self._book.unlisten(ch, event, time.monotonic())
-
-    def own_waiter(self) -> str:
-        """A waiter id new for one plan that waits on a channel of its own."""
-        return f"{self.waiter}.{next(self._numbers)}"
-
-    def listening(self, wake_prefix: str) -> bool:
-        """Whether this hub listens (or lingers) on the lock with this wake prefix."""
-        return (wake_prefix + self.waiter) in self._book.channels
 
     def reconnected(self) -> None:
         """The connection is being made again: see :meth:`._hubbook.HubBook.reconnected`."""
@@ -474,46 +396,3 @@ class _Hub:
                 self._book.wake_all()
                 await asyncio.sleep(self._backoff.compute(failures + 1))
             return False
-
-    async def _unsubscribe(self, pubsub: _HubPubSub, name: str) -> None:
-        if self._sharded:
-            await cast(Any, pubsub).sunsubscribe(name)
-        else:
-            await pubsub.unsubscribe(name)
-
-    async def _dispatch(self, message: dict[str, Any], pubsub: _HubPubSub) -> None:
-        from .drive import _drive  # (above this module: imported when used)
-
-        channel, data = _text(message["channel"]), _text(message["data"])
-        kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
-        route = self._book.route(kind, channel, data, time.monotonic())
-        if isinstance(route, Dropped):
-            # redis-py forgets only the channels it was asked to unsubscribe
-            _clients.forget_shard_channel(pubsub, message["channel"])
-            self._orphan({route.channel: route.record})
-        elif isinstance(route, PassOn):
-            # On failure the lease runs out and the waiters' timers fire.
-            with contextlib.suppress(Exception):
-                client = (
-                    self._library.client(connection_pool=self._pool)
-                    if self._cluster is None
-                    else self._cluster()
-                )
-                if client is not None:
-                    await _drive(client, route.plan())
-        elif route is not None:
-            route.set()
-
-
-def _wake_all_of(ch: _Channel) -> None:
-    """Wake every plan of ``ch`` to check Redis again."""
-    ch.ready.set()
-    ch.wake.set()
-    for event in list(ch.listeners):
-        event.set()
-
-
-def _text(value: Any) -> str:
-    """A channel name or message payload as ``str`` (redis-py gives ``bytes``
-    unless the client decodes responses)."""
-    return value.decode() if isinstance(value, bytes) else str(value)

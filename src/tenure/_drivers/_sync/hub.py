@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,44 +26,17 @@ import redis.exceptions
 from redis.backoff import ExponentialWithJitterBackoff
 
 from ..._keys import LockKeys
-from ..._protocol import HandedOff, Recheck
 from .. import _clients, _identity
 from .._hubbook import (
-    Dropped,
     HubBook,
-    PassOn,
-    Settable,
     is_noperm,
     wake_refused,
 )
-from .._runtime_sync import READ_POLL, SafeEvent, _exiting, _start, _Wake
+from .._runtime_sync import READ_POLL, SafeEvent, _exiting, _start
+from .hubbase import _Channel, _HubBase, _text, _wake_all_of
 
 if TYPE_CHECKING:
     from .state import Client
-
-
-@dataclass(eq=False)
-class _Channel:
-    keys: LockKeys | None
-    #: its name (set by the book)
-    name: str = ""
-    refs: int = 0
-    idle_since: float | None = None
-    tokens: set[str] = field(default_factory=set)
-    handoffs: dict[str, int] = field(default_factory=dict)
-    recheck: float | None = None
-    #: when the wait in progress ends anyway (see HubBook.route)
-    wait_until: float | None = None
-    listeners: set[Settable] = field(default_factory=set)
-    refused: str = ""
-    ready: threading.Event = field(default_factory=SafeEvent)
-    wake: _Wake = field(default_factory=_Wake)
-    #: the process's contender (see _Contention.owned_before): reentrant only
-    #: so that an interrupted acquire can tell whether its thread holds it
-    gate: Any = field(default_factory=threading.RLock)
-    #: the hub whose book holds the channel (on a Redis Cluster it moves to the
-    #: hub of the slot's new owner: see _Hub.adopt)
-    home: Any = None
 
 
 class _HubPubSub(Protocol):
@@ -148,7 +121,7 @@ def _library(cls: type) -> _Library:
     return _library_named(_clients.library_of(cls))
 
 
-class _Hub:
+class _Hub(_HubBase):
     """One pub/sub connection per client and process; wakes waiting threads.
 
     The bookkeeping is :class:`._hubbook.HubBook`'s; this class does the I/O:
@@ -227,47 +200,6 @@ class _Hub:
             pubsub.subscribe(channel)
         _clients.numbers_as_text(pubsub.connection)  # (its handshake, when a waiter reconnects it)
 
-    def _orphan(self, orphans: dict[str, _Channel]) -> None:
-        """Keep channels the server dropped until a hub adopts them (the reader
-        calls :meth:`_rehome`)."""
-        with self._mutex:
-            self._orphans.update(orphans)
-            self._orphan_failures = 0
-            self._rehome_at = 0.0
-
-    def _rehome(self) -> None:
-        """Give each orphaned channel to the hub of the node that owns its slot
-        now, after refreshing the cluster client's slot map; those that no hub
-        can take yet (the slot's new master is not known yet, or does not
-        answer) are tried again after a backoff. A channel nobody waits on any
-        more is just dropped."""
-        from .state import _hub  # (above this module: imported when used)
-
-        client = self._cluster() if self._cluster is not None else None
-        with self._mutex:
-            orphans = dict(self._orphans)
-            if client is None or time.monotonic() < self._rehome_at:
-                if client is None:
-                    self._orphans.clear()
-                return
-        with contextlib.suppress(Exception):
-            client.nodes_manager.initialize()  # type: ignore[union-attr]
-        for name, ch in orphans.items():
-            adopted = ch.refs == 0
-            if not adopted:
-                with contextlib.suppress(Exception):
-                    hub = _hub(client, name)
-                    if hub is not self or self._pubsub is None:
-                        hub.adopt(name, ch)
-                        adopted = True
-            if adopted:
-                with self._mutex:
-                    self._orphans.pop(name, None)
-        with self._mutex:
-            if self._orphans:
-                self._orphan_failures += 1
-                self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
-
     def _subscribe(self, channel: str, new: bool) -> None:
         if new:
             try:
@@ -275,27 +207,6 @@ class _Hub:
             except BaseException:
                 self._book.abort(channel)
                 raise
-
-    def leave(self, ch: _Channel, token: str, granted: bool = False) -> None:
-        with self._mutex:
-            self._book.leave(ch, token, time.monotonic(), granted)
-
-    def woken(self, ch: _Channel, token: str, woken: bool) -> bool | HandedOff | Recheck:
-        """The reply to a wait of the plan waiting with ``token`` on ``ch``."""
-        with self._mutex:
-            return self._book.woken(ch, token, woken)
-
-    def unlisten(self, ch: _Channel, event: threading.Event) -> None:
-        with self._mutex:
-            self._book.unlisten(ch, event, time.monotonic())
-
-    def own_waiter(self) -> str:
-        """A waiter id new for one plan that waits on a channel of its own."""
-        return f"{self.waiter}.{next(self._numbers)}"
-
-    def listening(self, wake_prefix: str) -> bool:
-        """Whether this hub listens (or lingers) on the lock with this wake prefix."""
-        return (wake_prefix + self.waiter) in self._book.channels
 
     def _resubscribed(self, pubsub: _HubPubSub) -> None:
         """The connection was made again: let the confirmations of the channels
@@ -307,12 +218,6 @@ class _Hub:
         subscribed = [*pubsub.channels, *getattr(pubsub, "shard_channels", ())]
         for name in self._book.strays([_text(name) for name in subscribed]):
             self._unsubscribe(pubsub, name)
-
-    def _unsubscribe(self, pubsub: _HubPubSub, name: str) -> None:
-        if self._sharded:
-            pubsub.sunsubscribe(name)
-        else:
-            pubsub.unsubscribe(name)
 
     def _listen(self) -> _HubPubSub:
         if self._pubsub is None:
@@ -386,41 +291,3 @@ class _Hub:
                     self._unsubscribe(pubsub, name)
         if ch is not None:
             wake_refused(ch)
-
-    def _dispatch(self, message: dict[str, Any], pubsub: _HubPubSub) -> None:
-        from .drive import _drive  # (above this module: imported when used)
-
-        channel, data = _text(message["channel"]), _text(message["data"])
-        kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
-        with self._mutex:
-            route = self._book.route(kind, channel, data, time.monotonic())
-        if isinstance(route, Dropped):
-            # redis-py forgets only the channels it was asked to unsubscribe
-            _clients.forget_shard_channel(pubsub, message["channel"])
-            self._orphan({route.channel: route.record})
-        elif isinstance(route, PassOn):
-            # On failure the lease runs out and the waiters' timers fire.
-            with contextlib.suppress(Exception):
-                client = (
-                    self._library.client(connection_pool=self._pool)
-                    if self._cluster is None
-                    else self._cluster()
-                )
-                if client is not None:
-                    _drive(client, route.plan())
-        elif route is not None:
-            route.set()
-
-
-def _wake_all_of(ch: _Channel) -> None:
-    """Wake every plan of ``ch`` to check Redis again."""
-    ch.ready.set()
-    ch.wake.set()
-    for event in list(ch.listeners):
-        event.set()
-
-
-def _text(value: Any) -> str:
-    """A channel name or message payload as ``str`` (redis-py gives ``bytes``
-    unless the client decodes responses)."""
-    return value.decode() if isinstance(value, bytes) else str(value)
