@@ -699,7 +699,7 @@ def test_an_interrupt_just_after_the_gate_was_taken_frees_it(
         gate: Any = field(default_factory=_GateInterruptedAfterAcquire)
 
     monkeypatch.setattr(_GateInterruptedAfterAcquire, "armed", True)
-    monkeypatch.setattr(_sync.hub, "_Channel", Channel)  # for the hub of the new client below
+    monkeypatch.setattr(_sync.hubbase, "_Channel", Channel)  # for the hub of the new client below
     client = redis.Redis.from_url(url)
     holder = Lock(client, "gate-interrupted", ttl=30).acquire()
     assert holder is not None

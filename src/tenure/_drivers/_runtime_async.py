@@ -78,6 +78,15 @@ async def acquire(gate: asyncio.Lock, timeout: float | None) -> bool:
     return True
 
 
+#: A lock one call holds across its I/O (the first call's server probe).
+Lock: TypeAlias = asyncio.Lock
+
+
+def new_lock() -> asyncio.Lock:
+    """A lock one call holds across its I/O (see :data:`Lock`)."""
+    return asyncio.Lock()
+
+
 def new_mutex() -> contextlib.nullcontext[None]:
     """A mutex of the driver's bookkeeping: none is needed between two
     ``await``s of one event loop (a ``with`` of it does nothing)."""

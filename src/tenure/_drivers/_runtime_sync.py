@@ -235,6 +235,15 @@ def swallowed(asked: int) -> BaseException | None:
     return None
 
 
+#: A lock one call holds across its I/O (the first call's server probe).
+Lock: TypeAlias = threading.Lock
+
+
+def new_lock() -> threading.Lock:
+    """A lock one call holds across its I/O (see :data:`Lock`)."""
+    return threading.Lock()
+
+
 def new_mutex() -> threading.Lock:
     """A mutex of the driver's bookkeeping (a hub's, a watchdog's): a bare
     lock, entered only by ``with`` (which no interrupt leaves held)."""

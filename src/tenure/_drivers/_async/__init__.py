@@ -63,18 +63,16 @@ from .send import (
     _quick,
 )
 from .state import (
-    SPARE_CONNECTIONS,
     Client,
     T,
-    _Fan,
     _fan_for,
     _hub,
     _renew_each,
-    _State,
     _state,
     check_client,
     current_owner,
 )
+from .statebase import SPARE_CONNECTIONS, _Fan, _State
 from .watchdog import (
     _SendRenewals,
     _Watchdog,

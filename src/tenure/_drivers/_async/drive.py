@@ -49,7 +49,8 @@ from .hubbase import _Channel
 from .pins import _let_pin_go, _pin_for
 from .reserve import _Fallback
 from .send import _evalsha, _load_on_pin, _pipeline, _quick_together, _refusal
-from .state import Client, T, _hub, _State, _state
+from .state import Client, T, _hub, _state
+from .statebase import _State
 
 
 async def run(client: Client, plan: Plan[T]) -> T:

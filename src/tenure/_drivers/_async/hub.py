@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -23,17 +21,14 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import redis.asyncio
 import redis.asyncio.client
 import redis.exceptions
-from redis.backoff import ExponentialWithJitterBackoff
 
 from ..._keys import LockKeys
-from .. import _clients, _identity
+from .. import _clients
 from .._hubbook import (
     LINGER,
-    HubBook,
     is_noperm,
     wake_refused,
 )
-from .._runtime_async import new_mutex
 from .hubbase import _Channel, _HubBase, _text, _wake_all_of
 
 if TYPE_CHECKING:
@@ -193,26 +188,8 @@ class _Hub(_HubBase):
     SUBSCRIBEs wake every waiter.
     """
 
-    def __init__(
-        self,
-        pool: Any,
-        library: _Library,
-        *,
-        waiter: str | None = None,
-        cluster: Callable[[], Client | None] | None = None,
-        sharded: bool = True,
-    ) -> None:
-        self.waiter = waiter or _identity.process_id()[:8] + "-" + os.urandom(4).hex()
-        self._numbers = itertools.count(1)
-        self._pool = pool
-        self._library = library
-        # a Redis Cluster node's hub: the cluster client (or None once it is
-        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE, or by
-        # SUBSCRIBE on a cluster without sharded pub/sub (Redis 6.2)
-        self._cluster = cluster
-        self._sharded = cluster is not None and sharded
-        self._book = HubBook(_Channel)
-        self._pubsub: _HubPubSub | None = None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # (_HubBase's arguments)
+        super().__init__(*args, **kwargs)
         self._reader: asyncio.Task[None] | None = None
         # one SUBSCRIBE at a time: the library's asyncio PubSub takes its
         # connection from the pool on first use without a lock, so concurrent
@@ -220,15 +197,8 @@ class _Hub(_HubBase):
         # a connection other than the last would be read by nobody (its wakes
         # lost while PUBLISH still counts a subscriber) and hold a pool slot
         self._sending = asyncio.Lock()
-        self._mutex = new_mutex()  # (nothing to guard between two awaits)
-        self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
-        # a cluster node's channels that its server dropped (slot moved, node
-        # gone), waiting to be adopted by the hub of their slot's owner
-        self._orphans: dict[str, _Channel] = {}
         # the SUBSCRIBEs on their way (see _subscribe), referenced until done
         self._opening: set[asyncio.Future[None]] = set()
-        self._orphan_failures = 0
-        self._rehome_at = 0.0
 
     async def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
         ch, subscribe = self._book.enter(channel, keys, token)
@@ -323,11 +293,12 @@ class _Hub(_HubBase):
         return self._book.strays(resubscribed)
 
     def _listen(self) -> _HubPubSub:
-        if self._pubsub is None:
+        pubsub: _HubPubSub | None = self._pubsub
+        if pubsub is None:
             pubsub = self._library.pubsub(connection_pool=self._pool)
             pubsub.hub = self
             self._pubsub = pubsub
-        return self._pubsub
+        return pubsub
 
     async def _read(self) -> None:
         pubsub = self._pubsub

@@ -11,8 +11,6 @@ is :class:`.._hubbook.HubBook`'s.
 from __future__ import annotations
 
 import contextlib
-import itertools
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -23,12 +21,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import redis
 import redis.client
 import redis.exceptions
-from redis.backoff import ExponentialWithJitterBackoff
 
 from ..._keys import LockKeys
-from .. import _clients, _identity
+from .. import _clients
 from .._hubbook import (
-    HubBook,
     is_noperm,
     wake_refused,
 )
@@ -131,34 +127,6 @@ class _Hub(_HubBase):
     SUBSCRIBEs wake every waiter.
     """
 
-    def __init__(
-        self,
-        pool: Any,
-        library: _Library,
-        *,
-        waiter: str | None = None,
-        cluster: Callable[[], Client | None] | None = None,
-        sharded: bool = True,
-    ) -> None:
-        self.waiter = waiter or _identity.process_id()[:8] + "-" + os.urandom(4).hex()
-        self._numbers = itertools.count(1)
-        self._pool = pool
-        self._library = library
-        # a Redis Cluster node's hub: the cluster client (or None once it is
-        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE, or by
-        # SUBSCRIBE on a cluster without sharded pub/sub (Redis 6.2)
-        self._cluster = cluster
-        self._sharded = cluster is not None and sharded
-        self._mutex = threading.Lock()
-        self._book = HubBook(_Channel)
-        self._pubsub: _HubPubSub | None = None
-        self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
-        # a cluster node's channels that its server dropped (slot moved, node
-        # gone), waiting to be adopted by the hub of their slot's owner
-        self._orphans: dict[str, _Channel] = {}
-        self._orphan_failures = 0
-        self._rehome_at = 0.0
-
     def enter(self, keys: LockKeys | None, channel: str, token: str) -> _Channel:
         with self._mutex:
             ch, subscribe = self._book.enter(channel, keys, token)
@@ -220,12 +188,13 @@ class _Hub(_HubBase):
             self._unsubscribe(pubsub, name)
 
     def _listen(self) -> _HubPubSub:
-        if self._pubsub is None:
+        pubsub: _HubPubSub | None = self._pubsub
+        if pubsub is None:
             pubsub = self._library.pubsub(connection_pool=self._pool)
             pubsub.reconnected = SafeEvent()
             self._pubsub = pubsub
             _start(self._read, "tenure-wake-hub")
-        return self._pubsub
+        return pubsub
 
     def _read(self) -> None:
         pubsub = self._pubsub

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,9 +25,9 @@ from redis.backoff import ExponentialWithJitterBackoff
 
 from ..._keys import LockKeys
 from ..._protocol import HandedOff, Recheck
-from .. import _clients
+from .. import _clients, _identity
 from .._hubbook import Dropped, HubBook, PassOn, Settable
-from .._runtime_sync import Event, new_event, new_gate, new_wake
+from .._runtime_sync import Event, new_event, new_gate, new_mutex, new_wake
 
 
 @dataclass(eq=False)
@@ -56,26 +57,36 @@ class _Channel:
 
 
 class _HubBase:
-    """What each flavour's ``_Hub`` shares; its ``__init__`` sets the
-    attributes below."""
+    """What each flavour's ``_Hub`` shares."""
 
-    waiter: str
-    _numbers: itertools.count[int]
-    _pool: Any
-    _library: Any
-    #: a Redis Cluster node's hub: the cluster client (or None once it is gone)
-    _cluster: Callable[[], Any] | None
-    _sharded: bool
-    _book: HubBook[_Channel]
-    #: guards the book, ``_orphans`` and ``_pubsub`` (see the runtime's ``new_mutex``)
-    _mutex: Any
-    _pubsub: Any
-    _backoff: ExponentialWithJitterBackoff
-    #: a cluster node's channels that its server dropped (slot moved, node
-    #: gone), waiting to be adopted by the hub of their slot's owner
-    _orphans: dict[str, _Channel]
-    _orphan_failures: int
-    _rehome_at: float
+    def __init__(
+        self,
+        pool: Any,
+        library: Any,
+        *,
+        waiter: str | None = None,
+        cluster: Callable[[], Any] | None = None,
+        sharded: bool = True,
+    ) -> None:
+        self.waiter = waiter or _identity.process_id()[:8] + "-" + os.urandom(4).hex()
+        self._numbers = itertools.count(1)
+        self._pool = pool
+        self._library = library
+        # a Redis Cluster node's hub: the cluster client (or None once it is
+        # gone), which runs hand-offs; the hub subscribes by SSUBSCRIBE, or by
+        # SUBSCRIBE on a cluster without sharded pub/sub (Redis 6.2)
+        self._cluster = cluster
+        self._sharded = cluster is not None and sharded
+        #: guards the book, ``_orphans`` and ``_pubsub`` (see the runtime's ``new_mutex``)
+        self._mutex = new_mutex()
+        self._book = HubBook(_Channel)
+        self._pubsub: Any = None
+        self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=2.0)
+        # a cluster node's channels that its server dropped (slot moved, node
+        # gone), waiting to be adopted by the hub of their slot's owner
+        self._orphans: dict[str, _Channel] = {}
+        self._orphan_failures = 0
+        self._rehome_at = 0.0
 
     def adopt(self, channel: str, ch: _Channel) -> None:
         raise NotImplementedError

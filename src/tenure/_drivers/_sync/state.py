@@ -11,17 +11,16 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ..._errors import WrongTypeError
-from ..._plans import server as server_plans
 from ..._protocol import Pipeline
 from .. import _clients, _identity
 from .._runtime_sync import _states_mutex
 from .._watchbook import renewal_reply
 from .hub import _Hub, _library
-from .reserve import _Reserve, _reserve_for
+from .reserve import _reserve_for
+from .statebase import SPARE_CONNECTIONS, _Fan, _remember, _State, _states
 from .watchdog import _Watchdog
 
 if TYPE_CHECKING:
@@ -59,63 +58,6 @@ def current_owner() -> str:
     return _identity.owner_of(number)
 
 
-@dataclass(eq=False)
-class _State:
-    generation: int
-    hub: _Hub
-    watchdog: _Watchdog
-    server: server_plans.ServerInfo | None = None
-    #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
-    nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
-    #: whether a Redis Cluster client's servers have sharded pub/sub (set by
-    #: the probe; False on Redis 6.2: plain PUBLISH / SUBSCRIBE)
-    sharded: bool = True
-    #: the client's weak reference (the entry goes with the client)
-    client: Callable[[], Any] = lambda: None
-    #: held by the call that probes the server (the first)
-    probing: threading.Lock = field(default_factory=threading.Lock)
-    #: the reserve of its scripts' quick path, that of the client's pool
-    #: (None: it takes none; see :mod:`.reserve`)
-    reserve: _Reserve | None = None
-    #: the connections run_each's quick path keeps, those of the client's
-    #: pool (None: it takes none; see :class:`_Fan`)
-    fan: _Fan | None = None
-    #: whether its retry policy sends a command again after a connection error
-    retries: bool = True
-
-
-#: The most connections run_each's quick path keeps checked out of a pool
-#: (idle, owing replies or in use; at most a quarter of the pool: see
-#: :func:`_fan_for`).
-SPARE_CONNECTIONS = 8
-
-
-@dataclass(eq=False)
-class _Fan:
-    """The connections that run_each's quick path (Redlock's calls on one
-    thread, see :mod:`._fanout_sync`) keeps checked out of one pool, shared
-    by every client on the pool: a client made per request on a shared pool
-    and dropped leaves them to the next one (kept by each client, they would
-    be lost with it, slots of the pool never given back). Guarded by
-    ``_fanout_sync._spare_mutex``.
-    Kept on the pool itself (see :func:`_clients.store_on`)."""
-
-    generation: int
-    #: how many it may keep checked out (see _clients.pool_share)
-    most: int
-    #: idle connected ones (kept until dropped: then given back to the pool)
-    spare: list[Any] = field(default_factory=list)
-    #: those left with replies still due (a round that stopped once it had
-    #: enough): ``(connection, replies due)``, taken first, the next call's
-    #: commands written after the due ones
-    owed: list[tuple[Any, int]] = field(default_factory=list)
-    #: whether one is being checked out in the background
-    connecting: bool = False
-    #: how many it has checked out of the pool (idle, owing replies, in use
-    #: or being checked out)
-    open: int = 0
-
-
 def _fan_for(client: Client) -> _Fan | None:
     """run_each's quick-path connections of ``client``'s pool, or ``None``
     when the client may keep none: :data:`SPARE_CONNECTIONS`, at most a
@@ -133,16 +75,6 @@ def _fan_for(client: Client) -> _Fan | None:
         if not _clients.store_on(pool, "fan", fan):  # (made by the first client)
             return None
     return fan
-
-
-#: The state of each client, by its id(), dropped with the client (looked up on
-#: every call: an id and a weak reference are cheaper than a WeakKeyDictionary).
-_states: dict[int, _State] = {}
-
-
-def _forget_state(key: int, ref: Any) -> None:
-    if (state := _states.get(key)) is not None and state.client is ref:
-        del _states[key]
 
 
 def _state(client: Client) -> _State:
@@ -174,9 +106,7 @@ def _state(client: Client) -> _State:
                     state.reserve = _reserve_for(client)
                     state.fan = _fan_for(client)
                     state.retries = _clients.retries_allowed(client)
-                key = id(client)
-                state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
-                _states[key] = state
+                _remember(client, state)
     return state
 
 
