@@ -302,10 +302,8 @@ async def _drive(client: Client, plan: Plan[T]) -> T:
                     ended = sending
                 if ended:
                     raise  # the plan raised it, after its own clean-up
-                reply, error = (
-                    None,
-                    exc,
-                )  # from the driver (or a cancellation): the plan has not seen it
+                # from the driver (or a cancellation): the plan has not seen it
+                reply, error = None, exc
     finally:
         try:
             try:
