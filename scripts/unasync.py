@@ -74,6 +74,8 @@ DRIVER_RULES: list[tuple[str, str]] = [
         "driver (``_async/``), except the modules written by hand in both (see\n"
         "``scripts/unasync.py``).",
     ),
+    # (last: the rules above name some of these)
+    (r"\b(redis|valkey)\.asyncio\b", r"\1"),
 ]
 
 

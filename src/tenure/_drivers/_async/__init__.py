@@ -41,13 +41,9 @@ from .drive import (
     unwatch,
     watch,
 )
-from .hub import (
-    _REDIS,
-    _Hub,
-    _Library,
-    _library,
-)
+from .hub import _Hub
 from .hubbase import _Channel
+from .library import _REDIS, _Library, _library
 from .pins import (
     one_connection,
 )

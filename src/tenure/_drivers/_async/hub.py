@@ -13,14 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
-from functools import cache
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
-
-import redis.asyncio
-import redis.asyncio.client
-import redis.exceptions
 
 from ..._keys import LockKeys
 from .. import _clients
@@ -32,7 +26,7 @@ from .._hubbook import (
 from .hubbase import _Channel, _HubBase, _text, _wake_all_of
 
 if TYPE_CHECKING:
-    from .state import Client
+    pass
 
 
 class _HubPubSub(Protocol):
@@ -117,66 +111,6 @@ class _ShardedPubSub:
     def subscribed(self) -> bool:
         pubsub = cast(Any, self)
         return bool(pubsub.channels or pubsub.patterns or self.shard_channels)
-
-
-@dataclass(frozen=True, slots=True)
-class _Library:
-    """The classes of one client library (redis-py or valkey-py) the driver uses."""
-
-    #: makes a client of the library: ``client(connection_pool=pool)``
-    client: Callable[..., Client]
-    #: the hub's PubSub: ``pubsub(connection_pool=pool)``
-    pubsub: Callable[..., _HubPubSub]
-    #: what ``EVALSHA`` raises for a script the server does not have
-    no_script: type[Exception]
-    #: what reading an error reply raises
-    response_error: type[Exception]
-    #: the arguments of its pool's ``get_connection`` (valkey-py needs a command name)
-    checkout: tuple[str, ...]
-    #: its connection pool class (a cluster hub's pool to one node)
-    pool: Callable[..., Any]
-
-
-class _RedisHubPubSub(_Reconnects, redis.asyncio.client.PubSub):
-    """redis-py's PubSub, telling its hub when the connection is made again."""
-
-
-_REDIS = _Library(
-    redis.asyncio.Redis,
-    _RedisHubPubSub,
-    redis.exceptions.NoScriptError,
-    redis.exceptions.ResponseError,
-    (),
-    redis.asyncio.ConnectionPool,
-)
-
-
-@cache
-def _library_named(name: _clients.Library) -> _Library:
-    if name == "redis":
-        return _REDIS
-    import valkey.asyncio
-    import valkey.asyncio.client
-    import valkey.exceptions
-
-    class _ValkeyHubPubSub(_Reconnects, _ShardedPubSub, valkey.asyncio.client.PubSub):
-        """valkey-py's PubSub, with sharded pub/sub, telling its hub when the
-        connection is made again."""
-
-    return _Library(
-        valkey.asyncio.Valkey,
-        _ValkeyHubPubSub,
-        valkey.exceptions.NoScriptError,
-        valkey.exceptions.ResponseError,
-        ("EVALSHA",),
-        valkey.asyncio.ConnectionPool,
-    )
-
-
-@cache
-def _library(cls: type) -> _Library:
-    """The classes of the library that the client class ``cls`` belongs to."""
-    return _library_named(_clients.library_of(cls))
 
 
 class _Hub(_HubBase):

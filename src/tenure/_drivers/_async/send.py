@@ -31,7 +31,7 @@ from ..._scripts import ACL_KEYS
 from .. import _clients
 from .._hubbook import is_noperm
 from .._runtime_async import sleep
-from .hub import _library
+from .library import _library
 from .pins import _Pin, _pin_for, _pin_or_give
 from .reserve import _discard, _Fallback, _node_reserve, _Reserve, _take, _wake_one
 from .state import Client, _master_client, _state

@@ -17,7 +17,8 @@ from ..._errors import WrongTypeError
 from ..._protocol import parse_reply
 from .. import _clients, _identity
 from .._watchbook import renewal_reply
-from .hub import _Hub, _library
+from .hub import _Hub
+from .library import _library
 from .reserve import _forsake, _reserve_for
 from .statebase import SPARE_CONNECTIONS, _Fan, _remember, _State, _states
 from .watchdog import _Watchdog

@@ -20,7 +20,7 @@ from .._runtime_async import exiting, new_condition, new_mutex, spawn
 from .._watchbook import CLAIM_GRACE, Watch, Watchable, WatchBook, lose, renewal_reply
 
 if TYPE_CHECKING:
-    from .hub import _Library
+    from .library import _Library
 
 _log = logging.getLogger("tenure")
 

@@ -13,14 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
-
-import redis
-import redis.client
-import redis.exceptions
 
 from ..._keys import LockKeys
 from .. import _clients
@@ -32,7 +25,7 @@ from .._runtime_sync import READ_POLL, SafeEvent, _exiting, _start
 from .hubbase import _Channel, _HubBase, _text, _wake_all_of
 
 if TYPE_CHECKING:
-    from .state import Client
+    pass
 
 
 class _HubPubSub(Protocol):
@@ -69,52 +62,9 @@ class _Reconnects:
         super().on_connect(connection)  # type: ignore[misc]  # SUBSCRIBE again
 
 
-@dataclass(frozen=True, slots=True)
-class _Library:
-    """The classes of one client library (redis-py or valkey-py) the driver uses."""
-
-    #: makes a client of the library: ``client(connection_pool=pool)``
-    client: Callable[..., Client]
-    #: the hub's PubSub: ``pubsub(connection_pool=pool)``
-    pubsub: Callable[..., _HubPubSub]
-    #: what ``EVALSHA`` raises for a script the server does not have
-    no_script: type[Exception]
-    #: what reading an error reply raises
-    response_error: type[Exception]
-
-
-class _RedisHubPubSub(_Reconnects, redis.client.PubSub):
-    """redis-py's PubSub, telling its hub when the connection is made again."""
-
-
-_REDIS = _Library(
-    redis.Redis, _RedisHubPubSub, redis.exceptions.NoScriptError, redis.exceptions.ResponseError
-)
-
-
-@cache
-def _library_named(name: _clients.Library) -> _Library:
-    if name == "redis":
-        return _REDIS
-    import valkey
-    import valkey.client
-    import valkey.exceptions
-
-    class _ValkeyHubPubSub(_Reconnects, valkey.client.PubSub):
-        """valkey-py's PubSub, telling its hub when the connection is made again."""
-
-    return _Library(
-        valkey.Valkey,
-        _ValkeyHubPubSub,
-        valkey.exceptions.NoScriptError,
-        valkey.exceptions.ResponseError,
-    )
-
-
-@cache
-def _library(cls: type) -> _Library:
-    """The classes of the library that the client class ``cls`` belongs to."""
-    return _library_named(_clients.library_of(cls))
+class _ShardedPubSub:
+    """Nothing to add: valkey-py's synchronous PubSub has sharded pub/sub
+    (its asyncio one lacks it: see the asyncio flavour's twin)."""
 
 
 class _Hub(_HubBase):

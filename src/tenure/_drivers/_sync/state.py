@@ -18,7 +18,8 @@ from ..._protocol import Pipeline
 from .. import _clients, _identity
 from .._runtime_sync import _states_mutex
 from .._watchbook import renewal_reply
-from .hub import _Hub, _library
+from .hub import _Hub
+from .library import _library
 from .reserve import _reserve_for
 from .statebase import SPARE_CONNECTIONS, _Fan, _remember, _State, _states
 from .watchdog import _Watchdog

@@ -21,7 +21,7 @@ from .._runtime_sync import exiting, new_condition, new_mutex, spawn
 from .._watchbook import CLAIM_GRACE, Watch, Watchable, WatchBook, lose, renewal_reply
 
 if TYPE_CHECKING:
-    from .hub import _Library
+    from .library import _Library
 
 _log = logging.getLogger("tenure")
 
