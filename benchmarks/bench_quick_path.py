@@ -101,8 +101,8 @@ def sync_rows(url: str) -> dict[str, Callable[[], Any]]:
     for lock in (lock_q, lock_o):  # warm up: probe, scripts, connections
         for _ in range(50):
             lock.acquire().release()  # type: ignore[union-attr]
-    _sync._state(ordinary).kept = None  # the ordinary path: through the client
-    assert _sync._state(quick).kept is not None
+    _sync._state(ordinary).reserve = None  # the ordinary path: through the client
+    assert _sync._state(quick).reserve is not None
     rp = plain.lock("redis-py", timeout=TTL)
     release = plain.register_script(RELEASE)
     token = secrets.token_hex(16)
@@ -139,8 +139,8 @@ async def async_rows(url: str, rounds: int, seconds: float) -> list[Row]:
         for lock in (lock_q, lock_o):
             for _ in range(50):
                 await (await lock.acquire()).release()  # type: ignore[union-attr]
-        _async._state(ordinary).kept = None
-        assert _async._state(quick).kept is not None
+        _async._state(ordinary).reserve = None
+        assert _async._state(quick).reserve is not None
         release = plain.register_script(RELEASE)
         token = secrets.token_hex(16)
 

@@ -828,7 +828,7 @@ def test_the_watchdog_renews_in_one_round_trip_per_master_async(
         ]
         await asyncio.sleep(0.8)  # a first round: the renewal script is loaded on every master
         monkeypatch.setattr(lib.aio_connection, "send_packed_command", counted)
-        monkeypatch.setattr(_async_driver, "_renew_each", renew_each)
+        monkeypatch.setattr(_async_driver.state, "_renew_each", renew_each)
         await asyncio.sleep(1.2)  # a few rounds
         monkeypatch.undo()
         assert not any(lease.lost.is_set() for lease in leases)

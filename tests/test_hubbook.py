@@ -154,12 +154,12 @@ def test_a_late_hand_off_to_a_plan_that_took_the_lock_itself_is_not_passed_on() 
     book = HubBook(Ch)
     ch, _ = book.enter("c", KEYS, "t1")
     book.enter("c", KEYS, "t2")
-    book.leave(ch, "t1", now=0.0, kept=True)
+    book.leave(ch, "t1", now=0.0, granted=True)
     assert book.route("message", "c", "41 t1") is None
     book.leave(ch, "t2", now=0.0)  # gave up: a hand-off to it goes on to the next waiter
     assert book.route("message", "c", "42 t2") == PassOn(KEYS, "t2")
     for i in range(2000):  # only the recent ones are remembered
-        book.leave(*book.enter("c", KEYS, f"k{i}")[:1], f"k{i}", now=0.0, kept=True)
+        book.leave(*book.enter("c", KEYS, f"k{i}")[:1], f"k{i}", now=0.0, granted=True)
     assert book.route("message", "c", "43 k0") == PassOn(KEYS, "k0")
     assert book.route("message", "c", "44 k1999") is None
 

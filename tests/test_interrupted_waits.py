@@ -9,6 +9,7 @@ return in turn of the wait, one per acquire."""
 from __future__ import annotations
 
 import linecache
+import re
 import sys
 import threading
 import time
@@ -29,16 +30,23 @@ class _Alarm(Exception):
 
 _STYLES: dict[str, type[BaseException]] = {"keyboard": KeyboardInterrupt, "exception": _Alarm}
 
+#: The lines of the driver's ``_perform`` that wait (for a wake, a channel's
+#: confirmation), and those that wait for a channel's confirmation (regular
+#: expressions).
+WAITS = r"\bwait_(set|wake|event)\("
+READY = r"\bwait_set\(ch\.ready\b"
+
 #: How long a thread may take before the test calls it stuck, seconds.
 STUCK = 10.0
 
 
 def _in_wait(frame: FrameType | None, marker: str) -> bool:
-    """Whether ``frame`` runs (inside) the driver's ``_perform`` at the line
-    that contains ``marker``."""
+    """Whether ``frame`` runs (inside) the driver's ``_perform`` at a line
+    that ``marker`` (a regular expression) matches."""
     while frame is not None:
         if frame.f_code is _sync._perform.__code__:
-            return marker in linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+            return re.search(marker, line) is not None
         frame = frame.f_back
     return False
 
@@ -89,7 +97,7 @@ def _wait_until_waiting(thread: threading.Thread) -> None:
     deadline = time.monotonic() + STUCK
     while time.monotonic() < deadline:
         frame = sys._current_frames().get(thread.ident or 0)
-        if _in_wait(frame, ".wait("):
+        if _in_wait(frame, WAITS):
             return
         time.sleep(0.01)
     raise AssertionError("the second waiter never waited")
@@ -147,7 +155,7 @@ def test_an_interrupted_wait_for_the_channel_strands_no_other_waiter(
         holder = Lock(r, name, ttl=30).acquire()
         assert holder is not None
         fired = _interrupted(
-            lambda: Lock(r, name, ttl=30).acquire(timeout=0.5), window, "ready.wait(", error
+            lambda: Lock(r, name, ttl=30).acquire(timeout=0.5), window, READY, error
         )
         second, got = _in_thread(lambda: Lock(r, name, ttl=30).acquire(timeout=STUCK / 2))
         _wait_until_waiting(second)
@@ -172,7 +180,7 @@ def test_an_interrupted_latch_wait_strands_no_other_waiter(r: redis.Redis, style
     def check(window: int) -> bool:
         latch = CountDownLatch(r, f"wait-{style}-{window}")
         assert latch.try_set_count(1)
-        fired = _interrupted(lambda: latch.wait(timeout=0.5), window, "ready.wait(", error)
+        fired = _interrupted(lambda: latch.wait(timeout=0.5), window, READY, error)
         second, opened = _in_thread(lambda: latch.wait(timeout=STUCK / 2))
         _wait_until_waiting(second)
         assert latch.count_down() == 0
@@ -252,7 +260,7 @@ def test_an_interrupt_waiting_for_a_quick_connection_strands_no_other_call(
     ``threading.Condition`` left the condition's lock held: every later
     call that had to wait blocked on it for good."""
     error = _STYLES[style]
-    monkeypatch.setattr(_sync, "QUICK_PATIENCE", 0.25)
+    monkeypatch.setattr(_sync.reserve, "QUICK_PATIENCE", 0.25)
 
     def check(window: int) -> bool:
         client = redis.Redis.from_url(server.url, max_connections=4)  # (the quick path keeps 1)

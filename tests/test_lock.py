@@ -699,7 +699,7 @@ def test_an_interrupt_just_after_the_gate_was_taken_frees_it(
         gate: Any = field(default_factory=_GateInterruptedAfterAcquire)
 
     monkeypatch.setattr(_GateInterruptedAfterAcquire, "armed", True)
-    monkeypatch.setattr(_sync, "_Channel", Channel)  # for the hub of the new client below
+    monkeypatch.setattr(_sync.hubbase, "_Channel", Channel)  # for the hub of the new client below
     client = redis.Redis.from_url(url)
     holder = Lock(client, "gate-interrupted", ttl=30).acquire()
     assert holder is not None
@@ -915,7 +915,7 @@ def test_an_interrupt_as_a_timed_out_waiter_leaves_the_queue_is_raised(
             raise AlarmTimeout
         return evalsha(client, step)
 
-    monkeypatch.setattr(_sync, "_evalsha", interrupted_leave)
+    monkeypatch.setattr(_sync.drive, "_evalsha", interrupted_leave)
     with pytest.raises(AlarmTimeout):
         in_thread_raising(lambda: Lock(r, "leave-interrupted").acquire(timeout=0.3))
     assert fired
@@ -948,7 +948,7 @@ def test_an_interrupt_as_the_next_acquire_finishes_a_release_is_raised(
             raise raising.pop(0)
         return evalsha(client, step)
 
-    monkeypatch.setattr(_sync, "_evalsha", failing_release)
+    monkeypatch.setattr(_sync.drive, "_evalsha", failing_release)
     with pytest.raises(redis.exceptions.ConnectionError):
         lease.release()
     with pytest.raises(AlarmTimeout):

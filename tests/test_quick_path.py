@@ -214,8 +214,8 @@ def test_an_interrupt_as_a_sound_connection_is_given_back_loses_no_connection(
     warm = lock.acquire()
     assert warm is not None
     warm.release()
-    kept = _sync._state(client).kept
-    assert kept is not None and kept.open == len(kept.idle) > 0
+    reserve = _sync._state(client).reserve
+    assert reserve is not None and reserve.open == len(reserve.idle) > 0
     fired: list[str] = []
 
     def calls(frame: FrameType, event: str, arg: Any) -> Any:
@@ -224,7 +224,7 @@ def test_an_interrupt_as_a_sound_connection_is_given_back_loses_no_connection(
             event == "call"
             and not fired
             and caller is not None
-            and caller.f_code is _sync._quick.__code__
+            and caller.f_code is _sync.send._quick_together.__code__
             and caller.f_locals.get("sound") is True
         ):
             fired.append(frame.f_code.co_name)
@@ -239,7 +239,7 @@ def test_an_interrupt_as_a_sound_connection_is_given_back_loses_no_connection(
     finally:
         sys.settrace(previous)
     assert fired
-    assert kept.open == len(kept.idle), "no connection of the quick path was lost"
+    assert reserve.open == len(reserve.idle), "no connection of the quick path was lost"
     assert r.get("tenure:{quick-give-back}") is None  # (the grant was given back)
     client.close()
 

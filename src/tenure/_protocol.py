@@ -11,7 +11,7 @@ import contextlib
 import re
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ._errors import PermissionDenied, ProtocolError, TenureError, WrongTypeError
 from ._keys import LockKeys
@@ -274,3 +274,74 @@ def mark_masterless(exc: BaseException) -> None:
 def masterless(exc: BaseException) -> bool:
     """Whether a driver marked ``exc`` with :func:`mark_masterless`."""
     return getattr(exc, _MASTERLESS, False) is True
+
+
+#: The attribute :func:`note_result` sets on an exception.
+_RESULT = "_tenure_result"
+
+
+def note_result(exc: BaseException, value: object) -> None:
+    """The driver's side of the result hand-over: attach to ``exc`` what a
+    plan returned just before ``exc`` cut the driver off from its caller (an
+    interrupt, of any class, in the driver's clean-up after a plan returned
+    a grant, or between the rounds of plans run together).
+
+    The contract between the two sides: the drivers
+    (``_drivers/_async/drive.py``: ``_drive`` attaches the grant of the plan
+    that returned one, ``run_together`` the list of results so far, one per
+    plan; the generated ``_drivers/_sync/drive.py`` the same) call this and
+    re-raise ``exc``; the facade (``_api/_async/_base.py``:
+    ``_grant_and_hold``; ``_api/_async/multi.py``; and their generated
+    ``_sync`` twins) reads it back with :func:`result_lost_with` and gives
+    back whatever that result holds before ``exc`` goes on, so no grant is
+    left held with nobody to release it. Nothing else reads or writes the
+    attribute."""
+    vars(exc)[_RESULT] = value
+
+
+def result_lost_with(exc: BaseException) -> Any:
+    """The facade's side of the result hand-over (see :func:`note_result`):
+    the result of a plan that ``exc`` cut off from its caller after the plan
+    returned it, or ``None``."""
+    return vars(exc).get(_RESULT)
+
+
+class Watchable(Protocol):
+    """The lease hand-over from the facade to the driver's watchdog: what the
+    watchdog needs of a lease.
+
+    The two sides: the facade's leases implement it (``_api/_async/_base.py``:
+    ``_AsyncHeldLease``; the holds of ``_api/_async/_holds.py``; Redlock's
+    leases; their generated ``_sync`` twins) and give themselves to
+    ``watch``; the drivers' watchdogs (``_drivers/_async/watchdog.py``,
+    ``_drivers/_sync/watchdog.py``, the fan-out's shared ones) and their
+    pure book (``_drivers/_watchbook.py``) call nothing else of a lease. The
+    underscored members are the watchdog's only: no user calls them."""
+
+    @property
+    def ttl(self) -> float: ...
+
+    @property
+    def expires_at(self) -> float: ...
+
+    #: The claim window (seconds) Redis holds a handed-over lease for until its
+    #: first extend; 0.0 for a lease Redis holds for its ttl. Its extends check
+    #: the lease's drift allowance against this window while it is set, and the
+    #: watch book sets it to 0.0 once the claim extend succeeded.
+    _claim: float
+
+    @property
+    def _given_up(self) -> bool:
+        """Whether the owner gave the lease up without its release completing
+        (the ``with`` block that entered it was left with its exit cut off):
+        never renewed again, it ends by its ttl unless the owner's next
+        acquire releases it first."""
+
+    def _renewal(self) -> Eval:
+        """The script call that renews the lease for its ttl."""
+
+    def _renewed(self, expires_at: float) -> None:
+        """A renewal succeeded: the lease may be trusted until ``expires_at``."""
+
+    def _lose(self, reason: str) -> None:
+        """The lease is lost: fire its signal (idempotent)."""

@@ -1,8 +1,12 @@
 """Drivers: the only code that does I/O, sleeps, knows owner identity or runs in the background.
 
 ``_sync`` (threads; ``redis.Redis`` or ``valkey.Valkey`` clients) and ``_async``
-(tasks; ``redis.asyncio.Redis`` or ``valkey.asyncio.Valkey`` clients) expose the
-same names:
+(tasks; ``redis.asyncio.Redis`` or ``valkey.asyncio.Valkey`` clients) are
+packages that expose the same names. ``_async`` is written by hand, one module
+per concern; ``_sync`` is generated from it by ``scripts/unasync.py`` but for
+the modules that differ per flavour (``hub``, ``reserve``, ``state``), and the
+two take what differs between threads and tasks from ``_runtime_sync`` and
+``_runtime_async`` (see ``docs/architecture.md``, "The drivers"):
 
 - ``Client``: the client type the facade accepts.
 - ``check_client(client, owner)``: the client, or :class:`~tenure.InvalidArgument`

@@ -400,35 +400,22 @@ def pool_share(client: Any, most: int) -> int:
     return max(0, min(most, limit // 4))
 
 
-def kept_on(pool: Any, kind: str) -> Any:
-    """What tenure keeps on ``pool`` under ``kind`` (see :func:`keep_on`), or ``None``."""
+def stored_on(pool: Any, kind: str) -> Any:
+    """What tenure stored on ``pool`` under ``kind`` (see :func:`store_on`), or ``None``."""
     return getattr(pool, f"_tenure_{kind}", None)
 
 
-def keep_on(pool: Any, kind: str, value: Any) -> bool:
-    """Keep ``value`` (connections a quick path keeps checked out of ``pool``)
+def store_on(pool: Any, kind: str, value: Any) -> bool:
+    """Store ``value`` (connections a quick path keeps checked out of ``pool``)
     on the pool itself, an attribute: it goes with the pool. (A table with the
     pool as a weak key would keep it for good: a redis-py connection holds its
     pool, through its maintenance-notification handler, and the value holds
-    connections.) ``False`` for a pool that takes no attribute: nothing is kept."""
+    connections.) ``False`` for a pool that takes no attribute: nothing is stored."""
     try:
         setattr(pool, f"_tenure_{kind}", value)
     except (AttributeError, TypeError):
         return False
     return True
-
-
-def note_result(exc: BaseException, value: object) -> None:
-    """Attach to ``exc`` the result a plan returned just before ``exc`` (an
-    interrupt in the driver's clean-up) cut the driver off: the caller may
-    then give it back (see :func:`result_lost_with`)."""
-    vars(exc)["_tenure_result"] = value
-
-
-def result_lost_with(exc: BaseException) -> Any:
-    """The result of a plan that ``exc`` cut off from its caller after the
-    plan returned it (:func:`note_result`), or ``None``."""
-    return vars(exc).get("_tenure_result")
 
 
 def checkout(pool: Any, library: Library) -> Any:

@@ -266,7 +266,7 @@ class _Workers:
 
     def _work(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
         taken = False  # taken off the idle list, no job seen since
-        while not exiting.is_set():
+        while not exiting():
             try:
                 job = inbox.get(timeout=WORKER_IDLE)
             except queue.Empty:

@@ -89,9 +89,10 @@ ACL_PROBE = "probe"
 #: Seconds a wake channel stays subscribed after its last waiter left.
 LINGER = 1.0
 
-#: How many tokens whose plans ended holding the lock a hub remembers, so that a
-#: hand-off message arriving after such a plan ended is not passed on.
-KEPT_REMEMBERED = 1024
+#: How many tokens whose plans ended holding the lock (granted) a hub
+#: remembers, so that a hand-off message arriving after such a plan ended is
+#: not passed on.
+GRANTED_REMEMBERED = 1024
 
 #: Longest wait for the server to confirm a wake subscription, seconds. Past it
 #: the waiter goes on anyway and relies on its lease-length timer.
@@ -220,7 +221,7 @@ class HubBook(Generic[C]):
     make: Callable[[LockKeys | None], C]
     channels: dict[str, C] = field(default_factory=dict)
     closing: dict[str, LockKeys | None] = field(default_factory=dict)
-    kept: dict[str, None] = field(default_factory=dict)  # oldest first
+    granted: dict[str, None] = field(default_factory=dict)  # oldest first
     # channels subscribed again after a reconnection: their confirmation wakes everyone
     rewake: set[str] = field(default_factory=set)
     # channels whose SUBSCRIBE is not confirmed yet, oldest first
@@ -280,16 +281,16 @@ class HubBook(Generic[C]):
             ch.refused = name
         return name, ch
 
-    def leave(self, ch: C, token: str, now: float, kept: bool = False) -> None:
-        """Count a waiter out; the channel lingers from ``now``. ``kept``: its plan
+    def leave(self, ch: C, token: str, now: float, granted: bool = False) -> None:
+        """Count a waiter out; the channel lingers from ``now``. ``granted``: its plan
         ended holding the lock, so a late hand-off message to ``token`` must not be
         passed on (that would release the lock it holds)."""
         ch.tokens.discard(token)
         ch.handoffs.pop(token, None)
-        if kept:
-            self.kept[token] = None
-            if len(self.kept) > KEPT_REMEMBERED:
-                del self.kept[next(iter(self.kept))]
+        if granted:
+            self.granted[token] = None
+            if len(self.granted) > GRANTED_REMEMBERED:
+                del self.granted[next(iter(self.granted))]
         self._count_out(ch, now)
 
     def unlisten(self, ch: C, event: Settable, now: float) -> None:
@@ -373,7 +374,7 @@ class HubBook(Generic[C]):
         if ch is not None and token in ch.tokens:
             ch.handoffs[token] = int(fence)
             return ch.wake
-        if token in self.kept:
+        if token in self.granted:
             return None  # its plan took the lock itself and holds it
         keys = ch.keys if ch is not None else self.closing.get(channel)
         return PassOn(keys, token) if keys is not None else None
@@ -418,13 +419,13 @@ class HubBook(Generic[C]):
         """The connection failed on a Redis Cluster node: forget every channel and
         return those that a plan still waits or listens on, by name, for the
         hubs of their slots' owners to :meth:`adopt`."""
-        kept = {name: ch for name, ch in self.channels.items() if ch.refs}
+        waited_on = {name: ch for name, ch in self.channels.items() if ch.refs}
         self.channels.clear()
         self.closing.clear()
         self.rewake.clear()
         self.pending.clear()
         self.idle.clear()
-        return kept
+        return waited_on
 
     def adopt(self, channel: str, ch: C) -> bool:
         """Listen on ``channel`` with a record another hub forgot (see

@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from .._errors import WrongTypeError
 from .._plans.waiting import validity
-from .._protocol import Eval, Status
+from .._protocol import Status
+from .._protocol import Watchable as Watchable  # (declared beside the result hand-over)
 
 _log = logging.getLogger("tenure")
 
@@ -65,38 +66,6 @@ LINGER = 1.0
 #: a busy acquire/release loop costs the watchdog no wake-ups; the watchdog finds
 #: out about releases (and ends) within this.
 MAX_SLEEP = LINGER
-
-
-class Watchable(Protocol):
-    """What the watchdog needs of a lease."""
-
-    @property
-    def ttl(self) -> float: ...
-
-    @property
-    def expires_at(self) -> float: ...
-
-    #: The claim window (seconds) Redis holds a handed-over lease for until its
-    #: first extend; 0.0 for a lease Redis holds for its ttl. Its extends check
-    #: the lease's drift allowance against this window while it is set, and the
-    #: watch book sets it to 0.0 once the claim extend succeeded.
-    _claim: float
-
-    @property
-    def _given_up(self) -> bool:
-        """Whether the owner gave the lease up without its release completing
-        (the ``with`` block that entered it was left with its exit cut off):
-        never renewed again, it ends by its ttl unless the owner's next
-        acquire releases it first."""
-
-    def _renewal(self) -> Eval:
-        """The script call that renews the lease for its ttl."""
-
-    def _renewed(self, expires_at: float) -> None:
-        """A renewal succeeded: the lease may be trusted until ``expires_at``."""
-
-    def _lose(self, reason: str) -> None:
-        """The lease is lost: fire its signal (idempotent)."""
 
 
 @dataclass(eq=False)

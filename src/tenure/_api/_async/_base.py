@@ -13,7 +13,6 @@ from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar
 
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
-from ..._drivers._clients import result_lost_with
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from ..._leasebook import LeaseBook, Phase, Release
@@ -28,7 +27,7 @@ from ..._models import (
 )
 from ..._plans import replicas as replica_plans
 from ..._plans.waiting import Grant
-from ..._protocol import Eval, Plan, is_interrupt
+from ..._protocol import Eval, Plan, is_interrupt, result_lost_with
 from ..._units import check_seconds, check_ttl, to_ms
 
 #: The lease length, in seconds, of a lock created without ``ttl``.
@@ -191,12 +190,22 @@ class _LeaseOptions:
             self.adaptive.record(key, time.monotonic() - started)
 
 
-class _AsyncReleasable(Protocol):
+class AsyncExitReleasable(Protocol):
+    """What the release on a with-block's exit (:func:`_release_on_exit`) needs
+    of the lease it releases: every lease of the facade (those on
+    :class:`_AsyncHeldLease`, and ``AsyncMultiLease``), given by the blocks
+    of :class:`_AsyncHolding` or entered itself (:class:`_AsyncEntersItself`)."""
+
     async def release(self) -> None: ...
 
+    def _release_due(self) -> bool:
+        """Whether a release is still due once ``release()`` was cut off: the
+        lease is still held (the release did nothing), or a part's release is
+        due."""
 
-L = TypeVar("L", bound=_AsyncReleasable)
-L_co = TypeVar("L_co", bound=_AsyncReleasable, covariant=True)
+
+L = TypeVar("L", bound=AsyncExitReleasable)
+L_co = TypeVar("L_co", bound=AsyncExitReleasable, covariant=True)
 
 
 class _AsyncAcquirer(Protocol[L_co]):
@@ -239,7 +248,7 @@ class _AsyncHolding(Generic[L]):
         await _release_on_exit(lease)
 
 
-async def _release_on_exit(lease: Any) -> None:
+async def _release_on_exit(lease: AsyncExitReleasable) -> None:
     """``lease.release()`` as a block ends. An interrupt (or cancellation), of
     any exception class, that comes as the call begins, before the release did
     anything, would leave the lease held with nobody to release it (the block
@@ -252,9 +261,7 @@ async def _release_on_exit(lease: Any) -> None:
     try:
         await lease.release()
     except BaseException:
-        life = getattr(lease, "_life", None)
-        parts_due = getattr(lease, "_parts_due", None)
-        if getattr(life, "phase", None) is Phase.HELD or (parts_due is not None and parts_due()):
+        if lease._release_due():
             with contextlib.suppress(Exception):
                 await lease.release()
         raise
@@ -267,6 +274,11 @@ class _AsyncReleasedOnExit:
 
     async def release(self) -> None:
         raise NotImplementedError
+
+    def _release_due(self) -> bool:
+        """See :class:`AsyncExitReleasable` (nothing is due of an object with
+        no lease life)."""
+        return False
 
     @block_exit
     async def __aexit__(
@@ -359,6 +371,10 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
     def __init__(self, lock: LockT, grant: Grant) -> None:
         super().__init__(lock.name, grant, _driver.new_event)
         self._lock = lock
+
+    def _release_due(self) -> bool:
+        """See :class:`AsyncExitReleasable`: the release did nothing."""
+        return self._life.phase is Phase.HELD
 
     async def release(self) -> None:
         """Release the lock and hand it to the next waiter.

@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..._drivers import _async as _driver
-from ..._drivers._clients import result_lost_with
 from ..._drivers._identity import process_mark
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
 from ..._info import MultiLockInfo, MultiPartInfo
@@ -19,7 +18,7 @@ from ..._models import LostSignalBase, Started, collect_into, link, take_block_l
 from ..._plans import lock as lock_plans
 from ..._plans import multi as multi_plans
 from ..._plans.waiting import Grant
-from ..._protocol import is_interrupt
+from ..._protocol import is_interrupt, result_lost_with
 from ..._units import check_ttl
 from . import _steps
 from ._base import _AsyncBlocks, _AsyncEntersItself, _check_callback
@@ -251,6 +250,11 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
         _raise_first(errors)
         if life.phase is Phase.LOST:
             raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
+
+    def _release_due(self) -> bool:
+        """See :class:`._base.AsyncExitReleasable`: the release did nothing,
+        or a part's release is still due."""
+        return self._life.phase is Phase.HELD or self._parts_due()
 
     def _parts_due(self) -> bool:
         """Whether a release was asked and a part's release is still due (a

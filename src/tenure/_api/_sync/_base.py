@@ -14,7 +14,6 @@ from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar
 
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
-from ..._drivers._clients import result_lost_with
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from ..._leasebook import LeaseBook, Phase, Release
@@ -29,7 +28,7 @@ from ..._models import (
 )
 from ..._plans import replicas as replica_plans
 from ..._plans.waiting import Grant
-from ..._protocol import Eval, Plan, is_interrupt
+from ..._protocol import Eval, Plan, is_interrupt, result_lost_with
 from ..._units import check_seconds, check_ttl, to_ms
 
 #: The lease length, in seconds, of a lock created without ``ttl``.
@@ -192,12 +191,22 @@ class _LeaseOptions:
             self.adaptive.record(key, time.monotonic() - started)
 
 
-class _Releasable(Protocol):
+class ExitReleasable(Protocol):
+    """What the release on a with-block's exit (:func:`_release_on_exit`) needs
+    of the lease it releases: every lease of the facade (those on
+    :class:`_HeldLease`, and ``MultiLease``), given by the blocks
+    of :class:`_Holding` or entered itself (:class:`_EntersItself`)."""
+
     def release(self) -> None: ...
 
+    def _release_due(self) -> bool:
+        """Whether a release is still due once ``release()`` was cut off: the
+        lease is still held (the release did nothing), or a part's release is
+        due."""
 
-L = TypeVar("L", bound=_Releasable)
-L_co = TypeVar("L_co", bound=_Releasable, covariant=True)
+
+L = TypeVar("L", bound=ExitReleasable)
+L_co = TypeVar("L_co", bound=ExitReleasable, covariant=True)
 
 
 class _Acquirer(Protocol[L_co]):
@@ -240,7 +249,7 @@ class _Holding(Generic[L]):
         _release_on_exit(lease)
 
 
-def _release_on_exit(lease: Any) -> None:
+def _release_on_exit(lease: ExitReleasable) -> None:
     """``lease.release()`` as a block ends. An interrupt (or cancellation), of
     any exception class, that comes as the call begins, before the release did
     anything, would leave the lease held with nobody to release it (the block
@@ -253,9 +262,7 @@ def _release_on_exit(lease: Any) -> None:
     try:
         lease.release()
     except BaseException:
-        life = getattr(lease, "_life", None)
-        parts_due = getattr(lease, "_parts_due", None)
-        if getattr(life, "phase", None) is Phase.HELD or (parts_due is not None and parts_due()):
+        if lease._release_due():
             with contextlib.suppress(Exception):
                 lease.release()
         raise
@@ -268,6 +275,11 @@ class _ReleasedOnExit:
 
     def release(self) -> None:
         raise NotImplementedError
+
+    def _release_due(self) -> bool:
+        """See :class:`ExitReleasable` (nothing is due of an object with
+        no lease life)."""
+        return False
 
     @block_exit
     def __exit__(
@@ -360,6 +372,10 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
     def __init__(self, lock: LockT, grant: Grant) -> None:
         super().__init__(lock.name, grant, _driver.new_event)
         self._lock = lock
+
+    def _release_due(self) -> bool:
+        """See :class:`ExitReleasable`: the release did nothing."""
+        return self._life.phase is Phase.HELD
 
     def release(self) -> None:
         """Release the lock and hand it to the next waiter.

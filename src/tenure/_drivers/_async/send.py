@@ -1,0 +1,379 @@
+"""Script sending and cluster routing: ``EVALSHA`` on the quick path (a
+connection of the pool's reserve, see :mod:`.reserve`) or through the client,
+pipelines, the steps of a pinned block (see :mod:`.pins`), the routes of a
+Redis Cluster client (a script to the node of its keys' slot, a pipeline with
+``WAIT`` to its slot's master).
+
+Part of the driver's single source: ``_sync/send.py`` is generated from this
+file by ``scripts/unasync.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from typing import Any
+
+from redis.backoff import ExponentialWithJitterBackoff
+
+from ..._errors import PermissionDenied
+from ..._protocol import (
+    Command,
+    Eval,
+    Pipeline,
+    command_refusal,
+    key_refusal,
+    mark_masterless,
+    parse_reply,
+)
+from ..._scripts import ACL_KEYS
+from .. import _clients
+from .._hubbook import is_noperm
+from .._runtime_async import sleep
+from .library import _library
+from .pins import _Pin, _pin_for, _pin_or_give
+from .reserve import _discard, _Fallback, _node_reserve, _Reserve, _take, _wake_one
+from .state import Client, _master_client, _state
+
+
+async def _evalsha(client: Client, step: Eval) -> Any:
+    try:
+        return await _send(client, step)
+    except Exception as exc:
+        denied = await _refusal(client, step, exc)
+        if denied is not None:
+            raise denied from exc
+        raise
+
+
+async def _refusal(client: Client, step: Eval, exc: BaseException) -> PermissionDenied | None:
+    """The error naming what the user lacks when the server refused ``step``
+    with ``NOPERM`` (``None`` for any other error): the first key it may not
+    use, found by :data:`ACL_KEYS` (sent with no KEYS, so it needs no
+    permission but EVALSHA's), else the command the refusal names."""
+    if not is_noperm(exc):
+        return None
+    try:
+        raw = await _send(client, Eval(ACL_KEYS, (), tuple(str(k) for k in step.keys)))
+    except Exception:
+        raw = None
+    denied = None if raw is None else key_refusal(step.script, raw)
+    return denied or command_refusal(exc, step.script.name)
+
+
+async def _send(client: Client, step: Eval) -> Any:
+    """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more.
+    On a Redis Cluster whose slot is split mid-migration, send it again, with a
+    growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
+    if not _clients.is_cluster(type(client)):
+        state = _state(client)
+        if state.reserve is not None and state.server is not None:
+            pin = _pin_for(client)
+            try:
+                return await _quick(client, state.reserve, state.retries, step, pin=pin)
+            except _Fallback as fallback:
+                if isinstance(fallback.__cause__, _library(type(client)).no_script):
+                    # (the server lost its scripts: loaded first, not asked again)
+                    if pin is not None and pin.conn is not None:
+                        with contextlib.suppress(_Fallback):
+                            await _load_on_pin(client, pin, _clients.source_of(step, False))
+                            return await _quick(client, state.reserve, state.retries, step, pin=pin)
+                    await client.script_load(_clients.source_of(step, False))
+        try:  # (what evalsha sends, without its wrappers)
+            return await client.execute_command("EVALSHA", *_clients.evalsha_args(step))  # type: ignore[no-untyped-call,unused-ignore]
+        except _library(type(client)).no_script:
+            await client.script_load(_clients.source_of(step, False))
+            return await client.evalsha(*_clients.evalsha_args(step, False))  # type: ignore[misc,unused-ignore]
+    deadline = time.monotonic() + _clients.SPLIT_PATIENCE
+    backoff = ExponentialWithJitterBackoff(base=0.02, cap=0.5)
+    for failures in itertools.count(1):
+        try:
+            return await _send_once(client, step, _state(client).sharded)
+        except Exception as exc:
+            if _clients.master_unreached(client, exc):
+                mark_masterless(exc)  # (a waiting acquire tries again: see _plans.waiting)
+            pause = backoff.compute(failures)
+            if not _clients.split_slot(exc) or time.monotonic() + pause > deadline:
+                raise
+            await sleep(pause)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _send_once(client: Client, step: Eval, shard: bool) -> Any:
+    """EVALSHA of ``step`` on a cluster client: on the quick path of the node
+    owning its keys (see :func:`_node_quick`), else through the cluster
+    client; on NOSCRIPT, load the script on the node owning its keys only
+    (the client's ``SCRIPT LOAD`` goes to every master, and fails on a dead
+    one) and send it once more."""
+    if step.keys:
+        reply = await _node_quick(client, step, shard)
+        if reply is not _NOT_SENT:
+            return reply
+    try:
+        return await client.evalsha(*_clients.evalsha_args(step, shard))  # type: ignore[misc,unused-ignore]
+    except _library(type(client)).no_script:
+        source = _clients.source_of(step, shard)
+        if step.keys:
+            cluster: Any = client
+            node = cluster.get_node_from_key(step.keys[0])
+            await cluster.execute_command("SCRIPT LOAD", source, target_nodes=node)
+        else:  # sent to any node: loaded on every one
+            await client.script_load(source)
+        return await client.evalsha(*_clients.evalsha_args(step, shard))  # type: ignore[misc,unused-ignore]
+
+
+_NOT_SENT = object()
+
+
+async def _node_quick(client: Client, step: Eval, shard: bool) -> Any:
+    """``EVALSHA`` of ``step`` on the quick path of the cluster node that owns
+    its first key's slot (in the cluster client's slot map), on the reserve
+    of that node's own pool (see :func:`_quick`, :func:`.reserve._node_reserve`);
+    :data:`_NOT_SENT` when it takes none, or when the node answered that the
+    slot is not (or no longer entirely) its own, did not have the script, or
+    failed: the cluster client then sends it (and follows the redirect,
+    loads the script, refreshes its map)."""
+    found = _node_reserve(client, step)
+    if found is None:
+        return _NOT_SENT
+    node_client, reserve = found
+    try:
+        return await _quick(node_client, reserve, True, step, shard)
+    except _Fallback:
+        return _NOT_SENT
+    except Exception as exc:
+        if _clients.redirected(exc) or "CLUSTERDOWN" in str(exc):
+            return _NOT_SENT
+        raise
+
+
+async def _quick(
+    client: Client,
+    reserve: _Reserve,
+    retries: bool,
+    step: Eval,
+    shard: bool = False,
+    pin: _Pin | None = None,
+) -> Any:
+    """``EVALSHA`` of ``step`` written and read on a connection of the quick
+    path (see :func:`_clients.quick_connections`): checked out of the client's
+    pool the first time, then kept in the pool's ``reserve``, idle between
+    calls. When all the reserve may hold are busy, the call waits for one,
+    first come first served (so tenure's calls never use more of the pool
+    than that; the pool's checkout and the client's per-command wrappers cost
+    more than the script itself).
+
+    Raises:
+        _Fallback: the server does not have the script (NOSCRIPT), or a
+            connection could not be made or failed (it is closed, to connect
+            again at its next use; see :func:`_clients.connection_fault`) and
+            the client's retry policy ``retries``: the ordinary path sends it
+            (again: tenure's scripts are safe to run twice, as a retry after a
+            lost reply already runs them).
+        The reply's error (a ``ResponseError``), as the ordinary path raises
+        it; a connection error when the client does not retry.
+        Any other exception (a cancellation, an interrupt of any class)
+        closes the connection (a reply may still be due on it) and goes on
+        as it is.
+
+    With a ``pin`` (see :func:`one_connection`), it is sent on the pinned
+    connection, and the connection stays pinned after a whole reply.
+    """
+    (raw,) = await _quick_together(client, reserve, retries, [step], pin, shard)
+    if isinstance(raw, Exception):
+        raise raw
+    return raw
+
+
+async def _quick_together(
+    client: Client,
+    reserve: _Reserve,
+    retries: bool,
+    steps: list[Eval],
+    pin: _Pin | None = None,
+    shard: bool = False,
+) -> list[Any]:
+    """The replies of ``steps`` written back to back on a connection of the
+    quick path (one write), read in order (an error reply in its place).
+    Raises :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT
+    reply (its cause). With a ``pin``, on the pinned connection, as
+    :func:`_quick` does."""
+    library = _library(type(client))
+    raws: list[Any] = []
+    missing: Exception | None = None  # a NOSCRIPT reply
+    sound = False  # every reply was read: the connection may be used again as it is
+    if pin is not None and pin.conn is not None:
+        conn, pin.conn = pin.conn, None  # (no call: see below)
+    else:
+        conn = await _take(client, reserve, retries)
+    try:  # (at once: no call between, where an interrupt could lose the connection)
+        packed = [part for step in steps for part in _clients.packed_evalsha(conn, step, shard)]
+        await conn.send_packed_command([b"".join(packed)])  # (one write, not one per part)
+        for _ in steps:
+            try:
+                raws.append(await conn.read_response())
+            except library.response_error as exc:  # a whole reply was read
+                raws.append(exc)
+                if missing is None and isinstance(exc, library.no_script):
+                    missing = exc
+        sound = True
+    except Exception as exc:
+        if retries and _clients.connection_fault(exc):
+            raise _Fallback from exc
+        raise  # (an interrupt of any class: never swallowed by a second send)
+    finally:  # (whatever interrupts what: the connection is given back or let go)
+        if sound:
+            if pin is None:
+                reserve.idle.append(conn)  # (no call before it, where an interrupt could lose it)
+                _wake_one(reserve)
+            else:
+                _pin_or_give(reserve, conn, pin)
+        else:
+            await _discard(client, reserve, conn)
+    if missing is not None:
+        raise _Fallback from missing
+    return raws
+
+
+def _args(part: Eval | Command) -> tuple[Any, ...]:
+    """The command of a pipeline's step: ``EVALSHA`` of a script call, or the command."""
+    if isinstance(part, Eval):
+        return ("EVALSHA", *_clients.evalsha_args(part))
+    return part.args
+
+
+async def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """``commands`` written at once on the pinned connection (if none is, on one
+    the quick path takes, then pinned), their raw replies read in order (an
+    error reply in its place). Raises :class:`_Fallback` as :func:`_quick` does."""
+    reserve, retries = pin.reserve, _state(client).retries
+    library = _library(type(client))
+    raws: list[Any] = []
+    sound = False  # every reply was read: the connection may be used again as it is
+    if pin.conn is not None:
+        conn, pin.conn = pin.conn, None  # (no call: see _quick_together)
+    else:
+        conn = await _take(client, reserve, retries)
+    try:  # (at once: no call between, where an interrupt could lose the connection)
+        await conn.send_packed_command(conn.pack_commands(commands))
+        for _ in commands:
+            try:
+                raws.append(await conn.read_response())
+            except library.response_error as exc:  # a whole reply was read
+                raws.append(exc)
+        sound = True
+    except Exception as exc:
+        if retries and _clients.connection_fault(exc):
+            raise _Fallback from exc
+        raise
+    finally:  # (whatever interrupts what: the connection is pinned or let go)
+        if sound:
+            _pin_or_give(reserve, conn, pin)
+        else:
+            await _discard(client, reserve, conn)
+    return raws
+
+
+async def _load_on_pin(client: Client, pin: _Pin, source: bytes) -> None:
+    """``SCRIPT LOAD`` of ``source`` on the pinned connection's server (its
+    error reply raised)."""
+    (raw,) = await _on_pin(client, pin, [("SCRIPT", "LOAD", source)])
+    if isinstance(raw, Exception):
+        raise raw
+
+
+async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[Any]:
+    """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
+    After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
+    (the steps of a pipeline are idempotent: lease rewrites and waits).
+    On a Redis Cluster client each step is sent on its own (to its slot's node),
+    its error in its place, except a pipeline with ``WAIT`` (``min_replicas``):
+    see :func:`_on_master`. ``shard``: ``client`` is one master of a cluster
+    with sharded pub/sub (every step's keys in its slots), sent the scripts'
+    sharded variants."""
+    if _clients.is_cluster(type(client)):
+        if _clients.on_one_connection(step):
+            return await _on_master(client, step)
+        return [await _one(client, part) for part in step.steps]
+    pin = None if shard else _pin_for(client)
+    if pin is not None and not _clients.on_one_connection(step):
+        pin = None  # (only what WAITs must follow the writes on their connection)
+
+    async def send() -> list[Any]:
+        nonlocal pin
+        if pin is not None:
+            try:
+                return await _on_pin(client, pin, [_args(part) for part in step.steps])
+            except _Fallback:  # (its connection failed: the client's own way)
+                pin = None
+        async with client.pipeline(transaction=False) as pipe:
+            for part in step.steps:
+                if isinstance(part, Eval):
+                    pipe.evalsha(*_clients.evalsha_args(part, shard))
+                else:
+                    pipe.execute_command(*part.args)
+            return await pipe.execute(raise_on_error=False)
+
+    raws = await send()
+    if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
+        for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
+            source = (_clients.sharded(spec) if shard else spec).source
+            if pin is not None:
+                try:
+                    await _load_on_pin(client, pin, source)
+                    continue
+                except _Fallback:  # (its connection failed: the client's own way)
+                    pin = None
+            await client.script_load(source)
+        raws = await send()
+    replies: list[Any] = []
+    for part, raw in zip(step.steps, raws, strict=True):
+        if isinstance(part, Eval) and isinstance(raw, Exception):
+            raw = await _refusal(client, part, raw) or raw
+        if isinstance(part, Eval) and not isinstance(raw, Exception):
+            try:
+                raw = parse_reply(part.script, raw)
+            except Exception as exc:
+                raw = exc
+        replies.append(raw)
+    return replies
+
+
+#: How many times a pipeline sent to a slot's master is sent again after the
+#: node answered that it does not serve the slot (the slot map is refreshed
+#: in between).
+REDIRECTED_TRIES = 3
+
+
+async def _on_master(client: Any, step: Pipeline) -> list[Any]:
+    """Send a pipeline that must share one connection (a write, then ``WAIT``)
+    to the master of its first script's slot, on a client of that master (see
+    :func:`.state._master_client`), in one round trip. If the
+    node answers that the slot is not (or no longer entirely) its own
+    (``MOVED``, ``ASK``, ``TRYAGAIN``: a migration, a failover), the cluster
+    client's slot map is refreshed and the whole pipeline sent again (its
+    steps are idempotent), up to :data:`REDIRECTED_TRIES` times in all."""
+    key = _clients.first_key(step)
+    state = _state(client)
+    replies: list[Any] = []
+    for attempt in range(REDIRECTED_TRIES):
+        node = client.get_node_from_key(key) if key is not None else client.get_default_node()
+        master = _master_client(client, state, node)
+        replies = await _pipeline(master, step, shard=state.sharded)
+        if not any(_clients.redirected(reply) for reply in replies):
+            break
+        if attempt + 1 < REDIRECTED_TRIES:
+            await sleep(0.05 * (attempt + 1))
+            await client.nodes_manager.initialize()
+    return replies
+
+
+async def _one(client: Client, part: Eval | Command) -> Any:
+    """One step of a pipeline sent on its own: its parsed reply, or its error."""
+    try:
+        if isinstance(part, Eval):
+            return parse_reply(part.script, await _evalsha(client, part))
+        return await client.execute_command(*part.args)  # type: ignore[no-untyped-call,unused-ignore]
+    except Exception as exc:
+        return exc

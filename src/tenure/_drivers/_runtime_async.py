@@ -1,0 +1,159 @@
+"""What the asyncio driver does differently from the synchronous one: tasks,
+and ``asyncio`` waits.
+
+The driver's logic is written once, in ``_async/``, which imports these;
+``_sync/`` is generated from it (``scripts/unasync.py``) and imports the
+same names from ``_runtime_sync``: the events and the gate, the waits with a
+timeout, the current runner (a task), the guard that tells an interrupt from
+a cancellation (:func:`cancel_requests`, :func:`swallowed`), ``sleep``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeAlias
+
+__all__ = ["Event", "new_event", "sleep", "wait_event"]
+
+#: The events of the flavour (a plan's own subscription, the facade's).
+Event: TypeAlias = asyncio.Event
+
+
+def new_event() -> asyncio.Event:
+    """An event for the facade (a lease's ``lost``, a Redlock waiter's wake)
+    and for a plan's own subscription."""
+    return asyncio.Event()
+
+
+async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no limit);
+    clear it and return whether it was set."""
+    woken = await wait_set(event, timeout)
+    event.clear()
+    return woken
+
+
+async def wait_set(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no
+    limit); return whether it was set (it stays set)."""
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+def new_wake() -> asyncio.Event:
+    """A channel's wake-up for the one task that waits on it."""
+    return asyncio.Event()
+
+
+async def wait_wake(wake: asyncio.Event, timeout: float | None) -> bool:
+    """Wait on a channel's wake-up; return whether it was set, consuming it."""
+    return await wait_event(wake, timeout)
+
+
+def new_gate() -> asyncio.Lock:
+    """A channel's gate (the process's contender)."""
+    return asyncio.Lock()
+
+
+def owns(gate: Any) -> bool:
+    """``False``: a task cannot hold the gate unrecorded (nothing runs between
+    the acquire's return and the store of its result), so the drive's
+    clean-up never needs to ask (see the synchronous twin)."""
+    return False
+
+
+async def acquire(gate: asyncio.Lock, timeout: float | None) -> bool:
+    """Take ``gate`` within ``timeout`` seconds (``None``: no limit); whether it was taken."""
+    try:
+        async with asyncio.timeout(None if timeout is None else max(0.0, timeout)):
+            await gate.acquire()
+    except TimeoutError:
+        return False
+    return True
+
+
+#: A lock one call holds across its I/O (the first call's server probe).
+Lock: TypeAlias = asyncio.Lock
+
+
+def new_lock() -> asyncio.Lock:
+    """A lock one call holds across its I/O (see :data:`Lock`)."""
+    return asyncio.Lock()
+
+
+def new_mutex() -> contextlib.nullcontext[None]:
+    """A mutex of the driver's bookkeeping: none is needed between two
+    ``await``s of one event loop (a ``with`` of it does nothing)."""
+    return contextlib.nullcontext()
+
+
+class _Condition:
+    """What a watchdog waits on between its rounds: woken by :meth:`notify`,
+    or when a wait's timeout passes."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until notified or ``timeout`` seconds pass; whether notified."""
+        return await wait_event(self._event, timeout)
+
+    def notify(self) -> None:
+        """Wake the wait (or the next one)."""
+        self._event.set()
+
+
+def new_condition(mutex: contextlib.nullcontext[None]) -> _Condition:
+    """A condition for ``mutex`` (see :class:`_Condition`)."""
+    return _Condition()
+
+
+def spawn(
+    target: Callable[..., Coroutine[Any, Any, None]], name: str, *args: Any, uses_pool: bool = True
+) -> asyncio.Task[None]:
+    """Run ``target(*args)`` in the background: a task of the running loop
+    (the caller keeps it referenced)."""
+    return asyncio.create_task(target(*args), name=name)
+
+
+def exiting() -> bool:
+    """``False``: a loop's tasks end with the loop."""
+    return False
+
+
+def runner() -> asyncio.Task[Any] | None:
+    """What runs the current call: the task (a pin of ``one_connection`` is
+    used by its own runner only; a task started inside the block is another)."""
+    return asyncio.current_task()
+
+
+def cancel_requests() -> int:
+    """How many cancellations of the current task are pending (0 outside a task)."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+def swallowed(asked: int) -> asyncio.CancelledError | None:
+    """The cancellation that a call begun when :func:`cancel_requests` was
+    ``asked`` returned through without raising, if any: redis-py writes each
+    command under ``asyncio.wait_for`` (its socket timeout), which on Python
+    3.11 returns the result when the cancellation lands just as the write
+    completes, so the caller's cancel (or its ``asyncio.timeout``) would be
+    lost and the plan would go on waiting. The plan gets it instead, as if it
+    had come during the call (it gives back what the call took)."""
+    if cancel_requests() > asked:
+        return asyncio.CancelledError()
+    return None
+
+
+async def sleep(seconds: float) -> None:
+    """Sleep ``seconds``."""
+    await asyncio.sleep(seconds)

@@ -1,0 +1,283 @@
+"""What the synchronous driver does differently from the asyncio one: threads,
+and waits no interrupt can leave locked.
+
+The driver's logic is written once, in ``_async/``; ``_sync/`` is generated
+from it (``scripts/unasync.py``) and imports from here what
+``_runtime_async`` gives the asyncio flavour, under the same names: the
+events and the gate, the waits with a timeout, the current runner (a thread),
+the guard that tells an interrupt from a cancellation, ``sleep``.
+
+The invariant of every wait here: no lock is held between two calls in the
+main thread, where a signal handler may raise (so no ``threading.Condition``
+and no ``threading.Event``: see :class:`SafeEvent` and :class:`_Wake`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
+__all__ = [
+    "Event",
+    "EVENT_RECHECK",
+    "READ_POLL",
+    "SafeEvent",
+    "_Wake",
+    "start_thread",
+    "_exiting",
+    "_start",
+    "_states_mutex",
+    "exiting",
+    "new_event",
+    "sleep",
+    "wait_event",
+]
+
+#: How often a hub's reader thread looks up from its pub/sub connection (to
+#: unsubscribe idle channels, and to stop at exit), seconds.
+READ_POLL = 0.25
+
+# Set at interpreter exit: background threads stop, so that none is frozen
+# holding a connection pool's lock while the interpreter tears the pool down
+# (which would hang the exit).
+_exiting = threading.Event()
+_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+def _stop_background_threads() -> None:
+    _exiting.set()
+    deadline = time.monotonic() + READ_POLL + 1.0
+    for thread in list(_threads):
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_stop_background_threads)
+
+
+def _start(
+    target: Callable[..., None], name: str, *args: Any, uses_pool: bool = True
+) -> threading.Thread:
+    """Start a daemon thread; one that ``uses_pool`` is waited for at exit."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    if uses_pool:
+        _threads.add(thread)
+    thread.start()
+    return thread
+
+
+class _Wake:
+    """A channel's wake-up for the one thread that waits on it (its process's
+    contender, or the plan of a channel of its own): set by the hub's reader,
+    or by any thread; a wait returns at once, consuming it, if it is set.
+
+    A bare lock, held while not set: setting it is one release, which the
+    waiting thread's acquire returns from, without ``threading.Event``'s
+    condition variable (whose own lock the waking thread holds while it
+    notifies, so the woken thread may block a second time on it)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        """Wake the waiter (or its next wait); idempotent."""
+        with contextlib.suppress(RuntimeError):  # set already
+            self._lock.release()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until set or ``timeout`` seconds pass (``None``: no limit); return
+        whether it was set, and unset it."""
+        if timeout is None:
+            return self._lock.acquire()
+        return self._lock.acquire(timeout=min(max(0.0, timeout), threading.TIMEOUT_MAX))
+
+
+#: How often a thread waiting on a :class:`SafeEvent` reads its flag again
+#: (in case the ``set`` that raised it was interrupted before it woke the
+#: thread), seconds.
+EVENT_RECHECK = 1.0
+
+
+class SafeEvent(threading.Event):
+    """A ``threading.Event`` that no interrupt leaves locked: any thread may set
+    or clear it, several may wait on it.
+
+    ``threading.Event`` guards its flag with a ``Condition`` that Python code
+    enters by calling its lock's acquire; a signal handler that raises as that
+    call returns (Python runs handlers there) leaves the lock held with no
+    ``with`` block to give it back, and every later ``set``, ``clear`` or
+    ``wait`` then blocks for good. Here no lock is held between two calls:
+    the flag is one attribute, and each waiting thread waits on a
+    :class:`_Wake` of its own, registered before it reads the flag again,
+    which :meth:`set` sets after it sets the flag (so no wake is missed). An
+    interrupt leaves at most a stale registration, which a later ``set`` sets
+    to no effect; a ``set`` cut short by one before it woke every waiter
+    still wakes them within :data:`EVENT_RECHECK` (they read the flag again
+    that often)."""
+
+    def __init__(self) -> None:  # (no Condition: see the class)
+        self._flag = False
+        self._waiters: list[_Wake] = []
+
+    def _at_fork_reinit(self) -> None:
+        self._waiters = []
+
+    def is_set(self) -> bool:
+        """Whether it is set."""
+        return self._flag
+
+    def set(self) -> None:
+        """Set it and wake every thread waiting."""
+        self._flag = True
+        for wake in self._waiters.copy():
+            wake.set()
+
+    def clear(self) -> None:
+        """Unset it."""
+        self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until it is set or ``timeout`` seconds pass (``None``: no limit);
+        return whether it was set (it stays set)."""
+        if self._flag:
+            return True
+        wake = _Wake()
+        waiters = self._waiters
+        waiters.append(wake)
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self._flag:
+                left = EVENT_RECHECK if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if wake.wait(min(left, EVENT_RECHECK)):
+                    return True
+            return True
+        finally:
+            with contextlib.suppress(ValueError):
+                waiters.remove(wake)
+
+
+#: The events of the flavour (a plan's own subscription, the facade's).
+Event: TypeAlias = threading.Event
+
+
+def new_event() -> threading.Event:
+    """An event for the facade (a lease's ``lost``, a Redlock waiter's wake)
+    and for a plan's own subscription: a :class:`SafeEvent`, which no
+    interrupt leaves locked."""
+    return SafeEvent()
+
+
+def wait_event(event: threading.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no limit);
+    clear it and return whether it was set."""
+    woken = event.wait(timeout)
+    event.clear()
+    return woken
+
+
+def wait_set(event: threading.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no
+    limit); return whether it was set (it stays set)."""
+    return event.wait(timeout)
+
+
+def new_wake() -> _Wake:
+    """A channel's wake-up for the one thread that waits on it (see :class:`_Wake`)."""
+    return _Wake()
+
+
+def wait_wake(wake: _Wake, timeout: float | None) -> bool:
+    """Wait on a channel's wake-up (see :class:`_Wake`); return whether it was
+    set, consuming it."""
+    return wake.wait(timeout)
+
+
+def new_gate() -> threading.RLock:
+    """A channel's gate (the process's contender). Reentrant only so that an
+    interrupted acquire can tell whether its thread holds it (see :func:`owns`)."""
+    return threading.RLock()
+
+
+def owns(gate: Any) -> bool:
+    """Whether the calling thread holds ``gate``: an interrupt between the
+    gate's acquire and the store of its result leaves the thread holding it
+    unrecorded, and the drive's clean-up gives it back."""
+    return bool(gate._is_owned())
+
+
+def acquire(gate: Any, timeout: float | None) -> bool:
+    """Take ``gate`` within ``timeout`` seconds (``None``: no limit); whether it was taken."""
+    if timeout is None:
+        return bool(gate.acquire())
+    return bool(gate.acquire(timeout=max(0.0, timeout)))
+
+
+def runner() -> int:
+    """What runs the current call: the thread (a pin of ``one_connection`` is
+    used by its own runner only)."""
+    return threading.get_ident()
+
+
+def cancel_requests() -> int:
+    """A thread has no pending cancellations to count (see the asyncio twin)."""
+    return 0
+
+
+def swallowed(asked: int) -> BaseException | None:
+    """Nothing a thread's call can swallow (see the asyncio twin)."""
+    return None
+
+
+#: A lock one call holds across its I/O (the first call's server probe).
+Lock: TypeAlias = threading.Lock
+
+
+def new_lock() -> threading.Lock:
+    """A lock one call holds across its I/O (see :data:`Lock`)."""
+    return threading.Lock()
+
+
+def new_mutex() -> threading.Lock:
+    """A mutex of the driver's bookkeeping (a hub's, a watchdog's): a bare
+    lock, entered only by ``with`` (which no interrupt leaves held)."""
+    return threading.Lock()
+
+
+def new_condition(mutex: threading.Lock) -> threading.Condition:
+    """A condition on ``mutex``, waited on and notified by background threads
+    only (a watchdog's): never in the main thread, where an interrupt may
+    leave its lock held."""
+    return threading.Condition(mutex)
+
+
+def spawn(target: Callable[..., None], name: str, *args: Any, uses_pool: bool = True) -> Any:
+    """Run ``target(*args)`` in the background: a daemon thread (see :func:`_start`)."""
+    return _start(target, name, *args, uses_pool=uses_pool)
+
+
+def exiting() -> bool:
+    """Whether the interpreter exits: background threads stop (see ``_exiting``)."""
+    return _exiting.is_set()
+
+
+#: Held while a client's driver state (or a cluster node's hub, or a
+#: quick path's reserve) is made; a bare lock, entered only by ``with``.
+_states_mutex = threading.Lock()
+
+
+def sleep(seconds: float) -> None:
+    """Sleep ``seconds``."""
+    time.sleep(seconds)
+
+
+# (a public name for the fan-out, :mod:`.._fanout_sync`)
+start_thread = _start

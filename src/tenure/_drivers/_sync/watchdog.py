@@ -1,0 +1,134 @@
+# GENERATED from _async/watchdog.py by scripts/unasync.py: do not edit.
+"""The watchdog: one background runner (a task, or a thread) per client and
+process (and event loop) that renews the client's leases and fires the lost
+signal.
+
+Part of the driver's single source: ``_sync/watchdog.py`` is generated from
+this file by ``scripts/unasync.py``. The decisions are
+:class:`.._watchbook.WatchBook`'s; a Redis Cluster client's renewals are sent
+by ``state._renew_each`` (its ``send``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from ..._protocol import Pipeline, Status
+from .._runtime_sync import exiting, new_condition, new_mutex, spawn
+from .._watchbook import CLAIM_GRACE, Watch, Watchable, WatchBook, lose, renewal_reply
+from . import late
+
+if TYPE_CHECKING:
+    from .library import _Library
+
+_log = logging.getLogger("tenure")
+
+#: What a watchdog that does not renew on one client's pipeline calls instead
+#: (a Redlock's, see ``watch_shared``; a Redis Cluster client's): the leases
+#: due, in order, to a list of one renewal reply each (``(Status, value)``, or
+#: ``None`` to retry).
+_SendRenewals: TypeAlias = Callable[[list[Any]], list[tuple[Status, Any] | None]]
+
+
+class _Watchdog:
+    """One runner per client and process (and event loop) that renews the
+    client's leases and fires the lost signal (the decisions are
+    :class:`.._watchbook.WatchBook`'s).
+
+    Renewals run in a second runner, one batch at a time, so that a call that
+    hangs (a paused server) never delays a deadline: a lease whose deadline
+    passes is lost then, whatever its renewal is doing.
+
+    The book is read and written under ``_mutex`` (a bare lock in the
+    synchronous flavour, entered only by ``with``: :meth:`watch` runs in the
+    caller's thread, maybe the main one); ``_cond`` is waited on and notified
+    by the runners only. A lost lease's signal fires outside the mutex.
+    """
+
+    def __init__(self, pool: Any, library: _Library, send: _SendRenewals | None = None) -> None:
+        self._pool = pool
+        self._library = library
+        self._send = send
+        self._book = WatchBook()
+        self._mutex = new_mutex()
+        self._cond = new_condition(self._mutex)
+        #: the runner of :meth:`_run` (None: none runs), and of the last batch's renewal
+        self._runner: Any = None
+        self._renewal: Any = None
+        self._renewing = False
+        self._sleep_until = 0.0
+
+    def watch(self, lease: Watchable, renew: bool) -> Watch:
+        with self._mutex:
+            watch = self._book.add(lease, renew, time.monotonic(), CLAIM_GRACE)
+            watch.dog = self
+            if self._runner is None:
+                # its renewal runners use the pool; it only schedules them
+                self._runner = spawn(self._run, "tenure-watchdog", uses_pool=False)
+            elif self._book.first_due(watch) < self._sleep_until:
+                self._cond.notify()
+        return watch
+
+    def stop_renewing(self, watch: Watch) -> None:
+        with self._mutex:  # (no wait or notify here)
+            self._book.stop_renewing(watch)
+
+    def unwatch(self, watch: Watch) -> None:
+        with self._mutex:  # no wake-up: the watchdog notices within MAX_SLEEP
+            self._book.discard(watch, time.monotonic())
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._mutex:
+                    if exiting():
+                        self._runner = None
+                        return
+                    now = time.monotonic()
+                    lost = self._book.expired(now)
+                    batch = [] if self._renewing else self._book.take_due(now)
+                    if batch:
+                        self._renewing = True
+                    elif not lost:
+                        if self._book.finished(now):
+                            self._runner = None  # (under the mutex: a new watch starts another)
+                            return
+                        sleep = self._book.sleep(now)
+                        self._sleep_until = now + sleep
+                        self._cond.wait(sleep)
+                        continue
+                for watch in lost:
+                    lose(watch.lease, watch.why)
+                if batch:
+                    self._renewal = spawn(self._renew, "tenure-renewal", batch)
+        except BaseException:
+            self._runner = None  # (cancelled with its loop)
+            raise
+
+    def _renew(self, batch: list[Watch]) -> None:
+        sent_at = time.monotonic()
+        replies: list[tuple[Status, Any] | None] = [None] * len(batch)
+        lost: list[tuple[Watch, str]] = []
+        try:
+            if self._send is not None:
+                replies = list(self._send([w.lease for w in batch]))
+            else:
+                client = self._library.client(connection_pool=self._pool)
+                step = Pipeline(tuple(w.lease._renewal() for w in batch))
+                replies = [renewal_reply(reply) for reply in late.pipeline(client, step)]
+        except Exception:
+            _log.warning("tenure watchdog: renewal failed; retrying", exc_info=True)
+        finally:  # (even cancelled: the next batch may go)
+            with self._mutex:
+                now = time.monotonic()
+                for watch, reply in zip(batch, replies, strict=True):
+                    reason = self._book.settle(watch, reply, sent_at, now)
+                    if reason is not None:
+                        lost.append((watch, reason))
+                self._renewing = False
+                self._cond.notify()
+        for watch, reason in lost:
+            lose(watch.lease, reason)
