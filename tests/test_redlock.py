@@ -41,7 +41,7 @@ from tenure import (
 from tenure._drivers import _fanout_async as _fanout
 from tenure._drivers._hubbook import LINGER
 from tenure._protocol import Command
-from tenure._scripts import REDLOCK_WAKE
+from tenure._scripts import LOCK_ACQUIRE, REDLOCK_WAKE
 from tenure._server import ServerProcess
 
 pytestmark = pytest.mark.topology
@@ -2525,3 +2525,65 @@ def test_an_interrupt_anywhere_in_a_rounds_wait_for_its_threads_strands_nothing(
             c.close()
         at += 1
     assert at > 10, f"only {at - 1} points of the wait were interrupted"
+
+
+class _FinishesItsWrite(redis.asyncio.Connection):
+    """Once armed (a class attribute: how many more), a connection whose send
+    of an acquire is slow and, cancelled meanwhile, finishes that send before
+    it lets the cancellation through: what a library does that sees a
+    cancellation only once the write it is in is done."""
+
+    armed = 0
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        data = command if isinstance(command, bytes | str) else b"".join(command)
+        data = data.encode() if isinstance(data, str) else data
+        if _FinishesItsWrite.armed and LOCK_ACQUIRE.sha1.encode() in data:
+            _FinishesItsWrite.armed -= 1
+            try:
+                await asyncio.sleep(0.5)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.05)
+                await super().send_packed_command(command, check_health)
+                await self.disconnect(nowait=True)  # (its reply is never read)
+                raise
+        await super().send_packed_command(command, check_health)
+
+
+def test_an_async_clean_up_never_overtakes_an_acquire_still_being_sent(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """An acquire cancelled while a quorum of masters' attempts are still being sent
+    (each in a task of its own, which finishes its write before it sees the
+    cancellation): the clean-up release waits behind those calls, so it
+    reaches each master after the attempt it undoes, and nothing stays held
+    (before: the release went first, and the late attempts held the name on a
+    quorum for the ttl)."""
+
+    async def main() -> None:
+        slow = [
+            redis.asyncio.Redis(
+                connection_pool=redis.asyncio.BlockingConnectionPool(
+                    host="127.0.0.1", port=s.port, connection_class=_FinishesItsWrite
+                )
+            )
+            for s in masters
+        ]
+        lock = AsyncRedlock(slow, "arl-finishes", ttl=30)
+        await (await lock.acquire(blocking=False)).release()  # type: ignore[union-attr]
+        _FinishesItsWrite.armed = N // 2 + 1  # (a quorum: none granted in time)
+        try:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.1):
+                    await lock.acquire()
+        finally:
+            _FinishesItsWrite.armed = 0
+        await asyncio.sleep(0.3)  # (the attempts cut off land meanwhile)
+        await _agone_within(clients, "arl-finishes", 2.0)
+        lease = await lock.acquire(blocking=False)
+        assert lease is not None
+        await lease.release()
+        for c in slow:
+            await c.aclose()
+
+    asyncio.run(main())

@@ -157,11 +157,14 @@ async def run_each(
     replies) is closed and given back to the pool, which connects it again for
     its next user. They count against the pool's ``max_connections``.
 
-    ``behind`` (the sync twin's clean-up flag) changes nothing here: a call
-    cut off is cancelled with its connection, so the caller's clean-up has
-    no call of its own in flight to wait behind (a call still waiting on a
-    suspect server is waited behind anyway). Holding the clean-up back
-    behind a cancelled call would only delay it past the loop's end.
+    ``behind``: a plan for a client with a call still in flight in a task of
+    its own (suspect or not: the first round of a fresh client, or a call
+    that found no connection of the quick path kept, cut off) is not sent
+    but :class:`Unsent`, so that the caller queues it behind that call with
+    :func:`send_late` (for a clean-up release: it never overtakes the
+    acquire it undoes). A cancelled task is not done yet: it may still be
+    sending (a cancellation is only a request, and a library may finish
+    the write it was in before it sees it).
 
     Every connection a call takes for the quick path is kept for the next
     calls or dropped, whichever way the call ends (cancelled or cut off by
@@ -174,7 +177,6 @@ async def run_each(
             (:func:`is_fault`: one a signal handler raised), as the call
             ends (the jobs still running are cancelled).
     """
-    del behind
     todo = list(jobs)
     deadline = time.monotonic() + timeout
     results: list[Any] = [NOT_DONE] * len(todo)
@@ -186,6 +188,11 @@ async def run_each(
     unwaited: set[int] = set()
     try:
         for i, (client, plan) in enumerate(todo):
+            if behind and client not in _suspects and _book.busy(client):
+                # a call still in flight there, which this one must not overtake
+                plan.close()
+                results[i] = Unsent("an earlier call is still in flight there: not sent")
+                continue
             if client not in _suspects:
                 state = state_of(client)
                 fan = state.fan
