@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-plots fault-signals clean
+.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-foreign bench-plots fault-signals clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -135,6 +135,11 @@ bench-cluster: $(VENV)/.dev-installed
 bench-redlock: $(VENV)/.dev-installed
 	mkdir -p .bench
 	$(BIN)/python benchmarks/bench_redlock.py --markdown .bench/redlock.md
+
+# A foreign client's share of an exact key shared with tenure (node-redlock,
+# installed with npm on first use when node is present, and redis-py's Lock).
+bench-foreign: $(VENV)/.dev-installed
+	$(BIN)/python benchmarks/bench_foreign.py --foreign-think 0.002 $(BENCH_ARGS)
 
 # Random interrupts through every primitive, with hiredis
 # (scripts/signal_harness.py; docs/safety.md, "Interrupted acquire"): one
