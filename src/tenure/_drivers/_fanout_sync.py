@@ -10,13 +10,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import queue
 import select
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic
+from typing import Any
 
 import redis.exceptions
 
@@ -40,20 +39,18 @@ from ._fanout_shared import (
     replies,
     unlisten_late,
 )
+from ._fanout_threads import Call, Workers
 from ._sync import (
     REDIS,
     SPARE_CONNECTIONS,
     Client,
     Fan,
-    SafeEvent,
     SendRenewals,
     T,
     Watchdog,
-    exiting,
     library_of,
     perform,
     run,
-    start_thread,
     state_of,
 )
 from ._watchbook import Watch, Watchable
@@ -119,86 +116,7 @@ def unwatch_shared(watch: Watch) -> None:
         dog.unwatch(watch)
 
 
-class _Call(Generic[T]):
-    """A call handed to a worker thread (what ``concurrent.futures.Future``
-    is to an executor), which the calling thread reads and waits for without
-    entering a lock but by ``with``: ``Future`` guards its state with a
-    ``Condition`` that Python code enters by calling its lock's acquire, and
-    a signal handler that raises as that call returns leaves the lock held
-    for good (the worker then blocks as it sets the result, and every later
-    call on that server waits behind it). Waiting is on a
-    :class:`~._sync.SafeEvent`."""
-
-    __slots__ = ("_callbacks", "_done", "_error", "_mutex", "_result", "_state")
-
-    def __init__(self) -> None:
-        self._state = "pending"  # then "running" and "done", or "cancelled"
-        self._result: T | None = None
-        self._error: BaseException | None = None
-        self._done = SafeEvent()
-        self._callbacks: list[Callable[[_Call[T]], object]] = []
-        self._mutex = threading.Lock()  # (entered only by ``with``)
-
-    def start(self) -> bool:
-        """On the worker: whether to run the call (not cancelled); it is running."""
-        with self._mutex:
-            if self._state != "pending":
-                return False
-            self._state = "running"
-            return True
-
-    def cancel(self) -> bool:
-        """Cancel the call if it has not started: whether it never will run."""
-        with self._mutex:
-            if self._state != "pending":
-                return self._state == "cancelled"
-            self._state = "cancelled"
-        self._finish()
-        return True
-
-    def end(self, result: T | None, error: BaseException | None) -> None:
-        """On the worker: the call returned ``result`` or raised ``error``."""
-        with self._mutex:
-            self._result, self._error, self._state = result, error, "done"
-        self._finish()
-
-    def _finish(self) -> None:
-        self._done.set()
-        with self._mutex:
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            with contextlib.suppress(Exception):
-                callback(self)
-
-    def add_done_callback(self, callback: Callable[[_Call[T]], object]) -> None:
-        """Call ``callback`` with the call once it is done or cancelled (at once if it is)."""
-        with self._mutex:
-            if self._state in ("pending", "running"):
-                self._callbacks.append(callback)
-                return
-        with contextlib.suppress(Exception):
-            callback(self)
-
-    def done(self) -> bool:
-        """Whether it returned, raised or was cancelled."""
-        return self._state in ("done", "cancelled")
-
-    def cancelled(self) -> bool:
-        return self._state == "cancelled"
-
-    def exception(self) -> BaseException | None:
-        """(Done) what it raised, or ``None``."""
-        return self._error
-
-    def result(self) -> T:
-        """(Done, not raised) what it returned."""
-        return self._result  # type: ignore[return-value]
-
-    def wait(self, timeout: float) -> bool:
-        return self._done.wait(timeout)
-
-
-def _wait(calls: Iterable[_Call[Any]], timeout: float) -> None:
+def _wait(calls: Iterable[Call[Any]], timeout: float) -> None:
     """Wait until every one of ``calls`` is done, for at most ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     for call in calls:
@@ -208,89 +126,7 @@ def _wait(calls: Iterable[_Call[Any]], timeout: float) -> None:
         call.wait(left)
 
 
-class _Workers:
-    """Threads that run calls for :func:`run_each` and :func:`listen_each`: an
-    idle one is reused, else a new one starts, so that a call stuck on a paused
-    server (until its socket timeout, if ever) never holds up the next ones. A
-    thread idle for :data:`WORKER_IDLE` seconds ends."""
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
-
-    def submit(
-        self,
-        fn: Callable[[], T],
-        before: Callable[[_Call[T]], object] | None = None,
-    ) -> _Call[T]:
-        """Run ``fn`` on a worker thread: its future. ``before``, if given, is
-        called with the future before ``fn`` is handed to a thread, so that
-        the caller knows of every call that may run, whatever interrupts this
-        one (a signal handler may raise as any call returns). Cut off, the
-        call is cancelled if it has not started (it never will)."""
-        future: _Call[T] = _Call()
-
-        def call() -> None:
-            if not future.start():
-                return
-            try:
-                result = fn()
-            except BaseException as exc:
-                future.end(None, exc)
-            else:
-                future.end(result, None)
-
-        try:
-            if before is not None:
-                before(future)
-            with self._mutex:
-                inbox = self._idle.pop() if self._idle else None
-            if inbox is None:
-                inbox = queue.SimpleQueue()
-                inbox.put(call)  # (before the thread starts: it never waits for one lost)
-                start_thread(self._work, "tenure-parallel", inbox)
-            else:
-                inbox.put(call)
-        except BaseException:
-            # (a thread taken off the idle list whose call never came ends
-            # after a second idle wait; one that ran it goes back to the list)
-            future.cancel()
-            raise
-        return future
-
-    def forget(self) -> None:
-        """In a forked child: drop the parent's idle threads (they do not exist
-        here; a call handed to one would never run) and a mutex one may have held."""
-        self._mutex = threading.Lock()
-        self._idle = []
-
-    def _work(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
-        taken = False  # taken off the idle list, no job seen since
-        while not exiting():
-            try:
-                job = inbox.get(timeout=WORKER_IDLE)
-            except queue.Empty:
-                with self._mutex:
-                    if inbox in self._idle:
-                        self._idle.remove(inbox)
-                        return
-                if taken:  # its job never came: the submit was cut off
-                    return
-                taken = True
-                continue  # handed a job just now: take it
-            taken = False
-            if job is None:
-                return
-            job()
-            job = None  # (its closure would keep its client alive while idle)
-            with self._mutex:
-                self._idle.append(inbox)
-
-
-#: Seconds an idle worker thread of :func:`run_each` waits for work before it ends.
-WORKER_IDLE = 30.0
-
-_workers = _Workers()
+_workers = Workers()
 
 
 def run_each(
@@ -370,7 +206,7 @@ def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
     return queued != "dropped"
 
 
-def _in_flight(client: Client, future: _Call[Any]) -> None:
+def _in_flight(client: Client, future: Call[Any]) -> None:
     """``future`` is a call on a worker thread for ``client`` (later calls
     queue behind it until it returns), known before the call is handed
     over: a release never overtakes a call of which an interrupt kept the
@@ -380,7 +216,7 @@ def _in_flight(client: Client, future: _Call[Any]) -> None:
     future.add_done_callback(functools.partial(_after, weakref.ref(client)))
 
 
-def _after(ref: weakref.ref[Any], future: _Call[Any]) -> None:
+def _after(ref: weakref.ref[Any], future: Call[Any]) -> None:
     """A worker thread's call on a client ended: forget it, and send what
     queued behind it. (``ref``: the client's weak reference. A finished
     future keeps its callbacks, and its exception's traceback the frames that
@@ -423,7 +259,7 @@ def _scatter(
     so, or ``deadline``."""
     results: list[Any] = [NOT_DONE] * len(jobs)
     steps: dict[int, Any] = {}
-    threaded: dict[int, _Call[Any]] = {}
+    threaded: dict[int, Call[Any]] = {}
     conns: dict[int, Any] = {}
     due: dict[int, int] = {}  # replies due on conns[i] before its own
     fans: dict[int, Fan] = {}  # the pool's connections conns[i] belongs to
@@ -605,7 +441,7 @@ def _take_connection(client: Client, fan: Fan) -> tuple[Any, int] | None:
     return None
 
 
-def _not_checked_out(fan: Fan, future: _Call[Any]) -> None:
+def _not_checked_out(fan: Fan, future: Call[Any]) -> None:
     """A check-out an interrupt cut off before it began: the next call may start one."""
     if future.cancelled():
         with _spare_mutex:
@@ -828,8 +664,8 @@ def listen_each(
             return None
         return lambda: hub.unlisten(ch, event)
 
-    futures: list[_Call[Callable[[], None] | None]] = []
-    try:  # (each listen known before it is handed over: see _Workers.submit)
+    futures: list[Call[Callable[[], None] | None]] = []
+    try:  # (each listen known before it is handed over: see Workers.submit)
         for client in clients:
             _workers.submit(functools.partial(one, client), futures.append)
         _wait(futures, timeout)
