@@ -21,7 +21,7 @@ import redis.exceptions
 
 from .._plans import redlock as redlock_plans
 from .._protocol import Plan
-from . import _clients, _identity, _internals
+from . import _clients, _internals
 from ._async import (
     REDIS,
     SPARE_CONNECTIONS,
@@ -42,6 +42,7 @@ from ._fanout_shared import (
     Fallback,
     LateBook,
     NotYet,
+    SharedDogs,
     Unsent,
     advance,
     commands,
@@ -70,15 +71,10 @@ __all__ = [
 ]
 
 #: The shared watchdogs of each event loop, one per renewal function (a
-#: Redlock's, which renews any set of leases on their masters' quorums):
-#: ``(generation, watchdog)``.
-_shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, tuple[int, Watchdog]]] = (
-    weakref.WeakKeyDictionary()
+#: Redlock's, which renews any set of leases on their masters' quorums).
+_dogs = SharedDogs(
+    functools.partial(Watchdog, None, REDIS), asyncio.get_running_loop, contextlib.nullcontext
 )
-
-#: The watchdog each watched lease was given to (a fork, another loop or a new
-#: watchdog never sends a lease's later calls to another one).
-_dog_of: weakref.WeakKeyDictionary[Watch, Watchdog] = weakref.WeakKeyDictionary()
 
 
 def watch_shared(lease: Watchable, renew: bool, send: SendRenewals) -> Watch:
@@ -89,27 +85,14 @@ def watch_shared(lease: Watchable, renew: bool, send: SendRenewals) -> Watch:
     pipeline (a Redlock's leases, renewed on a quorum of their masters).
     ``send`` must be a module-level function (it is the key). Stop and unwatch
     with :func:`stop_renewing_shared` and :func:`unwatch_shared`. Call from a task."""
-    dogs = _shared.setdefault(asyncio.get_running_loop(), {})
-    entry = dogs.get(send)
-    if entry is None or entry[0] != _identity.generation():
-        entry = dogs[send] = (_identity.generation(), Watchdog(None, REDIS, send))
-    watch = entry[1].watch(lease, renew)
-    _dog_of[watch] = entry[1]
-    return watch
+    return _dogs.watch(lease, renew, send)
 
 
-def stop_renewing_shared(watch: Watch) -> None:
-    """:func:`stop_renewing` for a lease watched by :func:`watch_shared`."""
-    dog = _dog_of.get(watch)
-    if dog is not None:
-        dog.stop_renewing(watch)
+#: :func:`stop_renewing` for a lease watched by :func:`watch_shared`.
+stop_renewing_shared = _dogs.stop_renewing
 
-
-def unwatch_shared(watch: Watch) -> None:
-    """:func:`unwatch` for a lease watched by :func:`watch_shared`."""
-    dog = _dog_of.pop(watch, None)
-    if dog is not None:
-        dog.unwatch(watch)
+#: :func:`unwatch` for a lease watched by :func:`watch_shared`.
+unwatch_shared = _dogs.unwatch
 
 
 async def run_each(

@@ -2,7 +2,8 @@
 the steps they may send and how their replies are read, the results of a
 plan they did not wait for or did not send, the count of broken
 connections, and the book of the calls in flight on each client with the
-clean-up steps queued behind them. No I/O: the fan-outs do it."""
+clean-up steps queued behind them, the watchdogs shared by every lock of a
+kind. No I/O: the fan-outs do it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any, Literal, Protocol
 from .._errors import TenureError
 from .._plans.redlock import Late
 from .._protocol import Command, Eval, Pipeline, Plan, parse_reply
+from . import _identity
+from ._watchbook import Watch, Watchable
 
 #: A plan's place in the results of ``run_each`` while it is not done.
 NOT_DONE = object()
@@ -290,3 +293,74 @@ class LateBook:
 def _ready(behind: list[Call]) -> bool:
     """Whether every call a queued step waits for has ended."""
     return all(call.done() for call in behind)
+
+
+class Dog(Protocol):
+    """A watchdog :class:`SharedDogs` shares (either driver's)."""
+
+    def watch(self, lease: Watchable, renew: bool) -> Watch: ...
+
+    def stop_renewing(self, watch: Watch) -> None: ...
+
+    def unwatch(self, watch: Watch) -> None: ...
+
+
+class Process:
+    """The scope of the shared watchdogs of threads (an event loop is the scope of tasks')."""
+
+
+PROCESS = Process()
+
+
+class SharedDogs:
+    """The watchdogs shared by every lock of a kind: one per renewal function
+    (the key), process and scope (``scope()``: :data:`PROCESS`, or the running
+    event loop), made by ``make(send)``; and the one each lease was given to
+    (a fork, another loop or a new watchdog never gets a lease's later
+    calls). ``mutex`` guards both (as :class:`LateBook`'s)."""
+
+    def __init__(
+        self,
+        make: Callable[[Any], Dog],
+        scope: Callable[[], Any],
+        mutex: Callable[[], contextlib.AbstractContextManager[Any]],
+    ) -> None:
+        self._make, self._scope, self._make_mutex = make, scope, mutex
+        self._mutex = mutex()
+        self._dogs: weakref.WeakKeyDictionary[Any, dict[Any, tuple[int, Dog]]] = (
+            weakref.WeakKeyDictionary()
+        )  # per scope and renewal function: (generation, watchdog)
+        self._dog_of: weakref.WeakKeyDictionary[Watch, Dog] = weakref.WeakKeyDictionary()
+
+    def watch(self, lease: Watchable, renew: bool, send: Any) -> Watch:
+        """Watch ``lease`` with the scope's watchdog for ``send``."""
+        with self._mutex:
+            dogs = self._dogs.setdefault(self._scope(), {})
+            entry = dogs.get(send)
+            if entry is None or entry[0] != _identity.generation():
+                entry = dogs[send] = (_identity.generation(), self._make(send))
+        watch = entry[1].watch(lease, renew)
+        with self._mutex:
+            self._dog_of[watch] = entry[1]
+        return watch
+
+    def stop_renewing(self, watch: Watch) -> None:
+        """Stop renewing a lease watched by :meth:`watch`."""
+        with self._mutex:
+            dog = self._dog_of.get(watch)
+        if dog is not None:
+            dog.stop_renewing(watch)
+
+    def unwatch(self, watch: Watch) -> None:
+        """Stop watching a lease watched by :meth:`watch`."""
+        with self._mutex:
+            dog = self._dog_of.pop(watch, None)
+        if dog is not None:
+            dog.unwatch(watch)
+
+    def forget(self) -> None:
+        """In a forked child: forget the parent's watchdogs (their threads are
+        not here, a mutex of theirs may be held) and its mutex."""
+        self._mutex = self._make_mutex()
+        self._dogs.clear()
+        self._dog_of.clear()

@@ -21,14 +21,16 @@ import redis.exceptions
 
 from .._plans import redlock as redlock_plans
 from .._protocol import Plan
-from . import _clients, _identity, _internals
+from . import _clients, _internals
 from ._fanout_shared import (
     MAX_DUE,
     NOT_DONE,
+    PROCESS,
     Breaks,
     Fallback,
     LateBook,
     NotYet,
+    SharedDogs,
     Unsent,
     advance,
     commands,
@@ -70,16 +72,9 @@ __all__ = [
     "unwatch_shared",
 ]
 
-#: The process's shared watchdogs, one per renewal function (a Redlock's, which
-#: renews any set of leases on their masters' quorums): ``(generation, watchdog)``.
-_shared: dict[Any, tuple[int, Watchdog]] = {}
-
-#: The watchdog each watched lease was given to (a fork or a new watchdog
-#: never sends a lease's later calls to another one).
-_dog_of: weakref.WeakKeyDictionary[Watch, Watchdog] = weakref.WeakKeyDictionary()
-
-#: Guards :data:`_shared` and :data:`_dog_of`.
-_shared_mutex = threading.Lock()
+#: The process's shared watchdogs, one per renewal function (a Redlock's,
+#: which renews any set of leases on their masters' quorums).
+_dogs = SharedDogs(functools.partial(Watchdog, None, REDIS), lambda: PROCESS, threading.Lock)
 
 
 def watch_shared(lease: Watchable, renew: bool, send: SendRenewals) -> Watch:
@@ -90,30 +85,14 @@ def watch_shared(lease: Watchable, renew: bool, send: SendRenewals) -> Watch:
     pipeline (a Redlock's leases, renewed on a quorum of their masters).
     ``send`` must be a module-level function (it is the key). Stop and unwatch
     with :func:`stop_renewing_shared` and :func:`unwatch_shared`."""
-    with _shared_mutex:
-        entry = _shared.get(send)
-        if entry is None or entry[0] != _identity.generation():
-            entry = _shared[send] = (_identity.generation(), Watchdog(None, REDIS, send))
-    watch = entry[1].watch(lease, renew)
-    with _shared_mutex:
-        _dog_of[watch] = entry[1]
-    return watch
+    return _dogs.watch(lease, renew, send)
 
 
-def stop_renewing_shared(watch: Watch) -> None:
-    """:func:`stop_renewing` for a lease watched by :func:`watch_shared`."""
-    with _shared_mutex:
-        dog = _dog_of.get(watch)
-    if dog is not None:
-        dog.stop_renewing(watch)
+#: :func:`stop_renewing` for a lease watched by :func:`watch_shared`.
+stop_renewing_shared = _dogs.stop_renewing
 
-
-def unwatch_shared(watch: Watch) -> None:
-    """:func:`unwatch` for a lease watched by :func:`watch_shared`."""
-    with _shared_mutex:
-        dog = _dog_of.pop(watch, None)
-    if dog is not None:
-        dog.unwatch(watch)
+#: :func:`unwatch` for a lease watched by :func:`watch_shared`.
+unwatch_shared = _dogs.unwatch
 
 
 def _wait(calls: Iterable[Call[Any]], timeout: float) -> None:
@@ -690,14 +669,12 @@ def _after_fork() -> None:
     for good) and its suspicions; a new mutex for the spare connections; the
     parent's shared watchdogs (their threads do not exist here, and a mutex of
     theirs may be held: a parent's lease is never sent to one)."""
-    global _spare_mutex, _shared_mutex
+    global _spare_mutex
     _workers.forget()
-    _shared.clear()
-    _dog_of.clear()
+    _dogs.forget()
     _suspects.clear()
     _book.forget()
     _spare_mutex = threading.Lock()
-    _shared_mutex = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork)
