@@ -36,18 +36,18 @@ from ._async import (
     state_of,
 )
 from ._fanout_shared import (
-    MAX_DUE,
     NOT_DONE,
-    Breaks,
     Fallback,
     LateBook,
     NotYet,
+    Servers,
     SharedDogs,
     Unsent,
     advance,
     commands,
     count,
     is_fault,
+    keep,
     no_answer,
     pack_key,
     replies,
@@ -171,12 +171,12 @@ async def run_each(
     unwaited: set[int] = set()
     try:
         for i, (client, plan) in enumerate(todo):
-            if behind and client not in _suspects and _book.busy(client):
+            if behind and not suspected(client) and _book.busy(client):
                 # a call still in flight there, which this one must not overtake
                 plan.close()
                 results[i] = Unsent("an earlier call is still in flight there: not sent")
                 continue
-            if client not in _suspects:
+            if not suspected(client):
                 state = state_of(client)
                 fan = state.fan
                 if state.server is not None and fan is not None:
@@ -222,10 +222,9 @@ async def run_each(
                 raise error  # (a signal handler's, in that task: the caller's interrupt)
             results[i] = error if error is not None else task.result()
             if error is not None and _no_answer(todo[i][0], error):
-                _broke(todo[i][0])
+                _servers.broke(todo[i][0])
         else:
-            _suspects[todo[i][0]] = None
-            _broke(todo[i][0])
+            _servers.failed(todo[i][0])
     for i, result in enumerate(results):
         if result is NOT_DONE:
             if i not in alone:
@@ -313,24 +312,11 @@ def _deliver(client: Client) -> None:
 
 
 #: The clients whose server failed to answer :func:`run_each` in time (or at
-#: all), until a call in a task of its own gets an answer again.
-_suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
-
-
-#: How many times :func:`run_each` found the connection to each pool's server
-#: broken (see :class:`~._fanout_shared.Breaks`): a Redlock asks such a master
-#: who it is again.
-_breaks = Breaks()
-breaks = _breaks.breaks
-broken = _breaks.broken
-_broke = _breaks.broke
-
-
-def suspected(client: Client) -> bool:
-    """Whether ``client``'s server failed to answer :func:`run_each` in time
-    and has not answered since (a call that waits for it is not waited for
-    once ``enough`` says so)."""
-    return client in _suspects
+#: all), until a call in a task of its own gets an answer again; and how many times
+#: :func:`run_each` found the connection to each pool's server broken (a
+#: Redlock asks such a master who it is again).
+_servers = Servers()
+breaks, broken, suspected = _servers.breaks, _servers.broken, _servers.suspected
 
 
 def _no_answer(client: Client, error: BaseException) -> bool:
@@ -348,9 +334,9 @@ async def _run_trusted(client: Client, plan: Plan[T], timeout: float) -> T:
     except (redis.exceptions.ConnectionError, TimeoutError):
         raise
     except Exception:
-        _suspects.pop(client, None)
+        _servers.answered(client)
         raise
-    _suspects.pop(client, None)
+    _servers.answered(client)
     return result
 
 
@@ -409,8 +395,7 @@ async def _scatter(
                 del conns[i]
                 due.pop(i, None)
                 await _drop(client, fans[i], conn)
-                _suspects[client] = None
-                _broke(client)
+                _servers.failed(client)
                 step_on(i, None, exc)
                 continue
             sent.append((i, conn, step))
@@ -426,8 +411,7 @@ async def _scatter(
                 del conns[i]
                 due.pop(i, None)
                 await _drop(client, fans[i], conn)
-                _suspects[client] = None
-                _broke(client)
+                _servers.failed(client)
                 step_on(i, None, raws)
                 continue
             due.pop(i, None)
@@ -462,19 +446,10 @@ async def _scatter(
 
 
 def _keep(client: Client, fan: Fan, conn: Any, due: int) -> None:
-    """Keep ``conn`` for the next calls on its pool (in ``fan``), ``due``
-    replies still to read on it first (by the next call on its server,
-    whichever client of the pool makes it); unless enough are kept or too
-    many replies are due on it (a server that stopped answering: what was
-    written still runs), then it is dropped."""
-    if due:
-        if len(fan.owed) < SPARE_CONNECTIONS and due <= MAX_DUE:
-            fan.owed.append((conn, due))
-            return
-    elif len(fan.spare) < SPARE_CONNECTIONS:
-        fan.spare.append(conn)
-        return
-    _let_go(client, fan, conn)
+    """:func:`~._fanout_shared.keep` ``conn`` (``due``: the replies still due
+    on it) for the next calls on its pool, or let it go."""
+    if not keep(fan, conn, due, SPARE_CONNECTIONS):
+        _let_go(client, fan, conn)
 
 
 def _let_go(client: Client, fan: Fan, conn: Any) -> None:
@@ -511,7 +486,7 @@ def _take_connection(client: Client, fan: Fan) -> tuple[Any, int] | None:
     for conn in stale:
         _background(_drop(client, fan, conn))
     if stale:
-        _broke(client)
+        _servers.broke(client)
     if taken is not None:
         return taken
     if not fan.connecting and fan.open < fan.most:
@@ -569,9 +544,7 @@ async def _check_out(client: Client, fan: Fan) -> None:
             fan.open -= 1
     if conn is None:
         return
-    if len(fan.spare) < SPARE_CONNECTIONS:
-        fan.spare.append(conn)
-    else:
+    if not keep(fan, conn, 0, SPARE_CONNECTIONS):
         await _drop(client, fan, conn)
 
 

@@ -174,6 +174,55 @@ class Breaks:
         self._total += 1
 
 
+class Servers(Breaks):
+    """:class:`Breaks`, and the clients whose server failed to answer
+    ``run_each`` in time (or at all), until a call of the ordinary path gets
+    an answer again: a suspect server gets no second such call while one is
+    in flight, and is not waited for once ``enough`` others answered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
+
+    def suspected(self, client: Any) -> bool:
+        """Whether ``client``'s server failed to answer ``run_each`` in time
+        and has not answered since (a call that waits for it is not waited
+        for once ``enough`` says so)."""
+        return client in self._suspects
+
+    def failed(self, client: Any) -> None:
+        """``client``'s server failed to answer (in time): suspect, and its
+        connection broken."""
+        self._suspects[client] = None
+        self.broke(client)
+
+    def answered(self, client: Any) -> None:
+        """``client``'s server answered (an error reply too): no longer suspect."""
+        self._suspects.pop(client, None)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's suspicions (its calls never end here)."""
+        self._suspects.clear()
+
+
+def keep(fan: Any, conn: Any, due: int, most: int) -> bool:
+    """Keep ``conn`` in ``fan`` (a pool's connections of the quick path) for
+    the next calls on its pool, ``due`` replies still to read on it first (by
+    the next call on its server, whichever client of the pool makes it).
+    Whether it was kept: not when ``most`` are kept already, nor when too
+    many replies are due on it (:data:`MAX_DUE`: a server that stopped
+    answering; what was written still runs, in order, if it resumes); one
+    not kept is the caller's to drop."""
+    if due:
+        if len(fan.owed) < most and due <= MAX_DUE:
+            fan.owed.append((conn, due))
+            return True
+    elif len(fan.spare) < most:
+        fan.spare.append(conn)
+        return True
+    return False
+
+
 class Call(Protocol):
     """A call in flight on a worker thread or in a task of its own."""
 

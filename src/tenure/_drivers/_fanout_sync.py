@@ -23,19 +23,19 @@ from .._plans import redlock as redlock_plans
 from .._protocol import Plan
 from . import _clients, _internals
 from ._fanout_shared import (
-    MAX_DUE,
     NOT_DONE,
     PROCESS,
-    Breaks,
     Fallback,
     LateBook,
     NotYet,
+    Servers,
     SharedDogs,
     Unsent,
     advance,
     commands,
     count,
     is_fault,
+    keep,
     no_answer,
     pack_key,
     replies,
@@ -248,7 +248,7 @@ def _scatter(
     try:
         # (a connection taken here is dropped if an interrupt cuts the loop off)
         for i, (client, plan) in enumerate(jobs):
-            suspect = client in _suspects
+            suspect = suspected(client)
             if (suspect or behind) and _book.busy(client):
                 # a call still stuck on that server (paused): no second thread for
                 # it; or one still in flight that this one must not overtake
@@ -294,8 +294,7 @@ def _scatter(
                         raise  # (cut off: the connections are dropped below)
                     del conns[i]
                     _drop(client, fans[i], conn)
-                    _suspects[client] = None
-                    _broke(client)
+                    _servers.failed(client)
                     step_on(i, None, exc)
                     continue
                 sent.append((i, conn, step))
@@ -310,8 +309,7 @@ def _scatter(
                 if isinstance(got, BaseException):
                     del conns[i]
                     _drop(client, fans[i], conn)
-                    _suspects[client] = None
-                    _broke(client)
+                    _servers.failed(client)
                     step_on(i, None, got)
                     continue
                 raws = got[skip:]
@@ -339,7 +337,7 @@ def _scatter(
                     if i in unread:  # less the replies already read (an earlier call's)
                         due.pop(i, None)
                         del conns[i]
-                        _owe(jobs[i][0], fans[i], conn, need[i] - read.get(i, 0))
+                        _give_back(jobs[i][0], fans[i], conn, need[i] - read.get(i, 0))
                 for i in list(steps):
                     jobs[i][1].close()
                     results[i] = NotYet("no reply waited for: enough others answered")
@@ -366,10 +364,9 @@ def _scatter(
             error = future.exception()
             results[i] = error if error is not None else future.result()
             if error is not None and _no_answer(jobs[i][0], error):
-                _broke(jobs[i][0])
+                _servers.broke(jobs[i][0])
         else:
-            _suspects[jobs[i][0]] = None
-            _broke(jobs[i][0])
+            _servers.failed(jobs[i][0])
     for i, result in enumerate(results):
         if result is NOT_DONE:
             if i not in threaded:
@@ -412,7 +409,7 @@ def _take_connection(client: Client, fan: Fan) -> tuple[Any, int] | None:
         for conn in stale:
             _drop(client, fan, conn)
         if stale:
-            _broke(client)
+            _servers.broke(client)
     _workers.submit(
         functools.partial(_check_out, client, fan),
         lambda future: future.add_done_callback(functools.partial(_not_checked_out, fan)),
@@ -459,30 +456,12 @@ def _check_out(client: Client, fan: Fan) -> None:
 
 
 def _give_back(client: Client, fan: Fan, conn: Any, due: int = 0) -> None:
-    """Keep ``conn`` for the next calls on its pool (in ``fan``), unless enough
-    are kept (then it goes back to the pool); ``due``: replies still due on
-    it (see :func:`_owe`)."""
-    if due:
-        _owe(client, fan, conn, due)
-        return
+    """:func:`~._fanout_shared.keep` ``conn`` (``due``: the replies still due
+    on it) for the next calls on its pool, or drop it."""
     with _spare_mutex:
-        if len(fan.spare) < SPARE_CONNECTIONS:
-            fan.spare.append(conn)
-            return
-    _drop(client, fan, conn)
-
-
-def _owe(client: Client, fan: Fan, conn: Any, due: int) -> None:
-    """Keep ``conn``, on which ``due`` replies are still to be read, for the
-    next call on its server (which reads them first, whichever client of the
-    pool makes it), unless enough are kept or too many replies are due on it
-    (a server that stopped answering: it is dropped; the commands already
-    written still run, in order, if it resumes)."""
-    with _spare_mutex:
-        if len(fan.owed) < SPARE_CONNECTIONS and due <= MAX_DUE:
-            fan.owed.append((conn, due))
-            return
-    _drop(client, fan, conn)
+        kept = keep(fan, conn, due, SPARE_CONNECTIONS)
+    if not kept:
+        _drop(client, fan, conn)
 
 
 def _drop(client: Client, fan: Fan, conn: Any) -> None:
@@ -502,24 +481,12 @@ def _drop(client: Client, fan: Fan, conn: Any) -> None:
 _spare_mutex = threading.Lock()
 
 
-#: The clients whose server failed to answer :func:`_scatter` in time (or at
-#: all), until a call on a worker thread gets an answer again.
-_suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
-
-#: How many times :func:`run_each` found the connection to each pool's server
-#: broken (see :class:`~._fanout_shared.Breaks`): a Redlock asks such a master
-#: who it is again.
-_breaks = Breaks()
-breaks = _breaks.breaks
-broken = _breaks.broken
-_broke = _breaks.broke
-
-
-def suspected(client: Client) -> bool:
-    """Whether ``client``'s server failed to answer :func:`run_each` in time
-    and has not answered since (a call that waits for it is not waited for
-    once ``enough`` says so)."""
-    return client in _suspects
+#: The clients whose server failed to answer :func:`run_each` in time (or at
+#: all), until a call on a worker thread gets an answer again; and how many times
+#: :func:`run_each` found the connection to each pool's server broken (a
+#: Redlock asks such a master who it is again).
+_servers = Servers()
+breaks, broken, suspected = _servers.breaks, _servers.broken, _servers.suspected
 
 
 def _no_answer(client: Client, error: BaseException) -> bool:
@@ -535,9 +502,9 @@ def _run_trusted(client: Client, plan: Plan[T]) -> T:
     except redis.exceptions.ConnectionError:
         raise
     except Exception:
-        _suspects.pop(client, None)
+        _servers.answered(client)
         raise
-    _suspects.pop(client, None)
+    _servers.answered(client)
     return result
 
 
@@ -672,7 +639,7 @@ def _after_fork() -> None:
     global _spare_mutex
     _workers.forget()
     _dogs.forget()
-    _suspects.clear()
+    _servers.forget()
     _book.forget()
     _spare_mutex = threading.Lock()
 
