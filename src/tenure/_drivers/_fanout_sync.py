@@ -115,47 +115,19 @@ def run_each(
     *,
     behind: bool = False,
 ) -> list[Any]:
-    """Drive every plan on its client at the same time, each for at most
-    ``timeout`` seconds; return, in order, each plan's result or the exception
-    it raised (``TimeoutError`` when it ran out of time). A slow or paused
-    server delays none of the others, and the whole call returns within
-    ``timeout`` (and a scheduling delay).
-
-    ``enough``, if given, is called with the results so far (a plan not done
-    yet has an object of no other use there) each time a plan of the quick
-    path finishes; once it returns ``True`` the call returns without waiting
-    for the other replies of the quick path: those plans are closed and their
-    result is a :class:`NotYet`. Their replies are still read, by the next call
-    on that server: its commands are written on the same connection, after the
-    ones whose replies are due, so that the server runs them in order (a
-    release sent next runs after the acquire whose reply was not waited for).
-
-    The plans may only yield :class:`Eval`, :class:`Command` and
-    :class:`Pipeline` steps. Once every client was used (its server probed),
-    each round of steps is written to every server first and the replies read
-    after (one thread; a server that does not answer in time has its
-    connection dropped). A client not yet used, or whose server failed to
-    answer (until it answers again: a new connection's handshake would block on
-    a paused server), runs its plan on a worker thread of its own instead (a
-    call still stuck when the time is up is left to finish there, its result
-    dropped; while it is stuck, that client's next plans fail at once with
-    ``TimeoutError``, so that no thread piles up behind a paused server).
-
-    The connections of the one-thread rounds are checked out of each client's
-    pool and kept between calls by tenure for the pool, shared by every
-    client of the pool (one dropped loses none of them): at most
-    :data:`SPARE_CONNECTIONS` per pool, and at most a quarter of its
-    ``max_connections`` (none for a ``BlockingConnectionPool`` or a
-    single-connection client: their plans all run the ordinary way); each one
-    dropped (the server closed it, did not answer in time, or owes too many
-    replies) is closed and given back to the pool, which connects it again for
-    its next user. They count against the pool's ``max_connections``.
-
-    ``behind``: a plan for a client with a call still in flight on a worker
-    thread (suspect or not: the first round of a fresh client, cut off) is
-    not sent but :class:`Unsent`, so that the caller queues it behind that
-    call with :func:`send_late` (for a clean-up release: it never overtakes
-    the acquire it undoes).
+    """:func:`._fanout_async.run_each` on threads: the same arguments,
+    results and rules (``enough``, ``behind``, a slow server waited for by
+    none of the others, the connections of the quick path kept for each pool
+    or dropped), in this flavour's way. Each round of the quick path is
+    written to every server, then the replies read, in the calling thread
+    (one ``poll`` over the sockets; a server that does not answer in time has
+    its connection dropped). A plan of the ordinary path runs on a worker
+    thread of its own (:class:`~._fanout_threads.Workers`): a call still
+    stuck when the time is up is left to finish there, its result dropped;
+    while it is stuck, that client's next plans are :class:`Unsent`, so that
+    no thread piles up behind a paused server. With ``behind``, a plan for a
+    client with any call still in flight on a worker thread is
+    :class:`Unsent` (the caller queues it with :func:`send_late`).
     """
     return _scatter(list(jobs), time.monotonic() + timeout, enough, behind)
 
@@ -167,18 +139,12 @@ _book = LateBook(threading.Lock)
 
 
 def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
-    """Send ``step`` to ``client``'s server after the call still stuck there
-    (the one that made a plan :class:`Unsent`), once that call returns (the
-    server answered or failed); dropped if that is after ``until``
-    (``time.monotonic()``) or if :data:`~._fanout_shared.MAX_LATE` steps
-    already wait. It waits for every call on a worker thread in flight there
-    now (any may be the one it undoes), and for none started later (a busy
-    server's later calls never hold it up). The queued steps go in one round
-    trip on a worker thread (while it waits for the answer, that client's
-    next calls of :func:`run_each` are :class:`Unsent` again). If no call is
-    stuck there any more, it is sent now the same way. For calls whose only
-    purpose is to undo (a release): the server runs them after the stuck
-    call. Returns whether it was queued."""
+    """:func:`._fanout_async.send_late` on threads: ``step`` waits for
+    every call in flight on ``client``'s server on a worker thread when it
+    is queued, then the queued steps go in one round trip on a worker
+    thread (while it waits for the answer, that client's next calls of
+    :func:`run_each` are :class:`Unsent` again if under suspicion or
+    ``behind``). Returns whether it was queued."""
     queued = _book.queue(client, step, until)
     if queued == "ready":
         _deliver(client)
@@ -376,16 +342,9 @@ def _scatter(
 
 
 def _take_connection(client: Client, fan: Fan) -> tuple[Any, int] | None:
-    """An idle, connected connection of :func:`_scatter` to ``client``'s server
-    (checked out of the client's pool once, then kept for the pool in ``fan``,
-    shared by every client of the pool: no checkout per call), with the number
-    of replies still due on it (read before the next call's own; a connection
-    that owes some is taken first, so that the server runs the next call after
-    them); or ``None`` when there is none: then, unless ``fan`` keeps all it
-    may, one is checked out on a worker thread for the next calls (the pool
-    may connect it, which can block on a paused server), one at a time. A
-    kept connection the server closed (idle timeout, ``CLIENT KILL``,
-    restart) is given back to the pool, not used."""
+    """:func:`._fanout_async._take_connection` under :data:`_spare_mutex`
+    (a kept connection is checked while it is still kept: an interrupt
+    loses none); the connection missing is checked out on a worker thread."""
     stale: list[Any] = []
     try:
         with _spare_mutex:
@@ -465,10 +424,8 @@ def _give_back(client: Client, fan: Fan, conn: Any, due: int = 0) -> None:
 
 
 def _drop(client: Client, fan: Fan, conn: Any) -> None:
-    """Close ``conn`` (a reply may still be due on it) and give it back to
-    ``client``'s pool, which connects it again for its next user: the pool
-    counts the connections it handed out, and a connection never given back
-    would take one of its ``max_connections`` for good."""
+    """:func:`._fanout_async._drop` (close ``conn``, give it back to
+    ``client``'s pool), in the calling thread."""
     try:
         conn.disconnect()
         client.connection_pool.release(conn)  # type: ignore[union-attr]
@@ -594,13 +551,8 @@ def _fd_of(by_fd: dict[int, Sent], entry: Sent) -> int | None:
 def listen_each(
     clients: Iterable[Client], channel: str, event: threading.Event, timeout: float
 ) -> list[Callable[[], None] | None]:
-    """Subscribe the wake hub of every client to the broadcast ``channel`` at the
-    same time, each message (and each reconnection of a hub) setting ``event``;
-    wait at most ``timeout`` seconds for the confirmations. Returns, per client,
-    the function that stops listening, or ``None`` if its SUBSCRIBE failed or was
-    not confirmed in time (then nothing is left listening on it). Call the
-    functions when done: the channel then lingers and is unsubscribed.
-    Cancelled or interrupted, it stops every listen itself (once done)."""
+    """:func:`._fanout_async.listen_each` on worker threads (``event``:
+    a :class:`threading.Event`, set by each hub's reader thread)."""
 
     def one(client: Client) -> Callable[[], None] | None:
         hub = state_of(client).hub
