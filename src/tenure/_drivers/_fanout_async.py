@@ -13,7 +13,6 @@ import functools
 import math
 import select
 import time
-import weakref
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
@@ -277,21 +276,8 @@ def _watched(client: Client, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
     """``task``, a call of :func:`run_each` on ``client`` in a task of its
     own, in the book until it ends (a step :func:`send_late` queues waits for
     it); then forgotten, and the steps that waited for it go."""
-    _book.started(client, task)
-    task.add_done_callback(functools.partial(_ended, weakref.ref(client)))
+    _book.track(client, task, _deliver)
     return task
-
-
-def _ended(ref: weakref.ref[Any], task: asyncio.Task[Any]) -> None:
-    """A call in a task of its own on a client ended. (``ref``: the client's
-    weak reference. A task's exception keeps, in its traceback, the frames
-    that held the client: kept in the book by the client, it would keep the
-    client, its pool and connections, for good.)"""
-    client = ref()
-    if client is None:
-        return
-    _book.ended(client, task)
-    _deliver(client)
 
 
 def _deliver(client: Client) -> None:

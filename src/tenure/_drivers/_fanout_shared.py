@@ -8,6 +8,7 @@ kind. No I/O: the fan-outs do it."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
@@ -229,6 +230,12 @@ class Call(Protocol):
     def done(self) -> bool: ...
 
 
+class Tracked(Call, Protocol):
+    """A call :meth:`LateBook.track` follows (a worker's future, a task)."""
+
+    def add_done_callback(self, fn: Callable[[Any], object], /) -> None: ...
+
+
 class Listen(Protocol):
     """A done call of ``listen_each`` (a worker's future, a task)."""
 
@@ -277,6 +284,23 @@ class LateBook:
         """``call`` on ``client`` is (about to be) in flight."""
         with self.mutex:
             self._calls.setdefault(client, []).append(call)
+
+    def track(self, client: Any, call: Tracked, deliver: Callable[[Any], None]) -> None:
+        """:meth:`started`; once ``call`` is done, :meth:`ended` and
+        ``deliver(client)`` (which sends the steps that waited for it). The
+        done callback holds ``client`` by a weak reference: a done call keeps
+        its callbacks, and its exception's traceback the frames that held the
+        client; kept in the book by the client, either would keep the client,
+        its pool and connections, for good."""
+        self.started(client, call)
+        call.add_done_callback(functools.partial(self._done, weakref.ref(client), deliver))
+
+    def _done(self, ref: weakref.ref[Any], deliver: Callable[[Any], None], call: Call) -> None:
+        client = ref()
+        if client is None:
+            return
+        self.ended(client, call)
+        deliver(client)
 
     def ended(self, client: Any, call: Call) -> None:
         """``call`` on ``client`` ended: forgotten, and no step waits for it."""

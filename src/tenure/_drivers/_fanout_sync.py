@@ -13,7 +13,6 @@ import os
 import select
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -157,21 +156,7 @@ def _in_flight(client: Client, future: Call[Any]) -> None:
     over: a release never overtakes a call of which an interrupt kept the
     caller from hearing, whatever other calls to that server start or end
     meanwhile (each one is waited for, not only the last)."""
-    _book.started(client, future)
-    future.add_done_callback(functools.partial(_after, weakref.ref(client)))
-
-
-def _after(ref: weakref.ref[Any], future: Call[Any]) -> None:
-    """A worker thread's call on a client ended: forget it, and send what
-    queued behind it. (``ref``: the client's weak reference. A finished
-    future keeps its callbacks, and its exception's traceback the frames that
-    held the client: kept in the book by the client, either would keep
-    the client, its pool and connections, for good.)"""
-    client = ref()
-    if client is None:
-        return
-    _book.ended(client, future)
-    _deliver(client)
+    _book.track(client, future, _deliver)
 
 
 def _deliver(client: Client) -> None:
