@@ -2359,7 +2359,7 @@ def test_an_interrupt_as_a_rounds_call_is_handed_to_a_thread_releases_after_it(
     so the name is released there once the acquire runs, not held for the
     ttl. Cut off before it was handed over, the call never runs, and master
     0 is not left waiting for it (the next acquire takes it there)."""
-    from tenure._drivers import _fanout_sync
+    from tenure._drivers import _fanout_sync, _fanout_threads
 
     name = f"rl-handed-over-interrupted-{handed}"
     at = "return future" if handed else "inbox.put(call)"
@@ -2369,7 +2369,7 @@ def test_an_interrupt_as_a_rounds_call_is_handed_to_a_thread_releases_after_it(
     slow = redis.Redis(connection_pool=pool)
     fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
     lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
-    code = _fanout_sync._Workers.submit.__code__
+    code = _fanout_threads.Workers.submit.__code__
     fired: list[int] = []
 
     def in_take(frame: FrameType | None) -> bool:

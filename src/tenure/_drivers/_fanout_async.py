@@ -13,7 +13,6 @@ import functools
 import math
 import select
 import time
-import weakref
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
@@ -21,7 +20,7 @@ import redis.exceptions
 
 from .._plans import redlock as redlock_plans
 from .._protocol import Plan
-from . import _clients, _identity, _internals
+from . import _clients, _internals
 from ._async import (
     REDIS,
     SPARE_CONNECTIONS,
@@ -36,17 +35,18 @@ from ._async import (
     state_of,
 )
 from ._fanout_shared import (
-    MAX_DUE,
     NOT_DONE,
-    Breaks,
     Fallback,
     LateBook,
     NotYet,
+    Servers,
+    SharedDogs,
     Unsent,
     advance,
     commands,
     count,
     is_fault,
+    keep,
     no_answer,
     pack_key,
     replies,
@@ -70,15 +70,10 @@ __all__ = [
 ]
 
 #: The shared watchdogs of each event loop, one per renewal function (a
-#: Redlock's, which renews any set of leases on their masters' quorums):
-#: ``(generation, watchdog)``.
-_shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, tuple[int, Watchdog]]] = (
-    weakref.WeakKeyDictionary()
+#: Redlock's, which renews any set of leases on their masters' quorums).
+_dogs = SharedDogs(
+    functools.partial(Watchdog, None, REDIS), asyncio.get_running_loop, contextlib.nullcontext
 )
-
-#: The watchdog each watched lease was given to (a fork, another loop or a new
-#: watchdog never sends a lease's later calls to another one).
-_dog_of: weakref.WeakKeyDictionary[Watch, Watchdog] = weakref.WeakKeyDictionary()
 
 
 def watch_shared(lease: Watchable, renew: bool, send: SendRenewals) -> Watch:
@@ -89,27 +84,14 @@ def watch_shared(lease: Watchable, renew: bool, send: SendRenewals) -> Watch:
     pipeline (a Redlock's leases, renewed on a quorum of their masters).
     ``send`` must be a module-level function (it is the key). Stop and unwatch
     with :func:`stop_renewing_shared` and :func:`unwatch_shared`. Call from a task."""
-    dogs = _shared.setdefault(asyncio.get_running_loop(), {})
-    entry = dogs.get(send)
-    if entry is None or entry[0] != _identity.generation():
-        entry = dogs[send] = (_identity.generation(), Watchdog(None, REDIS, send))
-    watch = entry[1].watch(lease, renew)
-    _dog_of[watch] = entry[1]
-    return watch
+    return _dogs.watch(lease, renew, send)
 
 
-def stop_renewing_shared(watch: Watch) -> None:
-    """:func:`stop_renewing` for a lease watched by :func:`watch_shared`."""
-    dog = _dog_of.get(watch)
-    if dog is not None:
-        dog.stop_renewing(watch)
+#: :func:`stop_renewing` for a lease watched by :func:`watch_shared`.
+stop_renewing_shared = _dogs.stop_renewing
 
-
-def unwatch_shared(watch: Watch) -> None:
-    """:func:`unwatch` for a lease watched by :func:`watch_shared`."""
-    dog = _dog_of.pop(watch, None)
-    if dog is not None:
-        dog.unwatch(watch)
+#: :func:`unwatch` for a lease watched by :func:`watch_shared`.
+unwatch_shared = _dogs.unwatch
 
 
 async def run_each(
@@ -188,12 +170,12 @@ async def run_each(
     unwaited: set[int] = set()
     try:
         for i, (client, plan) in enumerate(todo):
-            if behind and client not in _suspects and _book.busy(client):
+            if behind and not suspected(client) and _book.busy(client):
                 # a call still in flight there, which this one must not overtake
                 plan.close()
                 results[i] = Unsent("an earlier call is still in flight there: not sent")
                 continue
-            if client not in _suspects:
+            if not suspected(client):
                 state = state_of(client)
                 fan = state.fan
                 if state.server is not None and fan is not None:
@@ -239,10 +221,9 @@ async def run_each(
                 raise error  # (a signal handler's, in that task: the caller's interrupt)
             results[i] = error if error is not None else task.result()
             if error is not None and _no_answer(todo[i][0], error):
-                _broke(todo[i][0])
+                _servers.broke(todo[i][0])
         else:
-            _suspects[todo[i][0]] = None
-            _broke(todo[i][0])
+            _servers.failed(todo[i][0])
     for i, result in enumerate(results):
         if result is NOT_DONE:
             if i not in alone:
@@ -295,21 +276,8 @@ def _watched(client: Client, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
     """``task``, a call of :func:`run_each` on ``client`` in a task of its
     own, in the book until it ends (a step :func:`send_late` queues waits for
     it); then forgotten, and the steps that waited for it go."""
-    _book.started(client, task)
-    task.add_done_callback(functools.partial(_ended, weakref.ref(client)))
+    _book.track(client, task, _deliver)
     return task
-
-
-def _ended(ref: weakref.ref[Any], task: asyncio.Task[Any]) -> None:
-    """A call in a task of its own on a client ended. (``ref``: the client's
-    weak reference. A task's exception keeps, in its traceback, the frames
-    that held the client: kept in the book by the client, it would keep the
-    client, its pool and connections, for good.)"""
-    client = ref()
-    if client is None:
-        return
-    _book.ended(client, task)
-    _deliver(client)
 
 
 def _deliver(client: Client) -> None:
@@ -330,24 +298,11 @@ def _deliver(client: Client) -> None:
 
 
 #: The clients whose server failed to answer :func:`run_each` in time (or at
-#: all), until a call in a task of its own gets an answer again.
-_suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
-
-
-#: How many times :func:`run_each` found the connection to each pool's server
-#: broken (see :class:`~._fanout_shared.Breaks`): a Redlock asks such a master
-#: who it is again.
-_breaks = Breaks()
-breaks = _breaks.breaks
-broken = _breaks.broken
-_broke = _breaks.broke
-
-
-def suspected(client: Client) -> bool:
-    """Whether ``client``'s server failed to answer :func:`run_each` in time
-    and has not answered since (a call that waits for it is not waited for
-    once ``enough`` says so)."""
-    return client in _suspects
+#: all), until a call in a task of its own gets an answer again; and how many times
+#: :func:`run_each` found the connection to each pool's server broken (a
+#: Redlock asks such a master who it is again).
+_servers = Servers()
+breaks, broken, suspected = _servers.breaks, _servers.broken, _servers.suspected
 
 
 def _no_answer(client: Client, error: BaseException) -> bool:
@@ -365,9 +320,9 @@ async def _run_trusted(client: Client, plan: Plan[T], timeout: float) -> T:
     except (redis.exceptions.ConnectionError, TimeoutError):
         raise
     except Exception:
-        _suspects.pop(client, None)
+        _servers.answered(client)
         raise
-    _suspects.pop(client, None)
+    _servers.answered(client)
     return result
 
 
@@ -426,8 +381,7 @@ async def _scatter(
                 del conns[i]
                 due.pop(i, None)
                 await _drop(client, fans[i], conn)
-                _suspects[client] = None
-                _broke(client)
+                _servers.failed(client)
                 step_on(i, None, exc)
                 continue
             sent.append((i, conn, step))
@@ -443,8 +397,7 @@ async def _scatter(
                 del conns[i]
                 due.pop(i, None)
                 await _drop(client, fans[i], conn)
-                _suspects[client] = None
-                _broke(client)
+                _servers.failed(client)
                 step_on(i, None, raws)
                 continue
             due.pop(i, None)
@@ -479,19 +432,10 @@ async def _scatter(
 
 
 def _keep(client: Client, fan: Fan, conn: Any, due: int) -> None:
-    """Keep ``conn`` for the next calls on its pool (in ``fan``), ``due``
-    replies still to read on it first (by the next call on its server,
-    whichever client of the pool makes it); unless enough are kept or too
-    many replies are due on it (a server that stopped answering: what was
-    written still runs), then it is dropped."""
-    if due:
-        if len(fan.owed) < SPARE_CONNECTIONS and due <= MAX_DUE:
-            fan.owed.append((conn, due))
-            return
-    elif len(fan.spare) < SPARE_CONNECTIONS:
-        fan.spare.append(conn)
-        return
-    _let_go(client, fan, conn)
+    """:func:`~._fanout_shared.keep` ``conn`` (``due``: the replies still due
+    on it) for the next calls on its pool, or let it go."""
+    if not keep(fan, conn, due, SPARE_CONNECTIONS):
+        _let_go(client, fan, conn)
 
 
 def _let_go(client: Client, fan: Fan, conn: Any) -> None:
@@ -528,7 +472,7 @@ def _take_connection(client: Client, fan: Fan) -> tuple[Any, int] | None:
     for conn in stale:
         _background(_drop(client, fan, conn))
     if stale:
-        _broke(client)
+        _servers.broke(client)
     if taken is not None:
         return taken
     if not fan.connecting and fan.open < fan.most:
@@ -586,9 +530,7 @@ async def _check_out(client: Client, fan: Fan) -> None:
             fan.open -= 1
     if conn is None:
         return
-    if len(fan.spare) < SPARE_CONNECTIONS:
-        fan.spare.append(conn)
-    else:
+    if not keep(fan, conn, 0, SPARE_CONNECTIONS):
         await _drop(client, fan, conn)
 
 

@@ -2,11 +2,13 @@
 the steps they may send and how their replies are read, the results of a
 plan they did not wait for or did not send, the count of broken
 connections, and the book of the calls in flight on each client with the
-clean-up steps queued behind them. No I/O: the fan-outs do it."""
+clean-up steps queued behind them, the watchdogs shared by every lock of a
+kind. No I/O: the fan-outs do it."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
@@ -14,6 +16,8 @@ from typing import Any, Literal, Protocol
 from .._errors import TenureError
 from .._plans.redlock import Late
 from .._protocol import Command, Eval, Pipeline, Plan, parse_reply
+from . import _identity
+from ._watchbook import Watch, Watchable
 
 #: A plan's place in the results of ``run_each`` while it is not done.
 NOT_DONE = object()
@@ -171,10 +175,65 @@ class Breaks:
         self._total += 1
 
 
+class Servers(Breaks):
+    """:class:`Breaks`, and the clients whose server failed to answer
+    ``run_each`` in time (or at all), until a call of the ordinary path gets
+    an answer again: a suspect server gets no second such call while one is
+    in flight, and is not waited for once ``enough`` others answered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
+
+    def suspected(self, client: Any) -> bool:
+        """Whether ``client``'s server failed to answer ``run_each`` in time
+        and has not answered since (a call that waits for it is not waited
+        for once ``enough`` says so)."""
+        return client in self._suspects
+
+    def failed(self, client: Any) -> None:
+        """``client``'s server failed to answer (in time): suspect, and its
+        connection broken."""
+        self._suspects[client] = None
+        self.broke(client)
+
+    def answered(self, client: Any) -> None:
+        """``client``'s server answered (an error reply too): no longer suspect."""
+        self._suspects.pop(client, None)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's suspicions (its calls never end here)."""
+        self._suspects.clear()
+
+
+def keep(fan: Any, conn: Any, due: int, most: int) -> bool:
+    """Keep ``conn`` in ``fan`` (a pool's connections of the quick path) for
+    the next calls on its pool, ``due`` replies still to read on it first (by
+    the next call on its server, whichever client of the pool makes it).
+    Whether it was kept: not when ``most`` are kept already, nor when too
+    many replies are due on it (:data:`MAX_DUE`: a server that stopped
+    answering; what was written still runs, in order, if it resumes); one
+    not kept is the caller's to drop."""
+    if due:
+        if len(fan.owed) < most and due <= MAX_DUE:
+            fan.owed.append((conn, due))
+            return True
+    elif len(fan.spare) < most:
+        fan.spare.append(conn)
+        return True
+    return False
+
+
 class Call(Protocol):
     """A call in flight on a worker thread or in a task of its own."""
 
     def done(self) -> bool: ...
+
+
+class Tracked(Call, Protocol):
+    """A call :meth:`LateBook.track` follows (a worker's future, a task)."""
+
+    def add_done_callback(self, fn: Callable[[Any], object], /) -> None: ...
 
 
 class Listen(Protocol):
@@ -225,6 +284,23 @@ class LateBook:
         """``call`` on ``client`` is (about to be) in flight."""
         with self.mutex:
             self._calls.setdefault(client, []).append(call)
+
+    def track(self, client: Any, call: Tracked, deliver: Callable[[Any], None]) -> None:
+        """:meth:`started`; once ``call`` is done, :meth:`ended` and
+        ``deliver(client)`` (which sends the steps that waited for it). The
+        done callback holds ``client`` by a weak reference: a done call keeps
+        its callbacks, and its exception's traceback the frames that held the
+        client; kept in the book by the client, either would keep the client,
+        its pool and connections, for good."""
+        self.started(client, call)
+        call.add_done_callback(functools.partial(self._done, weakref.ref(client), deliver))
+
+    def _done(self, ref: weakref.ref[Any], deliver: Callable[[Any], None], call: Call) -> None:
+        client = ref()
+        if client is None:
+            return
+        self.ended(client, call)
+        deliver(client)
 
     def ended(self, client: Any, call: Call) -> None:
         """``call`` on ``client`` ended: forgotten, and no step waits for it."""
@@ -290,3 +366,74 @@ class LateBook:
 def _ready(behind: list[Call]) -> bool:
     """Whether every call a queued step waits for has ended."""
     return all(call.done() for call in behind)
+
+
+class Dog(Protocol):
+    """A watchdog :class:`SharedDogs` shares (either driver's)."""
+
+    def watch(self, lease: Watchable, renew: bool) -> Watch: ...
+
+    def stop_renewing(self, watch: Watch) -> None: ...
+
+    def unwatch(self, watch: Watch) -> None: ...
+
+
+class Process:
+    """The scope of the shared watchdogs of threads (an event loop is the scope of tasks')."""
+
+
+PROCESS = Process()
+
+
+class SharedDogs:
+    """The watchdogs shared by every lock of a kind: one per renewal function
+    (the key), process and scope (``scope()``: :data:`PROCESS`, or the running
+    event loop), made by ``make(send)``; and the one each lease was given to
+    (a fork, another loop or a new watchdog never gets a lease's later
+    calls). ``mutex`` guards both (as :class:`LateBook`'s)."""
+
+    def __init__(
+        self,
+        make: Callable[[Any], Dog],
+        scope: Callable[[], Any],
+        mutex: Callable[[], contextlib.AbstractContextManager[Any]],
+    ) -> None:
+        self._make, self._scope, self._make_mutex = make, scope, mutex
+        self._mutex = mutex()
+        self._dogs: weakref.WeakKeyDictionary[Any, dict[Any, tuple[int, Dog]]] = (
+            weakref.WeakKeyDictionary()
+        )  # per scope and renewal function: (generation, watchdog)
+        self._dog_of: weakref.WeakKeyDictionary[Watch, Dog] = weakref.WeakKeyDictionary()
+
+    def watch(self, lease: Watchable, renew: bool, send: Any) -> Watch:
+        """Watch ``lease`` with the scope's watchdog for ``send``."""
+        with self._mutex:
+            dogs = self._dogs.setdefault(self._scope(), {})
+            entry = dogs.get(send)
+            if entry is None or entry[0] != _identity.generation():
+                entry = dogs[send] = (_identity.generation(), self._make(send))
+        watch = entry[1].watch(lease, renew)
+        with self._mutex:
+            self._dog_of[watch] = entry[1]
+        return watch
+
+    def stop_renewing(self, watch: Watch) -> None:
+        """Stop renewing a lease watched by :meth:`watch`."""
+        with self._mutex:
+            dog = self._dog_of.get(watch)
+        if dog is not None:
+            dog.stop_renewing(watch)
+
+    def unwatch(self, watch: Watch) -> None:
+        """Stop watching a lease watched by :meth:`watch`."""
+        with self._mutex:
+            dog = self._dog_of.pop(watch, None)
+        if dog is not None:
+            dog.unwatch(watch)
+
+    def forget(self) -> None:
+        """In a forked child: forget the parent's watchdogs (their threads are
+        not here, a mutex of theirs may be held) and its mutex."""
+        self._mutex = self._make_mutex()
+        self._dogs.clear()
+        self._dog_of.clear()

@@ -10,50 +10,48 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import queue
 import select
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic
+from typing import Any
 
 import redis.exceptions
 
 from .._plans import redlock as redlock_plans
 from .._protocol import Plan
-from . import _clients, _identity, _internals
+from . import _clients, _internals
 from ._fanout_shared import (
-    MAX_DUE,
     NOT_DONE,
-    Breaks,
+    PROCESS,
     Fallback,
     LateBook,
     NotYet,
+    Servers,
+    SharedDogs,
     Unsent,
     advance,
     commands,
     count,
     is_fault,
+    keep,
     no_answer,
     pack_key,
     replies,
     unlisten_late,
 )
+from ._fanout_threads import Call, Workers
 from ._sync import (
     REDIS,
     SPARE_CONNECTIONS,
     Client,
     Fan,
-    SafeEvent,
     SendRenewals,
     T,
     Watchdog,
-    exiting,
     library_of,
     perform,
     run,
-    start_thread,
     state_of,
 )
 from ._watchbook import Watch, Watchable
@@ -73,16 +71,9 @@ __all__ = [
     "unwatch_shared",
 ]
 
-#: The process's shared watchdogs, one per renewal function (a Redlock's, which
-#: renews any set of leases on their masters' quorums): ``(generation, watchdog)``.
-_shared: dict[Any, tuple[int, Watchdog]] = {}
-
-#: The watchdog each watched lease was given to (a fork or a new watchdog
-#: never sends a lease's later calls to another one).
-_dog_of: weakref.WeakKeyDictionary[Watch, Watchdog] = weakref.WeakKeyDictionary()
-
-#: Guards :data:`_shared` and :data:`_dog_of`.
-_shared_mutex = threading.Lock()
+#: The process's shared watchdogs, one per renewal function (a Redlock's,
+#: which renews any set of leases on their masters' quorums).
+_dogs = SharedDogs(functools.partial(Watchdog, None, REDIS), lambda: PROCESS, threading.Lock)
 
 
 def watch_shared(lease: Watchable, renew: bool, send: SendRenewals) -> Watch:
@@ -93,112 +84,17 @@ def watch_shared(lease: Watchable, renew: bool, send: SendRenewals) -> Watch:
     pipeline (a Redlock's leases, renewed on a quorum of their masters).
     ``send`` must be a module-level function (it is the key). Stop and unwatch
     with :func:`stop_renewing_shared` and :func:`unwatch_shared`."""
-    with _shared_mutex:
-        entry = _shared.get(send)
-        if entry is None or entry[0] != _identity.generation():
-            entry = _shared[send] = (_identity.generation(), Watchdog(None, REDIS, send))
-    watch = entry[1].watch(lease, renew)
-    with _shared_mutex:
-        _dog_of[watch] = entry[1]
-    return watch
+    return _dogs.watch(lease, renew, send)
 
 
-def stop_renewing_shared(watch: Watch) -> None:
-    """:func:`stop_renewing` for a lease watched by :func:`watch_shared`."""
-    with _shared_mutex:
-        dog = _dog_of.get(watch)
-    if dog is not None:
-        dog.stop_renewing(watch)
+#: :func:`stop_renewing` for a lease watched by :func:`watch_shared`.
+stop_renewing_shared = _dogs.stop_renewing
+
+#: :func:`unwatch` for a lease watched by :func:`watch_shared`.
+unwatch_shared = _dogs.unwatch
 
 
-def unwatch_shared(watch: Watch) -> None:
-    """:func:`unwatch` for a lease watched by :func:`watch_shared`."""
-    with _shared_mutex:
-        dog = _dog_of.pop(watch, None)
-    if dog is not None:
-        dog.unwatch(watch)
-
-
-class _Call(Generic[T]):
-    """A call handed to a worker thread (what ``concurrent.futures.Future``
-    is to an executor), which the calling thread reads and waits for without
-    entering a lock but by ``with``: ``Future`` guards its state with a
-    ``Condition`` that Python code enters by calling its lock's acquire, and
-    a signal handler that raises as that call returns leaves the lock held
-    for good (the worker then blocks as it sets the result, and every later
-    call on that server waits behind it). Waiting is on a
-    :class:`~._sync.SafeEvent`."""
-
-    __slots__ = ("_callbacks", "_done", "_error", "_mutex", "_result", "_state")
-
-    def __init__(self) -> None:
-        self._state = "pending"  # then "running" and "done", or "cancelled"
-        self._result: T | None = None
-        self._error: BaseException | None = None
-        self._done = SafeEvent()
-        self._callbacks: list[Callable[[_Call[T]], object]] = []
-        self._mutex = threading.Lock()  # (entered only by ``with``)
-
-    def start(self) -> bool:
-        """On the worker: whether to run the call (not cancelled); it is running."""
-        with self._mutex:
-            if self._state != "pending":
-                return False
-            self._state = "running"
-            return True
-
-    def cancel(self) -> bool:
-        """Cancel the call if it has not started: whether it never will run."""
-        with self._mutex:
-            if self._state != "pending":
-                return self._state == "cancelled"
-            self._state = "cancelled"
-        self._finish()
-        return True
-
-    def end(self, result: T | None, error: BaseException | None) -> None:
-        """On the worker: the call returned ``result`` or raised ``error``."""
-        with self._mutex:
-            self._result, self._error, self._state = result, error, "done"
-        self._finish()
-
-    def _finish(self) -> None:
-        self._done.set()
-        with self._mutex:
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            with contextlib.suppress(Exception):
-                callback(self)
-
-    def add_done_callback(self, callback: Callable[[_Call[T]], object]) -> None:
-        """Call ``callback`` with the call once it is done or cancelled (at once if it is)."""
-        with self._mutex:
-            if self._state in ("pending", "running"):
-                self._callbacks.append(callback)
-                return
-        with contextlib.suppress(Exception):
-            callback(self)
-
-    def done(self) -> bool:
-        """Whether it returned, raised or was cancelled."""
-        return self._state in ("done", "cancelled")
-
-    def cancelled(self) -> bool:
-        return self._state == "cancelled"
-
-    def exception(self) -> BaseException | None:
-        """(Done) what it raised, or ``None``."""
-        return self._error
-
-    def result(self) -> T:
-        """(Done, not raised) what it returned."""
-        return self._result  # type: ignore[return-value]
-
-    def wait(self, timeout: float) -> bool:
-        return self._done.wait(timeout)
-
-
-def _wait(calls: Iterable[_Call[Any]], timeout: float) -> None:
+def _wait(calls: Iterable[Call[Any]], timeout: float) -> None:
     """Wait until every one of ``calls`` is done, for at most ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     for call in calls:
@@ -208,89 +104,7 @@ def _wait(calls: Iterable[_Call[Any]], timeout: float) -> None:
         call.wait(left)
 
 
-class _Workers:
-    """Threads that run calls for :func:`run_each` and :func:`listen_each`: an
-    idle one is reused, else a new one starts, so that a call stuck on a paused
-    server (until its socket timeout, if ever) never holds up the next ones. A
-    thread idle for :data:`WORKER_IDLE` seconds ends."""
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
-
-    def submit(
-        self,
-        fn: Callable[[], T],
-        before: Callable[[_Call[T]], object] | None = None,
-    ) -> _Call[T]:
-        """Run ``fn`` on a worker thread: its future. ``before``, if given, is
-        called with the future before ``fn`` is handed to a thread, so that
-        the caller knows of every call that may run, whatever interrupts this
-        one (a signal handler may raise as any call returns). Cut off, the
-        call is cancelled if it has not started (it never will)."""
-        future: _Call[T] = _Call()
-
-        def call() -> None:
-            if not future.start():
-                return
-            try:
-                result = fn()
-            except BaseException as exc:
-                future.end(None, exc)
-            else:
-                future.end(result, None)
-
-        try:
-            if before is not None:
-                before(future)
-            with self._mutex:
-                inbox = self._idle.pop() if self._idle else None
-            if inbox is None:
-                inbox = queue.SimpleQueue()
-                inbox.put(call)  # (before the thread starts: it never waits for one lost)
-                start_thread(self._work, "tenure-parallel", inbox)
-            else:
-                inbox.put(call)
-        except BaseException:
-            # (a thread taken off the idle list whose call never came ends
-            # after a second idle wait; one that ran it goes back to the list)
-            future.cancel()
-            raise
-        return future
-
-    def forget(self) -> None:
-        """In a forked child: drop the parent's idle threads (they do not exist
-        here; a call handed to one would never run) and a mutex one may have held."""
-        self._mutex = threading.Lock()
-        self._idle = []
-
-    def _work(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
-        taken = False  # taken off the idle list, no job seen since
-        while not exiting():
-            try:
-                job = inbox.get(timeout=WORKER_IDLE)
-            except queue.Empty:
-                with self._mutex:
-                    if inbox in self._idle:
-                        self._idle.remove(inbox)
-                        return
-                if taken:  # its job never came: the submit was cut off
-                    return
-                taken = True
-                continue  # handed a job just now: take it
-            taken = False
-            if job is None:
-                return
-            job()
-            job = None  # (its closure would keep its client alive while idle)
-            with self._mutex:
-                self._idle.append(inbox)
-
-
-#: Seconds an idle worker thread of :func:`run_each` waits for work before it ends.
-WORKER_IDLE = 30.0
-
-_workers = _Workers()
+_workers = Workers()
 
 
 def run_each(
@@ -300,47 +114,19 @@ def run_each(
     *,
     behind: bool = False,
 ) -> list[Any]:
-    """Drive every plan on its client at the same time, each for at most
-    ``timeout`` seconds; return, in order, each plan's result or the exception
-    it raised (``TimeoutError`` when it ran out of time). A slow or paused
-    server delays none of the others, and the whole call returns within
-    ``timeout`` (and a scheduling delay).
-
-    ``enough``, if given, is called with the results so far (a plan not done
-    yet has an object of no other use there) each time a plan of the quick
-    path finishes; once it returns ``True`` the call returns without waiting
-    for the other replies of the quick path: those plans are closed and their
-    result is a :class:`NotYet`. Their replies are still read, by the next call
-    on that server: its commands are written on the same connection, after the
-    ones whose replies are due, so that the server runs them in order (a
-    release sent next runs after the acquire whose reply was not waited for).
-
-    The plans may only yield :class:`Eval`, :class:`Command` and
-    :class:`Pipeline` steps. Once every client was used (its server probed),
-    each round of steps is written to every server first and the replies read
-    after (one thread; a server that does not answer in time has its
-    connection dropped). A client not yet used, or whose server failed to
-    answer (until it answers again: a new connection's handshake would block on
-    a paused server), runs its plan on a worker thread of its own instead (a
-    call still stuck when the time is up is left to finish there, its result
-    dropped; while it is stuck, that client's next plans fail at once with
-    ``TimeoutError``, so that no thread piles up behind a paused server).
-
-    The connections of the one-thread rounds are checked out of each client's
-    pool and kept between calls by tenure for the pool, shared by every
-    client of the pool (one dropped loses none of them): at most
-    :data:`SPARE_CONNECTIONS` per pool, and at most a quarter of its
-    ``max_connections`` (none for a ``BlockingConnectionPool`` or a
-    single-connection client: their plans all run the ordinary way); each one
-    dropped (the server closed it, did not answer in time, or owes too many
-    replies) is closed and given back to the pool, which connects it again for
-    its next user. They count against the pool's ``max_connections``.
-
-    ``behind``: a plan for a client with a call still in flight on a worker
-    thread (suspect or not: the first round of a fresh client, cut off) is
-    not sent but :class:`Unsent`, so that the caller queues it behind that
-    call with :func:`send_late` (for a clean-up release: it never overtakes
-    the acquire it undoes).
+    """:func:`._fanout_async.run_each` on threads: the same arguments,
+    results and rules (``enough``, ``behind``, a slow server waited for by
+    none of the others, the connections of the quick path kept for each pool
+    or dropped), in this flavour's way. Each round of the quick path is
+    written to every server, then the replies read, in the calling thread
+    (one ``poll`` over the sockets; a server that does not answer in time has
+    its connection dropped). A plan of the ordinary path runs on a worker
+    thread of its own (:class:`~._fanout_threads.Workers`): a call still
+    stuck when the time is up is left to finish there, its result dropped;
+    while it is stuck, that client's next plans are :class:`Unsent`, so that
+    no thread piles up behind a paused server. With ``behind``, a plan for a
+    client with any call still in flight on a worker thread is
+    :class:`Unsent` (the caller queues it with :func:`send_late`).
     """
     return _scatter(list(jobs), time.monotonic() + timeout, enough, behind)
 
@@ -352,45 +138,25 @@ _book = LateBook(threading.Lock)
 
 
 def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
-    """Send ``step`` to ``client``'s server after the call still stuck there
-    (the one that made a plan :class:`Unsent`), once that call returns (the
-    server answered or failed); dropped if that is after ``until``
-    (``time.monotonic()``) or if :data:`~._fanout_shared.MAX_LATE` steps
-    already wait. It waits for every call on a worker thread in flight there
-    now (any may be the one it undoes), and for none started later (a busy
-    server's later calls never hold it up). The queued steps go in one round
-    trip on a worker thread (while it waits for the answer, that client's
-    next calls of :func:`run_each` are :class:`Unsent` again). If no call is
-    stuck there any more, it is sent now the same way. For calls whose only
-    purpose is to undo (a release): the server runs them after the stuck
-    call. Returns whether it was queued."""
+    """:func:`._fanout_async.send_late` on threads: ``step`` waits for
+    every call in flight on ``client``'s server on a worker thread when it
+    is queued, then the queued steps go in one round trip on a worker
+    thread (while it waits for the answer, that client's next calls of
+    :func:`run_each` are :class:`Unsent` again if under suspicion or
+    ``behind``). Returns whether it was queued."""
     queued = _book.queue(client, step, until)
     if queued == "ready":
         _deliver(client)
     return queued != "dropped"
 
 
-def _in_flight(client: Client, future: _Call[Any]) -> None:
+def _in_flight(client: Client, future: Call[Any]) -> None:
     """``future`` is a call on a worker thread for ``client`` (later calls
     queue behind it until it returns), known before the call is handed
     over: a release never overtakes a call of which an interrupt kept the
     caller from hearing, whatever other calls to that server start or end
     meanwhile (each one is waited for, not only the last)."""
-    _book.started(client, future)
-    future.add_done_callback(functools.partial(_after, weakref.ref(client)))
-
-
-def _after(ref: weakref.ref[Any], future: _Call[Any]) -> None:
-    """A worker thread's call on a client ended: forget it, and send what
-    queued behind it. (``ref``: the client's weak reference. A finished
-    future keeps its callbacks, and its exception's traceback the frames that
-    held the client: kept in the book by the client, either would keep
-    the client, its pool and connections, for good.)"""
-    client = ref()
-    if client is None:
-        return
-    _book.ended(client, future)
-    _deliver(client)
+    _book.track(client, future, _deliver)
 
 
 def _deliver(client: Client) -> None:
@@ -423,7 +189,7 @@ def _scatter(
     so, or ``deadline``."""
     results: list[Any] = [NOT_DONE] * len(jobs)
     steps: dict[int, Any] = {}
-    threaded: dict[int, _Call[Any]] = {}
+    threaded: dict[int, Call[Any]] = {}
     conns: dict[int, Any] = {}
     due: dict[int, int] = {}  # replies due on conns[i] before its own
     fans: dict[int, Fan] = {}  # the pool's connections conns[i] belongs to
@@ -433,7 +199,7 @@ def _scatter(
     try:
         # (a connection taken here is dropped if an interrupt cuts the loop off)
         for i, (client, plan) in enumerate(jobs):
-            suspect = client in _suspects
+            suspect = suspected(client)
             if (suspect or behind) and _book.busy(client):
                 # a call still stuck on that server (paused): no second thread for
                 # it; or one still in flight that this one must not overtake
@@ -479,8 +245,7 @@ def _scatter(
                         raise  # (cut off: the connections are dropped below)
                     del conns[i]
                     _drop(client, fans[i], conn)
-                    _suspects[client] = None
-                    _broke(client)
+                    _servers.failed(client)
                     step_on(i, None, exc)
                     continue
                 sent.append((i, conn, step))
@@ -495,8 +260,7 @@ def _scatter(
                 if isinstance(got, BaseException):
                     del conns[i]
                     _drop(client, fans[i], conn)
-                    _suspects[client] = None
-                    _broke(client)
+                    _servers.failed(client)
                     step_on(i, None, got)
                     continue
                 raws = got[skip:]
@@ -524,7 +288,7 @@ def _scatter(
                     if i in unread:  # less the replies already read (an earlier call's)
                         due.pop(i, None)
                         del conns[i]
-                        _owe(jobs[i][0], fans[i], conn, need[i] - read.get(i, 0))
+                        _give_back(jobs[i][0], fans[i], conn, need[i] - read.get(i, 0))
                 for i in list(steps):
                     jobs[i][1].close()
                     results[i] = NotYet("no reply waited for: enough others answered")
@@ -551,10 +315,9 @@ def _scatter(
             error = future.exception()
             results[i] = error if error is not None else future.result()
             if error is not None and _no_answer(jobs[i][0], error):
-                _broke(jobs[i][0])
+                _servers.broke(jobs[i][0])
         else:
-            _suspects[jobs[i][0]] = None
-            _broke(jobs[i][0])
+            _servers.failed(jobs[i][0])
     for i, result in enumerate(results):
         if result is NOT_DONE:
             if i not in threaded:
@@ -564,16 +327,9 @@ def _scatter(
 
 
 def _take_connection(client: Client, fan: Fan) -> tuple[Any, int] | None:
-    """An idle, connected connection of :func:`_scatter` to ``client``'s server
-    (checked out of the client's pool once, then kept for the pool in ``fan``,
-    shared by every client of the pool: no checkout per call), with the number
-    of replies still due on it (read before the next call's own; a connection
-    that owes some is taken first, so that the server runs the next call after
-    them); or ``None`` when there is none: then, unless ``fan`` keeps all it
-    may, one is checked out on a worker thread for the next calls (the pool
-    may connect it, which can block on a paused server), one at a time. A
-    kept connection the server closed (idle timeout, ``CLIENT KILL``,
-    restart) is given back to the pool, not used."""
+    """:func:`._fanout_async._take_connection` under :data:`_spare_mutex`
+    (a kept connection is checked while it is still kept: an interrupt
+    loses none); the connection missing is checked out on a worker thread."""
     stale: list[Any] = []
     try:
         with _spare_mutex:
@@ -597,7 +353,7 @@ def _take_connection(client: Client, fan: Fan) -> tuple[Any, int] | None:
         for conn in stale:
             _drop(client, fan, conn)
         if stale:
-            _broke(client)
+            _servers.broke(client)
     _workers.submit(
         functools.partial(_check_out, client, fan),
         lambda future: future.add_done_callback(functools.partial(_not_checked_out, fan)),
@@ -605,7 +361,7 @@ def _take_connection(client: Client, fan: Fan) -> tuple[Any, int] | None:
     return None
 
 
-def _not_checked_out(fan: Fan, future: _Call[Any]) -> None:
+def _not_checked_out(fan: Fan, future: Call[Any]) -> None:
     """A check-out an interrupt cut off before it began: the next call may start one."""
     if future.cancelled():
         with _spare_mutex:
@@ -644,37 +400,17 @@ def _check_out(client: Client, fan: Fan) -> None:
 
 
 def _give_back(client: Client, fan: Fan, conn: Any, due: int = 0) -> None:
-    """Keep ``conn`` for the next calls on its pool (in ``fan``), unless enough
-    are kept (then it goes back to the pool); ``due``: replies still due on
-    it (see :func:`_owe`)."""
-    if due:
-        _owe(client, fan, conn, due)
-        return
+    """:func:`~._fanout_shared.keep` ``conn`` (``due``: the replies still due
+    on it) for the next calls on its pool, or drop it."""
     with _spare_mutex:
-        if len(fan.spare) < SPARE_CONNECTIONS:
-            fan.spare.append(conn)
-            return
-    _drop(client, fan, conn)
-
-
-def _owe(client: Client, fan: Fan, conn: Any, due: int) -> None:
-    """Keep ``conn``, on which ``due`` replies are still to be read, for the
-    next call on its server (which reads them first, whichever client of the
-    pool makes it), unless enough are kept or too many replies are due on it
-    (a server that stopped answering: it is dropped; the commands already
-    written still run, in order, if it resumes)."""
-    with _spare_mutex:
-        if len(fan.owed) < SPARE_CONNECTIONS and due <= MAX_DUE:
-            fan.owed.append((conn, due))
-            return
-    _drop(client, fan, conn)
+        kept = keep(fan, conn, due, SPARE_CONNECTIONS)
+    if not kept:
+        _drop(client, fan, conn)
 
 
 def _drop(client: Client, fan: Fan, conn: Any) -> None:
-    """Close ``conn`` (a reply may still be due on it) and give it back to
-    ``client``'s pool, which connects it again for its next user: the pool
-    counts the connections it handed out, and a connection never given back
-    would take one of its ``max_connections`` for good."""
+    """:func:`._fanout_async._drop` (close ``conn``, give it back to
+    ``client``'s pool), in the calling thread."""
     try:
         conn.disconnect()
         client.connection_pool.release(conn)  # type: ignore[union-attr]
@@ -687,24 +423,12 @@ def _drop(client: Client, fan: Fan, conn: Any) -> None:
 _spare_mutex = threading.Lock()
 
 
-#: The clients whose server failed to answer :func:`_scatter` in time (or at
-#: all), until a call on a worker thread gets an answer again.
-_suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
-
-#: How many times :func:`run_each` found the connection to each pool's server
-#: broken (see :class:`~._fanout_shared.Breaks`): a Redlock asks such a master
-#: who it is again.
-_breaks = Breaks()
-breaks = _breaks.breaks
-broken = _breaks.broken
-_broke = _breaks.broke
-
-
-def suspected(client: Client) -> bool:
-    """Whether ``client``'s server failed to answer :func:`run_each` in time
-    and has not answered since (a call that waits for it is not waited for
-    once ``enough`` says so)."""
-    return client in _suspects
+#: The clients whose server failed to answer :func:`run_each` in time (or at
+#: all), until a call on a worker thread gets an answer again; and how many times
+#: :func:`run_each` found the connection to each pool's server broken (a
+#: Redlock asks such a master who it is again).
+_servers = Servers()
+breaks, broken, suspected = _servers.breaks, _servers.broken, _servers.suspected
 
 
 def _no_answer(client: Client, error: BaseException) -> bool:
@@ -720,9 +444,9 @@ def _run_trusted(client: Client, plan: Plan[T]) -> T:
     except redis.exceptions.ConnectionError:
         raise
     except Exception:
-        _suspects.pop(client, None)
+        _servers.answered(client)
         raise
-    _suspects.pop(client, None)
+    _servers.answered(client)
     return result
 
 
@@ -812,13 +536,8 @@ def _fd_of(by_fd: dict[int, Sent], entry: Sent) -> int | None:
 def listen_each(
     clients: Iterable[Client], channel: str, event: threading.Event, timeout: float
 ) -> list[Callable[[], None] | None]:
-    """Subscribe the wake hub of every client to the broadcast ``channel`` at the
-    same time, each message (and each reconnection of a hub) setting ``event``;
-    wait at most ``timeout`` seconds for the confirmations. Returns, per client,
-    the function that stops listening, or ``None`` if its SUBSCRIBE failed or was
-    not confirmed in time (then nothing is left listening on it). Call the
-    functions when done: the channel then lingers and is unsubscribed.
-    Cancelled or interrupted, it stops every listen itself (once done)."""
+    """:func:`._fanout_async.listen_each` on worker threads (``event``:
+    a :class:`threading.Event`, set by each hub's reader thread)."""
 
     def one(client: Client) -> Callable[[], None] | None:
         hub = state_of(client).hub
@@ -828,8 +547,8 @@ def listen_each(
             return None
         return lambda: hub.unlisten(ch, event)
 
-    futures: list[_Call[Callable[[], None] | None]] = []
-    try:  # (each listen known before it is handed over: see _Workers.submit)
+    futures: list[Call[Callable[[], None] | None]] = []
+    try:  # (each listen known before it is handed over: see Workers.submit)
         for client in clients:
             _workers.submit(functools.partial(one, client), futures.append)
         _wait(futures, timeout)
@@ -854,14 +573,12 @@ def _after_fork() -> None:
     for good) and its suspicions; a new mutex for the spare connections; the
     parent's shared watchdogs (their threads do not exist here, and a mutex of
     theirs may be held: a parent's lease is never sent to one)."""
-    global _spare_mutex, _shared_mutex
+    global _spare_mutex
     _workers.forget()
-    _shared.clear()
-    _dog_of.clear()
-    _suspects.clear()
+    _dogs.forget()
+    _servers.forget()
     _book.forget()
     _spare_mutex = threading.Lock()
-    _shared_mutex = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork)
