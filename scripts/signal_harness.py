@@ -1,7 +1,9 @@
 """Random-signal fault harness: interrupts at random points of every primitive.
 
 For each primitive (Lock, RLock, FairLock, Semaphore, ReadWriteLock read and
-write, CountDownLatch, MultiLock over two servers, Redlock over three masters)
+write, CountDownLatch, MultiLock over two servers, Redlock over three masters;
+and, sync only, a Lock used as ``with lock(timeout=...)`` blocks, the alarm
+landing in their enter and exit)
 and each interrupt style, a child process runs acquire / hold / release in a
 loop for ``--seconds`` while a thread (asyncio: a task) of the same process,
 never interrupted, contends for the same name. With hiredis as redis-py's
@@ -50,7 +52,7 @@ that held nothing it knew of; ``pool-broken`` counts redis-py's pool handing
 out a connection whose connect() was interrupted (repaired, not tenure's);
 ``errors`` names any other exception (``--verbose``). The exit status is 1
 if any cell stranded, overlapped, left a release unfinished, crashed or hung.
-``make fault-signals`` runs the full grid (36 cells, about 5 minutes);
+``make fault-signals`` runs the full grid (38 cells, about 5 minutes);
 ``--quick`` runs each cell for 2 s.
 """
 
@@ -105,7 +107,22 @@ from tenure._drivers._async import current_owner as async_owner
 from tenure._drivers._sync import current_owner
 from tenure._server import ServerProcess
 
-KINDS = ("lock", "rlock", "fair", "semaphore", "rw-read", "rw-write", "latch", "multi", "redlock")
+KINDS = (
+    "lock",
+    "lock-with",
+    "rlock",
+    "fair",
+    "semaphore",
+    "rw-read",
+    "rw-write",
+    "latch",
+    "multi",
+    "redlock",
+)
+#: The kinds only the sync cells run (``lock-with``: a ``with`` block's enter
+#: and exit, where a signal handler may raise at any instruction; an
+#: ``async with`` is cut off only at its awaits, as the ``lock`` cells are).
+SYNC_ONLY = ("lock-with",)
 STYLES = ("keyboard", "exception")  # sync: what the SIGALRM handler raises
 ASYNC_STYLES = ("cancel", "timeout")  # asyncio: task.cancel() or asyncio.timeout()
 T = TypeVar("T")
@@ -275,6 +292,8 @@ class Kind:
     #: them (Redlock: an acquire cut off on a worker thread or task may land
     #: after the interrupt, its release queued behind it)
     in_flight: Callable[[], bool] = lambda: False
+    #: the loop's ``with`` block of ``timeout`` seconds (``lock(timeout=...)``), if any
+    block: Callable[[float], Any] | None = None
 
 
 #: The classes of each API (the asyncio twins' calls return coroutines).
@@ -319,8 +338,9 @@ def build(
         holder = Lock(client, name).info().holder
         return [holder] if holder else []
 
-    if kind in ("lock", "rlock", "fair"):
-        cls: Any = api[{"lock": "Lock", "rlock": "RLock", "fair": "FairLock"}[kind]]
+    if kind in ("lock", "lock-with", "rlock", "fair"):
+        name = {"lock": "Lock", "lock-with": "Lock", "rlock": "RLock", "fair": "FairLock"}[kind]
+        cls: Any = api[name]
         mine, theirs, seen = (
             cls(clients[0], NAME, **opts),
             cls(clients[0], NAME, **opts),
@@ -342,6 +362,7 @@ def build(
             1,
             one_holder,
             fair_queue,
+            block=lambda t: mine(timeout=t),
         )
     if kind == "semaphore":
         sem = api["Semaphore"](clients[0], NAME, PERMITS, **opts)
@@ -669,6 +690,61 @@ class Cell:
         for p in pending:
             self.release_quietly(p)
 
+    def run_blocks(self, kind: Kind) -> None:
+        """Each iteration is one ``with lock(timeout=...)`` block; the alarm is
+        armed as the block is entered and again as its body ends, so that it
+        lands in the block's enter (the acquire, and the instructions around
+        it) or in its exit (before or inside the release). A block cut off
+        may leave its lease to the owner's next acquire (never renewed: see
+        docs/safety.md, "Interrupted release"): so the check runs after each
+        block that was neither cut off nor followed a cut-off one without an
+        acquire of its own in between (the next block's acquire sends that
+        release first). At the end, a last block (alarms off) does the same."""
+        assert kind.block is not None
+        end = time.monotonic() + self.seconds
+        cut = False  # a block was cut off since the last check
+        while time.monotonic() < end:
+            self.counts.iterations += 1
+            entered = False
+            escaped = False
+            try:
+                self.alarm.arm()
+                with kind.block(ACQUIRE_TIMEOUT) as lease:
+                    self.alarm.disarm()
+                    entered = True
+                    self.counts.acquired += 1
+                    self.enter(kind.weight, kind.limit, lease)
+                    time.sleep(self.rng.uniform(0, 0.002))
+                    self.leave(kind.weight)
+                    self.alarm.arm()
+            except INTERRUPTS:
+                self.counts.caught += 1
+                escaped = True
+            except TimeoutError:  # AcquireTimeout: the acquire ended without the lock
+                self.counts.timeouts += 1
+            except AlreadyHeldError as exc:
+                self.counts.already_held += 1
+                self.counts.note(f"AlreadyHeldError: {exc}"[:200])
+                escaped = True
+            except Exception as exc:
+                self.counts.error("block", exc)
+                escaped = True
+            finally:
+                self.alarm.disarm()
+            if escaped:
+                cut = True
+                continue
+            if cut and not entered:
+                continue  # (a timed-out acquire: the left lease is judged after the next)
+            cut = False
+            self.settle(kind)
+            if not self.check(kind, set()):
+                break
+            self.report()
+        if cut:
+            with self.alarm.off(), kind.block(ACQUIRE_TIMEOUT):
+                pass
+
     def run_latch(self) -> None:
         """Each iteration sets the count to 1 if it is 0, counts down and waits
         (interrupted at random); then, alarms off, the count is 0 or 1 (once
@@ -730,6 +806,8 @@ class Cell:
         try:
             if kind is None:
                 self.run_latch()
+            elif self.kind == "lock-with":
+                self.run_blocks(kind)
             else:
                 self.run_locks(kind)
         finally:
@@ -1178,6 +1256,8 @@ def main(argv: list[str] | None = None) -> int:
         for kind in kinds:
             urls = [s.url for s in servers[: SERVERS.get(kind, 1)]]
             for api, style in grid:
+                if api == "async" and kind in SYNC_ONLY:
+                    continue
                 counts = run_cell(api, kind, style, urls, seconds, seed, args.verbose, args.control)
                 rows.append(counts)
                 flag = "FAIL" if counts.failed else "ok"
