@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -283,6 +283,64 @@ def per_handoff(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> 
     return statistics.median(times)
 
 
+def per_cycle(r: redis.Redis, cycle: Callable[[], object], n: int = 1500, rounds: int = 3) -> float:
+    """The server's µs per call of ``cycle`` (one primitive's uncontended
+    cycle through the public API, unpipelined): every command's time in
+    ``INFO commandstats`` over ``n`` cycles, less the ``INFO`` calls' own
+    (the median of ``rounds``)."""
+    for _ in range(50):
+        cycle()  # (scripts loaded, quick-path connections made)
+    times = []
+    for _ in range(rounds):
+        r.config_resetstat()
+        for _ in range(n):
+            cycle()
+        stats = r.info("commandstats")
+        usec = sum(float(v["usec"]) for k, v in stats.items() if k != "cmdstat_info")
+        times.append(usec / n)
+    return statistics.median(times)
+
+
+def primitives(url: str) -> dict[str, float]:
+    """Server µs per uncontended cycle of each primitive, through its public API."""
+    from tenure import (
+        CountDownLatch,
+        FairLock,
+        Lock,
+        MultiLock,
+        ReadWriteLock,
+        RLock,
+        Semaphore,
+    )
+
+    client = redis.Redis.from_url(url)
+    r = redis.Redis.from_url(url)
+    lock, rlock, fair = Lock(client, "p-lock"), RLock(client, "p-rlock"), FairLock(client, "p-fair")
+    rw, sem = ReadWriteLock(client, "p-rw"), Semaphore(client, "p-sem", 2)
+    latch = CountDownLatch(client, "p-latch")
+    other = redis.Redis.from_url(url)  # (a second pool: MultiLock's parts one by one)
+    multi = MultiLock([Lock(client, "p-m1"), Lock(other, "p-m2")])
+
+    def latch_cycle() -> None:
+        latch.try_set_count(1)
+        latch.count_down()
+
+    cycles: dict[str, Callable[[], object]] = {
+        "Lock": lambda: lock.acquire().release(),  # type: ignore[union-attr]
+        "RLock": lambda: rlock.acquire().release(),  # type: ignore[union-attr]
+        "FairLock": lambda: fair.acquire().release(),  # type: ignore[union-attr]
+        "ReadWriteLock read": lambda: rw.read.acquire().release(),  # type: ignore[union-attr]
+        "ReadWriteLock write": lambda: rw.write.acquire().release(),  # type: ignore[union-attr]
+        "Semaphore": lambda: sem.acquire().release(),  # type: ignore[union-attr]
+        "CountDownLatch (set, count down)": latch_cycle,
+        "MultiLock of 2": lambda: multi.acquire().release(),  # type: ignore[union-attr]
+    }
+    out = {name: per_cycle(r, cycle) for name, cycle in cycles.items()}
+    for c in (client, r, other):
+        c.close()
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", help="redis-server/valkey-server to start")
@@ -314,6 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             us = per_call(r, switched_off(bare_a, rules_a), switched_off(bare_r, rules_r))
             promises[label] = base - us
         floor_set, floor_eval = floor_per_call(r)
+        kinds = primitives(server.url)
         handoffs = {
             "tenure's scripts, as sent": per_handoff(r, acquire, release),
             "the same without the ACL guard": per_handoff(
@@ -337,6 +396,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     whole = 2 * rows["tenure's scripts, as sent"]
     for label, us in promises.items():
         print(f"| {label} | {2 * us:.1f} | {2 * us / whole:.0%} |")
+    print()
+    print("Every primitive: server µs per uncontended cycle through the public API")
+    print("(acquire + release, not pipelined; every command's time in INFO commandstats)")
+    print("| primitive | µs per cycle | x Lock's |")
+    print("|---|--:|--:|")
+    for label, us in kinds.items():
+        print(f"| {label} | {us:.1f} | {us / kinds['Lock']:.2f} |")
     print()
     print("Contended: server µs per hand-off (a waiter's attempt that queues + the release")
     print("that hands the lock to it)")
