@@ -310,6 +310,36 @@ def test_a_missing_command_is_named(r: redis.Redis, acl_user: MakeUser) -> None:
     assert snapshot(r) == {}
 
 
+def test_an_uncontended_cycle_checks_only_what_it_may_run(
+    r: redis.Redis, acl_user: MakeUser
+) -> None:
+    """A named Lock's acquire that does not queue and its release with nobody
+    queued check only the commands they may run after their first write: a
+    user without ZPOPMIN (what only a hand-off runs) takes and releases the
+    lock; a release that would hand it over is refused whole, naming ZPOPMIN,
+    with the lock still held and the waiter still queued."""
+    if version(r) < (7, 0):
+        pytest.skip("Redis 6.2 has no redis.acl_check_cmd: a script can't check a command")
+    user = acl_user("~*", "&*", commands=("+@all", "-zpopmin"))
+    lock = Lock(user, "lean", ttl=5)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+    assert not r.exists("tenure:{lean}")
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    waiter = threading.Thread(target=lambda: Lock(r, "lean").acquire(timeout=3))
+    waiter.start()
+    wait_for(lambda: r.zcard("tenure:{lean}:waiters") == 1)
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        lease.release()
+    assert (caught.value.permission, caught.value.target) == ("command", "ZPOPMIN")
+    assert snapshot(r) == before  # still held, the waiter still queued
+    r.delete("tenure:{lean}")  # (the waiter takes it as its own timer fires)
+    waiter.join(10)
+
+
 # --- tenure doctor --name / --key ------------------------------------------------------------
 
 

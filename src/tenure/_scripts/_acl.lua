@@ -1,7 +1,10 @@
 -- _acl.lua: the ACL guard that every script runs first, before it writes
 -- anything. Not a script of its own. Inside a script, a command the user may
--- not run fails at that command, and the writes made before it stay: so each
--- script checks up front everything it may need, and replies
+-- not run fails at that command, and the writes made before it stay (a
+-- refusal before the first write aborts the script with nothing written): so
+-- each script checks up front what it may run after its first write (all of
+-- its commands, acl_commands(); or, on a path known to run only some of them,
+-- just those, acl_need()), and replies
 --
 --          {9, {permission, name}}  DENIED: the connected user may not do all
 --                                   this script may do; nothing was written.
@@ -49,6 +52,25 @@ local function acl_commands()
     elseif key and command ~= 'PUBLISH' then
       ok = check(command, key)
     end
+    if not ok then return {'command', command} end
+  end
+  return nil
+end
+
+-- Why the connected user can't run the commands of `needed` (upper case), as
+-- {'command', name}, or nil when it can: acl_commands() for a path of a
+-- script that is known to run no other command after its first write (a
+-- refusal before the first write aborts the script with nothing written,
+-- and the client names the command from the error). Redis >= 7.0 and
+-- Valkey only, as acl_commands().
+local function acl_need(needed)
+  local check = redis.acl_check_cmd
+  if not check then return nil end
+  local key = KEYS[1]
+  for i = 1, #needed do
+    local command = needed[i]
+    local ok
+    if command == 'TIME' or not key then ok = check(command) else ok = check(command, key) end
     if not ok then return {'command', command} end
   end
   return nil

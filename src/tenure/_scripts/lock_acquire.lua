@@ -79,7 +79,16 @@
 -- channel (the member's waiter id after the wake prefix 7) is checked too.
 local own = nil
 if ARGV[4] ~= '' and ARGV[7] then own = ARGV[7] .. string.match(ARGV[4], '^([^|]*)') end
-local denied = acl_commands() or acl_channels(own, KEYS[5] and KEYS[3] or nil, ARGV[7] or '')
+local denied
+if ARGV[4] ~= '' or KEYS[5] then
+  denied = acl_commands() or acl_channels(own, KEYS[5] and KEYS[3] or nil, ARGV[7] or '')
+else
+  -- An attempt of a named lock that does not queue writes first with its SET NX
+  -- (or, a retry of its own grant, PEXPIRE); after that it may only run GET,
+  -- TIME, SET and DEL (the fence, the lock-delay guard): those are checked
+  -- now, and nothing else it could never run on this path.
+  denied = acl_need({'GET', 'TIME', 'SET', 'DEL'})
+end
 if denied then return {DENIED, denied} end
 
 local exact = KEYS[5] ~= nil
