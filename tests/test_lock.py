@@ -266,6 +266,23 @@ def test_wrong_type_key_names_the_key(r: redis.Redis) -> None:
     assert r.hgetall("tenure:{h}") == {b"a": b"1"}
 
 
+def test_a_fence_key_that_holds_no_number_is_named_and_kept(r: redis.Redis) -> None:
+    """A named lock's fence key holding another type, or a string that is no
+    number: WrongTypeError naming it, and nothing written (the lock free, the
+    value as it was: the fence is written and read in one SET ... GET, and put
+    back)."""
+    r.lpush("tenure:{fl}:fence", "x")
+    with pytest.raises(WrongTypeError, match=r"'tenure:\{fl\}:fence'"):
+        Lock(r, "fl").acquire(blocking=False)
+    assert r.lrange("tenure:{fl}:fence", 0, -1) == [b"x"]
+    assert not r.exists("tenure:{fl}")
+    r.set("tenure:{fs}:fence", "not a number")
+    with pytest.raises(WrongTypeError, match=r"'tenure:\{fs\}:fence'"):
+        Lock(r, "fs").acquire(blocking=False)
+    assert r.get("tenure:{fs}:fence") == b"not a number"
+    assert not r.exists("tenure:{fs}")
+
+
 def test_connection_errors_propagate() -> None:
     lock = Lock(redis.Redis(port=free_port(), retry=Retry(NoBackoff(), 0)), "x")
     with pytest.raises(redis.exceptions.ConnectionError):
