@@ -165,7 +165,8 @@ def build(name: str, read: Callable[[str], bytes], *, sharded: bool = False) -> 
     if not writes:
         commands = [c for c in commands if c in READ_COMMANDS]
     table = ", ".join(f"'{c}'" for c in commands)
-    acl = f"local ACL_COMMANDS = {{{table}}}\n"
+    # (a function, not a table: only a path that checks every command builds it)
+    acl = f"local function acl_command_list() return {{{table}}} end\n"
     source = ACL_MARKER.sub(lambda _: acl.encode(), source)
     return ScriptSpec(name, source, hashlib.sha1(source).hexdigest(), tuple(commands), writes)
 

@@ -17,7 +17,8 @@
 -- reply has permission "read", "write" or, on Redis 6.2, "key".)
 --
 -- tenure._scripts replaces the marker line below by the commands the script
--- may run (ACL_COMMANDS: its own calls and those of the helpers it uses).
+-- may run (acl_command_list(): its own calls and those of the helpers it uses;
+-- a function, so that a path that never checks them all builds no table).
 --@acl
 
 -- On Redis 6.2 (no redis.acl_check_cmd): the {permission, name} of a pcall
@@ -36,7 +37,7 @@ end
 -- Why the connected user can't run this script's commands, as {'command',
 -- name}, or nil when it can. (Its keys need no check here: EVALSHA checks the
 -- KEYS it is given, read and write, before the script starts.) Redis >= 7.0
--- and Valkey: redis.acl_check_cmd for each command of ACL_COMMANDS with the
+-- and Valkey: redis.acl_check_cmd for each command of acl_command_list() with the
 -- script's first key, which runs nothing. Redis 6.2 can't check a command
 -- without running it: commands are not checked there (tenure doctor lists
 -- those a primitive needs).
@@ -44,8 +45,9 @@ local function acl_commands()
   local check = redis.acl_check_cmd
   if not check then return nil end
   local key = KEYS[1]
-  for i = 1, #ACL_COMMANDS do
-    local command = ACL_COMMANDS[i]
+  local commands = acl_command_list()
+  for i = 1, #commands do
+    local command = commands[i]
     local ok = true
     if command == 'TIME' then
       ok = check(command)
