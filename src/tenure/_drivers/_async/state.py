@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from ..._errors import WrongTypeError
 from ..._protocol import parse_reply
 from .. import _clients, _identity
+from .._runtime_async import forsake
 from .._watchbook import renewal_reply
 from . import late
 from .hub import _Hub
 from .library import _library
-from .reserve import _forsake, _reserve_for
+from .reserve import _reserve_for
 from .statebase import SPARE_CONNECTIONS, _Fan, _remember, _State, _states
 from .watchdog import _Watchdog
 
@@ -75,7 +76,7 @@ def _fan_for(client: Client, loop: asyncio.AbstractEventLoop) -> _Fan | None:
     most a quarter of the pool (see :func:`_clients.pool_share`); none for a
     ``BlockingConnectionPool`` or a single-connection client (their calls all
     take the ordinary path, in tasks of their own). Those the pool's kept in
-    another loop are given back to it (see :func:`_forsake`)."""
+    another loop are given back to it (see :func:`forsake`)."""
     most = _clients.pool_share(client, SPARE_CONNECTIONS)
     if not most:
         return None
@@ -83,7 +84,7 @@ def _fan_for(client: Client, loop: asyncio.AbstractEventLoop) -> _Fan | None:
     fan: _Fan | None = _clients.stored_on(pool, "fan")
     if fan is None or fan.generation != _identity.generation() or fan.loop is not loop:
         if fan is not None and fan.generation == _identity.generation():
-            _forsake([*fan.spare, *(conn for conn, _ in fan.owed)], pool)
+            forsake([*fan.spare, *(conn for conn, _ in fan.owed)], pool)
             fan.spare = []
             fan.owed = []
         fan = _Fan(_identity.generation(), most, loop)
@@ -115,7 +116,7 @@ def _state(client: Client) -> _State:
             state = _State(
                 _identity.generation(), _Hub(pool, library), _Watchdog(pool, library), loop
             )
-            state.reserve = _reserve_for(client, loop)
+            state.reserve = _reserve_for(client)
             state.fan = _fan_for(client, loop)
             state.retries = _clients.retries_allowed(client)
         _remember(client, state)
