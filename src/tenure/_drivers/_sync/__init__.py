@@ -78,7 +78,7 @@ from .watchdog import (
     _Watchdog,
 )
 
-late.bind(drive=_drive, hub=_hub, one=_one, pipeline=_pipeline)
+late.bind(drive=_drive, hub=_hub, one=_one, pipeline=_pipeline, state=_state)
 
 __all__ = [
     "Client",
