@@ -101,7 +101,7 @@ PAIRS = [
         ROOT / "src" / "tenure" / "_drivers" / "_sync",
         DRIVER_RULES,
         # what differs per flavour beyond the runtime modules' names
-        frozenset({"hub.py", "reserve.py", "state.py"}),
+        frozenset({"flavour.py", "hub.py"}),
     ),
 ]
 

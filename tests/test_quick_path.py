@@ -415,6 +415,42 @@ def test_asyncio_tasks_beyond_the_kept_connections_wait_for_them(url: str) -> No
     asyncio.run(main())
 
 
+def test_an_asyncio_waiter_cancelled_as_it_is_woken_passes_the_wake_on(url: str) -> None:
+    """All the quick path's connections busy, two tasks waiting for one: the
+    first is cancelled just after a connection given back woke it, before it
+    ran. The connection stays with the reserve and the second task gets it at
+    once (not after QUICK_PATIENCE); nothing is counted open that is not."""
+    from tenure._drivers import _async
+    from tenure._drivers._async.reserve import _give
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url, max_connections=8)
+        try:
+            reserve = _async._state(client).reserve
+            assert reserve is not None and reserve.most == 2
+            held = [await _async._take(client, reserve, True) for _ in range(2)]
+            first = asyncio.create_task(_async._take(client, reserve, True))
+            await asyncio.sleep(0.05)
+            second = asyncio.create_task(_async._take(client, reserve, True))
+            await asyncio.sleep(0.05)
+            assert len(reserve.waiting) == 2
+            started = time.monotonic()
+            _give(reserve, held.pop())  # wakes the first waiter...
+            first.cancel()  # ...which is cancelled before it runs
+            conn = await asyncio.wait_for(second, timeout=_async.QUICK_PATIENCE / 2)
+            assert time.monotonic() - started < _async.QUICK_PATIENCE / 2
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            assert reserve.waiting == [] and reserve.idle == []
+            for each in (conn, *held):
+                _give(reserve, each)
+            assert reserve.open == len(reserve.idle) == 2
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_threads_beyond_the_kept_connections_wait_for_them(url: str) -> None:
     """24 threads on a client whose pool holds 12 connections (the quick path
     keeps 3): every call gets a connection, none overlaps, fences increase."""

@@ -78,7 +78,7 @@ def test_a_rule_that_matches_nothing_in_the_whole_folder_is_an_error(tree: Path)
 
 
 #: The driver's modules written by hand in both folders (what differs per flavour).
-HAND_WRITTEN = {"hub.py", "reserve.py", "state.py"}
+HAND_WRITTEN = {"flavour.py", "hub.py"}
 
 
 def test_the_drivers_shared_modules_are_generated_and_the_others_left_alone(tree: Path) -> None:
@@ -99,9 +99,9 @@ def test_the_drivers_shared_modules_are_generated_and_the_others_left_alone(tree
 
 @pytest.mark.parametrize("folder", ["_async", "_sync"])
 def test_check_fails_when_a_hand_written_driver_module_is_missing(tree: Path, folder: str) -> None:
-    (tree / DRIVERS / folder / "state.py").unlink()
+    (tree / DRIVERS / folder / "flavour.py").unlink()
     failed = unasync(tree, "--check")
-    assert failed.returncode == 1 and "state.py is missing from" in failed.stderr, failed.stderr
+    assert failed.returncode == 1 and "flavour.py is missing from" in failed.stderr, failed.stderr
 
 
 def test_check_fails_on_a_stale_generated_driver_module(tree: Path) -> None:

@@ -157,3 +157,60 @@ def swallowed(asked: int) -> asyncio.CancelledError | None:
 async def sleep(seconds: float) -> None:
     """Sleep ``seconds``."""
     await asyncio.sleep(seconds)
+
+
+#: Held while a client's driver state (or a quick path's reserve) is made:
+#: nothing, between two ``await``s of one event loop.
+states_mutex = contextlib.nullcontext()
+
+
+def home() -> asyncio.AbstractEventLoop:
+    """What a client's driver state and its pool's reserves belong to: the
+    running event loop (one of each per loop; see :func:`forsake`)."""
+    return asyncio.get_running_loop()
+
+
+#: Whether a cluster client's scripts take the quick path of the node that
+#: owns their slot: not in the asyncio flavour (they go through the client).
+NODE_QUICK_PATH = False
+
+
+async def close(conn: Any) -> None:
+    """Close a connection of the quick path (it connects again at its next use)."""
+    await conn.disconnect(nowait=True)
+
+
+def closed(conn: Any) -> bool:
+    """Whether :func:`close` closed ``conn`` (not cancelled before it did)."""
+    return not getattr(conn, "is_connected", True)
+
+
+def let_go(pool: Any, conn: Any) -> None:
+    """A connection of the quick path whose close was cancelled: dropped (a
+    reply may still be due on it; the pool's slot goes with it)."""
+
+
+def forsake(conns: list[Any], pool: Any) -> None:
+    """Give back to ``pool`` idle connections that a quick path (of scripts,
+    or of run_each) kept checked out of it in another event loop: they are of
+    no use in this one, and each would keep a slot of the pool's
+    ``max_connections``. Each is closed (as far as its own loop, maybe
+    closed, lets it) and released in a task of this loop."""
+    if not conns:
+        return
+    given = list(conns)
+
+    async def give_back() -> None:
+        for conn in given:
+            with contextlib.suppress(Exception):  # (its loop closed: it is dropped all the same)
+                await conn.disconnect(nowait=True)
+            with contextlib.suppress(Exception):
+                await pool.release(conn)
+
+    task = asyncio.ensure_future(give_back())
+    _forsaken.add(task)
+    task.add_done_callback(_forsaken.discard)
+
+
+#: The tasks of :func:`forsake` (kept referenced until done).
+_forsaken: set[asyncio.Task[None]] = set()

@@ -22,6 +22,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
+from . import _internals
+
 __all__ = [
     "Event",
     "EVENT_RECHECK",
@@ -277,6 +279,43 @@ _states_mutex = threading.Lock()
 def sleep(seconds: float) -> None:
     """Sleep ``seconds``."""
     time.sleep(seconds)
+
+
+#: (the name the driver's single source uses for :data:`_states_mutex`)
+states_mutex = _states_mutex
+
+
+def home() -> object:
+    """What a client's driver state and its pool's reserves belong to: the
+    process (``None``; a fork's start afresh, by their generation)."""
+    return None
+
+
+#: Whether a cluster client's scripts take the quick path of the node that
+#: owns their slot (on that node's pool's reserve): yes.
+NODE_QUICK_PATH = True
+
+
+def close(conn: Any) -> None:
+    """Close a connection of the quick path (it connects again at its next use)."""
+    conn.disconnect()
+
+
+def closed(conn: Any) -> bool:
+    """Whether :func:`close` closed ``conn`` (not interrupted before it did)."""
+    return _internals.sock_of(conn) is None
+
+
+def let_go(pool: Any, conn: Any) -> None:
+    """A connection of the quick path whose close was interrupted: given back
+    to ``pool`` (whose checkout tests a connection for unread data)."""
+    with contextlib.suppress(Exception):
+        pool.release(conn)
+
+
+def forsake(conns: list[Any], pool: Any) -> None:
+    """Nothing: a process has one home (see :func:`home`), whose reserves are
+    never forsaken (the asyncio twin gives back another loop's)."""
 
 
 # (a public name for the fan-out, :mod:`.._fanout_sync`)

@@ -21,11 +21,11 @@ the scripts' plain variants (``PUBLISH``, which the cluster bus copies to
 every node) and hubs that ``SUBSCRIBE``, still one per node waited on.
 
 The modules, one concern each (``docs/architecture.md``, "The drivers"):
-:mod:`.state` (per-client state), :mod:`.reserve` (the quick path's
-connections), :mod:`.hub` (the wake hub), :mod:`.watchdog`, :mod:`.pins`
-(blocks on one connection), :mod:`.send` (script sending, cluster routing),
-:mod:`.drive` (plan driving). This package re-exports what the rest of
-tenure uses.
+:mod:`.state` (per-client state; :mod:`.flavour`, what each flavour's
+client does its own way), :mod:`.reserve` (the quick path's connections),
+:mod:`.hub` (the wake hub), :mod:`.watchdog`, :mod:`.pins` (blocks on one
+connection), :mod:`.send` (script sending, cluster routing), :mod:`.drive`
+(plan driving). This package re-exports what the rest of tenure uses.
 """
 
 from .._runtime_async import *  # noqa: F403  (the flavour's own names, its __all__)
@@ -76,7 +76,7 @@ from .watchdog import (
     _Watchdog,
 )
 
-late.bind(drive=_drive, hub=_hub, one=_one, pipeline=_pipeline)
+late.bind(drive=_drive, hub=_hub, one=_one, pipeline=_pipeline, state=_state)
 
 __all__ = [
     "Client",

@@ -18,11 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..._keys import LockKeys
 from .. import _clients, _internals
-from .._hubbook import (
-    LINGER,
-    is_noperm,
-    wake_refused,
-)
+from .._hubbook import LINGER, is_noperm
 from .hubbase import _Channel, _HubBase, _text, _wake_all_of
 
 if TYPE_CHECKING:
@@ -289,13 +285,8 @@ class _Hub(_HubBase):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if is_noperm(exc):  # a SUBSCRIBE refused by the ACL: fail its plans now
-                name, ch = self._book.refused()
-                if name:
-                    with contextlib.suppress(Exception):
-                        await self._unsubscribe(pubsub, name)
-                if ch is not None:
-                    wake_refused(ch)
+            if is_noperm(exc):  # a SUBSCRIBE refused by the ACL
+                await self._refuse(pubsub)
                 return None
             if self._cluster is None and not self._book.drop_idle():
                 self._book.wake_all()

@@ -25,7 +25,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from ..._keys import LockKeys
 from ..._protocol import HandedOff, Recheck
 from .. import _clients, _identity
-from .._hubbook import Dropped, HubBook, PassOn, Settable
+from .._hubbook import Dropped, HubBook, PassOn, Settable, wake_refused
 from .._runtime_async import Event, new_event, new_gate, new_mutex, new_wake
 from . import late
 
@@ -150,6 +150,16 @@ class _HubBase:
             if self._orphans:
                 self._orphan_failures += 1
                 self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
+
+    async def _refuse(self, pubsub: Any) -> None:
+        """The server refused a SUBSCRIBE (the ACL): fail that channel's plans now."""
+        with self._mutex:
+            name, ch = self._book.refused()
+            if name:
+                with contextlib.suppress(Exception):
+                    await self._unsubscribe(pubsub, name)
+        if ch is not None:
+            wake_refused(ch)
 
     async def _unsubscribe(self, pubsub: Any, name: str) -> None:
         if self._sharded:

@@ -17,10 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._keys import LockKeys
 from .. import _clients
-from .._hubbook import (
-    is_noperm,
-    wake_refused,
-)
+from .._hubbook import is_noperm
 from .._runtime_sync import READ_POLL, SafeEvent, _exiting, _start
 from .hubbase import _Channel, _HubBase, _text, _wake_all_of
 
@@ -200,13 +197,3 @@ class _Hub(_HubBase):
             self._rehome()
             if self._orphans:
                 threading.Event().wait(max(0.0, min(READ_POLL, self._rehome_at - time.monotonic())))
-
-    def _refuse(self, pubsub: _HubPubSub) -> None:
-        """The server refused a SUBSCRIBE: fail that channel's plans now."""
-        with self._mutex:
-            name, ch = self._book.refused()
-            if name:
-                with contextlib.suppress(Exception):
-                    self._unsubscribe(pubsub, name)
-        if ch is not None:
-            wake_refused(ch)

@@ -26,7 +26,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from ..._keys import LockKeys
 from ..._protocol import HandedOff, Recheck
 from .. import _clients, _identity
-from .._hubbook import Dropped, HubBook, PassOn, Settable
+from .._hubbook import Dropped, HubBook, PassOn, Settable, wake_refused
 from .._runtime_sync import Event, new_event, new_gate, new_mutex, new_wake
 from . import late
 
@@ -151,6 +151,16 @@ class _HubBase:
             if self._orphans:
                 self._orphan_failures += 1
                 self._rehome_at = time.monotonic() + self._backoff.compute(self._orphan_failures)
+
+    def _refuse(self, pubsub: Any) -> None:
+        """The server refused a SUBSCRIBE (the ACL): fail that channel's plans now."""
+        with self._mutex:
+            name, ch = self._book.refused()
+            if name:
+                with contextlib.suppress(Exception):
+                    self._unsubscribe(pubsub, name)
+        if ch is not None:
+            wake_refused(ch)
 
     def _unsubscribe(self, pubsub: Any, name: str) -> None:
         if self._sharded:

@@ -1,23 +1,37 @@
+# GENERATED from _async/reserve.py by scripts/unasync.py: do not edit.
 """The quick path's reserve: the connections the driver keeps checked out of
 a client's pool for its script calls (taken, given back, waited for when all
-are busy, closed when a call fails), one reserve per pool.
+are busy, closed when a call fails), one reserve per pool (and, in the
+asyncio flavour, per event loop: see the runtime's :func:`home`).
 
-Written by hand for the synchronous flavour (bare locks and :class:`_Wake`s,
-which no interrupt leaves held); the asyncio flavour's ``_async/reserve.py``
-is written by hand too (futures), with the same names. The calls that use
-the reserve are in :mod:`.send` (generated from one source for both).
+Part of the driver's single source: ``_sync/reserve.py`` is generated from
+this file by ``scripts/unasync.py``. A call waiting for a connection waits on
+a wake of its own (the runtime's :func:`new_wake`), under a mutex no
+interrupt leaves held; a connection given back goes with the idle ones and
+wakes the first waiting call, which looks again (it is never handed to a
+call, so an interrupt of the waiter or of the giver loses none). The calls
+that use the reserve are in :mod:`.send`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..._protocol import Eval
-from .. import _clients, _identity, _internals
-from .._runtime_sync import _states_mutex, _Wake
+from .. import _clients, _identity
+from .._runtime_sync import (
+    NODE_QUICK_PATH,
+    close,
+    closed,
+    forsake,
+    home,
+    let_go,
+    new_mutex,
+    new_wake,
+    states_mutex,
+    wait_wake,
+)
 
 if TYPE_CHECKING:
     from .state import Client
@@ -30,37 +44,45 @@ class _Fallback(Exception):
 @dataclass(eq=False)
 class _Reserve:
     """The reserve of the scripts' quick path: the connections it keeps
-    checked out of one pool (see :func:`.send._quick`), shared by every
-    client on the pool: a client made per request on a shared pool and
-    dropped leaves them to the next one (held by each client, they would be
-    lost with it, slots of the pool never given back). Kept on the pool
-    itself (see :func:`_clients.store_on`)."""
+    checked out of one pool (see :func:`.send._quick`) in one home (event
+    loop, or process), shared by every client on the pool: a client made per
+    request on a shared pool and dropped leaves them to the next one (held by
+    each client, they would be lost with it, slots of the pool never given
+    back). Kept on the pool itself (see :func:`_clients.store_on`)."""
 
     generation: int
+    #: the runtime's home it belongs to (see :func:`home`)
+    loop: Any
     #: how many it may hold (see _clients.quick_connections)
     most: int
     #: the idle ones, and how many it holds in all
     idle: list[Any] = field(default_factory=list)
     open: int = 0
-    #: guards ``open`` and ``waiting``: a bare lock, entered only by ``with``
-    #: (which no interrupt leaves held; a ``threading.Condition`` may be)
-    mutex: threading.Lock = field(default_factory=threading.Lock)
-    #: the wakes of the calls waiting for an idle one, first come first
-    waiting: list[_Wake] = field(default_factory=list)
+    #: guards ``open`` and ``waiting``: entered only by ``with`` (which no
+    #: interrupt leaves held)
+    mutex: Any = field(default_factory=new_mutex)
+    #: the wakes of the calls waiting for an idle one, first come first woken
+    waiting: list[Any] = field(default_factory=list)
 
 
 def _reserve_for(client: Client) -> _Reserve | None:
-    """The quick path's reserve of ``client``'s pool, or ``None`` when
-    the client may take none (see :func:`_clients.quick_connections`).
-    Called with ``_states_mutex`` held."""
+    """The quick path's reserve of ``client``'s pool in the current home, or
+    ``None`` when the client may take none (see
+    :func:`_clients.quick_connections`). The connections of the pool's
+    reserve of another event loop are given back to it (see :func:`forsake`).
+    Called with ``states_mutex`` held."""
     most = _clients.quick_connections(client)
     if not most:
         return None
     pool = client.connection_pool  # type: ignore[union-attr]
+    here = home()
     reserve: _Reserve | None = _clients.stored_on(pool, "reserve")
     # (a fork's pool starts afresh)
-    if reserve is None or reserve.generation != _identity.generation():
-        reserve = _Reserve(_identity.generation(), most)
+    if reserve is None or reserve.generation != _identity.generation() or reserve.loop is not here:
+        if reserve is not None and reserve.generation == _identity.generation():
+            forsake(reserve.idle, pool)
+            reserve.idle = []
+        reserve = _Reserve(_identity.generation(), here, most)
         if not _clients.store_on(pool, "reserve", reserve):  # (made by the first client)
             return None
     return reserve
@@ -90,20 +112,21 @@ def _take(client: Client, reserve: _Reserve, retries: bool) -> Any:
                 break
             if waited:  # (QUICK_PATIENCE passed)
                 raise _Fallback
-            wake = _Wake()
+            wake = new_wake()
             reserve.waiting.append(wake)
         woken = False
         try:
-            woken = wake.wait(QUICK_PATIENCE)
+            woken = wait_wake(wake, QUICK_PATIENCE)
         finally:
             with reserve.mutex:
                 if wake in reserve.waiting:
                     reserve.waiting.remove(wake)
                 elif not woken:  # woken as its wait ended otherwise (a timeout,
-                    _notify(reserve)  # an interrupt): the wake goes to the next one
+                    _notify(reserve)  # an interrupt, a cancellation): the wake goes on
         waited = not woken
     try:
-        return _clients.checkout(client.connection_pool, _clients.library_of(type(client)))  # type: ignore[union-attr]
+        pool: Any = client.connection_pool  # type: ignore[union-attr]
+        return _clients.checkout(pool, _clients.library_of(type(client)))
     except BaseException as exc:
         with reserve.mutex:
             reserve.open -= 1
@@ -141,17 +164,16 @@ def _notify(reserve: _Reserve) -> None:
 
 def _discard(client: Client, reserve: _Reserve, conn: Any) -> None:
     """A connection of the quick path whose call failed or was interrupted:
-    closed (a reply may still be due on it) and kept; if the close itself is
-    interrupted, given back to the pool instead (whose checkout tests a
-    connection for unread data) and the reserve holds one fewer."""
+    closed (a reply may still be due on it) and kept (it connects again at
+    its next use); if the close itself is interrupted, let go instead (see
+    the runtime's :func:`let_go`) and the reserve holds one fewer."""
     try:
-        conn.disconnect()
+        close(conn)
     finally:
-        if _internals.sock_of(conn) is None:
+        if closed(conn):
             _give(reserve, conn)
         else:
-            with contextlib.suppress(Exception):
-                client.connection_pool.release(conn)  # type: ignore[union-attr]
+            let_go(client.connection_pool, conn)  # type: ignore[union-attr]
             with reserve.mutex:
                 reserve.open -= 1
                 _notify(reserve)
@@ -160,8 +182,12 @@ def _discard(client: Client, reserve: _Reserve, conn: Any) -> None:
 def _node_reserve(client: Client, step: Eval) -> tuple[Any, _Reserve] | None:
     """The client of the cluster node that owns ``step``'s first key's slot
     (in the cluster client's slot map) and the reserve of that node's own
-    pool, for :func:`.send._node_quick`; ``None`` when it takes none, or
-    when the node's client could not be made (a connection fault)."""
+    pool, for :func:`.send._node_quick`; ``None`` when it takes none (always,
+    where the flavour's cluster scripts take no quick path: see
+    :data:`NODE_QUICK_PATH`), or when the node's client could not be made (a
+    connection fault)."""
+    if not NODE_QUICK_PATH:
+        return None
     cluster: Any = client
     try:
         node_client = _clients.node_client(cluster, cluster.get_node_from_key(step.keys[0]))
@@ -172,6 +198,6 @@ def _node_reserve(client: Client, step: Eval) -> tuple[Any, _Reserve] | None:
         raise  # (an interrupt of any class: never swallowed)
     reserve: _Reserve | None = _clients.stored_on(pool, "reserve")
     if reserve is None or reserve.generation != _identity.generation():
-        with _states_mutex:
+        with states_mutex:
             reserve = _reserve_for(node_client)
     return None if reserve is None else (node_client, reserve)
