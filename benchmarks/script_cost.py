@@ -115,12 +115,13 @@ def without_acl_guard(source: str) -> str:
 #: (a substitution of the built source: (pattern, replacement) pairs, each of
 #: which must match), to price each promise on the uncontended cycle.
 PROMISES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
-    "the fence (TIME, SET ... GET of the fence key)": (
+    "the fence (GET, TIME, SET of the fence key)": (
         [
             (
-                r"(?s)  local now = now_us\(\)\n  local last = redis\.pcall\('SET', KEYS\[2\]"
-                r".*?    redis\.call\('SET', KEYS\[2\], string\.format\('%\.0f', fence\)[^\n]*\n"
-                r"  end\n",
+                r"  local last = redis\.pcall\('GET', KEYS\[2\]\)\n"
+                r"  if wrong\(last\)[^\n]*\n    redis\.call\('DEL', KEYS\[1\]\)[^\n]*\n"
+                r"    return \{WRONG_TYPE, KEYS\[2\]\}\n  end\n"
+                r"  local fence = next_fence\(last\)\n  redis\.call\('SET', KEYS\[2\][^\n]*\n",
                 "  local fence = 1\n",
             )
         ],

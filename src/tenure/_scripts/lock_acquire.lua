@@ -141,23 +141,13 @@ end
 
 -- SET NX also answers "is it free?" (a key of another type just makes it fail).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
-  -- the fence (next_fence's rule: the larger of the last + 1 and the clock),
-  -- written and the last one read in one SET ... GET; set again in the rare
-  -- case the last one is ahead of the clock
-  local now = now_us()
-  local last = redis.pcall('SET', KEYS[2], string.format('%.0f', now), 'PX', ARGV[5], 'GET')
+  local last = redis.pcall('GET', KEYS[2])
   if wrong(last) or (last and not tonumber(last)) then
-    if type(last) == 'string' then  -- (not a number: put back as it was)
-      redis.call('SET', KEYS[2], last, 'PX', ARGV[5])
-    end
     redis.call('DEL', KEYS[1])  -- undo: nothing written
     return {WRONG_TYPE, KEYS[2]}
   end
-  local fence = now
-  if last and tonumber(last) >= now then
-    fence = tonumber(last) + 1
-    redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
-  end
+  local fence = next_fence(last)
+  redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
   if exact then
     -- a count alone: tenure's last hold ended with nobody queued, moments ago
     local n = tonumber(string.match(chain or '', '^(%d+)$')) or 0
