@@ -324,7 +324,8 @@ def _interrupt_at(n: int, error: type[BaseException], fired: list[str]) -> Any:
     """A profile function that raises ``error`` at the ``n``-th point of
     tenure's own code where CPython may run a signal handler: a function's
     entry, or just after a call returns (not in a finaliser the garbage
-    collector runs meanwhile), once; ``fired`` then names the point."""
+    collector runs meanwhile, nor a weak reference's callback: Python prints
+    and drops what those raise), once; ``fired`` then names the point."""
     seen = [0]
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
@@ -334,8 +335,11 @@ def _interrupt_at(n: int, error: type[BaseException], fired: list[str]) -> Any:
             return
         up: FrameType | None = frame
         while up is not None:
-            if up.f_code.co_name in ("__del__", "remove"):
-                return
+            code = up.f_code
+            if code.co_name in ("__del__", "remove", "_forget_state") or (
+                code.co_name == "<lambda>" and code.co_filename.endswith("statebase.py")
+            ):
+                return  # (a finaliser or a weak reference's callback: Python drops its errors)
             up = up.f_back
         seen[0] += 1
         if seen[0] == n:
