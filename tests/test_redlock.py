@@ -2148,18 +2148,18 @@ class _AlarmOnReply(redis.Connection):
         return super().read_response(*args, **kwargs)
 
 
-def test_an_exception_of_a_signal_handler_in_a_round_gives_the_grant_back(
-    clients: list[redis.Redis], masters: list[ServerProcess]
+def _alarm_cuts_an_acquire_off(
+    clients: list[redis.Redis], masters: list[ServerProcess], name: str, connection: Any
 ) -> None:
-    """An ordinary Exception raised while a master's reply is read (a signal
-    handler's ``AlarmTimeout``) is not a master's failure: it cuts the round
-    off as KeyboardInterrupt does, reaches the caller, and what the round may
-    have taken is given back on every master."""
-    name = "rl-alarm"
+    """A Redlock over clients whose connections are of class ``connection``
+    (with an ``armed`` class attribute: raise :class:`AlarmTimeout` once, at
+    its point) acquires with the alarm armed: ``AlarmTimeout`` reaches the
+    caller, every master is free again within a second, and the next acquire
+    is granted."""
     alarmed = [
         redis.Redis(
             connection_pool=redis.ConnectionPool(
-                host="127.0.0.1", port=s.port, connection_class=_AlarmOnReply
+                host="127.0.0.1", port=s.port, connection_class=connection
             )
         )
         for s in masters
@@ -2167,18 +2167,28 @@ def test_an_exception_of_a_signal_handler_in_a_round_gives_the_grant_back(
     lock = Redlock(alarmed, name, ttl=30)
     for _ in range(3):  # servers probed, a connection of the quick path to each
         lock.acquire(blocking=False).release()  # type: ignore[union-attr]
-    _AlarmOnReply.armed = True
+    connection.armed = True
     try:
         with pytest.raises(AlarmTimeout):
             lock.acquire()
     finally:
-        _AlarmOnReply.armed = False
+        connection.armed = False
     _gone_within(clients, name, 1.0)
     lease = lock.acquire(blocking=False)
     assert lease is not None
     lease.release()
     for c in alarmed:
         c.close()
+
+
+def test_an_exception_of_a_signal_handler_in_a_round_gives_the_grant_back(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """An ordinary Exception raised while a master's reply is read (a signal
+    handler's ``AlarmTimeout``) is not a master's failure: it cuts the round
+    off as KeyboardInterrupt does, reaches the caller, and what the round may
+    have taken is given back on every master."""
+    _alarm_cuts_an_acquire_off(clients, masters, "rl-alarm", _AlarmOnReply)
 
 
 class _AlarmOnCheck(redis.Connection):
@@ -2201,30 +2211,7 @@ def test_an_exception_of_a_signal_handler_as_a_connection_is_picked_reaches_the_
     """An interrupt of any class raised while the quick path checks a kept
     connection is the caller's, not a sign of a broken connection: acquire
     raises it (it is never swallowed) and holds nothing after."""
-    name = "rl-alarm-check"
-    alarmed = [
-        redis.Redis(
-            connection_pool=redis.ConnectionPool(
-                host="127.0.0.1", port=s.port, connection_class=_AlarmOnCheck
-            )
-        )
-        for s in masters
-    ]
-    lock = Redlock(alarmed, name, ttl=30)
-    for _ in range(3):  # servers probed, a connection of the quick path to each
-        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
-    _AlarmOnCheck.armed = True
-    try:
-        with pytest.raises(AlarmTimeout):
-            lock.acquire()
-    finally:
-        _AlarmOnCheck.armed = False
-    _gone_within(clients, name, 1.0)
-    lease = lock.acquire(blocking=False)
-    assert lease is not None
-    lease.release()
-    for c in alarmed:
-        c.close()
+    _alarm_cuts_an_acquire_off(clients, masters, "rl-alarm-check", _AlarmOnCheck)
 
 
 class _AsyncAlarmOnReply(redis.asyncio.Connection):

@@ -12,7 +12,7 @@ hand-written :mod:`.flavour`.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, TypeVar
 
 from .. import _clients, _identity
 from .._runtime_async import forsake, home, states_mutex
@@ -93,23 +93,26 @@ def _state(client: Client) -> _State:
     most once: looked up again under ``states_mutex``)."""
     here = home()
     state = _states.get(id(client))
-    if (
-        state is None
-        or state.client() is not client
-        or state.generation != _identity.generation()
-        or state.loop is not here
-    ):
-        with states_mutex:
-            state = _states.get(id(client))
-            if (
-                state is None
-                or state.client() is not client
-                or state.generation != _identity.generation()
-                or state.loop is not here
-            ):
-                state = _new_state(client, here)
-                _remember(client, state)
-    return state
+    if _current(state, client, here):
+        return state
+    with states_mutex:
+        state = _states.get(id(client))
+        if _current(state, client, here):
+            return state
+        made = _new_state(client, here)
+        _remember(client, made)
+        return made
+
+
+def _current(state: _State | None, client: Client, here: Any) -> TypeGuard[_State]:
+    """Whether ``state`` is ``client``'s in this process and home (not another
+    client's under a reused id, nor a forked parent's, nor another loop's)."""
+    return (
+        state is not None
+        and state.client() is client
+        and state.generation == _identity.generation()
+        and state.loop is here
+    )
 
 
 def _new_state(client: Client, here: Any) -> _State:
