@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from types import FrameType
@@ -424,3 +425,29 @@ def test_a_part_whose_acquire_return_is_cut_off_is_given_back(
     assert lease is not None
     lease.release()
     other.close()
+
+
+def test_parts_a_cut_off_release_did_not_reach_are_never_renewed(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``release()`` cut off before it released any part: the parts stay held
+    until the owner's next step or their ttl, never renewed (the release was
+    asked of the whole, so of each part)."""
+    ttl = 0.6
+    multi = MultiLock(
+        [Lock(r, "nr-1", ttl=ttl, auto_renew=True), RLock(r, "nr-2", ttl=ttl, auto_renew=True)]
+    )
+    lease = multi.acquire(timeout=1)
+    assert lease is not None
+    stand_in, fired = raise_once(sync_multi._release_together, KeyboardInterrupt)
+    monkeypatch.setattr(sync_multi, "_release_together", stand_in)
+    with pytest.raises(KeyboardInterrupt):
+        lease.release()
+    monkeypatch.undo()
+    assert fired
+    keys = ("tenure:{nr-1}", "tenure:{nr-2}:rlock")
+    assert r.exists(*keys) == 2
+    deadline = time.monotonic() + 3 * ttl
+    while r.exists(*keys) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not r.exists(*keys), "a part is still renewed"
