@@ -4,6 +4,7 @@ masters, a killed holder, contention across threads, processes and tasks."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import linecache
@@ -1120,6 +1121,114 @@ def test_a_suspect_master_is_not_waited_for_by_later_acquires_async(
     while _holders(clients, "suspect") != [None] * N and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _holders(clients, "suspect") == [None] * N
+
+
+def _all_suspect_then_release(
+    masters: list[ServerProcess],
+    locked: Any,
+    release: Any,
+) -> None:
+    """Every master paused long enough for a round to time out (every one a
+    suspect, as after a stall of this process); then, still paused, a
+    round in flight on every master (``locked``, started) when the release
+    (``release``, started next) comes; the masters resume 0.15 s later. Both
+    are callables started on threads of their own and joined here."""
+    for s in masters:
+        s.pause()
+    try:
+        probe = threading.Thread(target=locked)
+        probe.start()
+        time.sleep(0.05)
+        releaser = threading.Thread(target=release)
+        releaser.start()
+        time.sleep(0.15)
+    finally:
+        for s in masters:
+            s.resume()
+    probe.join(10)
+    releaser.join(10)
+
+
+def test_a_release_waits_for_the_calls_in_flight_when_every_master_is_a_suspect(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A release that can't reach a quorum at once because every master is a
+    suspect with a call of this process still in flight there waits for
+    those calls (within the per-master timeout) and is sent once they are
+    answered: it releases the lock, where it used to fail at once with
+    NoQuorumError (none of it sent)."""
+    lock = Redlock(clients, "stall", ttl=10, master_timeout=0.5)
+    lease = lock.acquire()
+    assert lease
+    for s in masters:
+        s.pause()
+    try:
+        with pytest.raises(NoQuorumError):
+            lock.locked()  # every master a suspect
+    finally:
+        for s in masters:
+            s.resume()
+    outcome: list[object] = []
+
+    def release() -> None:
+        try:
+            lease.release()
+            outcome.append("released")
+        except BaseException as exc:
+            outcome.append(exc)
+
+    def locked() -> None:
+        with contextlib.suppress(NoQuorumError):
+            lock.locked()
+
+    _all_suspect_then_release(masters, locked, release)
+    assert outcome == ["released"]
+    assert _holders(clients, "stall") == [None] * N
+
+
+def test_a_release_waits_for_the_calls_in_flight_when_every_master_is_a_suspect_async(
+    masters: list[ServerProcess], clients: list[redis.Redis]
+) -> None:
+    """The asyncio twin: a release and a round of another task in flight on
+    every suspect master."""
+    outcome: list[object] = []
+
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        lock = AsyncRedlock(aclients, "astall", ttl=10, master_timeout=0.5)
+        lease = await lock.acquire()
+        assert lease
+        for s in masters:
+            s.pause()
+        try:
+            with pytest.raises(NoQuorumError):
+                await lock.locked()  # every master a suspect
+        finally:
+            for s in masters:
+                s.resume()
+        for s in masters:
+            s.pause()
+        try:
+            probe = asyncio.ensure_future(lock.locked())
+            await asyncio.sleep(0.05)
+            releaser = asyncio.ensure_future(lease.release())
+            await asyncio.sleep(0.15)
+        finally:
+            for s in masters:
+                s.resume()
+        with contextlib.suppress(NoQuorumError):
+            await probe
+        try:
+            await releaser
+            outcome.append("released")
+        except BaseException as exc:
+            outcome.append(exc)
+        for c in aclients:
+            await c.aclose()
+
+    asyncio.run(main())
+    assert outcome == ["released"]
+    assert _holders(clients, "astall") == [None] * N
 
 
 def test_no_quorum_says_why_each_master_failed(masters: list[ServerProcess]) -> None:

@@ -100,6 +100,7 @@ async def run_each(
     enough: Callable[[list[Any]], bool] | None = None,
     *,
     behind: bool = False,
+    need: int = 0,
 ) -> list[Any]:
     """Drive every plan on its client at the same time, each for at most
     ``timeout`` seconds; return, in order, each plan's result or the exception
@@ -148,6 +149,14 @@ async def run_each(
     sending (a cancellation is only a request, and a library may finish
     the write it was in before it sees it).
 
+    ``need``: the fewest plans that must be sent for the call to be of use
+    (a quorum). When fewer can be sent at once because a server under
+    suspicion still has a call in flight, each such plan waits (within
+    ``timeout``, sending nothing meanwhile) for the calls in flight there to
+    end, and is sent if one of them got an answer: servers that answer again
+    after a stall of this process (every server a suspect at once) are not
+    counted out while this process's own calls are in flight there.
+
     Every connection a call takes for the quick path is kept for the next
     calls or dropped, whichever way the call ends (cancelled or cut off by
     an interrupt too: those still in the call's hands are then closed and
@@ -168,6 +177,7 @@ async def run_each(
     fans: dict[int, Fan] = {}  # the pool's connections conns[i] belongs to
     suspects: set[int] = set()  # the jobs in ``alone`` whose server is under suspicion
     unwaited: set[int] = set()
+    held: list[int] = []  # the jobs on a suspect server with a call still in flight
     try:
         for i, (client, plan) in enumerate(todo):
             if behind and not suspected(client) and _book.busy(client):
@@ -186,12 +196,20 @@ async def run_each(
                         continue
             else:
                 if _book.busy(client):
-                    # a call still waits on that server (paused?): no second one for it
-                    plan.close()
-                    results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
+                    held.append(i)  # no second call for it while one waits there (paused?)
                     continue
                 suspects.add(i)
             alone[i] = _watched(client, asyncio.ensure_future(_run_trusted(client, plan, timeout)))
+        wait_held = sum(1 for r in results if r is NOT_DONE) - len(held) < need
+        for i in held:
+            client, plan = todo[i]
+            if wait_held:
+                suspects.add(i)
+                after = _after(client, plan, _book.in_flight(client), timeout)
+                alone[i] = _watched(client, asyncio.ensure_future(after))
+            else:
+                plan.close()
+                results[i] = Unsent(_HELD)
         await _scatter(todo, deadline, results, conns, fans, due, enough)
         if enough is not None and enough(results):
             # enough answered: a server under suspicion (paused?) is not waited
@@ -309,6 +327,25 @@ def _no_answer(client: Client, error: BaseException) -> bool:
     """Whether ``error``, what a call on ``client`` raised, says the server did
     not answer (not an error reply, nor tenure's own verdict on a reply)."""
     return no_answer(library_of(type(client)).response_error, error)
+
+
+#: Why a plan :func:`run_each` held back was not sent.
+_HELD = "no reply in time (an earlier call still waits): not sent"
+
+
+async def _after(client: Client, plan: Plan[T], calls: list[Any], timeout: float) -> T:
+    """:func:`_run_trusted` of ``plan`` once ``calls`` (in flight on
+    ``client``'s suspect server) all ended within ``timeout``, if the server
+    answered one of them since; otherwise :class:`Unsent`, nothing sent."""
+    started = time.monotonic()
+    try:
+        _, pending = await asyncio.wait(calls, timeout=timeout)
+        if pending or suspected(client):
+            raise Unsent(_HELD)
+    except BaseException:
+        plan.close()
+        raise
+    return await _run_trusted(client, plan, timeout - (time.monotonic() - started))
 
 
 async def _run_trusted(client: Client, plan: Plan[T], timeout: float) -> T:

@@ -61,8 +61,8 @@ def is_fault(exc: BaseException) -> bool:
 def no_answer(response_error: type[Exception], error: BaseException) -> bool:
     """Whether ``error``, what a call raised, says the server did not answer
     (not an error reply, ``response_error`` of its library, nor tenure's own
-    verdict on a reply)."""
-    return not isinstance(error, response_error | TenureError)
+    verdict on a reply, nor a call never sent)."""
+    return not isinstance(error, response_error | TenureError | Unsent)
 
 
 def advance(
@@ -315,8 +315,12 @@ class LateBook:
 
     def busy(self, client: Any) -> bool:
         """Whether a call on ``client`` is still in flight."""
+        return bool(self.in_flight(client))
+
+    def in_flight(self, client: Any) -> list[Call]:
+        """The calls on ``client`` still in flight."""
         with self.mutex:
-            return any(not call.done() for call in self._calls.get(client, ()))
+            return [call for call in self._calls.get(client, ()) if not call.done()]
 
     def queue(self, client: Any, step: Late, until: float) -> Queued:
         """Queue ``step`` for ``client``, behind every call in flight there now."""

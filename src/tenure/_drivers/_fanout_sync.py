@@ -113,9 +113,10 @@ def run_each(
     enough: Callable[[list[Any]], bool] | None = None,
     *,
     behind: bool = False,
+    need: int = 0,
 ) -> list[Any]:
     """:func:`._fanout_async.run_each` on threads: the same arguments,
-    results and rules (``enough``, ``behind``, a slow server waited for by
+    results and rules (``enough``, ``behind``, ``need``, a slow server waited for by
     none of the others, the connections of the quick path kept for each pool
     or dropped), in this flavour's way. Each round of the quick path is
     written to every server, then the replies read, in the calling thread
@@ -128,7 +129,7 @@ def run_each(
     client with any call still in flight on a worker thread is
     :class:`Unsent` (the caller queues it with :func:`send_late`).
     """
-    return _scatter(list(jobs), time.monotonic() + timeout, enough, behind)
+    return _scatter(list(jobs), time.monotonic() + timeout, enough, behind, least=need)
 
 
 #: The calls made on a worker thread for each client that have not returned
@@ -183,10 +184,11 @@ def _scatter(
     deadline: float,
     enough: Callable[[list[Any]], bool] | None = None,
     behind: bool = False,
+    least: int = 0,
 ) -> list[Any]:
     """:func:`run_each` on one thread: each round's steps written to every
     server, then the replies read, until every plan is done, ``enough`` says
-    so, or ``deadline``."""
+    so, or ``deadline`` (``least``: :func:`run_each`'s ``need``)."""
     results: list[Any] = [NOT_DONE] * len(jobs)
     steps: dict[int, Any] = {}
     threaded: dict[int, Call[Any]] = {}
@@ -194,6 +196,7 @@ def _scatter(
     due: dict[int, int] = {}  # replies due on conns[i] before its own
     fans: dict[int, Fan] = {}  # the pool's connections conns[i] belongs to
     suspects: set[int] = set()  # the jobs in ``threaded`` whose server is under suspicion
+    held: list[int] = []  # the jobs on a suspect server with a call still in flight
     step_on = functools.partial(advance, jobs, steps, results)
 
     try:
@@ -203,8 +206,11 @@ def _scatter(
             if (suspect or behind) and _book.busy(client):
                 # a call still stuck on that server (paused): no second thread for
                 # it; or one still in flight that this one must not overtake
-                plan.close()
-                results[i] = Unsent("no reply in time (an earlier call still waits): not sent")
+                if behind:
+                    plan.close()
+                    results[i] = Unsent(_HELD)
+                else:
+                    held.append(i)
                 continue
             if not suspect:
                 state = state_of(client)
@@ -220,6 +226,16 @@ def _scatter(
             threaded[i] = _workers.submit(
                 functools.partial(_run_trusted, client, plan), functools.partial(_in_flight, client)
             )
+        wait_held = sum(1 for r in results if r is NOT_DONE) - len(held) < least
+        for i in held:
+            client, plan = jobs[i]
+            if wait_held:
+                suspects.add(i)
+                after = functools.partial(_after, client, plan, _book.in_flight(client), deadline)
+                threaded[i] = _workers.submit(after, functools.partial(_in_flight, client))
+            else:
+                plan.close()
+                results[i] = Unsent(_HELD)
         for i in range(len(jobs)):
             if i not in threaded and results[i] is NOT_DONE:
                 step_on(i, None, None)
@@ -435,6 +451,24 @@ def _no_answer(client: Client, error: BaseException) -> bool:
     """Whether ``error``, what a call on ``client`` raised, says the server did
     not answer (not an error reply, nor tenure's own verdict on a reply)."""
     return no_answer(library_of(type(client)).response_error, error)
+
+
+#: Why a plan :func:`run_each` held back was not sent.
+_HELD = "no reply in time (an earlier call still waits): not sent"
+
+
+def _after(client: Client, plan: Plan[T], calls: list[Any], deadline: float) -> T:
+    """On a worker thread: :func:`_run_trusted` of ``plan`` once ``calls`` (in
+    flight on ``client``'s suspect server) all ended by ``deadline``, if the
+    server answered one of them since; otherwise :class:`Unsent`, nothing sent."""
+    try:
+        _wait(calls, deadline - time.monotonic())
+        if not all(call.done() for call in calls) or suspected(client):
+            raise Unsent(_HELD)
+    except BaseException:
+        plan.close()
+        raise
+    return _run_trusted(client, plan)
 
 
 def _run_trusted(client: Client, plan: Plan[T]) -> T:

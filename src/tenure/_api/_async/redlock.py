@@ -516,9 +516,10 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         behind: bool = False,
     ) -> list[Any]:
         """Send ``steps[k]`` to master ``masters[k]``, all at once: the replies
-        (``behind``: see ``run_each``)."""
+        (``behind``: see ``run_each``; ``need``: what a quorum needs of them)."""
         jobs = [(self._clients[i], plans.one(step)) for i, step in zip(masters, steps, strict=True)]
-        return await _fanout.run_each(jobs, self._timeout, enough, behind=behind)
+        need = plans.quorum(self._n) - (self._n - len(jobs))
+        return await _fanout.run_each(jobs, self._timeout, enough, behind=behind, need=need)
 
     async def _release_round(
         self,
@@ -584,7 +585,8 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         """The token a quorum of masters holds the lock with, or ``None``."""
         await self._identify()
         jobs = [(client, lock_plans.inspect(self._keys)) for client in self._clients]
-        states: list[Any] = await _fanout.run_each(jobs, self._timeout)
+        need = plans.quorum(self._n)
+        states: list[Any] = await _fanout.run_each(jobs, self._timeout, need=need)
         holders = [s.holder for s in states if isinstance(s, lock_plans.LockState)]
         known, holder = plans.quorum_holder(holders, self._n)
         if not known:

@@ -517,9 +517,10 @@ class Redlock(_Blocks[RedlockLease]):
         behind: bool = False,
     ) -> list[Any]:
         """Send ``steps[k]`` to master ``masters[k]``, all at once: the replies
-        (``behind``: see ``run_each``)."""
+        (``behind``: see ``run_each``; ``need``: what a quorum needs of them)."""
         jobs = [(self._clients[i], plans.one(step)) for i, step in zip(masters, steps, strict=True)]
-        return _fanout.run_each(jobs, self._timeout, enough, behind=behind)
+        need = plans.quorum(self._n) - (self._n - len(jobs))
+        return _fanout.run_each(jobs, self._timeout, enough, behind=behind, need=need)
 
     def _release_round(
         self,
@@ -585,7 +586,8 @@ class Redlock(_Blocks[RedlockLease]):
         """The token a quorum of masters holds the lock with, or ``None``."""
         self._identify()
         jobs = [(client, lock_plans.inspect(self._keys)) for client in self._clients]
-        states: list[Any] = _fanout.run_each(jobs, self._timeout)
+        need = plans.quorum(self._n)
+        states: list[Any] = _fanout.run_each(jobs, self._timeout, need=need)
         holders = [s.holder for s in states if isinstance(s, lock_plans.LockState)]
         known, holder = plans.quorum_holder(holders, self._n)
         if not known:
