@@ -48,10 +48,7 @@ return {1, fence}
 #: lock_release.lua's): token-checked, the call recorded for a retry.
 LEAN_RELEASE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {4, 0} end
-local now = redis.call('TIME')
-redis.call('ZADD', KEYS[5], now[1] * 1000 + math.floor(now[2] / 1000), ARGV[6])
-redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -1001)
-redis.call('PEXPIRE', KEYS[5], 120000)
+redis.call('SET', KEYS[5], '1', 'PX', 120000)
 redis.call('DEL', KEYS[1], KEYS[4])
 return {1, 0}
 """
@@ -134,15 +131,9 @@ PROMISES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
         ],
         [(r"redis\.call\('DEL', KEYS\[1\], KEYS\[4\]\)", "redis.call('DEL', KEYS[1])")],
     ),
-    "the release's retry record (TIME, ZADD, trim, PEXPIRE)": (
+    "the release's retry record (SET of the call's record key)": (
         [],
-        [
-            (
-                r"if ARGV\[6\] ~= '' and released_add\(KEYS\[5\], ARGV\[6\]\) then "
-                r"return \{WRONG_TYPE, KEYS\[5\]\} end\n",
-                "",
-            )
-        ],
+        [(r"release_noted\(KEYS\[5\], ARGV\[6\]\)  -- the first write\n", "")],
     ),
     "the queue check of a release (ZCARD)": (
         [],
@@ -193,21 +184,17 @@ def per_call(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> flo
     token = "f723fa15eb45be505031b65fcf3054fc.2:1455a695238de7461ec1afb3db057194"
     keys_a = ("tenure:{c}", "tenure:{c}:fence", "tenure:{c}:waiters", "tenure:{c}:delay")
     args_a = (token, token.split(":")[0] + ":", 10000, "", 600000, 0, "tenure:{c}:wake:")
-    keys_r = (
-        "tenure:{c}",
-        "tenure:{c}:waiters",
-        "tenure:{c}:fence",
-        "tenure:{c}:delay",
-        "tenure:{c}:released",
-    )
+    keys_r = ("tenure:{c}", "tenure:{c}:waiters", "tenure:{c}:fence", "tenure:{c}:delay")
     sha_a, sha_r = r.script_load(acquire), r.script_load(release)
     times = []
-    for _ in range(rounds):
+    for n in range(rounds):
         r.config_resetstat()
         pipe = r.pipeline(transaction=False)
         for i in range(2000):
             pipe.evalsha(sha_a, 4, *keys_a, *args_a)
-            pipe.evalsha(sha_r, 5, *keys_r, token, "tenure:{c}:wake:", 600000, "", 0, f"op{i}")
+            op = f"{n:x}{i:06x}"
+            record = f"tenure:{{c}}:released:{op}"
+            pipe.evalsha(sha_r, 5, *keys_r, record, token, "tenure:{c}:wake:", 600000, "", 0, op)
         replies = pipe.execute()
         if replies[0][0] != 1 or replies[1][0] != 1:
             raise RuntimeError(f"unexpected replies {replies[:2]!r}")

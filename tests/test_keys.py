@@ -56,6 +56,7 @@ BUILDERS = {
 }
 WAITER = "3f2a9c1e-0b7d44aa.12"  # the shape of a hub's waiter id
 OWNER = "3f2a9c1e0b7d44aa3f2a9c1e0b7d44aa.7"  # the shape of an owner id
+OP = "9f86d081884c7d65"  # a release call id (new_op())
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,8 @@ def derived(p: Prim) -> tuple[str, dict[str, str], dict[str, str]]:
         roles[keys.last_op(OWNER)] = "op"
     else:
         roles[keys.released] = "released"
+        if p.kind in ("Lock", "FairLock"):
+            roles[keys.release_record(OP)] = "record"
     for extra in ("permits", "deadlines", "chain", "foreign"):  # chain, foreign: exact keys
         if getattr(keys, extra, ""):
             roles[getattr(keys, extra)] = extra
@@ -109,6 +112,8 @@ def canonical(p: Prim) -> Prim:
 
 def expected(p: Prim, role: str) -> KeyInfo:
     c = canonical(p)
+    if role == "record":  # a release call's record: role "released", the op its detail
+        return KeyInfo(c.kind, c.name, c.key, c.prefix, "released", OP)
     detail = {"op": OWNER, "wake": WAITER}.get(role, "")
     return KeyInfo(c.kind, c.name, c.key, c.prefix, role, detail)
 

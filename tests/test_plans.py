@@ -368,7 +368,7 @@ def test_release_not_owned_names_lock_and_fence() -> None:
         "tenure:{orders}:waiters",
         "tenure:{orders}:fence",
         "tenure:{orders}:delay",
-        "tenure:{orders}:released",
+        "tenure:{orders}:released:op1",
     )
     assert step.args == ("own:tok", "tenure:{orders}:wake:", common.FENCE_KEEP_MS, "", 0, "op1")
     with pytest.raises(NotOwnedError, match=r"'orders' \(fence 77\)"):

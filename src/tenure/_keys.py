@@ -35,8 +35,9 @@ A ``Lock``::
     tenure:{orders:42}:fence     the last fencing token minted
     tenure:{orders:42}:waiters   waiting processes (sorted set)
     tenure:{orders:42}:delay     the lock-delay guard: outlives an unreleased lease
-    tenure:{orders:42}:released  the token of the last clean release (120 s), so a
-                                 release retried after a lost reply is recognised
+    tenure:{orders:42}:released:<op>  the record of the clean release call <op>
+                                 (120 s), so that the call retried after a lost
+                                 reply is recognised
     tenure:{orders:42}:wake:<w>  pub/sub channel that wakes waiter <w>
     tenure:{orders:42}:quorum    a Redlock's waiters on this master (sorted set;
                                  see tenure._plans.redlock)
@@ -49,7 +50,9 @@ A reentrant lock (``RLock``, :func:`rlock_keys`)::
     tenure:{orders:42}:rlock:waiters   waiting owners (sorted set)
     tenure:{orders:42}:rlock:wake:<w>  pub/sub channel that wakes waiter <w>
 
-(and ``…:rlock:delay``, ``…:rlock:released`` as a ``Lock``'s). An ``RLock`` has
+(and ``…:rlock:delay`` as a ``Lock``'s; ``…:rlock:released`` is the
+owner's last change, ``"<owner id>|<op id>"`` for 120 s, so that a call
+retried after a lost reply is recognised). An ``RLock`` has
 no exact-key mode: its hash is tenure's own protocol.
 
 A fair lock (``FairLock``, :func:`fair_keys`)::
@@ -61,7 +64,7 @@ A fair lock (``FairLock``, :func:`fair_keys`)::
     tenure:{orders:42}:fair:deadlines   sorted set, the same members, score = the
                                         server time (ms) at which each is dropped
     tenure:{orders:42}:fair:delay       the lock-delay guard (as a Lock's)
-    tenure:{orders:42}:fair:released    the token of the last clean release (120 s)
+    tenure:{orders:42}:fair:released:<op>  the clean release call <op> (120 s)
     tenure:{orders:42}:fair:wake:<w>    pub/sub channel of one waiting thread or task
 
 A read-write lock (``ReadWriteLock``, :func:`rwlock_keys`)::
@@ -89,7 +92,8 @@ A semaphore named ``pool`` (:func:`semaphore_keys`)::
     tenure:{pool}:semaphore:permits   the permit count (a string holding an integer)
     tenure:{pool}:semaphore:fence     the last fencing token minted (one per acquire)
     tenure:{pool}:semaphore:waiters   waiting processes (sorted set)
-    tenure:{pool}:semaphore:released  the token of the last clean release (120 s)
+    tenure:{pool}:semaphore:released  the ids of the last 1,000 clean release
+                                      calls (sorted set, 120 s after the last)
     tenure:{pool}:semaphore:wake:<w>  pub/sub channel that wakes waiter <w>
 
 A count-down latch named ``job`` (:func:`latch_keys`)::
@@ -118,7 +122,7 @@ derives its other keys from all of ``K``, apart from every named primitive's
 
 - ``K`` holds no ``{``, ``}`` or ``%`` (``orders:42``): the base is
   ``{orders:42}:key``, so ``{orders:42}:key:fence``, ``…:key:waiters``,
-  ``…:key:delay``, ``…:key:released``, ``…:key:chain`` and ``…:key:foreign``
+  ``…:key:delay``, ``…:key:released:<op>``, ``…:key:chain`` and ``…:key:foreign``
   (tenure's hand-offs in a row and whether a foreign holder was seen lately,
   so that foreign clients get the key too: see ``lock_release.lua``) and
   channels ``{orders:42}:key:wake:<w>``. ``{orders:42}`` hashes as
@@ -174,8 +178,9 @@ EXACT_MARKER = "key"
 FENCED_MARKER = "fenced"
 
 #: The roles of each kind's derived keys (besides the main key, ``"lock"``). A
-#: ``ReadWriteLock`` also has ``op:<owner>`` keys; the channels are
-#: ``wake:<w>`` (a latch's: ``zero``).
+#: ``ReadWriteLock`` also has ``op:<owner>`` keys, a ``Lock`` and a
+#: ``FairLock`` ``released:<op>`` keys (role ``"released"``, the detail the
+#: op); the channels are ``wake:<w>`` (a latch's: ``zero``).
 ROLES: dict[str, frozenset[str]] = {
     "Lock": frozenset({"fence", "waiters", "delay", "released", "chain", "foreign", "quorum"}),
     "RLock": frozenset({"fence", "waiters", "delay", "released"}),
@@ -188,6 +193,7 @@ ROLES: dict[str, frozenset[str]] = {
 
 _KIND_OF_MARKER = {marker: kind for kind, marker in MARKERS.items() if marker}
 _WAITER = re.compile(r"[0-9a-f.\-]+")
+_OP = re.compile(r"[0-9a-f]+")
 _ESCAPED = re.compile(r"(?:[^%{}]|%25|%7B|%7D)+")
 _ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D"}
 _UNESCAPES = {v: k for k, v in _ESCAPES.items()}
@@ -344,7 +350,8 @@ class KeyInfo:
     primitive has ``name`` and ``prefix`` (``key`` is ``None``), an exact-key
     ``Lock`` or a ``FencedKey`` has ``key`` (``name`` and ``prefix`` are
     ``None``). ``role`` is ``"lock"`` for a named primitive's main key, one of
-    :data:`ROLES`, ``"op"`` (a ReadWriteLock owner's last-op key, ``detail`` =
+    :data:`ROLES` (``"released"`` with ``detail`` = the op for a release
+    record), ``"op"`` (a ReadWriteLock owner's last-op key, ``detail`` =
     the owner id), ``"wake"`` (a channel, ``detail`` = the waiter id) or
     ``"zero"`` (a latch's channel).
     """
@@ -402,9 +409,11 @@ def _role(kind: str, text: str, channel: bool) -> tuple[str, str] | None:
         return ("lock", "") if kind in MARKERS else None
     if text in ROLES[kind]:
         return text, ""
-    head, _, owner = text.partition(":")
-    if kind == "ReadWriteLock" and head == "op" and owner:
-        return "op", owner
+    head, _, detail = text.partition(":")
+    if kind == "ReadWriteLock" and head == "op" and detail:
+        return "op", detail
+    if kind in ("Lock", "FairLock") and head == "released" and _OP.fullmatch(detail):
+        return "released", detail
     return None
 
 
@@ -415,11 +424,16 @@ def _parse_exact(prefix: str, tag: str, marker: str, tail: str, channel: bool) -
     found = _role(kind, tail, channel)
     if found is not None and found[0] != "lock":
         key: str | None = tag if "%" not in tag else None  # {K}:<marker>:<role>
-    else:  # {<tag>}:<marker>:<escape(K)>:<role>
-        cut = tail.rfind(":", 0, tail.rfind(":")) if channel else tail.rfind(":")
-        found = _role(kind, tail[cut + 1 :], channel) if cut > 0 else None
-        key = unescape(tail[:cut]) if found is not None and found[0] != "lock" else None
-        if key is None or _exact_base(key, marker) != "{" + tag + "}:" + marker + ":" + tail[:cut]:
+    else:  # {<tag>}:<marker>:<escape(K)>:<role>, the role one part or two
+        last = tail.rfind(":")
+        second = tail.rfind(":", 0, last)
+        for cut in (second,) if channel else (last, second):
+            found = _role(kind, tail[cut + 1 :], channel) if cut > 0 else None
+            key = unescape(tail[:cut]) if found is not None and found[0] != "lock" else None
+            base = "{" + tag + "}:" + marker + ":" + tail[:cut]
+            if key is not None and _exact_base(key, marker) == base:
+                break
+        else:
             return None
     if key is None or found is None:
         return None
@@ -466,6 +480,12 @@ class LockKeys:
     chain: str = field(default="", kw_only=True)
     foreign: str = field(default="", kw_only=True)
     quorum: str = field(default="", kw_only=True)
+
+    def release_record(self, op: str) -> str:
+        """The key of the record of the release call ``op`` (``<released>:<op>``,
+        see ``release_noted`` in ``_common.lua``); for ``""`` (a call never
+        retried, which records nothing) the ``released`` key itself."""
+        return f"{self.released}:{op}" if op else self.released
 
 
 def fenced_keys(key: str) -> tuple[str, str]:

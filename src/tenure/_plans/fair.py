@@ -133,7 +133,7 @@ class _FairContender(_LockContender):
 def _release_step(keys: FairKeys, token: str, member: str, delay_ms: int = 0, op: str = "") -> Eval:
     return Eval(
         FAIR_RELEASE,
-        (keys.lock, keys.waiters, keys.deadlines, keys.fence, keys.delay, keys.released),
+        (keys.lock, keys.waiters, keys.deadlines, keys.fence, keys.delay, keys.release_record(op)),
         (token, keys.wake_prefix, FENCE_KEEP_MS, member, delay_ms, op),
     )
 
@@ -226,7 +226,8 @@ def _read(keys: FairKeys, waiting: int) -> Plan[LockView]:
 
 
 def _acl_keys(keys: FairKeys) -> tuple[str, ...]:
-    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released, keys.deadlines)
+    record = keys.release_record("0")
+    return (keys.lock, keys.fence, keys.waiters, keys.delay, record, keys.deadlines)
 
 
 #: The ``FairLock`` kind (see :class:`~tenure._plans.kind.Kind`). It extends its

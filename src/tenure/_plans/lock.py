@@ -257,7 +257,7 @@ def _abandon(keys: LockKeys, token: str, member: str) -> Plan[None]:
 
 
 def _release_step(keys: LockKeys, token: str, member: str, delay_ms: int = 0, op: str = "") -> Eval:
-    names = (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released)
+    names = (keys.lock, keys.waiters, keys.fence, keys.delay, keys.release_record(op))
     args = (token, keys.wake_prefix, FENCE_KEEP_MS, member, delay_ms, op)
     if not keys.chain:
         return Eval(LOCK_RELEASE, names, args)
@@ -388,7 +388,7 @@ def _redlock_queued(keys: LockKeys) -> Plan[int]:
 
 
 def _acl_keys(keys: LockKeys) -> tuple[str, ...]:
-    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released)
+    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.release_record("0"))
 
 
 #: The ``Lock`` kind (see :class:`~tenure._plans.kind.Kind`).

@@ -160,7 +160,7 @@ def release(keys: LockKeys, token: str, op: str, queued: str = "") -> Pipeline:
         (
             Eval(
                 LOCK_RELEASE,
-                (keys.lock, keys.waiters, keys.fence, keys.delay, keys.released),
+                (keys.lock, keys.waiters, keys.fence, keys.delay, keys.release_record(op)),
                 (token, keys.wake_prefix, FENCE_KEEP_MS, "", 0, op),
             ),
             *leave_too,

@@ -31,9 +31,29 @@ local function now_us()
   return tonumber(now[1]) * 1000000 + tonumber(now[2])
 end
 
--- The record of clean releases (a Lock's, FairLock's or Semaphore's
--- `released` key): a sorted set, member = the release call's id (64 random
--- bits, made with the lease: one lease, one release call), score = server ms.
+-- How long a record of a clean release is kept (ms).
+local RELEASED_KEEP_MS = 120000
+local RELEASED_MAX = 1000
+
+-- The record of one clean release call of a Lock or FairLock: the string key
+-- "<released>:<call id>" (the call id: 64 random bits, made with the lease:
+-- one lease, one release call), set by that release for RELEASED_KEEP_MS. A
+-- release retried after its reply was lost finds it; a release by anyone
+-- else (a forced release, another call with the token) does not; releases
+-- by other holders meanwhile (a hand-off chain) never touch it. A release
+-- with no id ("") records nothing.
+local function release_noted(key, op)
+  if op ~= '' then redis.call('SET', key, '1', 'PX', RELEASED_KEEP_MS) end
+end
+
+-- Whether the release call `op` was recorded in `key` (see release_noted).
+local function release_was_noted(key, op)
+  return op ~= '' and redis.call('EXISTS', key) == 1
+end
+
+-- The record of a Semaphore's clean releases (its `released` key): a sorted
+-- set, member = the release call's id (64 random bits, made with the lease:
+-- one lease, one release call), score = server ms.
 -- A release retried after its reply was lost finds its own member; a release
 -- by anyone else (a forced release, another call with the token) does not.
 -- Members are kept until 1000 newer ones were recorded (the oldest go first),
@@ -42,8 +62,6 @@ end
 -- (A member may so outlive 120 s: a retry recognised that late was still
 -- that call, done.) A release with no id ("") is not recorded. A string
 -- there is an older tenure's record: it is replaced.
-local RELEASED_KEEP_MS = 120000
-local RELEASED_MAX = 1000
 
 -- The record's key type, read once by each release: 'zset', 'none', or
 -- 'string' (an older tenure's record); any other type is reported as a wrong
@@ -74,22 +92,6 @@ local function released_record(key, t, member)
   released_keep(key)
 end
 
--- Record the release `member` (not "") in `key`, its type not read before:
--- returns `key`, having written nothing, when it holds another type than a
--- sorted set or an older tenure's string record; else nil. Its first write is
--- the first of the release, so a caller that calls it first writes nothing
--- either when it fails.
-local function released_add(key, member)
-  local now_ms = math.floor(now_us() / 1000)
-  if wrong(redis.pcall('ZADD', key, now_ms, member)) then
-    if released_type(key) ~= 'string' then return key end
-    redis.call('DEL', key)
-    redis.call('ZADD', key, now_ms, member)
-  end
-  released_keep(key)
-  return nil
-end
-
 -- Whether the release `member` was recorded (and kept) in `key` of type `t`.
 local function released_has(key, t, member)
   return t == 'zset' and redis.call('ZSCORE', key, member) ~= false
@@ -100,19 +102,6 @@ end
 -- `t` (its reply was lost), else NOT_OWNED.
 local function not_held(key, t, member)
   if member ~= '' and released_has(key, t, member) then return {OK, 0} end
-  return {NOT_OWNED, 0}
-end
-
--- not_held for a record `key` whose type was not read before (read only): a
--- key of another type than a sorted set or a string gives {WRONG_TYPE, key}.
-local function not_held_checked(key, member)
-  if member == '' then return {NOT_OWNED, 0} end
-  local score = redis.pcall('ZSCORE', key, member)
-  if wrong(score) then
-    if released_wrong(key, released_type(key)) then return {WRONG_TYPE, key} end
-    return {NOT_OWNED, 0}
-  end
-  if score then return {OK, 0} end
   return {NOT_OWNED, 0}
 end
 

@@ -13,10 +13,11 @@
 -- KEYS[3]  deadlines key  sorted set, each member's deadline (server ms)
 -- KEYS[4]  fence key      string holding an integer: the last fence minted
 -- KEYS[5]  delay key      string: the lock-delay guard; a clean release deletes it
--- KEYS[6]  released key   sorted set: the call ids of the last 1000 clean
---                         releases, kept 120 s after the last (see released_record in _common.lua),
---                         so that the same call retried after a lost reply is
---                         recognised (and no other call with the token)
+-- KEYS[6]  record key     string "<released>:<ARGV[6]>": set for 120 s by the
+--                         clean release of that call (see release_noted in
+--                         _common.lua), so that the same call retried after a
+--                         lost reply is recognised (and no other call with the
+--                         token); unused when ARGV[6] is ""
 -- ARGV[1]  token          string; the releasing lease's owner token
 -- ARGV[2]  wake prefix    string; waiter w is told by PUBLISH on ARGV[2] .. w
 -- ARGV[3]  fence ttl      integer MILLISECONDS the fence key outlives its last use
@@ -46,16 +47,17 @@ for i = 2, 3 do
 end
 local last = redis.pcall('GET', KEYS[4])
 if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[4]} end
-local rtype = released_type(KEYS[6])
-if released_wrong(KEYS[6], rtype) then return {WRONG_TYPE, KEYS[6]} end
 
 if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[4])
   redis.call('ZREM', KEYS[3], ARGV[4])
 end
-if holder ~= ARGV[1] then return not_held(KEYS[6], rtype, ARGV[6]) end
+if holder ~= ARGV[1] then
+  if release_was_noted(KEYS[6], ARGV[6]) then return {OK, 0} end
+  return {NOT_OWNED, 0}
+end
 redis.call('DEL', KEYS[1], KEYS[5])
-released_record(KEYS[6], rtype, ARGV[6])
+release_noted(KEYS[6], ARGV[6])
 
 local now_ms = math.floor(now_us() / 1000)
 local delay = tonumber(ARGV[5])

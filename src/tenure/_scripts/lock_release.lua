@@ -31,10 +31,11 @@
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  delay key     string: the lock-delay guard (see lock_acquire.lua);
 --                        a clean release deletes it
--- KEYS[5]  released key  sorted set: the call ids of the last 1000 clean
---                        releases, kept 120 s after the last (see released_record in _common.lua),
---                        so that the same call retried after a lost reply is
---                        recognised (and no other call with the token)
+-- KEYS[5]  record key    string "<released>:<ARGV[6]>": set for 120 s by the
+--                        clean release of that call (see release_noted in
+--                        _common.lua), so that the same call retried after a
+--                        lost reply is recognised (and no other call with the
+--                        token); unused when ARGV[6] is ""
 -- KEYS[6]  chain key     (exact-key mode only) string: "<n> <token>" while a
 --                        token that tenure granted holds the key, n = the
 --                        tenure holds in a row before it (hand-offs, and holds
@@ -80,8 +81,7 @@
 --@include _common.lua
 --@include _acl.lua
 
--- (An uncontended release runs ZCARD, GET, TIME, ZADD, ZREMRANGEBYRANK,
--- PEXPIRE and DEL, and no TYPE: the record's type is checked by its ZADD.)
+-- (An uncontended release runs ZCARD, GET, SET (the record) and DEL.)
 local waiting = redis.pcall('ZCARD', KEYS[2])
 if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
 local denied
@@ -89,18 +89,14 @@ if waiting > 0 or ARGV[4] ~= '' or KEYS[6] then
   denied = acl_commands() or acl_channels(nil, waiting > 0 and KEYS[2] or nil, ARGV[2])
 else
   -- A named lock's release with nobody queued and no member to drop: its first
-  -- write is the record's ZADD (or, replacing an older string record, a DEL
-  -- after a TYPE); after it, it may only run ZADD, ZREMRANGEBYRANK, PEXPIRE
-  -- and DEL: those are checked now, nothing it could never run on this path.
-  denied = acl_need({'ZREMRANGEBYRANK', 'PEXPIRE', 'DEL', 'ZADD'})
+  -- write is the record's SET (or, with no record, its DEL); after it, it may
+  -- only run DEL: that is checked now, nothing it could never run on this path.
+  denied = acl_need({'DEL'})
 end
 if denied then return {DENIED, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
-if ARGV[6] == '' then  -- nothing to record or look up: the record's type is checked here
-  if released_wrong(KEYS[5], released_type(KEYS[5])) then return {WRONG_TYPE, KEYS[5]} end
-end
 local exact = KEYS[6] ~= nil
 local chain = false
 if exact then
@@ -114,12 +110,11 @@ if waiting > 0 then
 end
 
 if holder ~= ARGV[1] then
-  local reply = not_held_checked(KEYS[5], ARGV[6])  -- (reads only)
-  if reply[1] ~= WRONG_TYPE and ARGV[4] ~= '' then redis.call('ZREM', KEYS[2], ARGV[4]) end
-  return reply
+  if ARGV[4] ~= '' then redis.call('ZREM', KEYS[2], ARGV[4]) end
+  if release_was_noted(KEYS[5], ARGV[6]) then return {OK, 0} end
+  return {NOT_OWNED, 0}
 end
--- the first write: nothing is written when the record holds another type
-if ARGV[6] ~= '' and released_add(KEYS[5], ARGV[6]) then return {WRONG_TYPE, KEYS[5]} end
+release_noted(KEYS[5], ARGV[6])  -- the first write
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
 redis.call('DEL', KEYS[1], KEYS[4])
 
