@@ -28,7 +28,8 @@ from typing import Any
 
 import redis
 
-from tenure._scripts import LOCK_ACQUIRE, LOCK_RELEASE
+from tenure._protocol import parse_reply
+from tenure._scripts import LOCK_ACQUIRE, LOCK_RELEASE, Status
 from tenure._server import ServerProcess
 
 #: The leanest acquire with a tenure Lock's uncontended promises (KEYS and ARGV
@@ -41,7 +42,7 @@ local now = redis.call('TIME')
 local fence = math.max(tonumber(now[1]) * 1000000 + tonumber(now[2]),
                        (tonumber(redis.call('GET', KEYS[2])) or 0) + 1)
 redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
-return {1, fence}
+return fence
 """
 
 #: The leanest release with a tenure Lock's promises (KEYS and ARGV as
@@ -50,7 +51,7 @@ LEAN_RELEASE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {4, 0} end
 redis.call('SET', KEYS[5], '1', 'PX', 120000)
 redis.call('DEL', KEYS[1], KEYS[4])
-return {1, 0}
+return 0
 """
 
 #: The anchor: a reentrant lock as Redisson's ``RedissonLock`` keeps it (a hash
@@ -96,6 +97,11 @@ return 1
 FLOOR_RELEASE = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 )
+
+
+def ok(reply: Any) -> bool:
+    """Whether a script's ``reply`` is OK (a bare number, or ``{1, value}``)."""
+    return isinstance(reply, int) or reply[0] == 1
 
 
 def without_acl_guard(source: str) -> str:
@@ -196,7 +202,7 @@ def per_call(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> flo
             record = f"tenure:{{c}}:released:{op}"
             pipe.evalsha(sha_r, 5, *keys_r, record, token, "tenure:{c}:wake:", 600000, "", 0, op)
         replies = pipe.execute()
-        if replies[0][0] != 1 or replies[1][0] != 1:
+        if not (ok(replies[0]) and ok(replies[1])):
             raise RuntimeError(f"unexpected replies {replies[:2]!r}")
         times.append(float(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]))
     return statistics.median(times)
@@ -249,7 +255,7 @@ def per_handoff(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> 
             r.delete(*keys_a, *keys_r)
             first = r.pipeline(transaction=False)
             attempt(first, "a", "")
-            if first.execute()[0][0] != 1:
+            if not ok(first.execute()[0]):
                 raise RuntimeError("the first holder did not get the lock")
             pipe = r.pipeline(transaction=False)
             for i in range(1500):
@@ -259,7 +265,7 @@ def per_handoff(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> 
                     pipe.evalsha(sha_r, 5, *keys_r, *args)
             r.config_resetstat()
             replies = pipe.execute()
-            if replies[0][0] != 2 or list(replies[1]) != [1, 1]:
+            if replies[0][0] != 2 or parse_reply(LOCK_RELEASE, replies[1]) != (Status.OK, 1):
                 raise RuntimeError(f"unexpected replies {replies[:2]!r}")
             usec = float(r.info("commandstats")["cmdstat_evalsha"]["usec"])
             times.append(usec / (len(replies) / 2))

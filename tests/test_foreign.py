@@ -28,6 +28,7 @@ from tenure._plans.lock import (
     FOREIGN_POLL_MS,
     FOREIGN_WINDOW_MS,
 )
+from tenure._protocol import parse_reply
 
 Section = tuple[str, float, float]  # (who, start, end) on time.monotonic()
 
@@ -480,7 +481,7 @@ def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) ->
     retry (which would only wake the caller again, at once, for ever)."""
     from tenure._plans.common import FENCE_KEEP_MS
     from tenure._plans.lock import FOREIGN_OTHERS_MS
-    from tenure._scripts import LOCK_ACQUIRE
+    from tenure._scripts import LOCK_ACQUIRE, Status
 
     keys = lock_keys(None, key="stale", prefix="tenure:")
     pubsub = r.pubsub()  # type: ignore[no-untyped-call]
@@ -494,7 +495,7 @@ def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) ->
         *("new-token", "own:", 5000, "w1|1000|new-token", FENCE_KEEP_MS, 0),
         *(keys.wake_prefix, FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, 5000, FOREIGN_WINDOW_MS),
     )
-    assert reply[0] == 1 and r.get("stale") == b"new-token"
+    assert parse_reply(LOCK_ACQUIRE, reply)[0] is Status.OK and r.get("stale") == b"new-token"
     assert r.zcard(keys.waiters) == 0
     assert _told(pubsub, 0.05) is None  # nobody was told anything
     pubsub.close()

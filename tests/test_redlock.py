@@ -2325,14 +2325,15 @@ def test_an_exception_of_a_signal_handler_as_a_connection_is_picked_reaches_the_
 
 class _AsyncAlarmOnReply(redis.asyncio.Connection):
     """:class:`_AlarmOnReply` for asyncio connections, once a script's reply
-    was read (a list: not the reply of the round that first asks who the
-    masters are, nor a handshake's, where an interrupt takes nothing)."""
+    was read (a list, or a number: an OK script reply; not the reply of the
+    round that first asks who the masters are, nor a handshake's, where an
+    interrupt takes nothing)."""
 
     armed = False
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
         reply = await super().read_response(*args, **kwargs)
-        if _AsyncAlarmOnReply.armed and isinstance(reply, list):
+        if _AsyncAlarmOnReply.armed and type(reply) in (list, int):
             _AsyncAlarmOnReply.armed = False
             raise AlarmTimeout
         return reply

@@ -162,7 +162,9 @@ _STATUSES = {int(s): s for s in Status}
 
 
 def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
-    """Map a raw ``{status, value}`` script reply to ``(Status, value)``.
+    """Map a raw ``{status, value}`` script reply to ``(Status, value)``; a
+    bare integer ``n`` is ``(OK, n)`` (a script's common reply, which spares
+    the server a table).
 
     Bytes values are decoded to ``str``; nested lists are decoded one level deep.
 
@@ -172,6 +174,8 @@ def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
             lacks (``{9, {permission, name}}``, see ``_acl.lua``); it wrote nothing.
         ProtocolError: the reply has another shape or an unknown status.
     """
+    if type(raw) is int:
+        return Status.OK, raw
     if not isinstance(raw, list | tuple) or len(raw) != 2:
         raise ProtocolError(f"{script.name}: unexpected reply {raw!r}")
     status = _STATUSES.get(raw[0])

@@ -1,8 +1,10 @@
 """Lua scripts, one ``.lua`` file per operation, loaded once as package data.
 
 Each file starts with its contract (KEYS, ARGV with units, reply shapes). Every
-script replies ``{status, value}`` with ``status`` a :class:`Status`, written by
-name: ``_common.lua``, which every script includes, has a line ``--@status``
+script replies ``{status, value}`` with ``status`` a :class:`Status`, or, for
+``OK`` with a number, the bare number (a table costs the server about a
+microsecond per call to build and send; ``parse_reply`` reads either). Statuses
+are written by name: ``_common.lua``, which every script includes, has a line ``--@status``
 that the loader replaces by one local per member of :class:`Status` (``local
 OK, BUSY, ... = 1, 2, ...``), so that the scripts and the Python side can't
 disagree on a number.

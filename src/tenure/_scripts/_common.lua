@@ -101,7 +101,7 @@ end
 -- time, when it is a retry of the release `member` recorded in `key` of type
 -- `t` (its reply was lost), else NOT_OWNED.
 local function not_held(key, t, member)
-  if member ~= '' and released_has(key, t, member) then return {OK, 0} end
+  if member ~= '' and released_has(key, t, member) then return 0 end
   return {NOT_OWNED, 0}
 end
 

@@ -25,7 +25,7 @@
 -- ARGV[8]  wake prefix    string; waiter w is told by PUBLISH on ARGV[8] .. w (the
 --                         caller's own channel is checked before it queues)
 --
--- Returns  {1, fence}     OK: acquired. fence = the larger of the last fence + 1
+-- Returns  fence          OK: acquired. fence = the larger of the last fence + 1
 --                         and the server's TIME in µs. A call whose token already
 --                         holds the lock (a retry after a lost reply, or a
 --                         hand-off whose message was lost) gets its fence again,
@@ -101,7 +101,7 @@ if holder then
     leave_queue()
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     delay_after(KEYS[5], ARGV[1], ARGV[3], tonumber(ARGV[6]))
-    return {OK, tonumber(last) or 0}
+    return tonumber(last) or 0
   end
   local pttl = redis.call('PTTL', KEYS[1])
   if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {OWNED_BY_CALLER, pttl} end
@@ -123,4 +123,4 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
 leave_queue()
 delay_after(KEYS[5], ARGV[1], ARGV[3], tonumber(ARGV[6]), delayed)
-return {OK, fence}
+return fence

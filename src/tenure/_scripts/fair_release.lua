@@ -26,7 +26,7 @@
 -- ARGV[6]  op             string; this release call's id (a retry of the call
 --                         sends the same), or "" for a release never retried
 --
--- Returns  {1, handed}    OK: released; handed = 1 if a live waiter now holds the
+-- Returns  handed         OK: released; handed = 1 if a live waiter now holds the
 --                         lock, 0 if nobody waits (the lock is free), or if this
 --                         token's release had already been done (a retry).
 --          {4, 0}         NOT_OWNED: the lock is not held with this token
@@ -53,7 +53,7 @@ if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[3], ARGV[4])
 end
 if holder ~= ARGV[1] then
-  if release_was_noted(KEYS[6], ARGV[6]) then return {OK, 0} end
+  if release_was_noted(KEYS[6], ARGV[6]) then return 0 end
   return {NOT_OWNED, 0}
 end
 redis.call('DEL', KEYS[1], KEYS[5])
@@ -72,5 +72,5 @@ local function grant(token, lease, fence)
   redis.call('SET', KEYS[4], fence, 'PX', ARGV[3])
   delay_after(KEYS[5], token, lease, delay)
 end
-if hand_off(KEYS[2], ARGV[2], last, grant, live) then return {OK, 1} end
-return {OK, 0}
+if hand_off(KEYS[2], ARGV[2], last, grant, live) then return 1 end
+return 0

@@ -57,7 +57,7 @@
 -- ARGV[11] full window   (exact-key mode) integer MILLISECONDS > 0: the window
 --                        after one in which a foreign holder was seen
 --
--- Returns  {1, fence}     OK: acquired. fence = the larger of the last fence + 1
+-- Returns  fence          OK: acquired. fence = the larger of the last fence + 1
 --                         and the server's TIME in µs, so it increases even
 --                         across a restart or a failover.
 --                         A call whose token already holds the lock (a retry
@@ -155,7 +155,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   end
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]), delayed)
-  return {OK, fence}
+  return fence
 end
 
 local holder = redis.pcall('GET', KEYS[1])
@@ -165,7 +165,7 @@ if holder == ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]))
-  return {OK, tonumber(redis.call('GET', KEYS[2]))}
+  return tonumber(redis.call('GET', KEYS[2]))
 end
 
 local pttl = redis.call('PTTL', KEYS[1])

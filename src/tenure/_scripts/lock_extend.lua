@@ -12,7 +12,7 @@
 -- ARGV[4]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay
 -- ARGV[5]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 --
--- Returns  {1, 0}        OK: the lease now ends ARGV[2] ms from now.
+-- Returns  0             OK: the lease now ends ARGV[2] ms from now.
 --          {4, late}     NOT_OWNED: not held with this token (expired or
 --                        another's; late = 0), or less than ARGV[3] ms were
 --                        left (late = 1): nothing was changed.
@@ -33,4 +33,4 @@ if left >= 0 and left < tonumber(ARGV[3]) then return {NOT_OWNED, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 delay_after(KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[4]))
 redis.call('PEXPIRE', KEYS[3], math.max(tonumber(ARGV[5]), tonumber(ARGV[2])))
-return {OK, 0}
+return 0

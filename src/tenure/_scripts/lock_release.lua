@@ -68,7 +68,7 @@
 -- ARGV[10] head poll     (exact-key mode) integer MILLISECONDS > 0: when the
 --                        first waiter checks a long window first
 --
--- Returns  {1, handed}   OK: released; handed = 1 if a live waiter now holds the
+-- Returns  handed        OK: released; handed = 1 if a live waiter now holds the
 --                        lock, 0 if nobody waits (the lock is free), if the
 --                        exact-key chain bound left it free, or if this
 --                        very call had already been done (a retry: same op). A
@@ -111,7 +111,7 @@ end
 
 if holder ~= ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[2], ARGV[4]) end
-  if release_was_noted(KEYS[5], ARGV[6]) then return {OK, 0} end
+  if release_was_noted(KEYS[5], ARGV[6]) then return 0 end
   return {NOT_OWNED, 0}
 end
 release_noted(KEYS[5], ARGV[6])  -- the first write
@@ -153,7 +153,7 @@ end
 
 if waiting > 0 then
   if not exact or handoffs < tonumber(ARGV[7]) then
-    if hand_off(KEYS[2], ARGV[2], last, grant) then return {OK, 1} end
+    if hand_off(KEYS[2], ARGV[2], last, grant) then return 1 end
   else
     local window, tell, seen = foreign_window()
     if wake_head(KEYS[2], ARGV[2], tell) then
@@ -165,7 +165,7 @@ if waiting > 0 then
         local half = math.max(tonumber(ARGV[8]), math.floor(seen[2] / 2))
         redis.call('SET', KEYS[7], string.format('%s %d %s', seen[1], half, seen[3]), 'PX', keep)
       end
-      return {OK, 0}
+      return 0
     end
   end
 end
@@ -175,4 +175,4 @@ if exact and redis.call('EXISTS', KEYS[7]) == 1 then
   -- would leave goes on counting
   redis.call('SET', KEYS[6], tostring(handoffs + 1), 'PX', (foreign_window()))
 end
-return {OK, 0}
+return 0

@@ -9,7 +9,7 @@
 --                        lock_acquire.lua, given this key as its KEYS[3])
 -- ARGV[1]  wake prefix   string; waiter w is told by PUBLISH on ARGV[1] .. w
 --
--- Returns  {1, told}     OK: told = 1 if a live waiter was told, else 0.
+-- Returns  told          OK: told = 1 if a live waiter was told, else 0.
 --          {5, key}      WRONG_TYPE: KEYS[1] holds a value of another type.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
@@ -20,7 +20,7 @@ local denied = acl_denied(nil, KEYS[1], ARGV[1])
 if denied then return {DENIED, denied} end
 
 local t = redis.call('TYPE', KEYS[1]).ok
-if t == 'none' then return {OK, 0} end
+if t == 'none' then return 0 end
 if t ~= 'zset' then return {WRONG_TYPE, KEYS[1]} end
-if wake_head(KEYS[1], ARGV[1], 0, nil) then return {OK, 1} end
-return {OK, 0}
+if wake_head(KEYS[1], ARGV[1], 0, nil) then return 1 end
+return 0

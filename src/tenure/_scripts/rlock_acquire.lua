@@ -25,7 +25,7 @@
 -- ARGV[7]  wake prefix   string; waiter w is told by PUBLISH on ARGV[7] .. w (the
 --                        caller's own channel is checked before it queues)
 --
--- Returns  {1, fence}     OK: the caller holds the lock, and its lease now ends
+-- Returns  fence          OK: the caller holds the lock, and its lease now ends
 --                         ARGV[2] ms from now.
 --                         - The lock was free: a new hold with count 1 and a new
 --                           fence = the larger of the last fence + 1 and the
@@ -91,7 +91,7 @@ if kind == 'none' then
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   held()
   if ARGV[3] ~= '' then redis.call('ZREM', KEYS[3], ARGV[3]) end
-  return {OK, fence}
+  return fence
 end
 
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
@@ -101,9 +101,9 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
     redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   end
   held()
-  if not last then return {OK, mint()} end -- the fence key was deleted: seed anew
+  if not last then return mint() end -- the fence key was deleted: seed anew
   redis.call('PEXPIRE', KEYS[2], fence_ttl)
-  return {OK, tonumber(last)}
+  return tonumber(last)
 end
 
 return busy(redis.call('PTTL', KEYS[1]))

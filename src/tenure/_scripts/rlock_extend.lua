@@ -13,7 +13,7 @@
 --                        up by then; a late renewal must not revive it)
 -- ARGV[6]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay
 --
--- Returns  {1, count}    OK: the lease now ends ARGV[3] ms from now; count = the
+-- Returns  count         OK: the lease now ends ARGV[3] ms from now; count = the
 --                        owner's hold count.
 --          {4, late}     NOT_OWNED: the owner holds no count, or its hold has
 --                        another fence (expired, and a new hold began; late =
@@ -39,4 +39,4 @@ if left >= 0 and left < tonumber(ARGV[5]) then return {NOT_OWNED, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 delay_after(KEYS[3], ARGV[1], ARGV[3], tonumber(ARGV[6]))
 if last then redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[4]), tonumber(ARGV[3]))) end
-return {OK, tonumber(count)}
+return tonumber(count)

@@ -28,7 +28,7 @@
 --                        op (it was applied, and nothing changed since), so it
 --                        never counts down a hold the owner had before it
 --
--- Returns  {1, count}    OK: the owner's hold count is now count. At 0 the lock
+-- Returns  count         OK: the owner's hold count is now count. At 0 the lock
 --                        was handed to the first live waiter, or is free when
 --                        nobody waits. A waiter whose PUBLISH reaches no
 --                        subscriber is gone: dropped. If ARGV[7] is the last
@@ -56,7 +56,7 @@ if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[3]
 if ARGV[5] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[5]) end
 local op = ARGV[1] .. '|' .. ARGV[7]
 if ARGV[7] ~= '' and redis.call('GET', KEYS[5]) == op then
-  return {OK, tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or 0)}
+  return tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or 0)
 end
 if ARGV[8] and ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[1] .. '|' .. ARGV[8] then
   return {NOT_OWNED, 0}
@@ -68,7 +68,7 @@ if ARGV[2] ~= '' and last and tonumber(last) ~= tonumber(ARGV[2]) then return {N
 
 local count = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
 if ARGV[7] ~= '' then redis.call('SET', KEYS[5], op, 'PX', 120000) end
-if count > 0 then return {OK, count} end
+if count > 0 then return count end
 redis.call('DEL', KEYS[1], KEYS[4])
 
 local delay = tonumber(ARGV[6])
@@ -79,4 +79,4 @@ local function grant(owner, lease, fence)
   delay_after(KEYS[4], owner, lease, delay)
 end
 if waiting > 0 then hand_off(KEYS[2], ARGV[3], last, grant) end
-return {OK, 0}
+return 0
