@@ -73,6 +73,48 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+
+-- Take the free lock for ARGV[1] (SET NX PX; a key of another type just
+-- makes it fail) and mint its fence: the fence; nil when the lock is not
+-- free; {WRONG_TYPE, KEYS[2]}, nothing written, when the fence key holds no
+-- number. `delayed`: the lock-delay key's PTTL, read before; `chain`: the
+-- chain key's value (exact-key mode), or false.
+local function take(delayed, chain)
+  if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then return nil end
+  local last = redis.pcall('GET', KEYS[2])
+  if wrong(last) or (last and not tonumber(last)) then
+    redis.call('DEL', KEYS[1])  -- undo: nothing written
+    return {WRONG_TYPE, KEYS[2]}
+  end
+  local fence = next_fence(last)
+  redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
+  if KEYS[5] then
+    -- a count alone: tenure's last hold ended with nobody queued, moments ago
+    local n = tonumber(string.match(chain or '', '^(%d+)$')) or 0
+    redis.call('SET', KEYS[5], string.format('%d ', n) .. ARGV[1], 'PX', ARGV[5])
+  end
+  if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
+  delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]), delayed)
+  return fence
+end
+
+-- The uncontended attempt of a named lock that does not queue, before the
+-- guard's helpers below are built: its first write is the SET NX; after it, it
+-- may only run GET, TIME, SET and DEL (the fence, the lock-delay guard), which
+-- are checked first (as acl_need does). Anything else (the lock busy, a
+-- lock-delay running, a refusal) goes on to the whole script, which says so.
+if ARGV[4] == '' and not KEYS[5] then
+  local check = redis.acl_check_cmd
+  if not check or (check('GET', KEYS[1]) and check('TIME') and check('SET', KEYS[1])
+                   and check('DEL', KEYS[1])) then
+    local delayed = redis.call('PTTL', KEYS[4])
+    if delayed <= 0 then
+      local taken = take(delayed, false)
+      if taken then return taken end
+    end
+  end
+end
+
 --@include _acl.lua
 
 -- A caller that queues itself must be one a release can tell: its own wake
@@ -139,24 +181,8 @@ if exact and redis.call('EXISTS', KEYS[1]) == 0 then
   if wake_head(KEYS[3], ARGV[7], 0, ARGV[4]) then return busy(others) end
 end
 
--- SET NX also answers "is it free?" (a key of another type just makes it fail).
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
-  local last = redis.pcall('GET', KEYS[2])
-  if wrong(last) or (last and not tonumber(last)) then
-    redis.call('DEL', KEYS[1])  -- undo: nothing written
-    return {WRONG_TYPE, KEYS[2]}
-  end
-  local fence = next_fence(last)
-  redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
-  if exact then
-    -- a count alone: tenure's last hold ended with nobody queued, moments ago
-    local n = tonumber(string.match(chain or '', '^(%d+)$')) or 0
-    redis.call('SET', KEYS[5], string.format('%d ', n) .. ARGV[1], 'PX', ARGV[5])
-  end
-  if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
-  delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]), delayed)
-  return fence
-end
+local taken = take(delayed, chain)
+if taken then return taken end
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end

@@ -79,9 +79,36 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+
+-- The reply to a release whose token does not hold the lock: OK, as the first
+-- time, when this very call was done before (a retry after a lost reply),
+-- else NOT_OWNED.
+local function unheld()
+  if release_was_noted(KEYS[5], ARGV[6]) then return 0 end
+  return {NOT_OWNED, 0}
+end
+
+-- The release of a named lock with nobody queued and no member to drop
+-- (ZCARD, GET, SET of the record, DEL), before the guard's helpers below are
+-- built: its first write is the record's SET (or, with no record, its DEL);
+-- after it, it may only run DEL, which is checked first (as acl_need does).
+-- Anything else (waiters, a refusal, a key of another type) goes on to the
+-- whole script, which says so.
+if ARGV[4] == '' and not KEYS[6] then
+  local check = redis.acl_check_cmd
+  if redis.pcall('ZCARD', KEYS[2]) == 0 and (not check or check('DEL', KEYS[1])) then
+    local holder = redis.pcall('GET', KEYS[1])
+    if holder == ARGV[1] then
+      release_noted(KEYS[5], ARGV[6])  -- the first write
+      redis.call('DEL', KEYS[1], KEYS[4])
+      return 0
+    end
+    if not wrong(holder) then return unheld() end
+  end
+end
+
 --@include _acl.lua
 
--- (An uncontended release runs ZCARD, GET, SET (the record) and DEL.)
 local waiting = redis.pcall('ZCARD', KEYS[2])
 if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
 local denied
@@ -111,8 +138,7 @@ end
 
 if holder ~= ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[2], ARGV[4]) end
-  if release_was_noted(KEYS[5], ARGV[6]) then return 0 end
-  return {NOT_OWNED, 0}
+  return unheld()
 end
 release_noted(KEYS[5], ARGV[6])  -- the first write
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
