@@ -476,6 +476,35 @@ def test_a_missing_basic_command_is_a_permission_error(
     assert snapshot(r) == before
 
 
+@pytest.mark.parametrize("command", ["pttl", "zcard"])
+def test_a_read_refused_before_the_first_write_is_a_permission_error(
+    r: redis.Redis, acl_user: MakeUser, command: str
+) -> None:
+    """A command a script runs before its first write without checking it
+    first (the lock-delay's PTTL of an acquire, the queue's ZCARD of a
+    release): refused, it is PermissionDenied naming it (Redis 6.2 names
+    none, nor Redis 7.0: only Valkey's error says which), not the client
+    library's error, and nothing was written."""
+    user = acl_user("~*", "&*", commands=("+@all", f"-{command}"))
+    lock = Lock(user, "read-first", ttl=5)
+    lease = Lock(r, "read-first", ttl=5).acquire() if command == "pttl" else lock.acquire()
+    assert lease is not None
+    if command == "pttl":
+        lease.release()
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        if command == "pttl":
+            lock.acquire(blocking=False)
+        else:
+            lease.release()
+    assert caught.value.permission == "command"
+    if r.info("server").get("server_name") == "valkey":
+        assert caught.value.target == command.upper()
+    else:
+        assert "script" in caught.value.target
+    assert snapshot(r) == before
+
+
 def test_a_prefix_with_an_exact_key_is_refused(r: redis.Redis) -> None:
     from tenure import InvalidArgument
 

@@ -111,10 +111,12 @@ def is_noperm(exc: BaseException) -> bool:
     if type(exc).__name__ == "NoPermissionError":
         return True
     # A script that re-raised a refused command's error (Redis 6.2, see
-    # _common.lua's wrong()) comes back as a plain error reply with its text.
+    # _common.lua's wrong()) comes back as a plain error reply with its text;
+    # a command a script ran without checking it first (a read before its
+    # first write: nothing was written) as "ACL failure in script".
     text = str(exc)
     return type(exc).__name__ == "ResponseError" and (
-        "NOPERM" in text or "can't run this command" in text
+        "NOPERM" in text or "can't run this command" in text or "ACL failure in script" in text
     )
 
 
