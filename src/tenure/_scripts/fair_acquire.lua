@@ -49,8 +49,6 @@
 -- channel (the member's waiter id after the wake prefix 8) is checked too.
 local own = nil
 if ARGV[4] ~= '' and ARGV[8] then own = ARGV[8] .. string.match(ARGV[4], '^([^|]*)') end
-local denied = acl_commands() or acl_channels(own, nil, ARGV[8] or '')
-if denied then return {DENIED, denied} end
 
 for i = 3, 4 do
   if other_type(KEYS[i], 'zset') then return {WRONG_TYPE, KEYS[i]} end
@@ -64,8 +62,21 @@ local now = now_us()
 local now_ms = math.floor(now / 1000)
 local timeout = tonumber(ARGV[7])
 
--- drop the waiters whose deadline has passed
 local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms)
+-- (everything above only reads: a refusal there writes nothing)
+local denied
+if ARGV[4] == '' and #expired == 0 then
+  -- An attempt that does not queue, with no waiter to drop, writes first the
+  -- lock's SET or (a retry of its own grant) its PEXPIRE; after it, it may
+  -- only run SET and DEL: those are checked now, and nothing else it could
+  -- never run on this path.
+  denied = acl_need({'SET', 'DEL'})
+else
+  denied = acl_commands() or acl_channels(own, nil, ARGV[8] or '')
+end
+if denied then return {DENIED, denied} end
+
+-- drop the waiters whose deadline has passed
 for _, member in ipairs(expired) do
   redis.call('ZREM', KEYS[3], member)
   redis.call('ZREM', KEYS[4], member)
@@ -120,7 +131,7 @@ end
 
 local fence = next_fence(last)
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[5])
+redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
 leave_queue()
 delay_after(KEYS[5], ARGV[1], ARGV[3], tonumber(ARGV[6]), delayed)
 return fence

@@ -37,14 +37,22 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_denied(nil, KEYS[2], ARGV[2])
+local waiting = redis.pcall('ZCARD', KEYS[2])  -- (a read: a refusal writes nothing)
+if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
+local denied
+if waiting == 0 and ARGV[4] == '' then
+  -- A release with nobody queued and no member to drop writes first the
+  -- lock's DEL; after it, it may only run SET (the record): checked now, and
+  -- nothing else it could never run on this path.
+  denied = acl_need({'SET'})
+else
+  denied = acl_denied(nil, KEYS[2], ARGV[2])
+end
 if denied then return {DENIED, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
-for i = 2, 3 do
-  if other_type(KEYS[i], 'zset') then return {WRONG_TYPE, KEYS[i]} end
-end
+if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 local last = redis.pcall('GET', KEYS[4])
 if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[4]} end
 
@@ -58,6 +66,7 @@ if holder ~= ARGV[1] then
 end
 redis.call('DEL', KEYS[1], KEYS[5])
 release_noted(KEYS[6], ARGV[6])
+if waiting == 0 then return 0 end  -- nobody to hand the lock to
 
 local now_ms = math.floor(now_us() / 1000)
 local delay = tonumber(ARGV[5])

@@ -49,10 +49,18 @@
 -- channel (the member's waiter id after the wake prefix 7) is checked too.
 local own = nil
 if ARGV[3] ~= '' and ARGV[7] then own = ARGV[7] .. string.match(ARGV[3], '^([^|]*)') end
-local denied = acl_commands() or acl_channels(own, nil, ARGV[7] or '')
+local kind = redis.call('TYPE', KEYS[1]).ok  -- (a read: a refusal writes nothing)
+local denied
+if ARGV[3] == '' and kind == 'none' then
+  -- A first hold that does not queue writes first the fence's SET; after it,
+  -- it may only run HSET, PEXPIRE and SET: those are checked now, and
+  -- nothing else it could never run on this path.
+  denied = acl_need({'HSET', 'PEXPIRE'})
+else
+  denied = acl_commands() or acl_channels(own, nil, ARGV[7] or '')
+end
 if denied then return {DENIED, denied} end
 
-local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
 if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
@@ -80,7 +88,7 @@ end
 
 local function mint()
   local fence = next_fence(last)
-  redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', fence_ttl)
+  redis.call('SET', KEYS[2], fence, 'PX', fence_ttl)  -- (an integer below 2^53: exact)
   return fence
 end
 

@@ -44,12 +44,20 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_denied(nil, KEYS[2], ARGV[3])
+local waiting = redis.pcall('ZCARD', KEYS[2])  -- (a read: a refusal writes nothing)
+if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
+local denied
+if waiting == 0 and ARGV[5] == '' then
+  -- A release with nobody queued and no member to drop writes first the
+  -- count's HINCRBY; after it, it may only run SET and DEL: those are checked
+  -- now, and nothing else it could never run on this path.
+  denied = acl_need({'SET', 'DEL'})
+else
+  denied = acl_denied(nil, KEYS[2], ARGV[3])
+end
 if denied then return {DENIED, denied} end
 
 if other_type(KEYS[1], 'hash') then return {WRONG_TYPE, KEYS[1]} end
-local waiting = redis.pcall('ZCARD', KEYS[2])
-if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
 local last = redis.pcall('GET', KEYS[3])
 if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[3]} end
 
