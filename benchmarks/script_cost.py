@@ -145,14 +145,7 @@ PROMISES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
     ),
     "the queue check of a release (ZCARD)": (
         [],
-        [
-            (
-                r"local waiting = redis\.pcall\('ZCARD', KEYS\[2\]\)\n"
-                r"if wrong\(waiting\)[^\n]*\n",
-                "local waiting = 0\n",
-            ),
-            (r"redis\.pcall\('ZCARD', KEYS\[2\]\) == 0 and ", ""),
-        ],
+        [(r"local waiting = redis\.pcall\('ZCARD', KEYS\[2\]\)\n", "local waiting = 0\n")],
     ),
 }
 

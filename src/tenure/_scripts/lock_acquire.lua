@@ -122,8 +122,15 @@ end
 local own = nil
 if ARGV[4] ~= '' and ARGV[7] then own = ARGV[7] .. string.match(ARGV[4], '^([^|]*)') end
 local denied
-if ARGV[4] ~= '' or KEYS[5] then
-  denied = acl_commands() or acl_channels(own, KEYS[5] and KEYS[3] or nil, ARGV[7] or '')
+if KEYS[5] then
+  denied = acl_commands() or acl_channels(own, KEYS[3], ARGV[7] or '')
+elseif ARGV[4] ~= '' then
+  -- An attempt of a named lock that queues writes first its ZADD (busy), its
+  -- SET NX (free) or its ZREM (a retry of its own grant); after that it may
+  -- only run ZADD, PEXPIRE, GET, TIME, SET, ZREM and DEL, and a release must
+  -- be able to tell it on its own channel: those are checked now.
+  denied = acl_need({'ZADD', 'PEXPIRE', 'GET', 'TIME', 'SET', 'ZREM', 'DEL'})
+    or acl_channels(own, nil, ARGV[7] or '')
 else
   -- An attempt of a named lock that does not queue writes first with its SET NX
   -- (or, a retry of its own grant, PEXPIRE); after that it may only run GET,

@@ -88,15 +88,16 @@ local function unheld()
   return {NOT_OWNED, 0}
 end
 
--- The release of a named lock with nobody queued and no member to drop
--- (ZCARD, GET, SET of the record, DEL), before the guard's helpers below are
+-- The release of a named lock with nobody queued (ZCARD) and no member to
+-- drop (then GET, SET of the record, DEL), before the guard's helpers below are
 -- built: its first write is the record's SET (or, with no record, its DEL);
 -- after it, it may only run DEL, which is checked first (as acl_need does).
 -- Anything else (waiters, a refusal, a key of another type) goes on to the
 -- whole script, which says so.
-if ARGV[4] == '' and not KEYS[6] then
+local waiting = redis.pcall('ZCARD', KEYS[2])
+if waiting == 0 and ARGV[4] == '' and not KEYS[6] then
   local check = redis.acl_check_cmd
-  if redis.pcall('ZCARD', KEYS[2]) == 0 and (not check or check('DEL', KEYS[1])) then
+  if not check or check('DEL', KEYS[1]) then
     local holder = redis.pcall('GET', KEYS[1])
     if holder == ARGV[1] then
       release_noted(KEYS[5], ARGV[6])  -- the first write
@@ -109,11 +110,17 @@ end
 
 --@include _acl.lua
 
-local waiting = redis.pcall('ZCARD', KEYS[2])
 if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
 local denied
-if waiting > 0 or ARGV[4] ~= '' or KEYS[6] then
+if KEYS[6] then
   denied = acl_commands() or acl_channels(nil, waiting > 0 and KEYS[2] or nil, ARGV[2])
+elseif waiting > 0 or ARGV[4] ~= '' then
+  -- A named lock's release with waiters, or a member to drop, writes first
+  -- the record's SET, its DEL or the member's ZREM; after that it may only
+  -- run EXISTS, ZREM, DEL, ZPOPMIN, TIME, SET and ZRANGE, and PUBLISH to the
+  -- first waiters it tells: those are checked now.
+  denied = acl_need({'EXISTS', 'ZREM', 'DEL', 'ZPOPMIN', 'TIME', 'SET', 'ZRANGE'})
+    or acl_channels(nil, waiting > 0 and KEYS[2] or nil, ARGV[2])
 else
   -- A named lock's release with nobody queued and no member to drop: its first
   -- write is the record's SET (or, with no record, its DEL); after it, it may
