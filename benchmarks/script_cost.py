@@ -122,13 +122,9 @@ def without_acl_guard(source: str) -> str:
 PROMISES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
     "the fence (GET, TIME, SET of the fence key)": (
         [
-            (
-                r"  local last = redis\.pcall\('GET', KEYS\[2\]\)\n"
-                r"  if wrong\(last\)[^\n]*\n    redis\.call\('DEL', KEYS\[1\]\)[^\n]*\n"
-                r"    return \{WRONG_TYPE, KEYS\[2\]\}\n  end\n"
-                r"  local fence = next_fence\(last\)\n  redis\.call\('SET', KEYS\[2\][^\n]*\n",
-                "  local fence = 1\n",
-            )
+            (r"local last = redis\.pcall\('GET', KEYS\[2\]\)", "local last = false"),
+            (r"(?<!function )next_fence\(last\)", "1"),
+            (r"  redis\.call\('SET', KEYS\[2\], fence, 'PX', ARGV\[5\]\)[^\n]*\n", ""),
         ],
         [],
     ),

@@ -78,15 +78,18 @@
 -- makes it fail) and mint its fence: the fence; nil when the lock is not
 -- free; {WRONG_TYPE, KEYS[2]}, nothing written, when the fence key holds no
 -- number. `delayed`: the lock-delay key's PTTL, read before; `chain`: the
--- chain key's value (exact-key mode), or false.
-local function take(delayed, chain)
+-- chain key's value (exact-key mode), or false; `fence`: the fence, minted
+-- before from the fence key (next_fence), or nil to mint it once taken.
+local function take(delayed, chain, fence)
   if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then return nil end
-  local last = redis.pcall('GET', KEYS[2])
-  if wrong(last) or (last and not tonumber(last)) then
-    redis.call('DEL', KEYS[1])  -- undo: nothing written
-    return {WRONG_TYPE, KEYS[2]}
+  if not fence then
+    local last = redis.pcall('GET', KEYS[2])
+    if wrong(last) or (last and not tonumber(last)) then
+      redis.call('DEL', KEYS[1])  -- undo: nothing written
+      return {WRONG_TYPE, KEYS[2]}
+    end
+    fence = next_fence(last)
   end
-  local fence = next_fence(last)
   redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
   if KEYS[5] then
     -- a count alone: tenure's last hold ended with nobody queued, moments ago
@@ -99,17 +102,20 @@ local function take(delayed, chain)
 end
 
 -- The uncontended attempt of a named lock that does not queue, before the
--- guard's helpers below are built: its first write is the SET NX; after it, it
--- may only run GET, TIME, SET and DEL (the fence, the lock-delay guard), which
--- are checked first (as acl_need does). Anything else (the lock busy, a
--- lock-delay running, a refusal) goes on to the whole script, which says so.
+-- guard's helpers below are built. It reads first (the lock-delay key, the
+-- fence key, the clock: a refusal there writes nothing); its first write is
+-- the SET NX, after which it runs only SET and, to clear a lock-delay key
+-- left by an earlier holder, DEL: that one is checked first then (as
+-- acl_need does). Anything else (the lock busy, a lock-delay running, a
+-- refusal, a fence key holding no number) goes on to the whole script,
+-- which says so.
 if ARGV[4] == '' and not KEYS[5] then
+  local delayed = redis.call('PTTL', KEYS[4])
   local check = redis.acl_check_cmd
-  if not check or (check('GET', KEYS[1]) and check('TIME') and check('SET', KEYS[1])
-                   and check('DEL', KEYS[1])) then
-    local delayed = redis.call('PTTL', KEYS[4])
-    if delayed <= 0 then
-      local taken = take(delayed, false)
+  if delayed <= 0 and (delayed == -2 or not check or check('DEL', KEYS[1])) then
+    local last = redis.pcall('GET', KEYS[2])
+    if type(last) ~= 'table' and (not last or tonumber(last)) then  -- (no error reply)
+      local taken = take(delayed, false, next_fence(last))
       if taken then return taken end
     end
   end
@@ -188,7 +194,7 @@ if exact and redis.call('EXISTS', KEYS[1]) == 0 then
   if wake_head(KEYS[3], ARGV[7], 0, ARGV[4]) then return busy(others) end
 end
 
-local taken = take(delayed, chain)
+local taken = take(delayed, chain, nil)
 if taken then return taken end
 
 local holder = redis.pcall('GET', KEYS[1])

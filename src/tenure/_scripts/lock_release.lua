@@ -104,7 +104,7 @@ if waiting == 0 and ARGV[4] == '' and not KEYS[6] then
       redis.call('DEL', KEYS[1], KEYS[4])
       return 0
     end
-    if not wrong(holder) then return unheld() end
+    if type(holder) ~= 'table' then return unheld() end  -- (no error reply)
   end
 end
 
