@@ -1,7 +1,7 @@
 """The waiting loop shared by the locks and the semaphore (:class:`tenure.Lock`,
 :class:`tenure.RLock`, :class:`tenure.Semaphore`).
 
-Waiting (DESIGN.md §4): an attempt is made without listening. If the lock is
+Waiting (docs/algorithms.md, section 7): an attempt is made without listening. If the lock is
 busy the plan becomes its process's one contender for the lock (subscribing to
 its wake channel *before* trying again), queues itself with a member
 (:meth:`Contender.member`: ``"<waiter id>|<claim ms>|<token>"`` for the locks),

@@ -122,7 +122,7 @@ end
 -- when the fence key is lost (expiry, a restart without persistence), and
 -- across a failover to a replica that missed the last fences, as long as the
 -- new master's clock is not behind the old one's by more than the time between
--- (DESIGN.md §4; Kleppmann, "How to do distributed locking", 2016).
+-- (docs/safety.md, "Clock jumps"; Kleppmann, "How to do distributed locking", 2016).
 local function next_fence(last)
   local now = now_us()
   if last and tonumber(last) >= now then return tonumber(last) + 1 end
