@@ -5,8 +5,9 @@ release), with a fencing token minted in the acquire script and a queue of
 waiters to which a release hands the lock directly.
 
 Waiting is :mod:`.waiting`'s loop (docs/algorithms.md, section 7). A
-release sets the lock to the first live waiter's token, for its claim window, mints its fence and
-publishes both, so the waiter holds the lock when the message arrives: one
+release sets the lock to the first live waiter's token, for its claim
+window, mints its fence and publishes both, so the waiter holds the lock
+when the message arrives: one
 round trip (the release) per hand-off, and no releaser can barge ahead of the
 queue; the watchdog then extends the claim to the full lease in the background
 (see :mod:`.waiting`). The token is unique per acquire, so the message is
