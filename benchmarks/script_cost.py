@@ -9,7 +9,7 @@ compare-and-delete ``EVALSHA`` (its ``SET NX PX`` is no script); and, for a
 contended hand-off, the server's time for a waiter's attempt that queues and
 the release that hands the lock to it, with and without the ACL guard.
 
-The calls are pipelined (2,000 cycles per pipeline, three pipelines per
+The calls are pipelined (2,000 cycles per pipeline, five pipelines per
 variant) so that no round trip is timed: only the server's time per call.
 
 Usage::
@@ -155,9 +155,10 @@ def switched_off(source: str, rules: list[tuple[str, str]]) -> str:
     return source
 
 
-def anchor_per_call(r: redis.Redis, acquire: str, rounds: int = 3) -> float:
+def anchor_per_call(r: redis.Redis, acquire: str, rounds: int = 5) -> float:
     """The server's µs per EVALSHA of the anchor's ``acquire`` and its release
     in turn (the median of ``rounds`` pipelines of 2,000 cycles)."""
+    r.script_flush()  # (only the scripts measured in the server's Lua heap)
     sha_a, sha_r = r.script_load(acquire), r.script_load(ANCHOR_RELEASE)
     owner = "f723fa15-eb45-be50-5031-b65fcf3054fc:1"
     keys_a = ("anchor{c}", "anchor{c}:fence")
@@ -176,13 +177,14 @@ def anchor_per_call(r: redis.Redis, acquire: str, rounds: int = 3) -> float:
     return statistics.median(times)
 
 
-def per_call(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> float:
+def per_call(r: redis.Redis, acquire: str, release: str, rounds: int = 5) -> float:
     """The server's µs per EVALSHA of ``acquire`` and ``release`` in turn (the
     median of ``rounds`` pipelines of 2,000 cycles)."""
     token = "f723fa15eb45be505031b65fcf3054fc.2:1455a695238de7461ec1afb3db057194"
     keys_a = ("tenure:{c}", "tenure:{c}:fence", "tenure:{c}:waiters", "tenure:{c}:delay")
     args_a = (token, token.split(":")[0] + ":", 10000, "", 600000, 0, "tenure:{c}:wake:")
     keys_r = ("tenure:{c}", "tenure:{c}:waiters", "tenure:{c}:fence", "tenure:{c}:delay")
+    r.script_flush()  # (only the scripts measured in the server's Lua heap)
     sha_a, sha_r = r.script_load(acquire), r.script_load(release)
     times = []
     for n in range(rounds):
@@ -200,8 +202,9 @@ def per_call(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> flo
     return statistics.median(times)
 
 
-def floor_per_call(r: redis.Redis, rounds: int = 3) -> tuple[float, float]:
+def floor_per_call(r: redis.Redis, rounds: int = 5) -> tuple[float, float]:
     """The raw floor's server µs per cycle: its ``SET NX PX`` and its EVALSHA."""
+    r.script_flush()  # (only the scripts measured in the server's Lua heap)
     sha = r.script_load(FLOOR_RELEASE)
     sets, evals = [], []
     for _ in range(rounds):
@@ -217,11 +220,12 @@ def floor_per_call(r: redis.Redis, rounds: int = 3) -> tuple[float, float]:
     return statistics.median(sets), statistics.median(evals)
 
 
-def per_handoff(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> float:
+def per_handoff(r: redis.Redis, acquire: str, release: str, rounds: int = 5) -> float:
     """The server's µs per contended hand-off: a waiter's attempt that finds
     the lock held and queues, then the holder's release that hands the lock
     to it (a PUBLISH to a subscribed wake channel), two owners taking turns
     (the median of ``rounds`` pipelines of 3,000 hand-offs)."""
+    r.script_flush()  # (only the scripts measured in the server's Lua heap)
     sha_a, sha_r = r.script_load(acquire), r.script_load(release)
     keys_a = ("tenure:{h}", "tenure:{h}:fence", "tenure:{h}:waiters", "tenure:{h}:delay")
     keys_r = (
@@ -266,7 +270,7 @@ def per_handoff(r: redis.Redis, acquire: str, release: str, rounds: int = 3) -> 
     return statistics.median(times)
 
 
-def per_cycle(r: redis.Redis, cycle: Callable[[], object], n: int = 1500, rounds: int = 3) -> float:
+def per_cycle(r: redis.Redis, cycle: Callable[[], object], n: int = 1500, rounds: int = 5) -> float:
     """The server's µs per call of ``cycle`` (one primitive's uncontended
     cycle through the public API, unpipelined): every command's time in
     ``INFO commandstats`` over ``n`` cycles, less the ``INFO`` calls' own
