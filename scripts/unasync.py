@@ -48,6 +48,7 @@ RULES: list[tuple[str, str]] = [
     (r"\basyncio\.Lock\b", "threading.Lock"),
     (r"\basyncio\.Event\b", "threading.Event"),
     (r"(?m)^import asyncio$", "import threading"),
+    (r"(?m)^_COROUTINES = True$", "_COROUTINES = False"),
     (
         r"The asyncio facade\. The synchronous facade is generated from this package\.",
         "The synchronous facade. GENERATED from the asyncio facade (``_async/``): do not edit.",

@@ -6,6 +6,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import overload
 
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
@@ -17,7 +18,7 @@ from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _AsyncHeldLease, _AsyncHolding, _LeaseOptions, _take_grant
+from ._base import F, _AsyncHeldLease, _AsyncHolding, _LeaseOptions, _take_grant
 from ._docs import shared_args
 
 
@@ -320,17 +321,32 @@ class AsyncSemaphore(PerProcess):
         """
         return await _driver.run(self._client, semaphore_plans.inspect(self._keys, self._permits))
 
+    @overload
+    def __call__(self, n: F) -> F: ...
+
+    @overload
     def __call__(
-        self, n: int = 1, *, timeout: float | None = None
-    ) -> _AsyncHolding[AsyncSemaphoreLease]:
+        self, n: int = 1, *, timeout: float | None = None, skip: bool = False
+    ) -> _AsyncHolding[AsyncSemaphoreLease]: ...
+
+    def __call__(
+        self, n: int | F = 1, *, timeout: float | None = None, skip: bool = False
+    ) -> F | _AsyncHolding[AsyncSemaphoreLease]:
         """A context manager that acquires ``n`` permits with ``timeout`` seconds and
-        releases them on exit.
+        releases them on exit; also a decorator (``@semaphore(2, timeout=5)``,
+        ``skip=True``: see :meth:`AsyncLock.__call__ <tenure.AsyncLock.__call__>`).
+        Called with a function (``@semaphore``), it decorates it with one permit,
+        waiting as long as it takes.
 
         Raises:
-            InvalidArgument: (on entry) a bad ``n`` or ``timeout``.
-            AcquireTimeout: (on entry) the permits were not taken within ``timeout``.
+            InvalidArgument: (on entry) a bad ``n`` or ``timeout``, or
+                ``skip=True`` on a block; (decorating) a function of the other flavour.
+            AcquireTimeout: (on entry, or each decorated call without
+                ``skip``) the permits were not taken within ``timeout``.
         """
-        return _AsyncHolding(_AsyncPermitsOf(self, n), timeout)
+        if callable(n):
+            return self._blocks(n)
+        return _AsyncHolding(_AsyncPermitsOf(self, n), timeout, skip)
 
     @block_enter
     async def __aenter__(self) -> AsyncSemaphoreLease:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import threading
 import contextlib
+import functools
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar, cast, overload
 
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
@@ -216,25 +218,82 @@ class _Acquirer(Protocol[L_co]):
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> L_co | None: ...
 
 
+#: Whether this facade's guards decorate coroutine functions (the asyncio
+#: facade) or plain ones (the synchronous facade, generated).
+_COROUTINES = False
+
+#: A function a guard decorates.
+F = TypeVar("F", bound=Callable[..., Any])
+
+
 class _Holding(Generic[L]):
-    """``with lock(timeout=...)``: acquire on entry, release that lease on exit.
+    """``with lock(timeout=...)``: acquire on entry, release that lease on
+    exit; and, called with a function, a decorator that runs each call of it in
+    such a block (``@lock(timeout=...)``).
 
     One object may be entered by several threads or tasks at once, and nested:
     each block's exit releases the lease that block's entry took (see
-    :class:`tenure._models.OpenBlocks`)."""
+    :class:`tenure._models.OpenBlocks`). ``skip``: a decorated call that does
+    not get the lock in time returns ``None`` without running (a block can't
+    be skipped: entering one raises :class:`~tenure.InvalidArgument`)."""
 
-    def __init__(self, lock: _Acquirer[L], timeout: float | None) -> None:
+    def __init__(self, lock: _Acquirer[L], timeout: float | None, skip: bool = False) -> None:
         self._lock = lock
         self._timeout = timeout
+        self._skip = skip
         self._open: OpenBlocks[L] = OpenBlocks()
 
     @block_enter
     def __enter__(self) -> L:
+        if self._skip:
+            raise InvalidArgument(
+                f"skip=True: a block of {self._lock.name!r} can't be skipped "
+                "(it only applies to a decorated function)"
+            )
         lease = self._lock.acquire(timeout=self._timeout)
         if lease is None:
             raise AcquireTimeout(self._lock.name, self._timeout)
         self._open.push(_driver.current_owner(), lease)
         return lease
+
+    def __call__(self, func: F, /) -> F:
+        """Decorate ``func`` (of this guard's flavour: ``def`` for an
+        asyncio guard, a plain function for a synchronous one): each call
+        acquires the lock (as a ``with`` block of this guard), runs ``func``,
+        and releases it, whatever ``func`` raises; with ``skip``, a call that
+        does not get the lock in time returns ``None`` and does not run it.
+
+        Raises:
+            InvalidArgument: ``func`` is not a function of this guard's flavour.
+            AcquireTimeout: (each call, without ``skip``) the lock was not
+                taken within the timeout.
+        """
+        if not callable(func) or inspect.iscoroutinefunction(func) is not _COROUTINES:
+            kind = (
+                "a coroutine function"
+                if _COROUTINES
+                else "a plain function (no coroutine function)"
+            )
+            raise InvalidArgument(
+                f"{type(self._lock).__name__} {self._lock.name!r} decorates {kind}, not {func!r}"
+            )
+
+        skip = self._skip
+        holding = _Holding(self._lock, self._timeout) if skip else self
+
+        @functools.wraps(func)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            entered = False
+            try:
+                with holding:
+                    entered = True
+                    return func(*args, **kwargs)
+            except AcquireTimeout:
+                if skip and not entered:
+                    return None  # (not the function's own AcquireTimeout)
+                raise
+
+        return cast(F, guarded)
 
     @block_exit
     def __exit__(
@@ -301,13 +360,33 @@ class _Blocks(PerProcess, _ReleasedOnExit, Generic[L]):
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> L | None:
         raise NotImplementedError
 
-    def __call__(self, *, timeout: float | None = None) -> _Holding[L]:
-        """A context manager that acquires with ``timeout`` seconds and releases on exit.
+    @overload
+    def __call__(self, func: F, /) -> F: ...
+
+    @overload
+    def __call__(
+        self, func: None = None, /, *, timeout: float | None = None, skip: bool = False
+    ) -> _Holding[L]: ...
+
+    def __call__(
+        self, func: F | None = None, /, *, timeout: float | None = None, skip: bool = False
+    ) -> F | _Holding[L]:
+        """A context manager that acquires with ``timeout`` seconds (``None``:
+        as long as it takes; ``0``: one attempt) and releases on exit; also a
+        decorator (``@lock(timeout=5)``: each call of the function runs in such
+        a block; ``skip=True``: a call that does not get the lock in time
+        returns ``None`` without running). Called with a function (``@lock``),
+        it decorates it, waiting as long as it takes.
 
         Raises:
-            AcquireTimeout: (on entry) the lock was not taken within ``timeout``.
+            InvalidArgument: (decorating) a function of the other flavour;
+                (on entry) ``skip=True`` on a block.
+            AcquireTimeout: (on entry, or each decorated call without
+                ``skip``) the lock was not taken within ``timeout``.
         """
-        return _Holding(self, timeout)
+        if func is not None:
+            return self._blocks()(func)
+        return _Holding(self, timeout, skip)
 
     def _blocks(self) -> _Holding[L]:
         """The guard of ``with lock:`` blocks (made on first use)."""

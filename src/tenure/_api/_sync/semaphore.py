@@ -7,6 +7,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import overload
 
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_token
@@ -18,7 +19,7 @@ from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _HeldLease, _Holding, _LeaseOptions, _take_grant
+from ._base import F, _HeldLease, _Holding, _LeaseOptions, _take_grant
 from ._docs import shared_args
 
 
@@ -321,17 +322,32 @@ class Semaphore(PerProcess):
         """
         return _driver.run(self._client, semaphore_plans.inspect(self._keys, self._permits))
 
+    @overload
+    def __call__(self, n: F) -> F: ...
+
+    @overload
     def __call__(
-        self, n: int = 1, *, timeout: float | None = None
-    ) -> _Holding[SemaphoreLease]:
+        self, n: int = 1, *, timeout: float | None = None, skip: bool = False
+    ) -> _Holding[SemaphoreLease]: ...
+
+    def __call__(
+        self, n: int | F = 1, *, timeout: float | None = None, skip: bool = False
+    ) -> F | _Holding[SemaphoreLease]:
         """A context manager that acquires ``n`` permits with ``timeout`` seconds and
-        releases them on exit.
+        releases them on exit; also a decorator (``@semaphore(2, timeout=5)``,
+        ``skip=True``: see :meth:`Lock.__call__ <tenure.Lock.__call__>`).
+        Called with a function (``@semaphore``), it decorates it with one permit,
+        waiting as long as it takes.
 
         Raises:
-            InvalidArgument: (on entry) a bad ``n`` or ``timeout``.
-            AcquireTimeout: (on entry) the permits were not taken within ``timeout``.
+            InvalidArgument: (on entry) a bad ``n`` or ``timeout``, or
+                ``skip=True`` on a block; (decorating) a function of the other flavour.
+            AcquireTimeout: (on entry, or each decorated call without
+                ``skip``) the permits were not taken within ``timeout``.
         """
-        return _Holding(_PermitsOf(self, n), timeout)
+        if callable(n):
+            return self._blocks(n)
+        return _Holding(_PermitsOf(self, n), timeout, skip)
 
     @block_enter
     def __enter__(self) -> SemaphoreLease:

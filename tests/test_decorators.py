@@ -1,0 +1,313 @@
+"""Every guard as a decorator, sync and asyncio: ``@guard`` waits as long as it
+takes, ``@guard(timeout=...)`` raises ``AcquireTimeout`` when the lock is not
+taken in time, ``skip=True`` returns ``None`` without running the function;
+the lock is held while the function runs and released however it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+
+from tenure import (
+    AcquireTimeout,
+    AsyncLock,
+    AsyncMultiLock,
+    AsyncReadWriteLock,
+    AsyncRedlock,
+    AsyncRLock,
+    AsyncSemaphore,
+    FairLock,
+    InvalidArgument,
+    Lock,
+    MultiLock,
+    ReadWriteLock,
+    Redlock,
+    RLock,
+    Semaphore,
+)
+from tenure._server import ServerProcess
+
+#: Each guard, built on a client, by name: (the guard, a rival that holds the
+#: lock so that the guard can't take it).
+SYNC: dict[str, Callable[[redis.Redis, str], tuple[Any, Any]]] = {
+    "Lock": lambda c, n: (Lock(c, n), Lock(c, n)),
+    "RLock": lambda c, n: (RLock(c, n), RLock(c, n)),
+    "FairLock": lambda c, n: (FairLock(c, n), FairLock(c, n)),
+    "ReadWriteLock.write": lambda c, n: (ReadWriteLock(c, n).write, ReadWriteLock(c, n).read),
+    "ReadWriteLock.read": lambda c, n: (ReadWriteLock(c, n).read, ReadWriteLock(c, n).write),
+    "Semaphore": lambda c, n: (Semaphore(c, n, permits=1), Semaphore(c, n, permits=1)),
+    "MultiLock": lambda c, n: (
+        MultiLock([Lock(c, n + ":a"), Lock(c, n + ":b")]),
+        Lock(c, n + ":b"),
+    ),
+    "Redlock": lambda c, n: (Redlock([c, c, c], n), Lock(c, n)),
+}
+
+
+def _is_held(rival: Any) -> bool:
+    """Whether the lock is taken by someone (the rival, in a thread of its own,
+    can't take it now)."""
+    got: list[bool] = []
+
+    def look() -> None:
+        lease = rival.acquire(timeout=0)
+        got.append(lease is None)
+        if lease is not None:
+            lease.release()
+
+    thread = threading.Thread(target=look)
+    thread.start()
+    thread.join(10)
+    assert got, "the rival's attempt did not return"
+    return got[0]
+
+
+@pytest.fixture
+def three(make_server: Callable[..., ServerProcess]) -> list[redis.Redis]:
+    """A client per server of three (a Redlock's masters)."""
+    return [redis.Redis.from_url(make_server().url) for _ in range(3)]
+
+
+def _guard(kind: str, r: redis.Redis, three: list[redis.Redis], name: str) -> tuple[Any, Any]:
+    if kind == "Redlock":
+        return Redlock(three, name), Redlock(three, name)
+    return SYNC[kind](r, name)
+
+
+@pytest.mark.parametrize("kind", sorted(SYNC))
+def test_every_guard_decorates_a_function(
+    r: redis.Redis, three: list[redis.Redis], kind: str
+) -> None:
+    guard, rival = _guard(kind, r, three, f"deco-{kind}")
+    seen: list[bool] = []
+
+    @guard  # type: ignore[untyped-decorator]  # (any guard: Any)
+    def plain(x: int) -> int:
+        seen.append(_is_held(rival))
+        return x + 1
+
+    @guard(timeout=5)  # type: ignore[untyped-decorator]  # (any guard: Any)
+    def timed(x: int) -> int:
+        seen.append(_is_held(rival))
+        return x * 2
+
+    assert plain.__name__ == "plain"  # (functools.wraps)
+    assert plain(1) == 2 and timed(4) == 8
+    assert seen == [True, True], "the lock was not held while the function ran"
+    assert not _is_held(rival), "the lock was not released after the call"
+
+    @guard  # type: ignore[untyped-decorator]  # (any guard: Any)
+    def fails() -> None:
+        assert _is_held(rival)
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        fails()
+    assert not _is_held(rival), "an exception left the lock held"
+
+
+@pytest.mark.parametrize("kind", sorted(SYNC))
+def test_a_busy_lock_times_out_or_is_skipped(
+    r: redis.Redis, three: list[redis.Redis], kind: str
+) -> None:
+    guard, rival = _guard(kind, r, three, f"busy-{kind}")
+    ran: list[str] = []
+
+    @guard(timeout=0)  # type: ignore[untyped-decorator]  # (any guard: Any)
+    def once() -> str:
+        ran.append("once")
+        return "ran"
+
+    @guard(timeout=0.2, skip=True)  # type: ignore[untyped-decorator]  # (any guard: Any)
+    def skipped() -> str:
+        ran.append("skipped")
+        return "ran"
+
+    taken = threading.Event()
+    done = threading.Event()
+
+    def hold() -> None:  # (another thread: the rival is another owner)
+        held = rival.acquire()
+        assert held is not None
+        taken.set()
+        done.wait(10)
+        held.release()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert taken.wait(10)
+    try:
+        with pytest.raises(AcquireTimeout):
+            once()
+        assert skipped() is None
+    finally:
+        done.set()
+        holder.join(10)
+    assert ran == []
+    assert once() == "ran" and skipped() == "ran" and ran == ["once", "skipped"]
+
+
+def test_a_timeout_of_the_function_itself_is_not_skipped(r: redis.Redis) -> None:
+    """``skip`` skips only the decorator's own acquire: an ``AcquireTimeout``
+    the function raises (another lock's) reaches the caller."""
+    other = Lock(r, "deco-other")
+
+    @Lock(r, "deco-outer")(timeout=1, skip=True)
+    def inner() -> None:
+        with other(timeout=0):
+            pass
+
+    r.set("tenure:{deco-other}", "someone-else", px=10_000)  # held by another owner
+    with pytest.raises(AcquireTimeout, match="deco-other"):
+        inner()
+    assert not _is_held(Lock(r, "deco-outer"))
+
+
+def test_skip_on_a_block_and_the_wrong_flavour_are_refused(r: redis.Redis) -> None:
+    lock = Lock(r, "deco-bad")
+    with pytest.raises(InvalidArgument, match="skip=True"), lock(timeout=1, skip=True):
+        pass
+    assert not _is_held(Lock(r, "deco-bad"))
+
+    async def coroutine() -> None:
+        pass
+
+    with pytest.raises(InvalidArgument, match="plain function"):
+        lock(coroutine)
+    with pytest.raises(InvalidArgument, match="plain function"):
+        lock(timeout=1)(coroutine)
+
+
+def test_a_semaphore_decorates_with_n_permits(r: redis.Redis) -> None:
+    sem = Semaphore(r, "deco-sem", permits=3)
+    counts: list[int] = []
+
+    @sem(2, timeout=5)
+    def two() -> None:
+        counts.append(sem.available())
+
+    @sem
+    def one() -> None:
+        counts.append(sem.available())
+
+    two()
+    one()
+    assert counts == [1, 2] and sem.available() == 3
+
+
+def test_threads_calling_a_decorated_function_never_overlap(r: redis.Redis) -> None:
+    inside: list[int] = []
+    overlaps: list[int] = []
+
+    @Lock(r, "deco-threads")
+    def section() -> None:
+        inside.append(1)
+        if len(inside) > 1:
+            overlaps.append(len(inside))
+        inside.pop()
+
+    def work() -> None:
+        for _ in range(20):
+            section()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert overlaps == []
+
+
+ASYNC: dict[str, Callable[[redis.asyncio.Redis, str], tuple[Any, Any]]] = {
+    "AsyncLock": lambda c, n: (AsyncLock(c, n), AsyncLock(c, n)),
+    "AsyncRLock": lambda c, n: (AsyncRLock(c, n), AsyncRLock(c, n)),
+    "AsyncReadWriteLock.write": lambda c, n: (
+        AsyncReadWriteLock(c, n).write,
+        AsyncReadWriteLock(c, n).read,
+    ),
+    "AsyncSemaphore": lambda c, n: (
+        AsyncSemaphore(c, n, permits=1),
+        AsyncSemaphore(c, n, permits=1),
+    ),
+    "AsyncMultiLock": lambda c, n: (
+        AsyncMultiLock([AsyncLock(c, n + ":a"), AsyncLock(c, n + ":b")]),
+        AsyncLock(c, n + ":b"),
+    ),
+    "AsyncRedlock": lambda c, n: (AsyncRedlock([c, c, c], n), AsyncLock(c, n)),
+}
+
+
+async def _ais_held(rival: Any) -> bool:
+    """Whether the lock is taken by someone (the rival, in a task of its own,
+    can't take it now)."""
+
+    async def look() -> bool:
+        lease = await rival.acquire(timeout=0)
+        if lease is None:
+            return True
+        await lease.release()
+        return False
+
+    return await asyncio.ensure_future(look())
+
+
+@pytest.mark.parametrize("kind", sorted(ASYNC))
+def test_every_async_guard_decorates_a_coroutine_function(
+    server: ServerProcess, make_server: Callable[..., ServerProcess], kind: str
+) -> None:
+    urls = [make_server().url for _ in range(3)] if kind == "AsyncRedlock" else []
+
+    async def main() -> None:
+        c = redis.asyncio.Redis.from_url(server.url)
+        masters = [redis.asyncio.Redis.from_url(u) for u in urls]
+        name = f"adeco-{kind}"
+        if masters:
+            guard, rival = AsyncRedlock(masters, name), AsyncRedlock(masters, name)
+        else:
+            guard, rival = ASYNC[kind](c, name)
+        seen: list[bool] = []
+
+        @guard
+        async def plain(x: int) -> int:
+            seen.append(await _ais_held(rival))
+            return x + 1
+
+        @guard(timeout=0, skip=True)
+        async def skipped() -> str:
+            return "ran"
+
+        assert inspect.iscoroutinefunction(plain)
+        assert await plain(1) == 2 and seen == [True]
+        assert not await _ais_held(rival)
+        taken, done = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:  # (a task of its own: another owner)
+            held = await rival.acquire()
+            assert held is not None
+            taken.set()
+            await done.wait()
+            await held.release()
+
+        holder = asyncio.ensure_future(hold())
+        await asyncio.wait_for(taken.wait(), 10)
+        try:
+            assert await skipped() is None
+            with pytest.raises(AcquireTimeout):
+                await guard(timeout=0)(plain)(1)
+        finally:
+            done.set()
+            await holder
+        assert await skipped() == "ran"
+        with pytest.raises(InvalidArgument, match="coroutine function"):
+            guard(len)
+        for client in (c, *masters):
+            await client.aclose()
+
+    asyncio.run(main())
