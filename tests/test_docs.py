@@ -9,6 +9,8 @@ import re
 import pytest
 
 import tenure
+from tenure._api import _async as _async_facade
+from tenure._api import _sync as _sync_facade
 from tenure._api._async._docs import shared_args
 
 pytestmark = pytest.mark.once
@@ -17,8 +19,10 @@ pytestmark = pytest.mark.once
 FACADE = [
     obj
     for name in tenure.__all__
-    if inspect.isclass(obj := getattr(tenure, name)) and obj.__module__.startswith("tenure._api.")
+    if inspect.isclass(obj := getattr(tenure, name))
+    and obj in (getattr(_sync_facade, name, None), getattr(_async_facade, name, None))
 ]
+assert len(FACADE) > 20, "the facade's classes are not found"
 #: Those a user constructs (leases and read-write views are returned by them).
 CONSTRUCTED = [cls for cls in FACADE if not cls.__name__.endswith(("Lease", "View"))]
 

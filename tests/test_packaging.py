@@ -184,3 +184,22 @@ def test_lock_tests_pass_on_the_oldest_redis_py_allowed(tmp_path: Path) -> None:
         timeout=280,
     )
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+
+
+def test_public_classes_say_they_are_tenures() -> None:
+    """A traceback prints ``tenure.InvalidArgument``, ``help(tenure.Lock)`` says
+    module ``tenure``; an error still pickles (found by its public name)."""
+    import pickle
+    import traceback
+
+    import tenure
+
+    classes = [getattr(tenure, name) for name in tenure.__all__]
+    classes = [c for c in classes if isinstance(c, type)]
+    assert len(classes) > 40
+    assert [c.__name__ for c in classes if c.__module__ != "tenure"] == []
+    error = tenure.InvalidArgument("ttl must be positive, got -1")
+    text = "".join(traceback.format_exception_only(type(error), error))
+    again = pickle.loads(pickle.dumps(error))
+    assert text.startswith("tenure.InvalidArgument: ttl must be positive")
+    assert type(again) is tenure.InvalidArgument and str(again) == str(error)

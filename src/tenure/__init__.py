@@ -127,3 +127,13 @@ __all__ = [
     "UnsupportedServer",
     "WrongTypeError",
 ]
+
+# The public classes say they are tenure's: a traceback prints
+# ``tenure.InvalidArgument`` and ``help(tenure.Lock)`` names the module
+# ``tenure``, not the private module that defines it (each is importable from
+# here, so pickle finds it here too).
+for _name in __all__:
+    _public = globals()[_name]
+    if isinstance(_public, type):
+        _public.__module__ = __name__
+del _name, _public
