@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+import tenure
 from tenure._scripts import ALL, build
 
 pytestmark = pytest.mark.once
@@ -56,7 +57,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dist]:
         timeout=240,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    version = PROJECT["version"]
+    version = tenure.__version__  # (the one version source, see pyproject.toml)
     (sdist,) = out.glob(f"tenure-{version}.tar.gz")
     (wheel,) = out.glob(f"tenure-{version}-py3-none-any.whl")
     yield Dist(sdist, wheel)
@@ -92,6 +93,10 @@ def test_wheel_contains_scripts_marker_and_licence(dist: Dist) -> None:
         assert "Copyright (c) 2026 tenure developers" in zf.read(licence).decode()
     assert "tenure/py.typed" in names and "tenure/_api/_sync/lock.py" in names
     assert "License-Expression: MIT" in metadata
+    assert f"Version: {tenure.__version__}" in metadata
+    for classifier in ("Operating System :: POSIX", "Programming Language :: Python :: 3.13"):
+        assert f"Classifier: {classifier}" in metadata
+    assert "Provides-Extra: valkey" in metadata
     assert f"Requires-Dist: {PROJECT['dependencies'][0]}" in metadata
 
 
