@@ -88,6 +88,7 @@ def _read(name: str) -> bytes:
 
 FUNCTION = re.compile(rb"^local function (\w+)\(.*?^end$", re.MULTILINE | re.DOTALL)
 COMMENT = re.compile(rb"--[^\n]*")
+WORD = re.compile(rb"\w+")
 
 
 def _used(source: bytes) -> tuple[bytes, dict[bytes, bytes]]:
@@ -99,11 +100,9 @@ def _used(source: bytes) -> tuple[bytes, dict[bytes, bytes]]:
     used: dict[bytes, bytes] = {}
     todo = [body]
     while todo:
-        text = todo.pop()
-        for fn, chunk in functions.items():
-            if fn not in used and re.search(rb"\b" + fn + rb"\b", text):
-                used[fn] = chunk
-                todo.append(chunk)
+        for fn in sorted(set(WORD.findall(todo.pop())) & functions.keys() - used.keys()):
+            used[fn] = functions[fn]
+            todo.append(functions[fn])
     return body, used
 
 
