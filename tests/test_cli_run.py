@@ -660,6 +660,33 @@ def test_shared_embedded_server(runtime_dir: Path, tmp_path: Path) -> None:
     assert code == 0 and "no shared server" in out
 
 
+def test_the_operator_commands_see_what_tenure_run_holds(runtime_dir: Path) -> None:
+    """With no --url, ``ls`` and ``inspect`` look at the shared server that
+    ``tenure run`` uses and name it; with none running they fail, saying how
+    to start one, and start nothing; ``tenure server start`` prints its URL."""
+    env = environment(XDG_RUNTIME_DIR=str(runtime_dir))
+    shared = SharedServer(runtime_dir / f"tenure-{os.getuid()}")
+    code, _, err = tenure("ls", env=env)
+    assert code == 2 and "tenure server start" in err and shared.url in err
+    assert servers_on(shared) == []
+
+    code, out, err = tenure("server", "start", env=env)
+    assert code == 0 and out.strip() == shared.url and "started" in err
+    code, out, err = tenure("server", "start", env=env)
+    assert code == 0 and out.strip() == shared.url and "runs already" in err
+
+    run = start("run", "nightly", "--", "sleep", "30", env=env)
+    try:
+        wait_until(lambda: "nightly" in tenure("ls", env=env)[1])
+        code, out, err = tenure("ls", env=env)
+        assert code == 0 and "nightly" in out and f"the shared server at {shared.url}" in err
+        code, out, err = tenure("inspect", "nightly", env=env)
+        assert code == 0 and "nightly" in out and shared.url in err
+    finally:
+        run.terminate()
+        finish(run)
+
+
 def test_shared_server_refuses_a_directory_others_can_use(tmp_path: Path) -> None:
     loose = tmp_path / "loose"
     loose.mkdir()

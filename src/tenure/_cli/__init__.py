@@ -2,13 +2,15 @@
 
 Every command talks to the server given by ``--url`` or ``REDIS_URL`` (the
 operator commands: to the whole cluster when that server is a cluster node,
-see :func:`tenure._ops.connect`). When
-neither is given, the command starts an embedded Valkey on a unix socket in a
-private directory (``pip install 'tenure[embedded]'``) and stops it when the
-command ends, also on Ctrl-C or an error. ``tenure run`` is the exception: two
-of them must exclude each other, so without a URL they share one embedded
-server per user, started on demand and left running
-(:mod:`tenure._shared_server`; ``tenure server stop`` stops it).
+see :func:`tenure._ops.connect`). When neither is given, the commands use one
+embedded Valkey per user, on a unix socket in a private directory
+(``pip install 'tenure[embedded]'``, :mod:`tenure._shared_server`): ``tenure
+run`` starts it on demand and leaves it running (two runs must exclude each
+other), ``tenure server start`` starts it and prints its URL, ``tenure server
+stop`` stops it; the operator commands (``inspect``, ``ls``, ``release``,
+``doctor``) look at it if it runs and say so, and fail otherwise (they never
+start an empty server to report on). ``tenure demo`` starts an embedded server
+of its own and stops it when it ends, also on Ctrl-C or an error.
 
 To add a command, write an ``add_<name>(commands)`` function that adds its
 subparser and sets ``handler`` to a function taking the parsed arguments and
@@ -95,6 +97,16 @@ def open_server(url: str | None, embedded: Embedded = "private") -> Iterator[Ser
         return
     if embedded == "none":
         yield Server("", embedded=False)
+        return
+    if embedded == "existing":
+        shared = SharedServer.default()
+        if not shared.answers():
+            raise ServerUnavailable(
+                f"no --url or REDIS_URL given, and no shared server runs at {shared.url}: "
+                "start one with 'tenure server start', or give --url"
+            )
+        print(f"tenure: the shared server at {shared.url}", file=sys.stderr)
+        yield Server(shared.url, embedded=True)
         return
     if embedded == "shared":
         shared = SharedServer.default()

@@ -30,9 +30,11 @@ EXIT_LOST = 76
 
 #: Which server a command gets when no URL is given: ``"private"``, an embedded
 #: server of its own, stopped when it ends; ``"shared"``, the user's shared
-#: embedded server (started if none runs); ``"none"``, no server at all (the
-#: handler gets a :class:`Server` with an empty URL).
-Embedded = Literal["private", "shared", "none"]
+#: embedded server (started if none runs); ``"existing"``, the shared server if
+#: it runs (else the command fails, saying how to start one or give a URL);
+#: ``"none"``, no server at all (the handler gets a :class:`Server` with an
+#: empty URL).
+Embedded = Literal["private", "shared", "existing", "none"]
 
 
 @dataclass(frozen=True)

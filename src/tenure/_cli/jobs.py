@@ -204,19 +204,30 @@ def add_server(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     parents: list[argparse.ArgumentParser],
 ) -> None:
-    """Add ``tenure server status`` and ``tenure server stop``."""
+    """Add ``tenure server start``, ``status`` and ``stop``."""
     server = commands.add_parser(
         "server",
         parents=parents,
-        help="show or stop this user's shared embedded server (used by 'tenure run')",
+        help="start, show or stop this user's shared embedded server",
         description=(
-            "Without --url or REDIS_URL, 'tenure run' keeps its locks in one embedded "
-            "Valkey per user, on the unix socket ${XDG_RUNTIME_DIR:-/tmp}/tenure-<uid>/"
-            "valkey.sock, started on demand and left running. These commands show it "
-            "and stop it; they ignore --url and REDIS_URL."
+            "Without --url or REDIS_URL, the commands use one embedded Valkey per "
+            "user, on the unix socket ${XDG_RUNTIME_DIR:-/tmp}/tenure-<uid>/"
+            "valkey.sock: 'tenure run' starts it on demand and leaves it running; "
+            "inspect, ls, release and doctor look at it if it runs. These commands "
+            "start it, show it and stop it; they ignore --url and REDIS_URL."
         ),
     )
     actions = server.add_subparsers(title="actions", dest="action", metavar="ACTION")
+    start = actions.add_parser(
+        "start",
+        help="start it (if none runs) and print its URL",
+        description=(
+            "Start the shared server unless it runs, and print its URL on standard "
+            "output (export REDIS_URL=$(tenure server start) points programs at it). "
+            "It keeps nothing on disk and runs until 'tenure server stop'."
+        ),
+    )
+    start.set_defaults(handler=_run_server_start, embedded="none")
     status = actions.add_parser(
         "status",
         help="show whether it runs (exit status 0) or not (1)",
@@ -239,6 +250,19 @@ def add_server(
         return EXIT_USAGE
 
     server.set_defaults(handler=usage, embedded="none")
+
+
+def _run_server_start(args: argparse.Namespace, server: Server) -> int:
+    shared = SharedServer.default()
+    started = shared.ensure_running()
+    print(
+        "tenure: started the shared server"
+        if started
+        else "tenure: the shared server runs already",
+        file=sys.stderr,
+    )
+    print(shared.url)
+    return 0
 
 
 def _run_server_status(args: argparse.Namespace, server: Server) -> int:

@@ -34,7 +34,7 @@ def add_inspect(
     inspect.add_argument("--key", metavar="KEY", help="an exact-key Lock instead of a name")
     _add_prefix(inspect)
     _add_json(inspect)
-    inspect.set_defaults(handler=_run_inspect)
+    inspect.set_defaults(handler=_run_inspect, embedded="existing")
 
 
 def _run_inspect(args: argparse.Namespace, server: Server) -> int:
@@ -95,7 +95,7 @@ def add_ls(
         metavar="N",
         help=f"keys asked for per SCAN call (default {_ops.SCAN_COUNT})",
     )
-    ls.set_defaults(handler=_run_ls)
+    ls.set_defaults(handler=_run_ls, embedded="existing")
 
 
 def _run_ls(args: argparse.Namespace, server: Server) -> int:
@@ -168,7 +168,7 @@ def add_release(
     )
     release.add_argument("--force", action="store_true", help="really remove the holder (required)")
     _add_prefix(release)
-    release.set_defaults(handler=_run_release, kind=DEFAULT_RELEASE)
+    release.set_defaults(handler=_run_release, kind=DEFAULT_RELEASE, embedded="existing")
 
 
 def _lease_flags() -> str:
@@ -289,7 +289,7 @@ def add_doctor(
         metavar="USER",
         help="check USER's permissions (ACL DRYRUN) instead of the connected user's",
     )
-    doctor.set_defaults(handler=_run_doctor)
+    doctor.set_defaults(handler=_run_doctor, embedded="existing")
 
 
 def _run_doctor(args: argparse.Namespace, server: Server) -> int:
