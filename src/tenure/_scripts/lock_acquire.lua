@@ -127,24 +127,6 @@ end
 -- channel (the member's waiter id after the wake prefix 7) is checked too.
 local own = nil
 if ARGV[4] ~= '' and ARGV[7] then own = ARGV[7] .. string.match(ARGV[4], '^([^|]*)') end
-local denied
-if KEYS[5] then
-  denied = acl_commands() or acl_channels(own, KEYS[3], ARGV[7] or '')
-elseif ARGV[4] ~= '' then
-  -- An attempt of a named lock that queues writes first its ZADD (busy), its
-  -- SET NX (free) or its ZREM (a retry of its own grant); after that it may
-  -- only run ZADD, PEXPIRE, GET, TIME, SET, ZREM and DEL, and a release must
-  -- be able to tell it on its own channel: those are checked now.
-  denied = acl_need({'ZADD', 'PEXPIRE', 'GET', 'TIME', 'SET', 'ZREM', 'DEL'})
-    or acl_channels(own, nil, ARGV[7] or '')
-else
-  -- An attempt of a named lock that does not queue writes first with its SET NX
-  -- (or, a retry of its own grant, PEXPIRE); after that it may only run GET,
-  -- TIME, SET and DEL (the fence, the lock-delay guard): those are checked
-  -- now, and nothing else it could never run on this path.
-  denied = acl_need({'GET', 'TIME', 'SET', 'DEL'})
-end
-if denied then return {DENIED, denied} end
 
 local exact = KEYS[5] ~= nil
 local chain = false
@@ -158,6 +140,36 @@ end
 if ARGV[4] ~= '' or exact then
   if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 end
+local delayed = redis.call('PTTL', KEYS[4])
+local holder = redis.pcall('GET', KEYS[1])
+-- (a refused GET is named by the guard below, which checks GET on every path
+-- but one that never gets there: held by another)
+local refused = type(holder) == 'table' and holder.err
+  and not string.find(holder.err, 'WRONGTYPE', 1, true) and holder.err  -- (its text)
+if refused then holder = false elseif wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
+-- (everything above only reads: a refusal there writes nothing)
+
+local denied
+if exact then
+  denied = acl_commands() or acl_channels(own, KEYS[3], ARGV[7] or '')
+elseif ARGV[4] ~= '' then
+  -- An attempt of a named lock that queues writes first its ZADD (busy), its
+  -- SET NX (free) or its ZREM (a retry of its own grant); after that it may
+  -- only run ZADD, PEXPIRE, GET, TIME, SET, ZREM and DEL; held by another, it
+  -- only queues (ZADD, then PEXPIRE). And a release must be able to tell it
+  -- on its own channel. Those are checked now.
+  local needed = {'ZADD', 'PEXPIRE', 'GET', 'TIME', 'SET', 'ZREM', 'DEL'}
+  if holder and holder ~= ARGV[1] then needed = {'PEXPIRE'} end
+  denied = acl_need(needed) or acl_channels(own, nil, ARGV[7] or '')
+else
+  -- An attempt of a named lock that does not queue writes first with its SET NX
+  -- (or, a retry of its own grant, PEXPIRE); after that it may only run GET,
+  -- TIME, SET and DEL (the fence, the lock-delay guard): those are checked
+  -- now, and nothing else it could never run on this path.
+  denied = acl_need({'GET', 'TIME', 'SET', 'DEL'})
+end
+if denied then return {DENIED, denied} end
+if refused then error(refused) end  -- (Redis 6.2: no check names it)
 
 -- Queue the caller (if it asked to be) and reply BUSY: try again in pttl ms,
 -- or, when head_ms / other_ms are given, in head_ms if the caller is the first
@@ -173,32 +185,28 @@ local function busy(pttl, head_ms, other_ms)
   return {BUSY, other_ms or pttl}
 end
 
-local delayed = redis.call('PTTL', KEYS[4])
-if delayed > 0 and redis.call('EXISTS', KEYS[1]) == 0 then return busy(delayed) end
-
-if exact and redis.call('EXISTS', KEYS[1]) == 0 then
-  local others = tonumber(ARGV[9])
-  local window = string.match(chain or '', '^free ?(%d*)$')
-  if window then
-    -- a window left to foreign clients: the first waiter checks every ARGV[8]
-    -- ms whether a foreign client took the key, which ends the window (below);
-    -- a short window it sleeps through
-    local left = redis.call('PTTL', KEYS[5])
-    if left > 0 then
-      local head, poll = left, tonumber(ARGV[8])
-      window = tonumber(window)
-      if window and window > 2 * poll then head = math.min(left, poll) end
-      return busy(left, head, math.max(left, others))
+if not holder then
+  if delayed > 0 then return busy(delayed) end
+  if exact then
+    local others = tonumber(ARGV[9])
+    local window = string.match(chain or '', '^free ?(%d*)$')
+    if window then
+      -- a window left to foreign clients: the first waiter checks every ARGV[8]
+      -- ms whether a foreign client took the key, which ends the window (below);
+      -- a short window it sleeps through
+      local left = redis.call('PTTL', KEYS[5])
+      if left > 0 then
+        local head, poll = left, tonumber(ARGV[8])
+        window = tonumber(window)
+        if window and window > 2 * poll then head = math.min(left, poll) end
+        return busy(left, head, math.max(left, others))
+      end
     end
+    if wake_head(KEYS[3], ARGV[7], 0, ARGV[4]) then return busy(others) end
   end
-  if wake_head(KEYS[3], ARGV[7], 0, ARGV[4]) then return busy(others) end
+  -- free (read above, in this same script): the SET NX takes it
+  return take(delayed, chain, nil)
 end
-
-local taken = take(delayed, chain, nil)
-if taken then return taken end
-
-local holder = redis.pcall('GET', KEYS[1])
-if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 
 if holder == ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
