@@ -207,7 +207,7 @@ class Servers(Breaks):
 
 
 def keep(fan: Any, conn: Any, due: int, most: int) -> bool:
-    """Keep ``conn`` in ``fan`` (a pool's connections of the quick path) for
+    """Keep ``conn`` in ``fan`` (a pool's reserve for ``run_each``) for
     the next calls on its pool, ``due`` replies still to read on it first (by
     the next call on its server, whichever client of the pool makes it).
     Whether it was kept: not when ``most`` are kept already, nor when too
@@ -218,8 +218,8 @@ def keep(fan: Any, conn: Any, due: int, most: int) -> bool:
         if len(fan.owed) < most and due <= MAX_DUE:
             fan.owed.append((conn, due))
             return True
-    elif len(fan.spare) < most:
-        fan.spare.append(conn)
+    elif len(fan.idle) < most:
+        fan.idle.append(conn)
         return True
     return False
 
@@ -391,10 +391,11 @@ PROCESS = Process()
 
 class SharedDogs:
     """The watchdogs shared by every lock of a kind: one per renewal function
-    (the key), process and scope (``scope()``: :data:`PROCESS`, or the running
-    event loop), made by ``make(send)``; and the one each lease was given to
-    (a fork, another loop or a new watchdog never gets a lease's later
-    calls). ``mutex`` guards both (as :class:`LateBook`'s)."""
+    (the key), process and scope (``scope()``: the running event loop, or
+    ``None`` for the process: :data:`PROCESS`), made by ``make(send)``; and
+    the one each lease was given to (a fork, another loop or a new watchdog
+    never gets a lease's later calls). ``mutex`` guards both (as
+    :class:`LateBook`'s)."""
 
     def __init__(
         self,
@@ -411,8 +412,9 @@ class SharedDogs:
 
     def watch(self, lease: Watchable, renew: bool, send: Any) -> Watch:
         """Watch ``lease`` with the scope's watchdog for ``send``."""
+        scope = self._scope()
         with self._mutex:
-            dogs = self._dogs.setdefault(self._scope(), {})
+            dogs = self._dogs.setdefault(PROCESS if scope is None else scope, {})
             entry = dogs.get(send)
             if entry is None or entry[0] != _identity.generation():
                 entry = dogs[send] = (_identity.generation(), self._make(send))
