@@ -1,9 +1,10 @@
-"""What the two fan-outs (:mod:`._fanout_sync`, :mod:`._fanout_async`) share:
-the steps they may send and how their replies are read, the results of a
-plan they did not wait for or did not send, the count of broken
-connections, and the book of the calls in flight on each client with the
-clean-up steps queued behind them, the watchdogs shared by every lock of a
-kind. No I/O: the fan-outs do it."""
+"""What the fan-out of both flavours (``_async/fanout.py`` and the
+``_sync/fanout.py`` generated from it) shares and needs no I/O: the steps it
+may send and how their replies are read, the results of a plan it did not
+wait for or did not send, the count of broken connections, the book of the
+calls in flight on each client with the clean-up steps queued behind them,
+the watchdogs shared by every lock of a kind. Each is given what differs
+per flavour (a lock or a null context, the scope)."""
 
 from __future__ import annotations
 

@@ -121,65 +121,46 @@ async def run_each(
     ``timeout`` seconds; return, in order, each plan's result or the exception
     it raised (``TimeoutError`` when it ran out of time). A slow or paused
     server delays none of the others, and the whole call returns within
-    ``timeout`` (and a scheduling delay).
+    ``timeout`` (and a scheduling delay). The plans may only yield
+    :class:`Eval`, :class:`Command` and :class:`Pipeline` steps.
+
+    The quick path, once a client's server was probed: each round's steps
+    are written to every server, then the replies read by the caller, those
+    already here first (:func:`.calls.collect`), on connections kept for
+    each pool (in this event loop), shared by every client of the pool: at
+    most :data:`SPARE_CONNECTIONS`, and at most a quarter of its
+    ``max_connections`` (none for a ``BlockingConnectionPool`` or a
+    single-connection client). One dropped (the server closed it, did not
+    answer in time, or owes too many replies; or the call was cut off while
+    it held it) is closed and given back to the pool.
 
     ``enough``, if given, is called with the results so far (a plan not done
     yet has an object of no other use there) each time a plan of the quick
     path finishes; once it returns ``True`` the call returns without waiting
-    for the other replies of the quick path: those plans are closed and their
-    result is a :class:`NotYet`. Their replies are still read, by the next call
-    on that server: its commands are written on the same connection, after the
-    ones whose replies are due, so that the server runs them in order (a
-    release sent next runs after the acquire whose reply was not waited for).
-    The replies already here are read first, so a slow server is waited for
-    only while no other reply is here.
+    for the others: those plans are closed and their result is a
+    :class:`NotYet`. Their replies are read by the next call on that
+    connection, whose commands the server runs after them (a release sent
+    next runs after the acquire whose reply was not waited for).
 
-    The plans may only yield :class:`Eval`, :class:`Command` and
-    :class:`Pipeline` steps. Once every client was used (its server probed),
-    each round of steps is written to every server first and the replies read
-    after, by the caller (:func:`.calls.collect`: in asyncio, the replies
-    already in a connection's read buffer first; in the synchronous flavour,
-    one ``poll`` over the sockets). A client not yet used, or whose server
-    failed to answer (until it answers again), runs its plan as a call of its
-    own instead (:func:`.calls.start`: a task, cancelled when the time is up;
-    a worker thread, where a call still stuck then is left to finish, its
-    result dropped); but once ``enough`` says so, a call on a server under
-    suspicion is not waited for (its result is a :class:`NotYet`) and is left
-    to end by its own timeout, and while it runs that client's next plans are
-    :class:`Unsent` (no call piles up behind a paused server).
+    The ordinary path, for a client not probed yet, one whose server failed
+    to answer (a suspect, until it answers again) or a pool that lends no
+    connection: the plan runs as a call of its own (:func:`.calls.start`: a
+    task, cancelled when the time is up; or a worker thread, left to finish,
+    its result dropped). Once ``enough`` says so, a call on a suspect is not
+    waited for (a :class:`NotYet`); while it runs, that client's next plans
+    are :class:`Unsent` (no call piles up behind a paused server).
 
-    The connections of the rounds run by the caller are checked out of each
-    client's pool and kept between calls by tenure for the pool (in this
-    event loop), shared by every client of the pool (one dropped loses none
-    of them): at most :data:`SPARE_CONNECTIONS` per pool, and at most a
-    quarter of its ``max_connections`` (none for a ``BlockingConnectionPool``
-    or a single-connection client: their plans all run the ordinary way);
-    each one dropped (the server closed it, did not answer in time, or owes
-    too many replies) is closed and given back to the pool, which connects it
-    again for its next user. They count against the pool's
-    ``max_connections``.
-
-    ``behind``: a plan for a client with a call still in flight on the
-    ordinary path (suspect or not: the first round of a fresh client, or a
-    call that found no connection of the quick path kept, cut off) is not
-    sent but :class:`Unsent`, so that the caller queues it behind that call
-    with :func:`send_late` (for a clean-up release: it never overtakes the
-    acquire it undoes). A cancelled task is not done yet: it may still be
-    sending (a cancellation is only a request, and a library may finish
-    the write it was in before it sees it).
+    ``behind``: a plan for a client with a call of the ordinary path still in
+    flight is :class:`Unsent` too, so that the caller queues it behind that
+    call with :func:`send_late` (a clean-up release never overtakes the
+    acquire it undoes; a cancelled task may still be sending).
 
     ``need``: the fewest plans that must be sent for the call to be of use
-    (a quorum). When fewer can be sent at once because a server under
-    suspicion still has a call in flight, each such plan waits (within
-    ``timeout``, sending nothing meanwhile) for the calls in flight there to
-    end, and is sent if one of them got an answer: servers that answer again
-    after a stall of this process (every server a suspect at once) are not
-    counted out while this process's own calls are in flight there.
-
-    Every connection a call takes for the quick path is kept for the next
-    calls or dropped, whichever way the call ends (cancelled or cut off by
-    an interrupt too: those still in the call's hands are then closed and
-    given back to their pools).
+    (a quorum). When fewer can be sent at once because a suspect still has a
+    call in flight, each such plan waits (within ``timeout``, sending nothing
+    meanwhile) for the calls in flight there to end, and is sent if one of
+    them got an answer (after a stall of this process, every server a
+    suspect at once).
 
     Raises:
         asyncio.CancelledError: the caller was cancelled (every job is).
