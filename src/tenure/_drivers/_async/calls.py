@@ -18,18 +18,6 @@ from .. import _internals
 from .._fanout_shared import is_fault
 from .state import T
 
-__all__ = [
-    "Sent",
-    "abandon",
-    "collect",
-    "settle",
-    "sound",
-    "start",
-    "wait_calls",
-    "within",
-    "write",
-]
-
 #: A round's entry on the quick path: (job index, connection, step).
 Sent = tuple[int, Any, Any]
 

@@ -1,16 +1,11 @@
 """The driver's calls on several servers at once (a Redlock's masters):
-:func:`run_each` drives one plan per server in parallel within a deadline,
-:func:`send_late` queues a clean-up behind the calls in flight on a server,
-:func:`listen_each` listens on a wake channel on each, and
-:func:`watch_shared` renews leases with a watchdog shared by every lock of
-the kind (on a quorum of each lease's masters).
+:func:`run_each`, :func:`send_late`, :func:`listen_each`, :func:`watch_shared`.
 
 Part of the driver's single source: ``_sync/fanout.py`` is generated from
-this file by ``scripts/unasync.py``. How a call of the ordinary path runs
-(a task, or a worker thread) and how a round of the quick path is written
-and read (the event loop, or one ``poll`` over the sockets) is each
-flavour's hand-written :mod:`.calls`; what needs no I/O is in
-:mod:`.._fanout_shared`.
+this file by ``scripts/unasync.py``. How a call runs on its own (a task, a
+worker thread) and how a round's replies are read (the event loop, one
+``poll``) is each flavour's hand-written :mod:`.calls`; what needs no I/O is
+in :mod:`.._fanout_shared`.
 """
 
 from __future__ import annotations
@@ -75,22 +70,15 @@ __all__ = [
 _dogs = SharedDogs(functools.partial(_Watchdog, None, _REDIS), home, new_mutex)
 
 
-def watch_shared(lease: Watchable, renew: bool, send: _SendRenewals) -> Watch:
-    """Watch ``lease`` with the watchdog for ``send`` (one per ``send``,
-    process and event loop, whatever the number of locks: a single runner,
-    which ends :data:`~.._watchbook.LINGER` seconds after its last lease),
-    which renews each batch of due leases with ``send`` instead of one
-    client's pipeline (a Redlock's leases, renewed on a quorum of their
-    masters). ``send`` must be a module-level function (it is the key). Stop
-    and unwatch with :func:`stop_renewing_shared` and :func:`unwatch_shared`."""
-    return _dogs.watch(lease, renew, send)
-
-
-#: :func:`stop_renewing` for a lease watched by :func:`watch_shared`.
-stop_renewing_shared = _dogs.stop_renewing
-
-#: :func:`unwatch` for a lease watched by :func:`watch_shared`.
-unwatch_shared = _dogs.unwatch
+#: ``watch_shared(lease, renew, send)``: watch ``lease`` with the watchdog
+#: for ``send``, a module-level function that renews each batch of due
+#: leases instead of one client's pipeline (a Redlock's, on a quorum of
+#: their masters): one runner per ``send``, process and event loop, whatever
+#: the number of locks, which ends :data:`~.._watchbook.LINGER` seconds after
+#: its last lease. ``stop_renewing_shared`` and ``unwatch_shared`` are
+#: :func:`stop_renewing` and :func:`unwatch` for a lease it watches.
+watch_shared: Callable[[Watchable, bool, _SendRenewals], Watch] = _dogs.watch
+stop_renewing_shared, unwatch_shared = _dogs.stop_renewing, _dogs.unwatch
 
 #: The calls of :func:`run_each` of the ordinary path on each client (each in
 #: a task, or on a worker thread, of its own) that have not ended yet (while
@@ -189,17 +177,15 @@ async def run_each(
                 else:
                     held.append(i)  # no second call for it while one waits there (paused?)
                 continue
-            if not suspect:
-                state = _state(client)
-                fan = state.fan
-                if state.server is not None and fan is not None:
-                    taken = _take_connection(client, fan)
-                    if taken is not None:
-                        conns[i], due[i] = taken
-                        fans[i] = fan
-                        continue
-            else:
+            state = _state(client)
+            if suspect:
                 suspects.add(i)
+            elif state.server is not None and state.fan is not None:
+                taken = _take_connection(client, state.fan)
+                if taken is not None:
+                    conns[i], due[i] = taken
+                    fans[i] = state.fan
+                    continue
             in_flight = functools.partial(_in_flight, client)
             alone[i] = start(_run_trusted, client, plan, deadline, before=in_flight)
         wait_held = sum(1 for r in results if r is NOT_DONE) - len(held) < need
@@ -238,8 +224,8 @@ async def run_each(
             if error is not None and not is_fault(error):
                 raise error  # (a signal handler's, in that task: the caller's interrupt)
             results[i] = error if error is not None else call.result()
-            if error is not None and _no_answer(todo[i][0], error):
-                _servers.broke(todo[i][0])
+            if error is not None and no_answer(_library(type(todo[i][0])).response_error, error):
+                _servers.broke(todo[i][0])  # (not an error reply, nor tenure's verdict on one)
         else:  # no reply in time (the call's own time ran out, or it is cut off)
             _servers.failed(todo[i][0])
     for i, result in enumerate(results):
@@ -251,19 +237,14 @@ async def run_each(
 
 
 def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
-    """Send ``step`` to ``client``'s server after the calls of the ordinary
-    path still in flight there (the one stuck there that made a plan
-    :class:`Unsent`, or any other: each may be the one it undoes), once each
-    of them ended (the server answered, failed, or the call timed out), and
-    none started later (a busy server's later calls never hold it up);
-    dropped if that is after ``until`` (``time.monotonic()``) or if
+    """Send ``step`` (a clean-up: a release) to ``client``'s server once every
+    call of the ordinary path in flight there now ended (any may be the one
+    it undoes; none started later holds it up), or now if none is; dropped
+    if that is after ``until`` (``time.monotonic()``) or if
     :data:`~.._fanout_shared.MAX_LATE` steps already wait. The queued steps
-    go in one round trip, which waits for the server's answer until the last
-    one's ``until`` (while it waits, that client's next calls of
-    :func:`run_each` are :class:`Unsent` again if it is under suspicion or
-    ``behind``). If no call is in flight there, it is sent now the same way.
-    For calls whose only purpose is to undo (a release): the server runs
-    them after the calls before them. Returns whether it was queued."""
+    go in one round trip, a call of its own that waits for the answer until
+    the last one's ``until`` (meanwhile the client is busy: see
+    :func:`run_each`). Returns whether it was queued."""
     queued = _book.queue(client, step, until)
     if queued == "ready":
         _deliver(client)
@@ -271,21 +252,16 @@ def send_late(client: Client, step: redlock_plans.Late, until: float) -> bool:
 
 
 def _in_flight(client: Client, call: Any) -> None:
-    """``call`` is a call of the ordinary path on ``client`` (later steps
-    queue behind it until it ends), known before it first runs: a release
-    never overtakes a call of which an interrupt kept the caller from
-    hearing, whatever other calls to that server start or end meanwhile
-    (each one is waited for, not only the last). Once it ends, the steps
-    that waited for it go."""
+    """``call`` of the ordinary path on ``client``, known before it first
+    runs (a release never overtakes a call an interrupt kept the caller from
+    hearing of): later steps queue behind it, and go once it ends."""
     _book.track(client, call, _deliver)
 
 
 def _deliver(client: Client) -> None:
-    """Send the steps queued for ``client`` by :func:`send_late` whose calls
-    waited for have all ended (those still wanted), in one round trip, as a
-    call of its own that the next ones queue behind. That call takes them
-    off the queue: a hand-over cut off by an interrupt leaves them queued
-    for the next delivery, never lost."""
+    """Send the steps queued for ``client`` whose calls waited for all ended,
+    as a call of its own (which takes them off the queue: a hand-over cut
+    off by an interrupt leaves them queued for the next one)."""
     if not _book.any_ready(client):
         return  # none yet: each goes once the calls it waits for ended
     start(_send_queued, client, before=functools.partial(_in_flight, client))
@@ -300,12 +276,6 @@ async def _send_queued(client: Client) -> Any:
         return None
     plan = redlock_plans.late_plan([step for step, _ in steps])
     return await _run_trusted(client, plan, max(until for _, until in steps))
-
-
-def _no_answer(client: Client, error: BaseException) -> bool:
-    """Whether ``error``, what a call on ``client`` raised, says the server did
-    not answer (not an error reply, nor tenure's own verdict on a reply)."""
-    return no_answer(_library(type(client)).response_error, error)
 
 
 async def _after(client: Client, plan: Plan[T], calls: list[Any], deadline: float) -> T:
@@ -345,12 +315,11 @@ async def _scatter(
     due: dict[int, int],
     enough: Callable[[list[Any]], bool] | None,
 ) -> None:
-    """:func:`run_each`'s quick path for the jobs in ``conns`` (on the
-    connection given there, ``due[i]`` replies to read on it first; ``fans``:
-    the reserves they belong to): each round's steps written to every server,
-    then the replies read, until every plan is done, ``enough`` says so, or
-    ``deadline``; results into ``results``. A connection leaves ``conns`` as
-    it is dropped or kept: cut off, the caller drops those still there."""
+    """:func:`run_each`'s quick path for the jobs in ``conns`` (``due[i]``
+    replies to read first on ``conns[i]``, of the reserve ``fans[i]``), until
+    every plan is done, ``enough`` says so, or ``deadline``. A connection
+    leaves ``conns`` as it is dropped or kept: cut off, the caller drops
+    those still there."""
     steps: dict[int, Any] = {}
     step_on = functools.partial(advance, jobs, steps, results)
 
@@ -452,17 +421,13 @@ def _keep(client: Client, fan: _Reserve, conn: Any, due: int) -> None:
 
 
 def _take_connection(client: Client, fan: _Reserve) -> tuple[Any, int] | None:
-    """An idle, connected connection of :func:`_scatter` to ``client``'s server
-    (checked out of the client's pool once, then kept for the pool in ``fan``,
-    shared by every client of the pool: no checkout per call), with the number
-    of replies still due on it (read before the next call's own; a connection
-    that owes some is taken first, so that the server runs the next call after
-    them); or ``None`` when there is none: then, unless ``fan`` keeps all it
-    may, one is checked out by a call of its own for the next calls (the pool
-    may connect it, which can block on a paused server), one at a time. A
-    kept connection the server closed (idle timeout, ``CLIENT KILL``,
-    restart) is given back to the pool, not used; it is checked while it is
-    still kept (an interrupt loses none)."""
+    """A connection of ``fan`` to ``client``'s server for :func:`_scatter`,
+    with the replies still due on it (one that owes some is taken first: the
+    server runs the next call after them); or ``None`` when none is idle:
+    then, unless ``fan`` holds all it may, one is checked out of the pool by
+    a call of its own (connecting may block on a paused server), one at a
+    time. A kept connection the server closed (idle timeout, ``CLIENT
+    KILL``, restart) is given back to the pool, not used."""
     stale: list[Any] = []
     try:
         with fan.mutex:
@@ -505,9 +470,9 @@ async def _check_out(client: Client) -> Any:
 
 def _checked_out(client: Client, fan: _Reserve, call: Any) -> None:
     """(Once the call of :func:`_check_out` is done, or cancelled before it
-    ran) keep the connection it got in ``fan`` (counted in ``fan.open`` by
-    :func:`_take_connection`); none (too many connections, the server down:
-    the ordinary path says so): the next call may start another."""
+    ran) keep the connection it got in ``fan`` (counted in ``fan.open``);
+    none (too many connections, the server down): the next call may start
+    another."""
     conn = None if call.cancelled() or call.exception() is not None else call.result()
     with fan.mutex:
         fan.connecting = False
@@ -536,12 +501,12 @@ async def listen_each(
 ) -> list[Callable[[], None] | None]:
     """Subscribe the wake hub of every client to the broadcast ``channel`` at
     the same time (each a call of its own), each message (and each
-    reconnection of a hub) setting ``event``; wait
-    at most ``timeout`` seconds for the confirmations. Returns, per client,
-    the function that stops listening, or ``None`` if its SUBSCRIBE failed or
-    was not confirmed in time (then nothing is left listening on it, once it
-    is done). Call the functions when done: the channel then lingers and is
-    unsubscribed. Cut off, it stops every listen itself (once done)."""
+    reconnection of a hub) setting ``event``; wait at most ``timeout``
+    seconds for the confirmations. Returns, per client, the function that
+    stops listening (call it when done: the channel then lingers and is
+    unsubscribed), or ``None`` if its SUBSCRIBE failed or was not confirmed
+    in time (nothing is left listening on it). Cut off, it stops every
+    listen itself (once done)."""
     calls: list[Any] = []
     try:  # (each listen known before it first runs: see .calls.start)
         for client in clients:
@@ -553,12 +518,10 @@ async def listen_each(
         raise
     out: list[Callable[[], None] | None] = []
     for call in calls:
-        if call.done() and not call.cancelled() and call.exception() is None:
-            out.append(call.result())
-            continue
-        out.append(None)
-        # a SUBSCRIBE still in flight: stop listening once it is done
-        call.add_done_callback(unlisten_late)
+        done = call.done() and not call.cancelled() and call.exception() is None
+        out.append(call.result() if done else None)
+        if not done:  # a SUBSCRIBE still in flight: stop listening once it is done
+            call.add_done_callback(unlisten_late)
     return out
 
 
@@ -585,9 +548,7 @@ async def _listen(
 
 def _after_fork() -> None:
     """In a forked child: forget the parent's calls in flight (they never
-    finish here: their clients would stay suspect for good), its suspicions,
-    and its shared watchdogs (their runners do not exist here, and a mutex of
-    theirs may be held: a parent's lease is never sent to one)."""
+    end here), its suspicions and its shared watchdogs (not running here)."""
     _dogs.forget()
     _servers.forget()
     _book.forget()

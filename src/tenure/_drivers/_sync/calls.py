@@ -24,21 +24,6 @@ from .._fanout_shared import count, is_fault
 from .._runtime_sync import SafeEvent, _start, exiting
 from .state import T
 
-__all__ = [
-    "Call",
-    "Sent",
-    "WORKER_IDLE",
-    "Workers",
-    "abandon",
-    "collect",
-    "settle",
-    "sound",
-    "start",
-    "wait_calls",
-    "within",
-    "write",
-]
-
 #: A round's entry on the quick path: (job index, connection, step).
 Sent = tuple[int, Any, Any]
 
