@@ -12,6 +12,7 @@ import contextlib
 import functools
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from .._errors import TenureError
@@ -28,6 +29,29 @@ MAX_LATE = 16
 
 #: The most replies left unread on one connection of the quick path.
 MAX_DUE = 16
+
+
+#: A round's entry on the quick path: (job index, connection, step).
+Sent = tuple[int, Any, Any]
+
+
+@dataclass(eq=False)
+class Round:
+    """A round of ``run_each``'s quick path, written, whose replies a flavour's
+    ``collect`` reads by ``deadline``: on the connection of each entry
+    ``(i, connection, step)`` of ``sent``, ``need[i]`` replies (an error
+    reply, of the class ``errors[i]``, in place of its reply), ``read[i]``
+    of them read so far. ``collect`` returns, for each entry in order, its
+    replies, or the exception reading them raised (``TimeoutError`` once
+    ``deadline`` passed), or ``None`` for those it did not read because its
+    ``arrived`` (called with the entry's index and replies as they are all
+    read) returned ``True``."""
+
+    sent: list[Sent]
+    deadline: float
+    need: dict[int, int]
+    errors: dict[int, type[Exception]]
+    read: dict[int, int] = field(default_factory=dict)
 
 
 class NotYet(TimeoutError):

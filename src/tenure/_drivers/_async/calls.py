@@ -15,11 +15,8 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from .. import _internals
-from .._fanout_shared import is_fault
+from .._fanout_shared import Round, is_fault
 from .state import T
-
-#: A round's entry on the quick path: (job index, connection, step).
-Sent = tuple[int, Any, Any]
 
 #: The calls :func:`start` and :func:`settle` made, kept referenced until done.
 _running: set[asyncio.Task[Any]] = set()
@@ -104,28 +101,19 @@ def sound(conn: Any) -> bool:
 
 
 async def collect(
-    sent: list[Sent],
-    deadline: float,
-    need: dict[int, int],
-    read: dict[int, int],
-    errors: dict[int, type[Exception]],
-    arrived: Callable[[int, list[Any]], bool],
+    batch: Round, arrived: Callable[[int, list[Any]], bool]
 ) -> list[list[Any] | BaseException | None]:
-    """The raw replies of each entry ``(i, connection, step)`` of ``sent``, in
-    order: its ``need[i]`` replies (an error reply, ``errors[i]``, in place
-    of its reply), or the exception reading them raised (``TimeoutError``
-    once ``deadline`` passed), or ``None`` for those not read because
-    ``arrived`` (called with each entry's index and replies as they are
-    read) returned ``True``. ``read[i]``: how many replies were read on entry
-    ``i``'s connection. Replies already here are read first, then the others
-    in order, under one timeout for all (not one per connection); once it
-    has run out, the entry it cut off fails with ``TimeoutError`` and each of
-    the others gets a short wait (its replies may be here already)."""
+    """Read ``batch`` (see :class:`~.._fanout_shared.Round`): the replies
+    already in a connection's read buffer first, then the others in order,
+    under one timeout for all (not one per connection); once it has run
+    out, the entry it cut off fails with ``TimeoutError`` and each of the
+    others gets a short wait (its replies may be here already)."""
+    sent = batch.sent
     got: list[list[Any] | BaseException | None] = [None] * len(sent)
     left = list(range(len(sent)))
     reading = -1
     try:
-        async with within(max(0.001, deadline - time.monotonic())):
+        async with within(max(0.001, batch.deadline - time.monotonic())):
             while left:
                 k = next((k for k in left if _internals.buffered(sent[k][1])), -1)
                 if k < 0 and len(left) > 1:
@@ -137,7 +125,7 @@ async def collect(
                 i, conn, _ = sent[k]
                 reading = k
                 try:
-                    raws = await _read(conn, need[i], errors[i], math.inf)
+                    raws = await _read(conn, batch.need[i], batch.errors[i], math.inf)
                 except Exception as exc:
                     if not is_fault(exc):
                         raise  # (cut off: the caller drops every connection)
@@ -146,7 +134,7 @@ async def collect(
                     continue
                 reading = -1
                 got[k] = raws
-                read[i] = len(raws)
+                batch.read[i] = len(raws)
                 if arrived(k, raws):
                     return got
     except TimeoutError:
@@ -156,9 +144,9 @@ async def collect(
             i, conn, _ = sent[k]
             try:
                 # past the deadline: only replies already here (a zero wait still reads them)
-                async with within(max(0.001, deadline - time.monotonic())):
-                    got[k] = await _read(conn, need[i], errors[i], None)
-                read[i] = need[i]
+                async with within(max(0.001, batch.deadline - time.monotonic())):
+                    got[k] = await _read(conn, batch.need[i], batch.errors[i], None)
+                batch.read[i] = batch.need[i]
             except Exception as exc:
                 if not is_fault(exc):
                     raise

@@ -27,6 +27,8 @@ from .._fanout_shared import (
     Fallback,
     LateBook,
     NotYet,
+    Round,
+    Sent,
     Servers,
     SharedDogs,
     Unsent,
@@ -42,7 +44,7 @@ from .._fanout_shared import (
 )
 from .._runtime_async import Event, closed, home, new_mutex, wait_set
 from .._watchbook import Watch, Watchable
-from .calls import Sent, abandon, collect, settle, sound, start, wait_calls, within, write
+from .calls import abandon, collect, settle, sound, start, wait_calls, within, write
 from .drive import _perform, run
 from .library import _REDIS, _library
 from .reserve import SPARE_CONNECTIONS, _Reserve
@@ -358,16 +360,15 @@ async def _scatter(
             sent.append((i, conn, step))
         parsed: set[int] = set()  # replies parsed (and their plans advanced) while reading
         need = {i: due.get(i, 0) + count(step) for i, _, step in sent}
-        read: dict[int, int] = {}  # replies read so far on each connection
         errors = {i: _library(type(jobs[i][0])).response_error for i, _, _ in sent}
-        arrive = functools.partial(arrived, sent, parsed)
-        got = await collect(sent, deadline, need, read, errors, arrive)
+        batch = Round(sent, deadline, need, errors)
+        got = await collect(batch, functools.partial(arrived, sent, parsed))
         for k, (i, _, step) in enumerate(sent):
             client = jobs[i][0]
             raws = got[k]
             if raws is None:  # not read: enough others answered
                 stopped = True  # (read by the next call on that connection)
-                due[i] = need[i] - read.get(i, 0)
+                due[i] = need[i] - batch.read.get(i, 0)
                 continue
             skip = due.pop(i, 0)
             if isinstance(raws, BaseException):
@@ -404,8 +405,7 @@ async def _scatter(
 async def _failed(
     client: Client, fan: _Reserve, conns: dict[int, Any], due: dict[int, int], i: int
 ) -> None:
-    """Job ``i``'s connection failed (or its server did not answer in time):
-    dropped, and the server under suspicion."""
+    """Job ``i``'s connection failed (or no answer in time): dropped, its server suspect."""
     due.pop(i, None)
     await _drop(client, fan, conns.pop(i))
     _servers.failed(client)
@@ -457,8 +457,7 @@ def _take_connection(client: Client, fan: _Reserve) -> tuple[Any, int] | None:
     return None
 
 
-#: The longest wait (seconds) for a spare connection to be checked out (in
-#: asyncio; see :func:`.calls.within`).
+#: The longest wait (seconds) for a spare connection to be checked out (asyncio).
 SPARE_CONNECT_TIMEOUT = 30.0
 
 

@@ -20,12 +20,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic
 
 from .. import _internals
-from .._fanout_shared import count, is_fault
+from .._fanout_shared import Round, count, is_fault
 from .._runtime_sync import SafeEvent, _start, exiting
 from .state import T
-
-#: A round's entry on the quick path: (job index, connection, step).
-Sent = tuple[int, Any, Any]
 
 
 class Call(Generic[T]):
@@ -249,23 +246,14 @@ def sound(conn: Any) -> bool:
 
 
 def collect(
-    sent: list[Sent],
-    deadline: float,
-    need: dict[int, int],
-    read: dict[int, int],
-    errors: dict[int, type[Exception]],
-    arrived: Callable[[int, list[Any]], bool],
+    batch: Round, arrived: Callable[[int, list[Any]], bool]
 ) -> list[list[Any] | BaseException | None]:
-    """The raw replies of each entry ``(i, connection, step)`` of ``sent``, in
-    order: its ``need[i]`` replies (an error reply, ``errors[i]``, in place
-    of its reply), or the exception reading them raised (``TimeoutError``
-    once ``deadline`` passed), or ``None`` for those not read because
-    ``arrived`` (called with each entry's index and replies as they are
-    all read) returned ``True``. ``read[i]``: how many replies were read so
-    far on entry ``i``'s connection. One ``poll`` watches every connection,
-    and a connection is read only as far as its replies are here: one whose
-    first replies (due from an earlier call) came, but not the others, never
-    holds up the reading of the other servers."""
+    """Read ``batch`` (see :class:`~.._fanout_shared.Round`) in the calling
+    thread: one ``poll`` watches every connection, and a connection is read
+    only as far as its replies are here (one whose first replies, due from
+    an earlier call, came but not the others never holds up the reading of
+    the other servers)."""
+    sent = batch.sent
     got: list[list[Any] | BaseException | None] = [None] * len(sent)
     raws: list[list[Any]] = [[] for _ in sent]
     poller = select.poll()
@@ -281,7 +269,7 @@ def collect(
     for k in list(by_fd.values()):
         # replies of an earlier call may wait in the parser's buffer, not the socket
         i, conn, step = sent[k]
-        if need[i] > count(step) and conn.can_read(timeout=0):
+        if batch.need[i] > count(step) and conn.can_read(timeout=0):
             ready.append(k)
 
     def unwatch(fd: int | None) -> None:
@@ -296,32 +284,32 @@ def collect(
             watched = fd if by_fd.get(fd) == k else None  # (None: not polled)
             fresh = 0  # replies read in this turn
             try:
-                while len(raws[k]) < need[i]:
+                while len(raws[k]) < batch.need[i]:
                     if watched is None:  # not polled: wait for each reply, to the deadline
-                        if not conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
+                        if not conn.can_read(timeout=max(0.0, batch.deadline - time.monotonic())):
                             raise TimeoutError("no reply in time")
                     elif fresh and not conn.can_read(timeout=0):
                         break  # the others are not here yet: read the other servers
                     fresh += 1
                     try:
                         raws[k].append(conn.read_response())
-                    except errors[i] as exc:
+                    except batch.errors[i] as exc:
                         raws[k].append(exc)
-                    read[i] = len(raws[k])
+                    batch.read[i] = len(raws[k])
             except Exception as exc:
                 if not is_fault(exc):
                     raise  # (cut off: the caller drops every connection)
                 unwatch(watched)
                 got[k] = exc
                 continue
-            if len(raws[k]) >= need[i]:
+            if len(raws[k]) >= batch.need[i]:
                 unwatch(watched)
                 got[k] = raws[k]
                 if arrived(k, raws[k]):
                     return got
         if not by_fd:
             return got
-        events = poller.poll(max(0.0, deadline - time.monotonic()) * 1000)
+        events = poller.poll(max(0.0, batch.deadline - time.monotonic()) * 1000)
         if not events:  # the deadline passed
             for k in by_fd.values():
                 got[k] = TimeoutError("no reply in time")
