@@ -102,9 +102,10 @@ from tenure import (
     RLock,
     Semaphore,
 )
-from tenure._drivers import _fanout_async, _fanout_sync
 from tenure._drivers._async import current_owner as async_owner
+from tenure._drivers._async import fanout as _fanout_async
 from tenure._drivers._sync import current_owner
+from tenure._drivers._sync import fanout as _fanout_sync
 from tenure._server import ServerProcess
 
 KINDS = (

@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RULES: list[tuple[str, str]] = [
     (r"from \.\.\._drivers import _async as _driver", "from ..._drivers import _sync as _driver"),
     (
-        r"from \.\.\._drivers import _fanout_async as _fanout",
-        "from ..._drivers import _fanout_sync as _fanout",
+        r"from \.\.\._drivers\._async import fanout as _fanout",
+        "from ..._drivers._sync import fanout as _fanout",
     ),
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
@@ -102,7 +102,7 @@ PAIRS = [
         ROOT / "src" / "tenure" / "_drivers" / "_sync",
         DRIVER_RULES,
         # what differs per flavour beyond the runtime modules' names
-        frozenset({"flavour.py", "hub.py"}),
+        frozenset({"calls.py", "flavour.py", "hub.py"}),
     ),
 ]
 

@@ -38,7 +38,7 @@ from tenure import (
     RLock,
     Semaphore,
 )
-from tenure._drivers import _fanout_async as _fanout
+from tenure._drivers._async import fanout as _fanout
 from tenure._server import ServerProcess
 
 #: The holder's lease, seconds: a waiter that misses the wake-up sleeps this long.

@@ -1,11 +1,10 @@
 """Import rules that import-linter can't state (it forbids modules, not names),
 checked on the source with ``ast``:
 
-- the fan-outs (``_drivers/_fanout_*.py``) and the facade (``tenure._api``)
-  use no private name of the driver modules ``tenure._drivers._sync`` and
-  ``tenure._drivers._async``: neither imported (``from ._sync import _x``)
-  nor read off the module (``_driver._x``). What the fan-out needs is in the
-  driver's block of public aliases ("names for the fan-out").
+- the facade (``tenure._api``) uses no private name of the driver packages
+  ``tenure._drivers._sync`` and ``tenure._drivers._async``, nor of their
+  fan-out modules (``fanout``): neither imported (``from ._sync import _x``)
+  nor read off the module (``_driver._x``, ``_fanout._x``).
 - no module of tenure but ``_drivers/_internals.py`` names a private
   attribute of redis-py's or valkey-py's objects (a connection's socket,
   streams and packer, a retry's count, a PubSub's key normalisation).
@@ -21,7 +20,12 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "tenure"
-DRIVERS = {"tenure._drivers._sync", "tenure._drivers._async"}
+DRIVERS = {
+    "tenure._drivers._sync",
+    "tenure._drivers._async",
+    "tenure._drivers._sync.fanout",
+    "tenure._drivers._async.fanout",
+}
 
 #: The library attributes only ``_internals`` may name.
 LIBRARY_PRIVATES = {
@@ -55,9 +59,7 @@ def _resolve(path: Path, node: ast.ImportFrom) -> str:
 
 
 def _checked() -> list[Path]:
-    fanouts = sorted((PACKAGE / "_drivers").glob("_fanout_*.py"))
-    facade = sorted((PACKAGE / "_api").rglob("*.py"))
-    return [*fanouts, *facade]
+    return sorted((PACKAGE / "_api").rglob("*.py"))
 
 
 def private_driver_names(path: Path, source: str | None = None) -> Iterator[str]:
@@ -102,25 +104,29 @@ def library_privates(path: Path) -> Iterator[str]:
 
 @pytest.mark.once
 @pytest.mark.parametrize("path", _checked(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_the_fanout_and_the_facade_use_no_private_driver_name(path: Path) -> None:
+def test_the_facade_uses_no_private_driver_name(path: Path) -> None:
     assert list(private_driver_names(path)) == []
 
 
 @pytest.mark.once
 def test_the_check_finds_private_driver_names() -> None:
     """The check itself: each way of reaching a private name is found, a
-    public one is not (a module among the fan-outs, for its relative imports)."""
+    public one is not (a module beside the drivers, for its relative imports)."""
     source = (
         "from ._sync import run, _state\n"
         "from tenure._drivers._async import _perform as perform\n"
         "from . import _sync as driver\n"
+        "from ._async import fanout as _fanout\n"
         "driver._library(object)\n"
         "driver.run\n"
+        "_fanout._book\n"
+        "_fanout.run_each\n"
     )
     found = list(private_driver_names(PACKAGE / "_drivers" / "_fanout_probe.py", source))
     assert [hit.split(": ", 1)[1] for hit in found] == [
         "from tenure._drivers._sync import _state",
         "from tenure._drivers._async import _perform",
+        "_fanout._book",
         "driver._library",
     ]
 

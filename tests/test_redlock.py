@@ -39,7 +39,7 @@ from tenure import (
     Redlock,
     _ops,
 )
-from tenure._drivers import _fanout_async as _fanout
+from tenure._drivers._async import fanout as _fanout
 from tenure._drivers._hubbook import LINGER
 from tenure._protocol import Command
 from tenure._scripts import LOCK_ACQUIRE, REDLOCK_WAKE
@@ -1956,7 +1956,8 @@ def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
     clean-up release for that master is queued behind the acquire still in
     flight (a release never overtakes the acquire it undoes), so once the
     acquire runs there the name is released at once, not held for the ttl."""
-    from tenure._drivers import _fanout_sync
+    from tenure._drivers._sync import calls as sync_calls
+    from tenure._drivers._sync import fanout as _fanout_sync
 
     name = "rl-first-round-interrupted"
     pool = redis.ConnectionPool(
@@ -1965,22 +1966,23 @@ def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
     slow = redis.Redis(connection_pool=pool)
     fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
     lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
-    wait = _fanout_sync._wait
+    wait = sync_calls.wait_calls
     fired: list[int] = []
 
-    def interrupted_wait(calls: Any, timeout: float) -> None:
-        wait(calls, timeout)
+    def interrupted_wait(calls: Any, timeout: float) -> bool:
+        done = wait(calls, timeout)
         if not fired and _SlowFirstScript.holding.is_set():
             # Ctrl-C as the acquire round's wait ends, master 0's call still out
             # (not in the round before it, which asks the masters who they are)
             fired.append(1)
             raise KeyboardInterrupt
+        return done
 
     _SlowFirstScript.go.clear()
     _SlowFirstScript.holding.clear()
     _SlowFirstScript.needle = name.encode()
     _SlowFirstScript.armed = True
-    monkeypatch.setattr(_fanout_sync, "_wait", interrupted_wait)
+    monkeypatch.setattr(_fanout_sync, "wait_calls", interrupted_wait)
     try:
         with pytest.raises(KeyboardInterrupt):
             lock.acquire()
@@ -2008,8 +2010,9 @@ def test_a_clean_up_release_waits_for_its_acquire_whatever_ran_there_since(
     acquire still in flight (a release never overtakes the acquire it undoes,
     whatever other calls to that master started or ended meanwhile), so once
     the acquire runs there the name is released at once, not held for the ttl."""
-    from tenure._drivers import _fanout_sync
     from tenure._drivers._sync import _state
+    from tenure._drivers._sync import calls as sync_calls
+    from tenure._drivers._sync import fanout as _fanout_sync
     from tenure._plans import redlock as redlock_plans
 
     name = "rl-clean-up-behind-its-acquire"
@@ -2019,19 +2022,19 @@ def test_a_clean_up_release_waits_for_its_acquire_whatever_ran_there_since(
     slow = redis.Redis(connection_pool=pool)
     fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
     lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
-    wait = _fanout_sync._wait
+    wait = sync_calls.wait_calls
     fired: list[object] = []
 
-    def interrupted_wait(calls: Any, timeout: float) -> None:
-        wait(calls, timeout)
+    def interrupted_wait(calls: Any, timeout: float) -> bool:
+        done = wait(calls, timeout)
         if not fired and _SlowFirstScript.holding.is_set():
             # another lock's call to master 0, handed to a worker thread of
             # its own (the kept connections all in use), done while the
             # acquire is still held there
             fan = _state(slow).fan
             assert fan is not None
-            with _fanout_sync._spare_mutex:
-                busy, fan.spare[:] = list(fan.spare), []
+            with fan.mutex:
+                busy, fan.idle[:] = list(fan.idle), []
                 owed, fan.owed[:] = list(fan.owed), []
                 connecting, fan.connecting = fan.connecting, True
             fired.append(None)  # (its own wait is not this one)
@@ -2040,17 +2043,18 @@ def test_a_clean_up_release_waits_for_its_acquire_whatever_ran_there_since(
                     [(slow, redlock_plans.one(Command(("PING",))))], 5.0
                 )
             finally:
-                with _fanout_sync._spare_mutex:
-                    fan.spare.extend(busy)
+                with fan.mutex:
+                    fan.idle.extend(busy)
                     fan.owed.extend(owed)
                     fan.connecting = connecting
             raise KeyboardInterrupt
+        return done
 
     _SlowFirstScript.go.clear()
     _SlowFirstScript.holding.clear()
     _SlowFirstScript.needle = name.encode()
     _SlowFirstScript.armed = True
-    monkeypatch.setattr(_fanout_sync, "_wait", interrupted_wait)
+    monkeypatch.setattr(_fanout_sync, "wait_calls", interrupted_wait)
     try:
         with pytest.raises(KeyboardInterrupt):
             lock.acquire()
@@ -2075,7 +2079,8 @@ def test_a_queued_release_waits_for_the_calls_before_it_not_after(
     that call returned, even while a call to the same master that started
     after it was queued is still in flight (a master that other locks keep
     busy never holds it up)."""
-    from tenure._drivers import _fanout_sync
+    from tenure._drivers._sync import calls
+    from tenure._drivers._sync import fanout as _fanout_sync
     from tenure._plans import redlock as redlock_plans
 
     name = "rl-late-release-not-held-up"
@@ -2089,10 +2094,10 @@ def test_a_queued_release_waits_for_the_calls_before_it_not_after(
     assert _holders(clients, name)[0] == token.encode()
     before, after = threading.Event(), threading.Event()
     in_flight = functools.partial(_fanout_sync._in_flight, client)
-    first = _fanout_sync._workers.submit(lambda: before.wait(10), in_flight)
+    first = calls._workers.submit(lambda: before.wait(10), in_flight)
     step = redlock_plans.release(lock._keys, token, "")
     assert _fanout_sync.send_late(client, step, time.monotonic() + 30)
-    second = _fanout_sync._workers.submit(lambda: after.wait(10), in_flight)
+    second = calls._workers.submit(lambda: after.wait(10), in_flight)
     try:
         time.sleep(0.2)
         assert _holders(clients, name)[0] == token.encode(), "sent before the call before it"
@@ -2210,7 +2215,7 @@ def test_a_cancel_as_the_async_quick_path_writes_gives_every_connection_back(
         try:
             for _ in range(3):  # servers probed, a connection of the quick path to each
                 await (await lock.acquire(blocking=False)).release()  # type: ignore[union-attr]
-            fans = [_async.state_of(c).fan for c in mine]
+            fans = [_async._state(c).fan for c in mine]
             for _ in range(3):
                 hung = _AsyncHangOnWrite.hung = asyncio.Event()
                 _AsyncHangOnWrite.armed = True
@@ -2225,7 +2230,7 @@ def test_a_cancel_as_the_async_quick_path_writes_gives_every_connection_back(
                 await asyncio.sleep(0.3)  # (connections are closed in the background)
                 for k, fan in enumerate(fans):
                     assert fan is not None
-                    kept = len(fan.spare) + len(fan.owed) + int(fan.connecting)
+                    kept = len(fan.idle) + len(fan.owed) + int(fan.connecting)
                     assert fan.open == kept, f"master {k}: {fan.open - kept} taken for good"
                 await _agone_within(clients, name, 2.0)
             lease = await lock.acquire(blocking=False)
@@ -2456,7 +2461,8 @@ def test_an_interrupt_as_a_rounds_call_is_handed_to_a_thread_releases_after_it(
     so the name is released there once the acquire runs, not held for the
     ttl. Cut off before it was handed over, the call never runs, and master
     0 is not left waiting for it (the next acquire takes it there)."""
-    from tenure._drivers import _fanout_sync, _fanout_threads
+    from tenure._drivers._sync import calls as sync_calls
+    from tenure._drivers._sync import fanout as _fanout_sync
 
     name = f"rl-handed-over-interrupted-{handed}"
     at = "return future" if handed else "inbox.put(call)"
@@ -2466,7 +2472,7 @@ def test_an_interrupt_as_a_rounds_call_is_handed_to_a_thread_releases_after_it(
     slow = redis.Redis(connection_pool=pool)
     fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
     lock = Redlock(fresh, name, ttl=30, master_timeout=0.5)
-    code = _fanout_threads.Workers.submit.__code__
+    code = sync_calls.Workers.submit.__code__
     fired: list[int] = []
 
     def in_take(frame: FrameType | None) -> bool:
@@ -2538,17 +2544,17 @@ def _interrupt_in_the_rounds_wait(at: int) -> tuple[Any, list[str]]:
     line run by the sync round's wait for its calls on worker threads (in
     the acquire round, once master 0's acquire is held on its thread); and
     a list that names where, once it raised."""
-    from tenure._drivers import _fanout_sync
+    from tenure._drivers._sync import fanout as _fanout_sync
 
-    scatter = _fanout_sync._scatter.__code__
+    waiter = _fanout_sync.run_each.__code__
     seen: list[int] = []
     fired: list[str] = []
 
     def under_wait(frame: FrameType | None) -> bool:
         while frame is not None:
             back = frame.f_back
-            if back is not None and back.f_code is scatter:
-                return frame.f_code.co_name in ("wait", "_wait")
+            if back is not None and back.f_code is waiter:
+                return frame.f_code.co_name == "wait_calls"
             frame = back
         return False
 

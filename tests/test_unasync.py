@@ -78,7 +78,7 @@ def test_a_rule_that_matches_nothing_in_the_whole_folder_is_an_error(tree: Path)
 
 
 #: The driver's modules written by hand in both folders (what differs per flavour).
-HAND_WRITTEN = {"flavour.py", "hub.py"}
+HAND_WRITTEN = {"calls.py", "flavour.py", "hub.py"}
 
 
 def test_the_drivers_shared_modules_are_generated_and_the_others_left_alone(tree: Path) -> None:

@@ -4,7 +4,7 @@
 (tasks; ``redis.asyncio.Redis`` or ``valkey.asyncio.Valkey`` clients) are
 packages that expose the same names. ``_async`` is written by hand, one module
 per concern; ``_sync`` is generated from it by ``scripts/unasync.py`` but for
-the modules that differ per flavour (``hub``, ``reserve``, ``state``), and the
+the modules that differ per flavour (``flavour``, ``hub``, ``calls``), and the
 two take what differs between threads and tasks from ``_runtime_sync`` and
 ``_runtime_async`` (see ``docs/architecture.md``, "The drivers"):
 
@@ -22,8 +22,8 @@ two take what differs between threads and tasks from ``_runtime_sync`` and
   ``new_event()``: the event a Redlock waiter waits on, and a lease's ``lost``
   (the sync one a ``threading.Event`` that no interrupt leaves locked).
 
-``_fanout_sync`` and ``_fanout_async`` add, on top of them, the calls on
-several servers at once (a Redlock's masters):
+Their ``fanout`` modules (``from tenure._drivers._sync import fanout``) add
+the calls on several servers at once (a Redlock's masters):
 
 - ``run_each(jobs, timeout)``: drive one plan on each of several clients at
   once, each bounded by ``timeout`` (a Redlock's round over its masters: each

@@ -1,9 +1,10 @@
-"""What the two fan-outs (:mod:`._fanout_sync`, :mod:`._fanout_async`) share:
-the steps they may send and how their replies are read, the results of a
-plan they did not wait for or did not send, the count of broken
-connections, and the book of the calls in flight on each client with the
-clean-up steps queued behind them, the watchdogs shared by every lock of a
-kind. No I/O: the fan-outs do it."""
+"""What the fan-out of both flavours (``_async/fanout.py`` and the
+``_sync/fanout.py`` generated from it) shares and needs no I/O: the steps it
+may send and how their replies are read, the results of a plan it did not
+wait for or did not send, the count of broken connections, the book of the
+calls in flight on each client with the clean-up steps queued behind them,
+the watchdogs shared by every lock of a kind. Each is given what differs
+per flavour (a lock or a null context, the scope)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import contextlib
 import functools
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from .._errors import TenureError
@@ -27,6 +29,29 @@ MAX_LATE = 16
 
 #: The most replies left unread on one connection of the quick path.
 MAX_DUE = 16
+
+
+#: A round's entry on the quick path: (job index, connection, step).
+Sent = tuple[int, Any, Any]
+
+
+@dataclass(eq=False)
+class Round:
+    """A round of ``run_each``'s quick path, written, whose replies a flavour's
+    ``collect`` reads by ``deadline``: on the connection of each entry
+    ``(i, connection, step)`` of ``sent``, ``need[i]`` replies (an error
+    reply, of the class ``errors[i]``, in place of its reply), ``read[i]``
+    of them read so far. ``collect`` returns, for each entry in order, its
+    replies, or the exception reading them raised (``TimeoutError`` once
+    ``deadline`` passed), or ``None`` for those it did not read because its
+    ``arrived`` (called with the entry's index and replies as they are all
+    read) returned ``True``."""
+
+    sent: list[Sent]
+    deadline: float
+    need: dict[int, int]
+    errors: dict[int, type[Exception]]
+    read: dict[int, int] = field(default_factory=dict)
 
 
 class NotYet(TimeoutError):
@@ -146,15 +171,19 @@ def pool_of(client: Any) -> Any:
     return getattr(client, "connection_pool", None) or client
 
 
-class Breaks:
-    """How many times ``run_each`` found the connection to each pool's server
-    broken: a kept connection the server had closed (a restart, an idle
-    timeout), a call that failed to connect, write or read, or no answer in
-    time. Behind a broken connection may be another server process (a
-    restart, a failover, an address that now leads elsewhere): a Redlock
-    asks such a master who it is again."""
+class Servers:
+    """What ``run_each`` saw of each server: the clients whose server failed
+    to answer in time (or at all), until a call of the ordinary path gets an
+    answer again (a suspect server gets no second such call while one is in
+    flight, and is not waited for once ``enough`` others answered); and how
+    many times it found the connection to each pool's server broken (a kept
+    connection the server had closed, a call that failed to connect, write
+    or read, or no answer in time). Behind a broken connection may be
+    another server process (a restart, a failover, an address that now
+    leads elsewhere): a Redlock asks such a master who it is again."""
 
     def __init__(self) -> None:
+        self._suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
         self._by_pool: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._total = 0
 
@@ -174,21 +203,9 @@ class Breaks:
         self._by_pool[where] = self._by_pool.get(where, 0) + 1
         self._total += 1
 
-
-class Servers(Breaks):
-    """:class:`Breaks`, and the clients whose server failed to answer
-    ``run_each`` in time (or at all), until a call of the ordinary path gets
-    an answer again: a suspect server gets no second such call while one is
-    in flight, and is not waited for once ``enough`` others answered."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._suspects: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
-
     def suspected(self, client: Any) -> bool:
         """Whether ``client``'s server failed to answer ``run_each`` in time
-        and has not answered since (a call that waits for it is not waited
-        for once ``enough`` says so)."""
+        and has not answered since."""
         return client in self._suspects
 
     def failed(self, client: Any) -> None:
@@ -207,7 +224,7 @@ class Servers(Breaks):
 
 
 def keep(fan: Any, conn: Any, due: int, most: int) -> bool:
-    """Keep ``conn`` in ``fan`` (a pool's connections of the quick path) for
+    """Keep ``conn`` in ``fan`` (a pool's reserve for ``run_each``) for
     the next calls on its pool, ``due`` replies still to read on it first (by
     the next call on its server, whichever client of the pool makes it).
     Whether it was kept: not when ``most`` are kept already, nor when too
@@ -218,35 +235,28 @@ def keep(fan: Any, conn: Any, due: int, most: int) -> bool:
         if len(fan.owed) < most and due <= MAX_DUE:
             fan.owed.append((conn, due))
             return True
-    elif len(fan.spare) < most:
-        fan.spare.append(conn)
+    elif len(fan.idle) < most:
+        fan.idle.append(conn)
         return True
     return False
 
 
 class Call(Protocol):
-    """A call in flight on a worker thread or in a task of its own."""
+    """A call in flight in a task or on a worker thread of its own (which
+    :meth:`LateBook.track` follows; one of ``listen_each``)."""
 
     def done(self) -> bool: ...
 
-
-class Tracked(Call, Protocol):
-    """A call :meth:`LateBook.track` follows (a worker's future, a task)."""
-
     def add_done_callback(self, fn: Callable[[Any], object], /) -> None: ...
-
-
-class Listen(Protocol):
-    """A done call of ``listen_each`` (a worker's future, a task)."""
 
     def cancelled(self) -> bool: ...
 
     def exception(self) -> BaseException | None: ...
 
-    def result(self) -> Callable[[], None] | None: ...
+    def result(self) -> Any: ...
 
 
-def unlisten_late(listen: Listen) -> None:
+def unlisten_late(listen: Call) -> None:
     """(A done callback) stop the listening a call of ``listen_each`` started,
     if it did: the caller gave up waiting for it (cut off, or out of time)."""
     if not listen.cancelled() and listen.exception() is None:
@@ -268,9 +278,9 @@ class LateBook:
     when it was queued (any of them may be the one it undoes), until each
     one ended; none started later (a busy server's later calls never hold it
     up). The fan-out records each call before it is handed over
-    (:meth:`started`), and as it ends (:meth:`ended`), then sends the steps
-    :meth:`take` gives. ``mutex`` guards the book (a lock for threads, a
-    null context for one event loop)."""
+    (:meth:`track`), and sends the steps :meth:`take` gives. ``mutex``
+    guards the book (a lock for threads, a null context for one event
+    loop)."""
 
     def __init__(self, mutex: Callable[[], contextlib.AbstractContextManager[Any]]) -> None:
         self._make_mutex = mutex
@@ -280,30 +290,22 @@ class LateBook:
             weakref.WeakKeyDictionary()
         )
 
-    def started(self, client: Any, call: Call) -> None:
-        """``call`` on ``client`` is (about to be) in flight."""
+    def track(self, client: Any, call: Call, deliver: Callable[[Any], None]) -> None:
+        """``call`` on ``client`` is (about to be) in flight; once it is done,
+        it is forgotten, no step waits for it, and ``deliver(client)`` sends
+        the steps that waited for it. The done callback holds ``client`` by a
+        weak reference: a done call keeps its callbacks, and its exception's
+        traceback the frames that held the client; kept in the book by the
+        client, either would keep the client, its pool and connections, for
+        good."""
         with self.mutex:
             self._calls.setdefault(client, []).append(call)
-
-    def track(self, client: Any, call: Tracked, deliver: Callable[[Any], None]) -> None:
-        """:meth:`started`; once ``call`` is done, :meth:`ended` and
-        ``deliver(client)`` (which sends the steps that waited for it). The
-        done callback holds ``client`` by a weak reference: a done call keeps
-        its callbacks, and its exception's traceback the frames that held the
-        client; kept in the book by the client, either would keep the client,
-        its pool and connections, for good."""
-        self.started(client, call)
         call.add_done_callback(functools.partial(self._done, weakref.ref(client), deliver))
 
     def _done(self, ref: weakref.ref[Any], deliver: Callable[[Any], None], call: Call) -> None:
         client = ref()
         if client is None:
             return
-        self.ended(client, call)
-        deliver(client)
-
-    def ended(self, client: Any, call: Call) -> None:
-        """``call`` on ``client`` ended: forgotten, and no step waits for it."""
         with self.mutex:
             calls = self._calls.get(client)
             if calls is not None:
@@ -312,6 +314,7 @@ class LateBook:
                     del self._calls[client]
             for _, _, behind in self._late.get(client, ()):
                 behind[:] = [c for c in behind if c is not call and not c.done()]
+        deliver(client)
 
     def busy(self, client: Any) -> bool:
         """Whether a call on ``client`` is still in flight."""
@@ -391,10 +394,11 @@ PROCESS = Process()
 
 class SharedDogs:
     """The watchdogs shared by every lock of a kind: one per renewal function
-    (the key), process and scope (``scope()``: :data:`PROCESS`, or the running
-    event loop), made by ``make(send)``; and the one each lease was given to
-    (a fork, another loop or a new watchdog never gets a lease's later
-    calls). ``mutex`` guards both (as :class:`LateBook`'s)."""
+    (the key), process and scope (``scope()``: the running event loop, or
+    ``None`` for the process: :data:`PROCESS`), made by ``make(send)``; and
+    the one each lease was given to (a fork, another loop or a new watchdog
+    never gets a lease's later calls). ``mutex`` guards both (as
+    :class:`LateBook`'s)."""
 
     def __init__(
         self,
@@ -411,8 +415,9 @@ class SharedDogs:
 
     def watch(self, lease: Watchable, renew: bool, send: Any) -> Watch:
         """Watch ``lease`` with the scope's watchdog for ``send``."""
+        scope = self._scope()
         with self._mutex:
-            dogs = self._dogs.setdefault(self._scope(), {})
+            dogs = self._dogs.setdefault(PROCESS if scope is None else scope, {})
             entry = dogs.get(send)
             if entry is None or entry[0] != _identity.generation():
                 entry = dogs[send] = (_identity.generation(), self._make(send))

@@ -30,7 +30,6 @@ __all__ = [
     "READ_POLL",
     "SafeEvent",
     "_Wake",
-    "start_thread",
     "_exiting",
     "_start",
     "_states_mutex",
@@ -316,7 +315,3 @@ def let_go(pool: Any, conn: Any) -> None:
 def forsake(conns: list[Any], pool: Any) -> None:
     """Nothing: a process has one home (see :func:`home`), whose reserves are
     never forsaken (the asyncio twin gives back another loop's)."""
-
-
-# (a public name for the fan-out, :mod:`.._fanout_sync`)
-start_thread = _start

@@ -3,7 +3,7 @@
 A driver runs a plan on one client (:mod:`tenure._protocol`'s steps). A plan
 over N masters decides when to call all of them at once, how many replies
 are enough, when to pause and when to listen for a wake; the facade performs
-its steps with the drivers' fan-out (``_drivers._fanout_*``: ``run_each``,
+its steps with the drivers' fan-out (``_drivers/_async/fanout.py``: ``run_each``,
 ``send_late``, ``listen_each``) in one small loop written once for both
 facades (``_api/_async/_steps.py``: ``drive``; a MultiLock's acquire,
 :mod:`.multi`, runs in it too, with steps of its own). The masters are named by

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from ..._drivers import _async as _driver
-from ..._drivers import _fanout_async as _fanout
+from ..._drivers._async import fanout as _fanout
 from ..._drivers._identity import new_op, new_token, process_id, process_mark
 from ..._errors import (
     AlreadyHeldError,

@@ -24,10 +24,13 @@ every node) and hubs that ``SUBSCRIBE``, still one per node waited on.
 
 The modules, one concern each (``docs/architecture.md``, "The drivers"):
 :mod:`.state` (per-client state; :mod:`.flavour`, what each flavour's
-client does its own way), :mod:`.reserve` (the quick path's connections),
+client does its own way), :mod:`.reserve` (the quick paths' connections),
 :mod:`.hub` (the wake hub), :mod:`.watchdog`, :mod:`.pins` (blocks on one
 connection), :mod:`.send` (script sending, cluster routing), :mod:`.drive`
-(plan driving). This package re-exports what the rest of tenure uses.
+(plan driving), :mod:`.fanout` (calls on several servers at once, a
+Redlock's; :mod:`.calls`, how each flavour runs them). This package
+re-exports what the rest of tenure uses but the fan-out, which the facade
+imports as a module.
 """
 
 from .._runtime_sync import *  # noqa: F403  (the flavour's own names, its __all__)
@@ -52,6 +55,7 @@ from .pins import (
 )
 from .reserve import (
     QUICK_PATIENCE,
+    SPARE_CONNECTIONS,
     _Fallback,
     _Reserve,
     _take,
@@ -65,14 +69,13 @@ from .send import (
 from .state import (
     Client,
     T,
-    _fan_for,
     _hub,
     _renew_each,
     _state,
     check_client,
     current_owner,
 )
-from .statebase import SPARE_CONNECTIONS, _Fan, _State
+from .statebase import _State
 from .watchdog import (
     _SendRenewals,
     _Watchdog,
@@ -88,7 +91,6 @@ __all__ = [
     "_Channel",
     "_Contention",
     "_Fallback",
-    "_Fan",
     "_Hub",
     "_Library",
     "_REDIS",
@@ -98,7 +100,6 @@ __all__ = [
     "_Watchdog",
     "_drive",
     "_evalsha",
-    "_fan_for",
     "_hub",
     "_library",
     "_perform",
@@ -118,13 +119,3 @@ __all__ = [
     "unwatch",
     "watch",
 ]
-
-
-# -- names for the fan-out: public aliases, nothing else --
-Fan = _Fan
-SendRenewals = _SendRenewals
-Watchdog = _Watchdog
-REDIS = _REDIS
-library_of = _library
-perform = _perform
-state_of = _state

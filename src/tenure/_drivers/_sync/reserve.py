@@ -1,8 +1,9 @@
 # GENERATED from _async/reserve.py by scripts/unasync.py: do not edit.
-"""The quick path's reserve: the connections the driver keeps checked out of
-a client's pool for its script calls (taken, given back, waited for when all
-are busy, closed when a call fails), one reserve per pool (and, in the
-asyncio flavour, per event loop: see the runtime's :func:`home`).
+"""The quick paths' reserves: the connections the driver keeps checked out
+of a client's pool, one reserve per pool and use (and, in the asyncio
+flavour, per event loop: see the runtime's :func:`home`): the scripts'
+(taken, given back, waited for when all are busy, closed when a call fails)
+and ``run_each``'s (see :mod:`.fanout`: it keeps some with replies due).
 
 Part of the driver's single source: ``_sync/reserve.py`` is generated from
 this file by ``scripts/unasync.py``. A call waiting for a connection waits on
@@ -43,47 +44,64 @@ class _Fallback(Exception):
 
 @dataclass(eq=False)
 class _Reserve:
-    """The reserve of the scripts' quick path: the connections it keeps
-    checked out of one pool (see :func:`.send._quick`) in one home (event
-    loop, or process), shared by every client on the pool: a client made per
-    request on a shared pool and dropped leaves them to the next one (held by
-    each client, they would be lost with it, slots of the pool never given
-    back). Kept on the pool itself (see :func:`_clients.store_on`)."""
+    """A quick path's reserve: the connections it keeps checked out of one
+    pool in one home (event loop, or process), shared by every client on the
+    pool: a client made per request on a shared pool and dropped leaves them
+    to the next one (held by each client, they would be lost with it, slots
+    of the pool never given back). Kept on the pool itself (see
+    :func:`_clients.store_on`), one per use: the scripts' (``"reserve"``,
+    see :func:`.send._quick`) and ``run_each``'s (``"fan"``, see
+    :mod:`.fanout`)."""
 
     generation: int
     #: the runtime's home it belongs to (see :func:`home`)
     loop: Any
-    #: how many it may hold (see _clients.quick_connections)
+    #: how many it may hold (see _clients.quick_connections, _clients.pool_share)
     most: int
-    #: the idle ones, and how many it holds in all
+    #: the idle ones, and how many it holds in all (idle, owing replies, in
+    #: use or being checked out)
     idle: list[Any] = field(default_factory=list)
     open: int = 0
-    #: guards ``open`` and ``waiting``: entered only by ``with`` (which no
-    #: interrupt leaves held)
+    #: guards the counts and lists (the fan-out's: all of them): entered only
+    #: by ``with`` (which no interrupt leaves held)
     mutex: Any = field(default_factory=new_mutex)
     #: the wakes of the calls waiting for an idle one, first come first woken
+    #: (the scripts')
     waiting: list[Any] = field(default_factory=list)
+    #: those left with replies still due (run_each's: a round that stopped
+    #: once it had enough): ``(connection, replies due)``, taken first, the
+    #: next call's commands written after the due ones
+    owed: list[tuple[Any, int]] = field(default_factory=list)
+    #: whether one is being checked out in the background (run_each's)
+    connecting: bool = False
 
 
-def _reserve_for(client: Client) -> _Reserve | None:
-    """The quick path's reserve of ``client``'s pool in the current home, or
-    ``None`` when the client may take none (see
-    :func:`_clients.quick_connections`). The connections of the pool's
-    reserve of another event loop are given back to it (see :func:`forsake`).
-    Called with ``states_mutex`` held."""
-    most = _clients.quick_connections(client)
+#: The most connections run_each's quick path keeps checked out of a pool
+#: (in a loop) (idle, owing replies or in use; at most a quarter of the
+#: pool: see :func:`_clients.pool_share`).
+SPARE_CONNECTIONS = 8
+
+
+def _reserve_for(client: Client, use: str, most: int) -> _Reserve | None:
+    """The reserve for ``use`` (``"reserve"``: the scripts'; ``"fan"``:
+    run_each's) of ``client``'s pool in the current home, holding at most
+    ``most`` connections, or ``None`` when the client may take none (``most``
+    is 0: see :func:`_clients.quick_connections`, :func:`_clients.pool_share`).
+    The connections of the pool's reserve of another event loop are given back
+    to it (see :func:`forsake`). Called with ``states_mutex`` held."""
     if not most:
         return None
     pool = client.connection_pool  # type: ignore[union-attr]
     here = home()
-    reserve: _Reserve | None = _clients.stored_on(pool, "reserve")
+    reserve: _Reserve | None = _clients.stored_on(pool, use)
     # (a fork's pool starts afresh)
     if reserve is None or reserve.generation != _identity.generation() or reserve.loop is not here:
         if reserve is not None and reserve.generation == _identity.generation():
-            forsake(reserve.idle, pool)
+            forsake([*reserve.idle, *(conn for conn, _ in reserve.owed)], pool)
             reserve.idle = []
+            reserve.owed = []
         reserve = _Reserve(_identity.generation(), here, most)
-        if not _clients.store_on(pool, "reserve", reserve):  # (made by the first client)
+        if not _clients.store_on(pool, use, reserve):  # (made by the first client)
             return None
     return reserve
 
@@ -199,5 +217,5 @@ def _node_reserve(client: Client, step: Eval) -> tuple[Any, _Reserve] | None:
     reserve: _Reserve | None = _clients.stored_on(pool, "reserve")
     if reserve is None or reserve.generation != _identity.generation():
         with states_mutex:
-            reserve = _reserve_for(node_client)
+            reserve = _reserve_for(node_client, "reserve", _clients.quick_connections(node_client))
     return None if reserve is None else (node_client, reserve)

@@ -16,12 +16,12 @@ import weakref
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, TypeVar
 
 from .. import _clients, _identity
-from .._runtime_sync import forsake, home, states_mutex
+from .._runtime_sync import home, states_mutex
 from .flavour import ASYNCIO, _master_client, _renew_each, current_owner, node_pool, prepare
 from .hub import _Hub
 from .library import _library
-from .reserve import _reserve_for
-from .statebase import SPARE_CONNECTIONS, _Fan, _remember, _State, _states
+from .reserve import SPARE_CONNECTIONS, _reserve_for
+from .statebase import _remember, _State, _states
 from .watchdog import _Watchdog
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ T = TypeVar("T")
 __all__ = [
     "Client",
     "T",
-    "_fan_for",
     "_hub",
     "_master_client",
     "_renew_each",
@@ -61,32 +60,6 @@ def check_client(client: object, owner: str) -> Client:
     """
     _clients.check(client, owner, asyncio=ASYNCIO)
     return client  # type: ignore[return-value]
-
-
-def _fan_for(client: Client) -> _Fan | None:
-    """run_each's quick-path connections of ``client``'s pool in the current
-    home, or ``None`` when the client may keep none: :data:`SPARE_CONNECTIONS`,
-    at most a quarter of the pool (see :func:`_clients.pool_share`); none for
-    a ``BlockingConnectionPool`` or a single-connection client (their calls
-    all take the ordinary path, in tasks or on worker threads of their own).
-    Those the pool's kept in another event loop are given back to it (see
-    :func:`forsake`). Called with ``states_mutex`` held."""
-    most = _clients.pool_share(client, SPARE_CONNECTIONS)
-    if not most:
-        return None
-    pool = client.connection_pool  # type: ignore[union-attr]
-    here = home()
-    fan: _Fan | None = _clients.stored_on(pool, "fan")
-    # (a fork's pool starts afresh)
-    if fan is None or fan.generation != _identity.generation() or fan.loop is not here:
-        if fan is not None and fan.generation == _identity.generation():
-            forsake([*fan.spare, *(conn for conn, _ in fan.owed)], pool)
-            fan.spare = []
-            fan.owed = []
-        fan = _Fan(_identity.generation(), most, here)
-        if not _clients.store_on(pool, "fan", fan):  # (made by the first client)
-            return None
-    return fan
 
 
 def _state(client: Client) -> _State:
@@ -130,8 +103,10 @@ def _new_state(client: Client, here: Any) -> _State:
     pool = client.connection_pool  # type: ignore[union-attr]
     prepare(client, pool)  # (before the pool's first connection)
     state = _State(_identity.generation(), _Hub(pool, library), _Watchdog(pool, library), here)
-    state.reserve = _reserve_for(client)
-    state.fan = _fan_for(client)
+    state.reserve = _reserve_for(client, "reserve", _clients.quick_connections(client))
+    # run_each's: none for a BlockingConnectionPool or a single-connection
+    # client (their calls all take the ordinary path)
+    state.fan = _reserve_for(client, "fan", _clients.pool_share(client, SPARE_CONNECTIONS))
     state.retries = _clients.retries_allowed(client)
     return state
 
