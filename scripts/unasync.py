@@ -9,10 +9,9 @@ script generates, and fails on a stale, missing or extra file (CI runs it).
 Every rule of a pair must match at least once somewhere in its folder, so a
 rule that no longer applies is caught.
 
-A pair may name files that are written by hand in both folders (what truly
-differs per flavour, such as the driver's hub and watchdog): those are never
-generated, and ``--check`` fails when one of them is missing from either
-folder.
+What truly differs per flavour is not in these folders: the driver's shared
+modules import it from its two hand-written runtime modules
+(``_drivers/_runtime_async.py`` / ``_runtime_sync.py``), under the same names.
 
 The rewrite is a short list of regular expressions (the approach of httpcore's
 ``scripts/unasync.py``): the code is regular, and the same rules also rewrite
@@ -68,11 +67,10 @@ DRIVER_RULES: list[tuple[str, str]] = [
     (
         r"The asyncio driver: ``redis\.asyncio\.Redis`` / ``valkey\.asyncio\.Valkey``\n"
         r"clients, tasks, ``asyncio`` waits\. The synchronous driver \(``_sync/``\) is\n"
-        r"generated from this package's shared modules\.",
+        r"generated from this package\.",
         "The synchronous driver: ``redis.Redis`` / ``valkey.Valkey`` clients,\n"
         "threads, waits no interrupt leaves locked. GENERATED from the asyncio\n"
-        "driver (``_async/``), except the modules written by hand in both (see\n"
-        "``scripts/unasync.py``).",
+        "driver (``_async/``): do not edit.",
     ),
     # (last: the rules above name some of these)
     (r"\b(redis|valkey)\.asyncio\b", r"\1"),
@@ -86,8 +84,6 @@ class Pair:
     source: Path
     target: Path
     rules: list[tuple[str, str]]
-    #: files written by hand in both folders, never generated
-    hand_written: frozenset[str] = frozenset()
 
 
 PAIRS = [
@@ -100,8 +96,6 @@ PAIRS = [
         ROOT / "src" / "tenure" / "_drivers" / "_async",
         ROOT / "src" / "tenure" / "_drivers" / "_sync",
         DRIVER_RULES,
-        # what differs per flavour beyond the runtime modules' names
-        frozenset({"flavour.py", "hub.py"}),
     ),
 ]
 
@@ -122,13 +116,13 @@ def generate(name: str, text: str, rules: list[tuple[str, str]], matched: dict[s
 
 def generate_all(pair: Pair) -> dict[str, str]:
     """Every generated file of ``pair.target``, by name, as generated from
-    ``pair.source`` (its hand-written files left out).
+    ``pair.source``.
 
     Raises:
         SystemExit: the source folder holds no ``.py`` file to generate from,
             or a rule matched nothing in the whole folder (a dead rule).
     """
-    sources = sorted(p for p in pair.source.glob("*.py") if p.name not in pair.hand_written)
+    sources = sorted(pair.source.glob("*.py"))
     if not sources:
         raise SystemExit(f"unasync: no .py file in {pair.source}")
     matched: dict[str, int] = {}
@@ -143,23 +137,15 @@ def generate_all(pair: Pair) -> dict[str, str]:
 
 def check(pair: Pair, expected: dict[str, str]) -> list[str]:
     """What differs between ``pair.target`` and what it should hold: a stale,
-    missing or extra generated file, a hand-written file missing from either
-    folder."""
+    missing or extra generated file."""
     target = pair.target
     present = {path.name for path in target.glob("*.py")} if target.is_dir() else set()
-    problems = [
-        f"{name} is extra (no _async/{name})"
-        for name in sorted(present - set(expected) - pair.hand_written)
-    ]
+    problems = [f"{name} is extra (no _async/{name})" for name in sorted(present - set(expected))]
     for name, text in expected.items():
         if name not in present:
             problems.append(f"{name} is missing")
         elif (target / name).read_text() != text:
             problems.append(f"{name} is stale")
-    for name in sorted(pair.hand_written):
-        for folder in (pair.source, target):
-            if not (folder / name).is_file():
-                problems.append(f"{name} is missing from {folder.name}/ (written by hand in both)")
     return problems
 
 
@@ -168,7 +154,7 @@ def write(pair: Pair, expected: dict[str, str]) -> None:
     target = pair.target
     target.mkdir(exist_ok=True)
     present = {path.name for path in target.glob("*.py")}
-    for name in sorted(present - set(expected) - pair.hand_written):
+    for name in sorted(present - set(expected)):
         (target / name).unlink()
         print(f"unasync: removed {target / name} (no source)", file=sys.stderr)
     for name, text in expected.items():

@@ -1,8 +1,7 @@
 # GENERATED from _async/__init__.py by scripts/unasync.py: do not edit.
 """The synchronous driver: ``redis.Redis`` / ``valkey.Valkey`` clients,
 threads, waits no interrupt leaves locked. GENERATED from the asyncio
-driver (``_async/``), except the modules written by hand in both (see
-``scripts/unasync.py``).
+driver (``_async/``): do not edit.
 
 A client of either library is driven by the same code: the classes the driver
 makes itself on the client's connection pool (the wake hub's ``PubSub``, the
@@ -23,8 +22,8 @@ the scripts' plain variants (``PUBLISH``, which the cluster bus copies to
 every node) and hubs that ``SUBSCRIBE``, still one per node waited on.
 
 The modules, one concern each (``docs/architecture.md``, "The drivers"):
-:mod:`.state` (per-client state; :mod:`.flavour`, what each flavour's
-client does its own way), :mod:`.reserve` (the quick path's connections),
+:mod:`.state` (per-client state; :mod:`.flavour`, owner ids and a
+cluster client's renewals), :mod:`.reserve` (the quick path's connections),
 :mod:`.hub` (the wake hub), :mod:`.watchdog`, :mod:`.pins` (blocks on one
 connection), :mod:`.send` (script sending, cluster routing), :mod:`.drive`
 (plan driving). This package re-exports what the rest of tenure uses.

@@ -5,10 +5,8 @@ lock in the synchronous flavour, nothing in asyncio), route a message, and
 give a Redis Cluster node's dropped channels to their slots' new owners.
 
 Part of the driver's single source: ``_sync/hubbase.py`` is generated from
-this file by ``scripts/unasync.py``. The reading and subscribing, which
-differ (a reader thread and SUBSCRIBEs sent by the waiting thread; a reader
-task and SUBSCRIBEs sent by tasks of their own), are each flavour's
-``hub.py``.
+this file by ``scripts/unasync.py``; the reading and subscribing are
+:mod:`.hub`'s.
 """
 
 from __future__ import annotations
@@ -58,7 +56,7 @@ class _Channel:
 
 
 class _HubBase:
-    """What each flavour's ``_Hub`` shares."""
+    """What :class:`.hub._Hub` builds on: the book and the calls that only use it."""
 
     def __init__(
         self,
