@@ -82,6 +82,44 @@ def test_a_sync_connections_socket_is_read_and_polled(url: str, library: str) ->
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
+def test_a_pubsub_connections_pushes_are_read_off_its_parser(url: str, library: str) -> None:
+    """redis-py's hiredis parser: a published message, read whole off the
+    socket into the parser's reader, a read with nothing due, the server
+    closing the connection. Any other parser (valkey-py's, redis-py's Python
+    one): ``None``, its waiting threads wait for the hub's reader."""
+    client = _client_class(_lib(library), False).from_url(url)
+    pubsub = client.pubsub()
+    try:
+        pubsub.subscribe("internals:pushed")
+        assert pubsub.get_message(timeout=5) is not None  # (the confirmation)
+        parser = _internals.pushed_parser(pubsub.connection)
+        hiredis = type(pubsub.connection._parser).__name__ == "_HiredisParser"
+        if library != "redis" or not hiredis:
+            assert parser is None
+            return
+        assert parser is not None
+        assert _internals.read_pushed(parser, 0.05) is None
+        client.publish("internals:pushed", "1 token")
+        reply = None
+        for _ in range(100):
+            reply = _internals.read_pushed(parser, 0.05)
+            if reply is not None:
+                break
+        assert isinstance(reply, list)
+        assert [_text(part) for part in reply] == ["message", "internals:pushed", "1 token"]
+        client.client_kill_filter(_type="pubsub")
+        closed = None
+        for _ in range(100):
+            closed = _internals.read_pushed(parser, 0.05)
+            if closed is not None:
+                break
+        assert closed is False
+    finally:
+        pubsub.close()
+        client.close()
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
 def test_a_sync_connections_packer_is_read_and_replaced(url: str, library: str) -> None:
     client = _client_class(_lib(library), False).from_url(url)
     conn = client.connection_pool.make_connection()

@@ -19,10 +19,54 @@ object has no such attribute (another connection class, a fake in a test).
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
+import ssl
+import sys
 from typing import Any
 
 # -- sync connections (redis.Connection, valkey.Connection and subclasses) --
+
+
+def pushed_parser(conn: Any) -> Any:
+    """The parser of a sync connection, if it is redis-py's hiredis one on a
+    plain socket (its reader keeps no reply aside): what a thread waiting on a
+    hub's connection reads the server's pushes with itself (see
+    :func:`read_pushed`); ``None`` for any other (the thread then waits for the
+    hub's reader)."""
+    parser = getattr(conn, "_parser", None)
+    kind = type(parser)
+    if kind.__name__ != "_HiredisParser" or kind.__module__ != "redis._parsers.hiredis":
+        return None
+    sock = getattr(parser, "_sock", None)
+    if getattr(parser, "_reader", None) is None or sock is None or isinstance(sock, ssl.SSLSocket):
+        return None
+    return parser
+
+
+def read_pushed(parser: Any, timeout: float) -> Any:
+    """The next reply on the connection of ``parser`` (see
+    :func:`pushed_parser`) within ``timeout`` seconds: ``None`` when none came
+    whole, ``False`` when the server closed the connection. Read off the
+    socket into the parser's own reader, without the library's ``PubSub``,
+    whose read takes ``logging``'s lock and swallows exceptions (not for a
+    thread that an interrupt may hit). An error reply comes back as the
+    exception (not raised); a reply it cannot parse raises."""
+    reader, sock = parser._reader, parser._sock
+    none = sys.modules[type(parser).__module__].NOT_ENOUGH_DATA
+    reply = reader.gets()
+    if reply is not none:
+        return reply
+    poll = select.poll()
+    poll.register(sock, select.POLLIN)
+    if not poll.poll(max(0, int(timeout * 1000))):
+        return None
+    data = sock.recv(65536)
+    if not data:
+        return False
+    reader.feed(data)
+    reply = reader.gets()
+    return None if reply is none else reply
 
 
 def sock_of(conn: Any) -> socket.socket | None:

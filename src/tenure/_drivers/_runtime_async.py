@@ -28,6 +28,10 @@ __all__ = ["Event", "new_event", "sleep", "wait_event"]
 #: The clients this flavour drives (see :func:`_clients.check`).
 ASYNCIO = True
 
+#: Whether a thread waiting on a channel reads the hub's connection itself in
+#: the reader's place: no (a task's wake costs no thread hop).
+READS_ITS_WAKE = False
+
 #: How long a hub's reader waits for a message before it looks up (to
 #: unsubscribe the channels whose linger ended), seconds.
 READ_POLL = LINGER

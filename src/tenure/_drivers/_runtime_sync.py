@@ -46,6 +46,10 @@ __all__ = [
 #: The clients this flavour drives (see :func:`_clients.check`).
 ASYNCIO = False
 
+#: Whether a thread waiting on a channel reads the hub's connection itself in
+#: the reader's place: yes (see the hub's ``wait``).
+READS_ITS_WAKE = True
+
 #: How often a hub's reader thread looks up from its pub/sub connection (to
 #: unsubscribe idle channels, and to stop at exit), seconds.
 READ_POLL = 0.25
@@ -98,6 +102,10 @@ class _Wake:
         """Wake the waiter (or its next wait); idempotent."""
         with contextlib.suppress(RuntimeError):  # set already
             self._lock.release()
+
+    def is_set(self) -> bool:
+        """Whether it is set (and not consumed yet)."""
+        return not self._lock.locked()
 
     def wait(self, timeout: float | None) -> bool:
         """Wait until set or ``timeout`` seconds pass (``None``: no limit); return

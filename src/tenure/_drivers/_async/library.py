@@ -42,6 +42,8 @@ class _Library:
     response_error: type[Exception]
     #: its connection pool class (a cluster hub's pool to one node)
     pool: Callable[..., Any]
+    #: the base class of its errors
+    error: type[Exception]
 
 
 class _RedisHubPubSub(_Reconnects, redis.asyncio.client.PubSub):
@@ -54,6 +56,7 @@ _REDIS = _Library(
     redis.exceptions.NoScriptError,
     redis.exceptions.ResponseError,
     redis.asyncio.ConnectionPool,
+    redis.exceptions.RedisError,
 )
 
 
@@ -75,6 +78,7 @@ def _library_named(name: _clients.Library) -> _Library:
         valkey.exceptions.NoScriptError,
         valkey.exceptions.ResponseError,
         valkey.asyncio.ConnectionPool,
+        valkey.exceptions.ValkeyError,
     )
 
 

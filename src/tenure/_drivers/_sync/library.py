@@ -43,6 +43,8 @@ class _Library:
     response_error: type[Exception]
     #: its connection pool class (a cluster hub's pool to one node)
     pool: Callable[..., Any]
+    #: the base class of its errors
+    error: type[Exception]
 
 
 class _RedisHubPubSub(_Reconnects, redis.client.PubSub):
@@ -55,6 +57,7 @@ _REDIS = _Library(
     redis.exceptions.NoScriptError,
     redis.exceptions.ResponseError,
     redis.ConnectionPool,
+    redis.exceptions.RedisError,
 )
 
 
@@ -76,6 +79,7 @@ def _library_named(name: _clients.Library) -> _Library:
         valkey.exceptions.NoScriptError,
         valkey.exceptions.ResponseError,
         valkey.ConnectionPool,
+        valkey.exceptions.ValkeyError,
     )
 
 
