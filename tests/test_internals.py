@@ -98,22 +98,19 @@ def test_a_pubsub_connections_pushes_are_read_off_its_parser(url: str, library: 
             assert parser is None
             return
         assert parser is not None
-        assert _internals.read_pushed(parser, 0.05) is None
+        assert _internals.pushed_reply(parser) is None
+        assert not _internals.pushed_due(parser, 0.05)
         client.publish("internals:pushed", "1 token")
         reply = None
-        for _ in range(100):
-            reply = _internals.read_pushed(parser, 0.05)
-            if reply is not None:
-                break
+        while reply is None:
+            assert _internals.pushed_due(parser, 5)
+            assert _internals.pushed_feed(parser)
+            reply = _internals.pushed_reply(parser)
         assert isinstance(reply, list)
         assert [_text(part) for part in reply] == ["message", "internals:pushed", "1 token"]
         client.client_kill_filter(_type="pubsub")
-        closed = None
-        for _ in range(100):
-            closed = _internals.read_pushed(parser, 0.05)
-            if closed is not None:
-                break
-        assert closed is False
+        assert _internals.pushed_due(parser, 5)
+        assert not _internals.pushed_feed(parser)  # (the server closed it)
     finally:
         pubsub.close()
         client.close()

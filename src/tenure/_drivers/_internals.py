@@ -32,7 +32,7 @@ def pushed_parser(conn: Any) -> Any:
     """The parser of a sync connection, if it is redis-py's hiredis one on a
     plain socket (its reader keeps no reply aside): what a thread waiting on a
     hub's connection reads the server's pushes with itself (see
-    :func:`read_pushed`); ``None`` for any other (the thread then waits for the
+    :func:`pushed_reply`); ``None`` for any other (the thread then waits for the
     hub's reader)."""
     parser = getattr(conn, "_parser", None)
     kind = type(parser)
@@ -44,29 +44,31 @@ def pushed_parser(conn: Any) -> Any:
     return parser
 
 
-def read_pushed(parser: Any, timeout: float) -> Any:
-    """The next reply on the connection of ``parser`` (see
-    :func:`pushed_parser`) within ``timeout`` seconds: ``None`` when none came
-    whole, ``False`` when the server closed the connection. Read off the
-    socket into the parser's own reader, without the library's ``PubSub``,
-    whose read takes ``logging``'s lock and swallows exceptions (not for a
-    thread that an interrupt may hit). An error reply comes back as the
-    exception (not raised); a reply it cannot parse raises."""
-    reader, sock = parser._reader, parser._sock
-    none = sys.modules[type(parser).__module__].NOT_ENOUGH_DATA
-    reply = reader.gets()
-    if reply is not none:
-        return reply
+def pushed_reply(parser: Any) -> Any:
+    """The next whole reply in the reader of ``parser`` (see
+    :func:`pushed_parser`), ``None`` if none: read without the library's
+    ``PubSub``, whose read takes ``logging``'s lock and swallows exceptions
+    (not for a thread that an interrupt may hit). An error reply comes back
+    as the exception (not raised); a reply it cannot parse raises."""
+    reply = parser._reader.gets()
+    return None if reply is sys.modules[type(parser).__module__].NOT_ENOUGH_DATA else reply
+
+
+def pushed_due(parser: Any, timeout: float) -> bool:
+    """Whether the socket of ``parser`` has data to read within ``timeout``
+    seconds (consumes nothing)."""
     poll = select.poll()
-    poll.register(sock, select.POLLIN)
-    if not poll.poll(max(0, int(timeout * 1000))):
-        return None
-    data = sock.recv(65536)
-    if not data:
-        return False
-    reader.feed(data)
-    reply = reader.gets()
-    return None if reply is none else reply
+    poll.register(parser._sock, select.POLLIN)
+    return bool(poll.poll(max(0, int(timeout * 1000))))
+
+
+def pushed_feed(parser: Any) -> bool:
+    """Read what the socket of ``parser`` has into its reader (after
+    :func:`pushed_due`); ``False`` when the server closed the connection."""
+    data = parser._sock.recv(65536)
+    if data:
+        parser._reader.feed(data)
+    return bool(data)
 
 
 def sock_of(conn: Any) -> socket.socket | None:

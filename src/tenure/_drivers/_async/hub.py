@@ -260,7 +260,7 @@ class _Hub(_HubBase):
         or ``deadline`` passes (``False``); ``None`` when the reading goes back
         to the reader (the connection closed, was made again or may hold half
         a reply; a library whose parser it cannot read with). It reads the
-        replies off the connection's parser (see :func:`.._internals.read_pushed`):
+        replies off the connection's parser (see :func:`.._internals.pushed_reply`):
         it routes a published message, and leaves any other reply to the
         reader (a confirmation, an error), and what a message asks of the
         reader (a pass-on, a dropped channel)."""
@@ -280,9 +280,15 @@ class _Hub(_HubBase):
                 if parser is None or self._torn or pubsub.reconnected.is_set():
                     self._resume.set()
                     return None
-                self._torn = True
                 try:
-                    reply = _internals.read_pushed(parser, min(left, READ_POLL))
+                    self._torn = True  # (until the reply read is routed)
+                    reply = _internals.pushed_reply(parser)
+                    if reply is None:
+                        self._torn = False  # (the wait consumes nothing)
+                        if not _internals.pushed_due(parser, min(left, READ_POLL)):
+                            continue
+                        self._torn = True
+                        reply = _internals.pushed_feed(parser) and _internals.pushed_reply(parser)
                 except self._library.error:  # (a reply it cannot parse)
                     reply = False
                 except OSError as exc:  # (the socket's, with an errno: an interrupt goes on)
