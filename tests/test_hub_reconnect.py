@@ -425,6 +425,52 @@ def test_a_lingering_channel_is_unsubscribed_after_a_reconnection(r: redis.Redis
     out[1].release()
 
 
+@pytest.mark.parametrize("retrying", [True, False], ids=["retrying", "no-retry"])
+def test_a_lingering_channel_is_unsubscribed_after_a_reconnection_asyncio(
+    r: redis.Redis, url: str, retrying: bool
+) -> None:
+    """The asyncio twin of
+    :func:`test_a_lingering_channel_is_unsubscribed_after_a_reconnection`, with
+    and without retries: the lingering channel, which redis-py subscribed
+    again, still goes when its linger ends."""
+    b_lease = Lock(r, "adrop-b", ttl=LEASE).acquire()
+    a_lease = Lock(r, "adrop-a", ttl=LEASE).acquire()
+    assert a_lease is not None and b_lease is not None
+
+    async def until(name: str, subscribed: bool, within: float) -> bool:
+        deadline = time.monotonic() + within
+        while bool(r.pubsub_channels(f"*{{{name}}}*")) != subscribed:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    async def main() -> None:
+        kwargs: dict[str, Any] = {"retry": _async_retry()} if retrying else {}
+        client = redis.asyncio.Redis.from_url(url, **kwargs)
+        a_waiter = asyncio.create_task(
+            AsyncLock(client, "adrop-a", ttl=LEASE).acquire(timeout=WAITER_TIMEOUT)
+        )
+        b_waiter = asyncio.create_task(
+            AsyncLock(client, "adrop-b", ttl=LEASE).acquire(timeout=WAITER_TIMEOUT)
+        )
+        assert await until("adrop-a", True, 5) and await until("adrop-b", True, 5)
+        a_lease.release()
+        got_a = await asyncio.wait_for(a_waiter, PROMPT)
+        assert got_a is not None
+        await got_a.release()  # adrop-a's channel lingers now, nobody waits on it
+        _kill_pubsub(r)
+        assert await until("adrop-b", True, 3), "the hub did not subscribe again"
+        assert await until("adrop-a", False, 3), "the hub kept a channel nobody waits on"
+        b_lease.release()
+        got_b = await asyncio.wait_for(b_waiter, PROMPT)
+        assert got_b is not None
+        await got_b.release()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
 def _attempts(r: redis.Redis) -> int:
     """Script calls the server ran since the last ``CONFIG RESETSTAT``."""
     stats = r.info("commandstats")

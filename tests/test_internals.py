@@ -82,6 +82,41 @@ def test_a_sync_connections_socket_is_read_and_polled(url: str, library: str) ->
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
+def test_a_pubsub_connections_pushes_are_read_off_its_parser(url: str, library: str) -> None:
+    """redis-py's hiredis parser: a published message, read whole off the
+    socket into the parser's reader, a read with nothing due, the server
+    closing the connection. Any other parser (valkey-py's, redis-py's Python
+    one): ``None``, its waiting threads wait for the hub's reader."""
+    client = _client_class(_lib(library), False).from_url(url)
+    pubsub = client.pubsub()
+    try:
+        pubsub.subscribe("internals:pushed")
+        assert pubsub.get_message(timeout=5) is not None  # (the confirmation)
+        parser = _internals.pushed_parser(pubsub.connection)
+        hiredis = type(pubsub.connection._parser).__name__ == "_HiredisParser"
+        if library != "redis" or not hiredis:
+            assert parser is None
+            return
+        assert parser is not None
+        assert _internals.pushed_reply(parser) is None
+        assert not _internals.pushed_due(parser, 0.05)
+        client.publish("internals:pushed", "1 token")
+        reply = None
+        while reply is None:
+            assert _internals.pushed_due(parser, 5)
+            assert _internals.pushed_feed(parser)
+            reply = _internals.pushed_reply(parser)
+        assert isinstance(reply, list)
+        assert [_text(part) for part in reply] == ["message", "internals:pushed", "1 token"]
+        client.client_kill_filter(_type="pubsub")
+        assert _internals.pushed_due(parser, 5)
+        assert not _internals.pushed_feed(parser)  # (the server closed it)
+    finally:
+        pubsub.close()
+        client.close()
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
 def test_a_sync_connections_packer_is_read_and_replaced(url: str, library: str) -> None:
     client = _client_class(_lib(library), False).from_url(url)
     conn = client.connection_pool.make_connection()

@@ -35,6 +35,8 @@ _STYLES: dict[str, type[BaseException]] = {"keyboard": KeyboardInterrupt, "excep
 #: expressions).
 WAITS = r"\bwait_(set|wake|event)\("
 READY = r"\bwait_set\(ch\.ready\b"
+#: The line of ``_perform`` that waits for the wake (the hub's ``wait_wake``).
+WAKE = r"\bhub\.wait_wake\("
 
 #: How long a thread may take before the test calls it stuck, seconds.
 STUCK = 10.0
@@ -124,12 +126,12 @@ def _interrupted(
     return bool(fired)
 
 
-def _each_window(check: Callable[[int], bool]) -> int:
+def _each_window(check: Callable[[int], bool], most: int = 40) -> int:
     """Run ``check(window)`` for windows 1, 2, ... until two in a row did not
-    fire (past the wait's last call to C code); how many fired."""
+    fire (past the wait's last call to C code), at most ``most``; how many fired."""
     fired = misses = 0
     window = 0
-    while misses < 2 and window < 40:
+    while misses < 2 and window < most:
         window += 1
         if check(window):
             fired, misses = fired + 1, 0
@@ -168,6 +170,80 @@ def test_an_interrupted_wait_for_the_channel_strands_no_other_waiter(
         return fired
 
     assert _each_window(check) >= 1
+
+
+def _until_waiting_or_done(thread: threading.Thread) -> None:
+    """Until ``thread`` waits in the driver, or has ended."""
+    deadline = time.monotonic() + STUCK
+    while thread.is_alive() and time.monotonic() < deadline:
+        if _in_wait(sys._current_frames().get(thread.ident or 0), WAITS):
+            return
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("style", sorted(_STYLES))
+def test_an_interrupted_leading_wait_strands_no_other_waiter(
+    r: redis.Redis, style: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A contended acquire whose thread reads the hub's connection itself (it
+    leads: see ``_Hub.wait_wake``), interrupted as any call of its wait for
+    the wake returns, before or while it reads and routes the hand-off: the
+    lock still reaches the next contender of the process, the hub still
+    routes its wake, and the interrupted acquire holds nothing."""
+    error = _STYLES[style]
+    leads: list[int] = []
+    lead = _sync._Hub._lead
+
+    def counted(self: Any, *args: Any) -> Any:
+        leads.append(1)
+        return lead(self, *args)
+
+    monkeypatch.setattr(_sync._Hub, "_lead", counted)
+
+    def check(window: int) -> bool:
+        name = f"lead-{style}-{window}"
+        holder = Lock(r, name, ttl=30).acquire()
+        assert holder is not None
+        # a plain wait first: once its wake is routed the reader rests, and
+        # the next wait of the process leads
+        warm, warmed = _in_thread(lambda: Lock(r, name, ttl=30).acquire(timeout=STUCK / 2))
+        _wait_until_waiting(warm)
+        holder.release()
+        _joined(warm, "the first contender")
+        assert len(warmed) == 1 and warmed[0] is not None, warmed
+        profile, fired = _interrupt_at(window, WAKE, error)
+
+        def interrupted() -> Any:
+            sys.setprofile(profile)
+            try:
+                return Lock(r, name, ttl=30).acquire(timeout=STUCK / 2)
+            finally:
+                sys.setprofile(None)
+
+        thread, out = _in_thread(interrupted)
+        _until_waiting_or_done(thread)
+        warmed[0].release()
+        _joined(thread, "the interrupted acquire")
+        assert len(out) == 1, out
+        if fired:
+            assert isinstance(out[0], error), out
+        else:
+            assert out[0] is not None and not isinstance(out[0], BaseException), out
+            out[0].release()
+        second, got = _in_thread(lambda: Lock(r, name, ttl=30).acquire(timeout=STUCK / 2))
+        _joined(second, "the next contender")
+        assert len(got) == 1 and got[0] is not None and not isinstance(got[0], BaseException), got
+        third, again = _in_thread(lambda: Lock(r, name, ttl=30).acquire(timeout=STUCK / 2))
+        _wait_until_waiting(third)
+        got[0].release()
+        _joined(third, "a contender after it")
+        assert len(again) == 1 and again[0] is not None, again
+        again[0].release()
+        assert not Lock(r, name).locked()  # (the interrupted acquire holds nothing)
+        return bool(fired)
+
+    assert _each_window(check, most=150) >= 1
+    assert leads, "no wait led"
 
 
 @pytest.mark.parametrize("style", sorted(_STYLES))

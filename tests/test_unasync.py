@@ -78,7 +78,7 @@ def test_a_rule_that_matches_nothing_in_the_whole_folder_is_an_error(tree: Path)
 
 
 #: The driver's modules written by hand in both folders (what differs per flavour).
-HAND_WRITTEN = {"calls.py", "flavour.py", "hub.py"}
+HAND_WRITTEN = {"calls.py"}
 
 
 def test_the_drivers_shared_modules_are_generated_and_the_others_left_alone(tree: Path) -> None:
@@ -89,19 +89,19 @@ def test_the_drivers_shared_modules_are_generated_and_the_others_left_alone(tree
     for name in names:
         first = (sync / name).read_text().splitlines()[0]
         assert first.startswith("# GENERATED") == (name not in HAND_WRITTEN), name
-    hub = (sync / "hub.py").read_text()
-    (sync / "drive.py").write_text("# edited\n")
+    calls = (sync / "calls.py").read_text()
+    (sync / "hub.py").write_text("# edited\n")
     assert unasync(tree).returncode == 0
-    assert (sync / "hub.py").read_text() == hub  # (never rewritten)
-    assert (sync / "drive.py").read_text().startswith("# GENERATED")
+    assert (sync / "calls.py").read_text() == calls  # (never rewritten)
+    assert (sync / "hub.py").read_text().startswith("# GENERATED")
     assert unasync(tree, "--check").returncode == 0
 
 
 @pytest.mark.parametrize("folder", ["_async", "_sync"])
 def test_check_fails_when_a_hand_written_driver_module_is_missing(tree: Path, folder: str) -> None:
-    (tree / DRIVERS / folder / "flavour.py").unlink()
+    (tree / DRIVERS / folder / "calls.py").unlink()
     failed = unasync(tree, "--check")
-    assert failed.returncode == 1 and "flavour.py is missing from" in failed.stderr, failed.stderr
+    assert failed.returncode == 1 and "calls.py is missing from" in failed.stderr, failed.stderr
 
 
 def test_check_fails_on_a_stale_generated_driver_module(tree: Path) -> None:

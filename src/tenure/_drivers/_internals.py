@@ -19,10 +19,56 @@ object has no such attribute (another connection class, a fake in a test).
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
+import ssl
+import sys
 from typing import Any
 
 # -- sync connections (redis.Connection, valkey.Connection and subclasses) --
+
+
+def pushed_parser(conn: Any) -> Any:
+    """The parser of a sync connection, if it is redis-py's hiredis one on a
+    plain socket (its reader keeps no reply aside): what a thread waiting on a
+    hub's connection reads the server's pushes with itself (see
+    :func:`pushed_reply`); ``None`` for any other (the thread then waits for the
+    hub's reader)."""
+    parser = getattr(conn, "_parser", None)
+    kind = type(parser)
+    if kind.__name__ != "_HiredisParser" or kind.__module__ != "redis._parsers.hiredis":
+        return None
+    sock = getattr(parser, "_sock", None)
+    if getattr(parser, "_reader", None) is None or sock is None or isinstance(sock, ssl.SSLSocket):
+        return None
+    return parser
+
+
+def pushed_reply(parser: Any) -> Any:
+    """The next whole reply in the reader of ``parser`` (see
+    :func:`pushed_parser`), ``None`` if none: read without the library's
+    ``PubSub``, whose read takes ``logging``'s lock and swallows exceptions
+    (not for a thread that an interrupt may hit). An error reply comes back
+    as the exception (not raised); a reply it cannot parse raises."""
+    reply = parser._reader.gets()
+    return None if reply is sys.modules[type(parser).__module__].NOT_ENOUGH_DATA else reply
+
+
+def pushed_due(parser: Any, timeout: float) -> bool:
+    """Whether the socket of ``parser`` has data to read within ``timeout``
+    seconds (consumes nothing)."""
+    poll = select.poll()
+    poll.register(parser._sock, select.POLLIN)
+    return bool(poll.poll(max(0, int(timeout * 1000))))
+
+
+def pushed_feed(parser: Any) -> bool:
+    """Read what the socket of ``parser`` has into its reader (after
+    :func:`pushed_due`); ``False`` when the server closed the connection."""
+    data = parser._sock.recv(65536)
+    if data:
+        parser._reader.feed(data)
+    return bool(data)
 
 
 def sock_of(conn: Any) -> socket.socket | None:

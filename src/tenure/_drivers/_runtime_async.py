@@ -5,17 +5,36 @@ The driver's logic is written once, in ``_async/``, which imports these;
 ``_sync/`` is generated from it (``scripts/unasync.py``) and imports the
 same names from ``_runtime_sync``: the events and the gate, the waits with a
 timeout, the current runner (a task), the guard that tells an interrupt from
-a cancellation (:func:`cancel_requests`, :func:`swallowed`), ``sleep``.
+a cancellation (:func:`cancel_requests`, :func:`swallowed`), ``sleep``, and
+what a client of each library does its own way in this flavour (a Redis
+Cluster node's pools, renewals in one cluster pipeline, valkey-py's missing
+sharded pub/sub).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeAlias
 
+from .._protocol import Eval, parse_reply
+from . import _clients, _identity, _internals
+from ._hubbook import LINGER
+
 __all__ = ["Event", "new_event", "sleep", "wait_event"]
+
+#: The clients this flavour drives (see :func:`_clients.check`).
+ASYNCIO = True
+
+#: Whether a thread waiting on a channel reads the hub's connection itself in
+#: the reader's place: no (a task's wake costs no thread hop).
+READS_ITS_WAKE = False
+
+#: How long a hub's reader waits for a message before it looks up (to
+#: unsubscribe the channels whose linger ended), seconds.
+READ_POLL = LINGER
 
 #: The events of the flavour (a plan's own subscription, the facade's).
 Event: TypeAlias = asyncio.Event
@@ -214,3 +233,145 @@ def forsake(conns: list[Any], pool: Any) -> None:
 
 #: The tasks of :func:`forsake` (kept referenced until done).
 _forsaken: set[asyncio.Task[None]] = set()
+
+
+async def finish(target: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
+    """Run ``target(*args)`` to its end even if the caller is cancelled: in a
+    task of its own, kept referenced until done (its error is raised to the
+    caller, if that still waits for it, and retrieved anyway)."""
+    task = asyncio.ensure_future(target(*args))
+    _forsaken.add(task)
+    task.add_done_callback(_finished)
+    await asyncio.shield(task)
+
+
+def _finished(task: asyncio.Future[None]) -> None:
+    _forsaken.discard(task)
+    if not task.cancelled():
+        task.exception()
+
+
+async def close_pubsub(pubsub: Any) -> None:
+    """Close a hub's PubSub (even if the reader is being cancelled)."""
+    await asyncio.shield(pubsub.aclose())
+
+
+_task_numbers: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
+
+
+def owner_number() -> int:
+    """The calling task's number (stable for the task's life; see
+    :func:`_identity.owner_of`).
+
+    Raises:
+        RuntimeError: called outside an asyncio task.
+    """
+    task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("tenure's async API must be used from inside an asyncio task")
+    number = _task_numbers.get(task)
+    if number is None:
+        number = _task_numbers[task] = _identity.next_number()
+    return number
+
+
+def prepare(client: Any, pool: Any) -> None:
+    """Nothing: an asyncio connection packs numbers in Python (see the twin)."""
+
+
+def numbers_as_text(conn: Any) -> None:
+    """Nothing: an asyncio connection packs numbers in Python (see the twin)."""
+
+
+def node_pool(client: Any, library: Any, node: Any) -> Any:
+    """A connection pool of its own to the cluster node ``node`` (for its hub)."""
+    return library.pool(connection_class=node.connection_class, **node.connection_kwargs)
+
+
+def node_client(client: Any, library: Any, pools: dict[Any, Any], node: Any) -> Any:
+    """A client of the cluster node ``node`` (a slot's master), on a connection
+    pool of its own kept per node in ``pools``."""
+    where = (str(node.host), int(node.port))
+    pool = pools.get(where)
+    if pool is None:
+        pool = pools[where] = node_pool(client, library, node)
+    return library.client(connection_pool=pool)
+
+
+async def send_by_node(
+    client: Any, steps: Sequence[Eval], shard: bool, pipeline: Callable[..., Awaitable[Any]]
+) -> list[Any]:
+    """``steps`` (scripts) sent through the cluster ``client`` in one cluster
+    pipeline, which sends one round trip to each master owning some of their
+    slots; one parsed reply or error per step, ``None`` for every step when
+    the pipeline failed (``pipeline``: the synchronous twin's)."""
+    try:
+        async with client.pipeline() as pipe:
+            for step in steps:
+                pipe.execute_command("EVALSHA", *_clients.evalsha_args(step, shard))
+            raws = list(await pipe.execute(raise_on_error=False))
+    except Exception:
+        return [None] * len(steps)
+    replies: list[Any] = []
+    for step, raw in zip(steps, raws, strict=True):
+        if raw is not None and not isinstance(raw, Exception):
+            try:
+                raw = parse_reply(step.script, raw)
+            except Exception as exc:
+                raw = exc
+        replies.append(raw)
+    return replies
+
+
+class ShardedPubSub:
+    """Sharded pub/sub (``SSUBSCRIBE`` / ``SUNSUBSCRIBE``, ``smessage``), mixed into
+    valkey-py's asyncio PubSub, which lacks it (valkey-py 6.2; its synchronous
+    PubSub has it, as redis-py's both do): what a ``ValkeyCluster`` hub needs,
+    with the same attributes as redis-py's (``shard_channels``), subscribed
+    again on a new connection."""
+
+    shard_channels: dict[Any, Any]
+    pending_unsubscribe_shard_channels: set[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shard_channels = {}
+        self.pending_unsubscribe_shard_channels = set()
+
+    async def ssubscribe(self, *channels: Any) -> None:
+        pubsub: Any = self
+        await pubsub.execute_command("SSUBSCRIBE", *channels)
+        new = _internals.normalize_keys(pubsub, dict.fromkeys(channels))
+        self.shard_channels.update(new)
+        self.pending_unsubscribe_shard_channels.difference_update(new)
+
+    def sunsubscribe(self, *channels: Any) -> Awaitable[Any]:
+        pubsub: Any = self
+        self.pending_unsubscribe_shard_channels.update(
+            _internals.normalize_keys(pubsub, dict.fromkeys(channels))
+        )
+        sent: Awaitable[Any] = pubsub.execute_command("SUNSUBSCRIBE", *channels)
+        return sent
+
+    async def on_connect(self, connection: Any) -> None:
+        inner: Any = super()
+        await inner.on_connect(connection)
+        self.pending_unsubscribe_shard_channels.clear()
+        if self.shard_channels:
+            pubsub: Any = self
+            await pubsub.execute_command("SSUBSCRIBE", *self.shard_channels)
+
+    async def handle_message(self, response: Any, ignore_subscribe_messages: bool = False) -> Any:
+        inner: Any = super()
+        message = await inner.handle_message(response, ignore_subscribe_messages)
+        if isinstance(message, dict) and message.get("type") in ("sunsubscribe", b"sunsubscribe"):
+            channel = message["channel"]
+            if channel in self.pending_unsubscribe_shard_channels:
+                self.pending_unsubscribe_shard_channels.discard(channel)
+                self.shard_channels.pop(channel, None)
+        return message
+
+    @property
+    def subscribed(self) -> bool:
+        pubsub: Any = self
+        return bool(pubsub.channels or pubsub.patterns or self.shard_channels)

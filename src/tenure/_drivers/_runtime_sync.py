@@ -5,7 +5,9 @@ The driver's logic is written once, in ``_async/``; ``_sync/`` is generated
 from it (``scripts/unasync.py``) and imports from here what
 ``_runtime_async`` gives the asyncio flavour, under the same names: the
 events and the gate, the waits with a timeout, the current runner (a thread),
-the guard that tells an interrupt from a cancellation, ``sleep``.
+the guard that tells an interrupt from a cancellation, ``sleep``, and what a
+client of each library does its own way in this flavour (a Redis Cluster
+node's clients, renewals in one pipeline per node, numbers packed as text).
 
 The invariant of every wait here: no lock is held between two calls in the
 main thread, where a signal handler may raise (so no ``threading.Condition``
@@ -19,10 +21,11 @@ import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from . import _internals
+from .._protocol import Eval, Pipeline
+from . import _clients, _identity, _internals
 
 __all__ = [
     "Event",
@@ -38,6 +41,13 @@ __all__ = [
     "sleep",
     "wait_event",
 ]
+
+#: The clients this flavour drives (see :func:`_clients.check`).
+ASYNCIO = False
+
+#: Whether a thread waiting on a channel reads the hub's connection itself in
+#: the reader's place: yes (see the hub's ``wait``).
+READS_ITS_WAKE = True
 
 #: How often a hub's reader thread looks up from its pub/sub connection (to
 #: unsubscribe idle channels, and to stop at exit), seconds.
@@ -91,6 +101,10 @@ class _Wake:
         """Wake the waiter (or its next wait); idempotent."""
         with contextlib.suppress(RuntimeError):  # set already
             self._lock.release()
+
+    def is_set(self) -> bool:
+        """Whether it is set (and not consumed yet)."""
+        return not self._lock.locked()
 
     def wait(self, timeout: float | None) -> bool:
         """Wait until set or ``timeout`` seconds pass (``None``: no limit); return
@@ -315,3 +329,76 @@ def let_go(pool: Any, conn: Any) -> None:
 def forsake(conns: list[Any], pool: Any) -> None:
     """Nothing: a process has one home (see :func:`home`), whose reserves are
     never forsaken (the asyncio twin gives back another loop's)."""
+
+
+def finish(target: Callable[..., None], *args: Any) -> None:
+    """Run ``target(*args)`` in the calling thread (the asyncio twin runs it
+    in a task of its own, which the caller's cancellation does not stop)."""
+    target(*args)
+
+
+def close_pubsub(pubsub: Any) -> None:
+    """Close a hub's PubSub."""
+    pubsub.close()
+
+
+_local = threading.local()
+
+
+def owner_number() -> int:
+    """The calling thread's number (stable for the thread's life; see
+    :func:`_identity.owner_of`)."""
+    number: int | None = getattr(_local, "number", None)
+    if number is None:
+        number = _local.number = _identity.next_number()
+    return number
+
+
+def prepare(client: Any, pool: Any) -> None:
+    """Make ``client``'s connections pack numbers as text (see
+    :func:`_clients.numbers_as_text`), before the pool's first connection."""
+    _clients.pool_numbers_as_text(pool)
+    if (single := getattr(client, "connection", None)) is not None:
+        _clients.numbers_as_text(single)  # (a single_connection_client's)
+
+
+def numbers_as_text(conn: Any) -> None:
+    """Make ``conn`` pack numbers as text (see :func:`_clients.numbers_as_text`)."""
+    _clients.numbers_as_text(conn)
+
+
+def node_pool(client: Any, library: Any, node: Any) -> Any:
+    """The connection pool of the client the cluster client keeps for ``node``."""
+    return _clients.node_client(client, node).connection_pool
+
+
+def node_client(client: Any, library: Any, pools: dict[Any, Any], node: Any) -> Any:
+    """The client the cluster client keeps for its node ``node`` (a slot's master)."""
+    return _clients.node_client(client, node)
+
+
+def send_by_node(
+    client: Any, steps: Sequence[Eval], shard: bool, pipeline: Callable[..., Any]
+) -> list[Any]:
+    """``steps`` (scripts) sent to the masters owning their slots, by
+    ``pipeline`` (the driver's), in one round trip per master, on the client
+    the cluster ``client`` keeps for it: one reply or error per step, ``None``
+    for a step not sent."""
+    raws: list[Any] = [None] * len(steps)
+    for node, indexes in _clients.by_node(client, steps):
+        try:
+            sent = pipeline(
+                _clients.node_client(client, node),
+                Pipeline(tuple(steps[i] for i in indexes)),
+                shard=shard,
+            )
+        except Exception as exc:
+            sent = [exc] * len(indexes)
+        for i, raw in zip(indexes, sent, strict=True):
+            raws[i] = raw
+    return raws
+
+
+class ShardedPubSub:
+    """Nothing to add: valkey-py's synchronous PubSub has sharded pub/sub
+    (its asyncio one lacks it: see the asyncio twin)."""

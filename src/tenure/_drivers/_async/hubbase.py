@@ -4,10 +4,8 @@ lock in the synchronous flavour, nothing in asyncio), route a message, and
 give a Redis Cluster node's dropped channels to their slots' new owners.
 
 Part of the driver's single source: ``_sync/hubbase.py`` is generated from
-this file by ``scripts/unasync.py``. The reading and subscribing, which
-differ (a reader thread and SUBSCRIBEs sent by the waiting thread; a reader
-task and SUBSCRIBEs sent by tasks of their own), are each flavour's
-``hub.py``.
+this file by ``scripts/unasync.py``; the reading and subscribing are
+:mod:`.hub`'s.
 """
 
 from __future__ import annotations
@@ -57,7 +55,7 @@ class _Channel:
 
 
 class _HubBase:
-    """What each flavour's ``_Hub`` shares."""
+    """What :class:`.hub._Hub` builds on: the book and the calls that only use it."""
 
     def __init__(
         self,
@@ -87,6 +85,8 @@ class _HubBase:
         self._orphans: dict[str, _Channel] = {}
         self._orphan_failures = 0
         self._rehome_at = 0.0
+        #: the listeners of broadcast channels (see :meth:`.hub._Hub.wait`)
+        self._listening = 0
 
     async def adopt(self, channel: str, ch: _Channel) -> None:
         raise NotImplementedError
@@ -103,6 +103,7 @@ class _HubBase:
     def unlisten(self, ch: _Channel, event: Event) -> None:
         with self._mutex:
             self._book.unlisten(ch, event, time.monotonic())
+            self._listening -= 1
 
     def own_waiter(self) -> str:
         """A waiter id new for one plan that waits on a channel of its own."""
@@ -168,13 +169,21 @@ class _HubBase:
             await pubsub.unsubscribe(name)
 
     async def _dispatch(self, message: dict[str, Any], pubsub: Any) -> None:
+        await self._act(self._route(message), message["channel"], pubsub)
+
+    def _route(self, message: dict[str, Any]) -> Settable | PassOn | Dropped[_Channel] | None:
+        """What ``message`` asks for (see :meth:`._hubbook.HubBook.route`)."""
         channel, data = _text(message["channel"]), _text(message["data"])
         kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
         with self._mutex:
-            route = self._book.route(kind, channel, data, time.monotonic())
+            return self._book.route(kind, channel, data, time.monotonic())
+
+    async def _act(self, route: Any, channel: Any, pubsub: Any) -> None:
+        """Do what :meth:`_route` found for a message on ``channel`` (its name as
+        the library gave it)."""
         if isinstance(route, Dropped):
             # redis-py forgets only the channels it was asked to unsubscribe
-            _clients.forget_shard_channel(pubsub, message["channel"])
+            _clients.forget_shard_channel(pubsub, channel)
             self._orphan({route.channel: route.record})
         elif isinstance(route, PassOn):
             # On failure the lease runs out and the waiters' timers fire.

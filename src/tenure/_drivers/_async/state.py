@@ -5,8 +5,7 @@ made on first use in each home (event loop, or process: the runtime's
 
 Part of the driver's single source: ``_sync/state.py`` is generated from this
 file by ``scripts/unasync.py``. The owner id of the calling task or thread,
-and what a cluster client of each flavour does its own way, are in the
-hand-written :mod:`.flavour`.
+and a cluster client's renewals and master clients, are in :mod:`.flavour`.
 """
 
 from __future__ import annotations
@@ -15,8 +14,8 @@ import weakref
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, TypeVar
 
 from .. import _clients, _identity
-from .._runtime_async import home, states_mutex
-from .flavour import ASYNCIO, _master_client, _renew_each, current_owner, node_pool, prepare
+from .._runtime_async import ASYNCIO, home, node_pool, prepare, states_mutex
+from .flavour import _master_client, _renew_each, current_owner
 from .hub import _Hub
 from .library import _library
 from .reserve import SPARE_CONNECTIONS, _reserve_for
@@ -113,7 +112,7 @@ def _new_state(client: Client, here: Any) -> _State:
 def _hub(client: Client, channel: str) -> _Hub:
     """The hub that listens on ``channel``: the client's, or on a Redis Cluster
     the hub of the node that owns the channel's slot (made on first use; see
-    :func:`.flavour.node_pool`)."""
+    the runtime's ``node_pool``)."""
     state = _state(client)
     if not _clients.is_cluster(type(client)):
         return state.hub
@@ -125,7 +124,7 @@ def _hub(client: Client, channel: str) -> _Hub:
             hub = state.nodes.get(where)
             if hub is None:
                 hub = _Hub(
-                    node_pool(client, state, node),
+                    node_pool(client, state.hub._library, node),
                     state.hub._library,
                     waiter=state.hub.waiter,
                     cluster=weakref.ref(client),

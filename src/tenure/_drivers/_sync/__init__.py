@@ -23,8 +23,8 @@ the scripts' plain variants (``PUBLISH``, which the cluster bus copies to
 every node) and hubs that ``SUBSCRIBE``, still one per node waited on.
 
 The modules, one concern each (``docs/architecture.md``, "The drivers"):
-:mod:`.state` (per-client state; :mod:`.flavour`, what each flavour's
-client does its own way), :mod:`.reserve` (the quick paths' connections),
+:mod:`.state` (per-client state; :mod:`.flavour`, owner ids and a
+cluster client's renewals), :mod:`.reserve` (the quick path's connections),
 :mod:`.hub` (the wake hub), :mod:`.watchdog`, :mod:`.pins` (blocks on one
 connection), :mod:`.send` (script sending, cluster routing), :mod:`.drive`
 (plan driving), :mod:`.fanout` (calls on several servers at once, a

@@ -42,7 +42,6 @@ from .._runtime_sync import (
     swallowed,
     wait_event,
     wait_set,
-    wait_wake,
 )
 from .._watchbook import Watch, Watchable
 from .hub import _Hub
@@ -336,7 +335,7 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
             ch = c.ch
             ch.wait_until = math.inf if step.timeout is None else time.monotonic() + step.timeout
             try:
-                woken = wait_wake(ch.wake, step.timeout)
+                woken = c.hub.wait_wake(ch, step.timeout)
             finally:
                 ch.wait_until = None
         else:

@@ -1,81 +1,56 @@
-"""What a client of the synchronous flavour needs that an asyncio one does
-not (the rest of :mod:`.state` is generated from one source for both): the
-owner id of a thread, numbers packed as text, a Redis Cluster node's own
-client, renewals in one pipeline per node.
+# GENERATED from _async/flavour.py by scripts/unasync.py: do not edit.
+"""What a client does its own way in each flavour, through the runtime's
+names (:mod:`.._runtime_async` / ``_runtime_sync``): the owner id of a task
+or thread, a Redis Cluster node's master client, cluster renewals.
 
-Written by hand in both flavours, with the same names (``_async/flavour.py``).
+Part of the driver's single source: ``_sync/flavour.py`` is generated from
+this file by ``scripts/unasync.py``.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from ..._errors import WrongTypeError
-from ..._protocol import Pipeline
-from .. import _clients, _identity
+from .. import _identity
+from .._runtime_sync import node_client, owner_number, send_by_node
 from .._watchbook import renewal_reply
 from . import late
 from .statebase import _State
 
-#: The clients this flavour drives (see :func:`_clients.check`).
-ASYNCIO = False
-
-_local = threading.local()
-
 
 def current_owner() -> str:
-    """The calling thread's owner id (stable for the thread's life, new after fork)."""
-    number = getattr(_local, "number", None)
-    if number is None:
-        number = _local.number = _identity.next_number()
-    return _identity.owner_of(number)
+    """The calling task's or thread's owner id (stable for its life, new
+    after fork).
 
-
-def prepare(client: Any, pool: Any) -> None:
-    """Make ``client``'s connections pack numbers as text (see
-    :func:`_clients.numbers_as_text`), before the pool's first connection."""
-    _clients.pool_numbers_as_text(pool)
-    if (single := getattr(client, "connection", None)) is not None:
-        _clients.numbers_as_text(single)  # (a single_connection_client's)
-
-
-def node_pool(client: Any, state: _State, node: Any) -> Any:
-    """The connection pool of the client the cluster client keeps for ``node``."""
-    return _clients.node_client(client, node).connection_pool
+    Raises:
+        RuntimeError: (asyncio) called outside a task.
+    """
+    return _identity.owner_of(owner_number())
 
 
 def _master_client(client: Any, state: _State, node: Any) -> Any:
-    """The client of the cluster node ``node`` (a slot's master; see
-    :func:`.send._on_master`)."""
-    return _clients.node_client(client, node)
+    """A client of the cluster node ``node`` (a slot's master; see
+    :func:`.send._on_master` and the runtime's ``node_client``)."""
+    return node_client(client, state.hub._library, state.pools, node)
 
 
 def _renew_each(ref: Callable[[], Any], leases: list[Any]) -> list[Any]:
-    """A Redis Cluster client's watchdog renewals, grouped by node: one pipelined
-    round trip per master owning some of the leases' slots. A renewal that fails
-    there (``MOVED`` / ``ASK`` while its slot moves, a node down) is sent once
-    more on its own through the cluster client, which follows redirections.
-    Returns one reply per lease (``None`` for a lease to retry)."""
+    """A Redis Cluster client's watchdog renewals, grouped by node: one round
+    trip to each master owning some of the leases' slots (the runtime's
+    ``send_by_node``). A renewal that fails there (``NOSCRIPT``, ``MOVED`` /
+    ``ASK`` while its slot moves, a node down) is sent once more on its own
+    through the cluster client, which loads the script and follows
+    redirections. Returns one reply per lease (``None`` for a lease to retry)."""
     client = ref()
     if client is None:
         return [None] * len(leases)
     steps = [lease._renewal() for lease in leases]
-    raws: list[Any] = [None] * len(steps)
-    shard = late.state(client).sharded
-    for node, indexes in _clients.by_node(client, steps):
-        try:
-            sent = late.pipeline(
-                _clients.node_client(client, node),
-                Pipeline(tuple(steps[i] for i in indexes)),
-                shard=shard,
-            )
-        except Exception as exc:
-            sent = [exc] * len(indexes)
-        for i, raw in zip(indexes, sent, strict=True):
-            raws[i] = raw
-    for i, raw in enumerate(raws):
+    raws = send_by_node(client, steps, late.state(client).sharded, late.pipeline)
+    replies: list[Any] = []
+    for step, raw in zip(steps, raws, strict=True):
         if raw is None or (isinstance(raw, Exception) and not isinstance(raw, WrongTypeError)):
-            raws[i] = late.one(client, steps[i])
-    return [renewal_reply(raw) for raw in raws]
+            raw = late.one(client, step)
+        replies.append(renewal_reply(raw))
+    return replies

@@ -4,8 +4,9 @@ uses on a client's connection pool: the library's client, the hub's PubSub,
 the errors it catches, its pool class.
 
 Part of the driver's single source: ``_sync/library.py`` is generated from
-this file by ``scripts/unasync.py``. The PubSub mixins (``_Reconnects``,
-``_ShardedPubSub``) are each flavour's ``hub.py``.
+this file by ``scripts/unasync.py``. The PubSub mixins are the hub's
+(``_Reconnects``) and the runtime's (``ShardedPubSub``: what valkey-py's
+asyncio PubSub lacks).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import redis.client
 import redis.exceptions
 
 from .. import _clients
-from .hub import _Reconnects, _ShardedPubSub
+from .._runtime_sync import ShardedPubSub
+from .hub import _Reconnects
 
 if TYPE_CHECKING:
     from .hub import _HubPubSub
@@ -41,6 +43,8 @@ class _Library:
     response_error: type[Exception]
     #: its connection pool class (a cluster hub's pool to one node)
     pool: Callable[..., Any]
+    #: the base class of its errors
+    error: type[Exception]
 
 
 class _RedisHubPubSub(_Reconnects, redis.client.PubSub):
@@ -53,6 +57,7 @@ _REDIS = _Library(
     redis.exceptions.NoScriptError,
     redis.exceptions.ResponseError,
     redis.ConnectionPool,
+    redis.exceptions.RedisError,
 )
 
 
@@ -64,7 +69,7 @@ def _library_named(name: _clients.Library) -> _Library:
     import valkey.client
     import valkey.exceptions
 
-    class _ValkeyHubPubSub(_Reconnects, _ShardedPubSub, valkey.client.PubSub):
+    class _ValkeyHubPubSub(_Reconnects, ShardedPubSub, valkey.client.PubSub):
         """valkey-py's PubSub, with sharded pub/sub, telling its hub when the
         connection is made again."""
 
@@ -74,6 +79,7 @@ def _library_named(name: _clients.Library) -> _Library:
         valkey.exceptions.NoScriptError,
         valkey.exceptions.ResponseError,
         valkey.ConnectionPool,
+        valkey.exceptions.ValkeyError,
     )
 
 

@@ -4,7 +4,7 @@ each client (:class:`_State`), and the table of states by client.
 
 Part of the driver's single source: ``_sync/statebase.py`` is generated from
 this file by ``scripts/unasync.py``. How a state is found and made (per
-event loop, or under a mutex) is each flavour's ``state.py``.
+event loop, or under a mutex) is :mod:`.state`'s.
 """
 
 from __future__ import annotations
