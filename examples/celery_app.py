@@ -17,7 +17,7 @@ of overwriting the newer report. A lock with a timeout alone, as
 celery-singleton and celery-once take, gives the lock to the next task too but
 lets the woken one write.
 
-Run it (broker, result backend and locks on one server)::
+Run it from ``examples/`` (broker, result backend and locks on one server)::
 
     REDIS_URL=redis://localhost:6379/0 celery -A celery_app worker --concurrency=2
     python -c 'import celery_app; print(celery_app.rebuild_report.delay(1).get())'

@@ -10,7 +10,7 @@ The endpoint reads the balance, does its work, and writes the new balance with
 the lease's fence through an ``AsyncFencedKey``: a request whose lease ended
 meanwhile gets 409 instead of overwriting a newer balance.
 
-Run it::
+Run it from ``examples/``, with uvicorn installed::
 
     REDIS_URL=redis://localhost:6379/0 uvicorn fastapi_app:app
     curl -X POST 'localhost:8000/accounts/alice/deposit?amount=5'
