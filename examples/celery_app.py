@@ -7,15 +7,17 @@ already accepted. A second copy of the task that finds the lock held waits at
 most ``wait`` seconds (none by default) and then returns ``{"skipped": True}``
 without running.
 
-Why the fence matters: a worker that is killed (``kill -9``, the OOM killer)
-never releases its lock. Its lease ends ``TTL`` seconds after the last renewal
-(the watchdog renews it every third of ``TTL`` while the task runs), and the
-next task runs. A worker that was only paused (a stop signal, a long GC pause, a
-frozen VM) may wake up after that and finish its work: its lease has ended and a
-newer holder has written, so its write is refused (``StaleFenceError``) instead
-of overwriting the newer report. A lock with a timeout alone, as
-celery-singleton and celery-once take, gives the lock to the next task too but
-lets the woken one write.
+Why the watchdog and the fence matter: a worker that is killed (``kill -9``,
+the OOM killer, a hard time limit) never releases its lock. Its lease ends
+``TTL`` seconds after the last renewal (the watchdog renews it every third of
+``TTL`` while the task runs, so ``TTL`` can be short however long the task),
+and the next task runs. A worker that was only paused (a stop signal, a long
+GC pause, a frozen VM) may wake up after that and finish its work: its lease
+has ended and a newer holder has written, so its write is refused
+(``StaleFenceError``) instead of overwriting the newer report. A lock that is a
+key with a fixed expiry (celery-once's; celery-singleton's, which has none by
+default) keeps the task from running until that expiry after a kill, and lets
+a worker that wakes up late write.
 
 Run it from ``examples/`` (broker, result backend and locks on one server)::
 
