@@ -79,6 +79,6 @@ def rebuild_report(run: int, work: float = 0.2, wait: float = 0) -> dict[str, An
             report.set(f"report of run {run}", fence=lease.fence)
             written = True
             journal("end", run, lease.fence)
-    except (StaleFenceError, LockLostError):  # the release, or the write
+    except (StaleFenceError, LockLostError):  # the write refused, or the lease lost
         return {"run": run, "fence": lease.fence, "lost": True, "written": written}
     return {"run": run, "fence": lease.fence}
