@@ -41,6 +41,7 @@ from tenure import (
 )
 from tenure._drivers._async import fanout as _fanout
 from tenure._drivers._hubbook import LINGER
+from tenure._drivers._sync import fanout as _sync_fanout
 from tenure._protocol import Command
 from tenure._scripts import LOCK_ACQUIRE, REDLOCK_WAKE
 from tenure._server import ServerProcess
@@ -1229,6 +1230,29 @@ def test_a_release_waits_for_the_calls_in_flight_when_every_master_is_a_suspect_
     asyncio.run(main())
     assert outcome == ["released"]
     assert _holders(clients, "astall") == [None] * N
+
+
+def test_a_socket_timeout_keeps_a_master_a_suspect(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A suspect master's call that ends in the client library's own timeout
+    (its socket timeout, shorter than the per-master timeout) is no answer:
+    the master stays a suspect, so the next calls to it are not piled up."""
+    timing_out = [redis.Redis.from_url(s.url, socket_timeout=0.1) for s in masters]
+    lock = Redlock(timing_out, "socket-timeout", ttl=10, master_timeout=1.0)
+    lease = lock.acquire()  # every master probed, the quick path's connections kept
+    assert lease is not None
+    lease.release()
+    masters[0].pause()
+    try:
+        lock.locked()  # master 0 fails to answer in time: a suspect
+        assert _sync_fanout.suspected(timing_out[0])
+        lock.locked()  # its call of its own times out in the socket
+        assert _sync_fanout.suspected(timing_out[0]), "a socket timeout counted as an answer"
+    finally:
+        masters[0].resume()
+    for c in timing_out:
+        c.close()
 
 
 def test_no_quorum_says_why_each_master_failed(masters: list[ServerProcess]) -> None:

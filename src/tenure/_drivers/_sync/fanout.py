@@ -18,8 +18,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import redis.exceptions
-
 from ..._plans import redlock as redlock_plans
 from ..._protocol import Plan
 from .. import _clients
@@ -296,14 +294,14 @@ def _after(client: Client, plan: Plan[T], calls: list[Any], deadline: float) -> 
 
 def _run_trusted(client: Client, plan: Plan[T], deadline: float) -> T:
     """:func:`run` by ``deadline`` (in asyncio; see :func:`.calls.within`); an
-    answer (even an error reply) clears the client's suspicion."""
+    answer (even an error reply) clears the client's suspicion; no answer (a
+    lost connection, a timeout of either library or of the deadline) does not."""
     try:
         with within(deadline - time.monotonic()):
             result = run(client, plan)
-    except (redis.exceptions.ConnectionError, TimeoutError):
-        raise
-    except Exception:
-        _servers.answered(client)
+    except Exception as exc:
+        if not no_answer(_library(type(client)).response_error, exc):
+            _servers.answered(client)
         raise
     _servers.answered(client)
     return result
