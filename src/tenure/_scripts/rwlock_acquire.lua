@@ -44,6 +44,62 @@
 --@include _rwlock.lua
 --@include _acl.lua
 
+-- The uncontended path: a new hold for an owner that holds neither mode, by an
+-- attempt that does not queue (ARGV[4] = ""), while nobody is queued, no hold
+-- has expired and the lock is free for mode m (no lock-delay; for a writer no
+-- hold at all, for a reader no write hold). Its reply is the one the general
+-- path below would give; any other case (or a key of another type) returns
+-- nil having written nothing, and the general path decides. It reads the
+-- clock once (the hold's deadline, a writer's fence), and checks with the ACL
+-- guard only the commands it may run after its first write.
+--
+-- Relies on two invariants every script keeps: the lock hash has its "mode"
+-- field while it exists (a hold is never written without it), and the holds
+-- key has a member per hold field of the lock hash, and no other.
+local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
+  local got = redis.pcall('HMGET', LOCK, 'mode', 'r:' .. owner, 'w:' .. owner)
+  if got.err or got[2] or got[3] then return nil end  -- (a re-entry, an upgrade, a write holder's read)
+  local mode = got[1]
+  if mode == 'write' or (m == 'w' and mode) then return nil end
+  if redis.pcall('ZCARD', WAITERS) ~= 0 then return nil end
+  local held = redis.pcall('ZCARD', HOLDS)
+  if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then return nil end
+  local last = redis.pcall('GET', FENCE)
+  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
+  if type(redis.pcall('GET', KEYS[6])) == 'table' then return nil end
+  if delayed() > 0 then return nil end
+  local now_us, now = clock()
+  local latest = now + lease  -- when the lock's last hold ends, this one counted
+  if held > 0 then  -- other readers hold
+    if tonumber(redis.call('ZRANGE', HOLDS, 0, 0, 'WITHSCORES')[2]) <= now then return nil end
+    latest = math.max(latest, tonumber(redis.call('ZRANGE', HOLDS, -1, -1, 'WITHSCORES')[2]))
+  end
+  local denied = acl_need({'HSET', 'ZADD', 'SET', 'PEXPIREAT'})
+  if denied then return {DENIED, denied} end
+  local fence = last
+  if m == 'w' or not last then fence = string.format('%.0f', next_fence_at(last, now_us)) end
+  F.last, F.ttl = last, fence_ttl
+  use_fence(fence, lease)  -- the first write
+  local field = m .. ':' .. owner
+  if held == 0 then
+    redis.call('HSET', LOCK, field, string.format('1|%s|%s', fence, op), 'mode', m == 'w' and 'write' or 'read')
+  else
+    redis.call('HSET', LOCK, field, string.format('1|%s|%s', fence, op))
+  end
+  redis.call('ZADD', HOLDS, now + lease, field)
+  if m == 'w' then delay_after(DELAY, owner, lease, delay) end
+  redis.call('SET', KEYS[6], op .. '|+' .. m, 'PX', 120000)
+  redis.call('PEXPIREAT', LOCK, latest)
+  redis.call('PEXPIREAT', HOLDS, latest)
+  return {OK, {tonumber(fence), op}}
+end
+
+if ARGV[4] == '' then
+  local reply = fast_acquire(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5]),
+    tonumber(ARGV[6]), ARGV[7])
+  if reply then return reply end
+end
+
 -- A caller that queues itself must be one a release can tell: its own channel too.
 local own = ARGV[4] ~= '' and (ARGV[8] .. string.match(ARGV[4], '^([^|]*)')) or nil
 local denied = acl_denied(own, KEYS[4], ARGV[8])

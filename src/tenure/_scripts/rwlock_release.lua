@@ -34,6 +34,46 @@
 --@include _rwlock.lua
 --@include _acl.lua
 
+-- The uncontended path: a release of the hold ARGV[3] (not a waiter leaving)
+-- when it is the lock's only hold and nobody is queued, and the call is no
+-- retry. Its reply is the one the general path below would give; any other
+-- case (or a key of another type) returns nil having written nothing, and the
+-- general path decides. It reads no clock: the lock key expires with its
+-- latest hold (PEXPIREAT), so while it exists its only hold has not expired.
+-- It checks with the ACL guard only the commands it may run after its first
+-- write. Relies on the invariants fast_acquire in rwlock_acquire.lua names.
+local function fast_release(owner, m, id, op)
+  if id == '' then return nil end
+  local field = m .. ':' .. owner
+  local value = redis.pcall('HGET', LOCK, field)
+  if type(value) ~= 'string' then return nil end
+  local count, fence, hold_id = string.match(value, '^(%d+)|(%d+)|(.*)$')
+  if hold_id ~= id then return nil end
+  if redis.pcall('ZCARD', HOLDS) ~= 1 then return nil end
+  if redis.pcall('ZCARD', WAITERS) ~= 0 then return nil end
+  local last = redis.pcall('GET', FENCE)
+  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
+  local lastop = redis.pcall('GET', KEYS[6])
+  if type(lastop) == 'table' or lastop == op .. '|-' .. m then return nil end
+  local denied = acl_need({'SET'})
+  if denied then return {DENIED, denied} end
+  count = tonumber(count) - 1
+  if count > 0 then
+    put(field, count, fence, hold_id)
+  elseif m == 'w' then
+    redis.call('DEL', LOCK, HOLDS, DELAY)
+  else
+    redis.call('DEL', LOCK, HOLDS)
+  end
+  redis.call('SET', KEYS[6], op .. '|-' .. m, 'PX', 120000)
+  return {OK, count}
+end
+
+if ARGV[6] == '' then
+  local reply = fast_release(ARGV[1], ARGV[2], ARGV[3], ARGV[7])
+  if reply then return reply end
+end
+
 local denied = acl_denied(nil, KEYS[4], ARGV[4])
 if denied then return {DENIED, denied} end
 
