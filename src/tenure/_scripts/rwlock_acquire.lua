@@ -41,7 +41,6 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
---@include _rwlock.lua
 --@include _acl.lua
 
 -- The uncontended path: a new hold for an owner that holds neither mode, by an
@@ -51,46 +50,53 @@
 -- path below would give; any other case (or a key of another type) returns
 -- nil having written nothing, and the general path decides. It reads the
 -- clock once (the hold's deadline, a writer's fence), and checks with the ACL
--- guard only the commands it may run after its first write.
+-- guard only the commands it may run after its first write. It comes before
+-- _rwlock.lua, whose helpers only the general path makes (a script's chunk
+-- makes every function it defines at every call).
 --
 -- Relies on two invariants every script keeps: the lock hash has its "mode"
 -- field while it exists (a hold is never written without it), and the holds
 -- key has a member per hold field of the lock hash, and no other.
 local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
-  local got = redis.pcall('HMGET', LOCK, 'mode', 'r:' .. owner, 'w:' .. owner)
+  local lock, holds, fence_key = KEYS[1], KEYS[2], KEYS[3]
+  local got = redis.pcall('HMGET', lock, 'mode', 'r:' .. owner, 'w:' .. owner)
   if got.err or got[2] or got[3] then return nil end  -- (a re-entry, an upgrade, a write holder's read)
   local mode = got[1]
   if mode == 'write' or (m == 'w' and mode) then return nil end
-  if redis.pcall('ZCARD', WAITERS) ~= 0 then return nil end
-  local held = redis.pcall('ZCARD', HOLDS)
+  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+  local held = redis.pcall('ZCARD', holds)
   if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then return nil end
-  local last = redis.pcall('GET', FENCE)
+  local last = redis.pcall('GET', fence_key)
   if type(last) == 'table' or (last and not tonumber(last)) then return nil end
   if type(redis.pcall('GET', KEYS[6])) == 'table' then return nil end
-  if delayed() > 0 then return nil end
+  if redis.call('PTTL', KEYS[5]) > 0 then return nil end  -- a dead writer's lock-delay
   local now_us, now = clock()
   local latest = now + lease  -- when the lock's last hold ends, this one counted
   if held > 0 then  -- other readers hold
-    if tonumber(redis.call('ZRANGE', HOLDS, 0, 0, 'WITHSCORES')[2]) <= now then return nil end
-    latest = math.max(latest, tonumber(redis.call('ZRANGE', HOLDS, -1, -1, 'WITHSCORES')[2]))
+    if tonumber(redis.call('ZRANGE', holds, 0, 0, 'WITHSCORES')[2]) <= now then return nil end
+    latest = math.max(latest, tonumber(redis.call('ZRANGE', holds, -1, -1, 'WITHSCORES')[2]))
   end
   local denied = acl_need({'HSET', 'ZADD', 'SET', 'PEXPIREAT'})
   if denied then return {DENIED, denied} end
+  -- the first write: the fence (a writer's minted, a reader's the last one)
   local fence = last
-  if m == 'w' or not last then fence = string.format('%.0f', next_fence_at(last, now_us)) end
-  F.last, F.ttl = last, fence_ttl
-  use_fence(fence, lease)  -- the first write
-  local field = m .. ':' .. owner
-  if held == 0 then
-    redis.call('HSET', LOCK, field, string.format('1|%s|%s', fence, op), 'mode', m == 'w' and 'write' or 'read')
+  if m == 'w' or not last then
+    fence = string.format('%.0f', next_fence_at(last, now_us))
+    redis.call('SET', fence_key, fence, 'PX', math.max(fence_ttl, lease))
   else
-    redis.call('HSET', LOCK, field, string.format('1|%s|%s', fence, op))
+    redis.call('PEXPIRE', fence_key, math.max(fence_ttl, lease))
   end
-  redis.call('ZADD', HOLDS, now + lease, field)
-  if m == 'w' then delay_after(DELAY, owner, lease, delay) end
+  local field, value = m .. ':' .. owner, string.format('1|%s|%s', fence, op)
+  if held == 0 then
+    redis.call('HSET', lock, field, value, 'mode', m == 'w' and 'write' or 'read')
+  else
+    redis.call('HSET', lock, field, value)
+  end
+  redis.call('ZADD', holds, now + lease, field)
+  if m == 'w' then delay_after(KEYS[5], owner, lease, delay) end
   redis.call('SET', KEYS[6], op .. '|+' .. m, 'PX', 120000)
-  redis.call('PEXPIREAT', LOCK, latest)
-  redis.call('PEXPIREAT', HOLDS, latest)
+  redis.call('PEXPIREAT', lock, latest)
+  redis.call('PEXPIREAT', holds, latest)
   return {OK, {tonumber(fence), op}}
 end
 
@@ -99,6 +105,8 @@ if ARGV[4] == '' then
     tonumber(ARGV[6]), ARGV[7])
   if reply then return reply end
 end
+
+--@include _rwlock.lua
 
 -- A caller that queues itself must be one a release can tell: its own channel too.
 local own = ARGV[4] ~= '' and (ARGV[8] .. string.match(ARGV[4], '^([^|]*)')) or nil

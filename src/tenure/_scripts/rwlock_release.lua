@@ -31,7 +31,6 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
---@include _rwlock.lua
 --@include _acl.lua
 
 -- The uncontended path: a release of the hold ARGV[3] (not a waiter leaving)
@@ -41,17 +40,18 @@
 -- general path decides. It reads no clock: the lock key expires with its
 -- latest hold (PEXPIREAT), so while it exists its only hold has not expired.
 -- It checks with the ACL guard only the commands it may run after its first
--- write. Relies on the invariants fast_acquire in rwlock_acquire.lua names.
+-- write. It relies on the invariants rwlock_acquire.lua's fast path names, and
+-- comes before _rwlock.lua for the same reason.
 local function fast_release(owner, m, id, op)
   if id == '' then return nil end
-  local field = m .. ':' .. owner
-  local value = redis.pcall('HGET', LOCK, field)
+  local lock, field = KEYS[1], m .. ':' .. owner
+  local value = redis.pcall('HGET', lock, field)
   if type(value) ~= 'string' then return nil end
   local count, fence, hold_id = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if hold_id ~= id then return nil end
-  if redis.pcall('ZCARD', HOLDS) ~= 1 then return nil end
-  if redis.pcall('ZCARD', WAITERS) ~= 0 then return nil end
-  local last = redis.pcall('GET', FENCE)
+  if redis.pcall('ZCARD', KEYS[2]) ~= 1 then return nil end
+  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+  local last = redis.pcall('GET', KEYS[3])
   if type(last) == 'table' or (last and not tonumber(last)) then return nil end
   local lastop = redis.pcall('GET', KEYS[6])
   if type(lastop) == 'table' or lastop == op .. '|-' .. m then return nil end
@@ -59,11 +59,11 @@ local function fast_release(owner, m, id, op)
   if denied then return {DENIED, denied} end
   count = tonumber(count) - 1
   if count > 0 then
-    put(field, count, fence, hold_id)
+    redis.call('HSET', lock, field, string.format('%d|%s|%s', count, fence, hold_id))
   elseif m == 'w' then
-    redis.call('DEL', LOCK, HOLDS, DELAY)
+    redis.call('DEL', lock, KEYS[2], KEYS[5])
   else
-    redis.call('DEL', LOCK, HOLDS)
+    redis.call('DEL', lock, KEYS[2])
   end
   redis.call('SET', KEYS[6], op .. '|-' .. m, 'PX', 120000)
   return {OK, count}
@@ -73,6 +73,8 @@ if ARGV[6] == '' then
   local reply = fast_release(ARGV[1], ARGV[2], ARGV[3], ARGV[7])
   if reply then return reply end
 end
+
+--@include _rwlock.lua
 
 local denied = acl_denied(nil, KEYS[4], ARGV[4])
 if denied then return {DENIED, denied} end
