@@ -30,8 +30,63 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
---@include _semaphore.lua
 --@include _acl.lua
+--@include _permits.lua
+
+-- The uncontended path: a release (not a waiter leaving, ARGV[4] = "", and
+-- with an op id) of a token that holds its permits, while nobody is queued.
+-- Its reply is the one the general path below would give; any other case (or
+-- a key of another type) returns nil having written nothing, and the general
+-- path decides. When the token's permits are the only ones held it reads no
+-- clock but the retry record's (the holders key expires with its latest
+-- lease, so while it exists they have not ended); else it reads it to see
+-- that they have not, and drops the ended leases of others, as the general
+-- path does. It checks with the ACL guard only the commands it may run after
+-- its first write, and comes before _semaphore.lua, whose helpers only the
+-- general path makes (a script's chunk makes every function it defines at
+-- every call).
+local function fast_release(token, n, op)
+  if op == '' then return nil end
+  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+  local held = redis.pcall('ZCARD', KEYS[1])
+  if type(held) ~= 'number' or held < n then return nil end
+  local stored = redis.pcall('GET', KEYS[2])
+  if type(stored) == 'table' or (stored and not tonumber(stored)) then return nil end
+  local last = redis.pcall('GET', KEYS[3])
+  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
+  local expiry = redis.call('ZSCORE', KEYS[1], token .. '#1')
+  if not expiry then return nil end  -- (not held: NOT_OWNED, or a retry)
+  local now = nil  -- (server ms, read when others hold permits too)
+  if held > n then
+    now = math.floor(now_us() / 1000)
+    if tonumber(expiry) <= now then return nil end
+  end
+  local denied
+  if now then
+    denied = acl_need({'ZADD', 'DEL', 'ZREMRANGEBYRANK', 'PEXPIRE', 'ZREM', 'ZREMRANGEBYSCORE', 'ZRANGE'})
+  else
+    denied = acl_need({'ZADD', 'DEL', 'ZREMRANGEBYRANK', 'PEXPIRE', 'ZREM'})
+  end
+  if denied then return {DENIED, denied} end
+  -- the first write: nothing is written when the record holds another type
+  if released_add(KEYS[5], op) then return {WRONG_TYPE, KEYS[5]} end
+  sem_drop_lease(token, n)
+  if now then  -- others' leases that ended are dropped; the key expires with the latest left
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
+    local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
+    if latest then
+      redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, tonumber(latest) - now)))
+    end
+  end
+  return {OK, 0}
+end
+
+if ARGV[4] == '' then
+  local reply = fast_release(ARGV[1], tonumber(ARGV[2]), ARGV[7])
+  if reply then return reply end
+end
+
+--@include _semaphore.lua
 
 local denied = acl_denied(nil, KEYS[4], ARGV[5])
 if denied then return {DENIED, denied} end
