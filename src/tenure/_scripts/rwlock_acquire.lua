@@ -59,9 +59,9 @@
 -- key has a member per hold field of the lock hash, and no other.
 local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   local lock, holds, fence_key = KEYS[1], KEYS[2], KEYS[3]
-  local got = redis.pcall('HMGET', lock, 'mode', 'r:' .. owner, 'w:' .. owner)
-  if got.err or got[2] or got[3] then return nil end  -- (a re-entry, an upgrade, a write holder's read)
-  local mode = got[1]
+  local fields = redis.pcall('HMGET', lock, 'mode', 'r:' .. owner, 'w:' .. owner)
+  if fields.err or fields[2] or fields[3] then return nil end  -- (a re-entry, an upgrade, a write holder's read)
+  local mode = fields[1]
   if mode == 'write' or (m == 'w' and mode) then return nil end
   if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
   local held = redis.pcall('ZCARD', holds)
@@ -76,11 +76,19 @@ local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
     if tonumber(redis.call('ZRANGE', holds, 0, 0, 'WITHSCORES')[2]) <= now then return nil end
     latest = math.max(latest, tonumber(redis.call('ZRANGE', holds, -1, -1, 'WITHSCORES')[2]))
   end
-  local denied = acl_need({'HSET', 'ZADD', 'SET', 'PEXPIREAT'})
-  if denied then return {DENIED, denied} end
-  -- the first write: the fence (a writer's minted, a reader's the last one)
+  -- The first write is the fence's: a SET (a writer's, minted; a reader's when
+  -- none is known) or a PEXPIRE (a reader's, the last one). What runs after
+  -- it is checked now, but for a command it ran already (not refused since).
   local fence = last
-  if m == 'w' or not last then
+  local mint = m == 'w' or not last
+  local denied
+  if mint then
+    denied = acl_need({'HSET', 'ZADD', 'PEXPIREAT'})
+  else
+    denied = acl_need({'HSET', 'ZADD', 'SET', 'PEXPIREAT'})
+  end
+  if denied then return {DENIED, denied} end
+  if mint then
     fence = string.format('%.0f', next_fence_at(last, now_us))
     redis.call('SET', fence_key, fence, 'PX', math.max(fence_ttl, lease))
   else
