@@ -35,13 +35,14 @@
 
 -- The uncontended path: a release of the hold ARGV[3] (not a waiter leaving)
 -- when it is the lock's only hold and nobody is queued, and the call is no
--- retry. Its reply is the one the general path below would give; any other
--- case (or a key of another type) returns nil having written nothing, and the
--- general path decides. It reads no clock: the lock key expires with its
--- latest hold (PEXPIREAT), so while it exists its only hold has not expired.
--- It checks with the ACL guard only the commands it may run after its first
--- write. It relies on the invariants rwlock_acquire.lua's fast path names, and
--- comes before _rwlock.lua for the same reason.
+-- retry. Its reply is the one the general path below would give, but for the
+-- fence key, which it does not touch and whose type it does not check; any
+-- other case (or a key it touches holding another type) returns nil having
+-- written nothing, and the general path decides. It reads no clock: the lock
+-- key expires with its latest hold (PEXPIREAT), so while it exists its only
+-- hold has not expired. It checks with the ACL guard only the commands it may
+-- run after its first write. It relies on the invariants rwlock_acquire.lua's
+-- fast path names, and comes before _rwlock.lua for the same reason.
 local function fast_release(owner, m, id, op)
   if id == '' then return nil end
   local lock, field = KEYS[1], m .. ':' .. owner
@@ -51,8 +52,6 @@ local function fast_release(owner, m, id, op)
   if hold_id ~= id then return nil end
   if redis.pcall('ZCARD', KEYS[2]) ~= 1 then return nil end
   if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
-  local last = redis.pcall('GET', KEYS[3])
-  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
   local lastop = redis.pcall('GET', KEYS[6])
   if type(lastop) == 'table' or lastop == op .. '|-' .. m then return nil end
   local denied = acl_need({'SET'})

@@ -35,25 +35,22 @@
 
 -- The uncontended path: a release (not a waiter leaving, ARGV[4] = "", and
 -- with an op id) of a token that holds its permits, while nobody is queued.
--- Its reply is the one the general path below would give; any other case (or
--- a key of another type) returns nil having written nothing, and the general
--- path decides. When the token's permits are the only ones held it reads no
--- clock but the retry record's (the holders key expires with its latest
--- lease, so while it exists they have not ended); else it reads it to see
--- that they have not, and drops the ended leases of others, as the general
--- path does. It checks with the ACL guard only the commands it may run after
--- its first write, and comes before _semaphore.lua, whose helpers only the
--- general path makes (a script's chunk makes every function it defines at
--- every call).
+-- Its reply is the one the general path below would give, but for a key it
+-- does not touch (the permit count, the fence), whose type it does not check;
+-- any other case (or a key it touches holding another type) returns nil
+-- having written nothing, and the general path decides. When the token's
+-- permits are the only ones held it reads no clock but the retry record's (the
+-- holders key expires with its latest lease, so while it exists they have not
+-- ended); else it reads it to see that they have not, and drops the ended
+-- leases of others, as the general path does. It checks with the ACL guard
+-- only the commands it may run after its first write, and comes before
+-- _semaphore.lua, whose helpers only the general path makes (a script's chunk
+-- makes every function it defines at every call).
 local function fast_release(token, n, op)
   if op == '' then return nil end
   if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
   local held = redis.pcall('ZCARD', KEYS[1])
   if type(held) ~= 'number' or held < n then return nil end
-  local stored = redis.pcall('GET', KEYS[2])
-  if type(stored) == 'table' or (stored and not tonumber(stored)) then return nil end
-  local last = redis.pcall('GET', KEYS[3])
-  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
   local expiry = redis.call('ZSCORE', KEYS[1], token .. '#1')
   if not expiry then return nil end  -- (not held: NOT_OWNED, or a retry)
   local now = nil  -- (server ms, read when others hold permits too)
