@@ -45,13 +45,13 @@
 -- fast path names, and comes before _rwlock.lua for the same reason.
 local function fast_release(owner, m, id, op)
   if id == '' then return nil end
+  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end  -- (first: the common contended case)
   local lock, field = KEYS[1], m .. ':' .. owner
   local value = redis.pcall('HGET', lock, field)
   if type(value) ~= 'string' then return nil end
   local count, fence, hold_id = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if hold_id ~= id then return nil end
   if redis.pcall('ZCARD', KEYS[2]) ~= 1 then return nil end
-  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
   local lastop = redis.pcall('GET', KEYS[6])
   if type(lastop) == 'table' or lastop == op .. '|-' .. m then return nil end
   local denied = acl_need({'SET'})
