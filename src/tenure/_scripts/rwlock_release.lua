@@ -34,15 +34,14 @@
 --@include _acl.lua
 
 -- The uncontended path: a release of the hold ARGV[3] (not a waiter leaving)
--- when it is the lock's only hold and nobody is queued, and the call is no
--- retry. Its reply is the one the general path below would give, but for the
--- fence key, which it does not touch and whose type it does not check; any
--- other case (or a key it touches holding another type) returns nil having
--- written nothing, and the general path decides. It reads no clock: the lock
--- key expires with its latest hold (PEXPIREAT), so while it exists its only
--- hold has not expired. It checks with the ACL guard only the commands it may
--- run after its first write. It relies on the invariants rwlock_acquire.lua's
--- fast path names, and comes before _rwlock.lua for the same reason.
+-- when it is the lock's only hold, it has not expired and nobody is queued,
+-- and the call is no retry. Its reply is the one the general path below would
+-- give, but for the fence key, which it does not touch and whose type it does
+-- not check; any other case (or a key it touches holding another type)
+-- returns nil having written nothing, and the general path decides. It
+-- checks with the ACL guard only the commands it may run after its first
+-- write, and comes before _rwlock.lua, whose helpers only the general path
+-- makes (a script's chunk makes every function it defines at every call).
 local function fast_release(owner, m, id, op)
   if id == '' then return nil end
   if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end  -- (first: the common contended case)
@@ -51,7 +50,9 @@ local function fast_release(owner, m, id, op)
   if type(value) ~= 'string' then return nil end
   local count, fence, hold_id = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if hold_id ~= id then return nil end
-  if redis.pcall('ZCARD', KEYS[2]) ~= 1 then return nil end
+  local holds = redis.pcall('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')  -- (this hold alone, or more)
+  if holds.err or #holds ~= 2 or holds[1] ~= field then return nil end
+  if tonumber(holds[2]) <= math.floor(now_us() / 1000) then return nil end  -- (expired)
   local lastop = redis.pcall('GET', KEYS[6])
   if type(lastop) == 'table' or lastop == op .. '|-' .. m then return nil end
   local denied = acl_need({'SET'})

@@ -39,6 +39,9 @@ local function fast_extend(token, n, lease)
   if not expiry then return nil end
   local now = math.floor(now_us() / 1000)
   if tonumber(expiry) <= now then return nil end  -- (NOT_OWNED)
+  if held == n and tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]) <= now then
+    return nil  -- (a permit of its lease ended before the others: the general path drops it)
+  end
   local denied
   if held > n then  -- (the first write: the ended leases' ZREMRANGEBYSCORE)
     denied = acl_need({'ZADD', 'ZRANGE', 'PEXPIRE'})

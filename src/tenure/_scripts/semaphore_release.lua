@@ -35,17 +35,14 @@
 
 -- The uncontended path: a release (not a waiter leaving, ARGV[4] = "", and
 -- with an op id) of a token that holds its permits, while nobody is queued.
--- Its reply is the one the general path below would give, but for a key it
--- does not touch (the permit count, the fence), whose type it does not check;
+-- Its reply is the one the general path below would give, but for keys it
+-- does not touch (the permit count, the fence), whose types it does not check;
 -- any other case (or a key it touches holding another type) returns nil
--- having written nothing, and the general path decides. When the token's
--- permits are the only ones held it reads no clock but the retry record's (the
--- holders key expires with its latest lease, so while it exists they have not
--- ended); else it reads it to see that they have not, and drops the ended
--- leases of others, as the general path does. It checks with the ACL guard
--- only the commands it may run after its first write, and comes before
--- _semaphore.lua, whose helpers only the general path makes (a script's chunk
--- makes every function it defines at every call).
+-- having written nothing, and the general path decides. When others hold
+-- permits too, their ended leases are dropped, as the general path does. It
+-- checks with the ACL guard only the commands it may run after its first
+-- write, and comes before _semaphore.lua, whose helpers only the general path
+-- makes (a script's chunk makes every function it defines at every call).
 local function fast_release(token, n, op)
   if op == '' then return nil end
   if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
@@ -53,16 +50,14 @@ local function fast_release(token, n, op)
   if type(held) ~= 'number' or held < n then return nil end
   local expiry = redis.call('ZSCORE', KEYS[1], token .. '#1')
   if not expiry then return nil end  -- (not held: NOT_OWNED, or a retry)
-  local now = nil  -- (server ms, read when others hold permits too)
-  if held > n then
-    now = math.floor(now_us() / 1000)
-    if tonumber(expiry) <= now then return nil end
-  end
+  local now = math.floor(now_us() / 1000)
+  if tonumber(expiry) <= now then return nil end  -- (ended)
+  local others = held > n
   -- The first write is the record's (released_add: its ZADD, or, replacing an
   -- older string record, a DEL after a ZADD refused for the type, not by the
   -- ACL): what it and the rest may run after it is checked now.
   local denied
-  if now then
+  if others then
     denied = acl_need({'ZREMRANGEBYRANK', 'PEXPIRE', 'ZREM', 'ZREMRANGEBYSCORE', 'ZRANGE'})
   else
     denied = acl_need({'ZREMRANGEBYRANK', 'PEXPIRE', 'ZREM'})
@@ -71,7 +66,7 @@ local function fast_release(token, n, op)
   -- (nothing is written when the record holds another type)
   if released_add(KEYS[5], op) then return {WRONG_TYPE, KEYS[5]} end
   sem_drop_lease(token, n)
-  if now then  -- others' leases that ended are dropped; the key expires with the latest left
+  if others then  -- others' leases that ended are dropped; the key expires with the latest left
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
     local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
     if latest then
