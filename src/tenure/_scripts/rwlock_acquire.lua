@@ -47,12 +47,16 @@
 -- attempt that does not queue (ARGV[4] = ""), while nobody is queued, no hold
 -- has expired and the lock is free for mode m (no lock-delay; for a writer no
 -- hold at all, for a reader no write hold). Its reply is the one the general
--- path below would give; any other case (or a key of another type) returns
--- nil having written nothing, and the general path decides. It reads the
--- clock once (the hold's deadline, a writer's fence), and checks with the ACL
--- guard only the commands it may run after its first write. It comes before
--- _rwlock.lua, whose helpers only the general path makes (a script's chunk
--- makes every function it defines at every call).
+-- path below would give, but for the owner's last-op key (KEYS[6]), which it
+-- does not touch and whose type it does not check: the new hold's id is the
+-- call's op id, by which a retry of the call and a waiter leaving recognise
+-- what it did (the general path notes the op all the same). Any other case
+-- (or a key it touches holding another type) returns nil having written
+-- nothing, and the general path decides. It reads the clock once (the hold's
+-- deadline, a writer's fence), and checks with the ACL guard only the
+-- commands it may run after its first write. It comes before _rwlock.lua,
+-- whose helpers only the general path makes (a script's chunk makes every
+-- function it defines at every call).
 --
 -- Relies on two invariants every script keeps: the lock hash has its "mode"
 -- field while it exists (a hold is never written without it), and the holds
@@ -68,7 +72,6 @@ local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then return nil end
   local last = redis.pcall('GET', fence_key)
   if type(last) == 'table' or (last and not tonumber(last)) then return nil end
-  if type(redis.pcall('GET', KEYS[6])) == 'table' then return nil end
   if redis.call('PTTL', KEYS[5]) > 0 then return nil end  -- a dead writer's lock-delay
   local now_us, now = clock()
   local latest = now + lease  -- when the lock's last hold ends, this one counted
@@ -78,15 +81,10 @@ local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   end
   -- The first write is the fence's: a SET (a writer's, minted; a reader's when
   -- none is known) or a PEXPIRE (a reader's, the last one). What runs after
-  -- it is checked now, but for a command it ran already (not refused since).
+  -- it is checked now (but a writer's SET, run already and not refused since).
   local fence = last
   local mint = m == 'w' or not last
-  local denied
-  if mint then
-    denied = acl_need({'HSET', 'ZADD', 'PEXPIREAT'})
-  else
-    denied = acl_need({'HSET', 'ZADD', 'SET', 'PEXPIREAT'})
-  end
+  local denied = acl_need({'HSET', 'ZADD', 'PEXPIREAT'})
   if denied then return {DENIED, denied} end
   if mint then
     fence = string.format('%.0f', next_fence_at(last, now_us))
@@ -102,7 +100,6 @@ local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   end
   redis.call('ZADD', holds, now + lease, field)
   if m == 'w' then delay_after(KEYS[5], owner, lease, delay) end
-  redis.call('SET', KEYS[6], op .. '|+' .. m, 'PX', 120000)
   redis.call('PEXPIREAT', lock, latest)
   redis.call('PEXPIREAT', holds, latest)
   return {OK, {tonumber(fence), op}}
