@@ -212,3 +212,16 @@ local function clock()
   local us = now_us()
   return us, math.floor(us / 1000)
 end
+
+-- released_add with the server's clock already read (`now_ms`, server ms): for
+-- a release that read it to check a deadline first. (released_add is this with
+-- the clock read there.)
+local function released_add_at(key, member, now_ms)
+  if wrong(redis.pcall('ZADD', key, now_ms, member)) then
+    if released_type(key) ~= 'string' then return key end
+    redis.call('DEL', key)
+    redis.call('ZADD', key, now_ms, member)
+  end
+  released_keep(key)
+  return nil
+end

@@ -61,9 +61,9 @@ local function fast_release(token, n, op)
   end
   local now = math.floor(now_us() / 1000)
   if tonumber(expiry) <= now then return nil end  -- (ended)
-  -- The first write is the record's (released_add: its ZADD, or, replacing an
-  -- older string record, a DEL after a ZADD refused for the type, not by the
-  -- ACL): what it and the rest may run after it is checked now.
+  -- The first write is the record's (released_add_at: its ZADD, or, replacing
+  -- an older string record, a DEL after a ZADD refused for the type, not by
+  -- the ACL): what it and the rest may run after it is checked now.
   local denied
   if others then
     denied = acl_need({'ZREMRANGEBYRANK', 'PEXPIRE', 'ZREM', 'ZREMRANGEBYSCORE', 'ZRANGE'})
@@ -72,7 +72,7 @@ local function fast_release(token, n, op)
   end
   if denied then return {DENIED, denied} end
   -- (nothing is written when the record holds another type)
-  if released_add(KEYS[5], op) then return {WRONG_TYPE, KEYS[5]} end
+  if released_add_at(KEYS[5], op, now) then return {WRONG_TYPE, KEYS[5]} end
   sem_drop_lease(token, n)
   if others then  -- others' leases that ended are dropped; the key expires with the latest left
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
