@@ -340,6 +340,71 @@ def test_an_uncontended_cycle_checks_only_what_it_may_run(
     waiter.join(10)
 
 
+def test_an_uncontended_read_write_cycle_checks_only_what_it_may_run(
+    r: redis.Redis, acl_user: MakeUser
+) -> None:
+    """A read-write hold begun by an attempt that does not queue, and its release
+    with nobody queued, check only the commands they may run after their first
+    write: a user without HDEL (what only a release that leaves other holds or
+    hands the lock on runs) takes and releases either mode; a release that
+    would hand the lock on is refused whole, naming HDEL, with the hold still
+    there and the waiter still queued."""
+    from tenure import ReadWriteLock
+
+    if version(r) < (7, 0):
+        pytest.skip("Redis 6.2 has no redis.acl_check_cmd: a script can't check a command")
+    user = acl_user("~*", "&*", commands=("+@all", "-hdel"))
+    rw = ReadWriteLock(user, "lean", ttl=5)
+    for view in (rw.read, rw.write):
+        lease = view.acquire(blocking=False)
+        assert lease is not None
+        lease.release()
+        assert not r.exists("tenure:{lean}:rwlock")
+    lease = rw.write.acquire(blocking=False)
+    assert lease is not None
+    waiter = threading.Thread(target=lambda: ReadWriteLock(r, "lean").read.acquire(timeout=3))
+    waiter.start()
+    wait_for(lambda: r.zcard("tenure:{lean}:rwlock:waiters") == 1)
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        lease.release()
+    assert (caught.value.permission, caught.value.target) == ("command", "HDEL")
+    assert snapshot(r) == before  # still held, the waiter still queued
+    r.delete("tenure:{lean}:rwlock", "tenure:{lean}:rwlock:holds")  # (the waiter's timer takes it)
+    waiter.join(10)
+
+
+def test_an_uncontended_semaphore_cycle_checks_only_what_it_may_run(
+    r: redis.Redis, acl_user: MakeUser
+) -> None:
+    """A Semaphore's acquire that does not queue and its release with nobody
+    queued check only the commands they may run after their first write: a
+    user without TYPE (what only a call that finds waiters or ended leases
+    runs) takes and gives back permits; a release that would hand them on is
+    refused whole, naming TYPE, with the permit still held and the waiter still
+    queued."""
+    if version(r) < (7, 0):
+        pytest.skip("Redis 6.2 has no redis.acl_check_cmd: a script can't check a command")
+    user = acl_user("~*", "&*", commands=("+@all", "-type"))
+    sem = Semaphore(user, "lean", permits=1, ttl=5)
+    lease = sem.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+    assert not r.exists("tenure:{lean}:semaphore")
+    lease = sem.acquire(blocking=False)
+    assert lease is not None
+    waiter = threading.Thread(target=lambda: Semaphore(r, "lean", permits=1).acquire(timeout=3))
+    waiter.start()
+    wait_for(lambda: r.zcard("tenure:{lean}:semaphore:waiters") == 1)
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        lease.release()
+    assert (caught.value.permission, caught.value.target) == ("command", "TYPE")
+    assert snapshot(r) == before  # still held, the waiter still queued
+    r.delete("tenure:{lean}:semaphore")  # (the waiter's timer takes it)
+    waiter.join(10)
+
+
 # --- tenure doctor --name / --key ------------------------------------------------------------
 
 

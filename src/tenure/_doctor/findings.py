@@ -58,6 +58,7 @@ NEEDED_COMMANDS: tuple[Needed, ...] = (
     Needed("PUBLISH", ("{channel}", "message"), "script"),
     Needed("HSET", ("{rlock}", "owner", "1"), "script"),
     Needed("HGET", ("{rlock}", "owner"), "script"),
+    Needed("HMGET", ("{rlock}", "mode", "owner"), "script"),
     Needed("HEXISTS", ("{rlock}", "owner"), "script"),
     Needed("HGETALL", ("{rlock}",), "script"),
     Needed("HINCRBY", ("{rlock}", "owner", "1"), "script"),

@@ -11,13 +11,15 @@ disagree on a number.
 
 Helpers several scripts need live once in files whose names start with ``_``
 (the fence rule and the server clock in ``_common.lua``; the semaphore's holders
-and queue in ``_semaphore.lua``; the read-write lock's holds in ``_rwlock.lua``).
+and queue in ``_semaphore.lua``, a lease's permits in ``_permits.lua``; the
+read-write lock's holds in ``_rwlock.lua``).
 A script's line ``--@include <file>`` is replaced by that file when the script
 is loaded (included files include nothing), and the SHA-1 is that of the result.
 
 Every script includes ``_acl.lua`` and calls its guard (``acl_commands``, or
-``acl_denied`` with the channels it may publish to) before it writes anything
-(see that file): the loader replaces its ``--@acl`` line by the commands the
+``acl_denied`` with the channels it may publish to; on a path known to run only
+some of its commands after its first write, ``acl_need`` with those) before it
+writes anything (see that file): the loader replaces its ``--@acl`` line by the commands the
 script may run (:func:`script_commands`; for the read-only ``*_inspect``
 scripts only the reading ones), which are also :attr:`ScriptSpec.commands`.
 """

@@ -187,3 +187,30 @@ local function wake_head(queue, wake_prefix, ms, mine)
     redis.call('ZREM', queue, head)
   end
 end
+
+-- next_fence(last) with the server's clock already read: `now` (µs, from
+-- TIME), so that a call that needs the clock for a deadline too reads it once.
+local function next_fence_at(last, now)
+  if last and tonumber(last) >= now then return tonumber(last) + 1 end
+  return now
+end
+
+-- The server's clock, read once: whole microseconds, and whole milliseconds
+-- (rounded down), as two values.
+local function clock()
+  local us = now_us()
+  return us, math.floor(us / 1000)
+end
+
+-- released_add with the server's clock already read (`now_ms`, server ms): for
+-- a release that read it to check a deadline first. (released_add is this with
+-- the clock read there.)
+local function released_add_at(key, member, now_ms)
+  if wrong(redis.pcall('ZADD', key, now_ms, member)) then
+    if released_type(key) ~= 'string' then return key end
+    redis.call('DEL', key)
+    redis.call('ZADD', key, now_ms, member)
+  end
+  released_keep(key)
+  return nil
+end

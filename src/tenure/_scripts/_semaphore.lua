@@ -1,6 +1,7 @@
 -- _semaphore.lua: helpers that tenure._scripts puts in place of the include
--- line of every semaphore script (after _common.lua, whose helpers they use).
--- Not a script of its own. Every semaphore script has the same KEYS:
+-- line of every semaphore script (after _common.lua and _permits.lua, whose
+-- helpers they use). Not a script of its own. Every semaphore script has the
+-- same KEYS:
 --
 -- KEYS[1]  holders key   sorted set with one member per held permit,
 --                        "<token>#<i>" (i = 1..n for a lease of n permits), score =
@@ -47,40 +48,6 @@ end
 local function sem_holds(s, token)
   local expiry = redis.call('ZSCORE', KEYS[1], token .. '#1')
   return expiry and tonumber(expiry) > s.now_ms
-end
-
--- The holders key's members are written in chunks, to stay within Lua's stack.
-local CHUNK = 100
-
--- Give `token` its n permits until `expiry` (ms); with `xx`, only reset the
--- expiry of permits it holds.
-local function sem_set_lease(token, n, expiry, xx)
-  local score = string.format('%.0f', expiry)
-  local args = {}
-  for i = 1, n do
-    args[#args + 1] = score
-    args[#args + 1] = token .. '#' .. i
-    if #args == 2 * CHUNK or i == n then
-      if xx then
-        redis.call('ZADD', KEYS[1], 'XX', unpack(args))
-      else
-        redis.call('ZADD', KEYS[1], unpack(args))
-      end
-      args = {}
-    end
-  end
-end
-
--- Take back the n permits of `token`.
-local function sem_drop_lease(token, n)
-  local args = {}
-  for i = 1, n do
-    args[#args + 1] = token .. '#' .. i
-    if #args == CHUNK or i == n then
-      redis.call('ZREM', KEYS[1], unpack(args))
-      args = {}
-    end
-  end
 end
 
 -- The next fence (a decimal string); sem_keep_fence stores it once given out.

@@ -19,22 +19,21 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_commands()
-if denied then return {DENIED, denied} end
-
 local current = redis.pcall('GET', KEYS[1])
 if wrong(current) or (current and not tonumber(current)) then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
 if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
 if not current then return {OK, 0} end
-if tonumber(current) <= 1 then  -- reaching zero: the channel is told
-  denied = acl_channels(ARGV[1])
-  if denied then return {DENIED, denied} end
+if tonumber(current) > 1 then
+  -- (its one write is its last command: nothing needs checking before it)
+  return {OK, redis.call('DECR', KEYS[1])}
 end
-local left = redis.call('DECR', KEYS[1])
-if left > 0 then return {OK, left} end
-redis.call('DEL', KEYS[1])
+-- Reaching zero: the opened number is minted first; after the first write (the
+-- DEL) it runs SET and PUBLISH, and the channel is told.
 local opened = string.format('%.0f', next_fence(last))
+local denied = acl_need({'SET'}) or acl_channels(ARGV[1])
+if denied then return {DENIED, denied} end
+redis.call('DEL', KEYS[1])
 redis.call('SET', KEYS[2], opened, 'PX', ARGV[2])
 redis.call('PUBLISH', ARGV[1], opened)
 return {OK, 0}

@@ -11,7 +11,9 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_commands()
+-- (Its one write is its last command: no command needs checking before it,
+-- as a refusal before the first write aborts the script with nothing written.)
+local denied = acl_need({})
 if denied then return {DENIED, denied} end
 
 local current = redis.pcall('GET', KEYS[1])

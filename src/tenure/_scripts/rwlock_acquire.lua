@@ -41,8 +41,77 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
---@include _rwlock.lua
 --@include _acl.lua
+
+-- The uncontended path: a new hold for an owner that holds neither mode, by an
+-- attempt that does not queue (ARGV[4] = ""), while nobody is queued, no hold
+-- has expired and the lock is free for mode m (no lock-delay; for a writer no
+-- hold at all, for a reader no write hold). Its reply is the one the general
+-- path below would give, but for the owner's last-op key (KEYS[6]), which it
+-- does not touch and whose type it does not check: the new hold's id is the
+-- call's op id, by which a retry of the call and a waiter leaving recognise
+-- what it did (the general path notes the op all the same). Any other case
+-- (or a key it touches holding another type) returns nil having written
+-- nothing, and the general path decides. It reads the clock once (the hold's
+-- deadline, a writer's fence), and checks with the ACL guard only the
+-- commands it may run after its first write. It comes before _rwlock.lua,
+-- whose helpers only the general path makes (a script's chunk makes every
+-- function it defines at every call).
+--
+-- Relies on two invariants every script keeps: the lock hash has its "mode"
+-- field while it exists (a hold is never written without it), and the holds
+-- key has a member per hold field of the lock hash, and no other.
+local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
+  local lock, holds, fence_key = KEYS[1], KEYS[2], KEYS[3]
+  local fields = redis.pcall('HMGET', lock, 'mode', 'r:' .. owner, 'w:' .. owner)
+  if fields.err or fields[2] or fields[3] then return nil end  -- (a re-entry, an upgrade, a write holder's read)
+  local mode = fields[1]
+  if mode == 'write' or (m == 'w' and mode) then return nil end
+  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+  local held = redis.pcall('ZCARD', holds)
+  if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then return nil end
+  local last = redis.pcall('GET', fence_key)
+  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
+  if redis.call('PTTL', KEYS[5]) > 0 then return nil end  -- a dead writer's lock-delay
+  local now_us, now = clock()
+  local latest = now + lease  -- when the lock's last hold ends, this one counted
+  if held > 0 then  -- other readers hold
+    if tonumber(redis.call('ZRANGE', holds, 0, 0, 'WITHSCORES')[2]) <= now then return nil end
+    latest = math.max(latest, tonumber(redis.call('ZRANGE', holds, -1, -1, 'WITHSCORES')[2]))
+  end
+  -- The first write is the fence's: a SET (a writer's, minted; a reader's when
+  -- none is known) or a PEXPIRE (a reader's, the last one). What runs after
+  -- it is checked now (but a writer's SET, run already and not refused since).
+  local fence = last
+  local mint = m == 'w' or not last
+  local denied = acl_need({'HSET', 'ZADD', 'PEXPIREAT'})
+  if denied then return {DENIED, denied} end
+  if mint then
+    fence = string.format('%.0f', next_fence_at(last, now_us))
+    redis.call('SET', fence_key, fence, 'PX', math.max(fence_ttl, lease))
+  else
+    redis.call('PEXPIRE', fence_key, math.max(fence_ttl, lease))
+  end
+  local field, value = m .. ':' .. owner, string.format('1|%s|%s', fence, op)
+  if held == 0 then
+    redis.call('HSET', lock, field, value, 'mode', m == 'w' and 'write' or 'read')
+  else
+    redis.call('HSET', lock, field, value)
+  end
+  redis.call('ZADD', holds, now + lease, field)
+  if m == 'w' then delay_after(KEYS[5], owner, lease, delay) end
+  redis.call('PEXPIREAT', lock, latest)
+  redis.call('PEXPIREAT', holds, latest)
+  return {OK, {tonumber(fence), op}}
+end
+
+if ARGV[4] == '' then
+  local reply = fast_acquire(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5]),
+    tonumber(ARGV[6]), ARGV[7])
+  if reply then return reply end
+end
+
+--@include _rwlock.lua
 
 -- A caller that queues itself must be one a release can tell: its own channel too.
 local own = ARGV[4] ~= '' and (ARGV[8] .. string.match(ARGV[4], '^([^|]*)')) or nil

@@ -21,8 +21,51 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
---@include _rwlock.lua
 --@include _acl.lua
+
+-- The usual path: a live hold ARGV[3] with at least ARGV[6] ms left. Its reply
+-- is the one the general path below would give, but for the waiters key,
+-- which it does not touch and whose type it does not check; any other case
+-- (or a key it touches holding another type) returns nil having written
+-- nothing, and the general path decides. It checks with the ACL guard only
+-- the commands it may run after its first write (the hold's ZADD), and comes
+-- before _rwlock.lua, whose helpers only the general path makes (a script's
+-- chunk makes every function it defines at every call).
+local function fast_extend(owner, m, id, lease, fence_ttl, least, delay)
+  local lock, holds, field = KEYS[1], KEYS[2], m .. ':' .. owner
+  local value = redis.pcall('HGET', lock, field)
+  if type(value) ~= 'string' then return nil end
+  local count, hold_id = string.match(value, '^(%d+)|%d+|(.*)$')
+  if hold_id ~= id then return nil end
+  local expiry = redis.pcall('ZSCORE', holds, field)
+  if type(expiry) ~= 'string' then return nil end
+  local last = redis.pcall('GET', KEYS[3])
+  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
+  local now = math.floor(now_us() / 1000)
+  expiry = tonumber(expiry)
+  if expiry <= now or expiry - now < least then return nil end  -- (NOT_OWNED)
+  local needed = {'ZRANGE', 'PEXPIREAT'}
+  if last then needed[#needed + 1] = 'PEXPIRE' end
+  if m == 'w' and delay > 0 then needed[#needed + 1] = 'SET' end
+  local denied = acl_need(needed)
+  if denied then return {DENIED, denied} end
+  redis.call('ZADD', holds, now + lease, field)
+  if m == 'w' then delay_after(KEYS[5], owner, lease, delay) end
+  if last then redis.call('PEXPIRE', KEYS[3], math.max(fence_ttl, lease)) end
+  -- the two keys expire with the latest hold
+  local latest = redis.call('ZRANGE', holds, -1, -1, 'WITHSCORES')[2]
+  redis.call('PEXPIREAT', lock, latest)
+  redis.call('PEXPIREAT', holds, latest)
+  return {OK, tonumber(count)}
+end
+
+do
+  local reply = fast_extend(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]),
+    tonumber(ARGV[6]), tonumber(ARGV[7]))
+  if reply then return reply end
+end
+
+--@include _rwlock.lua
 
 local denied = acl_commands()
 if denied then return {DENIED, denied} end

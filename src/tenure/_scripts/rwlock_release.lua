@@ -31,8 +31,50 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
---@include _rwlock.lua
 --@include _acl.lua
+
+-- The uncontended path: a release of the hold ARGV[3] (not a waiter leaving)
+-- when it is the lock's only hold, it has not expired and nobody is queued,
+-- and the call is no retry. Its reply is the one the general path below would
+-- give, but for the fence key, which it does not touch and whose type it does
+-- not check; any other case (or a key it touches holding another type)
+-- returns nil having written nothing, and the general path decides. It
+-- checks with the ACL guard only the commands it may run after its first
+-- write, and comes before _rwlock.lua, whose helpers only the general path
+-- makes (a script's chunk makes every function it defines at every call).
+local function fast_release(owner, m, id, op)
+  if id == '' then return nil end
+  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end  -- (first: the common contended case)
+  local lock, field = KEYS[1], m .. ':' .. owner
+  local value = redis.pcall('HGET', lock, field)
+  if type(value) ~= 'string' then return nil end
+  local count, fence, hold_id = string.match(value, '^(%d+)|(%d+)|(.*)$')
+  if hold_id ~= id then return nil end
+  local holds = redis.pcall('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')  -- (this hold alone, or more)
+  if holds.err or #holds ~= 2 or holds[1] ~= field then return nil end
+  if tonumber(holds[2]) <= math.floor(now_us() / 1000) then return nil end  -- (expired)
+  local lastop = redis.pcall('GET', KEYS[6])
+  if type(lastop) == 'table' or lastop == op .. '|-' .. m then return nil end
+  local denied = acl_need({'SET'})
+  if denied then return {DENIED, denied} end
+  count = tonumber(count) - 1
+  if count > 0 then
+    redis.call('HSET', lock, field, string.format('%d|%s|%s', count, fence, hold_id))
+  elseif m == 'w' then
+    redis.call('DEL', lock, KEYS[2], KEYS[5])
+  else
+    redis.call('DEL', lock, KEYS[2])
+  end
+  redis.call('SET', KEYS[6], op .. '|-' .. m, 'PX', 120000)
+  return {OK, count}
+end
+
+if ARGV[6] == '' then
+  local reply = fast_release(ARGV[1], ARGV[2], ARGV[3], ARGV[7])
+  if reply then return reply end
+end
+
+--@include _rwlock.lua
 
 local denied = acl_denied(nil, KEYS[4], ARGV[4])
 if denied then return {DENIED, denied} end

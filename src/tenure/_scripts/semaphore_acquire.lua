@@ -37,8 +37,55 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
---@include _semaphore.lua
 --@include _acl.lua
+--@include _permits.lua
+
+-- The uncontended path: an attempt that does not queue (ARGV[6] = ""), by a
+-- token that holds no permits, while nobody is queued, no lease has ended
+-- (nothing to drop) and n permits are free. Its reply is the one the general
+-- path below would give; any other case (or a key of another type) returns
+-- nil having written nothing, and the general path decides. It reads the
+-- clock once (the lease's deadline and the fence), and checks with the ACL
+-- guard only the commands it may run after its first write. It comes before
+-- _semaphore.lua, whose helpers only the general path makes (a script's chunk
+-- makes every function it defines at every call).
+local function fast_acquire(token, n, lease, permits, fence_ttl, permits_ttl)
+  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+  local held = redis.pcall('ZCARD', KEYS[1])
+  if type(held) ~= 'number' then return nil end
+  local stored = redis.pcall('GET', KEYS[2])
+  if type(stored) == 'table' or (stored and not tonumber(stored)) then return nil end
+  local last = redis.pcall('GET', KEYS[3])
+  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
+  stored = tonumber(stored)
+  if stored and ARGV[5] == '1' and stored ~= permits then return nil end  -- (PERMITS_DIFFER)
+  local total = stored or permits
+  if held + n > total then return nil end  -- too few free, unless leases ended (or TOO_MANY)
+  local now_us, now = clock()
+  local latest = now + lease  -- when the last lease ends, this one counted
+  if held > 0 then
+    if tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]) <= now then return nil end
+    if redis.call('ZSCORE', KEYS[1], token .. '#1') then return nil end
+    latest = math.max(latest, tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]))
+  end
+  -- (after the first write, the permit count's SET, and so not refused after it)
+  local denied = acl_need({'ZADD', 'PEXPIRE'})
+  if denied then return {DENIED, denied} end
+  redis.call('SET', KEYS[2], total, 'PX', math.max(permits_ttl, lease))
+  sem_set_lease(token, n, now + lease, false)
+  local fence = string.format('%.0f', next_fence_at(last, now_us))
+  redis.call('SET', KEYS[3], fence, 'PX', math.max(fence_ttl, lease))
+  redis.call('PEXPIRE', KEYS[1], math.max(1, latest - now))
+  return {OK, tonumber(fence)}
+end
+
+if ARGV[6] == '' then
+  local reply = fast_acquire(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
+    tonumber(ARGV[8]), tonumber(ARGV[9]))
+  if reply then return reply end
+end
+
+--@include _semaphore.lua
 
 -- A caller that queues itself must be one a release can tell: its own channel too.
 local own = ARGV[6] ~= '' and (ARGV[7] .. string.match(ARGV[6], '^([^|]*)')) or nil

@@ -15,6 +15,7 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+--@include _permits.lua
 --@include _semaphore.lua
 --@include _acl.lua
 

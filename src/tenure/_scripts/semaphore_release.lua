@@ -30,8 +30,66 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
---@include _semaphore.lua
 --@include _acl.lua
+--@include _permits.lua
+
+-- The uncontended path: a release (not a waiter leaving, ARGV[4] = "", and
+-- with an op id) of a token that holds its permits, while nobody is queued.
+-- Its reply is the one the general path below would give, but for keys it
+-- does not touch (the permit count, the fence), whose types it does not check;
+-- any other case (or a key it touches holding another type) returns nil
+-- having written nothing, and the general path decides. When others hold
+-- permits too, their ended leases are dropped, as the general path does. It
+-- checks with the ACL guard only the commands it may run after its first
+-- write, and comes before _semaphore.lua, whose helpers only the general path
+-- makes (a script's chunk makes every function it defines at every call).
+local function fast_release(token, n, op)
+  if op == '' then return nil end
+  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+  -- the first n + 1 permits, soonest ending first: the token's n alone, or others too
+  local first = redis.pcall('ZRANGE', KEYS[1], 0, n, 'WITHSCORES')
+  if first.err or #first < 2 * n then return nil end
+  local others, expiry = #first > 2 * n, first[2]
+  if others then
+    expiry = redis.call('ZSCORE', KEYS[1], token .. '#1')
+    if not expiry then return nil end  -- (not held: NOT_OWNED, or a retry)
+  else
+    local mine = token .. '#'
+    for i = 1, #first, 2 do
+      if string.sub(first[i], 1, #mine) ~= mine then return nil end
+    end
+  end
+  local now = math.floor(now_us() / 1000)
+  if tonumber(expiry) <= now then return nil end  -- (ended)
+  -- The first write is the record's (released_add_at: its ZADD, or, replacing
+  -- an older string record, a DEL after a ZADD refused for the type, not by
+  -- the ACL): what it and the rest may run after it is checked now.
+  local denied
+  if others then
+    denied = acl_need({'ZREMRANGEBYRANK', 'PEXPIRE', 'ZREM', 'ZREMRANGEBYSCORE', 'ZRANGE'})
+  else
+    denied = acl_need({'ZREMRANGEBYRANK', 'PEXPIRE', 'ZREM'})
+  end
+  if denied then return {DENIED, denied} end
+  -- (nothing is written when the record holds another type)
+  if released_add_at(KEYS[5], op, now) then return {WRONG_TYPE, KEYS[5]} end
+  sem_drop_lease(token, n)
+  if others then  -- others' leases that ended are dropped; the key expires with the latest left
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
+    local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
+    if latest then
+      redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, tonumber(latest) - now)))
+    end
+  end
+  return {OK, 0}
+end
+
+if ARGV[4] == '' then
+  local reply = fast_release(ARGV[1], tonumber(ARGV[2]), ARGV[7])
+  if reply then return reply end
+end
+
+--@include _semaphore.lua
 
 local denied = acl_denied(nil, KEYS[4], ARGV[5])
 if denied then return {DENIED, denied} end

@@ -1,0 +1,38 @@
+-- _permits.lua: the permits of one semaphore lease, written and taken back;
+-- what the semaphore scripts' uncontended paths share with _semaphore.lua
+-- (which uses them, and comes after it). Not a script of its own. KEYS[1] is
+-- the holders key (see _semaphore.lua).
+
+-- The holders key's members are written in chunks, to stay within Lua's stack.
+local CHUNK = 100
+
+-- Give `token` its n permits until `expiry` (ms); with `xx`, only reset the
+-- expiry of permits it holds.
+local function sem_set_lease(token, n, expiry, xx)
+  local score = string.format('%.0f', expiry)
+  local args = {}
+  for i = 1, n do
+    args[#args + 1] = score
+    args[#args + 1] = token .. '#' .. i
+    if #args == 2 * CHUNK or i == n then
+      if xx then
+        redis.call('ZADD', KEYS[1], 'XX', unpack(args))
+      else
+        redis.call('ZADD', KEYS[1], unpack(args))
+      end
+      args = {}
+    end
+  end
+end
+
+-- Take back the n permits of `token`.
+local function sem_drop_lease(token, n)
+  local args = {}
+  for i = 1, n do
+    args[#args + 1] = token .. '#' .. i
+    if #args == CHUNK or i == n then
+      redis.call('ZREM', KEYS[1], unpack(args))
+      args = {}
+    end
+  end
+end
