@@ -118,15 +118,20 @@ local function delay_after(key, owner, lease, delay, delayed)
 end
 
 -- The fence after `last` (the fence key's value, or false when none is
--- stored): the larger of last + 1 and the server's clock in µs. It increases
+-- stored), the server's clock `now` (µs, from TIME) read by the caller: the
+-- larger of last + 1 and now. It increases
 -- when the fence key is lost (expiry, a restart without persistence), and
 -- across a failover to a replica that missed the last fences, as long as the
 -- new master's clock is not behind the old one's by more than the time between
 -- (docs/safety.md, "Clock jumps"; Kleppmann, "How to do distributed locking", 2016).
-local function next_fence(last)
-  local now = now_us()
+local function next_fence_at(last, now)
   if last and tonumber(last) >= now then return tonumber(last) + 1 end
   return now
+end
+
+-- next_fence_at(last, now) with the server's clock read here.
+local function next_fence(last)
+  return next_fence_at(last, now_us())
 end
 
 -- Ask the waiter of queue member `head` (nil: nobody) to try again `ms`
@@ -188,13 +193,6 @@ local function wake_head(queue, wake_prefix, ms, mine)
   end
 end
 
--- next_fence(last) with the server's clock already read: `now` (µs, from
--- TIME), so that a call that needs the clock for a deadline too reads it once.
-local function next_fence_at(last, now)
-  if last and tonumber(last) >= now then return tonumber(last) + 1 end
-  return now
-end
-
 -- The server's clock, read once: whole microseconds, and whole milliseconds
 -- (rounded down), as two values.
 local function clock()
@@ -202,9 +200,13 @@ local function clock()
   return us, math.floor(us / 1000)
 end
 
--- released_add with the server's clock already read (`now_ms`, server ms): for
--- a release that read it to check a deadline first. (released_add is this with
--- the clock read there.)
+-- Record the release `member` (not "") in the Semaphore's record `key`, its
+-- type not read before, with the server's clock already read (`now_ms`,
+-- server ms, for a release that read it to check a deadline first): returns
+-- `key`, having written nothing, when it holds another type than a sorted set
+-- or an older tenure's string record; else nil. Its first write is the first
+-- of the release, so a caller that calls it first writes nothing either when
+-- it fails.
 local function released_add_at(key, member, now_ms)
   if wrong(redis.pcall('ZADD', key, now_ms, member)) then
     if released_type(key) ~= 'string' then return key end
