@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-foreign bench-plots fault-signals clean
+.PHONY: demo docs test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-foreign bench-plots fault-signals clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -28,6 +28,12 @@ servers:
 	  echo "installing Debian's redis-server and redis-sentinel"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends \
 	    redis-server redis-sentinel >/dev/null; }
+
+# The docs site (mkdocs.yml): docs/*.md, the API reference from the docstrings
+# and the CLI reference from its parser, into site/ (open site/index.html);
+# --strict fails on any warning (a broken link, a docstring griffe can't read).
+docs: $(VENV)/.dev-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests benchmarks scripts examples
@@ -153,4 +159,4 @@ fault-signals: $(VENV)/.dev-installed
 	$(BIN)/python scripts/signal_harness.py $(SIGNAL_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log .bench
+	rm -rf $(VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log .bench
