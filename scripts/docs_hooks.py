@@ -7,6 +7,9 @@
   grouped by :func:`api_group`, so a public name added to ``__all__`` gets its
   entry without anyone writing it down twice.
 
+- ``reference/json.md``: the ``--json`` output of ``inspect``, ``ls`` and
+  ``doctor``, from the docstrings of ``tenure._views`` and ``tenure._doctor``
+  that define it;
 - ``changelog.md``: the repository's ``CHANGELOG.md``, as it is.
 
 Nothing is written into ``docs/``: the pages exist only in the build.
@@ -20,6 +23,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from griffe_runtime_docs import rst_to_markdown
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
@@ -167,12 +171,39 @@ def _cli_markdown(parser: argparse.ArgumentParser) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The module docstrings that define the ``--json`` output, and the words that
+#: start the definition in each.
+JSON_DOCS = (
+    ("tenure._views", "JSON shape of one primitive", "## `tenure inspect` and `tenure ls`"),
+    ("tenure._doctor", "JSON (``doctor --json``", "## `tenure doctor`"),
+)
+
+
+def json_page() -> str:
+    """The ``--json`` reference: the definition of each command's JSON output."""
+    import importlib
+
+    lines = [
+        "# JSON output",
+        "",
+        "`tenure inspect`, `ls` and `doctor` print one JSON object with `--json`. Its"
+        " shape is stable: keys may be added, never renamed or removed. This page is"
+        " generated from the docstrings of the modules that write it.",
+    ]
+    for module, start, heading in JSON_DOCS:
+        doc = importlib.import_module(module).__doc__ or ""
+        assert start in doc, f"{module}'s docstring no longer defines its JSON"
+        lines += ["", heading, "", rst_to_markdown(doc[doc.index(start) :].strip())]
+    return "\n".join(lines) + "\n"
+
+
 def on_files(files: Files, config: MkDocsConfig, **kwargs: Any) -> Files:
     """Add the generated reference pages to the build."""
     changelog = Path(config.config_file_path).parent / "CHANGELOG.md"
     generated = {
         "reference/cli.md": cli_page(),
         **api_pages(),
+        "reference/json.md": json_page(),
         "changelog.md": changelog.read_text(),
     }
     for src_uri, content in generated.items():

@@ -24,11 +24,36 @@ ROLE = re.compile(r":(?:py:)?(?:class|meth|func|data|attr|mod|exc|obj):`(~?)([^`
 
 
 def _markdown(text: str) -> str:
+    """``text`` with each reStructuredText role made a code span of its target."""
+
     def code(match: re.Match[str]) -> str:
         target = match[2].rsplit(".", 1)[-1] if match[1] else match[2]
         return f"`{target}`"
 
     return ROLE.sub(code, text)
+
+
+def rst_to_markdown(text: str) -> str:
+    """A reStructuredText docstring's text as Markdown: roles as code spans, and
+    each literal block (an indented block after a paragraph ending ``::``) fenced."""
+    out: list[str] = []
+    lines = _markdown(text).splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.endswith("::"):
+            out.append(line)
+            i += 1
+            continue
+        out += [line[:-1], ""]  # "shape::" reads "shape:"
+        i += 1
+        block: list[str] = []
+        while i < len(lines) and (not lines[i].strip() or lines[i].startswith("    ")):
+            block.append(lines[i][4:])
+            i += 1
+        text_block = "\n".join(block).strip("\n")
+        out += ["```text", text_block, "```", ""]
+    return "\n".join(out)
 
 
 class RuntimeDocstrings(griffe.Extension):

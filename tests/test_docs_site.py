@@ -148,6 +148,12 @@ def test_the_cli_reference_has_every_command(site: Path) -> None:
     assert "tenure server start" in page
 
 
+def test_the_json_reference_has_each_commands_shape(site: Path) -> None:
+    page = (site / "reference" / "json.html").read_text()
+    for key in ("waiting_writers", "queued_for", "findings", "hazards"):
+        assert key in page, key
+
+
 @pytest.fixture(scope="module")
 def shared_server() -> Iterator[dict[str, str]]:
     """The environment of the quick start: ``tenure server start``'s URL in
