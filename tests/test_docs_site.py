@@ -1,6 +1,11 @@
 """The docs site: it builds without a warning, its code runs as written, and
 every public name has a reference entry.
 
+The site is also checked as a reader meets it: no link of any built page is
+broken (a missing file, or an anchor no element has), and in a real browser,
+Debian's Chromium run headless (``make browser`` installs it), the home page
+renders, the ``Lock`` reference shows its methods, and the search finds a name.
+
 The code blocks run here are every ``python`` block of the README, the quick
 start, the migration page and the guide pages (``docs/guide/*.md``), and the
 quick start's ``sh`` blocks: the blocks of one page in order, the Python ones
@@ -14,6 +19,8 @@ follows a line ``<!-- docs: not run (why) -->``.
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.server
 import io
 import os
 import re
@@ -21,9 +28,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -210,3 +221,181 @@ def test_the_code_of_the_page_runs(
             code = compile("\n" * (block.line - 1) + block.code, str(page), "exec")
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(code, namespace)
+
+
+class _Page(HTMLParser):
+    """The ids of one HTML page and the links (``href``, ``src``) it has."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if value and (name == "id" or (tag == "a" and name == "name")):
+                self.ids.add(value)
+            elif value and name in ("href", "src"):
+                self.links.append(value)
+
+
+def broken_links(site: Path) -> list[str]:
+    """``page: link`` for every link of the built ``site`` to a file that does not
+    exist, or to an anchor that its page lacks. Links to other sites are not
+    followed; ``/x`` is ``x`` at the site's root (as a server serves it)."""
+    site = site.resolve()
+    pages = {path: _Page(path.read_text()) for path in site.rglob("*.html")}
+    broken = []
+    for path, page in pages.items():
+        for link in page.links:
+            parts = urlsplit(link)
+            if parts.scheme or parts.netloc:
+                continue
+            base = site if parts.path.startswith("/") else path.parent
+            target = (base / unquote(parts.path).lstrip("/")).resolve() if parts.path else path
+            if target.is_dir():
+                target = target / "index.html"
+            anchor = unquote(parts.fragment)
+            if not target.is_file() or (
+                anchor and target in pages and anchor not in pages[target].ids
+            ):
+                broken.append(f"{path.relative_to(site)}: {link}")
+    return broken
+
+
+def test_broken_links_are_found(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "index.html").write_text(
+        '<a href="sub/a.html#here">ok</a> <a href="sub/a.html#gone">anchor</a>'
+        ' <img src="/missing.png"> <a href="https://example.com/x">out</a> <a href="#top">self</a>'
+    )
+    (tmp_path / "sub" / "a.html").write_text('<h1 id="here">A</h1><a href="../index.html">up</a>')
+    assert broken_links(tmp_path) == [
+        "index.html: sub/a.html#gone",
+        "index.html: /missing.png",
+        "index.html: #top",
+    ]
+
+
+def test_no_link_of_the_site_is_broken(site: Path) -> None:
+    assert not broken_links(site)
+
+
+#: A page of the test's own beside the site: it opens a page of the site in a
+#: frame, and an image that the server sends only after ``WAIT`` seconds holds
+#: the page's load (when the browser dumps the DOM) until the frame's scripts
+#: (the search runs in a worker) are done; then it copies what the frame shows.
+HARNESS = """<!doctype html><html><body>
+<iframe id="page" src="{src}" style="width:1200px;height:900px"></iframe>
+<img src="/__wait__" onload="
+  var frame = document.getElementById('page').contentDocument;
+  var out = document.createElement('pre');
+  out.id = 'seen';
+  out.textContent = frame.querySelector('{selector}').innerText + '\\n' +
+    Array.from(frame.querySelectorAll('{selector} a')).map(a => a.href).join('\\n');
+  document.body.appendChild(out);">
+</body></html>"""
+WAIT = 3.0
+GIF = bytes.fromhex(
+    "47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b"
+)
+
+
+class _SiteHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site, the harness (``/__check__.html?src=...&selector=...``)
+    and the slow image."""
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        if parts.path == "/__wait__":
+            time.sleep(WAIT)
+            self._send(GIF, "image/gif")
+        elif parts.path == "/__check__.html":
+            query = dict(p.split("=", 1) for p in parts.query.split("&"))
+            page = HARNESS.format(src=unquote(query["src"]), selector=unquote(query["selector"]))
+            self._send(page.encode(), "text/html")
+        else:
+            super().do_GET()
+
+    def _send(self, body: bytes, kind: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(site: Path) -> Iterator[str]:
+    """The site's URL, served over HTTP (the search's worker does not run from files)."""
+    handler = functools.partial(_SiteHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The headless browser's command line, with a profile of its own."""
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.skip("Debian's chromium is not installed (make browser)")
+    profile = tmp_path_factory.mktemp("chromium")
+    return [
+        binary,
+        "--headless",
+        "--no-sandbox",  # the tests may run as root
+        "--disable-gpu",
+        f"--user-data-dir={profile}",
+        "--window-size=1280,900",
+    ]
+
+
+def _dom(chromium: list[str], url: str) -> str:
+    done = subprocess.run(
+        [*chromium, "--dump-dom", url], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_home_page_renders_in_a_browser(
+    chromium: list[str], served: str, tmp_path: Path
+) -> None:
+    dom = _dom(chromium, f"{served}/index.html")
+    assert "fencing token per acquire" in dom
+    assert 'data-md-component="search"' in dom
+    assert "Quick start" in dom and "Safety in plain words" in dom  # the navigation
+    shot = tmp_path / "home.png"
+    done = subprocess.run(
+        [*chromium, f"--screenshot={shot}", f"{served}/index.html"],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 20_000  # a page drawn, not a blank one
+
+
+def test_the_lock_reference_renders_in_a_browser(chromium: list[str], served: str) -> None:
+    dom = _dom(chromium, f"{served}/reference/primitives.html")
+    for anchor in ("tenure.Lock", "tenure.Lock.acquire", "tenure.Lock.release"):
+        assert f'id="{anchor}"' in dom, anchor
+    assert "AcquireTimeout" in dom
+
+
+def test_the_search_finds_a_name_in_a_browser(chromium: list[str], served: str) -> None:
+    query = "src=/index.html%3Fq%3DNoQuorumError&selector=.md-search-result"
+    dom = _dom(chromium, f"{served}/__check__.html?{query}")
+    seen = dom.split('<pre id="seen">', 1)[1].split("</pre>", 1)[0]
+    assert re.match(r"\d+ matching documents?\n", seen), seen  # not "No matching documents"
+    assert f"{served}/reference/" in seen, seen  # the API reference is searched
