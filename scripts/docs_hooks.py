@@ -18,6 +18,7 @@ Nothing is written into ``docs/``: the pages exist only in the build.
 from __future__ import annotations
 
 import argparse
+import html
 import inspect
 import os
 from pathlib import Path
@@ -117,6 +118,20 @@ def _usage(parser: argparse.ArgumentParser) -> str:
     return parser.format_usage().removeprefix("usage: ").strip()
 
 
+def _text(text: str) -> str:
+    """Help text as Markdown: ``<uid>`` and the like are text, not HTML tags."""
+    return html.escape(text, quote=False)
+
+
+def _description(parser: argparse.ArgumentParser) -> list[str]:
+    """The parser's description: a text block where argparse keeps its layout."""
+    if not parser.description:
+        return []
+    if isinstance(parser._get_formatter(), argparse.RawDescriptionHelpFormatter):
+        return ["```text", parser.description.strip("\n"), "```", ""]
+    return [_text(parser.description), ""]
+
+
 def _options(parser: argparse.ArgumentParser) -> list[str]:
     """One markdown list item per option and positional argument of ``parser``."""
     items = []
@@ -130,7 +145,7 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
             metavar = action.metavar or action.dest.upper()
             flags += f" `{metavar if isinstance(metavar, str) else ' '.join(metavar)}`"
         text = (action.help or "") % {"default": action.default, "prog": parser.prog}
-        items.append(f"- {flags}: {text}".rstrip(": "))
+        items.append(f"- {flags}: {_text(text)}".rstrip(": "))
     return items
 
 
@@ -164,18 +179,16 @@ def _cli_markdown(parser: argparse.ArgumentParser) -> str:
         _usage(parser),
         "```",
         "",
-        parser.description or "",
-        "",
+        *_description(parser),
         *_options(parser),
     ]
     subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     for group in subparsers:
         helps = {a.dest: a.help or "" for a in group._choices_actions}
         for name, sub in group.choices.items():
-            lines += ["", f"## tenure {name}", "", helps.get(name, ""), ""]
+            lines += ["", f"## tenure {name}", "", _text(helps.get(name, "")), ""]
             lines += ["```text", _usage(sub), "```", ""]
-            if sub.description:
-                lines += [sub.description, ""]
+            lines += _description(sub)
             lines += _options(sub)
             if sub.epilog:
                 lines += ["", "```text", sub.epilog, "```"]
@@ -184,10 +197,9 @@ def _cli_markdown(parser: argparse.ArgumentParser) -> str:
                 inner_helps = {a.dest: a.help or "" for a in inner._choices_actions}
                 for inner_name, inner_sub in inner.choices.items():
                     lines += ["", f"### tenure {name} {inner_name}", ""]
-                    lines += [inner_helps.get(inner_name, ""), ""]
+                    lines += [_text(inner_helps.get(inner_name, "")), ""]
                     lines += ["```text", _usage(inner_sub), "```", ""]
-                    if inner_sub.description:
-                        lines += [inner_sub.description, ""]
+                    lines += _description(inner_sub)
                     lines += _options(inner_sub)
     return "\n".join(lines) + "\n"
 
