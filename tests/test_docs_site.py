@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -283,38 +282,64 @@ def test_no_link_of_the_site_is_broken(site: Path) -> None:
 
 
 #: A page of the test's own beside the site: it opens a page of the site in a
-#: frame, and an image that the server sends only after ``WAIT`` seconds holds
-#: the page's load (when the browser dumps the DOM) until the frame's scripts
-#: (the search runs in a worker) are done; then it copies what the frame shows.
+#: frame and watches it until the text of ``selector`` there matches ``ready``
+#: (the search runs in a worker, after the page's load); then it tells the
+#: server, which only then sends an image the page has been loading all along,
+#: so the page's load (when the browser dumps the DOM) waits for the frame's
+#: answer; the image's ``onload`` copies what the frame shows into the page.
 HARNESS = """<!doctype html><html><body>
 <iframe id="page" src="{src}" style="width:1200px;height:900px"></iframe>
-<img src="/__wait__" onload="
-  var frame = document.getElementById('page').contentDocument;
-  var out = document.createElement('pre');
-  out.id = 'seen';
-  out.textContent = frame.querySelector('{selector}').innerText + '\\n' +
-    Array.from(frame.querySelectorAll('{selector} a')).map(a => a.href).join('\\n');
-  document.body.appendChild(out);">
+<script>
+  function watch() {{
+    var frame = document.getElementById('page').contentDocument;
+    var shown = frame && frame.querySelector('{selector}');
+    if (shown && new RegExp('{ready}').test(shown.innerText)) fetch('/__ready__');
+    else setTimeout(watch, 50);
+  }}
+  watch();
+  function copy() {{
+    var frame = document.getElementById('page').contentDocument;
+    var out = document.createElement('pre');
+    out.id = 'seen';
+    out.textContent = frame.querySelector('{selector}').innerText + '\\n' +
+      Array.from(frame.querySelectorAll('{selector} a')).map(a => a.href).join('\\n');
+    document.body.appendChild(out);
+  }}
+</script>
+<img src="/__wait__" onload="copy()">
 </body></html>"""
-WAIT = 3.0
+#: The longest the server holds the image back (the check then sees what the
+#: frame shows by then, and fails).
+WAIT_MOST = 30.0
 GIF = bytes.fromhex(
     "47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b"
 )
 
 
+class _SiteServer(http.server.ThreadingHTTPServer):
+    """The site's server; ``ready`` is set when the harness saw its answer."""
+
+    ready: threading.Event
+
+
 class _SiteHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves the site, the harness (``/__check__.html?src=...&selector=...``)
-    and the slow image."""
+    """Serves the site, the harness (``/__check__.html?src=...&selector=...&ready=...``),
+    its signal (``/__ready__``) and the image it waits for (``/__wait__``)."""
+
+    server: _SiteServer
 
     def do_GET(self) -> None:
         parts = urlsplit(self.path)
-        if parts.path == "/__wait__":
-            time.sleep(WAIT)
+        if parts.path == "/__check__.html":
+            self.server.ready.clear()  # the checks run one at a time
+            query = {k: unquote(v) for k, v in (p.split("=", 1) for p in parts.query.split("&"))}
+            self._send(HARNESS.format(**query).encode(), "text/html")
+        elif parts.path == "/__ready__":
+            self.server.ready.set()
+            self._send(b"", "text/plain")
+        elif parts.path == "/__wait__":
+            self.server.ready.wait(WAIT_MOST)
             self._send(GIF, "image/gif")
-        elif parts.path == "/__check__.html":
-            query = dict(p.split("=", 1) for p in parts.query.split("&"))
-            page = HARNESS.format(src=unquote(query["src"]), selector=unquote(query["selector"]))
-            self._send(page.encode(), "text/html")
         else:
             super().do_GET()
 
@@ -333,7 +358,8 @@ class _SiteHandler(http.server.SimpleHTTPRequestHandler):
 def served(site: Path) -> Iterator[str]:
     """The site's URL, served over HTTP (the search's worker does not run from files)."""
     handler = functools.partial(_SiteHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _SiteServer(("127.0.0.1", 0), handler)
+    server.ready = threading.Event()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -394,7 +420,7 @@ def test_the_lock_reference_renders_in_a_browser(chromium: list[str], served: st
 
 
 def test_the_search_finds_a_name_in_a_browser(chromium: list[str], served: str) -> None:
-    query = "src=/index.html%3Fq%3DNoQuorumError&selector=.md-search-result"
+    query = "src=/index.html%3Fq%3DNoQuorumError&selector=.md-search-result&ready=matching"
     dom = _dom(chromium, f"{served}/__check__.html?{query}")
     seen = dom.split('<pre id="seen">', 1)[1].split("</pre>", 1)[0]
     assert re.match(r"\d+ matching documents?\n", seen), seen  # not "No matching documents"
