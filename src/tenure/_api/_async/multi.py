@@ -228,9 +228,9 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
             redis.exceptions.ConnectionError: a part could not be released;
                 calling ``release()`` again releases the parts not yet released.
 
-            When several parts fail, the first error is raised (a cancellation
-            or interruption before any other), and the others are attached to
-            it as notes (``exc.__notes__``).
+        When several parts fail, the first error is raised (a cancellation or
+        interruption before any other), and the others are attached to it as
+        notes (``exc.__notes__``).
 
         A release that does not complete (an error, a cancellation or an
         interrupt of any exception class, at any point of the call) leaves the
@@ -296,8 +296,8 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
             NotOwnedError: the multi-lease was released.
             redis.exceptions.ConnectionError: a part could not be extended.
 
-            When several parts fail, the first error is raised, with the others
-            as notes.
+        When several parts fail, the first error is raised, with the others as
+        notes.
         """
         if seconds is not None:
             check_ttl(seconds, "seconds")
@@ -433,9 +433,11 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
             InvalidArgument: a bad ``blocking`` or ``timeout``; nothing was sent.
             AlreadyHeldError: the caller already holds a part that is an
                 ``AsyncLock`` or ``AsyncFairLock`` (the parts taken were released).
-            NotReplicatedError, WrongTypeError, UnsupportedServer,
-            redis.exceptions.ConnectionError: as a part's acquire raises them;
-                the parts taken were released.
+            NotReplicatedError: as a part's acquire raises it; the parts taken
+                were released.
+            WrongTypeError: likewise.
+            UnsupportedServer: likewise.
+            redis.exceptions.ConnectionError: likewise.
         """
         wait = lock_plans.check_acquire(blocking, timeout)
         owner = _driver.current_owner()

@@ -117,7 +117,7 @@ class AsyncSemaphore(PerProcess):
     Lease expiry is kept on the server's clock, never a client's.
 
     The permit count is stored in Redis by the first acquire, and kept until a
-    week after the semaphore's last acquire or :meth:`set_permits` (README,
+    week after the semaphore's last acquire or :meth:`set_permits` (the guide's
     "Keys and memory"). An object given another count
     raises :class:`~tenure.InvalidArgument` at its first acquire, naming both;
     change the count of a live semaphore with :meth:`set_permits`.
