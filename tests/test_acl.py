@@ -505,6 +505,37 @@ def test_a_read_refused_before_the_first_write_is_a_permission_error(
     assert snapshot(r) == before
 
 
+@pytest.mark.parametrize("op", ["acquire", "release"])
+@pytest.mark.parametrize("command", ["get", "set"])
+@pytest.mark.parametrize("kind", ["Lock", "RLock", "FairLock"])
+def test_a_command_refused_unchecked_is_named_not_a_key(
+    r: redis.Redis, acl_user: MakeUser, kind: str, command: str, op: str
+) -> None:
+    """A command a script runs without checking it first (a quick path's GET
+    or SET), refused, is PermissionDenied for a command (Valkey says which),
+    not for a key the user may read and write; nothing was written."""
+    from tenure import FairLock, RLock
+
+    if version(r) < (7, 0):
+        pytest.skip("Redis 6.2 has no redis.acl_check_cmd: a script can't check a command")
+    user = acl_user("~*", "&*")
+    kinds: dict[str, Callable[..., Any]] = {"Lock": Lock, "RLock": RLock, "FairLock": FairLock}
+    lock = kinds[kind](user, "unchecked", ttl=5)
+    lease = lock.acquire(blocking=False) if op == "release" else None
+    username = user.connection_pool.connection_kwargs["username"]
+    r.execute_command("ACL", "SETUSER", username, f"-{command}")  # type: ignore[no-untyped-call]
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        if lease is None:
+            lock.acquire(blocking=False)
+        else:
+            lease.release()
+    assert caught.value.permission == "command", (caught.value.permission, caught.value.target)
+    if r.info("server").get("server_name") == "valkey":
+        assert caught.value.target == command.upper()
+    assert snapshot(r) == before
+
+
 def test_a_prefix_with_an_exact_key_is_refused(r: redis.Redis) -> None:
     from tenure import InvalidArgument
 
