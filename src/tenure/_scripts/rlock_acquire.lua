@@ -63,7 +63,7 @@ if denied then return {DENIED, denied} end
 
 if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
-if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
+if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[2]} end
 if ARGV[3] ~= '' then
   if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 end
