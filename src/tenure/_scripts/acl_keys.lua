@@ -55,6 +55,6 @@ local commands = {}
 for i = n + 2, #ARGV do
   if not string.find(ARGV[i], 'PUBLISH', 1, true) then commands[#commands + 1] = ARGV[i] end
 end
-local denied = acl_need(commands, ARGV[2])
+local denied = acl_need(commands, n > 0 and ARGV[2] or nil)
 if denied then return {DENIED, denied} end
 return {OK, 0}
