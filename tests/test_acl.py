@@ -536,6 +536,21 @@ def test_a_command_refused_unchecked_is_named_not_a_key(
     assert snapshot(r) == before
 
 
+def test_a_refused_fence_read_writes_nothing_even_on_redis_62(
+    r: redis.Redis, acl_user: MakeUser
+) -> None:
+    """A Lock's acquire whose user may not GET reads the fence key before it
+    takes the lock: refused, nothing is written, even on Redis 6.2, which
+    can't check a command up front (not a lock held by a token the caller
+    was told it did not get)."""
+    user = acl_user("~*", "&*", commands=("+@all", "-get"))
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        Lock(user, "fence-read", ttl=30).acquire(blocking=False)
+    assert caught.value.permission == "command"
+    assert snapshot(r) == before
+
+
 def test_a_prefix_with_an_exact_key_is_refused(r: redis.Redis) -> None:
     from tenure import InvalidArgument
 
