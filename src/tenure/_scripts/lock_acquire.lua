@@ -114,7 +114,9 @@ if ARGV[4] == '' and not KEYS[5] then
   local check = redis.acl_check_cmd
   if delayed <= 0 and (delayed == -2 or not check or check('DEL', KEYS[1])) then
     local last = redis.pcall('GET', KEYS[2])
-    if type(last) ~= 'table' and (not last or stored_fence(last)) then  -- (no error reply)
+    -- (another type: the whole script says so; a refused GET, Redis 6.2, is
+    -- raised here by wrong(), before anything is written)
+    if not wrong(last) and (not last or stored_fence(last)) then
       local taken = take(delayed, false, next_fence(last))
       if taken then return taken end
     end
