@@ -53,7 +53,7 @@ end
 -- the commands (a wake's PUBLISH is checked with its channel, up front)
 local commands = {}
 for i = n + 2, #ARGV do
-  if not string.find(ARGV[i], 'PUBLISH', 1, true) then commands[#commands + 1] = ARGV[i] end
+  if not string.find(ARGV[i], 'PUBLISH$') then commands[#commands + 1] = ARGV[i] end  -- (SPUBLISH too)
 end
 local denied = acl_need(commands, n > 0 and ARGV[2] or nil)
 if denied then return {DENIED, denied} end
