@@ -551,6 +551,19 @@ def test_a_refused_fence_read_writes_nothing_even_on_redis_62(
     assert snapshot(r) == before
 
 
+def test_an_rlock_hold_never_lacks_its_expiry(r: redis.Redis, acl_user: MakeUser) -> None:
+    """An RLock's first hold by a user who may not PEXPIRE is refused with
+    nothing written, even on Redis 6.2 (which can't check a command up
+    front): not a hold without expiry, which no one would ever end."""
+    from tenure import RLock
+
+    user = acl_user("~*", "&*", commands=("+@all", "-pexpire"))
+    with pytest.raises(PermissionDenied):
+        RLock(user, "forever", ttl=5).acquire(blocking=False)
+    assert not r.exists("tenure:{forever}:rlock")
+    assert all(r.pttl(key) > 0 for key in r.keys("*"))
+
+
 def test_a_prefix_with_an_exact_key_is_refused(r: redis.Redis) -> None:
     from tenure import InvalidArgument
 
