@@ -548,8 +548,8 @@ def test_a_read_refused_before_the_first_write_is_a_permission_error(
     """A command a script runs before its first write without checking it
     first (the lock-delay's PTTL of an acquire, the queue's ZCARD of a
     release): refused, it is PermissionDenied naming it (Redis 6.2 names
-    none, nor Redis 7.0: only Valkey's error says which), not the client
-    library's error, and nothing was written."""
+    none: it can't check a command), not the client library's error, and
+    nothing was written."""
     user = acl_user("~*", "&*", commands=("+@all", f"-{command}"))
     lock = Lock(user, "read-first", ttl=5)
     lease = Lock(r, "read-first", ttl=5).acquire() if command == "pttl" else lock.acquire()
@@ -563,11 +563,70 @@ def test_a_read_refused_before_the_first_write_is_a_permission_error(
         else:
             lease.release()
     assert caught.value.permission == "command"
-    if r.info("server").get("server_name") == "valkey":
+    if version(r) >= (7, 0):
         assert caught.value.target == command.upper()
     else:
         assert "script" in caught.value.target
     assert snapshot(r) == before
+
+
+@pytest.mark.parametrize("op", ["acquire", "release"])
+@pytest.mark.parametrize("command", ["get", "set"])
+@pytest.mark.parametrize("kind", ["Lock", "RLock", "FairLock"])
+def test_a_command_refused_unchecked_is_named_not_a_key(
+    r: redis.Redis, acl_user: MakeUser, kind: str, command: str, op: str
+) -> None:
+    """A command a script runs without checking it first (a quick path's GET
+    or SET), refused, is PermissionDenied naming that command (Redis 7.0's
+    refusal names none: the client asks the server which of the script's
+    commands the user lacks), not a key the user may read and write; nothing
+    was written."""
+    from tenure import FairLock, RLock
+
+    if version(r) < (7, 0):
+        pytest.skip("Redis 6.2 has no redis.acl_check_cmd: a script can't check a command")
+    user = acl_user("~*", "&*")
+    kinds: dict[str, Callable[..., Any]] = {"Lock": Lock, "RLock": RLock, "FairLock": FairLock}
+    lock = kinds[kind](user, "unchecked", ttl=5)
+    lease = lock.acquire(blocking=False) if op == "release" else None
+    username = user.connection_pool.connection_kwargs["username"]
+    r.execute_command("ACL", "SETUSER", username, f"-{command}")  # type: ignore[no-untyped-call]
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        if lease is None:
+            lock.acquire(blocking=False)
+        else:
+            lease.release()
+    assert (caught.value.permission, caught.value.target) == ("command", command.upper())
+    assert snapshot(r) == before
+
+
+def test_a_refused_fence_read_writes_nothing_even_on_redis_62(
+    r: redis.Redis, acl_user: MakeUser
+) -> None:
+    """A Lock's acquire whose user may not GET reads the fence key before it
+    takes the lock: refused, nothing is written, even on Redis 6.2, which
+    can't check a command up front (not a lock held by a token the caller
+    was told it did not get)."""
+    user = acl_user("~*", "&*", commands=("+@all", "-get"))
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        Lock(user, "fence-read", ttl=30).acquire(blocking=False)
+    assert caught.value.permission == "command"
+    assert snapshot(r) == before
+
+
+def test_an_rlock_hold_never_lacks_its_expiry(r: redis.Redis, acl_user: MakeUser) -> None:
+    """An RLock's first hold by a user who may not PEXPIRE is refused with
+    nothing written, even on Redis 6.2 (which can't check a command up
+    front): not a hold without expiry, which no one would ever end."""
+    from tenure import RLock
+
+    user = acl_user("~*", "&*", commands=("+@all", "-pexpire"))
+    with pytest.raises(PermissionDenied):
+        RLock(user, "forever", ttl=5).acquire(blocking=False)
+    assert not r.exists("tenure:{forever}:rlock")
+    assert all(r.pttl(key) > 0 for key in r.keys("*"))
 
 
 def test_a_prefix_with_an_exact_key_is_refused(r: redis.Redis) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import re
 import sys
 import threading
 import time
@@ -281,6 +282,35 @@ def test_a_fence_key_that_holds_no_number_is_named_and_kept(r: redis.Redis) -> N
         Lock(r, "fs").acquire(blocking=False)
     assert r.get("tenure:{fs}:fence") == b"not a number"
     assert not r.exists("tenure:{fs}")
+
+
+@pytest.mark.parametrize(
+    "stored", ["inf", "nan", "1e400", "9007199254740993", "99999999999999999999", "4e15+0.5"]
+)
+@pytest.mark.parametrize("kind", ["Lock", "FairLock", "RLock"])
+def test_a_fence_key_that_holds_no_exact_integer_is_named_and_kept(
+    r: redis.Redis, kind: str, stored: str
+) -> None:
+    """A fence key holding a number that is no integer below 2**53 (infinite,
+    not a number, a fraction, or too large for the scripts' numbers to add 1
+    to it exactly): no larger fence can follow it, so it is a WrongTypeError
+    naming it, and nothing written (not a fence that is negative, repeated
+    or smaller than the one stored)."""
+    from tenure import FairLock, RLock
+
+    value = "4000000000000000.5" if stored == "4e15+0.5" else stored
+    kinds: dict[str, type[Lock] | type[FairLock] | type[RLock]] = {
+        "Lock": Lock,
+        "FairLock": FairLock,
+        "RLock": RLock,
+    }
+    lock = kinds[kind](r, "garbled", ttl=5)
+    fence_key = lock._keys.fence
+    r.set(fence_key, value)
+    with pytest.raises(WrongTypeError, match=re.escape(repr(fence_key))):
+        lock.acquire(blocking=False)
+    assert r.get(fence_key) == value.encode()
+    assert r.keys("*") == [fence_key.encode()]
 
 
 def test_connection_errors_propagate() -> None:

@@ -245,12 +245,22 @@ def command_refusal(exc: BaseException, operation: str) -> PermissionDenied | No
     return None
 
 
+def acl_probe(step: Eval) -> Eval:
+    """The :data:`ACL_KEYS` call that finds what the user lacks for ``step``,
+    which the server refused with ``NOPERM``: ``step``'s keys, then the
+    commands its script may run (sent with no KEYS: it needs no permission
+    but EVALSHA's)."""
+    keys = tuple(str(k) for k in step.keys)
+    return Eval(ACL_KEYS, (), (len(keys), *keys, *step.script.commands))
+
+
 def key_refusal(script: ScriptSpec, raw: object) -> PermissionDenied | None:
     """The error for an EVALSHA of ``script`` that the server refused with
-    ``NOPERM`` (which names no key), from ``raw``, the reply of :data:`ACL_KEYS`
-    run on the same keys (``EVALSHA <ACL_KEYS> 0 <keys...>``): the first key
-    the user may not read or write, or ``None`` if every key is allowed (the
-    refusal was another: the EVALSHA command itself, say)."""
+    ``NOPERM`` (which names no key, nor, on Redis 7.0, a command a script
+    ran), from ``raw``, the reply of :func:`acl_probe`: the first key the
+    user may not read or write, else the first of the script's commands it
+    may not run, or ``None`` if all are allowed (the refusal was another:
+    the EVALSHA command itself, say)."""
     try:
         parse_reply(ACL_KEYS, raw)
     except PermissionDenied as exc:

@@ -63,12 +63,13 @@ end
 -- {'command', name}, or nil when it can: acl_commands() for a path of a
 -- script that is known to run no other command after its first write (a
 -- refusal before the first write aborts the script with nothing written,
--- and the client names the command from the error). Redis >= 7.0 and
--- Valkey only, as acl_commands().
-local function acl_need(needed)
+-- and the client names the command from the error). Each is checked with
+-- `key` (default: the script's first key). Redis >= 7.0 and Valkey only, as
+-- acl_commands().
+local function acl_need(needed, key)
   local check = redis.acl_check_cmd
   if not check then return nil end
-  local key = KEYS[1]
+  key = key or KEYS[1]
   for i = 1, #needed do
     local command = needed[i]
     local ok

@@ -117,6 +117,18 @@ local function delay_after(key, owner, lease, delay, delayed)
   end
 end
 
+-- The fence a fence key's value `v` holds: the integer, or nil when `v` holds
+-- none that a fence can follow (not a number, infinite, NaN, a fraction, or
+-- 2^53 or more, beyond which the script's numbers can't add 1 exactly): a
+-- fence key holding that is reported as a wrong type.
+local function stored_fence(v)
+  local n = tonumber(v)
+  if n and n == math.floor(n) and n > -9007199254740992 and n < 9007199254740992 then
+    return n
+  end
+  return nil
+end
+
 -- The fence after `last` (the fence key's value, or false when none is
 -- stored), the server's clock `now` (µs, from TIME) read by the caller: the
 -- larger of last + 1 and now. It increases

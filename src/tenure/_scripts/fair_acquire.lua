@@ -56,7 +56,7 @@ end
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
-if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
+if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[2]} end
 
 local now = now_us()
 local now_ms = math.floor(now / 1000)

@@ -54,7 +54,7 @@ local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 local last = redis.pcall('GET', KEYS[4])
-if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[4]} end
+if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[4]} end
 
 if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[4])

@@ -84,7 +84,7 @@ local function take(delayed, chain, fence)
   if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then return nil end
   if not fence then
     local last = redis.pcall('GET', KEYS[2])
-    if wrong(last) or (last and not tonumber(last)) then
+    if wrong(last) or (last and not stored_fence(last)) then
       redis.call('DEL', KEYS[1])  -- undo: nothing written
       return {WRONG_TYPE, KEYS[2]}
     end
@@ -114,7 +114,9 @@ if ARGV[4] == '' and not KEYS[5] then
   local check = redis.acl_check_cmd
   if delayed <= 0 and (delayed == -2 or not check or check('DEL', KEYS[1])) then
     local last = redis.pcall('GET', KEYS[2])
-    if type(last) ~= 'table' and (not last or tonumber(last)) then  -- (no error reply)
+    -- (another type: the whole script says so; a refused GET, Redis 6.2, is
+    -- raised here by wrong(), before anything is written)
+    if not wrong(last) and (not last or stored_fence(last)) then
       local taken = take(delayed, false, next_fence(last))
       if taken then return taken end
     end
@@ -135,7 +137,7 @@ if exact then
   if wrong(chain) then return {WRONG_TYPE, KEYS[5]} end
   -- checked first here, as the exact-key checks below may drop gone waiters
   local last = redis.pcall('GET', KEYS[2])
-  if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
+  if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[2]} end
 end
 if ARGV[4] ~= '' or exact then
   if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end

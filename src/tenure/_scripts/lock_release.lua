@@ -140,7 +140,7 @@ end
 local last = false
 if waiting > 0 then
   last = redis.pcall('GET', KEYS[3])
-  if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[3]} end
+  if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[3]} end
 end
 
 if holder ~= ARGV[1] then

@@ -63,7 +63,7 @@ if denied then return {DENIED, denied} end
 
 if kind ~= 'none' and kind ~= 'hash' then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
-if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
+if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[2]} end
 if ARGV[3] ~= '' then
   if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 end
@@ -95,6 +95,10 @@ end
 if kind == 'none' then
   local delayed = redis.call('PTTL', KEYS[4])
   if delayed > 0 then return busy(delayed) end
+  -- Redis 6.2 checks no command up front: the lease's PEXPIRE runs first, on
+  -- the missing key (it writes nothing), so that a refusal leaves no hold
+  -- without expiry
+  if not redis.acl_check_cmd then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
   local fence = mint()
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   held()

@@ -30,7 +30,7 @@ if denied then return {DENIED, denied} end
 if other_type(KEYS[1], 'hash') then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
 if wrong(last) then return {WRONG_TYPE, KEYS[2]} end
-if last and not tonumber(last) then return {WRONG_TYPE, KEYS[2]} end
+if last and not stored_fence(last) then return {WRONG_TYPE, KEYS[2]} end
 local count = redis.call('HGET', KEYS[1], ARGV[1])
 if not count then return {NOT_OWNED, 0} end
 if last and tonumber(last) ~= tonumber(ARGV[2]) then return {NOT_OWNED, 0} end

@@ -59,7 +59,7 @@ if denied then return {DENIED, denied} end
 
 if other_type(KEYS[1], 'hash') then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[3])
-if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[3]} end
+if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[3]} end
 
 if ARGV[5] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[5]) end
 local op = ARGV[1] .. '|' .. ARGV[7]

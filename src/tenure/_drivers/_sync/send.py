@@ -23,12 +23,12 @@ from ..._protocol import (
     Command,
     Eval,
     Pipeline,
+    acl_probe,
     command_refusal,
     key_refusal,
     mark_masterless,
     parse_reply,
 )
-from ..._scripts import ACL_KEYS
 from .. import _clients
 from .._hubbook import is_noperm
 from .._runtime_sync import sleep
@@ -51,12 +51,12 @@ def _evalsha(client: Client, step: Eval) -> Any:
 def _refusal(client: Client, step: Eval, exc: BaseException) -> PermissionDenied | None:
     """The error naming what the user lacks when the server refused ``step``
     with ``NOPERM`` (``None`` for any other error): the first key it may not
-    use, found by :data:`ACL_KEYS` (sent with no KEYS, so it needs no
-    permission but EVALSHA's), else the command the refusal names."""
+    use, else the first of its script's commands, found by :func:`acl_probe`,
+    else the command the refusal names."""
     if not is_noperm(exc):
         return None
     try:
-        raw = _send(client, Eval(ACL_KEYS, (), tuple(str(k) for k in step.keys)))
+        raw = _send(client, acl_probe(step))
     except Exception:
         raw = None
     denied = None if raw is None else key_refusal(step.script, raw)
