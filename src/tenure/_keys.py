@@ -109,7 +109,7 @@ the end of a longer lease), except those kept on purpose: a semaphore's
 count while it is not zero, and a ``FencedKey``'s seen key. Fence keys live
 10 minutes after each grant or renewal, or the lease if longer
 (:data:`tenure._plans.common.FENCE_KEEP_MS` says what that costs), a latch's
-``:opened`` 10 minutes. README.md's "Keys and memory" lists each key's
+``:opened`` 10 minutes. docs/guide/keys-and-memory.md lists each key's
 lifetime and size, and ``tests/test_keys_left.py`` checks them.
 
 Exact keys

@@ -57,7 +57,8 @@ def check_sentinel(masters: Reply | None) -> Finding:
         Level.NOTE,
         f"it monitors {', '.join(named)}; after a failover it names the new master",
         f"give tenure the client of redis.sentinel.Sentinel([...]).master_for({first!r}), "
-        "which follows failovers, and acquire with min_replicas=1 (README, Sentinel)",
+        "which follows failovers, and acquire with min_replicas=1 "
+        "(docs/guide/servers.md, Sentinel)",
     )
 
 
@@ -201,7 +202,7 @@ def check_replication(replication: Reply) -> list[Finding]:
             f"{count} replica(s): {', '.join(replicas)}. Replication is asynchronous: a "
             "failover can lose a lock granted just before it",
             "acquire with min_replicas=1 (the lease is on a replica when acquire returns), "
-            "and use fences where correctness matters (README, Safety)",
+            "and use fences where correctness matters (docs/safety-in-plain-words.md)",
         ),
     )
     return findings
