@@ -372,3 +372,14 @@ def test_latch_named_with_braces_opens(r: redis.Redis, name: str) -> None:
         wait_until(lambda: got != [])
     assert got == [True]
     one_slot(r)
+
+
+@pytest.mark.parametrize("key", ["{%7B}:", "{job}:", "{job}:rlock:", "tenure:{a}:fair:"])
+def test_a_key_ending_in_a_colon_is_no_main_key(key: str) -> None:
+    """An exact key that ends where a role would begin is no named lock's main
+    key (its derived keys would read back as nobody's): it gets keys of its own."""
+    assert parse_key(key) is None
+    keys = lock_keys(None, key=key, prefix="tenure:")
+    for derived in (keys.fence, keys.waiters, keys.delay, keys.released, keys.chain):
+        info = parse_key(derived)
+        assert info is not None and info.kind == "Lock" and info.key == key, derived

@@ -379,6 +379,8 @@ def _parse(text: str, channel: bool) -> KeyInfo | None:
     if split is None:
         return None
     prefix, tag, rest = split
+    if rest.endswith(":"):
+        return None  # (a role is never empty: ``{x}:`` is no main key, nor ``{x}:rlock:``)
     if rest == "" or rest.startswith(":"):
         head, _, tail = rest[1:].partition(":")
         if head in (EXACT_MARKER, FENCED_MARKER):
