@@ -36,6 +36,7 @@ from tenure import (
     MultiLock,
     PermissionDenied,
     ReadWriteLock,
+    ReadWriteView,
     Redlock,
     RLock,
     Semaphore,
@@ -172,12 +173,14 @@ def _contend(make: Callable[[], Any], other: Callable[[], Any]) -> None:
 
 
 def _queued(holder: Any) -> bool:
-    """Whether a waiter is queued on ``holder``'s lock: its ``info()``, or for
-    a Redlock (no ``info``) its waiters on a quorum of its masters."""
+    """Whether a waiter is queued on ``holder``'s lock: its ``info()`` (a
+    read-write view's lock's), or for a Redlock (no ``info``) its waiters on
+    a quorum of its masters."""
     if hasattr(holder, "info"):
         return bool(holder.info().waiters >= 1)
-    if not isinstance(holder, Redlock):
-        return True  # (a read-write view: its lock's info() is the writer's, asked by the caller)
+    if isinstance(holder, ReadWriteView):
+        return bool(holder.lock.info().waiters >= 1)
+    assert isinstance(holder, Redlock), holder
     masters: tuple[redis.Redis, ...] = holder._clients  # type: ignore[assignment]
     queued = [m for m in masters if int(m.zcard(holder._keys.quorum)) >= 1]
     return len(queued) > len(masters) // 2
@@ -203,7 +206,9 @@ def _exercise(r: redis.Redis, r2: redis.Redis, name: str) -> None:
         target=lambda: got.append(Semaphore(r2, name + "+", 1, ttl=5).acquire(timeout=5))
     )
     thread.start()
-    time.sleep(QUEUE)
+    deadline = time.monotonic() + 5
+    while pool.info().waiters < 1 and time.monotonic() < deadline:  # (queued: handed out)
+        time.sleep(0.01)
     pool.set_permits(2)
     thread.join(10)
     assert got and got[0] is not None
