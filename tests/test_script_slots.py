@@ -285,4 +285,6 @@ def test_every_script_touches_one_slot(
                 for key in _keys_of(r, call):
                     assert key in run.keys, (run.script, call, run.keys)
     assert seen == {spec.name for spec in ALL}, {spec.name for spec in ALL} - seen
-    assert published >= 10 * len(NAMES)
+    # (not vacuous: about 10 PUBLISH per name, 64 in all on a quiet machine;
+    # under load a few hand-offs become plain acquires, 57 to 59 seen)
+    assert published >= 8 * len(NAMES)
