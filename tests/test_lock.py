@@ -287,7 +287,9 @@ def test_a_fence_key_that_holds_no_number_is_named_and_kept(r: redis.Redis) -> N
 @pytest.mark.parametrize(
     "stored", ["inf", "nan", "1e400", "9007199254740993", "99999999999999999999", "4e15+0.5"]
 )
-@pytest.mark.parametrize("kind", ["Lock", "FairLock", "RLock"])
+@pytest.mark.parametrize(
+    "kind", ["Lock", "FairLock", "RLock", "ReadWriteLock.write", "ReadWriteLock.read", "Semaphore"]
+)
 def test_a_fence_key_that_holds_no_exact_integer_is_named_and_kept(
     r: redis.Redis, kind: str, stored: str
 ) -> None:
@@ -296,16 +298,19 @@ def test_a_fence_key_that_holds_no_exact_integer_is_named_and_kept(
     to it exactly): no larger fence can follow it, so it is a WrongTypeError
     naming it, and nothing written (not a fence that is negative, repeated
     or smaller than the one stored)."""
-    from tenure import FairLock, RLock
+    from tenure import FairLock, ReadWriteLock, RLock, Semaphore
 
     value = "4000000000000000.5" if stored == "4e15+0.5" else stored
-    kinds: dict[str, type[Lock] | type[FairLock] | type[RLock]] = {
-        "Lock": Lock,
-        "FairLock": FairLock,
-        "RLock": RLock,
+    kinds: dict[str, Callable[[], Any]] = {
+        "Lock": lambda: Lock(r, "garbled", ttl=5),
+        "FairLock": lambda: FairLock(r, "garbled", ttl=5),
+        "RLock": lambda: RLock(r, "garbled", ttl=5),
+        "ReadWriteLock.write": lambda: ReadWriteLock(r, "garbled", ttl=5).write,
+        "ReadWriteLock.read": lambda: ReadWriteLock(r, "garbled", ttl=5).read,
+        "Semaphore": lambda: Semaphore(r, "garbled", 2, ttl=5),
     }
-    lock = kinds[kind](r, "garbled", ttl=5)
-    fence_key = lock._keys.fence
+    lock = kinds[kind]()
+    fence_key = (lock.lock if kind.startswith("ReadWriteLock") else lock)._keys.fence
     r.set(fence_key, value)
     with pytest.raises(WrongTypeError, match=re.escape(repr(fence_key))):
         lock.acquire(blocking=False)

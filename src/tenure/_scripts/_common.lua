@@ -46,9 +46,12 @@ local function release_noted(key, op)
   if op ~= '' then redis.call('SET', key, '1', 'PX', RELEASED_KEEP_MS) end
 end
 
--- Whether the release call `op` was recorded in `key` (see release_noted).
-local function release_was_noted(key, op)
-  return op ~= '' and redis.call('EXISTS', key) == 1
+-- The reply to a release call `op` whose token does not hold the lock: OK,
+-- as the first time, when this very call was recorded in `key` (a retry after
+-- a lost reply, see release_noted), else NOT_OWNED.
+local function release_unheld(key, op)
+  if op ~= '' and redis.call('EXISTS', key) == 1 then return 0 end
+  return {NOT_OWNED, 0}
 end
 
 -- The record of a Semaphore's clean releases (its `released` key): a sorted

@@ -43,7 +43,7 @@ local function rw_open(fence_ttl)
     if other_type(k[1], k[2]) then return k[1] end
   end
   local last = redis.pcall('GET', FENCE)
-  if wrong(last) or (last and not tonumber(last)) then return FENCE end
+  if wrong(last) or (last and not stored_fence(last)) then return FENCE end
   F.last, F.ttl = last, fence_ttl
   return nil
 end

@@ -19,12 +19,12 @@
 -- permits go on to the queue as soon as anyone touches the semaphore.
 
 -- The first key that holds a value of another type (or a string that is not an
--- integer), or nil.
+-- integer a fence or a count can be: stored_fence), or nil.
 local function sem_wrong_key()
   for i, want in ipairs({'zset', 'string', 'string', 'zset'}) do
     local t = redis.call('TYPE', KEYS[i]).ok
     if t ~= 'none' and t ~= want then return KEYS[i] end
-    if t == 'string' and not tonumber(redis.call('GET', KEYS[i])) then return KEYS[i] end
+    if t == 'string' and not stored_fence(redis.call('GET', KEYS[i])) then return KEYS[i] end
   end
   return nil
 end

@@ -60,10 +60,7 @@ if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[4])
   redis.call('ZREM', KEYS[3], ARGV[4])
 end
-if holder ~= ARGV[1] then
-  if release_was_noted(KEYS[6], ARGV[6]) then return 0 end
-  return {NOT_OWNED, 0}
-end
+if holder ~= ARGV[1] then return release_unheld(KEYS[6], ARGV[6]) end
 redis.call('DEL', KEYS[1], KEYS[5])
 release_noted(KEYS[6], ARGV[6])
 if waiting == 0 then return 0 end  -- nobody to hand the lock to

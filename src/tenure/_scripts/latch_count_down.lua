@@ -22,7 +22,7 @@
 local current = redis.pcall('GET', KEYS[1])
 if wrong(current) or (current and not tonumber(current)) then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
-if wrong(last) or (last and not tonumber(last)) then return {WRONG_TYPE, KEYS[2]} end
+if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[2]} end
 if not current then return {OK, 0} end
 if tonumber(current) > 1 then
   -- (its one write is its last command: nothing needs checking before it)

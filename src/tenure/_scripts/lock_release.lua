@@ -80,14 +80,6 @@
 
 --@include _common.lua
 
--- The reply to a release whose token does not hold the lock: OK, as the first
--- time, when this very call was done before (a retry after a lost reply),
--- else NOT_OWNED.
-local function unheld()
-  if release_was_noted(KEYS[5], ARGV[6]) then return 0 end
-  return {NOT_OWNED, 0}
-end
-
 -- The release of a named lock with nobody queued (ZCARD) and no member to
 -- drop (then GET, SET of the record, DEL), before the guard's helpers below are
 -- built: its first write is the record's SET (or, with no record, its DEL);
@@ -104,7 +96,7 @@ if waiting == 0 and ARGV[4] == '' and not KEYS[6] then
       redis.call('DEL', KEYS[1], KEYS[4])
       return 0
     end
-    if type(holder) ~= 'table' then return unheld() end  -- (no error reply)
+    if type(holder) ~= 'table' then return release_unheld(KEYS[5], ARGV[6]) end  -- (no error reply)
   end
 end
 
@@ -145,7 +137,7 @@ end
 
 if holder ~= ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[2], ARGV[4]) end
-  return unheld()
+  return release_unheld(KEYS[5], ARGV[6])
 end
 release_noted(KEYS[5], ARGV[6])  -- the first write
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end

@@ -71,7 +71,7 @@ local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   local held = redis.pcall('ZCARD', holds)
   if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then return nil end
   local last = redis.pcall('GET', fence_key)
-  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
+  if type(last) == 'table' or (last and not stored_fence(last)) then return nil end
   if redis.call('PTTL', KEYS[5]) > 0 then return nil end  -- a dead writer's lock-delay
   local now_us, now = clock()
   local latest = now + lease  -- when the lock's last hold ends, this one counted

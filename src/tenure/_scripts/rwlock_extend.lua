@@ -40,7 +40,7 @@ local function fast_extend(owner, m, id, lease, fence_ttl, least, delay)
   local expiry = redis.pcall('ZSCORE', holds, field)
   if type(expiry) ~= 'string' then return nil end
   local last = redis.pcall('GET', KEYS[3])
-  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
+  if type(last) == 'table' or (last and not stored_fence(last)) then return nil end
   local now = math.floor(now_us() / 1000)
   expiry = tonumber(expiry)
   if expiry <= now or expiry - now < least then return nil end  -- (NOT_OWNED)

@@ -54,9 +54,9 @@ local function fast_acquire(token, n, lease, permits, fence_ttl, permits_ttl)
   local held = redis.pcall('ZCARD', KEYS[1])
   if type(held) ~= 'number' then return nil end
   local stored = redis.pcall('GET', KEYS[2])
-  if type(stored) == 'table' or (stored and not tonumber(stored)) then return nil end
+  if type(stored) == 'table' or (stored and not stored_fence(stored)) then return nil end
   local last = redis.pcall('GET', KEYS[3])
-  if type(last) == 'table' or (last and not tonumber(last)) then return nil end
+  if type(last) == 'table' or (last and not stored_fence(last)) then return nil end
   stored = tonumber(stored)
   if stored and ARGV[5] == '1' and stored ~= permits then return nil end  -- (PERMITS_DIFFER)
   local total = stored or permits
