@@ -12,6 +12,7 @@ import redis.exceptions
 import valkey.exceptions
 from _plan_harness import Clock, finish, start
 
+import tenure._protocol
 import tenure._scripts
 from tenure import (
     AdaptiveTTL,
@@ -40,6 +41,7 @@ from tenure._protocol import (
     WaitWake,
     mark_masterless,
     parse_reply,
+    reply_or_error,
 )
 from tenure._scripts import ALL, LOCK_ACQUIRE, LOCK_RELEASE, build
 from tenure._units import (
@@ -556,6 +558,28 @@ def test_parse_reply() -> None:
         parse_reply(LOCK_ACQUIRE, [99, 0])
     with pytest.raises(ProtocolError, match="unexpected reply"):
         parse_reply(LOCK_ACQUIRE, b"OK")
+
+
+def test_a_pipeline_keeps_a_refused_reply_but_not_an_interrupt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step's refused reply stands in the pipeline's replies; an interrupt
+    raised while a reply is parsed (a signal handler's ``Exception``) is no
+    reply of the server: it propagates, so the driver gives back what the
+    pipeline may have taken."""
+    assert isinstance(reply_or_error(LOCK_ACQUIRE, [5, b"k"]), WrongTypeError)
+    assert isinstance(reply_or_error(LOCK_ACQUIRE, b"OK"), ProtocolError)
+    assert reply_or_error(LOCK_ACQUIRE, 7) == (Status.OK, 7)
+
+    class AlarmTimeout(Exception):
+        pass
+
+    def interrupted(script: object, raw: object) -> None:
+        raise AlarmTimeout
+
+    monkeypatch.setattr(tenure._protocol, "parse_reply", interrupted)
+    with pytest.raises(AlarmTimeout):
+        reply_or_error(LOCK_ACQUIRE, [1, 5])
 
 
 def test_server_versions() -> None:

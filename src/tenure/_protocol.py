@@ -194,6 +194,20 @@ def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
     return status, value
 
 
+#: What :func:`parse_reply` raises for a reply it refuses.
+REPLY_ERRORS = (WrongTypeError, PermissionDenied, ProtocolError)
+
+
+def reply_or_error(script: ScriptSpec, raw: object) -> Any:
+    """:func:`parse_reply` of one step of a pipeline, or the error it raised for
+    that reply (the pipeline's other replies still count); anything else that
+    escapes (an interrupt while parsing) propagates."""
+    try:
+        return parse_reply(script, raw)
+    except REPLY_ERRORS as exc:
+        return exc
+
+
 #: The modules of the client libraries' own errors (redis-py's ``RedisError``
 #: and ``RedisClusterException`` families, valkey-py's twins).
 _CLIENT_ERRORS = frozenset({"redis.exceptions", "valkey.exceptions"})

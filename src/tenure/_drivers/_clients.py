@@ -158,15 +158,11 @@ def check(client: object, owner: str, *, asyncio: bool) -> None:
         raise InvalidArgument(
             f"{needs}, not {what}: a pipeline can't hold a lock: pass the client itself"
         )
-    if isinstance(client, clusters):
+    if isinstance(client, (*clusters, *other)):
         kind = "a synchronous" if asyncio else "an asyncio"
+        cluster = " cluster" if isinstance(client, clusters) else ""
         raise InvalidArgument(
-            f"{needs}, not {what} ({kind} cluster client): use {_twin(owner)} with this client"
-        )
-    if isinstance(client, other):
-        kind = "a synchronous" if asyncio else "an asyncio"
-        raise InvalidArgument(
-            f"{needs}, not {what} ({kind} client): use {_twin(owner)} with this client"
+            f"{needs}, not {what} ({kind}{cluster} client): use {_twin(owner)} with this client"
         )
     if isinstance(client, sentinels):
         raise InvalidArgument(

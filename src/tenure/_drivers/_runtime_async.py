@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeAlias
 
-from .._protocol import Eval, parse_reply
+from .._protocol import Eval, reply_or_error
 from . import _clients, _identity, _internals
 from ._hubbook import LINGER
 
@@ -315,10 +315,7 @@ async def send_by_node(
     replies: list[Any] = []
     for step, raw in zip(steps, raws, strict=True):
         if raw is not None and not isinstance(raw, Exception):
-            try:
-                raw = parse_reply(step.script, raw)
-            except Exception as exc:
-                raw = exc
+            raw = reply_or_error(step.script, raw)
         replies.append(raw)
     return replies
 

@@ -27,6 +27,7 @@ from ..._protocol import (
     key_refusal,
     mark_masterless,
     parse_reply,
+    reply_or_error,
 )
 from .. import _clients
 from .._hubbook import is_noperm
@@ -332,10 +333,7 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
         if isinstance(part, Eval) and isinstance(raw, Exception):
             raw = await _refusal(client, part, raw) or raw
         if isinstance(part, Eval) and not isinstance(raw, Exception):
-            try:
-                raw = parse_reply(part.script, raw)
-            except Exception as exc:
-                raw = exc
+            raw = reply_or_error(part.script, raw)
         replies.append(raw)
     return replies
 
