@@ -293,7 +293,7 @@ def test_the_page_follows_the_locks_and_survives_a_server_restart(
         stderr=subprocess.PIPE,
         text=True,
     )
-    actions = {
+    actions: dict[str, Callable[[], object]] = {
         "held": lease.release,
         "released": server.stop,
         "error": lambda: (server.start(), held(Lock(client, "after", ttl=30).acquire())),
