@@ -82,7 +82,7 @@ def _cut(text: str, most: int) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
-class _Screen:
+class Screen:
     """What ``top`` shows: the frame, the sort, whether the free ones show."""
 
     def __init__(self, args: argparse.Namespace, frame: Frame, server: str) -> None:
@@ -144,7 +144,7 @@ def show(watcher: Watcher, frame: Frame, args: argparse.Namespace) -> int:
     """Show ``frame``, then a new one every ``args.interval`` seconds, until
     ``q`` (or ``args.iterations`` refreshes); 0."""
     console = Console(highlight=False)
-    screen = _Screen(args, frame, where(watcher.url))
+    screen = Screen(args, frame, where(watcher.url))
     due_times = ticks(args.interval, args.iterations)
     with (
         _keys() as keys,

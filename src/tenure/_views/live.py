@@ -25,8 +25,15 @@ held, null when free) and ``"held_for_at_least"`` (true when that is only a
 lower bound: the holder has no fence of its own, a Semaphore lease, and
 already held at the first refresh). Without ``all``, a primitive that is
 free, has no waiter and is not a closed latch is left out of ``locks``;
-``total`` counts them all. ``error`` is set, and ``locks`` empty, when the
-server could not be read; the next refresh tries again.
+``total`` counts them all. ``skipped`` names the primitives left out because
+one of their keys holds another type (as ``ls`` does). ``error`` is set, and
+``locks`` empty, when the server could not be read; the next refresh tries
+again.
+
+The dashboard's ``api/locks`` adds ``"interval"`` (its seconds between
+refreshes), ``"server"`` (the server's address, without user or password)
+and ``"table"``: ``{"columns": [...], "rows": [{"key", "kind", "cells":
+[...]}]}``, the text of ``top``'s table for the rows of ``locks``.
 """
 
 from __future__ import annotations
