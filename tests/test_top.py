@@ -248,3 +248,19 @@ def test_top_without_a_url_uses_the_shared_server_and_names_it(runtime_dir: Path
     )
     assert done.returncode == 0 and f"the shared server at {shared}" in done.stderr
     assert [x["name"] for x in json.loads(done.stdout)["locks"]] == ["nightly"]
+
+
+def test_top_without_a_terminal_prints_its_table(url: str, r: redis.Redis) -> None:
+    lease = held(Lock(r, "batch:7", ttl=30).acquire())
+    done = subprocess.run(
+        [*TENURE, "--url", url, "top", "-n", "2", "--interval", "0.1", "--sort", "ttl"],
+        capture_output=True,
+        text=True,
+        env=environment(COLUMNS="200"),
+        stdin=subprocess.DEVNULL,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "TTL ▼" in done.stdout and "sort ttl" in done.stdout
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("batch:7")]
+    assert line.split()[:2] == ["batch:7", "Lock"] and line.split()[-1] == lease.owner
