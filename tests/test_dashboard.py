@@ -107,6 +107,7 @@ def test_the_dashboard_serves_its_page_and_the_table_as_json(
     assert lock["name"] == "orders:42" and lock["holder"] == lease.owner
     table = data["table"]
     assert table["columns"][:2] == ["NAME", "KIND"] and table["columns"][-1] == "HOLDER"
+    assert table["sorts"]["HELD FOR"] == "held" and "HOLDER" not in table["sorts"]
     (row,) = table["rows"]
     assert row["key"] == "tenure:{orders:42}" and row["cells"][-1] == lease.owner
     assert data["interval"] == 0.2 and data["server"].startswith("redis://127.0.0.1:")

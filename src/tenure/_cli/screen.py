@@ -24,17 +24,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .._views import shown as printable
-from .._views.live import COLUMNS, Frame, cells, next_sort
+from .._views.live import COLUMNS, SORT_COLUMN, Frame, cells, next_sort
 from .live import Watcher, ticks, where
-
-#: The column each sort orders by (marked in the header).
-SORT_COLUMN = {
-    "name": "NAME",
-    "held": "HELD FOR",
-    "ttl": "TTL",
-    "waiters": "WAITERS",
-    "fence": "FENCE",
-}
 
 
 class _Keys:
@@ -83,14 +74,24 @@ def _cut(text: str, most: int) -> str:
 
 
 class Screen:
-    """What ``top`` shows: the frame, the sort, whether the free ones show."""
+    """What ``top`` shows: the last frame read, and the error of the refreshes
+    that failed since (the table is kept, dimmed); the sort; whether the free
+    ones show."""
 
     def __init__(self, args: argparse.Namespace, frame: Frame, server: str) -> None:
         self.args = args
         self.server = server
         self.frame = frame
+        self.failed: Frame | None = None
         self.sort: str = args.sort
         self.every: bool = args.all
+
+    def update(self, frame: Frame) -> None:
+        """Show ``frame``; one that failed keeps the last table, marked stale."""
+        if frame.error is None:
+            self.frame, self.failed = frame, None
+        else:
+            self.failed = frame
 
     def render(self, width: int) -> RenderableType:
         """The screen for a terminal ``width`` columns wide."""
@@ -103,9 +104,13 @@ class Screen:
             f"  pattern {printable(repr(args.pattern))}  {at}",
         )
         parts: list[RenderableType] = [title]
-        if frame.error is not None:
+        if self.failed is not None:
+            error = printable(self.failed.error or "")
             parts.append(
-                Text(f"server unreachable: {printable(frame.error)} (retrying)", style="bold red")
+                Text(
+                    f"server unreachable: {error} (retrying; the table is of {at})",
+                    style="bold red",
+                )
             )
         else:
             hidden = "" if self.every else " (free ones hidden)"
@@ -120,9 +125,9 @@ class Screen:
         for header in headers:
             table.add_column(header, no_wrap=True)
         for text in texts:
-            table.add_row(*(Text(_cut(c, room)) for c in text))
+            table.add_row(*(Text(_cut(c, room)) for c in text), style="dim" if self.failed else "")
         parts.append(table)
-        if not rows and frame.error is None:
+        if not rows:
             parts.append(Text("no lock held" if not self.every else "no lock found", style="dim"))
         for message in frame.skipped:
             parts.append(Text(f"skipped {printable(message)}", style="yellow"))
@@ -167,6 +172,6 @@ def show(watcher: Watcher, frame: Frame, args: argparse.Namespace) -> int:
                 if not screen.key(key):
                     return 0
                 live.update(screen.render(console.width), refresh=True)
-            screen.frame = watcher.read()
+            screen.update(watcher.read())
             live.update(screen.render(console.width), refresh=True)
     return 0

@@ -32,15 +32,16 @@ again.
 
 The dashboard's ``api/locks`` adds ``"interval"`` (its seconds between
 refreshes), ``"server"`` (the server's address, without user or password)
-and ``"table"``: ``{"columns": [...], "rows": [{"key", "kind", "cells":
-[...]}]}``, the text of ``top``'s table for the rows of ``locks``.
+and ``"table"``: ``{"columns": [...], "sorts": {"<column>": "<sort>"},
+"rows": [{"key", "kind", "cells": [...]}]}``, the text of ``top``'s table for
+the rows of ``locks`` and the sort of each column that has one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from .._plans.kind import LockView
 from .._plans.kinds import kind_of
@@ -53,8 +54,6 @@ from .kinds import view_of
 #: ``fence`` (newest first).
 SORTS: tuple[str, ...] = ("name", "held", "ttl", "waiters", "fence")
 
-Sort = Literal["name", "held", "ttl", "waiters", "fence"]
-
 #: The table's header (the holder last: the widest, it gives way first).
 COLUMNS: tuple[str, ...] = (
     "NAME",
@@ -66,6 +65,15 @@ COLUMNS: tuple[str, ...] = (
     "PERMITS",
     "HOLDER",
 )
+
+#: The column each sort orders by.
+SORT_COLUMN: dict[str, str] = {
+    "name": "NAME",
+    "held": "HELD FOR",
+    "ttl": "TTL",
+    "waiters": "WAITERS",
+    "fence": "FENCE",
+}
 
 #: A fence older than this (seconds before the server's time) is not taken as
 #: its grant's time: it was not minted from the clock.
@@ -109,7 +117,8 @@ class HeldClock:
         self._first: float | None = None
 
     def rows(self, views: Iterable[LockView], now: float) -> list[Row]:
-        """The rows of ``views`` read at ``now`` (the server's clock, seconds);
+        """The rows of ``views`` read at ``now`` (the server's clock, in seconds;
+        on a cluster, one master's: the masters' clocks are taken to agree);
         holders no longer seen are forgotten."""
         if self._first is None:
             self._first = now
@@ -237,8 +246,9 @@ def frame_json(frame: Frame, *, prefix: str, pattern: str, by: str, every: bool)
 
 def table_json(rows: Sequence[Row]) -> dict[str, Any]:
     """The rows as text cells, for a page to draw as they are: ``{"columns":
-    [...], "rows": [{"key", "cells": [...]}]}``."""
+    [...], "sorts": {column: sort}, "rows": [{"key", "kind", "cells": [...]}]}``."""
     return {
         "columns": list(COLUMNS),
+        "sorts": {column: by for by, column in SORT_COLUMN.items()},
         "rows": [{"key": r.view.key, "kind": r.view.kind, "cells": list(cells(r))} for r in rows],
     }

@@ -3,9 +3,6 @@
 'use strict';
 
 (function () {
-  const SORTS = {
-    'NAME': 'name', 'HELD FOR': 'held', 'TTL': 'ttl', 'WAITERS': 'waiters', 'FENCE': 'fence',
-  };
   const params = new URLSearchParams(location.search);
   const state = { sort: params.get('sort'), all: params.get('all') === '1', timer: null };
   const body = document.body;
@@ -22,11 +19,11 @@
     status.textContent = text;
   }
 
-  function drawHead(columns, sort) {
-    head.replaceChildren(...columns.map(function (name) {
+  function drawHead(table, sort) {
+    head.replaceChildren(...table.columns.map(function (name) {
       const th = document.createElement('th');
       th.textContent = name;
-      const by = SORTS[name];
+      const by = table.sorts[name];
       if (by) {
         th.dataset.sort = by;
         if (by === sort) th.className = 'sorted';
@@ -46,7 +43,7 @@
       return;
     }
     state.sort = data.sort;
-    drawHead(data.table.columns, data.sort);
+    drawHead(data.table, data.sort);
     rows.replaceChildren(...data.table.rows.map(function (row) {
       const tr = document.createElement('tr');
       tr.dataset.key = row.key;
