@@ -157,6 +157,7 @@ class _Server6(_Server):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "tenure-dashboard"
+    sys_version = ""  # no Python version in the Server header
 
     def do_GET(self) -> None:
         self._answer(body=True)
