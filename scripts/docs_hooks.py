@@ -8,8 +8,8 @@
   entry without anyone writing it down twice.
 
 - ``reference/json.md``: the ``--json`` output of ``inspect``, ``ls`` and
-  ``doctor``, from the docstrings of ``tenure._views`` and ``tenure._doctor``
-  that define it;
+  ``doctor``, and ``top --json-lines``, from the docstrings of ``tenure._views``,
+  ``tenure._doctor`` and ``tenure._views.live`` that define it;
 - ``changelog.md``: the repository's ``CHANGELOG.md``, as it is.
 
 Nothing is written into ``docs/``: the pages exist only in the build.
@@ -209,6 +209,7 @@ def _cli_markdown(parser: argparse.ArgumentParser) -> str:
 JSON_DOCS = (
     ("tenure._views", "JSON shape of one primitive", "## `tenure inspect` and `tenure ls`"),
     ("tenure._doctor", "JSON (``doctor --json``", "## `tenure doctor`"),
+    ("tenure._views.live", "JSON of one refresh", "## `tenure top --json-lines` and the dashboard"),
 )
 
 
@@ -219,7 +220,8 @@ def json_page() -> str:
     lines = [
         "# JSON output",
         "",
-        "`tenure inspect`, `ls` and `doctor` print one JSON object with `--json`. Its"
+        "`tenure inspect`, `ls` and `doctor` print one JSON object with `--json`;"
+        " `tenure top --json-lines` prints one per refresh, as the dashboard serves it. Its"
         " shape is stable: keys may be added, never renamed or removed. This page is"
         " generated from the docstrings of the modules that write it.",
     ]

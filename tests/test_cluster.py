@@ -692,6 +692,23 @@ def test_ls_lists_the_names_of_every_master(
         lease.release()
 
 
+def test_top_merges_every_master(
+    rc: redis.cluster.RedisCluster, cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = _names(rc, "top")
+    assert len({_port_of(rc, name) for name in names}) == 3
+    leases = [Lock(rc, name, ttl=30).acquire() for name in names]
+    url = f"redis://127.0.0.1:{cluster.nodes[0].port}"
+    status, out, err = _tenure(capsys, url, "top", "--json-lines", "-n", "2", "--interval", "0.1")
+    assert status == 0, err
+    frames = [json.loads(line) for line in out.splitlines()]
+    assert len(frames) == 2 and all(f["error"] is None for f in frames)
+    shown = [(x["name"], x["holder"]) for x in frames[-1]["locks"]]
+    assert shown == sorted((n, lease.owner) for n, lease in zip(names, leases, strict=True))
+    for lease in leases:
+        lease.release()
+
+
 def test_inspect_reads_a_name_on_another_master(
     rc: redis.cluster.RedisCluster, cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -160,7 +160,7 @@ def test_the_cli_reference_has_every_command(site: Path) -> None:
 
 def test_the_json_reference_has_each_commands_shape(site: Path) -> None:
     page = (site / "reference" / "json.html").read_text()
-    for key in ("waiting_writers", "queued_for", "findings", "hazards"):
+    for key in ("waiting_writers", "queued_for", "findings", "hazards", "held_for_at_least"):
         assert key in page, key
 
 

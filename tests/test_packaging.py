@@ -92,6 +92,8 @@ def test_wheel_contains_scripts_marker_and_licence(dist: Dist) -> None:
         licence = next(n for n in names if n.endswith(".dist-info/licenses/LICENSE"))
         assert "Copyright (c) 2026 tenure developers" in zf.read(licence).decode()
     assert "tenure/py.typed" in names and "tenure/_api/_sync/lock.py" in names
+    for page in ("index.html", "dashboard.js", "dashboard.css"):  # tenure dashboard's
+        assert f"tenure/_cli/static/{page}" in names
     assert "License-Expression: MIT" in metadata
     assert f"Version: {tenure.__version__}" in metadata
     for classifier in ("Operating System :: POSIX", "Programming Language :: Python :: 3.13"):

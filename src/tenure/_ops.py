@@ -67,21 +67,24 @@ def cluster_enabled(client: redis.Redis) -> bool:
     return bool(int(info.get("cluster_enabled", 0) or 0))
 
 
-def connect(url: str) -> redis.Redis | redis.cluster.RedisCluster:
+def connect(
+    url: str, *, socket_timeout: float | None = None
+) -> redis.Redis | redis.cluster.RedisCluster:
     """A client for the server at ``url``: a ``redis.cluster.RedisCluster``
     (which finds the other nodes from this one) if the server is in cluster
     mode, else a ``redis.Redis``. A cluster node whose cluster can't be mapped
     (slots not covered, say) gets a ``redis.Redis`` on that node alone, so that
-    the doctor can say what is wrong. The caller closes it.
+    the doctor can say what is wrong. The caller closes it. ``socket_timeout``
+    bounds each call's wait for the server (default: none).
 
     Raises:
         redis.exceptions.ConnectionError: the server can't be reached.
     """
-    single = redis.Redis.from_url(url)
+    single = redis.Redis.from_url(url, socket_timeout=socket_timeout)
     try:
         if not cluster_enabled(single):
             return single
-        cluster = redis.cluster.RedisCluster.from_url(url)
+        cluster = redis.cluster.RedisCluster.from_url(url, socket_timeout=socket_timeout)
     except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException):
         return single  # a broken cluster: this node alone (an unreachable one raises below)
     except BaseException:
@@ -100,6 +103,12 @@ def masters(client: Client) -> list[tuple[str, redis.Redis]]:
         nodes = sorted(primaries, key=lambda n: (n.host, n.port))
         return [(f"{n.host}:{n.port}", client.get_redis_connection(n)) for n in nodes]
     return [("", client)]  # type: ignore[list-item]
+
+
+def server_time(client: Client) -> float:
+    """The server's clock (the first master's, on a cluster), in Unix seconds."""
+    secs, micros = masters(client)[0][1].time()
+    return float(secs) + micros / 1e6
 
 
 # --- one primitive, as the operator sees it -------------------------------------------------

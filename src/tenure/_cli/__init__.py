@@ -46,10 +46,12 @@ from .._shared_server import SharedServer
 from .common import EXIT_CONFLICT as EXIT_CONFLICT
 from .common import EXIT_INTERRUPTED, EXIT_USAGE, Embedded, Handler, Server, _CountedUrl
 from .common import EXIT_LOST as EXIT_LOST
+from .dashboard import add_dashboard
 from .jobs import add_demo, add_run, add_server
 from .operate import DEFAULT_RELEASE as DEFAULT_RELEASE
 from .operate import RELEASE_FLAGS as RELEASE_FLAGS
 from .operate import add_doctor, add_inspect, add_ls, add_release
+from .top import add_top
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo(commands, parents=[url_after])
     add_inspect(commands, parents=[url_after])
     add_ls(commands, parents=[url_after])
+    add_top(commands, parents=[url_after])
+    add_dashboard(commands, parents=[url_after])
     add_release(commands, parents=[url_after])
     add_doctor(commands, parents=[url_after])
     add_run(commands, parents=[], url_help=url_help)

@@ -1,0 +1,177 @@
+"""``tenure top``'s screen: the table drawn by rich's ``Live``, and the keys
+read from the terminal in cbreak mode (``q`` quits, ``s`` cycles the sort,
+``a`` shows or hides the free primitives). Imported only when the table is
+shown: rich is an optional dependency (``tenure[embedded]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import select
+import sys
+import termios
+import time
+import tty
+from datetime import datetime
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from .._views import shown as printable
+from .._views.live import COLUMNS, SORT_COLUMN, Frame, cells, next_sort
+from .live import Watcher, ticks, where
+
+
+class _Keys:
+    """The keys typed on a terminal, one at a time, with the terminal in
+    cbreak mode while in the block (Ctrl-C still interrupts)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+        self._saved: list[Any] | None = None
+
+    def __enter__(self) -> _Keys:
+        assert self.fd is not None
+        self._saved = termios.tcgetattr(self.fd)
+        tty.setcbreak(self.fd)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None and self.fd is not None:
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
+
+    def read(self, timeout: float) -> str | None:
+        """The next key typed within ``timeout`` seconds, or ``None``."""
+        if self.fd is None:
+            time.sleep(timeout)
+            return None
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return None
+        data = os.read(self.fd, 1)
+        if not data:  # the terminal closed: no more keys
+            self.fd = None
+            return None
+        return data.decode(errors="replace")
+
+
+def _keys() -> contextlib.AbstractContextManager[_Keys | None]:
+    """A reader of the keys when stdin is a terminal, else ``None``."""
+    if sys.stdin.isatty():
+        return _Keys(sys.stdin.fileno())
+    return contextlib.nullcontext()
+
+
+def _cut(text: str, most: int) -> str:
+    """``text`` cut to ``most`` characters, ending with an ellipsis when cut."""
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+class Screen:
+    """What ``top`` shows: the last frame read, and the error of the refreshes
+    that failed since (the table is kept, dimmed); the sort; whether the free
+    ones show."""
+
+    def __init__(self, args: argparse.Namespace, frame: Frame, server: str) -> None:
+        self.args = args
+        self.server = server
+        self.frame = frame
+        self.failed: Frame | None = None
+        self.sort: str = args.sort
+        self.every: bool = args.all
+
+    def update(self, frame: Frame) -> None:
+        """Show ``frame``; one that failed keeps the last table, marked stale."""
+        if frame.error is None:
+            self.frame, self.failed = frame, None
+        else:
+            self.failed = frame
+
+    def render(self, width: int) -> RenderableType:
+        """The screen for a terminal ``width`` columns wide."""
+        frame, args = self.frame, self.args
+        at = datetime.fromtimestamp(frame.time).strftime("%H:%M:%S")
+        rows = frame.shown(self.sort, self.every)
+        title = Text.assemble(
+            ("tenure top", "bold"),
+            f"  {printable(self.server)}  prefix {printable(repr(args.prefix))}",
+            f"  pattern {printable(repr(args.pattern))}  {at}",
+        )
+        parts: list[RenderableType] = [title]
+        if self.failed is not None:
+            error = printable(self.failed.error or "")
+            parts.append(
+                Text(
+                    f"server unreachable: {error} (retrying; the table is of {at})",
+                    style="bold red",
+                )
+            )
+        else:
+            hidden = "" if self.every else " (free ones hidden)"
+            parts.append(Text(f"{len(rows)} shown of {len(frame.rows)}{hidden}, sort {self.sort}"))
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
+        sorted_by = SORT_COLUMN[self.sort]
+        headers = [f"{c} ▼" if c == sorted_by else c for c in COLUMNS]
+        texts = [[printable(c) for c in cells(row)] for row in rows]
+        # the holder, last and widest, is cut to what the other columns leave
+        widths = [max([len(h), *(len(t[i]) for t in texts)]) for i, h in enumerate(headers)]
+        room = max(12, width - sum(widths[:-1]) - 2 * (len(widths) - 1))
+        for header in headers:
+            table.add_column(header, no_wrap=True)
+        for text in texts:
+            table.add_row(*(Text(_cut(c, room)) for c in text), style="dim" if self.failed else "")
+        parts.append(table)
+        if not rows:
+            parts.append(Text("no lock held" if not self.every else "no lock found", style="dim"))
+        for message in frame.skipped:
+            parts.append(Text(f"skipped {printable(message)}", style="yellow"))
+        parts.append(Text("q quit  s sort  a all/held", style="dim"))
+        return Group(*parts)
+
+    def key(self, key: str) -> bool:
+        """Act on ``key``; ``False`` to quit."""
+        if key in ("q", "Q"):
+            return False
+        if key == "s":
+            self.sort = next_sort(self.sort)
+        elif key == "a":
+            self.every = not self.every
+        return True
+
+
+def show(watcher: Watcher, frame: Frame, args: argparse.Namespace) -> int:
+    """Show ``frame``, then a new one every ``args.interval`` seconds, until
+    ``q`` (or ``args.iterations`` refreshes); 0."""
+    console = Console(highlight=False)
+    screen = Screen(args, frame, where(watcher.url))
+    due_times = ticks(args.interval, args.iterations)
+    with (
+        _keys() as keys,
+        Live(
+            screen.render(console.width),
+            console=console,
+            auto_refresh=False,
+            screen=console.is_terminal and args.iterations is None,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        ) as live,
+    ):
+        for due in due_times:
+            while (left := due - time.monotonic()) > 0:
+                key = keys.read(left) if keys is not None else None
+                if keys is None:
+                    time.sleep(left)
+                if key is None:
+                    continue
+                if not screen.key(key):
+                    return 0
+                live.update(screen.render(console.width), refresh=True)
+            screen.update(watcher.read())
+            live.update(screen.render(console.width), refresh=True)
+    return 0
