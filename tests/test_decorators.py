@@ -442,3 +442,31 @@ def test_a_task_and_the_tasks_it_starts_reach_its_lease(server: ServerProcess) -
         await c.aclose()
 
     asyncio.run(main())
+
+
+def test_a_block_closed_by_another_task_is_no_longer_current(server: ServerProcess) -> None:
+    """An async generator's block entered by one task and closed by another:
+    the first task's context still lists it, closed, and reports no lease."""
+
+    async def main() -> None:
+        c = redis.asyncio.Redis.from_url(server.url)
+        lock = AsyncLock(c, "acur-closed")
+
+        async def holding() -> Any:
+            async with lock(timeout=5) as lease:
+                yield lease
+
+        gen = holding()
+        lease = await gen.__anext__()
+        assert lock.current_lease() is lease
+        await asyncio.ensure_future(gen.aclose())  # (another task exits the block)
+        assert not lease.valid
+        with pytest.raises(NotOwnedError):
+            lock.current_lease()
+        async with lock as again:  # (and the stale entry is dropped at the next exit)
+            assert lock.current_lease() is again
+        with pytest.raises(NotOwnedError):
+            lock.current_lease()
+        await c.aclose()
+
+    asyncio.run(main())

@@ -377,11 +377,13 @@ class _AsyncGuard(Generic[L]):
         block = self._open.pop(_driver.current_owner())
         if block is None:
             raise NotOwnedError(self._lock.name, None, "no block of this guard is open")
-        block.open = False
-        listed = _open_here.get()
-        if any(not b.open for b in listed):
-            _open_here.set(tuple(b for b in listed if b.open))
-        await _release_on_exit(block.lease)
+        try:
+            await _release_on_exit(block.lease)
+        finally:
+            block.open = False  # (first: one store; the listing's clean-up may wait)
+            listed = _open_here.get()
+            if any(not b.open for b in listed):
+                _open_here.set(tuple(b for b in listed if b.open))
 
 
 class _AsyncHolding(_AsyncGuard[L]):

@@ -378,11 +378,13 @@ class _Guard(Generic[L]):
         block = self._open.pop(_driver.current_owner())
         if block is None:
             raise NotOwnedError(self._lock.name, None, "no block of this guard is open")
-        block.open = False
-        listed = _open_here.get()
-        if any(not b.open for b in listed):
-            _open_here.set(tuple(b for b in listed if b.open))
-        _release_on_exit(block.lease)
+        try:
+            _release_on_exit(block.lease)
+        finally:
+            block.open = False  # (first: one store; the listing's clean-up may wait)
+            listed = _open_here.get()
+            if any(not b.open for b in listed):
+                _open_here.set(tuple(b for b in listed if b.open))
 
 
 class _Holding(_Guard[L]):
