@@ -380,7 +380,7 @@ class _AsyncGuard(Generic[L]):
         try:
             await _release_on_exit(block.lease)
         finally:
-            block.open = False  # (first: one store; the listing's clean-up may wait)
+            block.open = False  # (first, one store: no longer current, wherever listed)
             listed = _open_here.get()
             if any(not b.open for b in listed):
                 _open_here.set(tuple(b for b in listed if b.open))
