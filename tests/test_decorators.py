@@ -439,6 +439,18 @@ def test_a_task_and_the_tasks_it_starts_reach_its_lease(server: ServerProcess) -
         sem = AsyncSemaphore(c, "acur-sem", permits=2)
         async with sem(2, timeout=5) as lease:
             assert sem.current_lease() is lease
+
+        pool = AsyncSemaphore(c, "acur-pool", permits=3)
+
+        @pool
+        async def job() -> Any:  # (three at once, each in a task of its own)
+            lease = pool.current_lease()
+            await asyncio.sleep(0.05)
+            assert pool.current_lease() is lease
+            return lease
+
+        leases = await asyncio.gather(*(job() for _ in range(3)))
+        assert len({id(lease) for lease in leases}) == 3
         await c.aclose()
 
     asyncio.run(main())
