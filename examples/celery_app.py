@@ -1,7 +1,8 @@
 """A Celery task that runs at most once at a time across every worker.
 
-``rebuild_report`` takes the tenure ``Lock`` ``report`` before its work and
-passes the lease's fence to the write that ends it: the report is stored with
+``rebuild_report`` runs its work in a call decorated with the tenure ``Lock``
+``report``, which reads its lease (``report_lock.current_lease()``) and passes
+the lease's fence to the write that ends it: the report is stored with
 a ``FencedKey``, which refuses a write whose fence is smaller than one it has
 already accepted. A second copy of the task that finds the lock held waits at
 most ``wait`` seconds (none by default) and then returns ``{"skipped": True}``
@@ -68,17 +69,26 @@ def rebuild_report(run: int, work: float = 0.2, wait: float = 0) -> dict[str, An
     than ``TTL``): ``written`` is false when its write was refused because a
     newer holder had written.
     """
-    lease = report_lock.acquire(timeout=wait)  # timeout=0: one attempt
-    if lease is None:
-        return {"run": run, "skipped": True}
     written = False
+
+    # Each call holds the lock (released at the end, whatever happens); one
+    # that does not get it within ``wait`` (timeout=0: one attempt) returns
+    # None without running.
+    @report_lock(timeout=wait, skip=True)
+    def rebuild() -> int:
+        nonlocal written
+        fence = report_lock.current_lease().fence  # this call's lease
+        journal("start", run, fence)
+        time.sleep(work)  # the work
+        report.set(f"report of run {run}", fence=fence)
+        written = True
+        journal("end", run, fence)
+        return fence
+
     try:
-        with lease:  # released at the end, whatever happens
-            journal("start", run, lease.fence)
-            time.sleep(work)  # the work
-            report.set(f"report of run {run}", fence=lease.fence)
-            written = True
-            journal("end", run, lease.fence)
-    except (StaleFenceError, LockLostError):  # the write refused, or the lease lost
-        return {"run": run, "fence": lease.fence, "lost": True, "written": written}
-    return {"run": run, "fence": lease.fence}
+        fence = rebuild()  # (typed int | None: None when skipped)
+    except (StaleFenceError, LockLostError) as exc:  # the write refused, or the lease lost
+        return {"run": run, "fence": exc.fence, "lost": True, "written": written}
+    if fence is None:
+        return {"run": run, "skipped": True}
+    return {"run": run, "fence": fence}

@@ -50,7 +50,7 @@ WORK = 2.0  # seconds that a rebuild takes here
 
 
 @index_lock(timeout=0, skip=True)
-def rebuild_index() -> int | None:  # None: skipped, another rebuild was running
+def rebuild_index() -> int:  # decorated: int | None (None: skipped, another was running)
     """Rebuild the search index; the number of documents indexed."""
     client.incr("search-index:rebuilds")
     time.sleep(WORK)  # the work

@@ -50,6 +50,9 @@ RULES: list[tuple[str, str]] = [
     (r"\basyncio\.Event\b", "threading.Event"),
     (r"(?m)^import asyncio$", "import threading"),
     (r"(?m)^_COROUTINES = True$", "_COROUTINES = False"),
+    # a decorated function's type: a coroutine function's result, a plain one's
+    (r"\bCoroutine\[Any, Any, (R(?: \| None)?)\]", r"\1"),
+    (r"from collections\.abc import Callable, Coroutine", "from collections.abc import Callable"),
     (
         r"The asyncio facade\. The synchronous facade is generated from this package\.",
         "The synchronous facade. GENERATED from the asyncio facade (``_async/``): do not edit.",

@@ -27,6 +27,7 @@ from tenure import (
     InvalidArgument,
     Lock,
     MultiLock,
+    NotOwnedError,
     ReadWriteLock,
     Redlock,
     RLock,
@@ -277,6 +278,7 @@ def test_every_async_guard_decorates_a_coroutine_function(
         @guard
         async def plain(x: int) -> int:
             seen.append(await _ais_held(rival))
+            assert guard.current_lease().valid  # (the call's lease)
             return x + 1
 
         @guard(timeout=0, skip=True)
@@ -309,5 +311,174 @@ def test_every_async_guard_decorates_a_coroutine_function(
             guard(len)
         for client in (c, *masters):
             await client.aclose()
+
+    asyncio.run(main())
+
+
+# -- current_lease(): the lease of the block or decorated call open here ---------
+
+
+@pytest.mark.parametrize("kind", sorted(SYNC))
+def test_a_decorated_call_reaches_its_lease(
+    r: redis.Redis, three: list[redis.Redis], kind: str
+) -> None:
+    guard, rival = _guard(kind, r, three, f"lease-{kind}")
+    seen: list[Any] = []
+
+    with pytest.raises(NotOwnedError, match="no block or decorated call"):
+        guard.current_lease()
+
+    @guard(timeout=5)  # type: ignore[untyped-decorator]  # (any guard: Any)
+    def work() -> Any:
+        lease = guard.current_lease()
+        seen.append((lease.valid, lease.fence, _is_held(rival)))
+        return lease
+
+    @guard(timeout=5, skip=True)  # type: ignore[untyped-decorator]  # (any guard: Any)
+    def skippable() -> Any:
+        return guard.current_lease()
+
+    first = work()
+    assert seen == [(True, first.fence, True)], "not the call's live lease"
+    assert not first.valid, "the call's lease was not released after it"
+    assert skippable() is not first and skippable() is not None
+    with guard as lease:
+        assert guard.current_lease() is lease
+    with pytest.raises(NotOwnedError):
+        guard.current_lease()  # (closed)
+
+
+def _in_thread(call: Callable[[], Any]) -> Any:
+    got: list[Any] = []
+
+    def run() -> None:
+        try:
+            got.append(call())
+        except Exception as exc:
+            got.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(10)
+    return got[0]
+
+
+def test_current_lease_is_per_thread_object_and_innermost(r: redis.Redis) -> None:
+    """Another thread sees none of this thread's blocks; each object sees its
+    own (a read view not the write view's, one lock not another of the same
+    name); a re-entered RLock's inner block is the current one until it ends."""
+    lock, same_name = Lock(r, "cur-a"), Lock(r, "cur-a")
+    other = Lock(r, "cur-b")
+    rw = ReadWriteLock(r, "cur-rw")
+    rl = RLock(r, "cur-rl")
+    with lock as a, other(timeout=5) as b, rw.read as read:
+        assert lock.current_lease() is a and other.current_lease() is b
+        assert rw.read.current_lease() is read
+        for obj in (same_name, rw.write):
+            with pytest.raises(NotOwnedError):
+                obj.current_lease()
+        assert isinstance(_in_thread(lock.current_lease), NotOwnedError)
+    with rl as outer:
+        with rl(timeout=1) as inner:
+            assert rl.current_lease() is inner and inner is not outer
+        assert rl.current_lease() is outer
+
+
+def test_a_semaphore_reaches_the_lease_of_its_innermost_block(r: redis.Redis) -> None:
+    sem = Semaphore(r, "cur-sem", permits=3)
+    seen: list[int] = []
+
+    @sem(2, timeout=5)
+    def two() -> int | None:
+        seen.append(sem.current_lease().permits)
+        with sem:
+            seen.append(sem.current_lease().permits)
+        seen.append(sem.current_lease().permits)
+        return sem.current_lease().fence
+
+    assert two() is not None and seen == [2, 1, 2]
+    with pytest.raises(NotOwnedError):
+        sem.current_lease()
+
+
+def test_a_task_and_the_tasks_it_starts_reach_its_lease(server: ServerProcess) -> None:
+    """A task started inside a block inherits it; a task started before does
+    not see it; the lease is the block's, and none is current after it."""
+
+    async def main() -> None:
+        c = redis.asyncio.Redis.from_url(server.url)
+        lock = AsyncLock(c, "acur")
+        started = asyncio.Event()
+        go = asyncio.Event()
+
+        async def earlier() -> Any:
+            started.set()
+            await go.wait()
+            try:
+                return lock.current_lease()
+            except NotOwnedError as exc:
+                return exc
+
+        async def child() -> Any:
+            await asyncio.sleep(0)
+            return lock.current_lease()
+
+        before = asyncio.ensure_future(earlier())
+        await started.wait()
+
+        @lock(timeout=5)
+        async def work() -> tuple[Any, Any, Any]:
+            mine = lock.current_lease()
+            go.set()
+            return mine, await asyncio.ensure_future(child()), await before
+
+        mine, childs, earliers = await work()
+        assert childs is mine and isinstance(earliers, NotOwnedError)
+        with pytest.raises(NotOwnedError):
+            lock.current_lease()
+        sem = AsyncSemaphore(c, "acur-sem", permits=2)
+        async with sem(2, timeout=5) as lease:
+            assert sem.current_lease() is lease
+
+        pool = AsyncSemaphore(c, "acur-pool", permits=3)
+
+        @pool
+        async def job() -> Any:  # (three at once, each in a task of its own)
+            lease = pool.current_lease()
+            await asyncio.sleep(0.05)
+            assert pool.current_lease() is lease
+            return lease
+
+        leases = await asyncio.gather(*(job() for _ in range(3)))
+        assert len({id(lease) for lease in leases}) == 3
+        await c.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_block_closed_by_another_task_is_no_longer_current(server: ServerProcess) -> None:
+    """An async generator's block entered by one task and closed by another:
+    the first task's context still lists it, closed, and reports no lease."""
+
+    async def main() -> None:
+        c = redis.asyncio.Redis.from_url(server.url)
+        lock = AsyncLock(c, "acur-closed")
+
+        async def holding() -> Any:
+            async with lock(timeout=5) as lease:
+                yield lease
+
+        gen = holding()
+        lease = await gen.__anext__()
+        assert lock.current_lease() is lease
+        await asyncio.ensure_future(gen.aclose())  # (another task exits the block)
+        assert not lease.valid
+        with pytest.raises(NotOwnedError):
+            lock.current_lease()
+        async with lock as again:  # (and the stale entry is dropped at the next exit)
+            assert lock.current_lease() is again
+        with pytest.raises(NotOwnedError):
+            lock.current_lease()
+        await c.aclose()
 
     asyncio.run(main())

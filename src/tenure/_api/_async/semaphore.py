@@ -6,7 +6,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import overload
+from typing import Literal, cast, overload
 
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
@@ -18,7 +18,16 @@ from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import F, _AsyncHeldLease, _AsyncHolding, _LeaseOptions, _take_grant
+from ._base import (
+    F,
+    _AsyncGuard,
+    _AsyncHeldLease,
+    _AsyncHolding,
+    _AsyncSkipping,
+    _current_lease,
+    _LeaseOptions,
+    _take_grant,
+)
 from ._docs import shared_args
 
 
@@ -186,7 +195,7 @@ class AsyncSemaphore(PerProcess):
         # owner id -> the live leases it took through this object, oldest first
         self._held: dict[str, list[AsyncSemaphoreLease]] = {}
         # the leases of the open ``async with semaphore:`` blocks
-        self._blocks = _AsyncHolding(_AsyncPermitsOf(self, 1), None)
+        self._blocks = _AsyncHolding(_AsyncPermitsOf(self, 1), None, self)
 
     @property
     def name(self) -> str:
@@ -326,17 +335,28 @@ class AsyncSemaphore(PerProcess):
 
     @overload
     def __call__(
-        self, n: int = 1, *, timeout: float | None = None, skip: bool = False
+        self, n: int = 1, *, timeout: float | None = None, skip: Literal[False] = False
     ) -> _AsyncHolding[AsyncSemaphoreLease]: ...
+
+    @overload
+    def __call__(
+        self, n: int = 1, *, timeout: float | None = None, skip: Literal[True]
+    ) -> _AsyncSkipping[AsyncSemaphoreLease]: ...
+
+    @overload
+    def __call__(
+        self, n: int = 1, *, timeout: float | None = None, skip: bool
+    ) -> _AsyncGuard[AsyncSemaphoreLease]: ...
 
     def __call__(
         self, n: int | F = 1, *, timeout: float | None = None, skip: bool = False
-    ) -> F | _AsyncHolding[AsyncSemaphoreLease]:
+    ) -> F | _AsyncGuard[AsyncSemaphoreLease]:
         """A context manager that acquires ``n`` permits with ``timeout`` seconds and
         releases them on exit; also a decorator (``@semaphore(2, timeout=5)``,
         ``skip=True``: see :meth:`AsyncLock.__call__ <tenure.AsyncLock.__call__>`).
         Called with a function (``@semaphore``), it decorates it with one permit,
-        waiting as long as it takes.
+        waiting as long as it takes. Inside a block or a decorated call,
+        :meth:`current_lease` is its lease.
 
         Raises:
             InvalidArgument: (on entry) a bad ``n`` or ``timeout``, or
@@ -345,8 +365,22 @@ class AsyncSemaphore(PerProcess):
                 ``skip``) the permits were not taken within ``timeout``.
         """
         if callable(n):
-            return self._blocks(n)
-        return _AsyncHolding(_AsyncPermitsOf(self, n), timeout, skip)
+            return cast(F, self._blocks(n))
+        if skip:
+            return _AsyncSkipping(_AsyncPermitsOf(self, n), timeout, self)
+        return _AsyncHolding(_AsyncPermitsOf(self, n), timeout, self)
+
+    def current_lease(self) -> AsyncSemaphoreLease:
+        """The lease of the innermost ``async with`` block of this semaphore
+        (``async with semaphore:``, ``async with semaphore(n, timeout=...):``) or call of a
+        function it decorates that is open in the calling thread or task (a
+        task started inside one inherits it). No I/O.
+
+        Raises:
+            NotOwnedError: no such block or call is open here.
+        """
+        lease: AsyncSemaphoreLease = _current_lease(self, self.name)
+        return lease
 
     @block_enter
     async def __aenter__(self) -> AsyncSemaphoreLease:

@@ -6,13 +6,25 @@ from __future__ import annotations
 
 import threading
 import contextlib
+import contextvars
 import functools
 import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar, cast, overload
+from typing import (
+    Any,
+    Generic,
+    Literal,
+    NoReturn,
+    ParamSpec,
+    Protocol,
+    Self,
+    TypeVar,
+    cast,
+    overload,
+)
 
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
@@ -224,28 +236,75 @@ _COROUTINES = False
 
 #: A function a guard decorates.
 F = TypeVar("F", bound=Callable[..., Any])
+#: The parameters and the result of a function a guard decorates with ``skip``.
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-class _Holding(Generic[L]):
+class _Block(Generic[L]):
+    """One open block of a guard (a ``with`` block, or a decorated call): its
+    lease, the object whose ``current_lease()`` gives it (``of``: the lock,
+    the read or write view, the semaphore), and whether it is still open."""
+
+    __slots__ = ("lease", "of", "open")
+
+    def __init__(self, of: object, lease: L) -> None:
+        self.of = of
+        self.lease = lease
+        self.open = True
+
+
+#: The open blocks of every guard of this facade in the current context (a
+#: thread's; a task's, which the tasks it starts inherit), innermost last:
+#: what ``current_lease()`` reads. A block closed in another context (an
+#: async generator closed by another task) stays listed in its own, closed,
+#: until that context's next block exit drops it.
+_open_here: contextvars.ContextVar[tuple[_Block[Any], ...]] = contextvars.ContextVar(
+    "tenure_open_blocks", default=()
+)
+
+
+def _current_lease(of: object, name: str) -> Any:
+    """The lease of the innermost block of ``of`` open in the current context
+    (see :meth:`_Blocks.current_lease`).
+
+    Raises:
+        NotOwnedError: no block of ``of`` is open here.
+    """
+    for block in reversed(_open_here.get()):
+        if block.of is of and block.open:
+            return block.lease
+    raise NotOwnedError(name, None, "no block or decorated call of this object is open here")
+
+
+class _Guard(Generic[L]):
     """``with lock(timeout=...)``: acquire on entry, release that lease on
     exit; and, called with a function, a decorator that runs each call of it in
-    such a block (``@lock(timeout=...)``).
+    such a block (``@lock(timeout=...)``): :class:`_Holding`, or
+    :class:`_Skipping` with ``skip``.
 
     One object may be entered by several threads or tasks at once, and nested:
     each block's exit releases the lease that block's entry took (see
     :class:`tenure._models.OpenBlocks`). ``skip``: a decorated call that does
     not get the lock in time returns ``None`` without running (a block can't
-    be skipped: entering one raises :class:`~tenure.InvalidArgument`)."""
+    be skipped: entering one raises :class:`~tenure.InvalidArgument`). Each
+    open block is also listed in its context for ``current_lease()`` (of
+    ``of``: the lock, by default)."""
 
-    def __init__(self, lock: _Acquirer[L], timeout: float | None, skip: bool = False) -> None:
+    #: whether a decorated call that does not get the lock in time is skipped
+    _SKIPS = False
+
+    def __init__(
+        self, lock: _Acquirer[L], timeout: float | None, of: object | None = None
+    ) -> None:
         self._lock = lock
         self._timeout = timeout
-        self._skip = skip
-        self._open: OpenBlocks[L] = OpenBlocks()
+        self._of = lock if of is None else of
+        self._open: OpenBlocks[_Block[L]] = OpenBlocks()
 
     @block_enter
     def __enter__(self) -> L:
-        if self._skip:
+        if self._SKIPS:
             raise InvalidArgument(
                 f"skip=True: a block of {self._lock.name!r} can't be skipped "
                 "(it only applies to a decorated function)"
@@ -253,20 +312,17 @@ class _Holding(Generic[L]):
         lease = self._lock.acquire(timeout=self._timeout)
         if lease is None:
             raise AcquireTimeout(self._lock.name, self._timeout)
-        self._open.push(_driver.current_owner(), lease)
+        block = _Block(self._of, lease)
+        self._open.push(_driver.current_owner(), block)
+        _open_here.set((*_open_here.get(), block))
         return lease
 
-    def __call__(self, func: F, /) -> F:
-        """Decorate ``func`` (of this guard's flavour: ``def`` for an
-        asyncio guard, a plain function for a synchronous one): each call
-        acquires the lock (as a ``with`` block of this guard), runs ``func``,
-        and releases it, whatever ``func`` raises; with ``skip``, a call that
-        does not get the lock in time returns ``None`` and does not run it.
+    def _decorate(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``func`` run by each call in a block of this guard's lock and
+        timeout (see the subclasses' ``__call__``).
 
         Raises:
             InvalidArgument: ``func`` is not a function of this guard's flavour.
-            AcquireTimeout: (each call, without ``skip``) the lock was not
-                taken within the timeout.
         """
         if not callable(func) or inspect.iscoroutinefunction(func) is not _COROUTINES:
             kind = (
@@ -278,8 +334,8 @@ class _Holding(Generic[L]):
                 f"{type(self._lock).__name__} {self._lock.name!r} decorates {kind}, not {func!r}"
             )
 
-        skip = self._skip
-        holding = _Holding(self._lock, self._timeout) if skip else self
+        skip = self._SKIPS
+        holding = _Holding(self._lock, self._timeout, self._of) if skip else self
 
         @functools.wraps(func)
         def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -293,7 +349,24 @@ class _Holding(Generic[L]):
                     return None  # (not the function's own AcquireTimeout)
                 raise
 
-        return cast(F, guarded)
+        return guarded
+
+    def __call__(
+        self, func: Callable[P, R], /
+    ) -> Callable[P, R | None]:
+        """Decorate ``func`` (of this guard's flavour: ``def`` for an
+        asyncio guard, a plain function for a synchronous one): each call
+        acquires the lock (as a ``with`` block of this guard), runs ``func``,
+        and releases it, whatever ``func`` raises; with ``skip``, a call that
+        does not get the lock in time returns ``None`` and does not run it.
+        Inside the call, the lock's ``current_lease()`` is the call's lease.
+
+        Raises:
+            InvalidArgument: ``func`` is not a function of this guard's flavour.
+            AcquireTimeout: (each call, without ``skip``) the lock was not
+                taken within the timeout.
+        """
+        return self._decorate(func)
 
     @block_exit
     def __exit__(
@@ -302,10 +375,41 @@ class _Holding(Generic[L]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lease = self._open.pop(_driver.current_owner())
-        if lease is None:
+        block = self._open.pop(_driver.current_owner())
+        if block is None:
             raise NotOwnedError(self._lock.name, None, "no block of this guard is open")
-        _release_on_exit(lease)
+        try:
+            _release_on_exit(block.lease)
+        finally:
+            block.open = False  # (first, one store: no longer current, wherever listed)
+            listed = _open_here.get()
+            if any(not b.open for b in listed):
+                _open_here.set(tuple(b for b in listed if b.open))
+
+
+class _Holding(_Guard[L]):
+    """A guard (see :class:`_Guard`) whose decorated calls wait for the
+    lock, or raise :class:`~tenure.AcquireTimeout`: a decorated function
+    keeps its type."""
+
+    def __call__(
+        self, func: Callable[P, R], /
+    ) -> Callable[P, R]:
+        """See :meth:`_Guard.__call__` (never skipped).
+
+        Raises:
+            InvalidArgument: ``func`` is not a function of this guard's flavour.
+            AcquireTimeout: (each call) the lock was not taken within the timeout.
+        """
+        return self._decorate(func)
+
+
+class _Skipping(_Guard[L]):
+    """A guard of ``skip=True`` (see :class:`_Guard`): a decorated call
+    that does not get the lock in time returns ``None`` without running; its
+    type says so (``-> int`` becomes ``-> int | None``)."""
+
+    _SKIPS = True
 
 
 def _release_on_exit(lease: ExitReleasable) -> None:
@@ -365,18 +469,30 @@ class _Blocks(PerProcess, _ReleasedOnExit, Generic[L]):
 
     @overload
     def __call__(
-        self, func: None = None, /, *, timeout: float | None = None, skip: bool = False
+        self, func: None = None, /, *, timeout: float | None = None, skip: Literal[False] = False
     ) -> _Holding[L]: ...
+
+    @overload
+    def __call__(
+        self, func: None = None, /, *, timeout: float | None = None, skip: Literal[True]
+    ) -> _Skipping[L]: ...
+
+    @overload
+    def __call__(
+        self, func: None = None, /, *, timeout: float | None = None, skip: bool
+    ) -> _Guard[L]: ...
 
     def __call__(
         self, func: F | None = None, /, *, timeout: float | None = None, skip: bool = False
-    ) -> F | _Holding[L]:
+    ) -> F | _Guard[L]:
         """A context manager that acquires with ``timeout`` seconds (``None``:
         as long as it takes; ``0``: one attempt) and releases on exit; also a
         decorator (``@lock(timeout=5)``: each call of the function runs in such
         a block; ``skip=True``: a call that does not get the lock in time
-        returns ``None`` without running). Called with a function (``@lock``),
-        it decorates it, waiting as long as it takes.
+        returns ``None`` without running, and the decorated function's type
+        says so: ``-> int`` becomes ``-> int | None``). Called with a function
+        (``@lock``), it decorates it, waiting as long as it takes. Inside a
+        block or a decorated call, :meth:`current_lease` is its lease.
 
         Raises:
             InvalidArgument: (decorating) a function of the other flavour;
@@ -385,8 +501,23 @@ class _Blocks(PerProcess, _ReleasedOnExit, Generic[L]):
                 ``skip``) the lock was not taken within ``timeout``.
         """
         if func is not None:
-            return self._blocks()(func)
-        return _Holding(self, timeout, skip)
+            return cast(F, self._blocks()(func))
+        if skip:
+            return _Skipping(self, timeout)
+        return _Holding(self, timeout)
+
+    def current_lease(self) -> L:
+        """The lease of the innermost ``with`` block of this object (``with
+        lock:``, ``with lock(timeout=...):``) or call of a function it decorates
+        that is open in the calling thread or task (a task started inside one
+        inherits it): how a decorated function reaches its lease and fence.
+        No I/O.
+
+        Raises:
+            NotOwnedError: no such block or call is open here (a lease taken
+                by ``acquire()`` is not a block's: use it directly).
+        """
+        return cast(L, _current_lease(self, self.name))
 
     def _blocks(self) -> _Holding[L]:
         """The guard of ``with lock:`` blocks (made on first use)."""

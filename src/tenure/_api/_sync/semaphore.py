@@ -7,7 +7,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import overload
+from typing import Literal, cast, overload
 
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_token
@@ -19,7 +19,16 @@ from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import F, _HeldLease, _Holding, _LeaseOptions, _take_grant
+from ._base import (
+    F,
+    _Guard,
+    _HeldLease,
+    _Holding,
+    _Skipping,
+    _current_lease,
+    _LeaseOptions,
+    _take_grant,
+)
 from ._docs import shared_args
 
 
@@ -187,7 +196,7 @@ class Semaphore(PerProcess):
         # owner id -> the live leases it took through this object, oldest first
         self._held: dict[str, list[SemaphoreLease]] = {}
         # the leases of the open ``with semaphore:`` blocks
-        self._blocks = _Holding(_PermitsOf(self, 1), None)
+        self._blocks = _Holding(_PermitsOf(self, 1), None, self)
 
     @property
     def name(self) -> str:
@@ -327,17 +336,28 @@ class Semaphore(PerProcess):
 
     @overload
     def __call__(
-        self, n: int = 1, *, timeout: float | None = None, skip: bool = False
+        self, n: int = 1, *, timeout: float | None = None, skip: Literal[False] = False
     ) -> _Holding[SemaphoreLease]: ...
+
+    @overload
+    def __call__(
+        self, n: int = 1, *, timeout: float | None = None, skip: Literal[True]
+    ) -> _Skipping[SemaphoreLease]: ...
+
+    @overload
+    def __call__(
+        self, n: int = 1, *, timeout: float | None = None, skip: bool
+    ) -> _Guard[SemaphoreLease]: ...
 
     def __call__(
         self, n: int | F = 1, *, timeout: float | None = None, skip: bool = False
-    ) -> F | _Holding[SemaphoreLease]:
+    ) -> F | _Guard[SemaphoreLease]:
         """A context manager that acquires ``n`` permits with ``timeout`` seconds and
         releases them on exit; also a decorator (``@semaphore(2, timeout=5)``,
         ``skip=True``: see :meth:`Lock.__call__ <tenure.Lock.__call__>`).
         Called with a function (``@semaphore``), it decorates it with one permit,
-        waiting as long as it takes.
+        waiting as long as it takes. Inside a block or a decorated call,
+        :meth:`current_lease` is its lease.
 
         Raises:
             InvalidArgument: (on entry) a bad ``n`` or ``timeout``, or
@@ -346,8 +366,22 @@ class Semaphore(PerProcess):
                 ``skip``) the permits were not taken within ``timeout``.
         """
         if callable(n):
-            return self._blocks(n)
-        return _Holding(_PermitsOf(self, n), timeout, skip)
+            return cast(F, self._blocks(n))
+        if skip:
+            return _Skipping(_PermitsOf(self, n), timeout, self)
+        return _Holding(_PermitsOf(self, n), timeout, self)
+
+    def current_lease(self) -> SemaphoreLease:
+        """The lease of the innermost ``with`` block of this semaphore
+        (``with semaphore:``, ``with semaphore(n, timeout=...):``) or call of a
+        function it decorates that is open in the calling thread or task (a
+        task started inside one inherits it). No I/O.
+
+        Raises:
+            NotOwnedError: no such block or call is open here.
+        """
+        lease: SemaphoreLease = _current_lease(self, self.name)
+        return lease
 
     @block_enter
     def __enter__(self) -> SemaphoreLease:
