@@ -1,17 +1,23 @@
 """Benchmark the time ``import tenure`` takes against ``import redis, redis.asyncio``.
 
-Each run starts fresh interpreters, alternating between the two statements so
-that a burst of load on the machine falls on both:
+Each run starts fresh interpreters, alternating between the statements so
+that a burst of load on the machine falls on all of them:
 
 1. ``python -X importtime -c STATEMENT``: the import's own time, the sum of the
    cumulative times of the top-level imports the statement made (the lines
    after the interpreter's start-up, ``site`` and what it imports);
-2. ``python -c STATEMENT``: the interpreter's wall time, start-up included
-   (a ``python -c pass`` run is measured too, so the import's share shows).
+2. ``python -c STATEMENT``: the interpreter's wall time and CPU time (user +
+   system, from ``wait4``), start-up included; ``python -c pass`` is measured
+   too, so that the start-up can be taken off. The CPU time moves least when
+   other processes load the machine.
 
-Reported: the median, minimum and maximum of each, and the ratio of the
-medians (tenure / redis). ``import tenure`` imports redis and redis.asyncio
-itself, so the ratio cannot go below 1.0.
+The statements: ``import tenure``, ``import redis, redis.asyncio`` and
+``import tenure; tenure.AsyncLock`` (an asyncio program's import: tenure
+imports its ``Async*`` classes on their first use). Reported: the median,
+minimum and maximum of each, and each tenure statement's ratios to redis's
+(of the medians, of the minima, and the spread of the ratios within the
+alternated pairs). ``import tenure`` imports redis and redis.asyncio's
+modules itself, so a ratio cannot go much below 1.0.
 
 The interpreters read and write their bytecode in a temporary cache
 (``PYTHONPYCACHEPREFIX``), filled by a warm-up run of each statement before the
@@ -43,6 +49,10 @@ from dataclasses import dataclass, field
 
 TENURE = "import tenure"
 REDIS = "import redis, redis.asyncio"
+#: An asyncio program's import: the ``Async*`` classes are imported on first use.
+TENURE_ASYNC = "import tenure; tenure.AsyncLock"
+#: The statements measured with ``-X importtime`` (``pass`` only by wall and CPU time).
+STATEMENTS = (TENURE, REDIS, TENURE_ASYNC)
 
 
 @dataclass
@@ -52,6 +62,7 @@ class Samples:
     statement: str
     importtime: list[float] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -120,26 +131,34 @@ def run_importtime(python: str, statement: str, env: dict[str, str]) -> list[Imp
     return parse_importtime(done.stderr)
 
 
-def run_wall(python: str, statement: str, env: dict[str, str]) -> float:
-    """One fresh interpreter's wall time to run ``statement`` and exit, in seconds."""
+def run_wall(python: str, statement: str, env: dict[str, str]) -> tuple[float, float]:
+    """One fresh interpreter's wall time and CPU time (user + system) to run
+    ``statement`` and exit, in seconds."""
     start = time.perf_counter()
-    subprocess.run([python, "-c", statement], env=env, check=True)
-    return time.perf_counter() - start
+    child = subprocess.Popen([python, "-c", statement], env=env)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, child.args)
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def measure(python: str, runs: int, env: dict[str, str], warm: bool) -> dict[str, Samples]:
-    """``runs`` alternated measurements of each statement (and of ``pass``'s wall time)."""
-    samples = {s: Samples(s) for s in (TENURE, REDIS, "pass")}
+    """``runs`` alternated measurements of each statement (and of ``pass``'s)."""
+    samples = {s: Samples(s) for s in (*STATEMENTS, "pass")}
     if warm:
         for statement in samples:
             run_wall(python, statement, env)
     for _ in range(runs):
-        for statement in (TENURE, REDIS):
+        for statement in STATEMENTS:
             samples[statement].importtime.append(
                 statement_time(run_importtime(python, statement, env))
             )
-        for statement in (TENURE, REDIS, "pass"):
-            samples[statement].wall.append(run_wall(python, statement, env))
+        for statement in samples:
+            wall, cpu = run_wall(python, statement, env)
+            samples[statement].wall.append(wall)
+            samples[statement].cpu.append(cpu)
     return samples
 
 
@@ -152,53 +171,59 @@ def summary(values: Sequence[float]) -> dict[str, float]:
     }
 
 
+def ratios(samples: dict[str, Samples], statement: str) -> dict[str, float]:
+    """``statement``'s times as ratios of ``import redis, redis.asyncio``'s: of the
+    ``-X importtime`` medians (and minima), the median of the ratios within each
+    alternated pair, and of the wall and CPU medians less ``pass``'s."""
+    ours, redis, bare = samples[statement], samples[REDIS], samples["pass"]
+    med = statistics.median
+    paired = [t / r for t, r in zip(ours.importtime, redis.importtime, strict=True)]
+    out = {
+        "importtime_median": med(ours.importtime) / med(redis.importtime),
+        "importtime_min": min(ours.importtime) / min(redis.importtime),
+        "importtime_per_pair_median": med(paired),
+        "importtime_per_pair_min": min(paired),
+        "importtime_per_pair_max": max(paired),
+    }
+    for kind in ("wall", "cpu"):
+        base = med(getattr(bare, kind))
+        out[f"{kind}_median_less_pass"] = (med(getattr(ours, kind)) - base) / (
+            med(getattr(redis, kind)) - base
+        )
+    return {k: round(v, 3) for k, v in out.items()}
+
+
 def report(samples: dict[str, Samples]) -> dict[str, object]:
     """The medians, spreads and ratios of a measurement."""
-    tenure, redis, bare = samples[TENURE], samples[REDIS], samples["pass"]
-    out: dict[str, object] = {
-        "runs": len(tenure.importtime),
-        "importtime": {
-            TENURE: summary(tenure.importtime),
-            REDIS: summary(redis.importtime),
+    return {
+        "runs": len(samples[TENURE].importtime),
+        "times": {
+            kind: {
+                s.statement: summary(getattr(s, kind)) for s in samples.values() if getattr(s, kind)
+            }
+            for kind in ("importtime", "wall", "cpu")
         },
-        "wall": {
-            TENURE: summary(tenure.wall),
-            REDIS: summary(redis.wall),
-            "pass": summary(bare.wall),
-        },
+        "ratios": {s: ratios(samples, s) for s in STATEMENTS if s != REDIS},
     }
-    out["ratio_importtime"] = round(
-        statistics.median(tenure.importtime) / statistics.median(redis.importtime), 3
-    )
-    base = statistics.median(bare.wall)
-    out["ratio_wall_less_startup"] = round(
-        (statistics.median(tenure.wall) - base) / (statistics.median(redis.wall) - base), 3
-    )
-    # The ratio within each alternated pair: its spread shows how much the
-    # machine's load moved the medians.
-    paired = sorted(t / r for t, r in zip(tenure.importtime, redis.importtime, strict=True))
-    out["ratio_importtime_per_pair"] = {
-        "median": round(statistics.median(paired), 3),
-        "min": round(paired[0], 3),
-        "max": round(paired[-1], 3),
-    }
-    return out
 
 
 def print_report(out: dict[str, object]) -> None:
     """The report as a few readable lines."""
     print(f"runs: {out['runs']} of each, alternated")
-    for kind in ("importtime", "wall"):
-        table = out[kind]
-        assert isinstance(table, dict)
+    times = out["times"]
+    assert isinstance(times, dict)
+    for kind, table in times.items():
         for statement, row in table.items():
             print(
-                f"  {kind:10} {statement:30} median {row['median_ms']:7.1f} ms"
+                f"  {kind:10} {statement:36} median {row['median_ms']:7.1f} ms"
                 f"  (min {row['min_ms']:.1f}, max {row['max_ms']:.1f})"
             )
-    print(f"ratio tenure / redis, -X importtime medians: {out['ratio_importtime']}")
-    print(f"  per alternated pair: {out['ratio_importtime_per_pair']}")
-    print(f"ratio tenure / redis, wall medians less `pass`: {out['ratio_wall_less_startup']}")
+    all_ratios = out["ratios"]
+    assert isinstance(all_ratios, dict)
+    for statement, row in all_ratios.items():
+        print(f"ratio of `{statement}` to `{REDIS}`:")
+        for name, value in row.items():
+            print(f"  {name:28} {value:.3f}")
 
 
 def print_tree(python: str, env: dict[str, str], top: int) -> None:

@@ -4,24 +4,10 @@ Every primitive comes as a synchronous class and an ``Async*`` twin with the
 same arguments and semantics. The safety model: docs/safety-in-plain-words.md.
 """
 
+from typing import TYPE_CHECKING
+
 from ._adaptive import AdaptiveTTL as AdaptiveTTL
-from ._api._async import DEFAULT_TTL as DEFAULT_TTL
-from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
-from ._api._async import AsyncFairLock as AsyncFairLock
-from ._api._async import AsyncFencedKey as AsyncFencedKey
-from ._api._async import AsyncLease as AsyncLease
-from ._api._async import AsyncLock as AsyncLock
-from ._api._async import AsyncMultiLease as AsyncMultiLease
-from ._api._async import AsyncMultiLock as AsyncMultiLock
-from ._api._async import AsyncReadWriteLease as AsyncReadWriteLease
-from ._api._async import AsyncReadWriteLock as AsyncReadWriteLock
-from ._api._async import AsyncReadWriteView as AsyncReadWriteView
-from ._api._async import AsyncRedlock as AsyncRedlock
-from ._api._async import AsyncRedlockLease as AsyncRedlockLease
-from ._api._async import AsyncRLock as AsyncRLock
-from ._api._async import AsyncRLockLease as AsyncRLockLease
-from ._api._async import AsyncSemaphore as AsyncSemaphore
-from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
+from ._api._sync import DEFAULT_TTL as DEFAULT_TTL
 from ._api._sync import CountDownLatch as CountDownLatch
 from ._api._sync import FairLock as FairLock
 from ._api._sync import FencedKey as FencedKey
@@ -63,6 +49,24 @@ from ._info import ReadWriteInfo as ReadWriteInfo
 from ._info import SemaphoreHolder as SemaphoreHolder
 from ._info import SemaphoreInfo as SemaphoreInfo
 from ._models import LeaseBase as LeaseBase
+
+if TYPE_CHECKING:  # imported on first use (__getattr__ below)
+    from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
+    from ._api._async import AsyncFairLock as AsyncFairLock
+    from ._api._async import AsyncFencedKey as AsyncFencedKey
+    from ._api._async import AsyncLease as AsyncLease
+    from ._api._async import AsyncLock as AsyncLock
+    from ._api._async import AsyncMultiLease as AsyncMultiLease
+    from ._api._async import AsyncMultiLock as AsyncMultiLock
+    from ._api._async import AsyncReadWriteLease as AsyncReadWriteLease
+    from ._api._async import AsyncReadWriteLock as AsyncReadWriteLock
+    from ._api._async import AsyncReadWriteView as AsyncReadWriteView
+    from ._api._async import AsyncRedlock as AsyncRedlock
+    from ._api._async import AsyncRedlockLease as AsyncRedlockLease
+    from ._api._async import AsyncRLock as AsyncRLock
+    from ._api._async import AsyncRLockLease as AsyncRLockLease
+    from ._api._async import AsyncSemaphore as AsyncSemaphore
+    from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
 
 __version__ = "0.1.0"
 
@@ -132,8 +136,34 @@ __all__ = [
 # ``tenure.InvalidArgument`` and ``help(tenure.Lock)`` names the module
 # ``tenure``, not the private module that defines it (each is importable from
 # here, so pickle finds it here too).
-for _name in __all__:
-    _public = globals()[_name]
-    if isinstance(_public, type):
-        _public.__module__ = __name__
-del _name, _public
+#
+# The asyncio classes (the ``Async*`` names) are imported on their first use:
+# a program that uses only the synchronous ones never imports the asyncio
+# facade and driver.
+_ASYNC = tuple(name for name in __all__ if name.startswith("Async"))
+
+
+def _name_public(names: tuple[str, ...], module: dict[str, object]) -> None:
+    for name in names:
+        public = module[name]
+        if isinstance(public, type):
+            public.__module__ = __name__
+        globals()[name] = public
+
+
+_name_public(tuple(n for n in __all__ if n not in _ASYNC), globals())
+
+
+if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other name)
+
+    def __getattr__(name: str) -> object:
+        if name not in _ASYNC:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from ._api import _async
+
+        _name_public(_ASYNC, vars(_async))
+        return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_ASYNC})
