@@ -1,7 +1,9 @@
 """What ``import tenure`` leaves to first use, so that its import stays quick.
 
 ``import tenure`` imports the synchronous facade and driver, and no more: the
-``Async*`` classes are imported on their first use (``tenure.__getattr__``),
+``Async*`` classes, and the classes on several locks or servers at once
+(``MultiLock``, ``Redlock``), are imported on their first use (the
+``__getattr__`` of ``tenure`` and of the facade packages),
 the Lua scripts are built on the first read of their source, SHA-1 or commands
 (``_scripts._load``), and the commands' modules (the CLI, ``doctor``, the
 operator's views, the embedded server) only by the commands. Each check runs a
@@ -24,6 +26,14 @@ LAZY = (
     "tenure._api._async",
     "tenure._drivers._async",
     "tenure._drivers._runtime_async",
+    "tenure._api._sync.multi",
+    "tenure._api._sync.redlock",
+    "tenure._plans.multi",
+    "tenure._plans.redlock",
+    "tenure._plans.rounds",
+    "tenure._plans.fanout",
+    "tenure._drivers._sync.fanout",
+    "tenure._drivers._fanout_shared",
     "tenure._cli",
     "tenure._doctor",
     "tenure._demo",
@@ -95,11 +105,33 @@ def test_an_async_name_is_the_asyncio_facades_class_named_tenures() -> None:
     assert found["lock"] == "tenure.AsyncLock"
 
 
-def test_a_name_tenure_lacks_is_an_attribute_error() -> None:
-    import tenure
+def test_a_later_sync_class_is_the_facades_named_tenures() -> None:
+    found = fresh(
+        "import json\n"
+        "import tenure\n"
+        "from tenure._api import _sync\n"
+        "before = [n for n in ('Redlock', 'MultiLock') if n in vars(_sync)]\n"
+        "from tenure import Redlock\n"
+        "from tenure._api._sync.redlock import Redlock as defined, RedlockLease\n"
+        "print(json.dumps({'before': before, 'same': Redlock is defined is _sync.Redlock,\n"
+        "                  'lease': RedlockLease.__module__, 'redlock': Redlock.__module__}))"
+    )
+    assert found == {
+        "before": [],
+        "same": True,
+        "lease": "tenure",  # named tenure's once its module is imported
+        "redlock": "tenure",
+    }
 
-    with pytest.raises(AttributeError, match="has no attribute 'AsyncNothing'"):
-        tenure.AsyncNothing  # noqa: B018
+
+@pytest.mark.parametrize("module", ["tenure", "tenure._api._sync", "tenure._api._async"])
+def test_a_name_a_package_lacks_is_an_attribute_error(module: str) -> None:
+    import importlib
+
+    package = importlib.import_module(module)
+    name = "AsyncNothing"  # (a constant attribute would fail mypy: tenure has no such name)
+    with pytest.raises(AttributeError, match=f"'{module}' has no attribute '{name}'"):
+        getattr(package, name)
 
 
 def test_a_script_built_on_first_use_is_the_one_built_at_once() -> None:

@@ -13,13 +13,9 @@ from ._api._sync import FairLock as FairLock
 from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
-from ._api._sync import MultiLease as MultiLease
-from ._api._sync import MultiLock as MultiLock
 from ._api._sync import ReadWriteLease as ReadWriteLease
 from ._api._sync import ReadWriteLock as ReadWriteLock
 from ._api._sync import ReadWriteView as ReadWriteView
-from ._api._sync import Redlock as Redlock
-from ._api._sync import RedlockLease as RedlockLease
 from ._api._sync import RLock as RLock
 from ._api._sync import RLockLease as RLockLease
 from ._api._sync import Semaphore as Semaphore
@@ -67,6 +63,10 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._async import AsyncRLockLease as AsyncRLockLease
     from ._api._async import AsyncSemaphore as AsyncSemaphore
     from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
+    from ._api._sync import MultiLease as MultiLease
+    from ._api._sync import MultiLock as MultiLock
+    from ._api._sync import Redlock as Redlock
+    from ._api._sync import RedlockLease as RedlockLease
 
 __version__ = "0.1.0"
 
@@ -132,18 +132,19 @@ __all__ = [
     "WrongTypeError",
 ]
 
-# The public classes say they are tenure's: a traceback prints
-# ``tenure.InvalidArgument`` and ``help(tenure.Lock)`` names the module
-# ``tenure``, not the private module that defines it (each is importable from
-# here, so pickle finds it here too).
-#
-# The asyncio classes (the ``Async*`` names) are imported on their first use:
-# a program that uses only the synchronous ones never imports the asyncio
-# facade and driver.
-_ASYNC = tuple(name for name in __all__ if name.startswith("Async"))
+# The names of __all__ not imported above are imported on their first use
+# (__getattr__ below): the asyncio classes (a program that uses only the
+# synchronous ones never imports the asyncio facade and driver), and the
+# classes on several locks or servers at once (see ``_api/_async/__init__.py``).
+_LATER = tuple(name for name in __all__ if name not in globals())
 
 
 def _name_public(names: tuple[str, ...], module: dict[str, object]) -> None:
+    """Bind ``names`` here from ``module``, each class named tenure's."""
+    # The public classes say they are tenure's: a traceback prints
+    # ``tenure.InvalidArgument`` and ``help(tenure.Lock)`` names the module
+    # ``tenure``, not the private module that defines it (each is importable
+    # from here, so pickle finds it here too); a class of _LATER once imported.
     for name in names:
         public = module[name]
         if isinstance(public, type):
@@ -151,19 +152,22 @@ def _name_public(names: tuple[str, ...], module: dict[str, object]) -> None:
         globals()[name] = public
 
 
-_name_public(tuple(n for n in __all__ if n not in _ASYNC), globals())
-
+_name_public(tuple(n for n in __all__ if n not in _LATER), globals())
 
 if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other name)
 
     def __getattr__(name: str) -> object:
-        if name not in _ASYNC:
+        if name not in _LATER:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from ._api import _async
-
-        _name_public(_ASYNC, vars(_async))
-        return globals()[name]
+        if name.startswith("Async"):
+            from ._api import _async as facade
+        else:
+            from ._api import _sync as facade
+        public = getattr(facade, name)
+        # and every other class the facade holds by now
+        _name_public(tuple(n for n in _LATER if n in vars(facade)), vars(facade))
+        return public
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_ASYNC})
+    return sorted({*globals(), *_LATER})
