@@ -32,6 +32,7 @@ Usage::
     .venv/bin/python benchmarks/import_time.py
     .venv/bin/python benchmarks/import_time.py --runs 31 --json out.json
     .venv/bin/python benchmarks/import_time.py --tree 25   # tenure's heaviest modules
+    .venv/bin/python benchmarks/import_time.py --hide opentelemetry
 """
 
 from __future__ import annotations
@@ -107,9 +108,16 @@ def statement_time(lines: Sequence[ImportLine]) -> float:
     return total / 1e6
 
 
-def child_env(cache: str, bytecode: bool) -> dict[str, str]:
-    """The environment of the measured interpreters."""
+def child_env(cache: str, bytecode: bool, hide: Sequence[str] = ()) -> dict[str, str]:
+    """The environment of the measured interpreters: ``hide``, modules they can't
+    import (a ``sitecustomize`` in ``cache`` puts ``None`` in ``sys.modules``)."""
     env = dict(os.environ)
+    if hide:
+        folder = os.path.join(cache, "hide")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "sitecustomize.py"), "w") as f:
+            f.write(f"import sys\nsys.modules.update(dict.fromkeys({list(hide)!r}))\n")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [folder, env.get("PYTHONPATH")]))
     if bytecode:
         env["PYTHONPYCACHEPREFIX"] = cache
         env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -249,13 +257,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--tree", type=int, metavar="N", help="also list tenure's N heaviest modules"
     )
+    parser.add_argument(
+        "--hide",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="measure as if MODULE were not installed (repeatable): opentelemetry,"
+        " which redis imports when it can",
+    )
     parser.add_argument("--json", help="write the report to this file")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="tenure-import-") as cache:
-        env = child_env(cache, bytecode=not args.no_bytecode)
+        env = child_env(cache, bytecode=not args.no_bytecode, hide=args.hide)
         out = report(measure(args.python, args.runs, env, warm=not args.no_bytecode))
         out["bytecode"] = not args.no_bytecode
+        out["hidden"] = args.hide
         print_report(out)
         if args.tree:
             print_tree(args.python, env, args.tree)
