@@ -4,36 +4,18 @@ Every primitive comes as a synchronous class and an ``Async*`` twin with the
 same arguments and semantics. The safety model: docs/safety-in-plain-words.md.
 """
 
+from typing import TYPE_CHECKING
+
 from ._adaptive import AdaptiveTTL as AdaptiveTTL
-from ._api._async import DEFAULT_TTL as DEFAULT_TTL
-from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
-from ._api._async import AsyncFairLock as AsyncFairLock
-from ._api._async import AsyncFencedKey as AsyncFencedKey
-from ._api._async import AsyncLease as AsyncLease
-from ._api._async import AsyncLock as AsyncLock
-from ._api._async import AsyncMultiLease as AsyncMultiLease
-from ._api._async import AsyncMultiLock as AsyncMultiLock
-from ._api._async import AsyncReadWriteLease as AsyncReadWriteLease
-from ._api._async import AsyncReadWriteLock as AsyncReadWriteLock
-from ._api._async import AsyncReadWriteView as AsyncReadWriteView
-from ._api._async import AsyncRedlock as AsyncRedlock
-from ._api._async import AsyncRedlockLease as AsyncRedlockLease
-from ._api._async import AsyncRLock as AsyncRLock
-from ._api._async import AsyncRLockLease as AsyncRLockLease
-from ._api._async import AsyncSemaphore as AsyncSemaphore
-from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
+from ._api._sync import DEFAULT_TTL as DEFAULT_TTL
 from ._api._sync import CountDownLatch as CountDownLatch
 from ._api._sync import FairLock as FairLock
 from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
-from ._api._sync import MultiLease as MultiLease
-from ._api._sync import MultiLock as MultiLock
 from ._api._sync import ReadWriteLease as ReadWriteLease
 from ._api._sync import ReadWriteLock as ReadWriteLock
 from ._api._sync import ReadWriteView as ReadWriteView
-from ._api._sync import Redlock as Redlock
-from ._api._sync import RedlockLease as RedlockLease
 from ._api._sync import RLock as RLock
 from ._api._sync import RLockLease as RLockLease
 from ._api._sync import Semaphore as Semaphore
@@ -63,6 +45,28 @@ from ._info import ReadWriteInfo as ReadWriteInfo
 from ._info import SemaphoreHolder as SemaphoreHolder
 from ._info import SemaphoreInfo as SemaphoreInfo
 from ._models import LeaseBase as LeaseBase
+
+if TYPE_CHECKING:  # imported on first use (__getattr__ below)
+    from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
+    from ._api._async import AsyncFairLock as AsyncFairLock
+    from ._api._async import AsyncFencedKey as AsyncFencedKey
+    from ._api._async import AsyncLease as AsyncLease
+    from ._api._async import AsyncLock as AsyncLock
+    from ._api._async import AsyncMultiLease as AsyncMultiLease
+    from ._api._async import AsyncMultiLock as AsyncMultiLock
+    from ._api._async import AsyncReadWriteLease as AsyncReadWriteLease
+    from ._api._async import AsyncReadWriteLock as AsyncReadWriteLock
+    from ._api._async import AsyncReadWriteView as AsyncReadWriteView
+    from ._api._async import AsyncRedlock as AsyncRedlock
+    from ._api._async import AsyncRedlockLease as AsyncRedlockLease
+    from ._api._async import AsyncRLock as AsyncRLock
+    from ._api._async import AsyncRLockLease as AsyncRLockLease
+    from ._api._async import AsyncSemaphore as AsyncSemaphore
+    from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
+    from ._api._sync import MultiLease as MultiLease
+    from ._api._sync import MultiLock as MultiLock
+    from ._api._sync import Redlock as Redlock
+    from ._api._sync import RedlockLease as RedlockLease
 
 __version__ = "0.1.0"
 
@@ -128,12 +132,42 @@ __all__ = [
     "WrongTypeError",
 ]
 
-# The public classes say they are tenure's: a traceback prints
-# ``tenure.InvalidArgument`` and ``help(tenure.Lock)`` names the module
-# ``tenure``, not the private module that defines it (each is importable from
-# here, so pickle finds it here too).
-for _name in __all__:
-    _public = globals()[_name]
-    if isinstance(_public, type):
-        _public.__module__ = __name__
-del _name, _public
+# The names of __all__ not imported above are imported on their first use
+# (__getattr__ below): the asyncio classes (a program that uses only the
+# synchronous ones never imports the asyncio facade and driver), and the
+# classes on several locks or servers at once (see ``_api/_async/__init__.py``).
+_LATER = tuple(name for name in __all__ if name not in globals())
+
+
+def _name_public(names: tuple[str, ...], module: dict[str, object]) -> None:
+    """Bind ``names`` here from ``module``, each class named tenure's."""
+    # The public classes say they are tenure's: a traceback prints
+    # ``tenure.InvalidArgument`` and ``help(tenure.Lock)`` names the module
+    # ``tenure``, not the private module that defines it (each is importable
+    # from here, so pickle finds it here too); a class of _LATER once imported.
+    for name in names:
+        public = module[name]
+        if isinstance(public, type):
+            public.__module__ = __name__
+        globals()[name] = public
+
+
+_name_public(tuple(n for n in __all__ if n not in _LATER), globals())
+
+if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other name)
+
+    def __getattr__(name: str) -> object:
+        if name not in _LATER:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        if name.startswith("Async"):
+            from ._api import _async as facade
+        else:
+            from ._api import _sync as facade
+        public = getattr(facade, name)
+        # and every other class the facade holds by now
+        _name_public(tuple(n for n in _LATER if n in vars(facade)), vars(facade))
+        return public
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LATER})

@@ -1,4 +1,4 @@
-"""Lua scripts, one ``.lua`` file per operation, loaded once as package data.
+"""Lua scripts, one ``.lua`` file per operation, package data built once, on first use.
 
 Each file starts with its contract (KEYS, ARGV with units, reply shapes). Every
 script replies ``{status, value}`` with ``status`` a :class:`Status`, or, for
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from functools import cache
 from importlib.resources import files
+from typing import TYPE_CHECKING
 
 
 class Status(IntEnum):
@@ -60,6 +61,22 @@ class ScriptSpec:
     sha1: str
     commands: tuple[str, ...] = ()
     writes: bool = True
+
+    if not TYPE_CHECKING:  # (for mypy, no attribute is looked up here)
+
+        def __getattr__(self, attr: str) -> object:
+            # Called only for a field never set: a script of the package
+            # (:func:`_load`) is built on the first look at one of these.
+            if attr not in _BUILT_FIELDS:
+                raise AttributeError(attr)
+            built = build(self.name, _read)
+            for part in _BUILT_FIELDS:
+                object.__setattr__(self, part, getattr(built, part))
+            return getattr(self, attr)
+
+
+#: The fields of a :class:`ScriptSpec` that :func:`_load` leaves to its first use.
+_BUILT_FIELDS = ("source", "sha1", "commands")
 
 
 INCLUDE = re.compile(rb"^--@include (_\w+\.lua)\n", re.MULTILINE)
@@ -137,10 +154,19 @@ def sharded(spec: ScriptSpec) -> ScriptSpec:
 
 
 def _load(name: str) -> ScriptSpec:
-    """Build the script ``name`` from the package's files and add it to :data:`ALL`."""
-    spec = build(name, _read)
+    """The script ``name`` of the package's files, added to :data:`ALL`; built
+    (:func:`build`) when its source, SHA-1 or commands are first read, so that
+    an import builds none and a program builds only the scripts it sends."""
+    spec = object.__new__(ScriptSpec)
+    object.__setattr__(spec, "name", name)
+    object.__setattr__(spec, "writes", _writes(name))
     _LOADED.append(spec)
     return spec
+
+
+def _writes(name: str) -> bool:
+    """Whether the script ``name`` may write (all but the ``*_inspect`` ones)."""
+    return not name.endswith("_inspect")
 
 
 def build(name: str, read: Callable[[str], bytes], *, sharded: bool = False) -> ScriptSpec:
@@ -163,7 +189,7 @@ def build(name: str, read: Callable[[str], bytes], *, sharded: bool = False) -> 
     if found != 1:
         raise ValueError(f"{name}.lua must include _common.lua once (its status names)")
     source = without_unused(source)
-    writes = not name.endswith("_inspect")
+    writes = _writes(name)
     commands = sorted(script_commands(source))
     if not writes:
         commands = [c for c in commands if c in READ_COMMANDS]

@@ -12,7 +12,13 @@ anything is sent. The docstrings name redis-py's exceptions
 (``redis.exceptions.ConnectionError``); with a valkey-py client, the same errors
 are valkey-py's own (``valkey.exceptions.ConnectionError``): tenure lets the
 client library's connection errors through unchanged.
+
+The classes on several locks or servers at once (``multi``, ``redlock``) are
+imported on their first use (``__getattr__``), so that an import of the
+package does not pay for them.
 """
+
+from typing import TYPE_CHECKING
 
 from ._base import DEFAULT_TTL as DEFAULT_TTL
 from .fair import AsyncFairLock as AsyncFairLock
@@ -20,10 +26,6 @@ from .fenced import AsyncFencedKey as AsyncFencedKey
 from .latch import AsyncCountDownLatch as AsyncCountDownLatch
 from .lock import AsyncLease as AsyncLease
 from .lock import AsyncLock as AsyncLock
-from .multi import AsyncMultiLease as AsyncMultiLease
-from .multi import AsyncMultiLock as AsyncMultiLock
-from .redlock import AsyncRedlock as AsyncRedlock
-from .redlock import AsyncRedlockLease as AsyncRedlockLease
 from .rlock import AsyncRLock as AsyncRLock
 from .rlock import AsyncRLockLease as AsyncRLockLease
 from .rwlock import AsyncReadWriteLease as AsyncReadWriteLease
@@ -31,3 +33,31 @@ from .rwlock import AsyncReadWriteLock as AsyncReadWriteLock
 from .rwlock import AsyncReadWriteView as AsyncReadWriteView
 from .semaphore import AsyncSemaphore as AsyncSemaphore
 from .semaphore import AsyncSemaphoreLease as AsyncSemaphoreLease
+
+if TYPE_CHECKING:  # imported on first use (__getattr__ below)
+    from .multi import AsyncMultiLease as AsyncMultiLease
+    from .multi import AsyncMultiLock as AsyncMultiLock
+    from .redlock import AsyncRedlock as AsyncRedlock
+    from .redlock import AsyncRedlockLease as AsyncRedlockLease
+
+#: The classes imported on their first use, by the module that defines them.
+_LATER = {
+    "AsyncMultiLease": "multi",
+    "AsyncMultiLock": "multi",
+    "AsyncRedlock": "redlock",
+    "AsyncRedlockLease": "redlock",
+}
+
+if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other name)
+
+    def __getattr__(name: str) -> object:
+        where = _LATER.get(name)
+        if where == "multi":
+            from . import multi as module
+        elif where == "redlock":
+            from . import redlock as module
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        # all of the module's classes, so that the package holds them from now on
+        globals().update({n: getattr(module, n) for n, w in _LATER.items() if w == where})
+        return globals()[name]

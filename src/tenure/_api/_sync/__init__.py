@@ -13,7 +13,13 @@ anything is sent. The docstrings name redis-py's exceptions
 (``redis.exceptions.ConnectionError``); with a valkey-py client, the same errors
 are valkey-py's own (``valkey.exceptions.ConnectionError``): tenure lets the
 client library's connection errors through unchanged.
+
+The classes on several locks or servers at once (``multi``, ``redlock``) are
+imported on their first use (``__getattr__``), so that an import of the
+package does not pay for them.
 """
+
+from typing import TYPE_CHECKING
 
 from ._base import DEFAULT_TTL as DEFAULT_TTL
 from .fair import FairLock as FairLock
@@ -21,10 +27,6 @@ from .fenced import FencedKey as FencedKey
 from .latch import CountDownLatch as CountDownLatch
 from .lock import Lease as Lease
 from .lock import Lock as Lock
-from .multi import MultiLease as MultiLease
-from .multi import MultiLock as MultiLock
-from .redlock import Redlock as Redlock
-from .redlock import RedlockLease as RedlockLease
 from .rlock import RLock as RLock
 from .rlock import RLockLease as RLockLease
 from .rwlock import ReadWriteLease as ReadWriteLease
@@ -32,3 +34,31 @@ from .rwlock import ReadWriteLock as ReadWriteLock
 from .rwlock import ReadWriteView as ReadWriteView
 from .semaphore import Semaphore as Semaphore
 from .semaphore import SemaphoreLease as SemaphoreLease
+
+if TYPE_CHECKING:  # imported on first use (__getattr__ below)
+    from .multi import MultiLease as MultiLease
+    from .multi import MultiLock as MultiLock
+    from .redlock import Redlock as Redlock
+    from .redlock import RedlockLease as RedlockLease
+
+#: The classes imported on their first use, by the module that defines them.
+_LATER = {
+    "MultiLease": "multi",
+    "MultiLock": "multi",
+    "Redlock": "redlock",
+    "RedlockLease": "redlock",
+}
+
+if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other name)
+
+    def __getattr__(name: str) -> object:
+        where = _LATER.get(name)
+        if where == "multi":
+            from . import multi as module
+        elif where == "redlock":
+            from . import redlock as module
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        # all of the module's classes, so that the package holds them from now on
+        globals().update({n: getattr(module, n) for n, w in _LATER.items() if w == where})
+        return globals()[name]
