@@ -120,6 +120,24 @@ local function delay_after(key, owner, lease, delay, delayed)
   end
 end
 
+-- An owner as a caller names it: its owner id, or its owner id then ';' and
+-- its holder label (see tenure._label; a label never holds ';'). Returns the
+-- owner id alone.
+local function bare_owner(owner)
+  return string.match(owner, '^[^;]*')
+end
+
+-- The field of the reentrant lock `key` (a hash with one field, the holder:
+-- its owner id, or its owner id, ';' and its label) that holds owner `owner`
+-- (named as bare_owner reads it), or nil when the lock is free or another
+-- owner's.
+local function holder_field(key, owner)
+  local me = bare_owner(owner)
+  local field = redis.call('HGETALL', key)[1]  -- (one field: as cheap as HKEYS)
+  if field and (field == me or string.sub(field, 1, #me + 1) == me .. ';') then return field end
+  return nil
+end
+
 -- The fence a fence key's value `v` holds: the integer, or nil when `v` holds
 -- none that a fence can follow (not a number, infinite, NaN, a fraction, or
 -- 2^53 or more, beyond which the script's numbers can't add 1 exactly): a

@@ -3,13 +3,16 @@
 -- it, queue the caller so that a release hands the lock straight to it (see
 -- rlock_release.lua).
 --
--- KEYS[1]  lock key      hash with one field: the holder's owner id, value = its
---                        hold count (integer >= 1); the key's PX is the lease
+-- KEYS[1]  lock key      hash with one field: the holder's owner id (then ';'
+--                        and its label, when it has one), value = its hold
+--                        count (integer >= 1); the key's PX is the lease
 -- KEYS[2]  fence key     string holding an integer: the last fence minted for the name
 -- KEYS[3]  waiters key   sorted set, score = arrival (server µs), member =
 --                        "<waiter id>|<claim ms>|<owner id>" (claim ms: the
 --                        lease a hand-off to it sets, see _common.lua)
--- ARGV[1]  owner         string; the caller's owner id
+-- ARGV[1]  owner         string; the caller's owner id, then ';' and its label
+--                        (the field a new hold gets; an owner's hold is found
+--                        by its owner id, whatever label it was taken with)
 -- ARGV[2]  lease         integer MILLISECONDS, > 0
 -- ARGV[3]  member        the caller's waiters member (as KEYS[3]), or "" when not queued
 -- KEYS[4]  delay key     string: the lock-delay guard, value = the holding owner
@@ -69,7 +72,8 @@ if ARGV[3] ~= '' then
 end
 local fence_ttl = math.max(tonumber(ARGV[4]), tonumber(ARGV[2]))
 local delay = tonumber(ARGV[5])
-local op = ARGV[1] .. '|' .. ARGV[6]
+local me = bare_owner(ARGV[1])
+local op = me .. '|' .. ARGV[6]
 
 local function busy(pttl)
   if ARGV[3] ~= '' then
@@ -82,7 +86,7 @@ end
 -- the lease is set: guard it with the lock-delay, and note the op
 local function held()
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  delay_after(KEYS[4], ARGV[1], ARGV[2], delay)
+  delay_after(KEYS[4], me, ARGV[2], delay)
   redis.call('SET', KEYS[5], op, 'PX', 120000)
 end
 
@@ -106,11 +110,12 @@ if kind == 'none' then
   return fence
 end
 
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+local field = holder_field(KEYS[1], me)
+if field then
   if ARGV[3] ~= '' then
     redis.call('ZREM', KEYS[3], ARGV[3])
   elseif ARGV[6] == '' or redis.call('GET', KEYS[5]) ~= op then
-    redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+    redis.call('HINCRBY', KEYS[1], field, 1)
   end
   held()
   if not last then return mint() end -- the fence key was deleted: seed anew

@@ -69,6 +69,7 @@ def waiter_json(waiter: Waiter) -> dict[str, Any]:
     out: dict[str, Any] = {
         "waiter": waiter.waiter,
         "holder": waiter.holder,
+        "label": waiter.label,
         "lease": waiter.lease,
         "queued_for": waiter.queued_for,
     }
@@ -87,6 +88,7 @@ def to_json(view: LockView, *, waiting: bool = True) -> dict[str, Any]:
         "key": view.key,
         "held": view.held,
         "holder": view.holder or None,
+        "label": view.label,
         "count": view.count,
         "ttl": view.ttl,
         "fence": view.fence or None,

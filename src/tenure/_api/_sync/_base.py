@@ -18,6 +18,7 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
+from ..._label import default_suffix, label_suffix
 from ..._leasebook import LeaseBook, Phase, Release
 from ..._models import (
     LeaseBase,
@@ -115,6 +116,27 @@ def _grant_and_hold(
                 _driver.run(client, give_back(grant))
         raise
     return lease
+
+
+def check_label(label: str | None) -> str | None:
+    """What a constructor's ``label`` adds to each lease's token (see
+    :func:`label_of`): its encoded text; ``None`` for this process's default
+    label, found at each acquire (a forked child's is its own).
+
+    Raises:
+        InvalidArgument: ``label`` is neither ``None`` nor a ``str``.
+    """
+    if label is None:
+        return None
+    if not isinstance(label, str):
+        raise InvalidArgument(f"label must be a str, not {label!r}")
+    return label_suffix(label)
+
+
+def label_of(checked: str | None) -> str:
+    """The suffix of a new token (or hold id) for a label :func:`check_label`
+    gave (``""``: no label)."""
+    return default_suffix() if checked is None else checked
 
 
 def _check_callback(on_lost: C | None) -> C | None:

@@ -47,7 +47,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _Blocks, _HeldLease, _LeaseOptions
+from ._base import _Blocks, _HeldLease, _LeaseOptions, check_label, label_of
 from .multi import _server_of
 
 T = TypeVar("T")
@@ -295,6 +295,7 @@ class Redlock(_Blocks[RedlockLease]):
         on_lost: Callable[[RedlockLease], object] | None = None,
         master_timeout: float | None = None,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         if isinstance(clients, str | bytes) or not isinstance(clients, Sequence):
             raise InvalidArgument(f"clients must be a sequence of clients, not {clients!r}")
@@ -315,6 +316,7 @@ class Redlock(_Blocks[RedlockLease]):
         self._client = self._clients[0]
         self._keys = lock_keys(name, key=None, prefix=prefix)
         self._opts = _LeaseOptions.check(ttl, auto_renew, on_lost, adaptive=False)
+        self._label = check_label(label)
         if master_timeout is None:
             self._timeout = plans.master_timeout(self._opts.ttl)
         else:
@@ -396,7 +398,8 @@ class Redlock(_Blocks[RedlockLease]):
         granted: list[tuple[Grant, frozenset[int]]] = []  # set by _take with its grant
         lease = None
         try:
-            taken = self._take(new_token(owner), blocking, wait, granted)
+            token = new_token(owner, label_of(self._label))
+            taken = self._take(token, blocking, wait, granted)
             if taken is None:
                 return None
             grant, reached = taken

@@ -16,7 +16,7 @@ from ..._plans import lock as lock_plans
 from ..._plans import rlock as rlock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _Blocks, _LeaseOptions, _take_grant
+from ._base import _Blocks, _LeaseOptions, _take_grant, check_label, label_of
 from ._docs import shared_args
 from ._holds import _HoldLease, _Holds
 
@@ -138,12 +138,14 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         self._client = _driver.check_client(client, "RLock")
         self._keys = rlock_keys(name, prefix=prefix)
         self._opts = _LeaseOptions.check(
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
+        self._label = check_label(label)
         # by owner id (a hold's id is its fence)
         self._watches = {}
         self._holds = {}
@@ -218,6 +220,7 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
             now=time.monotonic,
             op=new_op(),
             delay_ms=self._opts.delay_ms,
+            label=label_of(self._label),
         )
 
     def _granted(self, owner: str, grant: Grant) -> RLockLease:
@@ -276,7 +279,9 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         s = _driver.run(self._client, rlock_plans.inspect(self._keys))
-        return lock_plans.lock_info(self.name, s.holder, s.count, s.pttl_ms, s.fence, s.waiters)
+        return lock_plans.lock_info(
+            self.name, s.holder, s.count, s.pttl_ms, s.fence, s.waiters, bare=True
+        )
 
     def hold_count(self) -> int:
         """The calling thread's or task's hold count, as Redis says now: how many

@@ -19,7 +19,15 @@ from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import F, _HeldLease, _Holding, _LeaseOptions, _take_grant
+from ._base import (
+    F,
+    _HeldLease,
+    _Holding,
+    _LeaseOptions,
+    _take_grant,
+    check_label,
+    label_of,
+)
 from ._docs import shared_args
 
 
@@ -169,6 +177,7 @@ class Semaphore(PerProcess):
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         self._client = _driver.check_client(client, "Semaphore")
         self._keys = semaphore_keys(name, prefix=prefix)
@@ -182,6 +191,7 @@ class Semaphore(PerProcess):
             replica_fsync=replica_fsync,
             adaptive=False,
         )
+        self._label = check_label(label)
         # Until an acquire succeeds, a different count stored in Redis is an error.
         self._check = True
         # owner id -> the live leases it took through this object, oldest first
@@ -243,7 +253,7 @@ class Semaphore(PerProcess):
                 left._clean_up()
         plan = semaphore_plans.acquire(
             self._keys,
-            new_token(owner),
+            new_token(owner, label_of(self._label)),
             n,
             self._permits,
             self._opts.ttl,
