@@ -68,6 +68,28 @@ def program_name(argv: list[str] | None = None) -> str:
     return name
 
 
+def command_words(command: list[str], words: int = 3) -> str:
+    """A command line in plain words: its program's base name and the first
+    ``words - 1`` arguments after it while each is a plain word (``python
+    manage.py send_report``); nothing from the first other argument on (an
+    option, a URL, a path, a quoted text), where secrets usually are."""
+    if not command:
+        return ""
+    kept = [os.path.basename(command[0]) or command[0]]
+    for arg in command[1:words]:
+        if not _WORD.fullmatch(arg):
+            break
+        kept.append(arg)
+    return " ".join(kept)
+
+
+def run_label(command: list[str]) -> str:
+    """The label of ``tenure run``'s lease: ``<host> pid <pid> (tenure run:
+    <command in plain words>)``, cut to :data:`MAX_LABEL`."""
+    host = platform.node() or "localhost"
+    return clean_label(f"{host} pid {os.getpid()} (tenure run: {command_words(command)})")
+
+
 def default_label() -> str:
     """``<host> pid <pid> (<program>)``: the label of this process's owners
     (computed at each call, so a forked child shows its own pid)."""

@@ -17,6 +17,7 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
+from ..._info import held_by
 from ..._label import default_suffix, label_suffix
 from ..._leasebook import LeaseBook, Phase, Release
 from ..._models import (
@@ -136,6 +137,22 @@ def label_of(checked: str | None) -> str:
     """The suffix of a new token (or hold id) for a label :func:`check_label`
     gave (``""``: no label)."""
     return default_suffix() if checked is None else checked
+
+
+async def holder_of(lock: object) -> str | None:
+    """Who holds ``lock`` now, in words (:func:`tenure._info.held_by` of its
+    ``info()``, or of its read-write lock's), read with one more call: for an
+    error message, never on the hot path. ``None`` when it has no such
+    snapshot or the call failed."""
+    info = getattr(lock, "info", None) or getattr(getattr(lock, "lock", None), "info", None)
+    if info is None:
+        return None
+    try:
+        return held_by(await info())
+    except Exception as exc:
+        if is_interrupt(exc):  # (of any class: never swallowed)
+            raise
+        return None
 
 
 def _check_callback(on_lost: C | None) -> C | None:
@@ -273,7 +290,7 @@ class _AsyncHolding(Generic[L]):
             )
         lease = await self._lock.acquire(timeout=self._timeout)
         if lease is None:
-            raise AcquireTimeout(self._lock.name, self._timeout)
+            raise AcquireTimeout(self._lock.name, self._timeout, await holder_of(self._lock))
         self._open.push(_driver.current_owner(), lease)
         return lease
 
@@ -503,12 +520,12 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         self._life.asked = True  # first, no call before it: see LeaseLife.asked
         if not self._release_begin():
             await self._clean_up()
-            self._end_lost()
+            await self._end_lost_named(self._life.cleaned)
         try:
             left = await _driver.run(self._lock._client, self._release_plan())
         except NotOwnedError as exc:
             self._lose(exc.reason)
-            self._end_lost()
+            await self._end_lost_named(True)
         self._released_one(left)
 
     def _release_begin(self) -> bool:
@@ -562,7 +579,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
             expires_at = await _driver.run(self._lock._client, self._extend_plan(seconds))
         except NotOwnedError as exc:
             self._lose(exc.reason)
-            self._end_lost()
+            await self._end_lost_named(True)
         self._extended(seconds, expires_at)
 
     async def _clean_up(self) -> None:
@@ -617,6 +634,17 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         reason = self._life.lost_reason
         self._end()
         raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+
+    async def _end_lost_named(self, answered: bool) -> NoReturn:
+        """:meth:`_end_lost`, its error naming who holds the lock now when
+        ``answered`` (Redis just answered: one more call won't hang on a
+        server that is down)."""
+        try:
+            self._end_lost()
+        except LockLostError as exc:
+            if answered:
+                exc.name_holder(await holder_of(self._lock))
+            raise
 
     def _release_plan(self) -> Plan[int | None]:
         """The plan that releases the lease (its reply: the hold count left, if any)."""

@@ -109,6 +109,10 @@ class _AsyncPermitsOf:
     ) -> AsyncSemaphoreLease | None:
         return await self._semaphore.acquire(self._n, blocking, timeout)
 
+    async def info(self) -> SemaphoreInfo:
+        """The semaphore's snapshot (who holds, for an :class:`AcquireTimeout`)."""
+        return await self._semaphore.info()
+
 
 @shared_args(
     adaptive=False,

@@ -110,6 +110,10 @@ class _PermitsOf:
     ) -> SemaphoreLease | None:
         return self._semaphore.acquire(self._n, blocking, timeout)
 
+    def info(self) -> SemaphoreInfo:
+        """The semaphore's snapshot (who holds, for an :class:`AcquireTimeout`)."""
+        return self._semaphore.info()
+
 
 @shared_args(
     adaptive=False,
