@@ -270,12 +270,15 @@ class Redlock(_Blocks[RedlockLease]):
             seconds; default 1/20 of the ttl, from 0.05 to 0.5 s (never above
             half the ttl).
         prefix: the key prefix (default ``"tenure:"``).
+        label: who holds, in words an operator reads (``tenure inspect`` on
+            a master, lease errors); default ``<host> pid <pid> (<program>)``,
+            ``""`` for none (see :class:`Lock`). Each master's token carries it.
 
     Raises:
         InvalidArgument: ``clients`` is not a sequence of N clients of this API
             (N odd and at least 3), or holds the same client (or the same
             address, in any db) twice; a bad name, ttl, ``auto_renew``, ``on_lost``,
-            ``master_timeout`` or prefix. (One server under two addresses is
+            ``master_timeout``, prefix or label. (One server under two addresses is
             refused by the first call: see above.)
 
     Example::
