@@ -110,7 +110,7 @@ if kind == 'none' then
   return fence
 end
 
-local field = holder_field(KEYS[1], me)
+local field = holder_field(KEYS[1], ARGV[1])
 if field then
   if ARGV[3] ~= '' then
     redis.call('ZREM', KEYS[3], ARGV[3])

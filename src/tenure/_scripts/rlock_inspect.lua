@@ -30,6 +30,6 @@ local holder, count = '', 0
 local fields = redis.call('HGETALL', KEYS[1])
 if #fields > 0 then holder, count = fields[1], tonumber(fields[2]) or 0 end
 local mine = 0
-if ARGV[1] ~= '' and holder ~= '' and holder_field(KEYS[1], ARGV[1]) then mine = count end
+if ARGV[1] ~= '' and holder ~= '' and owns(holder, ARGV[1]) then mine = count end
 return {OK, {holder, count, redis.call('PTTL', KEYS[1]), tonumber(fence) or 0,
             redis.call('ZCARD', KEYS[3]), mine}}

@@ -11,9 +11,8 @@
 -- KEYS[2]  waiters key   sorted set, score = arrival, member =
 --                        "<waiter id>|<claim ms>|<owner id>" (see rlock_acquire.lua)
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
--- ARGV[1]  owner         string; the releasing owner id (and, after ';', a
---                        label, which is ignored: the owner's hold is found by
---                        its owner id)
+-- ARGV[1]  owner         string; the releasing owner id, then ';' and its label
+--                        (the field it expects; its hold is found by its owner id)
 -- ARGV[2]  fence         the hold's fence (decimal), or "" for whatever hold the
 --                        owner has (a waiter leaving, which never saw its fence)
 -- ARGV[3]  wake prefix   string; waiter w is told by PUBLISH on ARGV[3] .. w
@@ -66,9 +65,9 @@ if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEY
 if ARGV[5] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[5]) end
 local me = bare_owner(ARGV[1])
 local op = me .. '|' .. ARGV[7]
-local field = holder_field(KEYS[1], me)
+local field, held = holder_field(KEYS[1], ARGV[1])
 if ARGV[7] ~= '' and redis.call('GET', KEYS[5]) == op then
-  return tonumber(field and redis.call('HGET', KEYS[1], field) or 0)
+  return tonumber(held or 0)
 end
 if ARGV[8] and ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= me .. '|' .. ARGV[8] then
   return {NOT_OWNED, 0}

@@ -59,7 +59,7 @@ class RLockLease(_HoldLease["RLock"]):
         lock = self._lock
         return rlock_plans.release(
             lock._keys,
-            self.owner,
+            lock._field(self.owner),
             self.fence,
             op=self._life.release_op,
             delay_ms=lock._opts.delay_ms,
@@ -69,7 +69,7 @@ class RLockLease(_HoldLease["RLock"]):
         lock = self._lock
         return rlock_plans.extend(
             lock._keys,
-            self.owner,
+            lock._field(self.owner),
             self.fence,
             seconds,
             time.monotonic,
@@ -80,7 +80,12 @@ class RLockLease(_HoldLease["RLock"]):
     def _renewal(self) -> Eval:
         lock = self._lock
         return rlock_plans.renewal(
-            lock._keys, self.owner, self.fence, self.ttl, ttl=self.ttl, delay_ms=lock._opts.delay_ms
+            lock._keys,
+            lock._field(self.owner),
+            self.fence,
+            self.ttl,
+            ttl=self.ttl,
+            delay_ms=lock._opts.delay_ms,
         )
 
 
@@ -204,6 +209,13 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         """The release of ``owner``'s ``grant`` whose lease its caller never
         got (see ``_take_grant``): one hold level."""
         return rlock_plans.release(self._keys, owner, grant.fence, delay_ms=self._opts.delay_ms)
+
+    def _field(self, owner: str) -> str:
+        """``owner`` as the scripts are told it: its owner id and this object's
+        label, the field of a hold it begins (and, usually, of the hold it has:
+        one look-up in Redis; a hold begun with another label is found by the
+        owner id all the same)."""
+        return owner + label_of(self._label)
 
     def _prepare(
         self, owner: str, blocking: bool, timeout: float | None
