@@ -16,11 +16,14 @@
 -- ARGV[2]  lease         integer MILLISECONDS, > 0
 -- ARGV[3]  member        the caller's waiters member (as KEYS[3]), or "" when not queued
 -- KEYS[4]  delay key     string: the lock-delay guard, value = the holding owner
---                        id; it outlives the hold's lease by the lock-delay, and
---                        a release at count 0 deletes it (see lock_acquire.lua)
--- KEYS[5]  last op key   string "<owner id>|<op id>": the last change of the
---                        count (120 s), so that a call retried after a lost
---                        reply is recognised and not applied twice
+--                        as the caller named it (ARGV[1]); it outlives the hold's
+--                        lease by the lock-delay, and a release at count 0
+--                        deletes it (see lock_acquire.lua)
+-- KEYS[5]  last op key   string "<owner>|<op id>" (the owner as ARGV[1] names it:
+--                        a retry, or an undo, of a call names it the same): the
+--                        last change of the count (120 s), so that a call
+--                        retried after a lost reply is recognised and not
+--                        applied twice
 -- ARGV[4]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 --                        (at least the lease)
 -- ARGV[5]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay
@@ -72,8 +75,7 @@ if ARGV[3] ~= '' then
 end
 local fence_ttl = math.max(tonumber(ARGV[4]), tonumber(ARGV[2]))
 local delay = tonumber(ARGV[5])
-local me = bare_owner(ARGV[1])
-local op = me .. '|' .. ARGV[6]
+local op = ARGV[1] .. '|' .. ARGV[6]
 
 local function busy(pttl)
   if ARGV[3] ~= '' then
@@ -86,7 +88,7 @@ end
 -- the lease is set: guard it with the lock-delay, and note the op
 local function held()
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  delay_after(KEYS[4], me, ARGV[2], delay)
+  delay_after(KEYS[4], ARGV[1], ARGV[2], delay)
   redis.call('SET', KEYS[5], op, 'PX', 120000)
 end
 

@@ -38,6 +38,6 @@ if last and tonumber(last) ~= tonumber(ARGV[2]) then return {NOT_OWNED, 0} end
 local left = redis.call('PTTL', KEYS[1])
 if left >= 0 and left < tonumber(ARGV[5]) then return {NOT_OWNED, 1} end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-delay_after(KEYS[3], bare_owner(ARGV[1]), ARGV[3], tonumber(ARGV[6]))
+delay_after(KEYS[3], ARGV[1], ARGV[3], tonumber(ARGV[6]))
 if last then redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[4]), tonumber(ARGV[3]))) end
 return tonumber(count)

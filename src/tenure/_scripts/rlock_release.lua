@@ -63,13 +63,12 @@ local last = redis.pcall('GET', KEYS[3])
 if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[3]} end
 
 if ARGV[5] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[5]) end
-local me = bare_owner(ARGV[1])
-local op = me .. '|' .. ARGV[7]
+local op = ARGV[1] .. '|' .. ARGV[7]
 local field, held = holder_field(KEYS[1], ARGV[1])
 if ARGV[7] ~= '' and redis.call('GET', KEYS[5]) == op then
   return tonumber(held or 0)
 end
-if ARGV[8] and ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= me .. '|' .. ARGV[8] then
+if ARGV[8] and ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[1] .. '|' .. ARGV[8] then
   return {NOT_OWNED, 0}
 end
 if not field then return {NOT_OWNED, 0} end
@@ -87,7 +86,7 @@ local function grant(owner, lease, fence)
   redis.call('HSET', KEYS[1], owner, 1)
   redis.call('PEXPIRE', KEYS[1], lease)
   redis.call('SET', KEYS[3], fence, 'PX', math.max(tonumber(ARGV[4]), tonumber(lease)))
-  delay_after(KEYS[4], bare_owner(owner), lease, delay)
+  delay_after(KEYS[4], owner, lease, delay)
 end
 if waiting > 0 then hand_off(KEYS[2], ARGV[3], last, grant) end
 return 0
