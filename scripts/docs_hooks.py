@@ -219,7 +219,7 @@ def json_page() -> str:
     lines = [
         "# JSON output",
         "",
-        "`tenure inspect`, `ls` and `doctor` print one JSON object with `--json`. Its"
+        "`tenure inspect`, `ls`, `release` and `doctor` print one JSON object with `--json`. Its"
         " shape is stable: keys may be added, never renamed or removed. This page is"
         " generated from the docstrings of the modules that write it.",
     ]
