@@ -63,6 +63,12 @@ def in_thread(take: Callable[[], Any]) -> Any:
     return out[0]
 
 
+def text(value: object) -> str:
+    """A reply of a client that answers bytes, as text."""
+    assert isinstance(value, bytes), value
+    return value.decode()
+
+
 def tenure(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> tuple[int, str]:
     """Run ``tenure --url URL ARGS`` in-process: (exit status, stdout)."""
     status = main(["--url", url, *args])
@@ -166,7 +172,7 @@ def test_an_empty_label_stores_none_and_a_bad_one_is_refused(r: redis.Redis) -> 
 
 def test_an_odd_label_is_stored_cleaned_and_capped(r: redis.Redis) -> None:
     with Lock(r, "odd", ttl=10, label=ODD) as lease:
-        stored = r.get("tenure:{odd}").decode()
+        stored = text(r.get("tenure:{odd}"))
         assert stored == lease.owner and len(stored) < 32 + 8 + 32 + 200
         bare, label = split_holder(stored)
         assert bare.count(":") == 1 and label == ODD_SHOWN
@@ -176,7 +182,7 @@ def test_an_odd_label_is_stored_cleaned_and_capped(r: redis.Redis) -> None:
             assert separator not in stored.partition(SEPARATOR)[2]
     with RLock(r, "odd", ttl=10, label=ODD) as held:
         (field,) = r.hgetall("tenure:{odd}:rlock")
-        assert field.decode().startswith(held.owner + SEPARATOR)
+        assert text(field).startswith(held.owner + SEPARATOR)
     assert not r.exists("tenure:{odd}:rlock")
 
 
@@ -222,27 +228,29 @@ def test_a_waiter_hands_on_its_label(r: redis.Redis, url: str) -> None:
 def test_inspect_ls_and_release_show_every_kinds_label(
     r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    lock = Lock(r, "job", ttl=30, label=LABEL).acquire()
+    rlock = RLock(r, "job", ttl=30, label=LABEL).acquire()
     leases = [
-        Lock(r, "job", ttl=30, label=LABEL).acquire(),
-        RLock(r, "job", ttl=30, label=LABEL).acquire(),
+        lock,
+        rlock,
         FairLock(r, "job", ttl=30, label=LABEL).acquire(),
         ReadWriteLock(r, "job", ttl=30, label=LABEL).write.acquire(),
         Semaphore(r, "job", 2, ttl=30, label=LABEL).acquire(),
     ]
-    assert all(leases)
+    assert all(leases) and lock and rlock
     data = tenure_json(capsys, url, "inspect", "job")
     kinds = {entry["kind"]: entry for entry in data["locks"] if entry["kind"] != "CountDownLatch"}
     assert set(kinds) == {"Lock", "RLock", "FairLock", "ReadWriteLock", "Semaphore"}
     for entry in kinds.values():
         assert entry["label"] == LABEL, entry
-    assert kinds["RLock"]["holder"] == leases[1].owner  # the owner id, as before
+    assert kinds["RLock"]["holder"] == rlock.owner  # the owner id, as before
     assert kinds["ReadWriteLock"]["holders"][0]["label"] == LABEL
     assert kinds["Semaphore"]["holders"][0]["label"] == LABEL
     status, out = tenure(capsys, url, "inspect", "job")
     assert status == 0
     assert out.count(f"{LABEL} [") >= 5, out
-    assert f"holder   {LABEL} [{split_holder(leases[0].owner)[0]}]" in out
-    assert f"{LABEL} [{leases[1].owner}] (hold count 1)" in out
+    assert f"holder   {LABEL} [{split_holder(lock.owner)[0]}]" in out
+    assert f"{LABEL} [{rlock.owner}] (hold count 1)" in out
 
     listed = tenure_json(capsys, url, "ls")["locks"]
     assert {e["kind"]: e["label"] for e in listed} == dict.fromkeys(kinds, LABEL)
