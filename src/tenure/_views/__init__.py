@@ -12,9 +12,10 @@ new keys may be added, none removed or renamed)::
     {"kind": "Lock" | "RLock" | "FairLock" | "ReadWriteLock" | "Semaphore"
              | "CountDownLatch",
      "name": "orders:42", "key": "tenure:{orders:42}",
-     "held": true, "holder": "<token or owner id>" | null, "count": 1,
+     "held": true, "holder": "<token or owner id>" | null,
+     "label": "web-3 pid 4711 (celery worker)" | null, "count": 1,
      "ttl": 9.52 | null, "fence": 1754300000000001 | null, "waiters": 1,
-     "waiting": [{"waiter": "<hub id>", "holder": "<token or owner id>",
+     "waiting": [{"waiter": "<hub id>", "holder": "<token or owner id>", "label": ...,
                   "lease": 10.0 | null, "queued_for": 0.41 | null}]}
 
 ``key`` is the primitive's main key (a semaphore's holders, a latch's count).
@@ -34,10 +35,10 @@ Per kind, these keys are added (each view's ``json_extras``, :mod:`.kinds`):
 - ``FairLock``: each ``waiting`` entry has ``"deadline"``: seconds until the
   waiter is dropped unless it calls again (``queued_for`` is null).
 - ``ReadWriteLock``: ``"mode": "read" | "write" | null``, ``"waiting_writers"``,
-  ``"holders": [{"owner", "mode", "count", "ttl", "fence"}]`` (latest expiry
+  ``"holders": [{"owner", "mode", "count", "ttl", "fence", "label"}]`` (latest expiry
   last); each ``waiting`` entry has ``"mode"``, and its ``holder`` is the owner id.
 - ``Semaphore``: ``"permits"`` (the stored count, null when none is stored),
-  ``"available"`` (null likewise), ``"holders": [{"token", "permits", "ttl"}]``
+  ``"available"`` (null likewise), ``"holders": [{"token", "permits", "ttl", "label"}]``
   (first to expire first); each ``waiting`` entry has ``"permits"``.
 - ``CountDownLatch``: ``"count"`` is the latch's count, ``"open"`` whether it
   is zero, ``"opened"`` the number that grows each time it opens (null if none
