@@ -24,7 +24,6 @@ views decode labels with it.
 from __future__ import annotations
 
 import os
-import platform
 import re
 import sys
 from urllib.parse import quote, unquote
@@ -83,17 +82,24 @@ def command_words(command: list[str], words: int = 3) -> str:
     return " ".join(kept)
 
 
+def host_name() -> str:
+    """This machine's name (``uname``'s node name; where there is none, the
+    ``COMPUTERNAME`` variable), or ``"localhost"``."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename or "localhost"
+    return os.environ.get("COMPUTERNAME") or "localhost"
+
+
 def run_label(command: list[str]) -> str:
     """The label of ``tenure run``'s lease: ``<host> pid <pid> (tenure run:
     <command in plain words>)``, cut to :data:`MAX_LABEL`."""
-    host = platform.node() or "localhost"
-    return clean_label(f"{host} pid {os.getpid()} (tenure run: {command_words(command)})")
+    return clean_label(f"{host_name()} pid {os.getpid()} (tenure run: {command_words(command)})")
 
 
 def default_label() -> str:
     """``<host> pid <pid> (<program>)``: the label of this process's owners
     (computed at each call, so a forked child shows its own pid)."""
-    return clean_label(f"{platform.node() or 'localhost'} pid {os.getpid()} ({program_name()})")
+    return clean_label(f"{host_name()} pid {os.getpid()} ({program_name()})")
 
 
 def clean_label(label: str) -> str:
