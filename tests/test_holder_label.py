@@ -426,3 +426,45 @@ def test_tenure_run_labels_its_lease_with_the_command(
     program = os.path.basename(python)
     assert label == f"{os.uname().nodename} pid {os.getpid()} (tenure run: {program})"
     assert "hunter2" not in label
+
+
+def test_the_commands_show_asyncio_leases_labels(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Leases of the asyncio twins, an odd label among them, read by the
+    commands (which run while the leases are held)."""
+
+    async def main_() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            held = [
+                await AsyncLock(client, "aio", ttl=30, label=ODD).acquire(),
+                await AsyncRLock(client, "aio", ttl=30, label=LABEL).acquire(),
+                await AsyncFairLock(client, "aio", ttl=30, label=LABEL).acquire(),
+                await AsyncReadWriteLock(client, "aio", ttl=30, label=LABEL).read.acquire(),
+                await AsyncSemaphore(client, "aio", 2, ttl=30, label=LABEL).acquire(),
+            ]
+            assert all(held)
+            data = tenure_json(capsys, url, "inspect", "aio")
+            labels = {e["kind"]: labels_of(e) for e in data["locks"]}
+            assert labels.pop("CountDownLatch", None) in (None, {None})
+            assert labels == {
+                "Lock": {ODD_SHOWN},
+                "RLock": {LABEL},
+                "FairLock": {LABEL},
+                "ReadWriteLock": {LABEL},
+                "Semaphore": {LABEL},
+            }
+            status, out = tenure(capsys, url, "inspect", "aio")  # the Lock first
+            assert status == 0
+            lock_lines = out.split("\n\n")[0].splitlines()
+            assert lock_lines[1].startswith("  holder   a b:c.d;e|f#g%h+i~j k")  # one line
+            assert lock_lines[2].startswith("  ttl ")
+            status, out = tenure(capsys, url, "ls")
+            assert status == 0 and len(out.splitlines()) == 1 + 5
+            done = tenure_json(capsys, url, "release", "--force", "--semaphore", "aio")
+            assert [h["label"] for h in done["removed"]] == [LABEL]
+        finally:
+            await client.aclose()
+
+    asyncio.run(main_())
