@@ -7,7 +7,9 @@ fence ``max(last + 1, TIME µs)``; a token-checked release recorded for a
 retried call, the lock-delay guard deleted), against the raw floor's
 compare-and-delete ``EVALSHA`` (its ``SET NX PX`` is no script); and, for a
 contended hand-off, the server's time for a waiter's attempt that queues and
-the release that hands the lock to it, with and without the ACL guard.
+the release that hands the lock to it, with and without the ACL guard. The
+lease's token carries a holder label, as every tenure lease's does by default;
+one row sends a token without it.
 
 The calls are pipelined (2,000 cycles per pipeline, five pipelines per
 variant) so that no round trip is timed: only the server's time per call.
@@ -177,10 +179,17 @@ def anchor_per_call(r: redis.Redis, acquire: str, rounds: int = 5) -> float:
     return statistics.median(times)
 
 
-def per_call(r: redis.Redis, acquire: str, release: str, rounds: int = 5) -> float:
+#: A lease token without a holder label (as an older tenure's, or ``label=""``).
+TOKEN = "f723fa15eb45be505031b65fcf3054fc.2:1455a695238de7461ec1afb3db057194"
+#: The same with a typical label (``tenure._label.label_suffix``).
+LABELLED = TOKEN + ";web-3+pid+4711+(celery+worker)"
+
+
+def per_call(
+    r: redis.Redis, acquire: str, release: str, rounds: int = 5, token: str = LABELLED
+) -> float:
     """The server's µs per EVALSHA of ``acquire`` and ``release`` in turn (the
-    median of ``rounds`` pipelines of 2,000 cycles)."""
-    token = "f723fa15eb45be505031b65fcf3054fc.2:1455a695238de7461ec1afb3db057194"
+    median of ``rounds`` pipelines of 2,000 cycles), the lease's token ``token``."""
     keys_a = ("tenure:{c}", "tenure:{c}:fence", "tenure:{c}:waiters", "tenure:{c}:delay")
     args_a = (token, token.split(":")[0] + ":", 10000, "", 600000, 0, "tenure:{c}:wake:")
     keys_r = ("tenure:{c}", "tenure:{c}:waiters", "tenure:{c}:fence", "tenure:{c}:delay")
@@ -339,6 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         acquire, release = LOCK_ACQUIRE.source.decode(), LOCK_RELEASE.source.decode()
         rows = {
             "tenure's scripts, as sent": per_call(r, acquire, release),
+            "the same, a token without a label": per_call(r, acquire, release, token=TOKEN),
             "the same without the ACL guard": per_call(
                 r, without_acl_guard(acquire), without_acl_guard(release)
             ),

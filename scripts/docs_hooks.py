@@ -220,7 +220,7 @@ def json_page() -> str:
     lines = [
         "# JSON output",
         "",
-        "`tenure inspect`, `ls` and `doctor` print one JSON object with `--json`;"
+        "`tenure inspect`, `ls`, `release` and `doctor` print one JSON object with `--json`;"
         " `tenure top --json-lines` prints one per refresh, as the dashboard serves it. Its"
         " shape is stable: keys may be added, never renamed or removed. This page is"
         " generated from the docstrings of the modules that write it.",

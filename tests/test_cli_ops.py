@@ -31,6 +31,7 @@ from tenure import (
     Semaphore,
 )
 from tenure._cli import main
+from tenure._label import default_label, holder_text, split_holder
 from tenure._server import ServerProcess, server_version
 
 MakeServer = Callable[..., ServerProcess]
@@ -115,9 +116,10 @@ def test_inspect_a_held_lock_with_a_waiter(
 
     status, out, _ = tenure(capsys, url, "inspect", "orders:42")
     assert status == 0
-    assert f"holder   {lease.owner}" in out
+    assert f"holder   {holder_text(lease.owner)}" in out
+    assert f"holder   {default_label()} [{split_holder(lease.owner)[0]}]" in out
     assert f"fence    {lease.fence}" in out
-    assert "waiters  1" in out and queued["holder"] in out
+    assert "waiters  1" in out and holder_text(queued["holder"]) in out
 
     lease.release()
     waiter.finish()
@@ -341,9 +343,9 @@ def test_release_force_hands_a_dead_owners_lock_to_the_waiter(
     lease = waiter.finish()
     assert waiter.got_at - forced_at < 5, "the waiter slept on instead of being handed the lock"
     assert lease.fence > fence
-    assert f"removed  holder {token}" in out
+    assert f"removed  holder {holder_text(token)}" in out
     assert f"fence    {fence}" in out
-    assert f"handed to the first waiter: {lease.owner}" in out
+    assert f"handed to the first waiter: {holder_text(lease.owner)}" in out
     ttl_left = float(out.split("ttl left ")[1].split("s")[0])
     assert 50 < ttl_left <= 60
 
@@ -370,7 +372,7 @@ def test_release_force_of_an_rlock_held_twice(
     assert first and second
     status, out, _ = tenure(capsys, url, "release", "--force", "--rlock", "re")
     assert status == 0
-    assert f"removed  holder {first.owner} (hold count 2)" in out
+    assert f"removed  holder {default_label()} [{first.owner}] (hold count 2)" in out
     assert "now free" in out
     assert not rlock.locked()
     with pytest.raises(NotOwnedError):
@@ -383,7 +385,7 @@ def test_release_force_of_an_exact_key(
     lease = Lock(r, key="legacy:job", ttl=30).acquire()
     assert lease
     status, out, _ = tenure(capsys, url, "release", "--force", "--key", "legacy:job")
-    assert status == 0 and lease.owner in out
+    assert status == 0 and holder_text(lease.owner) in out
     assert r.exists("legacy:job") == 0
     status, _, err = tenure(capsys, url, "release", "--force", "--rlock", "--key", "legacy:job")
     assert status == 2 and "--rlock and --key" in err
@@ -513,9 +515,9 @@ def test_inspect_every_kind_of_one_name_held_then_free(
     status, out, _ = tenure(capsys, url, "inspect", "res")
     assert status == 0
     assert "FairLock 'res' (key tenure:{res}:fair)" in out
-    assert f"    read   {mine.owner} (hold count 2" in out
+    assert f"    read   {default_label()} [{mine.owner}] (hold count 2" in out
     assert "  waiters  1 (1 writer)" in out and "    1. write " in out
-    assert "  permits  3 (0 available)" in out and f"    {two.owner} (2 permits" in out
+    assert "  permits  3 (0 available)" in out and f"    {holder_text(two.owner)} (2 permits" in out
     assert "  count    2 (closed)" in out
 
     # Released by their holders, every kind is handed on, then left free.
@@ -593,9 +595,11 @@ def test_ls_lists_every_kind_one_row_each(
     status, out, _ = tenure(capsys, url, "ls")
     assert status == 0
     holder = {tuple(line.split()[:2]): line.split()[2:] for line in out.splitlines()[1:]}
+    text = {k: " ".join(v) for k, v in holder.items()}
     assert holder["FairLock", "fair-free"][0] == "free"
-    assert holder["ReadWriteLock", "rw-held"][:2] == [writer.owner, "(write)"]
-    assert holder["Semaphore", "sem-held"][:3] == [held_sem.owner, "x1", "(1/2)"]
+    # ls names a holder by its label alone
+    assert text["ReadWriteLock", "rw-held"].startswith(f"{default_label()} (write) ")
+    assert text["Semaphore", "sem-held"].startswith(f"{default_label()} x1 (1/2) ")
     assert holder["Semaphore", "sem-held"][-1] == "1"  # waiters
     assert holder["Semaphore", "sem-free"][:2] == ["free", "(0/2)"]
     assert holder["CountDownLatch", "latch-closed"][:2] == ["count", "2"]
@@ -628,10 +632,10 @@ def test_release_force_of_a_fair_lock_hands_it_to_the_head_of_the_queue(
     assert lease.fence > stuck.fence
     assert out.splitlines()[:3] == [
         "released FairLock 'fq' (key tenure:{fq}:fair)",
-        f"  removed  holder {stuck.owner}",
+        f"  removed  holder {holder_text(stuck.owner)}",
         f"  fence    {stuck.fence}",
     ]
-    assert f"handed to the first waiter: {lease.owner} (fence {lease.fence})" in out
+    assert f"handed to the first waiter: {holder_text(lease.owner)} (fence {lease.fence})" in out
     first.done()
     second.done()
 
@@ -652,10 +656,11 @@ def test_release_force_of_a_read_write_lock_removes_every_hold(
     assert status == 0
     lease = writer.wait_lease()
     assert writer.got_at - forced_at < 5, "the writer slept on instead of being handed the lock"
-    assert f"  removed  read hold of {mine.owner} (hold count 2, fence {mine.fence}" in out
-    assert f"  removed  read hold of {theirs.owner} (hold count 1" in out
-    assert f"  handed to a waiter: {lease.owner} (write, fence {lease.fence})" in out
-    assert f"  now write-held by {lease.owner}" in out
+    me = default_label()
+    assert f"  removed  read hold of {me} [{mine.owner}] (hold count 2, fence {mine.fence}" in out
+    assert f"  removed  read hold of {me} [{theirs.owner}] (hold count 1" in out
+    assert f"  handed to a waiter: {me} [{lease.owner}] (write, fence {lease.fence})" in out
+    assert f"  now write-held by {me} [{lease.owner}]" in out
     with pytest.raises(LockLostError):
         again.release()
     writer.done()
@@ -678,8 +683,8 @@ def test_release_force_of_a_read_write_lock_removes_every_hold(
         reader.wait_lease()
         assert reader.got_at - forced_at < 5
     lines = [line for line in out.splitlines() if "removed" in line]
-    assert lines[0].startswith(f"  removed  write hold of {held.owner}")
-    assert lines[1].startswith(f"  removed  read hold of {held.owner}")
+    assert lines[0].startswith(f"  removed  write hold of {default_label()} [{held.owner}]")
+    assert lines[1].startswith(f"  removed  read hold of {default_label()} [{held.owner}]")
     assert "  now read-held by 2 owners" in out
     for reader in readers:
         reader.done()
@@ -699,7 +704,8 @@ def test_release_force_of_a_semaphore_one_lease_or_every_one(
         capsys, url, "release", "--force", "--semaphore", "--token", a.owner, "pool"
     )
     assert status == 0
-    assert f"  removed  lease {a.owner} (1 permit, ttl left" in out and b.owner not in out
+    assert f"  removed  lease {holder_text(a.owner)} (1 permit, ttl left" in out
+    assert split_holder(b.owner)[0] not in out
     assert "  now 1 of 2 permits held" in out
     _, data = tenure_json(capsys, url, "inspect", "pool")
     [state] = data["locks"]
@@ -716,8 +722,8 @@ def test_release_force_of_a_semaphore_one_lease_or_every_one(
     assert status == 0
     lease = waiter.wait_lease()
     assert waiter.got_at - forced_at < 5, "the waiter slept on instead of being handed permits"
-    assert f"  removed  lease {b.owner} (1 permit" in out
-    assert f"  handed to a waiter: {lease.owner} (2 permits)" in out
+    assert f"  removed  lease {holder_text(b.owner)} (1 permit" in out
+    assert f"  handed to a waiter: {holder_text(lease.owner)} (2 permits)" in out
     waiter.done()
     status, _, err = tenure(capsys, url, "release", "--force", "--semaphore", "pool")
     assert status == 1 and "Semaphore 'pool' is not held" in err

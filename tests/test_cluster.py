@@ -861,3 +861,53 @@ def test_the_watchdog_renews_in_one_round_trip_per_master_async(
     for ports in per_round.values():
         assert len(ports) == len(set(ports)), f"more than one round trip to a master: {ports}"
     assert max(len(ports) for ports in per_round.values()) == 3
+
+
+def test_every_primitive_shows_its_label_on_a_cluster(
+    rc: redis.cluster.RedisCluster, cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The label travels in what each primitive stores (no key of its own, so
+    no slot of its own), and a hand-off on another master keeps the waiter's."""
+    label = "web-3 pid 4711 (celery worker)"
+    names = _names(rc, "label")
+    url = f"redis://127.0.0.1:{cluster.nodes[0].port}"
+    rlock = RLock(rc, names[1], ttl=30, label=label)
+    leases = [
+        Lock(rc, names[0], ttl=30, label=label).acquire(),
+        rlock.acquire(),
+        rlock.acquire(),  # a re-entry, whatever the label
+        FairLock(rc, names[2], ttl=30, label=label).acquire(),
+        ReadWriteLock(rc, names[0], ttl=30, label=label).read.acquire(),
+        Semaphore(rc, names[1], 2, ttl=30, label=label).acquire(),
+    ]
+    assert all(leases) and rlock.hold_count() == 2
+    assert RLock(rc, names[1]).info().label == label
+    seen = {}
+    for name in names:
+        status, out, _ = _tenure(capsys, url, "inspect", name, "--json")
+        assert status == 0
+        for view in json.loads(out)["locks"]:
+            if view["kind"] != "CountDownLatch":
+                seen[view["kind"], name] = view["label"]
+    assert seen == {
+        ("Lock", names[0]): label,
+        ("ReadWriteLock", names[0]): label,
+        ("RLock", names[1]): label,
+        ("Semaphore", names[1]): label,
+        ("FairLock", names[2]): label,
+    }
+    got: list[str | None] = []
+
+    def wait() -> None:
+        other = Lock(rc, names[0], ttl=5, label="the waiter")
+        with other.acquire(timeout=LEASE):
+            got.append(other.info().label)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)  # the waiter is queued
+    leases[0].release()
+    waiter.join(LEASE)
+    assert got == ["the waiter"]
+    for lease in leases[1:]:
+        lease.release()

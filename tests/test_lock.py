@@ -39,6 +39,7 @@ from tenure import (
     WrongTypeError,
 )
 from tenure._drivers import _async as _async_driver
+from tenure._label import default_label
 from tenure._plans.waiting import Grant
 from tenure._server import ServerProcess, free_port
 
@@ -708,6 +709,7 @@ def test_info_snapshots(r: redis.Redis) -> None:
     with rlock as held, rlock:
         rinfo = rlock.info()
         assert rinfo.holder == held.owner and rinfo.hold_count == 2 and rinfo.fence == held.fence
+        assert rinfo.label == info.label == default_label()
     lease.release()
     assert lock.info().holder is None and lock.info().fence == lease.fence
 

@@ -46,6 +46,7 @@ from tenure import (
     RLock,
 )
 from tenure._drivers import _sync
+from tenure._label import default_suffix
 from tenure._server import ServerProcess, free_port
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -90,7 +91,7 @@ def test_takes_every_part_and_releases_them(r: redis.Redis) -> None:
     assert [p.name for p in lease.leases] == ["b", "a", "c"]  # the order given
     assert lease.fence == tuple(p.fence for p in lease.leases)
     assert r.get("tenure:{b}") == lease.leases[0].owner.encode()
-    assert r.hget("tenure:{a}:rlock", lease.leases[1].owner) == b"1"
+    assert r.hget("tenure:{a}:rlock", lease.leases[1].owner + default_suffix()) == b"1"
     assert r.get("tenure:{c}:fair") == lease.leases[2].owner.encode()
     # (the 5 s ttl's, less what a loaded machine took since the acquire)
     assert multi.locked() and multi.owned() and 2.5 < lease.remaining <= 5

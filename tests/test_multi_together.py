@@ -33,6 +33,7 @@ from tenure import (
     RLock,
 )
 from tenure._api._sync import multi as sync_multi
+from tenure._label import default_suffix
 from tenure._plans.waiting import Grant
 from tenure._server import ServerProcess
 
@@ -97,7 +98,7 @@ def test_an_uncontended_cycle_is_one_round_trip_each_way(
         assert lease is not None and lease.valid
         assert (_Counted.writes - writes, _evalsha_calls(r) - calls) == (1, 3)
         assert r.get("tenure:{t1}") == lease.leases[0].owner.encode()
-        assert r.hget("tenure:{t2}:rlock", lease.leases[1].owner) == b"1"
+        assert r.hget("tenure:{t2}:rlock", lease.leases[1].owner + default_suffix()) == b"1"
         assert r.get("tenure:{t3}:fair") == lease.leases[2].owner.encode()
         writes, calls = _Counted.writes, _evalsha_calls(r)
         lease.release()

@@ -259,7 +259,7 @@ def test_read_lock_with_waiters() -> None:
     )
     assert view.held and exists(view) and view.ttl == 9.5
     assert to_json(view)["waiting"] == [
-        {"waiter": "hub", "holder": "own.2:tok", "lease": 3.0, "queued_for": 2.0}
+        {"waiter": "hub", "holder": "own.2:tok", "label": None, "lease": 3.0, "queued_for": 2.0}
     ]
 
 
@@ -303,6 +303,7 @@ def test_read_an_rlock_without_waiters_is_one_call() -> None:
         "key": "tenure:{jobs}:rlock",
         "held": True,
         "holder": "own.1",
+        "label": None,
         "count": 2,
         "ttl": None,
         "fence": 5,
@@ -353,6 +354,7 @@ def test_refine_waiter_splits_what_a_member_adds() -> None:
     assert waiter_json(sem) == {
         "waiter": "hub",
         "holder": "own.2:tok",
+        "label": None,
         "lease": 5.0,
         "queued_for": 1.0,
         "permits": 2,
@@ -386,11 +388,18 @@ def test_read_a_semaphore_with_a_waiter() -> None:
     data = to_json(view)
     assert data["permits"] == 3 and data["available"] == 0
     assert data["holders"] == [
-        {"token": "own.1:a", "permits": 2, "ttl": 9.0},
-        {"token": "own.1:b", "permits": 1, "ttl": 20.0},
+        {"token": "own.1:a", "permits": 2, "ttl": 9.0, "label": None},
+        {"token": "own.1:b", "permits": 1, "ttl": 20.0, "label": None},
     ]
     assert data["waiting"] == [
-        {"waiter": "hub", "holder": "own.2:c", "lease": 4.0, "queued_for": 2.0, "permits": 2}
+        {
+            "waiter": "hub",
+            "holder": "own.2:c",
+            "label": None,
+            "lease": 4.0,
+            "queued_for": 2.0,
+            "permits": 2,
+        }
     ]
     assert holder_summary(view) == "own.1:a x2 +1 more (3/3)"
     assert [h.holder for h in holds_of(view)] == ["own.1:a", "own.1:b"]
@@ -429,8 +438,8 @@ def test_read_a_read_write_lock() -> None:
     data = to_json(view)
     assert data["mode"] == "read" and data["waiting_writers"] == 1
     assert data["holders"] == [
-        {"owner": "a.1", "mode": "read", "count": 2, "ttl": 5.0, "fence": 12},
-        {"owner": "b.2", "mode": "read", "count": 1, "ttl": 8.0, "fence": 12},
+        {"owner": "a.1", "mode": "read", "count": 2, "ttl": 5.0, "fence": 12, "label": None},
+        {"owner": "b.2", "mode": "read", "count": 1, "ttl": 8.0, "fence": 12, "label": None},
     ]
     assert [(w["holder"], w["mode"]) for w in data["waiting"]] == [
         ("c.3", "write"),
@@ -471,6 +480,7 @@ def test_read_a_fair_lock_and_its_queue() -> None:
     assert to_json(view)["waiting"][0] == {
         "waiter": "w1",
         "holder": "own.2:t2",
+        "label": None,
         "lease": 3.0,
         "queued_for": None,
         "deadline": 4.0,
@@ -493,6 +503,7 @@ def test_read_a_latch() -> None:
         "key": "tenure:{batch}:latch",
         "held": False,
         "holder": None,
+        "label": None,
         "count": 3,
         "ttl": None,
         "fence": None,

@@ -21,6 +21,7 @@ from tenure import (
     Semaphore,
     UnsupportedServer,
 )
+from tenure._label import default_suffix
 from tenure._server import ServerProcess
 
 MakeServer = Callable[..., ServerProcess]
@@ -56,7 +57,7 @@ def test_acquire_returns_once_the_replica_has_the_lease(make_server: MakeServer)
         lease.release()
     rlock = RLock(client, "rep", ttl=30, min_replicas=1)
     with rlock as held:
-        assert on_replica.hget("tenure:{rep}:rlock", held.owner) == b"1"
+        assert on_replica.hget("tenure:{rep}:rlock", held.owner + default_suffix()) == b"1"
     semaphore = Semaphore(client, "rep", 2, ttl=30, min_replicas=1)
     with semaphore as permit:
         assert on_replica.zscore("tenure:{rep}:semaphore", permit.owner + "#1") is not None

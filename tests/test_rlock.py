@@ -34,10 +34,16 @@ from tenure import (
     WrongTypeError,
 )
 from tenure._drivers import _sync
+from tenure._label import default_suffix
 from tenure._server import ServerProcess, free_port
 
 SPAWN = multiprocessing.get_context("spawn")
 KEY = "tenure:{%s}:rlock"
+
+
+def field(owner: str) -> bytes:
+    """The hash field of ``owner``'s hold: its owner id, ';' and this process's label."""
+    return (owner + default_suffix()).encode()
 
 
 def in_thread(fn: Any) -> Any:
@@ -57,7 +63,7 @@ def test_reentry_shares_the_fence_and_counts_up(r: redis.Redis) -> None:
     assert a.fence == b.fence == c.fence and a.owner == b.owner == c.owner
     assert a is not b and a.name == "orders:42" and a.ttl == 5
     assert lock.hold_count() == 3 and lock.owned() and lock.locked()
-    assert r.hgetall(KEY % "orders:42") == {a.owner.encode(): b"3"}  # the owner id is the field
+    assert r.hgetall(KEY % "orders:42") == {field(a.owner): b"3"}  # owner id + label: the field
     assert 4900 < r.pttl(KEY % "orders:42") <= 5000
     # Release order is free: the count goes down whichever lease is released.
     a.release()
@@ -132,7 +138,7 @@ def test_another_thread_waits_until_the_count_is_zero(r: redis.Redis) -> None:
     lease = got[0][0]
     assert lease is not None and lease.fence > outer.fence  # handed off
     assert time.monotonic() - handed_at < 1.0  # by the release, not by the lease running out
-    assert r.hgetall(KEY % "excl") == {lease.owner.encode(): b"1"}  # the claim counted once
+    assert r.hgetall(KEY % "excl") == {field(lease.owner): b"1"}  # the claim counted once
     assert in_thread(lambda: lock.hold_count()) == 0  # (a new thread: another owner)
     with pytest.raises(NotOwnedError, match="not held by this thread"):
         lock.release()  # the waiter's hold is not ours
@@ -324,7 +330,7 @@ def test_a_hand_off_message_for_a_departed_waiter_changes_nothing(r: redis.Redis
     _sync.run(r, PassOn(keys, lease.owner).plan())
     with pytest.raises(WrongTypeError):
         _sync.run(r, lock_plans.pass_on(keys, lease.owner))
-    assert r.hgetall(KEY % "departed") == {lease.owner.encode(): b"1"}
+    assert r.hgetall(KEY % "departed") == {field(lease.owner): b"1"}
     lease.release()
 
 
@@ -537,11 +543,11 @@ def test_an_interrupted_first_attempt_is_undone_only_if_applied(
     InterruptedCall.armed = "reply"
     with pytest.raises(KeyboardInterrupt):
         lock.acquire(blocking=blocking)  # a re-entry, applied: 2, then back to 1
-    assert r.hgetall(KEY % "undo") == {lease.owner.encode(): b"1"}
+    assert r.hgetall(KEY % "undo") == {field(lease.owner): b"1"}
     InterruptedCall.armed = "send"
     with pytest.raises(KeyboardInterrupt):
         lock.acquire(blocking=blocking)  # never sent: the hold of 1 stays
-    assert r.hgetall(KEY % "undo") == {lease.owner.encode(): b"1"}
+    assert r.hgetall(KEY % "undo") == {field(lease.owner): b"1"}
     assert in_thread(lambda: RLock(r, "undo").acquire(blocking=False)) is None
     lease.release()
     assert not r.exists(KEY % "undo")

@@ -35,6 +35,7 @@ from tenure import (
     SemaphoreLease,
     WrongTypeError,
 )
+from tenure._label import default_label
 from tenure._server import free_port
 
 HOLDERS = "tenure:{%s}:semaphore"
@@ -241,7 +242,9 @@ def test_permit_count_is_stored_and_checked(r: redis.Redis) -> None:
     with pytest.raises(InvalidArgument, match=r"'count' has 2 permits in Redis.*given 3"):
         other.acquire()
     (holder,) = first.info().holders
-    assert holder == SemaphoreHolder(lease.owner, 1, holder.ttl) and 4.9 < holder.ttl <= 5
+    label = default_label()
+    assert holder == SemaphoreHolder(lease.owner, 1, holder.ttl, label=label)
+    assert 4.9 < holder.ttl <= 5
     other.set_permits(3)  # the explicit change
     assert other.permits == 3 and first.available() == 2
     extra = other.acquire(2)

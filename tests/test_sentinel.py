@@ -687,3 +687,30 @@ def test_a_replicated_acquire_on_an_isolated_old_master_gives_its_grant_back(
             await client.aclose()
 
     asyncio.run(main())
+
+
+def test_a_holders_label_survives_a_failover(group: SentinelGroup) -> None:
+    """The label travels in what the lease stores, so the promoted replica
+    has it, and an RLock's re-entry there finds the hold by its owner id."""
+    label = "web-3 pid 4711 (celery worker)"
+    client = _client(group)
+    lease = Lock(client, "f-label", ttl=LEASE, auto_renew=True, min_replicas=1, label=label)
+    held = lease.acquire()
+    rlock = RLock(client, "f-label", ttl=LEASE, auto_renew=True, min_replicas=1, label=label)
+    outer = rlock.acquire()
+    assert held is not None and outer is not None
+    old = group.kill_master()
+    try:
+        group.wait_promoted(old.port)
+        assert Lock(client, "f-label").info().label == label
+        again = RLock(client, "f-label", label="another label").acquire(timeout=5)
+        assert again is not None and again.fence == outer.fence and rlock.hold_count() == 2
+        assert rlock.info().label == label  # (the hold's first label)
+        again.release()
+        outer.release()
+        held.release()
+        assert not rlock.locked() and not Lock(client, "f-label").locked()
+    finally:
+        group.rejoin(old)
+        group.wait_healthy()
+        client.close()

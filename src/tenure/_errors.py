@@ -52,16 +52,21 @@ class AcquireTimeout(TenureError, TimeoutError):
     Attributes:
         name: the lock's name (or exact key).
         timeout: the wait that ran out, in seconds.
+        holder: who held it when the wait ran out, in words (``"held by web-3
+            pid 4711 (celery worker), lease left 12.4 s"``), or ``None`` when
+            it could not be read.
     """
 
-    def __init__(self, name: str, timeout: float | None) -> None:
+    def __init__(self, name: str, timeout: float | None, holder: str | None = None) -> None:
         self.name = name
         self.timeout = timeout
-        super().__init__(
+        self.holder = holder
+        text = (
             f"could not acquire {name!r} within {timeout:g}s"
             if timeout is not None
             else f"could not acquire {name!r}"
         )
+        super().__init__(f"{text} ({holder})" if holder else text)
 
 
 class NotOwnedError(TenureError, RuntimeError):
@@ -82,7 +87,26 @@ class NotOwnedError(TenureError, RuntimeError):
 
 
 class LockLostError(NotOwnedError):
-    """The lease disappeared while it was believed held (seen by renewal or a check)."""
+    """The lease disappeared while it was believed held (seen by renewal or a check).
+
+    When Redis said so, the message also says who holds the lock now (``now
+    held by web-3 pid 4711 (celery worker), lease left 12.4 s``), read once more
+    at that moment: :attr:`holder`.
+
+    Attributes:
+        holder: who held the lock when the loss was raised, in words, or ``None``.
+    """
+
+    holder: str | None = None
+
+    def name_holder(self, holder: str | None) -> None:
+        """Add ``holder`` (who holds the lock now, in words) to the message."""
+        if holder is None or self.holder is not None:
+            return
+        self.holder = holder
+        self.reason = f"{self.reason}; now {holder}"
+        where = f" (fence {self.fence})" if self.fence is not None else ""
+        self.args = (f"lock {self.name!r}{where}: {self.reason}",)
 
 
 class AlreadyHeldError(TenureError, RuntimeError):

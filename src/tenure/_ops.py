@@ -39,6 +39,7 @@ from ._drivers._sync import Client, run
 from ._errors import InvalidArgument, WrongTypeError
 from ._keys import LatchKeys, LockKeys, check_prefix
 from ._keys import parse_key as parse_any_key
+from ._label import split_holder
 from ._plans.kind import ForcedRelease as ForcedRelease
 from ._plans.kind import Hold as Hold
 from ._plans.kind import Kind
@@ -274,13 +275,20 @@ def holds_of(view: LockView) -> tuple[Hold, ...]:
     return kind_of(view).holds(view)
 
 
+def _names(holder: str) -> tuple[str, str]:
+    """What picks a lease with ``--token``: its whole token, or the token
+    without its label (what ``inspect`` shows in brackets)."""
+    return holder, split_holder(holder)[0]
+
+
 def force_release(
     client: Client, lock: Target, *, token: str | None = None
 ) -> ForcedRelease | None:
     """Break ``lock``'s holds: read them, then run the normal release with each
     holder's token (for an ``RLock`` and a read-write hold, once per hold
     level), which hands the lock (or a semaphore's permits) to the first live
-    waiters. ``token`` picks one Semaphore lease; otherwise every hold goes.
+    waiters. ``token`` (whole, or without its label) picks one Semaphore
+    lease; otherwise every hold goes.
     Returns ``None`` when nothing (matching) is held.
 
     A race with a holder's own release is harmless: the release scripts compare
@@ -298,7 +306,7 @@ def force_release(
     if token is not None and not spec.picks_lease:
         raise InvalidArgument("a token picks one lease of a Semaphore only")
     before = run(client, read_lock(lock))
-    holds = [h for h in holds_of(before) if token is None or h.holder == token]
+    holds = [h for h in holds_of(before) if token is None or token in _names(h.holder)]
     if not holds:
         return None
     removed, gone = run(client, spec.force_release(lock.keys, before, holds, new_op))

@@ -47,6 +47,7 @@ import redis.exceptions
 from ._api._sync import Lease, Lock, Redlock, RedlockLease
 from ._errors import LockLostError, NotOwnedError
 from ._keys import DEFAULT_PREFIX
+from ._label import run_label
 
 #: The signals forwarded to the command.
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -248,11 +249,12 @@ def run(
             taking the lock (a stopped server, a cut-off network).
     """
     out = err if err is not None else sys.stderr
+    label = run_label(list(command))
     lock: Lock | Redlock
     if isinstance(client, redis.Redis):
-        lock = Lock(client, name, ttl=ttl, auto_renew=True, prefix=prefix)
+        lock = Lock(client, name, ttl=ttl, auto_renew=True, prefix=prefix, label=label)
     else:
-        lock = Redlock(client, name, ttl=ttl, auto_renew=True, prefix=prefix)
+        lock = Redlock(client, name, ttl=ttl, auto_renew=True, prefix=prefix, label=label)
     signals = _Signals()
     try:
         signals.install()

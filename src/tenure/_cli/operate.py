@@ -168,6 +168,7 @@ def add_release(
     )
     release.add_argument("--force", action="store_true", help="really remove the holder (required)")
     _add_prefix(release)
+    _add_json(release)
     release.set_defaults(handler=_run_release, kind=DEFAULT_RELEASE, embedded="existing")
 
 
@@ -246,7 +247,10 @@ def _run_release(args: argparse.Namespace, server: Server) -> int:
             print(f"tenure release: {label} is not held{hint}", file=sys.stderr)
         return 1
     out = sys.stdout if done.released else sys.stderr
-    print("\n".join(_views.describe_release(done)), file=out)
+    if args.json:
+        print(_views.dumps(_views.release_json(done)), file=out)
+    else:
+        print("\n".join(_views.describe_release(done)), file=out)
     return 0 if done.released else 1
 
 

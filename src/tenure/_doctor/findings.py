@@ -59,7 +59,6 @@ NEEDED_COMMANDS: tuple[Needed, ...] = (
     Needed("HSET", ("{rlock}", "owner", "1"), "script"),
     Needed("HGET", ("{rlock}", "owner"), "script"),
     Needed("HMGET", ("{rlock}", "mode", "owner"), "script"),
-    Needed("HEXISTS", ("{rlock}", "owner"), "script"),
     Needed("HGETALL", ("{rlock}",), "script"),
     Needed("HINCRBY", ("{rlock}", "owner", "1"), "script"),
     Needed("DECR", ("{lock}",), "script"),

@@ -4,7 +4,8 @@ An owner id is ``<process id>.<n>``: the process id is 128 random bits from
 :mod:`secrets`, drawn again in a forked child (so the child owns none of the
 parent's leases), and ``n`` numbers the threads and tasks of the process (a
 thread's ident can be reused after it ends; ``n`` never is). A lease token is
-its owner id, a colon and another 128 random bits.
+its owner id, a colon and another 128 random bits, then the holder's label
+(``;<encoded label>``, see :mod:`tenure._label`), if it has one.
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ def next_number() -> int:
     return next(_numbers)
 
 
-def new_token(owner: str) -> str:
-    """A lease token: ``owner``, a colon, and 128 random bits (hex)."""
-    return f"{owner}:{secrets.token_hex(16)}"
+def new_token(owner: str, suffix: str = "") -> str:
+    """A lease token: ``owner``, a colon, 128 random bits (hex), and ``suffix``
+    (the holder's label as :func:`tenure._label.label_suffix` gives it, or "")."""
+    return f"{owner}:{secrets.token_hex(16)}{suffix}"
 
 
 def new_op() -> str:

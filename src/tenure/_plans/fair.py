@@ -38,6 +38,7 @@ from typing import Any
 from .._errors import InvalidArgument, NotOwnedError
 from .._info import FairLockInfo, FairWaiter
 from .._keys import FairKeys, fair_keys
+from .._label import holder_label
 from .._protocol import Eval, Plan, failed_calls_suppressed
 from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE, LOCK_EXTEND
 from .._units import check_count, check_seconds, lease_ms, to_ms
@@ -191,7 +192,8 @@ def parse_info(name: str, value: Any) -> FairLockInfo:
         lease_ms, _, token = rest.partition("|")
         owner = token.rpartition(":")[0] or token
         lease = int(lease_ms) / 1000 if lease_ms.isdigit() else 0.0
-        queue.append(FairWaiter(token, owner, waiter, lease, int(left) / 1000))
+        label = holder_label(token)
+        queue.append(FairWaiter(token, owner, waiter, lease, int(left) / 1000, label=label))
     held = bool(holder)
     return FairLockInfo(
         name,
@@ -201,6 +203,7 @@ def parse_info(name: str, value: Any) -> FairLockInfo:
         int(fence),
         int(waiting),
         tuple(queue),
+        label=holder_label(str(holder)) if held else None,
     )
 
 

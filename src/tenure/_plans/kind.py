@@ -26,6 +26,7 @@ from typing import Generic, TypeVar
 
 from .._errors import InvalidArgument, NotOwnedError
 from .._keys import MARKERS, ROLES, LatchKeys, LockKeys
+from .._label import holder_label
 from .._protocol import Command, Plan, text
 from .._scripts import ScriptSpec
 
@@ -70,6 +71,11 @@ class Waiter:
     mode: str | None = None
     permits: int | None = None
     deadline: float | None = None
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.label is None:  # (a kind whose holder is no stored token gives it)
+            object.__setattr__(self, "label", holder_label(self.holder))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +102,11 @@ class LockView:
     waiters: int
     waiting: tuple[Waiter, ...] = ()
     detail: object = None
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.label is None:  # (a kind whose holder is no stored token gives it)
+            object.__setattr__(self, "label", holder_label(self.holder))
 
     @property
     def held(self) -> bool:
@@ -126,6 +137,11 @@ class Hold:
     ttl: float | None
     fence: int
     mode: str | None = None
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.label is None:  # (a kind whose holder is no stored token gives it)
+            object.__setattr__(self, "label", holder_label(self.holder))
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +191,8 @@ def many_holders_view(
     fence: int,
     waiters: int,
     info: object,
+    *,
+    label: str | None = None,
 ) -> LockView:
     """The snapshot of a kind with several holds (a ReadWriteLock, a Semaphore):
     ``first`` is the ``(holder, count)`` it names (``None``: nobody holds it), its
@@ -191,6 +209,7 @@ def many_holders_view(
         fence,
         waiters,
         detail=info,
+        label=label,
     )
 
 
@@ -313,7 +332,11 @@ def token_release(
 
 def one_holder(view: LockView) -> tuple[Hold, ...]:
     """The hold of a kind with one holder: its holder, if held."""
-    return (Hold(view.holder, view.count, view.ttl, view.fence),) if view.held else ()
+    return (
+        (Hold(view.holder, view.count, view.ttl, view.fence, label=view.label),)
+        if view.held
+        else ()
+    )
 
 
 def nothing_else(view: LockView) -> bool:

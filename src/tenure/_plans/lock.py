@@ -55,6 +55,7 @@ from typing import Any
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError, WrongTypeError
 from .._info import LockInfo
 from .._keys import LockKeys, lock_keys
+from .._label import split_holder
 from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
@@ -127,16 +128,27 @@ class LockState:
 
 
 def lock_info(
-    name: str, holder: str, count: int, pttl_ms: int, fence: int, waiters: int
+    name: str,
+    holder: str,
+    count: int,
+    pttl_ms: int,
+    fence: int,
+    waiters: int,
+    *,
+    bare: bool = False,
 ) -> LockInfo:
-    """Build a :class:`LockInfo` from a snapshot's raw fields."""
+    """Build a :class:`LockInfo` from a snapshot's raw fields: ``holder`` as
+    stored (a token, or with ``bare`` an RLock's field, whose label is cut off
+    so that ``holder`` is the owner id), its label decoded."""
+    stem, label = split_holder(holder)
     return LockInfo(
         name,
-        holder or None,
+        (stem if bare else holder) or None,
         count if holder else 0,
         pttl_ms / 1000 if holder and pttl_ms >= 0 else None,
         fence,
         waiters,
+        label=label,
     )
 
 

@@ -35,11 +35,12 @@ connection); the lock then stays held until its lease runs out.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .._errors import NotOwnedError, ProtocolError
 from .._keys import LockKeys, rlock_keys
+from .._label import split_holder
 from .._protocol import Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
 from .._units import lease_ms
@@ -48,6 +49,7 @@ from .kind import (
     Hold,
     Kind,
     LockView,
+    Waiter,
     named,
     release_each,
     release_levels,
@@ -87,12 +89,16 @@ def acquire(
     now: Clock,
     op: str,
     delay_ms: int = 0,
+    label: str = "",
 ) -> Plan[Grant | None]:
     """Take the lock for ``owner``, or enter it again if ``owner`` holds it.
 
     ``op`` is unique per call: a script call retried after its reply was lost
     (by redis-py) is recognised by it and not counted twice. ``delay_ms`` is the
-    lock-delay (see :class:`tenure.Lock`).
+    lock-delay (see :class:`tenure.Lock`). ``label`` (the holder's label as
+    :func:`tenure._label.label_suffix` gives it, or "") goes after the owner id
+    in the field of a new hold and in the queue member; a re-entry keeps the
+    hold's field.
 
     Returns a :class:`Grant` whose ``token`` is ``owner``; a re-entry's fence
     is the hold's fence. Returns ``None`` when ``blocking`` is false and another
@@ -102,7 +108,7 @@ def acquire(
         InvalidArgument: ``ttl`` is not a lease length (0.01 s to a year).
         WrongTypeError: one of the lock's keys holds another type.
     """
-    contender = _RLockContender(keys, owner, ttl, lease_ms(ttl))
+    contender = _RLockContender(keys, owner, ttl, lease_ms(ttl), label)
     contender.op, contender.delay_ms = op, delay_ms
     return (yield from wait_turn(contender, blocking=blocking, timeout=timeout, now=now))
 
@@ -117,8 +123,9 @@ class _RLockContender(Contender):
     op = ""
     delay_ms = 0
 
-    def __init__(self, keys: LockKeys, owner: str, ttl: float, ttl_ms: int) -> None:
-        self.keys, self.token, self.ttl, self.ttl_ms = keys, owner, ttl, ttl_ms
+    def __init__(self, keys: LockKeys, owner: str, ttl: float, ttl_ms: int, label: str) -> None:
+        self.keys, self.owner, self.ttl, self.ttl_ms = keys, owner, ttl, ttl_ms
+        self.token = owner + label  # (what the member and a hand-off's message carry)
 
     def attempt(self, member: str) -> Eval:
         keys = self.keys
@@ -138,7 +145,7 @@ class _RLockContender(Contender):
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
         if status is Status.OK:
-            return Grant(self.token, int(value), self.ttl, sent_at + validity(self.ttl))
+            return Grant(self.owner, int(value), self.ttl, sent_at + validity(self.ttl))
         if status is Status.BUSY:
             return int(value)
         raise ProtocolError(f"{RLOCK_ACQUIRE.name}: unexpected status {status.name}")
@@ -263,8 +270,18 @@ def inspect(keys: LockKeys, owner: str = "") -> Plan[RLockState]:
 
 def _read(keys: LockKeys, waiting: int) -> Plan[LockView]:
     r = yield from inspect(keys)
-    view = LockView("RLock", keys.name, keys.lock, r.holder, r.count, r.pttl_ms, r.fence, r.waiters)
-    return (yield from with_waiting(view, keys, waiting))
+    owner, label = split_holder(r.holder)
+    view = LockView(
+        "RLock", keys.name, keys.lock, owner, r.count, r.pttl_ms, r.fence, r.waiters, label=label
+    )
+    return (yield from with_waiting(view, keys, waiting, _refine))
+
+
+def _refine(waiter: Waiter) -> Waiter:
+    """A waiter whose member's holder is ``"<owner id>;<label>"``, as its owner
+    id and its label (the operator's views name an RLock's holder by its owner id)."""
+    owner, label = split_holder(waiter.holder)
+    return replace(waiter, holder=owner, label=label) if label is not None else waiter
 
 
 def _force_release(
@@ -287,5 +304,6 @@ RLOCK: Kind[LockKeys] = Kind(
     read=_read,
     scripts=(RLOCK_ACQUIRE, RLOCK_RELEASE, RLOCK_EXTEND, RLOCK_INSPECT),
     acl_keys=_acl_keys,
+    refine_waiter=_refine,
     force_release=_force_release,
 )

@@ -45,6 +45,7 @@ from typing import Any, Literal
 from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, ProtocolError
 from .._info import ReadWriteHolder, ReadWriteInfo
 from .._keys import RWLockKeys, rwlock_keys
+from .._label import holder_label, split_holder
 from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, text
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import lease_ms
@@ -322,6 +323,13 @@ def extend(
     return (yield from extended(step, keys.name, fence, seconds, now))
 
 
+def _holder(who: str, m: str, count: int, pttl_ms: int, fence: int) -> ReadWriteHolder:
+    """A hold as ``rwlock_inspect.lua`` gives it: its owner id, with the
+    label of the hold's id after it."""
+    owner, label = split_holder(who)
+    return ReadWriteHolder(owner, _MODE[m], count, pttl_ms / 1000, fence, label=label)
+
+
 def inspect(keys: RWLockKeys, owner: str = "") -> Plan[RWState]:
     """Read the lock's mode, live holds, queue and last fence, and ``owner``'s
     read and write hold counts."""
@@ -330,7 +338,7 @@ def inspect(keys: RWLockKeys, owner: str = "") -> Plan[RWState]:
     )
     mode, fence, waiters, writers, mine_r, mine_w, *rest = value
     holders = tuple(
-        ReadWriteHolder(str(o), _MODE[str(m)], int(c), int(p) / 1000, int(f))
+        _holder(str(o), str(m), int(c), int(p), int(f))
         for o, m, c, p, f in (rest[i : i + 5] for i in range(0, len(rest), 5))
     )
     info = ReadWriteInfo(
@@ -350,7 +358,7 @@ def _refine(waiter: Waiter) -> Waiter:
     match = _RW_TOKEN.match(waiter.holder)
     if match:
         mode = "read" if match[1] == "r" else "write"
-        return replace(waiter, holder=match[2], mode=mode)
+        return replace(waiter, holder=match[2], mode=mode, label=holder_label(match[3]))
     return waiter
 
 
@@ -371,6 +379,7 @@ def _read(keys: RWLockKeys, waiting: int) -> Plan[LockView]:
         info.fence,
         info.waiters,
         info,
+        label=first.label if first else None,
     )
     return (yield from with_waiting(view, keys, waiting, _refine))
 
@@ -378,7 +387,7 @@ def _read(keys: RWLockKeys, waiting: int) -> Plan[LockView]:
 def _holds(view: LockView) -> tuple[Hold, ...]:
     """Every hold, write holds first."""
     ordered = sorted(_info(view).holders, key=lambda h: h.mode != "write")
-    return tuple(Hold(h.owner, h.count, h.ttl, h.fence, h.mode) for h in ordered)
+    return tuple(Hold(h.owner, h.count, h.ttl, h.fence, h.mode, label=h.label) for h in ordered)
 
 
 def read_hold_values(keys: RWLockKeys) -> Plan[dict[str, str]]:

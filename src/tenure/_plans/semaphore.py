@@ -37,6 +37,7 @@ from typing import Any
 from .._errors import InvalidArgument, NotOwnedError, ProtocolError
 from .._info import SemaphoreHolder, SemaphoreInfo
 from .._keys import SemaphoreKeys, semaphore_keys
+from .._label import holder_label
 from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, text
 from .._scripts import (
     SEMAPHORE_ACQUIRE,
@@ -296,7 +297,10 @@ def inspect(keys: SemaphoreKeys, permits: int) -> Plan[SemaphoreInfo]:
         token = text(member).rpartition("#")[0]
         counts[token] = counts.get(token, 0) + 1
         ttls[token] = int(pttl) / 1000
-    holders = tuple(SemaphoreHolder(token, counts[token], ttls[token]) for token in counts)
+    holders = tuple(
+        SemaphoreHolder(token, counts[token], ttls[token], label=holder_label(token))
+        for token in counts
+    )
     held = sum(counts.values())
     return SemaphoreInfo(keys.name, total, max(0, total - held), holders, int(waiters))
 

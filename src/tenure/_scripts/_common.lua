@@ -120,6 +120,34 @@ local function delay_after(key, owner, lease, delay, delayed)
   end
 end
 
+-- An owner as a caller names it: its owner id, or its owner id then ';' and
+-- its holder label (see tenure._label; a label never holds ';'). Returns the
+-- owner id alone.
+local function bare_owner(owner)
+  return string.match(owner, '^[^;]*')
+end
+
+-- Whether the field `field` of a reentrant lock's hash (the holder: its owner
+-- id, or its owner id, ';' and its label) is owner `owner`'s (named as
+-- bare_owner reads it).
+local function owns(field, owner)
+  local me = bare_owner(owner)
+  return field == me or string.sub(field, 1, #me + 1) == me .. ';'
+end
+
+-- The field of the reentrant lock `key` (a hash with one field) that holds
+-- owner `owner` and its hold count, or nil when the lock is free or another
+-- owner's. `owner` names the field as the caller expects it (its owner id and
+-- its label): one HGET finds it; a hold begun with another label (or none)
+-- is found by the owner id in the hash's one field.
+local function holder_field(key, owner)
+  local count = redis.call('HGET', key, owner)
+  if count then return owner, count end
+  local fields = redis.call('HGETALL', key)
+  if fields[1] and owns(fields[1], owner) then return fields[1], fields[2] end
+  return nil
+end
+
 -- The fence a fence key's value `v` holds: the integer, or nil when `v` holds
 -- none that a fence can follow (not a number, infinite, NaN, a fraction, or
 -- 2^53 or more, beyond which the script's numbers can't add 1 exactly): a

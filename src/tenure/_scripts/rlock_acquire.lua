@@ -3,21 +3,27 @@
 -- it, queue the caller so that a release hands the lock straight to it (see
 -- rlock_release.lua).
 --
--- KEYS[1]  lock key      hash with one field: the holder's owner id, value = its
---                        hold count (integer >= 1); the key's PX is the lease
+-- KEYS[1]  lock key      hash with one field: the holder's owner id (then ';'
+--                        and its label, when it has one), value = its hold
+--                        count (integer >= 1); the key's PX is the lease
 -- KEYS[2]  fence key     string holding an integer: the last fence minted for the name
 -- KEYS[3]  waiters key   sorted set, score = arrival (server µs), member =
 --                        "<waiter id>|<claim ms>|<owner id>" (claim ms: the
 --                        lease a hand-off to it sets, see _common.lua)
--- ARGV[1]  owner         string; the caller's owner id
+-- ARGV[1]  owner         string; the caller's owner id, then ';' and its label
+--                        (the field a new hold gets; an owner's hold is found
+--                        by its owner id, whatever label it was taken with)
 -- ARGV[2]  lease         integer MILLISECONDS, > 0
 -- ARGV[3]  member        the caller's waiters member (as KEYS[3]), or "" when not queued
 -- KEYS[4]  delay key     string: the lock-delay guard, value = the holding owner
---                        id; it outlives the hold's lease by the lock-delay, and
---                        a release at count 0 deletes it (see lock_acquire.lua)
--- KEYS[5]  last op key   string "<owner id>|<op id>": the last change of the
---                        count (120 s), so that a call retried after a lost
---                        reply is recognised and not applied twice
+--                        as the caller named it (ARGV[1]); it outlives the hold's
+--                        lease by the lock-delay, and a release at count 0
+--                        deletes it (see lock_acquire.lua)
+-- KEYS[5]  last op key   string "<owner>|<op id>" (the owner as ARGV[1] names it:
+--                        a retry, or an undo, of a call names it the same): the
+--                        last change of the count (120 s), so that a call
+--                        retried after a lost reply is recognised and not
+--                        applied twice
 -- ARGV[4]  fence ttl     integer MILLISECONDS the fence key outlives its last use
 --                        (at least the lease)
 -- ARGV[5]  lock-delay    integer MILLISECONDS, >= 0; 0 = no lock-delay
@@ -106,11 +112,12 @@ if kind == 'none' then
   return fence
 end
 
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+local field = holder_field(KEYS[1], ARGV[1])
+if field then
   if ARGV[3] ~= '' then
     redis.call('ZREM', KEYS[3], ARGV[3])
   elseif ARGV[6] == '' or redis.call('GET', KEYS[5]) ~= op then
-    redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+    redis.call('HINCRBY', KEYS[1], field, 1)
   end
   held()
   if not last then return mint() end -- the fence key was deleted: seed anew

@@ -4,7 +4,8 @@
 -- KEYS[1]  lock key      hash {<owner id>: <hold count>} (see rlock_acquire.lua)
 -- KEYS[2]  fence key     string holding an integer: the last fence minted
 -- KEYS[3]  delay key     string: the lock-delay guard (see rlock_acquire.lua)
--- ARGV[1]  owner         string; the holding owner id
+-- ARGV[1]  owner         string; the holding owner id, then ';' and its label
+--                        (the field it expects; its hold is found by its owner id)
 -- ARGV[2]  fence         the hold's fence (decimal)
 -- ARGV[3]  lease         integer MILLISECONDS, > 0
 -- ARGV[4]  fence ttl     integer MILLISECONDS the fence key outlives its last use
@@ -31,8 +32,8 @@ if other_type(KEYS[1], 'hash') then return {WRONG_TYPE, KEYS[1]} end
 local last = redis.pcall('GET', KEYS[2])
 if wrong(last) then return {WRONG_TYPE, KEYS[2]} end
 if last and not stored_fence(last) then return {WRONG_TYPE, KEYS[2]} end
-local count = redis.call('HGET', KEYS[1], ARGV[1])
-if not count then return {NOT_OWNED, 0} end
+local field, count = holder_field(KEYS[1], ARGV[1])
+if not field then return {NOT_OWNED, 0} end
 if last and tonumber(last) ~= tonumber(ARGV[2]) then return {NOT_OWNED, 0} end
 local left = redis.call('PTTL', KEYS[1])
 if left >= 0 and left < tonumber(ARGV[5]) then return {NOT_OWNED, 1} end

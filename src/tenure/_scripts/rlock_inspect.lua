@@ -6,7 +6,8 @@
 -- ARGV[1]  owner         string; the owner id asking (its count is returned), or ""
 --
 -- Returns  {1, {holder, count, pttl_ms, fence, waiters, mine}}
---            holder   string, the holding owner id; "" when free
+--            holder   string, the holding owner id (then ';' and its label,
+--                     when it has one); "" when free
 --            count    integer, the holder's hold count (0 when free)
 --            pttl_ms  integer; -2 when free, -1 when held with no expiry
 --            fence    integer, the last fence minted (0 if none is known)
@@ -29,6 +30,6 @@ local holder, count = '', 0
 local fields = redis.call('HGETALL', KEYS[1])
 if #fields > 0 then holder, count = fields[1], tonumber(fields[2]) or 0 end
 local mine = 0
-if ARGV[1] ~= '' then mine = tonumber(redis.call('HGET', KEYS[1], ARGV[1])) or 0 end
+if ARGV[1] ~= '' and holder ~= '' and owns(holder, ARGV[1]) then mine = count end
 return {OK, {holder, count, redis.call('PTTL', KEYS[1]), tonumber(fence) or 0,
             redis.call('ZCARD', KEYS[3]), mine}}

@@ -11,7 +11,8 @@
 -- KEYS[2]  waiters key   sorted set, score = arrival, member =
 --                        "<waiter id>|<claim ms>|<owner id>" (see rlock_acquire.lua)
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
--- ARGV[1]  owner         string; the releasing owner id
+-- ARGV[1]  owner         string; the releasing owner id, then ';' and its label
+--                        (the field it expects; its hold is found by its owner id)
 -- ARGV[2]  fence         the hold's fence (decimal), or "" for whatever hold the
 --                        owner has (a waiter leaving, which never saw its fence)
 -- ARGV[3]  wake prefix   string; waiter w is told by PUBLISH on ARGV[3] .. w
@@ -63,18 +64,19 @@ if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEY
 
 if ARGV[5] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[5]) end
 local op = ARGV[1] .. '|' .. ARGV[7]
+local field, held = holder_field(KEYS[1], ARGV[1])
 if ARGV[7] ~= '' and redis.call('GET', KEYS[5]) == op then
-  return tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or 0)
+  return tonumber(held or 0)
 end
 if ARGV[8] and ARGV[8] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[1] .. '|' .. ARGV[8] then
   return {NOT_OWNED, 0}
 end
-if not redis.call('HGET', KEYS[1], ARGV[1]) then return {NOT_OWNED, 0} end
+if not field then return {NOT_OWNED, 0} end
 -- A missing fence key means none was minted since this hold began (a fence is
 -- minted for every new hold), so the hold is still the same.
 if ARGV[2] ~= '' and last and tonumber(last) ~= tonumber(ARGV[2]) then return {NOT_OWNED, 0} end
 
-local count = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+local count = redis.call('HINCRBY', KEYS[1], field, -1)
 if ARGV[7] ~= '' then redis.call('SET', KEYS[5], op, 'PX', 120000) end
 if count > 0 then return count end
 redis.call('DEL', KEYS[1], KEYS[4])

@@ -12,7 +12,8 @@
 --            mine_r   integer, ARGV[1]'s read hold count (0 when none)
 --            mine_w   integer, ARGV[1]'s write hold count (0 when none)
 --          then five items per live hold, latest expiry last:
---            owner id, "r" or "w", count, pttl_ms (the hold's lease left), fence
+--            owner id (then ';' and the holder's label, when the hold's id
+--            carries one), "r" or "w", count, pttl_ms (the hold's lease left), fence
 --          {5, key}   WRONG_TYPE: key holds a value of another type.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
@@ -42,7 +43,8 @@ for i = 1, #live, 2 do
     if owner == ARGV[1] then
       if m == 'r' then out[5] = h.count else out[6] = h.count end
     end
-    for _, v in ipairs({owner, m, h.count, tonumber(live[i + 1]) - now, tonumber(h.fence)}) do
+    local who = owner .. (string.match(h.id, ';.*$') or '')
+    for _, v in ipairs({who, m, h.count, tonumber(live[i + 1]) - now, tonumber(h.fence)}) do
       out[#out + 1] = v
     end
   end

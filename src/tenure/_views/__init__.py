@@ -12,9 +12,10 @@ new keys may be added, none removed or renamed)::
     {"kind": "Lock" | "RLock" | "FairLock" | "ReadWriteLock" | "Semaphore"
              | "CountDownLatch",
      "name": "orders:42", "key": "tenure:{orders:42}",
-     "held": true, "holder": "<token or owner id>" | null, "count": 1,
+     "held": true, "holder": "<token or owner id>" | null,
+     "label": "web-3 pid 4711 (celery worker)" | null, "count": 1,
      "ttl": 9.52 | null, "fence": 1754300000000001 | null, "waiters": 1,
-     "waiting": [{"waiter": "<hub id>", "holder": "<token or owner id>",
+     "waiting": [{"waiter": "<hub id>", "holder": "<token or owner id>", "label": ...,
                   "lease": 10.0 | null, "queued_for": 0.41 | null}]}
 
 ``key`` is the primitive's main key (a semaphore's holders, a latch's count).
@@ -34,10 +35,10 @@ Per kind, these keys are added (each view's ``json_extras``, :mod:`.kinds`):
 - ``FairLock``: each ``waiting`` entry has ``"deadline"``: seconds until the
   waiter is dropped unless it calls again (``queued_for`` is null).
 - ``ReadWriteLock``: ``"mode": "read" | "write" | null``, ``"waiting_writers"``,
-  ``"holders": [{"owner", "mode", "count", "ttl", "fence"}]`` (latest expiry
+  ``"holders": [{"owner", "mode", "count", "ttl", "fence", "label"}]`` (latest expiry
   last); each ``waiting`` entry has ``"mode"``, and its ``holder`` is the owner id.
 - ``Semaphore``: ``"permits"`` (the stored count, null when none is stored),
-  ``"available"`` (null likewise), ``"holders": [{"token", "permits", "ttl"}]``
+  ``"available"`` (null likewise), ``"holders": [{"token", "permits", "ttl", "label"}]``
   (first to expire first); each ``waiting`` entry has ``"permits"``.
 - ``CountDownLatch``: ``"count"`` is the latch's count, ``"open"`` whether it
   is zero, ``"opened"`` the number that grows each time it opens (null if none
@@ -46,6 +47,23 @@ Per kind, these keys are added (each view's ``json_extras``, :mod:`.kinds`):
 
 ``inspect --json`` prints ``{"name", "key", "prefix", "locks": [...]}``;
 ``ls --json`` prints ``{"prefix", "pattern", "locks": [...]}``.
+
+``label`` (everywhere a holder is: the primitive, each ``waiting`` entry, each
+ReadWriteLock and Semaphore ``holders`` entry) is the holder's label, who
+holds in words (``"web-3 pid 4711 (celery worker)"``), or null when the holder
+gave none (an older tenure, a foreign client). A Lock's, FairLock's and
+Semaphore's ``holder`` (and ``token``) is the whole token, which carries the
+label after a ``;``; an RLock's and ReadWriteLock's is the owner id.
+
+``release --force --json`` prints what was done::
+
+    {"released": true, "kind": "Lock", "name": "orders:42", "key": "tenure:{orders:42}",
+     "removed": [{"holder": "<token or owner id>", "label": "..." | null, "count": 1,
+                  "ttl": 9.52 | null, "fence": 1754300000000001 | null,
+                  "mode": "read" | "write" (ReadWriteLock only)}],
+     "gone": [<the same, for holds that ended before they could be removed>],
+     "before": <the primitive before, as in ls --json>,
+     "after": <the primitive after: held by the first waiters, or free>}
 """
 
 from __future__ import annotations
@@ -54,7 +72,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .._plans.kind import ForcedRelease, LockView, Waiter
+from .._plans.kind import ForcedRelease, Hold, LockView, Waiter
 from .kind import KindView as KindView
 from .kind import seconds
 from .kinds import VIEWS as VIEWS
@@ -69,6 +87,7 @@ def waiter_json(waiter: Waiter) -> dict[str, Any]:
     out: dict[str, Any] = {
         "waiter": waiter.waiter,
         "holder": waiter.holder,
+        "label": waiter.label,
         "lease": waiter.lease,
         "queued_for": waiter.queued_for,
     }
@@ -87,6 +106,7 @@ def to_json(view: LockView, *, waiting: bool = True) -> dict[str, Any]:
         "key": view.key,
         "held": view.held,
         "holder": view.holder or None,
+        "label": view.label,
         "count": view.count,
         "ttl": view.ttl,
         "fence": view.fence or None,
@@ -96,6 +116,34 @@ def to_json(view: LockView, *, waiting: bool = True) -> dict[str, Any]:
     if waiting:
         out["waiting"] = [waiter_json(w) for w in view.waiting]
     return out
+
+
+def hold_json(hold: Hold) -> dict[str, Any]:
+    """One hold a forced release removed (or found gone) as a JSON object."""
+    out: dict[str, Any] = {
+        "holder": hold.holder,
+        "label": hold.label,
+        "count": hold.count,
+        "ttl": hold.ttl,
+        "fence": hold.fence or None,
+    }
+    if hold.mode is not None:
+        out["mode"] = hold.mode
+    return out
+
+
+def release_json(done: ForcedRelease) -> dict[str, Any]:
+    """What ``release --force`` did, as a JSON object (see the module's docstring)."""
+    return {
+        "released": done.released,
+        "kind": done.before.kind,
+        "name": done.before.name,
+        "key": done.before.key,
+        "removed": [hold_json(h) for h in done.removed],
+        "gone": [hold_json(h) for h in done.gone],
+        "before": to_json(done.before, waiting=False),
+        "after": to_json(done.after, waiting=False),
+    }
 
 
 def dumps(value: object) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._label import holder_text
 from .._plans.kind import ForcedRelease, Hold, LockView
 from .._plans.kinds import kind_of
 
@@ -47,7 +48,8 @@ def waiting_lines(view: LockView) -> list[str]:
         if w.deadline is not None:
             what.append(f"dropped in {seconds(w.deadline)} unless it calls again")
         mode = f"{w.mode} " if w.mode else ""
-        lines.append(f"    {i}. {mode}{w.holder} ({', '.join(what)}, waiter {w.waiter})")
+        who = holder_text(w.holder, w.label)
+        lines.append(f"    {i}. {mode}{who} ({', '.join(what)}, waiter {w.waiter})")
     if view.waiters > len(view.waiting) > 0:
         lines.append(f"    ... and {view.waiters - len(view.waiting)} more")
     return lines
@@ -79,17 +81,19 @@ def more_text(holds: Sequence[Hold]) -> str:
 
 def holder_lines(view: LockView) -> list[str]:
     """``inspect``'s lines of a lock held by one lease token (a Lock, a FairLock)."""
-    return one_holder_lines(view, view.holder)
+    return one_holder_lines(view, holder_text(view.holder, view.label))
 
 
 def holder_or_free(view: LockView) -> str:
     """``ls``'s HOLDER column of a lock held by one lease token: it, or ``free``."""
-    return view.holder if view.held else "free"
+    return holder_text(view.holder, view.label, short=True) if view.held else "free"
 
 
 def now_text(view: LockView) -> str:
     """Where a lock with one holder stands after a forced release, in a few words."""
-    return f"now held by {view.holder} (fence {view.fence})" if view.held else "now free"
+    if not view.held:
+        return "now free"
+    return f"now held by {holder_text(view.holder, view.label)} (fence {view.fence})"
 
 
 def one_holder_release(done: ForcedRelease, holder: str) -> list[str]:
@@ -102,7 +106,9 @@ def one_holder_release(done: ForcedRelease, holder: str) -> list[str]:
         f"  ttl left {no_expiry(b.ttl)}",
     ]
     if a.held and a.holder != b.holder:
-        lines.append(f"  handed to the first waiter: {a.holder} (fence {a.fence})")
+        lines.append(
+            f"  handed to the first waiter: {holder_text(a.holder, a.label)} (fence {a.fence})"
+        )
     elif a.held:
         lines.append(f"  {now_text(a)}")
     else:
@@ -112,7 +118,7 @@ def one_holder_release(done: ForcedRelease, holder: str) -> list[str]:
 
 def token_release_lines(done: ForcedRelease) -> list[str]:
     """``release --force``'s lines of a lock held by one lease token."""
-    return one_holder_release(done, done.before.holder)
+    return one_holder_release(done, holder_text(done.before.holder, done.before.label))
 
 
 def many_holders_release(

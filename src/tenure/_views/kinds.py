@@ -11,6 +11,7 @@ from typing import Any
 from .._errors import InvalidArgument
 from .._info import CountDownLatchInfo, ReadWriteInfo, SemaphoreInfo
 from .._keys import LatchKeys, LockKeys
+from .._label import holder_text
 from .._plans.kind import ForcedRelease, Hold, LockView, detail
 from .._plans.kinds import kind_of
 from .kind import (
@@ -60,7 +61,7 @@ FAIR = KindView(
 
 
 def _rlock_holder(view: LockView) -> str:
-    return f"{view.holder} (hold count {view.count})"
+    return f"{holder_text(view.holder, view.label)} (hold count {view.count})"
 
 
 def _rlock_describe(view: LockView) -> list[str]:
@@ -68,7 +69,9 @@ def _rlock_describe(view: LockView) -> list[str]:
 
 
 def _rlock_summary(view: LockView) -> str:
-    return f"{view.holder} x{view.count}" if view.held else "free"
+    return (
+        f"{holder_text(view.holder, view.label, short=True)} x{view.count}" if view.held else "free"
+    )
 
 
 def _rlock_release_lines(done: ForcedRelease) -> list[str]:
@@ -99,7 +102,14 @@ def _rw_json_extras(view: LockView) -> dict[str, Any]:
         "mode": info.mode,
         "waiting_writers": info.waiting_writers,
         "holders": [
-            {"owner": h.owner, "mode": h.mode, "count": h.count, "ttl": h.ttl, "fence": h.fence}
+            {
+                "owner": h.owner,
+                "mode": h.mode,
+                "count": h.count,
+                "ttl": h.ttl,
+                "fence": h.fence,
+                "label": h.label,
+            }
             for h in info.holders
         ],
     }
@@ -110,7 +120,8 @@ def _rw_describe(view: LockView) -> list[str]:
     lines = [f"  mode     {info.mode or 'free'}", f"  holders  {len(info.holders) or 'none'}"]
     for rw in kind_of(view).holds(view):
         lines.append(
-            f"    {rw.mode:<5}  {rw.holder} (hold count {rw.count}, fence {rw.fence}, "
+            f"    {rw.mode:<5}  {holder_text(rw.holder, rw.label)} (hold count {rw.count}, "
+            f"fence {rw.fence}, "
             f"ttl {seconds(rw.ttl)})"
         )
     writers = ""
@@ -126,13 +137,14 @@ def _rw_summary(view: LockView) -> str:
         return "free"
     first = holds[0]
     count = f" x{first.count}" if first.count > 1 else ""
-    return f"{first.holder}{count} ({first.mode}){more_text(holds)}"
+    who = holder_text(first.holder, first.label, short=True)
+    return f"{who}{count} ({first.mode}){more_text(holds)}"
 
 
 def _rw_now_text(view: LockView) -> str:
     info = _rw_info(view)
     if info.mode == "write":
-        return f"now write-held by {view.holder} (fence {view.fence})"
+        return f"now write-held by {holder_text(view.holder, view.label)} (fence {view.fence})"
     if info.mode == "read":
         owners = len({h.owner for h in info.holders})
         return f"now read-held by {owners} owner{'s' if owners != 1 else ''}"
@@ -141,7 +153,8 @@ def _rw_now_text(view: LockView) -> str:
 
 def _rw_hold_text(hold: Hold) -> str:
     return (
-        f"{hold.mode} hold of {hold.holder} (hold count {hold.count}, fence {hold.fence}, "
+        f"{hold.mode} hold of {holder_text(hold.holder, hold.label)} (hold count {hold.count}, "
+        f"fence {hold.fence}, "
         f"ttl left {no_expiry(hold.ttl)})"
     )
 
@@ -150,7 +163,7 @@ def _rw_release_lines(done: ForcedRelease) -> list[str]:
     return many_holders_release(
         done,
         _rw_hold_text,
-        lambda h: f"{h.holder} ({h.mode}, fence {h.fence})",
+        lambda h: f"{holder_text(h.holder, h.label)} ({h.mode}, fence {h.fence})",
         _rw_now_text,
         fence=True,
     )
@@ -181,7 +194,10 @@ def _sem_json_extras(view: LockView) -> dict[str, Any]:
     return {
         "permits": info.permits or None,
         "available": info.available if info.permits else None,
-        "holders": [{"token": h.token, "permits": h.permits, "ttl": h.ttl} for h in info.holders],
+        "holders": [
+            {"token": h.token, "permits": h.permits, "ttl": h.ttl, "label": h.label}
+            for h in info.holders
+        ],
     }
 
 
@@ -192,7 +208,8 @@ def _sem_describe(view: LockView) -> list[str]:
         f"  holders  {len(info.holders) or 'none'}",
     ]
     for h in info.holders:
-        lines.append(f"    {h.token} ({permits_text(h.permits)}, ttl {seconds(h.ttl)})")
+        who = holder_text(h.token, h.label)
+        lines.append(f"    {who} ({permits_text(h.permits)}, ttl {seconds(h.ttl)})")
     return lines + queue_lines(view)
 
 
@@ -202,7 +219,8 @@ def _sem_summary(view: LockView) -> str:
     if not holds:
         return f"free (0/{info.permits or '?'})"
     first, held = holds[0], sum(h.count for h in holds)
-    return f"{first.holder} x{first.count}{more_text(holds)} ({held}/{info.permits or '?'})"
+    who = holder_text(first.holder, first.label, short=True)
+    return f"{who} x{first.count}{more_text(holds)} ({held}/{info.permits or '?'})"
 
 
 def _sem_now_text(view: LockView) -> str:
@@ -212,14 +230,15 @@ def _sem_now_text(view: LockView) -> str:
 
 
 def _sem_hold_text(hold: Hold) -> str:
-    return f"lease {hold.holder} ({permits_text(hold.count)}, ttl left {no_expiry(hold.ttl)})"
+    who = holder_text(hold.holder, hold.label)
+    return f"lease {who} ({permits_text(hold.count)}, ttl left {no_expiry(hold.ttl)})"
 
 
 def _sem_release_lines(done: ForcedRelease) -> list[str]:
     return many_holders_release(
         done,
         _sem_hold_text,
-        lambda h: f"{h.holder} ({permits_text(h.count)})",
+        lambda h: f"{holder_text(h.holder, h.label)} ({permits_text(h.count)})",
         _sem_now_text,
         fence=False,
     )

@@ -29,6 +29,8 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
+from ..._info import held_by
+from ..._label import default_suffix, label_suffix
 from ..._leasebook import LeaseBook, Phase, Release
 from ..._models import (
     LeaseBase,
@@ -126,6 +128,43 @@ async def _grant_and_hold(
                 await _driver.run(client, give_back(grant))
         raise
     return lease
+
+
+def check_label(label: str | None) -> str | None:
+    """What a constructor's ``label`` adds to each lease's token (see
+    :func:`label_of`): its encoded text; ``None`` for this process's default
+    label, found at each acquire (a forked child's is its own).
+
+    Raises:
+        InvalidArgument: ``label`` is neither ``None`` nor a ``str``.
+    """
+    if label is None:
+        return None
+    if not isinstance(label, str):
+        raise InvalidArgument(f"label must be a str, not {label!r}")
+    return label_suffix(label)
+
+
+def label_of(checked: str | None) -> str:
+    """The suffix of a new token (or hold id) for a label :func:`check_label`
+    gave (``""``: no label)."""
+    return default_suffix() if checked is None else checked
+
+
+async def holder_of(lock: object) -> str | None:
+    """Who holds ``lock`` now, in words (:func:`tenure._info.held_by` of its
+    ``info()``, or of its read-write lock's), read with one more call: for an
+    error message, never on the hot path. ``None`` when it has no such
+    snapshot or the call failed."""
+    info = getattr(lock, "info", None) or getattr(getattr(lock, "lock", None), "info", None)
+    if info is None:
+        return None
+    try:
+        return held_by(await info())
+    except Exception as exc:
+        if is_interrupt(exc):  # (of any class: never swallowed)
+            raise
+        return None
 
 
 def _check_callback(on_lost: C | None) -> C | None:
@@ -310,7 +349,7 @@ class _AsyncGuard(Generic[L]):
             )
         lease = await self._lock.acquire(timeout=self._timeout)
         if lease is None:
-            raise AcquireTimeout(self._lock.name, self._timeout)
+            raise AcquireTimeout(self._lock.name, self._timeout, await holder_of(self._lock))
         block = _Block(self._of, lease)
         self._open.push(_driver.current_owner(), block)
         _open_here.set((*_open_here.get(), block))
@@ -612,12 +651,12 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         self._life.asked = True  # first, no call before it: see LeaseLife.asked
         if not self._release_begin():
             await self._clean_up()
-            self._end_lost()
+            await self._end_lost_named(self._life.cleaned)
         try:
             left = await _driver.run(self._lock._client, self._release_plan())
         except NotOwnedError as exc:
             self._lose(exc.reason)
-            self._end_lost()
+            await self._end_lost_named(True)
         self._released_one(left)
 
     def _release_begin(self) -> bool:
@@ -671,7 +710,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
             expires_at = await _driver.run(self._lock._client, self._extend_plan(seconds))
         except NotOwnedError as exc:
             self._lose(exc.reason)
-            self._end_lost()
+            await self._end_lost_named(True)
         self._extended(seconds, expires_at)
 
     async def _clean_up(self) -> None:
@@ -726,6 +765,17 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         reason = self._life.lost_reason
         self._end()
         raise LockLostError(self.name, self.fence, f"lease lost: {reason}")
+
+    async def _end_lost_named(self, answered: bool) -> NoReturn:
+        """:meth:`_end_lost`, its error naming who holds the lock now when
+        ``answered`` (Redis just answered: one more call won't hang on a
+        server that is down)."""
+        try:
+            self._end_lost()
+        except LockLostError as exc:
+            if answered:
+                exc.name_holder(await holder_of(self._lock))
+            raise
 
     def _release_plan(self) -> Plan[int | None]:
         """The plan that releases the lease (its reply: the hold count left, if any)."""

@@ -60,6 +60,13 @@ SHARED: dict[str, str] = {
         'the key prefix (default ``"tenure:"``); one whose first ``{`` is followed at'
         " once by ``}`` is refused."
     ),
+    "label": (
+        "who holds, in words an operator reads in ``info()``, ``tenure inspect``, ``ls``,"
+        " ``release --force`` and lease errors (like python-redis-lock's ``id``). Default:"
+        " ``<host> pid <pid> (<program>)``. Control characters become spaces and it is cut"
+        ' to 96 characters; ``""`` stores none. It travels inside each lease\'s token: it'
+        " identifies, it never proves ownership, and it costs no extra command."
+    ),
 }
 
 #: The lease arguments, in the order the constructors take them.
@@ -72,6 +79,7 @@ LEASE_ARGS = (
     "replica_timeout",
     "replica_fsync",
     "prefix",
+    "label",
 )
 
 #: What ``{ttl}`` adds when the class takes an :class:`AdaptiveTTL`.

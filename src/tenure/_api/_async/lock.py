@@ -14,7 +14,15 @@ from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _BOOK, _AsyncBlocks, _AsyncHeldLease, _LeaseOptions, _take_grant
+from ._base import (
+    _BOOK,
+    _AsyncBlocks,
+    _AsyncHeldLease,
+    _LeaseOptions,
+    _take_grant,
+    check_label,
+    label_of,
+)
 from ._docs import shared_args
 
 
@@ -125,6 +133,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         self._client = _driver.check_client(client, "AsyncLock")
         if key is not None and prefix != DEFAULT_PREFIX:
@@ -135,6 +144,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         self._opts = _LeaseOptions.check(
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
+        self._label = check_label(label)
         self._leases: dict[str, AsyncLease] = {}
 
     @property
@@ -215,7 +225,7 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         return lock_plans.acquire(
             self._keys,
             owner,
-            new_token(owner),
+            new_token(owner, label_of(self._label)),
             self.ttl,
             blocking=blocking,
             timeout=timeout,

@@ -46,7 +46,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _AsyncBlocks, _AsyncHeldLease, _LeaseOptions
+from ._base import _AsyncBlocks, _AsyncHeldLease, _LeaseOptions, check_label, label_of
 from .multi import _server_of
 
 T = TypeVar("T")
@@ -269,12 +269,15 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             seconds; default 1/20 of the ttl, from 0.05 to 0.5 s (never above
             half the ttl).
         prefix: the key prefix (default ``"tenure:"``).
+        label: who holds, in words an operator reads (``tenure inspect`` on
+            a master, lease errors); default ``<host> pid <pid> (<program>)``,
+            ``""`` for none (see :class:`Lock`). Each master's token carries it.
 
     Raises:
         InvalidArgument: ``clients`` is not a sequence of N clients of this API
             (N odd and at least 3), or holds the same client (or the same
             address, in any db) twice; a bad name, ttl, ``auto_renew``, ``on_lost``,
-            ``master_timeout`` or prefix. (One server under two addresses is
+            ``master_timeout``, prefix or label. (One server under two addresses is
             refused by the first call: see above.)
 
     Example::
@@ -294,6 +297,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         on_lost: Callable[[AsyncRedlockLease], object] | None = None,
         master_timeout: float | None = None,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         if isinstance(clients, str | bytes) or not isinstance(clients, Sequence):
             raise InvalidArgument(f"clients must be a sequence of clients, not {clients!r}")
@@ -314,6 +318,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         self._client = self._clients[0]
         self._keys = lock_keys(name, key=None, prefix=prefix)
         self._opts = _LeaseOptions.check(ttl, auto_renew, on_lost, adaptive=False)
+        self._label = check_label(label)
         if master_timeout is None:
             self._timeout = plans.master_timeout(self._opts.ttl)
         else:
@@ -395,7 +400,8 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         granted: list[tuple[Grant, frozenset[int]]] = []  # set by _take with its grant
         lease = None
         try:
-            taken = await self._take(new_token(owner), blocking, wait, granted)
+            token = new_token(owner, label_of(self._label))
+            taken = await self._take(token, blocking, wait, granted)
             if taken is None:
                 return None
             grant, reached = taken

@@ -15,7 +15,7 @@ from ..._plans import lock as lock_plans
 from ..._plans import rlock as rlock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _AsyncBlocks, _LeaseOptions, _take_grant
+from ._base import _AsyncBlocks, _LeaseOptions, _take_grant, check_label, label_of
 from ._docs import shared_args
 from ._holds import _AsyncHoldLease, _AsyncHolds
 
@@ -58,7 +58,7 @@ class AsyncRLockLease(_AsyncHoldLease["AsyncRLock"]):
         lock = self._lock
         return rlock_plans.release(
             lock._keys,
-            self.owner,
+            lock._field(self.owner),
             self.fence,
             op=self._life.release_op,
             delay_ms=lock._opts.delay_ms,
@@ -68,7 +68,7 @@ class AsyncRLockLease(_AsyncHoldLease["AsyncRLock"]):
         lock = self._lock
         return rlock_plans.extend(
             lock._keys,
-            self.owner,
+            lock._field(self.owner),
             self.fence,
             seconds,
             time.monotonic,
@@ -79,7 +79,12 @@ class AsyncRLockLease(_AsyncHoldLease["AsyncRLock"]):
     def _renewal(self) -> Eval:
         lock = self._lock
         return rlock_plans.renewal(
-            lock._keys, self.owner, self.fence, self.ttl, ttl=self.ttl, delay_ms=lock._opts.delay_ms
+            lock._keys,
+            lock._field(self.owner),
+            self.fence,
+            self.ttl,
+            ttl=self.ttl,
+            delay_ms=lock._opts.delay_ms,
         )
 
 
@@ -137,12 +142,14 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         self._client = _driver.check_client(client, "AsyncRLock")
         self._keys = rlock_keys(name, prefix=prefix)
         self._opts = _LeaseOptions.check(
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
+        self._label = check_label(label)
         # by owner id (a hold's id is its fence)
         self._watches = {}
         self._holds = {}
@@ -202,6 +209,13 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         got (see ``_take_grant``): one hold level."""
         return rlock_plans.release(self._keys, owner, grant.fence, delay_ms=self._opts.delay_ms)
 
+    def _field(self, owner: str) -> str:
+        """``owner`` as the scripts are told it: its owner id and this object's
+        label, the field of a hold it begins (and, usually, of the hold it has:
+        one look-up in Redis; a hold begun with another label is found by the
+        owner id all the same)."""
+        return owner + label_of(self._label)
+
     async def _prepare(
         self, owner: str, blocking: bool, timeout: float | None
     ) -> Plan[Grant | None]:
@@ -217,6 +231,7 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
             now=time.monotonic,
             op=new_op(),
             delay_ms=self._opts.delay_ms,
+            label=label_of(self._label),
         )
 
     def _granted(self, owner: str, grant: Grant) -> AsyncRLockLease:
@@ -275,7 +290,9 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         s = await _driver.run(self._client, rlock_plans.inspect(self._keys))
-        return lock_plans.lock_info(self.name, s.holder, s.count, s.pttl_ms, s.fence, s.waiters)
+        return lock_plans.lock_info(
+            self.name, s.holder, s.count, s.pttl_ms, s.fence, s.waiters, bare=True
+        )
 
     async def hold_count(self) -> int:
         """The calling thread's or task's hold count, as Redis says now: how many

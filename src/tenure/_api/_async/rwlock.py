@@ -15,7 +15,7 @@ from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import rwlock as rwlock_plans
 from ..._protocol import Eval, Plan
-from ._base import _AsyncBlocks, _LeaseOptions, _take_grant
+from ._base import _AsyncBlocks, _LeaseOptions, _take_grant, check_label, label_of
 from ._docs import shared_args
 from ._holds import _AsyncHoldLease, _AsyncHolds
 
@@ -297,12 +297,14 @@ class AsyncReadWriteLock(PerProcess, _AsyncHolds[AsyncReadWriteLease]):
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         self._client = _driver.check_client(client, "AsyncReadWriteLock")
         self._keys = rwlock_keys(name, prefix=prefix)
         self._opts = _LeaseOptions.check(
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
+        self._label = check_label(label)
         # by (owner id, mode)
         self._watches = {}
         self._holds = {}
@@ -380,7 +382,7 @@ class AsyncReadWriteLock(PerProcess, _AsyncHolds[AsyncReadWriteLease]):
             blocking=blocking,
             timeout=wait,
             now=time.monotonic,
-            op=new_op(),
+            op=new_op() + label_of(self._label),  # (a new hold's id: it carries the label)
             delay_ms=self._opts.delay_ms,
         )
 

@@ -27,6 +27,8 @@ from ._base import (
     _current_lease,
     _LeaseOptions,
     _take_grant,
+    check_label,
+    label_of,
 )
 from ._docs import shared_args
 
@@ -110,6 +112,10 @@ class _AsyncPermitsOf:
     ) -> AsyncSemaphoreLease | None:
         return await self._semaphore.acquire(self._n, blocking, timeout)
 
+    async def info(self) -> SemaphoreInfo:
+        """The semaphore's snapshot (who holds, for an :class:`AcquireTimeout`)."""
+        return await self._semaphore.info()
+
 
 @shared_args(
     adaptive=False,
@@ -177,6 +183,7 @@ class AsyncSemaphore(PerProcess):
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         self._client = _driver.check_client(client, "AsyncSemaphore")
         self._keys = semaphore_keys(name, prefix=prefix)
@@ -190,6 +197,7 @@ class AsyncSemaphore(PerProcess):
             replica_fsync=replica_fsync,
             adaptive=False,
         )
+        self._label = check_label(label)
         # Until an acquire succeeds, a different count stored in Redis is an error.
         self._check = True
         # owner id -> the live leases it took through this object, oldest first
@@ -251,7 +259,7 @@ class AsyncSemaphore(PerProcess):
                 await left._clean_up()
         plan = semaphore_plans.acquire(
             self._keys,
-            new_token(owner),
+            new_token(owner, label_of(self._label)),
             n,
             self._permits,
             self._opts.ttl,

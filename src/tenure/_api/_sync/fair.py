@@ -14,6 +14,7 @@ from ..._keys import DEFAULT_PREFIX, fair_keys
 from ..._plans import fair as fair_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Plan
+from ._base import label_of
 from ._docs import shared_args
 from .lock import Lease, Lock
 
@@ -88,6 +89,7 @@ class FairLock(Lock):
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         _driver.check_client(client, "FairLock")
         keys = fair_keys(name, prefix=prefix)
@@ -103,6 +105,7 @@ class FairLock(Lock):
             replica_timeout=replica_timeout,
             replica_fsync=replica_fsync,
             prefix=prefix,
+            label=label,
         )
         self._keys = self._fair = keys
 
@@ -168,7 +171,7 @@ class FairLock(Lock):
         return fair_plans.acquire(
             self._fair,
             owner,
-            new_token(owner),
+            new_token(owner, label_of(self._label)),
             self.ttl,
             blocking=blocking,
             timeout=timeout,

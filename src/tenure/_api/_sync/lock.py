@@ -15,7 +15,15 @@ from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _BOOK, _Blocks, _HeldLease, _LeaseOptions, _take_grant
+from ._base import (
+    _BOOK,
+    _Blocks,
+    _HeldLease,
+    _LeaseOptions,
+    _take_grant,
+    check_label,
+    label_of,
+)
 from ._docs import shared_args
 
 
@@ -126,6 +134,7 @@ class Lock(_Blocks[Lease]):
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         self._client = _driver.check_client(client, "Lock")
         if key is not None and prefix != DEFAULT_PREFIX:
@@ -136,6 +145,7 @@ class Lock(_Blocks[Lease]):
         self._opts = _LeaseOptions.check(
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
+        self._label = check_label(label)
         self._leases: dict[str, Lease] = {}
 
     @property
@@ -216,7 +226,7 @@ class Lock(_Blocks[Lease]):
         return lock_plans.acquire(
             self._keys,
             owner,
-            new_token(owner),
+            new_token(owner, label_of(self._label)),
             self.ttl,
             blocking=blocking,
             timeout=timeout,

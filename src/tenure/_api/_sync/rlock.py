@@ -16,7 +16,7 @@ from ..._plans import lock as lock_plans
 from ..._plans import rlock as rlock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import _Blocks, _LeaseOptions, _take_grant
+from ._base import _Blocks, _LeaseOptions, _take_grant, check_label, label_of
 from ._docs import shared_args
 from ._holds import _HoldLease, _Holds
 
@@ -59,7 +59,7 @@ class RLockLease(_HoldLease["RLock"]):
         lock = self._lock
         return rlock_plans.release(
             lock._keys,
-            self.owner,
+            lock._field(self.owner),
             self.fence,
             op=self._life.release_op,
             delay_ms=lock._opts.delay_ms,
@@ -69,7 +69,7 @@ class RLockLease(_HoldLease["RLock"]):
         lock = self._lock
         return rlock_plans.extend(
             lock._keys,
-            self.owner,
+            lock._field(self.owner),
             self.fence,
             seconds,
             time.monotonic,
@@ -80,7 +80,12 @@ class RLockLease(_HoldLease["RLock"]):
     def _renewal(self) -> Eval:
         lock = self._lock
         return rlock_plans.renewal(
-            lock._keys, self.owner, self.fence, self.ttl, ttl=self.ttl, delay_ms=lock._opts.delay_ms
+            lock._keys,
+            lock._field(self.owner),
+            self.fence,
+            self.ttl,
+            ttl=self.ttl,
+            delay_ms=lock._opts.delay_ms,
         )
 
 
@@ -138,12 +143,14 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         self._client = _driver.check_client(client, "RLock")
         self._keys = rlock_keys(name, prefix=prefix)
         self._opts = _LeaseOptions.check(
             ttl, auto_renew, on_lost, lock_delay, min_replicas, replica_timeout, replica_fsync
         )
+        self._label = check_label(label)
         # by owner id (a hold's id is its fence)
         self._watches = {}
         self._holds = {}
@@ -203,6 +210,13 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
         got (see ``_take_grant``): one hold level."""
         return rlock_plans.release(self._keys, owner, grant.fence, delay_ms=self._opts.delay_ms)
 
+    def _field(self, owner: str) -> str:
+        """``owner`` as the scripts are told it: its owner id and this object's
+        label, the field of a hold it begins (and, usually, of the hold it has:
+        one look-up in Redis; a hold begun with another label is found by the
+        owner id all the same)."""
+        return owner + label_of(self._label)
+
     def _prepare(
         self, owner: str, blocking: bool, timeout: float | None
     ) -> Plan[Grant | None]:
@@ -218,6 +232,7 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
             now=time.monotonic,
             op=new_op(),
             delay_ms=self._opts.delay_ms,
+            label=label_of(self._label),
         )
 
     def _granted(self, owner: str, grant: Grant) -> RLockLease:
@@ -276,7 +291,9 @@ class RLock(_Holds[RLockLease], _Blocks[RLockLease]):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         s = _driver.run(self._client, rlock_plans.inspect(self._keys))
-        return lock_plans.lock_info(self.name, s.holder, s.count, s.pttl_ms, s.fence, s.waiters)
+        return lock_plans.lock_info(
+            self.name, s.holder, s.count, s.pttl_ms, s.fence, s.waiters, bare=True
+        )
 
     def hold_count(self) -> int:
         """The calling thread's or task's hold count, as Redis says now: how many

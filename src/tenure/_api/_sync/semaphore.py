@@ -25,7 +25,9 @@ from ._base import (
     _HeldLease,
     _Holding,
     _Skipping,
+    check_label,
     _current_lease,
+    label_of,
     _LeaseOptions,
     _take_grant,
 )
@@ -111,6 +113,10 @@ class _PermitsOf:
     ) -> SemaphoreLease | None:
         return self._semaphore.acquire(self._n, blocking, timeout)
 
+    def info(self) -> SemaphoreInfo:
+        """The semaphore's snapshot (who holds, for an :class:`AcquireTimeout`)."""
+        return self._semaphore.info()
+
 
 @shared_args(
     adaptive=False,
@@ -178,6 +184,7 @@ class Semaphore(PerProcess):
         replica_timeout: float = 1.0,
         replica_fsync: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
     ) -> None:
         self._client = _driver.check_client(client, "Semaphore")
         self._keys = semaphore_keys(name, prefix=prefix)
@@ -191,6 +198,7 @@ class Semaphore(PerProcess):
             replica_fsync=replica_fsync,
             adaptive=False,
         )
+        self._label = check_label(label)
         # Until an acquire succeeds, a different count stored in Redis is an error.
         self._check = True
         # owner id -> the live leases it took through this object, oldest first
@@ -252,7 +260,7 @@ class Semaphore(PerProcess):
                 left._clean_up()
         plan = semaphore_plans.acquire(
             self._keys,
-            new_token(owner),
+            new_token(owner, label_of(self._label)),
             n,
             self._permits,
             self._opts.ttl,
