@@ -99,7 +99,7 @@ def board(url: str) -> Iterator[Dashboard]:
 def test_the_dashboard_serves_its_page_and_the_table_as_json(
     board: Dashboard, r: redis.Redis
 ) -> None:
-    lease = held(Lock(r, "orders:42", ttl=30).acquire())
+    lease = held(Lock(r, "orders:42", ttl=30, label="web-3 job 42").acquire())
     held(Lock(r, "free").acquire()).release()
     data = board.locks()
     assert data["error"] is None and data["shown"] == 1 and data["total"] == 2
@@ -109,7 +109,7 @@ def test_the_dashboard_serves_its_page_and_the_table_as_json(
     assert table["columns"][:2] == ["NAME", "KIND"] and table["columns"][-1] == "HOLDER"
     assert table["sorts"]["HELD FOR"] == "held" and "HOLDER" not in table["sorts"]
     (row,) = table["rows"]
-    assert row["key"] == "tenure:{orders:42}" and row["cells"][-1] == lease.owner
+    assert row["key"] == "tenure:{orders:42}" and row["cells"][-1] == "web-3 job 42"
     assert data["interval"] == 0.2 and data["server"].startswith("redis://127.0.0.1:")
     every = board.locks("?all=1&sort=fence")
     assert every["sort"] == "fence" and [x["name"] for x in every["locks"]] == ["free", "orders:42"]
@@ -280,11 +280,11 @@ def test_the_page_follows_the_locks_and_survives_a_server_restart(
 ) -> None:
     server = make_server()
     client = redis.Redis.from_url(server.url)
-    lease = held(Lock(client, "orders:42", ttl=30).acquire())
+    lease = held(Lock(client, "orders:42", ttl=30, label="web-3 <b>job</b> 42").acquire())
     board = Dashboard(server.url, "--interval", "0.2")
     harness = _Harness(("127.0.0.1", 0), _HarnessHandler)
     harness.board = board.base
-    harness.page = (HARNESS % {"owner": json.dumps(lease.owner)}).encode()
+    harness.page = (HARNESS % {"owner": json.dumps("web-3 <b>job</b> 42")}).encode()
     harness.steps, harness.go, harness.done = queue.Queue(), queue.Queue(), threading.Event()
     threading.Thread(target=harness.serve_forever, daemon=True).start()
     page = f"http://127.0.0.1:{harness.server_address[1]}/harness.html"

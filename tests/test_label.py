@@ -39,6 +39,7 @@ from tenure._label import (
         (["/usr/bin/psql", "postgres://u:secret@db/x"], "psql"),
         (["/opt/pkg/__main__.py"], "pkg"),
         (["-c"], "python -c"),
+        (["-"], "python -"),
         ([], "python"),
     ],
 )

@@ -66,9 +66,9 @@ def test_top_shows_a_lock_while_it_is_held_and_quits_with_q(url: str, r: redis.R
     child = spawn_top(url, "--interval", "0.2")
     try:
         child.expect("no lock held")
-        lease = held(Lock(r, "orders:42", ttl=30).acquire())
+        lease = held(Lock(r, "orders:42", ttl=30, label="web-3 job 42").acquire())
         child.expect(r"orders:42\s+Lock\s+")
-        child.expect(lease.owner)  # the holder, as ls shows it
+        child.expect("web-3 job 42")  # the holder, by its label, as ls shows it
         lease.release()
         child.expect("no lock held")  # gone from the table once free
         child.send("q")
@@ -252,7 +252,7 @@ def test_top_without_a_url_uses_the_shared_server_and_names_it(runtime_dir: Path
 
 
 def test_top_without_a_terminal_prints_its_table(url: str, r: redis.Redis) -> None:
-    lease = held(Lock(r, "batch:7", ttl=30).acquire())
+    held(Lock(r, "batch:7", ttl=30, label="cron-batch-7").acquire())
     done = subprocess.run(
         [*TENURE, "--url", url, "top", "-n", "2", "--interval", "0.1", "--sort", "ttl"],
         capture_output=True,
@@ -264,4 +264,4 @@ def test_top_without_a_terminal_prints_its_table(url: str, r: redis.Redis) -> No
     assert done.returncode == 0, done.stderr
     assert "TTL ▼" in done.stdout and "sort ttl" in done.stdout
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("batch:7")]
-    assert line.split()[:2] == ["batch:7", "Lock"] and line.split()[-1] == lease.owner
+    assert line.split()[:2] == ["batch:7", "Lock"] and line.split()[-1] == "cron-batch-7"

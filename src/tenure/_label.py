@@ -57,8 +57,8 @@ def program_name(argv: list[str] | None = None) -> str:
     if not args or not args[0]:
         return "python"
     name = os.path.basename(args[0])
-    if name == "-c":
-        return "python -c"
+    if name in ("-c", "-"):
+        return f"python {name}"  # a program given on the command line or stdin
     if name == "__main__.py":
         name = os.path.basename(os.path.dirname(args[0])) or "python"
     rest = args[1:]
