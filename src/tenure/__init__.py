@@ -7,8 +7,10 @@ same arguments and semantics. The safety model: docs/safety-in-plain-words.md.
 from ._adaptive import AdaptiveTTL as AdaptiveTTL
 from ._api._async import DEFAULT_TTL as DEFAULT_TTL
 from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
+from ._api._async import AsyncElection as AsyncElection
 from ._api._async import AsyncFairLock as AsyncFairLock
 from ._api._async import AsyncFencedKey as AsyncFencedKey
+from ._api._async import AsyncLeadership as AsyncLeadership
 from ._api._async import AsyncLease as AsyncLease
 from ._api._async import AsyncLock as AsyncLock
 from ._api._async import AsyncMultiLease as AsyncMultiLease
@@ -23,8 +25,10 @@ from ._api._async import AsyncRLockLease as AsyncRLockLease
 from ._api._async import AsyncSemaphore as AsyncSemaphore
 from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
 from ._api._sync import CountDownLatch as CountDownLatch
+from ._api._sync import Election as Election
 from ._api._sync import FairLock as FairLock
 from ._api._sync import FencedKey as FencedKey
+from ._api._sync import Leadership as Leadership
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
 from ._api._sync import MultiLease as MultiLease
@@ -53,8 +57,10 @@ from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
 from ._info import CountDownLatchInfo as CountDownLatchInfo
+from ._info import ElectionEvent as ElectionEvent
 from ._info import FairLockInfo as FairLockInfo
 from ._info import FairWaiter as FairWaiter
+from ._info import Leader as Leader
 from ._info import LockInfo as LockInfo
 from ._info import MultiLockInfo as MultiLockInfo
 from ._info import MultiPartInfo as MultiPartInfo
@@ -71,8 +77,10 @@ __all__ = [
     "AdaptiveTTL",
     "AlreadyHeldError",
     "AsyncCountDownLatch",
+    "AsyncElection",
     "AsyncFairLock",
     "AsyncFencedKey",
+    "AsyncLeadership",
     "AsyncLease",
     "AsyncLock",
     "AsyncMultiLease",
@@ -89,11 +97,15 @@ __all__ = [
     "CountDownLatch",
     "CountDownLatchInfo",
     "DEFAULT_TTL",
+    "Election",
+    "ElectionEvent",
     "FairLock",
     "FairLockInfo",
     "FairWaiter",
     "FencedKey",
     "InvalidArgument",
+    "Leader",
+    "Leadership",
     "Lease",
     "LeaseBase",
     "Lock",

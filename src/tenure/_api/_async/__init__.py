@@ -1,7 +1,8 @@
 """The asyncio facade. The synchronous facade is generated from this package.
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
-``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``) on two shared ones: ``_base``
+``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``) on
+two shared ones: ``_base``
 (the lease options, ``async with`` blocks, the lease a lock object issues) and
 ``_holds`` (the reentrant holds of ``AsyncRLock`` and ``AsyncReadWriteLock``).
 Edit the files of ``_async/``, then run ``python scripts/unasync.py`` to
@@ -15,6 +16,8 @@ client library's connection errors through unchanged.
 """
 
 from ._base import DEFAULT_TTL as DEFAULT_TTL
+from .election import AsyncElection as AsyncElection
+from .election import AsyncLeadership as AsyncLeadership
 from .fair import AsyncFairLock as AsyncFairLock
 from .fenced import AsyncFencedKey as AsyncFencedKey
 from .latch import AsyncCountDownLatch as AsyncCountDownLatch

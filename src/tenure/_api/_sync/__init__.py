@@ -2,7 +2,8 @@
 """The synchronous facade. GENERATED from the asyncio facade (``_async/``): do not edit.
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
-``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``) on two shared ones: ``_base``
+``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``) on
+two shared ones: ``_base``
 (the lease options, ``with`` blocks, the lease a lock object issues) and
 ``_holds`` (the reentrant holds of ``RLock`` and ``ReadWriteLock``).
 Edit the files of ``_async/``, then run ``python scripts/unasync.py`` to
@@ -16,6 +17,8 @@ client library's connection errors through unchanged.
 """
 
 from ._base import DEFAULT_TTL as DEFAULT_TTL
+from .election import Election as Election
+from .election import Leadership as Leadership
 from .fair import FairLock as FairLock
 from .fenced import FencedKey as FencedKey
 from .latch import CountDownLatch as CountDownLatch
