@@ -697,11 +697,11 @@ def fair_keys(name: str, *, prefix: str) -> FairKeys:
 class ElectionKeys(FairKeys):
     """The keys of a leader election: a fair lock's (the candidates' queue and
     the leader's lease), the leader's ``record``, the change ``log`` and the
-    ``feed`` channel every change is announced on."""
+    ``channel`` every change is announced on (``…:election:feed``)."""
 
     record: str
     log: str
-    feed: str
+    channel: str
 
 
 def election_keys(name: str, *, prefix: str) -> ElectionKeys:

@@ -150,7 +150,7 @@ def announce(
             event,
             label,
             _encode(value) if value is not None else "",
-            keys.feed,
+            keys.channel,
             KEEP_MS,
             LOG_LENGTH,
         ),
@@ -164,7 +164,7 @@ def _resign_step(keys: ElectionKeys, token: str, term: int, event: str) -> Eval:
     return Eval(
         ELECTION_RESIGN,
         (keys.lock, keys.record, keys.log),
-        (token, str(term), event, keys.feed, KEEP_MS, LOG_LENGTH),
+        (token, str(term), event, keys.channel, KEEP_MS, LOG_LENGTH),
     )
 
 
@@ -312,7 +312,7 @@ def read(keys: ElectionKeys, after: str = "", count: int = READ_COUNT) -> Plan[E
     _, value = yield Eval(
         ELECTION_READ,
         (keys.lock, keys.fence, keys.record, keys.log),
-        (after, count, keys.feed, KEEP_MS, LOG_LENGTH),
+        (after, count, keys.channel, KEEP_MS, LOG_LENGTH),
     )
     return parse_read(value, count)
 
@@ -326,7 +326,7 @@ def watch(
     at most until the leader's lease would end (plus :data:`LATE`), then read
     again. Returns the last read, or ``None`` if the subscription was not
     confirmed within ``confirm`` seconds."""
-    subscribed = yield Subscribe(keys.feed, confirm)
+    subscribed = yield Subscribe(keys.channel, confirm)
     if not subscribed:
         return None
     state = yield from read(keys, cursor.after)

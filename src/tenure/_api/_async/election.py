@@ -11,7 +11,7 @@ from typing import TypeVar
 from ..._drivers import _async as _driver
 from ..._drivers._clients import connection_fault
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
-from ..._info import ElectionEvent, Leader
+from ..._info import ElectionEvent, FairLockInfo, Leader
 from ..._keys import DEFAULT_PREFIX, ElectionKeys, election_keys
 from ..._label import default_label
 from ..._models import AsyncWork, PerProcess, _AsyncWhileHeld
@@ -334,6 +334,18 @@ class AsyncElection(PerProcess):
         """
         state = await _driver.run(self._client, election_plans.read(self._keys))
         return state.leader
+
+    async def info(self, limit: int = 100) -> FairLockInfo:
+        """A snapshot of the election's lock: the leader's lease token, its
+        lease left, the last term (``fence``) and the first ``limit`` candidates
+        in line, in the order they will be elected.
+
+        Raises:
+            InvalidArgument: ``limit`` is not an ``int`` from 0 to 2**53 - 1; nothing was sent.
+            WrongTypeError: a key of the election holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return await self._lock.info(limit)
 
     async def observe(self) -> AsyncIterator[ElectionEvent]:
         """The changes of the election, as they happen: an endless async

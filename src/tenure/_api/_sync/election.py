@@ -12,7 +12,7 @@ from typing import TypeVar
 from ..._drivers import _sync as _driver
 from ..._drivers._clients import connection_fault
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
-from ..._info import ElectionEvent, Leader
+from ..._info import ElectionEvent, FairLockInfo, Leader
 from ..._keys import DEFAULT_PREFIX, ElectionKeys, election_keys
 from ..._label import default_label
 from ..._models import Work, PerProcess, _WhileHeld
@@ -336,6 +336,18 @@ class Election(PerProcess):
         state = _driver.run(self._client, election_plans.read(self._keys))
         return state.leader
 
+    def info(self, limit: int = 100) -> FairLockInfo:
+        """A snapshot of the election's lock: the leader's lease token, its
+        lease left, the last term (``fence``) and the first ``limit`` candidates
+        in line, in the order they will be elected.
+
+        Raises:
+            InvalidArgument: ``limit`` is not an ``int`` from 0 to 2**53 - 1; nothing was sent.
+            WrongTypeError: a key of the election holds a value of another type.
+            redis.exceptions.ConnectionError: Redis could not be reached.
+        """
+        return self._lock.info(limit)
+
     def observe(self) -> Iterator[ElectionEvent]:
         """The changes of the election, as they happen: an endless async
         iterator of :class:`tenure.ElectionEvent` (``elected``,
@@ -369,9 +381,7 @@ class Election(PerProcess):
             for event in cursor.take(state):
                 yield event
 
-    def run_while_leader(
-        self, fn: Work[R], timeout: float | None = None
-    ) -> R | None:
+    def run_while_leader(self, fn: Work[R], timeout: float | None = None) -> R | None:
         """Campaign, then run ``fn(leadership)`` while leading, and resign when
         it returns.
 
@@ -412,4 +422,3 @@ class Election(PerProcess):
         if not isinstance(lease, Leadership):
             raise NotOwnedError(self.name, None, "this thread or task does not lead")
         return lease
-
