@@ -358,7 +358,7 @@ def test_forced_release_deposes_the_leader(
     with pytest.raises(NotOwnedError):
         leadership.proclaim("deposed")
     assert leadership.lost.wait(3)
-    entries = r.xrange("tenure:{forced}:election:log")
+    entries: Any = r.xrange("tenure:{forced}:election:log")
     assert [e[1][b"event"] for e in entries][-2:] == [b"lost", b"elected"]
     second.resign()
 
@@ -500,7 +500,8 @@ async def _answer(leadership: Any) -> int:
 
 def test_sync_run_while_leader_signals_the_work(r: redis.Redis) -> None:
     election = Election(r, "srun", ttl=1)
-    assert election.run_while_leader(lambda leadership: leadership.term) > 0
+    term = election.run_while_leader(lambda leadership: leadership.term)
+    assert term is not None and term > 0
     steps: list[int] = []
 
     def work(leadership: Leadership) -> None:

@@ -49,7 +49,7 @@ from .common import EXIT_LOST as EXIT_LOST
 from .jobs import add_demo, add_run, add_server
 from .operate import DEFAULT_RELEASE as DEFAULT_RELEASE
 from .operate import RELEASE_FLAGS as RELEASE_FLAGS
-from .operate import add_doctor, add_inspect, add_ls, add_release
+from .operate import add_doctor, add_inspect, add_leader, add_ls, add_release
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_inspect(commands, parents=[url_after])
     add_ls(commands, parents=[url_after])
     add_release(commands, parents=[url_after])
+    add_leader(commands, parents=[url_after])
     add_doctor(commands, parents=[url_after])
     add_run(commands, parents=[], url_help=url_help)
     add_server(commands, parents=[])
@@ -161,7 +162,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     if args.command == "run" and (args.cmd or not getattr(args, "after_dashes", None)):
         parser.exit(
             EXIT_USAGE,
-            "tenure run: give the command after --: tenure run NAME [options] -- CMD [ARG ...]\n",
+            "tenure run: give the command after --: "
+            "tenure run (NAME | --leader NAME) [options] -- CMD [ARG ...]\n",
         )
     return args
 

@@ -53,6 +53,7 @@ def acl_needs(
     commands = {c for spec in KIND_SCRIPTS[kind] for c in spec.commands}
     commands |= {"EVALSHA", "SCRIPT LOAD", "INFO"}
     channels: tuple[str, ...]
+    channel_patterns: tuple[str, ...]
     if kind == "FencedKey":
         assert key is not None
         value, seen = fenced_keys(key)

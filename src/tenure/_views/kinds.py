@@ -6,6 +6,7 @@ kind, in the order of :data:`tenure._plans.kinds.KINDS`.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import InvalidArgument
@@ -297,8 +298,8 @@ def value_text(value: bytes | None) -> str:
         return repr(value)
 
 
-def _election_json_extras(view: LockView) -> dict[str, Any]:
-    lead = _leader(view)
+def leader_json(lead: Leader | None) -> dict[str, Any]:
+    """``{"leader": ...}``: an election's leader as JSON (see the package's docstring)."""
     if lead is None:
         return {"leader": None}
     value: str | None = None
@@ -315,8 +316,25 @@ def _election_json_extras(view: LockView) -> dict[str, Any]:
             "value": value,
             "value_hex": binary,
             "since": lead.since or None,
+            "ttl": lead.ttl,
         }
     }
+
+
+def leader_lines(name: str, lead: Leader) -> list[str]:
+    """``tenure leader``'s lines for the leader ``lead`` of the election ``name``."""
+    since = datetime.fromtimestamp(lead.since, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return [
+        f"leader of {name!r}: {lead.label or '(not announced yet)'}",
+        f"  term     {lead.term}",
+        f"  value    {value_text(lead.value)}",
+        f"  since    {since + ' UTC' if lead.since else '-'}",
+        f"  ttl      {seconds(lead.ttl)}",
+    ]
+
+
+def _election_json_extras(view: LockView) -> dict[str, Any]:
+    return leader_json(_leader(view))
 
 
 def _election_describe(view: LockView) -> list[str]:
