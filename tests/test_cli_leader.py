@@ -63,9 +63,9 @@ def replica(url: str, name: str, log: Path, hold: float, ttl: float) -> subproce
         note("end")
     """)
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    tenure = [PY, "-m", "tenure", "--url", url, "run", "--leader", name, "--ttl", str(ttl)]
     return subprocess.Popen(
-        [PY, "-m", "tenure", "--url", url, "run", "--leader", name, "--ttl", str(ttl)]
-        + ["--", PY, "-c", code],
+        [*tenure, "--", PY, "-c", code],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
