@@ -37,6 +37,7 @@ from typing import Any
 from .._errors import InvalidArgument, NotOwnedError
 from .._info import ElectionChange, ElectionEvent, Leader
 from .._keys import ElectionKeys, election_keys
+from .._label import clean_label
 from .._protocol import Eval, Plan, Status, Subscribe, WaitWake, text
 from .._scripts import (
     ELECTION_ANNOUNCE,
@@ -100,20 +101,20 @@ def _short(value: object) -> str:
 
 
 def check_label(value: object) -> str:
-    """Validate ``label=``: a ``str`` of at most 256 characters.
+    """Validate ``label=``: a ``str`` that UTF-8 can encode, returned with its
+    control characters made spaces and cut to 96 characters
+    (:func:`tenure._label.clean_label`).
 
     Raises:
         InvalidArgument: otherwise.
     """
     if not isinstance(value, str):
         raise InvalidArgument(f"label must be a str, not {type(value).__name__} {value!r}")
-    if len(value) > 256:
-        raise InvalidArgument(f"label {_short(value)} is longer than 256 characters")
     try:
         value.encode()
     except UnicodeEncodeError:
         raise InvalidArgument(f"label {_short(value)} can't be encoded as UTF-8") from None
-    return value
+    return clean_label(value)
 
 
 def _encode(value: bytes) -> str:
@@ -392,8 +393,9 @@ class Cursor:
                 self._deliver(out, _standing(lead))
             return out
         for entry_id, event in state.entries:
-            if _key(entry_id) > _key(self.after):
-                self.after = entry_id
+            if _key(entry_id) <= _key(self.after):
+                continue  # (seen already)
+            self.after = entry_id
             if event.term < self.term or (event.term == self.term and not self.on):
                 continue
             self._deliver(out, event)

@@ -168,8 +168,9 @@ class Election(PerProcess):
         name: the election's name; its keys are ``<prefix>{<name>}:election``
             and siblings, apart from every lock's.
         label: who this candidate is, for people (``leader()``, ``observe()``,
-            ``tenure inspect``): at most 256 characters. Default: host, pid and
-            program (:func:`tenure._label.default_label`).
+            ``tenure leader``, ``tenure inspect``); control characters become
+            spaces, and it is cut to 96 characters. Default: host, pid and
+            program (``web-3 pid 4711 (celery worker)``).
         on_elected: called with the :class:`Leadership` when this object
             wins a campaign (in the campaigning task, before ``campaign``
             returns; a plain function: keep it short).
