@@ -83,7 +83,7 @@ class Observer(threading.Thread):
     def __init__(self, client: redis.Redis, name: str) -> None:
         super().__init__(daemon=True)
         self.events: list[ElectionEvent] = []
-        self.iterator = Election(client, name).observe()
+        self.iterator = Election(client, name).observe(timeout=5)
 
     def run(self) -> None:
         for event in self.iterator:
@@ -513,3 +513,13 @@ def test_sync_run_while_leader_signals_the_work(r: redis.Redis) -> None:
     with pytest.raises(LockLostError):
         election.run_while_leader(work)
     assert time.monotonic() - started < 3
+
+
+def test_observe_ends_after_a_quiet_timeout(r: redis.Redis) -> None:
+    leadership = Election(r, "quiet", ttl=30).campaign()
+    assert leadership is not None
+    started = time.monotonic()
+    events = list(Election(r, "quiet").observe(timeout=0.3))
+    assert [(e.change, e.term) for e in events] == [("elected", leadership.term)]
+    assert 0.3 <= time.monotonic() - started < 2
+    leadership.resign()

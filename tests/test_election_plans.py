@@ -131,6 +131,10 @@ def test_watch_reads_at_once_then_waits_until_the_lease_would_end() -> None:
     first(plan)
     send(plan, True)
     assert send(plan, (Status.OK, empty)) == WaitWake(None)  # nobody leads: no limit
+    plan = election.watch(KEYS, cursor, limit=0.25)
+    first(plan)
+    send(plan, True)
+    assert send(plan, (Status.OK, held)) == WaitWake(0.25)  # the caller's limit first
     assert election.watch(KEYS, cursor, 1.0).send(None) == Subscribe(KEYS.channel, 1.0)
     unconfirmed = election.watch(KEYS, cursor, 1.0)
     first(unconfirmed)

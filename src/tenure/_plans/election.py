@@ -319,21 +319,24 @@ def read(keys: ElectionKeys, after: str = "", count: int = READ_COUNT) -> Plan[E
 
 
 def watch(
-    keys: ElectionKeys, cursor: Cursor, confirm: float | None = None
+    keys: ElectionKeys, cursor: Cursor, confirm: float | None = None, limit: float | None = None
 ) -> Plan[ElectionRead | None]:
     """Wait for the next changes after ``cursor``: subscribe to the feed, read
     the log (a first read returns at once: the catch-up), and when it holds
     nothing new wait for a message (or a reconnection of the subscription),
-    at most until the leader's lease would end (plus :data:`LATE`), then read
-    again. Returns the last read, or ``None`` if the subscription was not
-    confirmed within ``confirm`` seconds."""
+    at most until the leader's lease would end (plus :data:`LATE`) and
+    ``limit`` seconds, then read again. Returns the last read, or ``None`` if
+    the subscription was not confirmed within ``confirm`` seconds."""
     subscribed = yield Subscribe(keys.channel, confirm)
     if not subscribed:
         return None
     state = yield from read(keys, cursor.after)
     if not cursor.started or cursor.news(state):
         return state
-    yield WaitWake(cursor.wait(state))
+    wait = cursor.wait(state)
+    if limit is not None:
+        wait = limit if wait is None else min(wait, limit)
+    yield WaitWake(wait)
     return (yield from read(keys, cursor.after))
 
 

@@ -349,10 +349,10 @@ class Election(PerProcess):
         """
         return self._lock.info(limit)
 
-    def observe(self) -> Iterator[ElectionEvent]:
-        """The changes of the election, as they happen: an endless async
-        iterator of :class:`tenure.ElectionEvent` (``elected``,
-        ``proclaimed``, ``resigned``, ``lost``), in term order, each once.
+    def observe(self, timeout: float | None = None) -> Iterator[ElectionEvent]:
+        """The changes of the election, as they happen: an async iterator of
+        :class:`tenure.ElectionEvent` (``elected``, ``proclaimed``,
+        ``resigned``, ``lost``), in term order, each once.
 
         The first event is the current state (the leader, if any). The
         observer subscribes to the election's feed, then reads the change log
@@ -362,14 +362,28 @@ class Election(PerProcess):
         ends with no successor publishes nothing: an idle observer reads again
         when the leader's lease would end. Compare terms, not labels: the same
         process may lead several terms.
+
+        Args:
+            timeout: end the iteration once no change came for this many
+                seconds (``None``, the default: never; stop an asyncio observer
+                by cancelling its task, a thread's by breaking out of the loop).
+
+        Raises:
+            InvalidArgument: a bad ``timeout``.
+            WrongTypeError: a key of the election holds a value of another type.
         """
+        if timeout is not None:
+            timeout = check_seconds(timeout, "timeout", allow_zero=True)
         cursor = election_plans.Cursor()
         retry = _RETRY
+        quiet_until = None if timeout is None else time.monotonic() + timeout
         while True:
+            left = None if quiet_until is None else quiet_until - time.monotonic()
+            if left is not None and left <= 0:
+                return
             try:
-                state = _driver.run(
-                    self._client, election_plans.watch(self._keys, cursor, _CONFIRM)
-                )
+                plan = election_plans.watch(self._keys, cursor, _CONFIRM, left)
+                state = _driver.run(self._client, plan)
             except Exception as exc:
                 if not connection_fault(exc):
                     raise
@@ -379,8 +393,11 @@ class Election(PerProcess):
             retry = _RETRY
             if state is None:
                 continue
-            for event in cursor.take(state):
+            events = cursor.take(state)
+            for event in events:
                 yield event
+            if events and timeout is not None:
+                quiet_until = time.monotonic() + timeout
 
     def run_while_leader(self, fn: Work[R], timeout: float | None = None) -> R | None:
         """Campaign, then run ``fn(leadership)`` while leading, and resign when
