@@ -8,11 +8,12 @@ import base64
 import pytest
 from _plan_harness import finish, first, send
 
-from tenure import ElectionEvent, InvalidArgument, NotOwnedError
+from tenure import ElectionEvent, InvalidArgument, NotOwnedError, NotReplicatedError
 from tenure._keys import election_keys
 from tenure._plans import election
 from tenure._plans.election import Cursor, ElectionRead, Record
-from tenure._protocol import Eval, Status, Subscribe, WaitWake
+from tenure._plans.replicas import ReplicaPolicy
+from tenure._protocol import Command, Eval, Pipeline, Status, Subscribe, WaitWake
 from tenure._scripts import ELECTION_ANNOUNCE, ELECTION_READ, ELECTION_RESIGN, FAIR_RELEASE
 
 KEYS = election_keys("jobs", prefix="tenure:")
@@ -219,3 +220,22 @@ def test_every_reply_shape_parses() -> None:
     )
     assert read.record is not None and read.record.active and read.record.value is None
     assert read.entries[0][1].change == "lost"
+
+
+def test_with_min_replicas_the_announcement_waits_for_the_replicas() -> None:
+    policy = ReplicaPolicy(1, 0.5, False)
+    plan = election.announce(KEYS, "tok", 42, "web-1", b"v", policy)
+    step = first(plan)
+    assert isinstance(step, Pipeline)
+    write, wait = step.steps
+    assert isinstance(write, Eval) and write.script is ELECTION_ANNOUNCE
+    assert wait == Command(("WAIT", "1", "500"))
+    assert finish(plan, [(Status.OK, 1), 1]) is True
+    plan = election.announce(KEYS, "tok", 42, "web-1", None, policy)
+    first(plan)
+    with pytest.raises(NotReplicatedError):
+        send(plan, [(Status.OK, 1), 0])
+    plan = election.announce(KEYS, "tok", 42, "web-1", b"v", policy)
+    first(plan)
+    with pytest.raises(NotOwnedError):  # refused: nothing to wait for
+        send(plan, [(Status.NOT_OWNED, 0), 0])

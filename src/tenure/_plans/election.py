@@ -38,7 +38,7 @@ from .._errors import InvalidArgument, NotOwnedError
 from .._info import ElectionChange, ElectionEvent, Leader
 from .._keys import ElectionKeys, election_keys
 from .._label import clean_label
-from .._protocol import Eval, Plan, Status, Subscribe, WaitWake, text
+from .._protocol import Eval, Pipeline, Plan, Status, Subscribe, WaitWake, text
 from .._scripts import (
     ELECTION_ANNOUNCE,
     ELECTION_READ,
@@ -50,6 +50,7 @@ from .._scripts import (
 )
 from . import fair
 from .kind import Kind, LockView, named, token_release
+from .replicas import ReplicaPolicy, acknowledged, wait_command
 
 #: The largest value a leader may proclaim, in bytes.
 VALUE_MAX = 4096
@@ -131,18 +132,30 @@ def _decode(stored: str, has: str) -> bytes | None:
 
 
 def announce(
-    keys: ElectionKeys, token: str, term: int, label: str, value: bytes | None = None
+    keys: ElectionKeys,
+    token: str,
+    term: int,
+    label: str,
+    value: bytes | None = None,
+    replicas: ReplicaPolicy | None = None,
+    op: str = "",
 ) -> Plan[bool]:
     """Announce the term ``term`` of the lease ``token`` (``value`` ``None``), or
     proclaim ``value`` in it. Returns whether anything was written (an
-    announcement made already writes nothing).
+    announcement made already writes nothing, nor a proclaim whose call id
+    ``op`` the record holds: the call retried after a lost reply). With ``replicas``
+    (``min_replicas``), the write and a ``WAIT`` go in one pipeline: the
+    caller runs it on the connection that made the grant (the driver's
+    ``one_connection``).
 
     Raises:
         NotOwnedError: ``token`` does not hold the election with ``term`` (its
             lease ended, and perhaps another leader was elected); nothing written.
+        NotReplicatedError: (``replicas``) fewer replicas acknowledged the
+            write in time; it was made on the master.
     """
     event = "elected" if value is None else "proclaimed"
-    status, written = yield Eval(
+    step = Eval(
         ELECTION_ANNOUNCE,
         (keys.lock, keys.fence, keys.record, keys.log),
         (
@@ -154,8 +167,19 @@ def announce(
             keys.channel,
             KEEP_MS,
             LOG_LENGTH,
+            op,
         ),
     )
+    if replicas is None:
+        status, written = yield step
+    else:
+        wait = wait_command(replicas)
+        reply, acks = yield Pipeline((step, wait))
+        if isinstance(reply, BaseException):
+            raise reply
+        status, written = reply
+        if status is Status.OK:
+            acknowledged(keys.name, replicas, wait, acks)
     if status is Status.NOT_OWNED:
         raise NotOwnedError(keys.name, term, "not the leader: its term ended")
     return bool(written)

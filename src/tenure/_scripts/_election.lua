@@ -5,8 +5,9 @@
 -- The record (a hash): token (the leader's lease token), term (its fence, as
 -- the fence key wrote it), label, value (base64 of the proclaimed bytes, ""
 -- when none), has ("1" once a value was proclaimed in this term), since (the
--- server's ms when the term was announced) and state ("active" until the term
--- ends by a resignation or a loss, then "ended").
+-- server's ms when the term was announced), state ("active" until the term
+-- ends by a resignation or a loss, then "ended") and op (the id of the last
+-- proclaim call, so that the call retried after a lost reply is recognised).
 -- The log (a stream): one entry per change, {event, term, label, value, has,
 -- since} with event "elected", "proclaimed", "resigned" or "lost"; the entry's
 -- id is published on the feed channel. Both keys are kept `keep` ms after

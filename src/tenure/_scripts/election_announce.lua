@@ -18,9 +18,11 @@
 -- ARGV[6]  feed         string; the channel each change's log id is published on
 -- ARGV[7]  keep         integer MILLISECONDS the record and the log outlive their last write
 -- ARGV[8]  log length   integer > 0: the log keeps this many last entries
+-- ARGV[9]  op           string; this proclaim call's id (a retry of the call sends the
+--                       same): a proclaim whose id the record holds was made already
 --
 -- Returns  {1, n}       OK: n = 1 if something was written, 0 for an "elected"
---                       already announced (a retry).
+--                       already announced or a proclaim already made (a retry).
 --          {4, 0}       NOT_OWNED: the lock is not held with this token, or the
 --                       term is not the last minted; nothing written.
 --          {5, key}     WRONG_TYPE: key holds a value of another type; nothing written.
@@ -58,8 +60,9 @@ elseif ARGV[3] == 'elected' then
   return {OK, 0}
 end
 if ARGV[3] == 'proclaimed' then
+  if ARGV[9] ~= '' and rec.op == ARGV[9] then return {OK, 0} end
   rec.value, rec.has, rec.label = ARGV[5], '1', ARGV[4]
-  redis.call('HSET', KEYS[3], 'value', rec.value, 'has', '1', 'label', rec.label)
+  redis.call('HSET', KEYS[3], 'value', rec.value, 'has', '1', 'label', rec.label, 'op', ARGV[9])
   election_note(KEYS[4], ARGV[6], keep, max, 'proclaimed', rec)
 end
 redis.call('PEXPIRE', KEYS[3], keep)

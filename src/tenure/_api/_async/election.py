@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from ..._drivers import _async as _driver
 from ..._drivers._clients import connection_fault
+from ..._drivers._identity import new_op
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
 from ..._info import ElectionEvent, FairLockInfo, Leader
 from ..._keys import DEFAULT_PREFIX, ElectionKeys, election_keys
@@ -71,12 +72,11 @@ class AsyncLeadership(AsyncLease):
             NotOwnedError: this leadership ended (its lease expired or was
                 released, and perhaps another leader was elected): refused,
                 nothing was written.
+            NotReplicatedError: (``min_replicas``) fewer replicas acknowledged
+                the value in time (it was written on the master).
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        data = election_plans.check_value(value)
-        lock = self._lock
-        plan = election_plans.announce(lock._ekeys, self.owner, self.fence, lock._label, data)
-        await _driver.run(lock._client, plan)
+        await self._lock._announce(self, election_plans.check_value(value))
 
     async def resign(self) -> None:
         """Step down: end the term (observers see ``resigned``) and release the
@@ -137,6 +137,18 @@ class _AsyncElectionLock(AsyncFairLock):
 
     def _release_plan(self, token: str, fence: int, op: str) -> Plan[None]:
         return election_plans.release(self._ekeys, token, fence, self._opts.delay_ms, op=op)
+
+    async def _announce(self, lease: AsyncLeadership, value: bytes | None = None) -> None:
+        """Announce ``lease``'s term (``value`` ``None``) or proclaim ``value``;
+        with ``min_replicas``, wait for the replicas on the connection that
+        made the grant, as an acquire does."""
+        replicas = self._opts.replicas
+        op = "" if value is None else new_op()  # (a retried proclaim is made once)
+        plan = election_plans.announce(
+            self._ekeys, lease.owner, lease.fence, self._label, value, replicas, op
+        )
+        async with _driver.one_connection(self._client, replicas is not None):
+            await _driver.run(self._client, plan)
 
 
 @shared_args(adaptive=False)
@@ -266,7 +278,7 @@ class AsyncElection(PerProcess):
             InvalidArgument: a bad ``timeout``; nothing was sent.
             AlreadyHeldError: the caller leads this election already.
             NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
-                new lease in time; it was released.
+                new lease, or its announcement, in time; it was released.
             WrongTypeError: a key of the election holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
@@ -280,8 +292,7 @@ class AsyncElection(PerProcess):
                 return None
             assert isinstance(lease, AsyncLeadership)
             try:
-                plan = election_plans.announce(self._keys, lease.owner, lease.fence, self._label)
-                await _driver.run(self._client, plan)
+                await self._lock._announce(lease)
             except NotOwnedError:
                 # its lease ended before it was announced (a pause past the ttl):
                 # its term is over; stand again

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from ..._drivers import _sync as _driver
 from ..._drivers._clients import connection_fault
+from ..._drivers._identity import new_op
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
 from ..._info import ElectionEvent, FairLockInfo, Leader
 from ..._keys import DEFAULT_PREFIX, ElectionKeys, election_keys
@@ -72,12 +73,11 @@ class Leadership(Lease):
             NotOwnedError: this leadership ended (its lease expired or was
                 released, and perhaps another leader was elected): refused,
                 nothing was written.
+            NotReplicatedError: (``min_replicas``) fewer replicas acknowledged
+                the value in time (it was written on the master).
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        data = election_plans.check_value(value)
-        lock = self._lock
-        plan = election_plans.announce(lock._ekeys, self.owner, self.fence, lock._label, data)
-        _driver.run(lock._client, plan)
+        self._lock._announce(self, election_plans.check_value(value))
 
     def resign(self) -> None:
         """Step down: end the term (observers see ``resigned``) and release the
@@ -138,6 +138,18 @@ class _ElectionLock(FairLock):
 
     def _release_plan(self, token: str, fence: int, op: str) -> Plan[None]:
         return election_plans.release(self._ekeys, token, fence, self._opts.delay_ms, op=op)
+
+    def _announce(self, lease: Leadership, value: bytes | None = None) -> None:
+        """Announce ``lease``'s term (``value`` ``None``) or proclaim ``value``;
+        with ``min_replicas``, wait for the replicas on the connection that
+        made the grant, as an acquire does."""
+        replicas = self._opts.replicas
+        op = "" if value is None else new_op()  # (a retried proclaim is made once)
+        plan = election_plans.announce(
+            self._ekeys, lease.owner, lease.fence, self._label, value, replicas, op
+        )
+        with _driver.one_connection(self._client, replicas is not None):
+            _driver.run(self._client, plan)
 
 
 @shared_args(adaptive=False)
@@ -267,7 +279,7 @@ class Election(PerProcess):
             InvalidArgument: a bad ``timeout``; nothing was sent.
             AlreadyHeldError: the caller leads this election already.
             NotReplicatedError: ``min_replicas`` replicas did not acknowledge the
-                new lease in time; it was released.
+                new lease, or its announcement, in time; it was released.
             WrongTypeError: a key of the election holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
@@ -281,8 +293,7 @@ class Election(PerProcess):
                 return None
             assert isinstance(lease, Leadership)
             try:
-                plan = election_plans.announce(self._keys, lease.owner, lease.fence, self._label)
-                _driver.run(self._client, plan)
+                self._lock._announce(lease)
             except NotOwnedError:
                 # its lease ended before it was announced (a pause past the ttl):
                 # its term is over; stand again
