@@ -43,10 +43,10 @@ def wait_until(check: Any, timeout: float = 10.0, what: str = "") -> None:
 class Watch(threading.Thread):
     """Collect an election's changes in a thread."""
 
-    def __init__(self, client: Any, name: str) -> None:
+    def __init__(self, client: Any, name: str, quiet: float = 5.0) -> None:
         super().__init__(daemon=True)
         self.events: list[ElectionEvent] = []
-        self.iterator = Election(client, name).observe(timeout=5)
+        self.iterator = Election(client, name).observe(timeout=quiet)
 
     def run(self) -> None:
         for event in self.iterator:
@@ -114,7 +114,7 @@ def test_an_election_on_every_master(crc: Any) -> None:
         return Election(crc, name, ttl=10, label=label)
 
     for name in _names(crc, "elect"):
-        watch = Watch(crc, name)
+        watch = Watch(crc, name, quiet=1.0)
         node = redis.Redis(port=crc.get_node_from_key(name).port)
         first, second, took = _handover(make, name, watch)
         assert took < PROMPT and second.term > first.term
@@ -132,6 +132,7 @@ def test_an_election_on_every_master(crc: Any) -> None:
             ("resigned", t2),
         ]
         node.close()
+        watch.join(10)  # (ended, before the client closes)
 
 
 def test_an_async_election_on_a_cluster(cluster: Cluster) -> None:
@@ -226,5 +227,6 @@ def test_a_leadership_with_min_replicas_survives_a_failover(group: SentinelGroup
     finally:
         group.rejoin(old)
         group.wait_healthy()
+        watch.join(10)
         for c in (leading, waiting, watching):
             c.close()
