@@ -27,6 +27,7 @@ from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
 from tenure import (
+    AlreadyHeldError,
     AsyncElection,
     AsyncFencedKey,
     Election,
@@ -551,3 +552,34 @@ def test_observe_ends_after_a_quiet_timeout(r: redis.Redis) -> None:
     assert [(e.change, e.term) for e in events] == [("elected", leadership.term)]
     assert 0.3 <= time.monotonic() - started < 2
     leadership.resign()
+
+
+def test_campaigning_again_while_leading_is_refused(r: redis.Redis) -> None:
+    election = Election(r, "twice", ttl=5)
+    leadership = election.campaign()
+    assert leadership is not None
+    with pytest.raises(AlreadyHeldError):
+        election.campaign(timeout=0)
+    # another thread is another candidate: it waits its turn
+    assert in_thread(lambda: election.campaign(timeout=0.05)) is None
+    leadership.resign()
+
+
+def test_run_while_leader_resigns_when_the_work_raises(r: redis.Redis) -> None:
+    election = Election(r, "raises", ttl=5)
+
+    def fail(leadership: Leadership) -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        election.run_while_leader(fail)
+    assert election.leader() is None
+    assert Election(r, "raises").run_while_leader(lambda _: "next", timeout=1) == "next"
+
+
+def in_thread(fn: Callable[[], Any]) -> Any:
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(fn()))
+    thread.start()
+    thread.join(10)
+    return out[0]
