@@ -80,15 +80,25 @@ def test_announce_and_proclaim_send_the_term_and_the_value_base64() -> None:
         send(plan, (Status.NOT_OWNED, 0))
 
 
-def test_release_ends_the_term_before_the_fair_release() -> None:
+def test_release_ends_the_term_then_releases_in_one_round_trip() -> None:
     plan = election.release(KEYS, "tok", 42, op="op1")
     step = first(plan)
-    assert step.script is ELECTION_RESIGN and step.args[:3] == ("tok", "42", "resigned")
-    step = send(plan, (Status.OK, 1))
-    assert step.script is FAIR_RELEASE and step.args[0] == "tok"
-    assert finish(plan, (Status.OK, 1)) is None
+    assert isinstance(step, Pipeline)
+    end, release = step.steps
+    assert isinstance(end, Eval) and isinstance(release, Eval)
+    assert end.script is ELECTION_RESIGN and end.args[:3] == ("tok", "42", "resigned")
+    assert release.script is FAIR_RELEASE and release.args[0] == "tok" and release.args[-1] == "op1"
+    assert finish(plan, [(Status.OK, 1), (Status.OK, 1)]) is None
+    plan = election.release(KEYS, "tok", 42)
+    first(plan)
+    with pytest.raises(NotOwnedError, match="expired"):
+        send(plan, [(Status.OK, 0), (Status.NOT_OWNED, 0)])
+    plan = election.release(KEYS, "tok", 42)
+    first(plan)
+    with pytest.raises(ConnectionError):
+        send(plan, [ConnectionError("gone"), (Status.OK, 1)])
     plan = election.depose(KEYS, "tok", 42)
-    assert first(plan).args[2] == "lost"
+    assert first(plan).steps[0].args[2] == "lost"
 
 
 def test_parse_read_decodes_the_record_and_the_entries() -> None:

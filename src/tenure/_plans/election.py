@@ -203,8 +203,7 @@ def release(
     Raises:
         NotOwnedError: the lease does not hold the lock (it ended).
     """
-    yield _resign_step(keys, token, fence, "resigned")
-    yield from fair.release(keys, token, fence, delay_ms, op=op)
+    yield from _end_and_release(keys, token, fence, "resigned", delay_ms, op)
 
 
 def depose(keys: ElectionKeys, token: str, fence: int) -> Plan[None]:
@@ -214,8 +213,25 @@ def depose(keys: ElectionKeys, token: str, fence: int) -> Plan[None]:
     Raises:
         NotOwnedError: the lease does not hold the lock (it ended).
     """
-    yield _resign_step(keys, token, fence, "lost")
-    yield from fair.release(keys, token, fence)
+    yield from _end_and_release(keys, token, fence, "lost")
+
+
+def _end_and_release(
+    keys: ElectionKeys, token: str, fence: int, event: str, delay_ms: int = 0, op: str = ""
+) -> Plan[None]:
+    # one round trip: both calls are idempotent, and the term's end is logged
+    # before the release hands the lock on
+    replies = yield Pipeline(
+        (
+            _resign_step(keys, token, fence, event),
+            fair.release_step(keys, token, "", delay_ms, op),
+        )
+    )
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            raise reply
+    if replies[1][0] is Status.NOT_OWNED:
+        raise NotOwnedError(keys.name, fence, "can't release: the lease expired before release")
 
 
 @dataclass(frozen=True, slots=True)
