@@ -583,3 +583,12 @@ def in_thread(fn: Callable[[], Any]) -> Any:
     thread.start()
     thread.join(10)
     return out[0]
+
+
+def test_a_failing_on_elected_resigns(r: redis.Redis) -> None:
+    def refuse(leadership: Leadership) -> None:
+        raise RuntimeError("not today")
+
+    with pytest.raises(RuntimeError, match="not today"):
+        Election(r, "refused", ttl=5, on_elected=refuse).campaign()
+    assert Election(r, "refused").leader() is None

@@ -184,7 +184,8 @@ class AsyncElection(PerProcess):
             program (``web-3 pid 4711 (celery worker)``).
         on_elected: called with the :class:`AsyncLeadership` when this object
             wins a campaign (in the campaigning task, before ``campaign``
-            returns; a plain function: keep it short).
+            returns; a plain function: keep it short). If it raises, the
+            leadership is resigned and ``campaign`` raises its error.
         on_deposed: called with the leadership when it is lost (not on a
             resignation); see :meth:`tenure.LeaseBase.on_lost`.
         waiter_timeout: seconds, from 0.003 to a year (default 5): a waiting
@@ -293,16 +294,16 @@ class AsyncElection(PerProcess):
             assert isinstance(lease, AsyncLeadership)
             try:
                 await self._lock._announce(lease)
+                if self._on_elected is not None:
+                    self._on_elected(lease)
             except NotOwnedError:
                 # its lease ended before it was announced (a pause past the ttl):
                 # its term is over; stand again
                 await self._let_go(lease)
                 continue
             except BaseException:
-                await self._let_go(lease)
+                await self._let_go(lease)  # (on_elected failed, or the call was cut off)
                 raise
-            if self._on_elected is not None:
-                self._on_elected(lease)
             return lease
 
     async def _let_go(self, lease: AsyncLeadership) -> None:

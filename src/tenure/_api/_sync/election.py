@@ -185,7 +185,8 @@ class Election(PerProcess):
             program (``web-3 pid 4711 (celery worker)``).
         on_elected: called with the :class:`Leadership` when this object
             wins a campaign (in the campaigning task, before ``campaign``
-            returns; a plain function: keep it short).
+            returns; a plain function: keep it short). If it raises, the
+            leadership is resigned and ``campaign`` raises its error.
         on_deposed: called with the leadership when it is lost (not on a
             resignation); see :meth:`tenure.LeaseBase.on_lost`.
         waiter_timeout: seconds, from 0.003 to a year (default 5): a waiting
@@ -294,16 +295,16 @@ class Election(PerProcess):
             assert isinstance(lease, Leadership)
             try:
                 self._lock._announce(lease)
+                if self._on_elected is not None:
+                    self._on_elected(lease)
             except NotOwnedError:
                 # its lease ended before it was announced (a pause past the ttl):
                 # its term is over; stand again
                 self._let_go(lease)
                 continue
             except BaseException:
-                self._let_go(lease)
+                self._let_go(lease)  # (on_elected failed, or the call was cut off)
                 raise
-            if self._on_elected is not None:
-                self._on_elected(lease)
             return lease
 
     def _let_go(self, lease: Leadership) -> None:
