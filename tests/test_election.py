@@ -174,8 +174,12 @@ def test_bad_values_are_refused_by_name(r: redis.Redis) -> None:
         leadership.proclaim(42)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match=r"value 'xxxx.* is 5000 bytes"):
         leadership.proclaim("x" * 5000)
-    with pytest.raises(InvalidArgument, match="label"):
+    with pytest.raises(InvalidArgument, match="label must be a str"):
         Election(r, "values", label=7)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="UTF-8"):
+        Election(r, "values", label="\udc80")
+    assert Election(r, "values", label="web 1\n").label == "web 1"
+    assert len(Election(r, "values", label="x" * 200).label) == 96
     assert election.leader().value is None  # type: ignore[union-attr]
     leadership.resign()
 

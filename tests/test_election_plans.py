@@ -55,13 +55,6 @@ def test_values_are_checked_and_named() -> None:
     assert election.check_value(b"x" * election.VALUE_MAX)
 
 
-def test_labels_are_checked_and_cleaned() -> None:
-    assert election.check_label("web 1\n") == "web 1"
-    assert len(election.check_label("x" * 200)) == 96
-    with pytest.raises(InvalidArgument, match="label must be a str"):
-        election.check_label(b"web")
-
-
 # --- the steps ---------------------------------------------------------------------------
 
 

@@ -37,7 +37,6 @@ from typing import Any
 from .._errors import InvalidArgument, NotOwnedError
 from .._info import ElectionChange, ElectionEvent, Leader
 from .._keys import ElectionKeys, election_keys
-from .._label import clean_label
 from .._protocol import Eval, Pipeline, Plan, Status, Subscribe, WaitWake, text
 from .._scripts import (
     ELECTION_ANNOUNCE,
@@ -99,23 +98,6 @@ def check_value(value: object) -> bytes:
 def _short(value: object) -> str:
     shown = repr(value)
     return shown if len(shown) <= 60 else shown[:57] + "..."
-
-
-def check_label(value: object) -> str:
-    """Validate ``label=``: a ``str`` that UTF-8 can encode, returned with its
-    control characters made spaces and cut to 96 characters
-    (:func:`tenure._label.clean_label`).
-
-    Raises:
-        InvalidArgument: otherwise.
-    """
-    if not isinstance(value, str):
-        raise InvalidArgument(f"label must be a str, not {type(value).__name__} {value!r}")
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"label {_short(value)} can't be encoded as UTF-8") from None
-    return clean_label(value)
 
 
 def _encode(value: bytes) -> str:

@@ -15,7 +15,7 @@ from ..._drivers._identity import new_op
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
 from ..._info import ElectionEvent, FairLockInfo, Leader
 from ..._keys import DEFAULT_PREFIX, ElectionKeys, election_keys
-from ..._label import default_label
+from ..._label import clean_label, default_label
 from ..._models import Work, PerProcess, _WhileHeld
 from ..._plans import election as election_plans
 from ..._plans import fair as fair_plans
@@ -37,6 +37,23 @@ _RETRY_MAX = 1.0
 #: How long an observer waits for its subscription to be confirmed before it
 #: asks again, seconds.
 _CONFIRM = 10.0
+
+
+def _check_label(value: object) -> str:
+    """Validate ``label=``: a ``str`` that UTF-8 can encode, returned with its
+    control characters made spaces and cut to 96 characters (as every holder
+    label: :func:`tenure._label.clean_label`).
+
+    Raises:
+        InvalidArgument: otherwise.
+    """
+    if not isinstance(value, str):
+        raise InvalidArgument(f"label must be a str, not {type(value).__name__} {value!r}")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"label {value[:40]!r} can't be encoded as UTF-8") from None
+    return clean_label(value)
 
 
 class Leadership(Lease):
@@ -227,7 +244,7 @@ class Election(PerProcess):
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._client = _driver.check_client(client, "Election")
-        self._label = election_plans.check_label(default_label() if label is None else label)
+        self._label = _check_label(default_label() if label is None else label)
         if on_elected is not None and not callable(on_elected):
             raise InvalidArgument(f"on_elected must be callable, not {on_elected!r}")
         self._on_elected = on_elected
