@@ -2407,6 +2407,58 @@ def test_an_exception_of_a_signal_handler_in_an_async_round_gives_the_grant_back
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("api", ["sync", "asyncio"])
+def test_an_exception_of_a_signal_handler_as_a_reply_is_parsed_reaches_the_caller(
+    clients: list[redis.Redis],
+    masters: list[ServerProcess],
+    monkeypatch: pytest.MonkeyPatch,
+    api: str,
+) -> None:
+    """``AlarmTimeout`` (an ordinary Exception a signal handler raises) while
+    the quick path parses a master's reply as it arrives is the caller's, not
+    an error reply to parse again later: acquire raises it (before, it was
+    swallowed and the acquire returned a lease) and every master is free
+    again."""
+    name = f"rl-alarm-parse-{api}"
+    if api == "sync":
+        lock = Redlock(clients, name, ttl=30)
+        for _ in range(3):  # servers probed, a connection of the quick path to each
+            lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+        stand_in, fired = raise_once(_sync_fanout.replies, AlarmTimeout)
+        monkeypatch.setattr(_sync_fanout, "replies", stand_in)
+        with pytest.raises(AlarmTimeout):
+            lock.acquire()
+        monkeypatch.undo()
+        assert fired
+        _gone_within(clients, name, 1.0)
+        lease = lock.acquire(blocking=False)
+        assert lease is not None
+        lease.release()
+        return
+
+    async def main() -> None:
+        mine = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        lock = AsyncRedlock(mine, name, ttl=30)
+        try:
+            for _ in range(3):
+                await (await lock.acquire(blocking=False)).release()  # type: ignore[union-attr]
+            stand_in, fired = raise_once(_fanout.replies, AlarmTimeout)
+            monkeypatch.setattr(_fanout, "replies", stand_in)
+            with pytest.raises(AlarmTimeout):
+                await lock.acquire()
+            monkeypatch.undo()
+            assert fired
+            await _agone_within(clients, name, 1.0)
+            lease = await lock.acquire(blocking=False)
+            assert lease is not None
+            await lease.release()
+        finally:
+            for c in mine:
+                await c.aclose()
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("where", ["as-it-begins", "releasing"])
 def test_the_owners_next_acquire_finishes_an_interrupted_release_first(
     clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch, where: str

@@ -329,7 +329,9 @@ async def _scatter(
         i, _, step = sent[k]
         try:
             reply = replies(step, raws[due.get(i, 0) :])
-        except Exception:
+        except Exception as exc:
+            if not is_fault(exc):
+                raise  # (an interrupt, of any class: cut off, the caller drops the connections)
             return False  # an error reply: after the reads
         parsed.add(k)
         step_on(i, reply, None)
