@@ -2460,6 +2460,31 @@ def test_an_exception_of_a_signal_handler_as_a_reply_is_parsed_reaches_the_calle
     asyncio.run(main())
 
 
+def test_an_exception_of_a_signal_handler_as_a_stale_connection_is_closed_reaches_the_caller(
+    clients: list[redis.Redis], masters: list[ServerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``AlarmTimeout`` raised while the quick path closes a kept connection
+    the server closed (found as a round takes its connections) is the
+    caller's: acquire raises it (before, the close's clean-up swallowed it,
+    and the acquire returned a lease) and every master is free again."""
+    name = "rl-alarm-stale"
+    lock = Redlock(clients, name, ttl=30)
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    _drop_connections(redis.Redis.from_url(masters[0].url))  # the kept ones too
+    time.sleep(0.05)
+    stand_in, fired = raise_once(redis.Connection.disconnect, AlarmTimeout)
+    monkeypatch.setattr(redis.Connection, "disconnect", stand_in)
+    with pytest.raises(AlarmTimeout):
+        lock.acquire()
+    monkeypatch.undo()
+    assert fired
+    _gone_within(clients, name, 1.0)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+
+
 @pytest.mark.parametrize("where", ["as-it-begins", "releasing"])
 def test_the_owners_next_acquire_finishes_an_interrupted_release_first(
     clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch, where: str

@@ -499,9 +499,15 @@ def _take_connection(
             with fan.mutex:  # (each may still be there, if an interrupt came first)
                 fan.idle[:] = [c for c in fan.idle if not any(c is s for s in stale)]
                 fan.owed[:] = [o for o in fan.owed if not any(o[0] is s for s in stale)]
+            cut: BaseException | None = None
             for conn in stale:
-                settle(_drop, client, fan, conn)
+                try:
+                    settle(_drop, client, fan, conn)
+                except BaseException as exc:  # (an interrupt: the others are dropped too)
+                    cut = cut or exc
             _servers.broke(client)
+            if cut is not None:
+                raise cut
     checked_out = functools.partial(_checked_out, client, fan)
     start(_check_out, client, before=lambda call: call.add_done_callback(checked_out))
     return False
