@@ -2025,6 +2025,45 @@ def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
         c.close()
 
 
+def test_a_release_never_overtakes_its_acquire_still_on_its_way(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A lease released while its acquire is still on its way to master 0 (a
+    fresh client's first script call, held on its worker thread past the
+    round's timeout), master 0 no longer under suspicion (another call of
+    that client answered meanwhile): the release is sent there again once
+    that acquire ended, so the name is free on every master once it ran,
+    not held on master 0 until its ttl (before, the release ran there first,
+    found nothing, and the acquire ran after it)."""
+    name = "rl-release-behind-its-acquire"
+    pool = redis.ConnectionPool(
+        host="127.0.0.1", port=masters[0].port, connection_class=_SlowFirstScript
+    )
+    slow = redis.Redis(connection_pool=pool)
+    fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
+    lock = Redlock(fresh, name, ttl=30, master_timeout=0.2)
+    _SlowFirstScript.go.clear()
+    _SlowFirstScript.holding.clear()
+    _SlowFirstScript.needle = name.encode()
+    _SlowFirstScript.armed = True
+    try:
+        lease = lock.acquire(blocking=False)
+        assert lease is not None
+        assert _SlowFirstScript.holding.is_set(), "master 0's acquire is held on its thread"
+        _sync_fanout._servers.answered(slow)  # (another call of that client answered)
+        lease.release()
+    finally:
+        _SlowFirstScript.armed = False
+        _SlowFirstScript.go.set()
+    deadline = time.monotonic() + 5
+    while _fence_on(clients[0], name) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _fence_on(clients[0], name) > 0, "the held-up acquire ran on master 0"
+    _gone_within(clients, name, 2.0)
+    for c in fresh:
+        c.close()
+
+
 def test_a_clean_up_release_waits_for_its_acquire_whatever_ran_there_since(
     clients: list[redis.Redis], masters: list[ServerProcess], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -55,6 +55,7 @@ __all__ = [
     "NotYet",
     "Unsent",
     "send_late",
+    "busy",
     "is_fault",
     "suspected",
     "breaks",
@@ -86,6 +87,9 @@ stop_renewing_shared, unwatch_shared = _dogs.stop_renewing, _dogs.unwatch
 #: one runs on a server under suspicion, no other is started for it), and the
 #: steps :func:`send_late` queued behind them.
 _book = LateBook(new_mutex)
+#: ``busy(client)``: whether a call of :func:`run_each`'s ordinary path (or
+#: of :func:`send_late`) is still in flight on ``client``.
+busy = _book.busy
 
 #: The clients whose server failed to answer :func:`run_each` in time (or at
 #: all), until a call of the ordinary path gets an answer again; and how many
