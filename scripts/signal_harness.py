@@ -238,6 +238,11 @@ class Alarm:
             # ignored in"), so an interrupt there never reaches anyone's code.
             self.counts.ignored += 1
             return
+        if in_finalizer(frame):
+            # The same for an object's __del__ (a client library's connection
+            # or pipeline collected while the library runs), at any depth.
+            self.counts.ignored += 1
+            return
         self.counts.raised += 1
         self.where = (
             f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} " if frame else ""
@@ -270,6 +275,16 @@ class Alarm:
             yield
         finally:
             self.armed = was
+
+
+def in_finalizer(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside an object's ``__del__``, whose exceptions
+    Python prints and drops."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 # -- the primitives --------------------------------------------------------------

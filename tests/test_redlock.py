@@ -39,6 +39,7 @@ from tenure import (
     Redlock,
     _ops,
 )
+from tenure._drivers import _fanout_shared
 from tenure._drivers._async import fanout as _fanout
 from tenure._drivers._hubbook import LINGER
 from tenure._drivers._sync import fanout as _sync_fanout
@@ -2024,6 +2025,45 @@ def test_an_interrupted_first_round_releases_after_the_acquire_it_cut_off(
         c.close()
 
 
+def test_a_release_never_overtakes_its_acquire_still_on_its_way(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A lease released while its acquire is still on its way to master 0 (a
+    fresh client's first script call, held on its worker thread past the
+    round's timeout), master 0 no longer under suspicion (another call of
+    that client answered meanwhile): the release is sent there again once
+    that acquire ended, so the name is free on every master once it ran,
+    not held on master 0 until its ttl (before, the release ran there first,
+    found nothing, and the acquire ran after it)."""
+    name = "rl-release-behind-its-acquire"
+    pool = redis.ConnectionPool(
+        host="127.0.0.1", port=masters[0].port, connection_class=_SlowFirstScript
+    )
+    slow = redis.Redis(connection_pool=pool)
+    fresh = [slow] + [redis.Redis.from_url(s.url) for s in masters[1:]]
+    lock = Redlock(fresh, name, ttl=30, master_timeout=0.2)
+    _SlowFirstScript.go.clear()
+    _SlowFirstScript.holding.clear()
+    _SlowFirstScript.needle = name.encode()
+    _SlowFirstScript.armed = True
+    try:
+        lease = lock.acquire(blocking=False)
+        assert lease is not None
+        assert _SlowFirstScript.holding.is_set(), "master 0's acquire is held on its thread"
+        _sync_fanout._servers.answered(slow)  # (another call of that client answered)
+        lease.release()
+    finally:
+        _SlowFirstScript.armed = False
+        _SlowFirstScript.go.set()
+    deadline = time.monotonic() + 5
+    while _fence_on(clients[0], name) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _fence_on(clients[0], name) > 0, "the held-up acquire ran on master 0"
+    _gone_within(clients, name, 2.0)
+    for c in fresh:
+        c.close()
+
+
 def test_a_clean_up_release_waits_for_its_acquire_whatever_ran_there_since(
     clients: list[redis.Redis], masters: list[ServerProcess], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -2407,6 +2447,83 @@ def test_an_exception_of_a_signal_handler_in_an_async_round_gives_the_grant_back
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("api", ["sync", "asyncio"])
+def test_an_exception_of_a_signal_handler_as_a_reply_is_parsed_reaches_the_caller(
+    clients: list[redis.Redis],
+    masters: list[ServerProcess],
+    monkeypatch: pytest.MonkeyPatch,
+    api: str,
+) -> None:
+    """``AlarmTimeout`` (an ordinary Exception a signal handler raises) while
+    the quick path parses a master's reply as it arrives is the caller's, not
+    an error reply to parse again later: acquire raises it (before, it was
+    swallowed and the acquire returned a lease) and every master is free
+    again."""
+    name = f"rl-alarm-parse-{api}"
+    if api == "sync":
+        lock = Redlock(clients, name, ttl=30)
+        for _ in range(3):  # servers probed, a connection of the quick path to each
+            lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+        stand_in, fired = raise_once(_fanout_shared.replies, AlarmTimeout)
+        monkeypatch.setattr(_sync_fanout, "replies", stand_in)
+        with pytest.raises(AlarmTimeout):
+            lock.acquire()
+        monkeypatch.undo()
+        assert fired
+        _gone_within(clients, name, 1.0)
+        lease = lock.acquire(blocking=False)
+        assert lease is not None
+        lease.release()
+        return
+
+    async def main() -> None:
+        mine = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        lock = AsyncRedlock(mine, name, ttl=30)
+        try:
+            for _ in range(3):
+                await (await lock.acquire(blocking=False)).release()  # type: ignore[union-attr]
+            stand_in, fired = raise_once(_fanout_shared.replies, AlarmTimeout)
+            monkeypatch.setattr(_fanout, "replies", stand_in)
+            with pytest.raises(AlarmTimeout):
+                await lock.acquire()
+            monkeypatch.undo()
+            assert fired
+            await _agone_within(clients, name, 1.0)
+            lease = await lock.acquire(blocking=False)
+            assert lease is not None
+            await lease.release()
+        finally:
+            for c in mine:
+                await c.aclose()
+
+    asyncio.run(main())
+
+
+def test_an_exception_of_a_signal_handler_as_a_stale_connection_is_closed_reaches_the_caller(
+    clients: list[redis.Redis], masters: list[ServerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``AlarmTimeout`` raised while the quick path closes a kept connection
+    the server closed (found as a round takes its connections) is the
+    caller's: acquire raises it (before, the close's clean-up swallowed it,
+    and the acquire returned a lease) and every master is free again."""
+    name = "rl-alarm-stale"
+    lock = Redlock(clients, name, ttl=30)
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    _drop_connections(redis.Redis.from_url(masters[0].url))  # the kept ones too
+    time.sleep(0.05)
+    stand_in, fired = raise_once(redis.Connection.disconnect, AlarmTimeout)
+    monkeypatch.setattr(redis.Connection, "disconnect", stand_in)
+    with pytest.raises(AlarmTimeout):
+        lock.acquire()
+    monkeypatch.undo()
+    assert fired
+    _gone_within(clients, name, 1.0)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+
+
 @pytest.mark.parametrize("where", ["as-it-begins", "releasing"])
 def test_the_owners_next_acquire_finishes_an_interrupted_release_first(
     clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch, where: str
@@ -2657,6 +2774,103 @@ def test_an_interrupt_anywhere_in_a_rounds_wait_for_its_threads_strands_nothing(
             c.close()
         at += 1
     assert at > 10, f"only {at - 1} points of the wait were interrupted"
+
+
+def _interrupt_at_a_call(
+    at: int, error: type[BaseException], where: tuple[str, ...]
+) -> tuple[Any, list[str]]:
+    """A profile function that raises ``error`` once, at the ``at``-th point
+    where a signal handler may run (a Python function's entry, the return of
+    a call into C) in the main thread, in a file whose path ends in one of
+    ``where``; and a list that names where, once it raised."""
+    seen: list[int] = []
+    fired: list[str] = []
+    main = threading.main_thread()
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if fired or event not in ("call", "c_return") or threading.current_thread() is not main:
+            return
+        if not frame.f_code.co_filename.endswith(where):
+            return
+        seen.append(1)
+        if len(seen) == at:
+            called = getattr(arg, "__qualname__", "") if event == "c_return" else ""
+            fired.append(f"{event} {called} in {frame.f_code.co_name}:{frame.f_lineno}")
+            raise error
+
+    return profile, fired
+
+
+def _reserve_counts(clients: list[redis.Redis]) -> list[tuple[int, int, int]]:
+    """Each client's run_each reserve: connections counted, kept (idle or
+    owing replies), being checked out; once no checkout is under way."""
+    from tenure._drivers._sync import _state
+
+    deadline = time.monotonic() + 5
+    while any(_state(c).fan.connecting for c in clients) and time.monotonic() < deadline:  # type: ignore[union-attr]
+        time.sleep(0.005)
+    out = []
+    for c in clients:
+        fan = _state(c).fan
+        assert fan is not None
+        with fan.mutex:
+            out.append((fan.open, len(fan.idle) + len(fan.owed), int(fan.connecting)))
+    return out
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
+def test_an_interrupt_at_any_call_of_the_quick_path_loses_no_connection(
+    clients: list[redis.Redis], masters: list[ServerProcess], error: type[BaseException]
+) -> None:
+    """An interrupt (of either class) at each point of the sync fan-out in
+    turn where a signal handler may run, through a probed Redlock's acquire:
+    every connection the quick path holds stays counted and reachable (kept
+    in its reserve, or dropped and given back to its pool), and the name is
+    free once the clean-up is done. (A connection taken out of the reserve,
+    or out of the round's own book to be kept, was lost to both when the
+    interrupt came between the two: the reserve counted it for good, and
+    once it counted all it may hold, every call left the quick path.)"""
+    name = f"rl-every-call-{error.__name__}"
+    mine = [redis.Redis.from_url(s.url) for s in masters]
+    lock = Redlock(mine, name, ttl=30)
+    for _ in range(3):  # servers probed, a connection of the quick path to each
+        lock.acquire(blocking=False).release()  # type: ignore[union-attr]
+    where = (
+        os.path.join("_drivers", "_sync", "fanout.py"),
+        os.path.join("_drivers", "_sync", "calls.py"),
+        os.path.join("_drivers", "_fanout_shared.py"),
+    )
+    at = 1
+    while at <= 2000:
+        profile, fired = _interrupt_at_a_call(at, error, where)
+        lease = None
+        sys.setprofile(profile)
+        try:
+            lease = lock.acquire(blocking=False)
+        except error:
+            pass
+        finally:
+            sys.setprofile(None)
+        if lease is not None:
+            lease.release()
+        if not fired:
+            break
+        deadline = time.monotonic() + 5
+        while _sync_fanout._book.pending() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        for k, (counted, kept, connecting) in enumerate(_reserve_counts(mine)):
+            assert counted == kept + connecting, (
+                f"master {k}: {counted - kept - connecting} connection(s) lost"
+                f" after an interrupt at {fired[0]}"
+            )
+        try:
+            _gone_within(clients, name, 2.0)
+        except AssertionError:
+            raise AssertionError(f"held after an interrupt at {fired[0]}") from None
+        at += 1
+    assert at > 100, f"only {at - 1} points of the acquire were interrupted"
+    for c in mine:
+        c.close()
 
 
 class _FinishesItsWrite(redis.asyncio.Connection):

@@ -21,6 +21,7 @@ from tenure._plans import rounds
 from tenure._plans.fanout import (
     ClearWake,
     Fan,
+    Fanned,
     Listen,
     SendLate,
     Sleep,
@@ -353,6 +354,29 @@ def test_a_release_round_sends_again_where_an_acquire_was_sent_and_wakes() -> No
     plan = rounds.release_round(KEYS, N, TTL, TOKEN, "", (0,), False, now=clock)
     send(plan)
     assert finish(plan, fanned([(OK, 0), 2])).ok == (0,)
+
+
+def test_a_leases_release_is_sent_again_behind_a_call_in_flight_where_it_was_acquired() -> None:
+    """A lease's release (``last``): a master an acquire was sent to where a
+    call was still in flight as the release went (maybe that acquire, still
+    on its way) gets the release again behind it, though it answered; a
+    round of an acquire (not ``last``: its token may be granted there again)
+    does not."""
+    clock = Clock()
+    step = plans.release(KEYS, TOKEN, "op1")
+    released = [(OK, 0), 0]
+    for last, again in ((True, (1,)), (False, None)):
+        plan = rounds.release_round(
+            KEYS, N, TTL, TOKEN, "op1", (1, 2, 4), late={1, 4}, last=last, now=clock
+        )
+        assert send(plan) == Fan((1, 2, 4), (step,) * 3)
+        # master 1 (an acquire sent there) and master 2 (none) were busy
+        reply = Fanned([released] * 3, busy=frozenset({0, 1}))
+        if again is None:
+            assert finish(plan, reply).ok == (0, 1, 2)
+        else:
+            assert send(plan, reply) == SendLate(again, step, clock.t + TTL)
+            assert finish(plan, None).ok == (0, 1, 2)
 
 
 def _plan(log: list[Any], fail: BaseException | None = None) -> Generator[str, Any, str]:

@@ -68,10 +68,14 @@ class Fanned:
         unsent: the positions (in ``results``) of the masters the step was
             never sent to, an earlier call still stuck there: they can't have
             run it.
+        busy: the positions of the masters where a call (in a task or on a
+            worker thread of its own) was still in flight as the step was
+            sent: that call may run there after the step.
     """
 
     results: list[Any]
     unsent: frozenset[int] = frozenset()
+    busy: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

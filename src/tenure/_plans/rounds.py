@@ -46,6 +46,7 @@ def release_round(
     late: Collection[int] = (),
     queued: str = "",
     quick: bool = False,
+    last: bool = False,
     now: Clock,
 ) -> FanPlan[plans.Tally]:
     """Release ``token`` on ``masters`` at once (and leave their queues as
@@ -64,7 +65,16 @@ def release_round(
     written, on a new connection whose handshake the paused master did not
     answer): an acquire stuck there runs when the master resumes, and would
     otherwise hold the name there for a ttl after that. A second release of
-    the same token is harmless."""
+    the same token is harmless.
+
+    ``last`` (a lease's release, or the give-back of a grant: the token is
+    never sent again): a master of ``late`` where a call was still in flight
+    as the release was sent gets it again behind that call too: the call may
+    be the acquire of this token, still on its way there (a round does not
+    wait for a master under suspicion, and another call may clear the
+    suspicion meanwhile), which would run after the release and hold the
+    name there for a ttl. (Not for a round of an acquire: its token may be
+    granted there again by its next round, which a late release would undo.)"""
     masters = tuple(masters)
     step = plans.release(keys, token, op, queued)
     enough = (lambda r: plans.quorum_answered(r, n)) if quick else None
@@ -74,7 +84,7 @@ def release_round(
     again = tuple(
         masters[k]
         for k, reply in enumerate(replies)
-        if isinstance(reply, TimeoutError) and masters[k] in late
+        if masters[k] in late and (isinstance(reply, TimeoutError) or (last and k in fanned.busy))
     )
     if again:
         yield SendLate(again, step, until)

@@ -98,7 +98,7 @@ class AsyncRedlockLease(_AsyncHeldLease["AsyncRedlock"]):
         self._stop_renewing()
         lock = self._lock
         t = await lock._release_round(
-            self.owner, life.release_op, range(lock._n), late=self._reached
+            self.owner, life.release_op, range(lock._n), late=self._reached, last=True
         )
         done = plans.released_ok(t, lock._n)
         if done is None:
@@ -155,7 +155,7 @@ class AsyncRedlockLease(_AsyncHeldLease["AsyncRedlock"]):
             self._stop_renewing()
         lock = self._lock
         t = await lock._release_round(
-            self.owner, life.release_op, range(lock._n), late=self._reached
+            self.owner, life.release_op, range(lock._n), late=self._reached, last=True
         )
         if len(t.failed) < lock._n:
             life.cleaned = True
@@ -423,7 +423,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
                     else:
                         grant, reached = granted[0]
                         await self._release_round(
-                            grant.token, "", range(self._n), late=reached, quick=True
+                            grant.token, "", range(self._n), late=reached, quick=True, last=True
                         )
             raise
         return lease
@@ -537,6 +537,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         late: Collection[int] = (),
         queued: str = "",
         quick: bool = False,
+        last: bool = False,
     ) -> plans.Tally:
         """Release ``token`` on ``masters`` at once, and wake the queues' heads
         (the plan :func:`tenure._plans.rounds.release_round`, whose arguments
@@ -552,6 +553,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             late=late,
             queued=queued,
             quick=quick,
+            last=last,
             now=time.monotonic,
         )
         return await self._drive(plan)
@@ -663,9 +665,11 @@ class _Rounds:
     async def perform(self, step: FanStep) -> Any:
         lock = self._lock
         if isinstance(step, Fan):
+            clients = lock._clients
+            busy = frozenset(k for k, i in enumerate(step.masters) if _fanout.busy(clients[i]))
             results = await lock._send_on(step.masters, step.steps, step.enough, behind=step.behind)
             unsent = (k for k, r in enumerate(results) if isinstance(r, _fanout.Unsent))
-            return Fanned(results, frozenset(unsent))
+            return Fanned(results, frozenset(unsent), busy)
         if isinstance(step, ClearWake):
             self._wake.clear()
         elif isinstance(step, WaitWoken):

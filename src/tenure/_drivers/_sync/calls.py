@@ -200,9 +200,13 @@ def start(
 
 def settle(fn: Callable[..., None], *args: Any) -> None:
     """Run ``fn(*args)``, a clean-up nobody waits for (closing a connection):
-    now, in the calling thread (a failure of the library is ignored)."""
-    with contextlib.suppress(Exception):
+    now, in the calling thread (a failure of the library or the socket is
+    ignored; an interrupt, of any class, is the caller's)."""
+    try:
         fn(*args)
+    except Exception as exc:
+        if not is_fault(exc):
+            raise
 
 
 def wait_calls(calls: Iterable[Call[Any]], timeout: float) -> bool:

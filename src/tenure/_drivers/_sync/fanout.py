@@ -55,6 +55,7 @@ __all__ = [
     "NotYet",
     "Unsent",
     "send_late",
+    "busy",
     "is_fault",
     "suspected",
     "breaks",
@@ -86,6 +87,9 @@ stop_renewing_shared, unwatch_shared = _dogs.stop_renewing, _dogs.unwatch
 #: one runs on a server under suspicion, no other is started for it), and the
 #: steps :func:`send_late` queued behind them.
 _book = LateBook(new_mutex)
+#: ``busy(client)``: whether a call of :func:`run_each`'s ordinary path (or
+#: of :func:`send_late`) is still in flight on ``client``.
+busy = _book.busy
 
 #: The clients whose server failed to answer :func:`run_each` in time (or at
 #: all), until a call of the ordinary path gets an answer again; and how many
@@ -181,12 +185,12 @@ def run_each(
             state = _state(client)
             if suspect:
                 suspects.add(i)
-            elif state.server is not None and state.fan is not None:
-                taken = _take_connection(client, state.fan)
-                if taken is not None:
-                    conns[i], due[i] = taken
-                    fans[i] = state.fan
-                    continue
+            elif (
+                state.server is not None
+                and state.fan is not None
+                and _take_connection(client, state.fan, conns, due, fans, i)
+            ):
+                continue
             in_flight = functools.partial(_in_flight, client)
             alone[i] = start(_run_trusted, client, plan, deadline, before=in_flight)
         wait_held = sum(1 for r in results if r is NOT_DONE) - len(held) < need
@@ -211,7 +215,7 @@ def run_each(
     except BaseException:
         unwaited = set()
         for i in list(conns):  # cut off: a reply may still be due on each
-            settle(_drop, todo[i][0], fans[i], conns.pop(i))
+            _cut_off(todo[i][0], fans[i], conns, i)
         raise
     finally:
         for i, call in alone.items():
@@ -330,7 +334,9 @@ def _scatter(
         i, _, step = sent[k]
         try:
             reply = replies(step, raws[due.get(i, 0) :])
-        except Exception:
+        except Exception as exc:
+            if not is_fault(exc):
+                raise  # (an interrupt, of any class: cut off, the caller drops the connections)
             return False  # an error reply: after the reads
         parsed.add(k)
         step_on(i, reply, None)
@@ -397,8 +403,8 @@ def _scatter(
                 jobs[i][1].close()
                 results[i] = NotYet("no reply waited for: enough others answered")
             steps.clear()
-    for i in list(conns):  # (no wait in this loop: nothing can cut it off)
-        _keep(jobs[i][0], fans[i], conns.pop(i), due.get(i, 0))
+    for i in list(conns):  # (each leaves conns once it is kept or dropped)
+        _keep(jobs[i][0], fans[i], conns[i], due.get(i, 0), conns, i)
 
 
 def _failed(
@@ -406,54 +412,110 @@ def _failed(
 ) -> None:
     """Job ``i``'s connection failed (or no answer in time): dropped, its server suspect."""
     due.pop(i, None)
-    _drop(client, fan, conns.pop(i))
+    _drop(client, fan, conns[i], conns, i)
     _servers.failed(client)
 
 
-def _keep(client: Client, fan: _Reserve, conn: Any, due: int) -> None:
+def _keep(
+    client: Client,
+    fan: _Reserve,
+    conn: Any,
+    due: int,
+    book: dict[int, Any] | None = None,
+    at: int = 0,
+) -> None:
     """:func:`~.._fanout_shared.keep` ``conn`` (``due``: the replies still due
-    on it) for the next calls on its pool, or drop it."""
+    on it) for the next calls on its pool, or drop it; ``book[at]``, if given,
+    is ``conn``, the caller's until then. Kept, it leaves ``book`` only once
+    it is in ``fan`` (between the two, :func:`_cut_off` finds it there)."""
     with fan.mutex:
         kept = keep(fan, conn, due, SPARE_CONNECTIONS)
+    if book is not None:
+        del book[at]
     if not kept:
         settle(_drop, client, fan, conn)
 
 
-def _take_connection(client: Client, fan: _Reserve) -> tuple[Any, int] | None:
-    """A connection of ``fan`` to ``client``'s server for :func:`_scatter`,
-    with the replies still due on it (one that owes some is taken first: the
-    server runs the next call after them); or ``None`` when none is idle:
-    then, unless ``fan`` holds all it may, one is checked out of the pool by
-    a call of its own (connecting may block on a paused server), one at a
+def _held_by(fan: _Reserve, conn: Any) -> bool:
+    """Whether ``fan`` holds ``conn`` (idle, or owing replies). Called with
+    ``fan.mutex`` held."""
+    return any(c is conn for c in fan.idle) or any(c is conn for c, _ in fan.owed)
+
+
+def _cut_off(client: Client, fan: _Reserve, conns: dict[int, Any], i: int) -> None:
+    """``conns[i]``, taken by a :func:`run_each` that was cut off: dropped (a
+    reply may still be due on it), unless the interrupt came as it was being
+    taken from ``fan`` or given back to it (it is in ``fan`` still, or
+    already): then it stays there, as it is."""
+    conn = conns[i]
+    with fan.mutex:
+        held = _held_by(fan, conn)
+    del conns[i]
+    if not held:
+        settle(_drop, client, fan, conn)
+
+
+def _take_connection(
+    client: Client,
+    fan: _Reserve,
+    conns: dict[int, Any],
+    due: dict[int, int],
+    fans: dict[int, _Reserve],
+    i: int,
+) -> bool:
+    """Take a connection of ``fan`` to ``client``'s server for job ``i`` of
+    :func:`_scatter`: into ``conns[i]``, with the replies still due on it in
+    ``due[i]`` (one that owes some is taken first: the server runs the next
+    call after them) and ``fan`` in ``fans[i]``; whether one was. When none
+    is idle, unless ``fan`` holds all it may, one is checked out of the pool
+    by a call of its own (connecting may block on a paused server), one at a
     time. A kept connection the server closed (idle timeout, ``CLIENT
-    KILL``, restart) is given back to the pool, not used."""
+    KILL``, restart) is given back to the pool, not used.
+
+    A connection is the caller's before it leaves ``fan`` (an interrupt
+    between the two finds it in both: :func:`_cut_off` leaves it in ``fan``),
+    and one found closed leaves ``fan`` as it is dropped: none is lost to
+    both, nor left in ``fan`` once given back to the pool."""
     stale: list[Any] = []
     try:
         with fan.mutex:
             while fan.owed:
-                conn, owed = fan.owed.pop()
+                conn, owed = fan.owed[-1]
                 if not closed(conn):
-                    return conn, owed
+                    conns[i], due[i], fans[i] = conn, owed, fan
+                    fan.owed.pop()
+                    return True
                 stale.append(conn)
+                fan.owed.pop()
             while fan.idle:
                 conn = fan.idle[-1]  # (kept while it is checked: an interrupt loses none)
-                is_sound = sound(conn)
-                fan.idle.pop()
-                if is_sound:
-                    return conn, 0
+                if sound(conn):
+                    conns[i], due[i], fans[i] = conn, 0, fan
+                    fan.idle.pop()
+                    return True
                 stale.append(conn)
+                fan.idle.pop()
             if fan.connecting or fan.open - len(stale) >= fan.most:
-                return None
+                return False
             fan.connecting = True
             fan.open += 1
     finally:
-        for conn in stale:
-            settle(_drop, client, fan, conn)
         if stale:
+            with fan.mutex:  # (each may still be there, if an interrupt came first)
+                fan.idle[:] = [c for c in fan.idle if not any(c is s for s in stale)]
+                fan.owed[:] = [o for o in fan.owed if not any(o[0] is s for s in stale)]
+            cut: BaseException | None = None
+            for conn in stale:
+                try:
+                    settle(_drop, client, fan, conn)
+                except BaseException as exc:  # (an interrupt: the others are dropped too)
+                    cut = cut or exc
             _servers.broke(client)
+            if cut is not None:
+                raise cut
     checked_out = functools.partial(_checked_out, client, fan)
     start(_check_out, client, before=lambda call: call.add_done_callback(checked_out))
-    return None
+    return False
 
 
 #: The longest wait (seconds) for a spare connection to be checked out (asyncio).
@@ -480,12 +542,17 @@ def _checked_out(client: Client, fan: _Reserve, call: Any) -> None:
         _keep(client, fan, conn, 0)
 
 
-def _drop(client: Client, fan: _Reserve, conn: Any) -> None:
+def _drop(
+    client: Client, fan: _Reserve, conn: Any, book: dict[int, Any] | None = None, at: int = 0
+) -> None:
     """Close ``conn`` (a reply may still be due on it) and give it back to
     ``client``'s pool, which connects it again for its next user: the pool
     counts the connections it handed out, and a connection never given back
-    would take one of its ``max_connections`` for good."""
+    would take one of its ``max_connections`` for good. ``book[at]``, if
+    given, is ``conn``, the caller's until its drop has begun."""
     try:
+        if book is not None:
+            del book[at]
         conn.disconnect()
     finally:
         with fan.mutex:
