@@ -63,6 +63,7 @@ from ._info import ReadWriteInfo as ReadWriteInfo
 from ._info import SemaphoreHolder as SemaphoreHolder
 from ._info import SemaphoreInfo as SemaphoreInfo
 from ._models import LeaseBase as LeaseBase
+from ._telemetry import configure_telemetry as configure_telemetry
 
 __version__ = "0.1.0"
 
@@ -126,6 +127,7 @@ __all__ = [
     "TenureError",
     "UnsupportedServer",
     "WrongTypeError",
+    "configure_telemetry",
 ]
 
 # The public classes say they are tenure's: a traceback prints

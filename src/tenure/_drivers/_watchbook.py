@@ -42,7 +42,8 @@ from .._plans.waiting import validity
 from .._protocol import Status
 from .._protocol import Watchable as Watchable  # (declared beside the result hand-over)
 
-_log = logging.getLogger("tenure")
+#: (``tenure._telemetry.WATCHDOG``: this pure module imports no module with a clock)
+_log = logging.getLogger("tenure.watchdog")
 
 #: Renew a lease when this part of its ttl has passed since the last renewal.
 RENEW_EVERY = 1 / 3
@@ -218,7 +219,9 @@ def renewal_reply(reply: object) -> tuple[Status, Any] | None:
     if isinstance(reply, WrongTypeError):
         return Status.NOT_OWNED, 0
     if isinstance(reply, BaseException) or not isinstance(reply, tuple):
-        _log.warning("tenure watchdog: renewal failed (%r); retrying", reply)
+        _log.warning(
+            "renewal failed (%s); retrying", type(reply).__name__ if reply is not None else None
+        )
         return None
     return reply
 
@@ -229,4 +232,4 @@ def lose(lease: Watchable, reason: str) -> None:
     try:
         lease._lose(reason)
     except Exception:
-        _log.exception("tenure watchdog: a lost-lease callback failed")
+        _log.exception("a lost-lease callback failed")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar, cast, overload
 
+from ... import _telemetry
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import process_mark
@@ -46,14 +47,19 @@ G = TypeVar("G", bound=Grant)
 
 
 async def _take_grant(
-    client: Any,
+    lock: Any,
     plan: Plan[G | None],
     hold: Callable[[G], Any],
     give_back: Callable[[G], Plan[Any]],
     replicated: bool = False,
+    blocking: bool = True,
 ) -> Any:
-    """Run an acquire ``plan``; the lease ``hold`` makes of its grant (``None``
-    when it returned none), once the lease's ``_start`` is done.
+    """Run an acquire ``plan`` of ``lock`` (a lock object: its ``_client``,
+    ``name`` and ``_probe``); the lease ``hold`` makes of its grant (``None``
+    when it returned none), once the lease's ``_start`` is done. The acquire
+    is logged and recorded (:mod:`tenure._telemetry`) when anything watches:
+    ``blocking`` tells a wait that ran out from one attempt that found the
+    lock busy.
 
     A ``replicated`` lease (``min_replicas``) is granted, waited for and, if
     that fails, given back on one connection (see the driver's
@@ -69,6 +75,27 @@ async def _take_grant(
     this the lock stayed held under a token nobody used until its ttl ran
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
+    client = lock._client
+    watched = _telemetry.acquiring(lock, blocking, _driver.server_name)
+    if watched is None:
+        return await _held_after(client, plan, hold, give_back, replicated)
+    try:
+        lease = await _held_after(client, plan, hold, give_back, replicated)
+    except BaseException as exc:
+        watched.failed(exc)
+        raise
+    watched.done(lease)
+    return lease
+
+
+async def _held_after(
+    client: Any,
+    plan: Plan[G | None],
+    hold: Callable[[G], Any],
+    give_back: Callable[[G], Plan[Any]],
+    replicated: bool,
+) -> Any:
+    """:func:`_take_grant`'s work."""
     if not replicated:
         return await _grant_and_hold(client, plan, hold, give_back)
     lease = None
@@ -91,7 +118,7 @@ async def _grant_and_hold(
     hold: Callable[[G], Any],
     give_back: Callable[[G], Plan[Any]],
 ) -> Any:
-    """:func:`_take_grant`'s work."""
+    """:func:`_held_after`'s work, on one connection or not."""
     try:
         grant = await _driver.run(client, plan)
     except BaseException as exc:
@@ -488,6 +515,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
             self._lose(exc.reason)
             self._end_lost()
         self._released_one(left)
+        _telemetry.released(self)
 
     def _release_begin(self) -> bool:
         """A release begins (the process checked, the lease RELEASING, never
@@ -514,6 +542,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         if isinstance(outcome, BaseException):
             raise outcome
         self._released_one(outcome if isinstance(outcome, int) else None)
+        _telemetry.released(self)
 
     async def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar, cast, overload
 
+from ... import _telemetry
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import process_mark
@@ -47,14 +48,19 @@ G = TypeVar("G", bound=Grant)
 
 
 def _take_grant(
-    client: Any,
+    lock: Any,
     plan: Plan[G | None],
     hold: Callable[[G], Any],
     give_back: Callable[[G], Plan[Any]],
     replicated: bool = False,
+    blocking: bool = True,
 ) -> Any:
-    """Run an acquire ``plan``; the lease ``hold`` makes of its grant (``None``
-    when it returned none), once the lease's ``_start`` is done.
+    """Run an acquire ``plan`` of ``lock`` (a lock object: its ``_client``,
+    ``name`` and ``_probe``); the lease ``hold`` makes of its grant (``None``
+    when it returned none), once the lease's ``_start`` is done. The acquire
+    is logged and recorded (:mod:`tenure._telemetry`) when anything watches:
+    ``blocking`` tells a wait that ran out from one attempt that found the
+    lock busy.
 
     A ``replicated`` lease (``min_replicas``) is granted, waited for and, if
     that fails, given back on one connection (see the driver's
@@ -70,6 +76,27 @@ def _take_grant(
     this the lock stayed held under a token nobody used until its ttl ran
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
+    client = lock._client
+    watched = _telemetry.acquiring(lock, blocking, _driver.server_name)
+    if watched is None:
+        return _held_after(client, plan, hold, give_back, replicated)
+    try:
+        lease = _held_after(client, plan, hold, give_back, replicated)
+    except BaseException as exc:
+        watched.failed(exc)
+        raise
+    watched.done(lease)
+    return lease
+
+
+def _held_after(
+    client: Any,
+    plan: Plan[G | None],
+    hold: Callable[[G], Any],
+    give_back: Callable[[G], Plan[Any]],
+    replicated: bool,
+) -> Any:
+    """:func:`_take_grant`'s work."""
     if not replicated:
         return _grant_and_hold(client, plan, hold, give_back)
     lease = None
@@ -92,7 +119,7 @@ def _grant_and_hold(
     hold: Callable[[G], Any],
     give_back: Callable[[G], Plan[Any]],
 ) -> Any:
-    """:func:`_take_grant`'s work."""
+    """:func:`_held_after`'s work, on one connection or not."""
     try:
         grant = _driver.run(client, plan)
     except BaseException as exc:
@@ -489,6 +516,7 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
             self._lose(exc.reason)
             self._end_lost()
         self._released_one(left)
+        _telemetry.released(self)
 
     def _release_begin(self) -> bool:
         """A release begins (the process checked, the lease RELEASING, never
@@ -515,6 +543,7 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
         if isinstance(outcome, BaseException):
             raise outcome
         self._released_one(outcome if isinstance(outcome, int) else None)
+        _telemetry.released(self)
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).

@@ -11,11 +11,11 @@ by ``state._renew_each`` (its ``send``).
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ... import _telemetry
 from ..._protocol import Pipeline, Status
 from .._runtime_sync import exiting, new_condition, new_mutex, spawn
 from .._watchbook import CLAIM_GRACE, Watch, Watchable, WatchBook, lose, renewal_reply
@@ -24,7 +24,7 @@ from . import late
 if TYPE_CHECKING:
     from .library import _Library
 
-_log = logging.getLogger("tenure")
+_log = _telemetry.WATCHDOG
 
 #: What a watchdog that does not renew on one client's pipeline calls instead
 #: (a Redlock's, see ``watch_shared``; a Redis Cluster client's): the leases
@@ -119,8 +119,13 @@ class _Watchdog:
                 client = self._library.client(connection_pool=self._pool)
                 step = Pipeline(tuple(w.lease._renewal() for w in batch))
                 replies = [renewal_reply(reply) for reply in late.pipeline(client, step)]
-        except Exception:
-            _log.warning("tenure watchdog: renewal failed; retrying", exc_info=True)
+        except Exception as exc:
+            _log.warning(
+                "renewal of %d lease(s) failed (%s); retrying",
+                len(batch),
+                type(exc).__name__,
+                exc_info=True,
+            )
         finally:  # (even cancelled: the next batch may go)
             with self._mutex:
                 now = time.monotonic()
@@ -130,5 +135,6 @@ class _Watchdog:
                         lost.append((watch, reason))
                 self._renewing = False
                 self._cond.notify()
+        _telemetry.renewals(batch, replies)
         for watch, reason in lost:
             lose(watch.lease, reason)
