@@ -219,9 +219,7 @@ def renewal_reply(reply: object) -> tuple[Status, Any] | None:
     if isinstance(reply, WrongTypeError):
         return Status.NOT_OWNED, 0
     if isinstance(reply, BaseException) or not isinstance(reply, tuple):
-        _log.warning(
-            "renewal failed (%s); retrying", type(reply).__name__ if reply is not None else None
-        )
+        _log.warning("tenure watchdog: renewal failed (%r); retrying", reply)
         return None
     return reply
 
@@ -232,4 +230,4 @@ def lose(lease: Watchable, reason: str) -> None:
     try:
         lease._lose(reason)
     except Exception:
-        _log.exception("a lost-lease callback failed")
+        _log.exception("tenure watchdog: a lost-lease callback failed")

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ... import _telemetry
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import process_mark
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
@@ -441,6 +442,19 @@ class MultiLock(_Blocks[MultiLease]):
             redis.exceptions.ConnectionError: likewise.
         """
         wait = lock_plans.check_acquire(blocking, timeout)
+        watched = _telemetry.acquiring(self, blocking, None)
+        if watched is None:
+            return self._acquire(blocking, wait)
+        try:
+            lease = self._acquire(blocking, wait)
+        except BaseException as exc:
+            watched.failed(exc)
+            raise
+        watched.done(lease)
+        return lease
+
+    def _acquire(self, blocking: bool, wait: float | None) -> MultiLease | None:
+        """:meth:`acquire`'s work, its arguments checked."""
         owner = _driver.current_owner()
         left = self._leases.get(owner)
         if left is not None and left._life.asked_or_left:

@@ -119,13 +119,8 @@ class _Watchdog:
                 client = self._library.client(connection_pool=self._pool)
                 step = Pipeline(tuple(w.lease._renewal() for w in batch))
                 replies = [renewal_reply(reply) for reply in late.pipeline(client, step)]
-        except Exception as exc:
-            _log.warning(
-                "renewal of %d lease(s) failed (%s); retrying",
-                len(batch),
-                type(exc).__name__,
-                exc_info=True,
-            )
+        except Exception:
+            _log.warning("tenure watchdog: renewal failed; retrying", exc_info=True)
         finally:  # (even cancelled: the next batch may go)
             with self._mutex:
                 now = time.monotonic()
