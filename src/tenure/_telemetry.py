@@ -177,6 +177,8 @@ class _Sink:
 
     on = False
     lock_names = False
+    #: whether :meth:`current` may give another sink (else it never will)
+    pending = False
 
     def current(self) -> _Sink:
         return self
@@ -200,6 +202,7 @@ class _Unresolved(_Sink):
     """Nothing looked for OpenTelemetry yet: the first acquire does."""
 
     __slots__ = ()
+    pending = True
 
     def current(self) -> _Sink:
         return _resolve()
@@ -210,6 +213,7 @@ class _Awaiting(_Sink):
     acquire looks at the API's two globals until one is set."""
 
     __slots__ = ("_metrics", "_trace")
+    pending = True
 
     def __init__(self, trace_module: Any, metrics_module: Any) -> None:
         self._trace = trace_module
@@ -517,7 +521,7 @@ def acquiring(lock: Any, blocking: bool, system: Any = None) -> Acquire | None:
     (no sink on, the primitive's logger not at DEBUG). ``system``: a function
     of the client giving ``db.system.name`` (called only when recording)."""
     current = _SINK
-    if not current.on:
+    if current.pending:
         current = current.current()
     probe: Probe = lock._probe
     if current.on or probe.log.isEnabledFor(DEBUG):
@@ -552,10 +556,10 @@ def _system_of(lease: Any) -> str:
     return system
 
 
-def released(lease: Any) -> None:
-    """``lease`` was released (its hold time is recorded)."""
+def released(lease: Any, probe: Probe) -> None:
+    """``lease`` (of a primitive whose probe is ``probe``) was released (its
+    hold time is recorded)."""
     current = _SINK
-    probe = _probe_of(lease)
     log = probe.log
     if not current.on and not log.isEnabledFor(DEBUG):
         return

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, NoReturn, Protocol, Self, TypeVar, cast, overload
+from typing import Any, ClassVar, Generic, NoReturn, Protocol, Self, TypeVar, cast, overload
 
 from ... import _telemetry
 from ..._adaptive import AdaptiveTTL
@@ -450,6 +450,7 @@ class _AsyncIssuer(Protocol):
 
     _client: _driver.Client
     _opts: _LeaseOptions
+    _probe: ClassVar[_telemetry.Probe]
 
     @property
     def name(self) -> str: ...
@@ -515,7 +516,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
             self._lose(exc.reason)
             self._end_lost()
         self._released_one(left)
-        _telemetry.released(self)
+        _telemetry.released(self, self._lock._probe)
 
     def _release_begin(self) -> bool:
         """A release begins (the process checked, the lease RELEASING, never
@@ -542,7 +543,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         if isinstance(outcome, BaseException):
             raise outcome
         self._released_one(outcome if isinstance(outcome, int) else None)
-        _telemetry.released(self)
+        _telemetry.released(self, self._lock._probe)
 
     async def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).

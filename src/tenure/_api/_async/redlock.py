@@ -108,7 +108,7 @@ class AsyncRedlockLease(_AsyncHeldLease["AsyncRedlock"]):
             self._lose("can't release: the lease expired on a quorum of masters before release")
             self._end_lost()
         self._released_one(None)
-        _telemetry.released(self)
+        _telemetry.released(self, self._lock._probe)
 
     async def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl) on a quorum
