@@ -365,6 +365,8 @@ def test_acquires_by_outcome(r: redis.Redis, otel: Otel) -> None:
     t.start()
     _wait_until(lambda: len(other) == 2)
     time.sleep(0.1)
+    # the third attempt waits: one waiter in this process
+    assert sum(point.value for _, point in otel.points(tel.WAITERS)) == 1
     lease.release()
     t.join()
     assert other[:2] == [None, None] and other[2] is not None

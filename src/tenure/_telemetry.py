@@ -31,6 +31,7 @@ import contextlib
 import contextvars
 import logging
 import sys
+import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -333,8 +334,13 @@ class _Otel(_Sink):
         self.acquires = meter.create_counter(
             ACQUIRES, unit="{acquire}", description="Acquires, by outcome."
         )
-        self.waiters = meter.create_up_down_counter(
+        # (observed when read: an acquire's start and end cost a dict update,
+        # not two measurements)
+        self._waiting: dict[int, tuple[dict[str, str], int]] = {}
+        self._waiting_mutex = threading.Lock()
+        meter.create_observable_up_down_counter(
             WAITERS,
+            callbacks=[self._observe_waiters],
             unit="{waiter}",
             description="Acquires in this process that may wait (blocking) and have not ended.",
         )
@@ -350,6 +356,19 @@ class _Otel(_Sink):
 
         self.attach, self.detach, self.in_context = attach, detach, set_span_in_context
         self.error_status = Status(StatusCode.ERROR)
+
+    def waiter(self, attrs: dict[str, str], delta: int) -> None:
+        """A blocking acquire of ``attrs`` (a dict of :meth:`attrs`) began (``+1``) or ended."""
+        with self._waiting_mutex:
+            _, n = self._waiting.get(id(attrs), (attrs, 0))
+            self._waiting[id(attrs)] = (attrs, n + delta)
+
+    def _observe_waiters(self, options: Any) -> Any:
+        from opentelemetry.metrics import Observation
+
+        with self._waiting_mutex:
+            counts = list(self._waiting.values())
+        return [Observation(n, attrs) for attrs, n in counts]
 
     def attrs(self, kind: str, system: str, name: str, outcome: str = "") -> dict[str, str]:
         """The metric attributes of a primitive ``kind`` on ``system``, of
@@ -417,7 +436,7 @@ class Acquire:
         if isinstance(sink, _Otel):
             self.attrs = sink.attrs(probe.kind, self._system(), lock.name)
             if blocking:
-                sink.waiters.add(1, self.attrs)
+                sink.waiter(self.attrs, 1)
             span = sink.tracer.start_span(SPAN, attributes={PRIMITIVE: probe.kind})
             if span.is_recording():
                 span.set_attribute(LOCK_NAME, lock.name)
@@ -492,7 +511,7 @@ class Acquire:
             return
         assert self.attrs is not None
         if self.blocking:
-            sink.waiters.add(-1, self.attrs)
+            sink.waiter(self.attrs, -1)
         system = self._system()
         if system:
             self.lock._system = system  # (what its leases' metrics say)
