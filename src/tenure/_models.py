@@ -145,17 +145,18 @@ class LostSignalBase:
 
     def _signal_lost(self, reason: str) -> None:
         """Mark the lease lost (once; never after a clean release): set ``lost``,
-        run the callbacks."""
+        run the callbacks, then log and count it (after: whoever sees ``lost``
+        set finds the callbacks run, as soon as before)."""
         with _callbacks_mutex:
             if not self._life.lose(reason):
                 return
             callbacks, self._callbacks = self._callbacks or [], None
             event = self._event  # (one made later is made set)
-        _telemetry.lost(self, reason)
         if event is not None:
             event.set()
         for callback in callbacks:
             self._run_callback(callback)
+        _telemetry.lost(self, reason)
 
     def _lose(self, reason: str) -> None:
         self._signal_lost(reason)
