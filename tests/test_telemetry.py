@@ -128,7 +128,7 @@ def test_a_hand_off_is_logged(r: redis.Redis, caplog: pytest.LogCaptureFixture) 
     got: list[Any] = []
     waiter = threading.Thread(target=lambda: got.append(lock.acquire(timeout=5)))
     waiter.start()
-    _wait_until(lambda: any("waiting for" in rec.getMessage() for rec in caplog.records))
+    _wait_until(lambda: r.zcard("tenure:{handed}:waiters") > 0)  # queued
     lease.release()
     waiter.join()
     second = got[0]
@@ -136,9 +136,9 @@ def test_a_hand_off_is_logged(r: redis.Redis, caplog: pytest.LogCaptureFixture) 
     second.release()
     messages = [rec.getMessage() for rec in _records(caplog, "tenure.lock")]
     handed = [m for m in messages if m.endswith("(handed off)")]
-    assert handed == [messages[3]], messages
+    assert len(handed) == 1, messages
     assert handed[0].startswith(f"acquired 'handed' fence={second.fence} waited=")
-    assert messages[1] == "waiting for 'handed'"
+    assert messages[1] == "waiting for 'handed'"  # (the holder's release: before or after)
     _no_secret(caplog, lease.owner, second.owner)
 
 
@@ -173,6 +173,7 @@ def test_a_lost_lease_is_a_warning_without_on_lost(
     assert lease is not None
     r.delete("tenure:{vanishing}")  # behind the holder's back
     assert lease.lost.wait(3)
+    _wait_until(lambda: _records(caplog, "tenure.lock"))  # (logged after the callbacks)
     lost = _records(caplog, "tenure.lock")
     assert len(lost) == 1 and lost[0].levelno == logging.WARNING
     assert lost[0].getMessage() == (
@@ -192,6 +193,7 @@ def test_a_renewal_failure_is_a_warning(
     assert lease is not None
     server.stop()
     assert lease.lost.wait(5)
+    _wait_until(lambda: _records(caplog, "tenure.lock"))  # (logged after the callbacks)
     failed = _records(caplog, "tenure.watchdog")
     assert failed and all(rec.levelno == logging.WARNING for rec in failed)
     assert all("renewal failed" in rec.getMessage() for rec in failed)
@@ -449,6 +451,7 @@ def test_lost_leases_and_renewals_are_counted(r: redis.Redis, otel: Otel) -> Non
     time.sleep(0.5)  # a renewal (every 0.2 s)
     r.delete("tenure:{renewed}")
     assert lease.lost.wait(3)
+    _wait_until(lambda: otel.points(tel.LOST))  # (counted after the callbacks)
     renewals = otel.counts(tel.RENEWALS, tel.RENEWAL_OUTCOME)
     assert renewals["renewed"] >= 1 and renewals["lost"] == 1, renewals
     assert otel.counts(tel.LOST, tel.PRIMITIVE) == {"lock": 1}
