@@ -37,6 +37,7 @@ from tenure import (
     AlreadyHeldError,
     AsyncLock,
     FairLock,
+    InvalidArgument,
     Lock,
     ReadWriteLock,
     RLock,
@@ -303,6 +304,7 @@ class Otel:
     reader: InMemoryMetricReader
     spans: InMemorySpanExporter
     tracer_provider: TracerProvider
+    meter_provider: MeterProvider
 
     def points(self, name: str) -> list[tuple[dict[str, Any], Any]]:
         """Each data point of metric ``name``: its attributes and the point."""
@@ -337,7 +339,7 @@ def _otel(lock_names: bool = False) -> tuple[Otel, MeterProvider]:
     configure_telemetry(
         meter_provider=meter_provider, tracer_provider=tracer_provider, lock_names=lock_names
     )
-    return Otel(reader, exporter, tracer_provider), meter_provider
+    return Otel(reader, exporter, tracer_provider, meter_provider), meter_provider
 
 
 @pytest.fixture
@@ -502,6 +504,28 @@ def test_an_asyncio_acquire_is_recorded(url: str, otel: Otel) -> None:
     (span,) = otel.acquires()
     assert span.attributes is not None and span.attributes[tel.LOCK_NAME] == "async-traced"
     assert otel.counts(tel.ACQUIRES, tel.OUTCOME) == {"granted": 1}
+
+
+def test_waiters_are_counted_after_the_same_provider_is_given_again(
+    r: redis.Redis, otel: Otel
+) -> None:
+    # (a meter registers an instrument's callback once: the second is ignored)
+    configure_telemetry(meter_provider=otel.meter_provider, tracer_provider=otel.tracer_provider)
+    lock = Lock(r, "again", ttl=5)
+    lease = lock.acquire()
+    assert lease is not None
+    t = threading.Thread(target=lambda: lock.acquire(timeout=5).release())  # type: ignore[union-attr]
+    t.start()
+    _wait_until(lambda: r.zcard("tenure:{again}:waiters") > 0)
+    assert sum(point.value for _, point in otel.points(tel.WAITERS)) == 1
+    lease.release()
+    t.join()
+    assert sum(point.value for _, point in otel.points(tel.WAITERS)) == 0
+
+
+def test_a_bad_setting_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="lock_names"):
+        configure_telemetry(lock_names="yes")  # type: ignore[arg-type]
 
 
 def test_turned_off_records_nothing(r: redis.Redis, otel: Otel) -> None:

@@ -21,8 +21,8 @@ API's two globals (no call) until one is set.
 
 The call sites pass the objects they have (a lock object, a lease); what this
 module reads of them is duck-typed (``name``, ``fence``, ``acquired_at``, the
-lock object's ``_probe``), so it imports nothing of tenure and sits below
-every layer.
+lock object's ``_probe``), so it imports nothing of tenure but its errors and
+sits below every layer that logs.
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import os
 import sys
 import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from ._errors import InvalidArgument
 
 #: tenure's root logger: a ``NullHandler``, so that a library's records go
 #: nowhere until the application configures logging (and never to
@@ -223,7 +226,10 @@ class _Awaiting(_Sink):
     def current(self) -> _Sink:
         if self._trace._TRACER_PROVIDER is None and self._metrics._METER_PROVIDER is None:
             return self
-        return _use(_Otel(None, None, _SETTINGS.lock_names))
+        with _RESOLVING:
+            if _SINK is not self:  # (resolved meanwhile)
+                return _SINK
+            return _use(_Otel(None, None, _SETTINGS.lock_names))
 
 
 class _Settings:
@@ -245,14 +251,30 @@ def _use(sink: _Sink) -> _Sink:
     return sink
 
 
+#: Held while a sink is resolved: one set of instruments at a time.
+_RESOLVING = threading.Lock()
+
+#: The environment variables that name OpenTelemetry's global providers (the
+#: API loads them when first asked for one, leaving its globals unset until then).
+_PROVIDER_VARIABLES = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+
+
 def _resolve() -> _Sink:
     """The sink of the current settings (see the module docstring)."""
+    with _RESOLVING:
+        if not _SINK.pending:  # (resolved meanwhile)
+            return _SINK
+        return _resolve_now()
+
+
+def _resolve_now() -> _Sink:
     s = _SETTINGS
     try:
         from opentelemetry import trace
     except ImportError:
         return _use(NOOP)
-    if s.meter_provider is not None or s.tracer_provider is not None:
+    configured = s.meter_provider is not None or s.tracer_provider is not None
+    if configured or any(name in os.environ for name in _PROVIDER_VARIABLES):
         return _use(_Otel(s.meter_provider, s.tracer_provider, s.lock_names))
     try:
         from opentelemetry.metrics import _internal as metrics_internal
@@ -290,9 +312,14 @@ def configure_telemetry(
             unboundedly many names (one per order, per user). Spans always
             carry the name.
         enabled: ``False``: record nothing (the loggers are unaffected).
+
+    Raises:
+        InvalidArgument: ``lock_names`` or ``enabled`` is not a ``bool``.
     """
     if not isinstance(lock_names, bool) or not isinstance(enabled, bool):
-        raise TypeError("lock_names and enabled must be True or False")
+        raise InvalidArgument(
+            f"lock_names and enabled must be True or False, not {lock_names!r}, {enabled!r}"
+        )
     s = _SETTINGS
     s.meter_provider, s.tracer_provider, s.lock_names = meter_provider, tracer_provider, lock_names
     _use(_Unresolved() if enabled else NOOP)
@@ -301,6 +328,29 @@ def configure_telemetry(
 def sink() -> _Sink:
     """The sink metrics and spans go to now (:data:`NOOP` without OpenTelemetry)."""
     return _SINK.current()
+
+
+#: The blocking acquires under way in this process, by their attributes (as
+#: a sorted tuple): the attributes and the count.
+_WAITING: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], int]] = {}
+_WAITING_MUTEX = threading.Lock()
+
+
+def _waiter(attrs: dict[str, str], delta: int) -> None:
+    """A blocking acquire of ``attrs`` began (``+1``) or ended (``-1``)."""
+    key = tuple(sorted(attrs.items()))
+    with _WAITING_MUTEX:
+        n = _WAITING.get(key, (attrs, 0))[1] + delta
+        _WAITING[key] = (attrs, n)
+
+
+def _observe_waiters(options: Any) -> Any:
+    """``tenure.lock.waiters``' callback: the count of each set of attributes."""
+    from opentelemetry.metrics import Observation
+
+    with _WAITING_MUTEX:
+        counts = list(_WAITING.values())
+    return [Observation(n, attrs) for attrs, n in counts]
 
 
 class _Otel(_Sink):
@@ -335,12 +385,11 @@ class _Otel(_Sink):
             ACQUIRES, unit="{acquire}", description="Acquires, by outcome."
         )
         # (observed when read: an acquire's start and end cost a dict update,
-        # not two measurements)
-        self._waiting: dict[int, tuple[dict[str, str], int]] = {}
-        self._waiting_mutex = threading.Lock()
+        # not two measurements; a meter registers an instrument's callbacks
+        # once, so the counts are the module's, whichever sink counts)
         meter.create_observable_up_down_counter(
             WAITERS,
-            callbacks=[self._observe_waiters],
+            callbacks=[_observe_waiters],
             unit="{waiter}",
             description="Acquires in this process that may wait (blocking) and have not ended.",
         )
@@ -356,19 +405,6 @@ class _Otel(_Sink):
 
         self.attach, self.detach, self.in_context = attach, detach, set_span_in_context
         self.error_status = Status(StatusCode.ERROR)
-
-    def waiter(self, attrs: dict[str, str], delta: int) -> None:
-        """A blocking acquire of ``attrs`` (a dict of :meth:`attrs`) began (``+1``) or ended."""
-        with self._waiting_mutex:
-            _, n = self._waiting.get(id(attrs), (attrs, 0))
-            self._waiting[id(attrs)] = (attrs, n + delta)
-
-    def _observe_waiters(self, options: Any) -> Any:
-        from opentelemetry.metrics import Observation
-
-        with self._waiting_mutex:
-            counts = list(self._waiting.values())
-        return [Observation(n, attrs) for attrs, n in counts]
 
     def attrs(self, kind: str, system: str, name: str, outcome: str = "") -> dict[str, str]:
         """The metric attributes of a primitive ``kind`` on ``system``, of
@@ -436,7 +472,7 @@ class Acquire:
         if isinstance(sink, _Otel):
             self.attrs = sink.attrs(probe.kind, self._system(), lock.name)
             if blocking:
-                sink.waiter(self.attrs, 1)
+                _waiter(self.attrs, 1)
             span = sink.tracer.start_span(SPAN, attributes={PRIMITIVE: probe.kind})
             if span.is_recording():
                 span.set_attribute(LOCK_NAME, lock.name)
@@ -511,7 +547,7 @@ class Acquire:
             return
         assert self.attrs is not None
         if self.blocking:
-            sink.waiter(self.attrs, -1)
+            _waiter(self.attrs, -1)
         system = self._system()
         if system:
             self.lock._system = system  # (what its leases' metrics say)
