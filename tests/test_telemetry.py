@@ -262,6 +262,25 @@ def test_nothing_watches_with_the_logger_off_and_no_provider(r: redis.Redis) -> 
     assert tel.acquiring(lock, True) is None
 
 
+def test_an_interrupt_while_an_acquire_is_logged_gives_the_lease_back(
+    r: redis.Redis, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="tenure")
+
+    def interrupted(self: tel.Acquire, lease: Any) -> None:
+        raise KeyboardInterrupt  # (a signal handler's, as the outcome is logged)
+
+    monkeypatch.setattr(tel.Acquire, "done", interrupted)
+    lock = Lock(r, "cut-off", ttl=30)
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire()
+    assert not lock.locked()  # released, not held for 30 s by a lease nobody has
+    monkeypatch.undo()
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
+
+
 def test_urls_are_redacted() -> None:
     assert tel.redact("redis://u:secret@host:6379/0") == "redis://u:***@host:6379/0"
     assert tel.redact("rediss://:secret@host") == "rediss://:***@host"

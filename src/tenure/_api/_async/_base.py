@@ -84,8 +84,21 @@ async def _take_grant(
     except BaseException as exc:
         watched.failed(exc)
         raise
-    watched.done(lease)
+    await _report(watched, lease)
     return lease
+
+
+async def _report(watched: _telemetry.Acquire, lease: Any) -> None:
+    """``watched.done(lease)``: an acquire's outcome logged and recorded. A
+    lease whose caller would never see it (an interrupt, of any class, while
+    it is recorded) is released first (best effort), as in :func:`_take_grant`."""
+    try:
+        watched.done(lease)
+    except BaseException:
+        if lease is not None:
+            with contextlib.suppress(Exception):
+                await lease.release()
+        raise
 
 
 async def _held_after(

@@ -22,7 +22,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import is_interrupt, result_lost_with
 from ..._units import check_ttl
 from . import _steps
-from ._base import _AsyncBlocks, _AsyncEntersItself, _check_callback
+from ._base import _AsyncBlocks, _AsyncEntersItself, _check_callback, _report
 from .lock import AsyncLease, AsyncLock
 from .rlock import AsyncRLock, AsyncRLockLease
 
@@ -449,7 +449,7 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
         except BaseException as exc:
             watched.failed(exc)
             raise
-        watched.done(lease)
+        await _report(watched, lease)
         return lease
 
     async def _acquire(self, blocking: bool, wait: float | None) -> AsyncMultiLease | None:

@@ -47,7 +47,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _AsyncBlocks, _AsyncHeldLease, _LeaseOptions
+from ._base import _AsyncBlocks, _AsyncHeldLease, _LeaseOptions, _report
 from .multi import _server_of
 
 T = TypeVar("T")
@@ -390,7 +390,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         except BaseException as exc:
             watched.failed(exc)
             raise
-        watched.done(lease)
+        await _report(watched, lease)
         return lease
 
     async def _acquire(self, blocking: bool, wait: float | None) -> AsyncRedlockLease | None:

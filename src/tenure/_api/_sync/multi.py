@@ -23,7 +23,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import is_interrupt, result_lost_with
 from ..._units import check_ttl
 from . import _steps
-from ._base import _Blocks, _EntersItself, _check_callback
+from ._base import _Blocks, _EntersItself, _check_callback, _report
 from .lock import Lease, Lock
 from .rlock import RLock, RLockLease
 
@@ -450,7 +450,7 @@ class MultiLock(_Blocks[MultiLease]):
         except BaseException as exc:
             watched.failed(exc)
             raise
-        watched.done(lease)
+        _report(watched, lease)
         return lease
 
     def _acquire(self, blocking: bool, wait: float | None) -> MultiLease | None:

@@ -48,7 +48,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _Blocks, _HeldLease, _LeaseOptions
+from ._base import _Blocks, _HeldLease, _LeaseOptions, _report
 from .multi import _server_of
 
 T = TypeVar("T")
@@ -391,7 +391,7 @@ class Redlock(_Blocks[RedlockLease]):
         except BaseException as exc:
             watched.failed(exc)
             raise
-        watched.done(lease)
+        _report(watched, lease)
         return lease
 
     def _acquire(self, blocking: bool, wait: float | None) -> RedlockLease | None:
