@@ -66,6 +66,12 @@ def _records(caplog: pytest.LogCaptureFixture, logger: str) -> list[logging.LogR
     return [rec for rec in caplog.records if rec.name == logger]
 
 
+def _about(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
+    """The ``tenure.lock`` records of the lock ``name`` (an earlier test's
+    lease may be lost while this one runs)."""
+    return [rec for rec in _records(caplog, "tenure.lock") if f"{name!r}" in rec.getMessage()]
+
+
 def _no_secret(caplog: pytest.LogCaptureFixture, *secrets: str) -> None:
     for rec in caplog.records:
         text = rec.getMessage()
@@ -89,7 +95,7 @@ def test_acquire_and_release_are_logged_at_debug(
     assert lease is not None
     time.sleep(0.05)
     lease.release()
-    got = [rec.getMessage() for rec in _records(caplog, "tenure.lock")]
+    got = [rec.getMessage() for rec in _about(caplog, "orders")]
     assert len(got) == 2, got
     assert got[0].startswith(f"acquired 'orders' fence={lease.fence} waited=")
     assert got[1].startswith(f"released 'orders' fence={lease.fence} held=")
@@ -135,7 +141,7 @@ def test_a_hand_off_is_logged(r: redis.Redis, caplog: pytest.LogCaptureFixture) 
     second = got[0]
     assert second is not None
     second.release()
-    messages = [rec.getMessage() for rec in _records(caplog, "tenure.lock")]
+    messages = [rec.getMessage() for rec in _about(caplog, "handed")]
     handed = [m for m in messages if m.endswith("(handed off)")]
     assert len(handed) == 1, messages
     assert handed[0].startswith(f"acquired 'handed' fence={second.fence} waited=")
@@ -160,7 +166,7 @@ def test_a_timeout_and_a_busy_lock_are_logged(
     t.start()
     t.join()
     assert other == [None, None]
-    messages = [rec.getMessage() for rec in _records(caplog, "tenure.lock")]
+    messages = [rec.getMessage() for rec in _about(caplog, "busy")]
     assert "'busy' is busy: not taken (no wait)" in messages
     assert any(m.startswith("'busy' not taken: gave up after 0.1") for m in messages), messages
     lease.release()
@@ -174,8 +180,8 @@ def test_a_lost_lease_is_a_warning_without_on_lost(
     assert lease is not None
     r.delete("tenure:{vanishing}")  # behind the holder's back
     assert lease.lost.wait(3)
-    _wait_until(lambda: _records(caplog, "tenure.lock"))  # (logged after the callbacks)
-    lost = _records(caplog, "tenure.lock")
+    _wait_until(lambda: _about(caplog, "vanishing"))  # (logged after the callbacks)
+    lost = _about(caplog, "vanishing")
     assert len(lost) == 1 and lost[0].levelno == logging.WARNING
     assert lost[0].getMessage() == (
         f"lease of 'vanishing' lost (fence={lease.fence}): "
@@ -194,11 +200,12 @@ def test_a_renewal_failure_is_a_warning(
     assert lease is not None
     server.stop()
     assert lease.lost.wait(5)
-    _wait_until(lambda: _records(caplog, "tenure.lock"))  # (logged after the callbacks)
+    # (only this test's records: an earlier test's lease may be lost meanwhile)
+    _wait_until(lambda: _about(caplog, "outage"))  # (logged after the callbacks)
     failed = _records(caplog, "tenure.watchdog")
     assert failed and all(rec.levelno == logging.WARNING for rec in failed)
     assert all("renewal failed" in rec.getMessage() for rec in failed)
-    assert [rec.getMessage() for rec in _records(caplog, "tenure.lock")] == [
+    assert [rec.getMessage() for rec in _about(caplog, "outage")] == [
         f"lease of 'outage' lost (fence={lease.fence}): "
         "its deadline passed before a renewal reached Redis"
     ]
@@ -249,7 +256,7 @@ def test_an_asyncio_acquire_is_logged(url: str, caplog: pytest.LogCaptureFixture
             await client.aclose()
 
     fence = asyncio.run(main())
-    messages = [rec.getMessage() for rec in _records(caplog, "tenure.lock")]
+    messages = [rec.getMessage() for rec in _about(caplog, "async-orders")]
     assert messages[0].startswith(f"acquired 'async-orders' fence={fence} waited=")
     assert messages[1].startswith(f"released 'async-orders' fence={fence} held=")
 
@@ -337,10 +344,13 @@ class Otel:
                             found.append((dict(point.attributes or {}), point))
         return found
 
-    def counts(self, name: str, key: str) -> dict[str, int]:
-        """A counter's (or histogram's) total by the value of attribute ``key``."""
+    def counts(self, name: str, key: str, *, lock: str | None = None) -> dict[str, int]:
+        """A counter's (or histogram's) total by the value of attribute
+        ``key`` (of the lock named ``lock`` only, if given)."""
         out: dict[str, int] = {}
         for attrs, point in self.points(name):
+            if lock is not None and attrs.get(tel.LOCK_NAME) != lock:
+                continue
             n = point.count if hasattr(point, "count") else point.value
             out[attrs.get(key, "")] = out.get(attrs.get(key, ""), 0) + n
         return out
@@ -466,16 +476,22 @@ def test_a_failed_acquire_span_records_the_error(r: redis.Redis, otel: Otel) -> 
     assert [e.name for e in span.events] == ["exception"]
 
 
-def test_lost_leases_and_renewals_are_counted(r: redis.Redis, otel: Otel) -> None:
-    lease = Lock(r, "renewed", ttl=0.6, auto_renew=True).acquire()
-    assert lease is not None
-    time.sleep(0.5)  # a renewal (every 0.2 s)
-    r.delete("tenure:{renewed}")
-    assert lease.lost.wait(3)
-    _wait_until(lambda: otel.points(tel.LOST))  # (counted after the callbacks)
-    renewals = otel.counts(tel.RENEWALS, tel.RENEWAL_OUTCOME)
-    assert renewals["renewed"] >= 1 and renewals["lost"] == 1, renewals
-    assert otel.counts(tel.LOST, tel.PRIMITIVE) == {"lock": 1}
+def test_lost_leases_and_renewals_are_counted(r: redis.Redis) -> None:
+    # (by name: an earlier test's lease may be renewed or lost meanwhile)
+    made, meter_provider = _otel(lock_names=True)
+    try:
+        lease = Lock(r, "renewed", ttl=0.6, auto_renew=True).acquire()
+        assert lease is not None
+        time.sleep(0.5)  # a renewal (every 0.2 s)
+        r.delete("tenure:{renewed}")
+        assert lease.lost.wait(3)
+        _wait_until(lambda: made.points(tel.LOST))  # (counted after the callbacks)
+        renewals = made.counts(tel.RENEWALS, tel.RENEWAL_OUTCOME, lock="renewed")
+        assert renewals["renewed"] >= 1 and renewals["lost"] == 1, renewals
+        assert made.counts(tel.LOST, tel.PRIMITIVE, lock="renewed") == {"lock": 1}
+    finally:
+        configure_telemetry()
+        meter_provider.shutdown()
 
 
 def test_per_name_attributes_are_a_switch(r: redis.Redis) -> None:
