@@ -35,7 +35,6 @@ import sys
 import threading
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ._errors import InvalidArgument
 
@@ -150,6 +149,8 @@ def redact(url: str) -> str:
     """``url`` with its password (and a user name with it) replaced by ``***``,
     for a log record or a message: ``redis://u:secret@host:6379/0`` gives
     ``redis://u:***@host:6379/0``; a text that is not a URL is kept."""
+    from urllib.parse import urlsplit, urlunsplit  # (only here: not at import)
+
     try:
         parts = urlsplit(url)
     except ValueError:
