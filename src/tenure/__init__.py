@@ -47,6 +47,7 @@ from ._info import ReadWriteInfo as ReadWriteInfo
 from ._info import SemaphoreHolder as SemaphoreHolder
 from ._info import SemaphoreInfo as SemaphoreInfo
 from ._models import LeaseBase as LeaseBase
+from ._telemetry import configure_telemetry as configure_telemetry
 
 if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
@@ -142,6 +143,7 @@ __all__ = [
     "TenureError",
     "UnsupportedServer",
     "WrongTypeError",
+    "configure_telemetry",
 ]
 
 # The names of __all__ not imported above are imported on their first use

@@ -7,18 +7,18 @@ import asyncio
 import contextvars
 import functools
 import inspect
-import logging
 import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar, cast
 
+from . import _telemetry
 from ._drivers._identity import new_op, process_mark
 from ._leasebook import LeaseLife, Phase
 from ._plans.waiting import Grant, validity
 
-_log = logging.getLogger("tenure")
+_log = _telemetry.LOG
 _callbacks_mutex = threading.Lock()
 
 #: The tasks running ``async def`` on_lost callbacks (referenced until done).
@@ -41,6 +41,14 @@ class PerProcess:
 
     #: What the object is made from, for the messages.
     _made_from: ClassVar[str] = "the client and name"
+
+    #: Its logger and ``tenure.primitive`` (see :mod:`tenure._telemetry`),
+    #: one per class, named after it (``AsyncLock`` and ``Lock``: ``lock``).
+    _probe: ClassVar[_telemetry.Probe] = _telemetry.LEASE
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._probe = _telemetry.Probe(_telemetry.kind_of(cls.__name__))
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError(
@@ -137,7 +145,8 @@ class LostSignalBase:
 
     def _signal_lost(self, reason: str) -> None:
         """Mark the lease lost (once; never after a clean release): set ``lost``,
-        run the callbacks."""
+        run the callbacks, then log and count it (after: whoever sees ``lost``
+        set finds the callbacks run, as soon as before)."""
         with _callbacks_mutex:
             if not self._life.lose(reason):
                 return
@@ -147,6 +156,7 @@ class LostSignalBase:
             event.set()
         for callback in callbacks:
             self._run_callback(callback)
+        _telemetry.lost(self, reason)
 
     def _lose(self, reason: str) -> None:
         self._signal_lost(reason)

@@ -189,7 +189,7 @@ def _log_in_lines() -> Iterator[None]:
     """While in the block, show the ``tenure`` logger's warnings and errors on
     stderr, one line each, unless something configured that logger already."""
     log = logging.getLogger("tenure")
-    if log.handlers:
+    if any(not isinstance(h, logging.NullHandler) for h in log.handlers):
         yield
         return
     handler = logging.StreamHandler(sys.stderr)

@@ -42,7 +42,8 @@ from .._plans.waiting import validity
 from .._protocol import Status
 from .._protocol import Watchable as Watchable  # (declared beside the result hand-over)
 
-_log = logging.getLogger("tenure")
+#: (``tenure._telemetry.WATCHDOG``: this pure module imports no module with a clock)
+_log = logging.getLogger("tenure.watchdog")
 
 #: Renew a lease when this part of its ttl has passed since the last renewal.
 RENEW_EVERY = 1 / 3

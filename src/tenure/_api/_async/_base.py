@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import (
     Any,
+    ClassVar,
     Generic,
     Literal,
     NoReturn,
@@ -25,6 +26,7 @@ from typing import (
     overload,
 )
 
+from ... import _telemetry
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import process_mark
@@ -60,14 +62,19 @@ G = TypeVar("G", bound=Grant)
 
 
 async def _take_grant(
-    client: Any,
+    lock: Any,
     plan: Plan[G | None],
     hold: Callable[[G], Any],
     give_back: Callable[[G], Plan[Any]],
     replicated: bool = False,
+    blocking: bool = True,
 ) -> Any:
-    """Run an acquire ``plan``; the lease ``hold`` makes of its grant (``None``
-    when it returned none), once the lease's ``_start`` is done.
+    """Run an acquire ``plan`` of ``lock`` (a lock object: its ``_client``,
+    ``name`` and ``_probe``); the lease ``hold`` makes of its grant (``None``
+    when it returned none), once the lease's ``_start`` is done. The acquire
+    is logged and recorded (:mod:`tenure._telemetry`) when anything watches:
+    ``blocking`` tells a wait that ran out from one attempt that found the
+    lock busy.
 
     A ``replicated`` lease (``min_replicas``) is granted, waited for and, if
     that fails, given back on one connection (see the driver's
@@ -83,6 +90,40 @@ async def _take_grant(
     this the lock stayed held under a token nobody used until its ttl ran
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
+    client = lock._client
+    watched = _telemetry.acquiring(lock, blocking, _driver.server_name)
+    if watched is None:
+        return await _held_after(client, plan, hold, give_back, replicated)
+    try:
+        lease = await _held_after(client, plan, hold, give_back, replicated)
+    except BaseException as exc:
+        watched.failed(exc)
+        raise
+    await _report(watched, lease)
+    return lease
+
+
+async def _report(watched: _telemetry.Acquire, lease: Any) -> None:
+    """``watched.done(lease)``: an acquire's outcome logged and recorded. A
+    lease whose caller would never see it (an interrupt, of any class, while
+    it is recorded) is released first (best effort), as in :func:`_take_grant`."""
+    try:
+        watched.done(lease)
+    except BaseException:
+        if lease is not None:
+            with contextlib.suppress(Exception):
+                await lease.release()
+        raise
+
+
+async def _held_after(
+    client: Any,
+    plan: Plan[G | None],
+    hold: Callable[[G], Any],
+    give_back: Callable[[G], Plan[Any]],
+    replicated: bool,
+) -> Any:
+    """:func:`_take_grant`'s work."""
     if not replicated:
         return await _grant_and_hold(client, plan, hold, give_back)
     lease = None
@@ -105,7 +146,7 @@ async def _grant_and_hold(
     hold: Callable[[G], Any],
     give_back: Callable[[G], Plan[Any]],
 ) -> Any:
-    """:func:`_take_grant`'s work."""
+    """:func:`_held_after`'s work, on one connection or not."""
     try:
         grant = await _driver.run(client, plan)
     except BaseException as exc:
@@ -593,6 +634,7 @@ class _AsyncIssuer(Protocol):
 
     _client: _driver.Client
     _opts: _LeaseOptions
+    _probe: ClassVar[_telemetry.Probe]
 
     @property
     def name(self) -> str: ...
@@ -658,6 +700,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
             self._lose(exc.reason)
             await self._end_lost_named(True)
         self._released_one(left)
+        _telemetry.released(self, self._lock._probe)
 
     def _release_begin(self) -> bool:
         """A release begins (the process checked, the lease RELEASING, never
@@ -684,6 +727,7 @@ class _AsyncHeldLease(_AsyncEntersItself, LeaseBase, Generic[LockT]):
         if isinstance(outcome, BaseException):
             raise outcome
         self._released_one(outcome if isinstance(outcome, int) else None)
+        _telemetry.released(self, self._lock._probe)
 
     async def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).

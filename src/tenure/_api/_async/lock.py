@@ -187,11 +187,12 @@ class AsyncLock(_AsyncBlocks[AsyncLease]):
         owner = _driver.current_owner()
         plan = await self._prepare(owner, blocking, wait)
         return await _take_grant(  # type: ignore[no-any-return]
-            self._client,
+            self,
             plan,
             lambda grant: self._granted(owner, grant),
             lambda grant: self._give_back(grant, owner),
             replicated=self._opts.replicas is not None,
+            blocking=blocking,
         )
 
     async def _prepare(

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
+from ... import _telemetry
 from ..._drivers import _async as _driver
 from ..._drivers._async import fanout as _fanout
 from ..._drivers._identity import new_op, new_token, process_id, process_mark
@@ -46,7 +47,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _AsyncBlocks, _AsyncHeldLease, _LeaseOptions, check_label, label_of
+from ._base import _AsyncBlocks, _AsyncHeldLease, _LeaseOptions, _report, check_label, label_of
 from .multi import _server_of
 
 T = TypeVar("T")
@@ -107,6 +108,7 @@ class AsyncRedlockLease(_AsyncHeldLease["AsyncRedlock"]):
             self._lose("can't release: the lease expired on a quorum of masters before release")
             self._end_lost()
         self._released_one(None)
+        _telemetry.released(self, self._lock._probe)
 
     async def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl) on a quorum
@@ -385,6 +387,19 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
                 a master (what was granted was released).
         """
         wait = lock_plans.check_acquire(blocking, timeout)
+        watched = _telemetry.acquiring(self, blocking, _driver.server_name)
+        if watched is None:
+            return await self._acquire(blocking, wait)
+        try:
+            lease = await self._acquire(blocking, wait)
+        except BaseException as exc:
+            watched.failed(exc)
+            raise
+        await _report(watched, lease)
+        return lease
+
+    async def _acquire(self, blocking: bool, wait: float | None) -> AsyncRedlockLease | None:
+        """:meth:`acquire`'s work, its arguments checked."""
         owner = _driver.current_owner()
         held = self._leases.get(owner)
         if held is not None:

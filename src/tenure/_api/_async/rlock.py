@@ -197,11 +197,12 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
         owner = _driver.current_owner()
         plan = await self._prepare(owner, blocking, wait)
         return await _take_grant(  # type: ignore[no-any-return]
-            self._client,
+            self,
             plan,
             lambda grant: self._granted(owner, grant),
             lambda grant: self._give_back(grant, owner),
             replicated=self._opts.replicas is not None,
+            blocking=blocking,
         )
 
     def _give_back(self, grant: Grant, owner: str) -> Plan[int]:

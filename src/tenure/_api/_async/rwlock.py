@@ -392,11 +392,12 @@ class AsyncReadWriteLock(PerProcess, _AsyncHolds[AsyncReadWriteLease]):
             return lease
 
         return await _take_grant(  # type: ignore[no-any-return]
-            self._client,
+            self,
             plan,
             hold,
             lambda grant: AsyncReadWriteLease(self, grant)._release_plan(),
             replicated=self._opts.replicas is not None,
+            blocking=blocking,
         )
 
     def _latest(self, mode: str) -> AsyncReadWriteLease:

@@ -276,11 +276,12 @@ class AsyncSemaphore(PerProcess):
             return lease
 
         return await _take_grant(  # type: ignore[no-any-return]
-            self._client,
+            self,
             plan,
             hold,
             lambda grant: AsyncSemaphoreLease(self, grant, n, owner)._release_plan(),
             replicated=self._opts.replicas is not None,
+            blocking=blocking,
         )
 
     async def release(self) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import (
     Any,
+    ClassVar,
     Generic,
     Literal,
     NoReturn,
@@ -26,6 +27,7 @@ from typing import (
     overload,
 )
 
+from ... import _telemetry
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import process_mark
@@ -61,14 +63,19 @@ G = TypeVar("G", bound=Grant)
 
 
 def _take_grant(
-    client: Any,
+    lock: Any,
     plan: Plan[G | None],
     hold: Callable[[G], Any],
     give_back: Callable[[G], Plan[Any]],
     replicated: bool = False,
+    blocking: bool = True,
 ) -> Any:
-    """Run an acquire ``plan``; the lease ``hold`` makes of its grant (``None``
-    when it returned none), once the lease's ``_start`` is done.
+    """Run an acquire ``plan`` of ``lock`` (a lock object: its ``_client``,
+    ``name`` and ``_probe``); the lease ``hold`` makes of its grant (``None``
+    when it returned none), once the lease's ``_start`` is done. The acquire
+    is logged and recorded (:mod:`tenure._telemetry`) when anything watches:
+    ``blocking`` tells a wait that ran out from one attempt that found the
+    lock busy.
 
     A ``replicated`` lease (``min_replicas``) is granted, waited for and, if
     that fails, given back on one connection (see the driver's
@@ -84,6 +91,40 @@ def _take_grant(
     this the lock stayed held under a token nobody used until its ttl ran
     out (a ``Lock``'s owner got ``AlreadyHeldError`` meanwhile).
     """
+    client = lock._client
+    watched = _telemetry.acquiring(lock, blocking, _driver.server_name)
+    if watched is None:
+        return _held_after(client, plan, hold, give_back, replicated)
+    try:
+        lease = _held_after(client, plan, hold, give_back, replicated)
+    except BaseException as exc:
+        watched.failed(exc)
+        raise
+    _report(watched, lease)
+    return lease
+
+
+def _report(watched: _telemetry.Acquire, lease: Any) -> None:
+    """``watched.done(lease)``: an acquire's outcome logged and recorded. A
+    lease whose caller would never see it (an interrupt, of any class, while
+    it is recorded) is released first (best effort), as in :func:`_take_grant`."""
+    try:
+        watched.done(lease)
+    except BaseException:
+        if lease is not None:
+            with contextlib.suppress(Exception):
+                lease.release()
+        raise
+
+
+def _held_after(
+    client: Any,
+    plan: Plan[G | None],
+    hold: Callable[[G], Any],
+    give_back: Callable[[G], Plan[Any]],
+    replicated: bool,
+) -> Any:
+    """:func:`_take_grant`'s work."""
     if not replicated:
         return _grant_and_hold(client, plan, hold, give_back)
     lease = None
@@ -106,7 +147,7 @@ def _grant_and_hold(
     hold: Callable[[G], Any],
     give_back: Callable[[G], Plan[Any]],
 ) -> Any:
-    """:func:`_take_grant`'s work."""
+    """:func:`_held_after`'s work, on one connection or not."""
     try:
         grant = _driver.run(client, plan)
     except BaseException as exc:
@@ -594,6 +635,7 @@ class _Issuer(Protocol):
 
     _client: _driver.Client
     _opts: _LeaseOptions
+    _probe: ClassVar[_telemetry.Probe]
 
     @property
     def name(self) -> str: ...
@@ -659,6 +701,7 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
             self._lose(exc.reason)
             self._end_lost_named(True)
         self._released_one(left)
+        _telemetry.released(self, self._lock._probe)
 
     def _release_begin(self) -> bool:
         """A release begins (the process checked, the lease RELEASING, never
@@ -685,6 +728,7 @@ class _HeldLease(_EntersItself, LeaseBase, Generic[LockT]):
         if isinstance(outcome, BaseException):
             raise outcome
         self._released_one(outcome if isinstance(outcome, int) else None)
+        _telemetry.released(self, self._lock._probe)
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl).

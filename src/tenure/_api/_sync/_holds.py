@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Hashable
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
+from ... import _telemetry
 from ..._drivers import _sync as _driver
 from ..._drivers._watchbook import Watch
 from ..._plans.waiting import Grant
@@ -94,6 +95,7 @@ class _Holds(Generic[HL]):
 
     _client: _driver.Client
     _opts: _LeaseOptions
+    _probe: ClassVar[_telemetry.Probe]
     _holds: dict[Hashable, list[HL]]
     _watches: dict[Hashable, Watch]
 

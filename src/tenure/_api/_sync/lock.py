@@ -188,11 +188,12 @@ class Lock(_Blocks[Lease]):
         owner = _driver.current_owner()
         plan = self._prepare(owner, blocking, wait)
         return _take_grant(  # type: ignore[no-any-return]
-            self._client,
+            self,
             plan,
             lambda grant: self._granted(owner, grant),
             lambda grant: self._give_back(grant, owner),
             replicated=self._opts.replicas is not None,
+            blocking=blocking,
         )
 
     def _prepare(

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
+from ... import _telemetry
 from ..._drivers import _sync as _driver
 from ..._drivers._sync import fanout as _fanout
 from ..._drivers._identity import new_op, new_token, process_id, process_mark
@@ -47,7 +48,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _Blocks, _HeldLease, _LeaseOptions, check_label, label_of
+from ._base import _Blocks, _HeldLease, _LeaseOptions, _report, check_label, label_of
 from .multi import _server_of
 
 T = TypeVar("T")
@@ -108,6 +109,7 @@ class RedlockLease(_HeldLease["Redlock"]):
             self._lose("can't release: the lease expired on a quorum of masters before release")
             self._end_lost()
         self._released_one(None)
+        _telemetry.released(self, self._lock._probe)
 
     def extend(self, seconds: float | None = None) -> None:
         """Reset the lease to end ``seconds`` from now (default: its ttl) on a quorum
@@ -386,6 +388,19 @@ class Redlock(_Blocks[RedlockLease]):
                 a master (what was granted was released).
         """
         wait = lock_plans.check_acquire(blocking, timeout)
+        watched = _telemetry.acquiring(self, blocking, _driver.server_name)
+        if watched is None:
+            return self._acquire(blocking, wait)
+        try:
+            lease = self._acquire(blocking, wait)
+        except BaseException as exc:
+            watched.failed(exc)
+            raise
+        _report(watched, lease)
+        return lease
+
+    def _acquire(self, blocking: bool, wait: float | None) -> RedlockLease | None:
+        """:meth:`acquire`'s work, its arguments checked."""
         owner = _driver.current_owner()
         held = self._leases.get(owner)
         if held is not None:

@@ -393,11 +393,12 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
             return lease
 
         return _take_grant(  # type: ignore[no-any-return]
-            self._client,
+            self,
             plan,
             hold,
             lambda grant: ReadWriteLease(self, grant)._release_plan(),
             replicated=self._opts.replicas is not None,
+            blocking=blocking,
         )
 
     def _latest(self, mode: str) -> ReadWriteLease:

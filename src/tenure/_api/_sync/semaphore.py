@@ -277,11 +277,12 @@ class Semaphore(PerProcess):
             return lease
 
         return _take_grant(  # type: ignore[no-any-return]
-            self._client,
+            self,
             plan,
             hold,
             lambda grant: SemaphoreLease(self, grant, n, owner)._release_plan(),
             replicated=self._opts.replicas is not None,
+            blocking=blocking,
         )
 
     def release(self) -> None:

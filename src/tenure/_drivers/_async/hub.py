@@ -18,6 +18,7 @@ import contextlib
 import time
 from typing import Any, Protocol, cast
 
+from ... import _telemetry
 from ..._keys import LockKeys
 from .. import _clients, _internals
 from .._hubbook import Dropped, PassOn, is_noperm
@@ -393,6 +394,12 @@ class _Hub(_HubBase):
             pubsub.reconnected.clear()
             self._book.reconnected()
             subscribed = [*pubsub.channels, *getattr(pubsub, "shard_channels", ())]
+            _telemetry.HUB.warning(
+                "pub/sub connection to %s made again: %d channel(s) subscribed again, "
+                "every waiter woken to try again",
+                _telemetry.address(self._pool),
+                len(subscribed),
+            )
             for name in self._book.strays([_text(name) for name in subscribed]):
                 await self._unsubscribe(pubsub, name)
 
@@ -454,6 +461,14 @@ class _Hub(_HubBase):
             if is_noperm(exc):  # a SUBSCRIBE refused by the ACL
                 await self._refuse(pubsub)
                 return None
+            # the first failure of a run at WARNING, the retries at DEBUG
+            _telemetry.HUB.log(
+                _telemetry.DEBUG if failures else _telemetry.WARNING,
+                "pub/sub connection to %s failed (%s: %s); reconnecting",
+                _telemetry.address(self._pool),
+                type(exc).__name__,
+                exc,
+            )
             if self._cluster is None:
                 with self._mutex:
                     if self._book.drop_idle():

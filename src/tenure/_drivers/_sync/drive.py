@@ -16,11 +16,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ... import _telemetry
 from ..._plans import server as server_plans
 from ..._protocol import (
     Command,
     Contend,
     Eval,
+    HandedOff,
     Listening,
     Pipeline,
     Plan,
@@ -64,6 +66,15 @@ def run(client: Client, plan: Plan[T]) -> T:
             if state.server is None:
                 _probe(client, state)
     return _drive(client, plan)
+
+
+def server_name(client: Client) -> str:
+    """What serves ``client``: ``"redis"`` or ``"valkey"``, as its first
+    call's probe found (before it: as its client library suggests)."""
+    server = _state(client).server
+    if server is not None:
+        return server.name
+    return "valkey" if type(client).__module__.startswith("valkey") else "redis"
 
 
 def batch_key(client: Client) -> object | None:
@@ -341,10 +352,14 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         else:
             woken = wait_event(c.listener, step.timeout)
         refusal(c.ch)
-        return c.hub.woken(c.ch, c.token, woken)
+        wake = c.hub.woken(c.ch, c.token, woken)
+        if type(wake) is HandedOff:
+            _telemetry.handed_off(wake.fence)
+        return wake
     if isinstance(step, Listening):
         return _hub(client, step.keys.wake_prefix).listening(step.keys.wake_prefix)
     if isinstance(step, Contend):
+        _telemetry.waiting()
         hub = _hub(client, step.keys.wake_prefix)
         started = time.monotonic()
         keys = step.keys if step.pass_on else None

@@ -11,11 +11,11 @@ by ``state._renew_each`` (its ``send``).
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ... import _telemetry
 from ..._protocol import Pipeline, Status
 from .._runtime_sync import exiting, new_condition, new_mutex, spawn
 from .._watchbook import CLAIM_GRACE, Watch, Watchable, WatchBook, lose, renewal_reply
@@ -24,7 +24,7 @@ from . import late
 if TYPE_CHECKING:
     from .library import _Library
 
-_log = logging.getLogger("tenure")
+_log = _telemetry.WATCHDOG
 
 #: What a watchdog that does not renew on one client's pipeline calls instead
 #: (a Redlock's, see ``watch_shared``; a Redis Cluster client's): the leases
@@ -130,5 +130,6 @@ class _Watchdog:
                         lost.append((watch, reason))
                 self._renewing = False
                 self._cond.notify()
+        _telemetry.renewals(batch, replies)
         for watch, reason in lost:
             lose(watch.lease, reason)
