@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -399,6 +400,15 @@ def test_a_redlock_and_a_multilock_carry_the_label(
             assert split_holder(lease.owner)[1] == LABEL
             for client in clients:
                 assert Lock(client, "red").info().label == LABEL
+            # a timeout names the holder a quorum of masters shows
+            with (
+                pytest.raises(AcquireTimeout, match=re.escape(f"(held by {LABEL} [")) as caught,
+                Redlock(clients, "red")(timeout=0.05),
+            ):
+                pass
+            assert caught.value.holder is not None and lease.owner.split(";")[0] in (
+                caught.value.holder
+            )
     finally:
         for client in clients:
             client.close()

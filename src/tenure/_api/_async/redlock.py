@@ -27,6 +27,7 @@ from ..._errors import (
     NotOwnedError,
 )
 from ..._keys import DEFAULT_PREFIX, lock_keys
+from ..._label import holder_text
 from ..._leasebook import Phase, Release
 from ..._plans import lock as lock_plans
 from ..._plans import redlock as plans
@@ -603,6 +604,17 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
         if lease is None:
             return False
         return (await self._holder()) == lease.owner
+
+    async def _held_by(self) -> str:
+        """Who holds the lock on a quorum of masters, in words, for an error
+        message (``held by web-3 pid 4711 (celery worker) [<token>]``, or
+        ``free``); reads every master within the per-master timeout.
+
+        Raises:
+            NoQuorumError: too few masters answered to tell.
+        """
+        holder = await self._holder()
+        return "free" if holder is None else f"held by {holder_text(holder)}"
 
     async def _holder(self) -> str | None:
         """The token a quorum of masters holds the lock with, or ``None``."""

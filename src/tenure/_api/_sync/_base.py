@@ -195,14 +195,18 @@ def label_of(checked: str | None) -> str:
 
 def holder_of(lock: object) -> str | None:
     """Who holds ``lock`` now, in words (:func:`tenure._info.held_by` of its
-    ``info()``, or of its read-write lock's), read with one more call: for an
+    ``info()``, or of its read-write lock's; a Redlock's holder on a quorum of
+    its masters), read with one more call: for an
     error message, never on the hot path. ``None`` when it has no such
     snapshot or the call failed."""
+    quorum = getattr(lock, "_held_by", None)  # (a Redlock: its quorum's holder)
     info = getattr(lock, "info", None) or getattr(getattr(lock, "lock", None), "info", None)
-    if info is None:
+    if quorum is None and info is None:
         return None
     try:
-        return held_by(info())
+        if quorum is not None:
+            return cast(str, quorum())
+        return held_by(info())  # type: ignore[misc]
     except Exception as exc:
         if is_interrupt(exc):  # (of any class: never swallowed)
             raise

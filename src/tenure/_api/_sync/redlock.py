@@ -28,6 +28,7 @@ from ..._errors import (
     NotOwnedError,
 )
 from ..._keys import DEFAULT_PREFIX, lock_keys
+from ..._label import holder_text
 from ..._leasebook import Phase, Release
 from ..._plans import lock as lock_plans
 from ..._plans import redlock as plans
@@ -604,6 +605,17 @@ class Redlock(_Blocks[RedlockLease]):
         if lease is None:
             return False
         return (self._holder()) == lease.owner
+
+    def _held_by(self) -> str:
+        """Who holds the lock on a quorum of masters, in words, for an error
+        message (``held by web-3 pid 4711 (celery worker) [<token>]``, or
+        ``free``); reads every master within the per-master timeout.
+
+        Raises:
+            NoQuorumError: too few masters answered to tell.
+        """
+        holder = self._holder()
+        return "free" if holder is None else f"held by {holder_text(holder)}"
 
     def _holder(self) -> str | None:
         """The token a quorum of masters holds the lock with, or ``None``."""
