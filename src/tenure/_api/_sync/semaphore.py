@@ -25,11 +25,11 @@ from ._base import (
     _HeldLease,
     _Holding,
     _Skipping,
-    check_label,
     _current_lease,
-    label_of,
     _LeaseOptions,
     _take_grant,
+    check_label,
+    label_of,
 )
 from ._docs import shared_args
 
