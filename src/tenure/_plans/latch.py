@@ -115,9 +115,8 @@ def _info(view: LockView) -> CountDownLatchInfo:
 def _read(keys: LatchKeys, waiting: int) -> Plan[LockView]:
     # a latch's waiters are not queued in Redis: ``waiting`` has nothing to read
     info = yield from inspect(keys)
-    return LockView(
-        "CountDownLatch", keys.name, keys.count, "", info.count, -2, 0, 0, detail=info, label=info.label
-    )
+    free = ("CountDownLatch", keys.name, keys.count, "", info.count, -2, 0, 0)
+    return LockView(*free, detail=info, label=info.label)  # (its label: who set it)
 
 
 def _exists(view: LockView) -> bool:
