@@ -14,6 +14,7 @@ from tenure._label import clean_label, encode_label
 from tenure._plans import latch as latch_plans
 from tenure._protocol import Eval, Status, Subscribe, WaitWake
 from tenure._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
+from tenure._views.live import COLUMNS, HeldClock, cells, row_json
 
 LATCH = latch_keys("job", prefix="tenure:")
 
@@ -132,3 +133,19 @@ def test_inspect_names_who_set_the_count_while_it_is_not_zero() -> None:
     # a value another client wrote: not an encoded label (or no UTF-8), no label
     for foreign in (b"not a label", b"\xff\xfe", b"a;b"):
         assert _inspect([1, 0, foreign]).label is None
+
+
+def test_top_and_the_dashboard_show_who_set_a_closed_latch() -> None:
+    plan: Any = latch_plans.LATCH.read(LATCH, 0)
+    send(plan)
+    view = finish(plan, (Status.OK, [3, 5, encode_label("web-3 pid 4711 (celery worker)")]))
+    (row,) = HeldClock().rows([view], 1_800_000_000.0)
+    assert row.active and not view.held
+    shown = dict(zip(COLUMNS, cells(row), strict=True))
+    assert shown["HOLDER"] == "count 3, set by web-3 pid 4711 (celery worker)"
+    assert shown["HELD FOR"] == shown["TTL"] == shown["WAITERS"] == "-"
+    assert row_json(row)["label"] == "web-3 pid 4711 (celery worker)"
+    plan = latch_plans.LATCH.read(LATCH, 0)
+    send(plan)
+    (row,) = HeldClock().rows([finish(plan, (Status.OK, [0, 6, ""]))], 1_800_000_000.0)
+    assert not row.active and cells(row)[-1] == "open" and row_json(row)["label"] is None
