@@ -72,6 +72,7 @@ FIRST = (
     "ReadWriteView",
     "Semaphore",
     "CountDownLatch",
+    "Election",
     "MultiLock",
     "Redlock",
     "FencedKey",
@@ -93,7 +94,7 @@ def api_group(name: str) -> str:
         return "reference/errors.md"
     if getattr(_info, name, None) is obj:
         return "reference/snapshots.md"
-    if name.endswith("Lease") or name == "LeaseBase":
+    if name.endswith(("Lease", "Leadership")) or name == "LeaseBase":
         return "reference/leases.md"
     if name.startswith("Async"):
         return "reference/asyncio.md"

@@ -21,6 +21,7 @@ import redis.asyncio
 from tenure import (
     AsyncLock,
     CountDownLatch,
+    Election,
     FencedKey,
     Lock,
     PermissionDenied,
@@ -426,6 +427,32 @@ def test_the_doctors_rules_are_enough(
     assert lease is not None
     lease.release()
     _latch_opens(CountDownLatch(rule_user(acl_needs("CountDownLatch", name="job")), "job"))
+
+
+def test_the_doctors_rule_is_enough_for_an_election(
+    r: redis.Redis, rule_user: Callable[..., redis.Redis]
+) -> None:
+    """A user made with the doctor's rule for an election campaigns, proclaims,
+    observes (the feed channel) and hands over to the next candidate."""
+    needs = acl_needs("Election", name="jobs")
+    assert "tenure:{jobs}:election:feed" in needs.channel_patterns
+    user = rule_user(needs)
+    first = Election(user, "jobs", ttl=5, label="a").campaign(timeout=5)
+    assert first is not None
+    first.proclaim("addr")
+    events = Election(user, "jobs").observe()
+    assert next(events).value == b"addr"
+    second: list[Any] = []
+    waiter = threading.Thread(
+        target=lambda: second.append(Election(user, "jobs", ttl=5).campaign(timeout=5))
+    )
+    waiter.start()
+    wait_for(lambda: r.zcard("tenure:{jobs}:election:waiters") == 1)
+    first.resign()
+    waiter.join(10)
+    assert second and second[0] is not None
+    assert [next(events).change, next(events).change] == ["resigned", "elected"]
+    second[0].resign()
 
 
 def test_acl_needs_patterns() -> None:

@@ -24,7 +24,7 @@ FACADE = [
 ]
 assert len(FACADE) > 20, "the facade's classes are not found"
 #: Those a user constructs (leases and read-write views are returned by them).
-CONSTRUCTED = [cls for cls in FACADE if not cls.__name__.endswith(("Lease", "View"))]
+CONSTRUCTED = [cls for cls in FACADE if not cls.__name__.endswith(("Lease", "View", "Leadership"))]
 
 PLACEHOLDER = re.compile(r"^\s*\{[a-z_]+\}\s*$", re.M)
 

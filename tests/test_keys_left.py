@@ -21,6 +21,7 @@ from _replies import LosesReply, losing_client
 
 from tenure import (
     CountDownLatch,
+    Election,
     FairLock,
     FencedKey,
     Lease,
@@ -31,6 +32,7 @@ from tenure import (
 )
 from tenure._keys import parse_key
 from tenure._plans.common import FENCE_KEEP_MS
+from tenure._plans.election import KEEP_MS as ELECTION_KEEP_MS
 from tenure._plans.latch import OPENED_KEEP_MS
 from tenure._plans.lock import FOREIGN_MEMORY_MS
 from tenure._plans.semaphore import PERMITS_KEEP_MS
@@ -57,7 +59,12 @@ BOUND_MS: dict[str, int] = {
     "permits": PERMITS_KEEP_MS,
     "chain": FENCE_KEEP_MS,  # an exact key's hand-off chain: with the fence
     "foreign": FOREIGN_MEMORY_MS,  # an exact key's last foreign holder
+    "record": ELECTION_KEEP_MS,  # an election's leader record and change log
+    "log": ELECTION_KEEP_MS,
 }
+
+#: The roles kept longer than ten minutes on purpose.
+KEPT_LONGER = frozenset({"permits", "record", "log"})
 
 
 def retrying(url: str) -> redis.Redis:
@@ -86,7 +93,7 @@ def check_left(
         role = "lock" if info is None else info.role
         bound = BOUND_MS[role]
         assert 0 < pttl <= bound, (key, pttl, bound)
-        if role != "permits":
+        if role not in KEPT_LONGER:
             assert pttl <= TEN_MINUTES_MS, (key, pttl)
     return left
 
@@ -159,6 +166,21 @@ def test_rlock_leaves_only_short_lived_keys(r: redis.Redis) -> None:
     assert got and got[0] is not None
     left = check_left(r)
     assert rlock._keys.fence in left
+
+
+def test_an_election_keeps_only_its_record_and_log_longer(r: redis.Redis) -> None:
+    election = Election(r, "orders:42", ttl=TTL, lock_delay=DELAY, waiter_timeout=WAITER_TIMEOUT)
+    leadership = election.campaign()
+    assert leadership is not None
+    leadership.proclaim("10.0.0.7:8080")
+    with waiter(lambda: Election(r, "orders:42", ttl=TTL).campaign(timeout=5)) as got:
+        until(lambda: r.exists(election._keys.waiters) == 1)
+        leadership.resign()
+    assert got and got[0] is not None
+    left = check_left(r)
+    keys = election._keys
+    assert {keys.record, keys.log} <= set(left)
+    assert left[keys.record] > TEN_MINUTES_MS  # who led last, for leader() and observers
 
 
 def test_fair_lock_with_a_waiter_that_gave_up(r: redis.Redis) -> None:

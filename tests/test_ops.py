@@ -195,6 +195,7 @@ def test_targets() -> None:
         ("ReadWriteLock", "p:{x}:rwlock"),
         ("Semaphore", "p:{x}:semaphore"),
         ("CountDownLatch", "p:{x}:latch"),
+        ("Election", "p:{x}:election"),
     ]
     [exact] = targets(None, key="k", prefix="p:")
     assert isinstance(exact.keys, LockKeys)

@@ -30,6 +30,7 @@ from redis.crc import key_slot
 
 from tenure import (
     CountDownLatch,
+    Election,
     FairLock,
     FencedKey,
     Lock,
@@ -225,6 +226,23 @@ def _exercise(r: redis.Redis, r2: redis.Redis, name: str) -> None:
     assert latch.count_down() == 0
     thread.join(10)
     assert opened == [True]
+    # an election: elected, proclaimed, read, handed over by a resignation
+    leading = Election(r, name, ttl=5).campaign(timeout=5)
+    assert leading is not None
+    leading.proclaim("v")
+    elected: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: elected.append(Election(r2, name, ttl=5).campaign(timeout=5))
+    )
+    thread.start()
+    deadline = time.monotonic() + 5
+    while Election(r, name).info().waiters < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert Election(r, name).leader() is not None
+    leading.resign()
+    thread.join(10)
+    assert elected and elected[0] is not None
+    elected[0].resign()
     # MultiLock's parts, a fenced write
     lease = MultiLock([Lock(r, name, ttl=5), Lock(r, name + "/2", ttl=5)]).acquire(timeout=5)
     assert lease is not None

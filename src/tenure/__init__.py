@@ -35,8 +35,10 @@ from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
 from ._info import CountDownLatchInfo as CountDownLatchInfo
+from ._info import ElectionEvent as ElectionEvent
 from ._info import FairLockInfo as FairLockInfo
 from ._info import FairWaiter as FairWaiter
+from ._info import Leader as Leader
 from ._info import LockInfo as LockInfo
 from ._info import MultiLockInfo as MultiLockInfo
 from ._info import MultiPartInfo as MultiPartInfo
@@ -48,8 +50,10 @@ from ._models import LeaseBase as LeaseBase
 
 if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
+    from ._api._async import AsyncElection as AsyncElection
     from ._api._async import AsyncFairLock as AsyncFairLock
     from ._api._async import AsyncFencedKey as AsyncFencedKey
+    from ._api._async import AsyncLeadership as AsyncLeadership
     from ._api._async import AsyncLease as AsyncLease
     from ._api._async import AsyncLock as AsyncLock
     from ._api._async import AsyncMultiLease as AsyncMultiLease
@@ -63,6 +67,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._async import AsyncRLockLease as AsyncRLockLease
     from ._api._async import AsyncSemaphore as AsyncSemaphore
     from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
+    from ._api._sync import Election as Election
+    from ._api._sync import Leadership as Leadership
     from ._api._sync import MultiLease as MultiLease
     from ._api._sync import MultiLock as MultiLock
     from ._api._sync import Redlock as Redlock
@@ -75,8 +81,10 @@ __all__ = [
     "AdaptiveTTL",
     "AlreadyHeldError",
     "AsyncCountDownLatch",
+    "AsyncElection",
     "AsyncFairLock",
     "AsyncFencedKey",
+    "AsyncLeadership",
     "AsyncLease",
     "AsyncLock",
     "AsyncMultiLease",
@@ -93,11 +101,15 @@ __all__ = [
     "CountDownLatch",
     "CountDownLatchInfo",
     "DEFAULT_TTL",
+    "Election",
+    "ElectionEvent",
     "FairLock",
     "FairLockInfo",
     "FairWaiter",
     "FencedKey",
     "InvalidArgument",
+    "Leader",
+    "Leadership",
     "Lease",
     "LeaseBase",
     "Lock",

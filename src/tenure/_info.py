@@ -251,3 +251,57 @@ def _held(who: str, ttl: float | None, more: int) -> str:
     left = "no expiry" if ttl is None else f"lease left {ttl:.1f} s"
     others = f" and {more} more" if more else ""
     return f"held by {who}{others}, {left}"
+
+
+#: What changed in an election: a term began (``"elected"``), its leader
+#: published a value (``"proclaimed"``), or the term ended by the leader's
+#: release (``"resigned"``) or by its lease's end (``"lost"``: expired, taken
+#: by ``release --force``, or gone with the server's data).
+ElectionChange = Literal["elected", "proclaimed", "resigned", "lost"]
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """Who leads an election (what ``Election.leader()`` returns).
+
+    Attributes:
+        label: the leader's label (``Election(label=...)``; by default host,
+            pid and program), as it announced itself.
+        term: its term: its lease's fence, larger than every earlier leader's.
+            Compare terms, never labels: a label says who, the term says when.
+        value: the value it proclaimed in this term (``bytes``), or ``None``.
+        since: when its term was announced, as the server's clock said
+            (seconds since the epoch).
+        ttl: seconds left of its lease when read (``None`` when unknown).
+    """
+
+    label: str
+    term: int
+    value: bytes | None
+    since: float
+    ttl: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionEvent:
+    """One change of an election, as ``Election.observe()`` delivers it.
+
+    Attributes:
+        change: ``"elected"``, ``"proclaimed"``, ``"resigned"`` or ``"lost"``
+            (see :data:`ElectionChange`).
+        term: the term it is about; never smaller than an earlier event's.
+        label: that term's leader's label.
+        value: the value proclaimed in that term so far (``None``: none).
+        since: when that term was announced (server clock, epoch seconds).
+    """
+
+    change: ElectionChange
+    term: int
+    label: str
+    value: bytes | None
+    since: float
+
+    @property
+    def leading(self) -> bool:
+        """Whether the term is still on after this change (elected or proclaimed)."""
+        return self.change in ("elected", "proclaimed")

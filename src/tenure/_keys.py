@@ -18,7 +18,7 @@ Named primitives
 A primitive named ``orders:42`` under the prefix ``tenure:`` has the *base*
 ``tenure:{orders:42}`` for a ``Lock`` and ``tenure:{orders:42}:<kind>`` for
 the other kinds, the kind being one of ``rlock``, ``fair``, ``rwlock``,
-``semaphore``, ``latch`` (:data:`MARKERS`). Every other key and channel is the
+``semaphore``, ``latch``, ``election`` (:data:`MARKERS`). Every other key and channel is the
 base, a colon and a role. The name between the braces is escaped
 (:func:`escape`: ``%`` -> ``%25``, ``{`` -> ``%7B``, ``}`` -> ``%7D``; other
 names, such as ``orders:42``, stay as they are), so the braces are the hash
@@ -96,6 +96,25 @@ A semaphore named ``pool`` (:func:`semaphore_keys`)::
                                       calls (sorted set, 120 s after the last)
     tenure:{pool}:semaphore:wake:<w>  pub/sub channel that wakes waiter <w>
 
+A leader election named ``jobs`` (``Election``, :func:`election_keys`): a fair
+lock's keys (the candidates are its queue, the leader its holder, the term
+its fence), and the leader's record, the change log and the change feed::
+
+    tenure:{jobs}:election             the lock; value = the leader's owner token
+    tenure:{jobs}:election:fence       the last term minted (a fence)
+    tenure:{jobs}:election:waiters     the candidates (as a FairLock's queue)
+    tenure:{jobs}:election:deadlines   the candidates' deadlines (as a FairLock's)
+    tenure:{jobs}:election:delay       the lock-delay guard (as a Lock's)
+    tenure:{jobs}:election:released:<op>  the clean release call <op> (120 s)
+    tenure:{jobs}:election:record      the leader's record: a hash {token, term,
+                                       label, value, has, since, state}
+    tenure:{jobs}:election:log         the last changes: a stream of entries
+                                       {event, term, label, value, has, since}
+    tenure:{jobs}:election:wake:<w>    pub/sub channel of one candidate
+    tenure:{jobs}:election:feed        pub/sub channel told of every change
+
+(the record and the log are kept 7 days after their last write.)
+
 A count-down latch named ``job`` (:func:`latch_keys`)::
 
     tenure:{job}:latch          the count (a string holding an integer); absent = zero
@@ -171,6 +190,7 @@ MARKERS: dict[str, str] = {
     "ReadWriteLock": "rwlock",
     "Semaphore": "semaphore",
     "CountDownLatch": "latch",
+    "Election": "election",
 }
 
 #: The marker of an exact-key ``Lock``'s derived keys.
@@ -180,9 +200,10 @@ EXACT_MARKER = "key"
 FENCED_MARKER = "fenced"
 
 #: The roles of each kind's derived keys (besides the main key, ``"lock"``). A
-#: ``ReadWriteLock`` also has ``op:<owner>`` keys, a ``Lock`` and a
-#: ``FairLock`` ``released:<op>`` keys (role ``"released"``, the detail the
-#: op); the channels are ``wake:<w>`` (a latch's: ``zero``).
+#: ``ReadWriteLock`` also has ``op:<owner>`` keys, a ``Lock``, a ``FairLock``
+#: and an ``Election`` ``released:<op>`` keys (role ``"released"``, the detail
+#: the op); the channels are ``wake:<w>`` (a latch's: ``zero``; an election
+#: also has ``feed``).
 ROLES: dict[str, frozenset[str]] = {
     "Lock": frozenset({"fence", "waiters", "delay", "released", "chain", "foreign", "quorum"}),
     "RLock": frozenset({"fence", "waiters", "delay", "released"}),
@@ -190,6 +211,7 @@ ROLES: dict[str, frozenset[str]] = {
     "ReadWriteLock": frozenset({"holds", "fence", "waiters", "delay"}),
     "Semaphore": frozenset({"permits", "fence", "waiters", "delay", "released"}),
     "CountDownLatch": frozenset({"opened", "by"}),
+    "Election": frozenset({"fence", "waiters", "deadlines", "delay", "released", "record", "log"}),
     "FencedKey": frozenset({"seen"}),
 }
 
@@ -405,6 +427,8 @@ def _role(kind: str, text: str, channel: bool) -> tuple[str, str] | None:
     if channel:
         if kind == "CountDownLatch":
             return ("zero", "") if text == "zero" else None
+        if kind == "Election" and text == "feed":
+            return ("feed", "")
         if kind == "FencedKey":
             return None
         head, _, waiter = text.partition(":")
@@ -416,7 +440,7 @@ def _role(kind: str, text: str, channel: bool) -> tuple[str, str] | None:
     head, _, detail = text.partition(":")
     if kind == "ReadWriteLock" and head == "op" and detail:
         return "op", detail
-    if kind in ("Lock", "FairLock") and head == "released" and _OP.fullmatch(detail):
+    if kind in ("Lock", "FairLock", "Election") and head == "released" and _OP.fullmatch(detail):
         return "released", detail
     return None
 
@@ -671,3 +695,26 @@ def fair_keys(name: str, *, prefix: str) -> FairKeys:
     """
     name, base = _named_base("FairLock", name, prefix)
     return _lock_family(FairKeys, name, base, base, "deadlines")
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionKeys(FairKeys):
+    """The keys of a leader election: a fair lock's (the candidates' queue and
+    the leader's lease), the leader's ``record``, the change ``log`` and the
+    ``channel`` every change is announced on (``…:election:feed``)."""
+
+    record: str
+    log: str
+    channel: str
+
+
+def election_keys(name: str, *, prefix: str) -> ElectionKeys:
+    """Build the keys of the election ``name`` under ``prefix``
+    (``<prefix>{<name>}:election`` and its roles).
+
+    Raises:
+        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
+            a ``str`` or starts an empty hash tag.
+    """
+    name, base = _named_base("Election", name, prefix)
+    return _lock_family(ElectionKeys, name, base, base, "deadlines", "record", "log", "feed")

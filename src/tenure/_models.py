@@ -12,7 +12,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar, cast
 
 from ._drivers._identity import new_op, process_mark
 from ._leasebook import LeaseLife, Phase
@@ -515,3 +515,52 @@ def link(lease: object, exit_ref: Callable[[], object]) -> None:
     life = getattr(lease, "_life", None)
     if isinstance(life, LeaseLife) and exit_ref() is not None:
         life.block = exit_ref
+
+
+class _AsyncWhileHeld:
+    """How the asyncio ``run_while_leader`` runs its work: as a task, cancelled
+    as soon as the lease's ``lost`` is set (its sync twin :class:`_WhileHeld`)."""
+
+    @staticmethod
+    async def run(fn: Callable[[Any], Awaitable[Any]], lease: Any) -> tuple[bool, Any]:
+        """Run ``fn(lease)``; return ``(True, its result)``, or ``(False, None)``
+        when the lease was lost first (the work was cancelled, and waited for)."""
+        work = asyncio.ensure_future(fn(lease))
+        lost = asyncio.ensure_future(lease.lost.wait())
+        try:
+            await asyncio.wait((work, lost), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            work.cancel()
+            raise
+        finally:
+            lost.cancel()
+        if work.done():
+            return True, work.result()
+        work.cancel()
+        try:
+            await work
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # (the caller was cancelled too)
+        return False, None
+
+
+class _WhileHeld:
+    """How the sync ``run_while_leader`` runs its work: in the calling thread,
+    which Python can't interrupt safely; the work watches ``lease.lost`` (a
+    ``threading.Event``) and returns when it is set."""
+
+    @staticmethod
+    def run(fn: Callable[[Any], Any], lease: Any) -> tuple[bool, Any]:
+        """Run ``fn(lease)``; return ``(True, its result)``."""
+        return True, fn(lease)
+
+
+R = TypeVar("R")
+
+#: The work of the asyncio ``run_while_leader``: an ``async def`` function of the leadership.
+AsyncWork: TypeAlias = Callable[[Any], Awaitable[R]]
+
+#: The work of the sync ``run_while_leader``: a function of the leadership.
+Work: TypeAlias = Callable[[Any], R]

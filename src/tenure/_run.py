@@ -1,4 +1,5 @@
-"""``tenure run``: hold a lock while a command runs (a distributed ``flock(1)``).
+"""``tenure run``: hold a lock while a command runs (a distributed ``flock(1)``),
+or, with ``--leader``, run a command on one replica at a time (leader election).
 
 The lock is a :class:`tenure.Lock` whose lease the client's watchdog renews
 while the command runs (given several masters, a :class:`tenure.Redlock` over
@@ -12,6 +13,13 @@ can never reach a process that reused a reaped command's pid.
 
 A lost lease stops the command: SIGTERM at once, SIGKILL after the grace
 period. The lease is released when the command ends, whichever way it ends.
+
+With ``--leader NAME``, every replica runs the same line: each stands as a
+candidate of the :class:`tenure.Election` ``NAME`` (in the order they came),
+the elected one runs the command with its term in ``TENURE_TERM`` (and
+``TENURE_FENCE``), and the next candidate is elected when the command ends
+(the term resigned) or the leader's lease ends (its ``tenure run`` killed or
+stalled): one command at a time, the next one started within the ttl.
 
 A killed ``tenure run`` (SIGKILL, the OOM killer, a crash) takes its command
 with it on Linux, so the command never outlives the lease it ran under into
@@ -44,8 +52,8 @@ from typing import Any, TextIO
 import redis
 import redis.exceptions
 
-from ._api._sync import Lease, Lock, Redlock, RedlockLease
-from ._errors import LockLostError, NotOwnedError
+from ._api._sync import Election, Leadership, Lease, Lock, Redlock, RedlockLease
+from ._errors import InvalidArgument, LockLostError, NotOwnedError
 from ._keys import DEFAULT_PREFIX
 from ._label import run_label
 
@@ -213,8 +221,11 @@ def run(
     conflict_status: int,
     lost_status: int,
     err: TextIO | None = None,
+    leader: bool = False,
 ) -> int:
-    """Take the lock ``name``, run ``command`` while holding it, release it.
+    """Take the lock ``name``, run ``command`` while holding it, release it
+    (with ``leader``: win the election ``name``, run ``command`` while leading,
+    resign).
 
     Args:
         client: the client on the server that holds the lock, or several
@@ -230,6 +241,8 @@ def run(
         conflict_status: the status when the lock was not taken in time.
         lost_status: the status when the lease was lost while the command ran.
         err: where messages go (default ``sys.stderr``).
+        leader: stand in the :class:`tenure.Election` ``name`` instead (one
+            client only); the command gets ``TENURE_TERM``.
 
     Returns:
         The command's exit status (128 + the signal's number if a signal killed
@@ -250,32 +263,43 @@ def run(
     """
     out = err if err is not None else sys.stderr
     label = run_label(list(command))
-    lock: Lock | Redlock
-    if isinstance(client, redis.Redis):
+    lock: Lock | Redlock | Election
+    what = f"the election {name!r}" if leader else f"the lock {name!r}"
+    if leader:
+        if not isinstance(client, redis.Redis):
+            raise InvalidArgument("--leader takes one server (a Redlock election is not there yet)")
+        lock = Election(client, name, ttl=ttl, prefix=prefix, label=label)
+    elif isinstance(client, redis.Redis):
         lock = Lock(client, name, ttl=ttl, auto_renew=True, prefix=prefix, label=label)
     else:
         lock = Redlock(client, name, ttl=ttl, auto_renew=True, prefix=prefix, label=label)
     signals = _Signals()
     try:
         signals.install()
-        lease = lock.acquire(blocking=blocking, timeout=wait if blocking else None)
+        if isinstance(lock, Election):
+            lease: Lease | RedlockLease | None = lock.campaign(wait if blocking else 0.0)
+        else:
+            lease = lock.acquire(blocking=blocking, timeout=wait if blocking else None)
         signals.raising = False
         if lease is None:
             if not blocking:
-                why = "is held by another owner"
+                why = "is led by another candidate" if leader else "is held by another owner"
             elif wait is not None:
-                why = f"was not taken within {wait:g}s"
+                why = f"was not {'won' if leader else 'taken'} within {wait:g}s"
             else:
-                why = "was not taken"
-            _say(out, f"the lock {name!r} {why}; {command[0]!r} not run")
+                why = "was not won" if leader else "was not taken"
+            _say(out, f"{what} {why}; {command[0]!r} not run")
             return conflict_status
         return _Supervisor(lease, command, signals, grace, out).run(lost_status)
     except _Interrupted as exc:
         # Raised only while waiting for the lock, or just after it was taken.
         signals.raising = False
         with contextlib.suppress(NotOwnedError, redis.exceptions.RedisError):
-            lock.release()
-        _say(out, f"{_signal_name(exc.signum)} while waiting for the lock {name!r}")
+            if isinstance(lock, Election):
+                lock.resign()
+            else:
+                lock.release()
+        _say(out, f"{_signal_name(exc.signum)} while waiting for {what}")
         return 128 + exc.signum
     finally:
         signals.restore()
@@ -309,6 +333,9 @@ class _Supervisor:
     def _run_command(self) -> int:
         lease = self.lease
         env = dict(os.environ, TENURE_FENCE=str(lease.fence), TENURE_LOCK=lease.name)
+        if isinstance(lease, Leadership):
+            del env["TENURE_LOCK"]
+            env.update(TENURE_TERM=str(lease.term), TENURE_ELECTION=lease.name)
         if not self.command[0]:  # as a shell says it (the shim would take it for its usage)
             _say(self.err, "'': command not found")
             return EXIT_NOT_FOUND
@@ -344,10 +371,11 @@ class _Supervisor:
     def _report_lost(self, then: str) -> None:
         lease = self.lease
         self.lost_reported = True
-        _say(
-            self.err,
-            f"lost the lock {lease.name!r} (fence {lease.fence}): {lease.lost_reason}; {then}",
-        )
+        if isinstance(lease, Leadership):
+            what = f"the leadership of {lease.name!r} (term {lease.term})"
+        else:
+            what = f"the lock {lease.name!r} (fence {lease.fence})"
+        _say(self.err, f"lost {what}: {lease.lost_reason}; {then}")
 
     def _release(self) -> None:
         """Release the lease; report it lost if the release finds it so."""

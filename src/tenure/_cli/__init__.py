@@ -50,7 +50,7 @@ from .dashboard import add_dashboard
 from .jobs import add_demo, add_run, add_server
 from .operate import DEFAULT_RELEASE as DEFAULT_RELEASE
 from .operate import RELEASE_FLAGS as RELEASE_FLAGS
-from .operate import add_doctor, add_inspect, add_ls, add_release
+from .operate import add_doctor, add_inspect, add_leader, add_ls, add_release
 from .top import add_top
 
 
@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_top(commands, parents=[url_after])
     add_dashboard(commands, parents=[url_after])
     add_release(commands, parents=[url_after])
+    add_leader(commands, parents=[url_after])
     add_doctor(commands, parents=[url_after])
     add_run(commands, parents=[], url_help=url_help)
     add_server(commands, parents=[])
@@ -165,7 +166,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     if args.command == "run" and (args.cmd or not getattr(args, "after_dashes", None)):
         parser.exit(
             EXIT_USAGE,
-            "tenure run: give the command after --: tenure run NAME [options] -- CMD [ARG ...]\n",
+            "tenure run: give the command after --: "
+            "tenure run (NAME | --leader NAME) [options] -- CMD [ARG ...]\n",
         )
     return args
 

@@ -87,8 +87,8 @@ def add_run(
     run = commands.add_parser(
         "run",
         parents=parents,
-        usage="tenure run NAME [options] -- CMD [ARG ...]",
-        help="run a command while holding a lock (a distributed flock)",
+        usage="tenure run (NAME | --leader NAME) [options] -- CMD [ARG ...]",
+        help="run a command while holding a lock (a distributed flock), or while leading",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Take the lock NAME (a tenure Lock), run CMD while holding it, release it.\n"
@@ -110,6 +110,14 @@ def add_run(
             "\n"
             "Several --url (an odd number, at least 3: independent masters) hold a\n"
             "tenure Redlock instead: the lock is held while a majority of them hold it.\n"
+            "\n"
+            "With --leader NAME instead of NAME, every replica runs the same line: each\n"
+            "stands as a candidate of the tenure Election NAME, in the order they came;\n"
+            "the elected one runs CMD with TENURE_TERM (its term, larger than every\n"
+            "earlier leader's; also in TENURE_FENCE) and TENURE_ELECTION (NAME) in its\n"
+            "environment, and resigns when CMD ends. The next candidate is elected at\n"
+            "once, or within --ttl when the leader's 'tenure run' died or stalled: one\n"
+            "CMD runs at a time. 'tenure leader NAME' shows who leads.\n"
             "\n"
             "Without --url or REDIS_URL, the lock lives in this user's shared embedded\n"
             "Valkey (${XDG_RUNTIME_DIR:-/tmp}/tenure-<uid>/valkey.sock), started on\n"
@@ -136,7 +144,12 @@ def add_run(
         metavar="URL",
         help=url_help + "; give it 3, 5, ... times to hold a Redlock over those masters",
     )
-    run.add_argument("name", metavar="NAME", help="the lock's name")
+    run.add_argument("name", nargs="?", metavar="NAME", help="the lock's name")
+    run.add_argument(
+        "--leader",
+        metavar="NAME",
+        help="instead of a lock, stand in the election NAME: CMD runs while leading",
+    )
     run.add_argument(
         "cmd", nargs="*", metavar="-- CMD [ARG ...]", help="the command to run, after --"
     )
@@ -180,6 +193,12 @@ def _run_run(args: argparse.Namespace, server: Server) -> int:
     # (after a wait for the lock) can hang the interpreter's exit; the process ends
     # right after this anyway.
     urls: list[str] = getattr(args, "urls", None) or [server.url]
+    if (args.name is None) == (args.leader is None):
+        print("tenure run: give a lock NAME or --leader NAME (exactly one)", file=sys.stderr)
+        return EXIT_USAGE
+    if args.leader is not None and len(urls) > 1:
+        print("tenure run: --leader takes one --url (no Redlock election yet)", file=sys.stderr)
+        return EXIT_USAGE
     wait = 0.0 if args.no_wait else args.wait
     timeout = _run.socket_timeout(args.ttl, wait)
     clients = [
@@ -188,7 +207,7 @@ def _run_run(args: argparse.Namespace, server: Server) -> int:
     ]
     return _run.run(
         clients[0] if len(clients) == 1 else clients,
-        args.name,
+        args.leader if args.leader is not None else args.name,
         args.after_dashes,
         ttl=args.ttl,
         blocking=not args.no_wait,
@@ -197,6 +216,7 @@ def _run_run(args: argparse.Namespace, server: Server) -> int:
         grace=args.grace,
         conflict_status=args.conflict_exit_code,
         lost_status=EXIT_LOST,
+        leader=args.leader is not None,
     )
 
 

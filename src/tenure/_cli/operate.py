@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from .. import _doctor, _ops, _views
+from .._api._sync import Election
 from .._drivers._sync import Client
 from .._plans.kinds import KINDS, by_name
 from .._views import view_of
@@ -23,7 +24,7 @@ def add_inspect(
         help="show who holds a lock, semaphore or latch, its ttl, fence and waiters",
         description=(
             "Show every primitive named NAME (a Lock, RLock, FairLock, ReadWriteLock, "
-            "Semaphore and CountDownLatch may share a name): the holders (an RLock's "
+            "Semaphore, CountDownLatch and Election may share a name): the holders (an RLock's "
             "owner and hold count, a ReadWriteLock's holds with their modes, a "
             "Semaphore's leases with their permits), the ttl left, the last fence, "
             "and the queued waiters; a latch's count. Exits with status 1 when nothing "
@@ -63,6 +64,40 @@ def _run_inspect(args: argparse.Namespace, server: Server) -> int:
         print(f"tenure inspect: no lock {what}{where}", file=sys.stderr)
         return EXIT_USAGE if skipped else 1
     return 0
+
+
+def add_leader(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: list[argparse.ArgumentParser],
+) -> None:
+    """Add ``tenure leader``."""
+    leader = commands.add_parser(
+        "leader",
+        parents=parents,
+        help="show who leads an election: its label, term and value",
+        description=(
+            "Show the leader of the tenure Election NAME (a 'tenure run --leader NAME' "
+            "replica, or a program's Election): its label, its term (larger than "
+            "every earlier leader's), what it proclaimed, since when, and its lease "
+            "left. Exits with status 1 when nobody leads."
+        ),
+    )
+    leader.add_argument("name", metavar="NAME", help="the election's name")
+    _add_prefix(leader)
+    _add_json(leader)
+    leader.set_defaults(handler=_run_leader, embedded="existing")
+
+
+def _run_leader(args: argparse.Namespace, server: Server) -> int:
+    with _client(server) as client:
+        lead = Election(client, args.name, prefix=args.prefix).leader()
+    if args.json:
+        print(_views.dumps({"name": args.name, "prefix": args.prefix, **_views.leader_json(lead)}))
+    elif lead is None:
+        print(f"no leader of {args.name!r}")
+    else:
+        print("\n".join(_views.leader_lines(args.name, lead)))
+    return 0 if lead is not None else 1
 
 
 def add_ls(
@@ -144,7 +179,9 @@ def add_release(
             "Remove a lock's holder, whoever it is, and hand the lock to the first "
             "waiter as a normal release does: a Lock by default, or the RLock, "
             "FairLock (to the head of its queue), ReadWriteLock (every read and write "
-            "hold) or Semaphore (every lease, or the one given by --token) named NAME. "
+            "hold) or Semaphore (every lease, or the one given by --token) named NAME; "
+            "an Election's leader is deposed (its term logged as lost) and the next "
+            "candidate elected. "
             "The holders are read first and the token-checked release script is run "
             "with each one's token, so a race with a holder's own release removes "
             "nothing else. The holder may still be running: use fences. A "

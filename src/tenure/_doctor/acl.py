@@ -53,6 +53,7 @@ def acl_needs(
     commands = {c for spec in KIND_SCRIPTS[kind] for c in spec.commands}
     commands |= {"EVALSHA", "SCRIPT LOAD", "INFO"}
     channels: tuple[str, ...]
+    channel_patterns: tuple[str, ...]
     if kind == "FencedKey":
         assert key is not None
         value, seen = fenced_keys(key)
@@ -79,6 +80,10 @@ def acl_needs(
         base = lk.wake_prefix[: -len(":wake:")]
         channels = (lk.wake_prefix + SAMPLE_WAITER,)
         channel_patterns = (glob_escape(lk.wake_prefix) + "*",)
+        feed = getattr(lk, "channel", "")  # a broadcast channel besides the wakes (an election's)
+        if feed:
+            channels += (feed,)
+            channel_patterns += (glob_escape(feed),)
     # the main key (an exact key apart from its helpers, or the base) and the helpers
     key_patterns = (glob_escape(keys[0]), glob_escape(base) + ":*")
     return AclNeeds(label, keys, channels, key_patterns, channel_patterns, tuple(sorted(commands)))

@@ -128,10 +128,12 @@ class _FairContender(_LockContender):
 
     def leave(self, member: str, in_flight: bool) -> Plan[None]:
         with failed_calls_suppressed():
-            yield _release_step(self.keys, self.token, member)
+            yield release_step(self.keys, self.token, member)
 
 
-def _release_step(keys: FairKeys, token: str, member: str, delay_ms: int = 0, op: str = "") -> Eval:
+def release_step(keys: FairKeys, token: str, member: str, delay_ms: int = 0, op: str = "") -> Eval:
+    """The ``fair_release.lua`` call of ``token`` (see :func:`release`), with the
+    queue ``member`` to remove first ("" for none)."""
     return Eval(
         FAIR_RELEASE,
         (keys.lock, keys.waiters, keys.deadlines, keys.fence, keys.delay, keys.release_record(op)),
@@ -154,7 +156,7 @@ def release(
         NotOwnedError: the lock is not held with ``token`` (the lease expired,
             and perhaps another owner holds it now); nothing was changed.
     """
-    yield from released(_release_step(keys, token, "", delay_ms, op), keys.name, fence)
+    yield from released(release_step(keys, token, "", delay_ms, op), keys.name, fence)
 
 
 def pass_on(keys: FairKeys, token: str) -> Plan[None]:

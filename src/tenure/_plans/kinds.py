@@ -13,6 +13,7 @@ from typing import Any
 
 from .._errors import InvalidArgument
 from .._keys import LatchKeys, LockKeys, parse_key
+from .election import ELECTION
 from .fair import FAIR
 from .kind import Kind, LockView
 from .latch import LATCH
@@ -22,7 +23,7 @@ from .rwlock import RWLOCK
 from .semaphore import SEMAPHORE
 
 #: Every kind, in the order ``tenure inspect`` shows them.
-KINDS: tuple[Kind[Any], ...] = (LOCK, RLOCK, FAIR, RWLOCK, SEMAPHORE, LATCH)
+KINDS: tuple[Kind[Any], ...] = (LOCK, RLOCK, FAIR, RWLOCK, SEMAPHORE, LATCH, ELECTION)
 
 _BY_NAME: dict[str, Kind[Any]] = {kind.name: kind for kind in KINDS}
 

@@ -72,9 +72,7 @@ def replicate(name: str, fence: int, write: Eval, policy: ReplicaPolicy) -> Plan
         UnsupportedServer: ``fsync`` on a server without ``WAITAOF``.
         PermissionDenied: the user may not run ``WAIT`` (``WAITAOF``).
     """
-    ms = str(to_ms(policy.timeout, "replica_timeout"))
-    n = str(policy.replicas)
-    wait = Command(("WAITAOF", "0", n, ms)) if policy.fsync else Command(("WAIT", n, ms))
+    wait = wait_command(policy)
     written, acks = yield Pipeline((write, wait))
     if isinstance(written, BaseException):
         raise written
@@ -89,13 +87,34 @@ def replicate(name: str, fence: int, write: Eval, policy: ReplicaPolicy) -> Plan
             "the lease was not on the server the wait for replicas reached "
             "(gone, or granted by a master that was since failed over)",
         )
+    return acknowledged(name, policy, wait, acks)
+
+
+def wait_command(policy: ReplicaPolicy) -> Command:
+    """The command that waits for ``policy``'s replicas: ``WAIT n ms``, or
+    ``WAITAOF 0 n ms`` with ``fsync``. Send it in one :class:`Pipeline` after
+    the write it waits for (its acknowledgements count that connection's writes)."""
+    ms = str(to_ms(policy.timeout, "replica_timeout"))
+    n = str(policy.replicas)
+    return Command(("WAITAOF", "0", n, ms)) if policy.fsync else Command(("WAIT", n, ms))
+
+
+def acknowledged(name: str, policy: ReplicaPolicy, wait: Command, acks: object) -> int:
+    """How many replicas acknowledged, from ``wait``'s reply ``acks`` (a
+    :class:`Pipeline`'s: the exception it raised, or its reply).
+
+    Raises:
+        NotReplicatedError: fewer than ``policy.replicas``.
+        UnsupportedServer: ``fsync`` on a server without ``WAITAOF``.
+        PermissionDenied: the user may not run ``WAIT`` (``WAITAOF``).
+    """
     if isinstance(acks, BaseException):
         if policy.fsync and "unknown command" in str(acks).lower():
             raise UnsupportedServer(f"replica_fsync needs WAITAOF (Redis >= 7.2, Valkey): {acks}")
         if type(acks).__name__ == "NoPermissionError":  # the client library's NOPERM
             raise PermissionDenied("command", wait.args[0], "min_replicas") from acks
         raise acks
-    acknowledged = int(acks[1]) if policy.fsync else int(acks)
-    if acknowledged < policy.replicas:
-        raise NotReplicatedError(name, policy.replicas, acknowledged, policy.timeout)
-    return acknowledged
+    count = int(acks[1]) if policy.fsync else int(acks)  # type: ignore[index,call-overload]
+    if count < policy.replicas:
+        raise NotReplicatedError(name, policy.replicas, count, policy.timeout)
+    return count

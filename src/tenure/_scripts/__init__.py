@@ -10,7 +10,8 @@ OK, BUSY, ... = 1, 2, ...``), so that the scripts and the Python side can't
 disagree on a number.
 
 Helpers several scripts need live once in files whose names start with ``_``
-(the fence rule and the server clock in ``_common.lua``; the semaphore's holders
+(the fence rule and the server clock in ``_common.lua``; an election's record
+and log in ``_election.lua``; the semaphore's holders
 and queue in ``_semaphore.lua``, a lease's permits in ``_permits.lua``; the
 read-write lock's holds in ``_rwlock.lua``).
 A script's line ``--@include <file>`` is replaced by that file when the script
@@ -224,6 +225,9 @@ LATCH_INSPECT = _load("latch_inspect")
 FAIR_ACQUIRE = _load("fair_acquire")
 FAIR_RELEASE = _load("fair_release")
 FAIR_INSPECT = _load("fair_inspect")
+ELECTION_ANNOUNCE = _load("election_announce")
+ELECTION_RESIGN = _load("election_resign")
+ELECTION_READ = _load("election_read")
 REDLOCK_WAKE = _load("redlock_wake")
 ACL_KEYS = _load("acl_keys")
 

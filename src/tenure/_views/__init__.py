@@ -10,7 +10,7 @@ JSON shape of one primitive, in ``inspect --json`` and ``ls --json`` (stable:
 new keys may be added, none removed or renamed)::
 
     {"kind": "Lock" | "RLock" | "FairLock" | "ReadWriteLock" | "Semaphore"
-             | "CountDownLatch",
+             | "CountDownLatch" | "Election",
      "name": "orders:42", "key": "tenure:{orders:42}",
      "held": true, "holder": "<token or owner id>" | null,
      "label": "web-3 pid 4711 (celery worker)" | null, "count": 1,
@@ -47,6 +47,15 @@ Per kind, these keys are added (each view's ``json_extras``, :mod:`.kinds`):
   ``holder``, ``ttl``, ``fence`` and ``waiters`` are null (a latch's waiters
   are not queued in Redis).
 
+- ``Election``: ``"leader": {"label", "term", "value", "value_hex", "since",
+  "ttl"} | null``: the leader's label, its term, the value it proclaimed
+  (text; hex digits with ``"value_hex": true`` when not UTF-8; null for
+  none), when its term was announced (epoch seconds) and its lease left;
+  null when nobody leads (or the holder has not announced itself yet: then
+  ``holder`` shows its lease token). ``waiters`` counts the candidates.
+
+``tenure leader NAME --json`` prints ``{"name", "prefix", "leader": {...} | null}``.
+
 ``inspect --json`` prints ``{"name", "key", "prefix", "locks": [...]}``;
 ``ls --json`` prints ``{"prefix", "pattern", "locks": [...]}``.
 
@@ -79,6 +88,8 @@ from .._plans.kind import ForcedRelease, Hold, LockView, Waiter
 from .kind import KindView as KindView
 from .kind import seconds
 from .kinds import VIEWS as VIEWS
+from .kinds import leader_json as leader_json
+from .kinds import leader_lines as leader_lines
 from .kinds import view_of as view_of
 
 # --- JSON -----------------------------------------------------------------------------------

@@ -6,10 +6,11 @@ kind, in the order of :data:`tenure._plans.kinds.KINDS`.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import InvalidArgument
-from .._info import CountDownLatchInfo, ReadWriteInfo, SemaphoreInfo
+from .._info import CountDownLatchInfo, Leader, ReadWriteInfo, SemaphoreInfo
 from .._keys import LatchKeys, LockKeys
 from .._label import holder_text
 from .._plans.kind import ForcedRelease, Hold, LockView, detail
@@ -303,10 +304,98 @@ LATCH = KindView(
 )
 
 
+# --- Election: a fair lock whose holder leads -------------------------------------------------
+
+
+def _leader(view: LockView) -> Leader | None:
+    return view.detail if isinstance(view.detail, Leader) else None
+
+
+def value_text(value: bytes | None) -> str:
+    """A proclaimed value for people: its text if it is UTF-8 (quoted), else
+    its bytes' ``repr``; ``-`` for none."""
+    if value is None:
+        return "-"
+    try:
+        return repr(value.decode())
+    except UnicodeDecodeError:
+        return repr(value)
+
+
+def leader_json(lead: Leader | None) -> dict[str, Any]:
+    """``{"leader": ...}``: an election's leader as JSON (see the package's docstring)."""
+    if lead is None:
+        return {"leader": None}
+    value: str | None = None
+    binary = False
+    if lead.value is not None:
+        try:
+            value = lead.value.decode()
+        except UnicodeDecodeError:
+            value, binary = lead.value.hex(), True
+    return {
+        "leader": {
+            "label": lead.label,
+            "term": lead.term,
+            "value": value,
+            "value_hex": binary,
+            "since": lead.since or None,
+            "ttl": lead.ttl,
+        }
+    }
+
+
+def leader_lines(name: str, lead: Leader) -> list[str]:
+    """``tenure leader``'s lines for the leader ``lead`` of the election ``name``."""
+    since = datetime.fromtimestamp(lead.since, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return [
+        f"leader of {name!r}: {lead.label or '(not announced yet)'}",
+        f"  term     {lead.term}",
+        f"  value    {value_text(lead.value)}",
+        f"  since    {since + ' UTC' if lead.since else '-'}",
+        f"  ttl      {seconds(lead.ttl)}",
+    ]
+
+
+def _election_json_extras(view: LockView) -> dict[str, Any]:
+    return leader_json(_leader(view))
+
+
+def _election_describe(view: LockView) -> list[str]:
+    lead = _leader(view)
+    if lead is None:
+        lines = ["  leader   none"]
+    else:
+        lines = [
+            f"  leader   {lead.label or '(not announced yet)'} (term {lead.term})",
+            f"  value    {value_text(lead.value)}",
+        ]
+    return lines + one_holder_lines(view, view.holder)
+
+
+def _election_summary(view: LockView) -> str:
+    lead = _leader(view)
+    if lead is None:
+        return "no leader"
+    return f"{lead.label or view.holder} (term {lead.term})"
+
+
+ELECTION = KindView(
+    name="Election",
+    option="election",
+    main_key=_lock_key,
+    describe=_election_describe,
+    summary=_election_summary,
+    json_extras=_election_json_extras,
+    release_lines=token_release_lines,
+    release_flag="--election",
+)
+
+
 # --- the registry -----------------------------------------------------------------------------
 
 #: Every kind's view, in the order of :data:`tenure._plans.kinds.KINDS`.
-VIEWS: tuple[KindView, ...] = (LOCK, RLOCK, FAIR, RWLOCK, SEMAPHORE, LATCH)
+VIEWS: tuple[KindView, ...] = (LOCK, RLOCK, FAIR, RWLOCK, SEMAPHORE, LATCH, ELECTION)
 
 _BY_NAME: dict[str, KindView] = {v.name: v for v in VIEWS}
 

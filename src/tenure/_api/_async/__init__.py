@@ -1,7 +1,8 @@
 """The asyncio facade. The synchronous facade is generated from this package.
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
-``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``) on two shared ones: ``_base``
+``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``) on
+two shared ones: ``_base``
 (the lease options, ``async with`` blocks, the lease a lock object issues) and
 ``_holds`` (the reentrant holds of ``AsyncRLock`` and ``AsyncReadWriteLock``).
 Edit the files of ``_async/``, then run ``python scripts/unasync.py`` to
@@ -13,8 +14,8 @@ anything is sent. The docstrings name redis-py's exceptions
 are valkey-py's own (``valkey.exceptions.ConnectionError``): tenure lets the
 client library's connection errors through unchanged.
 
-The classes on several locks or servers at once (``multi``, ``redlock``) are
-imported on their first use (``__getattr__``), so that an import of the
+The classes on several locks or servers at once (``multi``, ``redlock``) and
+the election's are imported on their first use (``__getattr__``), so that an import of the
 package does not pay for them.
 """
 
@@ -35,6 +36,8 @@ from .semaphore import AsyncSemaphore as AsyncSemaphore
 from .semaphore import AsyncSemaphoreLease as AsyncSemaphoreLease
 
 if TYPE_CHECKING:  # imported on first use (__getattr__ below)
+    from .election import AsyncElection as AsyncElection
+    from .election import AsyncLeadership as AsyncLeadership
     from .multi import AsyncMultiLease as AsyncMultiLease
     from .multi import AsyncMultiLock as AsyncMultiLock
     from .redlock import AsyncRedlock as AsyncRedlock
@@ -42,6 +45,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
 
 #: The classes imported on their first use, by the module that defines them.
 _LATER = {
+    "AsyncElection": "election",
+    "AsyncLeadership": "election",
     "AsyncMultiLease": "multi",
     "AsyncMultiLock": "multi",
     "AsyncRedlock": "redlock",
@@ -56,6 +61,8 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
             from . import multi as module
         elif where == "redlock":
             from . import redlock as module
+        elif where == "election":
+            from . import election as module
         else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         # all of the module's classes, so that the package holds them from now on

@@ -2,7 +2,8 @@
 """The synchronous facade. GENERATED from the asyncio facade (``_async/``): do not edit.
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
-``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``) on two shared ones: ``_base``
+``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``) on
+two shared ones: ``_base``
 (the lease options, ``with`` blocks, the lease a lock object issues) and
 ``_holds`` (the reentrant holds of ``RLock`` and ``ReadWriteLock``).
 Edit the files of ``_async/``, then run ``python scripts/unasync.py`` to
@@ -14,8 +15,8 @@ anything is sent. The docstrings name redis-py's exceptions
 are valkey-py's own (``valkey.exceptions.ConnectionError``): tenure lets the
 client library's connection errors through unchanged.
 
-The classes on several locks or servers at once (``multi``, ``redlock``) are
-imported on their first use (``__getattr__``), so that an import of the
+The classes on several locks or servers at once (``multi``, ``redlock``) and
+the election's are imported on their first use (``__getattr__``), so that an import of the
 package does not pay for them.
 """
 
@@ -36,6 +37,8 @@ from .semaphore import Semaphore as Semaphore
 from .semaphore import SemaphoreLease as SemaphoreLease
 
 if TYPE_CHECKING:  # imported on first use (__getattr__ below)
+    from .election import Election as Election
+    from .election import Leadership as Leadership
     from .multi import MultiLease as MultiLease
     from .multi import MultiLock as MultiLock
     from .redlock import Redlock as Redlock
@@ -43,6 +46,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
 
 #: The classes imported on their first use, by the module that defines them.
 _LATER = {
+    "Election": "election",
+    "Leadership": "election",
     "MultiLease": "multi",
     "MultiLock": "multi",
     "Redlock": "redlock",
@@ -57,6 +62,8 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
             from . import multi as module
         elif where == "redlock":
             from . import redlock as module
+        elif where == "election":
+            from . import election as module
         else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         # all of the module's classes, so that the package holds them from now on

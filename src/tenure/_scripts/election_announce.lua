@@ -1,0 +1,69 @@
+-- election_announce.lua: the leader of an election announces its term
+-- ("elected") or publishes a value ("proclaimed"), fenced by its lease: only
+-- the lease token that holds the election's lock, with the term the fence key
+-- holds, may write. The record and the log are written in the same call (see
+-- _election.lua) and the change is published on the feed channel. A term
+-- announced while the record still shows an earlier active term first logs
+-- that term as lost (its lease ended unannounced: expired or taken).
+--
+-- KEYS[1]  lock key     string; value = the leader's lease token
+-- KEYS[2]  fence key    string holding an integer: the last term minted
+-- KEYS[3]  record key   hash, the leader's record (see _election.lua)
+-- KEYS[4]  log key      stream, the change log (see _election.lua)
+-- ARGV[1]  token        string; the caller's lease token
+-- ARGV[2]  term         string of an integer; the caller's lease fence
+-- ARGV[3]  event        "elected" or "proclaimed"
+-- ARGV[4]  label        string; who the leader is, for people
+-- ARGV[5]  value        string; base64 of the value proclaimed ("elected": unused)
+-- ARGV[6]  feed         string; the channel each change's log id is published on
+-- ARGV[7]  keep         integer MILLISECONDS the record and the log outlive their last write
+-- ARGV[8]  log length   integer > 0: the log keeps this many last entries
+-- ARGV[9]  op           string; this proclaim call's id (a retry of the call sends the
+--                       same): a proclaim whose id the record holds was made already
+--
+-- Returns  {1, n}       OK: n = 1 if something was written, 0 for an "elected"
+--                       already announced or a proclaim already made (a retry).
+--          {4, 0}       NOT_OWNED: the lock is not held with this token, or the
+--                       term is not the last minted; nothing written.
+--          {5, key}     WRONG_TYPE: key holds a value of another type; nothing written.
+--          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
+
+--@include _common.lua
+--@include _acl.lua
+--@include _election.lua
+
+if other_type(KEYS[3], 'hash') then return {WRONG_TYPE, KEYS[3]} end
+if other_type(KEYS[4], 'stream') then return {WRONG_TYPE, KEYS[4]} end
+local holder = redis.pcall('GET', KEYS[1])
+if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
+local last = redis.pcall('GET', KEYS[2])
+if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[2]} end
+if holder ~= ARGV[1] or not last or tonumber(last) ~= tonumber(ARGV[2]) then
+  return {NOT_OWNED, 0}
+end
+local denied = acl_denied(ARGV[6])
+if denied then return {DENIED, denied} end
+
+local keep, max = ARGV[7], ARGV[8]
+local rec = election_record(KEYS[3])
+if rec.token ~= ARGV[1] or rec.term ~= ARGV[2] then
+  if rec.state == 'active' then election_end(KEYS[3], KEYS[4], ARGV[6], keep, max, rec, 'lost') end
+  rec = {
+    token = ARGV[1], term = ARGV[2], label = ARGV[4], value = '', has = '0',
+    since = string.format('%.0f', math.floor(now_us() / 1000)), state = 'active',
+  }
+  redis.call('DEL', KEYS[3])
+  redis.call('HSET', KEYS[3], 'token', rec.token, 'term', rec.term, 'label', rec.label,
+    'value', '', 'has', '0', 'since', rec.since, 'state', 'active')
+  election_note(KEYS[4], ARGV[6], keep, max, 'elected', rec)
+elseif ARGV[3] == 'elected' then
+  return {OK, 0}
+end
+if ARGV[3] == 'proclaimed' then
+  if ARGV[9] ~= '' and rec.op == ARGV[9] then return {OK, 0} end
+  rec.value, rec.has, rec.label = ARGV[5], '1', ARGV[4]
+  redis.call('HSET', KEYS[3], 'value', rec.value, 'has', '1', 'label', rec.label, 'op', ARGV[9])
+  election_note(KEYS[4], ARGV[6], keep, max, 'proclaimed', rec)
+end
+redis.call('PEXPIRE', KEYS[3], keep)
+return {OK, 1}
