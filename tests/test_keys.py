@@ -83,7 +83,8 @@ def derived(p: Prim) -> tuple[str, dict[str, str], dict[str, str]]:
         assert p.name is not None and p.prefix is not None
         keys = BUILDERS[p.kind](p.name, prefix=p.prefix)
     if isinstance(keys, LatchKeys):
-        return keys.count, {keys.count: "lock", keys.opened: "opened"}, {keys.channel: "zero"}
+        roles = {keys.count: "lock", keys.opened: "opened", keys.by: "by"}
+        return keys.count, roles, {keys.channel: "zero"}
     roles = {keys.fence: "fence", keys.waiters: "waiters", keys.delay: "delay"}
     if isinstance(keys, RWLockKeys):
         roles[keys.holds] = "holds"

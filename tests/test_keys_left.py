@@ -5,8 +5,8 @@ Each primitive lives a typical life (a holder, a waiter, a hand-off, releases,
 a lock-delay, a retried call); then every key left must expire within its
 documented bound (``0 < PTTL <= bound``), and within 10 minutes, except the
 keys kept on purpose: a semaphore's permit count (its own bound, 7 days), a
-latch's count while it is not zero, and a ``FencedKey``'s value and seen
-fence (no expiry).
+latch's count (and who set it) while it is not zero, and a ``FencedKey``'s
+value and seen fence (no expiry).
 """
 
 from __future__ import annotations
@@ -266,10 +266,13 @@ def test_latch_keeps_only_a_count_that_is_not_zero(r: redis.Redis) -> None:
     latch = CountDownLatch(r, "orders:42")
     assert latch.try_set_count(2)
     latch.count_down()
-    check_left(r, permanent=frozenset({latch._keys.count}))  # a lapse would open it
+    keys = latch._keys
+    # a lapse would open it; who set it lives as long
+    left = check_left(r, permanent=frozenset({keys.count, keys.by}))
+    assert keys.by in left
     latch.count_down()
     left = check_left(r)
-    assert latch._keys.count not in left and latch._keys.opened in left
+    assert keys.count not in left and keys.by not in left and keys.opened in left
 
 
 def test_fenced_key_keeps_its_value_and_seen_fence(r: redis.Redis) -> None:

@@ -20,6 +20,7 @@ from tenure._label import (
     MAX_LABEL,
     clean_label,
     command_words,
+    decode_label,
     default_label,
     default_suffix,
     holder_label,
@@ -75,9 +76,10 @@ def test_a_label_goes_into_a_token_and_comes_back(label: str) -> None:
     token = "d400d3580b287d66811ef6dacb4ca7c7.1:283ed9d4283ed9d4283ed9d4283ed9d4"
     bare, back = split_holder(token + suffix)
     if not clean_label(label):
-        assert suffix == "" and (bare, back) == (token, None)
+        assert suffix == "" and (bare, back) == (token, None) and decode_label(encoded) is None
         return
     assert bare == token and back is not None and clean_label(label).startswith(back)
+    assert decode_label(encoded) == back  # alone, as a latch's by key holds it
     assert back == clean_label(label) or len(encoded) > MAX_ENCODED - 12
     assert holder_label("ab12.3" + suffix) == back  # an RLock's field
     assert holder_label("9f00aa11bb22cc33" + suffix) == back  # a ReadWriteLock hold's id
@@ -88,6 +90,8 @@ def test_a_value_without_a_label_is_shown_whole() -> None:
     assert split_holder(old) == (old, None) and holder_text(old) == old
     for foreign in ("job-42;b", "uuid-like;x", "ab12.3;bad label", "ab12.3;%zz;"):
         assert holder_label(foreign) is None, foreign
+    for foreign in ("bad label", "%zz;", "a|b", ""):
+        assert decode_label(foreign) is None, foreign
     assert holder_label("") is None and holder_label(None) is None
     with_label = old + label_suffix("web-3 pid 1 (x)")
     assert holder_text(with_label) == f"web-3 pid 1 (x) [{old}]"

@@ -92,9 +92,10 @@ def test_a_waiter_sees_an_opening_even_if_the_count_was_set_again(r: redis.Redis
     time.sleep(0.05)
     # Open and set again in one transaction, before the waiter can read the count.
     count, opened, channel = COUNT % "again", COUNT % "again" + ":opened", COUNT % "again" + ":zero"
+    by = COUNT % "again" + ":by"
     pipe = r.pipeline(transaction=True)
-    pipe.evalsha(LATCH_COUNT_DOWN.sha1, 2, count, opened, channel, 60000)
-    pipe.evalsha(LATCH_SET.sha1, 1, count, 3)
+    pipe.evalsha(LATCH_COUNT_DOWN.sha1, 3, count, opened, by, channel, 60000)
+    pipe.evalsha(LATCH_SET.sha1, 2, count, by, 3, "")
     pipe.execute()
     t.join(timeout=5)
     assert out == [True] and latch.count() == 3

@@ -105,6 +105,7 @@ from tenure._views import (
         ("tenure:{gpus}:semaphore:holds", None),
         ("tenure:{batch:7}:latch", ("CountDownLatch", "batch:7", "lock")),
         ("tenure:{batch:7}:latch:opened", ("CountDownLatch", "batch:7", "opened")),
+        ("tenure:{batch:7}:latch:by", ("CountDownLatch", "batch:7", "by")),
         ("tenure:{batch:7}:latch:fence", None),
         # A Lock may be named like another kind's namespace: the brace decides.
         ("tenure:{semaphore:x}", ("Lock", "semaphore:x", "lock")),
@@ -495,7 +496,7 @@ def test_read_a_fair_lock_and_its_queue() -> None:
 
 def test_read_a_latch() -> None:
     latch = target("CountDownLatch", "batch", prefix="tenure:")
-    steps, closed = drive(read_lock(latch, waiting=5), [(Status.OK, [3, 0])])
+    steps, closed = drive(read_lock(latch, waiting=5), [(Status.OK, [3, 0, ""])])
     assert len(steps) == 1 and steps[0].script is LATCH_INSPECT
     assert exists(closed) and not closed.held and holder_summary(closed) == "count 3"
     assert to_json(closed) == {
@@ -513,14 +514,40 @@ def test_read_a_latch() -> None:
         "opened": None,
         "waiting": [],
     }
-    _, opened = drive(read_lock(latch), [(Status.OK, [0, 1754300000000001])])
+    _, opened = drive(read_lock(latch), [(Status.OK, [0, 1754300000000001, ""])])
     assert exists(opened) and holder_summary(opened) == "open"
     assert to_json(opened)["open"] is True and to_json(opened)["opened"] == 1754300000000001
     assert describe(opened)[1:] == ["  count    0 (open)", "  opened   1754300000000001"]
-    _, nothing = drive(read_lock(latch), [(Status.OK, [0, 0])])
+    _, nothing = drive(read_lock(latch), [(Status.OK, [0, 0, ""])])
     assert not exists(nothing)
     [row] = ls_table([opened])[1:]
     assert row.split() == ["CountDownLatch", "batch", "open", "-", "-", "-"]
+
+
+def test_read_a_latch_and_who_set_it() -> None:
+    latch = target("CountDownLatch", "batch", prefix="tenure:")
+    by = "web-3+pid+4711+(celery+worker)"
+    steps, closed = drive(read_lock(latch), [(Status.OK, [2, 0, by.encode()])])
+    assert steps[0].keys == (latch.keys.count, latch.keys.opened, latch.keys.by)  # type: ignore[union-attr]
+    assert closed.label == "web-3 pid 4711 (celery worker)" and not closed.held
+    assert holder_summary(closed) == "count 2, set by web-3 pid 4711 (celery worker)"
+    assert describe(closed)[1:] == [
+        "  count    2 (closed)",
+        "  set by   web-3 pid 4711 (celery worker)",
+        "  opened   -",
+    ]
+    out = to_json(closed)
+    assert out["label"] == "web-3 pid 4711 (celery worker)" and out["holder"] is None
+    [row] = ls_table([closed])[1:]
+    assert "count 2, set by web-3 pid 4711 (celery worker)" in row
+    # open: a by key left behind (an older tenure's count-down) names nobody
+    _, opened = drive(read_lock(latch), [(Status.OK, [0, 7, by])])
+    assert opened.label is None and to_json(opened)["label"] is None
+    assert holder_summary(opened) == "open" and "set by" not in "".join(describe(opened))
+    # set by an older tenure (no by key), or with label="": no label
+    _, old = drive(read_lock(latch), [(Status.OK, [2, 0, ""])])
+    assert old.label is None and holder_summary(old) == "count 2"
+    assert describe(old)[1:] == ["  count    2 (closed)", "  opened   -"]
 
 
 def test_hold_values_from_a_dict_or_a_flat_list() -> None:

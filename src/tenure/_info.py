@@ -211,11 +211,16 @@ class CountDownLatchInfo:
         opened: a number that grows each time the count reaches zero (0 when
             none is known); two snapshots with different numbers saw the latch
             open in between.
+        label: who set the count, in words (the ``label`` its
+            :class:`~tenure.CountDownLatch` was made with, by default ``web-3
+            pid 4711 (celery worker)``); ``None`` while the latch is open, and
+            for a count set without a label (``label=""``) or by an older tenure.
     """
 
     name: str
     count: int
     opened: int
+    label: str | None = None
 
 
 def held_by(info: object) -> str | None:

@@ -120,12 +120,14 @@ A count-down latch named ``job`` (:func:`latch_keys`)::
     tenure:{job}:latch          the count (a string holding an integer); absent = zero
     tenure:{job}:latch:opened   a number that grows each time the count reaches zero
                                 (seeded from the server's clock, as a fence)
+    tenure:{job}:latch:by       the label of who set the count (encoded as in a
+                                token); deleted with the count at zero
     tenure:{job}:latch:zero     pub/sub channel on which reaching zero wakes every waiter
 
 Every key expires by itself within 10 minutes of the name's last use (or at
 the end of a longer lease), except those kept on purpose: a semaphore's
 ``:permits`` (7 days after the last acquire or ``set_permits``), a latch's
-count while it is not zero, and a ``FencedKey``'s seen key. Fence keys live
+count (and its ``:by``) while it is not zero, and a ``FencedKey``'s seen key. Fence keys live
 10 minutes after each grant or renewal, or the lease if longer
 (:data:`tenure._plans.common.FENCE_KEEP_MS` says what that costs), a latch's
 ``:opened`` 10 minutes. docs/guide/keys-and-memory.md lists each key's
@@ -208,7 +210,7 @@ ROLES: dict[str, frozenset[str]] = {
     "FairLock": frozenset({"fence", "waiters", "deadlines", "delay", "released"}),
     "ReadWriteLock": frozenset({"holds", "fence", "waiters", "delay"}),
     "Semaphore": frozenset({"permits", "fence", "waiters", "delay", "released"}),
-    "CountDownLatch": frozenset({"opened"}),
+    "CountDownLatch": frozenset({"opened", "by"}),
     "Election": frozenset({"fence", "waiters", "deadlines", "delay", "released", "record", "log"}),
     "FencedKey": frozenset({"seen"}),
 }
@@ -625,18 +627,20 @@ class LatchKeys:
     count: str
     opened: str
     channel: str
+    by: str
 
 
 def latch_keys(name: str, *, prefix: str) -> LatchKeys:
     """Build the keys of count-down latch ``name`` under ``prefix``
-    (``<prefix>{<name>}:latch``, ``…:latch:opened`` and the channel ``…:latch:zero``).
+    (``<prefix>{<name>}:latch``, ``…:latch:opened``, ``…:latch:by`` and the
+    channel ``…:latch:zero``).
 
     Raises:
         InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
             a ``str`` or starts an empty hash tag.
     """
     name, base = _named_base("CountDownLatch", name, prefix)
-    return LatchKeys(name, base, base + ":opened", base + ":zero")
+    return LatchKeys(name, base, base + ":opened", base + ":zero", base + ":by")
 
 
 @dataclass(frozen=True, slots=True)

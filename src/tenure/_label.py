@@ -169,7 +169,15 @@ def split_holder(stored: str) -> tuple[str, str | None]:
     bare, sep, encoded = stored.partition(SEPARATOR)
     if not sep or not _BARE.fullmatch(bare) or not _ENCODED.fullmatch(encoded):
         return stored, None
-    return bare, clean_label(unquote(encoded.replace("+", " "), errors="replace")) or None
+    return bare, decode_label(encoded)
+
+
+def decode_label(encoded: str) -> str | None:
+    """The label :func:`encode_label` wrote as ``encoded`` (cleaned by
+    :func:`clean_label`), or ``None`` when it is empty or is no encoded label."""
+    if not _ENCODED.fullmatch(encoded):
+        return None
+    return clean_label(unquote(encoded.replace("+", " "), errors="replace")) or None
 
 
 def holder_label(stored: str | None) -> str | None:

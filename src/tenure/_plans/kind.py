@@ -89,7 +89,7 @@ class LockView:
     ``pttl_ms`` is the lease left in milliseconds (-1: no expiry, -2: free);
     ``detail`` is the library's ``info()`` snapshot for a kind whose holders
     or state say more (a ReadWriteLock, Semaphore or CountDownLatch). A
-    CountDownLatch's ``count`` is its count.
+    CountDownLatch's ``count`` is its count, its ``label`` who set it.
     """
 
     kind: str

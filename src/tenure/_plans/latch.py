@@ -22,6 +22,7 @@ from __future__ import annotations
 from .. import _units
 from .._info import CountDownLatchInfo
 from .._keys import LatchKeys, latch_keys
+from .._label import decode_label
 from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
 from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
 from .kind import Kind, LockView, detail, named
@@ -51,25 +52,36 @@ def check_count(value: object) -> int:
     return _units.check_count(value, "count")
 
 
-def try_set_count(keys: LatchKeys, count: int) -> Plan[bool]:
-    """Set the count to ``count`` if it is zero. Returns whether it was set."""
-    status, _ = yield Eval(LATCH_SET, (keys.count,), (count,))
+def try_set_count(keys: LatchKeys, count: int, label: str) -> Plan[bool]:
+    """Set the count to ``count`` if it is zero, and record who set it:
+    ``label``, the setter's label encoded by :func:`~tenure._label.encode_label`
+    (``""``: none), kept in the by key until the count reaches zero. Returns
+    whether it was set."""
+    status, _ = yield Eval(LATCH_SET, (keys.count, keys.by), (count, label))
     return status is Status.OK
 
 
 def count_down(keys: LatchKeys) -> Plan[int]:
-    """Count down by one (nothing happens at zero); at zero, wake every waiter.
-    Returns the count left."""
+    """Count down by one (nothing happens at zero); at zero, wake every waiter
+    and delete who set it with the count. Returns the count left."""
     _, left = yield Eval(
-        LATCH_COUNT_DOWN, (keys.count, keys.opened), (keys.channel, OPENED_KEEP_MS)
+        LATCH_COUNT_DOWN, (keys.count, keys.opened, keys.by), (keys.channel, OPENED_KEEP_MS)
     )
     return int(left)
 
 
 def inspect(keys: LatchKeys) -> Plan[CountDownLatchInfo]:
-    """Read the count and the opening number."""
-    _, (count, opened) = yield Eval(LATCH_INSPECT, (keys.count, keys.opened), ())
-    return CountDownLatchInfo(keys.name, int(count), int(opened))
+    """Read the count, the opening number and who set the count (no one while
+    it is zero: a by key left by an older tenure's count-down is not shown)."""
+    _, (count, opened, by) = yield Eval(LATCH_INSPECT, (keys.count, keys.opened, keys.by), ())
+    count = int(count)
+    label = decode_label(_as_text(by)) if count > 0 else None
+    return CountDownLatchInfo(keys.name, count, int(opened), label)
+
+
+def _as_text(value: object) -> str:
+    # (a value another client wrote may be no UTF-8: it is then no encoded label)
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def wait(keys: LatchKeys, timeout: float | None, now: Clock) -> Plan[bool]:
@@ -103,7 +115,8 @@ def _info(view: LockView) -> CountDownLatchInfo:
 def _read(keys: LatchKeys, waiting: int) -> Plan[LockView]:
     # a latch's waiters are not queued in Redis: ``waiting`` has nothing to read
     info = yield from inspect(keys)
-    return LockView("CountDownLatch", keys.name, keys.count, "", info.count, -2, 0, 0, detail=info)
+    free = ("CountDownLatch", keys.name, keys.count, "", info.count, -2, 0, 0)
+    return LockView(*free, detail=info, label=info.label)  # (its label: who set it)
 
 
 def _exists(view: LockView) -> bool:
@@ -112,11 +125,12 @@ def _exists(view: LockView) -> bool:
 
 
 def _acl_keys(keys: LatchKeys) -> tuple[str, ...]:
-    return (keys.count, keys.opened)
+    return (keys.count, keys.opened, keys.by)
 
 
 #: The ``CountDownLatch`` kind (see :class:`~tenure._plans.kind.Kind`): it has
-#: no holder, so ``release --force`` refuses it (``--latch`` says why).
+#: no holder, so ``release --force`` refuses it (``--latch`` says why); its
+#: view's ``label`` is who set the count, while it is not zero.
 LATCH: Kind[LatchKeys] = Kind(
     name="CountDownLatch",
     build=named("CountDownLatch", latch_keys),

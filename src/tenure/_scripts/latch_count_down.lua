@@ -5,13 +5,17 @@
 -- KEYS[1]  count key     string holding an integer > 0; absent = zero
 -- KEYS[2]  opened key    string holding an integer: the number of the last
 --                        opening (it grows with every opening)
+-- KEYS[3]  by key        the label of who set the count: deleted with it at
+--                        zero, whatever it holds (by the same DEL; never read
+--                        here, so counting down costs what it did without it)
 -- ARGV[1]  channel       string; the latch's pub/sub channel
 -- ARGV[2]  opened ttl    integer MILLISECONDS the opened key outlives its last use
 --
 -- Returns  {1, left}     OK: the count is now left; 0 = zero (absent). When this
 --                        call brought it to zero, the opened number became the
 --                        last + 1 (or the server's TIME in µs when none is
---                        stored) and was published on ARGV[1]. At zero already,
+--                        stored) and was published on ARGV[1], and the by key
+--                        was deleted with the count. At zero already,
 --                        nothing is written or published.
 --          {5, key}      WRONG_TYPE: key holds a value of another type; nothing written.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
@@ -33,7 +37,7 @@ end
 local opened = string.format('%.0f', next_fence(last))
 local denied = acl_need({'SET'}) or acl_channels(ARGV[1])
 if denied then return {DENIED, denied} end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('SET', KEYS[2], opened, 'PX', ARGV[2])
 redis.call('PUBLISH', ARGV[1], opened)
 return {OK, 0}

@@ -42,8 +42,10 @@ Per kind, these keys are added (each view's ``json_extras``, :mod:`.kinds`):
   (first to expire first); each ``waiting`` entry has ``"permits"``.
 - ``CountDownLatch``: ``"count"`` is the latch's count, ``"open"`` whether it
   is zero, ``"opened"`` the number that grows each time it opens (null if none
-  is known); ``held`` is false, ``holder``, ``ttl``, ``fence`` and ``waiters``
-  are null (a latch's waiters are not queued in Redis).
+  is known); ``label`` is who set the count (null while it is zero, or when it
+  was set without a label or by an older tenure); ``held`` is false,
+  ``holder``, ``ttl``, ``fence`` and ``waiters`` are null (a latch's waiters
+  are not queued in Redis).
 
 - ``Election``: ``"leader": {"label", "term", "value", "value_hex", "since",
   "ttl"} | null``: the leader's label, its term, the value it proclaimed
@@ -60,7 +62,8 @@ Per kind, these keys are added (each view's ``json_extras``, :mod:`.kinds`):
 ``label`` (everywhere a holder is: the primitive, each ``waiting`` entry, each
 ReadWriteLock and Semaphore ``holders`` entry) is the holder's label, who
 holds in words (``"web-3 pid 4711 (celery worker)"``), or null when the holder
-gave none (an older tenure, a foreign client). A Lock's, FairLock's and
+gave none (an older tenure, a foreign client); a CountDownLatch's is its
+setter's. A Lock's, FairLock's and
 Semaphore's ``holder`` (and ``token``) is the whole token, which carries the
 label after a ``;``; an RLock's and ReadWriteLock's is the owner id.
 
@@ -194,7 +197,7 @@ def describe(view: LockView) -> list[str]:
 
 def holder_summary(view: LockView) -> str:
     """``ls``'s HOLDER column: who holds it (the first of several, and how many
-    more), or ``free``; a latch's count, or ``open``."""
+    more), or ``free``; a latch's count and who set it, or ``open``."""
     return view_of(view.kind).summary(view)
 
 

@@ -258,7 +258,7 @@ SEMAPHORE = KindView(
 )
 
 
-# --- CountDownLatch: no holder ----------------------------------------------------------------
+# --- CountDownLatch: no holder, a setter ------------------------------------------------------
 
 
 def _latch_info(view: LockView) -> CountDownLatchInfo:
@@ -277,12 +277,17 @@ def _latch_json_extras(view: LockView) -> dict[str, Any]:
 def _latch_describe(view: LockView) -> list[str]:
     info = _latch_info(view)
     state = "open" if info.count == 0 else "closed"
-    return [f"  count    {info.count} ({state})", f"  opened   {info.opened or '-'}"]
+    lines = [f"  count    {info.count} ({state})"]
+    if info.label is not None:  # (only while the count is not zero)
+        lines.append(f"  set by   {info.label}")
+    return [*lines, f"  opened   {info.opened or '-'}"]
 
 
 def _latch_summary(view: LockView) -> str:
-    count = _latch_info(view).count
-    return f"count {count}" if count else "open"
+    info = _latch_info(view)
+    if not info.count:
+        return "open"
+    return f"count {info.count}, set by {info.label}" if info.label else f"count {info.count}"
 
 
 #: ``release --force`` refuses a latch (it has no holder); ``--latch`` says why.

@@ -7,9 +7,11 @@ import time
 from ..._drivers import _async as _driver
 from ..._info import CountDownLatchInfo
 from ..._keys import DEFAULT_PREFIX, latch_keys
+from ..._label import SEPARATOR
 from ..._models import PerProcess
 from ..._plans import latch as latch_plans
 from ..._units import check_seconds
+from ._base import check_label, label_of
 
 
 class AsyncCountDownLatch(PerProcess):
@@ -35,11 +37,18 @@ class AsyncCountDownLatch(PerProcess):
         name: the latch's name; its keys are ``<prefix>{<name>}:latch`` and siblings.
         prefix: the key prefix (default ``"tenure:"``); one whose first ``{`` is
             followed at once by ``}`` is refused.
+        label: who sets the count, in words an operator reads in ``info()``,
+            ``tenure inspect``, ``ls``, ``top`` and the dashboard while the count
+            is not zero. Default: ``<host> pid <pid> (<program>)``. Control
+            characters become spaces and it is cut to 96 characters; ``""``
+            stores none. :meth:`try_set_count` stores it beside the count (one
+            small key, deleted with the count at zero): counting down costs no
+            extra command.
 
     Raises:
         InvalidArgument: ``client`` is not a client this class accepts (a URL,
             ``None``, a client of the other API, a pipeline, a valkey-py cluster client);
-            an empty or non-``str`` name or prefix.
+            an empty or non-``str`` name or prefix; a ``label`` that is not a ``str``.
 
     Example::
 
@@ -50,9 +59,17 @@ class AsyncCountDownLatch(PerProcess):
             await publish_results()
     """
 
-    def __init__(self, client: _driver.Client, name: str, *, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(
+        self,
+        client: _driver.Client,
+        name: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        label: str | None = None,
+    ) -> None:
         self._client = _driver.check_client(client, "AsyncCountDownLatch")
         self._keys = latch_keys(name, prefix=prefix)
+        self._label = check_label(label)
         self._seen: int | None = None  # the count at the last call, for repr
 
     @property
@@ -61,7 +78,8 @@ class AsyncCountDownLatch(PerProcess):
         return self._keys.name
 
     async def try_set_count(self, count: int) -> bool:
-        """Set the count, if it is zero (the latch is open).
+        """Set the count, if it is zero (the latch is open), and record this
+        latch's ``label`` as who set it (until the count reaches zero).
 
         Args:
             count: the new count, an ``int`` from 1 to 2**53 - 1.
@@ -72,11 +90,12 @@ class AsyncCountDownLatch(PerProcess):
 
         Raises:
             InvalidArgument: ``count`` is not an ``int`` from 1 to 2**53 - 1; nothing was sent.
-            WrongTypeError: the latch's key holds a value of another type.
+            WrongTypeError: a key of the latch holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         count = latch_plans.check_count(count)
-        done = await _driver.run(self._client, latch_plans.try_set_count(self._keys, count))
+        label = label_of(self._label).removeprefix(SEPARATOR)
+        done = await _driver.run(self._client, latch_plans.try_set_count(self._keys, count, label))
         if done:
             self._seen = count
         return done
@@ -126,7 +145,8 @@ class AsyncCountDownLatch(PerProcess):
         return opened
 
     async def info(self) -> CountDownLatchInfo:
-        """A snapshot of the latch in Redis: its count and opening number.
+        """A snapshot of the latch in Redis: its count, opening number and
+        who set the count (:attr:`CountDownLatchInfo.label`).
 
         Raises:
             WrongTypeError: a key of the latch holds a value of another type.
