@@ -127,7 +127,9 @@ def shared_args(*, adaptive: bool = True, **notes: str) -> Callable[[T], T]:
 
     def fill(cls: T) -> T:
         params = inspect.signature(cls).parameters
-        lease = [name for name in params if name in LEASE_ARGS]
+        # (an argument the class documents itself keeps its own paragraph)
+        own = set(re.findall(r"^ +(\w+): ", cls.__doc__ or "", re.M))
+        lease = [name for name in params if name in LEASE_ARGS and name not in own]
 
         def block(match: re.Match[str]) -> str:
             indent, what = match.group(1), match.group(2)
