@@ -321,14 +321,24 @@ class _Guard(Generic[L]):
         """``func`` run by each call in a block of this guard's lock and
         timeout (see the subclasses' ``__call__``).
 
+        A generator function (or async generator function) is refused in
+        both flavours: its call only makes the generator, so the block would
+        end before the first line of its body ran, and the body run unguarded.
+
         Raises:
-            InvalidArgument: ``func`` is not a function of this guard's flavour.
+            InvalidArgument: ``func`` is not a function of this guard's flavour,
+                or is a generator function.
         """
-        if not callable(func) or inspect.iscoroutinefunction(func) is not _COROUTINES:
+        if (
+            not callable(func)
+            or inspect.iscoroutinefunction(func) is not _COROUTINES
+            or inspect.isgeneratorfunction(func)
+            or inspect.isasyncgenfunction(func)
+        ):
             kind = (
-                "a coroutine function"
+                "a coroutine function (no async generator)"
                 if _COROUTINES
-                else "a plain function (no coroutine function)"
+                else "a plain function (no coroutine function, no generator)"
             )
             raise InvalidArgument(
                 f"{type(self._lock).__name__} {self._lock.name!r} decorates {kind}, not {func!r}"
