@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import termios
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -98,6 +100,31 @@ def test_top_keys_cycle_the_sort_and_show_the_free_ones(url: str, r: redis.Redis
     finally:
         child.close(force=True)
         busy.release()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_top_ended_by_a_signal_gives_the_terminal_back(url: str, signum: int) -> None:
+    """Ctrl-C, ``kill PID`` or the terminal's hang-up end top as ``q`` does,
+    even in its first draw (the signal sent as soon as the table shows): the
+    terminal back in its own mode (echo, line editing), off the alternate
+    screen, the cursor shown; the exit status says which signal (0 for
+    Ctrl-C)."""
+    for _ in range(3):
+        child = spawn_top(url, "--interval", "0.2")
+        try:
+            cooked = termios.tcgetattr(child.child_fd)[3] & (termios.ICANON | termios.ECHO)
+            child.expect("no lock held")
+            child.kill(signum)
+            child.expect(pexpect.EOF)
+            mode = termios.tcgetattr(child.child_fd)[3] & (termios.ICANON | termios.ECHO)
+            assert mode == cooked
+            tail = repr(child.before[-300:])
+            assert "\x1b[?1049l" in child.before, tail  # the alternate screen left
+            assert "\x1b[?25h" in child.before, tail  # the cursor shown again
+            child.close()
+            assert child.exitstatus == (0 if signum == signal.SIGINT else 128 + signum)
+        finally:
+            child.close(force=True)
 
 
 def test_top_shows_an_error_while_the_server_is_down_then_recovers(

@@ -10,11 +10,14 @@ import argparse
 import contextlib
 import os
 import select
+import signal
 import sys
 import termios
 import time
 import tty
+from collections.abc import Iterator
 from datetime import datetime
+from types import FrameType
 from typing import Any
 
 from rich import box
@@ -145,23 +148,67 @@ class Screen:
         return True
 
 
+#: The signals that end ``top`` as ``q`` does (the terminal given back as it
+#: was: out of cbreak mode and the alternate screen), exiting ``128 + N``.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _end(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _ended_by_signals() -> Iterator[None]:
+    """In the block, :data:`ENDING_SIGNALS` raise ``SystemExit(128 + N)``, so that
+    every block around the screen is left (their default ends the process where
+    it is, the terminal left unusable); each handler is put back after. A signal
+    ignored (``nohup``) or handled by someone else is left as it is."""
+    previous = {
+        signum: signal.signal(signum, _end)
+        for signum in ENDING_SIGNALS
+        if signal.getsignal(signum) is signal.SIG_DFL
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """In the block, Ctrl-C and :data:`ENDING_SIGNALS` wait (blocked), and come
+    as it ends: the terminal's changes and the undoing of each are set up in
+    it, so that an interrupt comes before the first change or after its undoing
+    is due (rich's ``Live`` undoes its start only for an ``Exception``: an
+    interrupt in its first draw would leave the alternate screen on)."""
+    held = {signal.SIGINT, *ENDING_SIGNALS}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def show(watcher: Watcher, frame: Frame, args: argparse.Namespace) -> int:
     """Show ``frame``, then a new one every ``args.interval`` seconds, until
     ``q`` (or ``args.iterations`` refreshes); 0."""
     console = Console(highlight=False)
     screen = Screen(args, frame, where(watcher.url))
     due_times = ticks(args.interval, args.iterations)
-    with (
-        _keys() as keys,
-        Live(
-            screen.render(console.width),
-            console=console,
-            auto_refresh=False,
-            screen=console.is_terminal and args.iterations is None,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        ) as live,
-    ):
+    live = Live(
+        screen.render(console.width),
+        console=console,
+        auto_refresh=False,
+        screen=console.is_terminal and args.iterations is None,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
+    with _ended_by_signals(), contextlib.ExitStack() as undo:
+        with _signals_held():
+            keys = undo.enter_context(_keys())
+            undo.callback(live.stop)
+            live.start(refresh=True)
         for due in due_times:
             while (left := due - time.monotonic()) > 0:
                 key = keys.read(left) if keys is not None else None
