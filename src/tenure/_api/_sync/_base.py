@@ -30,7 +30,7 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
-from ..._leasebook import LeaseBook, Phase, Release
+from ..._leasebook import LeaseBook, LeaseLife, Phase, Release
 from ..._models import (
     LeaseBase,
     OpenBlocks,
@@ -253,6 +253,20 @@ class _Block(Generic[L]):
         self.lease = lease
         self.open = True
 
+    @property
+    def current(self) -> bool:
+        """Whether ``current_lease()`` may give this block's lease: the block is
+        open and its lease neither released nor due for release (its release
+        asked or under way, or the statement that entered it over: an
+        interrupt cut its enter off after the acquire, and its exit never ran).
+        A lost lease stays current: its ``lost`` says so."""
+        if not self.open:
+            return False
+        life = getattr(self.lease, "_life", None)
+        if not isinstance(life, LeaseLife):
+            return True
+        return life.phase is not Phase.RELEASED and not life.unfinished
+
 
 #: The open blocks of every guard of this facade in the current context (a
 #: thread's; a task's, which the tasks it starts inherit), innermost last:
@@ -272,7 +286,7 @@ def _current_lease(of: object, name: str) -> Any:
         NotOwnedError: no block of ``of`` is open here.
     """
     for block in reversed(_open_here.get()):
-        if block.of is of and block.open:
+        if block.of is of and block.current:
             return block.lease
     raise NotOwnedError(name, None, "no block or decorated call of this object is open here")
 
@@ -393,8 +407,8 @@ class _Guard(Generic[L]):
         finally:
             block.open = False  # (first, one store: no longer current, wherever listed)
             listed = _open_here.get()
-            if any(not b.open for b in listed):
-                _open_here.set(tuple(b for b in listed if b.open))
+            if any(not b.current for b in listed):
+                _open_here.set(tuple(b for b in listed if b.current))
 
 
 class _Holding(_Guard[L]):
