@@ -102,6 +102,25 @@ def test_top_keys_cycle_the_sort_and_show_the_free_ones(url: str, r: redis.Redis
         busy.release()
 
 
+def test_top_takes_no_function_or_arrow_key_for_one_of_its_keys(url: str, r: redis.Redis) -> None:
+    """A function or arrow key sends an escape sequence whose last letter may
+    be one of top's keys (F2 is ESC O Q, F1 ESC O P, shift-Tab ESC [ Z): none
+    is taken for one; a key typed with it still counts."""
+    held(Lock(r, "idle").acquire()).release()
+    child = spawn_top(url, "--interval", "0.2")
+    try:
+        child.expect(r"0 shown of 1 \(free ones hidden\), sort name")
+        for sequence in ("\x1bOQ", "\x1b[1;2Q", "\x1bOS", "\x1b[A", "\x1b"):
+            child.send(sequence)
+        child.expect(r"0 shown of 1 \(free ones hidden\), sort name")  # still running
+        child.send("a\x1bOQ")  # a key, then a sequence read with it
+        child.expect(r"1 shown of 1, sort name")
+        child.send("q")
+        assert ended(child) == 0
+    finally:
+        child.close(force=True)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_top_ended_by_a_signal_gives_the_terminal_back(url: str, signum: int) -> None:
     """Ctrl-C, ``kill PID`` or the terminal's hang-up end top as ``q`` does,

@@ -38,6 +38,7 @@ class _Keys:
     def __init__(self, fd: int) -> None:
         self.fd: int | None = fd
         self._saved: list[Any] | None = None
+        self._pending: list[str] = []  # keys read, not yet given
 
     def __enter__(self) -> _Keys:
         assert self.fd is not None
@@ -50,18 +51,24 @@ class _Keys:
             termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
 
     def read(self, timeout: float) -> str | None:
-        """The next key typed within ``timeout`` seconds, or ``None``."""
+        """The next key typed within ``timeout`` seconds, or ``None`` (also for
+        an escape sequence, which is dropped)."""
         if self.fd is None:
             time.sleep(timeout)
             return None
+        if self._pending:
+            return self._pending.pop(0)
         ready, _, _ = select.select([self.fd], [], [], timeout)
         if not ready:
             return None
-        data = os.read(self.fd, 1)
+        data = os.read(self.fd, 64)
         if not data:  # the terminal closed: no more keys
             self.fd = None
             return None
-        return data.decode(errors="replace")
+        # What follows an escape is a key's sequence (an arrow; F2 is ESC O Q),
+        # none of top's keys: dropped, to the end of what was read with it.
+        self._pending = list(data.decode(errors="replace").split("\x1b", 1)[0])
+        return self._pending.pop(0) if self._pending else None
 
 
 def _keys() -> contextlib.AbstractContextManager[_Keys | None]:
