@@ -168,6 +168,29 @@ def test_top_shows_an_error_while_the_server_is_down_then_recovers(
         del lease  # lost with the restart
 
 
+def test_top_reads_q_while_its_refresh_is_slower_than_the_interval(
+    make_server: MakeServer,
+) -> None:
+    """A paused server makes each refresh wait for its timeout (seconds, far
+    beyond ``--interval``): q still quits, at the end of the refresh under way."""
+    server = make_server()
+    child = spawn_top(server.url, "--interval", "0.1")
+    try:
+        child.expect("no lock held")
+        server.pause()
+        try:
+            child.expect("server unreachable: TimeoutError", timeout=30)
+            child.send("q")
+            # at the end of the refresh under way (each call waits 5 s at most;
+            # a reconnection makes two), the server still paused
+            child.expect(pexpect.EOF, timeout=40)
+            assert ended(child) == 0
+        finally:
+            server.resume()
+    finally:
+        child.close(force=True)
+
+
 def tenure_lines(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> list[Any]:
     """Run ``tenure --url URL top --json-lines ARGS`` in-process: its lines, parsed."""
     status = main(["--url", url, "top", "--json-lines", *args])

@@ -217,11 +217,17 @@ def show(watcher: Watcher, frame: Frame, args: argparse.Namespace) -> int:
             undo.callback(live.stop)
             live.start(refresh=True)
         for due in due_times:
-            while (left := due - time.monotonic()) > 0:
+            # the keys typed are read before each refresh, even one already due
+            # (a refresh slower than the interval: thousands of primitives, a
+            # paused server), or q would never be read
+            while True:
+                left = max(0.0, due - time.monotonic())
                 key = keys.read(left) if keys is not None else None
                 if keys is None:
                     time.sleep(left)
                 if key is None:
+                    if time.monotonic() >= due:
+                        break
                     continue
                 if not screen.key(key):
                     return 0
