@@ -334,3 +334,21 @@ def test_top_without_a_terminal_prints_its_table(url: str, r: redis.Redis) -> No
     assert "TTL ▼" in done.stdout and "sort ttl" in done.stdout
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("batch:7")]
     assert line.split()[:2] == ["batch:7", "Lock"] and line.split()[-1] == lease.owner
+
+
+def test_top_with_its_standard_input_closed_prints_its_table(url: str, r: redis.Redis) -> None:
+    """Started with no standard input at all (``0<&-``, as some daemons and
+    job runners do: ``sys.stdin`` is ``None``), top reads no keys and shows
+    its table."""
+    lease = held(Lock(r, "closed:1", ttl=30).acquire())
+    done = subprocess.run(
+        [*TENURE, "--url", url, "top", "-n", "2", "--interval", "0.1"],
+        capture_output=True,
+        text=True,
+        env=environment(COLUMNS="200"),
+        preexec_fn=lambda: os.close(0),
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("closed:1")]
+    assert line.split()[-1] == lease.owner

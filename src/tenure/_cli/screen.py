@@ -72,8 +72,10 @@ class _Keys:
 
 
 def _keys() -> contextlib.AbstractContextManager[_Keys | None]:
-    """A reader of the keys when stdin is a terminal, else ``None``."""
-    if sys.stdin.isatty():
+    """A reader of the keys when stdin is a terminal, else ``None`` (also when
+    there is no stdin at all: ``sys.stdin`` is ``None`` when descriptor 0 is
+    closed)."""
+    if sys.stdin is not None and sys.stdin.isatty():
         return _Keys(sys.stdin.fileno())
     return contextlib.nullcontext()
 
