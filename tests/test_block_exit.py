@@ -17,7 +17,8 @@ import pytest
 import redis
 from _interrupts import raise_once
 
-from tenure import Lock, MultiLock, RLock, Semaphore
+from tenure import Lock, MultiLock, NotOwnedError, RLock, Semaphore
+from tenure._api._sync import _base
 from tenure._models import BlockExit
 
 TTL = 0.6  # renewed by the watchdog every third of it while the block is open
@@ -230,3 +231,56 @@ def test_a_multi_lock_block_cut_off_as_its_acquire_returns_gives_its_parts_up(
     with multi(timeout=1) as lease:
         assert lease.valid
     assert not _held(r, "tenure:{bx-me1}") and not _held(r, "tenure:{bx-me2}")
+
+
+class _ListedThenCut:
+    """Stands in for the context's list of open blocks: its next ``set`` (a
+    block's enter listing its block) is made, then ``AlarmTimeout`` raised, as
+    an interrupt at the enter's last instruction would."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.fired = False
+
+    def get(self) -> Any:
+        return self.real.get()
+
+    def set(self, value: Any) -> Any:
+        token = self.real.set(value)
+        if not self.fired:
+            self.fired = True
+            raise AlarmTimeout
+        return token
+
+
+@pytest.mark.parametrize("form", ["with lock", "with lock(timeout=...)"])
+def test_current_lease_never_gives_the_lease_of_a_block_cut_off(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    """A block whose exit was cut off, or whose enter was cut off once the
+    block was listed, is over: its lease is due for release (the owner's next
+    acquire sends it), and ``current_lease()`` must not give it."""
+    lock = Lock(r, "bx-current", ttl=30)
+    _cut_exit(monkeypatch, AlarmTimeout)
+    with pytest.raises(AlarmTimeout), FORMS[form](lock):
+        pass
+    monkeypatch.undo()
+    with pytest.raises(NotOwnedError):
+        lock.current_lease()
+    with lock(timeout=1) as lease:  # (releases the one left first)
+        assert lock.current_lease() is lease
+    with pytest.raises(NotOwnedError):
+        lock.current_lease()
+
+    listing = _ListedThenCut(_base._open_here)
+    monkeypatch.setattr(_base, "_open_here", listing)
+    with pytest.raises(AlarmTimeout), FORMS[form](lock):
+        pytest.fail("the block ran")
+    assert listing.fired
+    with pytest.raises(NotOwnedError):
+        lock.current_lease()
+    with lock(timeout=1) as lease:
+        assert lock.current_lease() is lease
+    with pytest.raises(NotOwnedError):
+        lock.current_lease()
+    assert not _held(r, "tenure:{bx-current}")

@@ -317,3 +317,47 @@ def test_the_page_follows_the_locks_and_survives_a_server_restart(
         assert board.stop() == 0
     seen = dom.split('<pre id="seen">', 1)[1].split("</pre>", 1)[0] if dom else err
     assert seen.split("\n") == ["held", "released", "error", "recovered", ""], seen
+
+
+class _CountingHarness(_Harness):
+    asked: int
+
+
+class _CountingHandler(_HarnessHandler):
+    """The harness's handler, counting the page's asks for ``api/locks``."""
+
+    server: _CountingHarness
+
+    def do_GET(self) -> None:
+        if urlsplit(self.path).path == "/board/api/locks":
+            self.server.asked += 1  # (one handler thread at a time: the page awaits each)
+        super().do_GET()
+
+
+IDLE_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>harness</title></head><body>
+<iframe src="/board/" width="1200" height="500"></iframe>
+<script>setTimeout(function () { fetch('/__done__'); }, 3000);</script>
+<img src="/__wait__" alt="">
+</body></html>"""
+
+
+def test_the_page_waits_an_interval_longer_than_a_browser_timer(
+    chromium: list[str], url: str
+) -> None:
+    """An interval past setTimeout's limit (2^31 - 1 ms, about 24.8 days; the
+    CLI takes up to 365 days) must not make the page ask again at once, in a
+    loop."""
+    board = Dashboard(url, "--interval", "3000000")
+    harness = _CountingHarness(("127.0.0.1", 0), _CountingHandler)
+    harness.board, harness.page, harness.asked = board.base, IDLE_PAGE.encode(), 0
+    harness.done = threading.Event()
+    threading.Thread(target=harness.serve_forever, daemon=True).start()
+    page = f"http://127.0.0.1:{harness.server_address[1]}/harness.html"
+    try:
+        subprocess.run([*chromium, "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    finally:
+        harness.shutdown()
+        harness.server_close()
+        assert board.stop() == 0
+    assert harness.asked == 1

@@ -186,6 +186,32 @@ def test_skip_on_a_block_and_the_wrong_flavour_are_refused(r: redis.Redis) -> No
         lock(timeout=1)(coroutine)
 
 
+def test_a_generator_function_is_refused_not_run_unguarded(r: redis.Redis, url: str) -> None:
+    """A generator's call only makes it: decorated, its body would run after
+    the block ended, with the lock free. Refused in both flavours, at
+    decoration, before anything is acquired."""
+    lock = Lock(r, "deco-gen")
+    sem = Semaphore(r, "deco-gen-sem", permits=2)
+
+    def generator() -> Any:
+        yield _is_held(Lock(r, "deco-gen"))
+
+    async def async_generator() -> Any:
+        yield 1
+
+    for func in (generator, async_generator):
+        for guard in (lock, lock(timeout=1), lock(timeout=0, skip=True), sem(2, timeout=1)):
+            with pytest.raises(InvalidArgument, match="generator"):
+                guard(func)
+    assert not _is_held(Lock(r, "deco-gen"))
+
+    alock = AsyncLock(redis.asyncio.Redis.from_url(url), "deco-gen")
+    for func in (generator, async_generator):
+        for aguard in (alock, alock(timeout=1), alock(timeout=0, skip=True)):
+            with pytest.raises(InvalidArgument, match="generator"):
+                aguard(func)
+
+
 def test_a_semaphore_decorates_with_n_permits(r: redis.Redis) -> None:
     sem = Semaphore(r, "deco-sem", permits=3)
     counts: list[int] = []

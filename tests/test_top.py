@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import termios
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -100,6 +102,50 @@ def test_top_keys_cycle_the_sort_and_show_the_free_ones(url: str, r: redis.Redis
         busy.release()
 
 
+def test_top_takes_no_function_or_arrow_key_for_one_of_its_keys(url: str, r: redis.Redis) -> None:
+    """A function or arrow key sends an escape sequence whose last letter may
+    be one of top's keys (F2 is ESC O Q, F1 ESC O P, shift-Tab ESC [ Z): none
+    is taken for one; a key typed with it still counts."""
+    held(Lock(r, "idle").acquire()).release()
+    child = spawn_top(url, "--interval", "0.2")
+    try:
+        child.expect(r"0 shown of 1 \(free ones hidden\), sort name")
+        for sequence in ("\x1bOQ", "\x1b[1;2Q", "\x1bOS", "\x1b[A", "\x1b"):
+            child.send(sequence)
+        child.expect(r"0 shown of 1 \(free ones hidden\), sort name")  # still running
+        child.send("a\x1bOQ")  # a key, then a sequence read with it
+        child.expect(r"1 shown of 1, sort name")
+        child.send("q")
+        assert ended(child) == 0
+    finally:
+        child.close(force=True)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_top_ended_by_a_signal_gives_the_terminal_back(url: str, signum: int) -> None:
+    """Ctrl-C, ``kill PID`` or the terminal's hang-up end top as ``q`` does,
+    even in its first draw (the signal sent as soon as the table shows): the
+    terminal back in its own mode (echo, line editing), off the alternate
+    screen, the cursor shown; the exit status says which signal (0 for
+    Ctrl-C)."""
+    for _ in range(3):
+        child = spawn_top(url, "--interval", "0.2")
+        try:
+            cooked = termios.tcgetattr(child.child_fd)[3] & (termios.ICANON | termios.ECHO)
+            child.expect("no lock held")
+            child.kill(signum)
+            child.expect(pexpect.EOF)
+            mode = termios.tcgetattr(child.child_fd)[3] & (termios.ICANON | termios.ECHO)
+            assert mode == cooked
+            tail = repr(child.before[-300:])
+            assert "\x1b[?1049l" in child.before, tail  # the alternate screen left
+            assert "\x1b[?25h" in child.before, tail  # the cursor shown again
+            child.close()
+            assert child.exitstatus == (0 if signum == signal.SIGINT else 128 + signum)
+        finally:
+            child.close(force=True)
+
+
 def test_top_shows_an_error_while_the_server_is_down_then_recovers(
     make_server: MakeServer,
 ) -> None:
@@ -120,6 +166,29 @@ def test_top_shows_an_error_while_the_server_is_down_then_recovers(
     finally:
         child.close(force=True)
         del lease  # lost with the restart
+
+
+def test_top_reads_q_while_its_refresh_is_slower_than_the_interval(
+    make_server: MakeServer,
+) -> None:
+    """A paused server makes each refresh wait for its timeout (seconds, far
+    beyond ``--interval``): q still quits, at the end of the refresh under way."""
+    server = make_server()
+    child = spawn_top(server.url, "--interval", "0.1")
+    try:
+        child.expect("no lock held")
+        server.pause()
+        try:
+            child.expect("server unreachable: TimeoutError", timeout=30)
+            child.send("q")
+            # at the end of the refresh under way (each call waits 5 s at most;
+            # a reconnection makes two), the server still paused
+            child.expect(pexpect.EOF, timeout=40)
+            assert ended(child) == 0
+        finally:
+            server.resume()
+    finally:
+        child.close(force=True)
 
 
 def tenure_lines(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> list[Any]:
@@ -265,3 +334,21 @@ def test_top_without_a_terminal_prints_its_table(url: str, r: redis.Redis) -> No
     assert "TTL ▼" in done.stdout and "sort ttl" in done.stdout
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("batch:7")]
     assert line.split()[:2] == ["batch:7", "Lock"] and line.split()[-1] == "cron-batch-7"
+
+
+def test_top_with_its_standard_input_closed_prints_its_table(url: str, r: redis.Redis) -> None:
+    """Started with no standard input at all (``0<&-``, as some daemons and
+    job runners do: ``sys.stdin`` is ``None``), top reads no keys and shows
+    its table."""
+    held(Lock(r, "closed:1", ttl=30, label="closed-stdin-1").acquire())
+    done = subprocess.run(
+        [*TENURE, "--url", url, "top", "-n", "2", "--interval", "0.1"],
+        capture_output=True,
+        text=True,
+        env=environment(COLUMNS="200"),
+        preexec_fn=lambda: os.close(0),
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("closed:1")]
+    assert line.split()[-1] == "closed-stdin-1"

@@ -39,11 +39,28 @@ synchronous class or the reverse, a pipeline, a cluster client) raises
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class TenureError(Exception):
-    """Base class of every error tenure raises."""
+    """Base class of every error tenure raises.
+
+    Every one pickles as it is (its message and attributes), so that it
+    crosses a process boundary (``multiprocessing``, a process pool, a task
+    queue): an ``__init__`` that takes other arguments than its message is not
+    called again to rebuild it."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuilt(cls: type[TenureError], args: tuple[Any, ...], state: dict[str, Any]) -> TenureError:
+    """The error ``cls`` with ``args`` (its message) and attributes ``state``,
+    made without its ``__init__`` (see :class:`TenureError`)."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class AcquireTimeout(TenureError, TimeoutError):
@@ -258,9 +275,6 @@ class PermissionDenied(TenureError, PermissionError):
             f"the Redis user lacks {needs}{during}; nothing was changed. "
             "`tenure doctor --name NAME` or `--key KEY` prints the ACL rule needed"
         )
-
-    def __reduce__(self) -> tuple[type[PermissionDenied], tuple[str, str, str]]:
-        return (type(self), (self.permission, self.target, self.operation))
 
 
 class NoQuorumError(TenureError, ConnectionError):

@@ -10,11 +10,14 @@ import argparse
 import contextlib
 import os
 import select
+import signal
 import sys
 import termios
 import time
 import tty
+from collections.abc import Iterator
 from datetime import datetime
+from types import FrameType
 from typing import Any
 
 from rich import box
@@ -35,6 +38,7 @@ class _Keys:
     def __init__(self, fd: int) -> None:
         self.fd: int | None = fd
         self._saved: list[Any] | None = None
+        self._pending: list[str] = []  # keys read, not yet given
 
     def __enter__(self) -> _Keys:
         assert self.fd is not None
@@ -47,23 +51,31 @@ class _Keys:
             termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
 
     def read(self, timeout: float) -> str | None:
-        """The next key typed within ``timeout`` seconds, or ``None``."""
+        """The next key typed within ``timeout`` seconds, or ``None`` (also for
+        an escape sequence, which is dropped)."""
         if self.fd is None:
             time.sleep(timeout)
             return None
+        if self._pending:
+            return self._pending.pop(0)
         ready, _, _ = select.select([self.fd], [], [], timeout)
         if not ready:
             return None
-        data = os.read(self.fd, 1)
+        data = os.read(self.fd, 64)
         if not data:  # the terminal closed: no more keys
             self.fd = None
             return None
-        return data.decode(errors="replace")
+        # What follows an escape is a key's sequence (an arrow; F2 is ESC O Q),
+        # none of top's keys: dropped, to the end of what was read with it.
+        self._pending = list(data.decode(errors="replace").split("\x1b", 1)[0])
+        return self._pending.pop(0) if self._pending else None
 
 
 def _keys() -> contextlib.AbstractContextManager[_Keys | None]:
-    """A reader of the keys when stdin is a terminal, else ``None``."""
-    if sys.stdin.isatty():
+    """A reader of the keys when stdin is a terminal, else ``None`` (also when
+    there is no stdin at all: ``sys.stdin`` is ``None`` when descriptor 0 is
+    closed)."""
+    if sys.stdin is not None and sys.stdin.isatty():
         return _Keys(sys.stdin.fileno())
     return contextlib.nullcontext()
 
@@ -145,29 +157,79 @@ class Screen:
         return True
 
 
+#: The signals that end ``top`` as ``q`` does (the terminal given back as it
+#: was: out of cbreak mode and the alternate screen), exiting ``128 + N``.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _end(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _ended_by_signals() -> Iterator[None]:
+    """In the block, :data:`ENDING_SIGNALS` raise ``SystemExit(128 + N)``, so that
+    every block around the screen is left (their default ends the process where
+    it is, the terminal left unusable); each handler is put back after. A signal
+    ignored (``nohup``) or handled by someone else is left as it is."""
+    previous = {
+        signum: signal.signal(signum, _end)
+        for signum in ENDING_SIGNALS
+        if signal.getsignal(signum) is signal.SIG_DFL
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """In the block, Ctrl-C and :data:`ENDING_SIGNALS` wait (blocked), and come
+    as it ends: the terminal's changes and the undoing of each are set up in
+    it, so that an interrupt comes before the first change or after its undoing
+    is due (rich's ``Live`` undoes its start only for an ``Exception``: an
+    interrupt in its first draw would leave the alternate screen on)."""
+    held = {signal.SIGINT, *ENDING_SIGNALS}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def show(watcher: Watcher, frame: Frame, args: argparse.Namespace) -> int:
     """Show ``frame``, then a new one every ``args.interval`` seconds, until
     ``q`` (or ``args.iterations`` refreshes); 0."""
     console = Console(highlight=False)
     screen = Screen(args, frame, where(watcher.url))
     due_times = ticks(args.interval, args.iterations)
-    with (
-        _keys() as keys,
-        Live(
-            screen.render(console.width),
-            console=console,
-            auto_refresh=False,
-            screen=console.is_terminal and args.iterations is None,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        ) as live,
-    ):
+    live = Live(
+        screen.render(console.width),
+        console=console,
+        auto_refresh=False,
+        screen=console.is_terminal and args.iterations is None,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
+    with _ended_by_signals(), contextlib.ExitStack() as undo:
+        with _signals_held():
+            keys = undo.enter_context(_keys())
+            undo.callback(live.stop)
+            live.start(refresh=True)
         for due in due_times:
-            while (left := due - time.monotonic()) > 0:
+            # the keys typed are read before each refresh, even one already due
+            # (a refresh slower than the interval: thousands of primitives, a
+            # paused server), or q would never be read
+            while True:
+                left = max(0.0, due - time.monotonic())
                 key = keys.read(left) if keys is not None else None
                 if keys is None:
                     time.sleep(left)
                 if key is None:
+                    if time.monotonic() >= due:
+                        break
                     continue
                 if not screen.key(key):
                     return 0

@@ -34,7 +34,7 @@ from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
 from ..._info import held_by
 from ..._label import default_suffix, label_suffix
-from ..._leasebook import LeaseBook, Phase, Release
+from ..._leasebook import LeaseBook, LeaseLife, Phase, Release
 from ..._models import (
     LeaseBase,
     OpenBlocks,
@@ -337,6 +337,20 @@ class _Block(Generic[L]):
         self.lease = lease
         self.open = True
 
+    @property
+    def current(self) -> bool:
+        """Whether ``current_lease()`` may give this block's lease: the block is
+        open and its lease neither released nor due for release (its release
+        asked or under way, or the statement that entered it over: an
+        interrupt cut its enter off after the acquire, and its exit never ran).
+        A lost lease stays current: its ``lost`` says so."""
+        if not self.open:
+            return False
+        life = getattr(self.lease, "_life", None)
+        if not isinstance(life, LeaseLife):
+            return True
+        return life.phase is not Phase.RELEASED and not life.unfinished
+
 
 #: The open blocks of every guard of this facade in the current context (a
 #: thread's; a task's, which the tasks it starts inherit), innermost last:
@@ -356,7 +370,7 @@ def _current_lease(of: object, name: str) -> Any:
         NotOwnedError: no block of ``of`` is open here.
     """
     for block in reversed(_open_here.get()):
-        if block.of is of and block.open:
+        if block.of is of and block.current:
             return block.lease
     raise NotOwnedError(name, None, "no block or decorated call of this object is open here")
 
@@ -405,14 +419,24 @@ class _Guard(Generic[L]):
         """``func`` run by each call in a block of this guard's lock and
         timeout (see the subclasses' ``__call__``).
 
+        A generator function (or async generator function) is refused in
+        both flavours: its call only makes the generator, so the block would
+        end before the first line of its body ran, and the body run unguarded.
+
         Raises:
-            InvalidArgument: ``func`` is not a function of this guard's flavour.
+            InvalidArgument: ``func`` is not a function of this guard's flavour,
+                or is a generator function.
         """
-        if not callable(func) or inspect.iscoroutinefunction(func) is not _COROUTINES:
+        if (
+            not callable(func)
+            or inspect.iscoroutinefunction(func) is not _COROUTINES
+            or inspect.isgeneratorfunction(func)
+            or inspect.isasyncgenfunction(func)
+        ):
             kind = (
-                "a coroutine function"
+                "a coroutine function (no async generator)"
                 if _COROUTINES
-                else "a plain function (no coroutine function)"
+                else "a plain function (no coroutine function, no generator)"
             )
             raise InvalidArgument(
                 f"{type(self._lock).__name__} {self._lock.name!r} decorates {kind}, not {func!r}"
@@ -467,8 +491,8 @@ class _Guard(Generic[L]):
         finally:
             block.open = False  # (first, one store: no longer current, wherever listed)
             listed = _open_here.get()
-            if any(not b.open for b in listed):
-                _open_here.set(tuple(b for b in listed if b.open))
+            if any(not b.current for b in listed):
+                _open_here.set(tuple(b for b in listed if b.current))
 
 
 class _Holding(_Guard[L]):

@@ -73,7 +73,9 @@
       const answer = await fetch('api/locks?' + query, { cache: 'no-store' });
       if (!answer.ok) throw new Error('HTTP ' + answer.status);
       const data = await answer.json();
-      wait = data.interval * 1000;
+      // (a timer longer than setTimeout's limit, 2^31 - 1 ms, about 24.8 days,
+      // would fire at once: every refresh would ask again straight away)
+      wait = Math.min(data.interval * 1000, 2147483647);
       draw(data);
     } catch (err) {
       say('down', 'the dashboard does not answer (' + err.message + '); retrying');
