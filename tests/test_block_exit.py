@@ -151,12 +151,13 @@ def test_an_open_block_is_renewed_for_as_long_as_it_lasts(r: redis.Redis, how: s
     """No false give-up: a block open for many renewals (a ``with`` statement,
     an ``ExitStack``, a generator suspended inside its block), through
     garbage collections, keeps its lease, and its exit releases it."""
-    lock = Lock(r, f"bx-open-{how}", ttl=TTL, auto_renew=True)
+    ttl = 2 * TTL  # (renewed every third of it: a renewal 0.8 s late still keeps it)
+    lock = Lock(r, f"bx-open-{how}", ttl=ttl, auto_renew=True)
     key = f"tenure:{{bx-open-{how}}}"
 
     def hold() -> None:
         for _ in range(6):  # 3 ttls
-            time.sleep(TTL / 2)
+            time.sleep(ttl / 2)
             gc.collect()
             assert _held(r, key)
 

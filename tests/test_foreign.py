@@ -58,20 +58,24 @@ def _redis_py_worker(
     end: float,
     out: list[Section],
     sleep: float = 0.01,
-    polls: list[float] | None = None,
+    polls: list[tuple[float, float]] | None = None,
 ) -> None:
     """redis-py's Lock polling every ``sleep`` seconds: acquire, hold 1 ms, release,
     then 2 ms of work outside the lock before asking again (asking again at once,
     redis-py would take the key back before any other client's poll could see it
-    free). ``polls``, if given, gets the time of each of its attempts."""
+    free). ``polls``, if given, gets each of its attempts as the times it was
+    sent and answered (it reached the server in between)."""
     client = redis.Redis.from_url(url)
     theirs = client.lock(key, timeout=5, sleep=sleep)
     if polls is not None:
         attempt = theirs.do_acquire
 
         def recorded(token: Any) -> bool:
-            polls.append(time.monotonic())
-            return bool(attempt(token))
+            sent = time.monotonic()
+            try:
+                return bool(attempt(token))
+            finally:
+                polls.append((sent, time.monotonic()))
 
         theirs.do_acquire = recorded
     start.wait()
@@ -136,7 +140,7 @@ def _share_a_key(
     seconds: float,
     sleep: float,
     held_first: float = 0.0,
-    polls: list[float] | None = None,
+    polls: list[tuple[float, float]] | None = None,
 ) -> tuple[list[Section], float]:
     """Two tenure clients and redis-py's Lock (polling every ``sleep`` s) loop on
     ``key`` for ``seconds``: their sections in order, checked for overlaps, and
@@ -184,21 +188,24 @@ def test_a_slow_poller_gets_a_turn_after_every_chain(url: str) -> None:
     again, so it has at least one section in EXACT_CHAIN + 2.
     (With 10 ms windows only it got 6-10 % of the sections, with runs of 20 to
     40 tenure sections between its own: a poll every 0.1 s lands at most once.)"""
-    polls: list[float] = []
+    polls: list[tuple[float, float]] = []
     ordered, seen = _share_a_key(url, "slow:42", 2.5, 0.1, held_first=0.1, polls=polls)
     # from its first section after tenure saw a foreign holder
     ours = [i for i, (who, b, _) in enumerate(ordered) if who == "redis-py" and b > seen]
     assert len(ours) >= 5, Counter(who for who, _, _ in ordered)
 
     def kept_asking(a: int, b: int) -> bool:
-        """Whether redis-py asked at least every half FOREIGN_WINDOW_MS between
-        its sections ``a`` and ``b`` (the bound's condition is a request that
-        reaches the server in every window: a machine too loaded to run its
-        thread that often is outside it; the times are taken before each
-        request is sent, so half a window is left for it to get there)."""
-        times = [ordered[a][2], *(t for t in polls if ordered[a][2] < t < ordered[b][1])]
-        times.append(ordered[b][1])
-        return max(y - x for x, y in itertools.pairwise(times)) <= FOREIGN_WINDOW_MS / 2000
+        """Whether a request of redis-py reached the server in every
+        FOREIGN_WINDOW_MS between its sections ``a`` and ``b`` (the bound's
+        condition: a machine too loaded to run its thread that often is
+        outside it). A request reached the server between the times it was
+        sent and answered, so two in a row are at most the later one's answer
+        minus the earlier one's sending apart."""
+        after, before = ordered[a][2], ordered[b][1]
+        asked = [(after, after), *((s, r) for s, r in polls if after < s and r < before)]
+        asked.append((before, before))
+        gaps = (later[1] - earlier[0] for earlier, later in itertools.pairwise(asked))
+        return max(gaps) <= FOREIGN_WINDOW_MS / 1000
 
     runs = [(b - a - 1, kept_asking(a, b)) for a, b in itertools.pairwise(ours)]
     assert max((n for n, kept in runs if kept), default=0) <= EXACT_CHAIN + 1, runs
