@@ -741,3 +741,38 @@ def test_a_pool_tenure_uses_never_hands_hiredis_a_number(
     assert packed, "hiredis packed nothing: the spy was not reached"
     assert int not in packed and float not in packed
     client.close()
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
+def test_a_handshake_cut_off_leaves_no_half_made_connection_in_the_pool(
+    url: str, monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
+) -> None:
+    """From a client's first tenure call on, a new connection of its pool whose
+    handshake is cut off (an interrupt as its reply parser is set up) is
+    disconnected, not kept with its socket and no parser: the pool's next
+    call, tenure's or the program's, connects it again (before: every later
+    call on it failed with an AttributeError)."""
+    import hiredis
+
+    client = redis.Redis.from_url(url)
+    lease = Lock(client, "handshake").acquire()
+    assert lease is not None
+    lease.release()
+    real, cut = hiredis.Reader, list[bool]()
+
+    def reader(**kwargs: Any) -> Any:
+        if not cut:
+            cut.append(True)
+            raise error
+        return real(**kwargs)
+
+    monkeypatch.setattr(hiredis, "Reader", reader)
+    client.connection_pool.disconnect()  # the next call makes a new connection
+    with pytest.raises(error):
+        client.ping()
+    assert cut
+    assert client.ping() is True
+    lease = Lock(client, "handshake").acquire(timeout=2)
+    assert lease is not None
+    lease.release()
+    client.close()

@@ -439,6 +439,34 @@ def _pool_numbers_as_text(pool: Any, conn: Any) -> None:
     kwargs = getattr(pool, "connection_kwargs", None)
     if isinstance(packer, _TextNumbers) and isinstance(kwargs, dict):
         kwargs.setdefault("command_packer", packer)
+        then = kwargs.get("redis_connect_func")
+        if not isinstance(then, _WholeHandshake):
+            kwargs["redis_connect_func"] = _WholeHandshake(then)
+
+
+class _WholeHandshake:
+    """A sync connection's handshake (``redis_connect_func``, which both
+    libraries' connections take: ``then``, or the connection's own), made
+    whole or not at all: whatever cuts it off (an interrupt of any class)
+    disconnects the connection before it goes on. The libraries keep a
+    connection's socket when its handshake is cut off by anything but their
+    own errors, and their pools take the connection back: every later call
+    on it then fails (its reply parser was never set up)."""
+
+    __slots__ = ("_then",)
+
+    def __init__(self, then: Any) -> None:
+        self._then = then
+
+    def __call__(self, conn: Any) -> Any:
+        try:
+            if self._then is not None:
+                return self._then(conn)
+            handshake = getattr(conn, "on_connect_check_health", None)
+            return handshake() if handshake is not None else conn.on_connect()
+        except BaseException:
+            conn.disconnect()
+            raise
 
 
 def pool_numbers_as_text(pool: Any) -> None:
