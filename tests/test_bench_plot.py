@@ -95,14 +95,14 @@ def test_the_election_benchmark_tables_are_drawn(tmp_path: Path) -> None:
     bench = importlib.util.module_from_spec(spec)
     sys.modules["bench_election"] = bench
     spec.loader.exec_module(bench)
-    failover = bench.Failover(campaign=[0.8, 0.9], observed=[0.81, 0.91])
-    handoff = bench.Failover(campaign=[0.008, 0.009], observed=[0.0085, 0.0095])
+    failover = bench.Failover(campaign=[0.8, 1.0], observed=[0.82, 1.02])
+    handoff = bench.Failover(campaign=[0.006, 0.010], observed=[0.008, 0.012])
     observed = bench.Observe(observe=[0.001, 0.002], poll=[0.05, 0.06])
     observed.idle["the leader's watchdog"] = bench.Idle(commands=3.0, scripts=0.3, gets=0.0)
     text = bench.report(2.0, 0.1, 10.0, 2, failover, handoff, observed)
     found = plot.tables(text)
     assert [t.ratio_column() for t in found] == [5, 4, None]
-    assert [row[5] for row in found[0].rows] == ["0.43x", "0.43x", "0.00x", "0.00x"]
+    assert [row[5] for row in found[0].rows] == ["0.450x", "0.460x", "0.004x", "0.005x"]
     assert [row[4] for row in found[1].rows] == ["1.00x", "37x"]
     source = tmp_path / "election.md"
     source.write_text(text)
