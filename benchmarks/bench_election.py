@@ -76,8 +76,10 @@ def child_candidate(url: str, name: str, ttl: float) -> None:
     # warm up: the code paths of a campaign, an announce and a resignation run
     # once in this process before they are timed (a service's run many times)
     warm = tenure.Election(client, f"{name}-warm-{os.getpid()}", ttl=ttl, label=label)
-    with warm.campaign() as leadership:
-        leadership.proclaim("warm")
+    warmed = warm.campaign()
+    assert warmed is not None
+    with warmed:
+        warmed.proclaim("warm")
     election = tenure.Election(client, name, ttl=ttl, label=label)
     _say("ready", time.time())
     leadership = election.campaign()
