@@ -12,7 +12,7 @@ PY313 ?= $(shell python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null |
   python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null)
 PYTEST_ARGS ?=
 
-.PHONY: demo venv313 docs test lint typecheck unasync servers browser test-valkey test-redis70 test-redis62 test-redis-both test-servers test-valkey313 test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-foreign bench-plots fault-signals clean
+.PHONY: demo venv313 docs test lint typecheck unasync servers browser test-valkey test-redis70 test-redis62 test-redis-both test-servers test-valkey313 test-topology-redis70 test-cluster-redis62 bench bench-cluster bench-redlock bench-election bench-foreign bench-plots fault-signals clean
 
 # A virtual environment with tenure and its embedded Valkey server.
 $(VENV)/.demo-installed: pyproject.toml
@@ -174,6 +174,13 @@ bench-cluster: $(VENV)/.dev-installed
 bench-redlock: $(VENV)/.dev-installed
 	mkdir -p .bench
 	$(BIN)/python benchmarks/bench_redlock.py --markdown .bench/redlock.md
+
+# Leader election (docs/benchmarks.md): failover after kill -9 and resign(),
+# and observe() against a 100 ms GET poller (about 75 s, BENCH_ARGS=--quick
+# about 25 s; the tables are also written to .bench/election.md).
+bench-election: $(VENV)/.dev-installed
+	mkdir -p .bench
+	$(BIN)/python benchmarks/bench_election.py --markdown .bench/election.md $(BENCH_ARGS)
 
 # A foreign client's share of an exact key shared with tenure (node-redlock,
 # installed with npm on first use when node is present, and redis-py's Lock).

@@ -82,3 +82,32 @@ def test_a_column_of_ratios_is_found_by_its_cells() -> None:
     (table,) = plot.tables(text)
     assert table.ratio_column() == 3
     assert table.labels() == ["1 (single)", "1 (cluster)"]
+
+
+def test_the_election_benchmark_tables_are_drawn(tmp_path: Path) -> None:
+    """bench_election.py's report: two tables with a ratio (failover / ttl,
+    poller / observe()), one without (the idle cost), so that ``make
+    bench-plots`` over ``.bench/*.md`` draws it rather than stopping on it."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_election", ROOT / "benchmarks" / "bench_election.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_election"] = bench
+    spec.loader.exec_module(bench)
+    failover = bench.Failover(campaign=[0.8, 1.0], observed=[0.82, 1.02])
+    handoff = bench.Failover(campaign=[0.006, 0.010], observed=[0.008, 0.012])
+    observed = bench.Observe(observe=[0.001, 0.002], poll=[0.05, 0.06])
+    observed.idle["the leader's watchdog"] = bench.Idle(commands=3.0, scripts=0.3, gets=0.0)
+    text = bench.report(2.0, 0.1, 10.0, 2, failover, handoff, observed)
+    found = plot.tables(text)
+    assert [t.ratio_column() for t in found] == [5, 4, None]
+    assert [row[5] for row in found[0].rows] == ["0.450x", "0.460x", "0.004x", "0.005x"]
+    assert [row[4] for row in found[1].rows] == ["1.00x", "37x"]
+    source = tmp_path / "election.md"
+    source.write_text(text)
+    plot.main([str(source), "--out", str(tmp_path / "img")])
+    assert sorted(p.name for p in (tmp_path / "img").iterdir()) == [
+        "election-1.png",
+        "election-2.png",
+    ]
