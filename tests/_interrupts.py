@@ -6,6 +6,7 @@ stand-in for a method that raises instead of it, once."""
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -36,16 +37,24 @@ class InterruptedCall(redis.Connection):
 
 
 def raise_once(
-    method: Callable[..., Any], error: type[BaseException] = KeyboardInterrupt, on_call: int = 1
+    method: Callable[..., Any],
+    error: type[BaseException] = KeyboardInterrupt,
+    on_call: int = 1,
+    *,
+    main_thread: bool = False,
 ) -> tuple[Callable[..., Any], list[int]]:
     """A stand-in for ``method`` (a plain or ``async def`` function, to be set
     on its class with ``monkeypatch.setattr``) that raises ``error`` instead
     of calling it on its ``on_call``-th call, once, and calls it otherwise;
-    and a list that is non-empty once it raised."""
+    and a list that is non-empty once it raised. With ``main_thread``, only
+    the main thread's calls count (where a signal handler runs: another
+    thread's call, a wake hub reconnecting, say, is made as it is)."""
     calls: list[int] = []
     fired: list[int] = []
 
     def due() -> bool:
+        if main_thread and threading.current_thread() is not threading.main_thread():
+            return False
         calls.append(1)
         if len(calls) == on_call:
             fired.append(1)

@@ -2512,7 +2512,7 @@ def test_an_exception_of_a_signal_handler_as_a_stale_connection_is_closed_reache
         lock.acquire(blocking=False).release()  # type: ignore[union-attr]
     _drop_connections(redis.Redis.from_url(masters[0].url))  # the kept ones too
     time.sleep(0.05)
-    stand_in, fired = raise_once(redis.Connection.disconnect, AlarmTimeout)
+    stand_in, fired = raise_once(redis.Connection.disconnect, AlarmTimeout, main_thread=True)
     monkeypatch.setattr(redis.Connection, "disconnect", stand_in)
     with pytest.raises(AlarmTimeout):
         lock.acquire()
