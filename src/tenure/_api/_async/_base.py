@@ -103,6 +103,24 @@ async def _take_grant(
     return lease
 
 
+async def _watched(
+    lock: object, blocking: bool, server: Any, take: Callable[[], Coroutine[Any, Any, R]]
+) -> R:
+    """``take()``, an acquire's work, with its outcome reported to the
+    telemetry (:func:`_report`): a lock of several servers or parts, whose
+    acquire is not :func:`_take_grant`'s."""
+    watched = _telemetry.acquiring(lock, blocking, server)
+    if watched is None:
+        return await take()
+    try:
+        lease = await take()
+    except BaseException as exc:
+        watched.failed(exc)
+        raise
+    await _report(watched, lease)
+    return lease
+
+
 async def _report(watched: _telemetry.Acquire, lease: Any) -> None:
     """``watched.done(lease)``: an acquire's outcome logged and recorded. A
     lease whose caller would never see it (an interrupt, of any class, while

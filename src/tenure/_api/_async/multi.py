@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ... import _telemetry
 from ..._drivers import _async as _driver
 from ..._drivers._identity import process_mark
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
@@ -22,7 +21,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import is_interrupt, result_lost_with
 from ..._units import check_ttl
 from . import _steps
-from ._base import _AsyncBlocks, _AsyncEntersItself, _check_callback, _report
+from ._base import _AsyncBlocks, _AsyncEntersItself, _check_callback, _watched
 from .lock import AsyncLease, AsyncLock
 from .rlock import AsyncRLock, AsyncRLockLease
 
@@ -441,16 +440,7 @@ class AsyncMultiLock(_AsyncBlocks[AsyncMultiLease]):
             redis.exceptions.ConnectionError: likewise.
         """
         wait = lock_plans.check_acquire(blocking, timeout)
-        watched = _telemetry.acquiring(self, blocking, None)
-        if watched is None:
-            return await self._acquire(blocking, wait)
-        try:
-            lease = await self._acquire(blocking, wait)
-        except BaseException as exc:
-            watched.failed(exc)
-            raise
-        await _report(watched, lease)
-        return lease
+        return await _watched(self, blocking, None, lambda: self._acquire(blocking, wait))
 
     async def _acquire(self, blocking: bool, wait: float | None) -> AsyncMultiLease | None:
         """:meth:`acquire`'s work, its arguments checked."""

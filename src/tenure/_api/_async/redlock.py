@@ -48,7 +48,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _AsyncBlocks, _AsyncHeldLease, _LeaseOptions, _report, check_label, label_of
+from ._base import _AsyncBlocks, _AsyncHeldLease, _LeaseOptions, _watched, check_label, label_of
 from .multi import _server_of
 
 T = TypeVar("T")
@@ -388,16 +388,9 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
                 a master (what was granted was released).
         """
         wait = lock_plans.check_acquire(blocking, timeout)
-        watched = _telemetry.acquiring(self, blocking, _driver.server_name)
-        if watched is None:
-            return await self._acquire(blocking, wait)
-        try:
-            lease = await self._acquire(blocking, wait)
-        except BaseException as exc:
-            watched.failed(exc)
-            raise
-        await _report(watched, lease)
-        return lease
+        return await _watched(
+            self, blocking, _driver.server_name, lambda: self._acquire(blocking, wait)
+        )
 
     async def _acquire(self, blocking: bool, wait: float | None) -> AsyncRedlockLease | None:
         """:meth:`acquire`'s work, its arguments checked."""

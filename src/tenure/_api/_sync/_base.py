@@ -104,6 +104,24 @@ def _take_grant(
     return lease
 
 
+def _watched(
+    lock: object, blocking: bool, server: Any, take: Callable[[], R]
+) -> R:
+    """``take()``, an acquire's work, with its outcome reported to the
+    telemetry (:func:`_report`): a lock of several servers or parts, whose
+    acquire is not :func:`_take_grant`'s."""
+    watched = _telemetry.acquiring(lock, blocking, server)
+    if watched is None:
+        return take()
+    try:
+        lease = take()
+    except BaseException as exc:
+        watched.failed(exc)
+        raise
+    _report(watched, lease)
+    return lease
+
+
 def _report(watched: _telemetry.Acquire, lease: Any) -> None:
     """``watched.done(lease)``: an acquire's outcome logged and recorded. A
     lease whose caller would never see it (an interrupt, of any class, while

@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ... import _telemetry
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import process_mark
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
@@ -23,7 +22,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import is_interrupt, result_lost_with
 from ..._units import check_ttl
 from . import _steps
-from ._base import _Blocks, _EntersItself, _check_callback, _report
+from ._base import _Blocks, _EntersItself, _check_callback, _watched
 from .lock import Lease, Lock
 from .rlock import RLock, RLockLease
 
@@ -442,16 +441,7 @@ class MultiLock(_Blocks[MultiLease]):
             redis.exceptions.ConnectionError: likewise.
         """
         wait = lock_plans.check_acquire(blocking, timeout)
-        watched = _telemetry.acquiring(self, blocking, None)
-        if watched is None:
-            return self._acquire(blocking, wait)
-        try:
-            lease = self._acquire(blocking, wait)
-        except BaseException as exc:
-            watched.failed(exc)
-            raise
-        _report(watched, lease)
-        return lease
+        return _watched(self, blocking, None, lambda: self._acquire(blocking, wait))
 
     def _acquire(self, blocking: bool, wait: float | None) -> MultiLease | None:
         """:meth:`acquire`'s work, its arguments checked."""

@@ -49,7 +49,7 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _Blocks, _HeldLease, _LeaseOptions, _report, check_label, label_of
+from ._base import _Blocks, _HeldLease, _LeaseOptions, _watched, check_label, label_of
 from .multi import _server_of
 
 T = TypeVar("T")
@@ -389,16 +389,9 @@ class Redlock(_Blocks[RedlockLease]):
                 a master (what was granted was released).
         """
         wait = lock_plans.check_acquire(blocking, timeout)
-        watched = _telemetry.acquiring(self, blocking, _driver.server_name)
-        if watched is None:
-            return self._acquire(blocking, wait)
-        try:
-            lease = self._acquire(blocking, wait)
-        except BaseException as exc:
-            watched.failed(exc)
-            raise
-        _report(watched, lease)
-        return lease
+        return _watched(
+            self, blocking, _driver.server_name, lambda: self._acquire(blocking, wait)
+        )
 
     def _acquire(self, blocking: bool, wait: float | None) -> RedlockLease | None:
         """:meth:`acquire`'s work, its arguments checked."""
