@@ -409,6 +409,16 @@ def test_a_redlock_and_a_multilock_carry_the_label(
             assert caught.value.holder is not None and lease.owner.split(";")[0] in (
                 caught.value.holder
             )
+        # a lease a quorum no longer holds: its error names who holds it now
+        gone = Redlock(clients, "red", ttl=10).acquire()
+        assert gone is not None
+        for client in clients:
+            client.delete("tenure:{red}")
+        with (
+            Redlock(clients, "red", ttl=10, label="the next holder"),
+            pytest.raises(LockLostError, match=re.escape("held by the next holder [")),
+        ):
+            gone.extend()
     finally:
         for client in clients:
             client.close()

@@ -107,7 +107,7 @@ class AsyncRedlockLease(_AsyncHeldLease["AsyncRedlock"]):
             raise plans.no_quorum(self.name, "release", t, lock._n)
         if not done:
             self._lose("can't release: the lease expired on a quorum of masters before release")
-            self._end_lost()
+            await self._end_lost_named(True)
         self._released_one(None)
         _telemetry.released(self, self._lock._probe)
 
@@ -142,7 +142,7 @@ class AsyncRedlockLease(_AsyncHeldLease["AsyncRedlock"]):
             expires_at = plans.extended_until(t, lock._n, self.name, self.fence, seconds, sent_at)
         except NotOwnedError as exc:
             self._lose(exc.reason)
-            self._end_lost()
+            await self._end_lost_named(True)
         self._extended(seconds, expires_at)
 
     async def _clean_up(self) -> None:

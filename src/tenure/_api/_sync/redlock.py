@@ -108,7 +108,7 @@ class RedlockLease(_HeldLease["Redlock"]):
             raise plans.no_quorum(self.name, "release", t, lock._n)
         if not done:
             self._lose("can't release: the lease expired on a quorum of masters before release")
-            self._end_lost()
+            self._end_lost_named(True)
         self._released_one(None)
         _telemetry.released(self, self._lock._probe)
 
@@ -143,7 +143,7 @@ class RedlockLease(_HeldLease["Redlock"]):
             expires_at = plans.extended_until(t, lock._n, self.name, self.fence, seconds, sent_at)
         except NotOwnedError as exc:
             self._lose(exc.reason)
-            self._end_lost()
+            self._end_lost_named(True)
         self._extended(seconds, expires_at)
 
     def _clean_up(self) -> None:
