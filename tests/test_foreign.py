@@ -59,8 +59,9 @@ def _redis_py_worker(
     out: list[Section],
     sleep: float = 0.01,
     polls: list[tuple[float, float]] | None = None,
+    hold: float = 0.001,
 ) -> None:
-    """redis-py's Lock polling every ``sleep`` seconds: acquire, hold 1 ms, release,
+    """redis-py's Lock polling every ``sleep`` seconds: acquire, hold ``hold`` s, release,
     then 2 ms of work outside the lock before asking again (asking again at once,
     redis-py would take the key back before any other client's poll could see it
     free). ``polls``, if given, gets each of its attempts as the times it was
@@ -83,7 +84,7 @@ def _redis_py_worker(
         if not theirs.acquire(blocking_timeout=max(0.01, end - time.monotonic())):
             break
         began = time.monotonic()
-        time.sleep(0.001)
+        time.sleep(hold)
         out.append(("redis-py", began, time.monotonic()))
         theirs.release()
         time.sleep(0.002)
@@ -141,12 +142,14 @@ def _share_a_key(
     sleep: float,
     held_first: float = 0.0,
     polls: list[tuple[float, float]] | None = None,
+    hold: float = 0.001,
 ) -> tuple[list[Section], float]:
     """Two tenure clients and redis-py's Lock (polling every ``sleep`` s) loop on
     ``key`` for ``seconds``: their sections in order, checked for overlaps, and
     when tenure first saw a foreign holder (its foreign key appeared; ``inf``
     if never). ``held_first``: a foreign holder holds ``key`` that long (s) as
-    they start, so that tenure sees one at once."""
+    they start, so that tenure sees one at once. ``hold``: how long redis-py
+    holds the key each time (s)."""
     if held_first:
         redis.Redis.from_url(url).set(key, "first", px=int(held_first * 1000))
     out: list[Section] = []
@@ -167,9 +170,8 @@ def _share_a_key(
         threading.Thread(target=_tenure_worker, args=(url, key, f"t{i}", start, end, out))
         for i in range(2)
     ]
-    threads.append(
-        threading.Thread(target=_redis_py_worker, args=(url, key, start, end, out, sleep, polls))
-    )
+    poller = (url, key, start, end, out, sleep, polls, hold)
+    threads.append(threading.Thread(target=_redis_py_worker, args=poller))
     threads.append(threading.Thread(target=watch))
     for t in threads:
         t.start()
@@ -189,7 +191,11 @@ def test_a_slow_poller_gets_a_turn_after_every_chain(url: str) -> None:
     (With 10 ms windows only it got 6-10 % of the sections, with runs of 20 to
     40 tenure sections between its own: a poll every 0.1 s lands at most once.)"""
     polls: list[tuple[float, float]] = []
-    ordered, seen = _share_a_key(url, "slow:42", 2.5, 0.1, held_first=0.1, polls=polls)
+    # (each hold outlasts the first waiter's look during a window, every
+    # FOREIGN_POLL_MS: the bound counts on tenure seeing the foreign holds)
+    ordered, seen = _share_a_key(
+        url, "slow:42", 2.5, 0.1, held_first=0.1, polls=polls, hold=4 * FOREIGN_POLL_MS / 1000
+    )
     # from its first section after tenure saw a foreign holder
     ours = [i for i, (who, b, _) in enumerate(ordered) if who == "redis-py" and b > seen]
     assert len(ours) >= 5, Counter(who for who, _, _ in ordered)
