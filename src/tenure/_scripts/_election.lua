@@ -13,6 +13,21 @@
 -- id is published on the feed channel. Both keys are kept `keep` ms after
 -- their last write, the log's last `max` entries only.
 
+-- What every election script reads first, writing nothing: the holder of the
+-- lock key `lock` (its token, or false) and the last term of the fence key
+-- `fence` (or false); the record `record` and the log `log` checked to hold
+-- a hash and a stream (or nothing). Returns holder, last; or nil and the
+-- WRONG_TYPE reply naming a key of another type.
+local function election_state(lock, fence, record, log)
+  if other_type(record, 'hash') then return nil, {WRONG_TYPE, record} end
+  if other_type(log, 'stream') then return nil, {WRONG_TYPE, log} end
+  local holder = redis.pcall('GET', lock)
+  if wrong(holder) then return nil, {WRONG_TYPE, lock} end
+  local last = redis.pcall('GET', fence)
+  if wrong(last) or (last and not stored_fence(last)) then return nil, {WRONG_TYPE, fence} end
+  return holder, last
+end
+
 -- The record `key` as a table of its fields (empty when there is none).
 local function election_record(key)
   local flat = redis.call('HGETALL', key)

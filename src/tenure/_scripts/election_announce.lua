@@ -32,12 +32,8 @@
 --@include _acl.lua
 --@include _election.lua
 
-if other_type(KEYS[3], 'hash') then return {WRONG_TYPE, KEYS[3]} end
-if other_type(KEYS[4], 'stream') then return {WRONG_TYPE, KEYS[4]} end
-local holder = redis.pcall('GET', KEYS[1])
-if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
-local last = redis.pcall('GET', KEYS[2])
-if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[2]} end
+local holder, last = election_state(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+if holder == nil then return last end
 if holder ~= ARGV[1] or not last or tonumber(last) ~= tonumber(ARGV[2]) then
   return {NOT_OWNED, 0}
 end

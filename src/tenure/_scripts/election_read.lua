@@ -27,12 +27,8 @@
 --@include _acl.lua
 --@include _election.lua
 
-if other_type(KEYS[3], 'hash') then return {WRONG_TYPE, KEYS[3]} end
-if other_type(KEYS[4], 'stream') then return {WRONG_TYPE, KEYS[4]} end
-local holder = redis.pcall('GET', KEYS[1])
-if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
-local last = redis.pcall('GET', KEYS[2])
-if wrong(last) or (last and not stored_fence(last)) then return {WRONG_TYPE, KEYS[2]} end
+local holder, last = election_state(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+if holder == nil then return last end
 local rec = election_record(KEYS[3])
 if rec.state == 'active' and rec.token ~= holder and not acl_denied(ARGV[3]) then
   election_end(KEYS[3], KEYS[4], ARGV[3], ARGV[4], ARGV[5], rec, 'lost')
