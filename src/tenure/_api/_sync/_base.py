@@ -217,18 +217,20 @@ def holder_of(lock: object) -> str | None:
     its masters), read with one more call: for an
     error message, never on the hot path. ``None`` when it has no such
     snapshot or the call failed."""
-    quorum = getattr(lock, "_held_by", None)  # (a Redlock: its quorum's holder)
-    info = getattr(lock, "info", None) or getattr(getattr(lock, "lock", None), "info", None)
-    if quorum is None and info is None:
+    read: Any = (
+        getattr(lock, "_held_by", None)  # (a Redlock: its quorum's holder, in words)
+        or getattr(lock, "info", None)
+        or getattr(getattr(lock, "lock", None), "info", None)
+    )
+    if read is None:
         return None
     try:
-        if quorum is not None:
-            return cast(str, quorum())
-        return held_by(info())  # type: ignore[misc]
+        answer = read()
     except Exception as exc:
         if is_interrupt(exc):  # (of any class: never swallowed)
             raise
         return None
+    return answer if isinstance(answer, str) else held_by(answer)
 
 
 def _check_callback(on_lost: C | None) -> C | None:
