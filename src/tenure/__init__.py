@@ -34,18 +34,6 @@ from ._errors import StaleFenceError as StaleFenceError
 from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
-from ._info import CountDownLatchInfo as CountDownLatchInfo
-from ._info import ElectionEvent as ElectionEvent
-from ._info import FairLockInfo as FairLockInfo
-from ._info import FairWaiter as FairWaiter
-from ._info import Leader as Leader
-from ._info import LockInfo as LockInfo
-from ._info import MultiLockInfo as MultiLockInfo
-from ._info import MultiPartInfo as MultiPartInfo
-from ._info import ReadWriteHolder as ReadWriteHolder
-from ._info import ReadWriteInfo as ReadWriteInfo
-from ._info import SemaphoreHolder as SemaphoreHolder
-from ._info import SemaphoreInfo as SemaphoreInfo
 from ._models import LeaseBase as LeaseBase
 from ._telemetry import configure_telemetry as configure_telemetry
 
@@ -74,6 +62,18 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._sync import MultiLock as MultiLock
     from ._api._sync import Redlock as Redlock
     from ._api._sync import RedlockLease as RedlockLease
+    from ._info import CountDownLatchInfo as CountDownLatchInfo
+    from ._info import ElectionEvent as ElectionEvent
+    from ._info import FairLockInfo as FairLockInfo
+    from ._info import FairWaiter as FairWaiter
+    from ._info import Leader as Leader
+    from ._info import LockInfo as LockInfo
+    from ._info import MultiLockInfo as MultiLockInfo
+    from ._info import MultiPartInfo as MultiPartInfo
+    from ._info import ReadWriteHolder as ReadWriteHolder
+    from ._info import ReadWriteInfo as ReadWriteInfo
+    from ._info import SemaphoreHolder as SemaphoreHolder
+    from ._info import SemaphoreInfo as SemaphoreInfo
 
 __version__ = "0.1.0"
 
@@ -148,9 +148,29 @@ __all__ = [
 
 # The names of __all__ not imported above are imported on their first use
 # (__getattr__ below): the asyncio classes (a program that uses only the
-# synchronous ones never imports the asyncio facade and driver), and the
-# classes on several locks or servers at once (see ``_api/_async/__init__.py``).
+# synchronous ones never imports the asyncio facade and driver), the classes on
+# several locks or servers at once (see ``_api/_async/__init__.py``), and the
+# snapshot types that ``info()`` returns (``_info``, imported by the first
+# ``info()`` too).
 _LATER = tuple(name for name in __all__ if name not in globals())
+
+#: The names of _LATER that ``_info`` defines (its ``__all__``).
+_SNAPSHOTS = frozenset(
+    {
+        "CountDownLatchInfo",
+        "ElectionEvent",
+        "FairLockInfo",
+        "FairWaiter",
+        "Leader",
+        "LockInfo",
+        "MultiLockInfo",
+        "MultiPartInfo",
+        "ReadWriteHolder",
+        "ReadWriteInfo",
+        "SemaphoreHolder",
+        "SemaphoreInfo",
+    }
+)
 
 
 def _name_public(names: tuple[str, ...], module: dict[str, object]) -> None:
@@ -174,12 +194,14 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
         if name not in _LATER:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         if name.startswith("Async"):
-            from ._api import _async as facade
+            from ._api import _async as home
+        elif name in _SNAPSHOTS:
+            from . import _info as home
         else:
-            from ._api import _sync as facade
-        public = getattr(facade, name)
-        # and every other class the facade holds by now
-        _name_public(tuple(n for n in _LATER if n in vars(facade)), vars(facade))
+            from ._api import _sync as home
+        public = getattr(home, name)
+        # and every other class that module holds by now
+        _name_public(tuple(n for n in _LATER if n in vars(home)), vars(home))
         return public
 
 

@@ -305,3 +305,28 @@ class ElectionEvent:
     def leading(self) -> bool:
         """Whether the term is still on after this change (elected or proclaimed)."""
         return self.change in ("elected", "proclaimed")
+
+
+#: The snapshot types, exported by :mod:`tenure` (which imports this module on
+#: their first use).
+__all__ = [
+    "CountDownLatchInfo",
+    "ElectionEvent",
+    "FairLockInfo",
+    "FairWaiter",
+    "Leader",
+    "LockInfo",
+    "MultiLockInfo",
+    "MultiPartInfo",
+    "ReadWriteHolder",
+    "ReadWriteInfo",
+    "SemaphoreHolder",
+    "SemaphoreInfo",
+]
+
+# Each says it is tenure's, as tenure's other public classes do (a traceback,
+# ``help()`` and pickle name ``tenure.LockInfo``), whichever import loads this
+# module first: tenure's ``__getattr__`` or a plan building a snapshot.
+for _public in __all__:
+    globals()[_public].__module__ = "tenure"
+del _public

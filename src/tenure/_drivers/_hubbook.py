@@ -79,7 +79,6 @@ from typing import Generic, Protocol, TypeVar
 
 from .._errors import PermissionDenied
 from .._keys import LockKeys
-from .._plans.kinds import of_keys
 from .._protocol import HandedOff, Plan, Recheck
 
 #: What a script publishes on a channel to check, on Redis 6.2, that the user
@@ -194,6 +193,9 @@ class PassOn:
         ``pass_on`` of the kind whose keys these are (looked up in the registry,
         :func:`tenure._plans.kinds.of_keys`), or nothing for a kind that has
         none (its waiters give back such a hand-off themselves)."""
+        # (the registry, every kind's plans with it, loads at the first pass-on)
+        from .._plans.kinds import of_keys
+
         kind = of_keys(self.keys)
         if kind is None or kind.pass_on is None:
             return _nothing()

@@ -33,10 +33,9 @@ each other may be served in either order.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidArgument, NotOwnedError
-from .._info import FairLockInfo, FairWaiter
 from .._keys import FairKeys, fair_keys
 from .._label import holder_label
 from .._protocol import Eval, Plan, failed_calls_suppressed
@@ -53,6 +52,9 @@ from .kind import (
 )
 from .lock import _LockContender
 from .waiting import Clock, Grant, wait_turn
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from .._info import FairLockInfo
 
 #: The default waiter timeout, seconds: a queued waiter that does not call
 #: again for this long is dropped from the queue.
@@ -186,6 +188,8 @@ def inspect(keys: FairKeys, limit: int) -> Plan[FairLockInfo]:
 
 def parse_info(name: str, value: Any) -> FairLockInfo:
     """Read a ``fair_inspect.lua`` reply (see its header)."""
+    from .._info import FairLockInfo, FairWaiter  # (loaded on first use)
+
     holder, pttl, fence, waiting, *flat = value
     queue = []
     for member, left in zip(flat[::2], flat[1::2], strict=True):

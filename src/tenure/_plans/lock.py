@@ -50,10 +50,9 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError, WrongTypeError
-from .._info import LockInfo
 from .._keys import LockKeys, lock_keys
 from .._label import split_holder
 from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
@@ -77,6 +76,9 @@ from .waiting import (
     validity,
     wait_turn,
 )
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from .._info import LockInfo
 
 #: Exact-key mode: the most hand-offs in a row before a release leaves the key free.
 EXACT_CHAIN = 2
@@ -140,6 +142,8 @@ def lock_info(
     """Build a :class:`LockInfo` from a snapshot's raw fields: ``holder`` as
     stored (a token, or with ``bare`` an RLock's field, whose label is cut off
     so that ``holder`` is the owner id), its label decoded."""
+    from .._info import LockInfo  # (loaded on first use)
+
     stem, label = split_holder(holder)
     return LockInfo(
         name,

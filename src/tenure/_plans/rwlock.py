@@ -40,10 +40,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, ProtocolError
-from .._info import ReadWriteHolder, ReadWriteInfo
 from .._keys import RWLockKeys, rwlock_keys
 from .._label import holder_label, split_holder
 from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, text
@@ -72,6 +71,9 @@ from .waiting import (
     validity,
     wait_turn,
 )
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from .._info import ReadWriteHolder, ReadWriteInfo
 
 Mode = Literal["read", "write"]
 
@@ -326,6 +328,8 @@ def extend(
 def _holder(who: str, m: str, count: int, pttl_ms: int, fence: int) -> ReadWriteHolder:
     """A hold as ``rwlock_inspect.lua`` gives it: its owner id, with the
     label of the hold's id after it."""
+    from .._info import ReadWriteHolder  # (loaded on first use)
+
     owner, label = split_holder(who)
     return ReadWriteHolder(owner, _MODE[m], count, pttl_ms / 1000, fence, label=label)
 
@@ -333,6 +337,8 @@ def _holder(who: str, m: str, count: int, pttl_ms: int, fence: int) -> ReadWrite
 def inspect(keys: RWLockKeys, owner: str = "") -> Plan[RWState]:
     """Read the lock's mode, live holds, queue and last fence, and ``owner``'s
     read and write hold counts."""
+    from .._info import ReadWriteInfo
+
     _, value = yield Eval(
         RWLOCK_INSPECT, (keys.lock, keys.holds, keys.fence, keys.waiters), (owner,)
     )
@@ -363,6 +369,8 @@ def _refine(waiter: Waiter) -> Waiter:
 
 
 def _info(view: LockView) -> ReadWriteInfo:
+    from .._info import ReadWriteInfo
+
     return detail(view, ReadWriteInfo)
 
 

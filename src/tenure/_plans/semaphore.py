@@ -32,10 +32,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidArgument, NotOwnedError, ProtocolError
-from .._info import SemaphoreHolder, SemaphoreInfo
 from .._keys import SemaphoreKeys, semaphore_keys
 from .._label import holder_label
 from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, text
@@ -69,6 +68,9 @@ from .waiting import (
     validity,
     wait_turn,
 )
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from .._info import SemaphoreInfo
 
 #: How long the permits key (the stored count) is kept after the last acquire or
 #: :func:`set_permits` (ms): 7 days, or the acquire's lease when longer. It is
@@ -289,6 +291,8 @@ def set_permits(keys: SemaphoreKeys, permits: int) -> Plan[int]:
 def inspect(keys: SemaphoreKeys, permits: int) -> Plan[SemaphoreInfo]:
     """Read the count (``permits``, the caller's, when Redis stores none), the
     leases holding permits, and the number of queued waiters."""
+    from .._info import SemaphoreHolder, SemaphoreInfo  # (loaded on first use)
+
     _, (stored, waiters, flat) = yield Eval(SEMAPHORE_INSPECT, keys.script_keys, ())
     total = int(stored) or permits
     counts: dict[str, int] = {}
@@ -320,6 +324,8 @@ def _refine(waiter: Waiter) -> Waiter:
 
 
 def _info(view: LockView) -> SemaphoreInfo:
+    from .._info import SemaphoreInfo
+
     return detail(view, SemaphoreInfo)
 
 

@@ -31,7 +31,6 @@ from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
-from ..._info import held_by
 from ..._label import default_suffix, label_suffix
 from ..._leasebook import LeaseBook, LeaseLife, Phase, Release
 from ..._models import (
@@ -229,7 +228,11 @@ async def holder_of(lock: object) -> str | None:
         if is_interrupt(exc):  # (of any class: never swallowed)
             raise
         return None
-    return answer if isinstance(answer, str) else held_by(answer)
+    if isinstance(answer, str):
+        return answer
+    from ..._info import held_by  # (an error's words: loaded on first use)
+
+    return held_by(answer)
 
 
 def _check_callback(on_lost: C | None) -> C | None:

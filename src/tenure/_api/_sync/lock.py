@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_token
 from ..._errors import InvalidArgument, NotOwnedError
-from ..._info import LockInfo
 from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
@@ -25,6 +25,9 @@ from ._base import (
     label_of,
 )
 from ._docs import shared_args
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from ..._info import LockInfo
 
 
 class Lease(_HeldLease["Lock"]):

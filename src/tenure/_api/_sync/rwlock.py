@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
-from ..._info import ReadWriteInfo
 from ..._keys import DEFAULT_PREFIX, rwlock_keys
 from ..._models import PerProcess
 from ..._plans import lock as lock_plans
@@ -19,6 +19,9 @@ from ..._protocol import Eval, Plan
 from ._base import _Blocks, _LeaseOptions, _take_grant, check_label, label_of
 from ._docs import shared_args
 from ._holds import _HoldLease, _Holds
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from ..._info import ReadWriteInfo
 
 
 class ReadWriteLease(_HoldLease["ReadWriteLock"]):
