@@ -26,11 +26,12 @@ from .._keys import LatchKeys, latch_keys
 from .._label import decode_label
 from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
 from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
-from .kind import Kind, LockView, detail, named
+from .kind import Kind, detail, named
 from .waiting import Clock
 
 if TYPE_CHECKING:  # (the snapshot types are imported on first use)
     from .._info import CountDownLatchInfo
+    from .snapshot import LockView
 
 #: How long the opened key (the number of the latch's last opening) is kept after
 #: the opening that wrote it (ms): 10 minutes. Waiters compare the number with
@@ -122,6 +123,8 @@ def _info(view: LockView) -> CountDownLatchInfo:
 
 def _read(keys: LatchKeys, waiting: int) -> Plan[LockView]:
     # a latch's waiters are not queued in Redis: ``waiting`` has nothing to read
+    from .snapshot import LockView  # (loaded by the first read)
+
     info = yield from inspect(keys)
     free = ("CountDownLatch", keys.name, keys.count, "", info.count, -2, 0, 0)
     return LockView(*free, detail=info, label=info.label)  # (its label: who set it)

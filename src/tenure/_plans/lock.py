@@ -59,13 +59,7 @@ from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
 from .common import FENCE_KEEP_MS, extended, fence_keep_ms, least_left_ms, released
-from .kind import (
-    Kind,
-    LockView,
-    read_waiters,
-    token_release,
-    with_waiting,
-)
+from .kind import Kind, read_waiters, token_release, with_waiting
 from .waiting import (
     Clock,
     Contender,
@@ -79,6 +73,7 @@ from .waiting import (
 
 if TYPE_CHECKING:  # (the snapshot types are imported on first use)
     from .._info import LockInfo
+    from .snapshot import LockView
 
 #: Exact-key mode: the most hand-offs in a row before a release leaves the key free.
 EXACT_CHAIN = 2
@@ -373,6 +368,8 @@ def _build(name: str | None, key: str | None, prefix: str) -> LockKeys:
 
 
 def _read(keys: LockKeys, waiting: int) -> Plan[LockView]:
+    from .snapshot import LockView  # (loaded by the first read)
+
     s = yield from inspect(keys)
     count = 1 if s.holder else 0
     queued = yield from _redlock_queued(keys)

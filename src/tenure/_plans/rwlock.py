@@ -49,18 +49,7 @@ from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, te
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
-from .kind import (
-    Hold,
-    Kind,
-    LockView,
-    Waiter,
-    detail,
-    many_holders_view,
-    named,
-    release_each,
-    release_levels,
-    with_waiting,
-)
+from .kind import Kind, detail, many_holders_view, named, release_each, release_levels, with_waiting
 from .waiting import (
     Clock,
     Contender,
@@ -74,6 +63,7 @@ from .waiting import (
 
 if TYPE_CHECKING:  # (the snapshot types are imported on first use)
     from .._info import ReadWriteHolder, ReadWriteInfo
+    from .snapshot import Hold, LockView, Waiter
 
 Mode = Literal["read", "write"]
 
@@ -394,6 +384,8 @@ def _read(keys: RWLockKeys, waiting: int) -> Plan[LockView]:
 
 def _holds(view: LockView) -> tuple[Hold, ...]:
     """Every hold, write holds first."""
+    from .snapshot import Hold  # (loaded by the first read)
+
     ordered = sorted(_info(view).holders, key=lambda h: h.mode != "write")
     return tuple(Hold(h.owner, h.count, h.ttl, h.fence, h.mode, label=h.label) for h in ordered)
 

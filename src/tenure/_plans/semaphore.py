@@ -47,17 +47,7 @@ from .._scripts import (
 )
 from .._units import MAX_LEASE_PERMITS, check_count, lease_ms
 from .common import FENCE_KEEP_MS, extended
-from .kind import (
-    Hold,
-    Kind,
-    LockView,
-    Waiter,
-    detail,
-    many_holders_view,
-    named,
-    release_each,
-    with_waiting,
-)
+from .kind import Kind, detail, many_holders_view, named, release_each, with_waiting
 from .waiting import (
     Clock,
     Contender,
@@ -71,6 +61,7 @@ from .waiting import (
 
 if TYPE_CHECKING:  # (the snapshot types are imported on first use)
     from .._info import SemaphoreInfo
+    from .snapshot import Hold, LockView, Waiter
 
 #: How long the permits key (the stored count) is kept after the last acquire or
 #: :func:`set_permits` (ms): 7 days, or the acquire's lease when longer. It is
@@ -351,6 +342,8 @@ def _read(keys: SemaphoreKeys, waiting: int) -> Plan[LockView]:
 
 def _holds(view: LockView) -> tuple[Hold, ...]:
     """Every lease (first to expire first)."""
+    from .snapshot import Hold  # (loaded by the first read)
+
     return tuple(Hold(h.token, h.permits, h.ttl, 0) for h in _info(view).holders)
 
 
