@@ -8,18 +8,8 @@ from typing import TYPE_CHECKING
 
 from ._adaptive import AdaptiveTTL as AdaptiveTTL
 from ._api._sync import DEFAULT_TTL as DEFAULT_TTL
-from ._api._sync import CountDownLatch as CountDownLatch
-from ._api._sync import FairLock as FairLock
-from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
-from ._api._sync import ReadWriteLease as ReadWriteLease
-from ._api._sync import ReadWriteLock as ReadWriteLock
-from ._api._sync import ReadWriteView as ReadWriteView
-from ._api._sync import RLock as RLock
-from ._api._sync import RLockLease as RLockLease
-from ._api._sync import Semaphore as Semaphore
-from ._api._sync import SemaphoreLease as SemaphoreLease
 from ._errors import AcquireTimeout as AcquireTimeout
 from ._errors import AlreadyHeldError as AlreadyHeldError
 from ._errors import InvalidArgument as InvalidArgument
@@ -56,12 +46,22 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._async import AsyncRLockLease as AsyncRLockLease
     from ._api._async import AsyncSemaphore as AsyncSemaphore
     from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
+    from ._api._sync import CountDownLatch as CountDownLatch
     from ._api._sync import Election as Election
+    from ._api._sync import FairLock as FairLock
+    from ._api._sync import FencedKey as FencedKey
     from ._api._sync import Leadership as Leadership
     from ._api._sync import MultiLease as MultiLease
     from ._api._sync import MultiLock as MultiLock
+    from ._api._sync import ReadWriteLease as ReadWriteLease
+    from ._api._sync import ReadWriteLock as ReadWriteLock
+    from ._api._sync import ReadWriteView as ReadWriteView
     from ._api._sync import Redlock as Redlock
     from ._api._sync import RedlockLease as RedlockLease
+    from ._api._sync import RLock as RLock
+    from ._api._sync import RLockLease as RLockLease
+    from ._api._sync import Semaphore as Semaphore
+    from ._api._sync import SemaphoreLease as SemaphoreLease
     from ._info import CountDownLatchInfo as CountDownLatchInfo
     from ._info import ElectionEvent as ElectionEvent
     from ._info import FairLockInfo as FairLockInfo
@@ -148,10 +148,10 @@ __all__ = [
 
 # The names of __all__ not imported above are imported on their first use
 # (__getattr__ below): the asyncio classes (a program that uses only the
-# synchronous ones never imports the asyncio facade and driver), the classes on
-# several locks or servers at once (see ``_api/_async/__init__.py``), and the
-# snapshot types that ``info()`` returns (``_info``, imported by the first
-# ``info()`` too).
+# synchronous ones never imports the asyncio facade and driver), every kind
+# but Lock (see ``_api/_async/__init__.py``: a program pays for the kinds it
+# uses), and the snapshot types that ``info()`` returns (``_info``, imported
+# by the first ``info()`` too).
 _LATER = tuple(name for name in __all__ if name not in globals())
 
 #: The names of _LATER that ``_info`` defines (its ``__all__``).
