@@ -6,7 +6,6 @@ same arguments and semantics. The safety model: docs/safety-in-plain-words.md.
 
 from typing import TYPE_CHECKING
 
-from ._adaptive import AdaptiveTTL as AdaptiveTTL
 from ._api._sync import DEFAULT_TTL as DEFAULT_TTL
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
@@ -28,6 +27,7 @@ from ._models import LeaseBase as LeaseBase
 from ._telemetry import configure_telemetry as configure_telemetry
 
 if TYPE_CHECKING:  # imported on first use (__getattr__ below)
+    from ._adaptive import AdaptiveTTL as AdaptiveTTL
     from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
     from ._api._async import AsyncElection as AsyncElection
     from ._api._async import AsyncFairLock as AsyncFairLock
@@ -150,8 +150,8 @@ __all__ = [
 # (__getattr__ below): the asyncio classes (a program that uses only the
 # synchronous ones never imports the asyncio facade and driver), every kind
 # but Lock (see ``_api/_async/__init__.py``: a program pays for the kinds it
-# uses), and the snapshot types that ``info()`` returns (``_info``, imported
-# by the first ``info()`` too).
+# uses), the snapshot types that ``info()`` returns (``_info``, imported by
+# the first ``info()`` too), and ``AdaptiveTTL``.
 _LATER = tuple(name for name in __all__ if name not in globals())
 
 #: The names of _LATER that ``_info`` defines (its ``__all__``).
@@ -197,6 +197,8 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
             from ._api import _async as home
         elif name in _SNAPSHOTS:
             from . import _info as home
+        elif name == "AdaptiveTTL":
+            from . import _adaptive as home
         else:
             from ._api import _sync as home
         public = getattr(home, name)

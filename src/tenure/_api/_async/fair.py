@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
 from ..._keys import DEFAULT_PREFIX, fair_keys
@@ -17,7 +16,8 @@ from ._base import label_of
 from ._docs import shared_args
 from .lock import AsyncLease, AsyncLock
 
-if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+if TYPE_CHECKING:  # (imported on first use)
+    from ..._adaptive import AdaptiveTTL
     from ..._info import FairLockInfo
 
 

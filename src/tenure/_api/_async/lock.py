@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
 from ..._errors import InvalidArgument, NotOwnedError
@@ -25,7 +24,8 @@ from ._base import (
 )
 from ._docs import shared_args
 
-if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+if TYPE_CHECKING:  # (imported on first use)
+    from ..._adaptive import AdaptiveTTL
     from ..._info import LockInfo
 
 

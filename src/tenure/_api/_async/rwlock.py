@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
@@ -19,7 +18,8 @@ from ._base import _AsyncBlocks, _LeaseOptions, _take_grant, check_label, label_
 from ._docs import shared_args
 from ._holds import _AsyncHoldLease, _AsyncHolds
 
-if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+if TYPE_CHECKING:  # (imported on first use)
+    from ..._adaptive import AdaptiveTTL
     from ..._info import ReadWriteInfo
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import (
+    TYPE_CHECKING,
     Any,
     ClassVar,
     Generic,
@@ -22,13 +23,13 @@ from typing import (
     ParamSpec,
     Protocol,
     Self,
+    TypeGuard,
     TypeVar,
     cast,
     overload,
 )
 
 from ... import _telemetry
-from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import process_mark
 from ..._errors import AcquireTimeout, InvalidArgument, LockLostError, NotOwnedError
@@ -47,6 +48,9 @@ from ..._plans import replicas as replica_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan, is_interrupt, result_lost_with
 from ..._units import check_seconds, check_ttl, to_ms
+
+if TYPE_CHECKING:  # (imported on first use: see _is_adaptive)
+    from ..._adaptive import AdaptiveTTL
 
 #: The lease length, in seconds, of a lock created without ``ttl``.
 DEFAULT_TTL = 30.0
@@ -236,6 +240,16 @@ def holder_of(lock: object) -> str | None:
     return held_by(answer)
 
 
+def _is_adaptive(ttl: object) -> TypeGuard[AdaptiveTTL]:
+    """Whether ``ttl`` is an :class:`AdaptiveTTL` (a number is not: its module
+    loads only when a ttl may be one)."""
+    if isinstance(ttl, int | float):
+        return False
+    from ..._adaptive import AdaptiveTTL
+
+    return isinstance(ttl, AdaptiveTTL)
+
+
 def _check_callback(on_lost: C | None) -> C | None:
     if on_lost is not None and not callable(on_lost):
         raise InvalidArgument(f"on_lost must be callable, not {on_lost!r}")
@@ -286,7 +300,7 @@ class _LeaseOptions:
         """
         if ttl is None:
             fixed, policy = DEFAULT_TTL, None
-        elif adaptive and isinstance(ttl, AdaptiveTTL):
+        elif adaptive and _is_adaptive(ttl):
             fixed, policy = float(ttl.floor), ttl
         else:
             fixed, policy = check_ttl(ttl), None

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
@@ -20,7 +19,8 @@ from ._base import _Blocks, _LeaseOptions, _take_grant, check_label, label_of
 from ._docs import shared_args
 from ._holds import _HoldLease, _Holds
 
-if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+if TYPE_CHECKING:  # (imported on first use)
+    from ..._adaptive import AdaptiveTTL
     from ..._info import LockInfo
 
 
