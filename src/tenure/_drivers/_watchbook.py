@@ -71,8 +71,6 @@ MAX_SLEEP = LINGER
 class Watch:
     """One watched lease."""
 
-    __slots__ = ("busy", "claim", "dog", "due", "failures", "lease", "renew", "why")
-
     def __init__(self, lease: Watchable, renew: bool, due: float, *, claim: float = 0.0) -> None:
         self.lease = lease
         self.renew = renew

@@ -246,8 +246,6 @@ def _probe(client: Client, state: _State) -> None:
 class _Contention:
     """A plan's wait on a channel (a ``Contend``, or a ``Subscribe``'s listener)."""
 
-    __slots__ = ("ch", "entered", "listener", "owned_before", "token")
-
     def __init__(self, ch: _Channel, token: str, *, listener: Event | None = None) -> None:
         self.ch = ch
         self.token = token

@@ -26,8 +26,6 @@ class _Pin:
     checked out between its calls: the one that answered the block's last
     call, if any."""
 
-    __slots__ = ("conn", "reserve", "runner")
-
     def __init__(self, reserve: _Reserve, runner: object) -> None:
         self.reserve = reserve
         #: the runner of the block (see the runtime's ``runner``)
