@@ -25,14 +25,15 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .._errors import InvalidArgument, NotOwnedError
-from .._keys import MARKERS, ROLES, LatchKeys, LockKeys
+from .._keys import MARKERS, ROLES, LockKeys
 from .._protocol import Command, Plan, text
 from .._scripts import ScriptSpec
 
 if TYPE_CHECKING:  # (imported by the first read: see .snapshot)
+    from .._keys import LatchKeys
     from .snapshot import Hold, LockView, Waiter
 
-K = TypeVar("K", bound=LockKeys | LatchKeys)
+K = TypeVar("K", bound="LockKeys | LatchKeys")  # (a latch's keys: imported by its kind)
 D = TypeVar("D")
 
 #: How a forced release ends holds: ``(keys, snapshot before, holds to end,
