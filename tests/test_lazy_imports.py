@@ -193,6 +193,17 @@ def test_a_snapshot_built_before_its_name_was_read_is_tenures() -> None:
     assert found == {"before": False, "bound": False, "module": "tenure", "same": True}
 
 
+def test_tenure_looks_a_snapshot_name_up_in_info_and_no_other() -> None:
+    """``tenure._SNAPSHOTS`` (the names its ``__getattr__`` imports from
+    ``_info``) are the classes ``_info`` defines, all named tenure's."""
+    import tenure
+    from tenure import _info
+
+    classes = {n for n, c in vars(_info).items() if isinstance(c, type) and n[0] != "_"}
+    assert classes == set(tenure._SNAPSHOTS) <= set(tenure.__all__)
+    assert {getattr(_info, n).__module__ for n in classes} == {"tenure"}
+
+
 @pytest.mark.parametrize("module", ["tenure", "tenure._api._sync", "tenure._api._async"])
 def test_a_name_a_package_lacks_is_an_attribute_error(module: str) -> None:
     import importlib

@@ -154,7 +154,7 @@ __all__ = [
 # the first ``info()`` too), and ``AdaptiveTTL``.
 _LATER = tuple(name for name in __all__ if name not in globals())
 
-#: The names of _LATER that ``_info`` defines (its ``__all__``).
+#: The names of _LATER that ``_info`` defines (its classes).
 _SNAPSHOTS = frozenset(
     {
         "CountDownLatchInfo",

@@ -307,26 +307,11 @@ class ElectionEvent:
         return self.change in ("elected", "proclaimed")
 
 
-#: The snapshot types, exported by :mod:`tenure` (which imports this module on
-#: their first use).
-__all__ = [
-    "CountDownLatchInfo",
-    "ElectionEvent",
-    "FairLockInfo",
-    "FairWaiter",
-    "Leader",
-    "LockInfo",
-    "MultiLockInfo",
-    "MultiPartInfo",
-    "ReadWriteHolder",
-    "ReadWriteInfo",
-    "SemaphoreHolder",
-    "SemaphoreInfo",
-]
-
-# Each says it is tenure's, as tenure's other public classes do (a traceback,
-# ``help()`` and pickle name ``tenure.LockInfo``), whichever import loads this
-# module first: tenure's ``__getattr__`` or a plan building a snapshot.
-for _public in __all__:
-    globals()[_public].__module__ = "tenure"
+# Every class here is a snapshot type that :mod:`tenure` exports (importing this
+# module on their first use), and says it is tenure's, as tenure's other public
+# classes do (a traceback, ``help()`` and pickle name ``tenure.LockInfo``),
+# whichever import loads this module first: tenure's ``__getattr__`` or a plan
+# building a snapshot.
+for _public in [c for c in globals().values() if isinstance(c, type) and c.__module__ == __name__]:
+    _public.__module__ = "tenure"
 del _public
