@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+import test_redlock
 from _election_workers import redlock_campaign_rounds
 from _workers import Hold, check_history
-from test_redlock import clients, masters  # noqa: F401  (the five masters' fixtures)
 
 from tenure import (
     AsyncRedlockElection,
@@ -38,6 +38,11 @@ from tenure._server import ServerProcess
 pytestmark = pytest.mark.once
 
 SPAWN = multiprocessing.get_context("spawn")
+
+#: Redlock's tests' fixtures: five masters for the module, and a client per
+#: master (each running and flushed) for each test.
+masters = test_redlock.masters
+clients = test_redlock.clients
 
 
 def _keys(name: str) -> Any:
@@ -152,9 +157,7 @@ def test_one_leader_at_a_time_among_processes_with_two_of_five_down(
     masters[4].stop()
     urls = [s.url for s in masters]
     with ProcessPoolExecutor(3, mp_context=SPAWN) as pool:
-        futures = [
-            pool.submit(redlock_campaign_rounds, urls, "procs", 4, i, 2) for i in range(3)
-        ]
+        futures = [pool.submit(redlock_campaign_rounds, urls, "procs", 4, i, 2) for i in range(3)]
         holds = [h for f in futures for h in f.result(timeout=90)]
     assert len(holds) == 12
     check_history(holds)
@@ -262,7 +265,7 @@ def test_leader_and_observe_believe_the_quorum_not_a_stale_minority(
     # what masters 3 and 4 hold before the proclaim, to put back after it:
     # two masters that missed it
     saved = [
-        {key: (c.dump(key), c.pttl(key)) for key in (keys.record, keys.log)}
+        {key: (c.dump(key) or b"", c.pttl(key)) for key in (keys.record, keys.log)}
         for c in clients[3:]
     ]
     leadership.proclaim("one")

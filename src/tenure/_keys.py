@@ -725,4 +725,3 @@ def election_keys(name: str, *, prefix: str) -> ElectionKeys:
     keys = _lock_family(ElectionKeys, name, base, base, "deadlines", "record", "log", "feed")
     # (the queue of a RedlockElection's candidates on each master)
     return replace(keys, quorum=base + ":quorum")
-

@@ -3,8 +3,9 @@ masters, that holds while a majority of them do. Pure: no I/O, no clock.
 
 On each master the election's keys are a single-server election's
 (:func:`tenure._keys.election_keys`: its lock, fence, record, log and feed,
-and the ``quorum`` queue of the candidates waiting there, as a Redlock's), so that the election's scripts find
-the leader's token where they look for it:
+and the ``quorum`` queue of the candidates waiting there, as a Redlock's),
+so that the election's scripts find the leader's token where they look for
+it:
 
 - **The campaign** is a :class:`tenure.Redlock` acquire of the election's lock
   key on every master (``lock_acquire.lua``); the lease's fence, the largest
