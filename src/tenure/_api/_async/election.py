@@ -65,6 +65,8 @@ class _AsyncCandidacy(PerProcess, Generic[L]):
     __slots__ = ()
 
     _on_elected: Callable[[L], object] | None
+    _keys: ElectionKeys
+    _label: str
 
     #: The errors of an announcement after which the candidate resigns and
     #: stands again: its term ended before it was announced.
@@ -72,7 +74,13 @@ class _AsyncCandidacy(PerProcess, Generic[L]):
 
     @property
     def name(self) -> str:
-        raise NotImplementedError
+        """The election's name."""
+        return self._keys.name
+
+    @property
+    def label(self) -> str:
+        """This candidate's label."""
+        return self._label
 
     async def _take(self, timeout: float | None) -> L | None:
         """Wait up to ``timeout`` seconds for the election's lease."""
@@ -332,16 +340,6 @@ class AsyncElection(_AsyncCandidacy[AsyncLeadership]):
             prefix=prefix,
         )
         self._keys: ElectionKeys = self._lock._ekeys
-
-    @property
-    def name(self) -> str:
-        """The election's name."""
-        return self._keys.name
-
-    @property
-    def label(self) -> str:
-        """This candidate's label."""
-        return self._label
 
     @property
     def ttl(self) -> float:

@@ -258,16 +258,6 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
         self._keys: ElectionKeys = self._lock._ekeys
 
     @property
-    def name(self) -> str:
-        """The election's name."""
-        return self._keys.name
-
-    @property
-    def label(self) -> str:
-        """This candidate's label."""
-        return self._label
-
-    @property
     def ttl(self) -> float:
         """The leader's lease length, seconds (renewed on a quorum while it leads)."""
         return self._lock.ttl

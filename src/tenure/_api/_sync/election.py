@@ -66,6 +66,8 @@ class _Candidacy(PerProcess, Generic[L]):
     __slots__ = ()
 
     _on_elected: Callable[[L], object] | None
+    _keys: ElectionKeys
+    _label: str
 
     #: The errors of an announcement after which the candidate resigns and
     #: stands again: its term ended before it was announced.
@@ -73,7 +75,13 @@ class _Candidacy(PerProcess, Generic[L]):
 
     @property
     def name(self) -> str:
-        raise NotImplementedError
+        """The election's name."""
+        return self._keys.name
+
+    @property
+    def label(self) -> str:
+        """This candidate's label."""
+        return self._label
 
     def _take(self, timeout: float | None) -> L | None:
         """Wait up to ``timeout`` seconds for the election's lease."""
@@ -333,16 +341,6 @@ class Election(_Candidacy[Leadership]):
             prefix=prefix,
         )
         self._keys: ElectionKeys = self._lock._ekeys
-
-    @property
-    def name(self) -> str:
-        """The election's name."""
-        return self._keys.name
-
-    @property
-    def label(self) -> str:
-        """This candidate's label."""
-        return self._label
 
     @property
     def ttl(self) -> float:
