@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -82,3 +83,15 @@ def redlock_campaign_rounds(
             assert clients[live].decr(f"{name}:inside") == 0
             led.append((elected, time.monotonic(), leadership.term))
     return led
+
+
+def redlock_lead_forever(urls: list[str], name: str, ttl: float, elected: Any) -> None:
+    """Lead the RedlockElection ``name`` over ``urls`` (label ``"doomed"``),
+    set ``elected``, then sleep until killed."""
+    from tenure import RedlockElection
+
+    clients = [redis.Redis.from_url(url) for url in urls]
+    leadership = RedlockElection(clients, name, ttl=ttl, label="doomed").campaign(timeout=30)
+    assert leadership is not None
+    elected.set()
+    time.sleep(3600)

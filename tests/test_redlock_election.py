@@ -18,13 +18,15 @@ import pytest
 import redis
 import redis.asyncio
 import test_redlock
-from _election_workers import redlock_campaign_rounds
+from _election_workers import redlock_campaign_rounds, redlock_lead_forever
 from _workers import Hold, check_history
 
 from tenure import (
+    AlreadyHeldError,
     AsyncRedlockElection,
     ElectionEvent,
     InvalidArgument,
+    LockLostError,
     NoQuorumError,
     NotOwnedError,
     RedlockElection,
@@ -325,3 +327,125 @@ def test_asyncio_observe_and_leader(
         ("resigned", b"here", 1),
     ]
     assert len({term for _, term, _, _ in seen}) == 1
+
+
+# --- the single-server election's behaviour, over five masters with two down ----------------
+
+
+@pytest.fixture
+def live(clients: list[redis.Redis], masters: list[ServerProcess]) -> list[redis.Redis]:
+    """Every master's client, masters 0 and 4 down: the clients of the live ones."""
+    masters[0].stop()
+    masters[4].stop()
+    return clients[1:4]
+
+
+def _depose(live: list[redis.Redis], name: str) -> None:
+    """End the leader's lease on every live master (a quorum of three)."""
+    for c in live:
+        c.delete(_keys(name).lock)
+
+
+def test_a_dead_leader_is_lost_for_observers_and_replaced_within_its_ttl(
+    clients: list[redis.Redis], masters: list[ServerProcess], live: list[redis.Redis]
+) -> None:
+    ttl = 1.0
+    urls = [s.url for s in masters]
+    watch = Watch(clients, "dead", quiet=ttl + 1.5)
+    watch.start()
+    elected = SPAWN.Event()
+    doomed = SPAWN.Process(target=redlock_lead_forever, args=(urls, "dead", ttl, elected))
+    doomed.start()
+    try:
+        assert elected.wait(30)
+        first = RedlockElection(clients, "dead").leader()
+        assert first is not None and first.label == "doomed"
+        doomed.kill()
+        killed = time.monotonic()
+        leadership = RedlockElection(clients, "dead", ttl=ttl, label="next").campaign(timeout=5)
+        took = time.monotonic() - killed
+    finally:
+        doomed.kill()
+        doomed.join()
+    assert leadership is not None and leadership.term > first.term
+    assert took < ttl + 0.5, took
+    leadership.resign()
+    watch.join(10)
+    assert [(change, term) for change, term, _, _ in watch.seen()] == [
+        ("elected", first.term),
+        ("lost", first.term),
+        ("elected", leadership.term),
+        ("resigned", leadership.term),
+    ]
+
+
+def test_on_elected_on_deposed_and_a_second_campaign(
+    clients: list[redis.Redis], live: list[redis.Redis]
+) -> None:
+    calls: list[tuple[str, int]] = []
+    election = RedlockElection(
+        clients,
+        "callbacks",
+        ttl=1,
+        on_elected=lambda lead: calls.append(("elected", lead.term)),
+        on_deposed=lambda lead: calls.append(("deposed", lead.term)),
+    )
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None and calls == [("elected", leadership.term)]
+    with pytest.raises(AlreadyHeldError):
+        election.campaign(timeout=0)
+    _depose(live, "callbacks")
+    assert leadership.lost.wait(3)
+    assert calls[1:] == [("deposed", leadership.term)]
+    with pytest.raises(NotOwnedError):
+        leadership.proclaim("late")
+
+    def refuse(leadership: RedlockLeadership) -> None:
+        raise RuntimeError("not today")
+
+    with pytest.raises(RuntimeError, match="not today"):
+        RedlockElection(clients, "refused", ttl=5, on_elected=refuse).campaign(timeout=5)
+    assert RedlockElection(clients, "refused").leader() is None
+
+
+def test_run_while_leader_resigns_or_signals_the_lost_leadership(
+    clients: list[redis.Redis], live: list[redis.Redis]
+) -> None:
+    election = RedlockElection(clients, "srun", ttl=1)
+    term = election.run_while_leader(lambda leadership: leadership.term, timeout=5)
+    assert term is not None and election.leader() is None  # resigned
+
+    def work(leadership: RedlockLeadership) -> None:
+        _depose(live, "srun")
+        while not leadership.lost.wait(0.05):  # the stop signal
+            pass
+
+    started = time.monotonic()
+    with pytest.raises(LockLostError):
+        election.run_while_leader(work, timeout=5)
+    assert time.monotonic() - started < 3
+
+
+def test_asyncio_run_while_leader_cancels_the_work_when_lost(
+    masters: list[ServerProcess], live: list[redis.Redis]
+) -> None:
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        election = AsyncRedlockElection(aclients, "arun", ttl=1)
+        cancelled = asyncio.Event()
+
+        async def forever(leadership: Any) -> None:
+            _depose(live, "arun")
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        with pytest.raises(LockLostError):
+            await asyncio.wait_for(election.run_while_leader(forever, timeout=5), 10)
+        assert cancelled.is_set()
+        for c in aclients:
+            await c.aclose()
+
+    asyncio.run(main())
