@@ -19,6 +19,7 @@ import redis
 
 from tenure import Election
 from tenure._cli import main
+from tenure._server import ServerProcess
 
 PY = sys.executable
 
@@ -30,8 +31,11 @@ def wait_until(check: Callable[[], bool], timeout: float = 10.0, what: str = "")
         time.sleep(0.01)
 
 
-def replica(url: str, name: str, log: Path, hold: float, ttl: float) -> subprocess.Popen[str]:
-    """Start ``tenure run --leader NAME`` with a command that logs its runs to
+def replica(
+    url: str | list[str], name: str, log: Path, hold: float, ttl: float
+) -> subprocess.Popen[str]:
+    """Start ``tenure run --leader NAME`` (several ``url``: over those masters)
+    with a command that logs its runs to
     ``log``: "start <term> <pid> <t>" and, ``hold`` s later, "end <term> <pid> <t>".
     At its start the command logs "overlap" if an earlier run's process still
     runs without having logged its end (two commands at once; Linux's /proc)."""
@@ -63,7 +67,8 @@ def replica(url: str, name: str, log: Path, hold: float, ttl: float) -> subproce
         note("end")
     """)
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    tenure = [PY, "-m", "tenure", "--url", url, "run", "--leader", name, "--ttl", str(ttl)]
+    urls = [a for u in ([url] if isinstance(url, str) else url) for a in ("--url", u)]
+    tenure = [PY, "-m", "tenure", *urls, "run", "--leader", name, "--ttl", str(ttl)]
     return subprocess.Popen(
         [*tenure, "--", PY, "-c", code],
         stdout=subprocess.PIPE,
@@ -101,10 +106,32 @@ def test_three_replicas_one_command_at_a_time_and_a_killed_leader_hands_over(
             p.kill()
             p.wait(10)
     assert sorted(statuses) == [-signal.SIGKILL, 0, 0]
+    check_runs(log, 3)
+
+
+def check_runs(log: Path, count: int) -> None:
+    """One command at a time, each run's term above the one before."""
     runs = lines(log)
     assert not [w for w in runs if w[0] == "overlap"], runs
     terms = [int(w[1]) for w in runs if w[0] == "start"]
-    assert len(terms) == 3 and terms == sorted(set(terms))
+    assert len(terms) == count and terms == sorted(set(terms))
+
+
+@pytest.mark.once
+def test_replicas_over_three_masters_run_one_command_at_a_time(
+    make_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    urls = [make_server().url for _ in range(3)]
+    log = tmp_path / "runs"
+    replicas = [replica(urls, "job", log, hold=0.3, ttl=2.0) for _ in range(3)]
+    try:
+        statuses = [p.wait(60) for p in replicas]
+    finally:
+        for p in replicas:
+            p.kill()
+            p.wait(10)
+    assert statuses == [0, 0, 0], [p.stderr.read() if p.stderr else "" for p in replicas]
+    check_runs(log, 3)
 
 
 def test_tenure_leader_shows_the_leader(
