@@ -17,7 +17,7 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 import redis
 
-from tenure import Election
+from tenure import Election, RedlockElection
 from tenure._cli import main
 from tenure._server import ServerProcess
 
@@ -167,3 +167,29 @@ def test_tenure_leader_shows_the_leader(
 def test_run_leader_usage(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--url", url, "run", "job", "--leader", "job", "--", "true"]) == 2
     assert "exactly one" in capsys.readouterr().err
+
+
+@pytest.mark.once
+def test_tenure_leader_over_three_masters_says_what_a_majority_says(
+    make_server: Callable[..., ServerProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    servers = [make_server() for _ in range(3)]
+    urls = [a for s in servers for a in ("--url", s.url)]
+    masters = [redis.Redis.from_url(s.url) for s in servers]
+    assert main([*urls, "leader", "jobs"]) == 1
+    assert capsys.readouterr().out == "no leader of 'jobs'\n"
+    leadership = RedlockElection(masters, "jobs", ttl=10, label="web-1").campaign(timeout=5)
+    assert leadership is not None
+    leadership.proclaim("here")
+    # one master alone says another value: outvoted
+    masters[0].hset("tenure:{jobs}:election:record", "value", "b3V0dm90ZWQ=")
+    assert main(["leader", "jobs", *urls, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["leader"]["label"], data["leader"]["term"]) == ("web-1", leadership.term)
+    assert data["leader"]["value"] == "here"
+    servers[1].stop()
+    servers[2].stop()
+    assert main([*urls, "leader", "jobs"]) == 2
+    assert "can't tell who leads: 1 of 3 masters answered" in capsys.readouterr().err
+    for m in masters:
+        m.close()

@@ -199,3 +199,9 @@ def test_an_idle_observer_reads_again_when_the_first_lease_ends() -> None:
     reads = [held(rec(5), 900), held(rec(5), 300), ended(4, "lost"), DOWN, DOWN]
     assert cursor.wait(reads) == pytest.approx(0.35)
     assert cursor.wait([ended(4, "lost")] * 3 + [DOWN, DOWN]) is None
+
+
+def test_a_master_holding_another_value_for_the_sequence_is_outvoted() -> None:
+    reads = [held(rec(5, 2, b"odd")), held(rec(5, 2, b"v")), held(rec(5, 2, b"v")), DOWN, DOWN]
+    lead = quorum_leader(reads, N, "e")
+    assert lead is not None and (lead.value, lead.sequence) == (b"v", 2)

@@ -128,7 +128,7 @@ def quorum_leader(reads: Sequence[Any], n: int, name: str) -> Leader | None:
     :class:`~.election.ElectionRead`, or the exception of a master that did
     not answer): the term on on a majority of the masters, with the highest
     sequence that a majority of them holds (or a later one of the term) and
-    that sequence's value; its ``ttl`` is the lease left on the last of the
+    that sequence's value (the one most of its masters hold); its ``ttl`` is the lease left on the last of the
     majority to end. ``None`` when no term is on on a majority.
 
     Raises:
@@ -149,7 +149,10 @@ def quorum_leader(reads: Sequence[Any], n: int, name: str) -> Leader | None:
         records = [r.record for r in group if r.record is not None]
         for seq in sorted({rec.sequence for rec in records}, reverse=True):
             if sum(1 for rec in records if rec.sequence >= seq) >= q:
-                rec = next(rec for rec in records if rec.sequence == seq)
+                # (one value per sequence number, as its leader sent it: a
+                # master that holds another is outvoted by those that agree)
+                at = [rec for rec in records if rec.sequence == seq]
+                rec = max(at, key=lambda one: sum(1 for r in at if r.value == one.value))
                 break
         pttls = sorted((r.pttl_ms for r in group), reverse=True)
         ttl = pttls[q - 1] / 1000 if pttls[q - 1] >= 0 else None
