@@ -128,8 +128,8 @@ def quorum_leader(reads: Sequence[Any], n: int, name: str) -> Leader | None:
     :class:`~.election.ElectionRead`, or the exception of a master that did
     not answer): the term on on a majority of the masters, with the highest
     sequence that a majority of them holds (or a later one of the term) and
-    that sequence's value (the one most of its masters hold); its ``ttl`` is the lease left on the last of the
-    majority to end. ``None`` when no term is on on a majority.
+    that sequence's value (the one most of its masters hold); its ``ttl`` is
+    the lease left on the last of the majority to end. ``None`` when no term is on on a majority.
 
     Raises:
         NoQuorumError: fewer than a quorum of the masters answered.
