@@ -345,8 +345,8 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
 
     async def observe(self, timeout: float | None = None) -> AsyncIterator[ElectionEvent]:
         """The changes of the election, as a majority of the masters holds
-        them: an async iterator of :class:`tenure.ElectionEvent`, in ``(term,
-        sequence)`` order, each once.
+        them: an iterator (in asyncio, an async one) of
+        :class:`tenure.ElectionEvent`, in ``(term, sequence)`` order, each once.
 
         The first event is the current state (the quorum's leader, if any).
         The observer listens on every master's feed and reads every master's

@@ -346,8 +346,8 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
 
     def observe(self, timeout: float | None = None) -> Iterator[ElectionEvent]:
         """The changes of the election, as a majority of the masters holds
-        them: an async iterator of :class:`tenure.ElectionEvent`, in ``(term,
-        sequence)`` order, each once.
+        them: an iterator (in asyncio, an async one) of
+        :class:`tenure.ElectionEvent`, in ``(term, sequence)`` order, each once.
 
         The first event is the current state (the quorum's leader, if any).
         The observer listens on every master's feed and reads every master's
