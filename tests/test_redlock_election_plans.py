@@ -205,3 +205,11 @@ def test_a_master_holding_another_value_for_the_sequence_is_outvoted() -> None:
     reads = [held(rec(5, 2, b"odd")), held(rec(5, 2, b"v")), held(rec(5, 2, b"v")), DOWN, DOWN]
     lead = quorum_leader(reads, N, "e")
     assert lead is not None and (lead.value, lead.sequence) == (b"v", 2)
+
+
+def test_an_observer_delivers_the_value_most_masters_logged() -> None:
+    cursor, base = _started()
+    odd = ("2-0", ev("proclaimed", 5, 1, b"odd"))
+    agreed = ("2-0", ev("proclaimed", 5, 1, b"v"))
+    reads = [log(base[0], odd), log(base[1], agreed), log(base[2], agreed), DOWN, DOWN]
+    assert cursor.take(reads) == [ev("proclaimed", 5, 1, b"v")]

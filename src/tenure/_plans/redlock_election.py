@@ -36,12 +36,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from .._errors import NoQuorumError, NotOwnedError, TenureError
 from .._info import ElectionEvent, Leader
 from .election import LATE, ElectionRead, entry_key, standing
 from .redlock import quorum
+
+
+class _Valued(Protocol):
+    """A master's record or log entry: what carries a value."""
+
+    @property
+    def value(self) -> bytes | None: ...
+
+
+T = TypeVar("T", bound=_Valued)
 
 #: A change's place in the order observers deliver changes in: (term, 0, 0)
 #: for ``elected``, (term, 1, sequence) for ``proclaimed``, (term, 2, 0) for
@@ -149,15 +159,19 @@ def quorum_leader(reads: Sequence[Any], n: int, name: str) -> Leader | None:
         records = [r.record for r in group if r.record is not None]
         for seq in sorted({rec.sequence for rec in records}, reverse=True):
             if sum(1 for rec in records if rec.sequence >= seq) >= q:
-                # (one value per sequence number, as its leader sent it: a
-                # master that holds another is outvoted by those that agree)
-                at = [rec for rec in records if rec.sequence == seq]
-                rec = max(at, key=lambda one: sum(1 for r in at if r.value == one.value))
+                rec = _agreed([rec for rec in records if rec.sequence == seq])
                 break
         pttls = sorted((r.pttl_ms for r in group), reverse=True)
         ttl = pttls[q - 1] / 1000 if pttls[q - 1] >= 0 else None
         return Leader(rec.label, term, rec.value, rec.since, ttl, rec.sequence)
     return None
+
+
+def _agreed(items: Sequence[T]) -> T:
+    """The item whose value most of ``items`` (one per master) hold. A change
+    has one value, as its leader sent it: a master that holds another (not
+    written by tenure) is outvoted by those that agree."""
+    return max(items, key=lambda one: sum(1 for i in items if i.value == one.value))
 
 
 def _ended(event: ElectionEvent, ends: Sequence[str]) -> ElectionEvent:
@@ -247,7 +261,7 @@ class QuorumCursor:
                 if self.on is not None and self.on.term == key[0]:
                     self._deliver(out, _ended(self.on, [e.change for e in seen.values()]))
                 continue
-            self._deliver(out, next(iter(seen.values())))
+            self._deliver(out, _agreed(list(seen.values())))
         self.pending = {k: v for k, v in self.pending.items() if self.last is None or k > self.last}
         if len(got) >= q and not self.more(reads):
             self._reconcile(out, reads, got)
