@@ -18,7 +18,7 @@ import pytest
 import redis
 import redis.asyncio
 import test_redlock
-from _election_workers import redlock_campaign_rounds, redlock_lead_forever
+from _election_workers import redlock_campaign_rounds, redlock_lead_forever, tasks_take_turns
 from _workers import Hold, check_history
 
 from tenure import (
@@ -167,24 +167,10 @@ def test_one_leader_at_a_time_among_tasks_with_two_of_five_down(
 
     async def main() -> list[Hold]:
         aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
-        holds: list[Hold] = []
-        inside = 0
-
-        async def work(index: int) -> None:
-            nonlocal inside
-            election = AsyncRedlockElection(aclients, "tasks", ttl=2, label=f"task-{index}")
-            for _ in range(4):
-                leadership = await election.campaign(timeout=60)
-                assert leadership is not None
-                async with leadership:
-                    elected = time.monotonic()
-                    inside += 1
-                    assert inside == 1, "two leaders at once"
-                    await asyncio.sleep(0.002)
-                    inside -= 1
-                    holds.append((elected, time.monotonic(), leadership.term))
-
-        await asyncio.gather(*(work(i) for i in range(4)))
+        elections = [
+            AsyncRedlockElection(aclients, "tasks", ttl=2, label=f"task-{i}") for i in range(4)
+        ]
+        holds = await tasks_take_turns(elections, 4)
         for c in aclients:
             await c.aclose()
         return holds
