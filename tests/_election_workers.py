@@ -3,10 +3,8 @@ live in an importable module)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,34 +95,3 @@ def redlock_lead_forever(urls: list[str], name: str, ttl: float, elected: Any) -
     assert leadership is not None
     elected.set()
     time.sleep(3600)
-
-
-async def tasks_take_turns(
-    elections: Sequence[Any],
-    rounds: int,
-    on_term: Callable[[int, int], Awaitable[object]] | None = None,
-) -> list[tuple[float, float, int]]:
-    """One asyncio task per election (each a candidate), leading ``rounds``
-    terms each; each term checks that no other task leads (``"two leaders at
-    once"``) and calls ``on_term(index, term)``. Returns ``(elected,
-    resigning, term)`` per term, in the order the terms ended."""
-    inside = 0
-    holds: list[tuple[float, float, int]] = []
-
-    async def candidate(index: int, election: Any) -> None:
-        nonlocal inside
-        for _ in range(rounds):
-            leadership = await election.campaign(timeout=60)
-            assert leadership is not None
-            async with leadership:
-                elected = time.monotonic()
-                inside += 1
-                assert inside == 1, "two leaders at once"
-                if on_term is not None:
-                    await on_term(index, leadership.term)
-                await asyncio.sleep(0.001)
-                inside -= 1
-                holds.append((elected, time.monotonic(), leadership.term))
-
-    await asyncio.gather(*(candidate(i, e) for i, e in enumerate(elections)))
-    return holds

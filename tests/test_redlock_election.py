@@ -18,7 +18,8 @@ import pytest
 import redis
 import redis.asyncio
 import test_redlock
-from _election_workers import redlock_campaign_rounds, redlock_lead_forever, tasks_take_turns
+from _election_tasks import tasks_take_turns, work_cancelled_when_lost
+from _election_workers import redlock_campaign_rounds, redlock_lead_forever
 from _workers import Hold, check_history
 
 from tenure import (
@@ -418,19 +419,11 @@ def test_asyncio_run_while_leader_cancels_the_work_when_lost(
     async def main() -> None:
         aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
         election = AsyncRedlockElection(aclients, "arun", ttl=1)
-        cancelled = asyncio.Event()
 
-        async def forever(leadership: Any) -> None:
+        async def depose() -> None:
             _depose(live, "arun")
-            try:
-                await asyncio.sleep(3600)
-            except asyncio.CancelledError:
-                cancelled.set()
-                raise
 
-        with pytest.raises(LockLostError):
-            await asyncio.wait_for(election.run_while_leader(forever, timeout=5), 10)
-        assert cancelled.is_set()
+        assert await work_cancelled_when_lost(election, depose)
         for c in aclients:
             await c.aclose()
 
