@@ -63,6 +63,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._async import AsyncReadWriteLock as AsyncReadWriteLock
     from ._api._async import AsyncReadWriteView as AsyncReadWriteView
     from ._api._async import AsyncRedlock as AsyncRedlock
+    from ._api._async import AsyncRedlockElection as AsyncRedlockElection
+    from ._api._async import AsyncRedlockLeadership as AsyncRedlockLeadership
     from ._api._async import AsyncRedlockLease as AsyncRedlockLease
     from ._api._async import AsyncRLock as AsyncRLock
     from ._api._async import AsyncRLockLease as AsyncRLockLease
@@ -73,6 +75,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._sync import MultiLease as MultiLease
     from ._api._sync import MultiLock as MultiLock
     from ._api._sync import Redlock as Redlock
+    from ._api._sync import RedlockElection as RedlockElection
+    from ._api._sync import RedlockLeadership as RedlockLeadership
     from ._api._sync import RedlockLease as RedlockLease
 
 __version__ = "0.1.0"
@@ -96,6 +100,8 @@ __all__ = [
     "AsyncReadWriteLock",
     "AsyncReadWriteView",
     "AsyncRedlock",
+    "AsyncRedlockElection",
+    "AsyncRedlockLeadership",
     "AsyncRedlockLease",
     "AsyncSemaphore",
     "AsyncSemaphoreLease",
@@ -134,6 +140,8 @@ __all__ = [
     "ReadWriteLock",
     "ReadWriteView",
     "Redlock",
+    "RedlockElection",
+    "RedlockLeadership",
     "RedlockLease",
     "Semaphore",
     "SemaphoreHolder",

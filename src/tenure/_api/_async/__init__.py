@@ -1,7 +1,8 @@
 """The asyncio facade. The synchronous facade is generated from this package.
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
-``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``) on
+``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``,
+``redlock_election``) on
 two shared ones: ``_base``
 (the lease options, ``async with`` blocks, the lease a lock object issues) and
 ``_holds`` (the reentrant holds of ``AsyncRLock`` and ``AsyncReadWriteLock``).
@@ -14,9 +15,9 @@ anything is sent. The docstrings name redis-py's exceptions
 are valkey-py's own (``valkey.exceptions.ConnectionError``): tenure lets the
 client library's connection errors through unchanged.
 
-The classes on several locks or servers at once (``multi``, ``redlock``) and
-the election's are imported on their first use (``__getattr__``), so that an import of the
-package does not pay for them.
+The classes on several locks or servers at once (``multi``, ``redlock``,
+``redlock_election``) and the election's are imported on their first use
+(``__getattr__``), so that an import of the package does not pay for them.
 """
 
 from typing import TYPE_CHECKING
@@ -42,6 +43,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from .multi import AsyncMultiLock as AsyncMultiLock
     from .redlock import AsyncRedlock as AsyncRedlock
     from .redlock import AsyncRedlockLease as AsyncRedlockLease
+    from .redlock_election import AsyncRedlockElection as AsyncRedlockElection
+    from .redlock_election import AsyncRedlockLeadership as AsyncRedlockLeadership
 
 #: The classes imported on their first use, by the module that defines them.
 _LATER = {
@@ -51,6 +54,8 @@ _LATER = {
     "AsyncMultiLock": "multi",
     "AsyncRedlock": "redlock",
     "AsyncRedlockLease": "redlock",
+    "AsyncRedlockElection": "redlock_election",
+    "AsyncRedlockLeadership": "redlock_election",
 }
 
 if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other name)
@@ -63,6 +68,8 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
             from . import redlock as module
         elif where == "election":
             from . import election as module
+        elif where == "redlock_election":
+            from . import redlock_election as module
         else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         # all of the module's classes, so that the package holds them from now on

@@ -290,6 +290,9 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             await charge(order, fence=lease.fence)
     """
 
+    #: The class of the leases it issues (a RedlockElection's are leaderships).
+    _lease_class: type[AsyncRedlockLease] = AsyncRedlockLease
+
     def __init__(
         self,
         clients: Sequence[_driver.Client],
@@ -418,7 +421,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             # server now: asked again before the lease is handed out (a
             # duplicate gives the grant back, below)
             await self._identify()
-            lease = AsyncRedlockLease(self, grant, owner, reached)
+            lease = self._lease_class(self, grant, owner, reached)
             self._leases[owner] = lease
             await lease._start()
         except BaseException:

@@ -2,7 +2,8 @@
 """The synchronous facade. GENERATED from the asyncio facade (``_async/``): do not edit.
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
-``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``) on
+``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``,
+``redlock_election``) on
 two shared ones: ``_base``
 (the lease options, ``with`` blocks, the lease a lock object issues) and
 ``_holds`` (the reentrant holds of ``RLock`` and ``ReadWriteLock``).
@@ -15,9 +16,9 @@ anything is sent. The docstrings name redis-py's exceptions
 are valkey-py's own (``valkey.exceptions.ConnectionError``): tenure lets the
 client library's connection errors through unchanged.
 
-The classes on several locks or servers at once (``multi``, ``redlock``) and
-the election's are imported on their first use (``__getattr__``), so that an import of the
-package does not pay for them.
+The classes on several locks or servers at once (``multi``, ``redlock``,
+``redlock_election``) and the election's are imported on their first use
+(``__getattr__``), so that an import of the package does not pay for them.
 """
 
 from typing import TYPE_CHECKING
@@ -43,6 +44,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from .multi import MultiLock as MultiLock
     from .redlock import Redlock as Redlock
     from .redlock import RedlockLease as RedlockLease
+    from .redlock_election import RedlockElection as RedlockElection
+    from .redlock_election import RedlockLeadership as RedlockLeadership
 
 #: The classes imported on their first use, by the module that defines them.
 _LATER = {
@@ -52,6 +55,8 @@ _LATER = {
     "MultiLock": "multi",
     "Redlock": "redlock",
     "RedlockLease": "redlock",
+    "RedlockElection": "redlock_election",
+    "RedlockLeadership": "redlock_election",
 }
 
 if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other name)
@@ -64,6 +69,8 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
             from . import redlock as module
         elif where == "election":
             from . import election as module
+        elif where == "redlock_election":
+            from . import redlock_election as module
         else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         # all of the module's classes, so that the package holds them from now on

@@ -291,6 +291,9 @@ class Redlock(_Blocks[RedlockLease]):
             charge(order, fence=lease.fence)
     """
 
+    #: The class of the leases it issues (a RedlockElection's are leaderships).
+    _lease_class: type[RedlockLease] = RedlockLease
+
     def __init__(
         self,
         clients: Sequence[_driver.Client],
@@ -419,7 +422,7 @@ class Redlock(_Blocks[RedlockLease]):
             # server now: asked again before the lease is handed out (a
             # duplicate gives the grant back, below)
             self._identify()
-            lease = RedlockLease(self, grant, owner, reached)
+            lease = self._lease_class(self, grant, owner, reached)
             self._leases[owner] = lease
             lease._start()
         except BaseException:
