@@ -25,8 +25,16 @@ from ..._keys import LockKeys
 from ..._protocol import HandedOff, Recheck
 from .. import _clients, _identity
 from .._hubbook import Dropped, HubBook, PassOn, Settable, wake_refused
-from .._runtime_sync import Event, new_event, new_gate, new_mutex, new_wake
+from .._runtime_sync import Event, new_event, new_gate, new_mutex, new_wake, wait_set
 from . import late
+
+
+def wait_event(event: Event, timeout: float | None) -> bool:
+    """Wait until ``event`` (the runtime's ``new_event``) is set or ``timeout``
+    seconds pass (``None``: no limit); clear it and return whether it was set."""
+    woken = wait_set(event, timeout)
+    event.clear()
+    return woken
 
 
 @dataclass(eq=False)
