@@ -2,7 +2,9 @@
 """The wake hub's part that both flavours share: a channel's record, and the
 hub's calls that only read and write its book (under the hub's mutex, a bare
 lock in the synchronous flavour, nothing in asyncio), route a message, and
-give a Redis Cluster node's dropped channels to their slots' new owners.
+give a Redis Cluster node's dropped channels to their slots' new owners;
+and :func:`wait_event`, the wait on an event (a channel's listener, the
+facade's) that clears it.
 
 Part of the driver's single source: ``_sync/hubbase.py`` is generated from
 this file by ``scripts/unasync.py``; the reading and subscribing are
