@@ -18,7 +18,7 @@ import redis
 from _interrupts import raise_once
 
 from tenure import Lock, MultiLock, NotOwnedError, RLock, Semaphore
-from tenure._api._sync import _base
+from tenure._api._sync import _blocks as sync_blocks
 from tenure._models import BlockExit
 
 TTL = 0.6  # renewed by the watchdog every third of it while the block is open
@@ -273,8 +273,8 @@ def test_current_lease_never_gives_the_lease_of_a_block_cut_off(
     with pytest.raises(NotOwnedError):
         lock.current_lease()
 
-    listing = _ListedThenCut(_base._open_here)
-    monkeypatch.setattr(_base, "_open_here", listing)
+    listing = _ListedThenCut(sync_blocks._open_here)
+    monkeypatch.setattr(sync_blocks, "_open_here", listing)
     with pytest.raises(AlarmTimeout), FORMS[form](lock):
         pytest.fail("the block ran")
     assert listing.fired

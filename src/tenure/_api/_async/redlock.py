@@ -48,7 +48,9 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _AsyncBlocks, _AsyncHeldLease, _LeaseOptions, _watched, check_label, label_of
+from ._base import _AsyncHeldLease, _LeaseOptions, check_label, label_of
+from ._blocks import _AsyncBlocks
+from ._grants import _watched
 from .multi import _server_of
 
 T = TypeVar("T")

@@ -3,10 +3,11 @@
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
 ``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``,
-``redlock_election``) on
-two shared ones: ``_base``
-(the lease options, ``with`` blocks, the lease a lock object issues) and
-``_holds`` (the reentrant holds of ``RLock`` and ``ReadWriteLock``).
+``redlock_election``) on shared ones, each importing only those after it:
+``_holds`` (the reentrant holds of ``RLock`` and ``ReadWriteLock``),
+``_base`` (the lease options, the lease a lock object issues), ``_blocks``
+(``with`` blocks, decorated calls, ``current_lease()``) and ``_grants``
+(an acquire's plan run, its grant made a lease or given back, its telemetry).
 Edit the files of ``_async/``, then run ``python scripts/unasync.py`` to
 regenerate ``_sync/`` from them, file by file (CI runs it with ``--check``).
 

@@ -49,7 +49,9 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _Blocks, _HeldLease, _LeaseOptions, _watched, check_label, label_of
+from ._base import _HeldLease, _LeaseOptions, check_label, label_of
+from ._blocks import _Blocks
+from ._grants import _watched
 from .multi import _server_of
 
 T = TypeVar("T")
