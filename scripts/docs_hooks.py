@@ -75,6 +75,7 @@ FIRST = (
     "Election",
     "MultiLock",
     "Redlock",
+    "RedlockElection",
     "FencedKey",
 )
 

@@ -8,6 +8,7 @@ so is a lease entered through an ``ExitStack`` (linked to no statement)."""
 from __future__ import annotations
 
 import gc
+import inspect
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -15,10 +16,9 @@ from typing import Any
 
 import pytest
 import redis
-from _interrupts import raise_once
 
-from tenure import Lock, MultiLock, NotOwnedError, RLock, Semaphore
-from tenure._api._sync import _base
+from tenure import Lock, MultiLock, NotOwnedError, RLock, Semaphore, _models
+from tenure._api._sync import _blocks as sync_blocks
 from tenure._models import BlockExit
 
 TTL = 0.6  # renewed by the watchdog every third of it while the block is open
@@ -29,10 +29,36 @@ def _held(r: redis.Redis, key: str) -> bool:
 
 
 def _cut_exit(monkeypatch: pytest.MonkeyPatch, error: type[BaseException]) -> list[int]:
-    """The next ``with`` statement's exit raises ``error`` as it is called,
-    before any of it ran; a list that is non-empty once it did."""
-    stand_in, fired = raise_once(BlockExit.__call__, error)
-    monkeypatch.setattr(BlockExit, "__call__", stand_in)
+    """The next ``with`` statement's exit raises ``error`` as it is called, at
+    its first instruction, before any of it ran; a list that is non-empty once
+    it did. (Each statement's exit is a :class:`BlockExit` of the manager's
+    exit function: the stand-in takes that function's place in it.)"""
+    fired: list[int] = []
+
+    def due() -> bool:
+        if fired:
+            return False
+        fired.append(1)
+        return True
+
+    def exit_of(fn: Callable[..., Any], target: object) -> BlockExit:
+        if inspect.iscoroutinefunction(fn):
+
+            async def cut_in_async(*args: Any) -> Any:
+                if due():
+                    raise error
+                return await fn(*args)
+
+            return BlockExit(cut_in_async, target)
+
+        def cut_in(*args: Any) -> Any:
+            if due():
+                raise error
+            return fn(*args)
+
+        return BlockExit(cut_in, target)
+
+    monkeypatch.setattr(_models, "BlockExit", exit_of)
     return fired
 
 
@@ -68,6 +94,36 @@ def test_a_lock_whose_block_exit_was_cut_off_is_not_renewed(
     again = lock.acquire(blocking=False)
     assert again is not None and again.fence > fence
     again.release()
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, AlarmTimeout])
+def test_a_block_cut_off_is_left_while_the_program_keeps_the_interrupt(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
+) -> None:
+    """The program keeps the interrupt (and so its traceback, with the frames
+    of the cut-off exit) for as long as it likes: the block still counts as
+    left, its lease is not renewed, with no garbage collection in between."""
+    lock = Lock(r, "bx-kept", ttl=TTL, auto_renew=True)
+    _cut_exit(monkeypatch, error)
+    kept: list[BaseException] = []
+    gc.disable()
+    try:
+        try:
+            with lock:
+                pass
+        except error as e:
+            kept.append(e)
+        monkeypatch.undo()
+        assert kept and kept[0].__traceback__ is not None
+        deadline = time.monotonic() + 3 * TTL
+        while _held(r, "tenure:{bx-kept}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _held(r, "tenure:{bx-kept}"), "the watchdog still renews the lease"
+    finally:
+        gc.enable()
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    lease.release()
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -273,8 +329,8 @@ def test_current_lease_never_gives_the_lease_of_a_block_cut_off(
     with pytest.raises(NotOwnedError):
         lock.current_lease()
 
-    listing = _ListedThenCut(_base._open_here)
-    monkeypatch.setattr(_base, "_open_here", listing)
+    listing = _ListedThenCut(sync_blocks._open_here)
+    monkeypatch.setattr(sync_blocks, "_open_here", listing)
     with pytest.raises(AlarmTimeout), FORMS[form](lock):
         pytest.fail("the block ran")
     assert listing.fired

@@ -17,8 +17,9 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 import redis
 
-from tenure import Election
+from tenure import Election, RedlockElection
 from tenure._cli import main
+from tenure._server import ServerProcess
 
 PY = sys.executable
 
@@ -30,8 +31,11 @@ def wait_until(check: Callable[[], bool], timeout: float = 10.0, what: str = "")
         time.sleep(0.01)
 
 
-def replica(url: str, name: str, log: Path, hold: float, ttl: float) -> subprocess.Popen[str]:
-    """Start ``tenure run --leader NAME`` with a command that logs its runs to
+def replica(
+    url: str | list[str], name: str, log: Path, hold: float, ttl: float
+) -> subprocess.Popen[str]:
+    """Start ``tenure run --leader NAME`` (several ``url``: over those masters)
+    with a command that logs its runs to
     ``log``: "start <term> <pid> <t>" and, ``hold`` s later, "end <term> <pid> <t>".
     At its start the command logs "overlap" if an earlier run's process still
     runs without having logged its end (two commands at once; Linux's /proc)."""
@@ -63,7 +67,8 @@ def replica(url: str, name: str, log: Path, hold: float, ttl: float) -> subproce
         note("end")
     """)
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    tenure = [PY, "-m", "tenure", "--url", url, "run", "--leader", name, "--ttl", str(ttl)]
+    urls = [a for u in ([url] if isinstance(url, str) else url) for a in ("--url", u)]
+    tenure = [PY, "-m", "tenure", *urls, "run", "--leader", name, "--ttl", str(ttl)]
     return subprocess.Popen(
         [*tenure, "--", PY, "-c", code],
         stdout=subprocess.PIPE,
@@ -101,10 +106,32 @@ def test_three_replicas_one_command_at_a_time_and_a_killed_leader_hands_over(
             p.kill()
             p.wait(10)
     assert sorted(statuses) == [-signal.SIGKILL, 0, 0]
+    check_runs(log, 3)
+
+
+def check_runs(log: Path, count: int) -> None:
+    """One command at a time, each run's term above the one before."""
     runs = lines(log)
     assert not [w for w in runs if w[0] == "overlap"], runs
     terms = [int(w[1]) for w in runs if w[0] == "start"]
-    assert len(terms) == 3 and terms == sorted(set(terms))
+    assert len(terms) == count and terms == sorted(set(terms))
+
+
+@pytest.mark.once
+def test_replicas_over_three_masters_run_one_command_at_a_time(
+    make_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    urls = [make_server().url for _ in range(3)]
+    log = tmp_path / "runs"
+    replicas = [replica(urls, "job", log, hold=0.3, ttl=2.0) for _ in range(3)]
+    try:
+        statuses = [p.wait(60) for p in replicas]
+    finally:
+        for p in replicas:
+            p.kill()
+            p.wait(10)
+    assert statuses == [0, 0, 0], [p.stderr.read() if p.stderr else "" for p in replicas]
+    check_runs(log, 3)
 
 
 def test_tenure_leader_shows_the_leader(
@@ -140,3 +167,29 @@ def test_tenure_leader_shows_the_leader(
 def test_run_leader_usage(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--url", url, "run", "job", "--leader", "job", "--", "true"]) == 2
     assert "exactly one" in capsys.readouterr().err
+
+
+@pytest.mark.once
+def test_tenure_leader_over_three_masters_says_what_a_majority_says(
+    make_server: Callable[..., ServerProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    servers = [make_server() for _ in range(3)]
+    urls = [a for s in servers for a in ("--url", s.url)]
+    masters = [redis.Redis.from_url(s.url) for s in servers]
+    assert main([*urls, "leader", "jobs"]) == 1
+    assert capsys.readouterr().out == "no leader of 'jobs'\n"
+    leadership = RedlockElection(masters, "jobs", ttl=10, label="web-1").campaign(timeout=5)
+    assert leadership is not None
+    leadership.proclaim("here")
+    # one master alone says another value: outvoted
+    masters[0].hset("tenure:{jobs}:election:record", "value", "b3V0dm90ZWQ=")
+    assert main(["leader", "jobs", *urls, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["leader"]["label"], data["leader"]["term"]) == ("web-1", leadership.term)
+    assert data["leader"]["value"] == "here"
+    servers[1].stop()
+    servers[2].stop()
+    assert main([*urls, "leader", "jobs"]) == 2
+    assert "can't tell who leads: 1 of 3 masters answered" in capsys.readouterr().err
+    for m in masters:
+        m.close()

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from _election_tasks import tasks_take_turns, work_cancelled_when_lost
 from _election_workers import campaign_rounds
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
@@ -237,26 +238,14 @@ def test_one_leader_among_tasks(url: str) -> None:
     async def main() -> list[int]:
         client = redis.asyncio.Redis.from_url(url)
         register = AsyncFencedKey(client, "a:register")
-        inside = 0
-        terms: list[int] = []
+        elections = [AsyncElection(client, "a", ttl=5, label=f"task-{i}") for i in range(4)]
 
-        async def candidate(i: int) -> None:
-            nonlocal inside
-            election = AsyncElection(client, "a", ttl=5, label=f"task-{i}")
-            for _ in range(5):
-                leadership = await election.campaign(timeout=30)
-                assert leadership is not None
-                async with leadership:
-                    inside += 1
-                    assert inside == 1, "two leaders at once"
-                    await register.set(str(i), fence=leadership.term)
-                    await asyncio.sleep(0.001)
-                    terms.append(leadership.term)
-                    inside -= 1
+        async def write(i: int, term: int) -> None:
+            await register.set(str(i), fence=term)
 
-        await asyncio.gather(*(candidate(i) for i in range(4)))
+        holds = await tasks_take_turns(elections, 5, write)
         await client.aclose()
-        return terms
+        return [term for _, _, term in holds]
 
     terms = asyncio.run(main())
     assert len(terms) == 20 and terms == sorted(set(terms))
@@ -509,19 +498,10 @@ def test_async_run_while_leader_cancels_the_work_when_lost(url: str) -> None:
         election = AsyncElection(client, "arun", ttl=1)
         assert await election.run_while_leader(_answer) == 42
         assert await election.leader() is None  # resigned
-        cancelled = asyncio.Event()
-
-        async def forever(leadership: Any) -> None:
-            await client.delete("tenure:{arun}:election")  # deposed at once
-            try:
-                await asyncio.sleep(3600)
-            except asyncio.CancelledError:
-                cancelled.set()
-                raise
-
-        with pytest.raises(LockLostError):
-            await asyncio.wait_for(election.run_while_leader(forever), 10)
-        assert cancelled.is_set()
+        # deposed at once: its lease's key deleted
+        assert await work_cancelled_when_lost(
+            election, lambda: client.delete("tenure:{arun}:election")
+        )
         await client.aclose()
 
     asyncio.run(main())

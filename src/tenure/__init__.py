@@ -41,6 +41,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._async import AsyncReadWriteLock as AsyncReadWriteLock
     from ._api._async import AsyncReadWriteView as AsyncReadWriteView
     from ._api._async import AsyncRedlock as AsyncRedlock
+    from ._api._async import AsyncRedlockElection as AsyncRedlockElection
+    from ._api._async import AsyncRedlockLeadership as AsyncRedlockLeadership
     from ._api._async import AsyncRedlockLease as AsyncRedlockLease
     from ._api._async import AsyncRLock as AsyncRLock
     from ._api._async import AsyncRLockLease as AsyncRLockLease
@@ -57,6 +59,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._sync import ReadWriteLock as ReadWriteLock
     from ._api._sync import ReadWriteView as ReadWriteView
     from ._api._sync import Redlock as Redlock
+    from ._api._sync import RedlockElection as RedlockElection
+    from ._api._sync import RedlockLeadership as RedlockLeadership
     from ._api._sync import RedlockLease as RedlockLease
     from ._api._sync import RLock as RLock
     from ._api._sync import RLockLease as RLockLease
@@ -96,6 +100,8 @@ __all__ = [
     "AsyncReadWriteLock",
     "AsyncReadWriteView",
     "AsyncRedlock",
+    "AsyncRedlockElection",
+    "AsyncRedlockLeadership",
     "AsyncRedlockLease",
     "AsyncSemaphore",
     "AsyncSemaphoreLease",
@@ -134,6 +140,8 @@ __all__ = [
     "ReadWriteLock",
     "ReadWriteView",
     "Redlock",
+    "RedlockElection",
+    "RedlockLeadership",
     "RedlockLease",
     "Semaphore",
     "SemaphoreHolder",

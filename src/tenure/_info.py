@@ -273,6 +273,9 @@ class Leader:
         since: when its term was announced, as the server's clock said
             (seconds since the epoch).
         ttl: seconds left of its lease when read (``None`` when unknown).
+        sequence: (``RedlockElection`` only; 0 otherwise) the number of the
+            value within the term: 0 before the first proclaim, then 1, 2...
+            Compare ``(term, sequence)`` to order two reads.
     """
 
     label: str
@@ -280,6 +283,7 @@ class Leader:
     value: bytes | None
     since: float
     ttl: float | None = None
+    sequence: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +297,8 @@ class ElectionEvent:
         label: that term's leader's label.
         value: the value proclaimed in that term so far (``None``: none).
         since: when that term was announced (server clock, epoch seconds).
+        sequence: (``RedlockElection`` only; 0 otherwise) the number of the
+            value within the term (see :class:`Leader`).
     """
 
     change: ElectionChange
@@ -300,6 +306,7 @@ class ElectionEvent:
     label: str
     value: bytes | None
     since: float
+    sequence: int = 0
 
     @property
     def leading(self) -> bool:

@@ -360,18 +360,15 @@ class OpenBlocks(Generic[T]):
 _pending = threading.local()  # .exit: the exit looked up last (weakly), .target: its manager's id
 
 
-class BlockExit:
-    """The exit of one ``with`` statement: calls the manager's exit; the lease
-    entered by the statement refers to it weakly (see above)."""
+class BlockExit(functools.partial[Any]):
+    """The exit of one ``with`` statement: the manager's exit function bound to
+    the manager; the lease entered by the statement refers to it weakly (see
+    above). Called, it runs no Python frame of its own (a partial is called
+    in C), so no frame ever holds it: a traceback of an interrupt cut into the
+    exit, however long the program keeps it, keeps the manager, never the
+    statement's exit, and the block counts as left once the statement let go."""
 
-    __slots__ = ("__weakref__", "_fn", "_target")
-
-    def __init__(self, fn: Callable[..., Any], target: object) -> None:
-        self._fn = fn
-        self._target = target
-
-    def __call__(self, *args: Any) -> Any:
-        return self._fn(self._target, *args)
+    __slots__ = ()
 
 
 class _ExitOf:

@@ -318,7 +318,7 @@ def note_result(exc: BaseException, value: object) -> None:
     (``_drivers/_async/drive.py``: ``_drive`` attaches the grant of the plan
     that returned one, ``run_together`` the list of results so far, one per
     plan; the generated ``_drivers/_sync/drive.py`` the same) call this and
-    re-raise ``exc``; the facade (``_api/_async/_base.py``:
+    re-raise ``exc``; the facade (``_api/_async/_grants.py``:
     ``_grant_and_hold``; ``_api/_async/multi.py``; and their generated
     ``_sync`` twins) reads it back with :func:`result_lost_with` and gives
     back whatever that result holds before ``exc`` goes on, so no grant is

@@ -19,7 +19,9 @@ candidate of the :class:`tenure.Election` ``NAME`` (in the order they came),
 the elected one runs the command with its term in ``TENURE_TERM`` (and
 ``TENURE_FENCE``), and the next candidate is elected when the command ends
 (the term resigned) or the leader's lease ends (its ``tenure run`` killed or
-stalled): one command at a time, the next one started within the ttl.
+stalled): one command at a time, the next one started within the ttl. Given
+several masters, the election is a :class:`tenure.RedlockElection` over them
+(some waiting candidate is elected, not the first).
 
 A killed ``tenure run`` (SIGKILL, the OOM killer, a crash) takes its command
 with it on Linux, so the command never outlives the lease it ran under into
@@ -52,8 +54,17 @@ from typing import Any, TextIO
 import redis
 import redis.exceptions
 
-from ._api._sync import Election, Leadership, Lease, Lock, Redlock, RedlockLease
-from ._errors import InvalidArgument, LockLostError, NotOwnedError
+from ._api._sync import (
+    Election,
+    Leadership,
+    Lease,
+    Lock,
+    Redlock,
+    RedlockElection,
+    RedlockLeadership,
+    RedlockLease,
+)
+from ._errors import LockLostError, NotOwnedError
 from ._keys import DEFAULT_PREFIX
 from ._label import run_label
 
@@ -241,8 +252,9 @@ def run(
         conflict_status: the status when the lock was not taken in time.
         lost_status: the status when the lease was lost while the command ran.
         err: where messages go (default ``sys.stderr``).
-        leader: stand in the :class:`tenure.Election` ``name`` instead (one
-            client only); the command gets ``TENURE_TERM``.
+        leader: stand in the :class:`tenure.Election` ``name`` instead (a
+            :class:`tenure.RedlockElection` given several clients); the command
+            gets ``TENURE_TERM``.
 
     Returns:
         The command's exit status (128 + the signal's number if a signal killed
@@ -263,20 +275,21 @@ def run(
     """
     out = err if err is not None else sys.stderr
     label = run_label(list(command))
-    lock: Lock | Redlock | Election
+    lock: Lock | Redlock | Election | RedlockElection
     what = f"the election {name!r}" if leader else f"the lock {name!r}"
-    if leader:
-        if not isinstance(client, redis.Redis):
-            raise InvalidArgument("--leader takes one server (a Redlock election is not there yet)")
-        lock = Election(client, name, ttl=ttl, prefix=prefix, label=label)
-    elif isinstance(client, redis.Redis):
-        lock = Lock(client, name, ttl=ttl, auto_renew=True, prefix=prefix, label=label)
+    if isinstance(client, redis.Redis):
+        if leader:
+            lock = Election(client, name, ttl=ttl, prefix=prefix, label=label)
+        else:
+            lock = Lock(client, name, ttl=ttl, auto_renew=True, prefix=prefix, label=label)
+    elif leader:
+        lock = RedlockElection(client, name, ttl=ttl, prefix=prefix, label=label)
     else:
         lock = Redlock(client, name, ttl=ttl, auto_renew=True, prefix=prefix, label=label)
     signals = _Signals()
     try:
         signals.install()
-        if isinstance(lock, Election):
+        if isinstance(lock, Election | RedlockElection):
             lease: Lease | RedlockLease | None = lock.campaign(wait if blocking else 0.0)
         else:
             lease = lock.acquire(blocking=blocking, timeout=wait if blocking else None)
@@ -295,7 +308,7 @@ def run(
         # Raised only while waiting for the lock, or just after it was taken.
         signals.raising = False
         with contextlib.suppress(NotOwnedError, redis.exceptions.RedisError):
-            if isinstance(lock, Election):
+            if isinstance(lock, Election | RedlockElection):
                 lock.resign()
             else:
                 lock.release()
@@ -333,7 +346,7 @@ class _Supervisor:
     def _run_command(self) -> int:
         lease = self.lease
         env = dict(os.environ, TENURE_FENCE=str(lease.fence), TENURE_LOCK=lease.name)
-        if isinstance(lease, Leadership):
+        if isinstance(lease, Leadership | RedlockLeadership):
             del env["TENURE_LOCK"]
             env.update(TENURE_TERM=str(lease.term), TENURE_ELECTION=lease.name)
         if not self.command[0]:  # as a shell says it (the shim would take it for its usage)
@@ -371,7 +384,7 @@ class _Supervisor:
     def _report_lost(self, then: str) -> None:
         lease = self.lease
         self.lost_reported = True
-        if isinstance(lease, Leadership):
+        if isinstance(lease, Leadership | RedlockLeadership):
             what = f"the leadership of {lease.name!r} (term {lease.term})"
         else:
             what = f"the lock {lease.name!r} (fence {lease.fence})"

@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--url",
         default=os.environ.get("REDIS_URL") or None,
         action=_CountedUrl,
-        help=url_help + "; give it several times only to 'tenure run' (a Redlock)",
+        help=url_help + "; several only to 'tenure run' and 'tenure leader' (independent masters)",
     )
     # Accept --url after the command name too; SUPPRESS keeps the global value otherwise.
     url_after = argparse.ArgumentParser(add_help=False)
@@ -150,12 +150,15 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
         args = parser.parse_args(argv)
     given: list[str] = getattr(args, "url_given", None) or []
     if len(given) > 1:
-        if args.command != "run":
-            parser.error("--url may be given only once (several only to tenure run: a Redlock)")
+        if args.command not in ("run", "leader"):
+            parser.error(
+                "--url may be given only once (several only to tenure run and tenure leader: "
+                "independent masters)"
+            )
         # before the command, they are the masters of a Redlock all the same
         args.urls = [*given, *(getattr(args, "urls", None) or [])]
     urls = getattr(args, "urls", None)
-    if urls:  # tenure run's own --url: the first also serves as the command's server
+    if urls:  # several --url: the first also serves as the command's server
         args.url = urls[0]
     if args.command not in (None, "server"):  # (those two never connect to a URL)
         for url in urls or ([args.url] if args.url else []):

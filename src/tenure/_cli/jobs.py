@@ -117,7 +117,9 @@ def add_run(
             "earlier leader's; also in TENURE_FENCE) and TENURE_ELECTION (NAME) in its\n"
             "environment, and resigns when CMD ends. The next candidate is elected at\n"
             "once, or within --ttl when the leader's 'tenure run' died or stalled: one\n"
-            "CMD runs at a time. 'tenure leader NAME' shows who leads.\n"
+            "CMD runs at a time. 'tenure leader NAME' shows who leads. Several --url\n"
+            "make it a tenure RedlockElection over those masters (some waiting\n"
+            "candidate is elected, not the first).\n"
             "\n"
             "Without --url or REDIS_URL, the lock lives in this user's shared embedded\n"
             "Valkey (${XDG_RUNTIME_DIR:-/tmp}/tenure-<uid>/valkey.sock), started on\n"
@@ -195,9 +197,6 @@ def _run_run(args: argparse.Namespace, server: Server) -> int:
     urls: list[str] = getattr(args, "urls", None) or [server.url]
     if (args.name is None) == (args.leader is None):
         print("tenure run: give a lock NAME or --leader NAME (exactly one)", file=sys.stderr)
-        return EXIT_USAGE
-    if args.leader is not None and len(urls) > 1:
-        print("tenure run: --leader takes one --url (no Redlock election yet)", file=sys.stderr)
         return EXIT_USAGE
     wait = 0.0 if args.no_wait else args.wait
     timeout = _run.socket_timeout(args.ttl, wait)

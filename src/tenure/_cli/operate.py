@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+import redis
+
 from .. import _doctor, _ops, _views
-from .._api._sync import Election
+from .._api._sync import Election, RedlockElection
 from .._drivers._sync import Client
 from .._plans.kinds import KINDS, by_name
 from .._views import view_of
@@ -79,7 +81,9 @@ def add_leader(
             "Show the leader of the tenure Election NAME (a 'tenure run --leader NAME' "
             "replica, or a program's Election): its label, its term (larger than "
             "every earlier leader's), what it proclaimed, since when, and its lease "
-            "left. Exits with status 1 when nobody leads."
+            "left. Several --url (3, 5, ... independent masters) read a RedlockElection "
+            "over them: what a majority of the masters says. Exits with status 1 when "
+            "nobody leads."
         ),
     )
     leader.add_argument("name", metavar="NAME", help="the election's name")
@@ -89,8 +93,17 @@ def add_leader(
 
 
 def _run_leader(args: argparse.Namespace, server: Server) -> int:
-    with _client(server) as client:
-        lead = Election(client, args.name, prefix=args.prefix).leader()
+    urls: list[str] = getattr(args, "urls", None) or []
+    if len(urls) > 1:
+        masters = [redis.Redis.from_url(url) for url in urls]
+        try:
+            lead = RedlockElection(masters, args.name, prefix=args.prefix).leader()
+        finally:
+            for master in masters:
+                master.close()
+    else:
+        with _client(server) as client:
+            lead = Election(client, args.name, prefix=args.prefix).leader()
     if args.json:
         print(_views.dumps({"name": args.name, "prefix": args.prefix, **_views.leader_json(lead)}))
     elif lead is None:

@@ -4,9 +4,9 @@
 (tasks; ``redis.asyncio.Redis`` or ``valkey.asyncio.Valkey`` clients) are
 packages that expose the same names. ``_async`` is written by hand, one module
 per concern; ``_sync`` is generated from it by ``scripts/unasync.py`` but for
-the modules that differ per flavour (``flavour``, ``hub``, ``calls``), and the
-two take what differs between threads and tasks from ``_runtime_sync`` and
-``_runtime_async`` (see ``docs/architecture.md``, "The drivers"):
+``calls``, which differs per flavour; the two take what differs between
+threads and tasks from ``_runtime_sync`` and ``_runtime_async`` (see
+``docs/architecture.md``, "The drivers"):
 
 - ``Client``: the client type the facade accepts.
 - ``check_client(client, owner)``: the client, or :class:`~tenure.InvalidArgument`

@@ -17,13 +17,13 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from .._protocol import Eval, reply_or_error
 from . import _clients, _identity, _internals
 from ._hubbook import LINGER
 
-__all__ = ["Event", "new_event", "sleep", "wait_event"]
+__all__ = ["Event", "new_event", "sleep"]
 
 #: The clients this flavour drives (see :func:`_clients.check`).
 ASYNCIO = True
@@ -46,33 +46,32 @@ def new_event() -> asyncio.Event:
     return asyncio.Event()
 
 
-async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
-    """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no limit);
-    clear it and return whether it was set."""
-    woken = await wait_set(event, timeout)
-    event.clear()
-    return woken
-
-
-async def wait_set(event: asyncio.Event, timeout: float | None) -> bool:
-    """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no
-    limit); return whether it was set (it stays set)."""
+async def _within(wait: Callable[[], Awaitable[object]], timeout: float | None) -> bool:
+    """Whether ``wait()`` ended within ``timeout`` seconds (``None``: no limit)."""
     try:
         async with asyncio.timeout(timeout):
-            await event.wait()
+            await wait()
     except TimeoutError:
         return False
     return True
 
 
+async def wait_set(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no
+    limit); return whether it was set (it stays set)."""
+    return await _within(event.wait, timeout)
+
+
 def new_wake() -> asyncio.Event:
-    """A channel's wake-up for the one task that waits on it."""
+    """A wake-up for the one task that waits on it (a channel's, a watchdog's)."""
     return asyncio.Event()
 
 
 async def wait_wake(wake: asyncio.Event, timeout: float | None) -> bool:
-    """Wait on a channel's wake-up; return whether it was set, consuming it."""
-    return await wait_event(wake, timeout)
+    """Wait on a wake-up (``None``: no limit); return whether it was set, consuming it."""
+    woken = await wait_set(wake, timeout)
+    wake.clear()
+    return woken
 
 
 def new_gate() -> asyncio.Lock:
@@ -89,12 +88,7 @@ def owns(gate: Any) -> bool:
 
 async def acquire(gate: asyncio.Lock, timeout: float | None) -> bool:
     """Take ``gate`` within ``timeout`` seconds (``None``: no limit); whether it was taken."""
-    try:
-        async with asyncio.timeout(None if timeout is None else max(0.0, timeout)):
-            await gate.acquire()
-    except TimeoutError:
-        return False
-    return True
+    return await _within(gate.acquire, None if timeout is None else max(0.0, timeout))
 
 
 #: A lock one call holds across its I/O (the first call's server probe).
@@ -110,29 +104,6 @@ def new_mutex() -> contextlib.nullcontext[None]:
     """A mutex of the driver's bookkeeping: none is needed between two
     ``await``s of one event loop (a ``with`` of it does nothing)."""
     return contextlib.nullcontext()
-
-
-class _Condition:
-    """What a watchdog waits on between its rounds: woken by :meth:`notify`,
-    or when a wait's timeout passes."""
-
-    __slots__ = ("_event",)
-
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-
-    async def wait(self, timeout: float | None) -> bool:
-        """Wait until notified or ``timeout`` seconds pass; whether notified."""
-        return await wait_event(self._event, timeout)
-
-    def notify(self) -> None:
-        """Wake the wait (or the next one)."""
-        self._event.set()
-
-
-def new_condition(mutex: contextlib.nullcontext[None]) -> _Condition:
-    """A condition for ``mutex`` (see :class:`_Condition`)."""
-    return _Condition()
 
 
 def spawn(
@@ -226,29 +197,35 @@ def forsake(conns: list[Any], pool: Any) -> None:
             with contextlib.suppress(Exception):
                 await pool.release(conn)
 
-    task = asyncio.ensure_future(give_back())
-    _forsaken.add(task)
-    task.add_done_callback(_forsaken.discard)
+    detach(give_back())
 
 
-#: The tasks of :func:`forsake` (kept referenced until done).
-_forsaken: set[asyncio.Task[None]] = set()
+T = TypeVar("T")
+
+#: The tasks of :func:`detach`, kept referenced until done.
+_detached: set[asyncio.Task[Any]] = set()
+
+
+def detach(coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """``coroutine`` run in a task of its own, kept referenced until done, its
+    error retrieved (the caller may not wait for its result)."""
+    task = asyncio.ensure_future(coroutine)
+    _detached.add(task)
+    task.add_done_callback(_ended)
+    return task
+
+
+def _ended(task: asyncio.Task[Any]) -> None:
+    _detached.discard(task)
+    if not task.cancelled():
+        task.exception()
 
 
 async def finish(target: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
     """Run ``target(*args)`` to its end even if the caller is cancelled: in a
-    task of its own, kept referenced until done (its error is raised to the
-    caller, if that still waits for it, and retrieved anyway)."""
-    task = asyncio.ensure_future(target(*args))
-    _forsaken.add(task)
-    task.add_done_callback(_finished)
-    await asyncio.shield(task)
-
-
-def _finished(task: asyncio.Future[None]) -> None:
-    _forsaken.discard(task)
-    if not task.cancelled():
-        task.exception()
+    task of its own (:func:`detach`; its error is raised to the caller, if
+    that still waits for it)."""
+    await asyncio.shield(detach(target(*args)))
 
 
 async def close_pubsub(pubsub: Any) -> None:

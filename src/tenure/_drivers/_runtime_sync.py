@@ -27,20 +27,7 @@ from typing import Any, TypeAlias
 from .._protocol import Eval, Pipeline
 from . import _clients, _identity, _internals
 
-__all__ = [
-    "Event",
-    "EVENT_RECHECK",
-    "READ_POLL",
-    "SafeEvent",
-    "_Wake",
-    "_exiting",
-    "_start",
-    "_states_mutex",
-    "exiting",
-    "new_event",
-    "sleep",
-    "wait_event",
-]
+__all__ = ["Event", "EVENT_RECHECK", "READ_POLL", "SafeEvent", "new_event", "sleep"]
 
 #: The clients this flavour drives (see :func:`_clients.check`).
 ASYNCIO = False
@@ -70,21 +57,10 @@ def _stop_background_threads() -> None:
 atexit.register(_stop_background_threads)
 
 
-def _start(
-    target: Callable[..., None], name: str, *args: Any, uses_pool: bool = True
-) -> threading.Thread:
-    """Start a daemon thread; one that ``uses_pool`` is waited for at exit."""
-    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-    if uses_pool:
-        _threads.add(thread)
-    thread.start()
-    return thread
-
-
 class _Wake:
-    """A channel's wake-up for the one thread that waits on it (its process's
-    contender, or the plan of a channel of its own): set by the hub's reader,
-    or by any thread; a wait returns at once, consuming it, if it is set.
+    """A wake-up for the one thread that waits on it (a channel's: its
+    process's contender, or the plan of a channel of its own; a watchdog's):
+    set by any thread; a wait returns at once, consuming it, if it is set.
 
     A bare lock, held while not set: setting it is one release, which the
     waiting thread's acquire returns from, without ``threading.Event``'s
@@ -191,14 +167,6 @@ def new_event() -> threading.Event:
     return SafeEvent()
 
 
-def wait_event(event: threading.Event, timeout: float | None) -> bool:
-    """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no limit);
-    clear it and return whether it was set."""
-    woken = event.wait(timeout)
-    event.clear()
-    return woken
-
-
 def wait_set(event: threading.Event, timeout: float | None) -> bool:
     """Wait until ``event`` is set or ``timeout`` seconds pass (``None``: no
     limit); return whether it was set (it stays set)."""
@@ -206,13 +174,13 @@ def wait_set(event: threading.Event, timeout: float | None) -> bool:
 
 
 def new_wake() -> _Wake:
-    """A channel's wake-up for the one thread that waits on it (see :class:`_Wake`)."""
+    """A wake-up for the one thread that waits on it (see :class:`_Wake`)."""
     return _Wake()
 
 
 def wait_wake(wake: _Wake, timeout: float | None) -> bool:
-    """Wait on a channel's wake-up (see :class:`_Wake`); return whether it was
-    set, consuming it."""
+    """Wait on a wake-up (see :class:`_Wake`; ``None``: no limit); return
+    whether it was set, consuming it."""
     return wake.wait(timeout)
 
 
@@ -267,16 +235,16 @@ def new_mutex() -> threading.Lock:
     return threading.Lock()
 
 
-def new_condition(mutex: threading.Lock) -> threading.Condition:
-    """A condition on ``mutex``, waited on and notified by background threads
-    only (a watchdog's): never in the main thread, where an interrupt may
-    leave its lock held."""
-    return threading.Condition(mutex)
-
-
-def spawn(target: Callable[..., None], name: str, *args: Any, uses_pool: bool = True) -> Any:
-    """Run ``target(*args)`` in the background: a daemon thread (see :func:`_start`)."""
-    return _start(target, name, *args, uses_pool=uses_pool)
+def spawn(
+    target: Callable[..., None], name: str, *args: Any, uses_pool: bool = True
+) -> threading.Thread:
+    """Run ``target(*args)`` in the background: a daemon thread, waited for
+    at exit if it ``uses_pool`` (see ``_exiting``)."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    if uses_pool:
+        _threads.add(thread)
+    thread.start()
+    return thread
 
 
 def exiting() -> bool:
@@ -284,18 +252,14 @@ def exiting() -> bool:
     return _exiting.is_set()
 
 
-#: Held while a client's driver state (or a cluster node's hub, or a
-#: quick path's reserve) is made; a bare lock, entered only by ``with``.
-_states_mutex = threading.Lock()
-
-
 def sleep(seconds: float) -> None:
     """Sleep ``seconds``."""
     time.sleep(seconds)
 
 
-#: (the name the driver's single source uses for :data:`_states_mutex`)
-states_mutex = _states_mutex
+#: Held while a client's driver state (or a cluster node's hub, or a
+#: quick path's reserve) is made; a bare lock, entered only by ``with``.
+states_mutex = threading.Lock()
 
 
 def home() -> object:

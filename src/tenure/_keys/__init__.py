@@ -107,11 +107,13 @@ its fence), and the leader's record, the change log and the change feed::
     tenure:{jobs}:election:delay       the lock-delay guard (as a Lock's)
     tenure:{jobs}:election:released:<op>  the clean release call <op> (120 s)
     tenure:{jobs}:election:record      the leader's record: a hash {token, term,
-                                       label, value, has, since, state}
+                                       label, value, has, since, state, end[, seq]}
     tenure:{jobs}:election:log         the last changes: a stream of entries
-                                       {event, term, label, value, has, since}
+                                       {event, term, label, value, has, since[, seq]}
     tenure:{jobs}:election:wake:<w>    pub/sub channel of one candidate
     tenure:{jobs}:election:feed        pub/sub channel told of every change
+    tenure:{jobs}:election:quorum      (a RedlockElection's masters) the candidates
+                                       waiting on this master, as a Redlock's
 
 (the record and the log are kept 7 days after their last write.)
 
@@ -214,7 +216,9 @@ ROLES: dict[str, frozenset[str]] = {
     "ReadWriteLock": frozenset({"holds", "fence", "waiters", "delay"}),
     "Semaphore": frozenset({"permits", "fence", "waiters", "delay", "released"}),
     "CountDownLatch": frozenset({"opened", "by"}),
-    "Election": frozenset({"fence", "waiters", "deadlines", "delay", "released", "record", "log"}),
+    "Election": frozenset(
+        {"fence", "waiters", "deadlines", "delay", "released", "record", "log", "quorum"}
+    ),
     "FencedKey": frozenset({"seen"}),
 }
 

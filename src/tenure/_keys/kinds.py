@@ -10,7 +10,7 @@ of these types.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import LockKeys, _lock_family, _named_base
 
@@ -127,7 +127,8 @@ def fair_keys(name: str, *, prefix: str) -> FairKeys:
 class ElectionKeys(FairKeys):
     """The keys of a leader election: a fair lock's (the candidates' queue and
     the leader's lease), the leader's ``record``, the change ``log`` and the
-    ``channel`` every change is announced on (``…:election:feed``)."""
+    ``channel`` every change is announced on (``…:election:feed``); its
+    ``quorum`` is the queue of a RedlockElection's candidates on one master."""
 
     record: str
     log: str
@@ -143,4 +144,6 @@ def election_keys(name: str, *, prefix: str) -> ElectionKeys:
             a ``str`` or starts an empty hash tag.
     """
     name, base = _named_base("Election", name, prefix)
-    return _lock_family(ElectionKeys, name, base, base, "deadlines", "record", "log", "feed")
+    keys = _lock_family(ElectionKeys, name, base, base, "deadlines", "record", "log", "feed")
+    # (the queue of a RedlockElection's candidates on each master)
+    return replace(keys, quorum=base + ":quorum")

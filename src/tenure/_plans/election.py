@@ -122,6 +122,7 @@ def announce(
     value: bytes | None = None,
     replicas: ReplicaPolicy | None = None,
     op: str = "",
+    seq: int | None = None,
 ) -> Plan[bool]:
     """Announce the term ``term`` of the lease ``token`` (``value`` ``None``), or
     proclaim ``value`` in it. Returns whether anything was written (an
@@ -129,7 +130,10 @@ def announce(
     ``op`` the record holds: the call retried after a lost reply). With ``replicas``
     (``min_replicas``), the write and a ``WAIT`` go in one pipeline: the
     caller runs it on the connection that made the grant (the driver's
-    ``one_connection``).
+    ``one_connection``). ``seq`` (one master of several: a
+    :class:`tenure.RedlockElection`): the value's number within the term (0
+    for the announcement); the lease token holding the lock is then enough,
+    and the master's fence is raised to ``term`` (see ``election_announce.lua``).
 
     Raises:
         NotOwnedError: ``token`` does not hold the election with ``term`` (its
@@ -151,6 +155,7 @@ def announce(
             KEEP_MS,
             LOG_LENGTH,
             op,
+            "" if seq is None else str(seq),
         ),
     )
     if replicas is None:
@@ -174,6 +179,16 @@ def _resign_step(keys: ElectionKeys, token: str, term: int, event: str) -> Eval:
         (keys.lock, keys.record, keys.log),
         (token, str(term), event, keys.channel, KEEP_MS, LOG_LENGTH),
     )
+
+
+def end_term(keys: ElectionKeys, token: str, term: int) -> Plan[bool]:
+    """End the term ``term`` of the lease ``token`` in the record (logged
+    ``resigned``, or ``lost`` if its lease ended first) without releasing it:
+    one master's part of a :class:`tenure.RedlockElection`'s resignation,
+    before its release. Returns whether the term was ended here (``False``:
+    it was not the record's active term)."""
+    _, ended = yield _resign_step(keys, token, term, "resigned")
+    return bool(ended)
 
 
 def release(
@@ -227,6 +242,8 @@ class Record:
     value: bytes | None
     since: float
     active: bool
+    sequence: int = 0
+    end: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +304,13 @@ def _record(flat: Any) -> Record | None:
         _decode(rec.get("value", ""), rec.get("has", "0")),
         int(rec.get("since", "0") or 0) / 1000 if rec.get("since", "").isdigit() else 0.0,
         rec.get("state") == "active",
+        _number(rec.get("seq", "")),
+        rec.get("end", ""),
     )
+
+
+def _number(stored: str) -> int:
+    return int(stored) if stored.isdigit() else 0
 
 
 _CHANGES: dict[str, ElectionChange] = {
@@ -311,6 +334,7 @@ def _entry(raw: Any) -> tuple[str, ElectionEvent] | None:
         rec.get("label", ""),
         _decode(rec.get("value", ""), rec.get("has", "0")),
         int(since) / 1000 if since.isdigit() else 0.0,
+        _number(rec.get("seq", "")),
     )
 
 
@@ -363,15 +387,16 @@ def watch(
     return (yield from read(keys, cursor.after))
 
 
-def _key(entry_id: str) -> tuple[int, int]:
+def entry_key(entry_id: str) -> tuple[int, int]:
+    """A log entry id as a pair of numbers, to compare (``(0, 0)`` for none)."""
     ms, _, seq = entry_id.partition("-")
     return (int(ms), int(seq or 0)) if ms.isdigit() and (seq or "0").isdigit() else (0, 0)
 
 
-def _standing(lead: Leader) -> ElectionEvent:
+def standing(lead: Leader) -> ElectionEvent:
     """The change that brings an observer to ``lead``'s term as it stands."""
     change: ElectionChange = "elected" if lead.value is None else "proclaimed"
-    return ElectionEvent(change, lead.term, lead.label, lead.value, lead.since)
+    return ElectionEvent(change, lead.term, lead.label, lead.value, lead.since, lead.sequence)
 
 
 @dataclass
@@ -416,10 +441,10 @@ class Cursor:
             self.after = state.tail or "0-0"  # (an empty log: every entry to come)
             lead = state.announced
             if lead is not None:
-                self._deliver(out, _standing(lead))
+                self._deliver(out, standing(lead))
             return out
         for entry_id, event in state.entries:
-            if _key(entry_id) <= _key(self.after):
+            if entry_key(entry_id) <= entry_key(self.after):
                 continue  # (seen already)
             self.after = entry_id
             if event.term < self.term or (event.term == self.term and not self.on):
@@ -427,14 +452,14 @@ class Cursor:
             self._deliver(out, event)
         if state.full:
             return out  # more entries follow: reconcile after the last
-        if not state.entries and _key(state.tail or "0-0") < _key(self.after):
+        if not state.entries and entry_key(state.tail or "0-0") < entry_key(self.after):
             self.after = state.tail or "0-0"  # the log was replaced (the server lost its data)
         lead = state.announced
         if self.on and (lead is None or lead.term != self.term) and self.last is not None:
             gone = self.last
             self._deliver(out, ElectionEvent("lost", gone.term, gone.label, gone.value, gone.since))
         if lead is not None and (lead.term > self.term or self._missed(lead)):
-            self._deliver(out, _standing(lead))
+            self._deliver(out, standing(lead))
         return out
 
     def _missed(self, lead: Leader) -> bool:

@@ -6,11 +6,14 @@
 -- the fence key wrote it), label, value (base64 of the proclaimed bytes, ""
 -- when none), has ("1" once a value was proclaimed in this term), since (the
 -- server's ms when the term was announced), state ("active" until the term
--- ends by a resignation or a loss, then "ended") and op (the id of the last
--- proclaim call, so that the call retried after a lost reply is recognised).
+-- ends by a resignation or a loss, then "ended"), op (the id of the last
+-- proclaim call, so that the call retried after a lost reply is recognised),
+-- end (how an ended term ended: "resigned" or "lost") and, over several
+-- masters only, seq (the sequence number of the value within the term: 0
+-- until the first proclaim; never lowered within a term).
 -- The log (a stream): one entry per change, {event, term, label, value, has,
--- since} with event "elected", "proclaimed", "resigned" or "lost"; the entry's
--- id is published on the feed channel. Both keys are kept `keep` ms after
+-- since[, seq]} with event "elected", "proclaimed", "resigned" or "lost"; the
+-- entry's id is published on the feed channel. Both keys are kept `keep` ms after
 -- their last write, the log's last `max` entries only.
 
 -- What every election script reads first, writing nothing: the holder of the
@@ -44,9 +47,13 @@ end
 
 -- Append the change `event` of the record `rec` to the log and announce it.
 local function election_note(log, feed, keep, max, event, rec)
-  local id = redis.call('XADD', log, 'MAXLEN', max, '*', 'event', event, 'term', rec.term,
-    'label', rec.label or '', 'value', rec.value or '', 'has', rec.has or '0',
-    'since', rec.since or '0')
+  local fields = {'event', event, 'term', rec.term, 'label', rec.label or '',
+    'value', rec.value or '', 'has', rec.has or '0', 'since', rec.since or '0'}
+  if rec.seq then
+    fields[#fields + 1] = 'seq'
+    fields[#fields + 1] = rec.seq
+  end
+  local id = redis.call('XADD', log, 'MAXLEN', max, '*', unpack(fields))
   redis.call('PEXPIRE', log, keep)
   redis.call('PUBLISH', feed, id)
   return id
@@ -54,8 +61,9 @@ end
 
 -- End the record `key` (the table `rec`) with `event` ("resigned" or "lost").
 local function election_end(key, log, feed, keep, max, rec, event)
-  redis.call('HSET', key, 'state', 'ended')
+  redis.call('HSET', key, 'state', 'ended', 'end', event)
   redis.call('PEXPIRE', key, keep)
   rec.state = 'ended'
+  rec['end'] = event
   return election_note(log, feed, keep, max, event, rec)
 end

@@ -1,10 +1,12 @@
 """The asyncio facade. The synchronous facade is generated from this package.
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
-``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``) on
-two shared ones: ``_base``
-(the lease options, ``async with`` blocks, the lease a lock object issues) and
-``_holds`` (the reentrant holds of ``AsyncRLock`` and ``AsyncReadWriteLock``).
+``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``,
+``redlock_election``) on shared ones, each importing only those after it:
+``_holds`` (the reentrant holds of ``AsyncRLock`` and ``AsyncReadWriteLock``),
+``_base`` (the lease options, the lease a lock object issues), ``_blocks``
+(``async with`` blocks, decorated calls, ``current_lease()``) and ``_grants``
+(an acquire's plan run, its grant made a lease or given back, its telemetry).
 Edit the files of ``_async/``, then run ``python scripts/unasync.py`` to
 regenerate ``_sync/`` from them, file by file (CI runs it with ``--check``).
 
@@ -37,6 +39,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from .multi import AsyncMultiLock as AsyncMultiLock
     from .redlock import AsyncRedlock as AsyncRedlock
     from .redlock import AsyncRedlockLease as AsyncRedlockLease
+    from .redlock_election import AsyncRedlockElection as AsyncRedlockElection
+    from .redlock_election import AsyncRedlockLeadership as AsyncRedlockLeadership
     from .rlock import AsyncRLock as AsyncRLock
     from .rlock import AsyncRLockLease as AsyncRLockLease
     from .rwlock import AsyncReadWriteLease as AsyncReadWriteLease
@@ -61,6 +65,8 @@ _LATER = {
     "AsyncReadWriteView": "rwlock",
     "AsyncRedlock": "redlock",
     "AsyncRedlockLease": "redlock",
+    "AsyncRedlockElection": "redlock_election",
+    "AsyncRedlockLeadership": "redlock_election",
     "AsyncSemaphore": "semaphore",
     "AsyncSemaphoreLease": "semaphore",
 }
@@ -87,6 +93,8 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
             from . import redlock as module
         elif where == "election":
             from . import election as module
+        elif where == "redlock_election":
+            from . import redlock_election as module
         else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         # the classes of every such module imported by now (this one, and one it

@@ -21,7 +21,9 @@ from ..._plans.waiting import Grant
 from ..._protocol import is_interrupt, result_lost_with
 from ..._units import check_ttl
 from . import _steps
-from ._base import _AsyncBlocks, _AsyncEntersItself, _check_callback, _watched
+from ._base import _check_callback
+from ._blocks import _AsyncBlocks, _AsyncEntersItself
+from ._grants import _watched
 from .lock import AsyncLease, AsyncLock
 from .rlock import AsyncRLock, AsyncRLockLease
 
@@ -252,7 +254,7 @@ class AsyncMultiLease(_AsyncEntersItself, LostSignalBase):
             raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
 
     def _release_due(self) -> bool:
-        """See :class:`._base.AsyncExitReleasable`: the release did nothing,
+        """See :class:`._blocks.AsyncExitReleasable`: the release did nothing,
         or a part's release is still due."""
         return self._life.phase is Phase.HELD or self._parts_due()
 

@@ -48,7 +48,9 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _AsyncBlocks, _AsyncHeldLease, _LeaseOptions, _watched, check_label, label_of
+from ._base import _AsyncHeldLease, _LeaseOptions, check_label, label_of
+from ._blocks import _AsyncBlocks
+from ._grants import _watched
 from .multi import _server_of
 
 T = TypeVar("T")
@@ -290,6 +292,9 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             await charge(order, fence=lease.fence)
     """
 
+    #: The class of the leases it issues (a RedlockElection's are leaderships).
+    _lease_class: type[AsyncRedlockLease] = AsyncRedlockLease
+
     def __init__(
         self,
         clients: Sequence[_driver.Client],
@@ -418,7 +423,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             # server now: asked again before the lease is handed out (a
             # duplicate gives the grant back, below)
             await self._identify()
-            lease = AsyncRedlockLease(self, grant, owner, reached)
+            lease = self._lease_class(self, grant, owner, reached)
             self._leases[owner] = lease
             await lease._start()
         except BaseException:

@@ -17,19 +17,10 @@ from ..._plans import lock as lock_plans
 from ..._plans import semaphore as semaphore_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import (
-    F,
-    _AsyncGuard,
-    _AsyncHeldLease,
-    _AsyncHolding,
-    _AsyncSkipping,
-    _current_lease,
-    _LeaseOptions,
-    _take_grant,
-    check_label,
-    label_of,
-)
+from ._base import _AsyncHeldLease, _LeaseOptions, check_label, label_of
+from ._blocks import F, _AsyncGuard, _AsyncHolding, _AsyncSkipping, _current_lease
 from ._docs import shared_args
+from ._grants import _take_grant
 
 if TYPE_CHECKING:  # (the snapshot types are imported on first use)
     from ..._info import SemaphoreInfo

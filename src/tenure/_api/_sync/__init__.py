@@ -2,10 +2,12 @@
 """The synchronous facade. GENERATED from the asyncio facade (``_async/``): do not edit.
 
 One module per kind of lock (``lock``, ``fair``, ``rlock``, ``rwlock``,
-``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``) on
-two shared ones: ``_base``
-(the lease options, ``with`` blocks, the lease a lock object issues) and
-``_holds`` (the reentrant holds of ``RLock`` and ``ReadWriteLock``).
+``multi``, ``redlock``, ``fenced``, ``semaphore``, ``latch``, ``election``,
+``redlock_election``) on shared ones, each importing only those after it:
+``_holds`` (the reentrant holds of ``RLock`` and ``ReadWriteLock``),
+``_base`` (the lease options, the lease a lock object issues), ``_blocks``
+(``with`` blocks, decorated calls, ``current_lease()``) and ``_grants``
+(an acquire's plan run, its grant made a lease or given back, its telemetry).
 Edit the files of ``_async/``, then run ``python scripts/unasync.py`` to
 regenerate ``_sync/`` from them, file by file (CI runs it with ``--check``).
 
@@ -38,6 +40,8 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from .multi import MultiLock as MultiLock
     from .redlock import Redlock as Redlock
     from .redlock import RedlockLease as RedlockLease
+    from .redlock_election import RedlockElection as RedlockElection
+    from .redlock_election import RedlockLeadership as RedlockLeadership
     from .rlock import RLock as RLock
     from .rlock import RLockLease as RLockLease
     from .rwlock import ReadWriteLease as ReadWriteLease
@@ -62,6 +66,8 @@ _LATER = {
     "ReadWriteView": "rwlock",
     "Redlock": "redlock",
     "RedlockLease": "redlock",
+    "RedlockElection": "redlock_election",
+    "RedlockLeadership": "redlock_election",
     "Semaphore": "semaphore",
     "SemaphoreLease": "semaphore",
 }
@@ -88,6 +94,8 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
             from . import redlock as module
         elif where == "election":
             from . import election as module
+        elif where == "redlock_election":
+            from . import redlock_election as module
         else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         # the classes of every such module imported by now (this one, and one it

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Callable
-from typing import TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ..._drivers import _sync as _driver
 from ..._drivers._clients import connection_fault
@@ -22,12 +22,14 @@ from ..._plans import fair as fair_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Plan
 from ..._units import check_seconds
-from ._base import _BOOK
+from ._base import _BOOK, _HeldLease
 from ._docs import shared_args
 from .fair import FairLock
 from .lock import Lease
 
 R = TypeVar("R")
+#: A leadership: an election's lease (one server's, or a quorum's of masters).
+L = TypeVar("L", bound="_HeldLease[Any]")
 
 #: How long an observer waits before it reads again after a connection fault,
 #: seconds (doubling up to :data:`_RETRY_MAX`).
@@ -54,6 +56,81 @@ def _check_label(value: object) -> str:
     except UnicodeEncodeError:
         raise InvalidArgument(f"label {value[:40]!r} can't be encoded as UTF-8") from None
     return clean_label(value)
+
+
+class _Candidacy(PerProcess, Generic[L]):
+    """What the candidates of every election share: a campaign that announces
+    the term before it returns (standing again when the term ended first),
+    and the work run while leading."""
+
+    __slots__ = ()
+
+    _on_elected: Callable[[L], object] | None
+    _keys: ElectionKeys
+    _label: str
+
+    #: The errors of an announcement after which the candidate resigns and
+    #: stands again: its term ended before it was announced.
+    _again: ClassVar[tuple[type[Exception], ...]] = (NotOwnedError,)
+
+    @property
+    def name(self) -> str:
+        """The election's name."""
+        return self._keys.name
+
+    @property
+    def label(self) -> str:
+        """This candidate's label."""
+        return self._label
+
+    def _take(self, timeout: float | None) -> L | None:
+        """Wait up to ``timeout`` seconds for the election's lease."""
+        raise NotImplementedError
+
+    def _announce_term(self, lease: L) -> None:
+        """Announce ``lease``'s term (observers see ``elected``)."""
+        raise NotImplementedError
+
+    def _campaign(self, timeout: float | None) -> L | None:
+        """:meth:`Election.campaign`: a leadership whose term is
+        announced, or ``None`` once ``timeout`` ran out."""
+        if timeout is not None:
+            timeout = check_seconds(timeout, "timeout", allow_zero=True)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            lease = self._take(left)
+            if lease is None:
+                return None
+            try:
+                self._announce_term(lease)
+                if self._on_elected is not None:
+                    self._on_elected(lease)
+            except self._again:
+                # its term ended (or, over several masters, reached too few)
+                # before it was announced: it is not a leader; stand again
+                self._let_go(lease)
+                continue
+            except BaseException:
+                self._let_go(lease)  # (on_elected failed, or the call was cut off)
+                raise
+            return lease
+
+    def _let_go(self, lease: L) -> None:
+        """Release ``lease`` (best effort: else it ends by its ttl)."""
+        with contextlib.suppress(Exception):
+            lease.release()
+
+    def _run_while_leader(self, fn: Work[R], timeout: float | None) -> R | None:
+        """:meth:`Election.run_while_leader`."""
+        leadership = self._campaign(timeout)
+        if leadership is None:
+            return None
+        with leadership:
+            done, result = _WhileHeld.run(fn, leadership)
+            if not done or leadership.lost.is_set():
+                raise LockLostError(self.name, leadership.fence, "the leadership was lost")
+            return result  # type: ignore[no-any-return]
 
 
 class Leadership(Lease):
@@ -172,7 +249,7 @@ class _ElectionLock(FairLock):
 
 
 @shared_args(adaptive=False)
-class Election(PerProcess):
+class Election(_Candidacy[Leadership]):
     """Leader election: one leader at a time among every candidate of a name,
     the others waiting in line to take over.
 
@@ -266,16 +343,6 @@ class Election(PerProcess):
         self._keys: ElectionKeys = self._lock._ekeys
 
     @property
-    def name(self) -> str:
-        """The election's name."""
-        return self._keys.name
-
-    @property
-    def label(self) -> str:
-        """This candidate's label."""
-        return self._label
-
-    @property
     def ttl(self) -> float:
         """The leader's lease length, seconds (renewed by the watchdog while it leads)."""
         return self._lock.ttl
@@ -303,33 +370,15 @@ class Election(PerProcess):
             WrongTypeError: a key of the election holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
-        if timeout is not None:
-            timeout = check_seconds(timeout, "timeout", allow_zero=True)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            lease = self._lock.acquire(timeout=left)
-            if lease is None:
-                return None
-            assert isinstance(lease, Leadership)
-            try:
-                self._lock._announce(lease)
-                if self._on_elected is not None:
-                    self._on_elected(lease)
-            except NotOwnedError:
-                # its lease ended before it was announced (a pause past the ttl):
-                # its term is over; stand again
-                self._let_go(lease)
-                continue
-            except BaseException:
-                self._let_go(lease)  # (on_elected failed, or the call was cut off)
-                raise
-            return lease
+        return self._campaign(timeout)
 
-    def _let_go(self, lease: Leadership) -> None:
-        """Release ``lease`` (best effort: else it ends by its ttl)."""
-        with contextlib.suppress(Exception):
-            lease.release()
+    def _take(self, timeout: float | None) -> Leadership | None:
+        lease = self._lock.acquire(timeout=timeout)
+        assert lease is None or isinstance(lease, Leadership)
+        return lease
+
+    def _announce_term(self, lease: Leadership) -> None:
+        self._lock._announce(lease)
 
     def proclaim(self, value: bytes | str) -> None:
         """Publish ``value`` (``bytes``, or ``str`` sent as UTF-8; at most 4096
@@ -454,14 +503,7 @@ class Election(PerProcess):
         Raises:
             LockLostError: the leadership was lost while ``fn`` ran.
         """
-        leadership = self.campaign(timeout)
-        if leadership is None:
-            return None
-        with leadership:
-            done, result = _WhileHeld.run(fn, leadership)
-            if not done or leadership.lost.is_set():
-                raise LockLostError(self.name, leadership.term, "the leadership was lost")
-            return result  # type: ignore[no-any-return]
+        return self._run_while_leader(fn, timeout)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} label={self._label!r} ttl={self.ttl:g}s>"

@@ -14,16 +14,10 @@ from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
 from ..._protocol import Eval, Plan
-from ._base import (
-    _BOOK,
-    _Blocks,
-    _HeldLease,
-    _LeaseOptions,
-    _take_grant,
-    check_label,
-    label_of,
-)
+from ._base import _BOOK, _HeldLease, _LeaseOptions, check_label, label_of
+from ._blocks import _Blocks
 from ._docs import shared_args
+from ._grants import _take_grant
 
 if TYPE_CHECKING:  # (imported on first use)
     from ..._adaptive import AdaptiveTTL

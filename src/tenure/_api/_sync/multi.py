@@ -22,7 +22,9 @@ from ..._plans.waiting import Grant
 from ..._protocol import is_interrupt, result_lost_with
 from ..._units import check_ttl
 from . import _steps
-from ._base import _Blocks, _EntersItself, _check_callback, _watched
+from ._base import _check_callback
+from ._blocks import _Blocks, _EntersItself
+from ._grants import _watched
 from .lock import Lease, Lock
 from .rlock import RLock, RLockLease
 
@@ -253,7 +255,7 @@ class MultiLease(_EntersItself, LostSignalBase):
             raise LockLostError(self.name, None, f"lease lost: {life.lost_reason}")
 
     def _release_due(self) -> bool:
-        """See :class:`._base.ExitReleasable`: the release did nothing,
+        """See :class:`._blocks.ExitReleasable`: the release did nothing,
         or a part's release is still due."""
         return self._life.phase is Phase.HELD or self._parts_due()
 

@@ -49,7 +49,9 @@ from ..._plans.waiting import Grant
 from ..._protocol import Eval, Pipeline, Status, Step
 from ..._units import check_seconds, check_ttl
 from . import _steps
-from ._base import _Blocks, _HeldLease, _LeaseOptions, _watched, check_label, label_of
+from ._base import _HeldLease, _LeaseOptions, check_label, label_of
+from ._blocks import _Blocks
+from ._grants import _watched
 from .multi import _server_of
 
 T = TypeVar("T")
@@ -291,6 +293,9 @@ class Redlock(_Blocks[RedlockLease]):
             charge(order, fence=lease.fence)
     """
 
+    #: The class of the leases it issues (a RedlockElection's are leaderships).
+    _lease_class: type[RedlockLease] = RedlockLease
+
     def __init__(
         self,
         clients: Sequence[_driver.Client],
@@ -419,7 +424,7 @@ class Redlock(_Blocks[RedlockLease]):
             # server now: asked again before the lease is handed out (a
             # duplicate gives the grant back, below)
             self._identify()
-            lease = RedlockLease(self, grant, owner, reached)
+            lease = self._lease_class(self, grant, owner, reached)
             self._leases[owner] = lease
             lease._start()
         except BaseException:

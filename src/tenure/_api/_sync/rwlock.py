@@ -15,8 +15,10 @@ from ..._models import PerProcess
 from ..._plans import lock as lock_plans
 from ..._plans import rwlock as rwlock_plans
 from ..._protocol import Eval, Plan
-from ._base import _Blocks, _LeaseOptions, _take_grant, check_label, label_of
+from ._base import _LeaseOptions, check_label, label_of
+from ._blocks import _Blocks
 from ._docs import shared_args
+from ._grants import _take_grant
 from ._holds import _HoldLease, _Holds
 
 if TYPE_CHECKING:  # (imported on first use)

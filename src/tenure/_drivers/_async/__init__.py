@@ -47,7 +47,7 @@ from .drive import (
     watch,
 )
 from .hub import _Hub
-from .hubbase import _Channel
+from .hubbase import _Channel, wait_event
 from .library import _REDIS, _Library, _library
 from .pins import (
     one_connection,
@@ -117,5 +117,6 @@ __all__ = [
     "server_name",
     "stop_renewing",
     "unwatch",
+    "wait_event",
     "watch",
 ]

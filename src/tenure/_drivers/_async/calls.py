@@ -16,16 +16,8 @@ from typing import Any
 
 from .. import _internals
 from .._fanout_shared import Round, is_fault
+from .._runtime_async import detach
 from .state import T
-
-#: The calls :func:`start` and :func:`settle` made, kept referenced until done.
-_running: set[asyncio.Task[Any]] = set()
-
-
-def _ended(task: asyncio.Task[Any]) -> None:
-    _running.discard(task)
-    if not task.cancelled():
-        task.exception()  # retrieved: the caller may not wait for its result
 
 
 def start(
@@ -33,11 +25,9 @@ def start(
     *args: Any,
     before: Callable[[asyncio.Task[T]], object] | None = None,
 ) -> asyncio.Task[T]:
-    """Run ``fn(*args)`` in a task of its own (kept referenced until done);
+    """Run ``fn(*args)`` in a task of its own (the runtime's ``detach``);
     ``before``, if given, is called with the task before it first runs."""
-    task = asyncio.ensure_future(fn(*args))
-    _running.add(task)
-    task.add_done_callback(_ended)
+    task = detach(fn(*args))
     if before is not None:
         before(task)
     return task

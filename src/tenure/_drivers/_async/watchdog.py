@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ... import _telemetry
 from ..._protocol import Pipeline, Status
-from .._runtime_async import exiting, new_condition, new_mutex, spawn
+from .._runtime_async import exiting, new_mutex, new_wake, spawn, wait_wake
 from .._watchbook import CLAIM_GRACE, Watch, Watchable, WatchBook, lose, renewal_reply
 from . import late
 
@@ -43,8 +43,10 @@ class _Watchdog:
 
     The book is read and written under ``_mutex`` (a bare lock in the
     synchronous flavour, entered only by ``with``: :meth:`watch` runs in the
-    caller's thread, maybe the main one); ``_cond`` is waited on and notified
-    by the runners only. A lost lease's signal fires outside the mutex.
+    caller's thread, maybe the main one). The runner sleeps on ``_wake``
+    outside the mutex; a wake-up set while it does not wait yet is kept for
+    its next wait, so none is lost. A lost lease's signal fires outside the
+    mutex.
     """
 
     def __init__(self, pool: Any, library: _Library, send: _SendRenewals | None = None) -> None:
@@ -53,7 +55,7 @@ class _Watchdog:
         self._send = send
         self._book = WatchBook()
         self._mutex = new_mutex()
-        self._cond = new_condition(self._mutex)
+        self._wake = new_wake()
         #: the runner of :meth:`_run` (None: none runs), and of the last batch's renewal
         self._runner: Any = None
         self._renewal: Any = None
@@ -68,7 +70,7 @@ class _Watchdog:
                 # its renewal runners use the pool; it only schedules them
                 self._runner = spawn(self._run, "tenure-watchdog", uses_pool=False)
             elif self._book.first_due(watch) < self._sleep_until:
-                self._cond.notify()
+                self._wake.set()
         return watch
 
     def stop_renewing(self, watch: Watch) -> None:
@@ -97,8 +99,9 @@ class _Watchdog:
                             return
                         sleep = self._book.sleep(now)
                         self._sleep_until = now + sleep
-                        await self._cond.wait(sleep)
-                        continue
+                if not batch and not lost:
+                    await wait_wake(self._wake, sleep)
+                    continue
                 for watch in lost:
                     lose(watch.lease, watch.why)
                 if batch:
@@ -128,7 +131,7 @@ class _Watchdog:
                     if reason is not None:
                         lost.append((watch, reason))
                 self._renewing = False
-                self._cond.notify()
+                self._wake.set()
         _telemetry.renewals(batch, replies)
         for watch, reason in lost:
             lose(watch.lease, reason)

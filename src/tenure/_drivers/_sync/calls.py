@@ -21,7 +21,7 @@ from typing import Any, Generic
 
 from .. import _internals
 from .._fanout_shared import Round, count, is_fault
-from .._runtime_sync import SafeEvent, _start, exiting
+from .._runtime_sync import SafeEvent, exiting, spawn
 from .state import T
 
 
@@ -144,7 +144,7 @@ class Workers:
             if inbox is None:
                 inbox = queue.SimpleQueue()
                 inbox.put(call)  # (before the thread starts: it never waits for one lost)
-                _start(self._work, "tenure-parallel", inbox)
+                spawn(self._work, "tenure-parallel", inbox)
             else:
                 inbox.put(call)
         except BaseException:
@@ -188,6 +188,7 @@ WORKER_IDLE = 30.0
 
 
 _workers = Workers()
+os.register_at_fork(after_in_child=_workers.forget)
 
 
 def start(
@@ -319,12 +320,3 @@ def collect(
                 got[k] = TimeoutError("no reply in time")
             return got
         ready = [by_fd[fd] for fd, _ in events]
-
-
-def _after_fork() -> None:
-    """In a forked child: forget the parent's worker threads (they do not
-    exist here; a call handed to one would never run)."""
-    _workers.forget()
-
-
-os.register_at_fork(after_in_child=_after_fork)

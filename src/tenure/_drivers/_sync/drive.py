@@ -41,12 +41,11 @@ from .._runtime_sync import (
     new_event,
     owns,
     swallowed,
-    wait_event,
     wait_set,
 )
 from .._watchbook import Watch, Watchable
 from .hub import _Hub
-from .hubbase import _Channel
+from .hubbase import _Channel, wait_event
 from .pins import _let_pin_go, _pin_for
 from .reserve import _Fallback
 from .send import _evalsha, _load_on_pin, _pipeline, _quick_together, _refusal

@@ -2,7 +2,9 @@
 """The wake hub's part that both flavours share: a channel's record, and the
 hub's calls that only read and write its book (under the hub's mutex, a bare
 lock in the synchronous flavour, nothing in asyncio), route a message, and
-give a Redis Cluster node's dropped channels to their slots' new owners.
+give a Redis Cluster node's dropped channels to their slots' new owners;
+and :func:`wait_event`, the wait on an event (a channel's listener, the
+facade's) that clears it.
 
 Part of the driver's single source: ``_sync/hubbase.py`` is generated from
 this file by ``scripts/unasync.py``; the reading and subscribing are
@@ -24,8 +26,16 @@ from ..._keys import LockKeys
 from ..._protocol import HandedOff, Recheck
 from .. import _clients, _identity
 from .._hubbook import Dropped, HubBook, PassOn, Settable, wake_refused
-from .._runtime_sync import Event, new_event, new_gate, new_mutex, new_wake
+from .._runtime_sync import Event, new_event, new_gate, new_mutex, new_wake, wait_set
 from . import late
+
+
+def wait_event(event: Event, timeout: float | None) -> bool:
+    """Wait until ``event`` (the runtime's ``new_event``) is set or ``timeout``
+    seconds pass (``None``: no limit); clear it and return whether it was set."""
+    woken = wait_set(event, timeout)
+    event.clear()
+    return woken
 
 
 class _Channel:

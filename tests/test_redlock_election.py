@@ -1,0 +1,430 @@
+"""RedlockElection over five independent server processes: one leader at a
+time with two masters down (threads, processes, tasks; an external register
+refuses stale terms), terms raised on a quorum and increasing across leaders
+and restarts, a deposed leader refused, and readers that believe only the
+quorum while a minority holds something else."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import multiprocessing
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+import test_redlock
+from _election_tasks import tasks_take_turns, work_cancelled_when_lost
+from _election_workers import redlock_campaign_rounds, redlock_lead_forever
+from _workers import Hold, check_history
+
+from tenure import (
+    AlreadyHeldError,
+    AsyncRedlockElection,
+    ElectionEvent,
+    InvalidArgument,
+    LockLostError,
+    NoQuorumError,
+    NotOwnedError,
+    RedlockElection,
+    RedlockLeadership,
+)
+from tenure._drivers import _sync as _driver
+from tenure._keys import election_keys
+from tenure._plans import election as election_plans
+from tenure._server import ServerProcess
+
+pytestmark = pytest.mark.once
+
+SPAWN = multiprocessing.get_context("spawn")
+
+#: Redlock's tests' fixtures: five masters for the module, and a client per
+#: master (each running and flushed) for each test.
+masters = test_redlock.masters
+clients = test_redlock.clients
+
+
+def _keys(name: str) -> Any:
+    return election_keys(name, prefix="tenure:")
+
+
+class Watch(threading.Thread):
+    """Collect a RedlockElection's changes in a thread."""
+
+    def __init__(self, clients: list[redis.Redis], name: str, quiet: float = 5.0) -> None:
+        super().__init__(daemon=True)
+        self.events: list[ElectionEvent] = []
+        self.iterator = RedlockElection(clients, name).observe(timeout=quiet)
+
+    def run(self) -> None:
+        for event in self.iterator:
+            self.events.append(event)
+
+    def seen(self) -> list[tuple[str, int, bytes | None, int]]:
+        return [(e.change, e.term, e.value, e.sequence) for e in self.events]
+
+
+def test_arguments_are_checked(clients: list[redis.Redis]) -> None:
+    with pytest.raises(InvalidArgument, match="odd number"):
+        RedlockElection(clients[:4], "x")
+    with pytest.raises(InvalidArgument, match="label"):
+        RedlockElection(clients, "x", label=3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="on_elected"):
+        RedlockElection(clients, "x", on_elected=3)  # type: ignore[arg-type]
+    election = RedlockElection(clients, "x", ttl=2)
+    assert election.quorum == 3 and election.clients == tuple(clients) and election.ttl == 2
+
+
+def test_the_term_is_raised_on_every_master_and_values_go_to_a_quorum(
+    clients: list[redis.Redis],
+) -> None:
+    keys = _keys("cycle")
+    # three masters (any quorum has one) mint fences far above the clock's:
+    # the term, the largest its quorum minted, is above the two others' fences
+    high = int(time.time() * 1e6) + 10**12
+    for c in clients[:3]:
+        c.set(keys.fence, high)
+    election = RedlockElection(clients, "cycle", ttl=2, label="a")
+    leadership = election.campaign(timeout=5)
+    assert isinstance(leadership, RedlockLeadership)
+    term = leadership.term
+    assert term > high
+    for c in clients:  # announced everywhere, every master's fence raised to the term
+        record = c.hgetall(keys.record)
+        assert record[b"term"] == str(term).encode() and record[b"state"] == b"active"
+        assert int(c.get(keys.fence) or 0) >= term
+    assert [int(c.get(keys.fence) or 0) for c in clients[3:]] == [term, term]
+    leadership.proclaim("v1")
+    leadership.proclaim(b"v2")
+    lead = election.leader()
+    assert lead is not None
+    assert (lead.label, lead.term, lead.value, lead.sequence) == ("a", term, b"v2", 2)
+    assert 0 < (lead.ttl or 0) <= 2
+    election.resign()
+    assert election.leader() is None
+    for c in clients:
+        record = c.hgetall(keys.record)
+        assert (record[b"state"], record[b"end"]) == (b"ended", b"resigned")
+    with pytest.raises(NotOwnedError):
+        election.proclaim("after")
+    following = election.campaign(timeout=5)
+    assert following is not None and following.term > term
+    following.resign()
+
+
+def _threads(urls: list[str], name: str, count: int, rounds: int, live: int) -> list[Hold]:
+    results: list[list[tuple[float, float, int]]] = []
+    errors: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            results.append(redlock_campaign_rounds(urls, name, rounds, index, live))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert not errors, errors
+    return [hold for led in results for hold in led]
+
+
+def test_one_leader_at_a_time_among_threads_with_two_of_five_down(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    masters[0].stop()
+    masters[3].stop()
+    holds = _threads([s.url for s in masters], "threads", 4, 5, live=1)
+    assert len(holds) == 20
+    check_history(holds)  # no two terms overlap, and terms strictly increase
+    assert int(clients[1].get("threads:inside") or 0) == 0
+
+
+def test_one_leader_at_a_time_among_processes_with_two_of_five_down(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    masters[1].stop()
+    masters[4].stop()
+    urls = [s.url for s in masters]
+    with ProcessPoolExecutor(3, mp_context=SPAWN) as pool:
+        futures = [pool.submit(redlock_campaign_rounds, urls, "procs", 4, i, 2) for i in range(3)]
+        holds = [h for f in futures for h in f.result(timeout=90)]
+    assert len(holds) == 12
+    check_history(holds)
+    assert int(clients[2].get("procs:inside") or 0) == 0
+
+
+def test_one_leader_at_a_time_among_tasks_with_two_of_five_down(
+    masters: list[ServerProcess], clients: list[redis.Redis]
+) -> None:
+    masters[2].stop()
+    masters[3].stop()
+
+    async def main() -> list[Hold]:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        elections = [
+            AsyncRedlockElection(aclients, "tasks", ttl=2, label=f"task-{i}") for i in range(4)
+        ]
+        holds = await tasks_take_turns(elections, 4)
+        for c in aclients:
+            await c.aclose()
+        return holds
+
+    holds = asyncio.run(main())
+    assert len(holds) == 16
+    check_history(holds)
+
+
+def test_terms_increase_across_leaders_and_masters_restarted_empty(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    ttl = 0.5
+    terms: list[int] = []
+    for restarted in ((0, 1), (2, 3), (4, 0)):
+        election = RedlockElection(clients, "restart", ttl=ttl)
+        leadership = election.campaign(timeout=5)
+        assert leadership is not None
+        terms.append(leadership.term)
+        leadership.resign()
+        for i in restarted:
+            masters[i].stop()
+        time.sleep(ttl)  # a master restarted without its data stays out for a ttl
+        for i in restarted:
+            masters[i].start()
+    last = RedlockElection(clients, "restart", ttl=ttl).campaign(timeout=5)
+    assert last is not None
+    terms.append(last.term)
+    last.resign()
+    assert terms == sorted(set(terms)), terms
+
+
+def test_a_deposed_leaders_proclaim_is_refused_and_readers_follow_the_quorum(
+    clients: list[redis.Redis],
+) -> None:
+    keys = _keys("depose")
+    deposed: list[RedlockLeadership] = []
+    first = RedlockElection(
+        clients, "depose", ttl=1, label="first", on_deposed=deposed.append
+    ).campaign(timeout=5)
+    assert first is not None
+    first.proclaim("first")
+    # its lease ends on a quorum (as a pause past its ttl would end it)
+    for c in clients[:3]:
+        c.delete(keys.lock)
+    second_election = RedlockElection(clients, "depose", ttl=1, label="second")
+    second = second_election.campaign(timeout=5)
+    assert second is not None and second.term > first.term
+    # masters 3 and 4 still hold the first term on, with its value: a minority
+    assert [c.hget(keys.record, "label") for c in clients[3:]] == [b"first", b"first"]
+    lead = RedlockElection(clients, "depose").leader()
+    assert lead is not None and (lead.label, lead.term, lead.value) == ("second", second.term, None)
+    with pytest.raises(NotOwnedError):
+        first.proclaim("late")
+    again = RedlockElection(clients, "depose").leader()
+    assert again is not None and (again.label, again.value) == ("second", None)
+    assert first.lost.wait(3) and deposed == [first]  # (its renewals found it gone)
+    second.resign()
+
+
+def test_leader_and_observe_believe_the_quorum_not_a_stale_minority(
+    clients: list[redis.Redis],
+) -> None:
+    name = "stale"
+    keys = _keys(name)
+    watch = Watch(clients, name, quiet=1.0)
+    watch.start()
+    time.sleep(0.3)  # (listening)
+    election = RedlockElection(clients, name, ttl=2, label="a")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    term = leadership.term
+    # what masters 3 and 4 hold before the proclaim, to put back after it:
+    # two masters that missed it
+    saved = [
+        {key: (c.dump(key) or b"", c.pttl(key)) for key in (keys.record, keys.log)}
+        for c in clients[3:]
+    ]
+    leadership.proclaim("one")
+    for c, keys_saved in zip(clients[3:], saved, strict=True):
+        for key, (dump, pttl) in keys_saved.items():
+            c.restore(key, max(pttl, 0), dump, replace=True)
+    # a proclaim that reached two masters only (its leader failed before the others)
+    for c in clients[:2]:
+        plan = election_plans.announce(keys, leadership.owner, term, "a", b"minority", seq=2)
+        _driver.run(c, plan)
+    values = [base64.b64decode(c.hget(keys.record, "value") or b"") for c in clients]
+    assert values == [b"minority", b"minority", b"one", b"", b""]
+    lead = election.leader()
+    assert lead is not None and (lead.term, lead.value, lead.sequence) == (term, b"one", 1)
+    leadership.resign()
+    watch.join(10)  # (it ends once quiet for a second)
+    assert watch.seen() == [
+        ("elected", term, None, 0),
+        ("proclaimed", term, b"one", 1),
+        ("resigned", term, b"one", 1),
+    ]
+
+
+def test_leader_needs_a_quorum_to_answer(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    election = RedlockElection(clients, "few", ttl=1, master_timeout=0.1)
+    for i in (0, 1, 2):
+        masters[i].stop()
+    with pytest.raises(NoQuorumError, match="2 of 5 masters answered"):
+        election.leader()
+
+
+def test_asyncio_observe_and_leader(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    async def main() -> list[tuple[str, int, bytes | None, int]]:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        election = AsyncRedlockElection(aclients, "aobs", ttl=2, label="t")
+        seen: list[tuple[str, int, bytes | None, int]] = []
+
+        async def follow() -> None:
+            async for event in AsyncRedlockElection(aclients, "aobs").observe(timeout=1.0):
+                seen.append((event.change, event.term, event.value, event.sequence))
+
+        task = asyncio.create_task(follow())
+        await asyncio.sleep(0.3)
+        leadership = await election.campaign(timeout=5)
+        assert leadership is not None
+        await leadership.proclaim("here")
+        lead = await election.leader()
+        assert lead is not None and (lead.value, lead.sequence) == (b"here", 1)
+        await election.resign()
+        assert await election.leader() is None
+        await task
+        for c in aclients:
+            await c.aclose()
+        return seen
+
+    seen = asyncio.run(main())
+    assert [(change, value, seq) for change, _, value, seq in seen] == [
+        ("elected", None, 0),
+        ("proclaimed", b"here", 1),
+        ("resigned", b"here", 1),
+    ]
+    assert len({term for _, term, _, _ in seen}) == 1
+
+
+# --- the single-server election's behaviour, over five masters with two down ----------------
+
+
+@pytest.fixture
+def live(clients: list[redis.Redis], masters: list[ServerProcess]) -> list[redis.Redis]:
+    """Every master's client, masters 0 and 4 down: the clients of the live ones."""
+    masters[0].stop()
+    masters[4].stop()
+    return clients[1:4]
+
+
+def _depose(live: list[redis.Redis], name: str) -> None:
+    """End the leader's lease on every live master (a quorum of three)."""
+    for c in live:
+        c.delete(_keys(name).lock)
+
+
+def test_a_dead_leader_is_lost_for_observers_and_replaced_within_its_ttl(
+    clients: list[redis.Redis], masters: list[ServerProcess], live: list[redis.Redis]
+) -> None:
+    ttl = 1.0
+    urls = [s.url for s in masters]
+    watch = Watch(clients, "dead", quiet=ttl + 1.5)
+    watch.start()
+    elected = SPAWN.Event()
+    doomed = SPAWN.Process(target=redlock_lead_forever, args=(urls, "dead", ttl, elected))
+    doomed.start()
+    try:
+        assert elected.wait(30)
+        first = RedlockElection(clients, "dead").leader()
+        assert first is not None and first.label == "doomed"
+        doomed.kill()
+        killed = time.monotonic()
+        leadership = RedlockElection(clients, "dead", ttl=ttl, label="next").campaign(timeout=5)
+        took = time.monotonic() - killed
+    finally:
+        doomed.kill()
+        doomed.join()
+    assert leadership is not None and leadership.term > first.term
+    assert took < ttl + 0.5, took
+    leadership.resign()
+    watch.join(10)
+    assert [(change, term) for change, term, _, _ in watch.seen()] == [
+        ("elected", first.term),
+        ("lost", first.term),
+        ("elected", leadership.term),
+        ("resigned", leadership.term),
+    ]
+
+
+def test_on_elected_on_deposed_and_a_second_campaign(
+    clients: list[redis.Redis], live: list[redis.Redis]
+) -> None:
+    calls: list[tuple[str, int]] = []
+    election = RedlockElection(
+        clients,
+        "callbacks",
+        ttl=1,
+        on_elected=lambda lead: calls.append(("elected", lead.term)),
+        on_deposed=lambda lead: calls.append(("deposed", lead.term)),
+    )
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None and calls == [("elected", leadership.term)]
+    with pytest.raises(AlreadyHeldError):
+        election.campaign(timeout=0)
+    _depose(live, "callbacks")
+    assert leadership.lost.wait(3)
+    assert calls[1:] == [("deposed", leadership.term)]
+    with pytest.raises(NotOwnedError):
+        leadership.proclaim("late")
+
+    def refuse(leadership: RedlockLeadership) -> None:
+        raise RuntimeError("not today")
+
+    with pytest.raises(RuntimeError, match="not today"):
+        RedlockElection(clients, "refused", ttl=5, on_elected=refuse).campaign(timeout=5)
+    assert RedlockElection(clients, "refused").leader() is None
+
+
+def test_run_while_leader_resigns_or_signals_the_lost_leadership(
+    clients: list[redis.Redis], live: list[redis.Redis]
+) -> None:
+    election = RedlockElection(clients, "srun", ttl=1)
+    term = election.run_while_leader(lambda leadership: leadership.term, timeout=5)
+    assert term is not None and election.leader() is None  # resigned
+
+    def work(leadership: RedlockLeadership) -> None:
+        _depose(live, "srun")
+        while not leadership.lost.wait(0.05):  # the stop signal
+            pass
+
+    started = time.monotonic()
+    with pytest.raises(LockLostError):
+        election.run_while_leader(work, timeout=5)
+    assert time.monotonic() - started < 3
+
+
+def test_asyncio_run_while_leader_cancels_the_work_when_lost(
+    masters: list[ServerProcess], live: list[redis.Redis]
+) -> None:
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        election = AsyncRedlockElection(aclients, "arun", ttl=1)
+
+        async def depose() -> None:
+            _depose(live, "arun")
+
+        assert await work_cancelled_when_lost(election, depose)
+        for c in aclients:
+            await c.aclose()
+
+    asyncio.run(main())
