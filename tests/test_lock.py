@@ -744,13 +744,12 @@ def test_an_interrupt_just_after_the_gate_was_taken_frees_it(
     """The interrupted waiter's gate is given back: another thread of the process
     then waits for the lock and gets it when it is released (before, it stalled
     on the gate until its timeout, though the lock was free)."""
-    from dataclasses import dataclass, field
-
     from tenure._drivers import _sync
 
-    @dataclass(eq=False)
     class Channel(_sync._Channel):
-        gate: Any = field(default_factory=_GateInterruptedAfterAcquire)
+        def __init__(self, keys: Any) -> None:
+            super().__init__(keys)
+            self.gate = _GateInterruptedAfterAcquire()
 
     monkeypatch.setattr(_GateInterruptedAfterAcquire, "armed", True)
     monkeypatch.setattr(_sync.hubbase, "_Channel", Channel)  # for the hub of the new client below

@@ -74,12 +74,11 @@ reader then stops).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from .._errors import PermissionDenied
 from .._keys import LockKeys
-from .._plans.kinds import of_keys
 from .._protocol import HandedOff, Plan, Recheck
 
 #: What a script publishes on a channel to check, on Redis 6.2, that the user
@@ -194,6 +193,9 @@ class PassOn:
         ``pass_on`` of the kind whose keys these are (looked up in the registry,
         :func:`tenure._plans.kinds.of_keys`), or nothing for a kind that has
         none (its waiters give back such a hand-off themselves)."""
+        # (the registry, every kind's plans with it, loads at the first pass-on)
+        from .._plans.kinds import of_keys
+
         kind = of_keys(self.keys)
         if kind is None or kind.pass_on is None:
             return _nothing()
@@ -216,22 +218,22 @@ class Dropped(Generic[C]):
     record: C
 
 
-@dataclass
 class HubBook(Generic[C]):
     """Channels by name, their waiter counts, and channels being unsubscribed."""
 
-    make: Callable[[LockKeys | None], C]
-    channels: dict[str, C] = field(default_factory=dict)
-    closing: dict[str, LockKeys | None] = field(default_factory=dict)
-    granted: dict[str, None] = field(default_factory=dict)  # oldest first
-    # channels subscribed again after a reconnection: their confirmation wakes everyone
-    rewake: set[str] = field(default_factory=set)
-    # channels whose SUBSCRIBE is not confirmed yet, oldest first
-    pending: dict[str, None] = field(default_factory=dict)
-    # the channels nobody waits or listens on, lingering, the longest idle
-    # first: what :meth:`stale` looks at (never every channel, so that a
-    # message costs the reader the same however many channels it listens on)
-    idle: dict[str, None] = field(default_factory=dict)
+    def __init__(self, make: Callable[[LockKeys | None], C]) -> None:
+        self.make = make
+        self.channels: dict[str, C] = {}
+        self.closing: dict[str, LockKeys | None] = {}
+        self.granted: dict[str, None] = {}  # oldest first
+        # channels subscribed again after a reconnection: their confirmation wakes everyone
+        self.rewake: set[str] = set()
+        # channels whose SUBSCRIBE is not confirmed yet, oldest first
+        self.pending: dict[str, None] = {}
+        # the channels nobody waits or listens on, lingering, the longest idle
+        # first: what :meth:`stale` looks at (never every channel, so that a
+        # message costs the reader the same however many channels it listens on)
+        self.idle: dict[str, None] = {}
 
     def enter(self, channel: str, keys: LockKeys | None, token: str) -> tuple[C, bool]:
         """Count a waiter (waiting with ``token``) in; return its channel and

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from ... import _telemetry
@@ -243,20 +242,22 @@ def _probe(client: Client, state: _State) -> None:
     state.server = server
 
 
-@dataclass(eq=False)
 class _Contention:
-    ch: _Channel
-    token: str
-    entered: bool = False
-    #: whether the runner held the channel's gate before this contention
-    #: asked for it (True until that was read: nothing to give back before).
-    #: An interrupt (a signal handler's KeyboardInterrupt) between the gate's
-    #: acquire and ``entered``'s store leaves ``entered`` False while the
-    #: thread holds the gate: the clean-up gives it back when the thread holds
-    #: it and did not before, or the process's other waiters would stall on
-    #: it (see the runtime's ``owns``).
-    owned_before: bool = True
-    listener: Event | None = None  # set for a Subscribe: its own wake event
+    """A plan's wait on a channel (a ``Contend``, or a ``Subscribe``'s listener)."""
+
+    def __init__(self, ch: _Channel, token: str, *, listener: Event | None = None) -> None:
+        self.ch = ch
+        self.token = token
+        self.entered = False
+        #: whether the runner held the channel's gate before this contention
+        #: asked for it (True until that was read: nothing to give back before).
+        #: An interrupt (a signal handler's KeyboardInterrupt) between the gate's
+        #: acquire and ``entered``'s store leaves ``entered`` False while the
+        #: thread holds the gate: the clean-up gives it back when the thread holds
+        #: it and did not before, or the process's other waiters would stall on
+        #: it (see the runtime's ``owns``).
+        self.owned_before = True
+        self.listener = listener  # set for a Subscribe: its own wake event
 
     @property
     def hub(self) -> _Hub:

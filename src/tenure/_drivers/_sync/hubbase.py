@@ -18,7 +18,6 @@ import itertools
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
@@ -39,30 +38,32 @@ def wait_event(event: Event, timeout: float | None) -> bool:
     return woken
 
 
-@dataclass(eq=False)
 class _Channel:
-    keys: LockKeys | None
-    #: its name (set by the book)
-    name: str = ""
-    refs: int = 0
-    idle_since: float | None = None
-    tokens: set[str] = field(default_factory=set)
-    handoffs: dict[str, int] = field(default_factory=dict)
-    recheck: float | None = None
-    #: when the wait in progress ends anyway (see HubBook.route)
-    wait_until: float | None = None
-    listeners: set[Settable] = field(default_factory=set)
-    refused: str = ""
-    #: set when the server confirmed the subscription (see the runtime's events)
-    ready: Event = field(default_factory=new_event)
-    #: the wake-up of the one plan that waits on it (see the runtime's ``new_wake``)
-    wake: Any = field(default_factory=new_wake)
-    #: the process's contender (see _Contention.owned_before and the
-    #: runtime's ``new_gate``)
-    gate: Any = field(default_factory=new_gate)
-    #: the hub whose book holds the channel (on a Redis Cluster it moves to the
-    #: hub of the slot's new owner: see _Hub.adopt)
-    home: Any = None
+    """A wake channel's record (see :class:`.._hubbook.ChannelBase`)."""
+
+    def __init__(self, keys: LockKeys | None) -> None:
+        self.keys = keys
+        #: its name (set by the book)
+        self.name = ""
+        self.refs = 0
+        self.idle_since: float | None = None
+        self.tokens: set[str] = set()
+        self.handoffs: dict[str, int] = {}
+        self.recheck: float | None = None
+        #: when the wait in progress ends anyway (see HubBook.route)
+        self.wait_until: float | None = None
+        self.listeners: set[Settable] = set()
+        self.refused = ""
+        #: set when the server confirmed the subscription (see the runtime's events)
+        self.ready: Event = new_event()
+        #: the wake-up of the one plan that waits on it (see the runtime's ``new_wake``)
+        self.wake: Any = new_wake()
+        #: the process's contender (see _Contention.owned_before and the
+        #: runtime's ``new_gate``)
+        self.gate: Any = new_gate()
+        #: the hub whose book holds the channel (on a Redis Cluster it moves to the
+        #: hub of the slot's new owner: see _Hub.adopt)
+        self.home: Any = None
 
 
 class _HubBase:
