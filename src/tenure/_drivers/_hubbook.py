@@ -131,8 +131,9 @@ def refusal(ch: ChannelBase) -> None:
         raise PermissionDenied("channel", ch.refused, "SUBSCRIBE")
 
 
-def wake_refused(ch: ChannelBase) -> None:
-    """Wake every plan of a channel whose SUBSCRIBE was refused."""
+def wake_all_of(ch: ChannelBase) -> None:
+    """Wake every plan of ``ch``: to check Redis again, or, its SUBSCRIBE
+    refused, to raise (see :func:`refusal`)."""
     ch.ready.set()
     ch.wake.set()
     for event in list(ch.listeners):
@@ -403,11 +404,7 @@ class HubBook(Generic[C]):
         when their linger ends) and return ``False``."""
         if any(ch.refs for ch in self.channels.values()):
             return False
-        self.channels.clear()
-        self.closing.clear()
-        self.rewake.clear()
-        self.pending.clear()
-        self.idle.clear()
+        self.drop_all()
         return True
 
     def forget(self, channel: str) -> C:

@@ -22,9 +22,9 @@ from typing import Any
 from redis.backoff import ExponentialWithJitterBackoff
 
 from ..._keys import LockKeys
-from ..._protocol import HandedOff, Recheck
+from ..._protocol import HandedOff, Recheck, text
 from .. import _clients, _identity
-from .._hubbook import Dropped, HubBook, PassOn, Settable, wake_refused
+from .._hubbook import Dropped, HubBook, PassOn, Settable, wake_all_of
 from .._runtime_sync import Event, new_event, new_gate, new_mutex, new_wake
 from . import late
 
@@ -161,7 +161,7 @@ class _HubBase:
                 with contextlib.suppress(Exception):
                     self._unsubscribe(pubsub, name)
         if ch is not None:
-            wake_refused(ch)
+            wake_all_of(ch)
 
     def _unsubscribe(self, pubsub: Any, name: str) -> None:
         if self._sharded:
@@ -174,7 +174,7 @@ class _HubBase:
 
     def _route(self, message: dict[str, Any]) -> Settable | PassOn | Dropped[_Channel] | None:
         """What ``message`` asks for (see :meth:`._hubbook.HubBook.route`)."""
-        channel, data = _text(message["channel"]), _text(message["data"])
+        channel, data = text(message["channel"]), text(message["data"])
         kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
         with self._mutex:
             return self._book.route(kind, channel, data, time.monotonic())
@@ -198,17 +198,3 @@ class _HubBase:
                     late.drive(client, route.plan())
         elif route is not None:
             route.set()
-
-
-def _wake_all_of(ch: _Channel) -> None:
-    """Wake every plan of ``ch`` to check Redis again."""
-    ch.ready.set()
-    ch.wake.set()
-    for event in list(ch.listeners):
-        event.set()
-
-
-def _text(value: Any) -> str:
-    """A channel name or message payload as ``str`` (redis-py gives ``bytes``
-    unless the client decodes responses)."""
-    return value.decode() if isinstance(value, bytes) else str(value)
