@@ -382,15 +382,10 @@ async def _scatter(
             if k in parsed:
                 continue
             try:
-                reply = replies(step, raws[skip:])
-            except Fallback:
-                try:  # NOSCRIPT, or an error reply: the ordinary path says it right
+                try:
+                    reply = replies(step, raws[skip:])
+                except Fallback:  # NOSCRIPT, or an error reply: the ordinary path says it right
                     reply = await _perform(client, step, [])
-                except Exception as exc:
-                    if not is_fault(exc):
-                        raise
-                    step_on(i, None, exc)
-                    continue
             except Exception as exc:
                 if not is_fault(exc):
                     raise
