@@ -59,11 +59,7 @@ async def run(client: Client, plan: Plan[T]) -> T:
 
     Raises whatever the plan raises, and the client library's connection errors.
     """
-    state = _state(client)
-    if state.server is None:
-        async with state.probing:  # (calls made at once share one probe)
-            if state.server is None:
-                await _probe(client, state)
+    await _probed(client)
     return await _drive(client, plan)
 
 
@@ -101,11 +97,7 @@ async def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
     ``TypeError``). On a Redis Cluster client, or for one plan, the plans
     run one after the other (an interruption then closes those not started).
     """
-    state = _state(client)
-    if state.server is None:
-        async with state.probing:
-            if state.server is None:
-                await _probe(client, state)
+    state = await _probed(client)
     results: list[Any] = [None] * len(plans)
     if len(plans) == 1 or _clients.is_cluster(type(client)):
         try:
@@ -228,6 +220,16 @@ async def _send_together(client: Client, state: _State, steps: list[Eval]) -> li
                 answers.append(answer)
             return answers
     return await _pipeline(client, Pipeline(tuple(steps)))
+
+
+async def _probed(client: Client) -> _State:
+    """The client's state, its server probed (calls made at once share one probe)."""
+    state = _state(client)
+    if state.server is None:
+        async with state.probing:
+            if state.server is None:
+                await _probe(client, state)
+    return state
 
 
 async def _probe(client: Client, state: _State) -> None:

@@ -60,11 +60,7 @@ def run(client: Client, plan: Plan[T]) -> T:
 
     Raises whatever the plan raises, and the client library's connection errors.
     """
-    state = _state(client)
-    if state.server is None:
-        with state.probing:  # (calls made at once share one probe)
-            if state.server is None:
-                _probe(client, state)
+    _probed(client)
     return _drive(client, plan)
 
 
@@ -102,11 +98,7 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
     ``TypeError``). On a Redis Cluster client, or for one plan, the plans
     run one after the other (an interruption then closes those not started).
     """
-    state = _state(client)
-    if state.server is None:
-        with state.probing:
-            if state.server is None:
-                _probe(client, state)
+    state = _probed(client)
     results: list[Any] = [None] * len(plans)
     if len(plans) == 1 or _clients.is_cluster(type(client)):
         try:
@@ -229,6 +221,16 @@ def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any
                 answers.append(answer)
             return answers
     return _pipeline(client, Pipeline(tuple(steps)))
+
+
+def _probed(client: Client) -> _State:
+    """The client's state, its server probed (calls made at once share one probe)."""
+    state = _state(client)
+    if state.server is None:
+        with state.probing:
+            if state.server is None:
+                _probe(client, state)
+    return state
 
 
 def _probe(client: Client, state: _State) -> None:
