@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
@@ -200,24 +201,46 @@ async def _quick_together(
     Raises :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT
     reply (its cause). With a ``pin``, on the pinned connection, as
     :func:`_quick` does."""
+
+    def pack(conn: Any) -> list[bytes]:
+        parts = [part for step in steps for part in _clients.packed_evalsha(conn, step, shard)]
+        return [b"".join(parts)]  # (one write, not one per part)
+
+    raws = await _exchange(client, reserve, retries, pin, pack, len(steps))
+    no_script = _library(type(client)).no_script
+    for raw in raws:
+        if isinstance(raw, no_script):
+            raise _Fallback from raw
+    return raws
+
+
+async def _exchange(
+    client: Client,
+    reserve: _Reserve,
+    retries: bool,
+    pin: _Pin | None,
+    pack: Callable[[Any], list[bytes]],
+    count: int,
+) -> list[Any]:
+    """What ``pack(connection)`` packs written at once on a connection of the
+    quick path (the pinned one, if ``pin`` has one), and its ``count`` raw
+    replies read in order (an error reply in its place). Raises
+    :class:`_Fallback` as :func:`_quick` does; with a ``pin``, the connection
+    stays pinned after whole replies."""
     library = _library(type(client))
     raws: list[Any] = []
-    missing: Exception | None = None  # a NOSCRIPT reply
     sound = False  # every reply was read: the connection may be used again as it is
     if pin is not None and pin.conn is not None:
         conn, pin.conn = pin.conn, None  # (no call: see below)
     else:
         conn = await _take(client, reserve, retries)
     try:  # (at once: no call between, where an interrupt could lose the connection)
-        packed = [part for step in steps for part in _clients.packed_evalsha(conn, step, shard)]
-        await conn.send_packed_command([b"".join(packed)])  # (one write, not one per part)
-        for _ in steps:
+        await conn.send_packed_command(pack(conn))
+        for _ in range(count):
             try:
                 raws.append(await conn.read_response())
             except library.response_error as exc:  # a whole reply was read
                 raws.append(exc)
-                if missing is None and isinstance(exc, library.no_script):
-                    missing = exc
         sound = True
     except Exception as exc:
         if retries and _clients.connection_fault(exc):
@@ -232,8 +255,6 @@ async def _quick_together(
                 _pin_or_give(reserve, conn, pin)
         else:
             await _discard(client, reserve, conn)
-    if missing is not None:
-        raise _Fallback from missing
     return raws
 
 
@@ -248,32 +269,10 @@ async def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) ->
     """``commands`` written at once on the pinned connection (if none is, on one
     the quick path takes, then pinned), their raw replies read in order (an
     error reply in its place). Raises :class:`_Fallback` as :func:`_quick` does."""
-    reserve, retries = pin.reserve, _state(client).retries
-    library = _library(type(client))
-    raws: list[Any] = []
-    sound = False  # every reply was read: the connection may be used again as it is
-    if pin.conn is not None:
-        conn, pin.conn = pin.conn, None  # (no call: see _quick_together)
-    else:
-        conn = await _take(client, reserve, retries)
-    try:  # (at once: no call between, where an interrupt could lose the connection)
-        await conn.send_packed_command(conn.pack_commands(commands))
-        for _ in commands:
-            try:
-                raws.append(await conn.read_response())
-            except library.response_error as exc:  # a whole reply was read
-                raws.append(exc)
-        sound = True
-    except Exception as exc:
-        if retries and _clients.connection_fault(exc):
-            raise _Fallback from exc
-        raise
-    finally:  # (whatever interrupts what: the connection is pinned or let go)
-        if sound:
-            _pin_or_give(reserve, conn, pin)
-        else:
-            await _discard(client, reserve, conn)
-    return raws
+    retries = _state(client).retries
+    return await _exchange(
+        client, pin.reserve, retries, pin, lambda conn: conn.pack_commands(commands), len(commands)
+    )
 
 
 async def _load_on_pin(client: Client, pin: _Pin, source: bytes) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
@@ -201,24 +202,46 @@ def _quick_together(
     Raises :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT
     reply (its cause). With a ``pin``, on the pinned connection, as
     :func:`_quick` does."""
+
+    def pack(conn: Any) -> list[bytes]:
+        parts = [part for step in steps for part in _clients.packed_evalsha(conn, step, shard)]
+        return [b"".join(parts)]  # (one write, not one per part)
+
+    raws = _exchange(client, reserve, retries, pin, pack, len(steps))
+    no_script = _library(type(client)).no_script
+    for raw in raws:
+        if isinstance(raw, no_script):
+            raise _Fallback from raw
+    return raws
+
+
+def _exchange(
+    client: Client,
+    reserve: _Reserve,
+    retries: bool,
+    pin: _Pin | None,
+    pack: Callable[[Any], list[bytes]],
+    count: int,
+) -> list[Any]:
+    """What ``pack(connection)`` packs written at once on a connection of the
+    quick path (the pinned one, if ``pin`` has one), and its ``count`` raw
+    replies read in order (an error reply in its place). Raises
+    :class:`_Fallback` as :func:`_quick` does; with a ``pin``, the connection
+    stays pinned after whole replies."""
     library = _library(type(client))
     raws: list[Any] = []
-    missing: Exception | None = None  # a NOSCRIPT reply
     sound = False  # every reply was read: the connection may be used again as it is
     if pin is not None and pin.conn is not None:
         conn, pin.conn = pin.conn, None  # (no call: see below)
     else:
         conn = _take(client, reserve, retries)
     try:  # (at once: no call between, where an interrupt could lose the connection)
-        packed = [part for step in steps for part in _clients.packed_evalsha(conn, step, shard)]
-        conn.send_packed_command([b"".join(packed)])  # (one write, not one per part)
-        for _ in steps:
+        conn.send_packed_command(pack(conn))
+        for _ in range(count):
             try:
                 raws.append(conn.read_response())
             except library.response_error as exc:  # a whole reply was read
                 raws.append(exc)
-                if missing is None and isinstance(exc, library.no_script):
-                    missing = exc
         sound = True
     except Exception as exc:
         if retries and _clients.connection_fault(exc):
@@ -233,8 +256,6 @@ def _quick_together(
                 _pin_or_give(reserve, conn, pin)
         else:
             _discard(client, reserve, conn)
-    if missing is not None:
-        raise _Fallback from missing
     return raws
 
 
@@ -249,32 +270,10 @@ def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) -> list[
     """``commands`` written at once on the pinned connection (if none is, on one
     the quick path takes, then pinned), their raw replies read in order (an
     error reply in its place). Raises :class:`_Fallback` as :func:`_quick` does."""
-    reserve, retries = pin.reserve, _state(client).retries
-    library = _library(type(client))
-    raws: list[Any] = []
-    sound = False  # every reply was read: the connection may be used again as it is
-    if pin.conn is not None:
-        conn, pin.conn = pin.conn, None  # (no call: see _quick_together)
-    else:
-        conn = _take(client, reserve, retries)
-    try:  # (at once: no call between, where an interrupt could lose the connection)
-        conn.send_packed_command(conn.pack_commands(commands))
-        for _ in commands:
-            try:
-                raws.append(conn.read_response())
-            except library.response_error as exc:  # a whole reply was read
-                raws.append(exc)
-        sound = True
-    except Exception as exc:
-        if retries and _clients.connection_fault(exc):
-            raise _Fallback from exc
-        raise
-    finally:  # (whatever interrupts what: the connection is pinned or let go)
-        if sound:
-            _pin_or_give(reserve, conn, pin)
-        else:
-            _discard(client, reserve, conn)
-    return raws
+    retries = _state(client).retries
+    return _exchange(
+        client, pin.reserve, retries, pin, lambda conn: conn.pack_commands(commands), len(commands)
+    )
 
 
 def _load_on_pin(client: Client, pin: _Pin, source: bytes) -> None:
