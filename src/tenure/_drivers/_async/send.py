@@ -34,7 +34,7 @@ from .. import _clients
 from .._hubbook import is_noperm
 from .._runtime_async import sleep
 from .library import _library
-from .pins import _Pin, _pin_for, _pin_or_give
+from .pins import _Pin, _pin_for, _repin
 from .reserve import _discard, _Fallback, _node_reserve, _Reserve, _take, _wake_one
 from .state import Client, _master_client, _state
 
@@ -223,10 +223,10 @@ async def _exchange(
     count: int,
 ) -> list[Any]:
     """What ``pack(connection)`` packs written at once on a connection of the
-    quick path (the pinned one, if ``pin`` has one), and its ``count`` raw
-    replies read in order (an error reply in its place). Raises
-    :class:`_Fallback` as :func:`_quick` does; with a ``pin``, the connection
-    stays pinned after whole replies."""
+    quick path of ``reserve`` (the pinned one, if ``pin``, of that reserve,
+    has one), and its ``count`` raw replies read in order (an error reply in
+    its place). Raises :class:`_Fallback` as :func:`_quick` does; with a
+    ``pin``, the connection stays pinned after whole replies."""
     library = _library(type(client))
     raws: list[Any] = []
     sound = False  # every reply was read: the connection may be used again as it is
@@ -252,7 +252,7 @@ async def _exchange(
                 reserve.idle.append(conn)  # (no call before it, where an interrupt could lose it)
                 _wake_one(reserve)
             else:
-                _pin_or_give(reserve, conn, pin)
+                _repin(pin, conn)
         else:
             await _discard(client, reserve, conn)
     return raws
