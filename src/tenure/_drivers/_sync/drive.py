@@ -99,10 +99,14 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
     run one after the other (an interruption then closes those not started).
     """
     state = _probed(client)
+    one_by_one = len(plans) == 1 or _clients.is_cluster(type(client))
     results: list[Any] = [None] * len(plans)
-    if len(plans) == 1 or _clients.is_cluster(type(client)):
+    replies: list[Any] = [None] * len(plans)
+    errors: list[BaseException | None] = [None] * len(plans)
+    live: list[int] = [] if one_by_one else list(range(len(plans)))
+    try:
         try:
-            for i, plan in enumerate(plans):
+            for i, plan in enumerate(plans if one_by_one else []):
                 try:
                     results[i] = _drive(client, plan)
                 except Exception as exc:
@@ -110,20 +114,8 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
                 except BaseException as exc:
                     results[i] = exc
                     for j in range(i + 1, len(plans)):
-                        plans[j].close()
-                        results[j] = exc
+                        results[j] = exc  # (not started: closed below)
                     break
-        except BaseException as exc:
-            # cut off at the loop's jump back (where Python runs signal
-            # handlers): the results so far go with the error
-            note_result(exc, list(results))
-            raise
-        return results
-    replies: list[Any] = [None] * len(plans)
-    errors: list[BaseException | None] = [None] * len(plans)
-    live: list[int] = list(range(len(plans)))
-    try:
-        try:
             while live:
                 going: list[int] = []
                 due: list[int] = []
@@ -179,7 +171,8 @@ def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
             for plan in plans:
                 plan.close()
     except BaseException as exc:
-        # cut off (an interrupt between rounds, or in the plans' close): the
+        # cut off (an interrupt at a loop's jump back, where Python runs
+        # signal handlers, between rounds, or in the plans' close): the
         # results the plans returned go with the error (see note_result)
         note_result(exc, list(results))
         raise
