@@ -6,25 +6,15 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenure._drivers._hubbook import LINGER, Dropped, HubBook, PassOn, Settable, WakeEach
-from tenure._keys import LockKeys, lock_keys
+from tenure._drivers._hubbook import LINGER, Channel, Dropped, HubBook, PassOn, WakeEach
+from tenure._keys import lock_keys
 from tenure._protocol import HandedOff, Recheck
 
 KEYS = lock_keys("a", key=None, prefix="tenure:")
 
 
 @dataclass(eq=False)
-class Ch:
-    keys: LockKeys | None
-    name: str = ""
-    refs: int = 0
-    idle_since: float | None = None
-    tokens: set[str] = field(default_factory=set)
-    handoffs: dict[str, int] = field(default_factory=dict)
-    recheck: float | None = None
-    wait_until: float | None = None
-    listeners: set[Settable] = field(default_factory=set)
-    refused: str = ""
+class Ch(Channel):
     ready: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
 

@@ -120,7 +120,7 @@ def is_noperm(exc: BaseException) -> bool:
     )
 
 
-def refusal(ch: ChannelBase) -> None:
+def refusal(ch: Channel) -> None:
     """Raise ``PermissionDenied`` if the server refused ``ch``'s SUBSCRIBE.
 
     Raises:
@@ -131,7 +131,7 @@ def refusal(ch: ChannelBase) -> None:
         raise PermissionDenied("channel", ch.refused, "SUBSCRIBE")
 
 
-def wake_all_of(ch: ChannelBase) -> None:
+def wake_all_of(ch: Channel) -> None:
     """Wake every plan of ``ch``: to check Redis again, or, its SUBSCRIBE
     refused, to raise (see :func:`refusal`)."""
     ch.ready.set()
@@ -146,30 +146,31 @@ class Settable(Protocol):
     def set(self) -> None: ...
 
 
-class ChannelBase(Protocol):
-    """What the book needs of a driver's channel record."""
+@dataclass(eq=False)
+class Channel:
+    """A channel's record, as the book needs it; a driver's record (with its
+    flavour's events, the gate and the hub that holds it) extends it."""
 
     keys: LockKeys | None  # None: hand-offs to tokens nobody waits with are not passed on
-    name: str  # the channel's name (set by the book)
-    refs: int
-    idle_since: float | None
-    tokens: set[str]  # the lease tokens of this process's plans waiting on the lock
-    handoffs: dict[str, int]  # token -> fence, for locks handed to a waiting token
-    recheck: float | None  # seconds: a release asked the waiter to retry within them
+    ready: Settable  # set when the server confirmed the subscription
+    wake: Settable  # the wake-up of the one plan that waits on it
+    name: str = ""  # the channel's name (set by the book)
+    refs: int = 0
+    idle_since: float | None = None
+    # the lease tokens of this process's plans waiting on the lock
+    tokens: set[str] = field(default_factory=set)
+    # token -> fence, for locks handed to a waiting token
+    handoffs: dict[str, int] = field(default_factory=dict)
+    recheck: float | None = None  # seconds: a release asked the waiter to retry within them
     # when the wait in progress on the channel ends anyway (time.monotonic(); None:
     # no wait in progress, or one the driver does not tell)
-    wait_until: float | None
-    listeners: set[Settable]  # the events of plans listening on a broadcast channel
-    refused: str  # the channel's name once the server refused its SUBSCRIBE (ACL)
-
-    @property
-    def ready(self) -> Settable: ...
-
-    @property
-    def wake(self) -> Settable: ...
+    wait_until: float | None = None
+    # the events of plans listening on a broadcast channel
+    listeners: set[Settable] = field(default_factory=set)
+    refused: str = ""  # the channel's name once the server refused its SUBSCRIBE (ACL)
 
 
-C = TypeVar("C", bound=ChannelBase)
+C = TypeVar("C", bound=Channel)
 
 
 @dataclass(frozen=True)

@@ -20,28 +20,15 @@ from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
 
-from ..._keys import LockKeys
 from ..._protocol import HandedOff, Recheck, text
 from .. import _clients, _identity
-from .._hubbook import Dropped, HubBook, PassOn, Settable, wake_all_of
+from .._hubbook import Channel, Dropped, HubBook, PassOn, Settable, wake_all_of
 from .._runtime_async import Event, new_event, new_gate, new_mutex, new_wake
 from . import late
 
 
 @dataclass(eq=False)
-class _Channel:
-    keys: LockKeys | None
-    #: its name (set by the book)
-    name: str = ""
-    refs: int = 0
-    idle_since: float | None = None
-    tokens: set[str] = field(default_factory=set)
-    handoffs: dict[str, int] = field(default_factory=dict)
-    recheck: float | None = None
-    #: when the wait in progress ends anyway (see HubBook.route)
-    wait_until: float | None = None
-    listeners: set[Settable] = field(default_factory=set)
-    refused: str = ""
+class _Channel(Channel):
     #: set when the server confirmed the subscription (see the runtime's events)
     ready: Event = field(default_factory=new_event)
     #: the wake-up of the one plan that waits on it (see the runtime's ``new_wake``)
