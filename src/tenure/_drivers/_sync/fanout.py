@@ -431,20 +431,14 @@ def _keep(
         settle(_drop, client, fan, conn)
 
 
-def _held_by(fan: _Reserve, conn: Any) -> bool:
-    """Whether ``fan`` holds ``conn`` (idle, or owing replies). Called with
-    ``fan.mutex`` held."""
-    return any(c is conn for c in fan.idle) or any(c is conn for c, _ in fan.owed)
-
-
 def _cut_off(client: Client, fan: _Reserve, conns: dict[int, Any], i: int) -> None:
     """``conns[i]``, taken by a :func:`run_each` that was cut off: dropped (a
     reply may still be due on it), unless the interrupt came as it was being
     taken from ``fan`` or given back to it (it is in ``fan`` still, or
     already): then it stays there, as it is."""
     conn = conns[i]
-    with fan.mutex:
-        held = _held_by(fan, conn)
+    with fan.mutex:  # (idle, or owing replies)
+        held = any(c is conn for c in fan.idle) or any(c is conn for c, _ in fan.owed)
     del conns[i]
     if not held:
         settle(_drop, client, fan, conn)
