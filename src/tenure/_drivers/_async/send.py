@@ -296,9 +296,8 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
         if _clients.on_one_connection(step):
             return await _on_master(client, step)
         return [await _one(client, part) for part in step.steps]
-    pin = None if shard else _pin_for(client)
-    if pin is not None and not _clients.on_one_connection(step):
-        pin = None  # (only what WAITs must follow the writes on their connection)
+    # (only what WAITs must follow the writes on their connection)
+    pin = _pin_for(client) if not shard and _clients.on_one_connection(step) else None
 
     async def send() -> list[Any]:
         nonlocal pin
