@@ -319,6 +319,18 @@ def evalsha_args(step: Eval, shard: bool = False) -> tuple[Any, ...]:
     )
 
 
+def commands(step: Any) -> list[tuple[Any, ...]]:
+    """The commands ``step`` sends: ``EVALSHA`` of a script call (see
+    :func:`evalsha_args`), a command as it is, a pipeline's in order."""
+    if isinstance(step, Eval):
+        return [("EVALSHA", *evalsha_args(step))]
+    if isinstance(step, Command):
+        return [step.args]
+    if isinstance(step, Pipeline):
+        return [c for part in step.steps for c in commands(part)]
+    raise TypeError(f"run_each can't send {step!r}")
+
+
 def source_of(step: Eval, shard: bool = False) -> bytes:
     """The source to ``SCRIPT LOAD`` for ``step`` (its :func:`sharded` variant with ``shard``)."""
     return (sharded(step.script) if shard else step.script).source

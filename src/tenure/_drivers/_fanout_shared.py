@@ -128,17 +128,6 @@ def count(step: Any) -> int:
     return 1
 
 
-def commands(step: Any, evalsha_args: Callable[[Eval], tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The commands ``step`` sends (``evalsha_args``: a script call's arguments)."""
-    if isinstance(step, Eval):
-        return [("EVALSHA", *evalsha_args(step))]
-    if isinstance(step, Command):
-        return [step.args]
-    if isinstance(step, Pipeline):
-        return [c for part in step.steps for c in commands(part, evalsha_args)]
-    raise TypeError(f"run_each can't send {step!r}")
-
-
 def replies(step: Any, raws: list[Any]) -> Any:
     """The reply of ``step`` from its raw replies (as the driver's ordinary
     path gives it).

@@ -31,7 +31,6 @@ from .._fanout_shared import (
     SharedDogs,
     Unsent,
     advance,
-    commands,
     count,
     is_fault,
     keep,
@@ -353,7 +352,7 @@ async def _scatter(
                 key = pack_key(conn, step)
                 data = packed.get(key)
                 if data is None:
-                    data = packed[key] = conn.pack_commands(commands(step, _clients.evalsha_args))
+                    data = packed[key] = conn.pack_commands(_clients.commands(step))
                 await write(conn, data, deadline)
             except Exception as exc:
                 if not is_fault(exc):

@@ -258,13 +258,6 @@ async def _exchange(
     return raws
 
 
-def _args(part: Eval | Command) -> tuple[Any, ...]:
-    """The command of a pipeline's step: ``EVALSHA`` of a script call, or the command."""
-    if isinstance(part, Eval):
-        return ("EVALSHA", *_clients.evalsha_args(part))
-    return part.args
-
-
 async def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) -> list[Any]:
     """``commands`` written at once on the pinned connection (if none is, on one
     the quick path takes, then pinned), their raw replies read in order (an
@@ -303,7 +296,7 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
         nonlocal pin
         if pin is not None:
             try:
-                return await _on_pin(client, pin, [_args(part) for part in step.steps])
+                return await _on_pin(client, pin, _clients.commands(step))
             except _Fallback:  # (its connection failed: the client's own way)
                 pin = None
         async with client.pipeline(transaction=False) as pipe:

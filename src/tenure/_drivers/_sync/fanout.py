@@ -32,7 +32,6 @@ from .._fanout_shared import (
     SharedDogs,
     Unsent,
     advance,
-    commands,
     count,
     is_fault,
     keep,
@@ -354,7 +353,7 @@ def _scatter(
                 key = pack_key(conn, step)
                 data = packed.get(key)
                 if data is None:
-                    data = packed[key] = conn.pack_commands(commands(step, _clients.evalsha_args))
+                    data = packed[key] = conn.pack_commands(_clients.commands(step))
                 write(conn, data, deadline)
             except Exception as exc:
                 if not is_fault(exc):
