@@ -245,6 +245,12 @@ def master_unreached(client: Any, exc: BaseException) -> bool:
     return type(exc) in getattr(type(client), "ERRORS_ALLOW_RETRY", ())
 
 
+class Fallback(Exception):
+    """A call or reply a quick path leaves to the ordinary one, which says it
+    right or sends it again: an error reply (NOSCRIPT, NOPERM, ...), a
+    connection fault under a retry policy, no connection free in time."""
+
+
 def connection_fault(exc: BaseException) -> bool:
     """Whether ``exc`` is an error of the client library (redis-py's
     ``RedisError``, valkey-py's ``ValkeyError``) or of the socket (``OSError``,

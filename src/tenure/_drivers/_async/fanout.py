@@ -20,9 +20,9 @@ from typing import Any
 from ..._plans import redlock as redlock_plans
 from ..._protocol import Plan
 from .. import _clients
+from .._clients import Fallback
 from .._fanout_shared import (
     NOT_DONE,
-    Fallback,
     LateBook,
     NotYet,
     Round,

@@ -34,6 +34,7 @@ from ..._protocol import (
     parse_reply,
 )
 from .. import _clients
+from .._clients import Fallback
 from .._hubbook import confirm_wait, is_noperm, refusal
 from .._runtime_sync import (
     Event,
@@ -49,7 +50,6 @@ from .._watchbook import Watch, Watchable
 from .hub import _Hub
 from .hubbase import _Channel
 from .pins import _let_pin_go, _pin_for
-from .reserve import _Fallback
 from .send import _evalsha, _load_on_pin, _pipeline, _quick_together, _refusal
 from .state import Client, T, _hub, _state
 from .statebase import _State
@@ -193,9 +193,9 @@ def _send_together(client: Client, state: _State, steps: list[Eval]) -> list[Any
         raws: list[Any] | None = None
         try:
             raws = _quick_together(client, reserve, state.retries, steps, pin)
-        except _Fallback:
+        except Fallback:
             if pin is not None and pin.conn is not None:  # (NOSCRIPT: loaded there, sent again)
-                with contextlib.suppress(_Fallback):
+                with contextlib.suppress(Fallback):
                     for spec in {step.script for step in steps}:
                         _load_on_pin(client, pin, spec.source)
                     raws = _quick_together(client, reserve, state.retries, steps, pin)

@@ -32,11 +32,12 @@ from ..._protocol import (
     reply_or_error,
 )
 from .. import _clients
+from .._clients import Fallback
 from .._hubbook import is_noperm
 from .._runtime_sync import sleep
 from .library import _library
 from .pins import _Pin, _pin_for, _repin
-from .reserve import _discard, _Fallback, _node_reserve, _Reserve, _take, _wake_one
+from .reserve import _discard, _node_reserve, _Reserve, _take, _wake_one
 from .state import Client, _master_client, _state
 
 
@@ -75,11 +76,11 @@ def _send(client: Client, step: Eval) -> Any:
             pin = _pin_for(client)
             try:
                 return _quick(client, state.reserve, state.retries, step, pin=pin)
-            except _Fallback as fallback:
+            except Fallback as fallback:
                 if isinstance(fallback.__cause__, _library(type(client)).no_script):
                     # (the server lost its scripts: loaded first, not asked again)
                     if pin is not None and pin.conn is not None:
-                        with contextlib.suppress(_Fallback):
+                        with contextlib.suppress(Fallback):
                             _load_on_pin(client, pin, _clients.source_of(step, False))
                             return _quick(client, state.reserve, state.retries, step, pin=pin)
                     client.script_load(_clients.source_of(step, False))
@@ -143,7 +144,7 @@ def _node_quick(client: Client, step: Eval, shard: bool) -> Any:
     node_client, reserve = found
     try:
         return _quick(node_client, reserve, True, step, shard)
-    except _Fallback:
+    except Fallback:
         return _NOT_SENT
     except Exception as exc:
         if _clients.redirected(exc) or "CLUSTERDOWN" in str(exc):
@@ -168,7 +169,7 @@ def _quick(
     more than the script itself).
 
     Raises:
-        _Fallback: the server does not have the script (NOSCRIPT), or a
+        Fallback: the server does not have the script (NOSCRIPT), or a
             connection could not be made or failed (it is closed, to connect
             again at its next use; see :func:`_clients.connection_fault`) and
             the client's retry policy ``retries``: the ordinary path sends it
@@ -199,7 +200,7 @@ def _quick_together(
 ) -> list[Any]:
     """The replies of ``steps`` written back to back on a connection of the
     quick path (one write), read in order (an error reply in its place).
-    Raises :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT
+    Raises :class:`Fallback` as :func:`_quick` does, and on a NOSCRIPT
     reply (its cause). With a ``pin``, on the pinned connection, as
     :func:`_quick` does."""
 
@@ -211,7 +212,7 @@ def _quick_together(
     no_script = _library(type(client)).no_script
     for raw in raws:
         if isinstance(raw, no_script):
-            raise _Fallback from raw
+            raise Fallback from raw
     return raws
 
 
@@ -226,7 +227,7 @@ def _exchange(
     """What ``pack(connection)`` packs written at once on a connection of the
     quick path of ``reserve`` (the pinned one, if ``pin``, of that reserve,
     has one), and its ``count`` raw replies read in order (an error reply in
-    its place). Raises :class:`_Fallback` as :func:`_quick` does; with a
+    its place). Raises :class:`Fallback` as :func:`_quick` does; with a
     ``pin``, the connection stays pinned after whole replies."""
     library = _library(type(client))
     raws: list[Any] = []
@@ -245,7 +246,7 @@ def _exchange(
         sound = True
     except Exception as exc:
         if retries and _clients.connection_fault(exc):
-            raise _Fallback from exc
+            raise Fallback from exc
         raise  # (an interrupt of any class: never swallowed by a second send)
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
@@ -262,7 +263,7 @@ def _exchange(
 def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) -> list[Any]:
     """``commands`` written at once on the pinned connection (if none is, on one
     the quick path takes, then pinned), their raw replies read in order (an
-    error reply in its place). Raises :class:`_Fallback` as :func:`_quick` does."""
+    error reply in its place). Raises :class:`Fallback` as :func:`_quick` does."""
     retries = _state(client).retries
     return _exchange(
         client, pin.reserve, retries, pin, lambda conn: conn.pack_commands(commands), len(commands)
@@ -298,7 +299,7 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
         if pin is not None:
             try:
                 return _on_pin(client, pin, _clients.commands(step))
-            except _Fallback:  # (its connection failed: the client's own way)
+            except Fallback:  # (its connection failed: the client's own way)
                 pin = None
         with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
@@ -316,7 +317,7 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
                 try:
                     _load_on_pin(client, pin, source)
                     continue
-                except _Fallback:  # (its connection failed: the client's own way)
+                except Fallback:  # (its connection failed: the client's own way)
                     pin = None
             client.script_load(source)
         raws = send()
