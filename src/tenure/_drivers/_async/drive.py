@@ -59,7 +59,9 @@ async def run(client: Client, plan: Plan[T]) -> T:
 
     Raises whatever the plan raises, and the client library's connection errors.
     """
-    await _probed(client)
+    state = _state(client)
+    if state.server is None:
+        await _probe(client, state)
     return await _drive(client, plan)
 
 
@@ -97,7 +99,9 @@ async def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
     ``TypeError``). On a Redis Cluster client, or for one plan, the plans
     run one after the other (an interruption then closes those not started).
     """
-    state = await _probed(client)
+    state = _state(client)
+    if state.server is None:
+        await _probe(client, state)
     one_by_one = len(plans) == 1 or _clients.is_cluster(type(client))
     results: list[Any] = [None] * len(plans)
     replies: list[Any] = [None] * len(plans)
@@ -215,27 +219,21 @@ async def _send_together(client: Client, state: _State, steps: list[Eval]) -> li
     return await _pipeline(client, Pipeline(tuple(steps)))
 
 
-async def _probed(client: Client) -> _State:
-    """The client's state, its server probed (calls made at once share one probe)."""
-    state = _state(client)
-    if state.server is None:
-        async with state.probing:
-            if state.server is None:
-                await _probe(client, state)
-    return state
-
-
 async def _probe(client: Client, state: _State) -> None:
-    try:
-        server = await _drive(client, server_plans.probe())
-    except Exception as exc:
-        denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
-        if denied is not None:
-            raise denied from exc
-        raise
-    if _clients.is_cluster(type(client)):
-        state.sharded = _clients.sharded_pubsub(server.name, server.version)
-    state.server = server
+    """Probe the server once (calls made at once share one probe)."""
+    async with state.probing:
+        if state.server is not None:
+            return
+        try:
+            server = await _drive(client, server_plans.probe())
+        except Exception as exc:
+            denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
+            if denied is not None:
+                raise denied from exc
+            raise
+        if _clients.is_cluster(type(client)):
+            state.sharded = _clients.sharded_pubsub(server.name, server.version)
+        state.server = server
 
 
 @dataclass(eq=False)
