@@ -119,7 +119,7 @@ def is_noperm(exc: BaseException) -> bool:
     )
 
 
-def refusal(ch: ChannelBase) -> None:
+def refusal(ch: Channel) -> None:
     """Raise ``PermissionDenied`` if the server refused ``ch``'s SUBSCRIBE.
 
     Raises:
@@ -130,8 +130,9 @@ def refusal(ch: ChannelBase) -> None:
         raise PermissionDenied("channel", ch.refused, "SUBSCRIBE")
 
 
-def wake_refused(ch: ChannelBase) -> None:
-    """Wake every plan of a channel whose SUBSCRIBE was refused."""
+def wake_all_of(ch: Channel) -> None:
+    """Wake every plan of ``ch``: to check Redis again, or, its SUBSCRIBE
+    refused, to raise (see :func:`refusal`)."""
     ch.ready.set()
     ch.wake.set()
     for event in list(ch.listeners):
@@ -144,30 +145,39 @@ class Settable(Protocol):
     def set(self) -> None: ...
 
 
-class ChannelBase(Protocol):
-    """What the book needs of a driver's channel record."""
+class Channel:
+    """A channel's record, as the book needs it; a driver's record (with its
+    flavour's events, the gate and the hub that holds it) extends it and sets
+    ``ready`` and ``wake``."""
 
-    keys: LockKeys | None  # None: hand-offs to tokens nobody waits with are not passed on
-    name: str  # the channel's name (set by the book)
-    refs: int
-    idle_since: float | None
-    tokens: set[str]  # the lease tokens of this process's plans waiting on the lock
-    handoffs: dict[str, int]  # token -> fence, for locks handed to a waiting token
-    recheck: float | None  # seconds: a release asked the waiter to retry within them
-    # when the wait in progress on the channel ends anyway (time.monotonic(); None:
-    # no wait in progress, or one the driver does not tell)
-    wait_until: float | None
-    listeners: set[Settable]  # the events of plans listening on a broadcast channel
-    refused: str  # the channel's name once the server refused its SUBSCRIBE (ACL)
+    #: set when the server confirmed the subscription
+    ready: Settable
+    #: the wake-up of the one plan that waits on it
+    wake: Settable
 
-    @property
-    def ready(self) -> Settable: ...
+    def __init__(self, keys: LockKeys | None) -> None:
+        #: None: hand-offs to tokens nobody waits with are not passed on
+        self.keys = keys
+        #: the channel's name (set by the book)
+        self.name = ""
+        self.refs = 0
+        self.idle_since: float | None = None
+        #: the lease tokens of this process's plans waiting on the lock
+        self.tokens: set[str] = set()
+        #: token -> fence, for locks handed to a waiting token
+        self.handoffs: dict[str, int] = {}
+        #: seconds: a release asked the waiter to retry within them
+        self.recheck: float | None = None
+        #: when the wait in progress on the channel ends anyway (time.monotonic();
+        #: None: no wait in progress, or one the driver does not tell)
+        self.wait_until: float | None = None
+        #: the events of plans listening on a broadcast channel
+        self.listeners: set[Settable] = set()
+        #: the channel's name once the server refused its SUBSCRIBE (ACL)
+        self.refused = ""
 
-    @property
-    def wake(self) -> Settable: ...
 
-
-C = TypeVar("C", bound=ChannelBase)
+C = TypeVar("C", bound=Channel)
 
 
 @dataclass(frozen=True)
@@ -405,11 +415,7 @@ class HubBook(Generic[C]):
         when their linger ends) and return ``False``."""
         if any(ch.refs for ch in self.channels.values()):
             return False
-        self.channels.clear()
-        self.closing.clear()
-        self.rewake.clear()
-        self.pending.clear()
-        self.idle.clear()
+        self.drop_all()
         return True
 
     def forget(self, channel: str) -> C:

@@ -22,9 +22,9 @@ from typing import Any
 from redis.backoff import ExponentialWithJitterBackoff
 
 from ..._keys import LockKeys
-from ..._protocol import HandedOff, Recheck
+from ..._protocol import HandedOff, Recheck, text
 from .. import _clients, _identity
-from .._hubbook import Dropped, HubBook, PassOn, Settable, wake_refused
+from .._hubbook import Channel, Dropped, HubBook, PassOn, Settable, wake_all_of
 from .._runtime_async import Event, new_event, new_gate, new_mutex, new_wake, wait_set
 from . import late
 
@@ -37,22 +37,12 @@ async def wait_event(event: Event, timeout: float | None) -> bool:
     return woken
 
 
-class _Channel:
-    """A wake channel's record (see :class:`.._hubbook.ChannelBase`)."""
+class _Channel(Channel):
+    """A wake channel's record (see :class:`.._hubbook.Channel`) with this
+    flavour's events."""
 
     def __init__(self, keys: LockKeys | None) -> None:
-        self.keys = keys
-        #: its name (set by the book)
-        self.name = ""
-        self.refs = 0
-        self.idle_since: float | None = None
-        self.tokens: set[str] = set()
-        self.handoffs: dict[str, int] = {}
-        self.recheck: float | None = None
-        #: when the wait in progress ends anyway (see HubBook.route)
-        self.wait_until: float | None = None
-        self.listeners: set[Settable] = set()
-        self.refused = ""
+        super().__init__(keys)
         #: set when the server confirmed the subscription (see the runtime's events)
         self.ready: Event = new_event()
         #: the wake-up of the one plan that waits on it (see the runtime's ``new_wake``)
@@ -171,7 +161,7 @@ class _HubBase:
                 with contextlib.suppress(Exception):
                     await self._unsubscribe(pubsub, name)
         if ch is not None:
-            wake_refused(ch)
+            wake_all_of(ch)
 
     async def _unsubscribe(self, pubsub: Any, name: str) -> None:
         if self._sharded:
@@ -184,7 +174,7 @@ class _HubBase:
 
     def _route(self, message: dict[str, Any]) -> Settable | PassOn | Dropped[_Channel] | None:
         """What ``message`` asks for (see :meth:`._hubbook.HubBook.route`)."""
-        channel, data = _text(message["channel"]), _text(message["data"])
+        channel, data = text(message["channel"]), text(message["data"])
         kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
         with self._mutex:
             return self._book.route(kind, channel, data, time.monotonic())
@@ -208,17 +198,3 @@ class _HubBase:
                     await late.drive(client, route.plan())
         elif route is not None:
             route.set()
-
-
-def _wake_all_of(ch: _Channel) -> None:
-    """Wake every plan of ``ch`` to check Redis again."""
-    ch.ready.set()
-    ch.wake.set()
-    for event in list(ch.listeners):
-        event.set()
-
-
-def _text(value: Any) -> str:
-    """A channel name or message payload as ``str`` (redis-py gives ``bytes``
-    unless the client decodes responses)."""
-    return value.decode() if isinstance(value, bytes) else str(value)

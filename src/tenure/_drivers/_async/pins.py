@@ -87,15 +87,12 @@ def _unpin(pin: _Pin) -> Any:
     return conn
 
 
-def _pin_or_give(reserve: _Reserve, conn: Any, pin: _Pin | None) -> None:
-    """A connection of the quick path whose call is done: pinned (the block's
-    next call goes on it), or given back."""
-    if pin is None:
-        _give(reserve, conn)
-    else:
-        if pin.conn is not None:  # (not expected: one call at a time)
-            _give(reserve, _unpin(pin))
-        pin.conn = conn
+def _repin(pin: _Pin, conn: Any) -> None:
+    """A connection of the quick path whose call in the block is done: pinned
+    (the block's next call goes on it)."""
+    if pin.conn is not None:  # (not expected: one call at a time)
+        _give(pin.reserve, _unpin(pin))
+    pin.conn = conn
 
 
 def _let_pin_go() -> None:

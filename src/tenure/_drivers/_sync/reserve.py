@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._protocol import Eval
 from .. import _clients, _identity
+from .._clients import Fallback
 from .._runtime_sync import (
     NODE_QUICK_PATH,
     close,
@@ -35,10 +36,6 @@ from .._runtime_sync import (
 
 if TYPE_CHECKING:
     from .state import Client
-
-
-class _Fallback(Exception):
-    """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
 
 
 class _Reserve:
@@ -114,7 +111,7 @@ QUICK_PATIENCE = 1.0
 def _take(client: Client, reserve: _Reserve, retries: bool) -> Any:
     """An idle connection of the quick path; a new one from the pool while
     fewer than it may keep are open; else the first one given back within
-    :data:`QUICK_PATIENCE` (:class:`_Fallback` after it)."""
+    :data:`QUICK_PATIENCE` (:class:`Fallback` after it)."""
     try:
         return reserve.idle.pop()
     except IndexError:
@@ -128,7 +125,7 @@ def _take(client: Client, reserve: _Reserve, retries: bool) -> Any:
                 reserve.open += 1
                 break
             if waited:  # (QUICK_PATIENCE passed)
-                raise _Fallback
+                raise Fallback
             wake = new_wake()
             reserve.waiting.append(wake)
         woken = False
@@ -149,7 +146,7 @@ def _take(client: Client, reserve: _Reserve, retries: bool) -> Any:
             reserve.open -= 1
             _notify(reserve)
         if retries and _clients.connection_fault(exc):
-            raise _Fallback from exc
+            raise Fallback from exc
         raise
 
 
