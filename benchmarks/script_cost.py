@@ -126,7 +126,8 @@ PROMISES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
         [
             (r"local last = redis\.pcall\('GET', KEYS\[2\]\)", "local last = false"),
             (r"(?<!function )next_fence\(last\)", "1"),
-            (r"  redis\.call\('SET', KEYS\[2\], fence, 'PX', ARGV\[5\]\)[^\n]*\n", ""),
+            (r"local now = redis\.call\('TIME'\)\n *local fence = [^\n]*\n", "local fence = 1\n"),
+            (r" *redis\.call\('SET', KEYS\[2\], fence, 'PX', ARGV\[5\]\)[^\n]*\n", ""),
         ],
         [],
     ),
@@ -139,7 +140,10 @@ PROMISES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
     ),
     "the release's retry record (SET of the call's record key)": (
         [],
-        [(r"release_noted\(KEYS\[5\], ARGV\[6\]\)  -- the first write\n", "")],
+        [
+            (r"release_noted\(KEYS\[5\], ARGV\[6\]\)  -- the first write\n", ""),
+            (r"if ARGV\[6\] ~= '' then redis\.call\('SET', KEYS\[5\][^\n]*\n", ""),
+        ],
     ),
     "the queue check of a release (ZCARD)": (
         [],

@@ -83,6 +83,7 @@ _BUILT_FIELDS = ("source", "sha1", "commands")
 INCLUDE = re.compile(rb"^--@include (_\w+\.lua)\n", re.MULTILINE)
 ACL_MARKER = re.compile(rb"^--@acl\n", re.MULTILINE)
 STATUS_MARKER = re.compile(rb"^--@status\n", re.MULTILINE)
+LATER_MARKER = re.compile(rb"^--@later\n", re.MULTILINE)
 
 #: What ``_common.lua``'s ``--@status`` line becomes: a local per :class:`Status`.
 STATUS_LOCALS = (
@@ -132,6 +133,31 @@ def script_commands(source: bytes) -> set[str]:
     helper the script never uses does not count."""
     body, used = _used(source)
     return {m.decode() for text in (body, *used.values()) for m in CALL.findall(text)}
+
+
+def deferred(source: bytes) -> bytes:
+    """``source`` (an expanded script) with the top-level functions defined
+    above its ``--@later`` line that the code above that line never uses
+    (itself or through the functions it uses) moved to that line, in their
+    order: the script's first lines (its quick path) then run without making
+    the closures only the rest needs. A function left above uses only
+    functions left above, so each is still defined before its first use.
+    Without the line, ``source`` as it is."""
+    marker = LATER_MARKER.search(source)
+    if marker is None:
+        return source
+    head, tail = source[: marker.start()], source[marker.end() :]
+    _, used = _used(head)
+    later: list[bytes] = []
+
+    def keep(m: re.Match[bytes]) -> bytes:
+        if m.group(1) in used:
+            return m.group(0)
+        later.append(m.group(0))
+        return b""
+
+    head = FUNCTION.sub(keep, head)
+    return head + b"\n\n".join(later) + b"\n" + tail
 
 
 def without_unused(source: bytes) -> bytes:
@@ -189,7 +215,7 @@ def build(name: str, read: Callable[[str], bytes], *, sharded: bool = False) -> 
     source, found = STATUS_MARKER.subn(lambda _: STATUS_LOCALS, source)
     if found != 1:
         raise ValueError(f"{name}.lua must include _common.lua once (its status names)")
-    source = without_unused(source)
+    source = deferred(without_unused(source))
     writes = _writes(name)
     commands = sorted(script_commands(source))
     if not writes:

@@ -81,24 +81,23 @@
 --@include _common.lua
 
 -- The release of a named lock with nobody queued (ZCARD) and no member to
--- drop (then GET, SET of the record, DEL), before the guard's helpers below are
--- built: its first write is the record's SET (or, with no record, its DEL);
--- after it, it may only run DEL, which is checked first (as acl_need does).
--- Anything else (waiters, a refusal, a key of another type) goes on to the
--- whole script, which says so.
+-- drop (then GET, SET of the record, DEL), first, and written out here with
+-- no helper (as lock_acquire.lua's uncontended attempt; release_noted's
+-- record): its first write is the record's SET (or, with no record, its
+-- DEL); after it, it may only run DEL, which is checked first (as acl_need
+-- does). Anything else (waiters, a lock not held with this token, a refusal,
+-- a key of another type) goes on to the whole script, which says so.
 local waiting = redis.pcall('ZCARD', KEYS[2])
 if waiting == 0 and ARGV[4] == '' and not KEYS[6] then
   local check = redis.acl_check_cmd
-  if not check or check('DEL', KEYS[1]) then
-    local holder = redis.pcall('GET', KEYS[1])
-    if holder == ARGV[1] then
-      release_noted(KEYS[5], ARGV[6])  -- the first write
-      redis.call('DEL', KEYS[1], KEYS[4])
-      return 0
-    end
-    if type(holder) ~= 'table' then return release_unheld(KEYS[5], ARGV[6]) end  -- (no error reply)
+  if (not check or check('DEL', KEYS[1])) and redis.pcall('GET', KEYS[1]) == ARGV[1] then
+    if ARGV[6] ~= '' then redis.call('SET', KEYS[5], '1', 'PX', RELEASED_KEEP_MS) end
+    redis.call('DEL', KEYS[1], KEYS[4])
+    return 0
   end
 end
+
+--@later
 
 --@include _acl.lua
 
