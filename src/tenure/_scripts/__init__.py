@@ -137,12 +137,13 @@ def script_commands(source: bytes) -> set[str]:
 
 def deferred(source: bytes) -> bytes:
     """``source`` (an expanded script) with the top-level functions defined
-    above its ``--@later`` line that the code above that line never uses
-    (itself or through the functions it uses) moved to that line, in their
-    order: the script's first lines (its quick path) then run without making
-    the closures only the rest needs. A function left above uses only
-    functions left above, so each is still defined before its first use.
-    Without the line, ``source`` as it is."""
+    above its first ``--@later`` line that the code above that line never
+    uses (itself or through the functions it uses) moved to that line, in
+    their order, and so on for each next ``--@later`` line: the script's
+    first lines (its quick paths) then run without making the closures only
+    the rest needs. A function left above uses only functions left above, so
+    each is still defined before its first use. Without the line, ``source``
+    as it is."""
     marker = LATER_MARKER.search(source)
     if marker is None:
         return source
@@ -157,7 +158,7 @@ def deferred(source: bytes) -> bytes:
         return b""
 
     head = FUNCTION.sub(keep, head)
-    return head + b"\n\n".join(later) + b"\n" + tail
+    return head + deferred(b"\n\n".join(later) + b"\n" + tail)
 
 
 def without_unused(source: bytes) -> bytes:

@@ -112,6 +112,32 @@ if ARGV[4] == '' and not KEYS[5] then
   end
 end
 
+-- The attempt of a named lock that queues and finds the lock held by another
+-- owner, written out here too (it only queues: ZADD, then PEXPIRE, as busy()
+-- below). It reads the holder, then checks what it runs after its first
+-- write (PEXPIRE) and its own wake channel (as acl_need and acl_channels do;
+-- Redis 6.2, which can't check them, goes on to the whole script); a waiters
+-- key of another type fails its ZADD, its first write, with nothing written.
+-- Anything else (the lock free, held by the caller, a refusal) goes on to
+-- the whole script, which says so.
+if ARGV[4] ~= '' and ARGV[7] and not KEYS[5] then
+  local holder = redis.pcall('GET', KEYS[1])
+  local check = redis.acl_check_cmd
+  if check and type(holder) == 'string' and holder ~= ARGV[1]
+      and string.sub(holder, 1, #ARGV[2]) ~= ARGV[2] and check('PEXPIRE', KEYS[1])
+      and check('PUBLISH', ARGV[7] .. string.match(ARGV[4], '^([^|]*)'), 'probe') then
+    local pttl = redis.call('PTTL', KEYS[1])
+    local now = redis.call('TIME')
+    local added = redis.pcall('ZADD', KEYS[3], 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), ARGV[4])
+    if type(added) == 'table' then
+      if not string.find(added.err, 'WRONGTYPE', 1, true) then error(added.err) end
+      return {WRONG_TYPE, KEYS[3]}
+    end
+    redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
+    return {BUSY, pttl}
+  end
+end
+
 --@later
 
 -- Take the free lock for ARGV[1] (SET NX PX; a key of another type just

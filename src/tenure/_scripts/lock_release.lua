@@ -99,6 +99,48 @@ end
 
 --@later
 
+local exact = KEYS[6] ~= nil
+local handoffs = 0  -- exact-key mode: the hand-offs in a row that led to this hold
+local delay = tonumber(ARGV[5])
+local function grant(token, lease, fence)
+  redis.call('SET', KEYS[1], token, 'PX', lease)
+  redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
+  delay_after(KEYS[4], token, lease, delay)
+  if exact then redis.call('SET', KEYS[6], (handoffs + 1) .. ' ' .. token, 'PX', ARGV[3]) end
+end
+
+-- The release of a named lock that hands it on (waiters queued, no member to
+-- drop), before the ACL guard's helpers are made, on a server that checks
+-- commands up front (Redis >= 7.0, Valkey). It reads first (the holder, the
+-- fence key, the first two waiters); its first write is the record's SET (or,
+-- with no record, its DEL); after it, it runs DEL, ZPOPMIN, TIME, SET, the
+-- ZRANGE it ran already, and PUBLISH to the waiters it tells: those are
+-- checked first (as acl_need and acl_channels do). Anything else (nobody
+-- holding with this token, a refusal, a key of another type) goes on to the
+-- whole script, which says so.
+local check = redis.acl_check_cmd
+if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiting > 0 then
+  local holder = redis.pcall('GET', KEYS[1])
+  local last = redis.pcall('GET', KEYS[3])
+  if holder == ARGV[1] and not wrong(last) and (not last or stored_fence(last)) then
+    local heads = redis.call('ZRANGE', KEYS[2], 0, 1)
+    local allowed = check('DEL', KEYS[1]) and check('ZPOPMIN', KEYS[1]) and check('TIME')
+      and check('SET', KEYS[1])
+    for i = 1, #heads do
+      local w = string.match(heads[i], '^([^|]*)|')
+      if allowed and w then allowed = check('PUBLISH', ARGV[2] .. w, 'probe') end
+    end
+    if allowed then
+      release_noted(KEYS[5], ARGV[6])  -- the first write
+      redis.call('DEL', KEYS[1], KEYS[4])
+      if hand_off(KEYS[2], ARGV[2], last, grant) then return 1 end
+      return 0
+    end
+  end
+end
+
+--@later
+
 --@include _acl.lua
 
 if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
@@ -122,7 +164,6 @@ if denied then return {DENIED, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
-local exact = KEYS[6] ~= nil
 local chain = false
 if exact then
   chain = redis.pcall('GET', KEYS[6])
@@ -142,20 +183,12 @@ release_noted(KEYS[5], ARGV[6])  -- the first write
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
 redis.call('DEL', KEYS[1], KEYS[4])
 
-local handoffs = 0  -- exact-key mode: the hand-offs in a row that led to this hold
 if exact then
   local n, t = string.match(chain or '', '^(%d+) (.+)$')
   if t == ARGV[1] then handoffs = tonumber(n) end
   redis.call('DEL', KEYS[6])
 end
 
-local delay = tonumber(ARGV[5])
-local function grant(token, lease, fence)
-  redis.call('SET', KEYS[1], token, 'PX', lease)
-  redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
-  delay_after(KEYS[4], token, lease, delay)
-  if exact then redis.call('SET', KEYS[6], (handoffs + 1) .. ' ' .. token, 'PX', ARGV[3]) end
-end
 -- Exact-key mode: how long the key is left to foreign clients (ms), when to
 -- tell the first waiter to look again, and the foreign key's fields (or nil):
 -- ARGV[9] when no foreign holder was seen lately, else the foreign key's
