@@ -110,6 +110,7 @@ def _read(name: str) -> bytes:
 FUNCTION = re.compile(rb"^local function (\w+)\(.*?^end$", re.MULTILINE | re.DOTALL)
 COMMENT = re.compile(rb"--[^\n]*")
 WORD = re.compile(rb"\w+")
+STRING = re.compile(rb"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
 
 
 def _used(source: bytes) -> tuple[bytes, dict[bytes, bytes]]:
@@ -121,7 +122,8 @@ def _used(source: bytes) -> tuple[bytes, dict[bytes, bytes]]:
     used: dict[bytes, bytes] = {}
     todo = [body]
     while todo:
-        for fn in sorted(set(WORD.findall(todo.pop())) & functions.keys() - used.keys()):
+        words = set(WORD.findall(STRING.sub(b"", todo.pop())))  # (a name in a string is no use)
+        for fn in sorted(words & functions.keys() - used.keys()):
             used[fn] = functions[fn]
             todo.append(functions[fn])
     return body, used

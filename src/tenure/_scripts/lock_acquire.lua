@@ -75,29 +75,24 @@
 --@include _common.lua
 
 -- The uncontended attempt of a named lock that does not queue, first, and
--- written out here with no helper: a chunk makes every function it defines
--- at every call, and those of _common.lua (put above) are defined below, at
--- the `later` line (see tenure._scripts.deferred). It reads first (the
--- lock-delay key, the fence key, the clock: a refusal there writes nothing);
--- its first write is the SET NX, after which it runs only SET and, to clear a
--- lock-delay key left by an earlier holder, DEL: that one is checked first
--- then (as acl_need does). Its fence follows next_fence's rule (_common.lua),
--- and a fence key holding no integer below 2^53 (stored_fence) goes on to the
--- whole script, as does anything else (the lock busy, a lock-delay running,
--- a refusal), which says so.
+-- written out here with only the helpers that make no closure of their own:
+-- a chunk makes every function it defines at every call, and the others of
+-- _common.lua (put above) are defined below, at the `later` line (see
+-- tenure._scripts.deferred). It reads first (the lock-delay key, the fence
+-- key, the clock: a refusal there writes nothing); its first write is the
+-- SET NX, after which it runs only SET and, to clear a lock-delay key left
+-- by an earlier holder, DEL: that one is checked first then (as acl_need
+-- does). Anything else (the lock busy, a lock-delay running, a refusal, a
+-- fence key holding no number) goes on to the whole script, which says so.
 if ARGV[4] == '' and not KEYS[5] then
   local delayed = redis.call('PTTL', KEYS[4])
   local check = redis.acl_check_cmd
   if delayed <= 0 and (delayed == -2 or not check or check('DEL', KEYS[1])) then
     local last = redis.pcall('GET', KEYS[2])
-    if type(last) == 'table' and not string.find(last.err, 'WRONGTYPE', 1, true) then
-      error(last.err)  -- (a refused GET, Redis 6.2: raised before anything is written)
-    end
-    local n = last and tonumber(last)
-    if not last or (n and n == math.floor(n) and n > -9007199254740992 and n < 9007199254740992) then
-      local now = redis.call('TIME')
-      local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-      if n and n >= fence then fence = n + 1 end
+    -- (another type: the whole script says so; a refused GET, Redis 6.2, is
+    -- raised here by wrong(), before anything is written)
+    if not wrong(last) and (not last or stored_fence(last)) then
+      local fence = next_fence_at(last, now_us())
       if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
         redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
         local delay = tonumber(ARGV[6])

@@ -115,9 +115,13 @@ end
 -- fence key, the first two waiters); its first write is the record's SET (or,
 -- with no record, its DEL); after it, it runs DEL, ZPOPMIN, TIME, SET, the
 -- ZRANGE it ran already, and PUBLISH to the waiters it tells: those are
--- checked first (as acl_need and acl_channels do). Anything else (nobody
+-- checked first (as acl_need and acl_channels do). It hands the lock as
+-- hand_off does (_common.lua), its first round written out here (the first
+-- two waiters read above: the second is the one told to recheck); a first
+-- waiter nobody hears goes on to hand_off itself. Anything else (nobody
 -- holding with this token, a refusal, a key of another type) goes on to the
 -- whole script, which says so.
+local pending = nil  -- the fence key's value, when the first waiter was gone
 local check = redis.acl_check_cmd
 if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiting > 0 then
   local holder = redis.pcall('GET', KEYS[1])
@@ -131,15 +135,37 @@ if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiti
       if allowed and w then allowed = check('PUBLISH', ARGV[2] .. w, 'probe') end
     end
     if allowed then
-      release_noted(KEYS[5], ARGV[6])  -- the first write
-      redis.call('DEL', KEYS[1], KEYS[4])
-      if hand_off(KEYS[2], ARGV[2], last, grant) then return 1 end
-      return 0
+      if ARGV[6] ~= '' then redis.call('SET', KEYS[5], '1', 'PX', RELEASED_KEEP_MS) end
+      -- (the first write; the lock key is written over below, as hand_off's
+      -- first round does when its waiter hears it)
+      redis.call('DEL', KEYS[4])
+      local head = redis.call('ZPOPMIN', KEYS[2])[1]
+      local w, claim, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
+      if w then
+        local fence = string.format('%.0f', next_fence_at(last, now_us()))
+        if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
+          redis.call('SET', KEYS[1], token, 'PX', claim)
+          redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
+          if delay > 0 then redis.call('SET', KEYS[4], token, 'PX', tonumber(claim) + delay) end
+          -- the next waiter: the second read above (hand_off's recheck)
+          local next = heads[2] and string.match(heads[2], '^([^|]*)|')
+          if next then redis.call('PUBLISH', ARGV[2] .. next, 'recheck ' .. claim) end
+          return 1
+        end
+      end
+      -- that waiter is gone: the lock is freed, and handed on below (hand_off)
+      redis.call('DEL', KEYS[1])
+      pending = last
     end
   end
 end
 
 --@later
+
+if pending ~= nil then
+  if hand_off(KEYS[2], ARGV[2], pending, grant) then return 1 end
+  return 0
+end
 
 --@include _acl.lua
 
