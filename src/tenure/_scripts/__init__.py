@@ -218,15 +218,16 @@ def build(name: str, read: Callable[[str], bytes], *, sharded: bool = False) -> 
     source, found = STATUS_MARKER.subn(lambda _: STATUS_LOCALS, source)
     if found != 1:
         raise ValueError(f"{name}.lua must include _common.lua once (its status names)")
-    source = deferred(without_unused(source))
+    source = without_unused(source)
     writes = _writes(name)
     commands = sorted(script_commands(source))
     if not writes:
         commands = [c for c in commands if c in READ_COMMANDS]
     table = ", ".join(f"'{c}'" for c in commands)
-    # (a function, not a table: only a path that checks every command builds it)
-    acl = f"local function acl_command_list() return {{{table}}} end\n"
-    source = ACL_MARKER.sub(lambda _: acl.encode(), source)
+    # (a function, not a table: only a path that checks every command builds it;
+    # and made, as every helper, only where the script's paths need it)
+    acl = f"local function acl_command_list()\n  return {{{table}}}\nend\n"
+    source = deferred(without_unused(ACL_MARKER.sub(lambda _: acl.encode(), source)))
     return ScriptSpec(name, source, hashlib.sha1(source).hexdigest(), tuple(commands), writes)
 
 
