@@ -126,7 +126,7 @@ PROMISES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
         [
             (r"local last = redis\.pcall\('GET', KEYS\[2\]\)", "local last = false"),
             (r"(?<!function )next_fence\(last\)", "1"),
-            (r"local now = redis\.call\('TIME'\)\n *local fence = [^\n]*\n", "local fence = 1\n"),
+            (r"next_fence_at\(last, now_us\(\)\)", "1"),
             (r" *redis\.call\('SET', KEYS\[2\], fence, 'PX', ARGV\[5\]\)[^\n]*\n", ""),
         ],
         [],
