@@ -636,6 +636,7 @@ def test_a_scripts_first_lines_make_only_the_helpers_they_use() -> None:
     parts = {
         "quick.lua": b"-- quick.lua\n--@include _common.lua\n"
         b"if ARGV[1] == '' then return twice(1) end\n--@later\n"
+        b"if ARGV[1] == 'x' then return 'other' end\n--@later\n"
         b"return {OK, other(2) + twice(3)}\n",
         "_common.lua": b"--@status\n"
         b"local function once(n)\n  return n\nend\n"
@@ -643,9 +644,10 @@ def test_a_scripts_first_lines_make_only_the_helpers_they_use() -> None:
         b"local function other(n)\n  return once(n) + 1\nend\n",
     }
     text = build("quick", parts.__getitem__).source.decode()
-    quick, later = text.index("if ARGV[1]"), text.index("local function other")
+    quick, second = text.index("if ARGV[1] == ''"), text.index("if ARGV[1] == 'x'")
+    later = text.index("local function other")  # (a name in a string is no use)
     assert text.index("local function once") < text.index("local function twice") < quick
-    assert quick < later < text.index("return {OK, other(2)")
+    assert quick < second < later < text.index("return {OK, other(2)")
     for spec in ALL:  # every script built so still defines each helper once
         text = spec.source.decode()
         names = re.findall(r"^local function (\w+)", text, re.MULTILINE)
