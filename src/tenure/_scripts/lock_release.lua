@@ -148,8 +148,8 @@ if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiti
           redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
           if delay > 0 then redis.call('SET', KEYS[4], token, 'PX', tonumber(claim) + delay) end
           -- the next waiter: the second read above (hand_off's recheck)
-          local next = heads[2] and string.match(heads[2], '^([^|]*)|')
-          if next then redis.call('PUBLISH', ARGV[2] .. next, 'recheck ' .. claim) end
+          local second = heads[2] and string.match(heads[2], '^([^|]*)|')
+          if second then redis.call('PUBLISH', ARGV[2] .. second, 'recheck ' .. claim) end
           return 1
         end
       end
