@@ -271,6 +271,44 @@ def test_leader_and_observe_believe_the_quorum_not_a_stale_minority(
     ]
 
 
+def test_readers_never_take_a_value_that_only_minorities_held(
+    clients: list[redis.Redis],
+) -> None:
+    name = "minorities"
+    keys = _keys(name)
+    election = RedlockElection(clients, name, ttl=5, label="a")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    term = leadership.term
+
+    def reach(masters: list[redis.Redis], value: bytes, seq: int) -> None:
+        # a proclaim that reached these masters only (NoQuorumError for its leader)
+        for c in masters:
+            plan = election_plans.announce(keys, leadership.owner, term, "a", value, seq=seq)
+            _driver.run(c, plan)
+
+    def first_seen() -> tuple[bytes | None, int]:
+        event = next(iter(RedlockElection(clients, name).observe(timeout=0.5)))
+        return event.value, event.sequence
+
+    def read() -> tuple[bytes | None, int]:
+        lead = election.leader()
+        assert lead is not None and lead.term == term
+        return lead.value, lead.sequence
+
+    reach(clients[:1], b"v1", 1)
+    reach(clients[1:3], b"v2", 2)
+    # only the announcement was ever on a majority
+    assert read() == first_seen() == (None, 0)
+    leadership._sequence = 3
+    leadership.proclaim("v4")  # on every master
+    reach(clients[:2], b"v5", 5)
+    reach(clients[2:4], b"v6", 6)
+    # the masters' logs tell that v4, not v5 nor v6, was the last on a majority
+    assert read() == first_seen() == (b"v4", 4)
+    leadership.resign()
+
+
 def test_leader_needs_a_quorum_to_answer(
     clients: list[redis.Redis], masters: list[ServerProcess]
 ) -> None:

@@ -168,6 +168,14 @@ class _AsyncElectionRedlock(AsyncRedlock):
         keys = self._ekeys
         return await self._on_every(lambda i: election_plans.read(keys, after[i] if after else ""))
 
+    async def _history(self, reads: list[Any]) -> list[Any] | None:
+        """Every master's log (:func:`tenure._plans.redlock_election.history`),
+        when ``reads`` alone can't tell the latest value a majority held."""
+        if not plans.needs_history(reads, self._n):
+            return None
+        keys = self._ekeys
+        return await self._on_every(lambda _: plans.history(keys))
+
 
 class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
     """Leader election over N independent masters: one leader at a time, that
@@ -341,7 +349,8 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
             InvalidArgument: two masters are one server (see :class:`AsyncRedlock`).
         """
         reads = await self._lock._read_all()
-        return plans.quorum_leader(reads, self._lock._n, self.name)
+        logs = await self._lock._history(reads)
+        return plans.quorum_leader(reads, self._lock._n, self.name, logs)
 
     async def observe(self, timeout: float | None = None) -> AsyncIterator[ElectionEvent]:
         """The changes of the election, as a majority of the masters holds
@@ -378,7 +387,7 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
                     return
                 wake.clear()  # (a change published from here on reads again)
                 reads = await lock._read_all(cursor.after)
-                events = cursor.take(reads)
+                events = cursor.take(reads, await lock._history(reads))
                 for event in events:
                     yield event
                 if events and timeout is not None:

@@ -169,6 +169,14 @@ class _ElectionRedlock(Redlock):
         keys = self._ekeys
         return self._on_every(lambda i: election_plans.read(keys, after[i] if after else ""))
 
+    def _history(self, reads: list[Any]) -> list[Any] | None:
+        """Every master's log (:func:`tenure._plans.redlock_election.history`),
+        when ``reads`` alone can't tell the latest value a majority held."""
+        if not plans.needs_history(reads, self._n):
+            return None
+        keys = self._ekeys
+        return self._on_every(lambda _: plans.history(keys))
+
 
 class RedlockElection(_Candidacy[RedlockLeadership]):
     """Leader election over N independent masters: one leader at a time, that
@@ -342,7 +350,8 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
             InvalidArgument: two masters are one server (see :class:`Redlock`).
         """
         reads = self._lock._read_all()
-        return plans.quorum_leader(reads, self._lock._n, self.name)
+        logs = self._lock._history(reads)
+        return plans.quorum_leader(reads, self._lock._n, self.name, logs)
 
     def observe(self, timeout: float | None = None) -> Iterator[ElectionEvent]:
         """The changes of the election, as a majority of the masters holds
@@ -379,7 +388,7 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
                     return
                 wake.clear()  # (a change published from here on reads again)
                 reads = lock._read_all(cursor.after)
-                events = cursor.take(reads)
+                events = cursor.take(reads, lock._history(reads))
                 for event in events:
                     yield event
                 if events and timeout is not None:
