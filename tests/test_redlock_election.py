@@ -75,6 +75,8 @@ def test_arguments_are_checked(clients: list[redis.Redis]) -> None:
         RedlockElection(clients, "x", label=3)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="on_elected"):
         RedlockElection(clients, "x", on_elected=3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="on_deposed must be callable, not 3"):
+        RedlockElection(clients, "x", on_deposed=3)  # type: ignore[arg-type]
     election = RedlockElection(clients, "x", ttl=2)
     assert election.quorum == 3 and election.clients == tuple(clients) and election.ttl == 2
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from ..._drivers import _sync as _driver
 from ..._drivers._sync import fanout as _fanout
 from ..._drivers._identity import new_op
-from ..._errors import InvalidArgument, NoQuorumError, NotOwnedError
+from ..._errors import NoQuorumError, NotOwnedError
 from ..._info import ElectionEvent, Leader
 from ..._keys import DEFAULT_PREFIX, ElectionKeys, election_keys
 from ..._label import default_label
@@ -29,7 +29,7 @@ from ..._plans import redlock_election as plans
 from ..._plans.waiting import Grant
 from ..._protocol import Plan
 from ..._units import check_seconds
-from .election import _RETRY, _RETRY_MAX, R, _Candidacy, _check_label
+from .election import _RETRY, _RETRY_MAX, R, _Candidacy, _check_callbacks, _check_label
 from .redlock import Redlock, RedlockLease
 
 
@@ -252,8 +252,7 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._label = _check_label(default_label() if label is None else label)
-        if on_elected is not None and not callable(on_elected):
-            raise InvalidArgument(f"on_elected must be callable, not {on_elected!r}")
+        _check_callbacks(on_elected, on_deposed)
         self._on_elected = on_elected
         self._lock = _ElectionRedlock(
             clients,
