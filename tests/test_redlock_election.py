@@ -36,6 +36,7 @@ from tenure import (
 from tenure._drivers import _sync as _driver
 from tenure._keys import election_keys
 from tenure._plans import election as election_plans
+from tenure._plans.common import FENCE_KEEP_MS
 from tenure._server import ServerProcess
 
 pytestmark = pytest.mark.once
@@ -115,6 +116,28 @@ def test_the_term_is_raised_on_every_master_and_values_go_to_a_quorum(
         election.proclaim("after")
     following = election.campaign(timeout=5)
     assert following is not None and following.term > term
+    following.resign()
+
+
+def test_terms_increase_after_the_fences_minted_by_grants_expire(
+    clients: list[redis.Redis],
+) -> None:
+    keys = _keys("idle")
+    # three masters (a clock ahead, say) mint fences far above the others'
+    high = int(time.time() * 1e6) + 10**12
+    for c in clients[:3]:
+        c.set(keys.fence, high)
+    election = RedlockElection(clients, "idle", ttl=2)
+    first = election.campaign(timeout=5)
+    assert first is not None and first.term > high
+    first.resign()
+    # the election is idle past the keep of a grant's fence (FENCE_KEEP_MS):
+    # what would have expired by then is gone
+    for c in clients:
+        if 0 <= c.pttl(keys.fence) <= FENCE_KEEP_MS:
+            c.delete(keys.fence)
+    following = election.campaign(timeout=5)
+    assert following is not None and following.term > first.term
     following.resign()
 
 
