@@ -183,10 +183,13 @@ def wake(keys: LockKeys) -> Eval:
     return Eval(REDLOCK_WAKE, (quorum_key(keys),), (keys.wake_prefix,))
 
 
-def renewal(keys: LockKeys, token: str, seconds: float, ttl: float) -> Eval:
+def renewal(
+    keys: LockKeys, token: str, seconds: float, ttl: float, fence_keep_ms: int = FENCE_KEEP_MS
+) -> Eval:
     """One master's renewal (``lock_extend.lua``): the lease of ``token`` (``ttl``
     seconds long) ends ``seconds`` from now, unless less than its drift
-    allowance was left.
+    allowance was left; the fence key is kept ``fence_keep_ms`` (or the
+    lease, if longer).
 
     Raises:
         InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
@@ -194,7 +197,7 @@ def renewal(keys: LockKeys, token: str, seconds: float, ttl: float) -> Eval:
     return Eval(
         LOCK_EXTEND,
         (keys.lock, keys.delay, keys.fence),
-        (token, lease_ms(seconds, "seconds"), least_left_ms(ttl), 0, FENCE_KEEP_MS),
+        (token, lease_ms(seconds, "seconds"), least_left_ms(ttl), 0, fence_keep_ms),
     )
 
 
