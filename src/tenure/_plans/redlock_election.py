@@ -135,14 +135,14 @@ def _on(read: ElectionRead) -> bool:
     return rec is not None and rec.active and rec.token == read.holder
 
 
-def _top(reads: Sequence[Any], n: int) -> tuple[int, list[ElectionRead]] | None:
+def _top(reads: Sequence[Any], n: int) -> tuple[int, list[tuple[int, ElectionRead]]] | None:
     """The latest term on (see :func:`_on`) on a majority of the masters, and
-    the reads of those masters; ``None`` when no term is."""
-    by_term: dict[int, list[ElectionRead]] = {}
-    for read in answered(reads):
-        if _on(read):
+    those masters' reads (with their indexes); ``None`` when no term is."""
+    by_term: dict[int, list[tuple[int, ElectionRead]]] = {}
+    for i, read in enumerate(reads):
+        if isinstance(read, ElectionRead) and _on(read):
             assert read.record is not None
-            by_term.setdefault(read.record.term, []).append(read)
+            by_term.setdefault(read.record.term, []).append((i, read))
     for term, group in sorted(by_term.items(), reverse=True):
         if len(group) >= quorum(n):
             return term, group
@@ -158,7 +158,7 @@ def needs_history(reads: Sequence[Any], n: int) -> bool:
     top = _top(reads, n) if len(answered(reads)) >= quorum(n) else None
     if top is None:
         return False
-    seqs = [r.record.sequence for r in top[1] if r.record is not None]
+    seqs = [r.record.sequence for _, r in top[1] if r.record is not None]
     q = quorum(n)
     bound = max(s for s in set(seqs) if sum(1 for t in seqs if t >= s) >= q)
     return bound > 0 and seqs.count(bound) < q
@@ -207,10 +207,9 @@ def quorum_leader(
         return None
     term, group = top
     holds: list[dict[int, bytes | None]] = []  # per master of the group: sequence -> value
-    for read in group:
+    for i, read in group:
         assert read.record is not None
         have: dict[int, bytes | None] = {0: None}
-        i = next(i for i, r in enumerate(reads) if r is read)
         changes = logs[i] if logs is not None and i < len(logs) else ()
         if isinstance(changes, tuple):
             for change in changes:
@@ -220,15 +219,17 @@ def quorum_leader(
         holds.append(have)
     seq = max(s for s in set().union(*holds) if sum(1 for h in holds if s in h) >= q)
     value = _agreed([_Value(h[seq]) for h in holds if seq in h]).value
-    first = group[0].record
+    first = group[0][1].record
     assert first is not None
-    pttls = sorted((r.pttl_ms for r in group), reverse=True)
+    pttls = sorted((r.pttl_ms for _, r in group), reverse=True)
     ttl = pttls[q - 1] / 1000 if pttls[q - 1] >= 0 else None
     return Leader(first.label, term, value, first.since, ttl, seq)
 
 
 @dataclass(frozen=True)
 class _Value:
+    """A value, as :func:`_agreed` counts them."""
+
     value: bytes | None
 
 
