@@ -120,7 +120,7 @@ def test_the_term_is_raised_on_every_master_and_values_go_to_a_quorum(
 
 
 def test_terms_increase_after_the_fences_minted_by_grants_expire(
-    clients: list[redis.Redis],
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     keys = _keys("idle")
     # three masters (a clock ahead, say) mint fences far above the others'
@@ -140,6 +140,22 @@ def test_terms_increase_after_the_fences_minted_by_grants_expire(
     following = election.campaign(timeout=5)
     assert following is not None and following.term > first.term
     following.resign()
+    # a candidate granted the lock on every master that dies before it announces
+    doomed = RedlockElection(clients, "idle", ttl=0.3)
+    with monkeypatch.context() as patch:
+        patch.setattr(RedlockElection, "_announce_term", _interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            doomed.campaign(timeout=5)
+    for c in clients:
+        if 0 <= c.pttl(keys.fence) <= FENCE_KEEP_MS:
+            c.delete(keys.fence)
+    last = election.campaign(timeout=5)
+    assert last is not None and last.term > following.term
+    last.resign()
+
+
+def _interrupted(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _threads(urls: list[str], name: str, count: int, rounds: int, live: int) -> list[Hold]:

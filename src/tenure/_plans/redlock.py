@@ -137,15 +137,19 @@ def one(step: Step) -> Plan[Any]:
     return (yield step)
 
 
-def attempt(keys: LockKeys, token: str, ttl_ms: int, queue_as: str) -> Eval:
+def attempt(
+    keys: LockKeys, token: str, ttl_ms: int, queue_as: str, fence_keep: int = FENCE_KEEP_MS
+) -> Eval:
     """One master's acquire: ``lock_acquire.lua`` for ``token`` with a lease of
     ``ttl_ms``; when busy, ``queue_as`` (a :func:`member`, or "" not to queue) is
-    queued in :func:`quorum_key`. No owner prefix can match (a Redlock's owner
+    queued in :func:`quorum_key`. A grant keeps the fence key ``fence_keep``
+    ms (or the lease, if longer). No owner prefix can match (a Redlock's owner
     is checked in the process), so the reply is OK (fence), or BUSY (pttl ms)."""
+    keep = max(fence_keep, fence_keep_ms(ttl_ms))
     return Eval(
         LOCK_ACQUIRE,
         (keys.lock, keys.fence, quorum_key(keys), keys.delay),
-        (token, token + "|", ttl_ms, queue_as, fence_keep_ms(ttl_ms), 0, keys.wake_prefix),
+        (token, token + "|", ttl_ms, queue_as, keep, 0, keys.wake_prefix),
     )
 
 

@@ -53,11 +53,13 @@ if denied then return {DENIED, denied} end
 
 local keep, max = ARGV[7], ARGV[8]
 if seq ~= '' then
-  -- the fence key is kept as long as the record (not only as long as a fence
-  -- minted here): terms stay above this one after the grant's keep ran out
-  if not last or tonumber(last) < tonumber(ARGV[2]) then
+  -- the fence key is kept at least as long as the record (and as long as a
+  -- fence minted here): terms stay above this one however long the election
+  -- then stays idle
+  if not last then
     redis.call('SET', KEYS[2], ARGV[2], 'PX', keep)
   else
+    if tonumber(last) < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2], 'KEEPTTL') end
     local pttl = redis.call('PTTL', KEYS[2])
     if pttl >= 0 and pttl < tonumber(keep) then redis.call('PEXPIRE', KEYS[2], keep) end
   end

@@ -296,7 +296,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
 
     #: The class of the leases it issues (a RedlockElection's are leaderships).
     _lease_class: type[AsyncRedlockLease] = AsyncRedlockLease
-    #: How long a renewal keeps each master's fence key (ms).
+    #: How long a grant or a renewal keeps each master's fence key (ms).
     _fence_keep_ms: int = FENCE_KEEP_MS
 
     def __init__(
@@ -476,6 +476,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             now=time.monotonic,
             rand=random.random,
             new_waiter=_new_waiter,
+            fence_keep=self._fence_keep_ms,
         )
         grant = await self._drive(plan)
         return grant

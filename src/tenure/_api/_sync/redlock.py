@@ -297,7 +297,7 @@ class Redlock(_Blocks[RedlockLease]):
 
     #: The class of the leases it issues (a RedlockElection's are leaderships).
     _lease_class: type[RedlockLease] = RedlockLease
-    #: How long a renewal keeps each master's fence key (ms).
+    #: How long a grant or a renewal keeps each master's fence key (ms).
     _fence_keep_ms: int = FENCE_KEEP_MS
 
     def __init__(
@@ -477,6 +477,7 @@ class Redlock(_Blocks[RedlockLease]):
             now=time.monotonic,
             rand=random.random,
             new_waiter=_new_waiter,
+            fence_keep=self._fence_keep_ms,
         )
         grant = self._drive(plan)
         return grant

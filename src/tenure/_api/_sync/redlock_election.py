@@ -110,9 +110,9 @@ class _ElectionRedlock(Redlock):
     its leases leaderships; it sends the election's scripts to every master."""
 
     _lease_class = RedlockLeadership
-    #: a renewal keeps each master's fence as long as the record (where the
-    #: announcement raised it to the term): terms stay above this leader's
-    #: however long the election then stays idle
+    #: a grant or a renewal keeps each master's fence as long as the record
+    #: (where an announcement raised it to the term): terms stay above the
+    #: last leader's however long the election then stays idle
     _fence_keep_ms = election_plans.KEEP_MS
 
     def __init__(
