@@ -132,11 +132,7 @@ def test_terms_increase_after_the_fences_minted_by_grants_expire(
     assert first is not None and first.term > high
     time.sleep(0.5)  # (renewed by the watchdog)
     first.resign()
-    # the election is idle past the keep of a grant's fence (FENCE_KEEP_MS):
-    # what would have expired by then is gone
-    for c in clients:
-        if 0 <= c.pttl(keys.fence) <= FENCE_KEEP_MS:
-            c.delete(keys.fence)
+    _idle(clients, keys.fence)
     following = election.campaign(timeout=5)
     assert following is not None and following.term > first.term
     following.resign()
@@ -146,12 +142,18 @@ def test_terms_increase_after_the_fences_minted_by_grants_expire(
         patch.setattr(RedlockElection, "_announce_term", _interrupted)
         with pytest.raises(KeyboardInterrupt):
             doomed.campaign(timeout=5)
-    for c in clients:
-        if 0 <= c.pttl(keys.fence) <= FENCE_KEEP_MS:
-            c.delete(keys.fence)
+    _idle(clients, keys.fence)
     last = election.campaign(timeout=5)
     assert last is not None and last.term > following.term
     last.resign()
+
+
+def _idle(clients: list[redis.Redis], fence: str) -> None:
+    """The election idle past the keep of a grant's fence (FENCE_KEEP_MS):
+    a fence key that would have expired by then is gone."""
+    for c in clients:
+        if 0 <= c.pttl(fence) <= FENCE_KEEP_MS:
+            c.delete(fence)
 
 
 def _interrupted(*_: object) -> None:
