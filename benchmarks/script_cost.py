@@ -11,18 +11,24 @@ the release that hands the lock to it, with and without the ACL guard. The
 lease's token carries a holder label, as every tenure lease's does by default;
 one row sends a token without it.
 
-The calls are pipelined (2,000 cycles per pipeline, five pipelines per
-variant) so that no round trip is timed: only the server's time per call.
+The calls are pipelined (1,000 cycles per pipeline) so that no round trip is
+timed: only the server's time per call. Every variant is measured in 21
+rounds, the variants' rounds interleaved (the order rotated each round) so
+that a burst of other work on a shared machine falls on all of them alike,
+each round from a flushed script cache; a row is the lower quartile of its
+rounds.
 
 Usage::
 
     .venv/bin/python benchmarks/script_cost.py
     .venv/bin/python benchmarks/script_cost.py --server /usr/bin/redis-server
+    PYTHONPATH=<an older tree>/src .venv/bin/python benchmarks/script_cost.py --without-promises
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import statistics
 from collections.abc import Callable, Sequence
@@ -108,11 +114,14 @@ def ok(reply: Any) -> bool:
 
 def without_acl_guard(source: str) -> str:
     """``source`` (lock_acquire.lua or lock_release.lua as sent) with its ACL
-    guard's calls replaced by ``nil``, and its quick path's checks left out
-    (nothing else changed)."""
+    guard's calls replaced by ``nil``, and its quick paths' checks passing at
+    once (nothing else changed)."""
     out, n = re.subn(r"acl_commands\(\) or acl_channels\([^\n]*\)\n", "nil\n", source)
     out, m = re.subn(r"acl_need\(\{[^}]*\}\)", "nil", out)
-    out, k = re.subn(r"local check = redis\.acl_check_cmd\n", "local check = nil\n", out)
+    # (every check passes: the paths that check only some commands still run)
+    out, k = re.subn(
+        r"local check = redis\.acl_check_cmd\n", "local check = function() return true end\n", out
+    )
     if not n or not m or not k:
         raise SystemExit("script_cost: the ACL guard's calls no longer match the script")
     return out
@@ -126,7 +135,8 @@ PROMISES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
         [
             (r"local last = redis\.pcall\('GET', KEYS\[2\]\)", "local last = false"),
             (r"(?<!function )next_fence\(last\)", "1"),
-            (r"  redis\.call\('SET', KEYS\[2\], fence, 'PX', ARGV\[5\]\)[^\n]*\n", ""),
+            (r"next_fence_at\(last, now_us\(\)\)", "1"),
+            (r" *redis\.call\('SET', KEYS\[2\], fence, 'PX', ARGV\[5\]\)[^\n]*\n", ""),
         ],
         [],
     ),
@@ -139,7 +149,10 @@ PROMISES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
     ),
     "the release's retry record (SET of the call's record key)": (
         [],
-        [(r"release_noted\(KEYS\[5\], ARGV\[6\]\)  -- the first write\n", "")],
+        [
+            (r"release_noted\(KEYS\[5\], ARGV\[6\]\)  -- the first write\n", ""),
+            (r"if ARGV\[6\] ~= '' then redis\.call\('SET', KEYS\[5\][^\n]*\n", ""),
+        ],
     ),
     "the queue check of a release (ZCARD)": (
         [],
@@ -157,26 +170,53 @@ def switched_off(source: str, rules: list[tuple[str, str]]) -> str:
     return source
 
 
-def anchor_per_call(r: redis.Redis, acquire: str, rounds: int = 5) -> float:
-    """The server's µs per EVALSHA of the anchor's ``acquire`` and its release
-    in turn (the median of ``rounds`` pipelines of 2,000 cycles)."""
-    r.script_flush()  # (only the scripts measured in the server's Lua heap)
-    sha_a, sha_r = r.script_load(acquire), r.script_load(ANCHOR_RELEASE)
+#: Rounds of each measure (a pipeline each), and cycles per round.
+ROUNDS, CYCLES = 21, 1000
+
+
+def interleaved(
+    measures: dict[str, Callable[[int], float]], rounds: int = ROUNDS
+) -> dict[str, float]:
+    """Each of ``measures`` (a round's µs, given the round's number) run
+    ``rounds`` times, round by round in turn, the order rotated each round, so
+    that a burst of other work on the shared box falls on all of them alike:
+    the lower quartile of each one's rounds."""
+    times: dict[str, list[float]] = {label: [] for label in measures}
+    order = list(measures)
+    for n in range(rounds):
+        order = order[1:] + order[:1]
+        for label in order:
+            times[label].append(measures[label](n))
+    return {label: statistics.quantiles(t, n=4)[0] for label, t in times.items()}
+
+
+def loaded(r: redis.Redis, *sources: str) -> list[str]:
+    """The SHA-1s of ``sources``, loaded into a server whose script cache was
+    flushed first (only the scripts measured in the server's Lua heap)."""
+    r.script_flush()
+    return [r.script_load(source) for source in sources]
+
+
+def anchor_per_call(r: redis.Redis, acquire: str) -> Callable[[int], float]:
+    """A round: the server's µs per EVALSHA of the anchor's ``acquire`` and its
+    release in turn (a pipeline of CYCLES cycles)."""
     owner = "f723fa15-eb45-be50-5031-b65fcf3054fc:1"
     keys_a = ("anchor{c}", "anchor{c}:fence")
-    times = []
-    for n in range(rounds):
+
+    def one(n: int) -> float:
+        sha_a, sha_r = loaded(r, acquire, ANCHOR_RELEASE)
         r.config_resetstat()
         pipe = r.pipeline(transaction=False)
-        for i in range(2000):
+        for i in range(CYCLES):
             pipe.evalsha(sha_a, 2, *keys_a, 10000, owner)
             latch = f"anchor{{c}}:unlock:{sha_a}:{n}:{i}"  # (a fresh record per release)
             pipe.evalsha(sha_r, 3, "anchor{c}", "anchor{c}:channel", latch, 0, 10000, owner, 13000)
         replies = pipe.execute()
-        if replies[1::2] != [1] * 2000:  # every release released (none a replay)
+        if replies[1::2] != [1] * CYCLES:  # every release released (none a replay)
             raise RuntimeError(f"unexpected replies {replies[:2]!r}")
-        times.append(float(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]))
-    return statistics.median(times)
+        return float(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
+
+    return one
 
 
 #: A lease token without a holder label (as an older tenure's, or ``label=""``).
@@ -186,29 +226,30 @@ LABELLED = TOKEN + ";web-3+pid+4711+(celery+worker)"
 
 
 def per_call(
-    r: redis.Redis, acquire: str, release: str, rounds: int = 5, token: str = LABELLED
-) -> float:
-    """The server's µs per EVALSHA of ``acquire`` and ``release`` in turn (the
-    median of ``rounds`` pipelines of 2,000 cycles), the lease's token ``token``."""
+    r: redis.Redis, acquire: str, release: str, token: str = LABELLED
+) -> Callable[[int], float]:
+    """A round: the server's µs per EVALSHA of ``acquire`` and ``release`` in
+    turn (a pipeline of CYCLES cycles), the lease's token ``token``."""
     keys_a = ("tenure:{c}", "tenure:{c}:fence", "tenure:{c}:waiters", "tenure:{c}:delay")
     args_a = (token, token.split(":")[0] + ":", 10000, "", 600000, 0, "tenure:{c}:wake:")
     keys_r = ("tenure:{c}", "tenure:{c}:waiters", "tenure:{c}:fence", "tenure:{c}:delay")
-    r.script_flush()  # (only the scripts measured in the server's Lua heap)
-    sha_a, sha_r = r.script_load(acquire), r.script_load(release)
-    times = []
-    for n in range(rounds):
+    tag = hashlib.sha1(f"{acquire}{release}{token}".encode()).hexdigest()[:8]
+
+    def one(n: int) -> float:
+        sha_a, sha_r = loaded(r, acquire, release)
         r.config_resetstat()
         pipe = r.pipeline(transaction=False)
-        for i in range(2000):
+        for i in range(CYCLES):
             pipe.evalsha(sha_a, 4, *keys_a, *args_a)
-            op = f"{n:x}{i:06x}"
+            op = f"{tag}{n:x}.{i:06x}"  # (a fresh record per release)
             record = f"tenure:{{c}}:released:{op}"
             pipe.evalsha(sha_r, 5, *keys_r, record, token, "tenure:{c}:wake:", 600000, "", 0, op)
         replies = pipe.execute()
-        if not (ok(replies[0]) and ok(replies[1])):
+        if not (ok(replies[0]) and replies[1] == 0):
             raise RuntimeError(f"unexpected replies {replies[:2]!r}")
-        times.append(float(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]))
-    return statistics.median(times)
+        return float(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
+
+    return one
 
 
 def floor_per_call(r: redis.Redis, rounds: int = 5) -> tuple[float, float]:
@@ -229,13 +270,11 @@ def floor_per_call(r: redis.Redis, rounds: int = 5) -> tuple[float, float]:
     return statistics.median(sets), statistics.median(evals)
 
 
-def per_handoff(r: redis.Redis, acquire: str, release: str, rounds: int = 5) -> float:
-    """The server's µs per contended hand-off: a waiter's attempt that finds
-    the lock held and queues, then the holder's release that hands the lock
-    to it (a PUBLISH to a subscribed wake channel), two owners taking turns
-    (the median of ``rounds`` pipelines of 3,000 hand-offs)."""
-    r.script_flush()  # (only the scripts measured in the server's Lua heap)
-    sha_a, sha_r = r.script_load(acquire), r.script_load(release)
+def per_handoff(r: redis.Redis, acquire: str, release: str) -> Callable[[int], float]:
+    """A round: the server's µs per contended hand-off: a waiter's attempt that
+    finds the lock held and queues, then the holder's release that hands the
+    lock to it (a PUBLISH to a wake channel the caller keeps subscribed: see
+    :func:`main`), two owners taking turns (a pipeline of CYCLES hand-offs)."""
     keys_a = ("tenure:{h}", "tenure:{h}:fence", "tenure:{h}:waiters", "tenure:{h}:delay")
     keys_r = (
         "tenure:{h}",
@@ -244,39 +283,38 @@ def per_handoff(r: redis.Redis, acquire: str, release: str, rounds: int = 5) -> 
         "tenure:{h}:delay",
         "tenure:{h}:released",
     )
-    prefix = "tenure:{h}:wake:"
     tokens = {w: f"{w * 32}.1:{w * 8}" for w in "ab"}
 
-    def attempt(pipe: Any, waiter: str, member: str) -> None:
+    def attempt(pipe: Any, sha: str, waiter: str, member: str) -> None:
         token = tokens[waiter]
         owner = token.split(":")[0] + ":"
-        pipe.evalsha(sha_a, 4, *keys_a, token, owner, 10000, member, 600000, 0, prefix)
+        pipe.evalsha(sha, 4, *keys_a, token, owner, 10000, member, 600000, 0, WAKE_PREFIX)
 
-    listener = r.pubsub()  # type: ignore[no-untyped-call]
-    listener.subscribe(prefix + "wa", prefix + "wb")
-    times = []
-    try:
-        for _ in range(rounds):
-            r.delete(*keys_a, *keys_r)
-            first = r.pipeline(transaction=False)
-            attempt(first, "a", "")
-            if not ok(first.execute()[0]):
-                raise RuntimeError("the first holder did not get the lock")
-            pipe = r.pipeline(transaction=False)
-            for i in range(1500):
-                for waiter, holder in (("b", "a"), ("a", "b")):
-                    attempt(pipe, waiter, f"w{waiter}|1000|{tokens[waiter]}")
-                    args = (tokens[holder], prefix, 600000, "", 0, f"op{holder}{i}")
-                    pipe.evalsha(sha_r, 5, *keys_r, *args)
-            r.config_resetstat()
-            replies = pipe.execute()
-            if replies[0][0] != 2 or parse_reply(LOCK_RELEASE, replies[1]) != (Status.OK, 1):
-                raise RuntimeError(f"unexpected replies {replies[:2]!r}")
-            usec = float(r.info("commandstats")["cmdstat_evalsha"]["usec"])
-            times.append(usec / (len(replies) / 2))
-    finally:
-        listener.close()
-    return statistics.median(times)
+    def one(n: int) -> float:
+        sha_a, sha_r = loaded(r, acquire, release)
+        r.delete(*keys_a, *keys_r)
+        first = r.pipeline(transaction=False)
+        attempt(first, sha_a, "a", "")
+        if not ok(first.execute()[0]):
+            raise RuntimeError("the first holder did not get the lock")
+        pipe = r.pipeline(transaction=False)
+        for i in range(CYCLES // 2):
+            for waiter, holder in (("b", "a"), ("a", "b")):
+                attempt(pipe, sha_a, waiter, f"w{waiter}|1000|{tokens[waiter]}")
+                args = (tokens[holder], WAKE_PREFIX, 600000, "", 0, f"op{holder}{n}.{i}")
+                pipe.evalsha(sha_r, 5, *keys_r, *args)
+        r.config_resetstat()
+        replies = pipe.execute()
+        if replies[0][0] != 2 or parse_reply(LOCK_RELEASE, replies[1]) != (Status.OK, 1):
+            raise RuntimeError(f"unexpected replies {replies[:2]!r}")
+        usec = float(r.info("commandstats")["cmdstat_evalsha"]["usec"])
+        return usec / (len(replies) / 2)
+
+    return one
+
+
+#: The wake channels' prefix of :func:`per_handoff`'s waiters.
+WAKE_PREFIX = "tenure:{h}:wake:"
 
 
 def per_cycle(r: redis.Redis, cycle: Callable[[], object], n: int = 1500, rounds: int = 5) -> float:
@@ -340,43 +378,64 @@ def primitives(url: str) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", help="redis-server/valkey-server to start")
+    parser.add_argument(
+        "--without-promises",
+        action="store_true",
+        help="no benchmark-only builds (for an older tree's scripts: PYTHONPATH=<it>/src)",
+    )
     args = parser.parse_args(argv)
     with ServerProcess(args.server) as server:
         r = redis.Redis.from_url(server.url)
         info = r.info("server")
         name = info.get("server_name") or "redis"
         acquire, release = LOCK_ACQUIRE.source.decode(), LOCK_RELEASE.source.decode()
-        rows = {
+        bare_a, bare_r = without_acl_guard(acquire), without_acl_guard(release)
+        rows_in = {
             "tenure's scripts, as sent": per_call(r, acquire, release),
             "the same, a token without a label": per_call(r, acquire, release, token=TOKEN),
-            "the same without the ACL guard": per_call(
-                r, without_acl_guard(acquire), without_acl_guard(release)
-            ),
+            "the same without the ACL guard": per_call(r, bare_a, bare_r),
             "leanest scripts with the same uncontended promises": per_call(
                 r, LEAN_ACQUIRE, LEAN_RELEASE
             ),
         }
-        anchors = {
+        anchors_in = {
             "Redisson's RedissonLock, re-written (hash lock, release record)": anchor_per_call(
                 r, ANCHOR_ACQUIRE
             ),
             "the same with RFencedLock's fence (INCR)": anchor_per_call(r, ANCHOR_FENCED_ACQUIRE),
         }
-        bare_a, bare_r = without_acl_guard(acquire), without_acl_guard(release)
+        promises_in = {
+            label: per_call(r, switched_off(bare_a, rules_a), switched_off(bare_r, rules_r))
+            for label, (rules_a, rules_r) in PROMISES.items()
+            if not args.without_promises
+        }
+        listener = r.pubsub()  # type: ignore[no-untyped-call]
+        listener.subscribe(WAKE_PREFIX + "wa", WAKE_PREFIX + "wb")  # (the hand-offs' waiters)
+        try:
+            times = interleaved(
+                {
+                    **rows_in,
+                    **anchors_in,
+                    **promises_in,
+                    "handoff": per_handoff(r, acquire, release),
+                    "handoff without the ACL guard": per_handoff(r, bare_a, bare_r),
+                }
+            )
+        finally:
+            listener.close()
+        rows = {label: times[label] for label in rows_in}
+        anchors = {label: times[label] for label in anchors_in}
         base = rows["the same without the ACL guard"]
         promises = {"the ACL guard": rows["tenure's scripts, as sent"] - base}
-        for label, (rules_a, rules_r) in PROMISES.items():
-            us = per_call(r, switched_off(bare_a, rules_a), switched_off(bare_r, rules_r))
-            promises[label] = base - us
+        promises.update({label: base - times[label] for label in promises_in})
+        handoffs = {
+            "tenure's scripts, as sent": times["handoff"],
+            "the same without the ACL guard": times["handoff without the ACL guard"],
+        }
         floor_set, floor_eval = floor_per_call(r)
         kinds = primitives(server.url)
-        handoffs = {
-            "tenure's scripts, as sent": per_handoff(r, acquire, release),
-            "the same without the ACL guard": per_handoff(
-                r, without_acl_guard(acquire), without_acl_guard(release)
-            ),
-        }
     print(f"{name} {info.get('valkey_version') or info['redis_version']}: server µs per cycle")
+    print(f"(the lower quartile of {ROUNDS} interleaved rounds of {CYCLES:,} pipelined cycles)")
     print("| scripts | µs per EVALSHA | µs per cycle (2 calls) |")
     print("|---|--:|--:|")
     for label, us in rows.items():

@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
-from tenure._drivers._hubbook import LINGER, Dropped, HubBook, PassOn, Settable, WakeEach
-from tenure._keys import LockKeys, lock_keys
+from tenure._drivers._hubbook import LINGER, Channel, Dropped, HubBook, PassOn, WakeEach
+from tenure._keys import lock_keys
 from tenure._protocol import HandedOff, Recheck
 
 KEYS = lock_keys("a", key=None, prefix="tenure:")
 
 
-@dataclass(eq=False)
-class Ch:
-    keys: LockKeys | None
-    name: str = ""
-    refs: int = 0
-    idle_since: float | None = None
-    tokens: set[str] = field(default_factory=set)
-    handoffs: dict[str, int] = field(default_factory=dict)
-    recheck: float | None = None
-    wait_until: float | None = None
-    listeners: set[Settable] = field(default_factory=set)
-    refused: str = ""
-    ready: threading.Event = field(default_factory=threading.Event)
-    wake: threading.Event = field(default_factory=threading.Event)
+class Ch(Channel):
+    def __init__(self, keys: Any) -> None:
+        super().__init__(keys)
+        self.ready: threading.Event = threading.Event()
+        self.wake: threading.Event = threading.Event()
 
 
 def test_subscribe_once_linger_then_unsubscribe() -> None:

@@ -17,10 +17,11 @@ from tenure import _cli, _doctor, _keys
 from tenure._drivers._hubbook import PassOn
 from tenure._errors import WrongTypeError
 from tenure._keys import LatchKeys, LockKeys, parse_key
-from tenure._plans.kind import Hold, Kind, LockView
+from tenure._plans.kind import Kind
 from tenure._plans.kinds import KINDS, by_name, kind_of, of_keys
 from tenure._plans.lock import LOCK
 from tenure._plans.rlock import RLOCK
+from tenure._plans.snapshot import Hold, LockView
 from tenure._protocol import Command, Eval, Status
 from tenure._scripts import LOCK_RELEASE
 from tenure._views import VIEWS, view_of

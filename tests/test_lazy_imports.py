@@ -1,14 +1,17 @@
 """What ``import tenure`` leaves to first use, so that its import stays quick.
 
-``import tenure`` imports the synchronous facade and driver, and no more: the
-``Async*`` classes, and the classes on several locks or servers at once
-(``MultiLock``, ``Redlock``), are imported on their first use (the
-``__getattr__`` of ``tenure`` and of the facade packages),
-the Lua scripts are built on the first read of their source, SHA-1 or commands
-(``_scripts._load``), and the commands' modules (the CLI, ``doctor``, the
-operator's views, the embedded server) only by the commands. Each check runs a
-fresh interpreter, whose modules nothing else imported. The time it saves is
-measured by ``benchmarks/import_time.py`` (docs/benchmarks.md).
+``import tenure`` imports the synchronous ``Lock`` (its facade, plans and
+driver), and no more: the ``Async*`` classes, every other kind (``RLock``,
+``FairLock``, ..., ``MultiLock``, ``Redlock``, with the modules only it needs),
+the snapshot types of ``info()`` (``_info``), ``AdaptiveTTL``, the operator's
+snapshots (``_plans.snapshot``) and the registry of kinds are imported on their
+first use (the ``__getattr__`` of ``tenure`` and of the facade packages, the
+first read plan, the hub's first pass-on), the Lua scripts are built on the
+first read of their source, SHA-1 or commands (``_scripts._load``), and the
+commands' modules (the CLI, ``doctor``, the operator's views, the embedded
+server) only by the commands. Each check runs a fresh interpreter, whose
+modules nothing else imported. The time it saves is measured by
+``benchmarks/import_time.py`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -26,8 +29,29 @@ LAZY = (
     "tenure._api._async",
     "tenure._drivers._async",
     "tenure._drivers._runtime_async",
+    "tenure._api._sync._holds",
+    "tenure._api._sync.rlock",
+    "tenure._api._sync.fair",
+    "tenure._api._sync.rwlock",
+    "tenure._api._sync.semaphore",
+    "tenure._api._sync.latch",
+    "tenure._api._sync.fenced",
+    "tenure._api._sync.election",
     "tenure._api._sync.multi",
     "tenure._api._sync.redlock",
+    "tenure._api._sync.redlock_election",
+    "tenure._plans.rlock",
+    "tenure._plans.fair",
+    "tenure._plans.rwlock",
+    "tenure._plans.semaphore",
+    "tenure._plans.latch",
+    "tenure._plans.fenced",
+    "tenure._plans.election",
+    "tenure._plans.kinds",
+    "tenure._plans.snapshot",
+    "tenure._keys.kinds",
+    "tenure._info",
+    "tenure._adaptive",
     "tenure._plans.multi",
     "tenure._plans.redlock",
     "tenure._plans.rounds",
@@ -44,6 +68,7 @@ LAZY = (
     "tenure._shared_server",
     "argparse",
     "rich",
+    "secrets",
 )
 
 
@@ -122,6 +147,62 @@ def test_a_later_sync_class_is_the_facades_named_tenures() -> None:
         "lease": "tenure",  # named tenure's once its module is imported
         "redlock": "tenure",
     }
+
+
+def test_a_kind_imported_later_is_the_facades_named_tenures() -> None:
+    """A kind's name imports its module and no other kind's; a module another
+    one imported (an election's fair lock) is named tenure's with it."""
+    found = fresh(
+        "import json, sys\n"
+        "import tenure\n"
+        "def loaded():\n"
+        "    return sorted(m for m in sys.modules if m.startswith('tenure._api._sync.'))\n"
+        "before = loaded()\n"
+        "tenure.Semaphore\n"
+        "semaphore = loaded()\n"
+        "tenure.Election\n"
+        "from tenure._api import _sync\n"
+        "fair = _sync.fair.FairLock\n"
+        "print(json.dumps({'before': before, 'semaphore': semaphore,\n"
+        "                  'fair': [fair.__module__, fair is tenure.FairLock],\n"
+        "                  'lease': tenure.SemaphoreLease.__module__}))"
+    )
+    assert isinstance(found, dict)
+    kinds = {m for m in LAZY if m.startswith("tenure._api._sync.")}
+    assert "tenure._api._sync.lock" in found["before"] and not kinds & set(found["before"])
+    assert set(found["semaphore"]) - set(found["before"]) == {"tenure._api._sync.semaphore"}
+    assert found["fair"] == ["tenure", True]
+    assert found["lease"] == "tenure"
+
+
+def test_a_snapshot_built_before_its_name_was_read_is_tenures() -> None:
+    """A plan's first snapshot imports ``_info``, whose classes then say they are
+    tenure's (and pickle through ``tenure``) though ``tenure.LockInfo`` was never
+    read; ``tenure.LockInfo`` is that class."""
+    found = fresh(
+        "import json, pickle, sys\n"
+        "import tenure\n"
+        "from tenure._plans.lock import lock_info\n"
+        "before = 'tenure._info' in sys.modules\n"
+        "info = lock_info('orders', 'abc.1:def', 1, 1500, 7, 0)\n"
+        "bound = 'LockInfo' in vars(tenure)\n"
+        "again = pickle.loads(pickle.dumps(info))\n"
+        "print(json.dumps({'before': before, 'bound': bound,\n"
+        "                  'module': type(info).__module__,\n"
+        "                  'same': type(info) is tenure.LockInfo and again == info}))"
+    )
+    assert found == {"before": False, "bound": False, "module": "tenure", "same": True}
+
+
+def test_tenure_looks_a_snapshot_name_up_in_info_and_no_other() -> None:
+    """``tenure._SNAPSHOTS`` (the names its ``__getattr__`` imports from
+    ``_info``) are the classes ``_info`` defines, all named tenure's."""
+    import tenure
+    from tenure import _info
+
+    classes = {n for n, c in vars(_info).items() if isinstance(c, type) and n[0] != "_"}
+    assert classes == set(tenure._SNAPSHOTS) <= set(tenure.__all__)
+    assert {getattr(_info, n).__module__ for n in classes} == {"tenure"}
 
 
 @pytest.mark.parametrize("module", ["tenure", "tenure._api._sync", "tenure._api._async"])

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tenure._info import SemaphoreHolder, SemaphoreInfo
-from tenure._plans.kind import LockView
+from tenure._plans.snapshot import LockView
 from tenure._views.live import (
     COLUMNS,
     SORTS,

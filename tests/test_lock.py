@@ -744,13 +744,12 @@ def test_an_interrupt_just_after_the_gate_was_taken_frees_it(
     """The interrupted waiter's gate is given back: another thread of the process
     then waits for the lock and gets it when it is released (before, it stalled
     on the gate until its timeout, though the lock was free)."""
-    from dataclasses import dataclass, field
-
     from tenure._drivers import _sync
 
-    @dataclass(eq=False)
     class Channel(_sync._Channel):
-        gate: Any = field(default_factory=_GateInterruptedAfterAcquire)
+        def __init__(self, keys: Any) -> None:
+            super().__init__(keys)
+            self.gate = _GateInterruptedAfterAcquire()
 
     monkeypatch.setattr(_GateInterruptedAfterAcquire, "armed", True)
     monkeypatch.setattr(_sync.hubbase, "_Channel", Channel)  # for the hub of the new client below
@@ -1260,3 +1259,50 @@ def test_an_interrupt_as_the_driver_returns_the_grant_gives_it_back(
         sys.setprofile(None)
     assert fired
     given_back(lock, make, r, "the interrupted grant was given back")
+
+
+@pytest.mark.parametrize("gone", [0, 1, 3, 4])
+def test_a_release_hands_the_lock_to_the_first_waiter_that_hears_it(
+    r: redis.Redis, gone: int
+) -> None:
+    """A release with waiters queued hands the lock to the first one whose
+    wake channel is heard (``gone``: how many of the first ones are not), with
+    a fence after the stored one, and tells the next one to recheck; members
+    nobody hears are dropped, and with nobody left the lock is free."""
+    from tenure._scripts import LOCK_RELEASE
+
+    keys = [f"tenure:{{hand}}{k}" for k in ("", ":waiters", ":fence", ":delay", ":released:1")]
+    r.set(keys[0], "holder", px=10000)
+    r.set(keys[2], str(2**52), px=600000)  # (ahead of the clock: the fence is the next one)
+    members = [f"w{i}|700|token{i}" for i in range(4)]
+    r.zadd(keys[1], {m: i for i, m in enumerate(members)})
+    listener = r.pubsub()  # type: ignore[no-untyped-call]
+    channels = ["wake:none", *(f"wake:w{i}" for i in range(gone, 4))]
+    listener.subscribe(*channels)
+    heard: list[tuple[bytes, bytes]] = []
+    try:
+        for _ in channels:  # (each subscription confirmed before the release)
+            assert listener.get_message(timeout=5)["type"] == "subscribe"
+        r.script_load(LOCK_RELEASE.source)
+        reply = r.evalsha(LOCK_RELEASE.sha1, 5, *keys, "holder", "wake:", 600000, "", 0, "1")
+        while (message := listener.get_message(timeout=0.2)) is not None:
+            # (Redis 6.2's ACL guard probes the channels with "probe": ignored)
+            if message["type"] == "message" and message["data"] != b"probe":
+                heard.append((message["channel"], message["data"]))
+    finally:
+        listener.close()
+    fence = 2**52 + 1
+    told = [(f"wake:w{gone}".encode(), f"{fence} token{gone}".encode())]
+    if gone < 3:
+        told.append((f"wake:w{gone + 1}".encode(), b"recheck 700"))
+    assert heard == told[: 4 - gone]
+    if gone < 4:
+        assert reply == 1
+        assert r.get(keys[0]) == f"token{gone}".encode()
+        assert 0 < r.pttl(keys[0]) <= 700
+        assert r.get(keys[2]) == str(fence).encode()
+    else:
+        assert reply == 0 and not r.exists(keys[0])
+        assert r.get(keys[2]) == str(2**52).encode()
+    assert r.zrange(keys[1], 0, -1) == [m.encode() for m in members[gone + 1 :]]
+    assert r.exists(keys[4])  # the release is recorded

@@ -629,6 +629,32 @@ def test_scripts_reply_with_the_status_names_of_the_enum() -> None:
         build("bare", lambda name: b"-- bare.lua\nreturn {OK, 0}\n")
 
 
+def test_a_scripts_first_lines_make_only_the_helpers_they_use() -> None:
+    """Above a script's ``--@later`` line, the helpers its first lines do not
+    use (themselves or through the helpers they use) are not defined: they are
+    defined at that line, before the rest that may use them."""
+    parts = {
+        "quick.lua": b"-- quick.lua\n--@include _common.lua\n"
+        b"if ARGV[1] == '' then return twice(1) end\n--@later\n"
+        b"if ARGV[1] == 'x' then return 'other' end\n--@later\n"
+        b"return {OK, other(2) + twice(3)}\n",
+        "_common.lua": b"--@status\n"
+        b"local function once(n)\n  return n\nend\n"
+        b"local function twice(n)\n  return once(n) * 2\nend\n"
+        b"local function other(n)\n  return once(n) + 1\nend\n",
+    }
+    text = build("quick", parts.__getitem__).source.decode()
+    quick, second = text.index("if ARGV[1] == ''"), text.index("if ARGV[1] == 'x'")
+    later = text.index("local function other")  # (a name in a string is no use)
+    assert text.index("local function once") < text.index("local function twice") < quick
+    assert quick < second < later < text.index("return {OK, other(2)")
+    for spec in ALL:  # every script built so still defines each helper once
+        text = spec.source.decode()
+        names = re.findall(r"^local function (\w+)", text, re.MULTILINE)
+        assert len(names) == len(set(names)), spec.name
+        assert "--@later" not in text, spec.name
+
+
 def test_plans_do_no_io() -> None:
     """The plans package imports nothing that does I/O, sleeps or reads the clock."""
     import ast

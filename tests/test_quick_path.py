@@ -224,7 +224,7 @@ def test_an_interrupt_as_a_sound_connection_is_given_back_loses_no_connection(
             event == "call"
             and not fired
             and caller is not None
-            and caller.f_code is _sync.send._quick_together.__code__
+            and caller.f_code is _sync.send._exchange.__code__
             and caller.f_locals.get("sound") is True
         ):
             fired.append(frame.f_code.co_name)

@@ -6,20 +6,9 @@ same arguments and semantics. The safety model: docs/safety-in-plain-words.md.
 
 from typing import TYPE_CHECKING
 
-from ._adaptive import AdaptiveTTL as AdaptiveTTL
 from ._api._sync import DEFAULT_TTL as DEFAULT_TTL
-from ._api._sync import CountDownLatch as CountDownLatch
-from ._api._sync import FairLock as FairLock
-from ._api._sync import FencedKey as FencedKey
 from ._api._sync import Lease as Lease
 from ._api._sync import Lock as Lock
-from ._api._sync import ReadWriteLease as ReadWriteLease
-from ._api._sync import ReadWriteLock as ReadWriteLock
-from ._api._sync import ReadWriteView as ReadWriteView
-from ._api._sync import RLock as RLock
-from ._api._sync import RLockLease as RLockLease
-from ._api._sync import Semaphore as Semaphore
-from ._api._sync import SemaphoreLease as SemaphoreLease
 from ._errors import AcquireTimeout as AcquireTimeout
 from ._errors import AlreadyHeldError as AlreadyHeldError
 from ._errors import InvalidArgument as InvalidArgument
@@ -34,22 +23,11 @@ from ._errors import StaleFenceError as StaleFenceError
 from ._errors import TenureError as TenureError
 from ._errors import UnsupportedServer as UnsupportedServer
 from ._errors import WrongTypeError as WrongTypeError
-from ._info import CountDownLatchInfo as CountDownLatchInfo
-from ._info import ElectionEvent as ElectionEvent
-from ._info import FairLockInfo as FairLockInfo
-from ._info import FairWaiter as FairWaiter
-from ._info import Leader as Leader
-from ._info import LockInfo as LockInfo
-from ._info import MultiLockInfo as MultiLockInfo
-from ._info import MultiPartInfo as MultiPartInfo
-from ._info import ReadWriteHolder as ReadWriteHolder
-from ._info import ReadWriteInfo as ReadWriteInfo
-from ._info import SemaphoreHolder as SemaphoreHolder
-from ._info import SemaphoreInfo as SemaphoreInfo
 from ._models import LeaseBase as LeaseBase
 from ._telemetry import configure_telemetry as configure_telemetry
 
 if TYPE_CHECKING:  # imported on first use (__getattr__ below)
+    from ._adaptive import AdaptiveTTL as AdaptiveTTL
     from ._api._async import AsyncCountDownLatch as AsyncCountDownLatch
     from ._api._async import AsyncElection as AsyncElection
     from ._api._async import AsyncFairLock as AsyncFairLock
@@ -70,14 +48,36 @@ if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from ._api._async import AsyncRLockLease as AsyncRLockLease
     from ._api._async import AsyncSemaphore as AsyncSemaphore
     from ._api._async import AsyncSemaphoreLease as AsyncSemaphoreLease
+    from ._api._sync import CountDownLatch as CountDownLatch
     from ._api._sync import Election as Election
+    from ._api._sync import FairLock as FairLock
+    from ._api._sync import FencedKey as FencedKey
     from ._api._sync import Leadership as Leadership
     from ._api._sync import MultiLease as MultiLease
     from ._api._sync import MultiLock as MultiLock
+    from ._api._sync import ReadWriteLease as ReadWriteLease
+    from ._api._sync import ReadWriteLock as ReadWriteLock
+    from ._api._sync import ReadWriteView as ReadWriteView
     from ._api._sync import Redlock as Redlock
     from ._api._sync import RedlockElection as RedlockElection
     from ._api._sync import RedlockLeadership as RedlockLeadership
     from ._api._sync import RedlockLease as RedlockLease
+    from ._api._sync import RLock as RLock
+    from ._api._sync import RLockLease as RLockLease
+    from ._api._sync import Semaphore as Semaphore
+    from ._api._sync import SemaphoreLease as SemaphoreLease
+    from ._info import CountDownLatchInfo as CountDownLatchInfo
+    from ._info import ElectionEvent as ElectionEvent
+    from ._info import FairLockInfo as FairLockInfo
+    from ._info import FairWaiter as FairWaiter
+    from ._info import Leader as Leader
+    from ._info import LockInfo as LockInfo
+    from ._info import MultiLockInfo as MultiLockInfo
+    from ._info import MultiPartInfo as MultiPartInfo
+    from ._info import ReadWriteHolder as ReadWriteHolder
+    from ._info import ReadWriteInfo as ReadWriteInfo
+    from ._info import SemaphoreHolder as SemaphoreHolder
+    from ._info import SemaphoreInfo as SemaphoreInfo
 
 __version__ = "0.1.0"
 
@@ -156,9 +156,29 @@ __all__ = [
 
 # The names of __all__ not imported above are imported on their first use
 # (__getattr__ below): the asyncio classes (a program that uses only the
-# synchronous ones never imports the asyncio facade and driver), and the
-# classes on several locks or servers at once (see ``_api/_async/__init__.py``).
+# synchronous ones never imports the asyncio facade and driver), every kind
+# but Lock (see ``_api/_async/__init__.py``: a program pays for the kinds it
+# uses), the snapshot types that ``info()`` returns (``_info``, imported by
+# the first ``info()`` too), and ``AdaptiveTTL``.
 _LATER = tuple(name for name in __all__ if name not in globals())
+
+#: The names of _LATER that ``_info`` defines (its classes).
+_SNAPSHOTS = frozenset(
+    {
+        "CountDownLatchInfo",
+        "ElectionEvent",
+        "FairLockInfo",
+        "FairWaiter",
+        "Leader",
+        "LockInfo",
+        "MultiLockInfo",
+        "MultiPartInfo",
+        "ReadWriteHolder",
+        "ReadWriteInfo",
+        "SemaphoreHolder",
+        "SemaphoreInfo",
+    }
+)
 
 
 def _name_public(names: tuple[str, ...], module: dict[str, object]) -> None:
@@ -182,12 +202,16 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
         if name not in _LATER:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         if name.startswith("Async"):
-            from ._api import _async as facade
+            from ._api import _async as home
+        elif name in _SNAPSHOTS:
+            from . import _info as home
+        elif name == "AdaptiveTTL":
+            from . import _adaptive as home
         else:
-            from ._api import _sync as facade
-        public = getattr(facade, name)
-        # and every other class the facade holds by now
-        _name_public(tuple(n for n in _LATER if n in vars(facade)), vars(facade))
+            from ._api import _sync as home
+        public = getattr(home, name)
+        # and every other class that module holds by now
+        _name_public(tuple(n for n in _LATER if n in vars(home)), vars(home))
         return public
 
 

@@ -312,3 +312,13 @@ class ElectionEvent:
     def leading(self) -> bool:
         """Whether the term is still on after this change (elected or proclaimed)."""
         return self.change in ("elected", "proclaimed")
+
+
+# Every class here is a snapshot type that :mod:`tenure` exports (importing this
+# module on their first use), and says it is tenure's, as tenure's other public
+# classes do (a traceback, ``help()`` and pickle name ``tenure.LockInfo``),
+# whichever import loads this module first: tenure's ``__getattr__`` or a plan
+# building a snapshot.
+for _public in [c for c in globals().values() if isinstance(c, type) and c.__module__ == __name__]:
+    _public.__module__ = "tenure"
+del _public

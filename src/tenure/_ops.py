@@ -40,12 +40,12 @@ from ._errors import InvalidArgument, WrongTypeError
 from ._keys import LatchKeys, LockKeys, check_prefix
 from ._keys import parse_key as parse_any_key
 from ._label import split_holder
-from ._plans.kind import ForcedRelease as ForcedRelease
-from ._plans.kind import Hold as Hold
 from ._plans.kind import Kind
-from ._plans.kind import LockView as LockView
-from ._plans.kind import Waiter as Waiter
 from ._plans.kinds import KINDS, by_name, exists, kind_of
+from ._plans.snapshot import ForcedRelease as ForcedRelease
+from ._plans.snapshot import Hold as Hold
+from ._plans.snapshot import LockView as LockView
+from ._plans.snapshot import Waiter as Waiter
 from ._protocol import Plan, text
 
 #: How many queued waiters ``inspect`` lists (all of them are counted).

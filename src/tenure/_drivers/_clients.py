@@ -28,6 +28,7 @@ valkey-py's ``ValkeyCluster``, sync and asyncio) are driven alike: routed by
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from functools import cache
@@ -59,46 +60,25 @@ _Classes = tuple[type, ...]
 
 @cache
 def _classes(with_valkey: bool) -> tuple[_Classes, _Classes, _Classes, _Classes, _Classes]:
-    """(sync clients, asyncio clients, pipelines, cluster clients, Sentinel managers)."""
-    import redis
-    import redis.asyncio
-    import redis.asyncio.client
-    import redis.asyncio.cluster
-    import redis.asyncio.sentinel
-    import redis.client
-    import redis.cluster
-    import redis.sentinel
-
-    sync: list[type] = [redis.Redis]
-    aio: list[type] = [redis.asyncio.Redis]
-    pipelines: list[type] = [
-        redis.client.Pipeline,
-        redis.asyncio.client.Pipeline,
-        redis.cluster.ClusterPipeline,
-        redis.asyncio.cluster.ClusterPipeline,
-    ]
-    clusters: list[type] = [redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster]
-    sentinels: list[type] = [redis.sentinel.Sentinel, redis.asyncio.sentinel.Sentinel]
-    if with_valkey:
-        import valkey
-        import valkey.asyncio
-        import valkey.asyncio.client
-        import valkey.asyncio.cluster
-        import valkey.asyncio.sentinel
-        import valkey.client
-        import valkey.cluster
-        import valkey.sentinel
-
-        sync.append(valkey.Valkey)
-        aio.append(valkey.asyncio.Valkey)
-        pipelines += [
-            valkey.client.Pipeline,
-            valkey.asyncio.client.Pipeline,
-            valkey.cluster.ClusterPipeline,
-            valkey.asyncio.cluster.ClusterPipeline,
-        ]
-        clusters += [valkey.cluster.ValkeyCluster, valkey.asyncio.cluster.ValkeyCluster]
-        sentinels += [valkey.sentinel.Sentinel, valkey.asyncio.sentinel.Sentinel]
+    """(sync clients, asyncio clients, pipelines, cluster clients, Sentinel
+    managers). Both libraries name their classes alike (``redis.Redis``,
+    ``redis.cluster.RedisCluster``; ``valkey.Valkey``,
+    ``valkey.cluster.ValkeyCluster``), in the same modules, sync and
+    ``.asyncio``; the cluster clients come as (sync, asyncio) per library."""
+    sync: list[type] = []
+    aio: list[type] = []
+    pipelines: list[type] = []
+    clusters: list[type] = []
+    sentinels: list[type] = []
+    for library in ("redis", "valkey") if with_valkey else ("redis",):
+        name = library.capitalize()
+        for clients, package in ((sync, library), (aio, library + ".asyncio")):
+            client = importlib.import_module(package + ".client")
+            cluster = importlib.import_module(package + ".cluster")
+            clients.append(getattr(importlib.import_module(package), name))
+            pipelines += [client.Pipeline, cluster.ClusterPipeline]
+            clusters.append(getattr(cluster, name + "Cluster"))
+            sentinels.append(importlib.import_module(package + ".sentinel").Sentinel)
     return tuple(sync), tuple(aio), tuple(pipelines), tuple(clusters), tuple(sentinels)
 
 
@@ -265,6 +245,12 @@ def master_unreached(client: Any, exc: BaseException) -> bool:
     return type(exc) in getattr(type(client), "ERRORS_ALLOW_RETRY", ())
 
 
+class Fallback(Exception):
+    """A call or reply a quick path leaves to the ordinary one, which says it
+    right or sends it again: an error reply (NOSCRIPT, NOPERM, ...), a
+    connection fault under a retry policy, no connection free in time."""
+
+
 def connection_fault(exc: BaseException) -> bool:
     """Whether ``exc`` is an error of the client library (redis-py's
     ``RedisError``, valkey-py's ``ValkeyError``) or of the socket (``OSError``,
@@ -337,6 +323,18 @@ def evalsha_args(step: Eval, shard: bool = False) -> tuple[Any, ...]:
         *step.keys,
         *[str(a) if type(a) is int else a for a in step.args],
     )
+
+
+def commands(step: Any) -> list[tuple[Any, ...]]:
+    """The commands ``step`` sends: ``EVALSHA`` of a script call (see
+    :func:`evalsha_args`), a command as it is, a pipeline's in order."""
+    if isinstance(step, Eval):
+        return [("EVALSHA", *evalsha_args(step))]
+    if isinstance(step, Command):
+        return [step.args]
+    if isinstance(step, Pipeline):
+        return [c for part in step.steps for c in commands(part)]
+    raise TypeError(f"run_each can't send {step!r}")
 
 
 def source_of(step: Eval, shard: bool = False) -> bytes:

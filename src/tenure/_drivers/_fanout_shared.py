@@ -19,6 +19,7 @@ from .._errors import TenureError
 from .._plans.redlock import Late
 from .._protocol import Command, Eval, Pipeline, Plan, parse_reply
 from . import _identity
+from ._clients import Fallback
 from ._watchbook import Watch, Watchable
 
 #: A plan's place in the results of ``run_each`` while it is not done.
@@ -64,11 +65,6 @@ class Unsent(TimeoutError):
     to that server is still in flight (a paused server?), or a clean-up must
     not overtake one. The server never sees it; a call that must still reach
     it (a release) can be queued behind the earlier one with ``send_late``."""
-
-
-class Fallback(Exception):
-    """A reply the quick path leaves to the ordinary one (an error reply:
-    NOSCRIPT, NOPERM, ...), which says it right."""
 
 
 def is_fault(exc: BaseException) -> bool:
@@ -126,17 +122,6 @@ def count(step: Any) -> int:
     if isinstance(step, Pipeline):
         return sum(count(part) for part in step.steps)
     return 1
-
-
-def commands(step: Any, evalsha_args: Callable[[Eval], tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The commands ``step`` sends (``evalsha_args``: a script call's arguments)."""
-    if isinstance(step, Eval):
-        return [("EVALSHA", *evalsha_args(step))]
-    if isinstance(step, Command):
-        return [step.args]
-    if isinstance(step, Pipeline):
-        return [c for part in step.steps for c in commands(part, evalsha_args)]
-    raise TypeError(f"run_each can't send {step!r}")
 
 
 def replies(step: Any, raws: list[Any]) -> Any:

@@ -74,12 +74,11 @@ reader then stops).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from .._errors import PermissionDenied
 from .._keys import LockKeys
-from .._plans.kinds import of_keys
 from .._protocol import HandedOff, Plan, Recheck
 
 #: What a script publishes on a channel to check, on Redis 6.2, that the user
@@ -120,7 +119,7 @@ def is_noperm(exc: BaseException) -> bool:
     )
 
 
-def refusal(ch: ChannelBase) -> None:
+def refusal(ch: Channel) -> None:
     """Raise ``PermissionDenied`` if the server refused ``ch``'s SUBSCRIBE.
 
     Raises:
@@ -131,8 +130,9 @@ def refusal(ch: ChannelBase) -> None:
         raise PermissionDenied("channel", ch.refused, "SUBSCRIBE")
 
 
-def wake_refused(ch: ChannelBase) -> None:
-    """Wake every plan of a channel whose SUBSCRIBE was refused."""
+def wake_all_of(ch: Channel) -> None:
+    """Wake every plan of ``ch``: to check Redis again, or, its SUBSCRIBE
+    refused, to raise (see :func:`refusal`)."""
     ch.ready.set()
     ch.wake.set()
     for event in list(ch.listeners):
@@ -145,30 +145,39 @@ class Settable(Protocol):
     def set(self) -> None: ...
 
 
-class ChannelBase(Protocol):
-    """What the book needs of a driver's channel record."""
+class Channel:
+    """A channel's record, as the book needs it; a driver's record (with its
+    flavour's events, the gate and the hub that holds it) extends it and sets
+    ``ready`` and ``wake``."""
 
-    keys: LockKeys | None  # None: hand-offs to tokens nobody waits with are not passed on
-    name: str  # the channel's name (set by the book)
-    refs: int
-    idle_since: float | None
-    tokens: set[str]  # the lease tokens of this process's plans waiting on the lock
-    handoffs: dict[str, int]  # token -> fence, for locks handed to a waiting token
-    recheck: float | None  # seconds: a release asked the waiter to retry within them
-    # when the wait in progress on the channel ends anyway (time.monotonic(); None:
-    # no wait in progress, or one the driver does not tell)
-    wait_until: float | None
-    listeners: set[Settable]  # the events of plans listening on a broadcast channel
-    refused: str  # the channel's name once the server refused its SUBSCRIBE (ACL)
+    #: set when the server confirmed the subscription
+    ready: Settable
+    #: the wake-up of the one plan that waits on it
+    wake: Settable
 
-    @property
-    def ready(self) -> Settable: ...
+    def __init__(self, keys: LockKeys | None) -> None:
+        #: None: hand-offs to tokens nobody waits with are not passed on
+        self.keys = keys
+        #: the channel's name (set by the book)
+        self.name = ""
+        self.refs = 0
+        self.idle_since: float | None = None
+        #: the lease tokens of this process's plans waiting on the lock
+        self.tokens: set[str] = set()
+        #: token -> fence, for locks handed to a waiting token
+        self.handoffs: dict[str, int] = {}
+        #: seconds: a release asked the waiter to retry within them
+        self.recheck: float | None = None
+        #: when the wait in progress on the channel ends anyway (time.monotonic();
+        #: None: no wait in progress, or one the driver does not tell)
+        self.wait_until: float | None = None
+        #: the events of plans listening on a broadcast channel
+        self.listeners: set[Settable] = set()
+        #: the channel's name once the server refused its SUBSCRIBE (ACL)
+        self.refused = ""
 
-    @property
-    def wake(self) -> Settable: ...
 
-
-C = TypeVar("C", bound=ChannelBase)
+C = TypeVar("C", bound=Channel)
 
 
 @dataclass(frozen=True)
@@ -194,6 +203,9 @@ class PassOn:
         ``pass_on`` of the kind whose keys these are (looked up in the registry,
         :func:`tenure._plans.kinds.of_keys`), or nothing for a kind that has
         none (its waiters give back such a hand-off themselves)."""
+        # (the registry, every kind's plans with it, loads at the first pass-on)
+        from .._plans.kinds import of_keys
+
         kind = of_keys(self.keys)
         if kind is None or kind.pass_on is None:
             return _nothing()
@@ -216,22 +228,22 @@ class Dropped(Generic[C]):
     record: C
 
 
-@dataclass
 class HubBook(Generic[C]):
     """Channels by name, their waiter counts, and channels being unsubscribed."""
 
-    make: Callable[[LockKeys | None], C]
-    channels: dict[str, C] = field(default_factory=dict)
-    closing: dict[str, LockKeys | None] = field(default_factory=dict)
-    granted: dict[str, None] = field(default_factory=dict)  # oldest first
-    # channels subscribed again after a reconnection: their confirmation wakes everyone
-    rewake: set[str] = field(default_factory=set)
-    # channels whose SUBSCRIBE is not confirmed yet, oldest first
-    pending: dict[str, None] = field(default_factory=dict)
-    # the channels nobody waits or listens on, lingering, the longest idle
-    # first: what :meth:`stale` looks at (never every channel, so that a
-    # message costs the reader the same however many channels it listens on)
-    idle: dict[str, None] = field(default_factory=dict)
+    def __init__(self, make: Callable[[LockKeys | None], C]) -> None:
+        self.make = make
+        self.channels: dict[str, C] = {}
+        self.closing: dict[str, LockKeys | None] = {}
+        self.granted: dict[str, None] = {}  # oldest first
+        # channels subscribed again after a reconnection: their confirmation wakes everyone
+        self.rewake: set[str] = set()
+        # channels whose SUBSCRIBE is not confirmed yet, oldest first
+        self.pending: dict[str, None] = {}
+        # the channels nobody waits or listens on, lingering, the longest idle
+        # first: what :meth:`stale` looks at (never every channel, so that a
+        # message costs the reader the same however many channels it listens on)
+        self.idle: dict[str, None] = {}
 
     def enter(self, channel: str, keys: LockKeys | None, token: str) -> tuple[C, bool]:
         """Count a waiter (waiting with ``token``) in; return its channel and
@@ -403,11 +415,7 @@ class HubBook(Generic[C]):
         when their linger ends) and return ``False``."""
         if any(ch.refs for ch in self.channels.values()):
             return False
-        self.channels.clear()
-        self.closing.clear()
-        self.rewake.clear()
-        self.pending.clear()
-        self.idle.clear()
+        self.drop_all()
         return True
 
     def forget(self, channel: str) -> C:

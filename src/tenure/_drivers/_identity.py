@@ -1,7 +1,8 @@
 """Owner identity: unguessable ids for this process, its threads and its tasks.
 
 An owner id is ``<process id>.<n>``: the process id is 128 random bits from
-:mod:`secrets`, drawn again in a forked child (so the child owns none of the
+the system's cryptographic source (``os.urandom``, what :mod:`secrets` draws
+from), drawn again in a forked child (so the child owns none of the
 parent's leases), and ``n`` numbers the threads and tasks of the process (a
 thread's ident can be reused after it ends; ``n`` never is). A lease token is
 its owner id, a colon and another 128 random bits, then the holder's label
@@ -12,15 +13,14 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 
-_process = [secrets.token_hex(16)]
+_process = [os.urandom(16).hex()]
 _numbers = itertools.count(1)
 _generation = [0]
 
 
 def _after_fork() -> None:
-    _process[0] = secrets.token_hex(16)
+    _process[0] = os.urandom(16).hex()
     _generation[0] += 1
 
 
@@ -56,10 +56,10 @@ def next_number() -> int:
 def new_token(owner: str, suffix: str = "") -> str:
     """A lease token: ``owner``, a colon, 128 random bits (hex), and ``suffix``
     (the holder's label as :func:`tenure._label.label_suffix` gives it, or "")."""
-    return f"{owner}:{secrets.token_hex(16)}{suffix}"
+    return f"{owner}:{os.urandom(16).hex()}{suffix}"
 
 
 def new_op() -> str:
     """An id for one call that changes state (64 random bits, hex), so that a
     retry of it is recognised."""
-    return secrets.token_hex(8)
+    return os.urandom(8).hex()

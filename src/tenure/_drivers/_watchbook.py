@@ -34,7 +34,6 @@ Every lease handed to :meth:`WatchBook.add` is watched until it is discarded:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from .._errors import WrongTypeError
@@ -69,20 +68,20 @@ LINGER = 1.0
 MAX_SLEEP = LINGER
 
 
-@dataclass(eq=False)
 class Watch:
     """One watched lease."""
 
-    lease: Watchable
-    renew: bool
-    due: float
-    busy: bool = False
-    failures: int = 0
-    claim: float = 0.0  # the claim window still to extend (seconds), 0.0 once done
-    why: str = "its deadline passed before a renewal reached Redis"  # if lost at its deadline
-    #: the driver's watchdog that watches it (set by the driver), so that its
-    #: release and end reach that watchdog without looking the client up again
-    dog: Any = None
+    def __init__(self, lease: Watchable, renew: bool, due: float, *, claim: float = 0.0) -> None:
+        self.lease = lease
+        self.renew = renew
+        self.due = due
+        self.busy = False
+        self.failures = 0
+        self.claim = claim  # the claim window still to extend (seconds), 0.0 once done
+        self.why = "its deadline passed before a renewal reached Redis"  # if lost at its deadline
+        #: the driver's watchdog that watches it (set by the driver), so that its
+        #: release and end reach that watchdog without looking the client up again
+        self.dog: Any = None
 
     @property
     def renewable(self) -> bool:

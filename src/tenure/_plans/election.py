@@ -48,8 +48,9 @@ from .._scripts import (
     LOCK_EXTEND,
 )
 from . import fair
-from .kind import Kind, LockView, named, token_release
+from .kind import Kind, named, token_release
 from .replicas import ReplicaPolicy, acknowledged, wait_command
+from .snapshot import LockView
 
 #: The largest value a leader may proclaim, in bytes.
 VALUE_MAX = 4096

@@ -33,26 +33,22 @@ each other may be served in either order.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidArgument, NotOwnedError
-from .._info import FairLockInfo, FairWaiter
 from .._keys import FairKeys, fair_keys
 from .._label import holder_label
 from .._protocol import Eval, Plan, failed_calls_suppressed
 from .._scripts import FAIR_ACQUIRE, FAIR_INSPECT, FAIR_RELEASE, LOCK_EXTEND
 from .._units import check_count, check_seconds, lease_ms, to_ms
 from .common import FENCE_KEEP_MS, fence_keep_ms, released
-from .kind import (
-    Kind,
-    LockView,
-    Waiter,
-    named,
-    pttl_ms,
-    token_release,
-)
+from .kind import Kind, named, pttl_ms, token_release
 from .lock import _LockContender
 from .waiting import Clock, Grant, wait_turn
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from .._info import FairLockInfo
+    from .snapshot import LockView
 
 #: The default waiter timeout, seconds: a queued waiter that does not call
 #: again for this long is dropped from the queue.
@@ -186,6 +182,8 @@ def inspect(keys: FairKeys, limit: int) -> Plan[FairLockInfo]:
 
 def parse_info(name: str, value: Any) -> FairLockInfo:
     """Read a ``fair_inspect.lua`` reply (see its header)."""
+    from .._info import FairLockInfo, FairWaiter  # (loaded on first use)
+
     holder, pttl, fence, waiting, *flat = value
     queue = []
     for member, left in zip(flat[::2], flat[1::2], strict=True):
@@ -214,6 +212,8 @@ def parse_info(name: str, value: Any) -> FairLockInfo:
 
 def _read(keys: FairKeys, waiting: int) -> Plan[LockView]:
     # the queue comes with the inspect: no more round trips
+    from .snapshot import LockView, Waiter  # (loaded by the first read)
+
     info = yield from inspect(keys, max(0, waiting))
     queue = tuple(Waiter(w.waiter, w.token, w.lease, None, deadline=w.deadline) for w in info.queue)
     held = info.holder is not None

@@ -13,8 +13,8 @@ runs to pass on a hand-off nobody waits for, and what doctor checks of it.
 How the commands show a snapshot, in text and JSON, is not decided here: see
 :mod:`tenure._views`, a layer above.
 
-This module also holds the snapshot types that the kinds share. It imports no
-primitive's plans (they import it).
+The snapshot types that the kinds share are :mod:`.snapshot`'s, imported on
+the first read. This module imports no primitive's plans (they import it).
 """
 
 from __future__ import annotations
@@ -22,15 +22,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .._errors import InvalidArgument, NotOwnedError
-from .._keys import MARKERS, ROLES, LatchKeys, LockKeys
-from .._label import holder_label
+from .._keys import MARKERS, ROLES, LockKeys
 from .._protocol import Command, Plan, text
 from .._scripts import ScriptSpec
 
-K = TypeVar("K", bound=LockKeys | LatchKeys)
+if TYPE_CHECKING:  # (imported by the first read: see .snapshot)
+    from .._keys import LatchKeys
+    from .snapshot import Hold, LockView, Waiter
+
+K = TypeVar("K", bound="LockKeys | LatchKeys")  # (a latch's keys: imported by its kind)
 D = TypeVar("D")
 
 #: How a forced release ends holds: ``(keys, snapshot before, holds to end,
@@ -40,132 +43,6 @@ ForceRelease = Callable[
     [K, "LockView", Sequence["Hold"], Callable[[], str]],
     Plan[tuple[list["Hold"], list["Hold"]]],
 ]
-
-
-# --- one primitive, as the operator sees it -------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Waiter:
-    """One queued waiter of a lock (a member of its waiters sorted set).
-
-    Attributes:
-        waiter: the waiting process's (a FairLock's: thread's or task's) wake id.
-        holder: the lease token (Lock, FairLock, Semaphore) or owner id (RLock,
-            ReadWriteLock) a release would hand the lock to.
-        lease: the lease a release hands it, in seconds: its claim window, the
-            smaller of the lease it asked for and 1 s, which it extends to its
-            full lease at once (``None`` if unreadable).
-        queued_for: seconds since it queued, by the server's clock (``None``
-            for a FairLock's waiter, which has a ``deadline`` instead).
-        mode: a ReadWriteLock waiter's mode, ``"read"`` or ``"write"``.
-        permits: the permits a Semaphore waiter asks for.
-        deadline: seconds until a FairLock waiter is dropped from the queue
-            unless it calls again (a live one calls well before).
-    """
-
-    waiter: str
-    holder: str
-    lease: float | None
-    queued_for: float | None
-    mode: str | None = None
-    permits: int | None = None
-    deadline: float | None = None
-    label: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.label is None:  # (a kind whose holder is no stored token gives it)
-            object.__setattr__(self, "label", holder_label(self.holder))
-
-
-@dataclass(frozen=True, slots=True)
-class LockView:
-    """A snapshot of one primitive (see :mod:`tenure._views` for its JSON shape).
-
-    ``kind`` is the kind's public name (``"Lock"``, ...: :attr:`Kind.name`;
-    :func:`.kinds.kind_of` finds the kind, :func:`.kinds.exists` says whether
-    any of its keys exists);
-    ``holder`` and ``count`` describe the one holder (the first of several);
-    ``pttl_ms`` is the lease left in milliseconds (-1: no expiry, -2: free);
-    ``detail`` is the library's ``info()`` snapshot for a kind whose holders
-    or state say more (a ReadWriteLock, Semaphore or CountDownLatch). A
-    CountDownLatch's ``count`` is its count, its ``label`` who set it.
-    """
-
-    kind: str
-    name: str
-    key: str
-    holder: str
-    count: int
-    pttl_ms: int
-    fence: int
-    waiters: int
-    waiting: tuple[Waiter, ...] = ()
-    detail: object = None
-    label: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.label is None:  # (a kind whose holder is no stored token gives it)
-            object.__setattr__(self, "label", holder_label(self.holder))
-
-    @property
-    def held(self) -> bool:
-        """Whether someone holds the lock (or a semaphore's permits)."""
-        return bool(self.holder)
-
-    @property
-    def ttl(self) -> float | None:
-        """Seconds left on the lease; ``None`` when free or held with no expiry."""
-        return self.pttl_ms / 1000 if self.held and self.pttl_ms >= 0 else None
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """One hold that a forced release removed (or found gone).
-
-    Attributes:
-        holder: the lease token (Lock, FairLock, Semaphore) or owner id (RLock,
-            ReadWriteLock).
-        count: its hold count (a semaphore lease's permits).
-        ttl: seconds its lease had left when read (``None``: no expiry).
-        fence: its fence (a Semaphore lease's is not kept: 0).
-        mode: a ReadWriteLock hold's mode.
-    """
-
-    holder: str
-    count: int
-    ttl: float | None
-    fence: int
-    mode: str | None = None
-    label: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.label is None:  # (a kind whose holder is no stored token gives it)
-            object.__setattr__(self, "label", holder_label(self.holder))
-
-
-@dataclass(frozen=True, slots=True)
-class ForcedRelease:
-    """What ``release --force`` did.
-
-    Attributes:
-        before: the primitive as read before the release.
-        after: the primitive afterwards: held by the first live waiters, or free.
-        removed: the holds removed.
-        gone: the holds read but not removed, because they ended (or changed
-            hands) between the read and the release: the release scripts check
-            the token, so they can remove only the hold that was read.
-    """
-
-    before: LockView
-    after: LockView
-    removed: tuple[Hold, ...]
-    gone: tuple[Hold, ...] = ()
-
-    @property
-    def released(self) -> bool:
-        """Whether anything was removed."""
-        return bool(self.removed)
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -197,6 +74,8 @@ def many_holders_view(
     """The snapshot of a kind with several holds (a ReadWriteLock, a Semaphore):
     ``first`` is the ``(holder, count)`` it names (``None``: nobody holds it), its
     lease the longest of the holds' ``ttls`` (seconds), ``info`` its ``info()``."""
+    from .snapshot import LockView
+
     holder, count = first or ("", 0)
     latest = max(ttls, default=None)
     return LockView(
@@ -231,6 +110,8 @@ def parse_waiters(raw: object, now: object) -> tuple[Waiter, ...]:
     ReadWriteLock's members say more in ``<holder>``: their kind's
     :attr:`Kind.refine_waiter` splits it.
     """
+    from .snapshot import Waiter
+
     items = list(raw) if isinstance(raw, list | tuple) else []
     if items and not isinstance(items[0], list | tuple):
         items = [items[i : i + 2] for i in range(0, len(items) - 1, 2)]
@@ -332,6 +213,8 @@ def token_release(
 
 def one_holder(view: LockView) -> tuple[Hold, ...]:
     """The hold of a kind with one holder: its holder, if held."""
+    from .snapshot import Hold
+
     return (
         (Hold(view.holder, view.count, view.ttl, view.fence, label=view.label),)
         if view.held

@@ -15,12 +15,13 @@ from .._errors import InvalidArgument
 from .._keys import LatchKeys, LockKeys, parse_key
 from .election import ELECTION
 from .fair import FAIR
-from .kind import Kind, LockView
+from .kind import Kind
 from .latch import LATCH
 from .lock import LOCK
 from .rlock import RLOCK
 from .rwlock import RWLOCK
 from .semaphore import SEMAPHORE
+from .snapshot import LockView
 
 #: Every kind, in the order ``tenure inspect`` shows them.
 KINDS: tuple[Kind[Any], ...] = (LOCK, RLOCK, FAIR, RWLOCK, SEMAPHORE, LATCH, ELECTION)

@@ -19,14 +19,19 @@ reads the count again (a count lost with the server's data reads as zero, open).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import _units
-from .._info import CountDownLatchInfo
 from .._keys import LatchKeys, latch_keys
 from .._label import decode_label
 from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
 from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
-from .kind import Kind, LockView, detail, named
+from .kind import Kind, detail, named
 from .waiting import Clock
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from .._info import CountDownLatchInfo
+    from .snapshot import LockView
 
 #: How long the opened key (the number of the latch's last opening) is kept after
 #: the opening that wrote it (ms): 10 minutes. Waiters compare the number with
@@ -73,6 +78,8 @@ def count_down(keys: LatchKeys) -> Plan[int]:
 def inspect(keys: LatchKeys) -> Plan[CountDownLatchInfo]:
     """Read the count, the opening number and who set the count (no one while
     it is zero: a by key left by an older tenure's count-down is not shown)."""
+    from .._info import CountDownLatchInfo  # (loaded on first use)
+
     _, (count, opened, by) = yield Eval(LATCH_INSPECT, (keys.count, keys.opened, keys.by), ())
     count = int(count)
     label = decode_label(_as_text(by)) if count > 0 else None
@@ -109,11 +116,15 @@ def wait(keys: LatchKeys, timeout: float | None, now: Clock) -> Plan[bool]:
 
 
 def _info(view: LockView) -> CountDownLatchInfo:
+    from .._info import CountDownLatchInfo
+
     return detail(view, CountDownLatchInfo)
 
 
 def _read(keys: LatchKeys, waiting: int) -> Plan[LockView]:
     # a latch's waiters are not queued in Redis: ``waiting`` has nothing to read
+    from .snapshot import LockView  # (loaded by the first read)
+
     info = yield from inspect(keys)
     free = ("CountDownLatch", keys.name, keys.count, "", info.count, -2, 0, 0)
     return LockView(*free, detail=info, label=info.label)  # (its label: who set it)

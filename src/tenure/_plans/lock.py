@@ -50,23 +50,16 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import AlreadyHeldError, InvalidArgument, NotOwnedError, WrongTypeError
-from .._info import LockInfo
 from .._keys import LockKeys, lock_keys
 from .._label import split_holder
 from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_INSPECT, LOCK_RELEASE
 from .._units import check_seconds, lease_ms
 from .common import FENCE_KEEP_MS, extended, fence_keep_ms, least_left_ms, released
-from .kind import (
-    Kind,
-    LockView,
-    read_waiters,
-    token_release,
-    with_waiting,
-)
+from .kind import Kind, read_waiters, token_release, with_waiting
 from .waiting import (
     Clock,
     Contender,
@@ -77,6 +70,10 @@ from .waiting import (
     validity,
     wait_turn,
 )
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from .._info import LockInfo
+    from .snapshot import LockView
 
 #: Exact-key mode: the most hand-offs in a row before a release leaves the key free.
 EXACT_CHAIN = 2
@@ -140,6 +137,8 @@ def lock_info(
     """Build a :class:`LockInfo` from a snapshot's raw fields: ``holder`` as
     stored (a token, or with ``bare`` an RLock's field, whose label is cut off
     so that ``holder`` is the owner id), its label decoded."""
+    from .._info import LockInfo  # (loaded on first use)
+
     stem, label = split_holder(holder)
     return LockInfo(
         name,
@@ -369,6 +368,8 @@ def _build(name: str | None, key: str | None, prefix: str) -> LockKeys:
 
 
 def _read(keys: LockKeys, waiting: int) -> Plan[LockView]:
+    from .snapshot import LockView  # (loaded by the first read)
+
     s = yield from inspect(keys)
     count = 1 if s.holder else 0
     queued = yield from _redlock_queued(keys)

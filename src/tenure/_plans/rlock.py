@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import NotOwnedError, ProtocolError
 from .._keys import LockKeys, rlock_keys
@@ -45,17 +45,11 @@ from .._protocol import Eval, Plan, Status, failed_calls_suppressed
 from .._scripts import RLOCK_ACQUIRE, RLOCK_EXTEND, RLOCK_INSPECT, RLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
-from .kind import (
-    Hold,
-    Kind,
-    LockView,
-    Waiter,
-    named,
-    release_each,
-    release_levels,
-    with_waiting,
-)
+from .kind import Kind, named, release_each, release_levels, with_waiting
 from .waiting import Clock, Contender, Grant, Refused, validity, wait_turn
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from .snapshot import Hold, LockView, Waiter
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +263,8 @@ def inspect(keys: LockKeys, owner: str = "") -> Plan[RLockState]:
 
 
 def _read(keys: LockKeys, waiting: int) -> Plan[LockView]:
+    from .snapshot import LockView  # (loaded by the first read)
+
     r = yield from inspect(keys)
     owner, label = split_holder(r.holder)
     view = LockView(

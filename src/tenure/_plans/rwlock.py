@@ -40,28 +40,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import InvalidArgument, LockUpgradeError, NotOwnedError, ProtocolError
-from .._info import ReadWriteHolder, ReadWriteInfo
 from .._keys import RWLockKeys, rwlock_keys
 from .._label import holder_label, split_holder
 from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, text
 from .._scripts import RWLOCK_ACQUIRE, RWLOCK_EXTEND, RWLOCK_INSPECT, RWLOCK_RELEASE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, extended, least_left_ms
-from .kind import (
-    Hold,
-    Kind,
-    LockView,
-    Waiter,
-    detail,
-    many_holders_view,
-    named,
-    release_each,
-    release_levels,
-    with_waiting,
-)
+from .kind import Kind, detail, many_holders_view, named, release_each, release_levels, with_waiting
 from .waiting import (
     Clock,
     Contender,
@@ -72,6 +60,10 @@ from .waiting import (
     validity,
     wait_turn,
 )
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from .._info import ReadWriteHolder, ReadWriteInfo
+    from .snapshot import Hold, LockView, Waiter
 
 Mode = Literal["read", "write"]
 
@@ -326,6 +318,8 @@ def extend(
 def _holder(who: str, m: str, count: int, pttl_ms: int, fence: int) -> ReadWriteHolder:
     """A hold as ``rwlock_inspect.lua`` gives it: its owner id, with the
     label of the hold's id after it."""
+    from .._info import ReadWriteHolder  # (loaded on first use)
+
     owner, label = split_holder(who)
     return ReadWriteHolder(owner, _MODE[m], count, pttl_ms / 1000, fence, label=label)
 
@@ -333,6 +327,8 @@ def _holder(who: str, m: str, count: int, pttl_ms: int, fence: int) -> ReadWrite
 def inspect(keys: RWLockKeys, owner: str = "") -> Plan[RWState]:
     """Read the lock's mode, live holds, queue and last fence, and ``owner``'s
     read and write hold counts."""
+    from .._info import ReadWriteInfo
+
     _, value = yield Eval(
         RWLOCK_INSPECT, (keys.lock, keys.holds, keys.fence, keys.waiters), (owner,)
     )
@@ -363,6 +359,8 @@ def _refine(waiter: Waiter) -> Waiter:
 
 
 def _info(view: LockView) -> ReadWriteInfo:
+    from .._info import ReadWriteInfo
+
     return detail(view, ReadWriteInfo)
 
 
@@ -386,6 +384,8 @@ def _read(keys: RWLockKeys, waiting: int) -> Plan[LockView]:
 
 def _holds(view: LockView) -> tuple[Hold, ...]:
     """Every hold, write holds first."""
+    from .snapshot import Hold  # (loaded by the first read)
+
     ordered = sorted(_info(view).holders, key=lambda h: h.mode != "write")
     return tuple(Hold(h.owner, h.count, h.ttl, h.fence, h.mode, label=h.label) for h in ordered)
 

@@ -32,10 +32,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidArgument, NotOwnedError, ProtocolError
-from .._info import SemaphoreHolder, SemaphoreInfo
 from .._keys import SemaphoreKeys, semaphore_keys
 from .._label import holder_label
 from .._protocol import Command, Eval, Plan, Status, failed_calls_suppressed, text
@@ -48,17 +47,7 @@ from .._scripts import (
 )
 from .._units import MAX_LEASE_PERMITS, check_count, lease_ms
 from .common import FENCE_KEEP_MS, extended
-from .kind import (
-    Hold,
-    Kind,
-    LockView,
-    Waiter,
-    detail,
-    many_holders_view,
-    named,
-    release_each,
-    with_waiting,
-)
+from .kind import Kind, detail, many_holders_view, named, release_each, with_waiting
 from .waiting import (
     Clock,
     Contender,
@@ -69,6 +58,10 @@ from .waiting import (
     validity,
     wait_turn,
 )
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from .._info import SemaphoreInfo
+    from .snapshot import Hold, LockView, Waiter
 
 #: How long the permits key (the stored count) is kept after the last acquire or
 #: :func:`set_permits` (ms): 7 days, or the acquire's lease when longer. It is
@@ -289,6 +282,8 @@ def set_permits(keys: SemaphoreKeys, permits: int) -> Plan[int]:
 def inspect(keys: SemaphoreKeys, permits: int) -> Plan[SemaphoreInfo]:
     """Read the count (``permits``, the caller's, when Redis stores none), the
     leases holding permits, and the number of queued waiters."""
+    from .._info import SemaphoreHolder, SemaphoreInfo  # (loaded on first use)
+
     _, (stored, waiters, flat) = yield Eval(SEMAPHORE_INSPECT, keys.script_keys, ())
     total = int(stored) or permits
     counts: dict[str, int] = {}
@@ -320,6 +315,8 @@ def _refine(waiter: Waiter) -> Waiter:
 
 
 def _info(view: LockView) -> SemaphoreInfo:
+    from .._info import SemaphoreInfo
+
     return detail(view, SemaphoreInfo)
 
 
@@ -345,6 +342,8 @@ def _read(keys: SemaphoreKeys, waiting: int) -> Plan[LockView]:
 
 def _holds(view: LockView) -> tuple[Hold, ...]:
     """Every lease (first to expire first)."""
+    from .snapshot import Hold  # (loaded by the first read)
+
     return tuple(Hold(h.token, h.permits, h.ttl, 0) for h in _info(view).holders)
 
 

@@ -83,6 +83,7 @@ _BUILT_FIELDS = ("source", "sha1", "commands")
 INCLUDE = re.compile(rb"^--@include (_\w+\.lua)\n", re.MULTILINE)
 ACL_MARKER = re.compile(rb"^--@acl\n", re.MULTILINE)
 STATUS_MARKER = re.compile(rb"^--@status\n", re.MULTILINE)
+LATER_MARKER = re.compile(rb"^--@later\n", re.MULTILINE)
 
 #: What ``_common.lua``'s ``--@status`` line becomes: a local per :class:`Status`.
 STATUS_LOCALS = (
@@ -109,6 +110,7 @@ def _read(name: str) -> bytes:
 FUNCTION = re.compile(rb"^local function (\w+)\(.*?^end$", re.MULTILINE | re.DOTALL)
 COMMENT = re.compile(rb"--[^\n]*")
 WORD = re.compile(rb"\w+")
+STRING = re.compile(rb"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
 
 
 def _used(source: bytes) -> tuple[bytes, dict[bytes, bytes]]:
@@ -120,7 +122,8 @@ def _used(source: bytes) -> tuple[bytes, dict[bytes, bytes]]:
     used: dict[bytes, bytes] = {}
     todo = [body]
     while todo:
-        for fn in sorted(set(WORD.findall(todo.pop())) & functions.keys() - used.keys()):
+        words = set(WORD.findall(STRING.sub(b"", todo.pop())))  # (a name in a string is no use)
+        for fn in sorted(words & functions.keys() - used.keys()):
             used[fn] = functions[fn]
             todo.append(functions[fn])
     return body, used
@@ -132,6 +135,32 @@ def script_commands(source: bytes) -> set[str]:
     helper the script never uses does not count."""
     body, used = _used(source)
     return {m.decode() for text in (body, *used.values()) for m in CALL.findall(text)}
+
+
+def deferred(source: bytes) -> bytes:
+    """``source`` (an expanded script) with the top-level functions defined
+    above its first ``--@later`` line that the code above that line never
+    uses (itself or through the functions it uses) moved to that line, in
+    their order, and so on for each next ``--@later`` line: the script's
+    first lines (its quick paths) then run without making the closures only
+    the rest needs. A function left above uses only functions left above, so
+    each is still defined before its first use. Without the line, ``source``
+    as it is."""
+    marker = LATER_MARKER.search(source)
+    if marker is None:
+        return source
+    head, tail = source[: marker.start()], source[marker.end() :]
+    _, used = _used(head)
+    later: list[bytes] = []
+
+    def keep(m: re.Match[bytes]) -> bytes:
+        if m.group(1) in used:
+            return m.group(0)
+        later.append(m.group(0))
+        return b""
+
+    head = FUNCTION.sub(keep, head)
+    return head + deferred(b"\n\n".join(later) + b"\n" + tail)
 
 
 def without_unused(source: bytes) -> bytes:
@@ -195,9 +224,10 @@ def build(name: str, read: Callable[[str], bytes], *, sharded: bool = False) -> 
     if not writes:
         commands = [c for c in commands if c in READ_COMMANDS]
     table = ", ".join(f"'{c}'" for c in commands)
-    # (a function, not a table: only a path that checks every command builds it)
-    acl = f"local function acl_command_list() return {{{table}}} end\n"
-    source = ACL_MARKER.sub(lambda _: acl.encode(), source)
+    # (a function, not a table: only a path that checks every command builds it;
+    # and made, as every helper, only where the script's paths need it)
+    acl = f"local function acl_command_list()\n  return {{{table}}}\nend\n"
+    source = deferred(without_unused(ACL_MARKER.sub(lambda _: acl.encode(), source)))
     return ScriptSpec(name, source, hashlib.sha1(source).hexdigest(), tuple(commands), writes)
 
 

@@ -74,22 +74,80 @@
 
 --@include _common.lua
 
+-- The uncontended attempt of a named lock that does not queue, first, and
+-- written out here with only the helpers that make no closure of their own:
+-- a chunk makes every function it defines at every call, and the others of
+-- _common.lua (put above) are defined below, at the `later` line (see
+-- tenure._scripts.deferred). It reads first (the lock-delay key, the fence
+-- key, the clock: a refusal there writes nothing); its first write is the
+-- SET NX, after which it runs only SET and, to clear a lock-delay key left
+-- by an earlier holder, DEL: that one is checked first then (as acl_need
+-- does). Anything else (the lock busy, a lock-delay running, a refusal, a
+-- fence key holding no number) goes on to the whole script, which says so.
+if ARGV[4] == '' and not KEYS[5] then
+  local delayed = redis.call('PTTL', KEYS[4])
+  local check = redis.acl_check_cmd
+  if delayed <= 0 and (delayed == -2 or not check or check('DEL', KEYS[1])) then
+    local last = redis.pcall('GET', KEYS[2])
+    -- (another type: the whole script says so; a refused GET, Redis 6.2, is
+    -- raised here by wrong(), before anything is written)
+    if not wrong(last) and (not last or stored_fence(last)) then
+      local fence = next_fence_at(last, now_us())
+      if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
+        redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
+        local delay = tonumber(ARGV[6])
+        if delay > 0 then
+          redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[3]) + delay)
+        elseif delayed ~= -2 then
+          redis.call('DEL', KEYS[4])
+        end
+        return fence
+      end
+    end
+  end
+end
+
+-- The attempt of a named lock that queues and finds the lock held by another
+-- owner, written out here too (it only queues: ZADD, then PEXPIRE, as busy()
+-- below). It reads the holder, then checks what it runs after its first
+-- write (PEXPIRE) and its own wake channel (as acl_need and acl_channels do;
+-- Redis 6.2, which can't check them, goes on to the whole script); a waiters
+-- key of another type fails its ZADD, its first write, with nothing written.
+-- Anything else (the lock free, held by the caller, a refusal) goes on to
+-- the whole script, which says so.
+if ARGV[4] ~= '' and ARGV[7] and not KEYS[5] then
+  local holder = redis.pcall('GET', KEYS[1])
+  local check = redis.acl_check_cmd
+  if check and type(holder) == 'string' and holder ~= ARGV[1]
+      and string.sub(holder, 1, #ARGV[2]) ~= ARGV[2] and check('PEXPIRE', KEYS[1])
+      and check('PUBLISH', ARGV[7] .. string.match(ARGV[4], '^([^|]*)'), 'probe') then
+    local pttl = redis.call('PTTL', KEYS[1])
+    local now = redis.call('TIME')
+    local added = redis.pcall('ZADD', KEYS[3], 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), ARGV[4])
+    if type(added) == 'table' then
+      if not string.find(added.err, 'WRONGTYPE', 1, true) then error(added.err) end
+      return {WRONG_TYPE, KEYS[3]}
+    end
+    redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
+    return {BUSY, pttl}
+  end
+end
+
+--@later
+
 -- Take the free lock for ARGV[1] (SET NX PX; a key of another type just
 -- makes it fail) and mint its fence: the fence; nil when the lock is not
 -- free; {WRONG_TYPE, KEYS[2]}, nothing written, when the fence key holds no
 -- number. `delayed`: the lock-delay key's PTTL, read before; `chain`: the
--- chain key's value (exact-key mode), or false; `fence`: the fence, minted
--- before from the fence key (next_fence), or nil to mint it once taken.
-local function take(delayed, chain, fence)
+-- chain key's value (exact-key mode), or false.
+local function take(delayed, chain)
   if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then return nil end
-  if not fence then
-    local last = redis.pcall('GET', KEYS[2])
-    if wrong(last) or (last and not stored_fence(last)) then
-      redis.call('DEL', KEYS[1])  -- undo: nothing written
-      return {WRONG_TYPE, KEYS[2]}
-    end
-    fence = next_fence(last)
+  local last = redis.pcall('GET', KEYS[2])
+  if wrong(last) or (last and not stored_fence(last)) then
+    redis.call('DEL', KEYS[1])  -- undo: nothing written
+    return {WRONG_TYPE, KEYS[2]}
   end
+  local fence = next_fence(last)
   redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
   if KEYS[5] then
     -- a count alone: tenure's last hold ended with nobody queued, moments ago
@@ -99,28 +157,6 @@ local function take(delayed, chain, fence)
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]), delayed)
   return fence
-end
-
--- The uncontended attempt of a named lock that does not queue, before the
--- guard's helpers below are built. It reads first (the lock-delay key, the
--- fence key, the clock: a refusal there writes nothing); its first write is
--- the SET NX, after which it runs only SET and, to clear a lock-delay key
--- left by an earlier holder, DEL: that one is checked first then (as
--- acl_need does). Anything else (the lock busy, a lock-delay running, a
--- refusal, a fence key holding no number) goes on to the whole script,
--- which says so.
-if ARGV[4] == '' and not KEYS[5] then
-  local delayed = redis.call('PTTL', KEYS[4])
-  local check = redis.acl_check_cmd
-  if delayed <= 0 and (delayed == -2 or not check or check('DEL', KEYS[1])) then
-    local last = redis.pcall('GET', KEYS[2])
-    -- (another type: the whole script says so; a refused GET, Redis 6.2, is
-    -- raised here by wrong(), before anything is written)
-    if not wrong(last) and (not last or stored_fence(last)) then
-      local taken = take(delayed, false, next_fence(last))
-      if taken then return taken end
-    end
-  end
 end
 
 --@include _acl.lua
@@ -207,7 +243,7 @@ if not holder then
     if wake_head(KEYS[3], ARGV[7], 0, ARGV[4]) then return busy(others) end
   end
   -- free (read above, in this same script): the SET NX takes it
-  return take(delayed, chain, nil)
+  return take(delayed, chain)
 end
 
 if holder == ARGV[1] then

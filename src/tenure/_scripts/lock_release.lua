@@ -81,23 +81,90 @@
 --@include _common.lua
 
 -- The release of a named lock with nobody queued (ZCARD) and no member to
--- drop (then GET, SET of the record, DEL), before the guard's helpers below are
--- built: its first write is the record's SET (or, with no record, its DEL);
--- after it, it may only run DEL, which is checked first (as acl_need does).
--- Anything else (waiters, a refusal, a key of another type) goes on to the
--- whole script, which says so.
+-- drop (then GET, SET of the record, DEL), first, and written out here with
+-- no helper (as lock_acquire.lua's uncontended attempt; release_noted's
+-- record): its first write is the record's SET (or, with no record, its
+-- DEL); after it, it may only run DEL, which is checked first (as acl_need
+-- does). Anything else (waiters, a lock not held with this token, a refusal,
+-- a key of another type) goes on to the whole script, which says so.
 local waiting = redis.pcall('ZCARD', KEYS[2])
 if waiting == 0 and ARGV[4] == '' and not KEYS[6] then
   local check = redis.acl_check_cmd
-  if not check or check('DEL', KEYS[1]) then
-    local holder = redis.pcall('GET', KEYS[1])
-    if holder == ARGV[1] then
-      release_noted(KEYS[5], ARGV[6])  -- the first write
-      redis.call('DEL', KEYS[1], KEYS[4])
-      return 0
-    end
-    if type(holder) ~= 'table' then return release_unheld(KEYS[5], ARGV[6]) end  -- (no error reply)
+  if (not check or check('DEL', KEYS[1])) and redis.pcall('GET', KEYS[1]) == ARGV[1] then
+    if ARGV[6] ~= '' then redis.call('SET', KEYS[5], '1', 'PX', RELEASED_KEEP_MS) end
+    redis.call('DEL', KEYS[1], KEYS[4])
+    return 0
   end
+end
+
+--@later
+
+local exact = KEYS[6] ~= nil
+local handoffs = 0  -- exact-key mode: the hand-offs in a row that led to this hold
+local delay = tonumber(ARGV[5])
+local function grant(token, lease, fence)
+  redis.call('SET', KEYS[1], token, 'PX', lease)
+  redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
+  delay_after(KEYS[4], token, lease, delay)
+  if exact then redis.call('SET', KEYS[6], (handoffs + 1) .. ' ' .. token, 'PX', ARGV[3]) end
+end
+
+-- The release of a named lock that hands it on (waiters queued, no member to
+-- drop), before the ACL guard's helpers are made, on a server that checks
+-- commands up front (Redis >= 7.0, Valkey). It reads first (the holder, the
+-- fence key, the first two waiters); its first write is the record's SET (or,
+-- with no record, its DEL); after it, it runs DEL, ZPOPMIN, TIME, SET, the
+-- ZRANGE it ran already, and PUBLISH to the waiters it tells: those are
+-- checked first (as acl_need and acl_channels do). It hands the lock as
+-- hand_off does (_common.lua), its first round written out here (the first
+-- two waiters read above: the second is the one told to recheck); a first
+-- waiter nobody hears goes on to hand_off itself. Anything else (nobody
+-- holding with this token, a refusal, a key of another type) goes on to the
+-- whole script, which says so.
+local pending = nil  -- the fence key's value, when the first waiter was gone
+local check = redis.acl_check_cmd
+if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiting > 0 then
+  local holder = redis.pcall('GET', KEYS[1])
+  local last = redis.pcall('GET', KEYS[3])
+  if holder == ARGV[1] and not wrong(last) and (not last or stored_fence(last)) then
+    local heads = redis.call('ZRANGE', KEYS[2], 0, 1)
+    local allowed = check('DEL', KEYS[1]) and check('ZPOPMIN', KEYS[1]) and check('TIME')
+      and check('SET', KEYS[1])
+    for i = 1, #heads do
+      local w = string.match(heads[i], '^([^|]*)|')
+      if allowed and w then allowed = check('PUBLISH', ARGV[2] .. w, 'probe') end
+    end
+    if allowed then
+      if ARGV[6] ~= '' then redis.call('SET', KEYS[5], '1', 'PX', RELEASED_KEEP_MS) end
+      -- (the first write; the lock key is written over below, as hand_off's
+      -- first round does when its waiter hears it)
+      redis.call('DEL', KEYS[4])
+      local head = redis.call('ZPOPMIN', KEYS[2])[1]
+      local w, claim, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
+      if w then
+        local fence = string.format('%.0f', next_fence_at(last, now_us()))
+        if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
+          redis.call('SET', KEYS[1], token, 'PX', claim)
+          redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
+          if delay > 0 then redis.call('SET', KEYS[4], token, 'PX', tonumber(claim) + delay) end
+          -- the next waiter: the second read above (hand_off's recheck)
+          local second = heads[2] and string.match(heads[2], '^([^|]*)|')
+          if second then redis.call('PUBLISH', ARGV[2] .. second, 'recheck ' .. claim) end
+          return 1
+        end
+      end
+      -- that waiter is gone: the lock is freed, and handed on below (hand_off)
+      redis.call('DEL', KEYS[1])
+      pending = last
+    end
+  end
+end
+
+--@later
+
+if pending ~= nil then
+  if hand_off(KEYS[2], ARGV[2], pending, grant) then return 1 end
+  return 0
 end
 
 --@include _acl.lua
@@ -123,7 +190,6 @@ if denied then return {DENIED, denied} end
 
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
-local exact = KEYS[6] ~= nil
 local chain = false
 if exact then
   chain = redis.pcall('GET', KEYS[6])
@@ -143,20 +209,12 @@ release_noted(KEYS[5], ARGV[6])  -- the first write
 if ARGV[4] ~= '' then waiting = waiting - redis.call('ZREM', KEYS[2], ARGV[4]) end
 redis.call('DEL', KEYS[1], KEYS[4])
 
-local handoffs = 0  -- exact-key mode: the hand-offs in a row that led to this hold
 if exact then
   local n, t = string.match(chain or '', '^(%d+) (.+)$')
   if t == ARGV[1] then handoffs = tonumber(n) end
   redis.call('DEL', KEYS[6])
 end
 
-local delay = tonumber(ARGV[5])
-local function grant(token, lease, fence)
-  redis.call('SET', KEYS[1], token, 'PX', lease)
-  redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
-  delay_after(KEYS[4], token, lease, delay)
-  if exact then redis.call('SET', KEYS[6], (handoffs + 1) .. ' ' .. token, 'PX', ARGV[3]) end
-end
 -- Exact-key mode: how long the key is left to foreign clients (ms), when to
 -- tell the first waiter to look again, and the foreign key's fields (or nil):
 -- ARGV[9] when no foreign holder was seen lately, else the foreign key's

@@ -111,6 +111,7 @@ if ARGV[4] == '' then
   if reply then return reply end
 end
 
+--@later
 --@include _rwlock.lua
 
 -- A caller that queues itself must be one a release can tell: its own channel too.

@@ -74,6 +74,7 @@ if ARGV[6] == '' then
   if reply then return reply end
 end
 
+--@later
 --@include _rwlock.lua
 
 local denied = acl_denied(nil, KEYS[4], ARGV[4])

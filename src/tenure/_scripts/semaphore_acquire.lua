@@ -85,6 +85,7 @@ if ARGV[6] == '' then
   if reply then return reply end
 end
 
+--@later
 --@include _semaphore.lua
 
 -- A caller that queues itself must be one a release can tell: its own channel too.

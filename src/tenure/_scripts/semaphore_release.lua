@@ -89,6 +89,7 @@ if ARGV[4] == '' then
   if reply then return reply end
 end
 
+--@later
 --@include _semaphore.lua
 
 local denied = acl_denied(nil, KEYS[4], ARGV[5])

@@ -84,7 +84,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .._plans.kind import ForcedRelease, Hold, LockView, Waiter
+from .._plans.snapshot import ForcedRelease, Hold, LockView, Waiter
 from .kind import KindView as KindView
 from .kind import seconds
 from .kinds import VIEWS as VIEWS

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._label import holder_text
-from .._plans.kind import ForcedRelease, Hold, LockView
 from .._plans.kinds import kind_of
+from .._plans.snapshot import ForcedRelease, Hold, LockView
 
 # --- text -----------------------------------------------------------------------------------
 

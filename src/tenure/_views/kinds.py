@@ -13,8 +13,9 @@ from .._errors import InvalidArgument
 from .._info import CountDownLatchInfo, Leader, ReadWriteInfo, SemaphoreInfo
 from .._keys import LatchKeys, LockKeys
 from .._label import holder_text
-from .._plans.kind import ForcedRelease, Hold, LockView, detail
+from .._plans.kind import detail
 from .._plans.kinds import kind_of
+from .._plans.snapshot import ForcedRelease, Hold, LockView
 from .kind import (
     KindView,
     holder_lines,

@@ -43,8 +43,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._plans.kind import LockView
 from .._plans.kinds import kind_of
+from .._plans.snapshot import LockView
 from . import holder_summary, to_json
 from .kind import seconds
 from .kinds import view_of

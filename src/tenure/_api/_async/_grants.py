@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 
 from ... import _telemetry
 from ..._drivers import _async as _driver
-from ..._info import held_by
 from ..._plans.waiting import Grant
 from ..._protocol import Plan, is_interrupt, result_lost_with
 
@@ -166,4 +165,8 @@ async def holder_of(lock: object) -> str | None:
         if is_interrupt(exc):  # (of any class: never swallowed)
             raise
         return None
-    return answer if isinstance(answer, str) else held_by(answer)
+    if isinstance(answer, str):
+        return answer
+    from ..._info import held_by  # (an error's words: loaded on first use)
+
+    return held_by(answer)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from ..._drivers import _async as _driver
-from ..._info import CountDownLatchInfo
 from ..._keys import DEFAULT_PREFIX, latch_keys
 from ..._label import SEPARATOR
 from ..._models import PerProcess
 from ..._plans import latch as latch_plans
 from ..._units import check_seconds
 from ._base import check_label, label_of
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from ..._info import CountDownLatchInfo
 
 
 class AsyncCountDownLatch(PerProcess):

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ..._adaptive import AdaptiveTTL
 from ..._drivers import _async as _driver
 from ..._drivers._identity import new_token
 from ..._errors import InvalidArgument, NotOwnedError
-from ..._info import LockInfo
 from ..._keys import DEFAULT_PREFIX, lock_keys
 from ..._plans import lock as lock_plans
 from ..._plans.waiting import Grant
@@ -18,6 +17,10 @@ from ._base import _BOOK, _AsyncHeldLease, _LeaseOptions, check_label, label_of
 from ._blocks import _AsyncBlocks
 from ._docs import shared_args
 from ._grants import _take_grant
+
+if TYPE_CHECKING:  # (imported on first use)
+    from ..._adaptive import AdaptiveTTL
+    from ..._info import LockInfo
 
 
 class AsyncLease(_AsyncHeldLease["AsyncLock"]):

@@ -17,54 +17,78 @@ anything is sent. The docstrings name redis-py's exceptions
 are valkey-py's own (``valkey.exceptions.ConnectionError``): tenure lets the
 client library's connection errors through unchanged.
 
-The classes on several locks or servers at once (``multi``, ``redlock``,
-``redlock_election``) and the election's are imported on their first use
-(``__getattr__``), so that an import of the package does not pay for them.
+Only ``lock`` (``Lock``, ``Lease``, which the other kinds build on) is
+imported with the package: every other kind's classes are imported on their
+first use (``__getattr__``), with the modules only that kind needs (its plans,
+a Redlock's fan-out), so that a program pays at import for the kinds it uses.
 """
 
+import sys
 from typing import TYPE_CHECKING
 
 from ._base import DEFAULT_TTL as DEFAULT_TTL
-from .fair import FairLock as FairLock
-from .fenced import FencedKey as FencedKey
-from .latch import CountDownLatch as CountDownLatch
 from .lock import Lease as Lease
 from .lock import Lock as Lock
-from .rlock import RLock as RLock
-from .rlock import RLockLease as RLockLease
-from .rwlock import ReadWriteLease as ReadWriteLease
-from .rwlock import ReadWriteLock as ReadWriteLock
-from .rwlock import ReadWriteView as ReadWriteView
-from .semaphore import Semaphore as Semaphore
-from .semaphore import SemaphoreLease as SemaphoreLease
 
 if TYPE_CHECKING:  # imported on first use (__getattr__ below)
     from .election import Election as Election
     from .election import Leadership as Leadership
+    from .fair import FairLock as FairLock
+    from .fenced import FencedKey as FencedKey
+    from .latch import CountDownLatch as CountDownLatch
     from .multi import MultiLease as MultiLease
     from .multi import MultiLock as MultiLock
     from .redlock import Redlock as Redlock
     from .redlock import RedlockLease as RedlockLease
     from .redlock_election import RedlockElection as RedlockElection
     from .redlock_election import RedlockLeadership as RedlockLeadership
+    from .rlock import RLock as RLock
+    from .rlock import RLockLease as RLockLease
+    from .rwlock import ReadWriteLease as ReadWriteLease
+    from .rwlock import ReadWriteLock as ReadWriteLock
+    from .rwlock import ReadWriteView as ReadWriteView
+    from .semaphore import Semaphore as Semaphore
+    from .semaphore import SemaphoreLease as SemaphoreLease
 
 #: The classes imported on their first use, by the module that defines them.
 _LATER = {
+    "CountDownLatch": "latch",
     "Election": "election",
+    "FairLock": "fair",
+    "FencedKey": "fenced",
     "Leadership": "election",
     "MultiLease": "multi",
     "MultiLock": "multi",
+    "RLock": "rlock",
+    "RLockLease": "rlock",
+    "ReadWriteLease": "rwlock",
+    "ReadWriteLock": "rwlock",
+    "ReadWriteView": "rwlock",
     "Redlock": "redlock",
     "RedlockLease": "redlock",
     "RedlockElection": "redlock_election",
     "RedlockLeadership": "redlock_election",
+    "Semaphore": "semaphore",
+    "SemaphoreLease": "semaphore",
 }
 
 if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other name)
 
     def __getattr__(name: str) -> object:
         where = _LATER.get(name)
-        if where == "multi":
+        if where == "rlock":
+            from . import rlock as module
+        elif where == "fair":
+            from . import fair as module
+        elif where == "rwlock":
+            from . import rwlock as module
+        elif where == "semaphore":
+            from . import semaphore as module
+        elif where == "latch":
+            from . import latch as module
+        elif where == "fenced":
+            from . import fenced as module
+        elif where == "multi":
             from . import multi as module
         elif where == "redlock":
             from . import redlock as module
@@ -74,6 +98,8 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
             from . import redlock_election as module
         else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        # all of the module's classes, so that the package holds them from now on
-        globals().update({n: getattr(module, n) for n, w in _LATER.items() if w == where})
-        return globals()[name]
+        # the classes of every such module imported by now (this one, and one it
+        # imports: an election's fair lock), so that the package holds them from now on
+        loaded = {w: sys.modules.get(f"{__name__}.{w}") for w in set(_LATER.values())}
+        globals().update({n: getattr(loaded[w], n) for n, w in _LATER.items() if loaded[w]})
+        return getattr(module, name)

@@ -11,10 +11,9 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, Protocol, TypeGuard, TypeVar
 
 from ... import _telemetry
-from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import process_mark
 from ..._errors import InvalidArgument, LockLostError, NotOwnedError
@@ -27,6 +26,9 @@ from ..._protocol import Eval, Plan, is_interrupt
 from ..._units import check_seconds, check_ttl, to_ms
 from ._blocks import _EntersItself
 from ._grants import holder_of
+
+if TYPE_CHECKING:  # (imported on first use: see _is_adaptive)
+    from ..._adaptive import AdaptiveTTL
 
 #: The lease length, in seconds, of a lock created without ``ttl``.
 DEFAULT_TTL = 30.0
@@ -57,6 +59,16 @@ def label_of(checked: str | None) -> str:
     """The suffix of a new token (or hold id) for a label :func:`check_label`
     gave (``""``: no label)."""
     return default_suffix() if checked is None else checked
+
+
+def _is_adaptive(ttl: object) -> TypeGuard[AdaptiveTTL]:
+    """Whether ``ttl`` is an :class:`AdaptiveTTL` (a number is not: its module
+    loads only when a ttl may be one)."""
+    if isinstance(ttl, int | float):
+        return False
+    from ..._adaptive import AdaptiveTTL
+
+    return isinstance(ttl, AdaptiveTTL)
 
 
 def _check_callback(on_lost: C | None) -> C | None:
@@ -109,7 +121,7 @@ class _LeaseOptions:
         """
         if ttl is None:
             fixed, policy = DEFAULT_TTL, None
-        elif adaptive and isinstance(ttl, AdaptiveTTL):
+        elif adaptive and _is_adaptive(ttl):
             fixed, policy = float(ttl.floor), ttl
         else:
             fixed, policy = check_ttl(ttl), None

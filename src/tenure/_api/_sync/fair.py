@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_token
-from ..._info import FairLockInfo
 from ..._keys import DEFAULT_PREFIX, fair_keys
 from ..._plans import fair as fair_plans
 from ..._plans.waiting import Grant
@@ -17,6 +16,10 @@ from ..._protocol import Plan
 from ._base import label_of
 from ._docs import shared_args
 from .lock import Lease, Lock
+
+if TYPE_CHECKING:  # (imported on first use)
+    from ..._adaptive import AdaptiveTTL
+    from ..._info import FairLockInfo
 
 
 @shared_args()

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ..._adaptive import AdaptiveTTL
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_op
 from ..._errors import NotOwnedError
-from ..._info import LockInfo
 from ..._keys import DEFAULT_PREFIX, rlock_keys
 from ..._plans import lock as lock_plans
 from ..._plans import rlock as rlock_plans
@@ -21,6 +20,10 @@ from ._blocks import _Blocks
 from ._docs import shared_args
 from ._grants import _take_grant
 from ._holds import _HoldLease, _Holds
+
+if TYPE_CHECKING:  # (imported on first use)
+    from ..._adaptive import AdaptiveTTL
+    from ..._info import LockInfo
 
 
 class RLockLease(_HoldLease["RLock"]):

@@ -7,12 +7,11 @@ import contextlib
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Literal, cast, overload
+from typing import TYPE_CHECKING, Literal, cast, overload
 
 from ..._drivers import _sync as _driver
 from ..._drivers._identity import new_token
 from ..._errors import NotOwnedError
-from ..._info import SemaphoreInfo
 from ..._keys import DEFAULT_PREFIX, semaphore_keys
 from ..._models import PerProcess, block_enter, block_exit
 from ..._plans import lock as lock_plans
@@ -23,6 +22,9 @@ from ._base import _HeldLease, _LeaseOptions, check_label, label_of
 from ._blocks import F, _Guard, _Holding, _Skipping, _current_lease
 from ._docs import shared_args
 from ._grants import _take_grant
+
+if TYPE_CHECKING:  # (the snapshot types are imported on first use)
+    from ..._info import SemaphoreInfo
 
 
 class SemaphoreLease(_HeldLease["Semaphore"]):

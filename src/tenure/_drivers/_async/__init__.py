@@ -55,7 +55,6 @@ from .pins import (
 from .reserve import (
     QUICK_PATIENCE,
     SPARE_CONNECTIONS,
-    _Fallback,
     _Reserve,
     _take,
 )
@@ -89,7 +88,6 @@ __all__ = [
     "T",
     "_Channel",
     "_Contention",
-    "_Fallback",
     "_Hub",
     "_Library",
     "_REDIS",

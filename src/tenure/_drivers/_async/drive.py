@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from ... import _telemetry
@@ -33,6 +32,7 @@ from ..._protocol import (
     parse_reply,
 )
 from .. import _clients
+from .._clients import Fallback
 from .._hubbook import confirm_wait, is_noperm, refusal
 from .._runtime_async import (
     Event,
@@ -47,7 +47,6 @@ from .._watchbook import Watch, Watchable
 from .hub import _Hub
 from .hubbase import _Channel, wait_event
 from .pins import _let_pin_go, _pin_for
-from .reserve import _Fallback
 from .send import _evalsha, _load_on_pin, _pipeline, _quick_together, _refusal
 from .state import Client, T, _hub, _state
 from .statebase import _State
@@ -60,9 +59,7 @@ async def run(client: Client, plan: Plan[T]) -> T:
     """
     state = _state(client)
     if state.server is None:
-        async with state.probing:  # (calls made at once share one probe)
-            if state.server is None:
-                await _probe(client, state)
+        await _probe(client, state)
     return await _drive(client, plan)
 
 
@@ -102,13 +99,15 @@ async def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
     """
     state = _state(client)
     if state.server is None:
-        async with state.probing:
-            if state.server is None:
-                await _probe(client, state)
+        await _probe(client, state)
+    one_by_one = len(plans) == 1 or _clients.is_cluster(type(client))
     results: list[Any] = [None] * len(plans)
-    if len(plans) == 1 or _clients.is_cluster(type(client)):
+    replies: list[Any] = [None] * len(plans)
+    errors: list[BaseException | None] = [None] * len(plans)
+    live: list[int] = [] if one_by_one else list(range(len(plans)))
+    try:
         try:
-            for i, plan in enumerate(plans):
+            for i, plan in enumerate(plans if one_by_one else []):
                 try:
                     results[i] = await _drive(client, plan)
                 except Exception as exc:
@@ -116,20 +115,8 @@ async def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
                 except BaseException as exc:
                     results[i] = exc
                     for j in range(i + 1, len(plans)):
-                        plans[j].close()
-                        results[j] = exc
+                        results[j] = exc  # (not started: closed below)
                     break
-        except BaseException as exc:
-            # cut off at the loop's jump back (where Python runs signal
-            # handlers): the results so far go with the error
-            note_result(exc, list(results))
-            raise
-        return results
-    replies: list[Any] = [None] * len(plans)
-    errors: list[BaseException | None] = [None] * len(plans)
-    live: list[int] = list(range(len(plans)))
-    try:
-        try:
             while live:
                 going: list[int] = []
                 due: list[int] = []
@@ -185,7 +172,8 @@ async def run_together(client: Client, plans: list[Plan[Any]]) -> list[Any]:
             for plan in plans:
                 plan.close()
     except BaseException as exc:
-        # cut off (an interrupt between rounds, or in the plans' close): the
+        # cut off (an interrupt at a loop's jump back, where Python runs
+        # signal handlers, between rounds, or in the plans' close): the
         # results the plans returned go with the error (see note_result)
         note_result(exc, list(results))
         raise
@@ -206,9 +194,9 @@ async def _send_together(client: Client, state: _State, steps: list[Eval]) -> li
         raws: list[Any] | None = None
         try:
             raws = await _quick_together(client, reserve, state.retries, steps, pin)
-        except _Fallback:
+        except Fallback:
             if pin is not None and pin.conn is not None:  # (NOSCRIPT: loaded there, sent again)
-                with contextlib.suppress(_Fallback):
+                with contextlib.suppress(Fallback):
                     for spec in {step.script for step in steps}:
                         await _load_on_pin(client, pin, spec.source)
                     raws = await _quick_together(client, reserve, state.retries, steps, pin)
@@ -230,32 +218,38 @@ async def _send_together(client: Client, state: _State, steps: list[Eval]) -> li
 
 
 async def _probe(client: Client, state: _State) -> None:
-    try:
-        server = await _drive(client, server_plans.probe())
-    except Exception as exc:
-        denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
-        if denied is not None:
-            raise denied from exc
-        raise
-    if _clients.is_cluster(type(client)):
-        state.sharded = _clients.sharded_pubsub(server.name, server.version)
-    state.server = server
+    """Probe the server once (calls made at once share one probe)."""
+    async with state.probing:
+        if state.server is not None:
+            return
+        try:
+            server = await _drive(client, server_plans.probe())
+        except Exception as exc:
+            denied = command_refusal(exc, "the server probe") if is_noperm(exc) else None
+            if denied is not None:
+                raise denied from exc
+            raise
+        if _clients.is_cluster(type(client)):
+            state.sharded = _clients.sharded_pubsub(server.name, server.version)
+        state.server = server
 
 
-@dataclass(eq=False)
 class _Contention:
-    ch: _Channel
-    token: str
-    entered: bool = False
-    #: whether the runner held the channel's gate before this contention
-    #: asked for it (True until that was read: nothing to give back before).
-    #: An interrupt (a signal handler's KeyboardInterrupt) between the gate's
-    #: acquire and ``entered``'s store leaves ``entered`` False while the
-    #: thread holds the gate: the clean-up gives it back when the thread holds
-    #: it and did not before, or the process's other waiters would stall on
-    #: it (see the runtime's ``owns``).
-    owned_before: bool = True
-    listener: Event | None = None  # set for a Subscribe: its own wake event
+    """A plan's wait on a channel (a ``Contend``, or a ``Subscribe``'s listener)."""
+
+    def __init__(self, ch: _Channel, token: str, *, listener: Event | None = None) -> None:
+        self.ch = ch
+        self.token = token
+        self.entered = False
+        #: whether the runner held the channel's gate before this contention
+        #: asked for it (True until that was read: nothing to give back before).
+        #: An interrupt (a signal handler's KeyboardInterrupt) between the gate's
+        #: acquire and ``entered``'s store leaves ``entered`` False while the
+        #: thread holds the gate: the clean-up gives it back when the thread holds
+        #: it and did not before, or the process's other waiters would stall on
+        #: it (see the runtime's ``owns``).
+        self.owned_before = True
+        self.listener = listener  # set for a Subscribe: its own wake event
 
     @property
     def hub(self) -> _Hub:

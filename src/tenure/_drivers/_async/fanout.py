@@ -20,9 +20,9 @@ from typing import Any
 from ..._plans import redlock as redlock_plans
 from ..._protocol import Plan
 from .. import _clients
+from .._clients import Fallback
 from .._fanout_shared import (
     NOT_DONE,
-    Fallback,
     LateBook,
     NotYet,
     Round,
@@ -31,7 +31,6 @@ from .._fanout_shared import (
     SharedDogs,
     Unsent,
     advance,
-    commands,
     count,
     is_fault,
     keep,
@@ -353,7 +352,7 @@ async def _scatter(
                 key = pack_key(conn, step)
                 data = packed.get(key)
                 if data is None:
-                    data = packed[key] = conn.pack_commands(commands(step, _clients.evalsha_args))
+                    data = packed[key] = conn.pack_commands(_clients.commands(step))
                 await write(conn, data, deadline)
             except Exception as exc:
                 if not is_fault(exc):
@@ -382,15 +381,10 @@ async def _scatter(
             if k in parsed:
                 continue
             try:
-                reply = replies(step, raws[skip:])
-            except Fallback:
-                try:  # NOSCRIPT, or an error reply: the ordinary path says it right
+                try:
+                    reply = replies(step, raws[skip:])
+                except Fallback:  # NOSCRIPT, or an error reply: the ordinary path says it right
                     reply = await _perform(client, step, [])
-                except Exception as exc:
-                    if not is_fault(exc):
-                        raise
-                    step_on(i, None, exc)
-                    continue
             except Exception as exc:
                 if not is_fault(exc):
                     raise
@@ -435,20 +429,14 @@ def _keep(
         settle(_drop, client, fan, conn)
 
 
-def _held_by(fan: _Reserve, conn: Any) -> bool:
-    """Whether ``fan`` holds ``conn`` (idle, or owing replies). Called with
-    ``fan.mutex`` held."""
-    return any(c is conn for c in fan.idle) or any(c is conn for c, _ in fan.owed)
-
-
 def _cut_off(client: Client, fan: _Reserve, conns: dict[int, Any], i: int) -> None:
     """``conns[i]``, taken by a :func:`run_each` that was cut off: dropped (a
     reply may still be due on it), unless the interrupt came as it was being
     taken from ``fan`` or given back to it (it is in ``fan`` still, or
     already): then it stays there, as it is."""
     conn = conns[i]
-    with fan.mutex:
-        held = _held_by(fan, conn)
+    with fan.mutex:  # (idle, or owing replies)
+        held = any(c is conn for c in fan.idle) or any(c is conn for c, _ in fan.owed)
     del conns[i]
     if not held:
         settle(_drop, client, fan, conn)

@@ -17,15 +17,14 @@ import itertools
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
 
 from ..._keys import LockKeys
-from ..._protocol import HandedOff, Recheck
+from ..._protocol import HandedOff, Recheck, text
 from .. import _clients, _identity
-from .._hubbook import Dropped, HubBook, PassOn, Settable, wake_refused
+from .._hubbook import Channel, Dropped, HubBook, PassOn, Settable, wake_all_of
 from .._runtime_async import Event, new_event, new_gate, new_mutex, new_wake, wait_set
 from . import late
 
@@ -38,30 +37,22 @@ async def wait_event(event: Event, timeout: float | None) -> bool:
     return woken
 
 
-@dataclass(eq=False)
-class _Channel:
-    keys: LockKeys | None
-    #: its name (set by the book)
-    name: str = ""
-    refs: int = 0
-    idle_since: float | None = None
-    tokens: set[str] = field(default_factory=set)
-    handoffs: dict[str, int] = field(default_factory=dict)
-    recheck: float | None = None
-    #: when the wait in progress ends anyway (see HubBook.route)
-    wait_until: float | None = None
-    listeners: set[Settable] = field(default_factory=set)
-    refused: str = ""
-    #: set when the server confirmed the subscription (see the runtime's events)
-    ready: Event = field(default_factory=new_event)
-    #: the wake-up of the one plan that waits on it (see the runtime's ``new_wake``)
-    wake: Any = field(default_factory=new_wake)
-    #: the process's contender (see _Contention.owned_before and the
-    #: runtime's ``new_gate``)
-    gate: Any = field(default_factory=new_gate)
-    #: the hub whose book holds the channel (on a Redis Cluster it moves to the
-    #: hub of the slot's new owner: see _Hub.adopt)
-    home: Any = None
+class _Channel(Channel):
+    """A wake channel's record (see :class:`.._hubbook.Channel`) with this
+    flavour's events."""
+
+    def __init__(self, keys: LockKeys | None) -> None:
+        super().__init__(keys)
+        #: set when the server confirmed the subscription (see the runtime's events)
+        self.ready: Event = new_event()
+        #: the wake-up of the one plan that waits on it (see the runtime's ``new_wake``)
+        self.wake: Any = new_wake()
+        #: the process's contender (see _Contention.owned_before and the
+        #: runtime's ``new_gate``)
+        self.gate: Any = new_gate()
+        #: the hub whose book holds the channel (on a Redis Cluster it moves to the
+        #: hub of the slot's new owner: see _Hub.adopt)
+        self.home: Any = None
 
 
 class _HubBase:
@@ -170,7 +161,7 @@ class _HubBase:
                 with contextlib.suppress(Exception):
                     await self._unsubscribe(pubsub, name)
         if ch is not None:
-            wake_refused(ch)
+            wake_all_of(ch)
 
     async def _unsubscribe(self, pubsub: Any, name: str) -> None:
         if self._sharded:
@@ -183,7 +174,7 @@ class _HubBase:
 
     def _route(self, message: dict[str, Any]) -> Settable | PassOn | Dropped[_Channel] | None:
         """What ``message`` asks for (see :meth:`._hubbook.HubBook.route`)."""
-        channel, data = _text(message["channel"]), _text(message["data"])
+        channel, data = text(message["channel"]), text(message["data"])
         kind = _clients.SHARDED_TYPES.get(message["type"], message["type"])
         with self._mutex:
             return self._book.route(kind, channel, data, time.monotonic())
@@ -207,17 +198,3 @@ class _HubBase:
                     await late.drive(client, route.plan())
         elif route is not None:
             route.set()
-
-
-def _wake_all_of(ch: _Channel) -> None:
-    """Wake every plan of ``ch`` to check Redis again."""
-    ch.ready.set()
-    ch.wake.set()
-    for event in list(ch.listeners):
-        event.set()
-
-
-def _text(value: Any) -> str:
-    """A channel name or message payload as ``str`` (redis-py gives ``bytes``
-    unless the client decodes responses)."""
-    return value.decode() if isinstance(value, bytes) else str(value)

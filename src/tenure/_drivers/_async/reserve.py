@@ -15,11 +15,11 @@ that use the reserve are in :mod:`.send`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..._protocol import Eval
 from .. import _clients, _identity
+from .._clients import Fallback
 from .._runtime_async import (
     NODE_QUICK_PATH,
     close,
@@ -37,11 +37,6 @@ if TYPE_CHECKING:
     from .state import Client
 
 
-class _Fallback(Exception):
-    """A call the quick path leaves to the ordinary one (see :func:`_quick`)."""
-
-
-@dataclass(eq=False)
 class _Reserve:
     """A quick path's reserve: the connections it keeps checked out of one
     pool in one home (event loop, or process), shared by every client on the
@@ -52,27 +47,28 @@ class _Reserve:
     see :func:`.send._quick`) and ``run_each``'s (``"fan"``, see
     :mod:`.fanout`)."""
 
-    generation: int
-    #: the runtime's home it belongs to (see :func:`home`)
-    loop: Any
-    #: how many it may hold (see _clients.quick_connections, _clients.pool_share)
-    most: int
-    #: the idle ones, and how many it holds in all (idle, owing replies, in
-    #: use or being checked out)
-    idle: list[Any] = field(default_factory=list)
-    open: int = 0
-    #: guards the counts and lists (the fan-out's: all of them): entered only
-    #: by ``with`` (which no interrupt leaves held)
-    mutex: Any = field(default_factory=new_mutex)
-    #: the wakes of the calls waiting for an idle one, first come first woken
-    #: (the scripts')
-    waiting: list[Any] = field(default_factory=list)
-    #: those left with replies still due (run_each's: a round that stopped
-    #: once it had enough): ``(connection, replies due)``, taken first, the
-    #: next call's commands written after the due ones
-    owed: list[tuple[Any, int]] = field(default_factory=list)
-    #: whether one is being checked out in the background (run_each's)
-    connecting: bool = False
+    def __init__(self, generation: int, loop: Any, most: int) -> None:
+        self.generation = generation
+        #: the runtime's home it belongs to (see :func:`home`)
+        self.loop = loop
+        #: how many it may hold (see _clients.quick_connections, _clients.pool_share)
+        self.most = most
+        #: the idle ones, and how many it holds in all (idle, owing replies, in
+        #: use or being checked out)
+        self.idle: list[Any] = []
+        self.open = 0
+        #: guards the counts and lists (the fan-out's: all of them): entered only
+        #: by ``with`` (which no interrupt leaves held)
+        self.mutex: Any = new_mutex()
+        #: the wakes of the calls waiting for an idle one, first come first woken
+        #: (the scripts')
+        self.waiting: list[Any] = []
+        #: those left with replies still due (run_each's: a round that stopped
+        #: once it had enough): ``(connection, replies due)``, taken first, the
+        #: next call's commands written after the due ones
+        self.owed: list[tuple[Any, int]] = []
+        #: whether one is being checked out in the background (run_each's)
+        self.connecting = False
 
 
 #: The most connections run_each's quick path keeps checked out of a pool
@@ -114,7 +110,7 @@ QUICK_PATIENCE = 1.0
 async def _take(client: Client, reserve: _Reserve, retries: bool) -> Any:
     """An idle connection of the quick path; a new one from the pool while
     fewer than it may keep are open; else the first one given back within
-    :data:`QUICK_PATIENCE` (:class:`_Fallback` after it)."""
+    :data:`QUICK_PATIENCE` (:class:`Fallback` after it)."""
     try:
         return reserve.idle.pop()
     except IndexError:
@@ -128,7 +124,7 @@ async def _take(client: Client, reserve: _Reserve, retries: bool) -> Any:
                 reserve.open += 1
                 break
             if waited:  # (QUICK_PATIENCE passed)
-                raise _Fallback
+                raise Fallback
             wake = new_wake()
             reserve.waiting.append(wake)
         woken = False
@@ -149,7 +145,7 @@ async def _take(client: Client, reserve: _Reserve, retries: bool) -> Any:
             reserve.open -= 1
             _notify(reserve)
         if retries and _clients.connection_fault(exc):
-            raise _Fallback from exc
+            raise Fallback from exc
         raise
 
 

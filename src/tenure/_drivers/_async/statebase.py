@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..._plans import server as server_plans
@@ -22,36 +21,43 @@ if TYPE_CHECKING:
     from .watchdog import _Watchdog
 
 
-@dataclass(eq=False)
 class _State:
-    generation: int
-    hub: _Hub
-    watchdog: _Watchdog
-    #: the event loop it belongs to (asyncio: one state per client and loop;
-    #: None in the synchronous flavour)
-    loop: Any = None
-    server: server_plans.ServerInfo | None = None
-    #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
-    nodes: dict[tuple[str, int], _Hub] = field(default_factory=dict)
-    #: a Redis Cluster client's connection pools to the masters it sent a
-    #: pipeline with WAIT, by (host, port), where the flavour keeps its own
-    #: (see ``state._master_client``)
-    pools: dict[tuple[str, int], Any] = field(default_factory=dict)
-    #: whether a Redis Cluster client's servers have sharded pub/sub (set by
-    #: the probe; False on Redis 6.2: plain PUBLISH / SUBSCRIBE)
-    sharded: bool = True
-    #: the client's weak reference (the entry goes with the client)
-    client: Callable[[], Any] = lambda: None
-    #: held by the call that probes the server (the first)
-    probing: Lock = field(default_factory=new_lock)
-    #: the reserve of its scripts' quick path, that of the client's pool (in
-    #: this loop) (None: it takes none; see :mod:`.reserve`)
-    reserve: _Reserve | None = None
-    #: the reserve of run_each's quick path, that of the client's pool (in
-    #: this loop) (None: it takes none; see :mod:`.fanout`)
-    fan: _Reserve | None = None
-    #: whether its retry policy sends a command again after a connection error
-    retries: bool = True
+    """What the driver keeps for one client (in one event loop)."""
+
+    def __init__(self, generation: int, hub: _Hub, watchdog: _Watchdog, loop: Any = None) -> None:
+        self.generation = generation
+        self.hub = hub
+        self.watchdog = watchdog
+        #: the event loop it belongs to (asyncio: one state per client and loop;
+        #: None in the synchronous flavour)
+        self.loop = loop
+        self.server: server_plans.ServerInfo | None = None
+        #: a Redis Cluster client's hubs, one per node it waits on, by (host, port)
+        self.nodes: dict[tuple[str, int], _Hub] = {}
+        #: a Redis Cluster client's connection pools to the masters it sent a
+        #: pipeline with WAIT, by (host, port), where the flavour keeps its own
+        #: (see ``state._master_client``)
+        self.pools: dict[tuple[str, int], Any] = {}
+        #: whether a Redis Cluster client's servers have sharded pub/sub (set by
+        #: the probe; False on Redis 6.2: plain PUBLISH / SUBSCRIBE)
+        self.sharded = True
+        #: the client's weak reference (the entry goes with the client)
+        self.client: Callable[[], Any] = _no_client
+        #: held by the call that probes the server (the first)
+        self.probing: Lock = new_lock()
+        #: the reserve of its scripts' quick path, that of the client's pool (in
+        #: this loop) (None: it takes none; see :mod:`.reserve`)
+        self.reserve: _Reserve | None = None
+        #: the reserve of run_each's quick path, that of the client's pool (in
+        #: this loop) (None: it takes none; see :mod:`.fanout`)
+        self.fan: _Reserve | None = None
+        #: whether its retry policy sends a command again after a connection error
+        self.retries = True
+
+
+def _no_client() -> Any:
+    """The client of a state not in the table yet: none."""
+    return None
 
 
 #: The state of each client, by its id(), dropped with the client (looked up on

@@ -57,7 +57,6 @@ from .pins import (
 from .reserve import (
     QUICK_PATIENCE,
     SPARE_CONNECTIONS,
-    _Fallback,
     _Reserve,
     _take,
 )
@@ -91,7 +90,6 @@ __all__ = [
     "T",
     "_Channel",
     "_Contention",
-    "_Fallback",
     "_Hub",
     "_Library",
     "_REDIS",

@@ -21,8 +21,9 @@ from typing import Any, Protocol, cast
 
 from ... import _telemetry
 from ..._keys import LockKeys
+from ..._protocol import text
 from .. import _clients, _internals
-from .._hubbook import Dropped, PassOn, is_noperm
+from .._hubbook import Dropped, PassOn, is_noperm, wake_all_of
 from .._runtime_sync import (
     READ_POLL,
     READS_ITS_WAKE,
@@ -40,7 +41,7 @@ from .._runtime_sync import (
     spawn,
     wait_wake,
 )
-from .hubbase import _Channel, _HubBase, _text, _wake_all_of
+from .hubbase import _Channel, _HubBase
 
 #: a reply a leader leaves to the reader (see _Hub._pushed)
 _PUSHED = object()
@@ -152,7 +153,7 @@ class _Hub(_HubBase):
         then not adopted)."""
         with self._mutex:
             if not self._book.adopt(channel, ch):
-                _wake_all_of(ch)
+                wake_all_of(ch)
                 return
             ch.home = self
             try:
@@ -193,7 +194,7 @@ class _Hub(_HubBase):
             ch = self._book.channels.get(channel)
             self._book.abort(channel)
             if ch is not None:
-                _wake_all_of(ch)
+                wake_all_of(ch)
             raise
         self._start_reader()
         self._resume.set()  # (a resting reader reads the confirmation)
@@ -307,7 +308,7 @@ class _Hub(_HubBase):
     def _pushed(self, reply: Any) -> None:
         """Route a published message a leader read; leave any other reply,
         and what a message asks of the reader, to the reader."""
-        kind = _text(reply[0]) if isinstance(reply, list) and len(reply) == 3 else ""
+        kind = text(reply[0]) if isinstance(reply, list) and len(reply) == 3 else ""
         route: Any = (
             self._route({"type": kind, "channel": reply[1], "data": reply[2]})
             if kind in ("message", "smessage")
@@ -401,7 +402,7 @@ class _Hub(_HubBase):
                 _telemetry.address(self._pool),
                 len(subscribed),
             )
-            for name in self._book.strays([_text(name) for name in subscribed]):
+            for name in self._book.strays([text(name) for name in subscribed]):
                 self._unsubscribe(pubsub, name)
 
     def _listen(self) -> _HubPubSub:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import contextvars
-from dataclasses import dataclass
 from typing import Any
 
 from .. import _clients
@@ -21,17 +20,17 @@ from .reserve import _give, _Reserve
 from .state import Client, _state
 
 
-@dataclass(eq=False)
 class _Pin:
     """The connection of the quick path (of ``reserve``) that one runner's
     (task's or thread's) block of calls (see :func:`one_connection`) keeps
     checked out between its calls: the one that answered the block's last
     call, if any."""
 
-    reserve: _Reserve
-    #: the runner of the block (see the runtime's ``runner``)
-    runner: object
-    conn: Any = None
+    def __init__(self, reserve: _Reserve, runner: object) -> None:
+        self.reserve = reserve
+        #: the runner of the block (see the runtime's ``runner``)
+        self.runner = runner
+        self.conn: Any = None
 
 
 #: The pin of the running block of :func:`one_connection`, if any (a task
@@ -89,15 +88,12 @@ def _unpin(pin: _Pin) -> Any:
     return conn
 
 
-def _pin_or_give(reserve: _Reserve, conn: Any, pin: _Pin | None) -> None:
-    """A connection of the quick path whose call is done: pinned (the block's
-    next call goes on it), or given back."""
-    if pin is None:
-        _give(reserve, conn)
-    else:
-        if pin.conn is not None:  # (not expected: one call at a time)
-            _give(reserve, _unpin(pin))
-        pin.conn = conn
+def _repin(pin: _Pin, conn: Any) -> None:
+    """A connection of the quick path whose call in the block is done: pinned
+    (the block's next call goes on it)."""
+    if pin.conn is not None:  # (not expected: one call at a time)
+        _give(pin.reserve, _unpin(pin))
+    pin.conn = conn
 
 
 def _let_pin_go() -> None:

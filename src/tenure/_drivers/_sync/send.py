@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
@@ -31,11 +32,12 @@ from ..._protocol import (
     reply_or_error,
 )
 from .. import _clients
+from .._clients import Fallback
 from .._hubbook import is_noperm
 from .._runtime_sync import sleep
 from .library import _library
-from .pins import _Pin, _pin_for, _pin_or_give
-from .reserve import _discard, _Fallback, _node_reserve, _Reserve, _take, _wake_one
+from .pins import _Pin, _pin_for, _repin
+from .reserve import _discard, _node_reserve, _Reserve, _take, _wake_one
 from .state import Client, _master_client, _state
 
 
@@ -74,11 +76,11 @@ def _send(client: Client, step: Eval) -> Any:
             pin = _pin_for(client)
             try:
                 return _quick(client, state.reserve, state.retries, step, pin=pin)
-            except _Fallback as fallback:
+            except Fallback as fallback:
                 if isinstance(fallback.__cause__, _library(type(client)).no_script):
                     # (the server lost its scripts: loaded first, not asked again)
                     if pin is not None and pin.conn is not None:
-                        with contextlib.suppress(_Fallback):
+                        with contextlib.suppress(Fallback):
                             _load_on_pin(client, pin, _clients.source_of(step, False))
                             return _quick(client, state.reserve, state.retries, step, pin=pin)
                     client.script_load(_clients.source_of(step, False))
@@ -142,7 +144,7 @@ def _node_quick(client: Client, step: Eval, shard: bool) -> Any:
     node_client, reserve = found
     try:
         return _quick(node_client, reserve, True, step, shard)
-    except _Fallback:
+    except Fallback:
         return _NOT_SENT
     except Exception as exc:
         if _clients.redirected(exc) or "CLUSTERDOWN" in str(exc):
@@ -167,7 +169,7 @@ def _quick(
     more than the script itself).
 
     Raises:
-        _Fallback: the server does not have the script (NOSCRIPT), or a
+        Fallback: the server does not have the script (NOSCRIPT), or a
             connection could not be made or failed (it is closed, to connect
             again at its next use; see :func:`_clients.connection_fault`) and
             the client's retry policy ``retries``: the ordinary path sends it
@@ -198,31 +200,53 @@ def _quick_together(
 ) -> list[Any]:
     """The replies of ``steps`` written back to back on a connection of the
     quick path (one write), read in order (an error reply in its place).
-    Raises :class:`_Fallback` as :func:`_quick` does, and on a NOSCRIPT
+    Raises :class:`Fallback` as :func:`_quick` does, and on a NOSCRIPT
     reply (its cause). With a ``pin``, on the pinned connection, as
     :func:`_quick` does."""
+
+    def pack(conn: Any) -> list[bytes]:
+        parts = [part for step in steps for part in _clients.packed_evalsha(conn, step, shard)]
+        return [b"".join(parts)]  # (one write, not one per part)
+
+    raws = _exchange(client, reserve, retries, pin, pack, len(steps))
+    no_script = _library(type(client)).no_script
+    for raw in raws:
+        if isinstance(raw, no_script):
+            raise Fallback from raw
+    return raws
+
+
+def _exchange(
+    client: Client,
+    reserve: _Reserve,
+    retries: bool,
+    pin: _Pin | None,
+    pack: Callable[[Any], list[bytes]],
+    count: int,
+) -> list[Any]:
+    """What ``pack(connection)`` packs written at once on a connection of the
+    quick path of ``reserve`` (the pinned one, if ``pin``, of that reserve,
+    has one), and its ``count`` raw replies read in order (an error reply in
+    its place). Raises :class:`Fallback` as :func:`_quick` does; with a
+    ``pin``, the connection stays pinned after whole replies."""
     library = _library(type(client))
     raws: list[Any] = []
-    missing: Exception | None = None  # a NOSCRIPT reply
     sound = False  # every reply was read: the connection may be used again as it is
     if pin is not None and pin.conn is not None:
         conn, pin.conn = pin.conn, None  # (no call: see below)
     else:
         conn = _take(client, reserve, retries)
     try:  # (at once: no call between, where an interrupt could lose the connection)
-        packed = [part for step in steps for part in _clients.packed_evalsha(conn, step, shard)]
-        conn.send_packed_command([b"".join(packed)])  # (one write, not one per part)
-        for _ in steps:
+        conn.send_packed_command(pack(conn))
+        for _ in range(count):
             try:
                 raws.append(conn.read_response())
             except library.response_error as exc:  # a whole reply was read
                 raws.append(exc)
-                if missing is None and isinstance(exc, library.no_script):
-                    missing = exc
         sound = True
     except Exception as exc:
         if retries and _clients.connection_fault(exc):
-            raise _Fallback from exc
+            raise Fallback from exc
         raise  # (an interrupt of any class: never swallowed by a second send)
     finally:  # (whatever interrupts what: the connection is given back or let go)
         if sound:
@@ -230,51 +254,20 @@ def _quick_together(
                 reserve.idle.append(conn)  # (no call before it, where an interrupt could lose it)
                 _wake_one(reserve)
             else:
-                _pin_or_give(reserve, conn, pin)
+                _repin(pin, conn)
         else:
             _discard(client, reserve, conn)
-    if missing is not None:
-        raise _Fallback from missing
     return raws
-
-
-def _args(part: Eval | Command) -> tuple[Any, ...]:
-    """The command of a pipeline's step: ``EVALSHA`` of a script call, or the command."""
-    if isinstance(part, Eval):
-        return ("EVALSHA", *_clients.evalsha_args(part))
-    return part.args
 
 
 def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) -> list[Any]:
     """``commands`` written at once on the pinned connection (if none is, on one
     the quick path takes, then pinned), their raw replies read in order (an
-    error reply in its place). Raises :class:`_Fallback` as :func:`_quick` does."""
-    reserve, retries = pin.reserve, _state(client).retries
-    library = _library(type(client))
-    raws: list[Any] = []
-    sound = False  # every reply was read: the connection may be used again as it is
-    if pin.conn is not None:
-        conn, pin.conn = pin.conn, None  # (no call: see _quick_together)
-    else:
-        conn = _take(client, reserve, retries)
-    try:  # (at once: no call between, where an interrupt could lose the connection)
-        conn.send_packed_command(conn.pack_commands(commands))
-        for _ in commands:
-            try:
-                raws.append(conn.read_response())
-            except library.response_error as exc:  # a whole reply was read
-                raws.append(exc)
-        sound = True
-    except Exception as exc:
-        if retries and _clients.connection_fault(exc):
-            raise _Fallback from exc
-        raise
-    finally:  # (whatever interrupts what: the connection is pinned or let go)
-        if sound:
-            _pin_or_give(reserve, conn, pin)
-        else:
-            _discard(client, reserve, conn)
-    return raws
+    error reply in its place). Raises :class:`Fallback` as :func:`_quick` does."""
+    retries = _state(client).retries
+    return _exchange(
+        client, pin.reserve, retries, pin, lambda conn: conn.pack_commands(commands), len(commands)
+    )
 
 
 def _load_on_pin(client: Client, pin: _Pin, source: bytes) -> None:
@@ -298,16 +291,15 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
         if _clients.on_one_connection(step):
             return _on_master(client, step)
         return [_one(client, part) for part in step.steps]
-    pin = None if shard else _pin_for(client)
-    if pin is not None and not _clients.on_one_connection(step):
-        pin = None  # (only what WAITs must follow the writes on their connection)
+    # (only what WAITs must follow the writes on their connection)
+    pin = _pin_for(client) if not shard and _clients.on_one_connection(step) else None
 
     def send() -> list[Any]:
         nonlocal pin
         if pin is not None:
             try:
-                return _on_pin(client, pin, [_args(part) for part in step.steps])
-            except _Fallback:  # (its connection failed: the client's own way)
+                return _on_pin(client, pin, _clients.commands(step))
+            except Fallback:  # (its connection failed: the client's own way)
                 pin = None
         with client.pipeline(transaction=False) as pipe:
             for part in step.steps:
@@ -325,7 +317,7 @@ def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[An
                 try:
                     _load_on_pin(client, pin, source)
                     continue
-                except _Fallback:  # (its connection failed: the client's own way)
+                except Fallback:  # (its connection failed: the client's own way)
                     pin = None
             client.script_load(source)
         raws = send()

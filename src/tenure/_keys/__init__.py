@@ -170,6 +170,9 @@ that key shared, which tenure cannot prevent; :func:`parse_key` recognises
 every key tenure derives.
 
 Waiter ids ``<w>`` (hex, ``-`` and ``.``) and owner ids hold no brace.
+
+The keys of a ``Lock`` and an ``RLock`` are built here; those of the other
+kinds in :mod:`.kinds`, imported from here too (on first use).
 """
 
 from __future__ import annotations
@@ -177,9 +180,9 @@ from __future__ import annotations
 import binascii
 import re
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from ._errors import InvalidArgument
+from .._errors import InvalidArgument
 
 #: The key prefix of a named primitive made without ``prefix``.
 DEFAULT_PREFIX = "tenure:"
@@ -593,135 +596,39 @@ def rlock_keys(name: str, *, prefix: str) -> LockKeys:
     return _siblings(name, base, base)
 
 
-@dataclass(frozen=True, slots=True)
-class SemaphoreKeys(LockKeys):
-    """Redis keys of one semaphore: :class:`LockKeys` whose ``lock`` is the holders'
-    sorted set, and the key holding the permit count."""
+if TYPE_CHECKING:  # imported on first use (__getattr__ below)
+    from .kinds import ElectionKeys as ElectionKeys
+    from .kinds import FairKeys as FairKeys
+    from .kinds import LatchKeys as LatchKeys
+    from .kinds import RWLockKeys as RWLockKeys
+    from .kinds import SemaphoreKeys as SemaphoreKeys
+    from .kinds import election_keys as election_keys
+    from .kinds import fair_keys as fair_keys
+    from .kinds import latch_keys as latch_keys
+    from .kinds import rwlock_keys as rwlock_keys
+    from .kinds import semaphore_keys as semaphore_keys
 
-    permits: str
+#: The names :mod:`.kinds` defines, imported from here on their first use.
+_LATER = frozenset(
+    {
+        "ElectionKeys",
+        "FairKeys",
+        "LatchKeys",
+        "RWLockKeys",
+        "SemaphoreKeys",
+        "election_keys",
+        "fair_keys",
+        "latch_keys",
+        "rwlock_keys",
+        "semaphore_keys",
+    }
+)
 
-    @property
-    def holders(self) -> str:
-        """The holders' sorted set (the same key as ``lock``)."""
-        return self.lock
+if not TYPE_CHECKING:  # (a type checker reads the imports above)
 
-    @property
-    def script_keys(self) -> tuple[str, str, str, str]:
-        """KEYS of every semaphore script: holders, permits, fence, waiters."""
-        return (self.lock, self.permits, self.fence, self.waiters)
+    def __getattr__(name: str) -> object:
+        if name not in _LATER:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from . import kinds
 
-
-def semaphore_keys(name: str, *, prefix: str) -> SemaphoreKeys:
-    """Build the keys of semaphore ``name`` under ``prefix`` (``<prefix>{<name>}:semaphore``
-    and its roles).
-
-    Raises:
-        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
-            a ``str`` or starts an empty hash tag.
-    """
-    name, base = _named_base("Semaphore", name, prefix)
-    return _lock_family(SemaphoreKeys, name, base, base, "permits")
-
-
-@dataclass(frozen=True, slots=True)
-class LatchKeys:
-    """Redis keys and the wake channel of one count-down latch."""
-
-    name: str
-    count: str
-    opened: str
-    channel: str
-    by: str
-
-
-def latch_keys(name: str, *, prefix: str) -> LatchKeys:
-    """Build the keys of count-down latch ``name`` under ``prefix``
-    (``<prefix>{<name>}:latch``, ``…:latch:opened``, ``…:latch:by`` and the
-    channel ``…:latch:zero``).
-
-    Raises:
-        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
-            a ``str`` or starts an empty hash tag.
-    """
-    name, base = _named_base("CountDownLatch", name, prefix)
-    return LatchKeys(name, base, base + ":opened", base + ":zero", base + ":by")
-
-
-@dataclass(frozen=True, slots=True)
-class RWLockKeys(LockKeys):
-    """The keys of a read-write lock: those of :class:`LockKeys` (``released`` is
-    the prefix of the per-owner last-op keys, see :meth:`last_op`), and ``holds``,
-    the sorted set of the holds' expiries."""
-
-    holds: str
-
-    def last_op(self, owner: str) -> str:
-        """The key of ``owner``'s last change of the lock (``<base>:op:<owner>``)."""
-        return f"{self.released}:{owner}"
-
-
-def rwlock_keys(name: str, *, prefix: str) -> RWLockKeys:
-    """Build the keys of a read-write lock ``name`` under ``prefix``
-    (``<prefix>{<name>}:rwlock`` and its roles), apart from every ``Lock``'s and
-    ``RLock``'s keys.
-
-    Raises:
-        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
-            a ``str`` or starts an empty hash tag.
-    """
-    name, base = _named_base("ReadWriteLock", name, prefix)
-    return RWLockKeys(
-        name,
-        base,
-        base + ":fence",
-        base + ":waiters",
-        base + ":wake:",
-        base + ":delay",
-        base + ":op",
-        base + ":holds",
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class FairKeys(LockKeys):
-    """The keys of a fair lock: a lock's, and the sorted set of its waiters' deadlines."""
-
-    deadlines: str
-
-
-def fair_keys(name: str, *, prefix: str) -> FairKeys:
-    """Build the keys of a fair lock ``name`` under ``prefix``
-    (``<prefix>{<name>}:fair`` and its roles, with ``…:fair:deadlines``).
-
-    Raises:
-        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
-            a ``str`` or starts an empty hash tag.
-    """
-    name, base = _named_base("FairLock", name, prefix)
-    return _lock_family(FairKeys, name, base, base, "deadlines")
-
-
-@dataclass(frozen=True, slots=True)
-class ElectionKeys(FairKeys):
-    """The keys of a leader election: a fair lock's (the candidates' queue and
-    the leader's lease), the leader's ``record``, the change ``log`` and the
-    ``channel`` every change is announced on (``…:election:feed``); its
-    ``quorum`` is the queue of a RedlockElection's candidates on one master."""
-
-    record: str
-    log: str
-    channel: str
-
-
-def election_keys(name: str, *, prefix: str) -> ElectionKeys:
-    """Build the keys of the election ``name`` under ``prefix``
-    (``<prefix>{<name>}:election`` and its roles).
-
-    Raises:
-        InvalidArgument: ``name`` is not a non-empty ``str``, or ``prefix`` is not
-            a ``str`` or starts an empty hash tag.
-    """
-    name, base = _named_base("Election", name, prefix)
-    keys = _lock_family(ElectionKeys, name, base, base, "deadlines", "record", "log", "feed")
-    # (the queue of a RedlockElection's candidates on each master)
-    return replace(keys, quorum=base + ":quorum")
+        return getattr(kinds, name)
