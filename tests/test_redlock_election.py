@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import multiprocessing
 import threading
 import time
@@ -396,6 +397,65 @@ def test_asyncio_observe_and_leader(
         ("resigned", b"here", 1),
     ]
     assert len({term for _, term, _, _ in seen}) == 1
+
+
+class _AsyncSwallowOnSend(redis.asyncio.Connection):
+    """Once armed for a task (a class attribute), its next command sent in
+    that task is sent, then the task's cancellation is requested and
+    swallowed: what ``asyncio.wait_for`` (redis-py's send under a socket
+    timeout) does on Python 3.11 when the cancel lands as the write completes."""
+
+    armed: asyncio.Task[Any] | None = None
+
+    async def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        await super().send_packed_command(*args, **kwargs)
+        task = asyncio.current_task()
+        if task is not None and task is _AsyncSwallowOnSend.armed:
+            _AsyncSwallowOnSend.armed = None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)
+
+
+def test_a_cancel_swallowed_as_a_campaign_sends_is_not_lost(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A campaign whose cancellation a send swallowed (see
+    :class:`_AsyncSwallowOnSend`) still ends cancelled: no leadership comes
+    back to a caller that stopped waiting, held and renewed for nobody."""
+
+    async def main() -> None:
+        mine = [
+            redis.asyncio.Redis(
+                connection_pool=redis.asyncio.ConnectionPool(
+                    host="127.0.0.1", port=s.port, connection_class=_AsyncSwallowOnSend
+                )
+            )
+            for s in masters
+        ]
+        election = AsyncRedlockElection(mine, "swallow", ttl=1, master_timeout=0.5)
+        try:
+            first = await election.campaign(timeout=5)  # (every master probed)
+            assert first is not None
+            await first.resign()
+            for master in clients:  # the next round's scripts take the ordinary path once more
+                master.script_flush()
+            task = asyncio.ensure_future(election.campaign(timeout=5))
+            _AsyncSwallowOnSend.armed = task
+            outcome = await asyncio.gather(task, return_exceptions=True)
+            assert isinstance(outcome[0], asyncio.CancelledError), outcome
+            assert await election.leader() is None
+            lock = _keys("swallow").lock
+            deadline = time.monotonic() + 0.5  # (what it took is given back at once)
+            while any(master.exists(lock) for master in clients):
+                assert time.monotonic() < deadline, "the lock is held for nobody"
+                await asyncio.sleep(0.01)
+        finally:
+            _AsyncSwallowOnSend.armed = None
+            for c in mine:
+                await c.aclose()
+
+    asyncio.run(main())
 
 
 # --- the single-server election's behaviour, over five masters with two down ----------------
