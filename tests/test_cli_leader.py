@@ -134,6 +134,28 @@ def test_replicas_over_three_masters_run_one_command_at_a_time(
     check_runs(log, 3)
 
 
+@pytest.mark.once
+def test_a_release_too_few_masters_answer_keeps_the_commands_status(
+    make_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    servers = [make_server() for _ in range(3)]
+    log = tmp_path / "runs"
+    one = replica([s.url for s in servers], "job", log, hold=1.0, ttl=5.0)
+    try:
+        wait_until(lambda: any(w[0] == "start" for w in lines(log)), 30, "for the run")
+        servers[1].stop()
+        servers[2].stop()
+        status = one.wait(30)
+        err = one.stderr.read() if one.stderr else ""
+    finally:
+        one.kill()
+        one.wait(10)
+    # the command ran to its end within the lease: its status, and why the
+    # leadership is left to expire
+    assert status == 0, err
+    assert "could not release the leadership of 'job'" in err and "expires within 5s" in err
+
+
 def test_tenure_leader_shows_the_leader(
     url: str, r: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:

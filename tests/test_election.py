@@ -179,6 +179,8 @@ def test_bad_values_are_refused_by_name(r: redis.Redis) -> None:
         Election(r, "values", label=7)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="UTF-8"):
         Election(r, "values", label="\udc80")
+    with pytest.raises(InvalidArgument, match="on_deposed must be callable, not 3"):
+        Election(r, "values", on_deposed=3)  # type: ignore[arg-type]
     assert Election(r, "values", label="web 1\n").label == "web 1"
     assert len(Election(r, "values", label="x" * 200).label) == 96
     assert election.leader().value is None  # type: ignore[union-attr]

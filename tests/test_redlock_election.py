@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import multiprocessing
 import threading
 import time
@@ -36,6 +37,7 @@ from tenure import (
 from tenure._drivers import _sync as _driver
 from tenure._keys import election_keys
 from tenure._plans import election as election_plans
+from tenure._plans.common import FENCE_KEEP_MS
 from tenure._server import ServerProcess
 
 pytestmark = pytest.mark.once
@@ -75,6 +77,8 @@ def test_arguments_are_checked(clients: list[redis.Redis]) -> None:
         RedlockElection(clients, "x", label=3)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="on_elected"):
         RedlockElection(clients, "x", on_elected=3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="on_deposed must be callable, not 3"):
+        RedlockElection(clients, "x", on_deposed=3)  # type: ignore[arg-type]
     election = RedlockElection(clients, "x", ttl=2)
     assert election.quorum == 3 and election.clients == tuple(clients) and election.ttl == 2
 
@@ -114,6 +118,47 @@ def test_the_term_is_raised_on_every_master_and_values_go_to_a_quorum(
     following = election.campaign(timeout=5)
     assert following is not None and following.term > term
     following.resign()
+
+
+def test_terms_increase_after_the_fences_minted_by_grants_expire(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = _keys("idle")
+    # three masters (a clock ahead, say) mint fences far above the others'
+    high = int(time.time() * 1e6) + 10**12
+    for c in clients[:3]:
+        c.set(keys.fence, high)
+    election = RedlockElection(clients, "idle", ttl=0.3)
+    first = election.campaign(timeout=5)
+    assert first is not None and first.term > high
+    time.sleep(0.5)  # (renewed by the watchdog)
+    first.resign()
+    _idle(clients, keys.fence)
+    following = election.campaign(timeout=5)
+    assert following is not None and following.term > first.term
+    following.resign()
+    # a candidate granted the lock on every master that dies before it announces
+    doomed = RedlockElection(clients, "idle", ttl=0.3)
+    with monkeypatch.context() as patch:
+        patch.setattr(RedlockElection, "_announce_term", _interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            doomed.campaign(timeout=5)
+    _idle(clients, keys.fence)
+    last = election.campaign(timeout=5)
+    assert last is not None and last.term > following.term
+    last.resign()
+
+
+def _idle(clients: list[redis.Redis], fence: str) -> None:
+    """The election idle past the keep of a grant's fence (FENCE_KEEP_MS):
+    a fence key that would have expired by then is gone."""
+    for c in clients:
+        if 0 <= c.pttl(fence) <= FENCE_KEEP_MS:
+            c.delete(fence)
+
+
+def _interrupted(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _threads(urls: list[str], name: str, count: int, rounds: int, live: int) -> list[Hold]:
@@ -271,6 +316,44 @@ def test_leader_and_observe_believe_the_quorum_not_a_stale_minority(
     ]
 
 
+def test_readers_never_take_a_value_that_only_minorities_held(
+    clients: list[redis.Redis],
+) -> None:
+    name = "minorities"
+    keys = _keys(name)
+    election = RedlockElection(clients, name, ttl=5, label="a")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    term = leadership.term
+
+    def reach(masters: list[redis.Redis], value: bytes, seq: int) -> None:
+        # a proclaim that reached these masters only (NoQuorumError for its leader)
+        for c in masters:
+            plan = election_plans.announce(keys, leadership.owner, term, "a", value, seq=seq)
+            _driver.run(c, plan)
+
+    def first_seen() -> tuple[bytes | None, int]:
+        event = next(iter(RedlockElection(clients, name).observe(timeout=0.5)))
+        return event.value, event.sequence
+
+    def read() -> tuple[bytes | None, int]:
+        lead = election.leader()
+        assert lead is not None and lead.term == term
+        return lead.value, lead.sequence
+
+    reach(clients[:1], b"v1", 1)
+    reach(clients[1:3], b"v2", 2)
+    # only the announcement was ever on a majority
+    assert read() == first_seen() == (None, 0)
+    leadership._sequence = 3
+    leadership.proclaim("v4")  # on every master
+    reach(clients[:2], b"v5", 5)
+    reach(clients[2:4], b"v6", 6)
+    # the masters' logs tell that v4, not v5 nor v6, was the last on a majority
+    assert read() == first_seen() == (b"v4", 4)
+    leadership.resign()
+
+
 def test_leader_needs_a_quorum_to_answer(
     clients: list[redis.Redis], masters: list[ServerProcess]
 ) -> None:
@@ -314,6 +397,65 @@ def test_asyncio_observe_and_leader(
         ("resigned", b"here", 1),
     ]
     assert len({term for _, term, _, _ in seen}) == 1
+
+
+class _AsyncSwallowOnSend(redis.asyncio.Connection):
+    """Once armed for a task (a class attribute), its next command sent in
+    that task is sent, then the task's cancellation is requested and
+    swallowed: what ``asyncio.wait_for`` (redis-py's send under a socket
+    timeout) does on Python 3.11 when the cancel lands as the write completes."""
+
+    armed: asyncio.Task[Any] | None = None
+
+    async def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        await super().send_packed_command(*args, **kwargs)
+        task = asyncio.current_task()
+        if task is not None and task is _AsyncSwallowOnSend.armed:
+            _AsyncSwallowOnSend.armed = None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)
+
+
+def test_a_cancel_swallowed_as_a_campaign_sends_is_not_lost(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A campaign whose cancellation a send swallowed (see
+    :class:`_AsyncSwallowOnSend`) still ends cancelled: no leadership comes
+    back to a caller that stopped waiting, held and renewed for nobody."""
+
+    async def main() -> None:
+        mine = [
+            redis.asyncio.Redis(
+                connection_pool=redis.asyncio.ConnectionPool(
+                    host="127.0.0.1", port=s.port, connection_class=_AsyncSwallowOnSend
+                )
+            )
+            for s in masters
+        ]
+        election = AsyncRedlockElection(mine, "swallow", ttl=1, master_timeout=0.5)
+        try:
+            first = await election.campaign(timeout=5)  # (every master probed)
+            assert first is not None
+            await first.resign()
+            for master in clients:  # the next round's scripts take the ordinary path once more
+                master.script_flush()
+            task = asyncio.ensure_future(election.campaign(timeout=5))
+            _AsyncSwallowOnSend.armed = task
+            outcome = await asyncio.gather(task, return_exceptions=True)
+            assert isinstance(outcome[0], asyncio.CancelledError), outcome
+            assert await election.leader() is None
+            lock = _keys("swallow").lock
+            deadline = time.monotonic() + 0.5  # (what it took is given back at once)
+            while any(master.exists(lock) for master in clients):
+                assert time.monotonic() < deadline, "the lock is held for nobody"
+                await asyncio.sleep(0.01)
+        finally:
+            _AsyncSwallowOnSend.armed = None
+            for c in mine:
+                await c.aclose()
+
+    asyncio.run(main())
 
 
 # --- the single-server election's behaviour, over five masters with two down ----------------

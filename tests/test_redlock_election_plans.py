@@ -11,6 +11,7 @@ from tenure._plans.election import ElectionRead, Record
 from tenure._plans.redlock_election import (
     QuorumCursor,
     change_key,
+    needs_history,
     quorum_leader,
     verdict,
 )
@@ -91,8 +92,61 @@ def test_the_value_is_the_latest_a_majority_holds() -> None:
         held(rec(5, 1, b"one")),
         DOWN,
     ]
-    lead = quorum_leader(reads, N, "e")
+    # masters 0 and 1 held the second value before the third: their logs say so
+    assert needs_history(reads, N)
+    past = (ev("proclaimed", 5, 3, b"three"), ev("proclaimed", 5, 2, b"two"), ev("elected", 5))
+    lead = quorum_leader(reads, N, "e", [past, past, (), (), DOWN])
     assert lead is not None and (lead.value, lead.sequence) == (b"two", 2)
+    # a master that holds the latest of a majority's values settles it without logs
+    reads[3] = held(rec(5, 3, b"three"))
+    assert not needs_history(reads, N)
+    lead = quorum_leader(reads, N, "e")
+    assert lead is not None and (lead.value, lead.sequence) == (b"three", 3)
+
+
+def test_a_value_a_minority_held_is_not_the_leaders() -> None:
+    # the first value reached master 0 only, the second masters 1 and 2 only
+    # (each proclaim raised NoQuorumError): no value but the announcement was
+    # ever on a majority
+    reads = [
+        held(rec(5, 1, b"v1")),
+        held(rec(5, 2, b"v2")),
+        held(rec(5, 2, b"v2")),
+        held(rec(5)),
+        held(rec(5)),
+    ]
+    assert needs_history(reads, N)
+    logs = [
+        (ev("proclaimed", 5, 1, b"v1"), ev("elected", 5)),
+        (ev("proclaimed", 5, 2, b"v2"), ev("elected", 5)),
+        (ev("proclaimed", 5, 2, b"v2"), ev("elected", 5)),
+        (ev("elected", 5),),
+        (ev("elected", 5),),
+    ]
+    for given in (None, logs):
+        lead = quorum_leader(reads, N, "e", given)
+        assert lead is not None and (lead.value, lead.sequence) == (None, 0)
+        cursor = QuorumCursor(N)
+        assert cursor.take(reads, given) == [ev("elected", 5)]
+    # a value every master held, then two proclaims that reached two masters
+    # each: the value all held is the leader's
+    reads = [
+        held(rec(5, 2, b"v2")),
+        held(rec(5, 2, b"v2")),
+        held(rec(5, 3, b"v3")),
+        held(rec(5, 3, b"v3")),
+        held(rec(5, 1, b"v1")),
+    ]
+    one = ev("proclaimed", 5, 1, b"v1")
+    logs = [
+        (ev("proclaimed", 5, 2, b"v2"), one),
+        (ev("proclaimed", 5, 2, b"v2"), one),
+        (ev("proclaimed", 5, 3, b"v3"), one),
+        (ev("proclaimed", 5, 3, b"v3"), one),
+        (one,),
+    ]
+    lead = quorum_leader(reads, N, "e", logs)
+    assert lead is not None and (lead.value, lead.sequence) == (b"v1", 1)
 
 
 def test_no_leader_without_a_majority_on() -> None:

@@ -64,7 +64,7 @@ from ._api._sync import (
     RedlockLeadership,
     RedlockLease,
 )
-from ._errors import LockLostError, NotOwnedError
+from ._errors import LockLostError, NoQuorumError, NotOwnedError
 from ._keys import DEFAULT_PREFIX
 from ._label import run_label
 
@@ -397,9 +397,13 @@ class _Supervisor:
         except LockLostError:
             if not self.lost_reported:
                 self._report_lost(f"{self.command[0]!r} ended without it")
-        except redis.exceptions.RedisError as exc:
+        except (redis.exceptions.RedisError, NoQuorumError) as exc:
+            # (several masters: too few answered to tell; it ends by its ttl)
+            lease = self.lease
+            leading = isinstance(lease, Leadership | RedlockLeadership)
+            what = "the leadership of" if leading else "the lock"
             _say(
                 self.err,
-                f"could not release the lock {self.lease.name!r} ({exc}); "
-                f"it expires within {self.lease.ttl:g}s",
+                f"could not release {what} {lease.name!r} ({exc}); "
+                f"it expires within {lease.ttl:g}s",
             )

@@ -321,7 +321,9 @@ _CHANGES: dict[str, ElectionChange] = {
 }
 
 
-def _entry(raw: Any) -> tuple[str, ElectionEvent] | None:
+def parse_entry(raw: Any) -> tuple[str, ElectionEvent] | None:
+    """A log entry (its id and its flat fields) as its id and its change;
+    ``None`` for an entry tenure did not write."""
     entry_id, flat = raw
     rec = _fields(flat)
     change = _CHANGES.get(rec.get("event", ""))
@@ -341,7 +343,7 @@ def _entry(raw: Any) -> tuple[str, ElectionEvent] | None:
 def parse_read(value: Any, count: int = READ_COUNT) -> ElectionRead:
     """Read an ``election_read.lua`` reply (see its header)."""
     holder, pttl, term, flat, raw_entries, tail = value
-    entries = tuple(e for e in (_entry(r) for r in (raw_entries or ())) if e is not None)
+    entries = tuple(e for e in (parse_entry(r) for r in (raw_entries or ())) if e is not None)
     term_text = text(term)
     return ElectionRead(
         text(holder),

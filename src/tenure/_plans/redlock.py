@@ -137,15 +137,19 @@ def one(step: Step) -> Plan[Any]:
     return (yield step)
 
 
-def attempt(keys: LockKeys, token: str, ttl_ms: int, queue_as: str) -> Eval:
+def attempt(
+    keys: LockKeys, token: str, ttl_ms: int, queue_as: str, fence_keep: int = FENCE_KEEP_MS
+) -> Eval:
     """One master's acquire: ``lock_acquire.lua`` for ``token`` with a lease of
     ``ttl_ms``; when busy, ``queue_as`` (a :func:`member`, or "" not to queue) is
-    queued in :func:`quorum_key`. No owner prefix can match (a Redlock's owner
+    queued in :func:`quorum_key`. A grant keeps the fence key ``fence_keep``
+    ms (or the lease, if longer). No owner prefix can match (a Redlock's owner
     is checked in the process), so the reply is OK (fence), or BUSY (pttl ms)."""
+    keep = max(fence_keep, fence_keep_ms(ttl_ms))
     return Eval(
         LOCK_ACQUIRE,
         (keys.lock, keys.fence, quorum_key(keys), keys.delay),
-        (token, token + "|", ttl_ms, queue_as, fence_keep_ms(ttl_ms), 0, keys.wake_prefix),
+        (token, token + "|", ttl_ms, queue_as, keep, 0, keys.wake_prefix),
     )
 
 
@@ -183,10 +187,13 @@ def wake(keys: LockKeys) -> Eval:
     return Eval(REDLOCK_WAKE, (quorum_key(keys),), (keys.wake_prefix,))
 
 
-def renewal(keys: LockKeys, token: str, seconds: float, ttl: float) -> Eval:
+def renewal(
+    keys: LockKeys, token: str, seconds: float, ttl: float, fence_keep_ms: int = FENCE_KEEP_MS
+) -> Eval:
     """One master's renewal (``lock_extend.lua``): the lease of ``token`` (``ttl``
     seconds long) ends ``seconds`` from now, unless less than its drift
-    allowance was left.
+    allowance was left; the fence key is kept ``fence_keep_ms`` (or the
+    lease, if longer).
 
     Raises:
         InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
@@ -194,7 +201,7 @@ def renewal(keys: LockKeys, token: str, seconds: float, ttl: float) -> Eval:
     return Eval(
         LOCK_EXTEND,
         (keys.lock, keys.delay, keys.fence),
-        (token, lease_ms(seconds, "seconds"), least_left_ms(ttl), 0, FENCE_KEEP_MS),
+        (token, lease_ms(seconds, "seconds"), least_left_ms(ttl), 0, fence_keep_ms),
     )
 
 

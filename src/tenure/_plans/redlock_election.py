@@ -40,7 +40,9 @@ from typing import Any, Protocol, TypeVar
 
 from .._errors import NoQuorumError, NotOwnedError, TenureError
 from .._info import ElectionEvent, Leader
-from .election import LATE, ElectionRead, entry_key, standing
+from .._keys import ElectionKeys
+from .._protocol import Command, Plan
+from .election import LATE, LOG_LENGTH, ElectionRead, entry_key, parse_entry, standing
 from .redlock import quorum
 
 
@@ -133,13 +135,65 @@ def _on(read: ElectionRead) -> bool:
     return rec is not None and rec.active and rec.token == read.holder
 
 
-def quorum_leader(reads: Sequence[Any], n: int, name: str) -> Leader | None:
+def _top(reads: Sequence[Any], n: int) -> tuple[int, list[tuple[int, ElectionRead]]] | None:
+    """The latest term on (see :func:`_on`) on a majority of the masters, and
+    those masters' reads (with their indexes); ``None`` when no term is."""
+    by_term: dict[int, list[tuple[int, ElectionRead]]] = {}
+    for i, read in enumerate(reads):
+        if isinstance(read, ElectionRead) and _on(read):
+            assert read.record is not None
+            by_term.setdefault(read.record.term, []).append((i, read))
+    for term, group in sorted(by_term.items(), reverse=True):
+        if len(group) >= quorum(n):
+            return term, group
+    return None
+
+
+def needs_history(reads: Sequence[Any], n: int) -> bool:
+    """Whether :func:`quorum_leader` needs the masters' logs (:func:`history`)
+    to tell the latest value a majority held: the masters of the term on have
+    moved past a sequence that a majority of them may have held, but fewer
+    than a quorum hold any one sequence past the announcement (a proclaim that
+    reached too few masters, then another that reached others)."""
+    top = _top(reads, n) if len(answered(reads)) >= quorum(n) else None
+    if top is None:
+        return False
+    seqs = [r.record.sequence for _, r in top[1] if r.record is not None]
+    q = quorum(n)
+    bound = max(s for s in set(seqs) if sum(1 for t in seqs if t >= s) >= q)
+    return bound > 0 and seqs.count(bound) < q
+
+
+def history(keys: ElectionKeys) -> Plan[tuple[ElectionEvent, ...]]:
+    """The changes in one master's log, latest first (the log keeps the last
+    :data:`~.election.LOG_LENGTH`)."""
+    raw = yield Command(("XREVRANGE", keys.log, "+", "-", "COUNT", str(LOG_LENGTH)))
+    out = []
+    for entry_id, fields in raw or ():
+        flat = [x for kv in fields.items() for x in kv] if isinstance(fields, dict) else fields
+        entry = parse_entry((entry_id, flat))
+        if entry is not None:
+            out.append(entry[1])
+    return tuple(out)
+
+
+def quorum_leader(
+    reads: Sequence[Any], n: int, name: str, logs: Sequence[Any] | None = None
+) -> Leader | None:
     """Who leads, from one read of each of the ``n`` masters (an
     :class:`~.election.ElectionRead`, or the exception of a master that did
-    not answer): the term on on a majority of the masters, with the highest
-    sequence that a majority of them holds (or a later one of the term) and
-    that sequence's value (the one most of its masters hold); its ``ttl`` is
-    the lease left on the last of the majority to end. ``None`` when no term is on on a majority.
+    not answer): the term on on a majority of the masters, with the latest
+    value of that term that a majority of them held (by ``sequence``; the
+    announcement, 0, when no proclaim reached a majority), as most of those
+    masters hold it; its ``ttl`` is the lease left on the last of the majority
+    to end. ``None`` when no term is on on a majority.
+
+    A master holds the value its record holds and the announcement; given
+    ``logs`` (each master's :func:`history`, or an exception), also every value
+    of the term its log holds. Without them, a value that a majority held
+    but most of them have moved past (see :func:`needs_history`) is not told
+    from one a minority held: the announcement is returned instead, which a
+    majority held.
 
     Raises:
         NoQuorumError: fewer than a quorum of the masters answered.
@@ -148,23 +202,35 @@ def quorum_leader(reads: Sequence[Any], n: int, name: str) -> Leader | None:
     q = quorum(n)
     if len(got) < q:
         raise too_few(name, len(got), n)
-    by_term: dict[int, list[ElectionRead]] = {}
-    for read in got:
-        if _on(read):
-            assert read.record is not None
-            by_term.setdefault(read.record.term, []).append(read)
-    for term, group in sorted(by_term.items(), reverse=True):
-        if len(group) < q:
-            continue
-        records = [r.record for r in group if r.record is not None]
-        for seq in sorted({rec.sequence for rec in records}, reverse=True):
-            if sum(1 for rec in records if rec.sequence >= seq) >= q:
-                rec = _agreed([rec for rec in records if rec.sequence == seq])
-                break
-        pttls = sorted((r.pttl_ms for r in group), reverse=True)
-        ttl = pttls[q - 1] / 1000 if pttls[q - 1] >= 0 else None
-        return Leader(rec.label, term, rec.value, rec.since, ttl, rec.sequence)
-    return None
+    top = _top(reads, n)
+    if top is None:
+        return None
+    term, group = top
+    holds: list[dict[int, bytes | None]] = []  # per master of the group: sequence -> value
+    for i, read in group:
+        assert read.record is not None
+        have: dict[int, bytes | None] = {0: None}
+        changes = logs[i] if logs is not None and i < len(logs) else ()
+        if isinstance(changes, tuple):
+            for change in changes:
+                if change.term == term and change.change in ("elected", "proclaimed"):
+                    have[change.sequence] = change.value
+        have[read.record.sequence] = read.record.value
+        holds.append(have)
+    seq = max(s for s in set().union(*holds) if sum(1 for h in holds if s in h) >= q)
+    value = _agreed([_Value(h[seq]) for h in holds if seq in h]).value
+    first = group[0][1].record
+    assert first is not None
+    pttls = sorted((r.pttl_ms for _, r in group), reverse=True)
+    ttl = pttls[q - 1] / 1000 if pttls[q - 1] >= 0 else None
+    return Leader(first.label, term, value, first.since, ttl, seq)
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A value, as :func:`_agreed` counts them."""
+
+    value: bytes | None
 
 
 def _agreed(items: Sequence[T]) -> T:
@@ -231,11 +297,13 @@ class QuorumCursor:
         left = [r.pttl_ms for r in answered(reads) if r.holder and r.pttl_ms >= 0]
         return min(left) / 1000 + LATE if left else None
 
-    def take(self, reads: Sequence[Any]) -> list[ElectionEvent]:
+    def take(self, reads: Sequence[Any], logs: Sequence[Any] | None = None) -> list[ElectionEvent]:
         """The changes to deliver from one read of each master (an
         :class:`~.election.ElectionRead`, or an exception); the cursor moves on.
         Nothing is delivered from a read that fewer than a quorum answered,
-        but for the changes the logs already put on a majority."""
+        but for the changes the logs already put on a majority. ``logs``: each
+        master's :func:`history`, for the state as it stands when
+        :func:`needs_history` says so (see :func:`quorum_leader`)."""
         out: list[ElectionEvent] = []
         got = answered(reads)
         q = quorum(self.n)
@@ -246,7 +314,7 @@ class QuorumCursor:
             for i, read in enumerate(reads):
                 if isinstance(read, ElectionRead):
                     self.after[i] = read.tail or "0-0"
-            lead = quorum_leader(reads, self.n, "")
+            lead = quorum_leader(reads, self.n, "", logs)
             if lead is not None and lead.since:
                 self._deliver(out, standing(lead))
             return out
@@ -264,7 +332,7 @@ class QuorumCursor:
             self._deliver(out, _agreed(list(seen.values())))
         self.pending = {k: v for k, v in self.pending.items() if self.last is None or k > self.last}
         if len(got) >= q and not self.more(reads):
-            self._reconcile(out, reads, got)
+            self._reconcile(out, reads, got, logs)
         return out
 
     def _note(self, i: int, read: ElectionRead) -> None:
@@ -284,7 +352,11 @@ class QuorumCursor:
                 self.pending.setdefault(key, {})[i] = event
 
     def _reconcile(
-        self, out: list[ElectionEvent], reads: Sequence[Any], got: list[ElectionRead]
+        self,
+        out: list[ElectionEvent],
+        reads: Sequence[Any],
+        got: list[ElectionRead],
+        logs: Sequence[Any] | None,
     ) -> None:
         """Bring the cursor to the quorum's records where the logs did not."""
         q = quorum(self.n)
@@ -300,7 +372,7 @@ class QuorumCursor:
                     if r.record is not None and r.record.term == on.term and r.record.end
                 ]
                 self._deliver(out, _ended(on, ends))
-        lead = quorum_leader(reads, self.n, "")
+        lead = quorum_leader(reads, self.n, "", logs)
         if lead is not None and lead.since:
             event = standing(lead)
             if self.last is None or change_key(event) > self.last:

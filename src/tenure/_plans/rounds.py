@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from .._keys import LockKeys
 from .._units import lease_ms
 from . import redlock as plans
+from .common import FENCE_KEEP_MS
 from .fanout import (
     ClearWake,
     Fan,
@@ -107,11 +108,13 @@ def take(
     now: Clock,
     rand: Callable[[], float],
     new_waiter: Callable[[], str],
+    fence_keep: int = FENCE_KEEP_MS,
 ) -> FanPlan[Taken | None]:
     """Rounds until a quorum of the ``n`` masters grants ``token`` (see
     :mod:`.redlock`): the grant, and the masters an attempt was sent to; or
     ``None`` once ``timeout`` ran out (``None``: no limit; one round if not
-    ``blocking``) with nothing held.
+    ``blocking``) with nothing held. A grant keeps each fence key
+    ``fence_keep`` ms (:func:`.redlock.attempt`).
 
     Each round clears the wake, sends the attempt to every master and
     returns once a quorum granted it. Not held: what it got is given back
@@ -154,7 +157,7 @@ def take(
             sent_at = now()
             fanned: Fanned = yield Fan(
                 everyone,
-                (plans.attempt(keys, token, ttl_ms, queued),) * n,
+                (plans.attempt(keys, token, ttl_ms, queued, fence_keep),) * n,
                 lambda replies: plans.quorum_granted(replies, n),
             )
             reached.update(i for i in everyone if i not in fanned.unsent)

@@ -9,8 +9,8 @@
 -- Over several independent masters (ARGV[10] given: a RedlockElection) the
 -- term is the largest fence the leader's quorum minted, which may be above
 -- this master's: the lease token holding the lock is enough, and this master's
--- fence is raised to the term first, so that every later grant here mints a
--- larger term. A proclaim carries its sequence number within the term: one
+-- fence is raised to the term first (and kept `keep` ms, as the record), so
+-- that every later grant here mints a larger term. A proclaim carries its sequence number within the term: one
 -- whose number the record holds already (or a larger one) writes nothing.
 --
 -- KEYS[1]  lock key     string; value = the leader's lease token
@@ -52,12 +52,16 @@ local denied = acl_denied(ARGV[6])
 if denied then return {DENIED, denied} end
 
 local keep, max = ARGV[7], ARGV[8]
-if seq ~= '' and (not last or tonumber(last) < tonumber(ARGV[2])) then
-  -- (the fence key keeps its expiry: as long as a fence minted here)
-  if last then
-    redis.call('SET', KEYS[2], ARGV[2], 'KEEPTTL')
-  else
+if seq ~= '' then
+  -- the fence key is kept at least as long as the record (and as long as a
+  -- fence minted here): terms stay above this one however long the election
+  -- then stays idle
+  if not last then
     redis.call('SET', KEYS[2], ARGV[2], 'PX', keep)
+  else
+    if tonumber(last) < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2], 'KEEPTTL') end
+    local pttl = redis.call('PTTL', KEYS[2])
+    if pttl >= 0 and pttl < tonumber(keep) then redis.call('PEXPIRE', KEYS[2], keep) end
   end
 end
 local rec = election_record(KEYS[3])

@@ -32,6 +32,7 @@ from ..._leasebook import Phase, Release
 from ..._plans import lock as lock_plans
 from ..._plans import redlock as plans
 from ..._plans import rounds
+from ..._plans.common import FENCE_KEEP_MS
 from ..._plans.fanout import (
     ClearWake,
     Fan,
@@ -138,7 +139,7 @@ class AsyncRedlockLease(_AsyncHeldLease["AsyncRedlock"]):
             self._end_lost()
         lock = self._lock
         sent_at = time.monotonic()
-        step = plans.renewal(lock._keys, self.owner, seconds, self.ttl)
+        step = plans.renewal(lock._keys, self.owner, seconds, self.ttl, lock._fence_keep_ms)
         t = await lock._round([step] * lock._n)
         try:
             expires_at = plans.extended_until(t, lock._n, self.name, self.fence, seconds, sent_at)
@@ -175,7 +176,8 @@ class AsyncRedlockLease(_AsyncHeldLease["AsyncRedlock"]):
 
     def _renewal(self) -> Eval:
         """One master's renewal of the lease (the watchdog sends it to every master)."""
-        return plans.renewal(self._lock._keys, self.owner, self.ttl, self.ttl)
+        lock = self._lock
+        return plans.renewal(lock._keys, self.owner, self.ttl, self.ttl, lock._fence_keep_ms)
 
     def _start_watch(self, renew: bool) -> None:
         self._watch = _fanout.watch_shared(self, renew, _renew_quorums)
@@ -294,6 +296,8 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
 
     #: The class of the leases it issues (a RedlockElection's are leaderships).
     _lease_class: type[AsyncRedlockLease] = AsyncRedlockLease
+    #: How long a grant or a renewal keeps each master's fence key (ms).
+    _fence_keep_ms: int = FENCE_KEEP_MS
 
     def __init__(
         self,
@@ -472,6 +476,7 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
             now=time.monotonic,
             rand=random.random,
             new_waiter=_new_waiter,
+            fence_keep=self._fence_keep_ms,
         )
         grant = await self._drive(plan)
         return grant

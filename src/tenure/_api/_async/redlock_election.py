@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from ..._drivers import _async as _driver
 from ..._drivers._async import fanout as _fanout
 from ..._drivers._identity import new_op
-from ..._errors import InvalidArgument, NoQuorumError, NotOwnedError
+from ..._errors import NoQuorumError, NotOwnedError
 from ..._info import ElectionEvent, Leader
 from ..._keys import DEFAULT_PREFIX, ElectionKeys, election_keys
 from ..._label import default_label
@@ -28,7 +28,7 @@ from ..._plans import redlock_election as plans
 from ..._plans.waiting import Grant
 from ..._protocol import Plan
 from ..._units import check_seconds
-from .election import _RETRY, _RETRY_MAX, R, _AsyncCandidacy, _check_label
+from .election import _RETRY, _RETRY_MAX, R, _AsyncCandidacy, _check_callbacks, _check_label
 from .redlock import AsyncRedlock, AsyncRedlockLease
 
 
@@ -109,6 +109,10 @@ class _AsyncElectionRedlock(AsyncRedlock):
     its leases leaderships; it sends the election's scripts to every master."""
 
     _lease_class = AsyncRedlockLeadership
+    #: a grant or a renewal keeps each master's fence as long as the record
+    #: (where an announcement raised it to the term): terms stay above the
+    #: last leader's however long the election then stays idle
+    _fence_keep_ms = election_plans.KEEP_MS
 
     def __init__(
         self,
@@ -167,6 +171,14 @@ class _AsyncElectionRedlock(AsyncRedlock):
         await self._identify()
         keys = self._ekeys
         return await self._on_every(lambda i: election_plans.read(keys, after[i] if after else ""))
+
+    async def _history(self, reads: list[Any]) -> list[Any] | None:
+        """Every master's log (:func:`tenure._plans.redlock_election.history`),
+        when ``reads`` alone can't tell the latest value a majority held."""
+        if not plans.needs_history(reads, self._n):
+            return None
+        keys = self._ekeys
+        return await self._on_every(lambda _: plans.history(keys))
 
 
 class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
@@ -243,8 +255,7 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._label = _check_label(default_label() if label is None else label)
-        if on_elected is not None and not callable(on_elected):
-            raise InvalidArgument(f"on_elected must be callable, not {on_elected!r}")
+        _check_callbacks(on_elected, on_deposed)
         self._on_elected = on_elected
         self._lock = _AsyncElectionRedlock(
             clients,
@@ -341,7 +352,8 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
             InvalidArgument: two masters are one server (see :class:`AsyncRedlock`).
         """
         reads = await self._lock._read_all()
-        return plans.quorum_leader(reads, self._lock._n, self.name)
+        logs = await self._lock._history(reads)
+        return plans.quorum_leader(reads, self._lock._n, self.name, logs)
 
     async def observe(self, timeout: float | None = None) -> AsyncIterator[ElectionEvent]:
         """The changes of the election, as a majority of the masters holds
@@ -378,7 +390,7 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
                     return
                 wake.clear()  # (a change published from here on reads again)
                 reads = await lock._read_all(cursor.after)
-                events = cursor.take(reads)
+                events = cursor.take(reads, await lock._history(reads))
                 for event in events:
                     yield event
                 if events and timeout is not None:

@@ -41,6 +41,17 @@ _RETRY_MAX = 1.0
 _CONFIRM = 10.0
 
 
+def _check_callbacks(on_elected: object, on_deposed: object) -> None:
+    """Validate ``on_elected=`` and ``on_deposed=``: ``None`` or callable.
+
+    Raises:
+        InvalidArgument: naming the one that is not.
+    """
+    for name, fn in (("on_elected", on_elected), ("on_deposed", on_deposed)):
+        if fn is not None and not callable(fn):
+            raise InvalidArgument(f"{name} must be callable, not {fn!r}")
+
+
 def _check_label(value: object) -> str:
     """Validate ``label=``: a ``str`` that UTF-8 can encode, returned with its
     control characters made spaces and cut to 96 characters (as every holder
@@ -324,8 +335,7 @@ class Election(_Candidacy[Leadership]):
     ) -> None:
         self._client = _driver.check_client(client, "Election")
         self._label = _check_label(default_label() if label is None else label)
-        if on_elected is not None and not callable(on_elected):
-            raise InvalidArgument(f"on_elected must be callable, not {on_elected!r}")
+        _check_callbacks(on_elected, on_deposed)
         self._on_elected = on_elected
         self._lock = _ElectionLock(
             client,

@@ -33,6 +33,7 @@ from ..._leasebook import Phase, Release
 from ..._plans import lock as lock_plans
 from ..._plans import redlock as plans
 from ..._plans import rounds
+from ..._plans.common import FENCE_KEEP_MS
 from ..._plans.fanout import (
     ClearWake,
     Fan,
@@ -139,7 +140,7 @@ class RedlockLease(_HeldLease["Redlock"]):
             self._end_lost()
         lock = self._lock
         sent_at = time.monotonic()
-        step = plans.renewal(lock._keys, self.owner, seconds, self.ttl)
+        step = plans.renewal(lock._keys, self.owner, seconds, self.ttl, lock._fence_keep_ms)
         t = lock._round([step] * lock._n)
         try:
             expires_at = plans.extended_until(t, lock._n, self.name, self.fence, seconds, sent_at)
@@ -176,7 +177,8 @@ class RedlockLease(_HeldLease["Redlock"]):
 
     def _renewal(self) -> Eval:
         """One master's renewal of the lease (the watchdog sends it to every master)."""
-        return plans.renewal(self._lock._keys, self.owner, self.ttl, self.ttl)
+        lock = self._lock
+        return plans.renewal(lock._keys, self.owner, self.ttl, self.ttl, lock._fence_keep_ms)
 
     def _start_watch(self, renew: bool) -> None:
         self._watch = _fanout.watch_shared(self, renew, _renew_quorums)
@@ -295,6 +297,8 @@ class Redlock(_Blocks[RedlockLease]):
 
     #: The class of the leases it issues (a RedlockElection's are leaderships).
     _lease_class: type[RedlockLease] = RedlockLease
+    #: How long a grant or a renewal keeps each master's fence key (ms).
+    _fence_keep_ms: int = FENCE_KEEP_MS
 
     def __init__(
         self,
@@ -473,6 +477,7 @@ class Redlock(_Blocks[RedlockLease]):
             now=time.monotonic,
             rand=random.random,
             new_waiter=_new_waiter,
+            fence_keep=self._fence_keep_ms,
         )
         grant = self._drive(plan)
         return grant

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from ..._drivers import _sync as _driver
 from ..._drivers._sync import fanout as _fanout
 from ..._drivers._identity import new_op
-from ..._errors import InvalidArgument, NoQuorumError, NotOwnedError
+from ..._errors import NoQuorumError, NotOwnedError
 from ..._info import ElectionEvent, Leader
 from ..._keys import DEFAULT_PREFIX, ElectionKeys, election_keys
 from ..._label import default_label
@@ -29,7 +29,7 @@ from ..._plans import redlock_election as plans
 from ..._plans.waiting import Grant
 from ..._protocol import Plan
 from ..._units import check_seconds
-from .election import _RETRY, _RETRY_MAX, R, _Candidacy, _check_label
+from .election import _RETRY, _RETRY_MAX, R, _Candidacy, _check_callbacks, _check_label
 from .redlock import Redlock, RedlockLease
 
 
@@ -110,6 +110,10 @@ class _ElectionRedlock(Redlock):
     its leases leaderships; it sends the election's scripts to every master."""
 
     _lease_class = RedlockLeadership
+    #: a grant or a renewal keeps each master's fence as long as the record
+    #: (where an announcement raised it to the term): terms stay above the
+    #: last leader's however long the election then stays idle
+    _fence_keep_ms = election_plans.KEEP_MS
 
     def __init__(
         self,
@@ -168,6 +172,14 @@ class _ElectionRedlock(Redlock):
         self._identify()
         keys = self._ekeys
         return self._on_every(lambda i: election_plans.read(keys, after[i] if after else ""))
+
+    def _history(self, reads: list[Any]) -> list[Any] | None:
+        """Every master's log (:func:`tenure._plans.redlock_election.history`),
+        when ``reads`` alone can't tell the latest value a majority held."""
+        if not plans.needs_history(reads, self._n):
+            return None
+        keys = self._ekeys
+        return self._on_every(lambda _: plans.history(keys))
 
 
 class RedlockElection(_Candidacy[RedlockLeadership]):
@@ -244,8 +256,7 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self._label = _check_label(default_label() if label is None else label)
-        if on_elected is not None and not callable(on_elected):
-            raise InvalidArgument(f"on_elected must be callable, not {on_elected!r}")
+        _check_callbacks(on_elected, on_deposed)
         self._on_elected = on_elected
         self._lock = _ElectionRedlock(
             clients,
@@ -342,7 +353,8 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
             InvalidArgument: two masters are one server (see :class:`Redlock`).
         """
         reads = self._lock._read_all()
-        return plans.quorum_leader(reads, self._lock._n, self.name)
+        logs = self._lock._history(reads)
+        return plans.quorum_leader(reads, self._lock._n, self.name, logs)
 
     def observe(self, timeout: float | None = None) -> Iterator[ElectionEvent]:
         """The changes of the election, as a majority of the masters holds
@@ -379,7 +391,7 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
                     return
                 wake.clear()  # (a change published from here on reads again)
                 reads = lock._read_all(cursor.after)
-                events = cursor.take(reads)
+                events = cursor.take(reads, lock._history(reads))
                 for event in events:
                     yield event
                 if events and timeout is not None:

@@ -40,7 +40,15 @@ from .._fanout_shared import (
     replies,
     unlisten_late,
 )
-from .._runtime_sync import Event, closed, home, new_mutex, wait_set
+from .._runtime_sync import (
+    Event,
+    cancel_requests,
+    closed,
+    home,
+    new_mutex,
+    swallowed,
+    wait_set,
+)
 from .._watchbook import Watch, Watchable
 from .calls import abandon, collect, settle, sound, start, wait_calls, within, write
 from .drive import _perform, run
@@ -161,6 +169,7 @@ def run_each(
             ends (the jobs still running are cancelled).
     """
     todo = list(jobs)
+    asked = cancel_requests()
     deadline = time.monotonic() + timeout
     results: list[Any] = [NOT_DONE] * len(todo)
     alone: dict[int, Any] = {}  # the calls of the ordinary path
@@ -237,6 +246,11 @@ def run_each(
             if i not in alone:
                 todo[i][1].close()
             results[i] = TimeoutError("no reply in time")
+    if (cancel := swallowed(asked)) is not None:
+        # a cancellation a call in this task returned through (redis-py's send
+        # under asyncio.wait_for, on Python 3.11): raised as if it came now;
+        # every reply was read, so the caller gives back what the jobs took
+        raise cancel
     return results
 
 
