@@ -284,8 +284,10 @@ def _load_on_pin(client: Client, pin: _Pin, source: bytes) -> None:
 
 def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
-    After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
-    (the steps of a pipeline are idempotent: lease rewrites and waits).
+    A script that another script follows is loaded first, in the same write
+    (see :func:`_followed`). After NOSCRIPT the scripts are loaded and the
+    whole pipeline is sent again (the steps of a pipeline are idempotent:
+    lease rewrites and waits).
     On a Redis Cluster client each step is sent on its own (to its slot's node),
     its error in its place, except a pipeline with ``WAIT`` (``min_replicas``):
     see :func:`_on_master`. ``shard``: ``client`` is one master of a cluster
@@ -399,7 +401,9 @@ def _ran_on(conn: Any) -> set[str]:
     """The SHA-1s of the scripts known to have run on ``conn`` since it last
     connected. Kept on the connection with its socket: a new socket (after a
     reconnection, perhaps to a server that restarted and lost its scripts)
-    starts an empty set."""
+    starts an empty set. (A ``SCRIPT FLUSH`` while it stays connected is not
+    seen: a script it flushed is known to be there until a call finds it
+    missing.)"""
     sock = getattr(conn, "_writer", None) or getattr(conn, "_sock", None)
     kept = getattr(conn, "_tenure_scripts", None)
     if sock is not None and kept is not None and kept[0]() is sock:
