@@ -41,6 +41,7 @@ from tenure import (
 from tenure._cli import main
 from tenure._drivers import _sync as _driver
 from tenure._plans import election as election_plans
+from tenure._scripts import FAIR_RELEASE
 from tenure._server import ServerProcess
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -165,6 +166,57 @@ def test_context_manager_resigns_and_terms_grow(r: redis.Redis) -> None:
             terms.append(leadership.term)
     assert terms == sorted(set(terms))
     assert election.leader() is None
+
+
+def _logged(r: redis.Redis, name: str) -> list[str]:
+    """The changes in the election's log, oldest first."""
+    log = r.xrange(f"tenure:{{{name}}}:election:log")
+    return [fields[b"event"].decode() for _, fields in log]  # type: ignore[index,union-attr]
+
+
+def _lost_the_resignation(r: redis.Redis) -> None:
+    """The server lost its scripts, then another program loaded the fair
+    lock's release (any FairLock's), but not the resignation's."""
+    r.script_flush()
+    r.script_load(FAIR_RELEASE.source)
+
+
+@pytest.mark.parametrize("pool", ["quick path", "blocking pool"])
+def test_a_resignation_is_logged_when_the_server_lost_its_script(
+    r: redis.Redis, url: str, pool: str
+) -> None:
+    """The release that follows a resignation in one round trip never runs
+    before it: a server without the resignation's script still logs the term
+    resigned (not lost, as its release would have made it)."""
+    if pool == "quick path":
+        client = redis.Redis.from_url(url)
+    else:  # (no quick path: the client's own pipeline)
+        client = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(url))
+    leadership = Election(client, "flushed", ttl=5).campaign(timeout=5)
+    assert leadership is not None
+    _lost_the_resignation(r)
+    leadership.resign()
+    assert _logged(r, "flushed") == ["elected", "resigned"]
+    again = Election(client, "flushed", ttl=5).campaign(timeout=5)
+    assert again is not None
+    again.resign()
+    assert _logged(r, "flushed") == ["elected", "resigned"] * 2
+    client.close()
+
+
+def test_an_async_resignation_is_logged_when_the_server_lost_its_script(
+    r: redis.Redis, url: str
+) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        leadership = await AsyncElection(client, "flushed", ttl=5).campaign(timeout=5)
+        assert leadership is not None
+        _lost_the_resignation(r)
+        await leadership.resign()
+        await client.aclose()
+
+    asyncio.run(main())
+    assert _logged(r, "flushed") == ["elected", "resigned"]
 
 
 def test_bad_values_are_refused_by_name(r: redis.Redis) -> None:

@@ -45,6 +45,8 @@ from tenure import (
     configure_telemetry,
 )
 from tenure import _telemetry as tel
+from tenure._drivers import _async as _async_driver
+from tenure._drivers import _sync as _sync_driver
 from tenure._server import ServerProcess
 
 MakeServer = Callable[..., ServerProcess]
@@ -628,3 +630,67 @@ def test_without_opentelemetry_nothing_is_imported_or_allocated(url: str) -> Non
     lines = done.stdout.splitlines()
     assert lines[-1] == "[]", done.stdout
     assert any(line.startswith("tenure.lock acquired 'no-otel'") for line in lines), lines
+
+
+def _hold(url: str, name: str) -> None:
+    """Take the lock ``name`` (in a thread of its own: another owner) for 15 s."""
+    held: list[Any] = []
+    taker = threading.Thread(
+        target=lambda: held.append(Lock(redis.Redis.from_url(url), name, ttl=15).acquire())
+    )
+    taker.start()
+    taker.join()
+    assert held[0] is not None
+
+
+def _about_server(caplog: pytest.LogCaptureFixture, url: str) -> list[logging.LogRecord]:
+    """The ``tenure.hub`` records of the server at ``url``."""
+    port = url.rpartition(":")[2].split("/")[0]
+    return [rec for rec in _records(caplog, "tenure.hub") if f":{port}" in rec.getMessage()]
+
+
+def test_the_hub_of_a_closed_client_stops_quietly(
+    make_server: Callable[..., ServerProcess], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client the program closed while its hub still listened on a channel
+    (lingering after a wait): the hub stops, at DEBUG, and connects no more."""
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    url = make_server().url
+    _hold(url, "closed")
+    client = redis.Redis.from_url(url)
+    assert Lock(client, "closed", ttl=5).acquire(timeout=0.2) is None
+    hub = _sync_driver._state(client).hub
+    assert hub._pubsub is not None  # (its channel lingers)
+    client.close()
+    _wait_until(lambda: hub._pubsub is None)
+    time.sleep(0.3)
+    logged = _about_server(caplog, url)
+    assert logged and all(rec.levelno == logging.DEBUG for rec in logged), logged
+    assert all("made again" not in rec.getMessage() for rec in logged)
+    assert hub._pubsub is None
+
+
+def test_the_hub_of_a_closed_asyncio_client_stops_quietly(
+    make_server: Callable[..., ServerProcess], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    url = make_server().url
+    _hold(url, "closed")
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        assert await AsyncLock(client, "closed", ttl=5).acquire(timeout=0.2) is None
+        hub = _async_driver._state(client).hub
+        assert hub._pubsub is not None  # (its channel lingers)
+        await client.aclose()
+        deadline = time.monotonic() + 5
+        while hub._pubsub is not None:
+            assert time.monotonic() < deadline, "the hub still reads"
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)
+        assert hub._pubsub is None
+
+    asyncio.run(main())
+    logged = _about_server(caplog, url)
+    assert logged and all(rec.levelno == logging.DEBUG for rec in logged), logged
+    assert all("made again" not in rec.getMessage() for rec in logged)

@@ -462,19 +462,23 @@ class _Hub(_HubBase):
             if is_noperm(exc):  # a SUBSCRIBE refused by the ACL
                 await self._refuse(pubsub)
                 return None
-            # the first failure of a run at WARNING, the retries at DEBUG
+            idle = False
+            if self._cluster is None:
+                with self._mutex:
+                    idle = self._book.drop_idle()
+                    if idle:
+                        self._stop(pubsub)  # nobody waits: don't reconnect
+            # the first failure of a run that reconnects at WARNING; its retries,
+            # and a connection nobody waits on (its client closed, say), at DEBUG
             _telemetry.HUB.log(
-                _telemetry.DEBUG if failures else _telemetry.WARNING,
-                "pub/sub connection to %s failed (%s: %s); reconnecting",
+                _telemetry.DEBUG if failures or idle else _telemetry.WARNING,
+                "pub/sub connection to %s failed (%s: %s); %s",
                 _telemetry.address(self._pool),
                 type(exc).__name__,
                 exc,
+                "nobody waits: closed" if idle else "reconnecting",
             )
-            if self._cluster is None:
-                with self._mutex:
-                    if self._book.drop_idle():
-                        self._stop(pubsub)  # nobody waits: don't reconnect
-                        return False
+            if self._cluster is None and not idle:
                 self._book.wake_all()
                 await sleep(self._backoff.compute(failures + 1))
             return False

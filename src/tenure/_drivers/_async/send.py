@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Collection
 from typing import Any
 
 from redis.backoff import ExponentialWithJitterBackoff
@@ -203,11 +204,11 @@ async def _quick_together(
     reply (its cause). With a ``pin``, on the pinned connection, as
     :func:`_quick` does."""
 
-    def pack(conn: Any) -> list[bytes]:
+    def pack(conn: Any) -> tuple[list[bytes], int]:
         parts = [part for step in steps for part in _clients.packed_evalsha(conn, step, shard)]
-        return [b"".join(parts)]  # (one write, not one per part)
+        return [b"".join(parts)], len(steps)  # (one write, not one per part)
 
-    raws = await _exchange(client, reserve, retries, pin, pack, len(steps))
+    raws = await _exchange(client, reserve, retries, pin, pack)
     no_script = _library(type(client)).no_script
     for raw in raws:
         if isinstance(raw, no_script):
@@ -220,14 +221,14 @@ async def _exchange(
     reserve: _Reserve,
     retries: bool,
     pin: _Pin | None,
-    pack: Callable[[Any], list[bytes]],
-    count: int,
+    pack: Callable[[Any], tuple[list[bytes], int]],
 ) -> list[Any]:
     """What ``pack(connection)`` packs written at once on a connection of the
     quick path of ``reserve`` (the pinned one, if ``pin``, of that reserve,
-    has one), and its ``count`` raw replies read in order (an error reply in
-    its place). Raises :class:`Fallback` as :func:`_quick` does; with a
-    ``pin``, the connection stays pinned after whole replies."""
+    has one), and the raw replies of the ``count`` commands it says it packed,
+    read in order (an error reply in its place). Raises :class:`Fallback` as
+    :func:`_quick` does; with a ``pin``, the connection stays pinned after
+    whole replies."""
     library = _library(type(client))
     raws: list[Any] = []
     sound = False  # every reply was read: the connection may be used again as it is
@@ -236,7 +237,8 @@ async def _exchange(
     else:
         conn = await _take(client, reserve, retries)
     try:  # (at once: no call between, where an interrupt could lose the connection)
-        await conn.send_packed_command(pack(conn))
+        packed, count = pack(conn)
+        await conn.send_packed_command(packed)
         for _ in range(count):
             try:
                 raws.append(await conn.read_response())
@@ -264,9 +266,11 @@ async def _on_pin(client: Client, pin: _Pin, commands: list[tuple[Any, ...]]) ->
     the quick path takes, then pinned), their raw replies read in order (an
     error reply in its place). Raises :class:`Fallback` as :func:`_quick` does."""
     retries = _state(client).retries
-    return await _exchange(
-        client, pin.reserve, retries, pin, lambda conn: conn.pack_commands(commands), len(commands)
-    )
+
+    def pack(conn: Any) -> tuple[list[bytes], int]:
+        return conn.pack_commands(commands), len(commands)
+
+    return await _exchange(client, pin.reserve, retries, pin, pack)
 
 
 async def _load_on_pin(client: Client, pin: _Pin, source: bytes) -> None:
@@ -279,8 +283,10 @@ async def _load_on_pin(client: Client, pin: _Pin, source: bytes) -> None:
 
 async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> list[Any]:
     """Send a :class:`Pipeline` step's steps in one round trip, on one connection.
-    After NOSCRIPT the scripts are loaded and the whole pipeline is sent again
-    (the steps of a pipeline are idempotent: lease rewrites and waits).
+    A script that another script follows is loaded first, in the same write
+    (see :func:`_followed`). After NOSCRIPT the scripts are loaded and the
+    whole pipeline is sent again (the steps of a pipeline are idempotent:
+    lease rewrites and waits).
     On a Redis Cluster client each step is sent on its own (to its slot's node),
     its error in its place, except a pipeline with ``WAIT`` (``min_replicas``):
     see :func:`_on_master`. ``shard``: ``client`` is one master of a cluster
@@ -292,24 +298,50 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
         return [await _one(client, part) for part in step.steps]
     # (only what WAITs must follow the writes on their connection)
     pin = _pin_for(client) if not shard and _clients.on_one_connection(step) else None
+    state = None if shard else _state(client)
+    # a pipeline with scripts that must be on the server before it runs goes
+    # on the quick path, whose connection knows which scripts ran on it
+    quick = state is not None and state.server is not None and bool(_followed(step))
 
     async def send() -> list[Any]:
         nonlocal pin
-        if pin is not None:
+        reserve = pin.reserve if pin is not None else None
+        if reserve is None and quick and state is not None:
+            reserve = state.reserve
+        if reserve is not None and state is not None:
             try:
-                return await _on_pin(client, pin, _clients.commands(step))
+                raws = await _exchange(
+                    client, reserve, state.retries, pin, lambda conn: _in_order(conn, step, ran)
+                )
+                return raws[len(raws) - len(step.steps) :]  # (the SCRIPT LOADs' replies dropped)
             except Fallback:  # (its connection failed: the client's own way)
                 pin = None
+                ran.clear()
+        loads = _loads(step, shard, ())
         async with client.pipeline(transaction=False) as pipe:
+            for source in loads:
+                pipe.execute_command("SCRIPT", "LOAD", source)
             for part in step.steps:
                 if isinstance(part, Eval):
                     pipe.evalsha(*_clients.evalsha_args(part, shard))
                 else:
                     pipe.execute_command(*part.args)
-            return await pipe.execute(raise_on_error=False)
+            return list(await pipe.execute(raise_on_error=False))[len(loads) :]
+
+    ran: list[set[str]] = []  # (the scripts run on the quick path's connection: see _in_order)
 
     raws = await send()
-    if any(isinstance(raw, _library(type(client)).no_script) for raw in raws):
+    no_script = _library(type(client)).no_script
+    lost = any(isinstance(raw, no_script) for raw in raws)
+    if ran and lost:
+        ran[-1].clear()  # (the server lost its scripts: none is known to be there)
+    elif ran:
+        ran[-1].update(
+            part.script.sha1
+            for part, raw in zip(step.steps, raws, strict=True)
+            if isinstance(part, Eval) and not isinstance(raw, Exception)
+        )
+    if lost:
         for spec in {part.script for part in step.steps if isinstance(part, Eval)}:
             source = (_clients.sharded(spec) if shard else spec).source
             if pin is not None:
@@ -328,6 +360,58 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
             raw = reply_or_error(part.script, raw)
         replies.append(raw)
     return replies
+
+
+def _followed(step: Pipeline) -> list[Eval]:
+    """The script calls of ``step`` that another script call follows. A
+    pipeline runs every command it is sent, so a script refused with NOSCRIPT
+    (the server lost its scripts, or never had that one) would not stop the
+    next one: an election's release would hand the lock on before the
+    resignation it follows was logged. Their scripts are loaded first, in
+    the same write, unless they ran on that connection already."""
+    calls = [part for part in step.steps if isinstance(part, Eval)]
+    return calls[:-1]
+
+
+def _loads(step: Pipeline, shard: bool, ran: Collection[str]) -> list[bytes]:
+    """The sources to ``SCRIPT LOAD`` ahead of ``step``: the scripts of its
+    :func:`_followed` calls that are not in ``ran`` (SHA-1s), once each
+    (their sharded variants with ``shard``)."""
+    sources: dict[str, bytes] = {}
+    for part in _followed(step):
+        spec = _clients.sharded(part.script) if shard else part.script
+        if spec.sha1 not in ran:
+            sources[spec.sha1] = spec.source
+    return list(sources.values())
+
+
+def _in_order(conn: Any, step: Pipeline, ran: list[set[str]]) -> tuple[list[bytes], int]:
+    """``step``'s commands packed for ``conn``, after the ``SCRIPT LOAD`` commands
+    of :func:`_loads` that ``conn`` needs; the scripts that ran on it
+    appended to ``ran`` (for the caller to update with what runs now)."""
+    here = _ran_on(conn)
+    ran.append(here)
+    loads = _loads(step, False, here)
+    commands = [("SCRIPT", "LOAD", source) for source in loads] + _clients.commands(step)
+    return conn.pack_commands(commands), len(commands)
+
+
+def _ran_on(conn: Any) -> set[str]:
+    """The SHA-1s of the scripts known to have run on ``conn`` since it last
+    connected. Kept on the connection with its socket: a new socket (after a
+    reconnection, perhaps to a server that restarted and lost its scripts)
+    starts an empty set. (A ``SCRIPT FLUSH`` while it stays connected is not
+    seen: a script it flushed is known to be there until a call finds it
+    missing.)"""
+    sock = getattr(conn, "_writer", None) or getattr(conn, "_sock", None)
+    kept = getattr(conn, "_tenure_scripts", None)
+    if sock is not None and kept is not None and kept[0]() is sock:
+        return kept[1]  # type: ignore[no-any-return]
+    here: set[str] = set()
+    if sock is not None:
+        with contextlib.suppress(AttributeError, TypeError):
+            conn._tenure_scripts = (weakref.ref(sock), here)
+    return here
 
 
 #: How many times a pipeline sent to a slot's master is sent again after the
