@@ -32,7 +32,7 @@ from ..._protocol import (
     parse_reply,
     reply_or_error,
 )
-from .. import _clients
+from .. import _clients, _internals
 from .._clients import Fallback
 from .._hubbook import is_noperm
 from .._runtime_sync import sleep
@@ -404,7 +404,7 @@ def _ran_on(conn: Any) -> set[str]:
     starts an empty set. (A ``SCRIPT FLUSH`` while it stays connected is not
     seen: a script it flushed is known to be there until a call finds it
     missing.)"""
-    sock = getattr(conn, "_writer", None) or getattr(conn, "_sock", None)
+    sock = _internals.writer_of(conn) or _internals.sock_of(conn)
     kept = getattr(conn, "_tenure_scripts", None)
     if sock is not None and kept is not None and kept[0]() is sock:
         return kept[1]  # type: ignore[no-any-return]
