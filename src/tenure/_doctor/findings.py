@@ -63,7 +63,6 @@ NEEDED_COMMANDS: tuple[Needed, ...] = (
     Needed("HINCRBY", ("{rlock}", "owner", "1"), "script"),
     Needed("DECR", ("{lock}",), "script"),
     Needed("ZREMRANGEBYSCORE", ("{waiters}", "-inf", "1"), "script"),
-    Needed("ZREMRANGEBYRANK", ("{waiters}", "0", "-1001"), "script"),
     Needed("HSETNX", ("{rlock}", "mode", "read"), "script"),
     Needed("HDEL", ("{rlock}", "owner"), "script"),
     Needed("XADD", ("{lock}", "MAXLEN", "64", "*", "event", "elected"), "script"),
