@@ -59,6 +59,7 @@ NEEDED_COMMANDS: tuple[Needed, ...] = (
     Needed("HSET", ("{rlock}", "owner", "1"), "script"),
     Needed("HGET", ("{rlock}", "owner"), "script"),
     Needed("HMGET", ("{rlock}", "mode", "owner"), "script"),
+    Needed("MGET", ("{lock}", "{fence}"), "script"),
     Needed("HGETALL", ("{rlock}",), "script"),
     Needed("HINCRBY", ("{rlock}", "owner", "1"), "script"),
     Needed("DECR", ("{lock}",), "script"),

@@ -54,7 +54,7 @@
 -- would give: free, nobody ahead. Anything else (the lock busy or the
 -- caller's, a refusal, a fence key holding no number) goes on to the whole
 -- script, which says so.
-if ARGV[4] == '' and redis.call('EXISTS', KEYS[3], KEYS[4], KEYS[5]) == 0 then
+if ARGV[4] == '' and redis.pcall('EXISTS', KEYS[3], KEYS[4], KEYS[5]) == 0 then
   local last = redis.pcall('GET', KEYS[2])
   -- (another type: the whole script says so; a refused GET, Redis 6.2, is
   -- raised here by wrong(), before anything is written)

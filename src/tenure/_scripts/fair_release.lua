@@ -43,7 +43,7 @@
 -- it may only run DEL, which is checked first (as acl_need does). Anything
 -- else (waiters, a lock not held with this token, a refusal, a key of
 -- another type) goes on to the whole script, which says so.
-if ARGV[4] == '' and redis.call('EXISTS', KEYS[2], KEYS[3]) == 0 then
+if ARGV[4] == '' and redis.pcall('EXISTS', KEYS[2], KEYS[3]) == 0 then
   local check = redis.acl_check_cmd
   if (not check or check('DEL', KEYS[1])) and redis.pcall('GET', KEYS[1]) == ARGV[1] then
     local last = redis.pcall('GET', KEYS[4])

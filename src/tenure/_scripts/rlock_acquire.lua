@@ -62,7 +62,7 @@
 -- else (the lock held, a lock-delay key, a fence key holding no number) go
 -- on to the whole script, which says so.
 local check = redis.acl_check_cmd
-if ARGV[3] == '' and check and redis.call('EXISTS', KEYS[1], KEYS[4]) == 0
+if ARGV[3] == '' and check and redis.pcall('EXISTS', KEYS[1], KEYS[4]) == 0
     and check('HSET', KEYS[1]) and check('PEXPIRE', KEYS[1]) then
   local last = redis.pcall('GET', KEYS[2])
   if not wrong(last) and (not last or stored_fence(last)) then

@@ -63,16 +63,20 @@
 -- key has a member per hold field of the lock hash, and no other.
 local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   local lock, holds, fence_key = KEYS[1], KEYS[2], KEYS[3]
-  local fields = redis.pcall('HMGET', lock, 'mode', 'r:' .. owner, 'w:' .. owner)
-  if fields.err or fields[2] or fields[3] then return nil end  -- (a re-entry, an upgrade, a write holder's read)
-  local mode = fields[1]
-  if mode == 'write' or (m == 'w' and mode) then return nil end
-  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
-  local held = redis.pcall('ZCARD', holds)
-  if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then return nil end
+  local mode, held = false, 0
+  -- (no hold, nobody queued, no lock-delay key: one read)
+  if redis.pcall('EXISTS', lock, holds, KEYS[4], KEYS[5]) ~= 0 then
+    local fields = redis.pcall('HMGET', lock, 'mode', 'r:' .. owner, 'w:' .. owner)
+    if fields.err or fields[2] or fields[3] then return nil end  -- (a re-entry, an upgrade, a write holder's read)
+    mode = fields[1]
+    if mode == 'write' or (m == 'w' and mode) then return nil end
+    if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+    held = redis.pcall('ZCARD', holds)
+    if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then return nil end
+    if redis.call('PTTL', KEYS[5]) > 0 then return nil end  -- a dead writer's lock-delay
+  end
   local last = redis.pcall('GET', fence_key)
   if type(last) == 'table' or (last and not stored_fence(last)) then return nil end
-  if redis.call('PTTL', KEYS[5]) > 0 then return nil end  -- a dead writer's lock-delay
   local now_us, now = clock()
   local latest = now + lease  -- when the lock's last hold ends, this one counted
   if held > 0 then  -- other readers hold

@@ -22,7 +22,7 @@
 -- ARGV[7]  op            string; this release call's id (a retry of the call
 --                        sends the same), or "" for a release never retried
 --
--- Returns  {1, 0}        OK: released; the permits went to waiters, or are free
+-- Returns  0             OK: released; the permits went to waiters, or are free
 --                        (or this very call had been done: a retry, same op).
 --          {4, 0}        NOT_OWNED: the token holds no permits (its lease expired,
 --                        or it was released); only ARGV[4] was removed (and
@@ -64,15 +64,14 @@ local function fast_release(token, n, op)
   if tonumber(expiry) <= now then return nil end  -- (ended)
   -- The first write is the record's SET: what the rest may run after it is
   -- checked now.
-  local denied
+  local check = redis.acl_check_cmd
+  if check and not check('ZREM', KEYS[1]) then return {DENIED, {'command', 'ZREM'}} end
   if others then
-    denied = acl_need({'ZREM', 'ZREMRANGEBYSCORE', 'ZRANGE', 'PEXPIRE'})
-  else
-    denied = acl_need({'ZREM'})
+    local denied = acl_need({'ZREMRANGEBYSCORE', 'ZRANGE', 'PEXPIRE'})
+    if denied then return {DENIED, denied} end
   end
-  if denied then return {DENIED, denied} end
   redis.call('SET', KEYS[5], '1', 'PX', RELEASED_KEEP_MS)
-  sem_drop_lease(token, n)
+  if n == 1 then redis.call('ZREM', KEYS[1], token .. '#1') else sem_drop_lease(token, n) end
   if others then  -- others' leases that ended are dropped; the key expires with the latest left
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
     local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
@@ -80,7 +79,7 @@ local function fast_release(token, n, op)
       redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, tonumber(latest) - now)))
     end
   end
-  return {OK, 0}
+  return 0
 end
 
 if ARGV[4] == '' then
@@ -106,5 +105,5 @@ if held then
 end
 sem_promote(s, ARGV[5], tonumber(ARGV[6]), '')
 sem_touch(s)
-if held then return {OK, 0} end
+if held then return 0 end
 return release_unheld(KEYS[5], ARGV[7])
