@@ -17,7 +17,9 @@
 -- ARGV[8]  wake prefix   string; waiter w is told by PUBLISH on ARGV[8] .. w
 --
 -- Returns  {1, {fence, hold id}}  OK: the caller holds the lock in this mode,
---                         and the hold's lease now ends ARGV[3] ms from now.
+--                         and the hold's lease now ends ARGV[3] ms from now;
+--                         the bare fence when the hold is new and its id
+--                         ARGV[7] (the uncontended path: no table to send).
 --                         - A new hold, count 1, id = ARGV[7]. A write hold's
 --                           fence is minted: the larger of the last fence + 1
 --                           and the server's TIME in µs. A read hold's fence is
@@ -88,15 +90,19 @@ local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   -- it is checked now (but a writer's SET, run already and not refused since).
   local fence = last
   local mint = m == 'w' or not last
-  local denied = acl_need({'HSET', 'ZADD', 'PEXPIREAT'})
-  if denied then return {DENIED, denied} end
+  local check = redis.acl_check_cmd
+  if check then
+    for _, command in ipairs({'HSET', 'ZADD', 'PEXPIREAT'}) do
+      if not check(command, lock) then return {DENIED, {'command', command}} end
+    end
+  end
   if mint then
     fence = string.format('%.0f', next_fence_at(last, now_us))
     redis.call('SET', fence_key, fence, 'PX', math.max(fence_ttl, lease))
   else
     redis.call('PEXPIRE', fence_key, math.max(fence_ttl, lease))
   end
-  local field, value = m .. ':' .. owner, string.format('1|%s|%s', fence, op)
+  local field, value = m .. ':' .. owner, '1|' .. fence .. '|' .. op
   if held == 0 then
     redis.call('HSET', lock, field, value, 'mode', m == 'w' and 'write' or 'read')
   else
@@ -106,7 +112,7 @@ local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   if m == 'w' then delay_after(KEYS[5], owner, lease, delay) end
   redis.call('PEXPIREAT', lock, latest)
   redis.call('PEXPIREAT', holds, latest)
-  return {OK, {tonumber(fence), op}}
+  return tonumber(fence)  -- (a new hold: its id is the op)
 end
 
 if ARGV[4] == '' then
