@@ -92,9 +92,9 @@ local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   local mint = m == 'w' or not last
   local check = redis.acl_check_cmd
   if check then
-    for _, command in ipairs({'HSET', 'ZADD', 'PEXPIREAT'}) do
-      if not check(command, lock) then return {DENIED, {'command', command}} end
-    end
+    local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
+      or (not check('PEXPIREAT', lock) and 'PEXPIREAT')
+    if refused then return {DENIED, {'command', refused}} end
   end
   if mint then
     fence = string.format('%.0f', next_fence_at(last, now_us))
