@@ -34,7 +34,7 @@
 --@include _acl.lua
 
 -- The uncontended path: a release of the hold ARGV[3] (not a waiter leaving)
--- when it is the lock's only hold (so not expired) and nobody is queued,
+-- when it is the lock's only hold, it has not expired and nobody is queued,
 -- and the call is no retry. Its reply is the one the general path below would
 -- give, but for the fence key, which it does not touch and whose type it does
 -- not check; any other case (or a key it touches holding another type)
@@ -50,12 +50,9 @@ local function fast_release(owner, m, id, op)
   if type(value) ~= 'string' then return nil end
   local count, fence, hold_id = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if hold_id ~= id then return nil end
-  -- This hold alone (or more). Then it has not ended: the two keys expire
-  -- with the latest hold (PEXPIREAT its expiry, as every script sets them),
-  -- here this one, so they are there only until it ends, as a Lock's key
-  -- is there only while its lease runs (the server's clock, no TIME).
-  local holds = redis.pcall('ZRANGE', KEYS[2], 0, 1)
-  if holds.err or #holds ~= 1 or holds[1] ~= field then return nil end
+  local holds = redis.pcall('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')  -- (this hold alone, or more)
+  if holds.err or #holds ~= 2 or holds[1] ~= field then return nil end
+  if tonumber(holds[2]) <= math.floor(now_us() / 1000) then return nil end  -- (expired)
   local lastop = redis.pcall('GET', KEYS[6])
   if type(lastop) == 'table' or lastop == op .. '|-' .. m then return nil end
   local check = redis.acl_check_cmd

@@ -50,22 +50,18 @@ local function fast_release(token, n, op)
   -- the first n + 1 permits, soonest ending first: the token's n alone, or others too
   local first = redis.pcall('ZRANGE', KEYS[1], 0, n, 'WITHSCORES')
   if first.err or #first < 2 * n then return nil end
-  local others, now = #first > 2 * n, nil
+  local others, expiry = #first > 2 * n, first[2]
   if others then
-    local expiry = redis.call('ZSCORE', KEYS[1], token .. '#1')
+    expiry = redis.call('ZSCORE', KEYS[1], token .. '#1')
     if not expiry then return nil end  -- (not held: NOT_OWNED, or a retry)
-    now = math.floor(now_us() / 1000)
-    if tonumber(expiry) <= now then return nil end  -- (ended)
   else
-    -- The token's permits alone. Then they have not ended: the key expires
-    -- with the latest lease (every script sets it so), here theirs, so it is
-    -- there only until it ends, as a Lock's key is there only while its
-    -- lease runs (the server's clock, no TIME).
     local mine = token .. '#'
     for i = 1, #first, 2 do
-      if string.sub(first[i], 1, #mine) ~= mine or first[i + 1] ~= first[2] then return nil end
+      if string.sub(first[i], 1, #mine) ~= mine then return nil end
     end
   end
+  local now = math.floor(now_us() / 1000)
+  if tonumber(expiry) <= now then return nil end  -- (ended)
   -- The first write is the record's SET: what the rest may run after it is
   -- checked now.
   local check = redis.acl_check_cmd
