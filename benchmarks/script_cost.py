@@ -22,6 +22,7 @@ Usage::
 
     .venv/bin/python benchmarks/script_cost.py
     .venv/bin/python benchmarks/script_cost.py --server /usr/bin/redis-server
+    .venv/bin/python benchmarks/script_cost.py --only-primitives
     PYTHONPATH=<an older tree>/src .venv/bin/python benchmarks/script_cost.py --without-promises
 """
 
@@ -317,26 +318,34 @@ def per_handoff(r: redis.Redis, acquire: str, release: str) -> Callable[[int], f
 WAKE_PREFIX = "tenure:{h}:wake:"
 
 
-def per_cycle(r: redis.Redis, cycle: Callable[[], object], n: int = 1500, rounds: int = 5) -> float:
-    """The server's µs per call of ``cycle`` (one primitive's uncontended
-    cycle through the public API, unpipelined): every command's time in
-    ``INFO commandstats`` over ``n`` cycles, less the ``INFO`` calls' own
-    (the median of ``rounds``)."""
+def per_cycle(r: redis.Redis, cycle: Callable[[], object], n: int = 1000) -> Callable[[int], float]:
+    """A round: the server's µs per call of ``cycle`` (one primitive's
+    uncontended cycle through the public API, unpipelined): every command's
+    time in ``INFO commandstats`` over ``n`` cycles, less the ``INFO`` calls'
+    own."""
     for _ in range(50):
         cycle()  # (scripts loaded, quick-path connections made)
-    times = []
-    for _ in range(rounds):
+
+    def one(_: int) -> float:
         r.config_resetstat()
         for _ in range(n):
             cycle()
         stats = r.info("commandstats")
-        usec = sum(float(v["usec"]) for k, v in stats.items() if k != "cmdstat_info")
-        times.append(usec / n)
-    return statistics.median(times)
+        return sum(float(v["usec"]) for k, v in stats.items() if k != "cmdstat_info") / n
+
+    return one
+
+
+#: Rounds of each primitive's cycles (:func:`primitives`), interleaved.
+PRIMITIVE_ROUNDS = 9
 
 
 def primitives(url: str) -> dict[str, float]:
-    """Server µs per uncontended cycle of each primitive, through its public API."""
+    """Server µs per uncontended cycle of each primitive, through its public
+    API: the lower quartile of :data:`PRIMITIVE_ROUNDS` rounds of 1,000
+    cycles, the primitives' rounds interleaved (as :func:`interleaved`), so
+    that a burst of other work on a shared machine falls on all of them
+    alike and the ratios to ``Lock``'s hold within one run."""
     from tenure import (
         CountDownLatch,
         FairLock,
@@ -369,10 +378,23 @@ def primitives(url: str) -> dict[str, float]:
         "CountDownLatch (set, count down)": latch_cycle,
         "MultiLock of 2": lambda: multi.acquire().release(),  # type: ignore[union-attr]
     }
-    out = {name: per_cycle(r, cycle) for name, cycle in cycles.items()}
+    out = interleaved(
+        {name: per_cycle(r, cycle) for name, cycle in cycles.items()}, PRIMITIVE_ROUNDS
+    )
     for c in (client, r, other):
         c.close()
     return out
+
+
+def print_primitives(title: str, kinds: dict[str, float]) -> None:
+    """The table of :func:`primitives`' ``kinds``, headed ``title``."""
+    print(f"{title}: server µs per uncontended cycle through the public API")
+    print("(acquire + release, not pipelined; every command's time in INFO commandstats;")
+    print(f"the lower quartile of {PRIMITIVE_ROUNDS} interleaved rounds of 1,000 cycles)")
+    print("| primitive | µs per cycle | x Lock's |")
+    print("|---|--:|--:|")
+    for label, us in kinds.items():
+        print(f"| {label} | {us:.1f} | {us / kinds['Lock']:.2f} |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -383,11 +405,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="no benchmark-only builds (for an older tree's scripts: PYTHONPATH=<it>/src)",
     )
+    parser.add_argument(
+        "--only-primitives",
+        action="store_true",
+        help="only the table of every primitive's uncontended cycle",
+    )
     args = parser.parse_args(argv)
     with ServerProcess(args.server) as server:
         r = redis.Redis.from_url(server.url)
         info = r.info("server")
         name = info.get("server_name") or "redis"
+        if args.only_primitives:
+            version = info.get("valkey_version") or info["redis_version"]
+            print_primitives(f"{name} {version}", primitives(server.url))
+            return 0
         acquire, release = LOCK_ACQUIRE.source.decode(), LOCK_RELEASE.source.decode()
         bare_a, bare_r = without_acl_guard(acquire), without_acl_guard(release)
         rows_in = {
@@ -453,12 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, us in promises.items():
         print(f"| {label} | {2 * us:.1f} | {2 * us / whole:.0%} |")
     print()
-    print("Every primitive: server µs per uncontended cycle through the public API")
-    print("(acquire + release, not pipelined; every command's time in INFO commandstats)")
-    print("| primitive | µs per cycle | x Lock's |")
-    print("|---|--:|--:|")
-    for label, us in kinds.items():
-        print(f"| {label} | {us:.1f} | {us / kinds['Lock']:.2f} |")
+    print_primitives("Every primitive", kinds)
     print()
     print("Contended: server µs per hand-off (a waiter's attempt that queues + the release")
     print("that hands the lock to it)")

@@ -91,7 +91,7 @@ def derived(p: Prim) -> tuple[str, dict[str, str], dict[str, str]]:
         roles[keys.last_op(OWNER)] = "op"
     else:
         roles[keys.released] = "released"
-        if p.kind in ("Lock", "FairLock"):
+        if p.kind in ("Lock", "FairLock", "Semaphore"):
             roles[keys.release_record(OP)] = "record"
     for extra in ("permits", "deadlines", "chain", "foreign"):  # chain, foreign: exact keys
         if getattr(keys, extra, ""):

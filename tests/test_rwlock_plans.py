@@ -97,6 +97,15 @@ def test_first_attempt_is_one_script_call_never_queued_first(mode: plans.Mode, l
     assert grant.expires_at == pytest.approx(100.0 + validity(10.0))
 
 
+def test_a_bare_fence_is_a_new_hold_whose_id_is_the_calls_op() -> None:
+    """The uncontended path replies the fence alone: the hold it began has
+    this call's op id (ARGV[7])."""
+    plan = acquire_plan(Clock(), "write")
+    assert isinstance(plan.send(None), Eval)
+    grant = finish(plan, (Status.OK, 44))
+    assert isinstance(grant, plans.RWGrant) and (grant.fence, grant.hold) == (44, "op1")
+
+
 def test_busy_then_contend_with_a_token_unique_to_the_call_then_wait_for_pttl() -> None:
     clock = Clock()
     plan = acquire_plan(clock, "read", timeout=5.0)

@@ -229,7 +229,8 @@ def test_check_n_against_the_count() -> None:
 def test_release_extend_set_permits() -> None:
     plan: Any = plans.release(KEYS, TOKEN, 2, 3, 77, op="op1")
     step = send(plan)
-    assert step.script is SEMAPHORE_RELEASE and step.keys == (*SCRIPT_KEYS, KEYS.released)
+    record = KEYS.release_record("op1")
+    assert step.script is SEMAPHORE_RELEASE and step.keys == (*SCRIPT_KEYS, record)
     assert step.args == (TOKEN, 2, 3, "", KEYS.wake_prefix, FENCE_KEEP_MS, "op1")
     assert finish(plan, (Status.OK, 0)) is None
     plan = plans.release(KEYS, TOKEN, 2, 3, 77)

@@ -92,8 +92,7 @@ A semaphore named ``pool`` (:func:`semaphore_keys`)::
     tenure:{pool}:semaphore:permits   the permit count (a string holding an integer)
     tenure:{pool}:semaphore:fence     the last fencing token minted (one per acquire)
     tenure:{pool}:semaphore:waiters   waiting processes (sorted set)
-    tenure:{pool}:semaphore:released  the ids of the last 1,000 clean release
-                                      calls (sorted set, 120 s after the last)
+    tenure:{pool}:semaphore:released:<op>  the clean release call <op> (120 s)
     tenure:{pool}:semaphore:wake:<w>  pub/sub channel that wakes waiter <w>
 
 A leader election named ``jobs`` (``Election``, :func:`election_keys`): a fair
@@ -205,8 +204,8 @@ EXACT_MARKER = "key"
 FENCED_MARKER = "fenced"
 
 #: The roles of each kind's derived keys (besides the main key, ``"lock"``). A
-#: ``ReadWriteLock`` also has ``op:<owner>`` keys, a ``Lock``, a ``FairLock``
-#: and an ``Election`` ``released:<op>`` keys (role ``"released"``, the detail
+#: ``ReadWriteLock`` also has ``op:<owner>`` keys, a ``Lock``, a ``FairLock``,
+#: a ``Semaphore`` and an ``Election`` ``released:<op>`` keys (role ``"released"``, the detail
 #: the op); the channels are ``wake:<w>`` (a latch's: ``zero``; an election
 #: also has ``feed``).
 ROLES: dict[str, frozenset[str]] = {
@@ -222,6 +221,8 @@ ROLES: dict[str, frozenset[str]] = {
     "FencedKey": frozenset({"seen"}),
 }
 
+#: The kinds whose clean release calls leave a ``released:<op>`` record.
+_RECORDED = frozenset({"Lock", "FairLock", "Semaphore", "Election"})
 _KIND_OF_MARKER = {marker: kind for kind, marker in MARKERS.items() if marker}
 _WAITER = re.compile(r"[0-9a-f.\-]+")
 _OP = re.compile(r"[0-9a-f]+")
@@ -447,7 +448,7 @@ def _role(kind: str, text: str, channel: bool) -> tuple[str, str] | None:
     head, _, detail = text.partition(":")
     if kind == "ReadWriteLock" and head == "op" and detail:
         return "op", detail
-    if kind in ("Lock", "FairLock", "Election") and head == "released" and _OP.fullmatch(detail):
+    if kind in _RECORDED and head == "released" and _OP.fullmatch(detail):
         return "released", detail
     return None
 

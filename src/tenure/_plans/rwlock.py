@@ -187,7 +187,8 @@ class _RWContender(Contender):
 
     def outcome(self, status: Status, value: Any, sent_at: float) -> Grant | int | Refused:
         if status is Status.OK:
-            fence, hold = value
+            # (a bare fence: a new hold, whose id is this call's op)
+            fence, hold = (value, self.op) if isinstance(value, int) else value
             return self._grant(int(fence), str(hold), sent_at + validity(self.ttl))
         if status is Status.BUSY:
             return int(value)

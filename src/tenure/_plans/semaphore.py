@@ -205,7 +205,7 @@ def _release_step(
 ) -> Eval:
     return Eval(
         SEMAPHORE_RELEASE,
-        (*keys.script_keys, keys.released),
+        (*keys.script_keys, keys.release_record(op)),
         (token, n, permits, member, keys.wake_prefix, FENCE_KEEP_MS, op),
     )
 
@@ -366,7 +366,8 @@ def _force_release(
 
 
 def _acl_keys(keys: SemaphoreKeys) -> tuple[str, ...]:
-    return (keys.lock, keys.fence, keys.waiters, keys.delay, keys.released, keys.permits)
+    record = keys.release_record("0")
+    return (keys.lock, keys.fence, keys.waiters, keys.delay, record, keys.permits)
 
 
 #: The ``Semaphore`` kind (see :class:`~tenure._plans.kind.Kind`).

@@ -93,7 +93,7 @@ CALL = re.compile(rb"redis\.p?call\('([A-Z]+)'")
 
 #: Commands that only read (the others a script runs may write).
 READ_COMMANDS = frozenset(
-    {"EXISTS", "GET", "HGET", "HGETALL", "HLEN", "HMGET", "PTTL", "TIME", "TYPE"}
+    {"EXISTS", "GET", "HGET", "HGETALL", "HLEN", "HMGET", "MGET", "PTTL", "TIME", "TYPE"}
     | {"ZCARD", "ZCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZSCORE"}
 )
 

@@ -33,11 +33,11 @@ end
 
 -- How long a record of a clean release is kept (ms).
 local RELEASED_KEEP_MS = 120000
-local RELEASED_MAX = 1000
 
--- The record of one clean release call of a Lock or FairLock: the string key
--- "<released>:<call id>" (the call id: 64 random bits, made with the lease:
--- one lease, one release call), set by that release for RELEASED_KEEP_MS. A
+-- The record of one clean release call of a Lock, FairLock or Semaphore: the
+-- string key "<released>:<call id>" (the call id: 64 random bits, made with
+-- the lease: one lease, one release call), set by that release for
+-- RELEASED_KEEP_MS (one SET ... PX, the whole cost of the promise). A
 -- release retried after its reply was lost finds it; a release by anyone
 -- else (a forced release, another call with the token) does not; releases
 -- by other holders meanwhile (a hand-off chain) never touch it. A release
@@ -51,60 +51,6 @@ end
 -- a lost reply, see release_noted), else NOT_OWNED.
 local function release_unheld(key, op)
   if op ~= '' and redis.call('EXISTS', key) == 1 then return 0 end
-  return {NOT_OWNED, 0}
-end
-
--- The record of a Semaphore's clean releases (its `released` key): a sorted
--- set, member = the release call's id (64 random bits, made with the lease:
--- one lease, one release call), score = server ms.
--- A release retried after its reply was lost finds its own member; a release
--- by anyone else (a forced release, another call with the token) does not.
--- Members are kept until 1000 newer ones were recorded (the oldest go first),
--- so that releases by other holders meanwhile (a hand-off chain) never push
--- a retry's member out, and the record expires 120 s after the last release.
--- (A member may so outlive 120 s: a retry recognised that late was still
--- that call, done.) A release with no id ("") is not recorded. A string
--- there is an older tenure's record: it is replaced.
-
--- The record's key type, read once by each release: 'zset', 'none', or
--- 'string' (an older tenure's record); any other type is reported as a wrong
--- type by the caller (released_wrong).
-local function released_type(key)
-  return redis.call('TYPE', key).ok
-end
-
--- Whether a record of type `t` holds another type than it may (the key), or nil.
-local function released_wrong(key, t)
-  if t ~= 'none' and t ~= 'zset' and t ~= 'string' then return key end
-  return nil
-end
-
--- Keep the newest RELEASED_MAX members of the record `key` (a sorted set),
--- and the record RELEASED_KEEP_MS from now.
-local function released_keep(key)
-  redis.call('ZREMRANGEBYRANK', key, 0, -(RELEASED_MAX + 1))
-  redis.call('PEXPIRE', key, RELEASED_KEEP_MS)
-end
-
--- Record the release `member` (write; nothing for ""), in `key` of type `t`.
-local function released_record(key, t, member)
-  if member == '' then return end
-  local now_ms = math.floor(now_us() / 1000)
-  if t == 'string' then redis.call('DEL', key) end
-  redis.call('ZADD', key, now_ms, member)
-  released_keep(key)
-end
-
--- Whether the release `member` was recorded (and kept) in `key` of type `t`.
-local function released_has(key, t, member)
-  return t == 'zset' and redis.call('ZSCORE', key, member) ~= false
-end
-
--- The reply of a release that found no hold of its caller: OK, as the first
--- time, when it is a retry of the release `member` recorded in `key` of type
--- `t` (its reply was lost), else NOT_OWNED.
-local function not_held(key, t, member)
-  if member ~= '' and released_has(key, t, member) then return 0 end
   return {NOT_OWNED, 0}
 end
 
@@ -241,21 +187,4 @@ end
 local function clock()
   local us = now_us()
   return us, math.floor(us / 1000)
-end
-
--- Record the release `member` (not "") in the Semaphore's record `key`, its
--- type not read before, with the server's clock already read (`now_ms`,
--- server ms, for a release that read it to check a deadline first): returns
--- `key`, having written nothing, when it holds another type than a sorted set
--- or an older tenure's string record; else nil. Its first write is the first
--- of the release, so a caller that calls it first writes nothing either when
--- it fails.
-local function released_add_at(key, member, now_ms)
-  if wrong(redis.pcall('ZADD', key, now_ms, member)) then
-    if released_type(key) ~= 'string' then return key end
-    redis.call('DEL', key)
-    redis.call('ZADD', key, now_ms, member)
-  end
-  released_keep(key)
-  return nil
 end

@@ -43,6 +43,33 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+
+-- The uncontended attempt (it does not queue, nobody is queued, no deadline
+-- is kept, no lock-delay key exists), first, and written out here with no
+-- helper, as lock_acquire.lua's: the helpers of _acl.lua and _common.lua
+-- (put above) are defined below, at the `later` line (see
+-- tenure._scripts.deferred). It reads first (the three keys, the fence key,
+-- the clock: a refusal there writes nothing); its first write is the SET
+-- NX, after which it runs only SET. Its reply is the one the whole script
+-- would give: free, nobody ahead. Anything else (the lock busy or the
+-- caller's, a refusal, a fence key holding no number) goes on to the whole
+-- script, which says so.
+if ARGV[4] == '' and redis.pcall('EXISTS', KEYS[3], KEYS[4], KEYS[5]) == 0 then
+  local last = redis.pcall('GET', KEYS[2])
+  -- (another type: the whole script says so; a refused GET, Redis 6.2, is
+  -- raised here by wrong(), before anything is written)
+  if not wrong(last) and (not last or stored_fence(last)) then
+    local fence = next_fence_at(last, now_us())
+    if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
+      redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
+      local delay = tonumber(ARGV[6])
+      if delay > 0 then redis.call('SET', KEYS[5], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
+      return fence
+    end
+  end
+end
+
+--@later
 --@include _acl.lua
 
 -- A caller that queues itself must be one a release can tell: its own wake

@@ -35,6 +35,27 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+
+-- The release with nobody queued, no deadline kept and no member to drop
+-- (then GET of the holder and the fence key, SET of the record, DEL),
+-- first, and written out here with no helper, as lock_release.lua's: its
+-- first write is the record's SET (or, with no record, its DEL); after it,
+-- it may only run DEL, which is checked first (as acl_need does). Anything
+-- else (waiters, a lock not held with this token, a refusal, a key of
+-- another type) goes on to the whole script, which says so.
+if ARGV[4] == '' and redis.pcall('EXISTS', KEYS[2], KEYS[3]) == 0 then
+  local check = redis.acl_check_cmd
+  if (not check or check('DEL', KEYS[1])) and redis.pcall('GET', KEYS[1]) == ARGV[1] then
+    local last = redis.pcall('GET', KEYS[4])
+    if not wrong(last) and (not last or stored_fence(last)) then
+      if ARGV[6] ~= '' then redis.call('SET', KEYS[6], '1', 'PX', RELEASED_KEEP_MS) end
+      redis.call('DEL', KEYS[1], KEYS[5])
+      return 0
+    end
+  end
+end
+
+--@later
 --@include _acl.lua
 
 local waiting = redis.pcall('ZCARD', KEYS[2])  -- (a read: a refusal writes nothing)

@@ -49,6 +49,35 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+
+-- A first hold that does not queue, while the lock is free and no lock-delay
+-- key exists, first, and written out here with no helper (as
+-- lock_acquire.lua's uncontended attempt): the helpers of _acl.lua and
+-- _common.lua (put above) are defined below, at the `later` line (see
+-- tenure._scripts.deferred). It reads first (the two keys, the fence key,
+-- the clock: a refusal there writes nothing); its first write is the
+-- fence's SET, after which it runs only HSET, PEXPIRE and SET: those are
+-- checked first (as acl_need does). Its reply and writes are the whole
+-- script's for that case. Redis 6.2, which can't check them, and anything
+-- else (the lock held, a lock-delay key, a fence key holding no number) go
+-- on to the whole script, which says so.
+local check = redis.acl_check_cmd
+if ARGV[3] == '' and check and redis.pcall('EXISTS', KEYS[1], KEYS[4]) == 0
+    and check('HSET', KEYS[1]) and check('PEXPIRE', KEYS[1]) then
+  local last = redis.pcall('GET', KEYS[2])
+  if not wrong(last) and (not last or stored_fence(last)) then
+    local fence = next_fence_at(last, now_us())
+    redis.call('SET', KEYS[2], fence, 'PX', math.max(tonumber(ARGV[4]), tonumber(ARGV[2])))
+    redis.call('HSET', KEYS[1], ARGV[1], 1)
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    local delay = tonumber(ARGV[5])
+    if delay > 0 then redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[2]) + delay) end
+    redis.call('SET', KEYS[5], ARGV[1] .. '|' .. ARGV[6], 'PX', 120000)
+    return fence
+  end
+end
+
+--@later
 --@include _acl.lua
 
 -- A caller that queues itself must be one a release can tell: its own wake

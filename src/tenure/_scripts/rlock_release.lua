@@ -43,9 +43,40 @@
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
 --@include _common.lua
+
+-- The release of the caller's hold (its field as named, its fence) with
+-- nobody queued, no member to drop, no undone op, and no retry, first, and
+-- written out here with no helper (as lock_release.lua's): the helpers of
+-- _acl.lua and _common.lua (put above) are defined below, at the `later`
+-- line. It reads first (the queue, the count, the fence key, the last op);
+-- its first write is the count's HINCRBY (or, at the last level, the op's
+-- SET), after which it runs only SET and DEL: those are checked first (as
+-- acl_need does). Its reply and writes are the whole script's for that
+-- case. Anything else (waiters, a field of another label, a retry, a
+-- refusal, a key of another type) goes on to the whole script, which says so.
+local waiting = redis.pcall('ZCARD', KEYS[2])  -- (a read: a refusal writes nothing)
+if waiting == 0 and ARGV[5] == '' and ARGV[7] ~= '' and (ARGV[8] or '') == '' then
+  local check = redis.acl_check_cmd
+  local count = (not check or check('SET', KEYS[1]) and check('DEL', KEYS[1]))
+    and redis.pcall('HGET', KEYS[1], ARGV[1])
+  local last = type(count) == 'string' and redis.pcall('GET', KEYS[3])
+  if type(count) == 'string' and not wrong(last) and (not last or stored_fence(last))
+      and (ARGV[2] == '' or not last or tonumber(last) == tonumber(ARGV[2])) then
+    local op = ARGV[1] .. '|' .. ARGV[7]
+    if redis.call('GET', KEYS[5]) ~= op then
+      local n = 0
+      if count ~= '1' then n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1) end
+      redis.call('SET', KEYS[5], op, 'PX', 120000)
+      if n > 0 then return n end
+      redis.call('DEL', KEYS[1], KEYS[4])
+      return 0
+    end
+  end
+end
+
+--@later
 --@include _acl.lua
 
-local waiting = redis.pcall('ZCARD', KEYS[2])  -- (a read: a refusal writes nothing)
 if wrong(waiting) then return {WRONG_TYPE, KEYS[2]} end
 local denied
 if waiting == 0 and ARGV[5] == '' then

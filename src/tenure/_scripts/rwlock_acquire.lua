@@ -17,7 +17,9 @@
 -- ARGV[8]  wake prefix   string; waiter w is told by PUBLISH on ARGV[8] .. w
 --
 -- Returns  {1, {fence, hold id}}  OK: the caller holds the lock in this mode,
---                         and the hold's lease now ends ARGV[3] ms from now.
+--                         and the hold's lease now ends ARGV[3] ms from now;
+--                         the bare fence when the hold is new and its id
+--                         ARGV[7] (the uncontended path: no table to send).
 --                         - A new hold, count 1, id = ARGV[7]. A write hold's
 --                           fence is minted: the larger of the last fence + 1
 --                           and the server's TIME in µs. A read hold's fence is
@@ -63,16 +65,20 @@
 -- key has a member per hold field of the lock hash, and no other.
 local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   local lock, holds, fence_key = KEYS[1], KEYS[2], KEYS[3]
-  local fields = redis.pcall('HMGET', lock, 'mode', 'r:' .. owner, 'w:' .. owner)
-  if fields.err or fields[2] or fields[3] then return nil end  -- (a re-entry, an upgrade, a write holder's read)
-  local mode = fields[1]
-  if mode == 'write' or (m == 'w' and mode) then return nil end
-  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
-  local held = redis.pcall('ZCARD', holds)
-  if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then return nil end
+  local mode, held = false, 0
+  -- (no hold, nobody queued, no lock-delay key: one read)
+  if redis.pcall('EXISTS', lock, holds, KEYS[4], KEYS[5]) ~= 0 then
+    local fields = redis.pcall('HMGET', lock, 'mode', 'r:' .. owner, 'w:' .. owner)
+    if fields.err or fields[2] or fields[3] then return nil end  -- (a re-entry, an upgrade, a write holder's read)
+    mode = fields[1]
+    if mode == 'write' or (m == 'w' and mode) then return nil end
+    if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+    held = redis.pcall('ZCARD', holds)
+    if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then return nil end
+    if redis.call('PTTL', KEYS[5]) > 0 then return nil end  -- a dead writer's lock-delay
+  end
   local last = redis.pcall('GET', fence_key)
   if type(last) == 'table' or (last and not stored_fence(last)) then return nil end
-  if redis.call('PTTL', KEYS[5]) > 0 then return nil end  -- a dead writer's lock-delay
   local now_us, now = clock()
   local latest = now + lease  -- when the lock's last hold ends, this one counted
   if held > 0 then  -- other readers hold
@@ -84,15 +90,19 @@ local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   -- it is checked now (but a writer's SET, run already and not refused since).
   local fence = last
   local mint = m == 'w' or not last
-  local denied = acl_need({'HSET', 'ZADD', 'PEXPIREAT'})
-  if denied then return {DENIED, denied} end
+  local check = redis.acl_check_cmd
+  if check then
+    local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
+      or (not check('PEXPIREAT', lock) and 'PEXPIREAT')
+    if refused then return {DENIED, {'command', refused}} end
+  end
   if mint then
     fence = string.format('%.0f', next_fence_at(last, now_us))
     redis.call('SET', fence_key, fence, 'PX', math.max(fence_ttl, lease))
   else
     redis.call('PEXPIRE', fence_key, math.max(fence_ttl, lease))
   end
-  local field, value = m .. ':' .. owner, string.format('1|%s|%s', fence, op)
+  local field, value = m .. ':' .. owner, '1|' .. fence .. '|' .. op
   if held == 0 then
     redis.call('HSET', lock, field, value, 'mode', m == 'w' and 'write' or 'read')
   else
@@ -102,7 +112,7 @@ local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
   if m == 'w' then delay_after(KEYS[5], owner, lease, delay) end
   redis.call('PEXPIREAT', lock, latest)
   redis.call('PEXPIREAT', holds, latest)
-  return {OK, {tonumber(fence), op}}
+  return tonumber(fence)  -- (a new hold: its id is the op)
 end
 
 if ARGV[4] == '' then

@@ -18,7 +18,7 @@
 --                        the op id of its acquire (whose doing is undone)
 -- ARGV[8]  lock-delay    integer MILLISECONDS, >= 0, for a writer handed the lock
 --
--- Returns  {1, count}    OK: the owner's hold count in this mode is now count
+-- Returns  count         OK: the owner's hold count in this mode is now count
 --                        (at 0 the hold ended). A waiter leaving gives back one
 --                        count of the hold whose id is ARGV[7], or that ARGV[7]
 --                        counted (the owner's last op), if any. If ARGV[7] is
@@ -55,8 +55,8 @@ local function fast_release(owner, m, id, op)
   if tonumber(holds[2]) <= math.floor(now_us() / 1000) then return nil end  -- (expired)
   local lastop = redis.pcall('GET', KEYS[6])
   if type(lastop) == 'table' or lastop == op .. '|-' .. m then return nil end
-  local denied = acl_need({'SET'})
-  if denied then return {DENIED, denied} end
+  local check = redis.acl_check_cmd
+  if check and not check('SET', KEYS[1]) then return {DENIED, {'command', 'SET'}} end
   count = tonumber(count) - 1
   if count > 0 then
     redis.call('HSET', lock, field, string.format('%d|%s|%s', count, fence, hold_id))
@@ -66,7 +66,7 @@ local function fast_release(owner, m, id, op)
     redis.call('DEL', lock, KEYS[2])
   end
   redis.call('SET', KEYS[6], op .. '|-' .. m, 'PX', 120000)
-  return {OK, count}
+  return count
 end
 
 if ARGV[6] == '' then
@@ -115,4 +115,4 @@ end
 promote(now, prefix, delay, '')
 settle()
 if status == NOT_OWNED then return {NOT_OWNED, 0} end
-return {OK, count}
+return count

@@ -21,7 +21,7 @@
 -- ARGV[9]  permits ttl   integer MILLISECONDS the permits key outlives its last use
 --                        (at least the lease)
 --
--- Returns  {1, fence}      OK: the token holds n permits until ARGV[3] ms from now.
+-- Returns  fence          OK: the token holds n permits until ARGV[3] ms from now.
 --                          fence = last fence + 1, or the server's TIME in µs when
 --                          no fence is stored. A token that holds its permits
 --                          already (handed to it by a release whose message it
@@ -50,13 +50,22 @@
 -- _semaphore.lua, whose helpers only the general path makes (a script's chunk
 -- makes every function it defines at every call).
 local function fast_acquire(token, n, lease, permits, fence_ttl, permits_ttl)
-  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
-  local held = redis.pcall('ZCARD', KEYS[1])
-  if type(held) ~= 'number' then return nil end
-  local stored = redis.pcall('GET', KEYS[2])
-  if type(stored) == 'table' or (stored and not stored_fence(stored)) then return nil end
-  local last = redis.pcall('GET', KEYS[3])
-  if type(last) == 'table' or (last and not stored_fence(last)) then return nil end
+  local held = 0
+  if redis.pcall('EXISTS', KEYS[1], KEYS[4]) ~= 0 then  -- (nothing held, nobody queued: one read)
+    if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+    held = redis.pcall('ZCARD', KEYS[1])
+    if type(held) ~= 'number' then return nil end
+  end
+  -- The permit count and the last fence in one read. MGET reads a key of
+  -- another type as missing: a missing one is confirmed by EXISTS.
+  local both = redis.pcall('MGET', KEYS[2], KEYS[3])
+  if both.err then return nil end
+  local stored, last = both[1], both[2]
+  if not (stored and last)
+      and redis.pcall('EXISTS', KEYS[2], KEYS[3]) ~= (stored and 1 or 0) + (last and 1 or 0) then
+    return nil
+  end
+  if (stored and not stored_fence(stored)) or (last and not stored_fence(last)) then return nil end
   stored = tonumber(stored)
   if stored and ARGV[5] == '1' and stored ~= permits then return nil end  -- (PERMITS_DIFFER)
   local total = stored or permits
@@ -69,14 +78,19 @@ local function fast_acquire(token, n, lease, permits, fence_ttl, permits_ttl)
     latest = math.max(latest, tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]))
   end
   -- (after the first write, the permit count's SET, and so not refused after it)
-  local denied = acl_need({'ZADD', 'PEXPIRE'})
-  if denied then return {DENIED, denied} end
+  local check = redis.acl_check_cmd
+  if check and not check('ZADD', KEYS[1]) then return {DENIED, {'command', 'ZADD'}} end
+  if check and not check('PEXPIRE', KEYS[1]) then return {DENIED, {'command', 'PEXPIRE'}} end
   redis.call('SET', KEYS[2], total, 'PX', math.max(permits_ttl, lease))
-  sem_set_lease(token, n, now + lease, false)
-  local fence = string.format('%.0f', next_fence_at(last, now_us))
-  redis.call('SET', KEYS[3], fence, 'PX', math.max(fence_ttl, lease))
+  if n == 1 then
+    redis.call('ZADD', KEYS[1], now + lease, token .. '#1')
+  else
+    sem_set_lease(token, n, now + lease, false)
+  end
+  local fence = next_fence_at(last, now_us)
+  redis.call('SET', KEYS[3], fence, 'PX', math.max(fence_ttl, lease))  -- (an integer below 2^53: exact)
   redis.call('PEXPIRE', KEYS[1], math.max(1, latest - now))
-  return {OK, tonumber(fence)}
+  return fence
 end
 
 if ARGV[6] == '' then
@@ -122,7 +136,7 @@ else
   end
 end
 sem_touch(s)
-if granted then return {OK, tonumber(granted)} end
+if granted then return tonumber(granted) end
 
 local wait = sem_next_expiry(s)
 if member ~= '' then redis.call('PEXPIRE', KEYS[4], math.max(wait, 0) + 60000) end

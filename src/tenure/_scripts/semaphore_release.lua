@@ -8,10 +8,11 @@
 -- KEYS[2]  permits key   string holding an integer: the permit count
 -- KEYS[3]  fence key     string holding an integer: the last fence minted
 -- KEYS[4]  waiters key   sorted set of waiters (see _semaphore.lua)
--- KEYS[5]  released key  sorted set: the call ids of the last 1000 releases
---                        (see released_record in _common.lua); kept 120 s
---                        so that the same call retried after a lost reply is
---                        recognised (and no other call with the token)
+-- KEYS[5]  record key    string "<released>:<ARGV[7]>": set for 120 s by the
+--                        clean release of that call (see release_noted in
+--                        _common.lua), so that the same call retried after a
+--                        lost reply is recognised (and no other call with the
+--                        token); unused when ARGV[7] is ""
 -- ARGV[1]  token         string; the lease's token
 -- ARGV[2]  n             integer >= 1; the lease's permits
 -- ARGV[3]  permits       integer >= 1; the caller's permit count, used if none is stored
@@ -21,7 +22,7 @@
 -- ARGV[7]  op            string; this release call's id (a retry of the call
 --                        sends the same), or "" for a release never retried
 --
--- Returns  {1, 0}        OK: released; the permits went to waiters, or are free
+-- Returns  0             OK: released; the permits went to waiters, or are free
 --                        (or this very call had been done: a retry, same op).
 --          {4, 0}        NOT_OWNED: the token holds no permits (its lease expired,
 --                        or it was released); only ARGV[4] was removed (and
@@ -61,19 +62,16 @@ local function fast_release(token, n, op)
   end
   local now = math.floor(now_us() / 1000)
   if tonumber(expiry) <= now then return nil end  -- (ended)
-  -- The first write is the record's (released_add_at: its ZADD, or, replacing
-  -- an older string record, a DEL after a ZADD refused for the type, not by
-  -- the ACL): what it and the rest may run after it is checked now.
-  local denied
+  -- The first write is the record's SET: what the rest may run after it is
+  -- checked now.
+  local check = redis.acl_check_cmd
+  if check and not check('ZREM', KEYS[1]) then return {DENIED, {'command', 'ZREM'}} end
   if others then
-    denied = acl_need({'ZREMRANGEBYRANK', 'PEXPIRE', 'ZREM', 'ZREMRANGEBYSCORE', 'ZRANGE'})
-  else
-    denied = acl_need({'ZREMRANGEBYRANK', 'PEXPIRE', 'ZREM'})
+    local denied = acl_need({'ZREMRANGEBYSCORE', 'ZRANGE', 'PEXPIRE'})
+    if denied then return {DENIED, denied} end
   end
-  if denied then return {DENIED, denied} end
-  -- (nothing is written when the record holds another type)
-  if released_add_at(KEYS[5], op, now) then return {WRONG_TYPE, KEYS[5]} end
-  sem_drop_lease(token, n)
+  redis.call('SET', KEYS[5], '1', 'PX', RELEASED_KEEP_MS)
+  if n == 1 then redis.call('ZREM', KEYS[1], token .. '#1') else sem_drop_lease(token, n) end
   if others then  -- others' leases that ended are dropped; the key expires with the latest left
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
     local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
@@ -81,7 +79,7 @@ local function fast_release(token, n, op)
       redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, tonumber(latest) - now)))
     end
   end
-  return {OK, 0}
+  return 0
 end
 
 if ARGV[4] == '' then
@@ -95,8 +93,7 @@ end
 local denied = acl_denied(nil, KEYS[4], ARGV[5])
 if denied then return {DENIED, denied} end
 
-local rtype = released_type(KEYS[5])
-local bad = sem_wrong_key() or released_wrong(KEYS[5], rtype)
+local bad = sem_wrong_key()
 if bad then return {WRONG_TYPE, bad} end
 local s = sem_open(ARGV[3])
 sem_prune(s)
@@ -104,9 +101,9 @@ if ARGV[4] ~= '' then redis.call('ZREM', KEYS[4], ARGV[4]) end
 local held = sem_holds(s, ARGV[1])
 if held then
   sem_drop_lease(ARGV[1], tonumber(ARGV[2]))
-  if ARGV[4] == '' then released_record(KEYS[5], rtype, ARGV[7]) end
+  if ARGV[4] == '' then release_noted(KEYS[5], ARGV[7]) end
 end
 sem_promote(s, ARGV[5], tonumber(ARGV[6]), '')
 sem_touch(s)
-if held then return {OK, 0} end
-return not_held(KEYS[5], rtype, ARGV[7])
+if held then return 0 end
+return release_unheld(KEYS[5], ARGV[7])
