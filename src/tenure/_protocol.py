@@ -137,9 +137,15 @@ class Pipeline:
     Reply: a list, one item per step: an :class:`Eval`'s ``(Status, value)``, a
     :class:`Command`'s reply, or the exception that step raised (a
     ``WrongTypeError``, or the server's error reply).
+
+    ``ordered``: a script call may run only after the ones before it ran (a
+    pipeline runs every command it is sent, so without it a call refused with
+    NOSCRIPT would not stop the next): the driver has the scripts of the calls
+    that others follow on the server before the pipeline runs.
     """
 
     steps: tuple[Eval | Command, ...]
+    ordered: bool = False
 
 
 Step = Eval | Command | Listening | Contend | Subscribe | WaitWake | Pipeline

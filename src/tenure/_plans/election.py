@@ -223,7 +223,8 @@ def _end_and_release(
         (
             _resign_step(keys, token, fence, event),
             fair.release_step(keys, token, "", delay_ms, op),
-        )
+        ),
+        ordered=True,
     )
     for reply in replies:
         if isinstance(reply, BaseException):

@@ -363,12 +363,16 @@ async def _pipeline(client: Client, step: Pipeline, *, shard: bool = False) -> l
 
 
 def _followed(step: Pipeline) -> list[Eval]:
-    """The script calls of ``step`` that another script call follows. A
-    pipeline runs every command it is sent, so a script refused with NOSCRIPT
-    (the server lost its scripts, or never had that one) would not stop the
-    next one: an election's release would hand the lock on before the
-    resignation it follows was logged. Their scripts are loaded first, in
-    the same write, unless they ran on that connection already."""
+    """The script calls of an ``ordered`` ``step`` that another script call
+    follows (none for a pipeline whose calls stand each alone, such as a
+    batch of renewals). A pipeline runs every command it is sent, so a
+    script refused with NOSCRIPT (the server lost its scripts, or never had
+    that one) would not stop the next one: an election's release would hand
+    the lock on before the resignation it follows was logged. Their scripts
+    are loaded first, in the same write, unless they ran on that connection
+    already."""
+    if not step.ordered:
+        return []
     calls = [part for part in step.steps if isinstance(part, Eval)]
     return calls[:-1]
 
