@@ -9,6 +9,7 @@ foreign client holds; named locks hand off as before.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import threading
 import time
@@ -229,10 +230,19 @@ def _queued(r: redis.Redis, waiters: str, n: int, timeout: float = 5.0) -> None:
         time.sleep(0.002)
 
 
-def _ping_pong(r: redis.Redis, url: str, where: dict[str, str], rounds: int) -> list[bool]:
+def _ping_pong(
+    r: redis.Redis,
+    url: str,
+    where: dict[str, str],
+    rounds: int,
+    caplog: pytest.LogCaptureFixture,
+) -> list[bool]:
     """Two clients' locks (``Lock(**where)``) released in turn while the other
-    waits: whether each release handed the lock over (the key held the waiter's
-    token as soon as the release returned)."""
+    waits: whether each release handed the lock over (its waiter was woken
+    holding it: the waiter's own account, which no scheduling delay of this
+    thread can blur; the key then held the waiter's token as soon as the
+    release returned)."""
+    caplog.set_level(logging.DEBUG, logger="tenure.lock")
     keys = lock_keys(where.get("name"), key=where.get("key"), prefix="tenure:")
     name, key = where.get("name"), where.get("key")
     locks = [Lock(redis.Redis.from_url(url), name, key=key, ttl=5) for _ in range(2)]
@@ -250,23 +260,36 @@ def _ping_pong(r: redis.Redis, url: str, where: dict[str, str], rounds: int) -> 
         t.join(timeout=10)
         lease = got[0]
         assert lease is not None
-        handed.append(after == lease.owner.encode())
-        assert after is None or handed[-1], after  # never a third party's
+        assert after is None or after == lease.owner.encode(), after  # never a third party's
+        handed.append(
+            any(
+                f" fence={lease.fence} " in rec.getMessage()
+                and rec.getMessage().endswith("(handed off)")
+                for rec in caplog.records
+            )
+        )
+        if handed[-1]:
+            assert after == lease.owner.encode(), after  # (held by the waiter at once)
     lease.release()
     return handed
 
 
-def test_named_lock_hands_off_every_time(r: redis.Redis, url: str) -> None:
+def test_named_lock_hands_off_every_time(
+    r: redis.Redis, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """A named lock is tenure's alone: every release hands it to the waiter, however
     long the chain (the key is never left free)."""
-    assert _ping_pong(r, url, {"name": "chain"}, EXACT_CHAIN + 3) == [True] * (EXACT_CHAIN + 3)
+    handed = _ping_pong(r, url, {"name": "chain"}, EXACT_CHAIN + 3, caplog)
+    assert handed == [True] * (EXACT_CHAIN + 3)
 
 
-def test_exact_key_chain_is_bounded_then_left_free(r: redis.Redis, url: str) -> None:
+def test_exact_key_chain_is_bounded_then_left_free(
+    r: redis.Redis, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """In exact-key mode EXACT_CHAIN hand-offs in a row are made; the next release
     leaves the key free (for a window), and the waiter still gets it soon after;
     then the chain starts again."""
-    handed = _ping_pong(r, url, {"key": "bounded"}, EXACT_CHAIN + 2)
+    handed = _ping_pong(r, url, {"key": "bounded"}, EXACT_CHAIN + 2, caplog)
     assert handed == [True] * EXACT_CHAIN + [False, True], handed
 
 
