@@ -94,13 +94,16 @@ def _joined(thread: threading.Thread, what: str) -> None:
     assert not thread.is_alive(), f"{what} is stuck (a lock left held by the interrupt?)"
 
 
-def _wait_until_waiting(thread: threading.Thread) -> None:
-    """Until ``thread`` waits in the driver (for its channel or a wake)."""
+def _wait_until_waiting(thread: threading.Thread, out: list[Any] | None = None) -> None:
+    """Until ``thread`` waits in the driver (for its channel or a wake);
+    ``out``: what its call returned or raised, shown if it ended first."""
     deadline = time.monotonic() + STUCK
     while time.monotonic() < deadline:
         frame = sys._current_frames().get(thread.ident or 0)
         if _in_wait(frame, WAITS):
             return
+        if not thread.is_alive():
+            raise AssertionError(f"the second waiter ended without waiting: {out}")
         time.sleep(0.01)
     raise AssertionError("the second waiter never waited")
 
@@ -207,7 +210,7 @@ def test_an_interrupted_leading_wait_strands_no_other_waiter(
         # a plain wait first: once its wake is routed the reader rests, and
         # the next wait of the process leads
         warm, warmed = _in_thread(lambda: Lock(r, name, ttl=30).acquire(timeout=STUCK / 2))
-        _wait_until_waiting(warm)
+        _wait_until_waiting(warm, warmed)
         holder.release()
         _joined(warm, "the first contender")
         assert len(warmed) == 1 and warmed[0] is not None, warmed
@@ -234,7 +237,7 @@ def test_an_interrupted_leading_wait_strands_no_other_waiter(
         _joined(second, "the next contender")
         assert len(got) == 1 and got[0] is not None and not isinstance(got[0], BaseException), got
         third, again = _in_thread(lambda: Lock(r, name, ttl=30).acquire(timeout=STUCK / 2))
-        _wait_until_waiting(third)
+        _wait_until_waiting(third, again)
         got[0].release()
         _joined(third, "a contender after it")
         assert len(again) == 1 and again[0] is not None, again
