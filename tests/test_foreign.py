@@ -416,16 +416,17 @@ def test_a_hold_after_nobody_queued_counts_on_while_foreigners_are_about(r: redi
             r.set(keys.foreign, f"7 {FOREIGN_WINDOW_MS} x", px=FOREIGN_MEMORY_MS)
         lease = lock.acquire(blocking=False)
         assert lease is not None
-        r.set(keys.chain, f"{EXACT_CHAIN} {lease.owner}")  # as after EXACT_CHAIN hand-offs
+        # as after EXACT_CHAIN - 1 hand-offs: one below the bound
+        r.set(keys.chain, f"{EXACT_CHAIN - 1} {lease.owner}")
         r.zadd(keys.waiters, {"gone|1000|old-token": 1})  # a waiter nobody hears
         lease.release()  # nobody live queued: left free, and no window was left
-        assert r.get(keys.chain) == (str(EXACT_CHAIN + 1).encode() if seen else None)
+        assert r.get(keys.chain) == (str(EXACT_CHAIN).encode() if seen else None)
         assert r.zcard(keys.waiters) == 0
         if seen:  # no window was left: the next one is still a full one
             assert r.get(keys.foreign) == f"7 {FOREIGN_WINDOW_MS} x".encode()
         lease = lock.acquire(blocking=False)  # the releaser asks again at once
         assert lease is not None
-        counted = EXACT_CHAIN + 1 if seen else 0
+        counted = EXACT_CHAIN if seen else 0
         assert r.get(keys.chain) == f"{counted} {lease.owner}".encode()
         r.zadd(keys.waiters, {"w1|1000|their-token": 1})
         lease.release()
@@ -437,6 +438,28 @@ def test_a_hold_after_nobody_queued_counts_on_while_foreigners_are_about(r: redi
             r.delete("counted")
         r.delete(keys.waiters, keys.chain, keys.foreign)
     pubsub.close()
+
+
+def test_a_hold_at_the_bound_with_nobody_queued_leaves_the_window(r: redis.Redis) -> None:
+    """The hold that ends at the chain bound leaves the window even with nobody
+    queued (a tenure releaser asking again at once would otherwise be one
+    hold too many in a row, EXACT_CHAIN + 2): its release leaves the key free,
+    tenure's next acquire is turned away until a foreign client holds the key
+    or the window ends, and the window after it is half as long."""
+    keys = lock_keys(None, key="bounded", prefix="tenure:")
+    r.set(keys.foreign, f"7 {FOREIGN_WINDOW_MS} x", px=FOREIGN_MEMORY_MS)
+    lock = Lock(r, key="bounded", ttl=5)
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    r.set(keys.chain, f"{EXACT_CHAIN} {lease.owner}")  # as after EXACT_CHAIN hand-offs
+    lease.release()
+    assert r.get("bounded") is None
+    assert r.get(keys.chain) == f"free {FOREIGN_WINDOW_MS}".encode()
+    assert 0 < r.pttl(keys.chain) <= FOREIGN_WINDOW_MS
+    assert r.get(keys.foreign) == f"7 {FOREIGN_WINDOW_MS // 2} x".encode()
+    assert lock.acquire(blocking=False) is None  # the releaser asks again at once
+    assert r.get("bounded") is None
+    assert r.set("bounded", "theirs", nx=True)  # a foreign poller lands in the window
 
 
 def _first_poll(r: redis.Redis, key: str, chain: str) -> Any:

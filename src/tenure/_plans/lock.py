@@ -31,7 +31,8 @@ waiter takes it with ``SET NX`` (or a foreign client got it first). The window:
   one full again.
 
 A release that leaves ``K`` free with nobody queued, while a foreign holder was
-seen lately, lets the next tenure acquire count on, so the bound is: while a
+seen lately, lets the next tenure acquire count on (and at the bound it leaves
+the window all the same), so the bound is: while a
 foreign client keeps asking, retrying at least every :data:`FOREIGN_WINDOW_MS`,
 tenure holds ``K`` at most ``EXACT_CHAIN + 1`` times in a row between two of its
 holds (from the first time tenure saw it hold ``K``). Tenure's order is kept:

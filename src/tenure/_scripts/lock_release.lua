@@ -45,8 +45,10 @@
 --                        length); "<n>" alone (PX the window a release
 --                        at the bound would leave) after a release that left
 --                        the key free with nobody queued while a foreign
---                        holder was seen lately: a tenure acquire that
---                        takes it meanwhile counts on from n. A clean release
+--                        holder was seen lately, below the chain bound (at
+--                        it, "free <ms>" as after a hand-off's window): a
+--                        tenure acquire that takes it meanwhile counts on
+--                        from n. A clean release
 --                        deletes it (and sets it again for a hand-off or a
 --                        window).
 -- KEYS[7]  foreign key   (exact-key mode only) see lock_acquire.lua; a window
@@ -234,28 +236,40 @@ local function foreign_window()
   return window, tell, full and {since, full, who}
 end
 
+-- Exact-key mode: leave the key to foreign clients for `window` ms (tenure's
+-- acquires stay off it meanwhile; its first waiter, if any, was told when to
+-- look again). `seen`: the foreign key's fields, or nil.
+local function leave_free(window, seen)
+  redis.call('SET', KEYS[6], 'free ' .. string.format('%d', window), 'PX', window)
+  local keep = redis.call('PTTL', KEYS[7])
+  if seen and keep > 0 then
+    -- the next window half as long, unless a foreign holder is seen
+    -- meanwhile (lock_acquire.lua then makes it full again)
+    local half = math.max(tonumber(ARGV[8]), math.floor(seen[2] / 2))
+    redis.call('SET', KEYS[7], string.format('%s %d %s', seen[1], half, seen[3]), 'PX', keep)
+  end
+  return 0
+end
+
+local at_bound = exact and handoffs >= tonumber(ARGV[7])
 if waiting > 0 then
-  if not exact or handoffs < tonumber(ARGV[7]) then
+  if not at_bound then
     if hand_off(KEYS[2], ARGV[2], last, grant) then return 1 end
   else
     local window, tell, seen = foreign_window()
-    if wake_head(KEYS[2], ARGV[2], tell) then
-      redis.call('SET', KEYS[6], 'free ' .. string.format('%d', window), 'PX', window)
-      local keep = redis.call('PTTL', KEYS[7])
-      if seen and keep > 0 then
-        -- the next window half as long, unless a foreign holder is seen
-        -- meanwhile (lock_acquire.lua then makes it full again)
-        local half = math.max(tonumber(ARGV[8]), math.floor(seen[2] / 2))
-        redis.call('SET', KEYS[7], string.format('%s %d %s', seen[1], half, seen[3]), 'PX', keep)
-      end
-      return 0
-    end
+    if wake_head(KEYS[2], ARGV[2], tell) then return leave_free(window, seen) end
   end
 end
 if exact and redis.call('EXISTS', KEYS[7]) == 1 then
-  -- left free with no tenure waiter while foreign clients are about: a tenure
-  -- acquire that takes the key within the window a release at the chain bound
-  -- would leave goes on counting
+  -- left free with no tenure waiter while foreign clients are about: the
+  -- hold that ends at the chain bound leaves the window all the same (the
+  -- next tenure acquire would be one hold too many in a row); before it, a
+  -- tenure acquire that takes the key within the window a release at the
+  -- bound would leave goes on counting
+  if at_bound then
+    local window, _, seen = foreign_window()
+    return leave_free(window, seen)
+  end
   redis.call('SET', KEYS[6], tostring(handoffs + 1), 'PX', (foreign_window()))
 end
 return 0
