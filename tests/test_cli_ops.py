@@ -264,6 +264,25 @@ def test_ls_skips_a_lock_whose_key_has_another_type(
     assert "skipped Lock 'odd'" in err
 
 
+@pytest.mark.parametrize("kind", ["Lock", "RLock", "FairLock"])
+def test_views_name_a_fence_key_beyond_any_fence(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A fence key holding an integer no fence is (2^70: beyond 2^53, where the
+    scripts' numbers stop being exact) is another type to the views, as to an
+    acquire: skipped and named, not shown as some other number."""
+    made = {"Lock": Lock, "RLock": RLock, "FairLock": FairLock}[kind]
+    assert made(r, "big", ttl=30).acquire()
+    (fence,) = (k.decode() for k in r.keys("*fence*"))
+    r.set(fence, str(2**70))
+    status, out, err = tenure(capsys, url, "ls")
+    assert status == 0 and "big" not in out, out
+    assert f"skipped {kind} 'big'" in err and f"'{fence}'" in err, err
+    status, out, err = tenure(capsys, url, "inspect", "big")
+    assert str(2**63) not in out and f"'{fence}'" in err, (out, err)
+    assert r.get(fence) == str(2**70).encode()  # read, not written
+
+
 def test_ls_inspect_and_release_names_with_braces(
     r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,7 +21,9 @@ if denied then return {DENIED, denied} end
 local holder = redis.pcall('GET', KEYS[1])
 if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
 local fence = redis.pcall('GET', KEYS[2])
-if wrong(fence) then return {WRONG_TYPE, KEYS[2]} end
+-- (a value no fence is, such as an integer beyond 2^53, is another type too,
+-- as the acquire says)
+if wrong(fence) or (fence and not stored_fence(fence)) then return {WRONG_TYPE, KEYS[2]} end
 if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 return {OK, {holder or '', redis.call('PTTL', KEYS[1]), tonumber(fence) or 0,
             redis.call('ZCARD', KEYS[3])}}

@@ -24,7 +24,9 @@ if denied then return {DENIED, denied} end
 
 if other_type(KEYS[1], 'hash') then return {WRONG_TYPE, KEYS[1]} end
 local fence = redis.pcall('GET', KEYS[2])
-if wrong(fence) then return {WRONG_TYPE, KEYS[2]} end
+-- (a value no fence is, such as an integer beyond 2^53, is another type too,
+-- as the acquire says)
+if wrong(fence) or (fence and not stored_fence(fence)) then return {WRONG_TYPE, KEYS[2]} end
 if other_type(KEYS[3], 'zset') then return {WRONG_TYPE, KEYS[3]} end
 local holder, count = '', 0
 local fields = redis.call('HGETALL', KEYS[1])
