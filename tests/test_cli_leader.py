@@ -175,6 +175,7 @@ def test_tenure_leader_shows_the_leader(
     assert data["leader"]["label"] == "web-1"
     assert data["leader"]["term"] == leadership.term
     assert data["leader"]["value"] == "10.0.0.7:8080" and not data["leader"]["value_hex"]
+    assert data["leader"]["sequence"] == 0  # (an Election's values are not numbered)
     assert 0 < data["leader"]["ttl"] <= 10
     # inspect and ls know the kind
     assert main(["--url", url, "inspect", "jobs"]) == 0
@@ -208,7 +209,11 @@ def test_tenure_leader_over_three_masters_says_what_a_majority_says(
     assert main(["leader", "jobs", *urls, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert (data["leader"]["label"], data["leader"]["term"]) == ("web-1", leadership.term)
-    assert data["leader"]["value"] == "here"
+    assert data["leader"]["value"] == "here" and data["leader"]["sequence"] == 1
+    leadership.proclaim("there")
+    assert main(["leader", "jobs", *urls]) == 0
+    out = capsys.readouterr().out
+    assert "  sequence 2\n" in out and "'there'" in out, out
     servers[1].stop()
     servers[2].stop()
     assert main([*urls, "leader", "jobs"]) == 2

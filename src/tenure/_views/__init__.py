@@ -47,10 +47,12 @@ Per kind, these keys are added (each view's ``json_extras``, :mod:`.kinds`):
   ``holder``, ``ttl``, ``fence`` and ``waiters`` are null (a latch's waiters
   are not queued in Redis).
 
-- ``Election``: ``"leader": {"label", "term", "value", "value_hex", "since",
-  "ttl"} | null``: the leader's label, its term, the value it proclaimed
-  (text; hex digits with ``"value_hex": true`` when not UTF-8; null for
-  none), when its term was announced (epoch seconds) and its lease left;
+- ``Election``: ``"leader": {"label", "term", "sequence", "value", "value_hex",
+  "since", "ttl"} | null``: the leader's label, its term, the number of its
+  value within the term (a ``RedlockElection``'s; 0 for an ``Election``), the
+  value it proclaimed (text; hex digits with ``"value_hex": true`` when not
+  UTF-8; null for none), when its term was announced (epoch seconds) and its
+  lease left;
   null when nobody leads (or the holder has not announced itself yet: then
   ``holder`` shows its lease token). ``waiters`` counts the candidates.
 

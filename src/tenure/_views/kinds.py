@@ -338,6 +338,7 @@ def leader_json(lead: Leader | None) -> dict[str, Any]:
         "leader": {
             "label": lead.label,
             "term": lead.term,
+            "sequence": lead.sequence,
             "value": value,
             "value_hex": binary,
             "since": lead.since or None,
@@ -352,6 +353,7 @@ def leader_lines(name: str, lead: Leader) -> list[str]:
     return [
         f"leader of {name!r}: {lead.label or '(not announced yet)'}",
         f"  term     {lead.term}",
+        *([f"  sequence {lead.sequence}"] if lead.sequence else []),
         f"  value    {value_text(lead.value)}",
         f"  since    {since + ' UTC' if lead.since else '-'}",
         f"  ttl      {seconds(lead.ttl)}",
