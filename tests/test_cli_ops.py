@@ -273,7 +273,7 @@ def test_views_name_a_fence_key_beyond_any_fence(
     acquire: skipped and named, not shown as some other number."""
     made = {"Lock": Lock, "RLock": RLock, "FairLock": FairLock}[kind]
     assert made(r, "big", ttl=30).acquire()
-    (fence,) = (k.decode() for k in r.keys("*fence*"))
+    (fence,) = (k.decode() for k in r.keys("*fence*"))  # type: ignore[union-attr]
     r.set(fence, str(2**70))
     status, out, err = tenure(capsys, url, "ls")
     assert status == 0 and "big" not in out, out

@@ -33,6 +33,7 @@ from tenure import (
     NotOwnedError,
     RedlockElection,
     RedlockLeadership,
+    WrongTypeError,
 )
 from tenure._drivers import _sync as _driver
 from tenure._keys import election_keys
@@ -352,6 +353,42 @@ def test_readers_never_take_a_value_that_only_minorities_held(
     # the masters' logs tell that v4, not v5 nor v6, was the last on a majority
     assert read() == first_seen() == (b"v4", 4)
     leadership.resign()
+
+
+def test_a_minoritys_stray_keys_do_not_stop_the_election(clients: list[redis.Redis]) -> None:
+    """Every key of the election holding another type on two masters of five
+    (a stray write, a name clash): a quorum of the others elects, proclaims,
+    reads and resigns all the same (a Redlock's acquire outvotes such a master
+    too); on three of five, the wrong type is named."""
+    first = RedlockElection(clients, "stray", ttl=5).campaign(timeout=5)
+    assert first is not None
+    first.proclaim("before")
+    first.resign()
+    names = sorted(k.decode() for k in clients[2].keys("tenure:{stray}*"))  # type: ignore[union-attr]
+    assert len(names) >= 3, names  # (the election's keys, as its writes left them)
+    for c in clients:
+        c.flushall()
+
+    def spoil(client: redis.Redis) -> None:
+        for k in names:
+            client.delete(k)
+            client.rpush(k, "x")
+
+    for c in clients[:2]:
+        spoil(c)
+    election = RedlockElection(clients, "stray", ttl=5)
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    leadership.proclaim("v")
+    lead = election.leader()
+    assert lead is not None and (lead.term, lead.value) == (leadership.term, b"v")
+    leadership.resign()
+    assert election.leader() is None
+    for c in clients[:2]:
+        assert c.lrange(names[0], 0, -1) == [b"x"]  # (left as it was)
+    spoil(clients[2])
+    with pytest.raises(WrongTypeError):
+        election.leader()
 
 
 def test_leader_needs_a_quorum_to_answer(

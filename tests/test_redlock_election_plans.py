@@ -64,10 +64,24 @@ def test_a_write_too_few_answered_is_no_quorum() -> None:
         verdict([True, True, refused, DOWN, TimeoutError()], N, "e", 7, "the proclaim")
 
 
-def test_an_error_of_tenures_own_is_raised_not_counted() -> None:
+def test_an_error_of_tenures_own_is_raised_when_no_quorum_accepted() -> None:
+    """A master's error of tenure's own (a wrong type) is raised, not counted as
+    a master down, when too few accepted; a quorum that accepted outvotes it,
+    as a Redlock's acquire does (one master's stray key does not stop the
+    election)."""
     wrong = WrongTypeError("k")
+    verdict([True, True, True, wrong, DOWN], N, "e", 7, "the proclaim")
     with pytest.raises(WrongTypeError):
-        verdict([True, True, True, wrong, DOWN], N, "e", 7, "the proclaim")
+        verdict([True, True, wrong, DOWN, DOWN], N, "e", 7, "the proclaim")
+
+
+def test_a_read_with_an_error_of_tenures_own_is_outvoted_by_a_quorum() -> None:
+    wrong = WrongTypeError("k")
+    reads = [held(rec(5, 1, b"a"))] * 3 + [wrong, DOWN]
+    lead = quorum_leader(reads, N, "e")
+    assert lead is not None and (lead.term, lead.value) == (5, b"a")
+    with pytest.raises(WrongTypeError):
+        quorum_leader([held(rec(5, 1, b"a"))] * 2 + [wrong, DOWN, DOWN], N, "e")
 
 
 # --- quorum_leader ---------------------------------------------------------------------------

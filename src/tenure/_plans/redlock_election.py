@@ -76,8 +76,10 @@ def verdict(results: Sequence[Any], n: int, name: str, term: int, what: str) -> 
     master's plan result, or the exception it raised): done on a quorum.
 
     Raises:
-        TenureError: the first error of tenure's own other than a refusal (a
-            wrong type, a refused permission).
+        TenureError: fewer than a quorum accepted it, and a master gave an
+            error of tenure's own other than a refusal (a wrong type, a
+            refused permission): the first such. (Accepted on a quorum, a
+            minority's error is outvoted, as a Redlock's acquire does.)
         NotOwnedError: more than ``n - quorum`` masters refused: the leader's
             term is over on a majority (it was deposed).
         NoQuorumError: too few masters answered to tell (down, paused).
@@ -85,11 +87,11 @@ def verdict(results: Sequence[Any], n: int, name: str, term: int, what: str) -> 
     q = quorum(n)
     done = sum(1 for r in results if not isinstance(r, BaseException))
     refused = sum(1 for r in results if isinstance(r, NotOwnedError))
+    if done >= q:  # (a minority's error, even one of tenure's own, is outvoted)
+        return
     for r in results:
         if isinstance(r, TenureError) and not isinstance(r, NotOwnedError):
             raise r
-    if done >= q:
-        return
     if refused > n - q:
         raise NotOwnedError(
             name,
@@ -109,16 +111,21 @@ def verdict(results: Sequence[Any], n: int, name: str, term: int, what: str) -> 
 
 
 def answered(reads: Sequence[Any]) -> list[ElectionRead]:
-    """The reads of the masters that answered.
+    """The reads of the masters that answered (``reads``: one per master).
 
     Raises:
-        TenureError: a master's error of tenure's own (a wrong type, a refused
-            permission): not a master down.
+        TenureError: fewer than a quorum of the masters answered, and a
+            master's error was one of tenure's own (a wrong type, a refused
+            permission), not a master down: the first such. (With a quorum
+            answered, a minority's error is outvoted, as a Redlock's acquire
+            does.)
     """
-    for r in reads:
-        if isinstance(r, TenureError):
-            raise r
-    return [r for r in reads if isinstance(r, ElectionRead)]
+    got = [r for r in reads if isinstance(r, ElectionRead)]
+    if len(got) < quorum(len(reads)):
+        for r in reads:
+            if isinstance(r, TenureError):
+                raise r
+    return got
 
 
 def too_few(name: str, got: int, n: int) -> NoQuorumError:

@@ -305,7 +305,9 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
                 masters are one server (see :class:`AsyncRedlock`).
             AlreadyHeldError: the caller leads this election already.
             NoQuorumError: too few masters answered (see :meth:`AsyncRedlock.acquire`).
-            WrongTypeError: a key of the election holds a value of another type.
+            WrongTypeError: a key of the election holds a value of another type
+                on so many masters that fewer than a quorum answered (on fewer,
+                those masters are outvoted, as by a Redlock's acquire).
         """
         return await self._campaign(timeout)
 
@@ -348,7 +350,9 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
 
         Raises:
             NoQuorumError: fewer than a quorum of the masters answered.
-            WrongTypeError: a key of the election holds a value of another type.
+            WrongTypeError: a key of the election holds a value of another type
+                on so many masters that fewer than a quorum answered (on fewer,
+                those masters are outvoted, as by a Redlock's acquire).
             InvalidArgument: two masters are one server (see :class:`AsyncRedlock`).
         """
         reads = await self._lock._read_all()
@@ -373,7 +377,9 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
 
         Raises:
             InvalidArgument: a bad ``timeout``.
-            WrongTypeError: a key of the election holds a value of another type.
+            WrongTypeError: a key of the election holds a value of another type
+                on so many masters that fewer than a quorum answered (on fewer,
+                those masters are outvoted, as by a Redlock's acquire).
         """
         if timeout is not None:
             timeout = check_seconds(timeout, "timeout", allow_zero=True)

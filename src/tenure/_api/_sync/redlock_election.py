@@ -306,7 +306,9 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
                 masters are one server (see :class:`Redlock`).
             AlreadyHeldError: the caller leads this election already.
             NoQuorumError: too few masters answered (see :meth:`Redlock.acquire`).
-            WrongTypeError: a key of the election holds a value of another type.
+            WrongTypeError: a key of the election holds a value of another type
+                on so many masters that fewer than a quorum answered (on fewer,
+                those masters are outvoted, as by a Redlock's acquire).
         """
         return self._campaign(timeout)
 
@@ -349,7 +351,9 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
 
         Raises:
             NoQuorumError: fewer than a quorum of the masters answered.
-            WrongTypeError: a key of the election holds a value of another type.
+            WrongTypeError: a key of the election holds a value of another type
+                on so many masters that fewer than a quorum answered (on fewer,
+                those masters are outvoted, as by a Redlock's acquire).
             InvalidArgument: two masters are one server (see :class:`Redlock`).
         """
         reads = self._lock._read_all()
@@ -374,7 +378,9 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
 
         Raises:
             InvalidArgument: a bad ``timeout``.
-            WrongTypeError: a key of the election holds a value of another type.
+            WrongTypeError: a key of the election holds a value of another type
+                on so many masters that fewer than a quorum answered (on fewer,
+                those masters are outvoted, as by a Redlock's acquire).
         """
         if timeout is not None:
             timeout = check_seconds(timeout, "timeout", allow_zero=True)
