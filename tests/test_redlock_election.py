@@ -34,6 +34,7 @@ from tenure import (
     RedlockElection,
     RedlockLeadership,
     WrongTypeError,
+    _ops,
 )
 from tenure._drivers import _sync as _driver
 from tenure._keys import election_keys
@@ -389,6 +390,34 @@ def test_a_minoritys_stray_keys_do_not_stop_the_election(clients: list[redis.Red
     spoil(clients[2])
     with pytest.raises(WrongTypeError):
         election.leader()
+
+
+def test_the_operator_tools_see_a_redlock_elections_candidates(
+    clients: list[redis.Redis],
+) -> None:
+    """``tenure inspect`` and ``ls`` of one master count the candidates that
+    queue there (a RedlockElection's queue of its own on each master)."""
+    leadership = RedlockElection(clients, "seen", ttl=10, label="A").campaign(timeout=5)
+    assert leadership is not None
+    other = RedlockElection(clients, "seen", ttl=10, label="B")
+    won: list[Any] = []
+    waiter = threading.Thread(target=lambda: won.append(other.campaign(timeout=3)))
+    waiter.start()
+    try:
+        deadline = time.monotonic() + 2
+        queue = _keys("seen").quorum
+        while not clients[0].zcard(queue) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert clients[0].zcard(queue) == 1
+        views, _ = _ops.inspect(clients[0], _ops.targets("seen", key=None, prefix="tenure:"))
+        (view,) = (v for v in views if v.kind == "Election")
+        assert view.held and view.waiters == 1, view
+    finally:
+        leadership.resign()
+        waiter.join(5)
+        for got in won:
+            if got is not None:
+                got.resign()
 
 
 def test_leader_needs_a_quorum_to_answer(

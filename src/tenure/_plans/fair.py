@@ -173,10 +173,10 @@ def check_limit(limit: object) -> int:
 
 def inspect(keys: FairKeys, limit: int) -> Plan[FairLockInfo]:
     """Read the holder, its lease left, the last fence, and the first ``limit``
-    queued waiters in order with their deadlines."""
-    _, value = yield Eval(
-        FAIR_INSPECT, (keys.lock, keys.fence, keys.waiters, keys.deadlines), (limit,)
-    )
+    queued waiters in order with their deadlines (the count also has the
+    candidates of a RedlockElection of the same name on this server, unlisted)."""
+    queues = (keys.waiters, keys.deadlines, *((keys.quorum,) if keys.quorum else ()))
+    _, value = yield Eval(FAIR_INSPECT, (keys.lock, keys.fence, *queues), (limit,))
     return parse_info(keys.name, value)
 
 

@@ -4,6 +4,9 @@
 -- KEYS[2]  fence key      string holding an integer
 -- KEYS[3]  waiters key    sorted set, the queue (see fair_acquire.lua)
 -- KEYS[4]  deadlines key  sorted set, each member's deadline (server ms)
+-- KEYS[5]  quorum key     (optional) sorted set: the candidates of a
+--                         RedlockElection of the same name on this master,
+--                         counted in `waiting` (not listed)
 -- ARGV[1]  limit          integer >= 0: list at most this many waiters
 --
 -- Returns  {1, {holder, pttl_ms, fence, waiting, member_1, left_1, member_2, left_2, ...}}
@@ -30,7 +33,7 @@ local fence = redis.pcall('GET', KEYS[2])
 -- (a value no fence is, such as an integer beyond 2^53, is another type too,
 -- as the acquire says)
 if wrong(fence) or (fence and not stored_fence(fence)) then return {WRONG_TYPE, KEYS[2]} end
-for i = 3, 4 do
+for i = 3, #KEYS do
   if other_type(KEYS[i], 'zset') then return {WRONG_TYPE, KEYS[i]} end
 end
 local now_ms = math.floor(now_us() / 1000)
@@ -47,5 +50,6 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
     end
   end
 end
+if KEYS[5] then waiting = waiting + redis.call('ZCARD', KEYS[5]) end
 out[4] = waiting
 return {OK, out}
