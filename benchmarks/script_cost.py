@@ -306,7 +306,8 @@ def per_handoff(r: redis.Redis, acquire: str, release: str) -> Callable[[int], f
                 pipe.evalsha(sha_r, 5, *keys_r, *args)
         r.config_resetstat()
         replies = pipe.execute()
-        if replies[0][0] != 2 or parse_reply(LOCK_RELEASE, replies[1]) != (Status.OK, 1):
+        queued = parse_reply(LOCK_ACQUIRE, replies[0])[0]
+        if queued is not Status.BUSY or parse_reply(LOCK_RELEASE, replies[1]) != (Status.OK, 1):
             raise RuntimeError(f"unexpected replies {replies[:2]!r}")
         usec = float(r.info("commandstats")["cmdstat_evalsha"]["usec"])
         return usec / (len(replies) / 2)
