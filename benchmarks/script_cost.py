@@ -24,14 +24,23 @@ Usage::
     .venv/bin/python benchmarks/script_cost.py --server /usr/bin/redis-server
     .venv/bin/python benchmarks/script_cost.py --only-primitives
     PYTHONPATH=<an older tree>/src .venv/bin/python benchmarks/script_cost.py --without-promises
+    .venv/bin/python benchmarks/script_cost.py --against <another tree>/src
+
+``--against`` measures another tree's ``Lock`` scripts (an uncontended cycle and
+a contended hand-off) in the same server and the same interleaved rounds as
+this tree's, for an A/B that a burst of other work can't tilt.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import os
 import re
 import statistics
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -306,7 +315,8 @@ def per_handoff(r: redis.Redis, acquire: str, release: str) -> Callable[[int], f
                 pipe.evalsha(sha_r, 5, *keys_r, *args)
         r.config_resetstat()
         replies = pipe.execute()
-        if replies[0][0] != 2 or parse_reply(LOCK_RELEASE, replies[1]) != (Status.OK, 1):
+        queued = parse_reply(LOCK_ACQUIRE, replies[0])[0]
+        if queued is not Status.BUSY or parse_reply(LOCK_RELEASE, replies[1]) != (Status.OK, 1):
             raise RuntimeError(f"unexpected replies {replies[:2]!r}")
         usec = float(r.info("commandstats")["cmdstat_evalsha"]["usec"])
         return usec / (len(replies) / 2)
@@ -397,6 +407,21 @@ def print_primitives(title: str, kinds: dict[str, float]) -> None:
         print(f"| {label} | {us:.1f} | {us / kinds['Lock']:.2f} |")
 
 
+def lock_sources(src: str) -> tuple[str, str]:
+    """The ``Lock``'s acquire and release scripts as the tree at ``src`` (its
+    ``src`` folder) builds them."""
+    code = (
+        "import json, sys; from tenure._scripts import LOCK_ACQUIRE as a, LOCK_RELEASE as r; "
+        "json.dump([a.source.decode(), r.source.decode()], sys.stdout)"
+    )
+    env = {**os.environ, "PYTHONPATH": src}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, check=True, text=True
+    )
+    acquire, release = json.loads(out.stdout)
+    return acquire, release
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", help="redis-server/valkey-server to start")
@@ -410,7 +435,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="only the table of every primitive's uncontended cycle",
     )
+    parser.add_argument(
+        "--against",
+        metavar="SRC",
+        help="another tree's src folder: its Lock cycle and hand-off in the same rounds",
+    )
     args = parser.parse_args(argv)
+    against = lock_sources(args.against) if args.against else None
     with ServerProcess(args.server) as server:
         r = redis.Redis.from_url(server.url)
         info = r.info("server")
@@ -450,6 +481,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     **promises_in,
                     "handoff": per_handoff(r, acquire, release),
                     "handoff without the ACL guard": per_handoff(r, bare_a, bare_r),
+                    **(
+                        {
+                            "against": per_call(r, *against),
+                            "handoff against": per_handoff(r, *against),
+                        }
+                        if against
+                        else {}
+                    ),
                 }
             )
         finally:
@@ -492,6 +531,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---|--:|")
     for label, us in handoffs.items():
         print(f"| {label} | {us:.1f} |")
+    print()
+    print("A contended hand-off against an uncontended cycle (the same rounds)")
+    print("| scripts | µs per cycle | µs per hand-off | hand-off ÷ cycle |")
+    print("|---|--:|--:|--:|")
+    cycle = 2 * rows["tenure's scripts, as sent"]
+    print(
+        f"| this tree's | {cycle:.1f} | {times['handoff']:.1f} | {times['handoff'] / cycle:.2f} |"
+    )
+    if against:
+        cycle = 2 * times["against"]
+        handoff = times["handoff against"]
+        print(f"| {args.against}'s | {cycle:.1f} | {handoff:.1f} | {handoff / cycle:.2f} |")
     return 0
 
 

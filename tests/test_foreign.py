@@ -29,7 +29,7 @@ from tenure._plans.lock import (
     FOREIGN_POLL_MS,
     FOREIGN_WINDOW_MS,
 )
-from tenure._protocol import parse_reply
+from tenure._protocol import Status, parse_reply
 
 Section = tuple[str, float, float]  # (who, start, end) on time.monotonic()
 
@@ -463,30 +463,31 @@ def test_a_hold_at_the_bound_with_nobody_queued_leaves_the_window(r: redis.Redis
 
 
 def _first_poll(r: redis.Redis, key: str, chain: str) -> Any:
-    """The reply of a queued caller's acquire on the free ``key`` while its chain
-    key says ``chain`` (PX its window)."""
+    """The reply (status, value) of a queued caller's acquire on the free
+    ``key`` while its chain key says ``chain`` (PX its window)."""
     from tenure._plans.common import FENCE_KEEP_MS
     from tenure._plans.lock import FOREIGN_OTHERS_MS
     from tenure._scripts import LOCK_ACQUIRE
 
     keys = lock_keys(None, key=key, prefix="tenure:")
     r.set(keys.chain, chain, px=int(chain.split()[1]))
-    return r.eval(
+    raw = r.eval(
         LOCK_ACQUIRE.source.decode(),
         6,
         *(keys.lock, keys.fence, keys.waiters, keys.delay, keys.chain, keys.foreign),
         *("tok", "own:", 5000, "w9|1000|tok", FENCE_KEEP_MS, 0, keys.wake_prefix),
         *(FOREIGN_POLL_MS, FOREIGN_OTHERS_MS, FOREIGN_MEMORY_MS, FOREIGN_WINDOW_MS),
     )
+    return parse_reply(LOCK_ACQUIRE, raw)
 
 
 def test_the_first_waiter_looks_every_poll_in_a_long_window_only(r: redis.Redis) -> None:
     """In a long window the first queued waiter is told to try again in
     FOREIGN_POLL_MS; a short window it sleeps through."""
     status, wait = _first_poll(r, "polls", f"free {FOREIGN_WINDOW_MS}")
-    assert status == 2 and wait == FOREIGN_POLL_MS
+    assert status is Status.BUSY and wait == FOREIGN_POLL_MS
     status, wait = _first_poll(r, "polls2", f"free {EXACT_WINDOW_MS}")
-    assert status == 2 and FOREIGN_POLL_MS < wait <= EXACT_WINDOW_MS
+    assert status is Status.BUSY and FOREIGN_POLL_MS < wait <= EXACT_WINDOW_MS
 
 
 def test_wrong_type_chain_key_names_the_key(r: redis.Redis) -> None:
@@ -542,7 +543,7 @@ def test_a_stale_member_of_the_callers_own_process_is_dropped(r: redis.Redis) ->
     retry (which would only wake the caller again, at once, for ever)."""
     from tenure._plans.common import FENCE_KEEP_MS
     from tenure._plans.lock import FOREIGN_OTHERS_MS
-    from tenure._scripts import LOCK_ACQUIRE, Status
+    from tenure._scripts import LOCK_ACQUIRE
 
     keys = lock_keys(None, key="stale", prefix="tenure:")
     pubsub = r.pubsub()  # type: ignore[no-untyped-call]

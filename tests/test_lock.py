@@ -1261,18 +1261,22 @@ def test_an_interrupt_as_the_driver_returns_the_grant_gives_it_back(
     given_back(lock, make, r, "the interrupted grant was given back")
 
 
+@pytest.mark.parametrize("delay", [0, 500])
 @pytest.mark.parametrize("gone", [0, 1, 3, 4])
 def test_a_release_hands_the_lock_to_the_first_waiter_that_hears_it(
-    r: redis.Redis, gone: int
+    r: redis.Redis, gone: int, delay: int
 ) -> None:
     """A release with waiters queued hands the lock to the first one whose
     wake channel is heard (``gone``: how many of the first ones are not), with
     a fence after the stored one, and tells the next one to recheck; members
-    nobody hears are dropped, and with nobody left the lock is free."""
+    nobody hears are dropped, and with nobody left the lock is free. The
+    releasing holder's lock-delay key goes; the waiter handed the lock gets
+    one of its own when the release gives a lock-delay (``delay`` ms)."""
     from tenure._scripts import LOCK_RELEASE
 
     keys = [f"tenure:{{hand}}{k}" for k in ("", ":waiters", ":fence", ":delay", ":released:1")]
     r.set(keys[0], "holder", px=10000)
+    r.set(keys[3], "holder", px=20000)
     r.set(keys[2], str(2**52), px=600000)  # (ahead of the clock: the fence is the next one)
     members = [f"w{i}|700|token{i}" for i in range(4)]
     r.zadd(keys[1], {m: i for i, m in enumerate(members)})
@@ -1284,7 +1288,7 @@ def test_a_release_hands_the_lock_to_the_first_waiter_that_hears_it(
         for _ in channels:  # (each subscription confirmed before the release)
             assert listener.get_message(timeout=5)["type"] == "subscribe"
         r.script_load(LOCK_RELEASE.source)
-        reply = r.evalsha(LOCK_RELEASE.sha1, 5, *keys, "holder", "wake:", 600000, "", 0, "1")
+        reply = r.evalsha(LOCK_RELEASE.sha1, 5, *keys, "holder", "wake:", 600000, "", delay, "1")
         while (message := listener.get_message(timeout=0.2)) is not None:
             # (Redis 6.2's ACL guard probes the channels with "probe": ignored)
             if message["type"] == "message" and message["data"] != b"probe":
@@ -1301,8 +1305,13 @@ def test_a_release_hands_the_lock_to_the_first_waiter_that_hears_it(
         assert r.get(keys[0]) == f"token{gone}".encode()
         assert 0 < r.pttl(keys[0]) <= 700
         assert r.get(keys[2]) == str(fence).encode()
+        if delay:
+            assert r.get(keys[3]) == f"token{gone}".encode()
+            assert 700 < r.pttl(keys[3]) <= 700 + delay
+        else:
+            assert not r.exists(keys[3])
     else:
-        assert reply == 0 and not r.exists(keys[0])
+        assert reply == 0 and not r.exists(keys[0]) and not r.exists(keys[3])
         assert r.get(keys[2]) == str(2**52).encode()
     assert r.zrange(keys[1], 0, -1) == [m.encode() for m in members[gone + 1 :]]
     assert r.exists(keys[4])  # the release is recorded

@@ -552,6 +552,12 @@ def test_keys_share_a_hash_tag() -> None:
 def test_parse_reply() -> None:
     assert parse_reply(LOCK_ACQUIRE, [1, 5]) == (Status.OK, 5)
     assert parse_reply(LOCK_ACQUIRE, [1, [b"a", 2]]) == (Status.OK, ["a", 2])
+    assert parse_reply(LOCK_ACQUIRE, 0) == (Status.OK, 0)
+    # a busy reply's number n (>= -1) as the bare -2 - n
+    assert parse_reply(LOCK_ACQUIRE, -9989) == (Status.BUSY, 9987)
+    assert parse_reply(LOCK_ACQUIRE, -2) == (Status.BUSY, 0)
+    assert parse_reply(LOCK_ACQUIRE, -1) == (Status.BUSY, -1)
+    assert parse_reply(LOCK_ACQUIRE, [2, 9987]) == (Status.BUSY, 9987)
     with pytest.raises(WrongTypeError, match="'k'"):
         parse_reply(LOCK_ACQUIRE, [5, b"k"])
     with pytest.raises(ProtocolError, match="unknown status"):

@@ -169,8 +169,9 @@ _STATUSES = {int(s): s for s in Status}
 
 def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
     """Map a raw ``{status, value}`` script reply to ``(Status, value)``; a
-    bare integer ``n`` is ``(OK, n)`` (a script's common reply, which spares
-    the server a table).
+    bare integer ``n`` is ``(OK, n)`` when ``n >= 0`` (a script's common
+    reply, which spares the server a table), else ``(BUSY, -2 - n)`` (a busy
+    reply's number, ``-1`` or more: a lock's pttl, say).
 
     Bytes values are decoded to ``str``; nested lists are decoded one level deep.
 
@@ -181,7 +182,7 @@ def parse_reply(script: ScriptSpec, raw: object) -> tuple[Status, Any]:
         ProtocolError: the reply has another shape or an unknown status.
     """
     if type(raw) is int:
-        return Status.OK, raw
+        return (Status.OK, raw) if raw >= 0 else (Status.BUSY, -2 - raw)
     if not isinstance(raw, list | tuple) or len(raw) != 2:
         raise ProtocolError(f"{script.name}: unexpected reply {raw!r}")
     status = _STATUSES.get(raw[0])

@@ -2,7 +2,8 @@
 
 Each file starts with its contract (KEYS, ARGV with units, reply shapes). Every
 script replies ``{status, value}`` with ``status`` a :class:`Status`, or, for
-``OK`` with a number, the bare number (a table costs the server about a
+``OK`` with a number, the bare number, and for ``BUSY`` with a number ``n``
+(``n >= -1``), the bare ``-2 - n`` (a table costs the server about a
 microsecond per call to build and send; ``parse_reply`` reads either). Statuses
 are written by name: ``_common.lua``, which every script includes, has a line ``--@status``
 that the loader replaces by one local per member of :class:`Status` (``local

@@ -64,10 +64,12 @@
 --                         after a lost reply, or a hand-off whose message was
 --                         lost) gets its own fence again, and its lease (and
 --                         lock-delay guard) is reset to ARGV[3] ms from now.
---          {2, pttl_ms}   BUSY: another owner holds it (or its lock-delay
---                         runs); pttl_ms = how long that lasts, -1 when the
---                         holder set no expiry. In exact-key mode, when to try
---                         again instead, as said above.
+--          -2 - pttl_ms   BUSY (a bare negative number, which no fence is: a
+--                         table would cost the server more): another owner
+--                         holds it (or its lock-delay runs); pttl_ms = how
+--                         long that lasts, -1 when the holder set no expiry.
+--                         In exact-key mode, when to try again instead, as
+--                         said above.
 --          {3, pttl_ms}   OWNED_BY_CALLER: the caller's owner already holds it.
 --          {5, key}       WRONG_TYPE: key holds a value of another type; nothing written.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
@@ -129,7 +131,7 @@ if ARGV[4] ~= '' and ARGV[7] and not KEYS[5] then
       return {WRONG_TYPE, KEYS[3]}
     end
     redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
-    return {BUSY, pttl}
+    return -2 - pttl  -- BUSY
   end
 end
 
@@ -209,7 +211,8 @@ end
 if denied then return {DENIED, denied} end
 if refused then error(refused) end  -- (Redis 6.2: no check names it)
 
--- Queue the caller (if it asked to be) and reply BUSY: try again in pttl ms,
+-- Queue the caller (if it asked to be) and reply BUSY (-2 - ms, see the
+-- header): try again in pttl ms,
 -- or, when head_ms / other_ms are given, in head_ms if the caller is the first
 -- queued member, else other_ms.
 local function busy(pttl, head_ms, other_ms)
@@ -217,10 +220,10 @@ local function busy(pttl, head_ms, other_ms)
     redis.call('ZADD', KEYS[3], 'NX', now_us(), ARGV[4])
     redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
     if head_ms and redis.call('ZRANGE', KEYS[3], 0, 0)[1] == ARGV[4] then
-      return {BUSY, head_ms}
+      return -2 - head_ms
     end
   end
-  return {BUSY, other_ms or pttl}
+  return -2 - (other_ms or pttl)
 end
 
 if not holder then

@@ -114,15 +114,18 @@ end
 -- The release of a named lock that hands it on (waiters queued, no member to
 -- drop), before the ACL guard's helpers are made, on a server that checks
 -- commands up front (Redis >= 7.0, Valkey). It reads first (the holder, the
--- fence key, the first two waiters); its first write is the record's SET (or,
--- with no record, its DEL); after it, it runs DEL, ZPOPMIN, TIME, SET, the
--- ZRANGE it ran already, and PUBLISH to the waiters it tells: those are
--- checked first (as acl_need and acl_channels do). It hands the lock as
+-- fence key, the first two waiters, the clock); its first write is the
+-- record's SET (or, with no record, its DEL); after it, it runs DEL, ZPOPMIN,
+-- SET, PUBLISH to the waiters it tells, and the ZRANGE and TIME it ran
+-- already (a command that ran is one the user may run, and a refused TIME
+-- goes on to the whole script): the others are checked first (as acl_need
+-- and acl_channels do). It hands the lock as
 -- hand_off does (_common.lua), its first round written out here (the first
 -- two waiters read above: the second is the one told to recheck); a first
--- waiter nobody hears goes on to hand_off itself. Anything else (nobody
--- holding with this token, a refusal, a key of another type) goes on to the
--- whole script, which says so.
+-- waiter nobody hears goes on to hand_off itself. The lock key is written
+-- over, and so is the lock-delay key when the waiter gets a lock-delay (else
+-- it is deleted). Anything else (nobody holding with this token, a refusal,
+-- a key of another type) goes on to the whole script, which says so.
 local pending = nil  -- the fence key's value, when the first waiter was gone
 local check = redis.acl_check_cmd
 if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiting > 0 then
@@ -130,7 +133,8 @@ if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiti
   local last = redis.pcall('GET', KEYS[3])
   if holder == ARGV[1] and not wrong(last) and (not last or stored_fence(last)) then
     local heads = redis.call('ZRANGE', KEYS[2], 0, 1)
-    local allowed = check('DEL', KEYS[1]) and check('ZPOPMIN', KEYS[1]) and check('TIME')
+    local clock = redis.pcall('TIME')  -- (refused: the whole script says so)
+    local allowed = clock[1] and check('DEL', KEYS[1]) and check('ZPOPMIN', KEYS[1])
       and check('SET', KEYS[1])
     for i = 1, #heads do
       local w = string.match(heads[i], '^([^|]*)|')
@@ -138,13 +142,13 @@ if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiti
     end
     if allowed then
       if ARGV[6] ~= '' then redis.call('SET', KEYS[5], '1', 'PX', RELEASED_KEEP_MS) end
-      -- (the first write; the lock key is written over below, as hand_off's
-      -- first round does when its waiter hears it)
-      redis.call('DEL', KEYS[4])
+      -- (the first write)
+      if delay <= 0 then redis.call('DEL', KEYS[4]) end
       local head = redis.call('ZPOPMIN', KEYS[2])[1]
       local w, claim, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
       if w then
-        local fence = string.format('%.0f', next_fence_at(last, now_us()))
+        local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+        local fence = string.format('%.0f', next_fence_at(last, now))
         if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
           redis.call('SET', KEYS[1], token, 'PX', claim)
           redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
@@ -155,8 +159,9 @@ if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiti
           return 1
         end
       end
-      -- that waiter is gone: the lock is freed, and handed on below (hand_off)
-      redis.call('DEL', KEYS[1])
+      -- that waiter is gone: the lock is freed (and its lock-delay key, when
+      -- it was kept above), and handed on below (hand_off)
+      if delay <= 0 then redis.call('DEL', KEYS[1]) else redis.call('DEL', KEYS[1], KEYS[4]) end
       pending = last
     end
   end
