@@ -151,13 +151,17 @@ class FairLockMachine(RuleBasedStateMachine):
     @rule()
     def expire(self) -> None:
         """The holder's lease runs out in Redis (it died or stalled)."""
-        assert self.client.pexpire(self.key, 1)
-        while self.client.exists(self.key):
+        held = self.client.get(self.key)
+        assert held is not None and self.client.pexpire(self.key, 1)
+        # Until the holder's lease is gone: the key is free, or already set
+        # for the head (its call came between the expiry and a look here: a
+        # look for the key alone would then wait out the head's whole lease)
+        while self.client.get(self.key) == held:
             pass
         self.holder = None
         if self.queue:
-            # Free, but the head has not called again yet (it does within
-            # 0.5 s): nobody else may take it meanwhile, even without waiting.
+            # Free, or the head's: nobody else may take it meanwhile, even
+            # without waiting (the head calls again within 0.5 s).
             others = [o for o in range(OWNERS) if self.free(o) and o not in self.queue]
             if others:
                 lease = self.run(others[0], lambda: self.lock.acquire(blocking=False))

@@ -38,6 +38,7 @@ from tenure import (
     RLock,
     Semaphore,
 )
+from tenure._drivers import _sync as _sync_driver
 from tenure._drivers._async import fanout as _fanout
 from tenure._server import ServerProcess
 
@@ -475,6 +476,77 @@ def _attempts(r: redis.Redis) -> int:
     """Script calls the server ran since the last ``CONFIG RESETSTAT``."""
     stats = r.info("commandstats")
     return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
+
+
+def test_a_subscribe_leaves_a_connection_that_is_down_to_the_reader(
+    r: redis.Redis, url: str
+) -> None:
+    """A waiter that subscribes a new channel while the hub's connection is
+    down (the reader closed it after a leader's read was cut, or found it
+    closed) does not connect it: the reader does, and the library then
+    subscribes the new channel with the others. Before, the waiter connected
+    it in its SUBSCRIBE while the reader connected or read it too: one's
+    handshake read the other's replies, or lost its socket to the other's
+    clean-up, and the waiter's acquire raised (a ConnectionError, an
+    AttributeError)."""
+    client = redis.Redis.from_url(url)
+    holders = [Lock(r, name, ttl=LEASE).acquire() for name in ("down-a", "down-b")]
+    out: dict[str, Any] = {}
+
+    def wait(name: str) -> threading.Thread:
+        def run() -> None:
+            try:
+                out[name] = Lock(client, name, ttl=LEASE).acquire(timeout=WAITER_TIMEOUT)
+            except BaseException as exc:
+                out[name] = exc
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    hub = _sync_driver._state(client).hub
+
+    def entered(name: str) -> bool:
+        """Whether a plan entered the channel of ``name`` and its SUBSCRIBE
+        (sent under the hub's mutex) is over."""
+        with hub._mutex:
+            return any(name in channel for channel in hub._book.channels)
+
+    first = wait("down-a")
+    _until(lambda: entered("down-a") and hub._reader is not None)
+    pubsub = hub._pubsub
+    assert pubsub is not None
+    conn = pubsub.connection
+    connects: list[str] = []  # the threads that connected the hub's connection
+    handshake = conn.connect_check_health
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        connects.append(threading.current_thread().name)
+        return handshake(*args, **kwargs)
+
+    conn.connect_check_health = counted
+    with hub._reading:  # (the reader, done with its read, waits here)
+        conn.disconnect()
+        second = wait("down-b")
+        _until(lambda: entered("down-b"))
+    for lease in holders:
+        assert lease is not None
+        lease.release()
+    first.join(WAITER_TIMEOUT)
+    second.join(WAITER_TIMEOUT)
+    assert connects == ["tenure-wake-hub"], connects
+    for name in ("down-a", "down-b"):
+        lease = out.get(name)
+        assert lease is not None and not isinstance(lease, BaseException), out
+        lease.release()
+    client.close()
+
+
+def _until(condition: Callable[[], bool], timeout: float = WAITER_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "never came to pass"
+        time.sleep(0.005)
 
 
 def test_the_first_connection_wakes_nobody(r: redis.Redis, url: str) -> None:

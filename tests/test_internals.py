@@ -62,11 +62,11 @@ def test_a_sync_connections_socket_is_read_and_polled(url: str, library: str) ->
     client = _client_class(_lib(library), False).from_url(url)
     conn = client.connection_pool.make_connection()
     try:
-        assert _internals.sock_of(conn) is None
+        assert _internals.sock_of(conn) is None and not _internals.connected(conn)
         assert _internals.fileno_of(conn) == -1
         conn.connect()
         sock = _internals.sock_of(conn)
-        assert isinstance(sock, socket.socket)
+        assert isinstance(sock, socket.socket) and _internals.connected(conn)
         fd = _internals.fileno_of(conn)
         assert fd == sock.fileno() >= 0
         conn.send_command("PING")
@@ -75,7 +75,7 @@ def test_a_sync_connections_socket_is_read_and_polled(url: str, library: str) ->
         assert poller.poll(5000), "the reply is seen on the socket"
         assert _text(conn.read_response()) == "PONG"
         conn.disconnect()
-        assert _internals.sock_of(conn) is None
+        assert _internals.sock_of(conn) is None and not _internals.connected(conn)
     finally:
         conn.disconnect()
         client.close()
@@ -142,9 +142,10 @@ def test_an_asyncio_connections_streams_buffer_and_direct_write(url: str, librar
         conn = client.connection_pool.make_connection()
         try:
             assert _internals.reader_of(conn) is None
-            assert _internals.writer_of(conn) is None
+            assert _internals.writer_of(conn) is None and not _internals.connected(conn)
             assert not _internals.buffered(conn)
             await conn.connect()
+            assert _internals.connected(conn)
             assert isinstance(_internals.reader_of(conn), asyncio.StreamReader)
             assert isinstance(_internals.writer_of(conn), asyncio.StreamWriter)
             assert not _internals.buffered(conn)

@@ -77,6 +77,12 @@ def sock_of(conn: Any) -> socket.socket | None:
     return getattr(conn, "_sock", None)
 
 
+def connected(conn: Any) -> bool:
+    """Whether a connection (sync or asyncio) is connected: a sync one has its
+    socket, an asyncio one its stream writer."""
+    return sock_of(conn) is not None or writer_of(conn) is not None
+
+
 def fileno_of(conn: Any) -> int:
     """The file descriptor of a sync connection's socket; ``-1`` when it has none."""
     sock = sock_of(conn)

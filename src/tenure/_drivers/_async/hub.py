@@ -168,6 +168,21 @@ class _Hub(_HubBase):
         (see ``_sending``)."""
         async with self._sending:
             pubsub = self._listen()
+            conn = pubsub.connection
+            if (
+                not self._sharded
+                and self._reader is not None
+                and conn is not None
+                and not _internals.connected(conn)
+            ):
+                # The reader connects it again (see _take), and the library
+                # then subscribes every channel it has: this one is added.
+                # Connected here, its handshake would read the replies while
+                # the reader reads or connects too, and either may take the
+                # other's reply or close the other's socket.
+                pubsub.channels.update(_internals.normalize_keys(pubsub, {channel: None}))
+                self._resume.set()
+                return
             if self._sharded:
                 await cast(Any, pubsub).ssubscribe(channel)
             else:
@@ -486,7 +501,15 @@ class _Hub(_HubBase):
     async def _take(self, pubsub: _HubPubSub, timeout: float) -> dict[str, Any] | None:
         """The next message within ``timeout`` seconds (``None``: none), the
         book kept: a reconnection handled before the message is routed, the
-        channels whose linger ended unsubscribed."""
+        channels whose linger ended unsubscribed. A connection that is down is
+        connected again first, holding ``_sending``: no SUBSCRIBE goes out
+        during its handshake, and no waiter connects it meanwhile (see
+        :meth:`_send_subscribe`)."""
+        conn = pubsub.connection
+        if conn is not None and not _internals.connected(conn):
+            async with self._sending:
+                if not _internals.connected(conn):
+                    await conn.connect()
         message: dict[str, Any] | None = await pubsub.get_message(timeout=timeout)
         with self._mutex:
             if pubsub.reconnected.is_set():
