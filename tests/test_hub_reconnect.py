@@ -664,3 +664,104 @@ def test_first_subscribes_at_once_on_a_fresh_async_client_are_all_heard(
     heard, pubsubs = asyncio.run(main())
     assert heard == [True] * len(channels)
     assert pubsubs == 1, f"{pubsubs} pub/sub connections, not the hub's one"
+
+
+def test_a_subscribe_sent_during_the_libraries_handshake_is_confirmed(
+    r: redis.Redis, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library makes the hub's connection again inside the reader's read
+    (its retry), handshake and all, without the hub's ``_sending``: a waiter
+    that finds it connected then sends its SUBSCRIBE during the handshake,
+    which reads (and drops) the confirmation, and may add its channel to the
+    PubSub's table only after the library took the channels it subscribes
+    again. The reader subscribes such a channel again: the waiter takes the
+    lock released at once. Before, it waited for its confirmation until
+    ``SUBSCRIBE_CONFIRM_WAIT`` (5 s) while the lock was free. The test holds
+    the waiter between its SUBSCRIBE and its table's update until the
+    library subscribed again (a thread switch there, under load)."""
+    # (a waiter that reads the connection itself would find it broken and
+    # leave the reconnection to the reader's _take, under _sending: here the
+    # reader reads, as an asyncio hub's does)
+    monkeypatch.setattr(_sync_driver._Hub, "_lead", lambda self, ch, deadline, me: None)
+    client = redis.Redis(
+        host=r.connection_pool.connection_kwargs["host"],
+        port=r.connection_pool.connection_kwargs["port"],
+        retry=_retry(),
+    )
+    holders = [Lock(r, name, ttl=LEASE).acquire() for name in ("mid-a", "mid-b")]
+    out: dict[str, Any] = {}
+
+    def wait(name: str) -> threading.Thread:
+        def run() -> None:
+            try:
+                out[name] = Lock(client, name, ttl=LEASE).acquire(timeout=WAITER_TIMEOUT)
+            except BaseException as exc:
+                out[name] = exc
+            out[name + " at"] = time.monotonic()
+
+        thread = threading.Thread(target=run, name=f"waiter {name}", daemon=True)
+        thread.start()
+        return thread
+
+    hub = _sync_driver._state(client).hub
+
+    def entered(name: str) -> bool:
+        with hub._mutex:
+            return any(name in channel for channel in hub._book.channels)
+
+    first = wait("mid-a")
+    _until(lambda: entered("mid-a") and hub._reader is not None)
+    pubsub = hub._pubsub
+    assert pubsub is not None
+    conn = pubsub.connection
+    sent = threading.Event()  # the second waiter's SUBSCRIBE went out
+    second: list[threading.Thread] = []
+    handshake = conn.on_connect_check_health
+    read = conn.read_response
+    send = pubsub.execute_command
+    shaking: list[bool] = []
+
+    def shake(*args: Any, **kwargs: Any) -> Any:
+        shaking.append(True)  # (the reader's reconnection, inside its read)
+        try:
+            return handshake(*args, **kwargs)
+        finally:
+            shaking.clear()
+
+    def reading(*args: Any, **kwargs: Any) -> Any:
+        reply = read(*args, **kwargs)
+        if shaking and not second:  # (its first reply read: HELLO's, say)
+            assert threading.current_thread().name == "tenure-wake-hub"
+            second.append(wait("mid-b"))
+            sent.wait(WAITER_TIMEOUT)
+        return reply
+
+    def sending(*args: Any) -> Any:
+        reply = send(*args)
+        if threading.current_thread().name == "waiter mid-b":
+            sent.set()
+            deadline = time.monotonic() + WAITER_TIMEOUT
+            while not pubsub.reconnected.is_set() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(0.1)  # (the library's SUBSCRIBEs, from its table, went out)
+        return reply
+
+    conn.on_connect_check_health = shake
+    conn.read_response = reading
+    pubsub.execute_command = sending
+    r.client_kill_filter(_type="pubsub")
+    _until(lambda: bool(second) and entered("mid-b"))
+    assert sent.is_set(), "the second waiter's SUBSCRIBE was not sent during the handshake"
+    time.sleep(0.3)  # (the second waiter queues, or waits for its confirmation)
+    released = time.monotonic()
+    for lease in holders:
+        assert lease is not None
+        lease.release()
+    first.join(WAITER_TIMEOUT)
+    second[0].join(WAITER_TIMEOUT)
+    for name in ("mid-a", "mid-b"):
+        lease = out.get(name)
+        assert lease is not None and not isinstance(lease, BaseException), (name, lease)
+        took = out[name + " at"] - released
+        assert took < PROMPT, f"{name} took the lock {took:.2f}s after its release"
+        lease.release()

@@ -50,6 +50,7 @@ class _HubPubSub(Protocol):
     """What the hub uses of a library's PubSub (with :class:`_Reconnects` mixed in)."""
 
     reconnected: Event
+    resubscribing: set[Any]
     channels: dict[Any, Any]
     connection: Any
 
@@ -68,6 +69,8 @@ class _Reconnects:
     # Set when the library makes the connection again, before it sends the
     # SUBSCRIBEs again; the reader handles it before it routes the next message.
     reconnected: Event
+    # The channels the library subscribes again then (see _Hub._resubscribed).
+    resubscribing: set[Any]
 
     async def on_connect(self, connection: Any) -> None:
         # The library registers this callback after the pool's first connect, so
@@ -78,6 +81,7 @@ class _Reconnects:
         # reads any confirmation; it handles it holding ``_sending``, so after
         # they went.
         self.reconnected.set()
+        self.resubscribing = set(cast(Any, self).channels)
         await super().on_connect(connection)  # type: ignore[misc]  # SUBSCRIBE again
 
 
@@ -409,6 +413,15 @@ class _Hub(_HubBase):
         async with self._sending:  # (after the SUBSCRIBEs of a waiter's reconnection)
             pubsub.reconnected.clear()
             self._book.reconnected()
+            # The library makes the connection again inside the reader's read,
+            # handshake and all, without _sending: a waiter that found it
+            # connected then may have sent its SUBSCRIBE during the handshake,
+            # which read (and dropped) the confirmation, and added its channel
+            # to the table after the library took the channels it subscribes
+            # again. Each such channel is subscribed again here.
+            missed = [name for name in pubsub.channels if name not in pubsub.resubscribing]
+            if missed and not self._sharded:
+                await pubsub.subscribe(*missed)
             subscribed = [*pubsub.channels, *getattr(pubsub, "shard_channels", ())]
             _telemetry.HUB.warning(
                 "pub/sub connection to %s made again: %d channel(s) subscribed again, "
@@ -424,6 +437,7 @@ class _Hub(_HubBase):
         if pubsub is None:
             pubsub = self._library.pubsub(connection_pool=self._pool)
             pubsub.reconnected = new_event()
+            pubsub.resubscribing = set()
             self._pubsub = pubsub
         return pubsub
 
