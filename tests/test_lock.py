@@ -285,6 +285,43 @@ def test_a_fence_key_that_holds_no_number_is_named_and_kept(r: redis.Redis) -> N
     assert not r.exists("tenure:{fs}")
 
 
+@pytest.mark.parametrize("stored", ["-5", "-1", None])
+def test_a_retry_of_its_own_grant_gets_a_fence_the_fence_key_lost(
+    r: redis.Redis, stored: str | None
+) -> None:
+    """An attempt whose token holds the lock already (a retry after a lost
+    reply, a hand-off whose message was lost) gets its fence from the fence
+    key; one that lost it (set below 0 by hand, or gone) gets a new fence, not
+    the stored number (a bare negative reply is BUSY: the holder would wait on
+    itself) or no reply at all (a ProtocolError)."""
+    from tenure._plans.common import FENCE_KEEP_MS
+    from tenure._protocol import Status, parse_reply
+    from tenure._scripts import LOCK_ACQUIRE
+
+    keys = Lock(r, "retried")._keys
+
+    def attempt() -> tuple[Status, Any]:
+        raw = r.eval(
+            LOCK_ACQUIRE.source.decode(),
+            4,
+            *(keys.lock, keys.fence, keys.waiters, keys.delay),
+            *("tok", "own:", 5000, "", FENCE_KEEP_MS, 0),
+        )
+        return parse_reply(LOCK_ACQUIRE, raw)
+
+    status, first = attempt()
+    assert status is Status.OK
+    assert attempt() == (Status.OK, first)  # (its own fence again)
+    if stored is None:
+        r.delete(keys.fence)
+    else:
+        r.set(keys.fence, stored)
+    status, fence = attempt()
+    assert status is Status.OK and fence >= first, (status, fence)
+    assert int(r.get(keys.fence) or 0) == fence
+    assert r.get(keys.lock) == b"tok"
+
+
 @pytest.mark.parametrize(
     "stored", ["inf", "nan", "1e400", "9007199254740993", "99999999999999999999", "4e15+0.5"]
 )

@@ -62,8 +62,10 @@
 --                         across a restart or a failover.
 --                         A call whose token already holds the lock (a retry
 --                         after a lost reply, or a hand-off whose message was
---                         lost) gets its own fence again, and its lease (and
---                         lock-delay guard) is reset to ARGV[3] ms from now.
+--                         lost) gets its own fence again (a new one when the
+--                         fence key lost it: gone, or set below 0 by hand),
+--                         and its lease (and lock-delay guard) is reset to
+--                         ARGV[3] ms from now.
 --          -2 - pttl_ms   BUSY (a bare negative number, which no fence is: a
 --                         table would cost the server more): another owner
 --                         holds it (or its lock-delay runs); pttl_ms = how
@@ -253,7 +255,15 @@ if holder == ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]))
-  return tonumber(redis.call('GET', KEYS[2]))
+  -- its own fence, as the fence key keeps it; a fence key without one (gone,
+  -- or set below 0 by hand: a bare negative reply is BUSY) gets a new fence
+  local last = redis.call('GET', KEYS[2])
+  local fence = last and stored_fence(last)
+  if last and not fence then return {WRONG_TYPE, KEYS[2]} end
+  if fence and fence >= 0 then return fence end
+  fence = next_fence(false)
+  redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])
+  return fence
 end
 
 local pttl = redis.call('PTTL', KEYS[1])
