@@ -322,6 +322,51 @@ def test_a_retry_of_its_own_grant_gets_a_fence_the_fence_key_lost(
     assert r.get(keys.lock) == b"tok"
 
 
+@pytest.mark.parametrize("stored", ["-5", "-1", None])
+def test_a_reentry_or_fair_retry_gets_a_fence_the_fence_key_lost(
+    r: redis.Redis, stored: str | None
+) -> None:
+    """As for a Lock's retry: an RLock's reentry, and a FairLock attempt whose
+    token holds the lock, get a new fence when the fence key lost theirs (set
+    below 0 by hand, or gone), not a bare negative reply (BUSY: the holder
+    would wait on itself), nor a fence 0."""
+    from tenure import RLock
+    from tenure._plans.common import FENCE_KEEP_MS
+    from tenure._protocol import Status, parse_reply
+    from tenure._scripts import FAIR_ACQUIRE
+
+    def lose(fence_key: str) -> None:
+        if stored is None:
+            r.delete(fence_key)
+        else:
+            r.set(fence_key, stored)
+
+    rlock = RLock(r, "reentered", ttl=5)
+    first = rlock.acquire()
+    assert first is not None
+    lose(rlock._keys.fence)
+    again = rlock.acquire(timeout=1)
+    assert again is not None and again.fence >= first.fence, again
+
+    keys: Any = FairLock(r, "fair-retried")._keys  # (a FairKeys)
+
+    def attempt() -> tuple[Status, Any]:
+        raw = r.eval(
+            FAIR_ACQUIRE.source.decode(),
+            5,
+            *(keys.lock, keys.fence, keys.waiters, keys.deadlines, keys.delay),
+            *("tok", "own:", 5000, "", FENCE_KEEP_MS, 0, 30000, keys.wake_prefix),
+        )
+        return parse_reply(FAIR_ACQUIRE, raw)
+
+    status, fence = attempt()
+    assert status is Status.OK
+    lose(keys.fence)
+    status, fence_again = attempt()
+    assert status is Status.OK and fence_again >= fence, (status, fence_again)
+    assert int(r.get(keys.fence) or 0) == fence_again
+
+
 @pytest.mark.parametrize(
     "stored", ["inf", "nan", "1e400", "9007199254740993", "99999999999999999999", "4e15+0.5"]
 )

@@ -149,7 +149,9 @@ if field then
     redis.call('HINCRBY', KEYS[1], field, 1)
   end
   held()
-  if not last then return mint() end -- the fence key was deleted: seed anew
+  -- the fence key deleted, or set below 0 by hand (a bare negative reply is
+  -- BUSY): seed anew
+  if not last or tonumber(last) < 0 then return mint() end
   redis.call('PEXPIRE', KEYS[2], fence_ttl)
   return tonumber(last)
 end
