@@ -478,6 +478,29 @@ def _attempts(r: redis.Redis) -> int:
     return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
 
 
+def _waiter(client: redis.Redis, name: str, out: dict[str, Any]) -> threading.Thread:
+    """A thread (named ``waiter <name>``) acquiring ``name`` on ``client``: its
+    lease or exception goes to ``out[name]``, when it ended to ``out[name + " at"]``."""
+
+    def run() -> None:
+        try:
+            out[name] = Lock(client, name, ttl=LEASE).acquire(timeout=WAITER_TIMEOUT)
+        except BaseException as exc:
+            out[name] = exc
+        out[name + " at"] = time.monotonic()
+
+    thread = threading.Thread(target=run, name=f"waiter {name}", daemon=True)
+    thread.start()
+    return thread
+
+
+def _entered(hub: Any, name: str) -> bool:
+    """Whether a plan of ``hub`` entered the channel of ``name`` and its
+    SUBSCRIBE (sent under the hub's mutex) is over."""
+    with hub._mutex:
+        return any(name in channel for channel in hub._book.channels)
+
+
 def test_a_subscribe_leaves_a_connection_that_is_down_to_the_reader(
     r: redis.Redis, url: str
 ) -> None:
@@ -493,24 +516,13 @@ def test_a_subscribe_leaves_a_connection_that_is_down_to_the_reader(
     holders = [Lock(r, name, ttl=LEASE).acquire() for name in ("down-a", "down-b")]
     out: dict[str, Any] = {}
 
-    def wait(name: str) -> threading.Thread:
-        def run() -> None:
-            try:
-                out[name] = Lock(client, name, ttl=LEASE).acquire(timeout=WAITER_TIMEOUT)
-            except BaseException as exc:
-                out[name] = exc
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        return thread
-
     hub = _sync_driver._state(client).hub
 
+    def wait(name: str) -> threading.Thread:
+        return _waiter(client, name, out)
+
     def entered(name: str) -> bool:
-        """Whether a plan entered the channel of ``name`` and its SUBSCRIBE
-        (sent under the hub's mutex) is over."""
-        with hub._mutex:
-            return any(name in channel for channel in hub._book.channels)
+        return _entered(hub, name)
 
     first = wait("down-a")
     _until(lambda: entered("down-a") and hub._reader is not None)
@@ -691,23 +703,13 @@ def test_a_subscribe_sent_during_the_libraries_handshake_is_confirmed(
     holders = [Lock(r, name, ttl=LEASE).acquire() for name in ("mid-a", "mid-b")]
     out: dict[str, Any] = {}
 
-    def wait(name: str) -> threading.Thread:
-        def run() -> None:
-            try:
-                out[name] = Lock(client, name, ttl=LEASE).acquire(timeout=WAITER_TIMEOUT)
-            except BaseException as exc:
-                out[name] = exc
-            out[name + " at"] = time.monotonic()
-
-        thread = threading.Thread(target=run, name=f"waiter {name}", daemon=True)
-        thread.start()
-        return thread
-
     hub = _sync_driver._state(client).hub
 
+    def wait(name: str) -> threading.Thread:
+        return _waiter(client, name, out)
+
     def entered(name: str) -> bool:
-        with hub._mutex:
-            return any(name in channel for channel in hub._book.channels)
+        return _entered(hub, name)
 
     first = wait("mid-a")
     _until(lambda: entered("mid-a") and hub._reader is not None)
