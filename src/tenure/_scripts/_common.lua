@@ -123,6 +123,17 @@ local function next_fence(last)
   return next_fence_at(last, now_us())
 end
 
+-- The fence a holder that asks again keeps (a retry after a lost reply, a
+-- lost hand-off message): the fence key's value `n` (a stored fence, or nil
+-- when none is stored), or, when the key lost it (gone, or below 0: a bare
+-- negative reply reads as BUSY), a new fence, stored in `key` for `keep` ms.
+local function kept_fence(key, n, keep)
+  if n and n >= 0 then return n end
+  n = next_fence(false)
+  redis.call('SET', key, n, 'PX', keep)
+  return n
+end
+
 -- Ask the waiter of queue member `head` (nil: nobody) to try again `ms`
 -- milliseconds from now: "recheck <ms>" on its wake channel (wake_prefix ..
 -- waiter id). Sent to the next waiter after every hand-off: the new holder has

@@ -139,13 +139,7 @@ if holder then
     leave_queue()
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     delay_after(KEYS[5], ARGV[1], ARGV[3], tonumber(ARGV[6]))
-    local held = tonumber(last)
-    if held and held >= 0 then return held end
-    -- the fence key deleted, or set below 0 by hand (a bare negative reply
-    -- is BUSY): seed anew
-    held = next_fence(false)
-    redis.call('SET', KEYS[2], held, 'PX', ARGV[5])
-    return held
+    return kept_fence(KEYS[2], last and stored_fence(last), ARGV[5])
   end
   local pttl = redis.call('PTTL', KEYS[1])
   if string.sub(holder, 1, #ARGV[2]) == ARGV[2] then return {OWNED_BY_CALLER, pttl} end

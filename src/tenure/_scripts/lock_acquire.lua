@@ -255,15 +255,10 @@ if holder == ARGV[1] then
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   delay_after(KEYS[4], ARGV[1], ARGV[3], tonumber(ARGV[6]))
-  -- its own fence, as the fence key keeps it; a fence key without one (gone,
-  -- or set below 0 by hand: a bare negative reply is BUSY) gets a new fence
   local last = redis.call('GET', KEYS[2])
   local fence = last and stored_fence(last)
   if last and not fence then return {WRONG_TYPE, KEYS[2]} end
-  if fence and fence >= 0 then return fence end
-  fence = next_fence(false)
-  redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])
-  return fence
+  return kept_fence(KEYS[2], fence, ARGV[5])
 end
 
 local pttl = redis.call('PTTL', KEYS[1])
