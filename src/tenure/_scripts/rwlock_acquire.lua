@@ -53,73 +53,89 @@
 -- does not touch and whose type it does not check: the new hold's id is the
 -- call's op id, by which a retry of the call and a waiter leaving recognise
 -- what it did (the general path notes the op all the same). Any other case
--- (or a key it touches holding another type) returns nil having written
--- nothing, and the general path decides. It reads the clock once (the hold's
--- deadline, a writer's fence), and checks with the ACL guard only the
--- commands it may run after its first write. It comes before _rwlock.lua,
--- whose helpers only the general path makes (a script's chunk makes every
--- function it defines at every call).
+-- (or a key it touches holding another type) writes nothing and goes on
+-- (`break`) to the general path, which decides. It reads the clock once (the
+-- hold's deadline, a writer's fence), and checks with the ACL guard only the
+-- commands it may run after its first write. It is written out with no
+-- helper: each Lua call costs the server about 0.1-0.4 µs (a C one such as
+-- tonumber or math.floor too; the arithmetic here is the VM's own), and a
+-- script's chunk makes every function it defines at every call (_rwlock.lua
+-- and the helpers of _common.lua are defined below, at the `later` line:
+-- tenure._scripts.deferred).
 --
 -- Relies on two invariants every script keeps: the lock hash has its "mode"
 -- field while it exists (a hold is never written without it), and the holds
 -- key has a member per hold field of the lock hash, and no other.
-local function fast_acquire(owner, m, lease, fence_ttl, delay, op)
+if ARGV[4] == '' then repeat
+  local owner, m, lease, op = ARGV[1], ARGV[2], ARGV[3] + 0, ARGV[7]
   local lock, holds, fence_key = KEYS[1], KEYS[2], KEYS[3]
   local mode, held = false, 0
   -- (no hold, nobody queued, no lock-delay key: one read)
   if redis.pcall('EXISTS', lock, holds, KEYS[4], KEYS[5]) ~= 0 then
     local fields = redis.pcall('HMGET', lock, 'mode', 'r:' .. owner, 'w:' .. owner)
-    if fields.err or fields[2] or fields[3] then return nil end  -- (a re-entry, an upgrade, a write holder's read)
+    if fields.err or fields[2] or fields[3] then break end  -- (a re-entry, an upgrade, a write holder's read)
     mode = fields[1]
-    if mode == 'write' or (m == 'w' and mode) then return nil end
-    if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+    if mode == 'write' or (m == 'w' and mode) then break end
+    if redis.pcall('ZCARD', KEYS[4]) ~= 0 then break end
     held = redis.pcall('ZCARD', holds)
-    if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then return nil end
-    if redis.call('PTTL', KEYS[5]) > 0 then return nil end  -- a dead writer's lock-delay
+    if type(held) ~= 'number' or (held > 0) ~= (mode ~= false) then break end
+    if redis.call('PTTL', KEYS[5]) > 0 then break end  -- a dead writer's lock-delay
   end
   local last = redis.pcall('GET', fence_key)
-  if type(last) == 'table' or (last and not stored_fence(last)) then return nil end
-  local now_us, now = clock()
+  if type(last) == 'table' then break end
+  -- (a stored one an integer a fence can be, as stored_fence says)
+  local lastn = tonumber(last)
+  if last and not (lastn and lastn % 1 == 0 and lastn > -2^53 and lastn < 2^53) then break end
+  local clock = redis.call('TIME')
+  local us = clock[1] * 1000000 + clock[2]
+  local now = (us - us % 1000) / 1000
   local latest = now + lease  -- when the lock's last hold ends, this one counted
   if held > 0 then  -- other readers hold
-    if tonumber(redis.call('ZRANGE', holds, 0, 0, 'WITHSCORES')[2]) <= now then return nil end
-    latest = math.max(latest, tonumber(redis.call('ZRANGE', holds, -1, -1, 'WITHSCORES')[2]))
+    if tonumber(redis.call('ZRANGE', holds, 0, 0, 'WITHSCORES')[2]) <= now then break end
+    local last_end = tonumber(redis.call('ZRANGE', holds, -1, -1, 'WITHSCORES')[2])
+    if last_end > latest then latest = last_end end
   end
-  -- The first write is the fence's: a SET (a writer's, minted; a reader's when
-  -- none is known) or a PEXPIRE (a reader's, the last one). What runs after
-  -- it is checked now (but a writer's SET, run already and not refused since).
-  local fence = last
-  local mint = m == 'w' or not last
+  local keep = ARGV[5] + 0
+  if keep < lease then keep = lease end
+  local field = m .. ':' .. owner
+  local fence, value
+  -- The first write is the fence key's: a SET (a writer's fence, minted; a
+  -- reader's when none is known) or a PEXPIREAT (a reader's, the last one).
+  -- What runs after it is checked now.
   local check = redis.acl_check_cmd
-  if check then
-    local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
-      or (not check('PEXPIREAT', lock) and 'PEXPIREAT')
-    if refused then return {DENIED, {'command', refused}} end
-  end
-  if mint then
-    fence = string.format('%.0f', next_fence_at(last, now_us))
-    redis.call('SET', fence_key, fence, 'PX', math.max(fence_ttl, lease))
+  if m == 'w' or not last then
+    if check then
+      local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
+        or (not check('PEXPIREAT', lock) and 'PEXPIREAT')
+      if refused then return {DENIED, {'command', refused}} end
+    end
+    -- (the fence rule, next_fence_at's: the larger of the last + 1 and the clock)
+    fence = us
+    if lastn and lastn >= us then fence = lastn + 1 end
+    redis.call('SET', fence_key, fence, 'PX', keep)  -- (an integer below 2^53: exact)
+    value = string.format('1|%.0f|%s', fence, op)
   else
-    redis.call('PEXPIRE', fence_key, math.max(fence_ttl, lease))
+    if check then
+      local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
+      if refused then return {DENIED, {'command', refused}} end
+    end
+    redis.call('PEXPIREAT', fence_key, now + keep)
+    fence, value = lastn, '1|' .. last .. '|' .. op
   end
-  local field, value = m .. ':' .. owner, '1|' .. fence .. '|' .. op
   if held == 0 then
     redis.call('HSET', lock, field, value, 'mode', m == 'w' and 'write' or 'read')
   else
     redis.call('HSET', lock, field, value)
   end
   redis.call('ZADD', holds, now + lease, field)
-  if m == 'w' then delay_after(KEYS[5], owner, lease, delay) end
+  local delay = ARGV[6] + 0
+  if m == 'w' and delay > 0 then  -- the lock-delay guard (delay_after's)
+    redis.call('SET', KEYS[5], owner, 'PX', lease + delay)
+  end
   redis.call('PEXPIREAT', lock, latest)
   redis.call('PEXPIREAT', holds, latest)
-  return tonumber(fence)  -- (a new hold: its id is the op)
-end
-
-if ARGV[4] == '' then
-  local reply = fast_acquire(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5]),
-    tonumber(ARGV[6]), ARGV[7])
-  if reply then return reply end
-end
+  return fence  -- (a new hold: its id is the op)
+until true end
 
 --@later
 --@include _rwlock.lua

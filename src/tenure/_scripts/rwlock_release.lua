@@ -37,42 +37,51 @@
 -- when it is the lock's only hold, it has not expired and nobody is queued,
 -- and the call is no retry. Its reply is the one the general path below would
 -- give, but for the fence key, which it does not touch and whose type it does
--- not check; any other case (or a key it touches holding another type)
--- returns nil having written nothing, and the general path decides. It
--- checks with the ACL guard only the commands it may run after its first
--- write, and comes before _rwlock.lua, whose helpers only the general path
--- makes (a script's chunk makes every function it defines at every call).
-local function fast_release(owner, m, id, op)
-  if id == '' then return nil end
-  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end  -- (first: the common contended case)
+-- not check; any other case (or a key it touches holding another type) writes
+-- nothing and goes on (`break`) to the general path, which decides. It checks
+-- with the ACL guard only the commands it may run after its first write, and
+-- is written out with no helper (as rwlock_acquire.lua's: each Lua call costs
+-- the server, and a chunk makes every function it defines at every call).
+--
+-- At count 1 the hold's end is the last-op record's SET ... GET, its first
+-- write: the value it had says whether the call is a retry (a retry after
+-- its reply was lost finds the hold gone, as the hold's id is the op of the
+-- acquire that began it: so this one never is, but an acquire replayed after
+-- the release; the general path then says so, the record kept as it was but
+-- for its expiry), and a key of another type fails it with nothing written.
+if ARGV[6] == '' and ARGV[3] ~= '' then repeat
+  local owner, m, id, op = ARGV[1], ARGV[2], ARGV[3], ARGV[7]
+  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then break end  -- (first: the common contended case)
   local lock, field = KEYS[1], m .. ':' .. owner
   local value = redis.pcall('HGET', lock, field)
-  if type(value) ~= 'string' then return nil end
+  if type(value) ~= 'string' then break end
   local count, fence, hold_id = string.match(value, '^(%d+)|(%d+)|(.*)$')
-  if hold_id ~= id then return nil end
+  if hold_id ~= id then break end
   local holds = redis.pcall('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')  -- (this hold alone, or more)
-  if holds.err or #holds ~= 2 or holds[1] ~= field then return nil end
-  if tonumber(holds[2]) <= math.floor(now_us() / 1000) then return nil end  -- (expired)
-  local lastop = redis.pcall('GET', KEYS[6])
-  if type(lastop) == 'table' or lastop == op .. '|-' .. m then return nil end
+  if holds.err or #holds ~= 2 or holds[1] ~= field then break end
+  local clock = redis.call('TIME')
+  if holds[2] + 0 <= clock[1] * 1000 + clock[2] / 1000 then break end  -- (expired: a whole ms)
+  local record = op .. '|-' .. m
   local check = redis.acl_check_cmd
-  if check and not check('SET', KEYS[1]) then return {DENIED, {'command', 'SET'}} end
-  count = tonumber(count) - 1
-  if count > 0 then
-    redis.call('HSET', lock, field, string.format('%d|%s|%s', count, fence, hold_id))
-  elseif m == 'w' then
-    redis.call('DEL', lock, KEYS[2], KEYS[5])
-  else
-    redis.call('DEL', lock, KEYS[2])
+  if count == '1' then
+    if check and not check('DEL', lock) then return {DENIED, {'command', 'DEL'}} end
+    local was = redis.pcall('SET', KEYS[6], record, 'PX', 120000, 'GET')
+    if type(was) == 'table' or was == record then break end  -- (another type; a retry)
+    if m == 'w' then
+      redis.call('DEL', lock, KEYS[2], KEYS[5])
+    else
+      redis.call('DEL', lock, KEYS[2])
+    end
+    return 0
   end
-  redis.call('SET', KEYS[6], op .. '|-' .. m, 'PX', 120000)
+  local lastop = redis.pcall('GET', KEYS[6])
+  if type(lastop) == 'table' or lastop == record then break end
+  if check and not check('SET', lock) then return {DENIED, {'command', 'SET'}} end
+  count = count - 1
+  redis.call('HSET', lock, field, string.format('%d|%s|%s', count, fence, hold_id))
+  redis.call('SET', KEYS[6], record, 'PX', 120000)
   return count
-end
-
-if ARGV[6] == '' then
-  local reply = fast_release(ARGV[1], ARGV[2], ARGV[3], ARGV[7])
-  if reply then return reply end
-end
+until true end
 
 --@later
 --@include _rwlock.lua

@@ -43,61 +43,80 @@
 -- The uncontended path: an attempt that does not queue (ARGV[6] = ""), by a
 -- token that holds no permits, while nobody is queued, no lease has ended
 -- (nothing to drop) and n permits are free. Its reply is the one the general
--- path below would give; any other case (or a key of another type) returns
--- nil having written nothing, and the general path decides. It reads the
--- clock once (the lease's deadline and the fence), and checks with the ACL
--- guard only the commands it may run after its first write. It comes before
--- _semaphore.lua, whose helpers only the general path makes (a script's chunk
--- makes every function it defines at every call).
-local function fast_acquire(token, n, lease, permits, fence_ttl, permits_ttl)
+-- path below would give; any other case (or a key of another type) writes
+-- nothing and goes on (`break`) to the general path, which decides. It reads
+-- the clock once (the lease's deadline and the fence), and checks with the
+-- ACL guard only the commands it may run after its first write. It is
+-- written out with no helper but _permits.lua's for a lease of more than
+-- one permit: each Lua call costs the server about 0.1-0.4 µs (a C one such
+-- as tonumber or math.floor too; the arithmetic here is the VM's own), and
+-- a script's chunk makes every function it defines at every call (the
+-- others are defined below: tenure._scripts.deferred).
+if ARGV[6] == '' then repeat
+  local token, n, lease = ARGV[1], ARGV[2] + 0, ARGV[3] + 0
   local held = 0
   if redis.pcall('EXISTS', KEYS[1], KEYS[4]) ~= 0 then  -- (nothing held, nobody queued: one read)
-    if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+    if redis.pcall('ZCARD', KEYS[4]) ~= 0 then break end
     held = redis.pcall('ZCARD', KEYS[1])
-    if type(held) ~= 'number' then return nil end
+    if type(held) ~= 'number' then break end
   end
   -- The permit count and the last fence in one read. MGET reads a key of
   -- another type as missing: a missing one is confirmed by EXISTS.
   local both = redis.pcall('MGET', KEYS[2], KEYS[3])
-  if both.err then return nil end
+  if both.err then break end
   local stored, last = both[1], both[2]
   if not (stored and last)
       and redis.pcall('EXISTS', KEYS[2], KEYS[3]) ~= (stored and 1 or 0) + (last and 1 or 0) then
-    return nil
+    break
   end
-  if (stored and not stored_fence(stored)) or (last and not stored_fence(last)) then return nil end
-  stored = tonumber(stored)
-  if stored and ARGV[5] == '1' and stored ~= permits then return nil end  -- (PERMITS_DIFFER)
-  local total = stored or permits
-  if held + n > total then return nil end  -- too few free, unless leases ended (or TOO_MANY)
-  local now_us, now = clock()
+  -- (each stored one an integer a fence or a count can be, as stored_fence says)
+  local total, lastn = tonumber(stored), tonumber(last)
+  if stored and not (total and total % 1 == 0 and total > -2^53 and total < 2^53) then break end
+  if last and not (lastn and lastn % 1 == 0 and lastn > -2^53 and lastn < 2^53) then break end
+  if total and ARGV[5] == '1' and total ~= ARGV[4] + 0 then break end  -- (PERMITS_DIFFER)
+  total = total or ARGV[4] + 0
+  if held + n > total then break end  -- too few free, unless leases ended (or TOO_MANY)
+  local clock = redis.call('TIME')
+  local us = clock[1] * 1000000 + clock[2]
+  local now = (us - us % 1000) / 1000
   local latest = now + lease  -- when the last lease ends, this one counted
   if held > 0 then
-    if tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]) <= now then return nil end
-    if redis.call('ZSCORE', KEYS[1], token .. '#1') then return nil end
-    latest = math.max(latest, tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]))
+    if tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]) <= now then break end
+    if redis.call('ZSCORE', KEYS[1], token .. '#1') then break end
+    local last_end = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+    if last_end > latest then latest = last_end end
   end
-  -- (after the first write, the permit count's SET, and so not refused after it)
+  -- The first write is the permit count's: PEXPIRE when the caller's count
+  -- is stored (as the caller writes it: its value stays), else SET. What
+  -- runs after it is checked now (ZADD, and the other of SET and PEXPIRE).
+  local renew = stored == ARGV[4]
   local check = redis.acl_check_cmd
-  if check and not check('ZADD', KEYS[1]) then return {DENIED, {'command', 'ZADD'}} end
-  if check and not check('PEXPIRE', KEYS[1]) then return {DENIED, {'command', 'PEXPIRE'}} end
-  redis.call('SET', KEYS[2], total, 'PX', math.max(permits_ttl, lease))
+  if check then
+    local other = renew and 'SET' or 'PEXPIRE'
+    local refused = (not check('ZADD', KEYS[1]) and 'ZADD') or (not check(other, KEYS[1]) and other)
+    if refused then return {DENIED, {'command', refused}} end
+  end
+  local keep = ARGV[9] + 0
+  if keep < lease then keep = lease end
+  if renew then
+    redis.call('PEXPIRE', KEYS[2], keep)
+  else
+    redis.call('SET', KEYS[2], total, 'PX', keep)
+  end
   if n == 1 then
     redis.call('ZADD', KEYS[1], now + lease, token .. '#1')
   else
     sem_set_lease(token, n, now + lease, false)
   end
-  local fence = next_fence_at(last, now_us)
-  redis.call('SET', KEYS[3], fence, 'PX', math.max(fence_ttl, lease))  -- (an integer below 2^53: exact)
-  redis.call('PEXPIRE', KEYS[1], math.max(1, latest - now))
+  -- (the fence rule, next_fence_at's: the larger of the last + 1 and the clock)
+  local fence = us
+  if lastn and lastn >= us then fence = lastn + 1 end
+  keep = ARGV[8] + 0
+  if keep < lease then keep = lease end
+  redis.call('SET', KEYS[3], fence, 'PX', keep)  -- (an integer below 2^53: exact)
+  redis.call('PEXPIRE', KEYS[1], latest - now)
   return fence
-end
-
-if ARGV[6] == '' then
-  local reply = fast_acquire(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
-    tonumber(ARGV[8]), tonumber(ARGV[9]))
-  if reply then return reply end
-end
+until true end
 
 --@later
 --@include _semaphore.lua

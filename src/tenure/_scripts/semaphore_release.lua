@@ -38,41 +38,50 @@
 -- with an op id) of a token that holds its permits, while nobody is queued.
 -- Its reply is the one the general path below would give, but for keys it
 -- does not touch (the permit count, the fence), whose types it does not check;
--- any other case (or a key it touches holding another type) returns nil
--- having written nothing, and the general path decides. When others hold
+-- any other case (or a key it touches holding another type) writes nothing
+-- and goes on (`break`) to the general path, which decides. When others hold
 -- permits too, their ended leases are dropped, as the general path does. It
 -- checks with the ACL guard only the commands it may run after its first
--- write, and comes before _semaphore.lua, whose helpers only the general path
--- makes (a script's chunk makes every function it defines at every call).
-local function fast_release(token, n, op)
-  if op == '' then return nil end
-  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then return nil end
+-- write, and is written out with no helper but _permits.lua's for a lease of
+-- more than one permit (as semaphore_acquire.lua's: each Lua call costs the
+-- server, and a chunk makes every function it defines at every call).
+if ARGV[4] == '' and ARGV[7] ~= '' then repeat
+  local token, n = ARGV[1], ARGV[2] + 0
+  if redis.pcall('ZCARD', KEYS[4]) ~= 0 then break end
   -- the first n + 1 permits, soonest ending first: the token's n alone, or others too
   local first = redis.pcall('ZRANGE', KEYS[1], 0, n, 'WITHSCORES')
-  if first.err or #first < 2 * n then return nil end
-  local others, expiry = #first > 2 * n, first[2]
+  if first.err or #first < 2 * n then break end
+  local others, expiry, mine = #first > 2 * n, first[2], token .. '#1'
   if others then
-    expiry = redis.call('ZSCORE', KEYS[1], token .. '#1')
-    if not expiry then return nil end  -- (not held: NOT_OWNED, or a retry)
+    expiry = redis.call('ZSCORE', KEYS[1], mine)
+    if not expiry then break end  -- (not held: NOT_OWNED, or a retry)
+  elseif n == 1 then
+    if first[1] ~= mine then break end
   else
-    local mine = token .. '#'
+    local prefix, theirs = token .. '#', false
     for i = 1, #first, 2 do
-      if string.sub(first[i], 1, #mine) ~= mine then return nil end
+      if string.sub(first[i], 1, #prefix) ~= prefix then theirs = true end
+    end
+    if theirs then break end
+  end
+  local clock = redis.call('TIME')
+  local ms = clock[1] * 1000 + clock[2] / 1000
+  if expiry + 0 <= ms then break end  -- (ended: its expiry is a whole ms)
+  -- The first write is the record's SET: what the rest may run after it is
+  -- checked now (as acl_need does).
+  local check = redis.acl_check_cmd
+  if check then
+    if not check('ZREM', KEYS[1]) then return {DENIED, {'command', 'ZREM'}} end
+    if others then
+      for _, command in ipairs({'ZREMRANGEBYSCORE', 'ZRANGE', 'PEXPIRE'}) do
+        if not check(command, KEYS[1]) then return {DENIED, {'command', command}} end
+      end
     end
   end
-  local now = math.floor(now_us() / 1000)
-  if tonumber(expiry) <= now then return nil end  -- (ended)
-  -- The first write is the record's SET: what the rest may run after it is
-  -- checked now.
-  local check = redis.acl_check_cmd
-  if check and not check('ZREM', KEYS[1]) then return {DENIED, {'command', 'ZREM'}} end
-  if others then
-    local denied = acl_need({'ZREMRANGEBYSCORE', 'ZRANGE', 'PEXPIRE'})
-    if denied then return {DENIED, denied} end
-  end
   redis.call('SET', KEYS[5], '1', 'PX', RELEASED_KEEP_MS)
-  if n == 1 then redis.call('ZREM', KEYS[1], token .. '#1') else sem_drop_lease(token, n) end
+  if n == 1 then redis.call('ZREM', KEYS[1], mine) else sem_drop_lease(token, n) end
   if others then  -- others' leases that ended are dropped; the key expires with the latest left
+    local now = math.floor(ms)
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
     local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
     if latest then
@@ -80,12 +89,7 @@ local function fast_release(token, n, op)
     end
   end
   return 0
-end
-
-if ARGV[4] == '' then
-  local reply = fast_release(ARGV[1], tonumber(ARGV[2]), ARGV[7])
-  if reply then return reply end
-end
+until true end
 
 --@later
 --@include _semaphore.lua
