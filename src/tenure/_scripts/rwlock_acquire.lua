@@ -109,11 +109,19 @@ if ARGV[4] == '' then repeat
         or (not check('PEXPIREAT', lock) and 'PEXPIREAT')
       if refused then return {DENIED, {'command', refused}} end
     end
-    -- (the fence rule, next_fence_at's: the larger of the last + 1 and the clock)
-    fence = us
-    if lastn and lastn >= us then fence = lastn + 1 end
-    redis.call('SET', fence_key, fence, 'PX', keep)  -- (an integer below 2^53: exact)
-    value = string.format('1|%.0f|%s', fence, op)
+    -- (the fence rule, next_fence_at's: the larger of the last + 1 and the
+    -- clock, whose decimal digits are TIME's two, the µs padded to six)
+    local digits
+    if lastn and lastn >= us then
+      fence = lastn + 1
+      digits = string.format('%.0f', fence)
+    else
+      local micros = clock[2]
+      if #micros < 6 then micros = string.rep('0', 6 - #micros) .. micros end
+      fence, digits = us, clock[1] .. micros
+    end
+    redis.call('SET', fence_key, digits, 'PX', keep)
+    value = '1|' .. digits .. '|' .. op
   else
     if check then
       local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
