@@ -192,10 +192,3 @@ local function wake_head(queue, wake_prefix, ms, mine)
     redis.call('ZREM', queue, head)
   end
 end
-
--- The server's clock, read once: whole microseconds, and whole milliseconds
--- (rounded down), as two values.
-local function clock()
-  local us = now_us()
-  return us, math.floor(us / 1000)
-end

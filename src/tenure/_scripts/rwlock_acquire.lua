@@ -86,8 +86,8 @@ if ARGV[4] == '' then repeat
   -- (a stored one an integer a fence can be, as stored_fence says)
   local lastn = tonumber(last)
   if last and not (lastn and lastn % 1 == 0 and lastn > -2^53 and lastn < 2^53) then break end
-  local clock = redis.call('TIME')
-  local us = clock[1] * 1000000 + clock[2]
+  local time = redis.call('TIME')
+  local us = time[1] * 1000000 + time[2]
   local now = (us - us % 1000) / 1000
   local latest = now + lease  -- when the lock's last hold ends, this one counted
   if held > 0 then  -- other readers hold
@@ -116,9 +116,9 @@ if ARGV[4] == '' then repeat
       fence = lastn + 1
       digits = string.format('%.0f', fence)
     else
-      local micros = clock[2]
+      local micros = time[2]
       if #micros < 6 then micros = string.rep('0', 6 - #micros) .. micros end
-      fence, digits = us, clock[1] .. micros
+      fence, digits = us, time[1] .. micros
     end
     redis.call('SET', fence_key, digits, 'PX', keep)
     value = '1|' .. digits .. '|' .. op

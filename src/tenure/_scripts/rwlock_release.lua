@@ -59,8 +59,8 @@ if ARGV[6] == '' and ARGV[3] ~= '' then repeat
   if hold_id ~= id then break end
   local holds = redis.pcall('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')  -- (this hold alone, or more)
   if holds.err or #holds ~= 2 or holds[1] ~= field then break end
-  local clock = redis.call('TIME')
-  if holds[2] + 0 <= clock[1] * 1000 + clock[2] / 1000 then break end  -- (expired: a whole ms)
+  local time = redis.call('TIME')
+  if holds[2] + 0 <= time[1] * 1000 + time[2] / 1000 then break end  -- (expired: a whole ms)
   local record = op .. '|-' .. m
   local check = redis.acl_check_cmd
   if count == '1' then

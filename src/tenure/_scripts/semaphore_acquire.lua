@@ -76,8 +76,8 @@ if ARGV[6] == '' then repeat
   if total and ARGV[5] == '1' and total ~= ARGV[4] + 0 then break end  -- (PERMITS_DIFFER)
   total = total or ARGV[4] + 0
   if held + n > total then break end  -- too few free, unless leases ended (or TOO_MANY)
-  local clock = redis.call('TIME')
-  local us = clock[1] * 1000000 + clock[2]
+  local time = redis.call('TIME')
+  local us = time[1] * 1000000 + time[2]
   local now = (us - us % 1000) / 1000
   local latest = now + lease  -- when the last lease ends, this one counted
   if held > 0 then

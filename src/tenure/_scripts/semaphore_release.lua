@@ -64,8 +64,8 @@ if ARGV[4] == '' and ARGV[7] ~= '' then repeat
     end
     if theirs then break end
   end
-  local clock = redis.call('TIME')
-  local ms = clock[1] * 1000 + clock[2] / 1000
+  local time = redis.call('TIME')
+  local ms = time[1] * 1000 + time[2] / 1000
   if expiry + 0 <= ms then break end  -- (ended: its expiry is a whole ms)
   -- The first write is the record's SET: what the rest may run after it is
   -- checked now (as acl_need does).
