@@ -3,8 +3,10 @@
 -- (which uses them, and comes after it). Not a script of its own. KEYS[1] is
 -- the holders key (see _semaphore.lua).
 
--- The holders key's members are written in chunks, to stay within Lua's stack.
-local CHUNK = 100
+-- The holders key's members are written in chunks of 100, to stay within
+-- Lua's stack (a literal in each helper: a local of the chunk that both used
+-- would be an upvalue, which costs every call that makes them, quick paths
+-- too, about 0.1 µs).
 
 -- Give `token` its n permits until `expiry` (ms); with `xx`, only reset the
 -- expiry of permits it holds.
@@ -14,7 +16,7 @@ local function sem_set_lease(token, n, expiry, xx)
   for i = 1, n do
     args[#args + 1] = score
     args[#args + 1] = token .. '#' .. i
-    if #args == 2 * CHUNK or i == n then
+    if #args == 200 or i == n then  -- (100 permits)
       if xx then
         redis.call('ZADD', KEYS[1], 'XX', unpack(args))
       else
@@ -30,7 +32,7 @@ local function sem_drop_lease(token, n)
   local args = {}
   for i = 1, n do
     args[#args + 1] = token .. '#' .. i
-    if #args == CHUNK or i == n then
+    if #args == 100 or i == n then
       redis.call('ZREM', KEYS[1], unpack(args))
       args = {}
     end
