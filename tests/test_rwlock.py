@@ -325,6 +325,49 @@ def test_wrong_type_key_names_the_key(r: redis.Redis) -> None:
     assert not r.exists(KEY % "f") and not r.exists(KEY % "h")  # nothing half-written
 
 
+def test_a_release_with_a_last_op_key_of_another_type_writes_nothing(r: redis.Redis) -> None:
+    """The owner's last-op key holding another type: a release (of a sole
+    hold at count 1, the quick path's, or of a count of 2) is refused naming
+    it, and the hold is still there, its count unchanged."""
+    from tenure._keys import rwlock_keys
+
+    keys = rwlock_keys("op-type", prefix="tenure:")
+    rw = ReadWriteLock(r, "op-type", ttl=5)
+    for view, depth in ((rw.read, 1), (rw.write, 1), (rw.read, 2), (rw.write, 2)):
+        leases = [view.acquire() for _ in range(depth)]
+        assert leases[0] is not None
+        last_op = keys.last_op(leases[0].owner)
+        r.delete(last_op)
+        r.rpush(last_op, "x")
+        before = r.hgetall(KEY % "op-type")
+        with pytest.raises(WrongTypeError, match="op"):
+            leases[-1].release()
+        assert r.hgetall(KEY % "op-type") == before and r.lrange(last_op, 0, -1) == [b"x"]
+        r.delete(last_op)
+        for lease in reversed(leases):
+            lease.release()
+        assert not r.exists(KEY % "op-type")
+
+
+def test_a_write_holds_fence_is_the_one_stored_and_replied(r: redis.Redis) -> None:
+    """A write hold's fence, minted from the server's clock, is the same
+    number in the reply, the fence key and the hold's field, in its shortest
+    decimal form, whatever the clock's microseconds (a tenth of these cycles
+    read fewer than six digits of them)."""
+    rw = ReadWriteLock(r, "digits", ttl=5)
+    last = 0
+    for _ in range(200):
+        lease = rw.write.acquire()
+        assert lease is not None
+        stored = r.get(KEY % "digits" + ":fence")
+        field = r.hget(KEY % "digits", f"w:{lease.owner}")
+        assert field is not None and stored == str(lease.fence).encode()
+        assert field.split(b"|")[1] == stored
+        assert lease.fence > last
+        last = lease.fence
+        lease.release()
+
+
 def test_context_managers_and_timeout_error(r: redis.Redis) -> None:
     rw = ReadWriteLock(r, "ctx", ttl=5)
     other = Owner()

@@ -452,6 +452,23 @@ def test_wrong_type_keys_are_named_and_nothing_is_written(r: redis.Redis) -> Non
     assert not r.exists(HOLDERS % "p")
 
 
+def test_an_acquire_renews_the_permit_count(r: redis.Redis) -> None:
+    """Every acquire keeps the permit count 7 days more: the count as the
+    caller gives it (its expiry renewed), or as another writing stored it
+    (written again as the caller would)."""
+    from tenure._plans.semaphore import PERMITS_KEEP_MS
+
+    permits = HOLDERS % "renew" + ":permits"
+    sem = Semaphore(r, "renew", 2, ttl=5)
+    for stored in ("2", "02", "2.0"):
+        r.set(permits, stored, px=60_000)
+        lease = sem.acquire()
+        assert lease is not None
+        assert r.get(permits) == b"2"
+        assert PERMITS_KEEP_MS - 5_000 < r.pttl(permits) <= PERMITS_KEEP_MS
+        lease.release()
+
+
 @pytest.mark.parametrize("waiters", [2, 6])
 def test_script_calls_per_hand_off_do_not_grow_with_waiters(
     r: redis.Redis, url: str, waiters: int
