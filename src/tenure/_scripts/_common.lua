@@ -100,7 +100,7 @@ end
 -- fence key holding that is reported as a wrong type.
 local function stored_fence(v)
   local n = tonumber(v)
-  if n and n == math.floor(n) and n > -9007199254740992 and n < 9007199254740992 then
+  if n and n % 1 == 0 and n > -9007199254740992 and n < 9007199254740992 then
     return n
   end
   return nil
@@ -114,7 +114,7 @@ end
 -- new master's clock is not behind the old one's by more than the time between
 -- (docs/safety.md, "Clock jumps"; Kleppmann, "How to do distributed locking", 2016).
 local function next_fence_at(last, now)
-  if last and tonumber(last) >= now then return tonumber(last) + 1 end
+  if last and last + 0 >= now then return last + 1 end
   return now
 end
 

@@ -56,11 +56,12 @@
 -- (or a key it touches holding another type) writes nothing and goes on
 -- (`break`) to the general path, which decides. It reads the clock once (the
 -- hold's deadline, a writer's fence), and checks with the ACL guard only the
--- commands it may run after its first write. It is written out with no
--- helper: each Lua call costs the server about 0.1-0.4 µs (a C one such as
--- tonumber or math.floor too; the arithmetic here is the VM's own), and a
--- script's chunk makes every function it defines at every call (_rwlock.lua
--- and the helpers of _common.lua are defined below, at the `later` line:
+-- commands it may run after its first write. It calls no helper but the
+-- fence rule's (stored_fence, next_fence_at) and delay_after: each Lua call
+-- costs the server about 0.1-0.4 µs (a C one such as tonumber or math.floor
+-- too; the arithmetic here is the VM's own), and a script's chunk makes
+-- every function it defines at every call (_rwlock.lua and the other
+-- helpers of _common.lua are defined below, at the `later` line:
 -- tenure._scripts.deferred).
 --
 -- Relies on two invariants every script keeps: the lock hash has its "mode"
@@ -83,9 +84,8 @@ if ARGV[4] == '' then repeat
   end
   local last = redis.pcall('GET', fence_key)
   if type(last) == 'table' then break end
-  -- (a stored one an integer a fence can be, as stored_fence says)
-  local lastn = tonumber(last)
-  if last and not (lastn and lastn % 1 == 0 and lastn > -2^53 and lastn < 2^53) then break end
+  local lastn = last and stored_fence(last)
+  if last and not lastn then break end
   local time = redis.call('TIME')
   local us = time[1] * 1000000 + time[2]
   local now = (us - us % 1000) / 1000
@@ -109,16 +109,16 @@ if ARGV[4] == '' then repeat
         or (not check('PEXPIREAT', lock) and 'PEXPIREAT')
       if refused then return {DENIED, {'command', refused}} end
     end
-    -- (the fence rule, next_fence_at's: the larger of the last + 1 and the
-    -- clock, whose decimal digits are TIME's two, the µs padded to six)
+    -- (a fence from the clock is written as TIME's two numbers, the µs
+    -- padded to six digits: no string.format)
+    fence = next_fence_at(lastn, us)
     local digits
-    if lastn and lastn >= us then
-      fence = lastn + 1
-      digits = string.format('%.0f', fence)
-    else
+    if fence == us then
       local micros = time[2]
       if #micros < 6 then micros = string.rep('0', 6 - #micros) .. micros end
-      fence, digits = us, time[1] .. micros
+      digits = time[1] .. micros
+    else
+      digits = string.format('%.0f', fence)
     end
     redis.call('SET', fence_key, digits, 'PX', keep)
     value = '1|' .. digits .. '|' .. op
@@ -136,10 +136,7 @@ if ARGV[4] == '' then repeat
     redis.call('HSET', lock, field, value)
   end
   redis.call('ZADD', holds, now + lease, field)
-  local delay = ARGV[6] + 0
-  if m == 'w' and delay > 0 then  -- the lock-delay guard (delay_after's)
-    redis.call('SET', KEYS[5], owner, 'PX', lease + delay)
-  end
+  if m == 'w' then delay_after(KEYS[5], owner, lease, ARGV[6] + 0) end
   redis.call('PEXPIREAT', lock, latest)
   redis.call('PEXPIREAT', holds, latest)
   return fence  -- (a new hold: its id is the op)

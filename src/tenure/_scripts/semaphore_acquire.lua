@@ -46,12 +46,13 @@
 -- path below would give; any other case (or a key of another type) writes
 -- nothing and goes on (`break`) to the general path, which decides. It reads
 -- the clock once (the lease's deadline and the fence), and checks with the
--- ACL guard only the commands it may run after its first write. It is
--- written out with no helper but _permits.lua's for a lease of more than
--- one permit: each Lua call costs the server about 0.1-0.4 µs (a C one such
--- as tonumber or math.floor too; the arithmetic here is the VM's own), and
--- a script's chunk makes every function it defines at every call (the
--- others are defined below: tenure._scripts.deferred).
+-- ACL guard only the commands it may run after its first write. It calls no
+-- helper but the fence rule's (stored_fence, next_fence_at) and, for a lease
+-- of more than one permit, _permits.lua's: each Lua call costs the server
+-- about 0.1-0.4 µs (a C one such as tonumber or math.floor too; the
+-- arithmetic here is the VM's own), and a script's chunk makes every
+-- function it defines at every call (the others are defined below:
+-- tenure._scripts.deferred).
 if ARGV[6] == '' then repeat
   local token, n, lease = ARGV[1], ARGV[2] + 0, ARGV[3] + 0
   local held = 0
@@ -69,10 +70,8 @@ if ARGV[6] == '' then repeat
       and redis.pcall('EXISTS', KEYS[2], KEYS[3]) ~= (stored and 1 or 0) + (last and 1 or 0) then
     break
   end
-  -- (each stored one an integer a fence or a count can be, as stored_fence says)
-  local total, lastn = tonumber(stored), tonumber(last)
-  if stored and not (total and total % 1 == 0 and total > -2^53 and total < 2^53) then break end
-  if last and not (lastn and lastn % 1 == 0 and lastn > -2^53 and lastn < 2^53) then break end
+  local total, lastn = stored and stored_fence(stored), last and stored_fence(last)
+  if (stored and not total) or (last and not lastn) then break end
   if total and ARGV[5] == '1' and total ~= ARGV[4] + 0 then break end  -- (PERMITS_DIFFER)
   total = total or ARGV[4] + 0
   if held + n > total then break end  -- too few free, unless leases ended (or TOO_MANY)
@@ -108,9 +107,7 @@ if ARGV[6] == '' then repeat
   else
     sem_set_lease(token, n, now + lease, false)
   end
-  -- (the fence rule, next_fence_at's: the larger of the last + 1 and the clock)
-  local fence = us
-  if lastn and lastn >= us then fence = lastn + 1 end
+  local fence = next_fence_at(lastn, us)
   keep = ARGV[8] + 0
   if keep < lease then keep = lease end
   redis.call('SET', KEYS[3], fence, 'PX', keep)  -- (an integer below 2^53: exact)
