@@ -334,8 +334,11 @@ def test_a_release_with_a_last_op_key_of_another_type_writes_nothing(r: redis.Re
     keys = rwlock_keys("op-type", prefix="tenure:")
     rw = ReadWriteLock(r, "op-type", ttl=5)
     for view, depth in ((rw.read, 1), (rw.write, 1), (rw.read, 2), (rw.write, 2)):
-        leases = [view.acquire() for _ in range(depth)]
-        assert leases[0] is not None
+        leases: list[ReadWriteLease] = []
+        for _ in range(depth):
+            lease = view.acquire()
+            assert lease is not None
+            leases.append(lease)
         last_op = keys.last_op(leases[0].owner)
         r.delete(last_op)
         r.rpush(last_op, "x")
@@ -360,9 +363,8 @@ def test_a_write_holds_fence_is_the_one_stored_and_replied(r: redis.Redis) -> No
         lease = rw.write.acquire()
         assert lease is not None
         stored = r.get(KEY % "digits" + ":fence")
-        field = r.hget(KEY % "digits", f"w:{lease.owner}")
-        assert field is not None and stored == str(lease.fence).encode()
-        assert field.split(b"|")[1] == stored
+        field = r.hget(KEY % "digits", f"w:{lease.owner}").decode()  # type: ignore[union-attr]
+        assert stored == str(lease.fence).encode() and field.split("|")[1] == stored.decode()
         assert lease.fence > last
         last = lease.fence
         lease.release()
