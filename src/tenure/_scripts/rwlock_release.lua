@@ -63,7 +63,8 @@ if ARGV[6] == '' and ARGV[3] ~= '' then repeat
   if holds[2] + 0 <= time[1] * 1000 + time[2] / 1000 then break end  -- (expired: a whole ms)
   local record = op .. '|-' .. m
   local check = redis.acl_check_cmd
-  if count == '1' then
+  count = count - 1
+  if count <= 0 then
     if check and not check('DEL', lock) then return {DENIED, {'command', 'DEL'}} end
     local was = redis.pcall('SET', KEYS[6], record, 'PX', 120000, 'GET')
     if type(was) == 'table' or was == record then break end  -- (another type; a retry)
@@ -72,12 +73,11 @@ if ARGV[6] == '' and ARGV[3] ~= '' then repeat
     else
       redis.call('DEL', lock, KEYS[2])
     end
-    return 0
+    return count
   end
   local lastop = redis.pcall('GET', KEYS[6])
   if type(lastop) == 'table' or lastop == record then break end
   if check and not check('SET', lock) then return {DENIED, {'command', 'SET'}} end
-  count = count - 1
   redis.call('HSET', lock, field, string.format('%d|%s|%s', count, fence, hold_id))
   redis.call('SET', KEYS[6], record, 'PX', 120000)
   return count
