@@ -1044,11 +1044,11 @@ def test_an_interrupt_as_a_timed_out_waiter_leaves_the_queue_is_raised(
     evalsha = _sync._evalsha
     fired: list[int] = []
 
-    def interrupted_leave(client: Any, step: Any) -> Any:
+    def interrupted_leave(client: Any, step: Any, *rest: Any) -> Any:
         if step.script is LOCK_RELEASE and step.args[3] and not fired:  # (its queue member)
             fired.append(1)
             raise AlarmTimeout
-        return evalsha(client, step)
+        return evalsha(client, step, *rest)
 
     monkeypatch.setattr(_sync.drive, "_evalsha", interrupted_leave)
     with pytest.raises(AlarmTimeout):
@@ -1078,10 +1078,10 @@ def test_an_interrupt_as_the_next_acquire_finishes_a_release_is_raised(
     evalsha = _sync._evalsha
     raising: list[type[BaseException]] = [redis.exceptions.ConnectionError, AlarmTimeout]
 
-    def failing_release(client: Any, step: Any) -> Any:
+    def failing_release(client: Any, step: Any, *rest: Any) -> Any:
         if step.script is LOCK_RELEASE and raising:
             raise raising.pop(0)
-        return evalsha(client, step)
+        return evalsha(client, step, *rest)
 
     monkeypatch.setattr(_sync.drive, "_evalsha", failing_release)
     with pytest.raises(redis.exceptions.ConnectionError):
