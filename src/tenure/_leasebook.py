@@ -272,24 +272,34 @@ class LeaseBook:
     """
 
     def __init__(self) -> None:
-        self._leases: weakref.WeakValueDictionary[Hashable, Any] = weakref.WeakValueDictionary()
+        # A weak reference per key (a dead one reads as no lease); dead ones
+        # are dropped when the book has doubled since it was last swept.
+        self._leases: dict[Hashable, weakref.ref[Any]] = {}
+        self._swept_at = 0
 
     def put(self, key: Hashable, lease: Any) -> None:
         """``lease`` (with a ``_life``) is the latest of ``key``."""
-        self._leases[key] = lease
+        with _mutex:  # (a sweep never drops an entry put meanwhile)
+            self._leases[key] = weakref.ref(lease)
+            if len(self._leases) > 2 * self._swept_at + 64:
+                for k, ref in list(self._leases.items()):
+                    if ref() is None:
+                        del self._leases[k]
+                self._swept_at = len(self._leases)
 
     def get(self, key: Hashable) -> Any | None:
         """The latest lease of ``key``, or ``None``."""
-        return self._leases.get(key)
+        ref = self._leases.get(key)
+        return None if ref is None else ref()
 
     def held(self, key: Hashable) -> bool:
         """Whether the latest lease of ``key`` is HELD."""
-        lease = self._leases.get(key)
+        lease = self.get(key)
         return lease is not None and lease._life.held
 
     def look_up(self, key: Hashable) -> tuple[Any | None, bool]:
         """:meth:`left_behind` and :meth:`held` of ``key``, in one look-up."""
-        lease = self._leases.get(key)
+        lease = self.get(key)
         if lease is None:
             return None, False
         life: LeaseLife = lease._life
@@ -301,7 +311,7 @@ class LeaseBook:
         """The latest lease of ``key`` if Redis may still hold it although this
         process gave it up: its release unfinished (:attr:`LeaseLife.unfinished`),
         or LOST and not cleaned up."""
-        lease = self._leases.get(key)
+        lease = self.get(key)
         if lease is None:
             return None
         return lease if lease._life.left_behind else None
