@@ -1,10 +1,12 @@
 """The client's share of an uncontended ``acquire(); release()``: tenure's
-``Lock`` against redis-py's ``Lock`` and the raw floor (``SET NX PX`` + an
-``EVALSHA`` compare-and-delete), each with the server's replies faked.
+``Lock`` (on its quick path and on the ordinary one, through the client)
+against redis-py's ``Lock`` and the raw floor (``SET NX PX`` + an
+``EVALSHA`` compare-and-delete), each with the server's replies faked: the
+rows of ``bench_quick_path.py``.
 
-Each lock first runs a few real cycles against a server started here (the
+Each row first runs a few real cycles against a server started here (the
 embedded Valkey unless ``--server``: the probe, the scripts, the connection
-it keeps); then the one connection its cycles use has its
+it keeps); then each connection its cycles use has its
 ``send_packed_command`` and ``read_response`` replaced by a stand-in that
 keeps the packed command and answers at once as the server would (a fence
 for tenure's acquire, 0 for its release; ``OK`` and 1 for the others). What
@@ -28,22 +30,16 @@ from __future__ import annotations
 import argparse
 import gc
 import platform
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
+from bench_quick_path import sync_rows
 
-import tenure
 from tenure._drivers import _sync
-from tenure._scripts import LOCK_ACQUIRE
+from tenure._scripts import LOCK_ACQUIRE, LOCK_RELEASE
 from tenure._server import ServerProcess
-
-TTL = 10.0
-RELEASE = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
-)
 
 
 class Answers:
@@ -65,43 +61,29 @@ class Answers:
 
 
 def rows(url: str) -> dict[str, Callable[[], Any]]:
-    """Each lock's cycle, warmed up, its connection's I/O faked."""
-    mine, theirs, plain = (redis.Redis.from_url(url) for _ in range(3))
-    lock = tenure.Lock(mine, "client-cost", ttl=TTL)
-    for _ in range(50):
-        lock.acquire().release()  # type: ignore[union-attr]
-    reserve = _sync._state(mine).reserve
-    assert reserve is not None and len(reserve.idle) == 1, "one connection of the quick path"
-    acquire_sha = LOCK_ACQUIRE.sha1.encode()
+    """The sync rows of ``bench_quick_path.py``, each run for real a while,
+    then every connection they use answering at once."""
+    clients: list[redis.Redis] = []
+    cycles = sync_rows(url, clients)
+    for cycle in cycles.values():
+        for _ in range(50):
+            cycle()
+    acquire_sha, release_sha = LOCK_ACQUIRE.sha1.encode(), LOCK_RELEASE.sha1.encode()
     fences = iter(range(10**15, 10**16))
-    Answers(reserve.idle[0], lambda data: next(fences) if acquire_sha in data else 0)
 
-    rp = theirs.lock("client-cost-redis-py", timeout=TTL)
-    for _ in range(50):
-        rp.acquire()
-        rp.release()
-    release = plain.register_script(RELEASE)
-    token = secrets.token_hex(16)
-    for _ in range(50):
-        plain.set("client-cost-floor", token, nx=True, px=int(TTL * 1000))
-        release(keys=["client-cost-floor"], args=[token])
-    for client in (theirs, plain):
+    def answer(data: bytes) -> Any:
+        if acquire_sha in data:
+            return next(fences)
+        if release_sha in data:
+            return 0  # (released, nobody queued)
+        return 1 if b"EVALSHA" in data else b"OK"
+
+    for client in clients:
+        reserve = _sync._state(client).reserve
         pool: Any = client.connection_pool
-        (conn,) = pool._available_connections
-        Answers(conn, lambda data: 1 if b"EVALSHA" in data else b"OK")
-
-    def tenure_lock() -> None:
-        lock.acquire().release()  # type: ignore[union-attr]
-
-    def redis_py() -> None:
-        rp.acquire()
-        rp.release()
-
-    def floor() -> None:
-        plain.set("client-cost-floor", token, nx=True, px=int(TTL * 1000))
-        release(keys=["client-cost-floor"], args=[token])
-
-    return {"tenure Lock": tenure_lock, "redis-py Lock": redis_py, "raw floor": floor}
+        for conn in [*(reserve.idle if reserve is not None else ()), *pool._available_connections]:
+            Answers(conn, answer)
+    return cycles
 
 
 def measure(cycles: dict[str, Callable[[], Any]], rounds: int, n: int) -> dict[str, list[float]]:
