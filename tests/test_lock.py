@@ -28,6 +28,7 @@ from tenure import (
     AsyncReadWriteLock,
     AsyncRLock,
     AsyncSemaphore,
+    Election,
     FairLock,
     InvalidArgument,
     Lock,
@@ -927,6 +928,45 @@ def test_an_interrupt_between_the_grant_and_the_caller_gives_the_lock_back(
     why = "the interrupted grant was given back"
     fence = given_back(lock, make, r, why)
     assert taken_at_once_by_another(make, r, why) > fence
+
+
+@pytest.mark.parametrize("kind", ["Lock", "Election"])
+def test_an_interrupt_as_the_lease_book_records_a_grant_leaves_no_lease_behind(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """KeyboardInterrupt as the process's lease book records a new lease (where
+    a signal handler may run: its sweep of the entries of leases gone is a
+    loop): the grant is given back, and the lock keeps no lease of it for the
+    owner, so its ``release()`` (an election's ``resign()``) says it holds
+    none. Before, the lock kept that lease, never watched, and its release
+    failed with an ``AttributeError``."""
+    from tenure._api._sync import _base
+
+    interrupted_put, fired = raise_once(_base._BOOK.put)
+    monkeypatch.setattr(_base._BOOK, "put", interrupted_put)
+    if kind == "Election":
+        election = Election(r, "book-interrupted", ttl=30)
+        with pytest.raises(KeyboardInterrupt):
+            election.campaign()
+        assert fired
+        with pytest.raises(NotOwnedError, match="does not lead"):
+            election.resign()
+        other = in_thread(lambda: Election(r, "book-interrupted", ttl=30).campaign(timeout=0))
+        assert other is not None, "the interrupted grant was given back"
+        other.resign()
+        return
+
+    def make(r: redis.Redis) -> Lock:
+        return Lock(r, "book-interrupted", ttl=30)
+
+    lock = make(r)
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire()
+    assert fired
+    with pytest.raises(NotOwnedError, match="not held by this thread"):
+        lock.release()
+    assert "held_here=0" in repr(lock)
+    given_back(lock, make, r, "the interrupted grant was given back")
 
 
 def _interrupt_when_the_reply_is_due_to_the_plan() -> tuple[Any, list[int]]:
