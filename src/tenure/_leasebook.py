@@ -50,6 +50,7 @@ HELD: a renewal that was in flight when the release began never revives it.
 from __future__ import annotations
 
 import enum
+import os
 import threading
 import weakref
 from collections.abc import Callable, Hashable
@@ -93,6 +94,18 @@ TRANSITIONS: dict[tuple[Phase, str], Phase] = {
 
 #: Transitions may come from the holder's thread and the watchdog's at once.
 _mutex = threading.Lock()
+
+#: A lease book's stores and drops (each a few C operations under it, no call:
+#: no signal handler runs while it is held). A forked child gets a new one.
+_book_mutex = threading.Lock()
+
+
+def _after_fork() -> None:
+    global _book_mutex
+    _book_mutex = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class LeaseLife:
@@ -279,13 +292,21 @@ class LeaseBook:
 
     def put(self, key: Hashable, lease: Any) -> None:
         """``lease`` (with a ``_life``) is the latest of ``key``."""
-        with _mutex:  # (a sweep never drops an entry put meanwhile)
-            self._leases[key] = weakref.ref(lease)
-            if len(self._leases) > 2 * self._swept_at + 64:
-                for k, ref in list(self._leases.items()):
-                    if ref() is None:
-                        del self._leases[k]
-                self._swept_at = len(self._leases)
+        ref = weakref.ref(lease)
+        with _book_mutex:  # (one store: no call inside, where a handler may run)
+            self._leases[key] = ref
+        if len(self._leases) > 2 * self._swept_at + 64:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """Drop the entries of leases gone; never one put meanwhile (each
+        is checked and dropped under the mutex, which no call holds)."""
+        for key, ref in list(self._leases.items()):
+            if ref() is None:
+                with _book_mutex:
+                    if self._leases.get(key) is ref:
+                        del self._leases[key]
+        self._swept_at = len(self._leases)
 
     def get(self, key: Hashable) -> Any | None:
         """The latest lease of ``key``, or ``None``."""
