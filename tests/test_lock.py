@@ -930,6 +930,35 @@ def test_an_interrupt_between_the_grant_and_the_caller_gives_the_lock_back(
     assert taken_at_once_by_another(make, r, why) > fence
 
 
+@pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
+def test_the_give_back_of_a_lease_never_watched_ends_as_a_release(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """KeyboardInterrupt as the granted lease starts, before its watchdog
+    entry: the release that gives it back ends as any release does (its
+    end recorded, as ``_telemetry.released`` says), the lease having no
+    watch to drop. Before, dropping the missing watch raised an
+    ``AttributeError`` inside the give-back, which swallowed it, and the
+    release's end was skipped."""
+    from tenure import _telemetry
+    from tenure._api._sync import _base
+
+    interrupted_start, fired = raise_once(_base._HeldLease._start)
+    monkeypatch.setattr(_base._HeldLease, "_start", interrupted_start)
+    ended: list[object] = []
+    released = _telemetry.released
+
+    def noted(lease: Any, probe: Any) -> None:
+        ended.append(lease)
+        released(lease, probe)
+
+    monkeypatch.setattr(_telemetry, "released", noted)
+    with pytest.raises(KeyboardInterrupt):
+        _GRANTED_KINDS[kind](r).acquire()
+    assert fired
+    assert len(ended) == 1, "the give-back's release ended"
+
+
 @pytest.mark.parametrize("kind", ["Lock", "Election"])
 def test_an_interrupt_as_the_lease_book_records_a_grant_leaves_no_lease_behind(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str

@@ -394,6 +394,8 @@ def stop_renewing(client: Client, watch: Watch) -> None:
         (watch.dog or _state(client).watchdog).stop_renewing(watch)
 
 
-def unwatch(client: Client, watch: Watch) -> None:
-    """Stop watching a lease (released or lost)."""
-    (watch.dog or _state(client).watchdog).unwatch(watch)
+def unwatch(client: Client, watch: Watch | None) -> None:
+    """Stop watching a lease (released or lost); ``None``: a lease whose start
+    was cut off before it was watched, which has nothing to stop."""
+    if watch is not None:
+        (watch.dog or _state(client).watchdog).unwatch(watch)
