@@ -92,10 +92,15 @@ async def slices_async(
     return list(out.values())
 
 
-def sync_rows(url: str) -> dict[str, Callable[[], Any]]:
+def sync_rows(url: str, clients: list[redis.Redis] | None = None) -> dict[str, Callable[[], Any]]:
+    """Each sync row's cycle, warmed up; ``clients`` gets the rows' clients
+    (tenure's quick, tenure's ordinary, the one redis-py's ``Lock`` and the
+    floor share)."""
     quick = redis.Redis.from_url(url)
     ordinary = redis.Redis.from_url(url)
     plain = redis.Redis.from_url(url)
+    if clients is not None:
+        clients.extend((quick, ordinary, plain))
     lock_q = tenure.Lock(quick, "quick", ttl=TTL)
     lock_o = tenure.Lock(ordinary, "ordinary", ttl=TTL)
     for lock in (lock_q, lock_o):  # warm up: probe, scripts, connections

@@ -64,6 +64,27 @@ def test_set_count_down_and_reuse(r: redis.Redis) -> None:
     assert latch.count_down() == 0 and latch.info().opened > info.opened
 
 
+def test_a_wait_that_need_not_wait_subscribes_to_nothing(r: redis.Redis, url: str) -> None:
+    """A wait on an open latch, or one with no time to wait, reads the count
+    and returns: its process's hub subscribes to nothing (no subscription
+    left lingering for the latch's messages)."""
+    latch = CountDownLatch(r, "open")
+    assert latch.wait() and latch.wait(timeout=1)  # never set
+    assert latch.try_set_count(1) and latch.wait(timeout=0) is False
+    assert latch.count_down() == 0 and latch.wait(timeout=1)
+
+    async def tasks() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        alatch = AsyncCountDownLatch(client, "open")
+        assert await alatch.wait() and await alatch.try_set_count(1)
+        assert await alatch.wait(timeout=0) is False
+        assert await alatch.count_down() == 0 and await alatch.wait(timeout=1)
+        await client.aclose()
+
+    asyncio.run(tasks())
+    assert subscribers(r, "open") == 0
+
+
 def test_wait_times_out_then_opens_for_every_waiter(r: redis.Redis) -> None:
     latch = CountDownLatch(r, "w")
     latch.try_set_count(2)

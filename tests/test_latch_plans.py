@@ -52,25 +52,39 @@ def test_latch_set_and_count_down() -> None:
             latch_plans.check_count(bad)
 
 
-def _latch_wait(clock: Clock, timeout: float | None) -> tuple[Any, Any]:
-    """A wait plan after its Subscribe step, and that step."""
+def _latch_wait(clock: Clock, timeout: float | None, count: int = 2) -> tuple[Any, Any]:
+    """A wait plan that read ``count`` (opening number 5) first, and its next step."""
     plan = latch_plans.wait(LATCH, timeout, clock)
-    return plan, send(plan)
+    read = send(plan)
+    assert isinstance(read, Eval) and read.script is LATCH_INSPECT
+    assert read.keys == (LATCH.count, LATCH.opened, LATCH.by)
+    return plan, send(plan, (Status.OK, [count, 5, ""]))
 
 
-def test_latch_wait_subscribes_before_it_reads() -> None:
+def test_latch_wait_on_an_open_latch_reads_once_and_subscribes_to_nothing() -> None:
+    for timeout in (None, 0.0, 2.0):
+        plan = latch_plans.wait(LATCH, timeout, Clock())
+        read = send(plan)
+        assert isinstance(read, Eval) and read.script is LATCH_INSPECT
+        assert finish(plan, (Status.OK, [0, 5, ""])) is True
+
+
+def test_latch_wait_subscribes_then_reads_again() -> None:
     plan, sub = _latch_wait(Clock(), None)
     assert sub == Subscribe(LATCH.channel, None)
     read = send(plan, True)
     assert isinstance(read, Eval) and read.script is LATCH_INSPECT
-    assert read.keys == (LATCH.count, LATCH.opened, LATCH.by)
-    assert finish(plan, (Status.OK, [0, 5, ""])) is True  # open already: no wait
+    # opened before the subscription was confirmed (its message unheard)
+    assert finish(plan, (Status.OK, [0, 6, ""])) is True
+    plan, _ = _latch_wait(Clock(), None)
+    send(plan, True)
+    assert finish(plan, (Status.OK, [3, 6, ""])) is True  # opened (5 -> 6), then set to 3
 
 
 def test_latch_wait_until_zero_without_polling() -> None:
     clock = Clock()
     plan, _ = _latch_wait(clock, None)
-    send(plan, True)
+    assert isinstance(send(plan, True), Eval)  # subscribed: read again
     wait = send(plan, (Status.OK, [2, 5, ""]))
     assert wait == WaitWake(None)  # no timer: only a message (or a reconnection) wakes it
     assert isinstance(send(plan, True), Eval)
@@ -107,10 +121,28 @@ def test_latch_wait_timeout() -> None:
     assert finish(plan, (Status.OK, [0, 6, ""])) is True  # opened just before the deadline
 
 
-def test_latch_wait_unconfirmed_subscription_reads_once() -> None:
-    plan, _ = _latch_wait(Clock(), 0.0)
-    send(plan, False)  # the timeout ran out before the subscription was confirmed
-    assert finish(plan, (Status.OK, [1, 0, ""])) is False
+def test_latch_wait_without_time_left_reads_once_and_subscribes_to_nothing() -> None:
+    plan = latch_plans.wait(LATCH, 0.0, Clock())
+    send(plan)
+    assert finish(plan, (Status.OK, [1, 5, ""])) is False
+    clock = Clock()
+    plan = latch_plans.wait(LATCH, 1.0, clock)
+    send(plan)
+    clock.t += 1.0  # (the read took the whole timeout)
+    assert finish(plan, (Status.OK, [1, 5, ""])) is False
+
+
+def test_latch_wait_unconfirmed_subscription_reads_once_more() -> None:
+    clock = Clock()
+    plan, sub = _latch_wait(clock, 0.5)
+    assert sub == Subscribe(LATCH.channel, 0.5)
+    clock.t += 0.5
+    read = send(plan, False)  # the timeout ran out before the subscription was confirmed
+    assert isinstance(read, Eval) and read.script is LATCH_INSPECT
+    assert finish(plan, (Status.OK, [1, 5, ""])) is False
+    plan, _ = _latch_wait(clock, 0.5)
+    send(plan, False)
+    assert finish(plan, (Status.OK, [0, 6, ""])) is True
 
 
 def _inspect(reply: list[Any]) -> Any:

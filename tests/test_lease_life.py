@@ -122,6 +122,22 @@ def test_book_reports_leases_left_behind() -> None:
     assert book.get("k") is None  # entries go with their lease
 
 
+def test_book_drops_the_entries_of_leases_gone() -> None:
+    """A process that takes many names (or many threads one name) keeps no
+    entry per name once its leases are gone; a live lease keeps its own."""
+
+    class Lease:
+        def __init__(self) -> None:
+            self._life = LeaseLife(0, "op1")
+
+    book, kept = LeaseBook(), Lease()
+    book.put("kept", kept)
+    for n in range(10_000):
+        book.put(("gone", n), Lease())  # (dropped at once: nothing refers to it)
+    assert len(book._leases) < 200
+    assert book.get("kept") is kept and book.held("kept")
+
+
 def test_watch_book_after_a_release_attempt() -> None:
     """Once a release was attempted the watch book sends no renewal and no claim
     extend, and a renewal in flight that finds the lease gone (the release came

@@ -28,6 +28,7 @@ from tenure import (
     AsyncReadWriteLock,
     AsyncRLock,
     AsyncSemaphore,
+    Election,
     FairLock,
     InvalidArgument,
     Lock,
@@ -929,6 +930,74 @@ def test_an_interrupt_between_the_grant_and_the_caller_gives_the_lock_back(
     assert taken_at_once_by_another(make, r, why) > fence
 
 
+@pytest.mark.parametrize("kind", sorted(_GRANTED_KINDS))
+def test_the_give_back_of_a_lease_never_watched_ends_as_a_release(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """KeyboardInterrupt as the granted lease starts, before its watchdog
+    entry: the release that gives it back ends as any release does (its
+    end recorded, as ``_telemetry.released`` says), the lease having no
+    watch to drop. Before, dropping the missing watch raised an
+    ``AttributeError`` inside the give-back, which swallowed it, and the
+    release's end was skipped."""
+    from tenure import _telemetry
+    from tenure._api._sync import _base
+
+    interrupted_start, fired = raise_once(_base._HeldLease._start)
+    monkeypatch.setattr(_base._HeldLease, "_start", interrupted_start)
+    ended: list[object] = []
+    released = _telemetry.released
+
+    def noted(lease: Any, probe: Any) -> None:
+        ended.append(lease)
+        released(lease, probe)
+
+    monkeypatch.setattr(_telemetry, "released", noted)
+    with pytest.raises(KeyboardInterrupt):
+        _GRANTED_KINDS[kind](r).acquire()
+    assert fired
+    assert len(ended) == 1, "the give-back's release ended"
+
+
+@pytest.mark.parametrize("kind", ["Lock", "Election"])
+def test_an_interrupt_as_the_lease_book_records_a_grant_leaves_no_lease_behind(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """KeyboardInterrupt as the process's lease book records a new lease (where
+    a signal handler may run: its sweep of the entries of leases gone is a
+    loop): the grant is given back, and the lock keeps no lease of it for the
+    owner, so its ``release()`` (an election's ``resign()``) says it holds
+    none. Before, the lock kept that lease, never watched, and its release
+    failed with an ``AttributeError``."""
+    from tenure._api._sync import _base
+
+    interrupted_put, fired = raise_once(_base._BOOK.put)
+    monkeypatch.setattr(_base._BOOK, "put", interrupted_put)
+    if kind == "Election":
+        election = Election(r, "book-interrupted", ttl=30)
+        with pytest.raises(KeyboardInterrupt):
+            election.campaign()
+        assert fired
+        with pytest.raises(NotOwnedError, match="does not lead"):
+            election.resign()
+        other = in_thread(lambda: Election(r, "book-interrupted", ttl=30).campaign(timeout=0))
+        assert other is not None, "the interrupted grant was given back"
+        other.resign()
+        return
+
+    def make(r: redis.Redis) -> Lock:
+        return Lock(r, "book-interrupted", ttl=30)
+
+    lock = make(r)
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire()
+    assert fired
+    with pytest.raises(NotOwnedError, match="not held by this thread"):
+        lock.release()
+    assert "held_here=0" in repr(lock)
+    given_back(lock, make, r, "the interrupted grant was given back")
+
+
 def _interrupt_when_the_reply_is_due_to_the_plan() -> tuple[Any, list[int]]:
     """A trace function that raises KeyboardInterrupt in the sync driver's loop
     at the line that hands the plan a script's reply, once, the first time that
@@ -1044,11 +1113,11 @@ def test_an_interrupt_as_a_timed_out_waiter_leaves_the_queue_is_raised(
     evalsha = _sync._evalsha
     fired: list[int] = []
 
-    def interrupted_leave(client: Any, step: Any) -> Any:
+    def interrupted_leave(client: Any, step: Any, *rest: Any) -> Any:
         if step.script is LOCK_RELEASE and step.args[3] and not fired:  # (its queue member)
             fired.append(1)
             raise AlarmTimeout
-        return evalsha(client, step)
+        return evalsha(client, step, *rest)
 
     monkeypatch.setattr(_sync.drive, "_evalsha", interrupted_leave)
     with pytest.raises(AlarmTimeout):
@@ -1078,10 +1147,10 @@ def test_an_interrupt_as_the_next_acquire_finishes_a_release_is_raised(
     evalsha = _sync._evalsha
     raising: list[type[BaseException]] = [redis.exceptions.ConnectionError, AlarmTimeout]
 
-    def failing_release(client: Any, step: Any) -> Any:
+    def failing_release(client: Any, step: Any, *rest: Any) -> Any:
         if step.script is LOCK_RELEASE and raising:
             raise raising.pop(0)
-        return evalsha(client, step)
+        return evalsha(client, step, *rest)
 
     monkeypatch.setattr(_sync.drive, "_evalsha", failing_release)
     with pytest.raises(redis.exceptions.ConnectionError):

@@ -50,6 +50,7 @@ HELD: a renewal that was in flight when the release began never revives it.
 from __future__ import annotations
 
 import enum
+import os
 import threading
 import weakref
 from collections.abc import Callable, Hashable
@@ -93,6 +94,18 @@ TRANSITIONS: dict[tuple[Phase, str], Phase] = {
 
 #: Transitions may come from the holder's thread and the watchdog's at once.
 _mutex = threading.Lock()
+
+#: A lease book's stores and drops (each a few C operations under it, no call:
+#: no signal handler runs while it is held). A forked child gets a new one.
+_book_mutex = threading.Lock()
+
+
+def _after_fork() -> None:
+    global _book_mutex
+    _book_mutex = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class LeaseLife:
@@ -272,24 +285,42 @@ class LeaseBook:
     """
 
     def __init__(self) -> None:
-        self._leases: weakref.WeakValueDictionary[Hashable, Any] = weakref.WeakValueDictionary()
+        # A weak reference per key (a dead one reads as no lease); dead ones
+        # are dropped when the book has doubled since it was last swept.
+        self._leases: dict[Hashable, weakref.ref[Any]] = {}
+        self._swept_at = 0
 
     def put(self, key: Hashable, lease: Any) -> None:
         """``lease`` (with a ``_life``) is the latest of ``key``."""
-        self._leases[key] = lease
+        ref = weakref.ref(lease)
+        with _book_mutex:  # (one store: no call inside, where a handler may run)
+            self._leases[key] = ref
+        if len(self._leases) > 2 * self._swept_at + 64:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """Drop the entries of leases gone; never one put meanwhile (each
+        is checked and dropped under the mutex, which no call holds)."""
+        for key, ref in list(self._leases.items()):
+            if ref() is None:
+                with _book_mutex:
+                    if self._leases.get(key) is ref:
+                        del self._leases[key]
+        self._swept_at = len(self._leases)
 
     def get(self, key: Hashable) -> Any | None:
         """The latest lease of ``key``, or ``None``."""
-        return self._leases.get(key)
+        ref = self._leases.get(key)
+        return None if ref is None else ref()
 
     def held(self, key: Hashable) -> bool:
         """Whether the latest lease of ``key`` is HELD."""
-        lease = self._leases.get(key)
+        lease = self.get(key)
         return lease is not None and lease._life.held
 
     def look_up(self, key: Hashable) -> tuple[Any | None, bool]:
         """:meth:`left_behind` and :meth:`held` of ``key``, in one look-up."""
-        lease = self._leases.get(key)
+        lease = self.get(key)
         if lease is None:
             return None, False
         life: LeaseLife = lease._life
@@ -301,7 +332,7 @@ class LeaseBook:
         """The latest lease of ``key`` if Redis may still hold it although this
         process gave it up: its release unfinished (:attr:`LeaseLife.unfinished`),
         or LOST and not cleaned up."""
-        lease = self._leases.get(key)
+        lease = self.get(key)
         if lease is None:
             return None
         return lease if lease._life.left_behind else None

@@ -7,11 +7,14 @@ new *opening number* (the last + 1, or the server's clock in µs when none is
 stored, as a fence, so it grows across expiry and restart) and publishes that
 number on the latch's channel, which wakes every waiter of every process.
 
-Waiting does not poll: the plan subscribes to the channel first (the hub's
-shared subscription), then reads the count and the opening number, then waits
-for a message or the timeout. Each wake is checked against Redis: the wait
-ends when the count is zero, or when the opening number has grown since the
-first read (the latch opened and was set again before this waiter looked).
+Waiting does not poll: the plan reads the count and the opening number; at
+zero the wait ends there (an open latch costs one read, no subscription).
+Otherwise it subscribes to the channel (the hub's shared subscription), then
+reads again (the latch may have opened before the subscription was
+confirmed, its message unheard), then waits for a message or the timeout.
+Each wake is checked against Redis: the wait ends when the count is zero, or
+when the opening number has grown since the first read (the latch opened and
+was set again before this waiter looked).
 A reconnection of the hub also wakes the waiter, once the channel is
 subscribed again, since a message may have been lost while disconnected: it
 reads the count again (a count lost with the server's data reads as zero, open).
@@ -96,20 +99,23 @@ def wait(keys: LatchKeys, timeout: float | None, now: Clock) -> Plan[bool]:
     seconds (``None``: no limit). Returns ``True`` if the latch opened, ``False``
     if the timeout ran out first."""
     deadline = None if timeout is None else now() + timeout
-    subscribed = yield Subscribe(keys.channel, timeout)
     first = yield from inspect(keys)
-    if first.count == 0 or not subscribed:
-        return first.count == 0
+    if first.count == 0:
+        return True
+    if deadline is not None and deadline <= now():
+        return False  # (no time left to wait: nothing to subscribe for)
+    # woken: the subscription confirmed (else its wait ran out), then a message
+    woken = yield Subscribe(keys.channel, None if deadline is None else deadline - now())
     while True:
-        remaining = None if deadline is None else deadline - now()
-        if remaining is not None and remaining <= 0:
-            return False
-        woken = yield WaitWake(remaining)
         state = yield from inspect(keys)
         if state.count == 0 or state.opened > first.opened:
             return True
         if not woken:
             return False
+        remaining = None if deadline is None else deadline - now()
+        if remaining is not None and remaining <= 0:
+            return False
+        woken = yield WaitWake(remaining)
 
 
 # --- the kind, for the operator tools -------------------------------------------------------

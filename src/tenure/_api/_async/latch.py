@@ -28,9 +28,10 @@ class AsyncCountDownLatch(PerProcess):
     no expiry (a lapse would open the latch), and it can be set again once it
     is zero, which makes the latch reusable.
 
-    Waiting does not poll: a waiter subscribes to the latch's channel, then
-    reads the count, then waits; the count reaching zero publishes one message
-    that wakes every waiter of every process. A waiter that looks after the
+    Waiting does not poll: a waiter reads the count (at zero it returns at
+    once, subscribing to nothing); else it subscribes to the latch's channel,
+    reads the count again, then waits; the count reaching zero publishes one
+    message that wakes every waiter of every process. A waiter that looks after the
     latch opened and was set again still returns ``True`` if it was waiting
     when it opened.
 

@@ -239,8 +239,10 @@ class _ElectionLock(FairLock):
 
     def _granted(self, owner: str, grant: Grant) -> Leadership:
         lease = Leadership(self, grant, owner)
-        self._leases[owner] = lease
         _BOOK.put((id(self._client), self._keys.lock, owner), lease)
+        # last, a plain store with no call after it: a lease whose making an
+        # interrupt cut off (its grant given back) is never the owner's here
+        self._leases[owner] = lease
         return lease
 
     def _release_plan(self, token: str, fence: int, op: str) -> Plan[None]:

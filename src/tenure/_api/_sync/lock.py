@@ -214,8 +214,10 @@ class Lock(_Blocks[Lease]):
         """The lease of ``grant`` (the reply of :meth:`_prepare`'s plan), known
         to this object and the lease book; its ``_start`` is the caller's."""
         lease = Lease(self, grant, owner)
-        self._leases[owner] = lease
         _BOOK.put((id(self._client), self._keys.lock, owner), lease)
+        # last, a plain store with no call after it: a lease whose making an
+        # interrupt cut off (its grant given back) is never the owner's here
+        self._leases[owner] = lease
         return lease
 
     def _acquire_plan(

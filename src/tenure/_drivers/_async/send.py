@@ -39,11 +39,14 @@ from .library import _library
 from .pins import _Pin, _pin_for, _repin
 from .reserve import _discard, _node_reserve, _Reserve, _take, _wake_one
 from .state import Client, _master_client, _state
+from .statebase import _State
 
 
-async def _evalsha(client: Client, step: Eval) -> Any:
+async def _evalsha(client: Client, step: Eval, state: _State | None = None) -> Any:
+    """EVALSHA of ``step`` (see :func:`_send`; ``state``: the client's, if the
+    caller has it), a refusal by the server's ACL named (see :func:`_refusal`)."""
     try:
-        return await _send(client, step)
+        return await _send(client, step, state)
     except Exception as exc:
         denied = await _refusal(client, step, exc)
         if denied is not None:
@@ -66,12 +69,14 @@ async def _refusal(client: Client, step: Eval, exc: BaseException) -> Permission
     return denied or command_refusal(exc, step.script.name)
 
 
-async def _send(client: Client, step: Eval) -> Any:
+async def _send(client: Client, step: Eval, state: _State | None = None) -> Any:
     """EVALSHA of ``step``; on NOSCRIPT, load the script and send it once more.
     On a Redis Cluster whose slot is split mid-migration, send it again, with a
-    growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds."""
+    growing random pause, for up to :data:`_clients.SPLIT_PATIENCE` seconds.
+    ``state``: the client's (looked up if not given)."""
     if not _clients.is_cluster(type(client)):
-        state = _state(client)
+        if state is None:
+            state = _state(client)
         if state.reserve is not None and state.server is not None:
             pin = _pin_for(client)
             try:
@@ -184,8 +189,15 @@ async def _quick(
     With a ``pin`` (see :func:`one_connection`), it is sent on the pinned
     connection, and the connection stays pinned after a whole reply.
     """
-    (raw,) = await _quick_together(client, reserve, retries, [step], pin, shard)
+
+    def pack(conn: Any) -> tuple[list[bytes], int]:
+        parts = _clients.packed_evalsha(conn, step, shard)
+        return (parts if len(parts) == 1 else [b"".join(parts)]), 1  # (one write)
+
+    (raw,) = await _exchange(client, reserve, retries, pin, pack)
     if isinstance(raw, Exception):
+        if isinstance(raw, _library(type(client)).no_script):
+            raise Fallback from raw
         raise raw
     return raw
 
@@ -229,7 +241,6 @@ async def _exchange(
     read in order (an error reply in its place). Raises :class:`Fallback` as
     :func:`_quick` does; with a ``pin``, the connection stays pinned after
     whole replies."""
-    library = _library(type(client))
     raws: list[Any] = []
     sound = False  # every reply was read: the connection may be used again as it is
     if pin is not None and pin.conn is not None:
@@ -242,7 +253,7 @@ async def _exchange(
         for _ in range(count):
             try:
                 raws.append(await conn.read_response())
-            except library.response_error as exc:  # a whole reply was read
+            except _library(type(client)).response_error as exc:  # a whole reply was read
                 raws.append(exc)
         sound = True
     except Exception as exc:

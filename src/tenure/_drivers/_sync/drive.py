@@ -61,7 +61,7 @@ def run(client: Client, plan: Plan[T]) -> T:
     state = _state(client)
     if state.server is None:
         _probe(client, state)
-    return _drive(client, plan)
+    return _drive(client, plan, state)
 
 
 def server_name(client: Client) -> str:
@@ -263,7 +263,7 @@ class _Contention:
 _WAITS = (WaitWake, Contend, Subscribe)
 
 
-def _drive(client: Client, plan: Plan[T]) -> T:
+def _drive(client: Client, plan: Plan[T], state: _State | None = None) -> T:
     held: list[_Contention] = []
     reply: Any = None
     error: BaseException | None = None
@@ -285,7 +285,7 @@ def _drive(client: Client, plan: Plan[T]) -> T:
                     error = None
                     asked = cancel_requests()
                     if type(step) is Eval:  # (the common step, without _perform's dispatch)
-                        reply = parse_reply(step.script, _evalsha(client, step))
+                        reply = parse_reply(step.script, _evalsha(client, step, state))
                     else:
                         reply = _perform(client, step, held)
                     if (error := swallowed(asked)) is not None:
@@ -329,6 +329,8 @@ def _drive(client: Client, plan: Plan[T]) -> T:
 
 
 def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
+    if type(step) is Listening:  # (every acquire's first step)
+        return _hub(client, step.keys.wake_prefix).listening(step.keys.wake_prefix)
     if isinstance(step, Eval):
         return parse_reply(step.script, _evalsha(client, step))
     if type(step) in _WAITS:
@@ -349,8 +351,6 @@ def _perform(client: Client, step: Step, held: list[_Contention]) -> Any:
         if type(wake) is HandedOff:
             _telemetry.handed_off(wake.fence)
         return wake
-    if isinstance(step, Listening):
-        return _hub(client, step.keys.wake_prefix).listening(step.keys.wake_prefix)
     if isinstance(step, Contend):
         _telemetry.waiting()
         hub = _hub(client, step.keys.wake_prefix)
@@ -395,6 +395,8 @@ def stop_renewing(client: Client, watch: Watch) -> None:
         (watch.dog or _state(client).watchdog).stop_renewing(watch)
 
 
-def unwatch(client: Client, watch: Watch) -> None:
-    """Stop watching a lease (released or lost)."""
-    (watch.dog or _state(client).watchdog).unwatch(watch)
+def unwatch(client: Client, watch: Watch | None) -> None:
+    """Stop watching a lease (released or lost); ``None``: a lease whose start
+    was cut off before it was watched, which has nothing to stop."""
+    if watch is not None:
+        (watch.dog or _state(client).watchdog).unwatch(watch)
