@@ -370,6 +370,35 @@ def test_a_write_holds_fence_is_the_one_stored_and_replied(r: redis.Redis) -> No
         lease.release()
 
 
+@pytest.mark.parametrize("stored", ["7.0", "1e3", " 7", "0x10", "1e2", "-5"])
+@pytest.mark.parametrize("queued", [False, True])
+def test_a_read_hold_from_a_fence_key_in_another_form_is_released(
+    r: redis.Redis, stored: str, queued: bool
+) -> None:
+    """A fence key that another client wrote as a number in another form than
+    tenure's digits ("7.0", " 7", "1e3", ...) gives a reader that number as its
+    fence, stored in its hold as digits: the hold is released, and nothing is
+    left. One below 0 is no fence a reader can take (a bare negative reply
+    would read as busy): a new one is minted, as when none is stored. Both by
+    the uncontended path and by the general one (a writer queued, then gone)."""
+    rw = ReadWriteLock(r, "odd-fence", ttl=5)
+    key = KEY % "odd-fence"
+    r.set(key + ":fence", stored)
+    if queued:  # (a member nobody hears: the general path drops it and grants)
+        r.zadd(key + ":waiters", {"gone|5000|w:nobody:op": 1})
+    lease = rw.read.acquire(timeout=2)
+    assert lease is not None
+    number = int(stored, 16) if "x" in stored else float(stored)
+    if number >= 0:
+        assert lease.fence == number
+    else:
+        assert lease.fence > 10**15  # minted from the server's clock
+    value = r.hget(key, f"r:{lease.owner}")
+    assert isinstance(value, bytes) and value.decode().split("|")[1] == str(lease.fence)
+    lease.release()
+    assert not r.exists(key) and not r.exists(key + ":holds")
+
+
 def test_context_managers_and_timeout_error(r: redis.Redis) -> None:
     rw = ReadWriteLock(r, "ctx", ttl=5)
     other = Owner()

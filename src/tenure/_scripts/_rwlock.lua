@@ -131,11 +131,13 @@ local function keep_fence(lease)
   if F.last then redis.call('PEXPIRE', FENCE, math.max(F.ttl, lease)) end
 end
 
--- The fence of a new hold: a writer's is minted (the larger of the last + 1 and
--- the server's TIME in µs); a reader's is the last one minted (one is minted
--- when none is known).
+-- The fence of a new hold, as digits: a writer's is minted (the larger of the
+-- last + 1 and the server's TIME in µs); a reader's is the last one minted
+-- (written as digits whatever the fence key's form, "7.0" or " 7": a hold's
+-- field stores digits), or one is minted when none is known or the last is
+-- below 0 (no fence a bare reply can carry).
 local function fence_for(m)
-  if m == 'r' and F.last then return F.last end
+  if m == 'r' and F.last and F.last + 0 >= 0 then return string.format('%.0f', F.last) end
   return string.format('%.0f', next_fence(F.last))
 end
 

@@ -100,10 +100,11 @@ if ARGV[4] == '' then repeat
   local field = m .. ':' .. owner
   local fence, value
   -- The first write is the fence key's: a SET (a writer's fence, minted; a
-  -- reader's when none is known) or a PEXPIREAT (a reader's, the last one).
-  -- What runs after it is checked now.
+  -- reader's when none is known, or below 0: no fence a bare reply can carry)
+  -- or a PEXPIREAT (a reader's, the last one). What runs after it is checked
+  -- now.
   local check = redis.acl_check_cmd
-  if m == 'w' or not last then
+  if m == 'w' or not last or lastn < 0 then
     if check then
       local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
         or (not check('PEXPIREAT', lock) and 'PEXPIREAT')
@@ -123,6 +124,10 @@ if ARGV[4] == '' then repeat
     redis.call('SET', fence_key, digits, 'PX', keep)
     value = '1|' .. digits .. '|' .. op
   else
+    -- (the hold stores the fence as the key's text: digits, as tenure writes
+    -- them; a number another client wrote in another form, "7.0" or " 7",
+    -- is left to the general path, which writes it as digits)
+    if not string.find(last, '^[1-9]%d*$') then break end
     if check then
       local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
       if refused then return {DENIED, {'command', refused}} end
