@@ -643,6 +643,26 @@ def test_a_refused_fence_read_writes_nothing_even_on_redis_62(
     assert snapshot(r) == before
 
 
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_a_read_write_release_refused_writes_nothing_even_on_redis_62(
+    r: redis.Redis, acl_user: MakeUser, mode: str
+) -> None:
+    """A ReadWriteLock hold's last release by a user who may not DEL is
+    refused with nothing written, even on Redis 6.2 (which can't check a
+    command up front): not its retry record written and the hold kept, which
+    a retry of the same call would then take for done."""
+    from tenure import ReadWriteLock
+
+    user = acl_user("~*", "&*", commands=("+@all", "-del"))
+    lease = getattr(ReadWriteLock(user, "no-del", ttl=30), mode).acquire(blocking=False)
+    assert lease is not None
+    before = snapshot(r)
+    with pytest.raises(PermissionDenied) as caught:
+        lease.release()
+    assert caught.value.permission == "command"  # (Redis 6.2 can't say which)
+    assert snapshot(r) == before
+
+
 def test_an_rlock_hold_never_lacks_its_expiry(r: redis.Redis, acl_user: MakeUser) -> None:
     """An RLock's first hold by a user who may not PEXPIRE is refused with
     nothing written, even on Redis 6.2 (which can't check a command up

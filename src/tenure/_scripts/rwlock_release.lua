@@ -64,22 +64,25 @@ if ARGV[6] == '' and ARGV[3] ~= '' then repeat
   local record = op .. '|-' .. m
   local check = redis.acl_check_cmd
   count = count - 1
-  if count <= 0 then
-    if check and not check('DEL', lock) then return {DENIED, {'command', 'DEL'}} end
+  if count <= 0 and check then  -- (the hold's end, its first write the record's SET ... GET)
+    if not check('DEL', lock) then return {DENIED, {'command', 'DEL'}} end
     local was = redis.pcall('SET', KEYS[6], record, 'PX', 120000, 'GET')
     if type(was) == 'table' or was == record then break end  -- (another type; a retry)
-    if m == 'w' then
-      redis.call('DEL', lock, KEYS[2], KEYS[5])
-    else
-      redis.call('DEL', lock, KEYS[2])
-    end
-    return count
+  else
+    -- (and on Redis 6.2, which checks no command up front, the record is
+    -- written after the hold's own write, so that a refused one writes nothing)
+    local lastop = redis.pcall('GET', KEYS[6])
+    if type(lastop) == 'table' or lastop == record then break end
+    if check and not check('SET', lock) then return {DENIED, {'command', 'SET'}} end
   end
-  local lastop = redis.pcall('GET', KEYS[6])
-  if type(lastop) == 'table' or lastop == record then break end
-  if check and not check('SET', lock) then return {DENIED, {'command', 'SET'}} end
-  redis.call('HSET', lock, field, string.format('%d|%s|%s', count, fence, hold_id))
-  redis.call('SET', KEYS[6], record, 'PX', 120000)
+  if count > 0 then
+    redis.call('HSET', lock, field, string.format('%d|%s|%s', count, fence, hold_id))
+  elseif m == 'w' then
+    redis.call('DEL', lock, KEYS[2], KEYS[5])
+  else
+    redis.call('DEL', lock, KEYS[2])
+  end
+  if count > 0 or not check then redis.call('SET', KEYS[6], record, 'PX', 120000) end
   return count
 until true end
 
