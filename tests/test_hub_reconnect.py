@@ -501,6 +501,23 @@ def _entered(hub: Any, name: str) -> bool:
         return any(name in channel for channel in hub._book.channels)
 
 
+def _one_waiting(
+    r: redis.Redis, client: redis.Redis, name: str, other: str
+) -> tuple[list[Any], dict[str, Any], Any, threading.Thread, Any]:
+    """``name`` and ``other`` held by ``r``, and a waiter of ``name`` on
+    ``client`` (see :func:`_waiter`) whose channel is entered and whose hub
+    reads: the holders' leases, the waiters' results, the hub, the waiter's
+    thread and the hub's ``PubSub``."""
+    holders = [Lock(r, n, ttl=LEASE).acquire() for n in (name, other)]
+    out: dict[str, Any] = {}
+    hub = _sync_driver._state(client).hub
+    first = _waiter(client, name, out)
+    _until(lambda: _entered(hub, name) and hub._reader is not None)
+    pubsub = hub._pubsub
+    assert pubsub is not None
+    return holders, out, hub, first, pubsub
+
+
 def test_a_subscribe_leaves_a_connection_that_is_down_to_the_reader(
     r: redis.Redis, url: str
 ) -> None:
@@ -513,21 +530,7 @@ def test_a_subscribe_leaves_a_connection_that_is_down_to_the_reader(
     clean-up, and the waiter's acquire raised (a ConnectionError, an
     AttributeError)."""
     client = redis.Redis.from_url(url)
-    holders = [Lock(r, name, ttl=LEASE).acquire() for name in ("down-a", "down-b")]
-    out: dict[str, Any] = {}
-
-    hub = _sync_driver._state(client).hub
-
-    def wait(name: str) -> threading.Thread:
-        return _waiter(client, name, out)
-
-    def entered(name: str) -> bool:
-        return _entered(hub, name)
-
-    first = wait("down-a")
-    _until(lambda: entered("down-a") and hub._reader is not None)
-    pubsub = hub._pubsub
-    assert pubsub is not None
+    holders, out, hub, first, pubsub = _one_waiting(r, client, "down-a", "down-b")
     conn = pubsub.connection
     connects: list[str] = []  # the threads that connected the hub's connection
     handshake = conn.connect_check_health
@@ -539,8 +542,8 @@ def test_a_subscribe_leaves_a_connection_that_is_down_to_the_reader(
     conn.connect_check_health = counted
     with hub._reading:  # (the reader, done with its read, waits here)
         conn.disconnect()
-        second = wait("down-b")
-        _until(lambda: entered("down-b"))
+        second = _waiter(client, "down-b", out)
+        _until(lambda: _entered(hub, "down-b"))
     for lease in holders:
         assert lease is not None
         lease.release()
@@ -700,21 +703,7 @@ def test_a_subscribe_sent_during_the_libraries_handshake_is_confirmed(
         port=r.connection_pool.connection_kwargs["port"],
         retry=_retry(),
     )
-    holders = [Lock(r, name, ttl=LEASE).acquire() for name in ("mid-a", "mid-b")]
-    out: dict[str, Any] = {}
-
-    hub = _sync_driver._state(client).hub
-
-    def wait(name: str) -> threading.Thread:
-        return _waiter(client, name, out)
-
-    def entered(name: str) -> bool:
-        return _entered(hub, name)
-
-    first = wait("mid-a")
-    _until(lambda: entered("mid-a") and hub._reader is not None)
-    pubsub = hub._pubsub
-    assert pubsub is not None
+    holders, out, hub, first, pubsub = _one_waiting(r, client, "mid-a", "mid-b")
     conn = pubsub.connection
     sent = threading.Event()  # the second waiter's SUBSCRIBE went out
     second: list[threading.Thread] = []
@@ -734,7 +723,7 @@ def test_a_subscribe_sent_during_the_libraries_handshake_is_confirmed(
         reply = read(*args, **kwargs)
         if shaking and not second:  # (its first reply read: HELLO's, say)
             assert threading.current_thread().name == "tenure-wake-hub"
-            second.append(wait("mid-b"))
+            second.append(_waiter(client, "mid-b", out))
             sent.wait(WAITER_TIMEOUT)
         return reply
 
@@ -752,7 +741,7 @@ def test_a_subscribe_sent_during_the_libraries_handshake_is_confirmed(
     conn.read_response = reading
     pubsub.execute_command = sending
     r.client_kill_filter(_type="pubsub")
-    _until(lambda: bool(second) and entered("mid-b"))
+    _until(lambda: bool(second) and _entered(hub, "mid-b"))
     assert sent.is_set(), "the second waiter's SUBSCRIBE was not sent during the handshake"
     time.sleep(0.3)  # (the second waiter queues, or waits for its confirmation)
     released = time.monotonic()
