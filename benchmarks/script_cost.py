@@ -328,6 +328,41 @@ def per_handoff(r: redis.Redis, acquire: str, release: str) -> Callable[[int], f
 WAKE_PREFIX = "tenure:{h}:wake:"
 
 
+#: The commands that are no script's own (the benchmark's INFO, CONFIG
+#: RESETSTAT, SCRIPT LOAD/FLUSH calls, the scripts' EVALSHA itself).
+NOT_SCRIPTS_OWN = ("cmdstat_evalsha", "cmdstat_info", "cmdstat_config", "cmdstat_script")
+
+
+def inside(r: redis.Redis) -> float:
+    """The server's µs per ``EVALSHA`` since the last ``CONFIG RESETSTAT`` spent
+    in the commands the scripts ran (``INFO commandstats`` counts a script's
+    commands both on their own rows and within its ``EVALSHA``'s); the rest of
+    an ``EVALSHA``'s time is the script machinery: Lua, the conversion of each
+    call's arguments and reply, the ``KEYS``/``ARGV`` tables."""
+    stats = r.info("commandstats")
+    own = sum(float(v["usec"]) for k, v in stats.items() if not k.startswith(NOT_SCRIPTS_OWN))
+    return own / float(stats["cmdstat_evalsha"]["calls"])
+
+
+def split(
+    r: redis.Redis,
+    measure: Callable[[int], float],
+    parts: list[tuple[float, float]],
+    calls: int = 1,
+) -> Callable[[int], float]:
+    """``measure`` (a round's µs per ``calls`` ``EVALSHA`` calls), recording in
+    ``parts`` each round's µs per ``EVALSHA`` in the commands (:func:`inside`)
+    and in the rest."""
+
+    def one(n: int) -> float:
+        us = measure(n)
+        own = inside(r)
+        parts.append((own, us / calls - own))
+        return us
+
+    return one
+
+
 def per_cycle(r: redis.Redis, cycle: Callable[[], object], n: int = 1000) -> Callable[[int], float]:
     """A round: the server's µs per call of ``cycle`` (one primitive's
     uncontended cycle through the public API, unpipelined): every command's
@@ -452,19 +487,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         acquire, release = LOCK_ACQUIRE.source.decode(), LOCK_RELEASE.source.decode()
         bare_a, bare_r = without_acl_guard(acquire), without_acl_guard(release)
+        parts: dict[str, list[tuple[float, float]]] = {
+            label: []
+            for label in (
+                "tenure `Lock`, as sent",
+                "the leanest scripts",
+                "Redisson's, fenced",
+                "tenure, a contended hand-off",
+            )
+        }
         rows_in = {
-            "tenure's scripts, as sent": per_call(r, acquire, release),
+            "tenure's scripts, as sent": split(
+                r, per_call(r, acquire, release), parts["tenure `Lock`, as sent"]
+            ),
             "the same, a token without a label": per_call(r, acquire, release, token=TOKEN),
             "the same without the ACL guard": per_call(r, bare_a, bare_r),
-            "leanest scripts with the same uncontended promises": per_call(
-                r, LEAN_ACQUIRE, LEAN_RELEASE
+            "leanest scripts with the same uncontended promises": split(
+                r, per_call(r, LEAN_ACQUIRE, LEAN_RELEASE), parts["the leanest scripts"]
             ),
         }
         anchors_in = {
             "Redisson's RedissonLock, re-written (hash lock, release record)": anchor_per_call(
                 r, ANCHOR_ACQUIRE
             ),
-            "the same with RFencedLock's fence (INCR)": anchor_per_call(r, ANCHOR_FENCED_ACQUIRE),
+            "the same with RFencedLock's fence (INCR)": split(
+                r, anchor_per_call(r, ANCHOR_FENCED_ACQUIRE), parts["Redisson's, fenced"]
+            ),
         }
         promises_in = {
             label: per_call(r, switched_off(bare_a, rules_a), switched_off(bare_r, rules_r))
@@ -479,7 +527,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     **rows_in,
                     **anchors_in,
                     **promises_in,
-                    "handoff": per_handoff(r, acquire, release),
+                    "handoff": split(
+                        r,
+                        per_handoff(r, acquire, release),
+                        parts["tenure, a contended hand-off"],
+                        calls=2,
+                    ),
                     "handoff without the ACL guard": per_handoff(r, bare_a, bare_r),
                     **(
                         {
@@ -522,6 +575,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     whole = 2 * rows["tenure's scripts, as sent"]
     for label, us in promises.items():
         print(f"| {label} | {2 * us:.1f} | {2 * us / whole:.0%} |")
+    print()
+    print("Where a cycle's server time goes: the commands the scripts run (their own rows")
+    print("in INFO commandstats) and the rest of each EVALSHA (Lua, each call's argument")
+    print("and reply conversion, the KEYS and ARGV tables); µs per cycle or hand-off (2")
+    print("calls), lower quartiles")
+    print("| scripts | the commands | the rest |")
+    print("|---|--:|--:|")
+    for label, rounds in parts.items():
+        own = statistics.quantiles([p[0] for p in rounds], n=4)[0]
+        rest = statistics.quantiles([p[1] for p in rounds], n=4)[0]
+        print(f"| {label} | {2 * own:.1f} | {2 * rest:.1f} |")
     print()
     print_primitives("Every primitive", kinds)
     print()
