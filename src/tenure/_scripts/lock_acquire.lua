@@ -79,60 +79,67 @@
 --@include _common.lua
 
 -- The uncontended attempt of a named lock that does not queue, first, and
--- written out here with only the helpers that make no closure of their own:
--- a chunk makes every function it defines at every call, and the others of
--- _common.lua (put above) are defined below, at the `later` line (see
--- tenure._scripts.deferred). It reads first (the lock-delay key, the fence
--- key, the clock: a refusal there writes nothing); its first write is the
--- SET NX, after which it runs only SET and, to clear a lock-delay key left
--- by an earlier holder, DEL: that one is checked first then (as acl_need
--- does). Anything else (the lock busy, a lock-delay running, a refusal, a
--- fence key holding no number) goes on to the whole script, which says so.
-if ARGV[4] == '' and not KEYS[5] then
+-- written out here calling no helper: each Lua call costs the server about
+-- 0.1-0.4 µs (a C one such as tonumber or math.max too; arithmetic on TIME's
+-- strings is the VM's own), and a chunk makes every function it defines at
+-- every call, so _common.lua's functions (put above) are defined below, at
+-- the `later` line (tenure._scripts.deferred). It reads first (the
+-- lock-delay key, the fence key, the clock: a refusal there writes
+-- nothing); its first write is the SET NX, after which it runs only SET and,
+-- to clear a lock-delay key left by an earlier holder, DEL: that one is
+-- checked first then (as acl_need does). Anything else (the lock busy, a
+-- lock-delay running, a refusal, a fence key holding no number) goes on
+-- (`break`) to the whole script, which says so.
+if ARGV[4] == '' and not KEYS[5] then repeat
   local delayed = redis.call('PTTL', KEYS[4])
   local check = redis.acl_check_cmd
-  if delayed <= 0 and (delayed == -2 or not check or check('DEL', KEYS[1])) then
-    local last = redis.pcall('GET', KEYS[2])
-    -- (another type: the whole script says so; a refused GET, Redis 6.2, is
-    -- raised here by wrong(), before anything is written)
-    if not wrong(last) and (not last or stored_fence(last)) then
-      local fence = next_fence_at(last, now_us())
-      if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
-        redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
-        local delay = tonumber(ARGV[6])
-        if delay > 0 then
-          redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[3]) + delay)
-        elseif delayed ~= -2 then
-          redis.call('DEL', KEYS[4])
-        end
-        return fence
-      end
-    end
+  if delayed > 0 or (delayed ~= -2 and check and not check('DEL', KEYS[1])) then break end
+  -- the last fence: none (false), or a stored fence (stored_fence's rule); a
+  -- reply with an err field is a refusal or another type (a string has no
+  -- such field: its fields are the string library's)
+  local last = redis.pcall('GET', KEYS[2])
+  local n = false
+  if last then
+    if last.err then break end
+    n = tonumber(last)
+    if not n or n % 1 ~= 0 or n <= -9007199254740992 or n >= 9007199254740992 then break end
   end
-end
+  local now = redis.call('TIME')
+  local fence = now[1] * 1000000 + now[2]  -- (next_fence_at's rule)
+  if n and n >= fence then fence = n + 1 end
+  if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then break end
+  redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
+  if ARGV[6] + 0 > 0 then
+    redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[3] + ARGV[6])
+  elseif delayed ~= -2 then
+    redis.call('DEL', KEYS[4])
+  end
+  return fence
+until true end
 
 -- The attempt of a named lock that queues and finds the lock held by another
--- owner, written out here too (it only queues: ZADD, then PEXPIRE, as busy()
--- below). It reads the holder, then checks what it runs after its first
--- write (PEXPIRE) and its own wake channel (as acl_need and acl_channels do;
--- Redis 6.2, which can't check them, goes on to the whole script); a waiters
--- key of another type fails its ZADD, its first write, with nothing written.
+-- owner, written out here too, calling no helper but string.sub and
+-- string.match (it only queues: ZADD, then PEXPIRE, as busy() below). It
+-- reads the holder, then checks what it runs after its first write
+-- (PEXPIRE) and its own wake channel (as acl_need and acl_channels do; Redis
+-- 6.2, which can't check them, goes on to the whole script); a waiters key
+-- of another type fails its ZADD, its first write, with nothing written.
 -- Anything else (the lock free, held by the caller, a refusal) goes on to
 -- the whole script, which says so.
 if ARGV[4] ~= '' and ARGV[7] and not KEYS[5] then
   local holder = redis.pcall('GET', KEYS[1])
   local check = redis.acl_check_cmd
-  if check and type(holder) == 'string' and holder ~= ARGV[1]
+  if check and holder and not holder.err and holder ~= ARGV[1]
       and string.sub(holder, 1, #ARGV[2]) ~= ARGV[2] and check('PEXPIRE', KEYS[1])
       and check('PUBLISH', ARGV[7] .. string.match(ARGV[4], '^([^|]*)'), 'probe') then
     local pttl = redis.call('PTTL', KEYS[1])
     local now = redis.call('TIME')
-    local added = redis.pcall('ZADD', KEYS[3], 'NX', tonumber(now[1]) * 1000000 + tonumber(now[2]), ARGV[4])
-    if type(added) == 'table' then
+    local added = redis.pcall('ZADD', KEYS[3], 'NX', now[1] * 1000000 + now[2], ARGV[4])
+    if added ~= 0 and added ~= 1 then  -- (an error reply: a table)
       if not string.find(added.err, 'WRONGTYPE', 1, true) then error(added.err) end
       return {WRONG_TYPE, KEYS[3]}
     end
-    redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
+    redis.call('PEXPIRE', KEYS[3], (pttl > 0 and pttl or 0) + 60000)
     return -2 - pttl  -- BUSY
   end
 end

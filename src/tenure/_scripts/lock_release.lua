@@ -103,7 +103,7 @@ end
 
 local exact = KEYS[6] ~= nil
 local handoffs = 0  -- exact-key mode: the hand-offs in a row that led to this hold
-local delay = tonumber(ARGV[5])
+local delay = ARGV[5] + 0
 local function grant(token, lease, fence)
   redis.call('SET', KEYS[1], token, 'PX', lease)
   redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
@@ -113,59 +113,74 @@ end
 
 -- The release of a named lock that hands it on (waiters queued, no member to
 -- drop), before the ACL guard's helpers are made, on a server that checks
--- commands up front (Redis >= 7.0, Valkey). It reads first (the holder, the
--- fence key, the first two waiters, the clock); its first write is the
--- record's SET (or, with no record, its DEL); after it, it runs DEL, ZPOPMIN,
--- SET, PUBLISH to the waiters it tells, and the ZRANGE and TIME it ran
--- already (a command that ran is one the user may run, and a refused TIME
--- goes on to the whole script): the others are checked first (as acl_need
--- and acl_channels do). It hands the lock as
--- hand_off does (_common.lua), its first round written out here (the first
--- two waiters read above: the second is the one told to recheck); a first
--- waiter nobody hears goes on to hand_off itself. The lock key is written
--- over, and so is the lock-delay key when the waiter gets a lock-delay (else
--- it is deleted). Anything else (nobody holding with this token, a refusal,
--- a key of another type) goes on to the whole script, which says so.
+-- commands up front (Redis >= 7.0, Valkey), calling no helper but
+-- string.match (as lock_acquire.lua's quick paths). It reads first (the
+-- holder, the fence key, the first two waiters, the clock); its first write
+-- is the record's SET (or, with no record, its DEL); after it, it runs DEL,
+-- ZPOPMIN, SET, PUBLISH to the waiters it tells, and the ZRANGE and TIME it
+-- ran already (a command that ran is one the user may run, and a refused
+-- TIME goes on to the whole script): the others are checked first (as
+-- acl_need and acl_channels do). It hands the lock as hand_off does
+-- (_common.lua), its first round written out here (the first two waiters
+-- read above: the second is the one told to recheck); a first waiter nobody
+-- hears goes on to hand_off itself. The lock key is written over, and so is
+-- the lock-delay key when the waiter gets a lock-delay (else it is deleted).
+-- Anything else (nobody holding with this token, a refusal, a key of another
+-- type, a fence key holding no fence) goes on (`break`) to the whole script,
+-- which says so.
 local pending = nil  -- the fence key's value, when the first waiter was gone
 local check = redis.acl_check_cmd
-if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiting > 0 then
-  local holder = redis.pcall('GET', KEYS[1])
+if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiting > 0 then repeat
+  if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then break end
+  -- the last fence: none (false), or a stored fence (stored_fence's rule); a
+  -- reply with an err field is a refusal or another type
   local last = redis.pcall('GET', KEYS[3])
-  if holder == ARGV[1] and not wrong(last) and (not last or stored_fence(last)) then
-    local heads = redis.call('ZRANGE', KEYS[2], 0, 1)
-    local clock = redis.pcall('TIME')  -- (refused: the whole script says so)
-    local allowed = clock[1] and check('DEL', KEYS[1]) and check('ZPOPMIN', KEYS[1])
-      and check('SET', KEYS[1])
-    for i = 1, #heads do
-      local w = string.match(heads[i], '^([^|]*)|')
-      if allowed and w then allowed = check('PUBLISH', ARGV[2] .. w, 'probe') end
+  local n = false
+  if last then
+    if last.err then break end
+    n = tonumber(last)
+    if not n or n % 1 ~= 0 or n <= -9007199254740992 or n >= 9007199254740992 then break end
+  end
+  local heads = redis.call('ZRANGE', KEYS[2], 0, 1)
+  local clock = redis.pcall('TIME')  -- (refused: the whole script says so)
+  local allowed = clock[1] and check('DEL', KEYS[1]) and check('ZPOPMIN', KEYS[1])
+    and check('SET', KEYS[1])
+  for i = 1, #heads do
+    local w = string.match(heads[i], '^([^|]*)|')
+    if allowed and w then allowed = check('PUBLISH', ARGV[2] .. w, 'probe') end
+  end
+  if not allowed then break end
+  if ARGV[6] ~= '' then redis.call('SET', KEYS[5], '1', 'PX', RELEASED_KEEP_MS) end
+  -- (the first write)
+  if delay <= 0 then redis.call('DEL', KEYS[4]) end
+  local head = redis.call('ZPOPMIN', KEYS[2])[1]
+  local w, claim, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
+  if w then
+    -- the fence (next_fence_at's rule) as digits: from the clock, TIME's two
+    -- numbers with the µs padded to six digits
+    local fence
+    if n and n >= clock[1] * 1000000 + clock[2] then
+      fence = string.format('%.0f', n + 1)
+    else
+      local micros = clock[2]
+      if #micros < 6 then micros = string.rep('0', 6 - #micros) .. micros end
+      fence = clock[1] .. micros
     end
-    if allowed then
-      if ARGV[6] ~= '' then redis.call('SET', KEYS[5], '1', 'PX', RELEASED_KEEP_MS) end
-      -- (the first write)
-      if delay <= 0 then redis.call('DEL', KEYS[4]) end
-      local head = redis.call('ZPOPMIN', KEYS[2])[1]
-      local w, claim, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
-      if w then
-        local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-        local fence = string.format('%.0f', next_fence_at(last, now))
-        if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
-          redis.call('SET', KEYS[1], token, 'PX', claim)
-          redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
-          if delay > 0 then redis.call('SET', KEYS[4], token, 'PX', tonumber(claim) + delay) end
-          -- the next waiter: the second read above (hand_off's recheck)
-          local second = heads[2] and string.match(heads[2], '^([^|]*)|')
-          if second then redis.call('PUBLISH', ARGV[2] .. second, 'recheck ' .. claim) end
-          return 1
-        end
-      end
-      -- that waiter is gone: the lock is freed (and its lock-delay key, when
-      -- it was kept above), and handed on below (hand_off)
-      if delay <= 0 then redis.call('DEL', KEYS[1]) else redis.call('DEL', KEYS[1], KEYS[4]) end
-      pending = last
+    if redis.call('PUBLISH', ARGV[2] .. w, fence .. ' ' .. token) > 0 then
+      redis.call('SET', KEYS[1], token, 'PX', claim)
+      redis.call('SET', KEYS[3], fence, 'PX', ARGV[3])
+      if delay > 0 then redis.call('SET', KEYS[4], token, 'PX', claim + delay) end
+      -- the next waiter: the second read above (hand_off's recheck)
+      local second = heads[2] and string.match(heads[2], '^([^|]*)|')
+      if second then redis.call('PUBLISH', ARGV[2] .. second, 'recheck ' .. claim) end
+      return 1
     end
   end
-end
+  -- that waiter is gone: the lock is freed (and its lock-delay key, when
+  -- it was kept above), and handed on below (hand_off)
+  if delay <= 0 then redis.call('DEL', KEYS[1]) else redis.call('DEL', KEYS[1], KEYS[4]) end
+  pending = last
+until true end
 
 --@later
 
