@@ -54,20 +54,19 @@
 -- would give: free, nobody ahead. Anything else (the lock busy or the
 -- caller's, a refusal, a fence key holding no number) goes on to the whole
 -- script, which says so.
-if ARGV[4] == '' and redis.pcall('EXISTS', KEYS[3], KEYS[4], KEYS[5]) == 0 then
+if ARGV[4] == '' and redis.pcall('EXISTS', KEYS[3], KEYS[4], KEYS[5]) == 0 then repeat
   local last = redis.pcall('GET', KEYS[2])
-  -- (another type: the whole script says so; a refused GET, Redis 6.2, is
-  -- raised here by wrong(), before anything is written)
-  if not wrong(last) and (not last or stored_fence(last)) then
-    local fence = next_fence_at(last, now_us())
-    if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
-      redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
-      local delay = tonumber(ARGV[6])
-      if delay > 0 then redis.call('SET', KEYS[5], ARGV[1], 'PX', tonumber(ARGV[3]) + delay) end
-      return fence
-    end
-  end
-end
+  local n = last and not last.err and tonumber(last)  -- (a string has no err field)
+  if last and not (n and n % 1 == 0 and n > -9007199254740992
+      and n < 9007199254740992) then break end
+  local now = redis.call('TIME')
+  local fence = now[1] * 1000000 + now[2]  -- (next_fence_at's rule)
+  if n and n >= fence then fence = n + 1 end
+  if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then break end
+  redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
+  if ARGV[6] + 0 > 0 then redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[3] + ARGV[6]) end
+  return fence
+until true end
 
 --@later
 --@include _acl.lua

@@ -43,17 +43,17 @@
 -- it may only run DEL, which is checked first (as acl_need does). Anything
 -- else (waiters, a lock not held with this token, a refusal, a key of
 -- another type) goes on to the whole script, which says so.
-if ARGV[4] == '' and redis.pcall('EXISTS', KEYS[2], KEYS[3]) == 0 then
+if ARGV[4] == '' and redis.pcall('EXISTS', KEYS[2], KEYS[3]) == 0 then repeat
   local check = redis.acl_check_cmd
-  if (not check or check('DEL', KEYS[1])) and redis.pcall('GET', KEYS[1]) == ARGV[1] then
-    local last = redis.pcall('GET', KEYS[4])
-    if not wrong(last) and (not last or stored_fence(last)) then
-      if ARGV[6] ~= '' then redis.call('SET', KEYS[6], '1', 'PX', RELEASED_KEEP_MS) end
-      redis.call('DEL', KEYS[1], KEYS[5])
-      return 0
-    end
-  end
-end
+  if check and not check('DEL', KEYS[1]) or redis.pcall('GET', KEYS[1]) ~= ARGV[1] then break end
+  local last = redis.pcall('GET', KEYS[4])
+  local n = last and not last.err and tonumber(last)  -- (a string has no err field)
+  if last and not (n and n % 1 == 0 and n > -9007199254740992
+      and n < 9007199254740992) then break end
+  if ARGV[6] ~= '' then redis.call('SET', KEYS[6], '1', 'PX', RELEASED_KEEP_MS) end
+  redis.call('DEL', KEYS[1], KEYS[5])
+  return 0
+until true end
 
 --@later
 --@include _acl.lua

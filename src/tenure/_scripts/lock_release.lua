@@ -135,12 +135,9 @@ if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiti
   -- the last fence: none (false), or a stored fence (stored_fence's rule); a
   -- reply with an err field is a refusal or another type
   local last = redis.pcall('GET', KEYS[3])
-  local n = false
-  if last then
-    if last.err then break end
-    n = tonumber(last)
-    if not n or n % 1 ~= 0 or n <= -9007199254740992 or n >= 9007199254740992 then break end
-  end
+  local n = last and not last.err and tonumber(last)
+  if last and not (n and n % 1 == 0 and n > -9007199254740992
+      and n < 9007199254740992) then break end
   local heads = redis.call('ZRANGE', KEYS[2], 0, 1)
   local clock = redis.pcall('TIME')  -- (refused: the whole script says so)
   local allowed = clock[1] and check('DEL', KEYS[1]) and check('ZPOPMIN', KEYS[1])

@@ -63,19 +63,22 @@
 -- on to the whole script, which says so.
 local check = redis.acl_check_cmd
 if ARGV[3] == '' and check and redis.pcall('EXISTS', KEYS[1], KEYS[4]) == 0
-    and check('HSET', KEYS[1]) and check('PEXPIRE', KEYS[1]) then
+    and check('HSET', KEYS[1]) and check('PEXPIRE', KEYS[1]) then repeat
   local last = redis.pcall('GET', KEYS[2])
-  if not wrong(last) and (not last or stored_fence(last)) then
-    local fence = next_fence_at(last, now_us())
-    redis.call('SET', KEYS[2], fence, 'PX', math.max(tonumber(ARGV[4]), tonumber(ARGV[2])))
-    redis.call('HSET', KEYS[1], ARGV[1], 1)
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    local delay = tonumber(ARGV[5])
-    if delay > 0 then redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[2]) + delay) end
-    redis.call('SET', KEYS[5], ARGV[1] .. '|' .. ARGV[6], 'PX', 120000)
-    return fence
-  end
-end
+  local n = last and not last.err and tonumber(last)  -- (a string has no err field)
+  if last and not (n and n % 1 == 0 and n > -9007199254740992
+      and n < 9007199254740992) then break end
+  local now = redis.call('TIME')
+  local fence = now[1] * 1000000 + now[2]  -- (next_fence_at's rule)
+  if n and n >= fence then fence = n + 1 end
+  local lease, keep = ARGV[2] + 0, ARGV[4] + 0
+  redis.call('SET', KEYS[2], fence, 'PX', keep > lease and keep or lease)
+  redis.call('HSET', KEYS[1], ARGV[1], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if ARGV[5] + 0 > 0 then redis.call('SET', KEYS[4], ARGV[1], 'PX', lease + ARGV[5]) end
+  redis.call('SET', KEYS[5], ARGV[1] .. '|' .. ARGV[6], 'PX', 120000)
+  return fence
+until true end
 
 --@later
 --@include _acl.lua

@@ -55,24 +55,25 @@
 -- case. Anything else (waiters, a field of another label, a retry, a
 -- refusal, a key of another type) goes on to the whole script, which says so.
 local waiting = redis.pcall('ZCARD', KEYS[2])  -- (a read: a refusal writes nothing)
-if waiting == 0 and ARGV[5] == '' and ARGV[7] ~= '' and (ARGV[8] or '') == '' then
+if waiting == 0 and ARGV[5] == '' and ARGV[7] ~= '' and (ARGV[8] or '') == '' then repeat
   local check = redis.acl_check_cmd
-  local count = (not check or check('SET', KEYS[1]) and check('DEL', KEYS[1]))
-    and redis.pcall('HGET', KEYS[1], ARGV[1])
-  local last = type(count) == 'string' and redis.pcall('GET', KEYS[3])
-  if type(count) == 'string' and not wrong(last) and (not last or stored_fence(last))
-      and (ARGV[2] == '' or not last or tonumber(last) == tonumber(ARGV[2])) then
-    local op = ARGV[1] .. '|' .. ARGV[7]
-    if redis.call('GET', KEYS[5]) ~= op then
-      local n = 0
-      if count ~= '1' then n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1) end
-      redis.call('SET', KEYS[5], op, 'PX', 120000)
-      if n > 0 then return n end
-      redis.call('DEL', KEYS[1], KEYS[4])
-      return 0
-    end
-  end
-end
+  if check and not (check('SET', KEYS[1]) and check('DEL', KEYS[1])) then break end
+  local count = redis.pcall('HGET', KEYS[1], ARGV[1])
+  if not count or count.err then break end
+  local last = redis.pcall('GET', KEYS[3])
+  local n = last and not last.err and tonumber(last)  -- (a string has no err field)
+  if last and not (n and n % 1 == 0 and n > -9007199254740992
+      and n < 9007199254740992) then break end
+  if ARGV[2] ~= '' and n and n ~= tonumber(ARGV[2]) then break end
+  local op = ARGV[1] .. '|' .. ARGV[7]
+  if redis.call('GET', KEYS[5]) == op then break end
+  local left = 0
+  if count ~= '1' then left = redis.call('HINCRBY', KEYS[1], ARGV[1], -1) end
+  redis.call('SET', KEYS[5], op, 'PX', 120000)
+  if left > 0 then return left end
+  redis.call('DEL', KEYS[1], KEYS[4])
+  return 0
+until true end
 
 --@later
 --@include _acl.lua
