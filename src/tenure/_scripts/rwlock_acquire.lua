@@ -56,12 +56,12 @@
 -- (or a key it touches holding another type) writes nothing and goes on
 -- (`break`) to the general path, which decides. It reads the clock once (the
 -- hold's deadline, a writer's fence), and checks with the ACL guard only the
--- commands it may run after its first write. It calls no helper but the
--- fence rule's (stored_fence, next_fence_at) and delay_after: each Lua call
--- costs the server about 0.1-0.4 µs (a C one such as tonumber or math.floor
--- too; the arithmetic here is the VM's own), and a script's chunk makes
--- every function it defines at every call (_rwlock.lua and the other
--- helpers of _common.lua are defined below, at the `later` line:
+-- commands it may run after its first write. It calls no helper (the fence
+-- rule's and delay_after's steps are written out): each Lua call costs the
+-- server about 0.1-0.4 µs (a C one such as tonumber or math.floor too; the
+-- arithmetic here is the VM's own), and a script's chunk makes every
+-- function it defines at every call (_rwlock.lua and the helpers of
+-- _common.lua are defined below, at the `later` line:
 -- tenure._scripts.deferred).
 --
 -- Relies on two invariants every script keeps: the lock hash has its "mode"
@@ -83,16 +83,18 @@ if ARGV[4] == '' then repeat
     if redis.call('PTTL', KEYS[5]) > 0 then break end  -- a dead writer's lock-delay
   end
   local last = redis.pcall('GET', fence_key)
-  if type(last) == 'table' then break end
-  local lastn = last and stored_fence(last)
-  if last and not lastn then break end
+  -- (stored_fence's rule; a refusal or another type has an err field, a
+  -- string none)
+  local lastn = last and not last.err and tonumber(last)
+  if last and not (lastn and lastn % 1 == 0 and lastn > -9007199254740992
+      and lastn < 9007199254740992) then break end
   local time = redis.call('TIME')
   local us = time[1] * 1000000 + time[2]
   local now = (us - us % 1000) / 1000
   local latest = now + lease  -- when the lock's last hold ends, this one counted
   if held > 0 then  -- other readers hold
-    if tonumber(redis.call('ZRANGE', holds, 0, 0, 'WITHSCORES')[2]) <= now then break end
-    local last_end = tonumber(redis.call('ZRANGE', holds, -1, -1, 'WITHSCORES')[2])
+    if redis.call('ZRANGE', holds, 0, 0, 'WITHSCORES')[2] + 0 <= now then break end
+    local last_end = redis.call('ZRANGE', holds, -1, -1, 'WITHSCORES')[2] + 0
     if last_end > latest then latest = last_end end
   end
   local keep = ARGV[5] + 0
@@ -112,7 +114,8 @@ if ARGV[4] == '' then repeat
     end
     -- (a fence from the clock is written as TIME's two numbers, the µs
     -- padded to six digits: no string.format)
-    fence = next_fence_at(lastn, us)
+    fence = us  -- (next_fence_at's rule)
+    if lastn and lastn >= us then fence = lastn + 1 end
     local digits
     if fence == us then
       local micros = time[2]
@@ -141,7 +144,9 @@ if ARGV[4] == '' then repeat
     redis.call('HSET', lock, field, value)
   end
   redis.call('ZADD', holds, now + lease, field)
-  if m == 'w' then delay_after(KEYS[5], owner, lease, ARGV[6] + 0) end
+  if m == 'w' and ARGV[6] + 0 > 0 then  -- (delay_after's)
+    redis.call('SET', KEYS[5], owner, 'PX', lease + ARGV[6])
+  end
   redis.call('PEXPIREAT', lock, latest)
   redis.call('PEXPIREAT', holds, latest)
   return fence  -- (a new hold: its id is the op)
