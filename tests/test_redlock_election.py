@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import inspect
 import multiprocessing
 import threading
 import time
@@ -36,6 +37,7 @@ from tenure import (
     WrongTypeError,
     _ops,
 )
+from tenure._api._sync import redlock_election as _sync_election
 from tenure._drivers import _sync as _driver
 from tenure._keys import election_keys
 from tenure._plans import election as election_plans
@@ -353,6 +355,56 @@ def test_readers_never_take_a_value_that_only_minorities_held(
     reach(clients[2:4], b"v6", 6)
     # the masters' logs tell that v4, not v5 nor v6, was the last on a majority
     assert read() == first_seen() == (b"v4", 4)
+    leadership.resign()
+
+
+def test_proclaims_at_once_from_two_threads_take_distinct_sequences(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads proclaiming on one leadership, each switched out (as the
+    interpreter may switch threads between any two lines) just before its
+    proclaim is sent: each sends a sequence of its own, and the next
+    proclaim one above both."""
+    election = RedlockElection(clients, "together", ttl=5, label="a")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    sent: list[int] = []
+    announce = _sync_election._ElectionRedlock._announce
+
+    def record(lock: Any, lease: Any, value: bytes | None, seq: int) -> None:
+        sent.append(seq)
+        announce(lock, lease, value, seq)
+
+    monkeypatch.setattr(_sync_election._ElectionRedlock, "_announce", record)
+    proclaim = RedlockLeadership.proclaim
+    lines, first = inspect.getsourcelines(proclaim)
+    (sends,) = (first + i for i, line in enumerate(lines) if "_announce(" in line)
+    both = threading.Barrier(2, timeout=5)
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code is not proclaim.__code__:
+            return None
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "line" and frame.f_lineno == sends:
+                both.wait()  # (the other thread's proclaim has come as far)
+            return local
+
+        return local
+
+    threading.settrace(tracer)
+    try:
+        threads = [threading.Thread(target=leadership.proclaim, args=(v,)) for v in ("x", "y")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+    finally:
+        threading.settrace(None)  # type: ignore[arg-type]
+    assert sorted(sent) == [1, 2], sent
+    leadership.proclaim("z")
+    lead = election.leader()
+    assert lead is not None and (lead.value, lead.sequence) == (b"z", 3)
     leadership.resign()
 
 

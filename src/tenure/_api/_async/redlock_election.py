@@ -10,6 +10,7 @@ master's plan to all of them at once (``_fanout.run_each``).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, ClassVar
@@ -44,7 +45,7 @@ class AsyncRedlockLeadership(AsyncRedlockLease):
     leader's (see ``docs/guide/election.md``).
     """
 
-    __slots__ = ("_sequence",)
+    __slots__ = ("_numbering", "_sequence")
 
     _lock: _AsyncElectionRedlock
 
@@ -53,6 +54,9 @@ class AsyncRedlockLeadership(AsyncRedlockLease):
     ) -> None:
         super().__init__(lock, grant, holder, reached)
         self._sequence = 0  # the number of the last value proclaimed in the term
+        #: taken and read under this mutex only (nothing else inside): proclaims
+        #: at once, from threads or tasks, each send a number of their own, in order
+        self._numbering = threading.Lock()
 
     @property
     def term(self) -> int:
@@ -77,8 +81,10 @@ class AsyncRedlockLeadership(AsyncRedlockLease):
                 on a minority of them, where no reader takes it.
         """
         data = election_plans.check_value(value)
-        self._sequence += 1
-        await self._lock._announce(self, data, self._sequence)
+        with self._numbering:
+            self._sequence += 1
+            seq = self._sequence
+        await self._lock._announce(self, data, seq)
 
     async def resign(self) -> None:
         """Step down: end the term on every master (observers see

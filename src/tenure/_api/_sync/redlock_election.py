@@ -11,6 +11,7 @@ master's plan to all of them at once (``_fanout.run_each``).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Callable, Sequence
 from typing import Any, ClassVar
@@ -45,7 +46,7 @@ class RedlockLeadership(RedlockLease):
     leader's (see ``docs/guide/election.md``).
     """
 
-    __slots__ = ("_sequence",)
+    __slots__ = ("_numbering", "_sequence")
 
     _lock: _ElectionRedlock
 
@@ -54,6 +55,9 @@ class RedlockLeadership(RedlockLease):
     ) -> None:
         super().__init__(lock, grant, holder, reached)
         self._sequence = 0  # the number of the last value proclaimed in the term
+        #: taken and read under this mutex only (nothing else inside): proclaims
+        #: at once, from threads or tasks, each send a number of their own, in order
+        self._numbering = threading.Lock()
 
     @property
     def term(self) -> int:
@@ -78,8 +82,10 @@ class RedlockLeadership(RedlockLease):
                 on a minority of them, where no reader takes it.
         """
         data = election_plans.check_value(value)
-        self._sequence += 1
-        self._lock._announce(self, data, self._sequence)
+        with self._numbering:
+            self._sequence += 1
+            seq = self._sequence
+        self._lock._announce(self, data, seq)
 
     def resign(self) -> None:
         """Step down: end the term on every master (observers see
