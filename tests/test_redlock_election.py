@@ -444,6 +444,41 @@ def test_a_minoritys_stray_keys_do_not_stop_the_election(clients: list[redis.Red
         election.leader()
 
 
+def test_a_minoritys_stray_keys_and_a_paused_master_are_too_few_answers(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The record holding another type on two masters of five (outvoted,
+    were the others to answer) and a third master paused: too few answered,
+    which the error says, naming what each master that failed said."""
+    keys = _keys("stray-paused")
+    election = RedlockElection(clients, "stray-paused", ttl=5, master_timeout=0.2)
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    for c in clients[:2]:
+        c.delete(keys.record)
+        c.rpush(keys.record, "x")
+    masters[2].pause()
+    try:
+        with pytest.raises(NoQuorumError, match="2 accepted it") as proclaimed:
+            leadership.proclaim("v")
+        assert "WrongTypeError" in str(proclaimed.value)
+        assert "1 did not answer" in str(proclaimed.value), proclaimed.value
+        with pytest.raises(NoQuorumError, match="2 of 5 masters answered") as read:
+            election.leader()
+        assert "WrongTypeError" in str(read.value)
+    finally:
+        masters[2].resume()
+    deadline = time.monotonic() + 3
+    while True:  # once the paused master answers, the two are outvoted
+        try:
+            leadership.proclaim("v")
+            break
+        except NoQuorumError:  # (its earlier call still waits)
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    leadership.resign()
+
+
 def test_the_operator_tools_see_a_redlock_elections_candidates(
     clients: list[redis.Redis],
 ) -> None:

@@ -79,7 +79,11 @@ class RedlockLeadership(RedlockLease):
             NotOwnedError: a majority of the masters refused it: this
                 leadership ended there (deposed).
             NoQuorumError: too few masters answered to tell; the value may be
-                on a minority of them, where no reader takes it.
+                on a minority of them, where no reader takes it. The message
+                names what each master that gave an error said.
+            WrongTypeError: a key of the election holds a value of another type
+                on so many masters that the others can't make a quorum (on
+                fewer, those masters are outvoted).
         """
         data = election_plans.check_value(value)
         with self._numbering:
@@ -337,6 +341,7 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
             NotOwnedError: the caller does not lead (never did, resigned, or
                 was deposed: a majority refused).
             NoQuorumError: too few masters answered to tell.
+            WrongTypeError: see :meth:`RedlockLeadership.proclaim`.
         """
         self._leadership().proclaim(value)
 
