@@ -400,7 +400,7 @@ def test_proclaims_at_once_from_two_threads_take_distinct_sequences(
         for t in threads:
             t.join(10)
     finally:
-        threading.settrace(None)  # type: ignore[arg-type]
+        threading.settrace(None)
     assert sorted(sent) == [1, 2], sent
     leadership.proclaim("z")
     lead = election.leader()
