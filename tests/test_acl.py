@@ -676,6 +676,34 @@ def test_an_rlock_hold_never_lacks_its_expiry(r: redis.Redis, acl_user: MakeUser
     assert all(r.pttl(key) > 0 for key in r.keys("*"))
 
 
+@pytest.mark.parametrize("queued", [False, True])
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_a_read_write_hold_never_lacks_its_expiry(
+    r: redis.Redis, acl_user: MakeUser, mode: str, queued: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ReadWriteLock's first hold by a user who may not PEXPIREAT is refused
+    with no hold written, even on Redis 6.2 (which can't check a command up
+    front), by the acquire script alone: the give-back of a failed attempt
+    that follows is best effort (the process may die first), and a hold (the
+    lock hash, the holds key) without expiry would stay until someone else
+    takes the lock. ``queued``: the hold is taken by an attempt that queued
+    (a dead writer's lock-delay kept it out first)."""
+    from tenure import ReadWriteLock
+    from tenure._plans import rwlock as rwlock_plans
+
+    def never(self: object, member: str, in_flight: bool) -> Iterator[Any]:
+        yield from ()  # (the give-back does not come)
+
+    monkeypatch.setattr(rwlock_plans._RWContender, "leave", never)
+    user = acl_user("~*", "&*", commands=("+@all", "-pexpireat"))
+    if queued:
+        r.set("tenure:{forever}:rwlock:delay", "dead", px=200)
+    with pytest.raises(PermissionDenied):
+        getattr(ReadWriteLock(user, "forever", ttl=5), mode).acquire(timeout=3)
+    assert not r.exists("tenure:{forever}:rwlock", "tenure:{forever}:rwlock:holds")
+    assert all(r.pttl(key) > 0 for key in r.keys("*"))
+
+
 def test_a_prefix_with_an_exact_key_is_refused(r: redis.Redis) -> None:
     from tenure import InvalidArgument
 

@@ -264,6 +264,47 @@ def test_ls_skips_a_lock_whose_key_has_another_type(
     assert "skipped Lock 'odd'" in err
 
 
+def test_ls_and_top_name_a_primitive_whose_name_is_not_utf8(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Keys under the prefix whose name is not UTF-8 (another program's: every
+    name tenure takes is text, sent as UTF-8) are not read as a primitive but
+    named among the skipped, the name as a bytes literal (the same bytes
+    back), never left out unseen."""
+    r.set(b"tenure:{\xffbad}", b"token", px=30_000)
+    r.set(b"tenure:{\xffbad}:fence", b"12")
+    assert Lock(r, "fine", ttl=5).acquire()
+    status, out, err = tenure(capsys, url, "ls")
+    assert status == 0 and "fine" in out and "bad" not in out, out
+    (line,) = (x for x in err.splitlines() if "bad" in x)
+    assert line.startswith("tenure ls: skipped Lock b'\\xffbad': "), line
+    assert "not UTF-8" in line, line
+    status = main(["--url", url, "top", "--json-lines", "--all", "-n", "1"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    frame = json.loads(out)
+    assert [x["name"] for x in frame["locks"]] == ["fine"]
+    assert [x for x in frame["skipped"] if x.startswith("Lock b'\\xffbad': ")], frame
+
+
+def test_ls_top_and_inspect_name_a_primitive_holding_bytes_not_utf8(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lock key holding bytes that are not UTF-8 (no token tenure makes) is
+    named among the skipped, as one holding another type: no traceback."""
+    r.set("tenure:{odd}", b"\xff\xfe", px=30_000)
+    assert Lock(r, "fine", ttl=5).acquire()
+    status, out, err = tenure(capsys, url, "ls")
+    assert status == 0 and "fine" in out and "odd" not in out, out
+    assert "skipped Lock 'odd': " in err and "not UTF-8" in err, err
+    status = main(["--url", url, "top", "--json-lines", "--all", "-n", "1"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert [x for x in json.loads(out)["skipped"] if x.startswith("Lock 'odd': ")], out
+    status, out, err = tenure(capsys, url, "inspect", "odd")
+    assert status == 2 and "skipped Lock 'odd': " in err, (status, err)
+
+
 @pytest.mark.parametrize("kind", ["Lock", "RLock", "FairLock"])
 def test_views_name_a_fence_key_beyond_any_fence(
     r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str], kind: str

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import inspect
 import multiprocessing
 import threading
 import time
@@ -36,6 +37,7 @@ from tenure import (
     WrongTypeError,
     _ops,
 )
+from tenure._api._sync import redlock_election as _sync_election
 from tenure._drivers import _sync as _driver
 from tenure._keys import election_keys
 from tenure._plans import election as election_plans
@@ -356,6 +358,56 @@ def test_readers_never_take_a_value_that_only_minorities_held(
     leadership.resign()
 
 
+def test_proclaims_at_once_from_two_threads_take_distinct_sequences(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads proclaiming on one leadership, each switched out (as the
+    interpreter may switch threads between any two lines) just before its
+    proclaim is sent: each sends a sequence of its own, and the next
+    proclaim one above both."""
+    election = RedlockElection(clients, "together", ttl=5, label="a")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    sent: list[int] = []
+    announce = _sync_election._ElectionRedlock._announce
+
+    def record(lock: Any, lease: Any, value: bytes | None, seq: int) -> None:
+        sent.append(seq)
+        announce(lock, lease, value, seq)
+
+    monkeypatch.setattr(_sync_election._ElectionRedlock, "_announce", record)
+    proclaim = RedlockLeadership.proclaim
+    lines, first = inspect.getsourcelines(proclaim)
+    (sends,) = (first + i for i, line in enumerate(lines) if "_announce(" in line)
+    both = threading.Barrier(2, timeout=5)
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code is not proclaim.__code__:
+            return None
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "line" and frame.f_lineno == sends:
+                both.wait()  # (the other thread's proclaim has come as far)
+            return local
+
+        return local
+
+    threading.settrace(tracer)
+    try:
+        threads = [threading.Thread(target=leadership.proclaim, args=(v,)) for v in ("x", "y")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+    finally:
+        threading.settrace(None)
+    assert sorted(sent) == [1, 2], sent
+    leadership.proclaim("z")
+    lead = election.leader()
+    assert lead is not None and (lead.value, lead.sequence) == (b"z", 3)
+    leadership.resign()
+
+
 def test_a_minoritys_stray_keys_do_not_stop_the_election(clients: list[redis.Redis]) -> None:
     """Every key of the election holding another type on two masters of five
     (a stray write, a name clash): a quorum of the others elects, proclaims,
@@ -390,6 +442,41 @@ def test_a_minoritys_stray_keys_do_not_stop_the_election(clients: list[redis.Red
     spoil(clients[2])
     with pytest.raises(WrongTypeError):
         election.leader()
+
+
+def test_a_minoritys_stray_keys_and_a_paused_master_are_too_few_answers(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """The record holding another type on two masters of five (outvoted,
+    were the others to answer) and a third master paused: too few answered,
+    which the error says, naming what each master that failed said."""
+    keys = _keys("stray-paused")
+    election = RedlockElection(clients, "stray-paused", ttl=5, master_timeout=0.2)
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    for c in clients[:2]:
+        c.delete(keys.record)
+        c.rpush(keys.record, "x")
+    masters[2].pause()
+    try:
+        with pytest.raises(NoQuorumError, match="2 accepted it") as proclaimed:
+            leadership.proclaim("v")
+        assert "WrongTypeError" in str(proclaimed.value)
+        assert "1 did not answer" in str(proclaimed.value), proclaimed.value
+        with pytest.raises(NoQuorumError, match="2 of 5 masters answered") as read:
+            election.leader()
+        assert "WrongTypeError" in str(read.value)
+    finally:
+        masters[2].resume()
+    deadline = time.monotonic() + 3
+    while True:  # once the paused master answers, the two are outvoted
+        try:
+            leadership.proclaim("v")
+            break
+        except NoQuorumError:  # (its earlier call still waits)
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    leadership.resign()
 
 
 def test_the_operator_tools_see_a_redlock_elections_candidates(

@@ -64,15 +64,21 @@ def test_a_write_too_few_answered_is_no_quorum() -> None:
         verdict([True, True, refused, DOWN, TimeoutError()], N, "e", 7, "the proclaim")
 
 
-def test_an_error_of_tenures_own_is_raised_when_no_quorum_accepted() -> None:
+def test_an_error_of_tenures_own_is_raised_when_too_many_masters_gave_it() -> None:
     """A master's error of tenure's own (a wrong type) is raised, not counted as
-    a master down, when too few accepted; a quorum that accepted outvotes it,
-    as a Redlock's acquire does (one master's stray key does not stop the
-    election)."""
+    a master down, when the masters that gave it are too many for the others
+    to make a quorum; on fewer it is outvoted, as by a Redlock's acquire (one
+    master's stray key does not stop the election): by a quorum that accepted,
+    or, when masters too silent for a quorum are what is missing, named in
+    the NoQuorumError."""
     wrong = WrongTypeError("k")
     verdict([True, True, True, wrong, DOWN], N, "e", 7, "the proclaim")
     with pytest.raises(WrongTypeError):
-        verdict([True, True, wrong, DOWN, DOWN], N, "e", 7, "the proclaim")
+        verdict([True, wrong, wrong, wrong, DOWN], N, "e", 7, "the proclaim")
+    with pytest.raises(NoQuorumError, match="2 accepted it, 0 refused, 2 failed") as info:
+        verdict([True, True, wrong, wrong, TimeoutError()], N, "e", 7, "the proclaim")
+    assert "master 2: WrongTypeError" in str(info.value)
+    assert "and 1 did not answer" in str(info.value)
 
 
 def test_a_read_with_an_error_of_tenures_own_is_outvoted_by_a_quorum() -> None:
@@ -81,7 +87,11 @@ def test_a_read_with_an_error_of_tenures_own_is_outvoted_by_a_quorum() -> None:
     lead = quorum_leader(reads, N, "e")
     assert lead is not None and (lead.term, lead.value) == (5, b"a")
     with pytest.raises(WrongTypeError):
-        quorum_leader([held(rec(5, 1, b"a"))] * 2 + [wrong, DOWN, DOWN], N, "e")
+        quorum_leader([held(rec(5, 1, b"a"))] * 2 + [wrong, wrong, wrong], N, "e")
+    # too few answered, because of a master down: the wrong type is named
+    with pytest.raises(NoQuorumError, match="2 of 5 masters answered") as info:
+        quorum_leader([held(rec(5, 1, b"a"))] * 2 + [wrong, wrong, DOWN], N, "e")
+    assert "master 3: WrongTypeError" in str(info.value)
 
 
 # --- quorum_leader ---------------------------------------------------------------------------

@@ -46,7 +46,12 @@ from ._plans.snapshot import ForcedRelease as ForcedRelease
 from ._plans.snapshot import Hold as Hold
 from ._plans.snapshot import LockView as LockView
 from ._plans.snapshot import Waiter as Waiter
-from ._protocol import Plan, text
+from ._protocol import Plan
+
+#: Why a primitive whose keys hold bytes that are not UTF-8 is not shown:
+#: what tenure writes in the keys the views read is text (tokens, labels,
+#: numbers; an election's value in base64).
+NOT_TEXT = "a key holds bytes that are not UTF-8; not a tenure key"
 
 #: How many queued waiters ``inspect`` lists (all of them are counted).
 WAITERS_SHOWN = 10
@@ -176,6 +181,9 @@ def inspect(client: Client, found: Sequence[Target]) -> tuple[list[LockView], li
         except WrongTypeError as exc:  # not one of tenure's primitives
             skipped.append(f"{t.kind} {t.keys.name!r}: {exc}")
             continue
+        except UnicodeDecodeError:  # (see NOT_TEXT)
+            skipped.append(f"{t.kind} {t.keys.name!r}: {NOT_TEXT}")
+            continue
         if exists(view):
             views.append(view)
     return views, skipped
@@ -220,16 +228,26 @@ def group_keys(keys: Iterable[str | bytes], *, prefix: str, pattern: str = "*") 
     are left out. Sorted by name, then kind."""
     roles: dict[tuple[str, str], set[str]] = {}
     for raw in keys:
-        try:
-            key = text(raw)
-        except UnicodeDecodeError:
-            continue  # not a key tenure wrote: names are str
+        # a byte that is not UTF-8 kept as a lone surrogate (see raw_name)
+        key = raw.decode(errors="surrogateescape") if isinstance(raw, bytes) else raw
         parsed = parse_key(key, prefix)
         if parsed is None or not fnmatch.fnmatchcase(parsed[1], pattern):
             continue
         kind, name, role = parsed
         roles.setdefault((name, kind), set()).add(role)
     return sorted(KeyGroup(name, kind, frozenset(r)) for (name, kind), r in roles.items())
+
+
+def raw_name(name: str) -> str | None:
+    """A name that is not UTF-8 (its bytes kept as lone surrogates by
+    :func:`group_keys`) as the literal of its bytes, ``b'\\xffjobs'`` (every
+    byte that is not printable ASCII escaped: ``ast.literal_eval`` gives the
+    bytes back). ``None`` for a name of text (any name tenure takes)."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return repr(name.encode(errors="surrogateescape"))
+    return None
 
 
 def glob_escape(text: str) -> str:
@@ -259,10 +277,16 @@ def list_locks(
     views: list[LockView] = []
     skipped: list[str] = []
     for group in group_keys(scan(client, prefix, count), prefix=prefix, pattern=pattern):
+        shown = raw_name(group.name)
+        if shown is not None:  # no name of tenure's: its names are text, sent as UTF-8
+            skipped.append(f"{group.kind} {shown}: the name is not UTF-8; not a tenure key")
+            continue
         try:
             views.append(run(client, read_lock(target(group.kind, group.name, prefix=prefix))))
         except WrongTypeError as exc:  # not one of tenure's primitives
             skipped.append(f"{group.kind} {group.name!r}: {exc}")
+        except UnicodeDecodeError:  # (see NOT_TEXT)
+            skipped.append(f"{group.kind} {group.name!r}: {NOT_TEXT}")
     return views, skipped
 
 

@@ -76,32 +76,34 @@ def verdict(results: Sequence[Any], n: int, name: str, term: int, what: str) -> 
     master's plan result, or the exception it raised): done on a quorum.
 
     Raises:
-        TenureError: fewer than a quorum accepted it, and a master gave an
-            error of tenure's own other than a refusal (a wrong type, a
-            refused permission): the first such. (Accepted on a quorum, a
-            minority's error is outvoted, as a Redlock's acquire does.)
+        TenureError: a master's error of tenure's own other than a refusal
+            (a wrong type, a refused permission), given by so many masters
+            that the others can't make a quorum: the first such. (On fewer,
+            those masters are outvoted, as a Redlock's acquire outvotes them
+            when the others grant it.)
         NotOwnedError: more than ``n - quorum`` masters refused: the leader's
             term is over on a majority (it was deposed).
-        NoQuorumError: too few masters answered to tell (down, paused).
+        NoQuorumError: too few masters answered to tell (down, paused); the
+            message names what each master that gave an error said.
     """
     q = quorum(n)
     done = sum(1 for r in results if not isinstance(r, BaseException))
-    refused = sum(1 for r in results if isinstance(r, NotOwnedError))
     if done >= q:  # (a minority's error, even one of tenure's own, is outvoted)
         return
-    for r in results:
-        if isinstance(r, TenureError) and not isinstance(r, NotOwnedError):
-            raise r
+    _raise_own(results)
+    refused = sum(1 for r in results if isinstance(r, NotOwnedError))
     if refused > n - q:
         raise NotOwnedError(
             name,
             term,
             f"{what} refused by {refused} of {n} masters: not the leader, its term ended",
         )
-    failed = n - done - refused
+    errors = _errors(results)
+    failed = n - done - refused - len(errors)
     error = NoQuorumError(
         f"RedlockElection {name!r}: {what} needs {q} of {n} masters, {done} accepted it, "
-        f"{refused} refused and {failed} did not answer within the per-master timeout"
+        f"{refused} refused{_failed(errors)} and {failed} did not answer within the "
+        "per-master timeout"
     )
     error.__cause__ = next(
         (r for r in results if isinstance(r, BaseException) and not isinstance(r, TimeoutError)),
@@ -110,29 +112,55 @@ def verdict(results: Sequence[Any], n: int, name: str, term: int, what: str) -> 
     raise error
 
 
+def _errors(results: Sequence[Any]) -> list[tuple[int, TenureError]]:
+    """The masters (by index) whose result is an error of tenure's own other
+    than a refusal, with it: masters that answered, not masters down."""
+    return [
+        (i, r)
+        for i, r in enumerate(results)
+        if isinstance(r, TenureError) and not isinstance(r, NotOwnedError)
+    ]
+
+
+def _raise_own(results: Sequence[Any]) -> None:
+    """Raise the first error of tenure's own (see :func:`_errors`) when the
+    masters that gave one are so many that the others can't make a quorum:
+    what they say then decides, whoever else answers."""
+    errors = _errors(results)
+    if len(errors) > len(results) - quorum(len(results)):
+        raise errors[0][1]
+
+
+def _failed(errors: list[tuple[int, TenureError]]) -> str:
+    """``", 2 failed (master 0: WrongTypeError: ..., master 1: ...)"``, or ``""``."""
+    if not errors:
+        return ""
+    said = ", ".join(f"master {i}: {type(e).__name__}: {e}" for i, e in errors)
+    return f", {len(errors)} failed ({said})"
+
+
 def answered(reads: Sequence[Any]) -> list[ElectionRead]:
     """The reads of the masters that answered (``reads``: one per master).
 
     Raises:
-        TenureError: fewer than a quorum of the masters answered, and a
-            master's error was one of tenure's own (a wrong type, a refused
-            permission), not a master down: the first such. (With a quorum
-            answered, a minority's error is outvoted, as a Redlock's acquire
-            does.)
+        TenureError: a master's error of tenure's own (a wrong type, a refused
+            permission), given by so many masters that the others can't make
+            a quorum: the first such. (On fewer, those masters are outvoted,
+            as a Redlock's acquire outvotes them when the others grant it;
+            too few reads is then the caller's to judge.)
     """
-    got = [r for r in reads if isinstance(r, ElectionRead)]
-    if len(got) < quorum(len(reads)):
-        for r in reads:
-            if isinstance(r, TenureError):
-                raise r
-    return got
+    _raise_own(reads)
+    return [r for r in reads if isinstance(r, ElectionRead)]
 
 
-def too_few(name: str, got: int, n: int) -> NoQuorumError:
-    """The error of a read that ``got`` of ``n`` masters answered, too few to tell."""
+def too_few(name: str, reads: Sequence[Any]) -> NoQuorumError:
+    """The error of a read (``reads``: one per master) that too few masters
+    answered to tell; it names what each master that gave an error said."""
+    n = len(reads)
+    got = sum(1 for r in reads if isinstance(r, ElectionRead))
     return NoQuorumError(
         f"RedlockElection {name!r}: can't tell who leads: {got} of {n} masters answered "
-        f"within the per-master timeout, {quorum(n)} are needed"
+        f"within the per-master timeout{_failed(_errors(reads))}, {quorum(n)} are needed"
     )
 
 
@@ -208,7 +236,7 @@ def quorum_leader(
     got = answered(reads)
     q = quorum(n)
     if len(got) < q:
-        raise too_few(name, len(got), n)
+        raise too_few(name, reads)
     top = _top(reads, n)
     if top is None:
         return None

@@ -104,8 +104,12 @@ if ARGV[4] == '' then repeat
   -- The first write is the fence key's: a SET (a writer's fence, minted; a
   -- reader's when none is known, or below 0: no fence a bare reply can carry)
   -- or a PEXPIREAT (a reader's, the last one). What runs after it is checked
-  -- now.
+  -- now. Redis 6.2 checks no command up front: the lock's PEXPIREAT runs
+  -- first there (on a missing lock it writes nothing; on readers' lock it
+  -- sets the expiry the end sets), so that a refusal leaves no hold
+  -- without expiry.
   local check = redis.acl_check_cmd
+  if not check then redis.call('PEXPIREAT', lock, latest) end
   if m == 'w' or not last or lastn < 0 then
     if check then
       local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
@@ -168,6 +172,12 @@ local owner, m, lease, member = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local delay, op, prefix = tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local field = m .. ':' .. owner
 local now = now_ms()
+-- Redis 6.2 checks no command up front: settle()'s PEXPIREAT runs first there,
+-- on a missing lock (it writes nothing), so that a refusal leaves no new hold
+-- without expiry (a lock that exists has its expiry)
+if not redis.acl_check_cmd and redis.call('EXISTS', LOCK) == 0 then
+  redis.call('PEXPIREAT', LOCK, now)
+end
 prune(now)
 
 local function note()

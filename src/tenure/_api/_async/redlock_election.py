@@ -10,6 +10,7 @@ master's plan to all of them at once (``_fanout.run_each``).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, ClassVar
@@ -44,7 +45,7 @@ class AsyncRedlockLeadership(AsyncRedlockLease):
     leader's (see ``docs/guide/election.md``).
     """
 
-    __slots__ = ("_sequence",)
+    __slots__ = ("_numbering", "_sequence")
 
     _lock: _AsyncElectionRedlock
 
@@ -53,6 +54,9 @@ class AsyncRedlockLeadership(AsyncRedlockLease):
     ) -> None:
         super().__init__(lock, grant, holder, reached)
         self._sequence = 0  # the number of the last value proclaimed in the term
+        #: taken and read under this mutex only (nothing else inside): proclaims
+        #: at once, from threads or tasks, each send a number of their own, in order
+        self._numbering = threading.Lock()
 
     @property
     def term(self) -> int:
@@ -74,11 +78,17 @@ class AsyncRedlockLeadership(AsyncRedlockLease):
             NotOwnedError: a majority of the masters refused it: this
                 leadership ended there (deposed).
             NoQuorumError: too few masters answered to tell; the value may be
-                on a minority of them, where no reader takes it.
+                on a minority of them, where no reader takes it. The message
+                names what each master that gave an error said.
+            WrongTypeError: a key of the election holds a value of another type
+                on so many masters that the others can't make a quorum (on
+                fewer, those masters are outvoted).
         """
         data = election_plans.check_value(value)
-        self._sequence += 1
-        await self._lock._announce(self, data, self._sequence)
+        with self._numbering:
+            self._sequence += 1
+            seq = self._sequence
+        await self._lock._announce(self, data, seq)
 
     async def resign(self) -> None:
         """Step down: end the term on every master (observers see
@@ -330,6 +340,7 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
             NotOwnedError: the caller does not lead (never did, resigned, or
                 was deposed: a majority refused).
             NoQuorumError: too few masters answered to tell.
+            WrongTypeError: see :meth:`AsyncRedlockLeadership.proclaim`.
         """
         await self._leadership().proclaim(value)
 

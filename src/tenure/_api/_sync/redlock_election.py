@@ -11,6 +11,7 @@ master's plan to all of them at once (``_fanout.run_each``).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Callable, Sequence
 from typing import Any, ClassVar
@@ -45,7 +46,7 @@ class RedlockLeadership(RedlockLease):
     leader's (see ``docs/guide/election.md``).
     """
 
-    __slots__ = ("_sequence",)
+    __slots__ = ("_numbering", "_sequence")
 
     _lock: _ElectionRedlock
 
@@ -54,6 +55,9 @@ class RedlockLeadership(RedlockLease):
     ) -> None:
         super().__init__(lock, grant, holder, reached)
         self._sequence = 0  # the number of the last value proclaimed in the term
+        #: taken and read under this mutex only (nothing else inside): proclaims
+        #: at once, from threads or tasks, each send a number of their own, in order
+        self._numbering = threading.Lock()
 
     @property
     def term(self) -> int:
@@ -75,11 +79,17 @@ class RedlockLeadership(RedlockLease):
             NotOwnedError: a majority of the masters refused it: this
                 leadership ended there (deposed).
             NoQuorumError: too few masters answered to tell; the value may be
-                on a minority of them, where no reader takes it.
+                on a minority of them, where no reader takes it. The message
+                names what each master that gave an error said.
+            WrongTypeError: a key of the election holds a value of another type
+                on so many masters that the others can't make a quorum (on
+                fewer, those masters are outvoted).
         """
         data = election_plans.check_value(value)
-        self._sequence += 1
-        self._lock._announce(self, data, self._sequence)
+        with self._numbering:
+            self._sequence += 1
+            seq = self._sequence
+        self._lock._announce(self, data, seq)
 
     def resign(self) -> None:
         """Step down: end the term on every master (observers see
@@ -331,6 +341,7 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
             NotOwnedError: the caller does not lead (never did, resigned, or
                 was deposed: a majority refused).
             NoQuorumError: too few masters answered to tell.
+            WrongTypeError: see :meth:`RedlockLeadership.proclaim`.
         """
         self._leadership().proclaim(value)
 
