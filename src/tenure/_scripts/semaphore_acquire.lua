@@ -47,9 +47,9 @@
 -- nothing and goes on (`break`) to the general path, which decides. It reads
 -- the clock once (the lease's deadline and the fence), and checks with the
 -- ACL guard only the commands it may run after its first write. It calls no
--- helper but the fence rule's (stored_fence, next_fence_at) and, for a lease
--- of more than one permit, _permits.lua's: each Lua call costs the server
--- about 0.1-0.4 µs (a C one such as tonumber or math.floor too; the
+-- helper but tonumber (the fence rule's steps are written out) and, for a
+-- lease of more than one permit, _permits.lua's: each Lua call costs the
+-- server about 0.1-0.4 µs (a C one such as tonumber or math.floor too; the
 -- arithmetic here is the VM's own), and a script's chunk makes every
 -- function it defines at every call (the others are defined below:
 -- tenure._scripts.deferred).
@@ -70,8 +70,12 @@ if ARGV[6] == '' then repeat
       and redis.pcall('EXISTS', KEYS[2], KEYS[3]) ~= (stored and 1 or 0) + (last and 1 or 0) then
     break
   end
-  local total, lastn = stored and stored_fence(stored), last and stored_fence(last)
-  if (stored and not total) or (last and not lastn) then break end
+  -- (stored_fence's rule for both)
+  local total, lastn = stored and tonumber(stored), last and tonumber(last)
+  if stored and not (total and total % 1 == 0 and total > -9007199254740992
+      and total < 9007199254740992) then break end
+  if last and not (lastn and lastn % 1 == 0 and lastn > -9007199254740992
+      and lastn < 9007199254740992) then break end
   if total and ARGV[5] == '1' and total ~= ARGV[4] + 0 then break end  -- (PERMITS_DIFFER)
   total = total or ARGV[4] + 0
   if held + n > total then break end  -- too few free, unless leases ended (or TOO_MANY)
@@ -80,9 +84,9 @@ if ARGV[6] == '' then repeat
   local now = (us - us % 1000) / 1000
   local latest = now + lease  -- when the last lease ends, this one counted
   if held > 0 then
-    if tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]) <= now then break end
+    if redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] + 0 <= now then break end
     if redis.call('ZSCORE', KEYS[1], token .. '#1') then break end
-    local last_end = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+    local last_end = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2] + 0
     if last_end > latest then latest = last_end end
   end
   -- The first write is the permit count's: PEXPIRE when the caller's count
@@ -107,7 +111,8 @@ if ARGV[6] == '' then repeat
   else
     sem_set_lease(token, n, now + lease, false)
   end
-  local fence = next_fence_at(lastn, us)
+  local fence = us  -- (next_fence_at's rule)
+  if lastn and lastn >= us then fence = lastn + 1 end
   keep = ARGV[8] + 0
   if keep < lease then keep = lease end
   redis.call('SET', KEYS[3], fence, 'PX', keep)  -- (an integer below 2^53: exact)
