@@ -54,7 +54,7 @@ if ARGV[6] == '' and ARGV[3] ~= '' then repeat
   if redis.pcall('ZCARD', KEYS[4]) ~= 0 then break end  -- (first: the common contended case)
   local lock, field = KEYS[1], m .. ':' .. owner
   local value = redis.pcall('HGET', lock, field)
-  if type(value) ~= 'string' then break end
+  if not value or value.err then break end  -- (a string has no err field)
   local count, fence, hold_id = string.match(value, '^(%d+)|(%d+)|(.*)$')
   if hold_id ~= id then break end
   local holds = redis.pcall('ZRANGE', KEYS[2], 0, 1, 'WITHSCORES')  -- (this hold alone, or more)
@@ -67,12 +67,12 @@ if ARGV[6] == '' and ARGV[3] ~= '' then repeat
   if count <= 0 and check then  -- (the hold's end, its first write the record's SET ... GET)
     if not check('DEL', lock) then return {DENIED, {'command', 'DEL'}} end
     local was = redis.pcall('SET', KEYS[6], record, 'PX', 120000, 'GET')
-    if type(was) == 'table' or was == record then break end  -- (another type; a retry)
+    if was and was.err or was == record then break end  -- (another type; a retry)
   else
     -- (and on Redis 6.2, which checks no command up front, the record is
     -- written after the hold's own write, so that a refused one writes nothing)
     local lastop = redis.pcall('GET', KEYS[6])
-    if type(lastop) == 'table' or lastop == record then break end
+    if lastop and lastop.err or lastop == record then break end
     if check and not check('SET', lock) then return {DENIED, {'command', 'SET'}} end
   end
   if count > 0 then
