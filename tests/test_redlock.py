@@ -37,6 +37,7 @@ from tenure import (
     NoQuorumError,
     NotOwnedError,
     Redlock,
+    WrongTypeError,
     _ops,
 )
 from tenure._drivers import _fanout_shared
@@ -218,6 +219,37 @@ def test_three_of_five_down_is_a_clear_error_and_leaves_nothing(
         lock.acquire(timeout=1.5)
     assert time.monotonic() - started < 1.5
     assert _holders([clients[2], clients[4]], "three-down") == [None, None]
+
+
+def test_stray_keys_on_a_minority_are_outvoted_on_a_majority_raised(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """A lock key holding another type on 2 masters of 5 counts as 2 masters
+    not answering: the other 3 grant the lock; with a third master paused,
+    too few answered (NoQuorumError, naming the wrong type); on 3 masters,
+    WrongTypeError. Nothing is left held."""
+    lock = Redlock(clients, "stray", ttl=2.0, master_timeout=0.2)
+    key = "tenure:{stray}"
+    for c in clients[:2]:
+        c.rpush(key, "x")
+    lease = lock.acquire(blocking=False)
+    assert lease is not None
+    assert _holders(clients[2:], "stray") == [lease.owner.encode()] * 3
+    lease.release()
+    masters[2].pause()
+    try:
+        with pytest.raises(NoQuorumError, match="WrongTypeError") as caught:
+            lock.acquire(blocking=False)
+        assert "only 2 answered" in str(caught.value), caught.value
+    finally:
+        masters[2].resume()
+    # (another name: the paused master runs the round it missed, then the give-back)
+    for c in clients[:3]:
+        c.rpush("tenure:{stray3}", "x")
+    with pytest.raises(WrongTypeError, match="stray3"):
+        Redlock(clients, "stray3", ttl=2.0, master_timeout=0.2).acquire(blocking=False)
+    assert _holders(clients[3:], "stray3") == [None, None]
+    assert all(c.lrange("tenure:{stray3}", 0, -1) == [b"x"] for c in clients[:3])
 
 
 def test_losing_the_quorum_fires_the_lost_signal(

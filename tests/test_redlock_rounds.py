@@ -327,16 +327,44 @@ def test_a_leave_cut_off_still_stops_listening() -> None:
     raised(plan, interrupt, True)  # (a wake heard is not passed on: it raises)
 
 
-def test_a_masters_own_error_is_raised_after_the_give_back() -> None:
+def test_a_majoritys_own_error_is_raised_after_the_give_back() -> None:
+    """Errors of tenure's own on so many masters that the others can't make a
+    quorum (3 of 5) end the take with the first of them."""
     plan, _ = take(Clock())
     attempt(plan)
     wrong = WrongTypeError("tenure:{orders}")
-    step = send(plan, fanned((OK, 1), wrong, (BUSY, 5), (BUSY, 5), (BUSY, 5)))
-    release_fan(step, (0, 1))  # the error's master counts as not answered
+    step = send(plan, fanned((OK, 1), wrong, wrong, wrong, (BUSY, 5)))
+    release_fan(step, (0, 1, 2, 3))  # the errors' masters count as not answered
     # it does not go on: the heads are woken, then the quick round, then the error
-    assert send(plan, fanned([(OK, 0), 1], [(OK, 0), 0])) == Fan((0,), (plans.wake(KEYS),))
+    replies = fanned([(OK, 0), 1], [(OK, 0), 0], [(OK, 0), 0], [(OK, 0), 0])
+    assert send(plan, replies) == Fan((0,), (plans.wake(KEYS),))
     release_fan(send(plan, fanned(None)), EVERYONE, quick=True)
     raised(plan, wrong, fanned(*[[(OK, 0), 0]] * N))
+
+
+def test_a_minoritys_own_error_counts_as_masters_not_answering() -> None:
+    """Errors of tenure's own on 2 of 5 masters are outvoted: a split with
+    them backs off and tries again, a quorum of the others takes the lock,
+    and too few answers (a third master down) end in NoQuorumError naming
+    them."""
+    clock = Clock()
+    plan, granted = take(clock, draws=(0.0,))
+    wrong = WrongTypeError("tenure:{orders}")
+    attempt(plan)
+    release_fan(send(plan, fanned((OK, 1), wrong, wrong, (BUSY, 5), (BUSY, 5))), (0, 1, 2))
+    released = fanned([(OK, 0), 0], [(OK, 0), 0], [(OK, 0), 0])
+    assert send(plan, released) == Sleep(plans.backoff(1, 0.0))
+    attempt(plan)
+    result = finish(plan, fanned((OK, 7), wrong, wrong, (OK, 8), (OK, 9)))
+    assert result[0].fence == 9 and granted == [result]
+    plan, _ = take(clock, blocking=False)
+    attempt(plan)
+    release_fan(send(plan, fanned((OK, 1), wrong, wrong, DOWN, (OK, 2))), (0, 4, 1, 2, 3))
+    # (a last quick round that leaves nothing held, then the error)
+    release_fan(send(plan, fanned(*[[(OK, 0), 0]] * N)), EVERYONE, quick=True)
+    with pytest.raises(NoQuorumError, match="WrongTypeError") as caught:
+        send(plan, fanned(*[[(OK, 0), 0]] * N))
+    assert "only 2 answered" in str(caught.value)
 
 
 def test_a_release_round_sends_again_where_an_acquire_was_sent_and_wakes() -> None:

@@ -306,6 +306,16 @@ def reachable(t: Tally, n: int) -> bool:
     return n - len(t.failed) >= quorum(n)
 
 
+def own_error(t: Tally, n: int) -> BaseException | None:
+    """The first error of tenure's own (:attr:`Tally.error`: a wrong type, a
+    refused permission) when the masters that gave one are so many that the
+    others can't make a quorum of the ``n``; else ``None``: fewer count as
+    masters that did not answer, outvoted when the others grant, named by
+    :func:`no_quorum` when too few answered."""
+    own = sum(1 for cause in t.causes if isinstance(cause, TenureError))
+    return t.error if own > n - quorum(n) else None
+
+
 def fence(t: Tally) -> int:
     """The fence of a granted lock: the largest of those its quorum minted,
     among the masters that answered before the acquire returned (it returns

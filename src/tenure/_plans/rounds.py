@@ -141,7 +141,10 @@ def take(
     Raises:
         NoQuorumError: too few masters answered, three rounds in a row (one
             if not ``blocking`` or the timeout ran out).
-        TenureError: a master's error of tenure's own (a wrong type...).
+        TenureError: a master's error of tenure's own (a wrong type...) on
+            so many masters that the others can't make a quorum
+            (:func:`~.redlock.own_error`; on fewer, those masters count as
+            not answering).
     """
     everyone = tuple(range(n))
     ttl_ms = lease_ms(ttl)
@@ -172,8 +175,9 @@ def take(
                 return result
             remaining = None if deadline is None else deadline - now()
             unreachable = 0 if plans.reachable(t, n) else unreachable + 1
+            error = plans.own_error(t, n)
             going_on = (
-                t.error is None
+                error is None
                 and unreachable < plans.UNREACHABLE_ROUNDS
                 and blocking
                 and (remaining is None or remaining > 0)
@@ -190,8 +194,8 @@ def take(
                     late=reached,
                     now=now,
                 )
-            if t.error is not None:
-                raise t.error
+            if error is not None:
+                raise error
             if unreachable and not going_on:
                 raise plans.no_quorum(keys.name, "acquire", t, n)
             if not going_on:

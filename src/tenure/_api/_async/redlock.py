@@ -394,7 +394,10 @@ class AsyncRedlock(_AsyncBlocks[AsyncRedlockLease]):
                 ``blocking=False`` or when the timeout ran out); what was
                 granted was released.
             WrongTypeError: a key of the lock holds a value of another type on
-                a master (what was granted was released).
+                so many masters that the others can't make a quorum (what was
+                granted was released). On fewer, those masters count as not
+                answering: outvoted when the others grant it, named by the
+                ``NoQuorumError`` when too few answered.
         """
         wait = lock_plans.check_acquire(blocking, timeout)
         return await _watched(
