@@ -303,6 +303,9 @@ def test_ls_top_and_inspect_name_a_primitive_holding_bytes_not_utf8(
     assert [x for x in json.loads(out)["skipped"] if x.startswith("Lock 'odd': ")], out
     status, out, err = tenure(capsys, url, "inspect", "odd")
     assert status == 2 and "skipped Lock 'odd': " in err, (status, err)
+    status, out, err = tenure(capsys, url, "release", "--force", "odd")
+    assert status == 2 and "Lock 'odd': " in err and "not UTF-8" in err, (status, err)
+    assert "Traceback" not in err and r.get("tenure:{odd}") == b"\xff\xfe"
 
 
 @pytest.mark.parametrize("kind", ["Lock", "RLock", "FairLock"])

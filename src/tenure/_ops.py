@@ -322,14 +322,19 @@ def force_release(
     Raises:
         InvalidArgument: ``lock`` has no holder (a CountDownLatch), or
             ``token`` is given for a kind whose leases it can't pick (all but
-            the Semaphore).
+            the Semaphore), or one of its keys holds bytes that are not UTF-8
+            (see :data:`NOT_TEXT`); nothing was released.
+        WrongTypeError: one of its keys holds another type.
     """
     spec = lock.spec
     if spec.force_release is None:
         raise InvalidArgument(f"a {lock.kind} is not a lock: it has no holder to release")
     if token is not None and not spec.picks_lease:
         raise InvalidArgument("a token picks one lease of a Semaphore only")
-    before = run(client, read_lock(lock))
+    try:
+        before = run(client, read_lock(lock))
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"{lock.kind} {lock.keys.name!r}: {NOT_TEXT}") from None
     holds = [h for h in holds_of(before) if token is None or token in _names(h.holder)]
     if not holds:
         return None
