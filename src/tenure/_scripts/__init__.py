@@ -14,8 +14,9 @@ Helpers several scripts need live once in files whose names start with ``_``
 (the fence rule and the server clock in ``_common.lua``; an election's record
 and log in ``_election.lua``; the semaphore's holders
 and queue in ``_semaphore.lua``, a lease's permits in ``_permits.lua``; the
-read-write lock's holds in ``_rwlock.lua``).
-A script's line ``--@include <file>`` is replaced by that file when the script
+read-write lock's holds in ``_rwlock.lua``); the fence rule as lines a quick
+path runs inline, calling no function, in ``_fence_last.lua`` and
+``_fence_now.lua``. A script's line ``--@include <file>`` is replaced by that file when the script
 is loaded (included files include nothing), and the SHA-1 is that of the result.
 
 Every script includes ``_acl.lua`` and calls its guard (``acl_commands``, or

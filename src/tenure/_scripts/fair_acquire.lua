@@ -56,12 +56,8 @@
 -- script, which says so.
 if ARGV[4] == '' and redis.pcall('EXISTS', KEYS[3], KEYS[4], KEYS[5]) == 0 then repeat
   local last = redis.pcall('GET', KEYS[2])
-  local n = last and not last.err and tonumber(last)  -- (a string has no err field)
-  if last and not (n and n % 1 == 0 and n > -9007199254740992
-      and n < 9007199254740992) then break end
-  local now = redis.call('TIME')
-  local fence = now[1] * 1000000 + now[2]  -- (next_fence_at's rule)
-  if n and n >= fence then fence = n + 1 end
+--@include _fence_last.lua
+--@include _fence_now.lua
   if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then break end
   redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
   if ARGV[6] + 0 > 0 then redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[3] + ARGV[6]) end

@@ -47,9 +47,7 @@ if ARGV[4] == '' and redis.pcall('EXISTS', KEYS[2], KEYS[3]) == 0 then repeat
   local check = redis.acl_check_cmd
   if check and not check('DEL', KEYS[1]) or redis.pcall('GET', KEYS[1]) ~= ARGV[1] then break end
   local last = redis.pcall('GET', KEYS[4])
-  local n = last and not last.err and tonumber(last)  -- (a string has no err field)
-  if last and not (n and n % 1 == 0 and n > -9007199254740992
-      and n < 9007199254740992) then break end
+--@include _fence_last.lua
   if ARGV[6] ~= '' then redis.call('SET', KEYS[6], '1', 'PX', RELEASED_KEEP_MS) end
   redis.call('DEL', KEYS[1], KEYS[5])
   return 0

@@ -94,16 +94,9 @@ if ARGV[4] == '' and not KEYS[5] then repeat
   local delayed = redis.call('PTTL', KEYS[4])
   local check = redis.acl_check_cmd
   if delayed > 0 or (delayed ~= -2 and check and not check('DEL', KEYS[1])) then break end
-  -- the last fence n: none (false), or a stored fence (stored_fence's rule);
-  -- a reply with an err field is a refusal or another type (a string has no
-  -- such field: its fields are the string library's)
   local last = redis.pcall('GET', KEYS[2])
-  local n = last and not last.err and tonumber(last)
-  if last and not (n and n % 1 == 0 and n > -9007199254740992
-      and n < 9007199254740992) then break end
-  local now = redis.call('TIME')
-  local fence = now[1] * 1000000 + now[2]  -- (next_fence_at's rule)
-  if n and n >= fence then fence = n + 1 end
+--@include _fence_last.lua
+--@include _fence_now.lua
   if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then break end
   redis.call('SET', KEYS[2], fence, 'PX', ARGV[5])  -- (an integer below 2^53: exact)
   if ARGV[6] + 0 > 0 then

@@ -132,12 +132,8 @@ local pending = nil  -- the fence key's value, when the first waiter was gone
 local check = redis.acl_check_cmd
 if check and ARGV[4] == '' and not exact and type(waiting) == 'number' and waiting > 0 then repeat
   if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then break end
-  -- the last fence: none (false), or a stored fence (stored_fence's rule); a
-  -- reply with an err field is a refusal or another type
   local last = redis.pcall('GET', KEYS[3])
-  local n = last and not last.err and tonumber(last)
-  if last and not (n and n % 1 == 0 and n > -9007199254740992
-      and n < 9007199254740992) then break end
+--@include _fence_last.lua
   local heads = redis.call('ZRANGE', KEYS[2], 0, 1)
   local clock = redis.pcall('TIME')  -- (refused: the whole script says so)
   local allowed = clock[1] and check('DEL', KEYS[1]) and check('ZPOPMIN', KEYS[1])

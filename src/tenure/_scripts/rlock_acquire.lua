@@ -65,12 +65,8 @@ local check = redis.acl_check_cmd
 if ARGV[3] == '' and check and redis.pcall('EXISTS', KEYS[1], KEYS[4]) == 0
     and check('HSET', KEYS[1]) and check('PEXPIRE', KEYS[1]) then repeat
   local last = redis.pcall('GET', KEYS[2])
-  local n = last and not last.err and tonumber(last)  -- (a string has no err field)
-  if last and not (n and n % 1 == 0 and n > -9007199254740992
-      and n < 9007199254740992) then break end
-  local now = redis.call('TIME')
-  local fence = now[1] * 1000000 + now[2]  -- (next_fence_at's rule)
-  if n and n >= fence then fence = n + 1 end
+--@include _fence_last.lua
+--@include _fence_now.lua
   local lease, keep = ARGV[2] + 0, ARGV[4] + 0
   redis.call('SET', KEYS[2], fence, 'PX', keep > lease and keep or lease)
   redis.call('HSET', KEYS[1], ARGV[1], 1)

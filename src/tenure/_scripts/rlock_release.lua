@@ -61,9 +61,7 @@ if waiting == 0 and ARGV[5] == '' and ARGV[7] ~= '' and (ARGV[8] or '') == '' th
   local count = redis.pcall('HGET', KEYS[1], ARGV[1])
   if not count or count.err then break end
   local last = redis.pcall('GET', KEYS[3])
-  local n = last and not last.err and tonumber(last)  -- (a string has no err field)
-  if last and not (n and n % 1 == 0 and n > -9007199254740992
-      and n < 9007199254740992) then break end
+--@include _fence_last.lua
   if ARGV[2] ~= '' and n and n ~= tonumber(ARGV[2]) then break end
   local op = ARGV[1] .. '|' .. ARGV[7]
   if redis.call('GET', KEYS[5]) == op then break end

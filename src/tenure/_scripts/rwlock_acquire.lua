@@ -83,11 +83,8 @@ if ARGV[4] == '' then repeat
     if redis.call('PTTL', KEYS[5]) > 0 then break end  -- a dead writer's lock-delay
   end
   local last = redis.pcall('GET', fence_key)
-  -- (stored_fence's rule; a refusal or another type has an err field, a
-  -- string none)
-  local lastn = last and not last.err and tonumber(last)
-  if last and not (lastn and lastn % 1 == 0 and lastn > -9007199254740992
-      and lastn < 9007199254740992) then break end
+--@include _fence_last.lua
+  local lastn = n
   local time = redis.call('TIME')
   local us = time[1] * 1000000 + time[2]
   local now = (us - us % 1000) / 1000

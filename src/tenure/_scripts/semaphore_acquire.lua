@@ -70,7 +70,8 @@ if ARGV[6] == '' then repeat
       and redis.pcall('EXISTS', KEYS[2], KEYS[3]) ~= (stored and 1 or 0) + (last and 1 or 0) then
     break
   end
-  -- (stored_fence's rule for both)
+  -- (stored_fence's rule for both; `n` is the permits asked for here, so
+  -- _fence_last.lua, which sets its own, is not included)
   local total, lastn = stored and tonumber(stored), last and tonumber(last)
   if stored and not (total and total % 1 == 0 and total > -9007199254740992
       and total < 9007199254740992) then break end
