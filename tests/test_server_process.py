@@ -12,6 +12,9 @@ import redis
 
 from tenure._server import ServerProcess, ServerUnavailable
 
+# Both start servers of their own on TENURE_SERVER's binary.
+pytestmark = pytest.mark.each_server
+
 
 def _binary() -> str | None:
     return os.environ.get("TENURE_SERVER") or None

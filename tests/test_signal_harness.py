@@ -17,6 +17,9 @@ import pytest
 
 import tenure
 
+# The harness starts its servers on TENURE_SERVER's binary.
+pytestmark = pytest.mark.each_server
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "signal_harness.py"
 
 
