@@ -1466,3 +1466,49 @@ def test_a_release_hands_the_lock_to_the_first_waiter_that_hears_it(
         assert r.get(keys[2]) == str(2**52).encode()
     assert r.zrange(keys[1], 0, -1) == [m.encode() for m in members[gone + 1 :]]
     assert r.exists(keys[4])  # the release is recorded
+
+
+@pytest.mark.parametrize("stored", [None, "-0", "00012", "1e3", " 7", "0x10", "PAST"])
+def test_a_hand_off_fence_from_the_clock_is_its_microseconds_in_plain_digits(
+    r: redis.Redis, stored: str | None
+) -> None:
+    """A release that hands the lock on while the fence key is behind the
+    clock (gone, or a stored fence in any form the scripts read as one) mints
+    the server's TIME in µs, published and stored as plain digits: between
+    TIME before and after the call, also when the release runs early in a
+    second (TIME's µs below 100000, whose leading zeros the digits keep)."""
+    from tenure._scripts import LOCK_RELEASE
+
+    keys = [f"tenure:{{clockhand}}{k}" for k in ("", ":waiters", ":fence", ":delay", ":released:1")]
+    listener = r.pubsub()  # type: ignore[no-untyped-call]
+    listener.subscribe("wake:w")
+    try:
+        assert listener.get_message(timeout=5)["type"] == "subscribe"
+        r.script_load(LOCK_RELEASE.source)
+        deadline = time.monotonic() + 5
+        while r.time()[1] >= 50_000:  # (wait for the start of a second: ≤ 1 s)
+            assert time.monotonic() < deadline
+        r.delete(*keys)
+        r.set(keys[0], "holder", px=10000)
+        r.zadd(keys[1], {"w|700|token": 1})
+        seconds, micros = r.time()
+        if stored == "PAST":
+            r.set(keys[2], seconds * 1_000_000 + micros - 1)
+        elif stored is not None:
+            r.set(keys[2], stored)
+        before = seconds * 1_000_000 + micros
+        reply = r.evalsha(LOCK_RELEASE.sha1, 5, *keys, "holder", "wake:", 600000, "", 0, "1")
+        seconds, micros = r.time()
+        after = seconds * 1_000_000 + micros
+        # (Redis 6.2's ACL guard probes the channel with "probe" first)
+        while (message := listener.get_message(timeout=5)) is not None:
+            if message["data"] != b"probe":
+                break
+    finally:
+        listener.close()
+    assert reply == 1 and message is not None
+    digits, token = message["data"].decode().split(" ")
+    assert token == "token" and re.fullmatch(r"[1-9][0-9]{15}", digits), digits
+    assert before <= int(digits) <= after, (before, digits, after)
+    assert r.get(keys[2]) == digits.encode()
+    assert r.get(keys[0]) == b"token"
