@@ -54,7 +54,7 @@
 -- function it defines at every call (the others are defined below:
 -- tenure._scripts.deferred).
 if ARGV[6] == '' then repeat
-  local token, n, lease = ARGV[1], ARGV[2] + 0, ARGV[3] + 0
+  local token, asked, lease = ARGV[1], ARGV[2] + 0, ARGV[3] + 0
   local held = 0
   if redis.pcall('EXISTS', KEYS[1], KEYS[4]) ~= 0 then  -- (nothing held, nobody queued: one read)
     if redis.pcall('ZCARD', KEYS[4]) ~= 0 then break end
@@ -70,16 +70,15 @@ if ARGV[6] == '' then repeat
       and redis.pcall('EXISTS', KEYS[2], KEYS[3]) ~= (stored and 1 or 0) + (last and 1 or 0) then
     break
   end
-  -- (stored_fence's rule for both; `n` is the permits asked for here, so
-  -- _fence_last.lua, which sets its own, is not included)
-  local total, lastn = stored and tonumber(stored), last and tonumber(last)
+--@include _fence_last.lua
+  local lastn = n
+  -- (the permit count: stored_fence's rule too)
+  local total = stored and tonumber(stored)
   if stored and not (total and total % 1 == 0 and total > -9007199254740992
       and total < 9007199254740992) then break end
-  if last and not (lastn and lastn % 1 == 0 and lastn > -9007199254740992
-      and lastn < 9007199254740992) then break end
   if total and ARGV[5] == '1' and total ~= ARGV[4] + 0 then break end  -- (PERMITS_DIFFER)
   total = total or ARGV[4] + 0
-  if held + n > total then break end  -- too few free, unless leases ended (or TOO_MANY)
+  if held + asked > total then break end  -- too few free, unless leases ended (or TOO_MANY)
   local time = redis.call('TIME')
   local us = time[1] * 1000000 + time[2]
   local now = (us - us % 1000) / 1000
@@ -107,10 +106,10 @@ if ARGV[6] == '' then repeat
   else
     redis.call('SET', KEYS[2], total, 'PX', keep)
   end
-  if n == 1 then
+  if asked == 1 then
     redis.call('ZADD', KEYS[1], now + lease, token .. '#1')
   else
-    sem_set_lease(token, n, now + lease, false)
+    sem_set_lease(token, asked, now + lease, false)
   end
   local fence = us  -- (next_fence_at's rule)
   if lastn and lastn >= us then fence = lastn + 1 end
