@@ -306,14 +306,20 @@ def reachable(t: Tally, n: int) -> bool:
     return n - len(t.failed) >= quorum(n)
 
 
+def decisive(errors: int, n: int) -> bool:
+    """Whether errors of tenure's own (a wrong type, a refused permission) on
+    ``errors`` of the ``n`` masters leave the others too few for a quorum:
+    then they decide; fewer are outvoted, as masters that did not answer."""
+    return errors > n - quorum(n)
+
+
 def own_error(t: Tally, n: int) -> BaseException | None:
-    """The first error of tenure's own (:attr:`Tally.error`: a wrong type, a
-    refused permission) when the masters that gave one are so many that the
-    others can't make a quorum of the ``n``; else ``None``: fewer count as
-    masters that did not answer, outvoted when the others grant, named by
-    :func:`no_quorum` when too few answered."""
+    """The first error of tenure's own (:attr:`Tally.error`) when it is
+    :func:`decisive`; else ``None``: those masters count as masters that did
+    not answer, outvoted when the others grant, named by :func:`no_quorum`
+    when too few answered."""
     own = sum(1 for cause in t.causes if isinstance(cause, TenureError))
-    return t.error if own > n - quorum(n) else None
+    return t.error if decisive(own, n) else None
 
 
 def fence(t: Tally) -> int:

@@ -43,7 +43,7 @@ from .._info import ElectionEvent, Leader
 from .._keys import ElectionKeys
 from .._protocol import Command, Plan
 from .election import LATE, LOG_LENGTH, ElectionRead, entry_key, parse_entry, standing
-from .redlock import quorum
+from .redlock import decisive, quorum
 
 
 class _Valued(Protocol):
@@ -127,7 +127,7 @@ def _raise_own(results: Sequence[Any]) -> None:
     masters that gave one are so many that the others can't make a quorum:
     what they say then decides, whoever else answers."""
     errors = _errors(results)
-    if len(errors) > len(results) - quorum(len(results)):
+    if decisive(len(errors), len(results)):
         raise errors[0][1]
 
 
