@@ -54,7 +54,15 @@ def spawn_top(url: str, *args: str, width: int = 200) -> pexpect.spawn:
         dimensions=(40, width),
         encoding="utf-8",
         timeout=15,
+        # top leaves a signal it finds ignored as it is (nohup): its own
+        # terminal's signals at their defaults, whatever the test run's are
+        preexec_fn=_default_signals,
     )
+
+
+def _default_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def ended(child: pexpect.spawn) -> int:
