@@ -746,3 +746,122 @@ def test_a_waiter_that_may_not_publish_is_never_queued(
         waiting.acquire(timeout=1)
     assert snapshot(r) == before  # not queued
     held.release()
+
+
+#: Per kind: its class, its waiters key and wake prefix for the name "deep",
+#: and its deadlines key (a FairLock's waiter is live while its deadline is ahead).
+_QUEUES: dict[str, tuple[str, str, str | None]] = {
+    "Lock": ("tenure:{deep}:waiters", "tenure:{deep}:wake:", None),
+    "RLock": ("tenure:{deep}:rlock:waiters", "tenure:{deep}:rlock:wake:", None),
+    "FairLock": (
+        "tenure:{deep}:fair:waiters",
+        "tenure:{deep}:fair:wake:",
+        "tenure:{deep}:fair:deadlines",
+    ),
+}
+
+#: The other kinds whose release hands on to several waiters: a member per
+#: waiter id (a reader; one permit).
+_OTHER_QUEUES: dict[str, tuple[str, str, str]] = {
+    "ReadWriteLock": (
+        "tenure:{deep}:rwlock:waiters",
+        "tenure:{deep}:rwlock:wake:",
+        "{w}|5000|r:tok-{w}:1",
+    ),
+    "Semaphore": (
+        "tenure:{deep}:semaphore:waiters",
+        "tenure:{deep}:semaphore:wake:",
+        "{w}|5000|1|tok-{w}",
+    ),
+}
+
+
+def _queue(r: redis.Redis, kind: str, *waiters: str) -> None:
+    """Queue ``waiters`` (waiter ids, first served first) on ``kind``'s lock "deep"."""
+    queue, _, deadlines = _QUEUES[kind]
+    for i, w in enumerate(waiters, 1):
+        member = f"{w}|5000|tok-{w}"
+        r.zadd(queue, {member: i})
+        if deadlines:
+            r.zadd(deadlines, {member: int(time.time() * 1000) + 60_000})
+
+
+@pytest.mark.parametrize("kind", list(_QUEUES))
+def test_a_release_may_hand_past_waiters_it_may_not_tell(
+    r: redis.Redis, acl_user: MakeUser, kind: str
+) -> None:
+    """A release checks up front the channels of the first two waiters; a
+    waiter further back that it may not tell (reached when those two are
+    gone) is dropped as one nobody hears, and the release completes: it
+    never stops half-way."""
+    from tenure import FairLock, RLock
+
+    kinds: dict[str, Any] = {"Lock": Lock, "RLock": RLock, "FairLock": FairLock}
+    queue, prefix, _ = _QUEUES[kind]
+    user = acl_user("~*", f"&{prefix}gone*", f"&{prefix}live*")
+    lease = kinds[kind](user, "deep", ttl=30).acquire()
+    assert lease is not None
+    _queue(r, kind, "gone1", "gone2", "far3")  # nobody listens to any of them
+    lease.release()
+    assert r.zcard(queue) == 0  # all three dropped: none could be told
+    assert kinds[kind](r, "deep", ttl=30).locked() is False
+
+
+@pytest.mark.parametrize("kind", list(_QUEUES))
+def test_a_hand_off_skips_telling_a_next_waiter_it_may_not_tell(
+    r: redis.Redis, acl_user: MakeUser, kind: str
+) -> None:
+    """The waiter after the one handed the lock is told to recheck only when
+    the releasing user may tell it; otherwise it stays queued untold (it looks
+    again when its own wait ends) and the hand-off stands."""
+    from tenure import FairLock, RLock
+
+    kinds: dict[str, Any] = {"Lock": Lock, "RLock": RLock, "FairLock": FairLock}
+    queue, prefix, _ = _QUEUES[kind]
+    user = acl_user("~*", f"&{prefix}gone*", f"&{prefix}live*")
+    lease = kinds[kind](user, "deep", ttl=30).acquire()
+    assert lease is not None
+    listener = r.pubsub()  # type: ignore[no-untyped-call]
+    listener.subscribe(f"{prefix}live2")
+    assert listener.get_message(timeout=5) is not None  # (the subscription's confirmation)
+    try:
+        _queue(r, kind, "gone1", "live2", "far3")
+        lease.release()
+        told = listener.get_message(timeout=5)
+        if told is not None and told["data"] == b"probe":  # (Redis 6.2's check)
+            told = listener.get_message(timeout=5)
+        assert told is not None and told["data"].endswith(b" tok-live2")
+        queued: list[bytes] = r.zrange(queue, 0, -1)  # type: ignore[assignment]
+        assert [m.split(b"|")[0] for m in queued] == [b"far3"]
+        lock_key = queue.removesuffix(":waiters")
+        if kind == "RLock":  # a hash {owner: hold count}
+            assert r.hgetall(lock_key) == {b"tok-live2": b"1"}
+        else:
+            assert r.get(lock_key) == b"tok-live2"
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("kind", list(_OTHER_QUEUES))
+def test_a_grant_round_passes_over_waiters_it_may_not_tell(
+    r: redis.Redis, acl_user: MakeUser, kind: str
+) -> None:
+    """A ReadWriteLock's or Semaphore's release may hand on to several waiters
+    in one round; a waiter beyond the two whose channels it checked up front
+    that the releasing user may not tell is passed over as a gone one, and
+    the release completes: it never stops half-way."""
+    from tenure import ReadWriteLock
+
+    queue, prefix, form = _OTHER_QUEUES[kind]
+    user = acl_user("~*", f"&{prefix}gone*", f"&{prefix}live*")
+    lease: Any = (
+        Semaphore(user, "deep", 1, ttl=30).acquire()
+        if kind == "Semaphore"
+        else ReadWriteLock(user, "deep", ttl=30).write.acquire()
+    )
+    assert lease is not None
+    for i, w in enumerate(("gone1", "gone2", "far3"), 1):
+        r.zadd(queue, {form.format(w=w): i})
+    lease.release()
+    assert r.zcard(queue) == 0  # all three dropped: none could be told
+    assert r.exists(queue.removesuffix(":waiters")) == 0  # nobody holds it

@@ -134,6 +134,17 @@ local function kept_fence(key, n, keep)
   return n
 end
 
+-- PUBLISH `message` on a waiter's wake `channel`; returns how many heard it.
+-- A channel the connected user may not publish to counts as heard by nobody
+-- (0): the waiter is passed over as a gone one. The ACL guard checks up front
+-- only the first two waiters' channels (acl_channels); a waiter further back
+-- is told after writes were made, and a script never stops half-way.
+local function tell(channel, message)
+  local heard = redis.pcall('PUBLISH', channel, message)
+  if type(heard) ~= 'number' then return 0 end
+  return heard
+end
+
 -- Ask the waiter of queue member `head` (nil: nobody) to try again `ms`
 -- milliseconds from now: "recheck <ms>" on its wake channel (wake_prefix ..
 -- waiter id). Sent to the next waiter after every hand-off: the new holder has
@@ -142,7 +153,7 @@ end
 -- (the former holder's lease) runs out. Old hubs ignore the message.
 local function recheck(wake_prefix, head, ms)
   local w = head and string.match(head, '^([^|]*)|')
-  if w then redis.call('PUBLISH', wake_prefix .. w, 'recheck ' .. ms) end
+  if w then tell(wake_prefix .. w, 'recheck ' .. ms) end
 end
 
 -- Hand the lock on to the first live waiter of `queue`, a sorted set of
@@ -163,7 +174,7 @@ local function hand_off(queue, wake_prefix, last, grant, live)
     local w, claim, token = string.match(head, '^([^|]*)|(%d+)|(.+)$')
     if w and alive then
       local fence = string.format('%.0f', next_fence(last))
-      if redis.call('PUBLISH', wake_prefix .. w, fence .. ' ' .. token) > 0 then
+      if tell(wake_prefix .. w, fence .. ' ' .. token) > 0 then
         grant(token, claim, fence)
         recheck(wake_prefix, redis.call('ZRANGE', queue, 0, 0)[1], claim)
         return true
@@ -186,7 +197,7 @@ local function wake_head(queue, wake_prefix, ms, mine)
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head or head == mine then return false end
     local w = string.match(head, '^([^|]*)|')
-    if w and w ~= me and redis.call('PUBLISH', wake_prefix .. w, 'recheck ' .. ms) > 0 then
+    if w and w ~= me and tell(wake_prefix .. w, 'recheck ' .. ms) > 0 then
       return true
     end
     redis.call('ZREM', queue, head)

@@ -193,7 +193,7 @@ local function promote(now, prefix, delay, mine, mine_lease)
       local told = head == mine
       if not told then
         local token = m .. ':' .. owner .. ':' .. id
-        told = redis.call('PUBLISH', prefix .. w, fence .. ' ' .. token) > 0
+        told = tell(prefix .. w, fence .. ' ' .. token) > 0
       end
       if told then
         if head == mine then

@@ -91,7 +91,7 @@ local function sem_promote(s, wake_prefix, fence_ttl, own, own_lease)
     if fits and tonumber(n) > free then
       -- It keeps everyone behind it waiting, free permits or not: only while it
       -- lives. "probe" (which hubs ignore) reaching nobody says it is gone.
-      if head == own or redis.call('PUBLISH', wake_prefix .. w, 'probe') > 0 then break end
+      if head == own or tell(wake_prefix .. w, 'probe') > 0 then break end
       gone = true
     end
     redis.call('ZREM', KEYS[4], head)
@@ -100,7 +100,7 @@ local function sem_promote(s, wake_prefix, fence_ttl, own, own_lease)
       n, lease = tonumber(n), tonumber(lease)
       local fence = sem_next_fence(s)
       if head == own then lease = tonumber(own_lease) end
-      if head == own or redis.call('PUBLISH', wake_prefix .. w, fence .. ' ' .. token) > 0 then
+      if head == own or tell(wake_prefix .. w, fence .. ' ' .. token) > 0 then
         sem_set_lease(token, n, s.now_ms + lease, false)
         sem_keep_fence(s, fence, math.max(fence_ttl, lease))
         free = free - n
