@@ -145,24 +145,6 @@ class Probe:
 LEASE = Probe("lease")
 
 
-def redact(url: str) -> str:
-    """``url`` with its password (and a user name with it) replaced by ``***``,
-    for a log record or a message: ``redis://u:secret@host:6379/0`` gives
-    ``redis://u:***@host:6379/0``; a text that is not a URL is kept."""
-    from urllib.parse import urlsplit, urlunsplit  # (only here: not at import)
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.password is None and not (parts.username and "@" in parts.netloc):
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    secret = f"{user}:***" if parts.password is not None else "***"
-    return urlunsplit(parts._replace(netloc=f"{secret}@{host}"))
-
-
 def address(pool: Any) -> str:
     """Where a connection pool connects, for a log record: ``host:port`` or
     the socket's path (its ``connection_kwargs``; never a password)."""
