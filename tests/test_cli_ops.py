@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 import redis
+from _not_utf8 import ESCAPED, KINDS, NOT_UTF8, hold_foreign
 
 from tenure import (
     CountDownLatch,
@@ -33,6 +34,7 @@ from tenure import (
 from tenure._cli import main
 from tenure._label import default_label, holder_text, split_holder
 from tenure._server import ServerProcess, server_version
+from tenure._views import view_of
 
 MakeServer = Callable[..., ServerProcess]
 T = TypeVar("T")
@@ -287,25 +289,51 @@ def test_ls_and_top_name_a_primitive_whose_name_is_not_utf8(
     assert [x for x in frame["skipped"] if x.startswith("Lock b'\\xffbad': ")], frame
 
 
-def test_ls_top_and_inspect_name_a_primitive_holding_bytes_not_utf8(
-    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("kind", KINDS)
+def test_ls_top_and_inspect_show_a_holder_not_utf8_escaped(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str], kind: str
 ) -> None:
-    """A lock key holding bytes that are not UTF-8 (no token tenure makes) is
-    named among the skipped, as one holding another type: no traceback."""
-    r.set("tenure:{odd}", b"\xff\xfe", px=30_000)
+    """A primitive whose holder another program wrote as bytes that are not
+    UTF-8 (no token tenure makes) is shown by ls, top and inspect with those
+    bytes escaped, no traceback; release --force refuses it (the escaped text
+    is another value than the one stored) and leaves it as it was."""
+    hold_foreign(r, kind, "odd")
+    before = {k: r.dump(k) for k in r.scan_iter()}
     assert Lock(r, "fine", ttl=5).acquire()
     status, out, err = tenure(capsys, url, "ls")
-    assert status == 0 and "fine" in out and "odd" not in out, out
-    assert "skipped Lock 'odd': " in err and "not UTF-8" in err, err
+    assert status == 0 and "fine" in out and "odd" in out and not err, (out, err)
+    (row,) = (x for x in out.splitlines() if "odd" in x)
+    assert ESCAPED in row, row
     status = main(["--url", url, "top", "--json-lines", "--all", "-n", "1"])
     out, err = capsys.readouterr()
     assert status == 0, err
-    assert [x for x in json.loads(out)["skipped"] if x.startswith("Lock 'odd': ")], out
+    frame = json.loads(out)
+    assert not frame["skipped"], frame
+    assert [x["holder"] for x in frame["locks"] if x["name"] == "odd"] == [ESCAPED], frame
     status, out, err = tenure(capsys, url, "inspect", "odd")
-    assert status == 2 and "skipped Lock 'odd': " in err, (status, err)
-    status, out, err = tenure(capsys, url, "release", "--force", "odd")
-    assert status == 2 and "Lock 'odd': " in err and "not UTF-8" in err, (status, err)
-    assert "Traceback" not in err and r.get("tenure:{odd}") == b"\xff\xfe"
+    assert status == 0 and ESCAPED in out and not err, (status, out, err)
+    status, data = tenure_json(capsys, url, "inspect", "odd")
+    assert status == 0 and [x["holder"] for x in data["locks"]] == [ESCAPED], data
+    flag = view_of(kind).release_flag
+    status, out, err = tenure(capsys, url, "release", "--force", *([flag] if flag else []), "odd")
+    assert status == 2 and f"{kind} 'odd': " in err and "not UTF-8" in err, (status, err)
+    assert "Traceback" not in err
+    assert {k: r.dump(k) for k in r.scan_iter() if b"fine" not in k} == before
+
+
+def test_inspect_shows_an_exact_keys_redis_py_token_not_utf8_escaped(
+    r: redis.Redis, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An exact key held by redis-py's Lock with a token that is not UTF-8:
+    inspect --key shows it escaped; release --force --key refuses it."""
+    assert r.lock("legacy:bin", timeout=30).acquire(blocking=False, token=NOT_UTF8)
+    status, out, err = tenure(capsys, url, "inspect", "--key", "legacy:bin")
+    assert status == 0 and ESCAPED in out and not err, (status, out, err)
+    status, data = tenure_json(capsys, url, "inspect", "--key", "legacy:bin")
+    assert [(x["key"], x["holder"]) for x in data["locks"]] == [("legacy:bin", ESCAPED)], data
+    status, out, err = tenure(capsys, url, "release", "--force", "--key", "legacy:bin")
+    assert status == 2 and "Lock 'legacy:bin': " in err and "not UTF-8" in err, (status, err)
+    assert r.get("legacy:bin") == NOT_UTF8
 
 
 @pytest.mark.parametrize("kind", ["Lock", "RLock", "FairLock"])

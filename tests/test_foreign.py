@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import redis
+from _not_utf8 import NOT_UTF8
 
 from tenure import Lock, WrongTypeError
 from tenure._keys import lock_keys
@@ -587,3 +588,31 @@ def test_a_long_foreign_hold_is_polled_less_and_less(r: redis.Redis, url: str) -
     )
     assert scripts < 80, scripts
     lease.release()
+
+
+def test_a_foreign_message_not_utf8_on_a_wake_channel_wakes_nobody(
+    r: redis.Redis, url: str
+) -> None:
+    """Another program publishing bytes that are not UTF-8 on a waiter's wake
+    channel: the hub reads it as no hand-off of its own and goes on listening,
+    so the release that follows still wakes the waiter at once."""
+    lease = Lock(r, "heard", ttl=30).acquire()
+    assert lease is not None
+    got: list[Any] = []
+    lock = Lock(redis.Redis.from_url(url), "heard", ttl=5)
+    t = threading.Thread(target=lambda: got.append((lock.acquire(timeout=10), time.monotonic())))
+    t.start()
+    deadline = time.monotonic() + 5
+    while not r.pubsub_channels("*{heard}*"):
+        assert time.monotonic() < deadline, "the waiter never subscribed"
+        time.sleep(0.005)
+    (channel,) = r.pubsub_channels("*{heard}*")
+    assert r.publish(channel, NOT_UTF8) == 1
+    time.sleep(0.3)
+    assert t.is_alive()  # (not woken into taking a lock that is held)
+    released_at = time.monotonic()
+    lease.release()
+    t.join(15)
+    theirs, at = got[0]
+    assert theirs is not None and at - released_at < 1.0, at - released_at
+    theirs.release()

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from _not_utf8 import NOT_UTF8
 from _workers import latch_waiter
 
 from tenure import (
@@ -204,6 +205,25 @@ def test_wrong_type_key_is_named(r: redis.Redis) -> None:
         with pytest.raises(WrongTypeError, match=r"'tenure:\{h\}:latch'"):
             call()
     assert r.hgetall(COUNT % "h") == {b"a": b"1"}
+
+
+def test_info_reads_a_setter_not_utf8_as_no_label(r: redis.Redis, url: str) -> None:
+    """A key naming who set the count that another program wrote as bytes that
+    are not UTF-8: info(), sync and asyncio, reads it as no label, not failing."""
+    latch = CountDownLatch(r, "alien")
+    assert latch.try_set_count(3)
+    r.set(COUNT % "alien" + ":by", NOT_UTF8)
+    assert latch.info() == CountDownLatchInfo("alien", 3, 0, None)
+
+    async def main() -> CountDownLatchInfo:
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            return await AsyncCountDownLatch(client, "alien").info()
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == CountDownLatchInfo("alien", 3, 0, None)
+    assert r.get(COUNT % "alien" + ":by") == NOT_UTF8
 
 
 def test_hundred_tasks_and_threads_wait_on_one_latch(r: redis.Redis, url: str) -> None:

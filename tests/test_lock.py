@@ -17,6 +17,7 @@ import pytest
 import redis
 import redis.asyncio
 from _interrupts import raise_once
+from _not_utf8 import ESCAPED, HOLD_MS, KINDS, NOT_UTF8, hold_foreign, holder_of
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -435,6 +436,32 @@ def test_exact_key_excludes_redis_py_lock(r: redis.Redis) -> None:
     other.release()
 
 
+def test_reads_show_a_redis_py_token_not_utf8_escaped(r: redis.Redis, url: str) -> None:
+    """An exact key held by redis-py's Lock with a token that is not UTF-8:
+    info() and locked(), sync and asyncio, show it with its bytes escaped; the
+    key is left as it was, tenure still kept out and redis-py's release its own."""
+    theirs = r.lock("bin:7", timeout=30)
+    assert theirs.acquire(blocking=False, token=NOT_UTF8)
+    lock = Lock(r, key="bin:7", ttl=5)
+    info = lock.info()
+    assert lock.locked() and info.holder == ESCAPED and info.label is None, info
+    assert info.hold_count == 1 and info.ttl is not None and 29 < info.ttl <= 30, info
+
+    async def main() -> tuple[bool, str | None]:
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            mine = AsyncLock(client, key="bin:7", ttl=5)
+            return await mine.locked(), (await mine.info()).holder
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == (True, ESCAPED)
+    assert lock.acquire(blocking=False) is None
+    assert r.get("bin:7") == NOT_UTF8
+    theirs.release()
+    assert not lock.locked() and lock.info().holder is None
+
+
 def test_waiter_takes_over_when_redis_py_holder_releases(r: redis.Redis) -> None:
     theirs = r.lock("interop", timeout=5)
     assert theirs.acquire()
@@ -795,6 +822,47 @@ def test_info_snapshots(r: redis.Redis) -> None:
         assert rinfo.label == info.label == default_label()
     lease.release()
     assert lock.info().holder is None and lock.info().fence == lease.fence
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reads_show_a_foreign_holder_not_utf8_escaped(r: redis.Redis, url: str, kind: str) -> None:
+    """A named primitive whose holder another program wrote as bytes that are
+    not UTF-8: info() (and locked(), where the kind has it), sync and asyncio,
+    show that holder with its bytes escaped, and the keys are left as they were."""
+    hold_foreign(r, kind, "alien")
+    before = {k: r.dump(k) for k in r.scan_iter()}
+    sync: dict[str, Any] = {
+        "Lock": Lock, "RLock": RLock, "FairLock": FairLock,
+        "ReadWriteLock": ReadWriteLock, "Semaphore": lambda c, n: Semaphore(c, n, 3),
+    }  # fmt: skip
+    made = sync[kind](r, "alien")
+    info = made.info()
+    assert holder_of(info) == ESCAPED, info
+    if kind == "Semaphore":
+        assert made.available() == 2 and info.available == 2, info
+    else:
+        assert made.locked()
+    if kind in ("Lock", "RLock", "FairLock"):
+        assert info.hold_count == 1 and info.ttl is not None, info
+        assert 0 < info.ttl <= HOLD_MS / 1000, info
+    if kind == "ReadWriteLock":
+        assert made.write.locked() and not made.read.locked() and info.mode == "write", info
+    asynchronous: dict[str, Any] = {
+        "Lock": AsyncLock, "RLock": AsyncRLock, "FairLock": AsyncFairLock,
+        "ReadWriteLock": AsyncReadWriteLock, "Semaphore": lambda c, n: AsyncSemaphore(c, n, 3),
+    }  # fmt: skip
+
+    async def main() -> tuple[bool, str | None]:
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            made = asynchronous[kind](client, "alien")
+            held = await made.available() < 3 if kind == "Semaphore" else await made.locked()
+            return held, holder_of(await made.info())
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == (True, ESCAPED)
+    assert {k: r.dump(k) for k in r.scan_iter()} == before
 
 
 class _GateInterruptedAfterAcquire:

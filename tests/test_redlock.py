@@ -27,6 +27,7 @@ import valkey
 import valkey.asyncio
 import valkey.exceptions
 from _interrupts import raise_once
+from _not_utf8 import NOT_UTF8
 from _workers import Hold, check_history, redlock_holder, redlock_worker
 
 from tenure import (
@@ -140,6 +141,27 @@ def test_every_master_holds_a_lock_with_the_same_token(clients: list[redis.Redis
     lease.release()
     assert _holders(clients, "same") == [None] * N
     assert not lock.locked()
+
+
+def test_locked_counts_a_foreign_holder_not_utf8(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """Another program's token that is not UTF-8 on a quorum of masters: a
+    holder to locked(), sync and asyncio, which reads it without failing."""
+    for c in clients[:3]:
+        c.set("tenure:{alien}", NOT_UTF8, px=30_000)
+    assert Redlock(clients, "alien").locked()
+
+    async def main() -> bool:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        try:
+            return await AsyncRedlock(aclients, "alien").locked()
+        finally:
+            for c in aclients:
+                await c.aclose()
+
+    assert asyncio.run(main())
+    assert [c.get("tenure:{alien}") for c in clients] == [NOT_UTF8] * 3 + [None] * (N - 3)
 
 
 def _commands_run(client: redis.Redis) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Generator, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -155,13 +156,44 @@ Plan = Generator[Step, Any, T]
 def text(value: object) -> str:
     """A reply item, key, channel name or message as ``str``: ``bytes`` decoded
     as UTF-8 (redis-py gives ``bytes`` unless the client decodes responses),
-    anything else by ``str()``. The one decoding helper of the package."""
-    return value.decode() if isinstance(value, bytes) else str(value)
+    anything else by ``str()``. The one decoding helper of the package.
+
+    Bytes that are not UTF-8 (another program's value: every value tenure
+    writes is text) are escaped, ``b"\\xff"`` read as ``"\\xff"``, so that a
+    read never fails on them and shows them on any terminal; tenure's own
+    tokens contain no backslash, so an escaped value is never taken for one.
+    Within :func:`strict_text`, they raise ``UnicodeDecodeError`` instead.
+    """
+    if not isinstance(value, bytes):
+        return str(value)
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        if _strict.get():
+            raise
+        return value.decode(errors="backslashreplace")
 
 
 def _text(value: object) -> object:
     # bytes decoded, numbers and nested replies kept as they are
-    return value.decode() if isinstance(value, bytes) else value
+    return text(value) if isinstance(value, bytes) else value
+
+
+#: Whether :func:`text` refuses bytes that are not UTF-8 (see :func:`strict_text`).
+_strict: ContextVar[bool] = ContextVar("tenure_strict_text", default=False)
+
+
+@contextlib.contextmanager
+def strict_text() -> Iterator[None]:
+    """Make :func:`text` raise ``UnicodeDecodeError`` on bytes that are not
+    UTF-8, in this thread or task, for reads whose values are sent back to
+    the server (a forced release's tokens): an escaped value is another
+    value, which would match nothing there."""
+    reset = _strict.set(True)
+    try:
+        yield
+    finally:
+        _strict.reset(reset)
 
 
 _STATUSES = {int(s): s for s in Status}

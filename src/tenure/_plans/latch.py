@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from .. import _units
 from .._keys import LatchKeys, latch_keys
 from .._label import decode_label
-from .._protocol import Eval, Plan, Status, Subscribe, WaitWake
+from .._protocol import Eval, Plan, Status, Subscribe, WaitWake, text
 from .._scripts import LATCH_COUNT_DOWN, LATCH_INSPECT, LATCH_SET
 from .kind import Kind, detail, named
 from .waiting import Clock
@@ -85,13 +85,9 @@ def inspect(keys: LatchKeys) -> Plan[CountDownLatchInfo]:
 
     _, (count, opened, by) = yield Eval(LATCH_INSPECT, (keys.count, keys.opened, keys.by), ())
     count = int(count)
-    label = decode_label(_as_text(by)) if count > 0 else None
+    # (a value another client wrote, UTF-8 or not, is no encoded label: no label)
+    label = decode_label(text(by)) if count > 0 else None
     return CountDownLatchInfo(keys.name, count, int(opened), label)
-
-
-def _as_text(value: object) -> str:
-    # (a value another client wrote may be no UTF-8: it is then no encoded label)
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def wait(keys: LatchKeys, timeout: float | None, now: Clock) -> Plan[bool]:

@@ -152,6 +152,9 @@ class AsyncFairLock(AsyncLock):
         the first ``limit`` queued waiters in the order they will be served, each
         with its deadline.
 
+        A holder another program wrote as bytes that are not UTF-8 is shown
+        with those bytes escaped (``b"\\xff"`` as ``"\\xff"``).
+
         Raises:
             InvalidArgument: ``limit`` is not an ``int`` from 0 to 2**53 - 1; nothing was sent.
             WrongTypeError: a key of the lock holds a value of another type.

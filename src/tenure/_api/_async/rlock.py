@@ -271,6 +271,9 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
     async def locked(self) -> bool:
         """Whether any owner holds the lock now (a snapshot; it may change at once).
 
+        Any value there counts, another program's too, bytes that are not
+        UTF-8 included.
+
         Raises:
             WrongTypeError: a key of the lock holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -290,6 +293,9 @@ class AsyncRLock(_AsyncHolds[AsyncRLockLease], _AsyncBlocks[AsyncRLockLease]):
     async def info(self) -> LockInfo:
         """A snapshot of the lock in Redis: holder (owner id) and its hold count,
         seconds left, last fence, waiters.
+
+        A holder another program wrote as bytes that are not UTF-8 is shown
+        with those bytes escaped (``b"\\xff"`` as ``"\\xff"``).
 
         Raises:
             WrongTypeError: a key of the lock holds a value of another type.

@@ -192,6 +192,9 @@ class AsyncReadWriteView(_AsyncBlocks[AsyncReadWriteLease]):
     async def locked(self) -> bool:
         """Whether any owner holds this mode of the lock now (a snapshot).
 
+        Any value there counts, another program's too, bytes that are not
+        UTF-8 included.
+
         Raises:
             WrongTypeError: a key of the lock holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -343,6 +346,9 @@ class AsyncReadWriteLock(PerProcess, _AsyncHolds[AsyncReadWriteLease]):
         fence), the number of waiters (and of waiting writers), and the last
         fence minted.
 
+        A holder another program wrote as bytes that are not UTF-8 is shown
+        with those bytes escaped (``b"\\xff"`` as ``"\\xff"``).
+
         Raises:
             WrongTypeError: a key of the lock holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -352,6 +358,9 @@ class AsyncReadWriteLock(PerProcess, _AsyncHolds[AsyncReadWriteLease]):
 
     async def locked(self) -> bool:
         """Whether anyone holds the lock, in either mode, now (a snapshot).
+
+        Any value there counts, another program's too, bytes that are not
+        UTF-8 included.
 
         Raises:
             WrongTypeError: a key of the lock holds a value of another type.

@@ -260,6 +260,9 @@ class Lock(_Blocks[Lease]):
     def locked(self) -> bool:
         """Whether anyone holds the lock now (a snapshot; it may change at once).
 
+        Any value there counts, another program's too, bytes that are not
+        UTF-8 included.
+
         Raises:
             WrongTypeError: a key of the lock holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -269,6 +272,9 @@ class Lock(_Blocks[Lease]):
 
     def info(self) -> LockInfo:
         """A snapshot of the lock in Redis: holder, seconds left, last fence, waiters.
+
+        A holder another program wrote as bytes that are not UTF-8 is shown
+        with those bytes escaped (``b"\\xff"`` as ``"\\xff"``).
 
         Raises:
             WrongTypeError: a key of the lock holds a value of another type.

@@ -193,6 +193,9 @@ class ReadWriteView(_Blocks[ReadWriteLease]):
     def locked(self) -> bool:
         """Whether any owner holds this mode of the lock now (a snapshot).
 
+        Any value there counts, another program's too, bytes that are not
+        UTF-8 included.
+
         Raises:
             WrongTypeError: a key of the lock holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -344,6 +347,9 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
         fence), the number of waiters (and of waiting writers), and the last
         fence minted.
 
+        A holder another program wrote as bytes that are not UTF-8 is shown
+        with those bytes escaped (``b"\\xff"`` as ``"\\xff"``).
+
         Raises:
             WrongTypeError: a key of the lock holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
@@ -353,6 +359,9 @@ class ReadWriteLock(PerProcess, _Holds[ReadWriteLease]):
 
     def locked(self) -> bool:
         """Whether anyone holds the lock, in either mode, now (a snapshot).
+
+        Any value there counts, another program's too, bytes that are not
+        UTF-8 included.
 
         Raises:
             WrongTypeError: a key of the lock holds a value of another type.

@@ -327,6 +327,9 @@ class Semaphore(PerProcess):
         """A snapshot of the semaphore in Redis: its count, free permits, holders
         (token, permits, seconds left) and the number of queued waiters.
 
+        A holder another program wrote as bytes that are not UTF-8 is shown
+        with those bytes escaped (``b"\\xff"`` as ``"\\xff"``).
+
         Raises:
             WrongTypeError: a key of the semaphore holds a value of another type.
             redis.exceptions.ConnectionError: Redis could not be reached.
