@@ -169,8 +169,6 @@ class KindView:
     Attributes:
         name: the kind's public name (``"Lock"``), its :attr:`Kind.name`.
         option: its ``tenure doctor --kind`` value (``"lock"``, ``"fair"``, ...).
-        main_key: the key ``inspect`` shows (the lock, a semaphore's holders, a
-            latch's count), from the kind's keys.
         describe: ``inspect``'s lines for it after the ``<kind> '<name>' (key
             <key>)`` line.
         summary: ``ls``'s HOLDER column.
@@ -186,7 +184,6 @@ class KindView:
 
     name: str
     option: str
-    main_key: Callable[[Any], str]
     describe: Callable[[LockView], list[str]]
     summary: Callable[[LockView], str]
     json_extras: Callable[[LockView], dict[str, Any]] = no_extras

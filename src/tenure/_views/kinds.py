@@ -11,7 +11,6 @@ from typing import Any
 
 from .._errors import InvalidArgument
 from .._info import CountDownLatchInfo, Leader, ReadWriteInfo, SemaphoreInfo
-from .._keys import LatchKeys, LockKeys
 from .._label import holder_text
 from .._plans.kind import detail
 from .._plans.kinds import kind_of
@@ -32,17 +31,11 @@ from .kind import (
     token_release_lines,
 )
 
-
-def _lock_key(keys: LockKeys) -> str:
-    return keys.lock
-
-
 # --- Lock, FairLock: one lease token ----------------------------------------------------------
 
 LOCK = KindView(
     name="Lock",
     option="lock",
-    main_key=_lock_key,
     describe=holder_lines,
     summary=holder_or_free,
     release_lines=token_release_lines,
@@ -51,7 +44,6 @@ LOCK = KindView(
 FAIR = KindView(
     name="FairLock",
     option="fair",
-    main_key=_lock_key,
     describe=holder_lines,
     summary=holder_or_free,
     release_lines=token_release_lines,
@@ -83,7 +75,6 @@ def _rlock_release_lines(done: ForcedRelease) -> list[str]:
 RLOCK = KindView(
     name="RLock",
     option="rlock",
-    main_key=_lock_key,
     describe=_rlock_describe,
     summary=_rlock_summary,
     release_lines=_rlock_release_lines,
@@ -174,7 +165,6 @@ def _rw_release_lines(done: ForcedRelease) -> list[str]:
 RWLOCK = KindView(
     name="ReadWriteLock",
     option="rwlock",
-    main_key=_lock_key,
     describe=_rw_describe,
     summary=_rw_summary,
     json_extras=_rw_json_extras,
@@ -249,7 +239,6 @@ def _sem_release_lines(done: ForcedRelease) -> list[str]:
 SEMAPHORE = KindView(
     name="Semaphore",
     option="semaphore",
-    main_key=_lock_key,
     describe=_sem_describe,
     summary=_sem_summary,
     json_extras=_sem_json_extras,
@@ -264,10 +253,6 @@ SEMAPHORE = KindView(
 
 def _latch_info(view: LockView) -> CountDownLatchInfo:
     return detail(view, CountDownLatchInfo)
-
-
-def _latch_key(keys: LatchKeys) -> str:
-    return keys.count
 
 
 def _latch_json_extras(view: LockView) -> dict[str, Any]:
@@ -295,7 +280,6 @@ def _latch_summary(view: LockView) -> str:
 LATCH = KindView(
     name="CountDownLatch",
     option="latch",
-    main_key=_latch_key,
     describe=_latch_describe,
     summary=_latch_summary,
     json_extras=_latch_json_extras,
@@ -386,7 +370,6 @@ def _election_summary(view: LockView) -> str:
 ELECTION = KindView(
     name="Election",
     option="election",
-    main_key=_lock_key,
     describe=_election_describe,
     summary=_election_summary,
     json_extras=_election_json_extras,
