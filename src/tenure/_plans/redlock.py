@@ -73,7 +73,7 @@ from typing import Any
 
 from .._errors import InvalidArgument, NoQuorumError, NotOwnedError, TenureError
 from .._keys import LockKeys
-from .._protocol import Command, Eval, Pipeline, Plan, Status, Step
+from .._protocol import Command, Eval, Pipeline, Plan, Status, Step, text
 from .._scripts import LOCK_ACQUIRE, LOCK_EXTEND, LOCK_RELEASE, REDLOCK_WAKE
 from .._units import lease_ms
 from .common import FENCE_KEEP_MS, fence_keep_ms, least_left_ms
@@ -474,7 +474,7 @@ def run_id(info: object) -> str:
         value = info.get("run_id")
         return str(value) if value is not None else ""
     if isinstance(info, bytes):
-        info = info.decode("utf-8", "replace")
+        info = text(info)
     if isinstance(info, str):
         for line in info.splitlines():
             if line.startswith("run_id:"):
