@@ -687,6 +687,26 @@ def test_the_operator_commands_see_what_tenure_run_holds(runtime_dir: Path) -> N
         finish(run)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", "", "--", "true"),
+        ("run", "--leader", "", "--", "true"),
+        ("run", "--", "true"),  # neither NAME nor --leader
+        ("run", "a", "--leader", "b", "--", "true"),  # both
+        ("run", "a", "--prefix", "app:{}", "--", "true"),  # an empty hash tag
+    ],
+)
+def test_a_bad_run_line_starts_no_server(runtime_dir: Path, args: tuple[str, ...]) -> None:
+    """A command line ``tenure run`` can't run is refused before anything
+    happens: no shared server is started (and left running) for it."""
+    env = environment(XDG_RUNTIME_DIR=str(runtime_dir))
+    code, _, err = tenure(*args, env=env)
+    assert code == 2, err
+    assert "started" not in err
+    assert servers_on(SharedServer(runtime_dir / f"tenure-{os.getuid()}")) == []
+
+
 def test_shared_server_refuses_a_directory_others_can_use(tmp_path: Path) -> None:
     loose = tmp_path / "loose"
     loose.mkdir()

@@ -44,7 +44,15 @@ from .._errors import TenureError
 from .._server import ServerProcess, ServerUnavailable
 from .._shared_server import SharedServer
 from .common import EXIT_CONFLICT as EXIT_CONFLICT
-from .common import EXIT_INTERRUPTED, EXIT_USAGE, Embedded, Handler, Server, _CountedUrl
+from .common import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    Check,
+    Embedded,
+    Handler,
+    Server,
+    _CountedUrl,
+)
 from .common import EXIT_LOST as EXIT_LOST
 from .dashboard import add_dashboard
 from .jobs import add_demo, add_run, add_server
@@ -220,6 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
+        check: Check | None = getattr(args, "check", None)
+        refused = None if check is None else check(args)  # (before any server is opened)
+        if refused is not None:
+            return refused
         with _log_in_lines(), open_server(args.url, getattr(args, "embedded", "private")) as server:
             return handler(args, server)
     except KeyboardInterrupt:

@@ -47,6 +47,11 @@ class Server:
 
 Handler = Callable[[argparse.Namespace, Server], int]
 
+#: A command's check of its line before any server is opened for it: the exit
+#: status after saying why it can't run, or ``None`` (a bad name raises
+#: ``InvalidArgument``).
+Check = Callable[[argparse.Namespace], int | None]
+
 
 def _seconds(what: str, *, allow_zero: bool, lease: bool = False) -> Callable[[str], float]:
     """A parser of a duration option ``what``, in the API's range (``_units``:

@@ -10,6 +10,7 @@ import redis.cluster
 import redis.exceptions
 
 from .. import _run
+from .._keys import check_name, check_prefix
 from .._shared_server import SharedServer
 from .common import (
     EXIT_CONFLICT,
@@ -187,7 +188,23 @@ def add_run(
         help=f"the exit status when the lock was not taken (default {EXIT_CONFLICT})",
     )
     _add_prefix(run)
-    run.set_defaults(handler=_run_run, embedded="shared")
+    run.set_defaults(handler=_run_run, check=_check_run, embedded="shared")
+
+
+def _check_run(args: argparse.Namespace) -> int | None:
+    """Refuse a ``tenure run`` line that can't run before a server is opened for
+    it (the shared one would be started, and left running): the exit status
+    after saying why, or ``None``.
+
+    Raises:
+        InvalidArgument: a bad NAME or --prefix.
+    """
+    if (args.name is None) == (args.leader is None):
+        print("tenure run: give a lock NAME or --leader NAME (exactly one)", file=sys.stderr)
+        return EXIT_USAGE
+    check_name(args.leader if args.leader is not None else args.name, "name")
+    check_prefix(args.prefix)
+    return None
 
 
 def _run_run(args: argparse.Namespace, server: Server) -> int:
@@ -195,9 +212,6 @@ def _run_run(args: argparse.Namespace, server: Server) -> int:
     # (after a wait for the lock) can hang the interpreter's exit; the process ends
     # right after this anyway.
     urls: list[str] = getattr(args, "urls", None) or [server.url]
-    if (args.name is None) == (args.leader is None):
-        print("tenure run: give a lock NAME or --leader NAME (exactly one)", file=sys.stderr)
-        return EXIT_USAGE
     wait = 0.0 if args.no_wait else args.wait
     timeout = _run.socket_timeout(args.ttl, wait)
     clients = [
