@@ -630,3 +630,20 @@ def test_a_failing_on_elected_resigns(r: redis.Redis) -> None:
     with pytest.raises(RuntimeError, match="not today"):
         Election(r, "refused", ttl=5, on_elected=refuse).campaign()
     assert Election(r, "refused").leader() is None
+
+
+def test_an_on_elected_raising_a_refusal_ends_the_campaign(r: redis.Redis) -> None:
+    # a NotOwnedError of on_elected's own (another lease it touched) is its
+    # error, not the announcement's: campaign raises it, and stands no more
+    calls: list[int] = []
+
+    def refuse(leadership: Leadership) -> None:
+        calls.append(leadership.term)
+        if len(calls) == 1:  # (once: a campaign that stood again would then win)
+            raise NotOwnedError("elsewhere", None, "on_elected's own refusal")
+
+    election = Election(r, "refused-own", ttl=5, on_elected=refuse)
+    with pytest.raises(NotOwnedError, match="on_elected's own refusal"):
+        election.campaign(timeout=2)
+    assert len(calls) == 1
+    assert Election(r, "refused-own").leader() is None

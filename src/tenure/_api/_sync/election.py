@@ -115,16 +115,22 @@ class _Candidacy(PerProcess, Generic[L]):
                 return None
             try:
                 self._announce_term(lease)
-                if self._on_elected is not None:
-                    self._on_elected(lease)
             except self._again:
                 # its term ended (or, over several masters, reached too few)
                 # before it was announced: it is not a leader; stand again
                 self._let_go(lease)
                 continue
             except BaseException:
-                self._let_go(lease)  # (on_elected failed, or the call was cut off)
+                self._let_go(lease)  # (the call was cut off)
                 raise
+            if self._on_elected is not None:
+                # outside the announcement's handler: whatever on_elected
+                # raises (a refusal of its own included) ends the campaign
+                try:
+                    self._on_elected(lease)
+                except BaseException:
+                    self._let_go(lease)
+                    raise
             return lease
 
     def _let_go(self, lease: L) -> None:
