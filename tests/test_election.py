@@ -647,3 +647,31 @@ def test_an_on_elected_raising_a_refusal_ends_the_campaign(r: redis.Redis) -> No
         election.campaign(timeout=2)
     assert len(calls) == 1
     assert Election(r, "refused-own").leader() is None
+
+
+def test_a_quiet_leader_keeps_its_record_past_the_keep_time(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the record and the log outlive their last write by KEEP_MS (a week):
+    # a leader that leads longer without a write must not be forgotten, so
+    # the watchdog's renewals keep them (here KEEP_MS made 1 s)
+    monkeypatch.setattr(election_plans, "KEEP_MS", 1000)
+    election = Election(r, "quiet", ttl=0.5, label="quiet-one")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    leadership.proclaim("where")
+    seen: list[tuple[str, bytes | None]] = []
+    observer = threading.Thread(
+        target=lambda: seen.extend(
+            (e.change, e.value) for e in Election(r, "quiet").observe(timeout=2.5)
+        )
+    )
+    observer.start()
+    time.sleep(2.5)
+    assert not leadership.lost.is_set()
+    lead = Election(r, "quiet").leader()
+    assert lead is not None
+    assert (lead.label, lead.term, lead.value) == ("quiet-one", leadership.term, b"where")
+    observer.join(10)
+    assert seen == [("proclaimed", b"where")]  # (the state as it stands, then nothing)
+    leadership.resign()

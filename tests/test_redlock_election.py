@@ -723,3 +723,25 @@ def test_asyncio_run_while_leader_cancels_the_work_when_lost(
             await c.aclose()
 
     asyncio.run(main())
+
+
+def test_a_quiet_leader_keeps_its_record_on_every_master_past_the_keep_time(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as on one server: the renewals keep each master's record of the term on
+    # (the record and the log otherwise end KEEP_MS after their last write)
+    monkeypatch.setattr(election_plans, "KEEP_MS", 1000)
+    election = RedlockElection(clients, "quiet", ttl=0.5, label="quiet-one")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    leadership.proclaim("where")
+    watch = Watch(clients, "quiet", quiet=2.5)
+    watch.start()
+    time.sleep(2.5)
+    assert not leadership.lost.is_set()
+    lead = RedlockElection(clients, "quiet").leader()
+    assert lead is not None
+    assert (lead.label, lead.term, lead.value) == ("quiet-one", leadership.term, b"where")
+    watch.join(10)
+    assert watch.seen() == [("proclaimed", leadership.term, b"where", 1)]
+    leadership.resign()

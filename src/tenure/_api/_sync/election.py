@@ -19,8 +19,9 @@ from ..._label import clean_label, default_label
 from ..._models import Work, PerProcess, _WhileHeld
 from ..._plans import election as election_plans
 from ..._plans import fair as fair_plans
+from ..._plans.common import extended
 from ..._plans.waiting import Grant
-from ..._protocol import Plan
+from ..._protocol import Eval, Plan
 from ..._units import check_seconds
 from ._base import _BOOK, _HeldLease
 from ._docs import shared_args
@@ -189,6 +190,24 @@ class Leadership(Lease):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         self._lock._announce(self, election_plans.check_value(value))
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        lock = self._lock
+        step = self._renewal_for(seconds)
+        return extended(step, lock._ekeys.name, self.fence, seconds, time.monotonic)
+
+    def _renewal(self) -> Eval:
+        return self._renewal_for(self.ttl)
+
+    def _renewal_for(self, seconds: float) -> Eval:
+        """The renewal for ``seconds``: it keeps the term's record as long as the lease."""
+        return election_plans.renewal(
+            self._lock._ekeys,
+            self.owner,
+            seconds,
+            ttl=self._redis_ttl,
+            delay_ms=self._lock._opts.delay_ms,
+        )
 
     def resign(self) -> None:
         """Step down: end the term (observers see ``resigned``) and release the
