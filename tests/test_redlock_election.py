@@ -745,3 +745,31 @@ def test_a_quiet_leader_keeps_its_record_on_every_master_past_the_keep_time(
     watch.join(10)
     assert watch.seen() == [("proclaimed", leadership.term, b"where", 1)]
     leadership.resign()
+
+
+def test_a_proclaim_after_a_resignation_cut_off_is_refused(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the term's end reached every master, then an interrupt cut the release
+    # off: the masters still hold the lease's token, but the term is over, so
+    # a proclaim must be refused, not written where no reader takes it
+    end_term = _sync_election._ElectionRedlock._end_term
+
+    def cut_off(self: Any, lease: Any) -> None:
+        end_term(self, lease)
+        raise KeyboardInterrupt
+
+    election = RedlockElection(clients, "cut", ttl=5, label="first")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    leadership.proclaim("before")
+    with monkeypatch.context() as patch:
+        patch.setattr(_sync_election._ElectionRedlock, "_end_term", cut_off)
+        with pytest.raises(KeyboardInterrupt):
+            leadership.resign()
+    assert election.leader() is None
+    with pytest.raises(NotOwnedError):
+        leadership.proclaim("after")
+    for c in clients:
+        assert c.hget(_keys("cut").record, "value") == base64.b64encode(b"before")
+    leadership.resign()  # (the release, finished)
