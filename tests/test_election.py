@@ -630,3 +630,48 @@ def test_a_failing_on_elected_resigns(r: redis.Redis) -> None:
     with pytest.raises(RuntimeError, match="not today"):
         Election(r, "refused", ttl=5, on_elected=refuse).campaign()
     assert Election(r, "refused").leader() is None
+
+
+def test_an_on_elected_raising_a_refusal_ends_the_campaign(r: redis.Redis) -> None:
+    # a NotOwnedError of on_elected's own (another lease it touched) is its
+    # error, not the announcement's: campaign raises it, and stands no more
+    calls: list[int] = []
+
+    def refuse(leadership: Leadership) -> None:
+        calls.append(leadership.term)
+        if len(calls) == 1:  # (once: a campaign that stood again would then win)
+            raise NotOwnedError("elsewhere", None, "on_elected's own refusal")
+
+    election = Election(r, "refused-own", ttl=5, on_elected=refuse)
+    with pytest.raises(NotOwnedError, match="on_elected's own refusal"):
+        election.campaign(timeout=2)
+    assert len(calls) == 1
+    assert Election(r, "refused-own").leader() is None
+
+
+def test_a_quiet_leader_keeps_its_record_past_the_keep_time(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the record and the log outlive their last write by KEEP_MS (a week):
+    # a leader that leads longer without a write must not be forgotten, so
+    # the watchdog's renewals keep them (here KEEP_MS made 1 s)
+    monkeypatch.setattr(election_plans, "KEEP_MS", 1000)
+    election = Election(r, "quiet", ttl=0.5, label="quiet-one")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    leadership.proclaim("where")
+    seen: list[tuple[str, bytes | None]] = []
+    observer = threading.Thread(
+        target=lambda: seen.extend(
+            (e.change, e.value) for e in Election(r, "quiet").observe(timeout=2.5)
+        )
+    )
+    observer.start()
+    time.sleep(2.5)
+    assert not leadership.lost.is_set()
+    lead = Election(r, "quiet").leader()
+    assert lead is not None
+    assert (lead.label, lead.term, lead.value) == ("quiet-one", leadership.term, b"where")
+    observer.join(10)
+    assert seen == [("proclaimed", b"where")]  # (the state as it stands, then nothing)
+    leadership.resign()

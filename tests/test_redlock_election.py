@@ -723,3 +723,53 @@ def test_asyncio_run_while_leader_cancels_the_work_when_lost(
             await c.aclose()
 
     asyncio.run(main())
+
+
+def test_a_quiet_leader_keeps_its_record_on_every_master_past_the_keep_time(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as on one server: the renewals keep each master's record of the term on
+    # (the record and the log otherwise end KEEP_MS after their last write)
+    monkeypatch.setattr(election_plans, "KEEP_MS", 1000)
+    election = RedlockElection(clients, "quiet", ttl=0.5, label="quiet-one")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    leadership.proclaim("where")
+    watch = Watch(clients, "quiet", quiet=2.5)
+    watch.start()
+    time.sleep(2.5)
+    assert not leadership.lost.is_set()
+    lead = RedlockElection(clients, "quiet").leader()
+    assert lead is not None
+    assert (lead.label, lead.term, lead.value) == ("quiet-one", leadership.term, b"where")
+    watch.join(10)
+    assert watch.seen() == [("proclaimed", leadership.term, b"where", 1)]
+    leadership.resign()
+
+
+def test_a_proclaim_after_a_resignation_cut_off_is_refused(
+    clients: list[redis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the term's end reached every master, then an interrupt cut the release
+    # off: the masters still hold the lease's token, but the term is over, so
+    # a proclaim must be refused, not written where no reader takes it
+    end_term = _sync_election._ElectionRedlock._end_term
+
+    def cut_off(self: Any, lease: Any) -> None:
+        end_term(self, lease)
+        raise KeyboardInterrupt
+
+    election = RedlockElection(clients, "cut", ttl=5, label="first")
+    leadership = election.campaign(timeout=5)
+    assert leadership is not None
+    leadership.proclaim("before")
+    with monkeypatch.context() as patch:
+        patch.setattr(_sync_election._ElectionRedlock, "_end_term", cut_off)
+        with pytest.raises(KeyboardInterrupt):
+            leadership.resign()
+    assert election.leader() is None
+    with pytest.raises(NotOwnedError):
+        leadership.proclaim("after")
+    for c in clients:
+        assert c.hget(_keys("cut").record, "value") == base64.b64encode(b"before")
+    leadership.resign()  # (the release, finished)

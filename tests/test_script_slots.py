@@ -226,10 +226,11 @@ def _exercise(r: redis.Redis, r2: redis.Redis, name: str) -> None:
     assert latch.count_down() == 0
     thread.join(10)
     assert opened == [True]
-    # an election: elected, proclaimed, read, handed over by a resignation
+    # an election: elected, proclaimed, renewed, read, handed over by a resignation
     leading = Election(r, name, ttl=5).campaign(timeout=5)
     assert leading is not None
     leading.proclaim("v")
+    leading.extend()  # (the renewal the watchdog sends)
     elected: list[Any] = []
     thread = threading.Thread(
         target=lambda: elected.append(Election(r2, name, ttl=5).campaign(timeout=5))

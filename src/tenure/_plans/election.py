@@ -41,13 +41,15 @@ from .._protocol import Eval, Pipeline, Plan, Status, Subscribe, WaitWake, text
 from .._scripts import (
     ELECTION_ANNOUNCE,
     ELECTION_READ,
+    ELECTION_RENEW,
     ELECTION_RESIGN,
     FAIR_ACQUIRE,
     FAIR_INSPECT,
     FAIR_RELEASE,
-    LOCK_EXTEND,
 )
+from .._units import lease_ms
 from . import fair
+from .common import FENCE_KEEP_MS, least_left_ms
 from .kind import Kind, named, token_release
 from .replicas import ReplicaPolicy, acknowledged, wait_command
 from .snapshot import LockView
@@ -171,6 +173,31 @@ def announce(
     if status is Status.NOT_OWNED:
         raise NotOwnedError(keys.name, term, "not the leader: its term ended")
     return bool(written)
+
+
+def renewal(
+    keys: ElectionKeys,
+    token: str,
+    seconds: float,
+    *,
+    ttl: float,
+    delay_ms: int = 0,
+    fence_keep_ms: int = FENCE_KEEP_MS,
+) -> Eval:
+    """The leader's renewal (``election_renew.lua``): a lock's renewal (the
+    contract and replies of :func:`tenure._plans.lock.renewal`, the fence key
+    kept ``fence_keep_ms`` or the lease) that also keeps the record and the
+    log of the lease's term :data:`KEEP_MS` (or the lease) from now, so that a
+    term on outlives them however long its leader goes without a write.
+
+    Raises:
+        InvalidArgument: ``seconds`` is not a lease length (0.01 s to a year).
+    """
+    return Eval(
+        ELECTION_RENEW,
+        (keys.lock, keys.delay, keys.fence, keys.record, keys.log),
+        (token, lease_ms(seconds, "seconds"), least_left_ms(ttl), delay_ms, fence_keep_ms, KEEP_MS),
+    )
 
 
 def _resign_step(keys: ElectionKeys, token: str, term: int, event: str) -> Eval:
@@ -516,7 +543,7 @@ ELECTION: Kind[ElectionKeys] = Kind(
     scripts=(
         FAIR_ACQUIRE,
         FAIR_RELEASE,
-        LOCK_EXTEND,
+        ELECTION_RENEW,
         FAIR_INSPECT,
         ELECTION_ANNOUNCE,
         ELECTION_RESIGN,

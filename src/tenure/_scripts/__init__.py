@@ -260,6 +260,7 @@ FAIR_INSPECT = _load("fair_inspect")
 ELECTION_ANNOUNCE = _load("election_announce")
 ELECTION_RESIGN = _load("election_resign")
 ELECTION_READ = _load("election_read")
+ELECTION_RENEW = _load("election_renew")
 REDLOCK_WAKE = _load("redlock_wake")
 ACL_KEYS = _load("acl_keys")
 

@@ -14,7 +14,8 @@
 -- The log (a stream): one entry per change, {event, term, label, value, has,
 -- since[, seq]} with event "elected", "proclaimed", "resigned" or "lost"; the
 -- entry's id is published on the feed channel. Both keys are kept `keep` ms after
--- their last write, the log's last `max` entries only.
+-- their last write, and as long as the term's lease while it is renewed
+-- (election_renew.lua); the log's last `max` entries only.
 
 -- What every election script reads first, writing nothing: the holder of the
 -- lock key `lock` (its token, or false) and the last term of the fence key

@@ -34,7 +34,8 @@
 -- Returns  {1, n}       OK: n = 1 if something was written, 0 for an "elected"
 --                       already announced or a proclaim already made (a retry).
 --          {4, 0}       NOT_OWNED: the lock is not held with this token, or (on
---                       one server) the term is not the last minted; nothing written.
+--                       one server) the term is not the last minted, or the
+--                       record has this term ended already; nothing written.
 --          {5, key}     WRONG_TYPE: key holds a value of another type; nothing written.
 --          {9, {perm, name}}  DENIED: the user lacks a permission (see _acl.lua); nothing written.
 
@@ -79,6 +80,12 @@ if rec.token ~= ARGV[1] or rec.term ~= ARGV[2] then
     redis.call('HSET', KEYS[3], 'seq', '0')
   end
   election_note(KEYS[4], ARGV[6], keep, max, 'elected', rec)
+elseif rec.state ~= 'active' then
+  -- this very term ended already (its resignation came before the release,
+  -- which an interrupt may cut off): the lease no longer leads; refused, but
+  -- for the retry of a proclaim made before the end
+  if ARGV[9] ~= '' and rec.op == ARGV[9] then return {OK, 0} end
+  return {NOT_OWNED, 0}
 elseif ARGV[3] == 'elected' then
   return {OK, 0}
 end

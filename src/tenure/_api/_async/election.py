@@ -18,8 +18,9 @@ from ..._label import clean_label, default_label
 from ..._models import AsyncWork, PerProcess, _AsyncWhileHeld
 from ..._plans import election as election_plans
 from ..._plans import fair as fair_plans
+from ..._plans.common import extended
 from ..._plans.waiting import Grant
-from ..._protocol import Plan
+from ..._protocol import Eval, Plan
 from ..._units import check_seconds
 from ._base import _BOOK, _AsyncHeldLease
 from ._docs import shared_args
@@ -114,16 +115,22 @@ class _AsyncCandidacy(PerProcess, Generic[L]):
                 return None
             try:
                 await self._announce_term(lease)
-                if self._on_elected is not None:
-                    self._on_elected(lease)
             except self._again:
                 # its term ended (or, over several masters, reached too few)
                 # before it was announced: it is not a leader; stand again
                 await self._let_go(lease)
                 continue
             except BaseException:
-                await self._let_go(lease)  # (on_elected failed, or the call was cut off)
+                await self._let_go(lease)  # (the call was cut off)
                 raise
+            if self._on_elected is not None:
+                # outside the announcement's handler: whatever on_elected
+                # raises (a refusal of its own included) ends the campaign
+                try:
+                    self._on_elected(lease)
+                except BaseException:
+                    await self._let_go(lease)
+                    raise
             return lease
 
     async def _let_go(self, lease: L) -> None:
@@ -182,6 +189,24 @@ class AsyncLeadership(AsyncLease):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         await self._lock._announce(self, election_plans.check_value(value))
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        lock = self._lock
+        step = self._renewal_for(seconds)
+        return extended(step, lock._ekeys.name, self.fence, seconds, time.monotonic)
+
+    def _renewal(self) -> Eval:
+        return self._renewal_for(self.ttl)
+
+    def _renewal_for(self, seconds: float) -> Eval:
+        """The renewal for ``seconds``: it keeps the term's record as long as the lease."""
+        return election_plans.renewal(
+            self._lock._ekeys,
+            self.owner,
+            seconds,
+            ttl=self._redis_ttl,
+            delay_ms=self._lock._opts.delay_ms,
+        )
 
     async def resign(self) -> None:
         """Step down: end the term (observers see ``resigned``) and release the

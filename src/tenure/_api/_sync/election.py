@@ -19,8 +19,9 @@ from ..._label import clean_label, default_label
 from ..._models import Work, PerProcess, _WhileHeld
 from ..._plans import election as election_plans
 from ..._plans import fair as fair_plans
+from ..._plans.common import extended
 from ..._plans.waiting import Grant
-from ..._protocol import Plan
+from ..._protocol import Eval, Plan
 from ..._units import check_seconds
 from ._base import _BOOK, _HeldLease
 from ._docs import shared_args
@@ -115,16 +116,22 @@ class _Candidacy(PerProcess, Generic[L]):
                 return None
             try:
                 self._announce_term(lease)
-                if self._on_elected is not None:
-                    self._on_elected(lease)
             except self._again:
                 # its term ended (or, over several masters, reached too few)
                 # before it was announced: it is not a leader; stand again
                 self._let_go(lease)
                 continue
             except BaseException:
-                self._let_go(lease)  # (on_elected failed, or the call was cut off)
+                self._let_go(lease)  # (the call was cut off)
                 raise
+            if self._on_elected is not None:
+                # outside the announcement's handler: whatever on_elected
+                # raises (a refusal of its own included) ends the campaign
+                try:
+                    self._on_elected(lease)
+                except BaseException:
+                    self._let_go(lease)
+                    raise
             return lease
 
     def _let_go(self, lease: L) -> None:
@@ -183,6 +190,24 @@ class Leadership(Lease):
             redis.exceptions.ConnectionError: Redis could not be reached.
         """
         self._lock._announce(self, election_plans.check_value(value))
+
+    def _extend_plan(self, seconds: float) -> Plan[float]:
+        lock = self._lock
+        step = self._renewal_for(seconds)
+        return extended(step, lock._ekeys.name, self.fence, seconds, time.monotonic)
+
+    def _renewal(self) -> Eval:
+        return self._renewal_for(self.ttl)
+
+    def _renewal_for(self, seconds: float) -> Eval:
+        """The renewal for ``seconds``: it keeps the term's record as long as the lease."""
+        return election_plans.renewal(
+            self._lock._ekeys,
+            self.owner,
+            seconds,
+            ttl=self._redis_ttl,
+            delay_ms=self._lock._opts.delay_ms,
+        )
 
     def resign(self) -> None:
         """Step down: end the term (observers see ``resigned``) and release the

@@ -28,7 +28,7 @@ from ..._plans import election as election_plans
 from ..._plans import redlock as redlock_plans
 from ..._plans import redlock_election as plans
 from ..._plans.waiting import Grant
-from ..._protocol import Plan
+from ..._protocol import Eval, Plan
 from ..._units import check_seconds
 from .election import _RETRY, _RETRY_MAX, R, _Candidacy, _check_callbacks, _check_label
 from .redlock import Redlock, RedlockLease
@@ -103,6 +103,14 @@ class RedlockLeadership(RedlockLease):
                 ttl at the latest; ``resign()`` may be called again).
         """
         self.release()
+
+    def _renewal(self) -> Eval:
+        """One master's renewal (the watchdog sends it to every master): it
+        keeps the term's record there as long as the lease."""
+        lock = self._lock
+        return election_plans.renewal(
+            lock._ekeys, self.owner, self.ttl, ttl=self.ttl, fence_keep_ms=lock._fence_keep_ms
+        )
 
     def release(self) -> None:
         """Resign (see :meth:`resign`): the term ends on every master, then the
