@@ -22,15 +22,5 @@
 --@include _common.lua
 --@include _acl.lua
 
-local denied = acl_commands()
-if denied then return {DENIED, denied} end
-
-local holder = redis.pcall('GET', KEYS[1])
-if wrong(holder) then return {WRONG_TYPE, KEYS[1]} end
-if holder ~= ARGV[1] then return {NOT_OWNED, 0} end
-local left = redis.call('PTTL', KEYS[1])
-if left >= 0 and left < tonumber(ARGV[3]) then return {NOT_OWNED, 1} end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-delay_after(KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[4]))
-redis.call('PEXPIRE', KEYS[3], math.max(tonumber(ARGV[5]), tonumber(ARGV[2])))
+--@include _extend.lua
 return 0
