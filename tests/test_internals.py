@@ -7,6 +7,7 @@ file on the oldest redis-py allowed too."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib
 import select
 import socket
@@ -111,6 +112,18 @@ def test_a_pubsub_connections_pushes_are_read_off_its_parser(url: str, library: 
         client.client_kill_filter(_type="pubsub")
         assert _internals.pushed_due(parser, 5)
         assert not _internals.pushed_feed(parser)  # (the server closed it)
+        # closed by another thread (a failed SUBSCRIBE's send): the parser lets
+        # go of its socket and reader; each read is an OSError with an errno,
+        # which hands the reading back to the hub's reader
+        pubsub.connection.disconnect()
+        for read in (
+            lambda: _internals.pushed_due(parser, 0.05),
+            lambda: _internals.pushed_feed(parser),
+            lambda: _internals.pushed_reply(parser),
+        ):
+            with pytest.raises(OSError) as cut:
+                read()
+            assert cut.value.errno == errno.ENOTCONN
     finally:
         pubsub.close()
         client.close()

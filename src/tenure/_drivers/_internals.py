@@ -19,6 +19,7 @@ object has no such attribute (another connection class, a fake in a test).
 from __future__ import annotations
 
 import asyncio
+import errno
 import select
 import socket
 import ssl
@@ -49,8 +50,14 @@ def pushed_reply(parser: Any) -> Any:
     :func:`pushed_parser`), ``None`` if none: read without the library's
     ``PubSub``, whose read takes ``logging``'s lock and swallows exceptions
     (not for a thread that an interrupt may hit). An error reply comes back
-    as the exception (not raised); a reply it cannot parse raises."""
-    reply = parser._reader.gets()
+    as the exception (not raised); a reply it cannot parse raises.
+
+    Raises:
+        OSError: (``ENOTCONN``) the connection was closed meanwhile (by another
+            thread: the parser let go of its socket and reader), as
+            :func:`pushed_due` and :func:`pushed_feed` do.
+    """
+    reply = _pushed_reader(parser).gets()
     return None if reply is sys.modules[type(parser).__module__].NOT_ENOUGH_DATA else reply
 
 
@@ -58,17 +65,31 @@ def pushed_due(parser: Any, timeout: float) -> bool:
     """Whether the socket of ``parser`` has data to read within ``timeout``
     seconds (consumes nothing)."""
     poll = select.poll()
-    poll.register(parser._sock, select.POLLIN)
+    poll.register(_pushed_sock(parser), select.POLLIN)
     return bool(poll.poll(max(0, int(timeout * 1000))))
 
 
 def pushed_feed(parser: Any) -> bool:
     """Read what the socket of ``parser`` has into its reader (after
     :func:`pushed_due`); ``False`` when the server closed the connection."""
-    data = parser._sock.recv(65536)
+    data = _pushed_sock(parser).recv(65536)
     if data:
-        parser._reader.feed(data)
+        _pushed_reader(parser).feed(data)
     return bool(data)
+
+
+def _pushed_sock(parser: Any) -> socket.socket:
+    sock: socket.socket | None = parser._sock
+    if sock is None:
+        raise OSError(errno.ENOTCONN, "the connection was closed")
+    return sock
+
+
+def _pushed_reader(parser: Any) -> Any:
+    reader = parser._reader
+    if reader is None:
+        raise OSError(errno.ENOTCONN, "the connection was closed")
+    return reader
 
 
 def sock_of(conn: Any) -> socket.socket | None:
