@@ -592,6 +592,17 @@ def test_observe_ends_after_a_quiet_timeout(r: redis.Redis) -> None:
     leadership.resign()
 
 
+def test_observe_with_no_time_gives_the_current_state(r: redis.Redis) -> None:
+    """The first event is the current state, whatever the timeout: with 0,
+    only that (a snapshot), and none when nobody leads."""
+    assert list(Election(r, "snap").observe(timeout=0)) == []
+    leadership = Election(r, "snap", ttl=30).campaign()
+    assert leadership is not None
+    events = list(Election(r, "snap").observe(timeout=0))
+    assert [(e.change, e.term) for e in events] == [("elected", leadership.term)]
+    leadership.resign()
+
+
 def test_campaigning_again_while_leading_is_refused(r: redis.Redis) -> None:
     election = Election(r, "twice", ttl=5)
     leadership = election.campaign()

@@ -320,6 +320,15 @@ def test_leader_and_observe_believe_the_quorum_not_a_stale_minority(
     ]
 
 
+def test_observe_with_no_time_gives_the_current_state(clients: list[redis.Redis]) -> None:
+    """As Election.observe: the current state first, whatever the timeout."""
+    leadership = RedlockElection(clients, "snap", ttl=30).campaign(timeout=5)
+    assert leadership is not None
+    events = list(RedlockElection(clients, "snap").observe(timeout=0))
+    assert [(e.change, e.term) for e in events] == [("elected", leadership.term)]
+    leadership.resign()
+
+
 def test_readers_never_take_a_value_that_only_minorities_held(
     clients: list[redis.Redis],
 ) -> None:

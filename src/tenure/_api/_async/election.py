@@ -483,6 +483,8 @@ class AsyncElection(_AsyncCandidacy[AsyncLeadership]):
             timeout: end the iteration once no change came for this many
                 seconds (``None``, the default: never; stop an asyncio observer
                 by cancelling its task, a thread's by breaking out of the loop).
+                The current state is read first all the same: with ``0``, it
+                alone (a snapshot).
 
         Raises:
             InvalidArgument: a bad ``timeout``.
@@ -493,10 +495,14 @@ class AsyncElection(_AsyncCandidacy[AsyncLeadership]):
         cursor = election_plans.Cursor()
         retry = _RETRY
         quiet_until = None if timeout is None else time.monotonic() + timeout
+        tried = False  # (the current state is read once, whatever the timeout)
         while True:
             left = None if quiet_until is None else quiet_until - time.monotonic()
             if left is not None and left <= 0:
-                return
+                if tried:
+                    return
+                left = 0.0
+            tried = True
             try:
                 plan = election_plans.watch(self._keys, cursor, _CONFIRM, left)
                 state = await _driver.run(self._client, plan)

@@ -392,7 +392,8 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
 
         Args:
             timeout: end the iteration once no change came for this many
-                seconds (``None``, the default: never).
+                seconds (``None``, the default: never). The current state is
+                read first all the same: with ``0``, it alone (a snapshot).
 
         Raises:
             InvalidArgument: a bad ``timeout``.
@@ -409,10 +410,14 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
         quiet_until = None if timeout is None else time.monotonic() + timeout
         stops = await _fanout.listen_each(lock._clients, self._keys.channel, wake, lock._timeout)
         try:
+            tried = False  # (the current state is read once, whatever the timeout)
             while True:
                 left = None if quiet_until is None else quiet_until - time.monotonic()
                 if left is not None and left <= 0:
-                    return
+                    if tried:
+                        return
+                    left = 0.0
+                tried = True
                 wake.clear()  # (a change published from here on reads again)
                 reads = await lock._read_all(cursor.after)
                 events = cursor.take(reads, await lock._history(reads))
