@@ -352,6 +352,40 @@ def test_a_release_with_a_last_op_key_of_another_type_writes_nothing(r: redis.Re
         assert not r.exists(KEY % "op-type")
 
 
+@pytest.mark.parametrize("stored", ["7.0", "0"])
+def test_an_acquire_with_a_last_op_key_of_another_type_writes_nothing(
+    r: redis.Redis, stored: str
+) -> None:
+    """The caller's last-op key holding another type, while another owner
+    reads and the fence key holds a number in another form than tenure's
+    digits (which the uncontended path leaves to the general one): a read
+    acquire is refused naming the key, and the lock's keys keep their values
+    and expiry, on every server (Redis 6.2, which checks no command up front,
+    included)."""
+    from tenure._keys import rwlock_keys
+
+    keys = rwlock_keys("op-type-acq", prefix="tenure:")
+    key = KEY % "op-type-acq"
+    rw = ReadWriteLock(r, "op-type-acq", ttl=30)
+    mine = rw.read.acquire()  # (this thread's owner id)
+    assert mine is not None
+    mine.release()
+    other = Owner()
+    held = other.run(ReadWriteLock(r, "op-type-acq", ttl=2).read.acquire)
+    assert held is not None
+    r.set(key + ":fence", stored, px=60_000)
+    last_op = keys.last_op(mine.owner)
+    r.delete(last_op)
+    r.rpush(last_op, "x")
+    before = (r.hgetall(key), r.zrange(key + ":holds", 0, -1, withscores=True))
+    with pytest.raises(WrongTypeError, match="op"):
+        rw.read.acquire(blocking=False)
+    assert (r.hgetall(key), r.zrange(key + ":holds", 0, -1, withscores=True)) == before
+    assert 0 < r.pttl(key) <= 2000 and 0 < r.pttl(key + ":holds") <= 2000
+    r.delete(last_op)
+    other.run(held.release)
+
+
 def test_a_write_holds_fence_is_the_one_stored_and_replied(r: redis.Redis) -> None:
     """A write hold's fence, minted from the server's clock, is the same
     number in the reply, the fence key and the hold's field, in its shortest

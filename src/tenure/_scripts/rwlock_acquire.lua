@@ -101,17 +101,18 @@ if ARGV[4] == '' then repeat
   -- The first write is the fence key's: a SET (a writer's fence, minted; a
   -- reader's when none is known, or below 0: no fence a bare reply can carry)
   -- or a PEXPIREAT (a reader's, the last one). What runs after it is checked
-  -- now. Redis 6.2 checks no command up front: the lock's PEXPIREAT runs
-  -- first there (on a missing lock it writes nothing; on readers' lock it
-  -- sets the expiry the end sets), so that a refusal leaves no hold
-  -- without expiry.
+  -- now. Redis 6.2 checks no command up front: there, for a first hold
+  -- (held == 0: the lock is missing), the lock's PEXPIREAT runs first, which
+  -- writes nothing, so that a refusal leaves no hold without expiry (readers'
+  -- lock has its expiry). Nothing is written before the last `break`.
   local check = redis.acl_check_cmd
-  if not check then redis.call('PEXPIREAT', lock, latest) end
   if m == 'w' or not last or lastn < 0 then
     if check then
       local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
         or (not check('PEXPIREAT', lock) and 'PEXPIREAT')
       if refused then return {DENIED, {'command', refused}} end
+    elseif held == 0 then
+      redis.call('PEXPIREAT', lock, latest)
     end
     -- (a fence from the clock is written as TIME's two numbers, the µs
     -- padded to six digits: no string.format)
@@ -135,6 +136,8 @@ if ARGV[4] == '' then repeat
     if check then
       local refused = (not check('HSET', lock) and 'HSET') or (not check('ZADD', lock) and 'ZADD')
       if refused then return {DENIED, {'command', refused}} end
+    elseif held == 0 then
+      redis.call('PEXPIREAT', lock, latest)
     end
     redis.call('PEXPIREAT', fence_key, now + keep)
     fence, value = lastn, '1|' .. last .. '|' .. op
