@@ -233,3 +233,45 @@ def test_a_script_built_on_first_use_is_the_one_built_at_once() -> None:
     for name, same, sha_of_source, writes in found:
         assert same and sha_of_source, name
         assert writes is not name.endswith("_inspect"), name
+
+
+def test_threads_reading_later_names_at_once_each_get_the_class() -> None:
+    """Threads that read names of kinds imported later at the same moment
+    each get the class, never an error from a module another thread is still
+    importing (five fresh interpreters: the race needs the first look-ups)."""
+    names = [
+        "RLock",
+        "FairLock",
+        "ReadWriteLock",
+        "Semaphore",
+        "CountDownLatch",
+        "MultiLock",
+        "Redlock",
+        "Election",
+        "RedlockElection",
+        "AsyncSemaphore",
+        "AsyncReadWriteLock",
+        "AsyncElection",
+    ]
+    code = (
+        "import json, threading\n"
+        "import tenure\n"
+        f"names = {names!r} * 2\n"
+        "got, errors = {}, []\n"
+        "start = threading.Barrier(len(names))\n"
+        "def read(name):\n"
+        "    start.wait()\n"
+        "    try:\n"
+        "        got[name] = getattr(tenure, name).__name__\n"
+        "    except Exception as exc:\n"
+        "        errors.append(f'{name}: {type(exc).__name__}: {exc}')\n"
+        "threads = [threading.Thread(target=read, args=(n,)) for n in names]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "print(json.dumps({'errors': errors, 'got': sorted(got.items())}))"
+    )
+    for _ in range(5):
+        found = fresh(code)
+        assert isinstance(found, dict)
+        assert found["errors"] == []
+        assert found["got"] == sorted([n, n] for n in names)

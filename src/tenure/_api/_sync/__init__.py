@@ -99,7 +99,10 @@ if not TYPE_CHECKING:  # (a type checker reads the imports above, and no other n
         else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         # the classes of every such module imported by now (this one, and one it
-        # imports: an election's fair lock), so that the package holds them from now on
+        # imports: an election's fair lock), so that the package holds them from
+        # now on; a module another thread is still importing has only some of
+        # its names yet, and the others are looked up again when asked for
         loaded = {w: sys.modules.get(f"{__name__}.{w}") for w in set(_LATER.values())}
-        globals().update({n: getattr(loaded[w], n) for n, w in _LATER.items() if loaded[w]})
+        found = ((n, getattr(loaded[w], n, None)) for n, w in _LATER.items() if loaded[w])
+        globals().update({n: value for n, value in found if value is not None})
         return getattr(module, name)
