@@ -355,6 +355,32 @@ def test_async_on_lost_coroutine_callbacks_are_run(url: str) -> None:
     asyncio.run(main())
 
 
+def test_async_callback_raising_cancelled_does_not_stop_the_watchdog(url: str) -> None:
+    """A plain callback run in the asyncio watchdog's task that raises
+    ``CancelledError`` (no ``Exception``, and no cancellation of the task: a
+    plain function has no await to cancel) is logged: the client's other
+    leases go on being renewed."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        fine = await AsyncLock(client, "fine", ttl=0.6, auto_renew=True).acquire()
+        short = await AsyncLock(client, "short", ttl=0.2).acquire()
+        assert fine is not None and short is not None
+
+        def cancels(lease: Any) -> None:
+            raise asyncio.CancelledError
+
+        short.on_lost(cancels)
+        async with asyncio.timeout(1):
+            await short.lost.wait()
+        await asyncio.sleep(1.3)  # two ttls more
+        assert fine.valid and not fine.lost.is_set(), fine.lost_reason
+        await fine.release()
+        await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_a_short_outage_does_not_lose_the_lease(make_server: MakeServer) -> None:
     """Redis paused for less than the lease's remaining time: the hanging renewal
     completes when it comes back, in time, and the lease is kept."""
@@ -415,6 +441,32 @@ def test_a_broken_lease_and_a_failing_callback_do_not_stop_the_watchdog(
     r.hset("tenure:{broken}", "not", "a lock")  # WRONGTYPE for every renewal
     assert broken.lost.wait(0.6 / 3 + 0.2) and "gone" in (broken.lost_reason or "")
     time.sleep(1.3)  # two ttls more
+    assert fine.valid and not fine.lost.is_set(), fine.lost_reason
+    fine.release()
+
+
+@pytest.mark.parametrize("escape", [SystemExit, KeyboardInterrupt, GeneratorExit])
+def test_a_callback_that_exits_does_not_stop_the_watchdog(
+    url: str, escape: type[BaseException]
+) -> None:
+    """A callback on the watchdog's thread that raises what is no
+    ``Exception`` (``sys.exit()`` in it, meant to end the process, only ends
+    that thread) is logged like any failing callback: the lease's other
+    callbacks run, and the client's other leases go on being renewed."""
+    client = redis.Redis.from_url(url)
+    fine = Lock(client, "fine", ttl=0.6, auto_renew=True).acquire()
+    short = Lock(client, "short", ttl=0.2).acquire()  # not renewed: lost at its deadline
+    assert fine is not None and short is not None
+    seen: list[str] = []
+
+    def escapes(lease: Any) -> None:
+        raise escape
+
+    short.on_lost(escapes)
+    short.on_lost(lambda lease: seen.append("after"))
+    assert short.lost.wait(1)
+    time.sleep(1.3)  # two ttls more
+    assert seen == ["after"]
     assert fine.valid and not fine.lost.is_set(), fine.lost_reason
     fine.release()
 

@@ -133,7 +133,10 @@ class LostSignalBase:
         Callbacks run on the watchdog's thread (sync API) or in the event loop
         (async API); keep them short. An ``async def`` callback of an asyncio
         lease runs as a task of that loop. An exception in one is logged to
-        the ``tenure`` logger and does not stop the others.
+        the ``tenure`` logger and does not stop the others (of any class on
+        the watchdog's thread, ``SystemExit`` too: it would only end that
+        thread; on the main thread an interrupt or exit is raised once the
+        other callbacks ran).
         """
         with _callbacks_mutex:
             if self._life.phase is not Phase.LOST:
@@ -154,9 +157,15 @@ class LostSignalBase:
             event = self._event  # (one made later is made set)
         if event is not None:
             event.set()
+        escaped: BaseException | None = None
         for callback in callbacks:
-            self._run_callback(callback)
+            try:
+                self._run_callback(callback)
+            except BaseException as exc:  # (an interrupt: raised once the others ran)
+                escaped = escaped or exc
         _telemetry.lost(self, reason)
+        if escaped is not None:
+            raise escaped
 
     def _lose(self, reason: str) -> None:
         self._signal_lost(reason)
@@ -184,7 +193,15 @@ class LostSignalBase:
     def _run_callback(self, callback: Callable[[Any], object]) -> None:
         try:
             outcome = callback(self)
-        except Exception:
+        except (KeyboardInterrupt, SystemExit):
+            # Only the main thread runs signal handlers: elsewhere (the sync
+            # watchdog's thread) an interrupt or exit is the callback's own,
+            # and raised it would end that thread, and every renewal with it.
+            if threading.current_thread() is threading.main_thread():
+                raise
+            _log.exception("tenure: on_lost callback %r failed for %r", callback, self)
+            return
+        except BaseException:  # (its own, of any class: a sync callback has no await to cancel)
             _log.exception("tenure: on_lost callback %r failed for %r", callback, self)
             return
         if inspect.iscoroutine(outcome):
