@@ -290,6 +290,58 @@ def test_an_interrupt_while_an_acquire_is_logged_gives_the_lease_back(
     lease.release()
 
 
+class _FailingHandler(logging.Handler):
+    """A handler whose ``emit`` raises (a log sink that is down), where the
+    standard handlers report their own errors through ``handleError``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        raise RuntimeError("the log sink is down")
+
+
+@pytest.fixture
+def failing_handler() -> Iterator[None]:
+    handler = _FailingHandler()
+    logger = logging.getLogger("tenure")
+    logger.addHandler(handler)
+    yield
+    logger.removeHandler(handler)
+
+
+@pytest.mark.usefixtures("failing_handler")
+def test_a_failing_log_handler_does_not_stop_the_watchdog(url: str) -> None:
+    """A loss is logged (WARNING) on the watchdog's thread: a handler that
+    raises there neither ends the watchdog (the client's other lease goes on
+    being renewed) nor keeps the loss from the other leases of an ``RLock``
+    hold."""
+    client = redis.Redis.from_url(url)
+    fine = Lock(client, "fine", ttl=0.6, auto_renew=True).acquire()
+    rlock = RLock(client, "short", ttl=0.2)  # not renewed: lost at its deadline
+    outer, inner = rlock.acquire(), rlock.acquire()
+    assert fine is not None and outer is not None and inner is not None
+    assert outer.lost.wait(1) and inner.lost.wait(0.1)
+    time.sleep(1.3)  # two ttls more
+    assert fine.valid and not fine.lost.is_set(), fine.lost_reason
+    fine.release()
+
+
+def test_a_renewal_record_that_raises_still_signals_the_loss(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The renewal that finds a lease gone stops watching it: its loss is
+    signalled even when recording the renewals raises (a meter provider's
+    counter that fails), not left unsignalled for good."""
+
+    def failing(batch: Any, replies: Any) -> None:
+        raise RuntimeError("the meter is broken")
+
+    monkeypatch.setattr(tel, "renewals", failing)
+    lease = Lock(r, "recorded", ttl=0.6, auto_renew=True).acquire()
+    assert lease is not None
+    r.delete("tenure:{recorded}")
+    assert lease.lost.wait(1), "the loss was never signalled"
+    assert "gone" in (lease.lost_reason or "")
+
+
 def test_primitive_names() -> None:
     kinds = {
         name: tel.kind_of(name)

@@ -66,6 +66,21 @@ class PerProcess:
         self.__copy__()
 
 
+def run_all(*calls: Callable[[], object]) -> None:
+    """Make each call, in order, whatever one raises (a callback's error, an
+    interrupt, a log handler's); then raise the first error, if any: a loss
+    is signalled to every callback and lease it concerns."""
+    escaped: BaseException | None = None
+    for call in calls:
+        try:
+            call()
+        except BaseException as exc:
+            if escaped is None:
+                escaped = exc
+    if escaped is not None:
+        raise escaped
+
+
 class LostSignal(Protocol):
     """What ``lease.lost`` is: a ``threading.Event`` (sync) or an ``asyncio.Event``."""
 
@@ -157,15 +172,10 @@ class LostSignalBase:
             event = self._event  # (one made later is made set)
         if event is not None:
             event.set()
-        escaped: BaseException | None = None
-        for callback in callbacks:
-            try:
-                self._run_callback(callback)
-            except BaseException as exc:  # (an interrupt: raised once the others ran)
-                escaped = escaped or exc
-        _telemetry.lost(self, reason)
-        if escaped is not None:
-            raise escaped
+        run_all(
+            *(functools.partial(self._run_callback, callback) for callback in callbacks),
+            functools.partial(_telemetry.lost, self, reason),
+        )
 
     def _lose(self, reason: str) -> None:
         self._signal_lost(reason)

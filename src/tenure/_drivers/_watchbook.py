@@ -33,6 +33,7 @@ Every lease handed to :meth:`WatchBook.add` is watched until it is discarded:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -229,4 +230,6 @@ def lose(lease: Watchable, reason: str) -> None:
     try:
         lease._lose(reason)
     except Exception:
-        _log.exception("tenure watchdog: a lost-lease callback failed")
+        # (a log handler that raises raises here too: never into the watchdog)
+        with contextlib.suppress(Exception):
+            _log.exception("tenure watchdog: a lost-lease callback failed")

@@ -5,12 +5,14 @@ the leases of each hold, renewed, extended and lost together."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Hashable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from ... import _telemetry
 from ..._drivers import _sync as _driver
 from ..._drivers._watchbook import Watch
+from ..._models import run_all
 from ..._plans.waiting import Grant
 from ._base import _HeldLease, _LeaseOptions
 
@@ -127,8 +129,9 @@ class _Holds(Generic[HL]):
             # Leases of an earlier hold of this key: Redis began a new hold, so
             # that one was gone.
             self._unwatch(lease._key)
-            for old in self._holds.pop(lease._key, ()):
-                old._signal_lost("the hold had ended in Redis (a new hold began)")
+            why = "the hold had ended in Redis (a new hold began)"
+            old = self._holds.pop(lease._key, ())
+            run_all(*(functools.partial(one._signal_lost, why) for one in old))
         elif not any(one._life.held for one in hold):
             # A re-entry while the hold's last release had not completed: the
             # hold lives on in Redis, so the watchdog renews it again.
@@ -167,8 +170,8 @@ class _Holds(Generic[HL]):
     def _lose_hold(self, lease: HL, reason: str) -> None:
         """The hold of ``lease`` is lost: every lease of it is, and it is not watched."""
         self._unwatch_lost(lease)
-        for one in [lease, *self._same_hold(lease)]:
-            one._signal_lost(reason)
+        hold = [lease, *self._same_hold(lease)]
+        run_all(*(functools.partial(one._signal_lost, reason) for one in hold))
 
     def _settle_releases(self, *keys: Hashable) -> None:
         """Send again the releases of this object's leases under ``keys`` that

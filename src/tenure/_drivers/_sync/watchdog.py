@@ -133,6 +133,8 @@ class _Watchdog:
                         lost.append((watch, reason))
                 self._renewing = False
                 self._wake.set()
-        _telemetry.renewals(batch, replies)
-        for watch, reason in lost:
-            lose(watch.lease, reason)
+        try:
+            _telemetry.renewals(batch, replies)
+        finally:  # (a lease found lost is no longer watched: signalled here or never)
+            for watch, reason in lost:
+                lose(watch.lease, reason)
