@@ -41,22 +41,22 @@ def _cut_exit(monkeypatch: pytest.MonkeyPatch, error: type[BaseException]) -> li
         fired.append(1)
         return True
 
-    def exit_of(fn: Callable[..., Any], target: object) -> BlockExit:
+    def exit_of(fn: Callable[..., Any], target: object, **bound: Any) -> BlockExit:
         if inspect.iscoroutinefunction(fn):
 
-            async def cut_in_async(*args: Any) -> Any:
+            async def cut_in_async(*args: Any, **kwargs: Any) -> Any:
                 if due():
                     raise error
-                return await fn(*args)
+                return await fn(*args, **kwargs)
 
-            return BlockExit(cut_in_async, target)
+            return BlockExit(cut_in_async, target, **bound)
 
-        def cut_in(*args: Any) -> Any:
+        def cut_in(*args: Any, **kwargs: Any) -> Any:
             if due():
                 raise error
-            return fn(*args)
+            return fn(*args, **kwargs)
 
-        return BlockExit(cut_in, target)
+        return BlockExit(cut_in, target, **bound)
 
     monkeypatch.setattr(_models, "BlockExit", exit_of)
     return fired

@@ -508,3 +508,81 @@ def test_a_block_closed_by_another_task_is_no_longer_current(server: ServerProce
         await c.aclose()
 
     asyncio.run(main())
+
+
+def test_a_block_closed_by_another_task_releases_its_own_lease(server: ServerProcess) -> None:
+    """An async generator suspended in a block of a semaphore, closed by
+    another task (as the event loop's finalizer does after ``async for ...:
+    break``), while a third task is inside a block of the same guard: the
+    exit gives back the generator's permit, never the third task's."""
+
+    async def main() -> None:
+        c = redis.asyncio.Redis.from_url(server.url)
+        sem = AsyncSemaphore(c, "ablocks-closed", 2)
+
+        async def stream() -> Any:
+            async with sem:
+                yield 1
+
+        async def reader() -> Any:
+            gen = stream()
+            await gen.__anext__()  # (holds a permit, suspended in its block)
+            return gen
+
+        gen = await asyncio.ensure_future(reader())
+        inside, done = asyncio.Event(), asyncio.Event()
+
+        async def worker() -> bool:
+            async with sem as lease:
+                inside.set()
+                await done.wait()
+                return lease.valid
+
+        task = asyncio.ensure_future(worker())
+        await inside.wait()
+        await asyncio.ensure_future(gen.aclose())  # (another task exits the block)
+        third = await sem.acquire(blocking=False)  # (the generator's permit)
+        assert third is not None
+        assert await sem.acquire(blocking=False) is None
+        done.set()
+        assert await task, "the worker's permit was given back under it"
+        await third.release()
+        await c.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_block_left_in_another_thread_releases_its_own_lease(r: redis.Redis) -> None:
+    """A generator suspended in a block of a semaphore, closed by another
+    thread while a third is inside a block of the same guard: the exit
+    gives back the generator's permit, never the third thread's."""
+    sem = Semaphore(r, "blocks-closed", 2)
+
+    def stream() -> Any:
+        with sem:
+            yield 1
+
+    gen = stream()
+    next(gen)
+    inside, done = threading.Event(), threading.Event()
+    valid: list[bool] = []
+
+    def worker() -> None:
+        with sem as lease:
+            inside.set()
+            done.wait(5)
+            valid.append(lease.valid)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert inside.wait(5)
+    closer = threading.Thread(target=gen.close)
+    closer.start()
+    closer.join(5)
+    third = sem.acquire(blocking=False)  # (the generator's permit)
+    assert third is not None
+    assert sem.acquire(blocking=False) is None
+    done.set()
+    thread.join(5)
+    assert valid == [True], "the worker's permit was given back under it"
+    third.release()

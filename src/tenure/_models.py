@@ -7,6 +7,7 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import itertools
 import threading
 import time
 import weakref
@@ -148,10 +149,10 @@ class LostSignalBase:
         Callbacks run on the watchdog's thread (sync API) or in the event loop
         (async API); keep them short. An ``async def`` callback of an asyncio
         lease runs as a task of that loop. An exception in one is logged to
-        the ``tenure`` logger and does not stop the others (of any class on
-        the watchdog's thread, ``SystemExit`` too: it would only end that
-        thread; on the main thread an interrupt or exit is raised once the
-        other callbacks ran).
+        the ``tenure`` logger and does not stop the others (of any class off
+        the main thread, ``SystemExit`` too: it would only end that thread,
+        the watchdog's; on the main thread an interrupt or exit is raised
+        once the other callbacks ran).
         """
         with _callbacks_mutex:
             if self._life.phase is not Phase.LOST:
@@ -342,30 +343,39 @@ T = TypeVar("T")
 class OpenBlocks(Generic[T]):
     """The leases of the open ``with`` blocks of one guard (``lock``,
     ``lock(timeout=...)``, ``semaphore(n)``), in the order they were entered, each
-    with the owner (thread or task) that entered it. A block's exit takes the
-    innermost open block of the calling owner; an exit from another owner (an
-    async generator closed by another task, a block left in another thread)
-    takes the innermost open block of all, so that no lease is left held and
-    renewed for good."""
+    with the owner (thread or task) that entered it and the number of its
+    ``with`` statement (see :func:`entering_statement`). A block's exit takes
+    the block its statement entered, whichever owner runs it (an async
+    generator closed by another task, a generator closed in another thread);
+    an exit that names no statement (an ``ExitStack``'s, or ``__exit__``
+    called by hand) takes the innermost open block of the calling owner, or
+    from another owner the innermost open block of all, so that no lease is
+    left held and renewed for good."""
 
     __slots__ = ("_mutex", "_open")
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._open: list[tuple[str, T]] = []
+        self._open: list[tuple[str, int | None, T]] = []
 
-    def push(self, owner: str, lease: T) -> None:
-        """A block of ``owner`` was entered with ``lease``."""
+    def push(self, owner: str, lease: T, statement: int | None = None) -> None:
+        """A block of ``owner`` was entered with ``lease`` by ``statement``."""
         with self._mutex:
-            self._open.append((owner, lease))
+            self._open.append((owner, statement, lease))
 
-    def pop(self, owner: str) -> T | None:
-        """The lease of the block ``owner`` leaves (``None`` if none is open)."""
+    def pop(self, owner: str, statement: int | None = None) -> T | None:
+        """The lease of the block ``owner`` leaves by the exit of ``statement``
+        (``None`` if none is open)."""
         with self._mutex:
+            if statement is not None:
+                for i, (_, entered_by, lease) in enumerate(self._open):
+                    if entered_by == statement:
+                        del self._open[i]
+                        return lease
             for i in range(len(self._open) - 1, -1, -1):
                 if self._open[i][0] == owner:
-                    return self._open.pop(i)[1]
-            return self._open.pop()[1] if self._open else None
+                    return self._open.pop(i)[2]
+            return self._open.pop()[2] if self._open else None
 
 
 # -- ``with`` blocks whose exit is cut off ---------------------------------------
@@ -387,13 +397,19 @@ class OpenBlocks(Generic[T]):
 _pending = threading.local()  # .exit: the exit looked up last (weakly), .target: its manager's id
 
 
+#: The numbers of ``with`` statements (a :class:`BlockExit`'s ``statement``).
+_statements = itertools.count(1)
+
+
 class BlockExit(functools.partial[Any]):
     """The exit of one ``with`` statement: the manager's exit function bound to
-    the manager; the lease entered by the statement refers to it weakly (see
-    above). Called, it runs no Python frame of its own (a partial is called
-    in C), so no frame ever holds it: a traceback of an interrupt cut into the
-    exit, however long the program keeps it, keeps the manager, never the
-    statement's exit, and the block counts as left once the statement let go."""
+    the manager and to the statement's number (its ``statement`` keyword, by
+    which a guard's exit finds the block that statement entered); the lease
+    entered by the statement refers to it weakly (see above). Called, it runs
+    no Python frame of its own (a partial is called in C), so no frame ever
+    holds it: a traceback of an interrupt cut into the exit, however long the
+    program keeps it, keeps the manager, never the statement's exit, and the
+    block counts as left once the statement let go."""
 
     __slots__ = ()
 
@@ -409,7 +425,7 @@ class _ExitOf:
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         if instance is None:
             return self._fn
-        exit_ = BlockExit(self._fn, instance)
+        exit_ = BlockExit(self._fn, instance, statement=next(_statements))
         # (the manager by id: the thread keeps nothing alive; while the exit
         # lives, so does its manager, whose id is then no other's)
         _pending.exit, _pending.target = weakref.ref(exit_), id(instance)
@@ -454,6 +470,17 @@ def block_enter(fn: F) -> F:
 _block_link: contextvars.ContextVar[Callable[[], object] | None] = contextvars.ContextVar(
     "tenure_block_link", default=None
 )
+
+
+def entering_statement() -> int | None:
+    """The number of the ``with`` statement whose enter runs now (its exit's
+    ``statement``), or ``None`` (entered another way)."""
+    ref = _block_link.get()
+    exit_ = None if ref is None else ref()
+    if isinstance(exit_, functools.partial):  # (a BlockExit)
+        number: int | None = exit_.keywords.get("statement")
+        return number
+    return None
 
 
 def take_block_link() -> Callable[[], object] | None:

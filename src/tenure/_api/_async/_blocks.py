@@ -26,7 +26,7 @@ from typing import (
 from ..._drivers import _async as _driver
 from ..._errors import AcquireTimeout, InvalidArgument, NotOwnedError
 from ..._leasebook import LeaseLife, Phase
-from ..._models import OpenBlocks, PerProcess, block_enter, block_exit
+from ..._models import OpenBlocks, PerProcess, block_enter, block_exit, entering_statement
 from ._grants import holder_of
 
 
@@ -148,11 +148,12 @@ class _AsyncGuard(Generic[L]):
                 f"skip=True: a block of {self._lock.name!r} can't be skipped "
                 "(it only applies to a decorated function)"
             )
+        statement = entering_statement()  # (first: the acquire takes the statement's link)
         lease = await self._lock.acquire(timeout=self._timeout)
         if lease is None:
             raise AcquireTimeout(self._lock.name, self._timeout, await holder_of(self._lock))
         block = _Block(self._of, lease)
-        self._open.push(_driver.current_owner(), block)
+        self._open.push(_driver.current_owner(), block, statement)
         _open_here.set((*_open_here.get(), block))
         return lease
 
@@ -223,8 +224,9 @@ class _AsyncGuard(Generic[L]):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        statement: int | None = None,
     ) -> None:
-        block = self._open.pop(_driver.current_owner())
+        block = self._open.pop(_driver.current_owner(), statement)
         if block is None:
             raise NotOwnedError(self._lock.name, None, "no block of this guard is open")
         try:
@@ -299,6 +301,7 @@ class _AsyncReleasedOnExit:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        statement: int | None = None,
     ) -> None:
         await _release_on_exit(self)
 
@@ -385,8 +388,10 @@ class _AsyncBlocks(PerProcess, _AsyncReleasedOnExit, Generic[L]):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        statement: int | None = None,
     ) -> None:
-        await self._blocks().__aexit__(exc_type, exc, tb)
+        # (the guard's exit itself, off the class: this statement's, not one of its own)
+        await _AsyncGuard.__aexit__(self._blocks(), exc_type, exc, tb, statement)
 
 
 class _AsyncEntersItself(_AsyncReleasedOnExit):

@@ -404,9 +404,10 @@ class AsyncSemaphore(PerProcess):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        statement: int | None = None,
     ) -> None:
         # the lease this block took, whatever else it took
-        await self._blocks.__aexit__(exc_type, exc, tb)
+        await _AsyncGuard.__aexit__(self._blocks, exc_type, exc, tb, statement)
 
     def __repr__(self) -> str:
         leases = [lease for held in self._held.values() for lease in held if lease.valid]

@@ -27,7 +27,7 @@ from typing import (
 from ..._drivers import _sync as _driver
 from ..._errors import AcquireTimeout, InvalidArgument, NotOwnedError
 from ..._leasebook import LeaseLife, Phase
-from ..._models import OpenBlocks, PerProcess, block_enter, block_exit
+from ..._models import OpenBlocks, PerProcess, block_enter, block_exit, entering_statement
 from ._grants import holder_of
 
 
@@ -149,11 +149,12 @@ class _Guard(Generic[L]):
                 f"skip=True: a block of {self._lock.name!r} can't be skipped "
                 "(it only applies to a decorated function)"
             )
+        statement = entering_statement()  # (first: the acquire takes the statement's link)
         lease = self._lock.acquire(timeout=self._timeout)
         if lease is None:
             raise AcquireTimeout(self._lock.name, self._timeout, holder_of(self._lock))
         block = _Block(self._of, lease)
-        self._open.push(_driver.current_owner(), block)
+        self._open.push(_driver.current_owner(), block, statement)
         _open_here.set((*_open_here.get(), block))
         return lease
 
@@ -224,8 +225,9 @@ class _Guard(Generic[L]):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        statement: int | None = None,
     ) -> None:
-        block = self._open.pop(_driver.current_owner())
+        block = self._open.pop(_driver.current_owner(), statement)
         if block is None:
             raise NotOwnedError(self._lock.name, None, "no block of this guard is open")
         try:
@@ -300,6 +302,7 @@ class _ReleasedOnExit:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        statement: int | None = None,
     ) -> None:
         _release_on_exit(self)
 
@@ -386,8 +389,10 @@ class _Blocks(PerProcess, _ReleasedOnExit, Generic[L]):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        statement: int | None = None,
     ) -> None:
-        self._blocks().__exit__(exc_type, exc, tb)
+        # (the guard's exit itself, off the class: this statement's, not one of its own)
+        _Guard.__exit__(self._blocks(), exc_type, exc, tb, statement)
 
 
 class _EntersItself(_ReleasedOnExit):

@@ -405,9 +405,10 @@ class Semaphore(PerProcess):
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
+        statement: int | None = None,
     ) -> None:
         # the lease this block took, whatever else it took
-        self._blocks.__exit__(exc_type, exc, tb)
+        _Guard.__exit__(self._blocks, exc_type, exc, tb, statement)
 
     def __repr__(self) -> str:
         leases = [lease for held in self._held.values() for lease in held if lease.valid]
