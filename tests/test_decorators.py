@@ -212,6 +212,25 @@ def test_a_generator_function_is_refused_not_run_unguarded(r: redis.Redis, url: 
                 aguard(func)
 
 
+def test_a_call_that_returns_a_coroutine_is_refused_not_run_unguarded(r: redis.Redis) -> None:
+    """A plain function that returns a coroutine (a lambda, a wrapper) slips
+    past the check at decoration: its call only makes the coroutine, whose
+    body would run after the block ended. The call is refused, the coroutine
+    closed unrun, and the lock is free again."""
+    lock = Lock(r, "deco-coro")
+    ran: list[bool] = []
+
+    async def body() -> None:
+        ran.append(_is_held(Lock(r, "deco-coro")))
+
+    for guard in (lock, lock(timeout=1), lock(timeout=1, skip=True)):
+        decorated = guard(lambda: body())
+        with pytest.raises(InvalidArgument, match="returned an awaitable"):
+            decorated()
+        assert not _is_held(Lock(r, "deco-coro"))
+    assert ran == []
+
+
 def test_a_semaphore_decorates_with_n_permits(r: redis.Redis) -> None:
     sem = Semaphore(r, "deco-sem", permits=3)
     counts: list[int] = []

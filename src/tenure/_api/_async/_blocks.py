@@ -15,6 +15,7 @@ from typing import (
     Any,
     Generic,
     Literal,
+    NoReturn,
     ParamSpec,
     Protocol,
     Self,
@@ -116,6 +117,18 @@ def _current_lease(of: object, name: str) -> Any:
     raise NotOwnedError(name, None, "no block or decorated call of this object is open here")
 
 
+def _refuse_awaitable(lock: Any, func: Callable[..., Any], result: Any) -> NoReturn:
+    """Refuse a synchronous guard's call whose function returned an awaitable
+    (its body would run once the block ended): closed unrun, if it can be."""
+    close = getattr(result, "close", None)
+    if callable(close):
+        close()
+    raise InvalidArgument(
+        f"{type(lock).__name__} {lock.name!r}: {func!r} returned an awaitable, whose body "
+        "would run after the lock is released: decorate it with the asyncio flavour"
+    )
+
+
 class _AsyncGuard(Generic[L]):
     """``async with lock(timeout=...)``: acquire on entry, release that lease on
     exit; and, called with a function, a decorator that runs each call of it in
@@ -163,11 +176,14 @@ class _AsyncGuard(Generic[L]):
 
         A generator function (or async generator function) is refused in
         both flavours: its call only makes the generator, so the block would
-        end before the first line of its body ran, and the body run unguarded.
+        end before the first line of its body ran, and the body run unguarded;
+        and, in the synchronous flavour, each call of a plain function that
+        returns an awaitable (a coroutine: a lambda or a wrapper of a
+        coroutine function), for the same reason.
 
         Raises:
             InvalidArgument: ``func`` is not a function of this guard's flavour,
-                or is a generator function.
+                or is a generator function; (a call) it returned an awaitable.
         """
         if (
             not callable(func)
@@ -193,7 +209,10 @@ class _AsyncGuard(Generic[L]):
             try:
                 async with holding:
                     entered = True
-                    return await func(*args, **kwargs)
+                    result = await func(*args, **kwargs)
+                    if not _COROUTINES and inspect.isawaitable(result):
+                        _refuse_awaitable(self._lock, func, result)
+                    return result
             except AcquireTimeout:
                 if skip and not entered:
                     return None  # (not the function's own AcquireTimeout)
