@@ -660,6 +660,23 @@ def test_an_on_elected_raising_a_refusal_ends_the_campaign(r: redis.Redis) -> No
     assert Election(r, "refused-own").leader() is None
 
 
+def test_an_on_elected_that_makes_a_coroutine_is_refused(r: redis.Redis, url: str) -> None:
+    """on_elected runs before campaign returns, in the campaigning call: an
+    ``async def`` one is refused when given; a plain one that returns a
+    coroutine (which nothing would run) resigns and raises at the campaign."""
+
+    async def elected(leadership: Any) -> None:
+        pass
+
+    for cls, client in ((Election, r), (AsyncElection, redis.asyncio.Redis.from_url(url))):
+        with pytest.raises(InvalidArgument, match="on_elected runs in the campaigning call"):
+            cls(client, "coro-elected", on_elected=elected)  # type: ignore[arg-type]
+    election = Election(r, "coro-elected", ttl=5, on_elected=lambda lead: elected(lead))
+    with pytest.raises(InvalidArgument, match="on_elected runs in the campaigning call"):
+        election.campaign(timeout=2)
+    assert Election(r, "coro-elected").leader() is None
+
+
 def test_a_quiet_leader_keeps_its_record_past_the_keep_time(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,6 +4,7 @@ a change feed; ``AsyncLeadership``, the leader's lease."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Generic, TypeVar
@@ -50,6 +51,15 @@ def _check_callbacks(on_elected: object, on_deposed: object) -> None:
     for name, fn in (("on_elected", on_elected), ("on_deposed", on_deposed)):
         if fn is not None and not callable(fn):
             raise InvalidArgument(f"{name} must be callable, not {fn!r}")
+    if inspect.iscoroutinefunction(on_elected):
+        raise InvalidArgument(_ON_ELECTED_PLAIN.format(on_elected))
+
+
+#: Why ``on_elected`` is a plain function: it runs before ``campaign`` returns.
+_ON_ELECTED_PLAIN = (
+    "on_elected runs in the campaigning call, before campaign returns: a plain "
+    "function, not one whose call makes a coroutine ({!r})"
+)
 
 
 def _check_label(value: object) -> str:
@@ -127,7 +137,12 @@ class _AsyncCandidacy(PerProcess, Generic[L]):
                 # outside the announcement's handler: whatever on_elected
                 # raises (a refusal of its own included) ends the campaign
                 try:
-                    self._on_elected(lease)
+                    outcome = self._on_elected(lease)
+                    if inspect.isawaitable(outcome):  # (a lambda making a coroutine)
+                        close = getattr(outcome, "close", None)
+                        if callable(close):
+                            close()
+                        raise InvalidArgument(_ON_ELECTED_PLAIN.format(self._on_elected))
                 except BaseException:
                     await self._let_go(lease)
                     raise
@@ -318,8 +333,9 @@ class AsyncElection(_AsyncCandidacy[AsyncLeadership]):
             program (``web-3 pid 4711 (celery worker)``).
         on_elected: called with the :class:`AsyncLeadership` when this object
             wins a campaign (in the campaigning task, before ``campaign``
-            returns; a plain function: keep it short). If it raises, the
-            leadership is resigned and ``campaign`` raises its error.
+            returns; a plain function, keep it short: an ``async def`` one is
+            refused). If it raises, the leadership is resigned and
+            ``campaign`` raises its error.
         on_deposed: called with the leadership when it is lost (not on a
             resignation); see :meth:`tenure.LeaseBase.on_lost`.
         waiter_timeout: seconds, from 0.003 to a year (default 5): a waiting

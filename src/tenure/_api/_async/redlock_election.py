@@ -230,8 +230,9 @@ class AsyncRedlockElection(_AsyncCandidacy[AsyncRedlockLeadership]):
             :class:`AsyncElection`'s.
         label: who this candidate is, for people (see :class:`AsyncElection`).
         on_elected: called with the :class:`AsyncRedlockLeadership` when this
-            object wins a campaign (before ``campaign`` returns; if it raises,
-            the leadership is resigned and ``campaign`` raises its error).
+            object wins a campaign (before ``campaign`` returns; a plain
+            function: an ``async def`` one is refused; if it raises, the
+            leadership is resigned and ``campaign`` raises its error).
         on_deposed: called with the leadership when it is lost (not on a
             resignation).
         ttl: the leader's lease length in seconds, from 0.01 to a year

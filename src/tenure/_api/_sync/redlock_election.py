@@ -231,8 +231,9 @@ class RedlockElection(_Candidacy[RedlockLeadership]):
             :class:`Election`'s.
         label: who this candidate is, for people (see :class:`Election`).
         on_elected: called with the :class:`RedlockLeadership` when this
-            object wins a campaign (before ``campaign`` returns; if it raises,
-            the leadership is resigned and ``campaign`` raises its error).
+            object wins a campaign (before ``campaign`` returns; a plain
+            function: an ``def`` one is refused; if it raises, the
+            leadership is resigned and ``campaign`` raises its error).
         on_deposed: called with the leadership when it is lost (not on a
             resignation).
         ttl: the leader's lease length in seconds, from 0.01 to a year
