@@ -160,6 +160,12 @@ def home() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
 
 
+def ended(place: Any) -> bool:
+    """Whether the home ``place`` (see :func:`home`) is gone for good: a closed
+    event loop (what belongs to it is of no more use)."""
+    return bool(place.is_closed())
+
+
 #: Whether a cluster client's scripts take the quick path of the node that
 #: owns their slot: not in the asyncio flavour (they go through the client).
 NODE_QUICK_PATH = False

@@ -268,6 +268,12 @@ def home() -> object:
     return None
 
 
+def ended(place: Any) -> bool:
+    """Whether the home ``place`` (see :func:`home`) is gone for good: never
+    (a forked parent's state is told by its generation)."""
+    return False
+
+
 #: Whether a cluster client's scripts take the quick path of the node that
 #: owns their slot (on that node's pool's reserve): yes.
 NODE_QUICK_PATH = True
