@@ -67,6 +67,12 @@ def new_wake() -> asyncio.Event:
     return asyncio.Event()
 
 
+def wake_from_anywhere(wake: asyncio.Event) -> None:
+    """Nothing: an event is set only in its loop's thread, and a weak
+    reference's callback may run in any (the task looks again within its
+    longest sleep; a lingering task costs no thread)."""
+
+
 async def wait_wake(wake: asyncio.Event, timeout: float | None) -> bool:
     """Wait on a wake-up (``None``: no limit); return whether it was set, consuming it."""
     woken = await wait_set(wake, timeout)

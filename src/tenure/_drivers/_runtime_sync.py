@@ -178,6 +178,11 @@ def new_wake() -> _Wake:
     return _Wake()
 
 
+def wake_from_anywhere(wake: _Wake) -> None:
+    """Set ``wake`` from any thread, or from a weak reference's callback."""
+    wake.set()
+
+
 def wait_wake(wake: _Wake, timeout: float | None) -> bool:
     """Wait on a wake-up (see :class:`_Wake`; ``None``: no limit); return
     whether it was set, consuming it."""

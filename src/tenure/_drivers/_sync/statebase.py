@@ -70,6 +70,7 @@ _states: dict[int, _State] = {}
 def _forget_state(key: int, ref: Any) -> None:
     if (state := _states.get(key)) is not None and state.client is ref:
         del _states[key]
+        state.watchdog.orphan()
 
 
 #: How many states :data:`_states` held after its last sweep (see :func:`_sweep`).

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ... import _telemetry
 from ..._protocol import Pipeline, Status
-from .._runtime_sync import exiting, new_mutex, new_wake, spawn, wait_wake
+from .._runtime_sync import exiting, new_mutex, new_wake, spawn, wait_wake, wake_from_anywhere
 from .._watchbook import CLAIM_GRACE, Watch, Watchable, WatchBook, lose, renewal_reply
 from . import late
 
@@ -62,6 +62,9 @@ class _Watchdog:
         self._renewal: Any = None
         self._renewing = False
         self._sleep_until = 0.0
+        #: whether its client is gone: no lease can come to it any more, so it
+        #: ends as soon as it watches none, without lingering
+        self._orphaned = False
 
     def watch(self, lease: Watchable, renew: bool) -> Watch:
         with self._mutex:
@@ -73,6 +76,12 @@ class _Watchdog:
             elif self._book.first_due(watch) < self._sleep_until:
                 self._wake.set()
         return watch
+
+    def orphan(self) -> None:
+        """Its client is gone (its weak reference's callback: any thread, no
+        lock held): end once nothing is watched, at once if nothing is."""
+        self._orphaned = True
+        wake_from_anywhere(self._wake)
 
     def stop_renewing(self, watch: Watch) -> None:
         with self._mutex:  # (no wait or notify here)
@@ -95,7 +104,7 @@ class _Watchdog:
                     if batch:
                         self._renewing = True
                     elif not lost:
-                        if self._book.finished(now):
+                        if self._book.finished(now) or (self._orphaned and not self._book.watches):
                             self._runner = None  # (under the mutex: a new watch starts another)
                             return
                         sleep = self._book.sleep(now)
