@@ -70,7 +70,7 @@ _states: dict[int, _State] = {}
 def _forget_state(key: int, ref: Any) -> None:
     if (state := _states.get(key)) is not None and state.client is ref:
         del _states[key]
-        state.watchdog.orphan()
+        state.watchdog.left()
 
 
 #: How many states :data:`_states` held after its last sweep (see :func:`_sweep`).
@@ -84,6 +84,7 @@ def _remember(client: Any, state: _State) -> None:
         _sweep()
     key = id(client)
     state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
+    state.watchdog.users += 1
     _states[key] = state
 
 
