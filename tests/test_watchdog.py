@@ -231,16 +231,20 @@ def test_watchdog_does_not_survive_fork_and_restarts_in_the_child(url: str) -> N
     lease.release()
 
 
+def _watchdog_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "tenure-watchdog"}
+
+
 def test_watchdog_ends_when_nothing_is_watched(url: str) -> None:
-    before = _watchdogs()  # other tests' clients may still hold leases
+    before = _watchdog_threads()  # other tests' clients' (they may end meanwhile)
     client = redis.Redis.from_url(url)
     lease = Lock(client, "idle", auto_renew=True).acquire()  # renewal due in 10 s
-    assert lease is not None and _watchdogs() == before + 1
+    assert lease is not None
+    (mine,) = _watchdog_threads() - before
     lease.release()
-    deadline = time.monotonic() + 3
-    while _watchdogs() > before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _watchdogs() <= before, [t.name for t in threading.enumerate()]
+    mine.join(3)  # (the client is kept: its watchdog ends after its linger)
+    assert not mine.is_alive()
+    client.close()
 
 
 def test_the_watchdog_of_a_dropped_client_ends_at_once(url: str) -> None:
@@ -249,7 +253,7 @@ def test_the_watchdog_of_a_dropped_client_ends_at_once(url: str) -> None:
     not :data:`LINGER` seconds later (clients made and dropped faster than
     that kept a thread each: about 400 threads at 350 such requests a second)."""
     pool = redis.ConnectionPool.from_url(url)
-    before = _watchdogs()
+    before = _watchdog_threads()  # other tests' clients'
     for i in range(20):
         client = redis.Redis(connection_pool=pool) if i % 2 else redis.Redis.from_url(url)
         with Lock(client, f"per-request-{i}"):
@@ -257,9 +261,9 @@ def test_the_watchdog_of_a_dropped_client_ends_at_once(url: str) -> None:
         del client
     gc.collect()
     deadline = time.monotonic() + LINGER / 2
-    while _watchdogs() > before and time.monotonic() < deadline:
+    while _watchdog_threads() - before and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert _watchdogs() <= before, [t.name for t in threading.enumerate()]
+    assert not _watchdog_threads() - before
     pool.disconnect()
 
 
