@@ -508,6 +508,46 @@ def test_clients_made_per_request_on_a_shared_pool_share_its_kept_connections(
         pool.release(conn)
 
 
+def test_clients_made_per_request_on_a_shared_pool_share_its_wake_hub(url: str) -> None:
+    """Clients made per request on one shared pool, each waiting for a lock a
+    release hands it, then dropped: they share the pool's wake hub (one
+    pub/sub connection) and watchdog. (Each had a hub of its own, whose
+    pub/sub connection, a slot of the pool, stayed subscribed a second after
+    its wait: a pool of 16 ran out, ``MaxConnectionsError``, after about 12
+    such requests within a second.)"""
+    import gc
+
+    pool = redis.ConnectionPool.from_url(url, max_connections=16)
+    holder = redis.Redis.from_url(url)
+    admin = redis.Redis.from_url(url)
+    name = "per-request-wait"
+
+    def hold(taken: threading.Event) -> None:
+        lease = Lock(holder, name, ttl=10).acquire()
+        assert lease is not None
+        taken.set()
+        time.sleep(0.02)
+        lease.release()  # hands it to the waiter
+
+    for _ in range(24):
+        taken = threading.Event()
+        thread = threading.Thread(target=hold, args=(taken,))
+        thread.start()
+        assert taken.wait(5)
+        client = redis.Redis(connection_pool=pool)
+        lease = Lock(client, name, ttl=10).acquire(timeout=5)
+        assert lease is not None
+        lease.release()
+        thread.join()
+        del client, lease
+        gc.collect()
+    subscribers = [c for c in admin.client_list() if int(c.get("sub", 0))]
+    assert len(subscribers) <= 2, subscribers  # the shared pool's hub, the holder's
+    holder.close()
+    admin.close()
+    pool.disconnect()
+
+
 def test_asyncio_clients_made_per_request_share_the_pools_kept_connections(url: str) -> None:
     """The asyncio twin: 60 clients made and dropped on a pool of 40."""
 

@@ -960,6 +960,32 @@ def test_a_dropped_redlock_is_not_kept_alive(
     assert aref() is None
 
 
+def test_an_async_redlock_does_not_keep_its_ended_event_loops(
+    clients: list[redis.Redis], masters: list[ServerProcess]
+) -> None:
+    """Each ``asyncio.run`` takes and releases an ``AsyncRedlock``, and one
+    takes a lease it still holds as its loop ends: the process's shared
+    watchdogs of an ended loop are dropped as the next loop's are made, so
+    the loops go (before, each loop stayed for good: the idle watchdog, the
+    value of the loop's weak entry, refers to its loop; and a lease still
+    held kept its watchdog, its Redlock and its clients)."""
+
+    async def main(keep: bool) -> weakref.ref[asyncio.AbstractEventLoop]:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        lease = await AsyncRedlock(aclients, f"loops-{os.urandom(4).hex()}", ttl=5).acquire()
+        assert lease
+        if not keep:
+            await lease.release()
+        for c in aclients:
+            await c.aclose()
+        return weakref.ref(asyncio.get_running_loop())
+
+    refs = [asyncio.run(main(keep=i == 0)) for i in range(6)]
+    gc.collect()
+    # (the last loop's watchdogs are dropped when another loop makes its own)
+    assert [ref() is None for ref in refs[:-1]] == [True] * 5
+
+
 def test_the_operator_tools_see_a_redlocks_waiters(clients: list[redis.Redis]) -> None:
     lock = Redlock(clients, "seen", ttl=10)
     lease = lock.acquire()

@@ -383,15 +383,20 @@ class SharedDogs:
     ``None`` for the process: :data:`PROCESS`), made by ``make(send)``; and
     the one each lease was given to (a fork, another loop or a new watchdog
     never gets a lease's later calls). ``mutex`` guards both (as
-    :class:`LateBook`'s)."""
+    :class:`LateBook`'s). The watchdogs of a scope that ``ended`` (a closed
+    event loop) are dropped as another scope's are made: an idle watchdog
+    still refers to its loop (its wake-up does), so the loop, a weak key,
+    would otherwise never go."""
 
     def __init__(
         self,
         make: Callable[[Any], Dog],
         scope: Callable[[], Any],
         mutex: Callable[[], contextlib.AbstractContextManager[Any]],
+        ended: Callable[[Any], bool],
     ) -> None:
         self._make, self._scope, self._make_mutex = make, scope, mutex
+        self._ended = ended
         self._mutex = mutex()
         self._dogs: weakref.WeakKeyDictionary[Any, dict[Any, tuple[int, Dog]]] = (
             weakref.WeakKeyDictionary()
@@ -400,9 +405,13 @@ class SharedDogs:
 
     def watch(self, lease: Watchable, renew: bool, send: Any) -> Watch:
         """Watch ``lease`` with the scope's watchdog for ``send``."""
-        scope = self._scope()
+        here = self._scope()
+        scope = PROCESS if here is None else here
         with self._mutex:
-            dogs = self._dogs.setdefault(PROCESS if scope is None else scope, {})
+            dogs = self._dogs.get(scope)
+            if dogs is None:
+                self._sweep()
+                dogs = self._dogs[scope] = {}
             entry = dogs.get(send)
             if entry is None or entry[0] != _identity.generation():
                 entry = dogs[send] = (_identity.generation(), self._make(send))
@@ -410,6 +419,17 @@ class SharedDogs:
         with self._mutex:
             self._dog_of[watch] = entry[1]
         return watch
+
+    def _sweep(self) -> None:
+        """Drop the watchdogs of the scopes that ended, and their watches'
+        entries (each holds its lease, so its weak key would never go).
+        Called with the mutex held."""
+        gone: list[Dog] = []
+        for scope in [key for key in self._dogs if key is not PROCESS and self._ended(key)]:
+            gone += [dog for _, dog in self._dogs.pop(scope).values()]
+        if gone:
+            for watch in [watch for watch, dog in self._dog_of.items() if dog in gone]:
+                del self._dog_of[watch]
 
     def stop_renewing(self, watch: Watch) -> None:
         """Stop renewing a lease watched by :meth:`watch`."""

@@ -67,6 +67,12 @@ def new_wake() -> asyncio.Event:
     return asyncio.Event()
 
 
+def wake_from_anywhere(wake: asyncio.Event) -> None:
+    """Nothing: an event is set only in its loop's thread, and a weak
+    reference's callback may run in any (the task looks again within its
+    longest sleep; a lingering task costs no thread)."""
+
+
 async def wait_wake(wake: asyncio.Event, timeout: float | None) -> bool:
     """Wait on a wake-up (``None``: no limit); return whether it was set, consuming it."""
     woken = await wait_set(wake, timeout)
@@ -158,6 +164,12 @@ def home() -> asyncio.AbstractEventLoop:
     """What a client's driver state and its pool's reserves belong to: the
     running event loop (one of each per loop; see :func:`forsake`)."""
     return asyncio.get_running_loop()
+
+
+def ended(place: Any) -> bool:
+    """Whether the home ``place`` (see :func:`home`) is gone for good: a closed
+    event loop (what belongs to it is of no more use)."""
+    return bool(place.is_closed())
 
 
 #: Whether a cluster client's scripts take the quick path of the node that

@@ -178,6 +178,11 @@ def new_wake() -> _Wake:
     return _Wake()
 
 
+def wake_from_anywhere(wake: _Wake) -> None:
+    """Set ``wake`` from any thread, or from a weak reference's callback."""
+    wake.set()
+
+
 def wait_wake(wake: _Wake, timeout: float | None) -> bool:
     """Wait on a wake-up (see :class:`_Wake`; ``None``: no limit); return
     whether it was set, consuming it."""
@@ -266,6 +271,12 @@ def home() -> object:
     """What a client's driver state and its pool's reserves belong to: the
     process (``None``; a fork's start afresh, by their generation)."""
     return None
+
+
+def ended(place: Any) -> bool:
+    """Whether the home ``place`` (see :func:`home`) is gone for good: never
+    (a forked parent's state is told by its generation)."""
+    return False
 
 
 #: Whether a cluster client's scripts take the quick path of the node that

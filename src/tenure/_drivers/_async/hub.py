@@ -1,4 +1,4 @@
-"""The wake hub: one pub/sub connection per client and process (and event
+"""The wake hub: one pub/sub connection per connection pool and process (and event
 loop, in asyncio; per node waited on, on a Redis Cluster) that wakes the
 waiting plans, and the client library's classes it uses.
 
@@ -86,7 +86,7 @@ class _Reconnects:
 
 
 class _Hub(_HubBase):
-    """One pub/sub connection per client and process (and event loop); wakes
+    """One pub/sub connection per connection pool and process (and event loop); wakes
     waiting threads or tasks.
 
     The bookkeeping is :class:`._hubbook.HubBook`'s; this class does the I/O:

@@ -100,13 +100,30 @@ def _new_state(client: Client, here: Any) -> _State:
         return _State(_identity.generation(), hub, _Watchdog(None, library, send=renew), here)
     pool = client.connection_pool  # type: ignore[union-attr]
     prepare(client, pool)  # (before the pool's first connection)
-    state = _State(_identity.generation(), _Hub(pool, library), _Watchdog(pool, library), here)
+    hub, watchdog = _runners_for(pool, library, here)
+    state = _State(_identity.generation(), hub, watchdog, here)
     state.reserve = _reserve_for(client, "reserve", _clients.quick_connections(client))
     # run_each's: none for a BlockingConnectionPool or a single-connection
     # client (their calls all take the ordinary path)
     state.fan = _reserve_for(client, "fan", _clients.pool_share(client, SPARE_CONNECTIONS))
     state.retries = _clients.retries_allowed(client)
     return state
+
+
+def _runners_for(pool: Any, library: Any, here: Any) -> tuple[_Hub, _Watchdog]:
+    """The wake hub and the watchdog of ``pool`` in ``here``: they use only the
+    pool, so every client on it shares them, as the reserves (a client made
+    per request on a shared pool and dropped leaves them to the next one;
+    each its own, they held a pub/sub connection, a slot of the pool, and a
+    thread for a while after it went). Kept on the pool (see
+    :func:`_clients.store_on`); a pool that takes no attribute gets new ones
+    per client. Called with ``states_mutex`` held."""
+    kept = _clients.stored_on(pool, "runners")
+    if kept is not None and kept[0] == _identity.generation() and kept[1] is here:
+        return kept[2], kept[3]
+    runners = (_Hub(pool, library), _Watchdog(pool, library))
+    _clients.store_on(pool, "runners", (_identity.generation(), here, *runners))
+    return runners
 
 
 def _hub(client: Client, channel: str) -> _Hub:

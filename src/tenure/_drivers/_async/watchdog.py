@@ -1,6 +1,6 @@
-"""The watchdog: one background runner (a task, or a thread) per client and
-process (and event loop) that renews the client's leases and fires the lost
-signal.
+"""The watchdog: one background runner (a task, or a thread) per connection
+pool and process (and event loop) that renews its clients' leases and fires
+the lost signal.
 
 Part of the driver's single source: ``_sync/watchdog.py`` is generated from
 this file by ``scripts/unasync.py``. The decisions are
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ... import _telemetry
 from ..._protocol import Pipeline, Status
-from .._runtime_async import exiting, new_mutex, new_wake, spawn, wait_wake
+from .._runtime_async import exiting, new_mutex, new_wake, spawn, wait_wake, wake_from_anywhere
 from .._watchbook import CLAIM_GRACE, Watch, Watchable, WatchBook, lose, renewal_reply
 from . import late
 
@@ -33,8 +33,8 @@ _SendRenewals: TypeAlias = Callable[[list[Any]], Awaitable[list[tuple[Status, An
 
 
 class _Watchdog:
-    """One runner per client and process (and event loop) that renews the
-    client's leases and fires the lost signal (the decisions are
+    """One runner per connection pool and process (and event loop) that renews
+    its clients' leases and fires the lost signal (the decisions are
     :class:`.._watchbook.WatchBook`'s).
 
     Renewals run in a second runner, one batch at a time, so that a call that
@@ -61,8 +61,14 @@ class _Watchdog:
         self._renewal: Any = None
         self._renewing = False
         self._sleep_until = 0.0
+        #: how many clients' states use it (those of a pool's clients), and
+        #: whether they are all gone: no lease can come to it any more, so it
+        #: ends as soon as it watches none, without lingering
+        self.users = 0
+        self._orphaned = False
 
     def watch(self, lease: Watchable, renew: bool) -> Watch:
+        self._orphaned = False  # (a client uses it: a count that missed one)
         with self._mutex:
             watch = self._book.add(lease, renew, time.monotonic(), CLAIM_GRACE)
             watch.dog = self
@@ -72,6 +78,15 @@ class _Watchdog:
             elif self._book.first_due(watch) < self._sleep_until:
                 self._wake.set()
         return watch
+
+    def left(self) -> None:
+        """A client that used it is gone (its weak reference's callback: any
+        thread, no lock held). The last one gone: end once nothing is
+        watched, at once if nothing is."""
+        self.users -= 1
+        if self.users <= 0:
+            self._orphaned = True
+            wake_from_anywhere(self._wake)
 
     def stop_renewing(self, watch: Watch) -> None:
         with self._mutex:  # (no wait or notify here)
@@ -94,7 +109,7 @@ class _Watchdog:
                     if batch:
                         self._renewing = True
                     elif not lost:
-                        if self._book.finished(now):
+                        if self._book.finished(now) or (self._orphaned and not self._book.watches):
                             self._runner = None  # (under the mutex: a new watch starts another)
                             return
                         sleep = self._book.sleep(now)

@@ -44,6 +44,7 @@ from .._runtime_sync import (
     Event,
     cancel_requests,
     closed,
+    ended,
     home,
     new_mutex,
     swallowed,
@@ -76,7 +77,7 @@ __all__ = [
 #: The shared watchdogs of the process (and event loop), one per renewal
 #: function (a Redlock's, which renews any set of leases on their masters'
 #: quorums).
-_dogs = SharedDogs(functools.partial(_Watchdog, None, _REDIS), home, new_mutex)
+_dogs = SharedDogs(functools.partial(_Watchdog, None, _REDIS), home, new_mutex, ended)
 
 
 #: ``watch_shared(lease, renew, send)``: watch ``lease`` with the watchdog

@@ -1,5 +1,5 @@
 # GENERATED from _async/hub.py by scripts/unasync.py: do not edit.
-"""The wake hub: one pub/sub connection per client and process (and event
+"""The wake hub: one pub/sub connection per connection pool and process (and event
 loop, in asyncio; per node waited on, on a Redis Cluster) that wakes the
 waiting plans, and the client library's classes it uses.
 
@@ -87,7 +87,7 @@ class _Reconnects:
 
 
 class _Hub(_HubBase):
-    """One pub/sub connection per client and process (and event loop); wakes
+    """One pub/sub connection per connection pool and process (and event loop); wakes
     waiting threads or tasks.
 
     The bookkeeping is :class:`._hubbook.HubBook`'s; this class does the I/O:

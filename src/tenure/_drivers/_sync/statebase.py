@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..._plans import server as server_plans
-from .._runtime_sync import Lock, new_lock
+from .. import _identity
+from .._runtime_sync import Lock, ended, new_lock
 
 if TYPE_CHECKING:
     from .hub import _Hub
@@ -69,10 +70,33 @@ _states: dict[int, _State] = {}
 def _forget_state(key: int, ref: Any) -> None:
     if (state := _states.get(key)) is not None and state.client is ref:
         del _states[key]
+        state.watchdog.left()
+
+
+#: How many states :data:`_states` held after its last sweep (see :func:`_sweep`).
+_kept = [0]
 
 
 def _remember(client: Any, state: _State) -> None:
-    """Keep ``state`` as ``client``'s in :data:`_states`, until the client goes."""
+    """Keep ``state`` as ``client``'s in :data:`_states`, until the client goes
+    (or its home does: see :func:`_sweep`). Called with ``states_mutex`` held."""
+    if len(_states) >= 2 * _kept[0] + 8:
+        _sweep()
     key = id(client)
     state.client = weakref.ref(client, lambda ref: _forget_state(key, ref))
+    state.watchdog.users += 1
     _states[key] = state
+
+
+def _sweep() -> None:
+    """Drop the states no call can use again: those of a closed event loop, or
+    of a forked parent. Such a state may hold its own client (its watchdog's
+    book holds the leases left held, which hold their locks and client), so
+    its entry would otherwise keep it, its pool and its connections for good.
+    Run as the table has doubled since the last sweep: amortized, a constant
+    cost per state made."""
+    generation = _identity.generation()
+    for key, state in list(_states.items()):
+        if (state.generation != generation or ended(state.loop)) and _states.get(key) is state:
+            _states.pop(key, None)
+    _kept[0] = len(_states)
