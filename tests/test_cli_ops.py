@@ -52,7 +52,8 @@ def tenure(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> tuple[in
 
 def tenure_json(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> tuple[int, Any]:
     """Run a command with ``--json``: (exit status, parsed stdout)."""
-    status, out, _ = tenure(capsys, url, *args, "--json")
+    status, out, err = tenure(capsys, url, *args, "--json")
+    assert out, f"no JSON printed (exit status {status}): {err}"
     return status, json.loads(out)
 
 

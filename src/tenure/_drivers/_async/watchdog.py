@@ -149,6 +149,8 @@ class _Watchdog:
                 self._wake.set()
         try:
             _telemetry.renewals(batch, replies)
+        except Exception:  # (a meter's: the renewals went on all the same)
+            _log.warning("tenure watchdog: recording the renewals failed", exc_info=True)
         finally:  # (a lease found lost is no longer watched: signalled here or never)
             for watch, reason in lost:
                 lose(watch.lease, reason)
