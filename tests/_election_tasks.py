@@ -62,3 +62,31 @@ async def work_cancelled_when_lost(election: Any, depose: Callable[[], Awaitable
     with pytest.raises(LockLostError):
         await asyncio.wait_for(election.run_while_leader(forever, timeout=5), 10)
     return cancelled.is_set()
+
+
+async def work_ends_before_a_cancelled_call(election: Any) -> list[str]:
+    """Cancel a ``run_while_leader`` call of ``election`` while its work runs,
+    the work's cleanup taking a while; return what had happened when the
+    cancelled call ended: ``"cleaned"`` once the work's cleanup ended,
+    ``"leading"`` if the election still had a leader."""
+    steps: list[str] = []
+    started = asyncio.Event()
+
+    async def work(leadership: Any) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await asyncio.sleep(0.3)  # its cleanup, before it lets go
+            steps.append("cleaned")
+
+    call = asyncio.ensure_future(election.run_while_leader(work, timeout=5))
+    await asyncio.wait_for(started.wait(), 10)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(call, 10)
+    ended = list(steps)
+    if await election.leader() is not None:
+        ended.append("leading")
+    await asyncio.sleep(0.5)  # (a work left running ends now: not counted)
+    return ended

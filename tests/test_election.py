@@ -22,7 +22,11 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
-from _election_tasks import tasks_take_turns, work_cancelled_when_lost
+from _election_tasks import (
+    tasks_take_turns,
+    work_cancelled_when_lost,
+    work_ends_before_a_cancelled_call,
+)
 from _election_workers import campaign_rounds
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
@@ -563,6 +567,21 @@ def test_async_run_while_leader_cancels_the_work_when_lost(url: str) -> None:
 
 async def _answer(leadership: Any) -> int:
     return 42
+
+
+def test_a_cancelled_run_while_leader_ends_its_work_first(url: str) -> None:
+    """The caller's task cancelled while the work runs: the work is cancelled
+    and has ended (its cleanup too) when the call raises, and the leadership
+    is resigned after it."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        election = AsyncElection(client, "acancel", ttl=5)
+        assert await work_ends_before_a_cancelled_call(election) == ["cleaned"]
+        assert await election.run_while_leader(_answer, timeout=1) == 42
+        await client.aclose()
+
+    asyncio.run(main())
 
 
 def test_sync_run_while_leader_signals_the_work(r: redis.Redis) -> None:

@@ -20,7 +20,11 @@ import pytest
 import redis
 import redis.asyncio
 import test_redlock
-from _election_tasks import tasks_take_turns, work_cancelled_when_lost
+from _election_tasks import (
+    tasks_take_turns,
+    work_cancelled_when_lost,
+    work_ends_before_a_cancelled_call,
+)
 from _election_workers import redlock_campaign_rounds, redlock_lead_forever
 from _workers import Hold, check_history
 
@@ -728,6 +732,19 @@ def test_asyncio_run_while_leader_cancels_the_work_when_lost(
             _depose(live, "arun")
 
         assert await work_cancelled_when_lost(election, depose)
+        for c in aclients:
+            await c.aclose()
+
+    asyncio.run(main())
+
+
+def test_asyncio_a_cancelled_run_while_leader_ends_its_work_first(
+    masters: list[ServerProcess],
+) -> None:
+    async def main() -> None:
+        aclients = [redis.asyncio.Redis.from_url(s.url) for s in masters]
+        election = AsyncRedlockElection(aclients, "acancel", ttl=5)
+        assert await work_ends_before_a_cancelled_call(election) == ["cleaned"]
         for c in aclients:
             await c.aclose()
 

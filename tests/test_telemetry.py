@@ -39,6 +39,7 @@ from tenure import (
     FairLock,
     InvalidArgument,
     Lock,
+    LockLostError,
     ReadWriteLock,
     RLock,
     Semaphore,
@@ -741,3 +742,101 @@ def test_the_hub_of_a_closed_asyncio_client_stops_quietly(
     logged = _about_server(caplog, url)
     assert logged and all(rec.levelno == logging.DEBUG for rec in logged), logged
     assert all("made again" not in rec.getMessage() for rec in logged)
+
+
+# -- telemetry that fails --------------------------------------------------------
+
+
+class _BrokenInstrument:
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the meter is broken")
+
+    record = add
+
+
+class _BrokenMeter:
+    def create_histogram(self, *args: Any, **kwargs: Any) -> _BrokenInstrument:
+        return _BrokenInstrument()
+
+    create_counter = create_histogram
+
+    def create_observable_up_down_counter(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class _BrokenMeterProvider:
+    """A meter provider whose instruments raise on every measurement."""
+
+    def get_meter(self, *args: Any, **kwargs: Any) -> _BrokenMeter:
+        return _BrokenMeter()
+
+
+class _BrokenSpanProcessor(SimpleSpanProcessor):
+    """A span processor that raises when a span starts (``at="start"``) or ends."""
+
+    def __init__(self, at: str) -> None:
+        super().__init__(InMemorySpanExporter())
+        self.at = at
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self.at == "start":
+            raise RuntimeError("the span processor is broken")
+
+    def on_end(self, span: Any) -> None:
+        if self.at == "end":
+            raise RuntimeError("the span processor is broken")
+
+
+@pytest.fixture(params=["meter", "span start", "span end"])
+def broken_telemetry(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Providers given to tenure whose instruments, or span processor, raise."""
+    tracer_provider = TracerProvider()
+    if request.param == "meter":
+        configure_telemetry(meter_provider=_BrokenMeterProvider())
+    else:
+        tracer_provider.add_span_processor(_BrokenSpanProcessor(request.param.split()[1]))
+        configure_telemetry(tracer_provider=tracer_provider)
+    yield
+    configure_telemetry()
+    tracer_provider.shutdown()
+
+
+def test_telemetry_that_raises_changes_no_outcome(
+    r: redis.Redis, broken_telemetry: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A meter or span processor that raises: acquires return their lease (or
+    raise their own error), releases release, a loss is signalled (and raised
+    by the release that finds it), and the failure is logged."""
+    lock = Lock(r, "broken", ttl=5)
+    with caplog.at_level("WARNING", logger="tenure"):
+        lease = lock.acquire()
+        assert lease is not None
+        with pytest.raises(AlreadyHeldError):
+            lock.acquire(timeout=0.1)
+        denied: list[object] = []
+        other = threading.Thread(target=lambda: denied.append(lock.acquire(blocking=False)))
+        other.start()
+        other.join(10)
+        assert denied == [None]
+        lease.release()
+        assert not r.exists("tenure:{broken}")
+        lost = lock.acquire()
+        assert lost is not None
+        r.delete("tenure:{broken}")
+        with pytest.raises(LockLostError):
+            lost.release()
+        assert lost.lost.is_set()
+    assert any("tenure telemetry" in m for m in caplog.messages), caplog.messages
+
+
+def test_asyncio_telemetry_that_raises_changes_no_outcome(url: str, broken_telemetry: None) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        lock = AsyncLock(client, "abroken", ttl=5)
+        lease = await lock.acquire()
+        assert lease is not None
+        await lease.release()
+        assert not await client.exists("tenure:{abroken}")
+        await client.aclose()
+
+    asyncio.run(main())

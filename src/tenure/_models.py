@@ -591,7 +591,12 @@ class _AsyncWhileHeld:
         try:
             await asyncio.wait((work, lost), return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
+            # the caller was cancelled: the work ends before the call does
+            # (and so before the leadership is resigned)
             work.cancel()
+            await asyncio.wait((work,))
+            if not work.cancelled():
+                work.exception()  # (retrieved: the caller's cancellation wins)
             raise
         finally:
             lost.cancel()

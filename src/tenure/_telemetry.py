@@ -308,6 +308,12 @@ def configure_telemetry(
     _use(_Unresolved() if enabled else NOOP)
 
 
+def _failed(what: str) -> None:
+    """OpenTelemetry (a meter's instrument, a span processor) raised while
+    ``what``: logged (WARNING, on ``tenure``), never the lock operation's error."""
+    LOG.warning("tenure telemetry: %s failed", what, exc_info=True)
+
+
 def sink() -> _Sink:
     """The sink metrics and spans go to now (:data:`NOOP` without OpenTelemetry)."""
     return _SINK.current()
@@ -456,11 +462,14 @@ class Acquire:
             self.attrs = sink.attrs(probe.kind, self._system(), lock.name)
             if blocking:
                 _waiter(self.attrs, 1)
-            span = sink.tracer.start_span(SPAN, attributes={PRIMITIVE: probe.kind})
-            if span.is_recording():
-                span.set_attribute(LOCK_NAME, lock.name)
-                self.span = span
-                self.context = sink.attach(sink.in_context(span))
+            try:
+                span = sink.tracer.start_span(SPAN, attributes={PRIMITIVE: probe.kind})
+                if span.is_recording():
+                    span.set_attribute(LOCK_NAME, lock.name)
+                    self.span = span
+                    self.context = sink.attach(sink.in_context(span))
+            except Exception:
+                _failed("starting an acquire's span")
         self.var = _CURRENT.set(self)
 
     def _system(self) -> str:
@@ -535,10 +544,15 @@ class Acquire:
         if system:
             self.lock._system = system  # (what its leases' metrics say)
         attrs = sink.attrs(self.probe.kind, system, self.lock.name, outcome)
-        sink.acquire_duration.record(took, attrs)
-        sink.acquires.add(1, attrs)
+        try:
+            sink.acquire_duration.record(took, attrs)
+            sink.acquires.add(1, attrs)
+        except Exception:
+            _failed("recording an acquire")
         span = self.span
-        if span is not None:
+        if span is None:
+            return
+        try:
             if system:
                 span.set_attribute(DB_SYSTEM, system)
             span.set_attribute(OUTCOME, outcome)
@@ -548,6 +562,9 @@ class Acquire:
                 span.record_exception(exc)
                 span.set_status(sink.error_status)
             span.end()
+        except Exception:
+            _failed("ending an acquire's span")
+        finally:
             # (detached in another context: never the caller's error)
             with contextlib.suppress(Exception):
                 sink.detach(self.context)
@@ -605,7 +622,11 @@ def released(lease: Any, probe: Probe) -> None:
     if log.isEnabledFor(DEBUG):
         log.debug("released %r fence=%s held=%.3fs", lease.name, lease.fence, held)
     if isinstance(current, _Otel):
-        current.hold_duration.record(held, current.attrs(probe.kind, _system_of(lease), lease.name))
+        attrs = current.attrs(probe.kind, _system_of(lease), lease.name)
+        try:
+            current.hold_duration.record(held, attrs)
+        except Exception:
+            _failed("recording a hold")
 
 
 def lost(lease: Any, reason: str) -> None:
@@ -616,7 +637,11 @@ def lost(lease: Any, reason: str) -> None:
         log.warning("lease of %r lost (fence=%s): %s", lease.name, lease.fence, reason)
     current = _SINK
     if isinstance(current, _Otel):
-        current.lost.add(1, current.attrs(probe.kind, _system_of(lease), lease.name))
+        attrs = current.attrs(probe.kind, _system_of(lease), lease.name)
+        try:
+            current.lost.add(1, attrs)
+        except Exception:
+            _failed("counting a lost lease")
 
 
 def renewals(batch: list[Any], replies: list[Any]) -> None:
