@@ -9,6 +9,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Callable
+from contextlib import AsyncExitStack, ExitStack
 from typing import Any
 
 import pytest
@@ -605,3 +606,97 @@ def test_a_block_left_in_another_thread_releases_its_own_lease(r: redis.Redis) -
     thread.join(5)
     assert valid == [True], "the worker's permit was given back under it"
     third.release()
+
+
+def test_an_exit_stack_leaves_its_own_block_not_a_statements(r: redis.Redis) -> None:
+    """A block entered through an ``ExitStack`` (its exit names no statement)
+    and a ``with`` block of the same guard, open in one thread, the stack
+    closed first: the stack gives back its own permit, and the statement's
+    exit its own."""
+    sem = Semaphore(r, "blocks-stack", 3)
+    stack = ExitStack()
+    stacked = stack.enter_context(sem)
+    with sem as lease:
+        stack.close()
+        assert lease.valid, "the stack gave back the with block's permit"
+        assert not stacked.valid
+    assert not lease.valid
+
+
+def test_an_exit_stack_closed_in_another_thread_leaves_its_own_block(r: redis.Redis) -> None:
+    """A generator suspended in a block it entered through an ``ExitStack``,
+    closed by another thread while a third is inside a ``with`` block of the
+    same guard: the stack gives back the generator's permit, never the
+    third thread's."""
+    sem = Semaphore(r, "blocks-stack-closed", 2)
+
+    def stream() -> Any:
+        with ExitStack() as stack:
+            stack.enter_context(sem)
+            yield 1
+
+    gen = stream()
+    next(gen)
+    inside, done = threading.Event(), threading.Event()
+    valid: list[bool] = []
+
+    def worker() -> None:
+        with sem as lease:
+            inside.set()
+            done.wait(5)
+            valid.append(lease.valid)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert inside.wait(5)
+    closer = threading.Thread(target=gen.close)
+    closer.start()
+    closer.join(5)
+    third = sem.acquire(blocking=False)  # (the generator's permit)
+    assert third is not None
+    done.set()
+    thread.join(5)
+    assert valid == [True], "the worker's permit was given back under it"
+    third.release()
+
+
+def test_an_async_exit_stack_closed_by_another_task_leaves_its_own_block(
+    server: ServerProcess,
+) -> None:
+    """The asyncio twin: an async generator's ``AsyncExitStack`` closed by
+    another task gives back the generator's permit, not a running task's."""
+
+    async def main() -> None:
+        c = redis.asyncio.Redis.from_url(server.url)
+        sem = AsyncSemaphore(c, "ablocks-stack-closed", 2)
+
+        async def stream() -> Any:
+            async with AsyncExitStack() as stack:
+                await stack.enter_async_context(sem)
+                yield 1
+
+        async def reader() -> Any:
+            gen = stream()
+            await gen.__anext__()
+            return gen
+
+        gen = await asyncio.ensure_future(reader())
+        inside, done = asyncio.Event(), asyncio.Event()
+
+        async def worker() -> bool:
+            async with sem as lease:
+                inside.set()
+                await done.wait()
+                return lease.valid
+
+        task = asyncio.ensure_future(worker())
+        await inside.wait()
+        await asyncio.ensure_future(gen.aclose())
+        third = await sem.acquire(blocking=False)  # (the generator's permit)
+        assert third is not None
+        done.set()
+        assert await asyncio.wait_for(task, 5), "the worker's permit was given back under it"
+        await third.release()
+        await c.aclose()
+
+    asyncio.run(main())

@@ -347,10 +347,12 @@ class OpenBlocks(Generic[T]):
     ``with`` statement (see :func:`entering_statement`). A block's exit takes
     the block its statement entered, whichever owner runs it (an async
     generator closed by another task, a generator closed in another thread);
-    an exit that names no statement (an ``ExitStack``'s, or ``__exit__``
-    called by hand) takes the innermost open block of the calling owner, or
-    from another owner the innermost open block of all, so that no lease is
-    left held and renewed for good."""
+    an exit that names no open block's statement (an ``ExitStack``'s, or
+    ``__exit__`` called by hand) takes a block entered the same way, by no
+    statement (a statement's block is left by that statement's exit): the
+    innermost of the calling owner's, or else of all; only if no such block
+    is open, the innermost open block of the calling owner, or else of all,
+    so that no lease is left held and renewed for good."""
 
     __slots__ = ("_mutex", "_open")
 
@@ -372,10 +374,15 @@ class OpenBlocks(Generic[T]):
                     if entered_by == statement:
                         del self._open[i]
                         return lease
-            for i in range(len(self._open) - 1, -1, -1):
-                if self._open[i][0] == owner:
-                    return self._open.pop(i)[2]
-            return self._open.pop()[2] if self._open else None
+            for unnamed_only in (True, False):
+                for of_owner in (True, False):
+                    for i in range(len(self._open) - 1, -1, -1):
+                        entered_in, entered_by, _ = self._open[i]
+                        if (entered_in == owner or not of_owner) and (
+                            entered_by is None or not unnamed_only
+                        ):
+                            return self._open.pop(i)[2]
+            return None
 
 
 # -- ``with`` blocks whose exit is cut off ---------------------------------------
