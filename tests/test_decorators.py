@@ -572,16 +572,11 @@ def test_a_block_closed_by_another_task_releases_its_own_lease(server: ServerPro
     asyncio.run(main())
 
 
-def test_a_block_left_in_another_thread_releases_its_own_lease(r: redis.Redis) -> None:
-    """A generator suspended in a block of a semaphore, closed by another
-    thread while a third is inside a block of the same guard: the exit
-    gives back the generator's permit, never the third thread's."""
-    sem = Semaphore(r, "blocks-closed", 2)
-
-    def stream() -> Any:
-        with sem:
-            yield 1
-
+def _closed_in_another_thread_gives_back_its_own(sem: Semaphore, stream: Any) -> None:
+    """Suspend the generator ``stream()`` inside its block of ``sem`` (2
+    permits), then close it from another thread while a third thread is
+    inside a ``with`` block of the same guard: the close gives back the
+    generator's permit, never the third thread's."""
     gen = stream()
     next(gen)
     inside, done = threading.Event(), threading.Event()
@@ -608,6 +603,18 @@ def test_a_block_left_in_another_thread_releases_its_own_lease(r: redis.Redis) -
     third.release()
 
 
+def test_a_block_left_in_another_thread_releases_its_own_lease(r: redis.Redis) -> None:
+    """A generator suspended in a ``with`` block of a semaphore, closed by
+    another thread while a third is inside a block of the same guard."""
+    sem = Semaphore(r, "blocks-closed", 2)
+
+    def stream() -> Any:
+        with sem:
+            yield 1
+
+    _closed_in_another_thread_gives_back_its_own(sem, stream)
+
+
 def test_an_exit_stack_leaves_its_own_block_not_a_statements(r: redis.Redis) -> None:
     """A block entered through an ``ExitStack`` (its exit names no statement)
     and a ``with`` block of the same guard, open in one thread, the stack
@@ -624,10 +631,8 @@ def test_an_exit_stack_leaves_its_own_block_not_a_statements(r: redis.Redis) -> 
 
 
 def test_an_exit_stack_closed_in_another_thread_leaves_its_own_block(r: redis.Redis) -> None:
-    """A generator suspended in a block it entered through an ``ExitStack``,
-    closed by another thread while a third is inside a ``with`` block of the
-    same guard: the stack gives back the generator's permit, never the
-    third thread's."""
+    """The same with the generator's block entered through an ``ExitStack``
+    (its exit names no statement)."""
     sem = Semaphore(r, "blocks-stack-closed", 2)
 
     def stream() -> Any:
@@ -635,29 +640,7 @@ def test_an_exit_stack_closed_in_another_thread_leaves_its_own_block(r: redis.Re
             stack.enter_context(sem)
             yield 1
 
-    gen = stream()
-    next(gen)
-    inside, done = threading.Event(), threading.Event()
-    valid: list[bool] = []
-
-    def worker() -> None:
-        with sem as lease:
-            inside.set()
-            done.wait(5)
-            valid.append(lease.valid)
-
-    thread = threading.Thread(target=worker)
-    thread.start()
-    assert inside.wait(5)
-    closer = threading.Thread(target=gen.close)
-    closer.start()
-    closer.join(5)
-    third = sem.acquire(blocking=False)  # (the generator's permit)
-    assert third is not None
-    done.set()
-    thread.join(5)
-    assert valid == [True], "the worker's permit was given back under it"
-    third.release()
+    _closed_in_another_thread_gives_back_its_own(sem, stream)
 
 
 def test_an_async_exit_stack_closed_by_another_task_leaves_its_own_block(
