@@ -67,6 +67,15 @@ class PerProcess:
         self.__copy__()
 
 
+def close_unrun(awaitable: object) -> None:
+    """Close ``awaitable`` (a coroutine a plain callback of the user's made,
+    which nothing will await) before its body ran, if it can be closed: no
+    "never awaited" warning, and its body never runs."""
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()
+
+
 def run_all(*calls: Callable[[], object]) -> None:
     """Make each call, in order, whatever one raises (a callback's error, an
     interrupt, a log handler's); then raise the first error, if any: a loss

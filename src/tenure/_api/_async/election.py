@@ -16,7 +16,7 @@ from ..._errors import InvalidArgument, LockLostError, NotOwnedError
 from ..._info import ElectionEvent, FairLockInfo, Leader
 from ..._keys import DEFAULT_PREFIX, ElectionKeys, election_keys
 from ..._label import clean_label, default_label
-from ..._models import AsyncWork, PerProcess, _AsyncWhileHeld
+from ..._models import AsyncWork, PerProcess, _AsyncWhileHeld, close_unrun
 from ..._plans import election as election_plans
 from ..._plans import fair as fair_plans
 from ..._plans.common import extended
@@ -139,9 +139,7 @@ class _AsyncCandidacy(PerProcess, Generic[L]):
                 try:
                     outcome = self._on_elected(lease)
                     if inspect.isawaitable(outcome):  # (a lambda making a coroutine)
-                        close = getattr(outcome, "close", None)
-                        if callable(close):
-                            close()
+                        close_unrun(outcome)
                         raise InvalidArgument(_ON_ELECTED_PLAIN.format(self._on_elected))
                 except BaseException:
                     await self._let_go(lease)

@@ -28,7 +28,14 @@ from typing import (
 from ..._drivers import _sync as _driver
 from ..._errors import AcquireTimeout, InvalidArgument, NotOwnedError
 from ..._leasebook import LeaseLife, Phase
-from ..._models import OpenBlocks, PerProcess, block_enter, block_exit, entering_statement
+from ..._models import (
+    OpenBlocks,
+    PerProcess,
+    block_enter,
+    block_exit,
+    close_unrun,
+    entering_statement,
+)
 from ._grants import holder_of
 
 
@@ -121,9 +128,7 @@ def _current_lease(of: object, name: str) -> Any:
 def _refuse_awaitable(lock: Any, func: Callable[..., Any], result: Any) -> NoReturn:
     """Refuse a synchronous guard's call whose function returned an awaitable
     (its body would run once the block ended): closed unrun, if it can be."""
-    close = getattr(result, "close", None)
-    if callable(close):
-        close()
+    close_unrun(result)
     raise InvalidArgument(
         f"{type(lock).__name__} {lock.name!r}: {func!r} returned an awaitable, whose body "
         "would run after the lock is released: decorate it with the asyncio flavour"
